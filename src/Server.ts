@@ -1,0 +1,142 @@
+import {
+  FileSystem,
+  HttpApiScalar,
+  HttpIncomingMessage,
+  HttpLayerRouter,
+  HttpServerRequest,
+  HttpServerResponse
+} from "@effect/platform"
+import { NodeHttpServer } from "@effect/platform-node"
+import { Cause, Effect, Layer, Option } from "effect"
+import { createServer } from "node:http"
+import { AtriumApi } from "./Api.js"
+import { MetersHttp } from "./billing/Http.js"
+import { AccountHttp, AuthHttp } from "./identity/Http.js"
+import { Tokens } from "./identity/Tokens.js"
+import { AppConfig } from "./platform/Config.js"
+import { DatabaseLive } from "./platform/Database.js"
+import { errorBody, errorType } from "./platform/Errors.js"
+import { HealthHttp } from "./platform/HealthHttp.js"
+import { KeyValueLive } from "./platform/KeyValue.js"
+import { clientAddress, isPrivateAddress } from "./platform/Network.js"
+import { ModelsHttp } from "./runtime/models/Http.js"
+
+const json = (status: number, type: string, message: string, headers?: Record<string, string>) =>
+  HttpServerResponse.unsafeJson(errorBody(type, message), { status, ...(headers ? { headers } : {}) })
+
+/** Routes under `/api` that need no login token (spec 5.2 rule 5). */
+const PUBLIC_API = /^\/api\/(auth\/login|auth\/sms\/sendCode|health|market\/.*|payment\/notify\/.*)$/
+
+/**
+ * Turns what HttpApi writes for a failure (`{"_tag": ..., ...}`, including its own `HttpApiDecodeError`) into the
+ * platform's one error body, `{"error":{"type","message"}}`, and `retry_after` into a `Retry-After` header.
+ */
+const toEnvelope = (response: HttpServerResponse.HttpServerResponse) => {
+  if (response.status < 400 || response.body._tag !== "Uint8Array") return response
+  let parsed: { _tag?: unknown; message?: unknown; issues?: unknown; retry_after?: unknown }
+  try {
+    parsed = JSON.parse(new TextDecoder().decode(response.body.body))
+  } catch {
+    return response
+  }
+  if (typeof parsed?._tag !== "string") return response
+  if (parsed._tag === "HttpApiDecodeError") {
+    return json(400, "invalid_request", describeDecodeIssues(parsed.issues, parsed.message))
+  }
+  const headers: Record<string, string> = {}
+  if (typeof parsed.retry_after === "number") headers["retry-after"] = String(parsed.retry_after)
+  return json(
+    response.status,
+    errorType(parsed._tag),
+    typeof parsed.message === "string" ? parsed.message : "Request failed.",
+    headers
+  )
+}
+
+/** "Invalid request: phone: is missing" — the field first, so a caller sees at once what to fix. */
+const describeDecodeIssues = (issues: unknown, fallback: unknown): string => {
+  if (!Array.isArray(issues) || issues.length === 0) {
+    return `Invalid request: ${typeof fallback === "string" ? fallback.split("\n")[0] : "malformed input"}`
+  }
+  const parts = issues.slice(0, 3).map((issue: { path?: Array<unknown>; message?: string }) => {
+    const path = Array.isArray(issue.path) && issue.path.length > 0 ? issue.path.join(".") : "body"
+    return `${path}: ${issue.message ?? "invalid"}`
+  })
+  return `Invalid request: ${parts.join("; ")}`
+}
+
+const ErrorEnvelope = HttpLayerRouter.middleware(
+  Effect.gen(function*() {
+    const config = yield* AppConfig
+    const tokens = yield* Tokens
+    const maxBodySize = Option.some(FileSystem.Size(config.maxBodyBytes))
+
+    /** An unknown `/api` route answers 401 to a caller without a token: it reveals nothing about what exists. */
+    const notFound = (request: HttpServerRequest.HttpServerRequest) =>
+      Effect.gen(function*() {
+        const path = request.url.split("?")[0]!
+        if (path.startsWith("/api/") && !PUBLIC_API.test(path)) {
+          const token = request.headers["authorization"]?.replace(/^Bearer\s+/i, "") ?? request.cookies["token"] ?? ""
+          const valid = yield* Effect.isSuccess(tokens.authenticate(token))
+          if (!valid) return json(401, "unauthorized", "A valid login token is required.")
+        }
+        return json(404, "not_found", `No route ${request.method} ${path}.`)
+      })
+
+    return (app) =>
+      Effect.gen(function*() {
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const declaredLength = Number(request.headers["content-length"] ?? "0")
+        if (declaredLength > config.maxBodyBytes) {
+          return json(413, "payload_too_large", `Request body exceeds ${config.maxBodyBytes} bytes.`)
+        }
+        if (request.url.startsWith("/internal/") && !isPrivateAddress(clientAddress(request, config.trustProxy))) {
+          return json(403, "forbidden", "Internal routes answer the private network only.")
+        }
+        return yield* app.pipe(
+          Effect.provideService(HttpIncomingMessage.MaxBodySize, maxBodySize),
+          Effect.map(toEnvelope),
+          Effect.catchAllCause((cause) => {
+            if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
+            // HttpApi lets a body it could not read escape as a defect: it is still the caller's bad input.
+            const error = Cause.squash(cause) as { _tag?: string } | undefined
+            if (error?._tag === "RouteNotFound") return notFound(request)
+            if (error?._tag === "RequestError") {
+              return Effect.succeed(json(400, "invalid_request", "The request body could not be read as JSON."))
+            }
+            return Effect.as(
+              Effect.logError("unhandled failure", cause),
+              json(500, "internal_error", "Something went wrong on our side.")
+            )
+          })
+        )
+      })
+  }),
+  { global: true }
+)
+
+const ApiRoutes = HttpLayerRouter.addHttpApi(AtriumApi, { openapiPath: "/openapi.json" }).pipe(
+  Layer.provide([HealthHttp, AuthHttp, AccountHttp, ModelsHttp, MetersHttp])
+)
+
+const DocsRoute = HttpApiScalar.layerHttpLayerRouter({ api: AtriumApi, path: "/docs" })
+
+export const Routes = Layer.mergeAll(ApiRoutes, DocsRoute, ErrorEnvelope).pipe(
+  Layer.provide(Tokens.Default)
+)
+
+/** Everything the routes stand on: configuration, the database with its migrations, the key-value store. */
+export const Infrastructure = Layer.mergeAll(AppConfig.Default, DatabaseLive, KeyValueLive)
+
+export const HttpServerLive = Layer.unwrapEffect(
+  Effect.map(AppConfig, (config) => NodeHttpServer.layer(createServer, { port: config.port, host: config.host }))
+).pipe(Layer.provide(AppConfig.Default))
+
+/**
+ * The whole platform as one layer: serve the routes on `HOST:PORT` until the scope closes. It also yields the
+ * `HttpServer`, whose address tells a test which random port it got.
+ */
+export const ServerLive = HttpLayerRouter.serve(Routes, { disableLogger: true }).pipe(
+  Layer.provideMerge(HttpServerLive),
+  Layer.provide(Infrastructure)
+)

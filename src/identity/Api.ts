@@ -1,0 +1,84 @@
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { InvalidRequest, NotFound, RateLimited } from "../platform/Errors.js"
+import { ApiKeyId } from "../platform/Ids.js"
+import { UserAuthentication } from "./Authentication.js"
+import { InvalidCode, SmsNotDelivered } from "./Login.js"
+
+export const Phone = Schema.String.pipe(
+  Schema.pattern(/^\+[1-9]\d{6,14}$/, {
+    message: () => "phone must be an E.164 number such as +8613800000000"
+  })
+)
+
+export const SendCodeResult = Schema.Struct({
+  sent: Schema.Literal(true),
+  expires_in: Schema.Int,
+  retry_after: Schema.Int
+})
+
+export const LoginResult = Schema.Struct({ token: Schema.String, newUser: Schema.Boolean })
+
+export const ApiKeyCreated = Schema.Struct({
+  id: ApiKeyId,
+  name: Schema.String,
+  key: Schema.String,
+  created_at: Schema.String
+})
+
+export const ApiKeySummary = Schema.Struct({
+  id: ApiKeyId,
+  name: Schema.String,
+  prefix: Schema.String,
+  last4: Schema.String,
+  created_at: Schema.String,
+  last_used_at: Schema.NullOr(Schema.String)
+})
+
+/** Spec 4.7: no token needed. */
+export class AuthApi extends HttpApiGroup.make("auth")
+  .add(
+    HttpApiEndpoint.post("sendCode", "/api/auth/sms/sendCode")
+      .setPayload(Schema.Struct({ phone: Phone }))
+      .addSuccess(SendCodeResult)
+      .addError(RateLimited)
+      .addError(SmsNotDelivered)
+      .annotate(OpenApi.Description, "Send a 6-digit login code by SMS (60 s cooldown per phone).")
+  )
+  .add(
+    HttpApiEndpoint.post("login", "/api/auth/login")
+      .setPayload(Schema.Struct({ phone: Phone, code: Schema.String.pipe(Schema.maxLength(32)) }))
+      .addSuccess(LoginResult)
+      .addError(InvalidCode)
+      .annotate(OpenApi.Description, "Log in with the code; returns a JWT and sets the `token` cookie.")
+  )
+  .annotate(OpenApi.Title, "Login")
+{}
+
+/** Spec 4.7, 4.8: a login token is required. */
+export class AccountApi extends HttpApiGroup.make("account")
+  .add(
+    HttpApiEndpoint.get("refresh", "/api/token/refresh")
+      .addSuccess(Schema.Struct({ token: Schema.String }))
+      .annotate(OpenApi.Description, "Issue a new JWT that replaces the current one.")
+  )
+  .add(
+    HttpApiEndpoint.post("createApiKey", "/api/user/apiKey/create")
+      .setPayload(Schema.Struct({ name: Schema.optional(Schema.String.pipe(Schema.maxLength(100))) }))
+      .addSuccess(ApiKeyCreated)
+      .annotate(OpenApi.Description, "Create an API key; the key is shown in this response only.")
+  )
+  .add(
+    HttpApiEndpoint.post("listApiKeys", "/api/user/apiKey/list")
+      .addSuccess(Schema.Struct({ data: Schema.Array(ApiKeySummary) }))
+  )
+  .add(
+    HttpApiEndpoint.post("deleteApiKey", "/api/user/apiKey/delete")
+      .setPayload(Schema.Struct({ id: Schema.String.pipe(Schema.maxLength(64)) }))
+      .addSuccess(Schema.Struct({ deleted: Schema.Literal(true) }))
+      .addError(NotFound)
+  )
+  .middleware(UserAuthentication)
+  .addError(InvalidRequest)
+  .annotate(OpenApi.Title, "Account")
+{}

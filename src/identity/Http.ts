@@ -1,0 +1,71 @@
+import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Effect, Layer } from "effect"
+import { AtriumApi } from "../Api.js"
+import { AppConfig } from "../platform/Config.js"
+import { clientAddress } from "../platform/Network.js"
+import { ApiKeys } from "./ApiKeys.js"
+import { AuthenticationLive, CurrentUser } from "./Authentication.js"
+import { Login } from "./Login.js"
+
+const iso = (date: Date) => date.toISOString()
+
+export const AuthHttp = HttpApiBuilder.group(AtriumApi, "auth", (handlers) =>
+  Effect.gen(function*() {
+    const config = yield* AppConfig
+    const login = yield* Login
+    const cookieOptions = {
+      httpOnly: true,
+      sameSite: "lax",
+      secure: config.secureCookies,
+      path: "/",
+      maxAge: config.login.tokenTtl
+    } as const
+    return handlers
+      .handle("sendCode", ({ payload }) =>
+        Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+          login.sendCode(payload.phone, clientAddress(request, config.trustProxy))))
+      .handle("login", ({ payload }) =>
+        Effect.gen(function*() {
+          const result = yield* login.login(payload.phone, payload.code)
+          return yield* HttpServerResponse.json({ token: result.token, newUser: result.newUser }).pipe(
+            Effect.flatMap(HttpServerResponse.setCookie("token", result.token, cookieOptions)),
+            Effect.orDie
+          )
+        }))
+  })).pipe(Layer.provide([Login.Default, AppConfig.Default]))
+
+export const AccountHttp = HttpApiBuilder.group(AtriumApi, "account", (handlers) =>
+  Effect.gen(function*() {
+    const login = yield* Login
+    const apiKeys = yield* ApiKeys
+    return handlers
+      .handle("refresh", () =>
+        Effect.flatMap(CurrentUser, (user) => Effect.map(login.refresh(user), (token) => ({ token }))))
+      .handle("createApiKey", ({ payload }) =>
+        Effect.gen(function*() {
+          const user = yield* CurrentUser
+          const created = yield* apiKeys.create(user.userId, payload.name ?? "default")
+          return { ...created, created_at: iso(created.createdAt) }
+        }))
+      .handle("listApiKeys", () =>
+        Effect.gen(function*() {
+          const user = yield* CurrentUser
+          const keys = yield* apiKeys.list(user.userId)
+          return {
+            data: keys.map((key) => ({
+              id: key.id,
+              name: key.name,
+              prefix: key.prefix,
+              last4: key.last4,
+              created_at: iso(key.createdAt),
+              last_used_at: key.lastUsedAt === null ? null : iso(key.lastUsedAt)
+            }))
+          }
+        }))
+      .handle("deleteApiKey", ({ payload }) =>
+        Effect.gen(function*() {
+          const user = yield* CurrentUser
+          yield* apiKeys.revoke(user.userId, payload.id)
+          return { deleted: true as const }
+        }))
+  })).pipe(Layer.provide([Login.Default, ApiKeys.Default, AuthenticationLive]))

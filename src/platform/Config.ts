@@ -1,0 +1,71 @@
+import { Config, ConfigError, Duration, Effect, Either, Option } from "effect"
+
+/**
+ * Every setting of the platform, read once through `Config` (never `process.env`), so tests can hand the whole
+ * program a `ConfigProvider` of their own. The README's settings table mirrors this file.
+ */
+
+const duration = (name: string, fallback: Duration.DurationInput) =>
+  Config.duration(name).pipe(Config.withDefault(Duration.decode(fallback)))
+
+const optionalRedacted = (name: string) => Config.option(Config.redacted(name))
+
+/** `+8613800000000=123456,+15550001111=000000`: numbers that send nothing and always accept their fixed code. */
+const testOtp = Config.string("SMS_TEST_OTP").pipe(
+  Config.withDefault(""),
+  Config.mapOrFail((raw) => {
+    const entries = new Map<string, string>()
+    for (const pair of raw.split(",").map((s) => s.trim()).filter((s) => s.length > 0)) {
+      const [phone, code] = pair.split("=").map((s) => s.trim())
+      if (!phone || !code || !/^\+[1-9]\d{6,14}$/.test(phone) || !/^\d{6}$/.test(code)) {
+        return Either.left(
+          ConfigError.InvalidData(["SMS_TEST_OTP"], `expected "+E164=6digits" pairs, got "${pair}"`)
+        )
+      }
+      entries.set(phone, code)
+    }
+    return Either.right(entries as ReadonlyMap<string, string>)
+  })
+)
+
+export const PlatformConfig = Config.all({
+  port: Config.integer("PORT").pipe(Config.withDefault(8080)),
+  host: Config.string("HOST").pipe(Config.withDefault("0.0.0.0")),
+  dataDir: Config.string("DATA_DIR").pipe(Config.withDefault("./data")),
+  databaseUrl: optionalRedacted("DATABASE_URL"),
+  redisUrl: optionalRedacted("REDIS_URL"),
+  /** Prefix of every key this instance writes to the key-value store, so several instances can share one Redis. */
+  keyPrefix: Config.string("KEY_PREFIX").pipe(Config.withDefault("atrium:")),
+  jwtSecret: optionalRedacted("JWT_SECRET"),
+  publicUrl: Config.option(Config.string("PUBLIC_URL")),
+  mcpPath: Config.string("MCP_PATH").pipe(Config.withDefault("/mcp")),
+  maxBodyBytes: Config.integer("MAX_BODY_BYTES").pipe(Config.withDefault(1024 * 1024)),
+  /** Whether `X-Forwarded-For` from the connecting proxy names the real client (set behind a reverse proxy). */
+  trustProxy: Config.boolean("TRUST_PROXY").pipe(Config.withDefault(false)),
+  sms: Config.all({
+    provider: Config.literal("console", "http")("SMS_PROVIDER").pipe(Config.withDefault("console" as const)),
+    httpUrl: Config.option(Config.string("SMS_HTTP_URL")),
+    httpToken: optionalRedacted("SMS_HTTP_TOKEN"),
+    testOtp,
+    codeTtl: duration("SMS_CODE_TTL", "5 minutes"),
+    cooldown: duration("SMS_COOLDOWN", "60 seconds"),
+    maxAttempts: Config.integer("SMS_MAX_ATTEMPTS").pipe(Config.withDefault(5)),
+    dailyLimitPerPhone: Config.integer("SMS_DAILY_LIMIT").pipe(Config.withDefault(10)),
+    hourlyLimitPerIp: Config.integer("SMS_IP_HOURLY_LIMIT").pipe(Config.withDefault(30))
+  }),
+  login: Config.all({
+    tokenTtl: duration("JWT_TTL", "7 days"),
+    sessionTtl: duration("LOGIN_SESSION_TTL", "24 hours")
+  })
+})
+
+export type PlatformConfig = Config.Config.Success<typeof PlatformConfig>
+
+export class AppConfig extends Effect.Service<AppConfig>()("atrium/platform/AppConfig", {
+  effect: Effect.map(PlatformConfig, (config) => ({
+    ...config,
+    /** The address people reach us at: links, cookies and the MCP URL derive from it. */
+    baseUrl: Option.getOrElse(config.publicUrl, () => `http://localhost:${config.port}`).replace(/\/+$/, ""),
+    secureCookies: Option.exists(config.publicUrl, (url) => url.startsWith("https://"))
+  }))
+}) {}

@@ -1,0 +1,79 @@
+import { PGlite } from "@electric-sql/pglite"
+import { PGLiteSocketServer } from "@electric-sql/pglite-socket"
+import { NodeContext } from "@effect/platform-node"
+import { SqlClient } from "@effect/sql"
+import { PgClient, PgMigrator } from "@effect/sql-pg"
+import { Effect, Layer, Option, Redacted, String as Str } from "effect"
+import * as Fs from "node:fs/promises"
+import * as Path from "node:path"
+import { AppConfig } from "./Config.js"
+import { migrations } from "./migrations/index.js"
+
+/**
+ * PostgreSQL is the source of truth. With `DATABASE_URL` the platform talks to a real server; without it, PGlite
+ * keeps the database in `DATA_DIR/pgdata` and serves it on a loopback socket, so the very same `@effect/sql-pg`
+ * client (and the same SQL) runs in both modes.
+ */
+
+/** Columns are snake_case, fields camelCase; JSON columns hold callers' own keys and are left exactly as stored. */
+const names = {
+  transformQueryNames: Str.camelToSnake,
+  transformResultNames: Str.snakeToCamel,
+  transformJson: false
+} as const
+
+/** PGlite is one backend: a pool of one keeps one connection's Parse/Bind/Execute from interleaving with another's. */
+const embeddedPool = { maxConnections: 1, minConnections: 1 } as const
+
+const embedded = (dataDir: string) =>
+  Effect.gen(function*() {
+    const dir = Path.resolve(dataDir, "pgdata")
+    yield* Effect.promise(() => Fs.mkdir(dir, { recursive: true }))
+    const db = yield* Effect.acquireRelease(
+      Effect.promise(() => PGlite.create(dir)),
+      (db) => Effect.promise(() => db.close()).pipe(Effect.ignore)
+    )
+    const server = yield* Effect.acquireRelease(
+      Effect.promise(async () => {
+        const server = new PGLiteSocketServer({ db, host: "127.0.0.1", port: 0, maxConnections: 8 })
+        await server.start()
+        return server
+      }),
+      (server) => Effect.promise(() => server.stop()).pipe(Effect.ignore)
+    )
+    const [host, port] = server.getServerConn().split(":")
+    yield* Effect.logDebug(`embedded PostgreSQL (PGlite) in ${dir} on ${host}:${port}`)
+    return PgClient.layer({
+      host: host!,
+      port: Number(port),
+      username: "postgres",
+      database: "postgres",
+      ...embeddedPool,
+      ...names
+    })
+  }).pipe(Layer.unwrapScoped)
+
+const external = (url: Redacted.Redacted) =>
+  PgClient.layer({
+    url,
+    maxConnections: 20,
+    ...names
+  })
+
+const ClientLive = Layer.unwrapEffect(
+  Effect.map(AppConfig, (config) =>
+    Option.match(config.databaseUrl, {
+      onNone: () => embedded(config.dataDir),
+      onSome: external
+    }))
+).pipe(Layer.provide(AppConfig.Default))
+
+const MigratorLive = PgMigrator.layer({ loader: migrations, table: "atrium_migrations" }).pipe(
+  Layer.provide(NodeContext.layer)
+)
+
+/** The SQL client, with every migration applied before anything else may use it. */
+export const DatabaseLive: Layer.Layer<SqlClient.SqlClient | PgClient.PgClient, unknown> = MigratorLive.pipe(
+  Layer.provideMerge(ClientLive),
+  Layer.orDie
+)

@@ -1,0 +1,7 @@
+import { HttpApiBuilder } from "@effect/platform"
+import { Effect } from "effect"
+import { AtriumApi } from "../Api.js"
+import { makeHealthCheck } from "./Health.js"
+
+export const HealthHttp = HttpApiBuilder.group(AtriumApi, "health", (handlers) =>
+  Effect.map(makeHealthCheck, (check) => handlers.handle("health", () => check)))

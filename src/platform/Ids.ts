@@ -1,0 +1,27 @@
+import { Schema } from "effect"
+import * as Crypto from "node:crypto"
+
+/** Ids are prefixed strings (DESIGN.md §6); the prefix says what a bare id in a log line is. */
+
+const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+/** Uniform base62 from the system CSPRNG (rejection sampling, so no character is likelier than another). */
+export const randomBase62 = (length: number): string => {
+  let out = ""
+  while (out.length < length) {
+    for (const byte of Crypto.randomBytes(length * 2)) {
+      if (byte < 248 && out.length < length) out += BASE62[byte % 62]
+    }
+  }
+  return out
+}
+
+const newId = (prefix: string) => `${prefix}_${randomBase62(20)}`
+
+export const UserId = Schema.String.pipe(Schema.startsWith("usr_"), Schema.brand("UserId"))
+export type UserId = typeof UserId.Type
+export const newUserId = () => UserId.make(newId("usr"))
+
+export const ApiKeyId = Schema.String.pipe(Schema.startsWith("key_"), Schema.brand("ApiKeyId"))
+export type ApiKeyId = typeof ApiKeyId.Type
+export const newApiKeyId = () => ApiKeyId.make(newId("key"))

@@ -1,0 +1,7 @@
+import { Migrator } from "@effect/sql"
+import identity from "./0001_identity.js"
+
+/** Numbered migrations, applied in order at start; a released migration is never edited, only followed. */
+export const migrations = Migrator.fromRecord({
+  "0001_identity": identity
+})

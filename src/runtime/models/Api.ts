@@ -1,0 +1,27 @@
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { PlatformAuthentication } from "../../identity/Authentication.js"
+
+export const Model = Schema.Struct({
+  id: Schema.String,
+  object: Schema.Literal("model"),
+  owned_by: Schema.String,
+  provider: Schema.String,
+  description: Schema.String,
+  context_window: Schema.Int,
+  pricing: Schema.Struct({
+    unit: Schema.Literal("1k_tokens"),
+    input: Schema.Number,
+    output: Schema.Number
+  })
+})
+
+export class ModelsApi extends HttpApiGroup.make("models")
+  .add(
+    HttpApiEndpoint.get("list", "/v1/models")
+      .addSuccess(Schema.Struct({ object: Schema.Literal("list"), data: Schema.Array(Model), has_more: Schema.Boolean }))
+      .annotate(OpenApi.Description, "Models an agent can run on, with their credit rates.")
+  )
+  .middleware(PlatformAuthentication)
+  .annotate(OpenApi.Title, "Models")
+{}

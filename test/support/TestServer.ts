@@ -1,0 +1,158 @@
+import { HttpServer } from "@effect/platform"
+import { ConfigProvider, Context, Effect, Layer, Logger, LogLevel, Option, Scope } from "effect"
+import * as Fs from "node:fs/promises"
+import * as Http from "node:http"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import pg from "pg"
+import { ServerLive } from "../../src/Server.js"
+
+/**
+ * Boots the real platform on a random port, the way `npm start` does, with settings of its own.
+ *
+ * Both modes run the same tests: without `DATABASE_URL` the server uses embedded PGlite in a fresh directory and
+ * the in-memory store; with `DATABASE_URL` and `REDIS_URL` in the environment it gets a fresh PostgreSQL database
+ * and a Redis key prefix of its own, so test files never see each other's data.
+ */
+
+export const JWT_SECRET = "test-secret-test-secret-test-secret-0123456789"
+export const TEST_PHONE = "+8613800000000"
+export const TEST_CODE = "123456"
+
+/** Where a test server keeps its data; a restart reuses it to show that data survives. */
+export interface Storage {
+  readonly env: Record<string, string>
+}
+
+const randomName = () => Math.random().toString(36).slice(2, 10)
+
+/** A fresh place for one server's data, removed when the scope closes. */
+export const makeStorage: Effect.Effect<Storage, never, Scope.Scope> = Effect.gen(function*() {
+  const databaseUrl = process.env.DATABASE_URL
+  const redisUrl = process.env.REDIS_URL
+  const env: Record<string, string> = {}
+  if (databaseUrl) {
+    const name = `atrium_test_${randomName()}`
+    yield* Effect.acquireRelease(
+      Effect.promise(() => adminQuery(databaseUrl, `CREATE DATABASE ${name}`)),
+      () => Effect.promise(() => adminQuery(databaseUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).pipe(Effect.ignore)
+    )
+    const url = new URL(databaseUrl)
+    url.pathname = `/${name}`
+    env.DATABASE_URL = url.toString()
+  } else {
+    const dir = yield* Effect.acquireRelease(
+      Effect.promise(() => Fs.mkdtemp(Path.join(Os.tmpdir(), "atrium-test-"))),
+      (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true })).pipe(Effect.ignore)
+    )
+    env.DATA_DIR = dir
+  }
+  if (redisUrl) {
+    env.REDIS_URL = redisUrl
+    env.KEY_PREFIX = `atrium-test:${randomName()}:`
+  }
+  return { env }
+})
+
+const adminQuery = async (url: string, query: string) => {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    await client.query(query)
+  } finally {
+    await client.end()
+  }
+}
+
+/** A stand-in SMS gateway over real HTTP: the platform's `http` SMS provider posts here, tests read the codes. */
+export interface SmsInbox {
+  readonly url: string
+  readonly messages: Array<{ readonly to: string; readonly text: string; readonly authorization?: string }>
+  /** The latest code sent to `phone`. */
+  readonly codeFor: (phone: string) => Effect.Effect<string>
+  /** Answer the next deliveries with this status (200 by default). */
+  setStatus(status: number): void
+}
+
+export const makeSmsInbox: Effect.Effect<SmsInbox, never, Scope.Scope> = Effect.gen(function*() {
+  let status = 200
+  const messages: SmsInbox["messages"] = []
+  const server = Http.createServer((req, res) => {
+    let body = ""
+    req.on("data", (chunk) => (body += chunk))
+    req.on("end", () => {
+      if (status < 300) {
+        const parsed = JSON.parse(body) as { to: string; text: string }
+        messages.push({ ...parsed, ...(req.headers.authorization ? { authorization: req.headers.authorization } : {}) })
+      }
+      res.writeHead(status, { "content-type": "application/json" }).end("{}")
+    })
+  })
+  yield* Effect.acquireRelease(
+    Effect.async<void>((resume) => server.listen(0, "127.0.0.1", () => resume(Effect.void))),
+    () => Effect.async<void>((resume) => server.close(() => resume(Effect.void)))
+  )
+  const { port } = server.address() as { port: number }
+  return {
+    url: `http://127.0.0.1:${port}/sms`,
+    messages,
+    setStatus: (next) => {
+      status = next
+    },
+    codeFor: (phone) =>
+      Effect.sync(() => {
+        const last = [...messages].reverse().find((m) => m.to === phone)
+        const code = last?.text.match(/\b(\d{6})\b/)?.[1]
+        if (code === undefined) throw new Error(`no SMS code was sent to ${phone}`)
+        return code
+      })
+  }
+})
+
+export interface RunningServer {
+  readonly url: string
+  readonly inbox: SmsInbox
+}
+
+/** Starts a server on `storage` with `env` on top of the test defaults; it stops when the scope closes. */
+export const startServer = (
+  storage: Storage,
+  inbox: SmsInbox,
+  env: Record<string, string> = {}
+): Effect.Effect<RunningServer, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const settings = {
+      PORT: "0",
+      HOST: "127.0.0.1",
+      JWT_SECRET,
+      SMS_PROVIDER: "http",
+      SMS_HTTP_URL: inbox.url,
+      SMS_HTTP_TOKEN: "sms-gateway-token",
+      SMS_TEST_OTP: `${TEST_PHONE}=${TEST_CODE}`,
+      ...storage.env,
+      ...env
+    }
+    const layer = ServerLive.pipe(
+      Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(settings))))),
+      Layer.provide(Logger.minimumLogLevel(process.env.TEST_LOG ? LogLevel.Debug : LogLevel.Warning))
+    )
+    const context = yield* Layer.build(layer).pipe(Effect.orDie)
+    const address = Context.get(context, HttpServer.HttpServer).address
+    if (address._tag !== "TcpAddress") return yield* Effect.dieMessage("expected a TCP address")
+    return { url: `http://127.0.0.1:${address.port}`, inbox }
+  })
+
+export class TestServer extends Context.Tag("test/TestServer")<TestServer, RunningServer>() {
+  /** One server per test file (or `it.layer` block), with its own storage and SMS inbox. */
+  static layer = (env: Record<string, string> = {}) =>
+    Layer.scoped(
+      TestServer,
+      Effect.gen(function*() {
+        const storage = yield* makeStorage
+        const inbox = yield* makeSmsInbox
+        return yield* startServer(storage, inbox, env)
+      })
+    )
+}
+
+export const servicesMode = Option.isSome(Option.fromNullable(process.env.DATABASE_URL))
