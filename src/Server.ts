@@ -11,6 +11,7 @@ import { Cause, Effect, Layer, Option } from "effect"
 import { createServer } from "node:http"
 import { AtriumApi } from "./Api.js"
 import { MetersHttp } from "./billing/Http.js"
+import { MISSING_END_USER, missingEndUser } from "./identity/Authentication.js"
 import { AccountHttp, AuthHttp } from "./identity/Http.js"
 import { Tokens } from "./identity/Tokens.js"
 import { AppConfig } from "./platform/Config.js"
@@ -90,6 +91,7 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
         if (declaredLength > config.maxBodyBytes) {
           return json(413, "payload_too_large", `Request body exceeds ${config.maxBodyBytes} bytes.`)
         }
+        if (missingEndUser(request)) return json(400, "invalid_request", MISSING_END_USER)
         if (request.url.startsWith("/internal/") && !isPrivateAddress(clientAddress(request, config.trustProxy))) {
           return json(403, "forbidden", "Internal routes answer the private network only.")
         }

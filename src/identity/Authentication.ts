@@ -46,14 +46,21 @@ export const MISSING_END_USER =
   "Missing required header: X-End-User-Id. Requests with an API key to this route must send a stable id of " +
   "your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -), so their sessions, files and memory stay apart."
 
-/** Reads `X-End-User-Id` and applies spec 5.1 rule 4 for an API-key caller. */
-const endUserOf = (request: HttpServerRequest.HttpServerRequest, viaApiKey: boolean) => {
+/**
+ * Spec 5.1 rule 4 is a rule of the route family, not of one handler: an API key (`Bearer sk_...`) on these paths
+ * without `X-End-User-Id` is refused before routing, so every route added there later obeys it too.
+ */
+export const missingEndUser = (request: HttpServerRequest.HttpServerRequest): boolean => {
+  const header = request.headers["x-end-user-id"]
+  return (header === undefined || header === "") &&
+    END_USER_ROUTES.test(request.url) &&
+    /^Bearer\s+sk_/i.test(request.headers["authorization"] ?? "")
+}
+
+/** The end user an authenticated caller acts for, when it names one. */
+const endUserOf = (request: HttpServerRequest.HttpServerRequest) => {
   const raw = request.headers["x-end-user-id"]
-  if (raw === undefined || raw === "") {
-    return viaApiKey && END_USER_ROUTES.test(request.url)
-      ? Effect.fail(new InvalidRequest({ message: MISSING_END_USER }))
-      : Effect.succeed(Option.none<string>())
-  }
+  if (raw === undefined || raw === "") return Effect.succeed(Option.none<string>())
   return END_USER_ID.test(raw)
     ? Effect.succeed(Option.some(raw))
     : Effect.fail(
@@ -86,11 +93,11 @@ export const AuthenticationLive = Layer.effect(
           if (value.startsWith(API_KEY_PREFIX)) {
             const key = yield* apiKeys.authenticate(value)
             if (Option.isNone(key)) return yield* new Unauthorized({ message: "Invalid or revoked API key." })
-            const endUserId = yield* endUserOf(request, true)
+            const endUserId = yield* endUserOf(request)
             return Caller.of({ userId: key.value.userId, via: "api_key", apiKeyId: Option.some(key.value.id), endUserId })
           }
           const identity = yield* tokens.authenticate(value)
-          const endUserId = yield* endUserOf(request, false)
+          const endUserId = yield* endUserOf(request)
           return Caller.of({ userId: identity.userId, via: "login", apiKeyId: Option.none(), endUserId })
         })
       return { bearer: resolve, cookie: resolve }

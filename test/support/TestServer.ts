@@ -89,8 +89,14 @@ export const makeSmsInbox: Effect.Effect<SmsInbox, never, Scope.Scope> = Effect.
     })
   })
   yield* Effect.acquireRelease(
-    Effect.async<void>((resume) => server.listen(0, "127.0.0.1", () => resume(Effect.void))),
-    () => Effect.async<void>((resume) => server.close(() => resume(Effect.void)))
+    Effect.async<void>((resume) => {
+      server.listen(0, "127.0.0.1", () => resume(Effect.void))
+    }),
+    () =>
+      Effect.async<void>((resume) => {
+        server.closeAllConnections()
+        server.close(() => resume(Effect.void))
+      })
   )
   const { port } = server.address() as { port: number }
   return {
