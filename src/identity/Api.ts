@@ -64,7 +64,8 @@ export class AccountApi extends HttpApiGroup.make("account")
   )
   .add(
     HttpApiEndpoint.post("createApiKey", "/api/user/apiKey/create")
-      .setPayload(Schema.Struct({ name: Schema.optional(Schema.String.pipe(Schema.maxLength(100))) }))
+      // Every field is optional, so an empty body (read as null) is a valid request too.
+      .setPayload(Schema.NullOr(Schema.Struct({ name: Schema.optional(Schema.String.pipe(Schema.maxLength(100))) })))
       .addSuccess(ApiKeyCreated)
       .annotate(OpenApi.Description, "Create an API key; the key is shown in this response only.")
   )

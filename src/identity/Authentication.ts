@@ -1,6 +1,7 @@
 import { HttpApiMiddleware, HttpApiSecurity, HttpServerRequest } from "@effect/platform"
 import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { InvalidRequest, Unauthorized } from "../platform/Errors.js"
+import { routePath } from "../platform/Network.js"
 import type { ApiKeyId, UserId } from "../platform/Ids.js"
 import { API_KEY_PREFIX, ApiKeys } from "./ApiKeys.js"
 import { Tokens, type LoginIdentity } from "./Tokens.js"
@@ -21,16 +22,21 @@ export interface CallerIdentity {
 export class Caller extends Context.Tag("atrium/identity/Caller")<Caller, CallerIdentity>() {}
 
 const bearer = HttpApiSecurity.bearer
-const cookie = HttpApiSecurity.apiKey({ in: "cookie", key: "token" })
 
+/**
+ * One security scheme, not `{ bearer, cookie }`: HttpApi tries the schemes in turn and answers with the last one's
+ * failure, so a bearer refused for a good reason (an invalid `X-End-User-Id`, a revoked key) came back as the
+ * cookie's "no credentials", and a bad bearer was rescued by a cookie. The bearer handler reads the `token` cookie
+ * itself when there is no `Authorization` header (see `credentialOf`).
+ */
 export class UserAuthentication extends HttpApiMiddleware.Tag<UserAuthentication>()(
   "atrium/identity/UserAuthentication",
-  { failure: Unauthorized, provides: CurrentUser, security: { bearer, cookie } }
+  { failure: Unauthorized, provides: CurrentUser, security: { bearer } }
 ) {}
 
 export class PlatformAuthentication extends HttpApiMiddleware.Tag<PlatformAuthentication>()(
   "atrium/identity/PlatformAuthentication",
-  { failure: Schema.Union(Unauthorized, InvalidRequest), provides: Caller, security: { bearer, cookie } }
+  { failure: Schema.Union(Unauthorized, InvalidRequest), provides: Caller, security: { bearer } }
 ) {}
 
 export class ApiKeyAuthentication extends HttpApiMiddleware.Tag<ApiKeyAuthentication>()(
@@ -39,7 +45,9 @@ export class ApiKeyAuthentication extends HttpApiMiddleware.Tag<ApiKeyAuthentica
 ) {}
 
 /** Spec 5.1 rule 4: the routes where an API key must say which end user it acts for. */
-const END_USER_ROUTES = /^\/v1\/(chat\/|agents\/run(\/|$|\?)|sessions(\/|$|\?)|files(\/|$|\?))/
+const END_USER_ROUTES = /^\/v1\/(chat\/|agents\/run(\/|$)|sessions(\/|$)|files(\/|$))/
+/** Judged on the path as the router will match it (decoded, `//` collapsed, case folded), not the raw URL. */
+const isEndUserRoute = (url: string) => END_USER_ROUTES.test(routePath(url))
 const END_USER_ID = /^[A-Za-z0-9._:@-]{1,128}$/
 
 export const MISSING_END_USER =
@@ -53,7 +61,7 @@ export const MISSING_END_USER =
 export const missingEndUser = (request: HttpServerRequest.HttpServerRequest): boolean => {
   const header = request.headers["x-end-user-id"]
   return (header === undefined || header === "") &&
-    END_USER_ROUTES.test(request.url) &&
+    isEndUserRoute(request.url) &&
     /^Bearer\s+sk_/i.test(request.headers["authorization"] ?? "")
 }
 
@@ -72,12 +80,39 @@ const endUserOf = (request: HttpServerRequest.HttpServerRequest) => {
 
 const noCredentials = new Unauthorized({ message: "Authentication required: send Authorization: Bearer <API key>." })
 
+/**
+ * HttpApi's bearer decoder cuts seven characters off any `Authorization` header, whatever its scheme; only a real
+ * `Bearer` counts here (otherwise `Token: sk_...` would authenticate while passing unseen by the check of
+ * `missingEndUser`, which looks for `Bearer sk_`).
+ */
+const notBearer = (request: HttpServerRequest.HttpServerRequest): boolean => {
+  const header = request.headers["authorization"]
+  return header !== undefined && header !== "" && !/^Bearer /i.test(header)
+}
+const wrongScheme = new Unauthorized({ message: "Use the Authorization scheme Bearer: Authorization: Bearer <token>." })
+
+/** The credential of a request: the bearer token, or the `token` cookie when no bearer is sent. */
+const credentialOf = (request: HttpServerRequest.HttpServerRequest, bearerToken: Redacted.Redacted) => {
+  if (notBearer(request)) return Effect.fail(wrongScheme)
+  const fromBearer = Redacted.value(bearerToken)
+  return Effect.succeed(
+    fromBearer.length > 0
+      ? { value: fromBearer, fromCookie: false }
+      : { value: request.cookies["token"] ?? "", fromCookie: true }
+  )
+}
+
 export const AuthenticationLive = Layer.effect(
   UserAuthentication,
   Effect.gen(function*() {
     const tokens = yield* Tokens
-    const login = (token: Redacted.Redacted) => tokens.authenticate(Redacted.value(token))
-    return { bearer: login, cookie: login }
+    return {
+      bearer: (token) =>
+        HttpServerRequest.HttpServerRequest.pipe(
+          Effect.flatMap((request) => credentialOf(request, token)),
+          Effect.flatMap((credential) => tokens.authenticate(credential.value))
+        )
+    }
   })
 ).pipe(
   Layer.merge(Layer.effect(
@@ -85,22 +120,31 @@ export const AuthenticationLive = Layer.effect(
     Effect.gen(function*() {
       const tokens = yield* Tokens
       const apiKeys = yield* ApiKeys
-      const resolve = (token: Redacted.Redacted) =>
+      const resolve = (bearerToken: Redacted.Redacted) =>
         Effect.gen(function*() {
           const request = yield* HttpServerRequest.HttpServerRequest
-          const value = Redacted.value(token)
+          const { fromCookie, value } = yield* credentialOf(request, bearerToken)
           if (value.length === 0) return yield* noCredentials
           if (value.startsWith(API_KEY_PREFIX)) {
+            // The cookie is the login session's; an API key there would also pass unseen by the end-user check.
+            if (fromCookie) {
+              return yield* new Unauthorized({ message: "Send an API key as Authorization: Bearer, not as a cookie." })
+            }
             const key = yield* apiKeys.authenticate(value)
             if (Option.isNone(key)) return yield* new Unauthorized({ message: "Invalid or revoked API key." })
             const endUserId = yield* endUserOf(request)
+            // Spec 5.1 rule 4 again, after authentication: the global check in Server.ts refuses it before routing,
+            // this keeps the rule true of every route behind this middleware whatever reaches it.
+            if (Option.isNone(endUserId) && isEndUserRoute(request.url)) {
+              return yield* new InvalidRequest({ message: MISSING_END_USER })
+            }
             return Caller.of({ userId: key.value.userId, via: "api_key", apiKeyId: Option.some(key.value.id), endUserId })
           }
           const identity = yield* tokens.authenticate(value)
           const endUserId = yield* endUserOf(request)
           return Caller.of({ userId: identity.userId, via: "login", apiKeyId: Option.none(), endUserId })
         })
-      return { bearer: resolve, cookie: resolve }
+      return { bearer: resolve }
     })
   )),
   Layer.merge(Layer.effect(
@@ -110,6 +154,7 @@ export const AuthenticationLive = Layer.effect(
       return {
         bearer: (token) =>
           Effect.gen(function*() {
+            if (notBearer(yield* HttpServerRequest.HttpServerRequest)) return yield* wrongScheme
             const key = yield* apiKeys.authenticate(Redacted.value(token))
             if (Option.isNone(key)) {
               return yield* new Unauthorized({ message: "A valid API key (sk_...) is required for /openapi routes." })

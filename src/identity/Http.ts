@@ -44,7 +44,7 @@ export const AccountHttp = HttpApiBuilder.group(AtriumApi, "account", (handlers)
       .handle("createApiKey", ({ payload }) =>
         Effect.gen(function*() {
           const user = yield* CurrentUser
-          const created = yield* apiKeys.create(user.userId, payload.name ?? "default")
+          const created = yield* apiKeys.create(user.userId, payload?.name ?? "default")
           return { ...created, created_at: iso(created.createdAt) }
         }))
       .handle("listApiKeys", () =>

@@ -59,15 +59,16 @@ export class Login extends Effect.Service<Login>()("atrium/identity/Login", {
       }
       const fixedCode = sms.testOtp.get(phone)
       if (fixedCode === undefined) {
-        const day = Math.floor(now / DAY_MS)
-        const sentToday = yield* kv.increment(`sms:daily:${phone}:${day}`, Duration.millis(DAY_MS))
-        if (sentToday > sms.dailyLimitPerPhone) {
-          return yield* rateLimited("Too many codes for this phone today.", (day + 1) * DAY_MS - now)
-        }
+        // The caller's own cap first: a caller over it must not use up the day's codes of a phone it names.
         const hour = Math.floor(now / HOUR_MS)
         const fromIp = yield* kv.increment(`sms:ip:${clientIp}:${hour}`, Duration.millis(HOUR_MS))
         if (fromIp > sms.hourlyLimitPerIp) {
           return yield* rateLimited("Too many codes requested from this address.", (hour + 1) * HOUR_MS - now)
+        }
+        const day = Math.floor(now / DAY_MS)
+        const sentToday = yield* kv.increment(`sms:daily:${phone}:${day}`, Duration.millis(DAY_MS))
+        if (sentToday > sms.dailyLimitPerPhone) {
+          return yield* rateLimited("Too many codes for this phone today.", (day + 1) * DAY_MS - now)
         }
         const code = Crypto.randomInt(0, 1_000_000).toString().padStart(6, "0")
         yield* kv.set(codeKey(phone), codeHash(phone, code), sms.codeTtl)

@@ -25,6 +25,11 @@ export interface LoginIdentity {
   readonly phone: string
 }
 
+/** A session-store entry: the identity, and the token's `exp`, which no renewal may outlive. */
+const Session = Schema.parseJson(Schema.Struct({ userId: UserId, phone: Schema.String, exp: Schema.Int }))
+const decodeSession = Schema.decodeUnknownOption(Session)
+const encodeSession = Schema.encodeSync(Session)
+
 /**
  * The HS256 key: `JWT_SECRET`, or one generated on first start and kept in the database (so it lives in
  * `DATA_DIR` in embedded mode and is shared by every process of a cluster).
@@ -64,8 +69,19 @@ export class Tokens extends Effect.Service<Tokens>()("atrium/identity/Tokens", {
     const sessionKey = (tokenHash: string) => `login:${tokenHash}`
     const tokenTtlSeconds = Math.floor(Duration.toSeconds(config.login.tokenTtl))
 
-    const cache = (tokenHash: string, identity: LoginIdentity) =>
-      kv.set(sessionKey(tokenHash), JSON.stringify(identity), config.login.sessionTtl)
+    /** The session lives `LOGIN_SESSION_TTL` from now, but never past the token's own expiry. */
+    const lifetime = (exp: number, now: number) =>
+      Duration.min(config.login.sessionTtl, Duration.millis(exp * 1000 - now))
+
+    const cache = Effect.fn("Tokens.cache")(function*(tokenHash: string, identity: LoginIdentity, exp: number) {
+      const now = yield* Clock.currentTimeMillis
+      if (exp * 1000 <= now) return
+      yield* kv.set(
+        sessionKey(tokenHash),
+        encodeSession({ userId: identity.userId, phone: identity.phone, exp }),
+        lifetime(exp, now)
+      )
+    })
 
     const issue = Effect.fn("Tokens.issue")(function*(identity: LoginIdentity) {
       const now = Math.floor((yield* Clock.currentTimeMillis) / 1000)
@@ -82,7 +98,7 @@ export class Tokens extends Effect.Service<Tokens>()("atrium/identity/Tokens", {
       // Only the login that still holds the newest issue time becomes current; a token that lost that race is
       // returned but already stale, exactly as if the other login had come a moment later.
       if (Option.isSome(replaced)) {
-        yield* cache(tokenHash, identity)
+        yield* cache(tokenHash, identity, iat + tokenTtlSeconds)
         const previous = replaced.value.previous
         if (previous !== null && previous !== tokenHash) yield* kv.delete(sessionKey(previous))
       }
@@ -100,10 +116,13 @@ export class Tokens extends Effect.Service<Tokens>()("atrium/identity/Tokens", {
     const authenticate = Effect.fn("Tokens.authenticate")(function*(token: string) {
       if (token.length === 0 || token.length > 4096) return yield* unauthorized
       const tokenHash = sha256(token)
-      const cached = yield* kv.get(sessionKey(tokenHash))
-      if (Option.isSome(cached)) {
-        yield* kv.touch(sessionKey(tokenHash), config.login.sessionTtl)
-        return JSON.parse(cached.value) as LoginIdentity
+      const now = yield* Clock.currentTimeMillis
+      const cached = Option.flatMap(yield* kv.get(sessionKey(tokenHash)), decodeSession)
+      // Renewal on use must not carry a session past its JWT's expiry: an expired (or unreadable) entry is no
+      // session, and the token goes through full verification, where an expired JWT fails.
+      if (Option.isSome(cached) && cached.value.exp * 1000 > now) {
+        yield* kv.touch(sessionKey(tokenHash), lifetime(cached.value.exp, now))
+        return { userId: cached.value.userId, phone: cached.value.phone }
       }
       const claims = yield* verifyJwt(token)
       if (Option.isNone(claims)) return yield* unauthorized
@@ -113,7 +132,7 @@ export class Tokens extends Effect.Service<Tokens>()("atrium/identity/Tokens", {
         Option.exists((current) => current === tokenHash)
       )
       if (!(yield* isCurrent)) return yield* unauthorized
-      yield* cache(tokenHash, identity)
+      yield* cache(tokenHash, identity, claims.value.exp)
       // A login may have replaced this token between the check and the cache write: look again, so a stale token
       // never sits in the store for a day.
       if (!(yield* isCurrent)) {

@@ -1,4 +1,4 @@
-import { Config, ConfigError, Duration, Effect, Either, Option } from "effect"
+import { Config, ConfigError, Duration, Effect, Either, Option, Redacted } from "effect"
 
 /**
  * Every setting of the platform, read once through `Config` (never `process.env`), so tests can hand the whole
@@ -8,7 +8,17 @@ import { Config, ConfigError, Duration, Effect, Either, Option } from "effect"
 const duration = (name: string, fallback: Duration.DurationInput) =>
   Config.duration(name).pipe(Config.withDefault(Duration.decode(fallback)))
 
-const optionalRedacted = (name: string) => Config.option(Config.redacted(name))
+/**
+ * An optional setting. Set to the empty string it counts as unset: `JWT_SECRET=` in an env file or
+ * `JWT_SECRET: ${JWT_SECRET}` in a compose file means "not given", never "the empty key" or "the empty URL".
+ */
+const optionalString = (name: string) =>
+  Config.option(Config.string(name)).pipe(Config.map(Option.filter((value) => value.trim().length > 0)))
+
+const optionalRedacted = (name: string) =>
+  Config.option(Config.redacted(name)).pipe(
+    Config.map(Option.filter((value) => Redacted.value(value).trim().length > 0))
+  )
 
 /** `+8613800000000=123456,+15550001111=000000`: numbers that send nothing and always accept their fixed code. */
 const testOtp = Config.string("SMS_TEST_OTP").pipe(
@@ -37,14 +47,16 @@ export const PlatformConfig = Config.all({
   /** Prefix of every key this instance writes to the key-value store, so several instances can share one Redis. */
   keyPrefix: Config.string("KEY_PREFIX").pipe(Config.withDefault("atrium:")),
   jwtSecret: optionalRedacted("JWT_SECRET"),
-  publicUrl: Config.option(Config.string("PUBLIC_URL")),
+  publicUrl: optionalString("PUBLIC_URL"),
   mcpPath: Config.string("MCP_PATH").pipe(Config.withDefault("/mcp")),
   maxBodyBytes: Config.integer("MAX_BODY_BYTES").pipe(Config.withDefault(1024 * 1024)),
+  /** How long shutdown waits for open requests and streams before it closes their connections. */
+  shutdownGrace: duration("SHUTDOWN_GRACE", "10 seconds"),
   /** Whether `X-Forwarded-For` from the connecting proxy names the real client (set behind a reverse proxy). */
   trustProxy: Config.boolean("TRUST_PROXY").pipe(Config.withDefault(false)),
   sms: Config.all({
     provider: Config.literal("console", "http")("SMS_PROVIDER").pipe(Config.withDefault("console" as const)),
-    httpUrl: Config.option(Config.string("SMS_HTTP_URL")),
+    httpUrl: optionalString("SMS_HTTP_URL"),
     httpToken: optionalRedacted("SMS_HTTP_TOKEN"),
     testOtp,
     codeTtl: duration("SMS_CODE_TTL", "5 minutes"),

@@ -86,8 +86,8 @@ export const makeMemory = (prefix: string): Effect.Effect<KeyValueStore> =>
 export const makeRedis = (url: Redacted.Redacted, prefix: string) =>
   Effect.gen(function*() {
     const client = yield* Effect.acquireRelease(
-      Effect.sync(() =>
-        new Redis(Redacted.value(url), {
+      Effect.sync(() => {
+        const client = new Redis(Redacted.value(url), {
           keyPrefix: prefix,
           lazyConnect: false,
           // Fail commands at once while Redis is unreachable instead of queueing them behind a retry loop:
@@ -96,11 +96,32 @@ export const makeRedis = (url: Redacted.Redacted, prefix: string) =>
           maxRetriesPerRequest: 1,
           retryStrategy: (times) => Math.min(times * 200, 2000)
         })
-      ),
+        // ioredis emits "error" on every failed reconnect; without a listener Node treats it as unhandled.
+        client.on("error", () => {})
+        return client
+      }),
       (client) => Effect.promise(() => client.quit().catch(() => client.disconnect()))
     )
-    // ioredis emits "error" on every failed reconnect; without a listener Node treats it as unhandled.
-    client.on("error", () => {})
+    // Without an offline queue, a command sent before the connection is ready fails: wait for the first attempt
+    // to settle, so the first requests after start do not fail. An unreachable Redis does not stop the start
+    // (the health check reports it, and commands fail at once until it is back).
+    yield* Effect.async<void>((resume) => {
+      const settled = () => {
+        client.off("ready", settled)
+        client.off("error", settled)
+        client.off("end", settled)
+        resume(Effect.void)
+      }
+      if (client.status !== "connecting" && client.status !== "connect" && client.status !== "wait") return settled()
+      client.once("ready", settled)
+      client.once("error", settled)
+      client.once("end", settled)
+      return Effect.sync(() => {
+        client.off("ready", settled)
+        client.off("error", settled)
+        client.off("end", settled)
+      })
+    }).pipe(Effect.timeout("5 seconds"), Effect.ignore)
     const run = <A>(f: () => Promise<A>) => Effect.orDie(Effect.tryPromise(f))
     const store: KeyValueStore = {
       get: (key) => Effect.map(run(() => client.get(key)), Option.fromNullable),

@@ -3,12 +3,14 @@ import { Option } from "effect"
 import * as Net from "node:net"
 
 /**
- * The client's address: the socket's peer, or, when `TRUST_PROXY` is on, the left-most `X-Forwarded-For` entry
- * (what the proxy in front of us saw). Without `TRUST_PROXY` the header is ignored: anyone can write it.
+ * The client's address: the socket's peer, or, when `TRUST_PROXY` is on, the right-most `X-Forwarded-For` entry:
+ * the one the proxy in front of us appended for the peer it saw. Everything left of it came with the request and
+ * may be forged (`X-Forwarded-For: 10.0.0.1` from the internet must not open `/internal/*`). Without `TRUST_PROXY`
+ * the header is ignored: anyone can write it.
  */
 export const clientAddress = (request: HttpServerRequest.HttpServerRequest, trustProxy: boolean): string => {
   if (trustProxy) {
-    const forwarded = request.headers["x-forwarded-for"]?.split(",")[0]?.trim()
+    const forwarded = request.headers["x-forwarded-for"]?.split(",").at(-1)?.trim()
     if (forwarded !== undefined && Net.isIP(normalize(forwarded)) !== 0) return normalize(forwarded)
   }
   return Option.match(request.remoteAddress, { onNone: () => "unknown", onSome: normalize })
@@ -37,8 +39,28 @@ export const isPrivateAddress = (address: string): boolean => {
     case 4:
       return privateV4.check(address, "ipv4")
     case 6:
-      return privateV6.check(address, "ipv6")
+      // An IPv4-mapped address (`::ffff:10.0.0.1`, `::ffff:a00:1`) is judged by the IPv4 ranges.
+      return privateV6.check(address, "ipv6") || privateV4.check(address, "ipv6")
     default:
       return false
   }
+}
+
+/**
+ * The path the router matches for a request target, for guards that must see what the router sees. The router
+ * (find-my-way-ts under `HttpLayerRouter`) takes the path of an absolute-form target (`GET http://host/x`),
+ * collapses duplicate slashes, stops at `?`, `;` or `#`, percent-decodes and ignores case, so a guard reading
+ * `request.url` as written is bypassed by `//internal/x`, `/%69nternal/x`, `/INTERNAL/x` or
+ * `http://host/internal/x`. This errs towards matching more: it also decodes what the router keeps encoded.
+ */
+export const routePath = (url: string): string => {
+  let path = url.startsWith("/") ? url : url.replace(/^[^:/?#]*:\/\/[^/?#]*/, "")
+  path = path.split(/[?;#]/, 1)[0]!
+  try {
+    path = decodeURIComponent(path)
+  } catch {
+    // A malformed escape: the router matches nothing either; judge the path as written.
+  }
+  path = `/${path}`.replace(/\/{2,}/g, "/")
+  return path.toLowerCase()
 }

@@ -1,10 +1,12 @@
-import { assert, describe, it } from "@effect/vitest"
+import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { request } from "../support/Client.js"
 import { TestServer } from "../support/TestServer.js"
 
 describe("smoke", () => {
-  it.layer(TestServer.layer())((it) => {
+  // `excludeTestServices`: the server runs on the real clock. Under `it.layer` it would inherit the TestClock,
+  // frozen at 1970 (JWTs issued with iat 0, TTLs that never elapse).
+  layer(TestServer.layer(), { excludeTestServices: true })((it) => {
     it.effect("health answers ok", () =>
       Effect.gen(function*() {
         const reply = yield* request("GET", "/api/health")

@@ -1,5 +1,5 @@
 import { HttpServer } from "@effect/platform"
-import { ConfigProvider, Context, Effect, Layer, Logger, LogLevel, Option, Scope } from "effect"
+import { Clock, ConfigProvider, Context, Effect, Layer, Logger, LogLevel, Option, Scope } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Http from "node:http"
 import * as Os from "node:os"
@@ -142,7 +142,9 @@ export const startServer = (
       Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(settings))))),
       Layer.provide(Logger.minimumLogLevel(process.env.TEST_LOG ? LogLevel.Debug : LogLevel.Warning))
     )
-    const context = yield* Layer.build(layer).pipe(Effect.orDie)
+    // A server runs on the real clock even inside `it.effect`/`it.layer`, whose TestClock stands still at 0:
+    // tokens, code lifetimes and TTLs are about wall-clock time.
+    const context = yield* Layer.build(layer).pipe(Effect.orDie, Effect.withClock(Clock.make()))
     const address = Context.get(context, HttpServer.HttpServer).address
     if (address._tag !== "TcpAddress") return yield* Effect.dieMessage("expected a TCP address")
     return { url: `http://127.0.0.1:${address.port}`, inbox }

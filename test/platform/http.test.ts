@@ -1,0 +1,451 @@
+import { HttpServerRequest } from "@effect/platform"
+import { assert, describe, it, layer } from "@effect/vitest"
+import { Context, Effect, Layer } from "effect"
+import * as Http from "node:http"
+import { clientAddress, isPrivateAddress, routePath } from "../../src/platform/Network.js"
+import { freshPhone, type Reply } from "../support/Client.js"
+import { makeSmsInbox, makeStorage, type SmsInbox, startServer, type Storage, TestServer } from "../support/TestServer.js"
+
+/**
+ * HTTP conventions (DESIGN.md §6): one error body for every error, the body limit, health, the OpenAPI document
+ * and docs, and the `/internal/*` guard (spec 5.2 rule 6).
+ *
+ * The file boots one storage and starts three servers on it one after another (default settings, behind a trusted
+ * proxy, with the key-value store down), so embedded mode creates one database instead of three.
+ */
+
+const MAX_BODY_BYTES = 1024 * 1024
+
+/** Nothing listens here: a Redis that is down. */
+const DEAD_REDIS = "redis://127.0.0.1:1"
+
+/** A request with a deadline of its own: a hung server fails the test instead of stalling it. */
+const send = (method: string, path: string, init: { headers?: Record<string, string>; body?: string | Uint8Array } = {}) =>
+  Effect.flatMap(TestServer, (server) =>
+    Effect.promise(async (): Promise<Reply> => {
+      const response = await fetch(server.url + path, {
+        method,
+        ...(init.headers ? { headers: init.headers } : {}),
+        ...(init.body !== undefined ? { body: init.body } : {}),
+        signal: AbortSignal.timeout(10_000)
+      })
+      const text = await response.text()
+      let body: unknown
+      try {
+        body = JSON.parse(text)
+      } catch {
+        body = undefined
+      }
+      return { status: response.status, headers: response.headers, text, body }
+    }))
+
+const postJson = (path: string, body: string | Uint8Array, headers: Record<string, string> = {}) =>
+  send("POST", path, { body, headers: { "content-type": "application/json", ...headers } })
+
+/** A response read whole by node:http, as `Reply`. */
+const readReply = (res: Http.IncomingMessage, finish: (reply: Effect.Effect<Reply, Error>) => void) => {
+  let text = ""
+  res.setEncoding("utf8")
+  res.on("data", (chunk: string) => (text += chunk))
+  res.on("end", () => {
+    let body: unknown
+    try {
+      body = JSON.parse(text)
+    } catch {
+      body = undefined
+    }
+    const headers = new Headers()
+    for (const [name, value] of Object.entries(res.headers)) {
+      if (typeof value === "string") headers.set(name, value)
+    }
+    finish(Effect.succeed({ status: res.statusCode ?? 0, headers, text, body }))
+  })
+  res.on("error", (error) => finish(Effect.fail(error)))
+}
+
+/**
+ * A request through node:http, which sends the target exactly as written (`//x`, `/%69x`, `http://host/x`) and,
+ * given `chunks`, a body with `Transfer-Encoding: chunked` and no Content-Length. It resolves with the response
+ * even when the server answers before the body is complete.
+ */
+const raw = (
+  method: string,
+  target: string,
+  options: { headers?: Record<string, string>; chunks?: () => Iterator<string | Buffer> } = {}
+) =>
+  Effect.flatMap(TestServer, (server) =>
+    Effect.async<Reply, Error>((resume) => {
+      let done = false
+      const finish = (result: Effect.Effect<Reply, Error>) => {
+        if (!done) {
+          done = true
+          resume(result)
+        }
+      }
+      const url = new URL(server.url)
+      const req = Http.request({
+        host: url.hostname,
+        port: url.port,
+        method,
+        path: target,
+        headers: {
+          ...(options.chunks ? { "content-type": "application/json", "transfer-encoding": "chunked" } : {}),
+          ...options.headers
+        },
+        timeout: 10_000
+      })
+      req.on("response", (res) => readReply(res, finish))
+      req.on("timeout", () => req.destroy(new Error("no response within 10 s")))
+      req.on("error", (error) => finish(Effect.fail(error)))
+      if (options.chunks === undefined) {
+        req.end()
+      } else {
+        const chunks = options.chunks()
+        const pump = () => {
+          while (!done) {
+            const next = chunks.next()
+            if (next.done) return void req.end()
+            if (!req.write(next.value)) return void req.once("drain", pump)
+          }
+        }
+        pump()
+      }
+      return Effect.sync(() => req.destroy())
+    }))
+
+/** `{"phone":"aaa...a"}` of at least `totalBytes`, in 64 KiB chunks. */
+function* paddedPhone(totalBytes: number) {
+  const chunk = Buffer.alloc(64 * 1024, "a")
+  yield "{\"phone\":\""
+  for (let sent = 0; sent < totalBytes; sent += chunk.length) yield chunk
+  yield "\"}"
+}
+
+/** The platform's one error body and nothing else: `{"error":{"type","message"}}`. */
+const assertEnvelope = (reply: Reply, status: number, type: string) => {
+  assert.strictEqual(reply.status, status, reply.text)
+  assert.match(reply.headers.get("content-type") ?? "", /^application\/json/)
+  assert.deepStrictEqual(Object.keys(reply.body ?? {}), ["error"], reply.text)
+  assert.deepStrictEqual(Object.keys(reply.body.error).sort(), ["message", "type"], reply.text)
+  assert.strictEqual(reply.body.error.type, type, reply.text)
+  assert.isString(reply.body.error.message)
+  assert.isAbove(reply.body.error.message.length, 0)
+  return reply.body.error.message as string
+}
+
+/** What must never reach a caller: stack frames, SQL, driver and connection details. */
+const assertNoInternals = (reply: Reply) => {
+  for (const leak of [/\bat .*\(.*:\d+:\d+\)/, /node_modules/, /\.ts:\d+/, /stack/i, /redis/i, /ioredis/i,
+    /ECONNREFUSED/, /127\.0\.0\.1/, /SELECT|INSERT/, /_tag/, /Error:/, /enableOfflineQueue/, /writeable/])
+  {
+    assert.notMatch(reply.text, leak, `response leaks internals: ${reply.text}`)
+  }
+}
+
+class Shared extends Context.Tag("test/http/Shared")<Shared, { storage: Storage; inbox: SmsInbox }>() {}
+
+const SharedLive = Layer.scoped(Shared, Effect.all({ storage: makeStorage, inbox: makeSmsInbox }))
+
+/** A server on the shared storage with `env` on top; it stops when its `it.layer` block ends. */
+const serverWith = (env: Record<string, string>) =>
+  Layer.scoped(TestServer, Effect.flatMap(Shared, ({ inbox, storage }) => startServer(storage, inbox, env)))
+
+/** Does not build a request from a socket: `clientAddress` only reads headers and the peer address. */
+const fakeRequest = (remoteAddress: string | undefined, forwardedFor?: string) =>
+  HttpServerRequest.fromWeb(
+    new Request("http://atrium.test/internal/x", forwardedFor ? { headers: { "x-forwarded-for": forwardedFor } } : {})
+  ).modify(remoteAddress === undefined ? {} : { remoteAddress })
+
+describe("private network addresses", () => {
+  it("isPrivateAddress accepts loopback and private ranges", () => {
+    for (
+      const address of [
+        "127.0.0.1",
+        "127.255.0.9",
+        "10.0.0.1",
+        "10.255.255.255",
+        "172.16.0.1",
+        "172.31.255.254",
+        "192.168.1.10",
+        "169.254.1.1",
+        "100.64.0.1",
+        "::1",
+        "fc00::1",
+        "fd12:3456:789a::1",
+        "fe80::1",
+        "::ffff:10.0.0.1",
+        "::ffff:127.0.0.1",
+        "::FFFF:192.168.0.1",
+        "::ffff:a00:1"
+      ]
+    ) assert.isTrue(isPrivateAddress(address), address)
+  })
+
+  it("isPrivateAddress refuses public addresses and what is not an address", () => {
+    for (
+      const address of [
+        "8.8.8.8",
+        "1.1.1.1",
+        "172.15.255.255",
+        "172.32.0.1",
+        "192.169.0.1",
+        "11.0.0.1",
+        "100.128.0.1",
+        "2001:4860:4860::8888",
+        "fe00::1",
+        "::ffff:8.8.8.8",
+        "::ffff:808:808",
+        "::",
+        "",
+        "unknown",
+        "localhost",
+        "10.0.0.1, 8.8.8.8"
+      ]
+    ) assert.isFalse(isPrivateAddress(address), address)
+  })
+
+  it("clientAddress is the socket's peer, IPv4-mapped IPv6 unwrapped", () => {
+    assert.strictEqual(clientAddress(fakeRequest("::ffff:10.0.0.1"), false), "10.0.0.1")
+    assert.isTrue(isPrivateAddress(clientAddress(fakeRequest("::ffff:10.0.0.1"), false)))
+    assert.strictEqual(clientAddress(fakeRequest("::1"), false), "::1")
+    assert.strictEqual(clientAddress(fakeRequest("203.0.113.7"), false), "203.0.113.7")
+    assert.isFalse(isPrivateAddress(clientAddress(fakeRequest(undefined), false)))
+  })
+
+  it("clientAddress ignores X-Forwarded-For unless the proxy is trusted", () => {
+    assert.strictEqual(clientAddress(fakeRequest("127.0.0.1", "8.8.8.8"), false), "127.0.0.1")
+    assert.strictEqual(clientAddress(fakeRequest("127.0.0.1", "8.8.8.8"), true), "8.8.8.8")
+    assert.strictEqual(clientAddress(fakeRequest("127.0.0.1", "::ffff:8.8.8.8"), true), "8.8.8.8")
+    // Not an address: the header is useless, the peer (the proxy) is what we know.
+    assert.strictEqual(clientAddress(fakeRequest("127.0.0.1", "garbage"), true), "127.0.0.1")
+  })
+
+  it("clientAddress behind a trusted proxy takes the entry that proxy appended, not one the caller wrote", () => {
+    // The proxy appends the address it saw; whatever stands left of it came from the caller and may be forged.
+    assert.strictEqual(clientAddress(fakeRequest("127.0.0.1", "10.0.0.1, 8.8.8.8"), true), "8.8.8.8")
+    assert.strictEqual(clientAddress(fakeRequest("127.0.0.1", " 10.0.0.1 ,203.0.113.9 "), true), "203.0.113.9")
+  })
+})
+
+describe("routePath", () => {
+  it("sees the path the router matches, however the target is written", () => {
+    for (
+      const target of [
+        "/internal/x",
+        "//internal/x",
+        "/internal//x",
+        "/%69nternal/x",
+        "/INTERNAL/x",
+        "/Internal/x?y=1",
+        "/internal/x;jsessionid=1",
+        "/internal/x#frag",
+        "http://example.com/internal/x",
+        "HTTP://example.com//internal/x"
+      ]
+    ) assert.strictEqual(routePath(target), "/internal/x", target)
+    assert.strictEqual(routePath("/api/health?x=/internal/y"), "/api/health")
+    assert.strictEqual(routePath("/%E0%A4%A"), "/%e0%a4%a")
+  })
+})
+
+describe("HTTP", () => {
+  // Live services: the servers run on the real clock, not on a TestClock frozen at 1970.
+  layer(SharedLive, { excludeTestServices: true })((it) => {
+    it.layer(serverWith({}))("with default settings", (it) => {
+      it.effect("an unknown route outside /api is 404 not_found with only the error body", () =>
+        Effect.gen(function*() {
+          assertEnvelope(yield* send("GET", "/nope"), 404, "not_found")
+          assertEnvelope(yield* send("POST", "/nope/deeper?x=1", { body: "{}" }), 404, "not_found")
+        }))
+
+      it.effect("an unknown /v1 route without credentials is 404 not_found", () =>
+        Effect.gen(function*() {
+          assertEnvelope(yield* send("GET", "/v1/nope"), 404, "not_found")
+        }))
+
+      it.effect("a known path with a method it does not serve is not_found in the error body", () =>
+        Effect.gen(function*() {
+          assertEnvelope(yield* send("GET", "/api/auth/login"), 404, "not_found")
+        }))
+
+      it.effect("malformed JSON is 400 invalid_request", () =>
+        Effect.gen(function*() {
+          assertEnvelope(yield* postJson("/api/auth/login", "{\"phone\": \"+8613800000000\", "), 400, "invalid_request")
+          assertEnvelope(yield* postJson("/api/auth/login", "not json at all"), 400, "invalid_request")
+        }))
+
+      it.effect("a missing field is 400 invalid_request naming the field", () =>
+        Effect.gen(function*() {
+          const message = assertEnvelope(
+            yield* postJson("/api/auth/login", JSON.stringify({ phone: "+8613800000000" })),
+            400,
+            "invalid_request"
+          )
+          assert.include(message, "code")
+        }))
+
+      it.effect("a field of the wrong type is 400 invalid_request naming the field", () =>
+        Effect.gen(function*() {
+          const message = assertEnvelope(
+            yield* postJson("/api/auth/login", JSON.stringify({ phone: 8613800000000, code: "123456" })),
+            400,
+            "invalid_request"
+          )
+          assert.include(message, "phone")
+          const other = assertEnvelope(
+            yield* postJson("/api/auth/sms/sendCode", JSON.stringify({ phone: "not-a-phone" })),
+            400,
+            "invalid_request"
+          )
+          assert.include(other, "phone")
+        }))
+
+      it.effect("a body over the limit with a Content-Length is 413 payload_too_large", () =>
+        Effect.gen(function*() {
+          const reply = yield* postJson("/api/auth/login", new Uint8Array(MAX_BODY_BYTES + 1).fill(0x20))
+          assertEnvelope(reply, 413, "payload_too_large")
+        }))
+
+      it.effect("a body of exactly the limit is read", () =>
+        Effect.gen(function*() {
+          const json = JSON.stringify({ phone: "+8613800000000", code: "000000" })
+          // Leading whitespace is valid JSON: the body is exactly MAX_BODY_BYTES long and parses.
+          const body = " ".repeat(MAX_BODY_BYTES - json.length) + json
+          assert.strictEqual(Buffer.byteLength(body), MAX_BODY_BYTES)
+          const reply = yield* postJson("/api/auth/login", body)
+          assert.notStrictEqual(reply.status, 413, reply.text)
+          assert.notStrictEqual(reply.status, 400, reply.text)
+        }))
+
+      it.effect("a chunked body (no Content-Length) over the limit is 413 payload_too_large", () =>
+        Effect.gen(function*() {
+          const reply = yield* raw("POST", "/api/auth/login", { chunks: () => paddedPhone(MAX_BODY_BYTES + 1) })
+          assertEnvelope(reply, 413, "payload_too_large")
+          // The server is still fine afterwards.
+          assert.strictEqual((yield* send("GET", "/api/health")).status, 200)
+        }))
+
+      it.effect("a chunked body under the limit reaches the handler whole", () =>
+        Effect.gen(function*() {
+          const login = yield* raw("POST", "/api/auth/login", {
+            chunks: () => ["{\"phone\":\"+86138", "00000000\",", "\"code\":\"123456\"}"][Symbol.iterator]()
+          })
+          assert.strictEqual(login.status, 200, login.text)
+          assert.isString(login.body.token)
+          // Headers (the cookie with the token) come along with the buffered body.
+          const list = yield* raw("POST", "/api/user/apiKey/create", {
+            headers: { cookie: `token=${login.body.token}` },
+            chunks: () => ["{\"name\":", "\"chunked\"}"][Symbol.iterator]()
+          })
+          assert.strictEqual(list.status, 200, list.text)
+          assert.strictEqual(list.body.name, "chunked")
+          // A GET that sends a (pointless) chunked body is still served.
+          const health = yield* raw("GET", "/api/health", { chunks: () => ["{}"][Symbol.iterator]() })
+          assert.strictEqual(health.status, 200, health.text)
+          // Near the limit, in many chunks: read and validated (an invalid phone), not refused.
+          const big = yield* raw("POST", "/api/auth/login", { chunks: () => paddedPhone(MAX_BODY_BYTES - 128 * 1024) })
+          assert.include(assertEnvelope(big, 400, "invalid_request"), "phone")
+        }))
+
+      it.effect("GET /api/health is 200 with the database and the store ok", () =>
+        Effect.gen(function*() {
+          const reply = yield* send("GET", "/api/health")
+          assert.strictEqual(reply.status, 200, reply.text)
+          assert.deepStrictEqual(reply.body, { status: "ok", database: "ok", store: "ok" })
+        }))
+
+      it.effect("/openapi.json is the OpenAPI 3.1 document of the API", () =>
+        Effect.gen(function*() {
+          const reply = yield* send("GET", "/openapi.json")
+          assert.strictEqual(reply.status, 200)
+          assert.match(reply.headers.get("content-type") ?? "", /^application\/json/)
+          assert.strictEqual(reply.body.openapi, "3.1.0")
+          for (const path of ["/api/auth/login", "/api/auth/sms/sendCode", "/api/health", "/v1/models"]) {
+            assert.property(reply.body.paths, path)
+          }
+        }))
+
+      it.effect("/docs is an HTML page", () =>
+        Effect.gen(function*() {
+          const reply = yield* send("GET", "/docs")
+          assert.strictEqual(reply.status, 200)
+          assert.match(reply.headers.get("content-type") ?? "", /^text\/html/)
+          assert.match(reply.text, /<html/i)
+        }))
+
+      it.effect("/internal/* answers a loopback caller (no route yet: 404, not 403)", () =>
+        Effect.gen(function*() {
+          assertEnvelope(yield* send("GET", "/internal/anything"), 404, "not_found")
+        }))
+
+      it.effect("/internal/* ignores X-Forwarded-For when the proxy is not trusted", () =>
+        Effect.gen(function*() {
+          const reply = yield* send("GET", "/internal/anything", { headers: { "x-forwarded-for": "8.8.8.8" } })
+          assertEnvelope(reply, 404, "not_found")
+        }))
+    })
+
+    it.layer(serverWith({ TRUST_PROXY: "true" }))("behind a trusted proxy", (it) => {
+      it.effect("/internal/* refuses a public client named by X-Forwarded-For with 403 forbidden", () =>
+        Effect.gen(function*() {
+          const reply = yield* send("GET", "/internal/anything", { headers: { "x-forwarded-for": "8.8.8.8" } })
+          assertEnvelope(reply, 403, "forbidden")
+          const v6 = yield* send("GET", "/internal/anything", { headers: { "x-forwarded-for": "2001:db8::1" } })
+          assertEnvelope(v6, 403, "forbidden")
+        }))
+
+      it.effect("/internal/* refuses a public client that forges a private address left of the proxy's entry", () =>
+        Effect.gen(function*() {
+          const reply = yield* send("GET", "/internal/anything", {
+            headers: { "x-forwarded-for": "10.0.0.1, 8.8.8.8" }
+          })
+          assertEnvelope(reply, 403, "forbidden")
+        }))
+
+      it.effect("/internal/* refuses a public client however the path is written", () =>
+        Effect.gen(function*() {
+          const headers = { "x-forwarded-for": "8.8.8.8" }
+          for (
+            const target of [
+              "//internal/anything",
+              "/%69nternal/anything",
+              "/INTERNAL/anything",
+              "/internal",
+              "/internal;x",
+              "http://atrium.example/internal/anything"
+            ]
+          ) assertEnvelope(yield* raw("GET", target, { headers }), 403, "forbidden")
+        }))
+
+      it.effect("/internal/* answers a private client named by X-Forwarded-For", () =>
+        Effect.gen(function*() {
+          const reply = yield* send("GET", "/internal/anything", { headers: { "x-forwarded-for": "10.1.2.3" } })
+          assertEnvelope(reply, 404, "not_found")
+        }))
+
+      it.effect("routes outside /internal are not guarded", () =>
+        Effect.gen(function*() {
+          const reply = yield* send("GET", "/api/health", { headers: { "x-forwarded-for": "8.8.8.8" } })
+          assert.strictEqual(reply.status, 200, reply.text)
+        }))
+    })
+
+    it.layer(serverWith({ REDIS_URL: DEAD_REDIS }))("with the key-value store down", (it) => {
+      it.effect("GET /api/health is 503 naming the store, promptly", () =>
+        Effect.gen(function*() {
+          const reply = yield* send("GET", "/api/health")
+          const message = assertEnvelope(reply, 503, "service_unavailable")
+          assert.include(message, "store")
+          assert.notInclude(message, "database")
+          assertNoInternals(reply)
+        }))
+
+      it.effect("a defect is 500 internal_error with no details", () =>
+        Effect.gen(function*() {
+          const reply = yield* postJson("/api/auth/sms/sendCode", JSON.stringify({ phone: freshPhone() }))
+          assertEnvelope(reply, 500, "internal_error")
+          assertNoInternals(reply)
+        }))
+    })
+  })
+})

@@ -1,0 +1,246 @@
+import { assert, describe, layer } from "@effect/vitest"
+import { Effect, Layer, Option, Redacted, type Scope } from "effect"
+import { Redis } from "ioredis"
+import { KeyValue, type KeyValueStore, makeMemory, makeRedis } from "../../src/platform/KeyValue.js"
+
+/**
+ * The key-value port's contract, run against both implementations: the in-memory store always, Redis when
+ * `REDIS_URL` is set (with a key prefix of its own, removed afterwards). The tests run on the real clock: they
+ * check that TTLs are honoured by waiting past them (a few hundred milliseconds), never how fast anything is.
+ */
+
+const randomName = () => Math.random().toString(36).slice(2, 10)
+
+/** Every key a Redis-backed test wrote, deleted when the suite ends (they all carry TTLs anyway). */
+const removeKeys = (url: string, prefix: string) =>
+  Effect.promise(async () => {
+    const client = new Redis(url, { lazyConnect: true })
+    try {
+      await client.connect()
+      const keys = await client.keys(`${prefix}*`)
+      if (keys.length > 0) await client.del(...keys)
+    } finally {
+      client.disconnect()
+    }
+  }).pipe(Effect.ignore)
+
+interface Implementation {
+  readonly name: string
+  /** A store whose keys carry `prefix`. */
+  readonly make: (prefix: string) => Effect.Effect<KeyValueStore, never, Scope.Scope>
+}
+
+const redisUrl = process.env.REDIS_URL
+const implementations: Array<Implementation> = [
+  { name: "memory", make: makeMemory },
+  ...(redisUrl
+    ? [{
+      name: "redis",
+      make: (prefix: string) =>
+        Effect.tap(
+          makeRedis(Redacted.make(redisUrl), prefix),
+          () => Effect.addFinalizer(() => removeKeys(redisUrl, prefix))
+        )
+    }]
+    : [])
+]
+
+const sleep = (millis: number) => Effect.sleep(`${millis} millis`)
+
+for (const implementation of implementations) {
+  const prefix = `atrium-test:kv:${randomName()}:`
+  const StoreLive = Layer.scoped(KeyValue, implementation.make(prefix))
+
+  describe(`key-value store (${implementation.name})`, () => {
+    layer(StoreLive, { excludeTestServices: true })((it) => {
+      it.scoped("a store answers its first command as soon as it is made", () =>
+        Effect.gen(function*() {
+          const fresh = yield* implementation.make(`atrium-test:kv:${randomName()}:`)
+          yield* fresh.set("first", "v", "1 minute")
+          assert.deepStrictEqual(yield* fresh.get("first"), Option.some("v"))
+          yield* fresh.ping
+        }))
+
+      it.effect("get of a missing key is none; set then get returns the value; set overwrites", () =>
+        Effect.gen(function*() {
+          const kv = yield* KeyValue
+          assert.isTrue(Option.isNone(yield* kv.get("get:missing")))
+          yield* kv.set("get:a", "one", "1 minute")
+          assert.deepStrictEqual(yield* kv.get("get:a"), Option.some("one"))
+          yield* kv.set("get:a", "two", "1 minute")
+          assert.deepStrictEqual(yield* kv.get("get:a"), Option.some("two"))
+          // Values are strings kept exactly, JSON included.
+          const json = JSON.stringify({ userId: "usr_x", phone: "+8613800000000", note: "ünïcødé ✓" })
+          yield* kv.set("get:json", json, "1 minute")
+          assert.deepStrictEqual(yield* kv.get("get:json"), Option.some(json))
+        }))
+
+      it.effect("a value set with a TTL is gone after it", () =>
+        Effect.gen(function*() {
+          const kv = yield* KeyValue
+          yield* kv.set("ttl:short", "v", "200 millis")
+          yield* kv.set("ttl:long", "v", "1 minute")
+          assert.deepStrictEqual(yield* kv.get("ttl:short"), Option.some("v"))
+          yield* sleep(400)
+          assert.isTrue(Option.isNone(yield* kv.get("ttl:short")))
+          assert.isTrue(Option.isNone(yield* kv.ttl("ttl:short")))
+          assert.isTrue(Option.isNone(yield* kv.take("ttl:short")))
+          assert.isFalse(yield* kv.touch("ttl:short", "1 minute"))
+          assert.deepStrictEqual(yield* kv.get("ttl:long"), Option.some("v"))
+        }))
+
+      it.effect("ttl is the time left in milliseconds, none for a missing key", () =>
+        Effect.gen(function*() {
+          const kv = yield* KeyValue
+          yield* kv.set("ttl:ten", "v", "10 seconds")
+          const left = Option.getOrThrow(yield* kv.ttl("ttl:ten"))
+          assert.isAbove(left, 8_000)
+          assert.isAtMost(left, 10_000)
+          assert.isTrue(Option.isNone(yield* kv.ttl("ttl:missing")))
+        }))
+
+      it.effect("setIfAbsent sets only a missing key, and again once it expired", () =>
+        Effect.gen(function*() {
+          const kv = yield* KeyValue
+          assert.isTrue(yield* kv.setIfAbsent("nx:a", "first", "200 millis"))
+          assert.isFalse(yield* kv.setIfAbsent("nx:a", "second", "1 minute"))
+          assert.deepStrictEqual(yield* kv.get("nx:a"), Option.some("first"))
+          // The refused call did not extend the key's lifetime either.
+          assert.isAtMost(Option.getOrThrow(yield* kv.ttl("nx:a")), 200)
+          yield* sleep(400)
+          assert.isTrue(yield* kv.setIfAbsent("nx:a", "third", "1 minute"))
+          assert.deepStrictEqual(yield* kv.get("nx:a"), Option.some("third"))
+        }))
+
+      it.effect("setIfAbsent under concurrency: exactly one caller wins", () =>
+        Effect.gen(function*() {
+          const kv = yield* KeyValue
+          const results = yield* Effect.all(
+            Array.from({ length: 20 }, (_, i) => kv.setIfAbsent("nx:race", String(i), "1 minute")),
+            { concurrency: "unbounded" }
+          )
+          assert.strictEqual(results.filter((won) => won).length, 1)
+        }))
+
+      it.effect("take returns the value once and removes it", () =>
+        Effect.gen(function*() {
+          const kv = yield* KeyValue
+          yield* kv.set("take:a", "code", "1 minute")
+          assert.deepStrictEqual(yield* kv.take("take:a"), Option.some("code"))
+          assert.isTrue(Option.isNone(yield* kv.take("take:a")))
+          assert.isTrue(Option.isNone(yield* kv.get("take:a")))
+          assert.isTrue(Option.isNone(yield* kv.take("take:missing")))
+        }))
+
+      it.effect("take is single-use under concurrency: 20 takes, exactly one value", () =>
+        Effect.gen(function*() {
+          const kv = yield* KeyValue
+          yield* kv.set("take:race", "once", "1 minute")
+          const results = yield* Effect.all(Array.from({ length: 20 }, () => kv.take("take:race")), {
+            concurrency: "unbounded"
+          })
+          const got = results.filter(Option.isSome)
+          assert.strictEqual(got.length, 1)
+          assert.strictEqual(got[0]!.value, "once")
+        }))
+
+      it.effect("delete removes every key given; missing keys and no keys are fine", () =>
+        Effect.gen(function*() {
+          const kv = yield* KeyValue
+          yield* kv.set("del:a", "1", "1 minute")
+          yield* kv.set("del:b", "2", "1 minute")
+          yield* kv.set("del:c", "3", "1 minute")
+          yield* kv.delete("del:a", "del:b", "del:missing")
+          yield* kv.delete()
+          assert.isTrue(Option.isNone(yield* kv.get("del:a")))
+          assert.isTrue(Option.isNone(yield* kv.get("del:b")))
+          assert.deepStrictEqual(yield* kv.get("del:c"), Option.some("3"))
+        }))
+
+      it.effect("increment counts from 1", () =>
+        Effect.gen(function*() {
+          const kv = yield* KeyValue
+          assert.strictEqual(yield* kv.increment("inc:a", "1 minute"), 1)
+          assert.strictEqual(yield* kv.increment("inc:a", "1 minute"), 2)
+          assert.strictEqual(yield* kv.increment("inc:a", "1 minute"), 3)
+          assert.deepStrictEqual(yield* kv.get("inc:a"), Option.some("3"))
+        }))
+
+      it.effect("increment keeps the TTL of the window's first increment, then starts a new window", () =>
+        Effect.gen(function*() {
+          const kv = yield* KeyValue
+          assert.strictEqual(yield* kv.increment("inc:window", "300 millis"), 1)
+          yield* sleep(100)
+          // A later increment with a longer TTL must not stretch the window.
+          assert.strictEqual(yield* kv.increment("inc:window", "1 minute"), 2)
+          assert.isAtMost(Option.getOrThrow(yield* kv.ttl("inc:window")), 300)
+          yield* sleep(400)
+          assert.isTrue(Option.isNone(yield* kv.get("inc:window")))
+          assert.strictEqual(yield* kv.increment("inc:window", "1 minute"), 1)
+          assert.isAbove(Option.getOrThrow(yield* kv.ttl("inc:window")), 50_000)
+        }))
+
+      it.effect("increment under concurrency loses no count", () =>
+        Effect.gen(function*() {
+          const kv = yield* KeyValue
+          const results = yield* Effect.all(Array.from({ length: 20 }, () => kv.increment("inc:race", "1 minute")), {
+            concurrency: "unbounded"
+          })
+          assert.deepStrictEqual([...results].sort((a, b) => a - b), Array.from({ length: 20 }, (_, i) => i + 1))
+        }))
+
+      it.effect("touch renews the lifetime of an existing key and is false for a missing one", () =>
+        Effect.gen(function*() {
+          const kv = yield* KeyValue
+          yield* kv.set("touch:a", "v", "300 millis")
+          assert.isTrue(yield* kv.touch("touch:a", "1 minute"))
+          assert.isAbove(Option.getOrThrow(yield* kv.ttl("touch:a")), 50_000)
+          yield* sleep(400)
+          assert.deepStrictEqual(yield* kv.get("touch:a"), Option.some("v"))
+          // Touch may also shorten: it sets the lifetime, it does not add to it.
+          assert.isTrue(yield* kv.touch("touch:a", "200 millis"))
+          yield* sleep(400)
+          assert.isTrue(Option.isNone(yield* kv.get("touch:a")))
+          assert.isFalse(yield* kv.touch("touch:missing", "1 minute"))
+          assert.isTrue(Option.isNone(yield* kv.get("touch:missing")))
+        }))
+
+      it.effect("ping answers", () =>
+        Effect.gen(function*() {
+          const kv = yield* KeyValue
+          yield* kv.ping
+        }))
+
+      it.scoped("stores with different prefixes do not see each other's keys", () =>
+        Effect.gen(function*() {
+          const kv = yield* KeyValue
+          const other = yield* implementation.make(`atrium-test:kv:${randomName()}:`)
+          yield* kv.set("shared-name", "mine", "1 minute")
+          assert.isTrue(Option.isNone(yield* other.get("shared-name")))
+          yield* other.set("shared-name", "theirs", "1 minute")
+          assert.deepStrictEqual(yield* kv.get("shared-name"), Option.some("mine"))
+        }))
+    })
+  })
+}
+
+describe("key-value store (redis, unreachable)", () => {
+  // Nothing listens on port 1: every command fails at once instead of queueing behind reconnects.
+  layer(Layer.scoped(KeyValue, makeRedis(Redacted.make("redis://127.0.0.1:1"), "atrium-test:")), {
+    excludeTestServices: true
+  })((it) => {
+    it.effect("ping fails promptly instead of hanging", () =>
+      Effect.gen(function*() {
+        const kv = yield* KeyValue
+        const result = yield* kv.ping.pipe(Effect.either, Effect.timeout("10 seconds"))
+        assert.strictEqual(result._tag, "Left")
+      }))
+
+    it.effect("a command is a defect, promptly", () =>
+      Effect.gen(function*() {
+        const kv = yield* KeyValue
+        const exit = yield* kv.get("anything").pipe(Effect.exit, Effect.timeout("10 seconds"))
+        assert.isTrue(exit._tag === "Failure")
+      }))
+  })
+})
