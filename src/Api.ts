@@ -1,5 +1,5 @@
 import { HttpApi, OpenApi } from "@effect/platform"
-import { MetersApi } from "./billing/Api.js"
+import { AppsApi, CreditsApi, EventsApi, InternalBillingApi, MetersApi, PaymentNotifyApi, WalletApi } from "./billing/Api.js"
 import { AccountApi, AuthApi } from "./identity/Api.js"
 import { HealthApi } from "./platform/Health.js"
 import { ModelsApi } from "./runtime/models/Api.js"
@@ -43,6 +43,12 @@ export class AtriumApi extends HttpApi.make("atrium")
   .add(AccountApi)
   .add(ModelsApi)
   .add(MetersApi)
+  .add(EventsApi)
+  .add(CreditsApi)
+  .add(WalletApi)
+  .add(PaymentNotifyApi)
+  .add(AppsApi)
+  .add(InternalBillingApi)
   .annotate(OpenApi.Title, "Atrium platform API")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Transform, documentErrorEnvelope)

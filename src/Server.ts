@@ -12,10 +12,13 @@ import { Cause, Duration, Effect, Layer, Option } from "effect"
 import { createServer } from "node:http"
 import type { Readable } from "node:stream"
 import { AtriumApi } from "./Api.js"
-import { MetersHttp } from "./billing/Http.js"
+import { BillingHttp } from "./billing/Http.js"
+import { Wallets, WalletLive } from "./billing/Wallet.js"
 import { MISSING_END_USER, missingEndUser } from "./identity/Authentication.js"
 import { AccountHttp, AuthHttp } from "./identity/Http.js"
+import { LoginPageRoute, OAuthRoutes } from "./identity/OAuthHttp.js"
 import { Tokens } from "./identity/Tokens.js"
+import { ClusterLive } from "./platform/Cluster.js"
 import { AppConfig } from "./platform/Config.js"
 import { DatabaseLive } from "./platform/Database.js"
 import { errorBody, errorType } from "./platform/Errors.js"
@@ -191,17 +194,26 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
 )
 
 const ApiRoutes = HttpLayerRouter.addHttpApi(AtriumApi, { openapiPath: "/openapi.json" }).pipe(
-  Layer.provide([HealthHttp, AuthHttp, AccountHttp, ModelsHttp, MetersHttp])
+  Layer.provide([HealthHttp, AuthHttp, AccountHttp, ModelsHttp, BillingHttp]),
+  Layer.provide(Wallets.Default)
 )
 
 const DocsRoute = HttpApiScalar.layerHttpLayerRouter({ api: AtriumApi, path: "/docs" })
 
-export const Routes = Layer.mergeAll(ApiRoutes, DocsRoute, ErrorEnvelope).pipe(
+export const Routes = Layer.mergeAll(ApiRoutes, DocsRoute, OAuthRoutes, LoginPageRoute, ErrorEnvelope).pipe(
   Layer.provide(Tokens.Default)
 )
 
-/** Everything the routes stand on: configuration, the database with its migrations, the key-value store. */
-export const Infrastructure = Layer.mergeAll(AppConfig.Default, DatabaseLive, KeyValueLive)
+/** The entities this process runs, on one cluster runner over the database. */
+const Entities = WalletLive.pipe(Layer.provideMerge(ClusterLive))
+
+/**
+ * Everything the routes stand on: configuration, the database with its migrations, the key-value store, and the
+ * cluster with its entities.
+ */
+export const Infrastructure = Entities.pipe(
+  Layer.provideMerge(Layer.mergeAll(AppConfig.Default, DatabaseLive, KeyValueLive))
+)
 
 /**
  * Node's `server.close()` waits for every open connection, so one idle keep-alive socket or a stalled upload would

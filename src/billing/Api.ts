@@ -1,5 +1,9 @@
-import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { ApiKeyAuthentication, AppAuthentication, UserAuthentication } from "../identity/Authentication.js"
+import { InvalidRequest, NotFound, Unauthorized } from "../platform/Errors.js"
+import { CreditAmount, CreditPrice } from "../platform/Money.js"
+import { DailyCapExceeded, IdempotencyConflict, InsufficientCredits } from "./Wallet.js"
 
 /** One metering unit of the platform: model usage per 1k tokens (later also per-use prices). */
 export const PlatformMeter = Schema.Struct({
@@ -19,4 +23,254 @@ export class MetersApi extends HttpApiGroup.make("meters")
       .annotate(OpenApi.Description, "Metering units and rates: what a run costs in credits.")
   )
   .annotate(OpenApi.Title, "Meters")
+{}
+
+export class UnknownEvent extends Schema.TaggedError<UnknownEvent>()(
+  "UnknownEvent",
+  { message: Schema.String },
+  HttpApiSchema.annotations({ status: 400 })
+) {}
+
+export class MeterDisabled extends Schema.TaggedError<MeterDisabled>()(
+  "MeterDisabled",
+  { message: Schema.String },
+  HttpApiSchema.annotations({ status: 400 })
+) {}
+
+export class InsufficientScope extends Schema.TaggedError<InsufficientScope>()(
+  "InsufficientScope",
+  { message: Schema.String },
+  HttpApiSchema.annotations({ status: 403 })
+) {}
+
+const IdempotencyKey = Schema.String.pipe(
+  Schema.minLength(1, { message: () => "idempotency_key must not be empty" }),
+  Schema.maxLength(128, { message: () => "idempotency_key must be at most 128 characters" })
+)
+
+/** Spec 2.2 / 2.3. */
+export const BillingEvent = Schema.Struct({
+  event: Schema.String.pipe(
+    Schema.minLength(1, { message: () => "event must not be empty" }),
+    Schema.maxLength(100, { message: () => "event must be at most 100 characters" })
+  ),
+  idempotency_key: IdempotencyKey,
+  metadata: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String }))
+})
+
+export const ChargeResult = Schema.Struct({
+  charged: Schema.Number,
+  balance_remaining: Schema.Number,
+  idempotent_replay: Schema.optional(Schema.Literal(true))
+})
+
+const ChargeErrors = [InsufficientCredits, DailyCapExceeded, IdempotencyConflict] as const
+
+/** Spec 4.1: third-party apps bill their users per event. */
+export class EventsApi extends HttpApiGroup.make("events")
+  .add(
+    HttpApiEndpoint.post("report", "/v1/events")
+      .setPayload(BillingEvent)
+      .addSuccess(ChargeResult)
+      .addError(UnknownEvent)
+      .addError(MeterDisabled)
+      .addError(InsufficientScope)
+      .addError(InsufficientCredits)
+      .addError(DailyCapExceeded)
+      .addError(IdempotencyConflict)
+      .annotate(OpenApi.Description, "Charge the authorized user the price of the app's meter for `event`, once per idempotency key.")
+  )
+  .middleware(AppAuthentication)
+  .addError(InvalidRequest)
+  .annotate(OpenApi.Title, "Billing events")
+{}
+
+/** Spec 4.8: credit endpoints for API-key callers, on their own wallet. */
+export class CreditsApi extends HttpApiGroup.make("credits")
+  .add(HttpApiEndpoint.get("balance", "/openapi/credit/balance").addSuccess(Schema.Struct({ balance: Schema.Number })))
+  .add(
+    HttpApiEndpoint.post("preCheck", "/openapi/credit/preCheck")
+      .setPayload(Schema.Struct({ amount: CreditAmount }))
+      .addSuccess(Schema.Struct({ sufficient: Schema.Boolean, balance: Schema.Number }))
+  )
+  .add(
+    HttpApiEndpoint.post("consume", "/openapi/credit/consume")
+      .setPayload(Schema.Struct({
+        amount: CreditAmount,
+        idempotency_key: IdempotencyKey,
+        description: Schema.optional(Schema.String.pipe(Schema.maxLength(500)))
+      }))
+      .addSuccess(ChargeResult)
+      .addError(ChargeErrors[0])
+      .addError(ChargeErrors[2])
+  )
+  .middleware(ApiKeyAuthentication)
+  .addError(InvalidRequest)
+  .annotate(OpenApi.Title, "Credits")
+{}
+
+export const LedgerLine = Schema.Struct({
+  seq: Schema.Number,
+  amount: Schema.Number,
+  kind: Schema.String,
+  app: Schema.NullOr(Schema.String),
+  event: Schema.NullOr(Schema.String),
+  metadata: Schema.NullOr(Schema.Record({ key: Schema.String, value: Schema.String })),
+  description: Schema.NullOr(Schema.String),
+  balance_after: Schema.Number,
+  created_at: Schema.String
+})
+
+export const Order = Schema.Struct({
+  id: Schema.String,
+  amount: Schema.Number,
+  status: Schema.Literal("pending", "paid"),
+  created_at: Schema.String
+})
+
+/** The logged-in user's wallet and top-ups. */
+export class WalletApi extends HttpApiGroup.make("wallet")
+  .add(
+    HttpApiEndpoint.get("wallet", "/api/wallet")
+      .addSuccess(Schema.Struct({ balance: Schema.Number, today_spent: Schema.Number }))
+  )
+  .add(
+    HttpApiEndpoint.get("ledger", "/api/wallet/ledger")
+      .setUrlParams(Schema.Struct({
+        limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 200))),
+        before: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.positive()))
+      }))
+      .addSuccess(Schema.Struct({
+        data: Schema.Array(LedgerLine),
+        has_more: Schema.Boolean,
+        next_before: Schema.NullOr(Schema.Number)
+      }))
+  )
+  .add(
+    HttpApiEndpoint.post("createOrder", "/api/payment/orders")
+      .setPayload(Schema.Struct({ amount: CreditAmount }))
+      .addSuccess(Order, { status: 201 })
+  )
+  .middleware(UserAuthentication)
+  .addError(InvalidRequest)
+  .annotate(OpenApi.Title, "Wallet")
+{}
+
+/** The payment provider's callback (no login: the signature is the authentication). */
+export class PaymentNotifyApi extends HttpApiGroup.make("paymentNotify")
+  .add(
+    HttpApiEndpoint.post("notify", "/api/payment/notify/:provider")
+      .setPath(Schema.Struct({ provider: Schema.String }))
+      .addSuccess(Schema.Struct({ received: Schema.Literal(true), order_id: Schema.String, status: Schema.String }))
+      .addError(Unauthorized)
+      .addError(NotFound)
+      .addError(InvalidRequest)
+      .annotate(
+        OpenApi.Description,
+        "Body `{\"order_id\",\"status\":\"paid\",\"amount\"}`, signed: header `X-Signature: sha256=<hex HMAC-SHA256 of the raw body>`."
+      )
+  )
+  .annotate(OpenApi.Title, "Payments")
+{}
+
+const AppView = Schema.Struct({
+  id: Schema.String,
+  name: Schema.String,
+  client_id: Schema.String,
+  redirect_uris: Schema.Array(Schema.String),
+  daily_cap_per_user: Schema.NullOr(Schema.Number),
+  created_at: Schema.String
+})
+
+const RedirectUri = Schema.String.pipe(
+  Schema.filter((uri) => {
+    try {
+      const url = new URL(uri)
+      return (url.protocol === "https:" || url.protocol === "http:") && url.hash === ""
+        ? undefined
+        : "redirect_uris must be absolute http(s) URLs without a fragment"
+    } catch {
+      return "redirect_uris must be absolute http(s) URLs without a fragment"
+    }
+  })
+)
+
+export const MeterView = Schema.Struct({
+  id: Schema.String,
+  event_name: Schema.String,
+  credits_per_use: Schema.Number,
+  type: Schema.Literal("PER_USE"),
+  disabled: Schema.Boolean
+})
+
+/** Apps a user registers for OAuth, and their meters (spec 2.6). Owner only; others get 404. */
+export class AppsApi extends HttpApiGroup.make("apps")
+  .add(
+    HttpApiEndpoint.post("create", "/api/apps")
+      .setPayload(Schema.Struct({
+        name: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)),
+        redirect_uris: Schema.Array(RedirectUri).pipe(Schema.minItems(1), Schema.maxItems(10))
+      }))
+      .addSuccess(Schema.Struct({ ...AppView.fields, client_secret: Schema.String }), { status: 201 })
+  )
+  .add(HttpApiEndpoint.get("list", "/api/apps").addSuccess(Schema.Struct({ data: Schema.Array(AppView) })))
+  .add(
+    HttpApiEndpoint.patch("update", "/api/apps/:id")
+      .setPath(Schema.Struct({ id: Schema.String }))
+      .setPayload(Schema.Struct({
+        name: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100))),
+        redirect_uris: Schema.optional(Schema.Array(RedirectUri).pipe(Schema.minItems(1), Schema.maxItems(10))),
+        daily_cap_per_user: Schema.optional(Schema.NullOr(CreditPrice))
+      }))
+      .addSuccess(AppView)
+      .addError(NotFound)
+  )
+  .add(
+    HttpApiEndpoint.post("createMeter", "/api/apps/:id/meters")
+      .setPath(Schema.Struct({ id: Schema.String }))
+      .setPayload(Schema.Struct({
+        event_name: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)),
+        credits_per_use: CreditPrice
+      }))
+      .addSuccess(MeterView, { status: 201 })
+      .addError(NotFound)
+      .addError(IdempotencyConflict)
+  )
+  .add(
+    HttpApiEndpoint.get("listMeters", "/api/apps/:id/meters")
+      .setPath(Schema.Struct({ id: Schema.String }))
+      .addSuccess(Schema.Struct({ data: Schema.Array(MeterView) }))
+      .addError(NotFound)
+  )
+  .add(
+    HttpApiEndpoint.patch("updateMeter", "/api/apps/:id/meters/:meterId")
+      .setPath(Schema.Struct({ id: Schema.String, meterId: Schema.String }))
+      .setPayload(Schema.Struct({
+        credits_per_use: Schema.optional(CreditPrice),
+        disabled: Schema.optional(Schema.Boolean)
+      }))
+      .addSuccess(MeterView)
+      .addError(NotFound)
+  )
+  .middleware(UserAuthentication)
+  .addError(InvalidRequest)
+  .annotate(OpenApi.Title, "Apps and meters")
+{}
+
+/** Private-network operations (the global middleware refuses other callers). */
+export class InternalBillingApi extends HttpApiGroup.make("internalBilling")
+  .add(
+    HttpApiEndpoint.post("grant", "/internal/wallets/:userId/grants")
+      .setPath(Schema.Struct({ userId: Schema.String }))
+      .setPayload(Schema.Struct({
+        amount: CreditAmount,
+        idempotency_key: IdempotencyKey,
+        reason: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(500))
+      }))
+      .addSuccess(Schema.Struct({ balance: Schema.Number, idempotent_replay: Schema.optional(Schema.Literal(true)) }))
+      .addError(NotFound)
+      .addError(IdempotencyConflict)
+  )
+  .addError(InvalidRequest)
+  .annotate(OpenApi.Title, "Internal")
 {}

@@ -4,6 +4,7 @@ import { InvalidRequest, Unauthorized } from "../platform/Errors.js"
 import { routePath } from "../platform/Network.js"
 import type { ApiKeyId, UserId } from "../platform/Ids.js"
 import { API_KEY_PREFIX, ApiKeys } from "./ApiKeys.js"
+import { OAuth, type AppCaller as OAuthCaller } from "./OAuth.js"
 import { Tokens, type LoginIdentity } from "./Tokens.js"
 
 /** The logged-in end user of an `/api` route. */
@@ -37,6 +38,15 @@ export class UserAuthentication extends HttpApiMiddleware.Tag<UserAuthentication
 export class PlatformAuthentication extends HttpApiMiddleware.Tag<PlatformAuthentication>()(
   "atrium/identity/PlatformAuthentication",
   { failure: Schema.Union(Unauthorized, InvalidRequest), provides: Caller, security: { bearer } }
+) {}
+
+/** The user and app behind an OAuth access token (spec 4.1: `POST /v1/events`). */
+export class AppCaller extends Context.Tag("atrium/identity/AppCaller")<AppCaller, OAuthCaller>() {}
+
+/** OAuth access tokens only: an API key or a login token is 401 here (spec 4.1, 5.1 rule 3). */
+export class AppAuthentication extends HttpApiMiddleware.Tag<AppAuthentication>()(
+  "atrium/identity/AppAuthentication",
+  { failure: Unauthorized, provides: AppCaller, security: { bearer } }
 ) {}
 
 export class ApiKeyAuthentication extends HttpApiMiddleware.Tag<ApiKeyAuthentication>()(
@@ -169,5 +179,23 @@ export const AuthenticationLive = Layer.effect(
       }
     })
   )),
-  Layer.provide([Tokens.Default, ApiKeys.Default])
+  Layer.merge(Layer.effect(
+    AppAuthentication,
+    Effect.gen(function*() {
+      const oauth = yield* OAuth
+      const refused = new Unauthorized({
+        message: "An OAuth access token is required (POST /oauth/token); API keys and login tokens are not accepted."
+      })
+      return {
+        bearer: (token) =>
+          Effect.gen(function*() {
+            if (notBearer(yield* HttpServerRequest.HttpServerRequest)) return yield* wrongScheme
+            const caller = yield* oauth.verifyAccessToken(Redacted.value(token))
+            if (Option.isNone(caller)) return yield* refused
+            return AppCaller.of(caller.value)
+          })
+      }
+    })
+  )),
+  Layer.provide([Tokens.Default, ApiKeys.Default, OAuth.Default])
 )

@@ -251,10 +251,13 @@ describe("login tokens", () => {
         }
       }))
 
-    it.effect("/api/market/* and /api/payment/notify/* need no token (nothing there yet: 404)", () =>
+    it.effect("/api/market/* and /api/payment/notify/* need no token", () =>
       Effect.gen(function*() {
         assertError(yield* request("GET", "/api/market/agents"), 404, "not_found")
-        assertError(yield* request("POST", "/api/payment/notify/alipay"), 404, "not_found")
+        // The payment callback is reached without a login: what refuses this unsigned call is its signature check.
+        const notify = yield* request("POST", "/api/payment/notify/alipay", { body: { order_id: "ord_x", status: "paid" } })
+        assertError(notify, 401, "unauthorized")
+        assert.match(notify.body.error.message, /signature/)
       }))
 
     it.effect("an unknown /api route with a valid token is 404 not_found", () =>

@@ -1,0 +1,21 @@
+import { Config, Effect } from "effect"
+import { parseCredits } from "../platform/Money.js"
+
+const credits = (name: string, fallback: string) =>
+  Config.string(name).pipe(
+    Config.withDefault(fallback),
+    Config.validate({
+      message: `${name} must be a non-negative amount with at most 6 decimal places`,
+      validation: (text) => parseCredits(text) !== undefined
+    }),
+    Config.map((text) => parseCredits(text)!)
+  )
+
+export class BillingConfig extends Effect.Service<BillingConfig>()("atrium/billing/BillingConfig", {
+  effect: Config.all({
+    /** Credits every new user receives once. */
+    signupCredits: credits("SIGNUP_CREDITS", "100"),
+    /** Verifies `POST /api/payment/notify/:provider` bodies (HMAC-SHA256 of the raw body). */
+    paymentWebhookSecret: Config.option(Config.redacted("PAYMENT_WEBHOOK_SECRET"))
+  })
+}) {}

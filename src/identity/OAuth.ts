@@ -1,0 +1,185 @@
+import { SqlClient } from "@effect/sql"
+import { Clock, Data, Effect, Option, Schema } from "effect"
+import * as Jose from "jose"
+import * as Crypto from "node:crypto"
+import { AppsRepo, type AppRow } from "../billing/Repo.js"
+import { randomBase62 } from "../platform/Ids.js"
+import { KeyValue } from "../platform/KeyValue.js"
+import { JwtKey, sha256 } from "./Tokens.js"
+
+/** Scopes an app may ask for (spec 5.1 rule 5: sessions and environments reuse `agents:write`). */
+export const SCOPES = ["events", "agents:write"] as const
+export type Scope = (typeof SCOPES)[number]
+
+/** An RFC 6749 error: `{"error": code, "error_description": ...}` with its status. */
+export class OAuthError extends Data.TaggedError("OAuthError")<{
+  readonly error: string
+  readonly description: string
+  readonly status: number
+}> {}
+
+const invalidGrant = (description: string) => new OAuthError({ error: "invalid_grant", description, status: 400 })
+const invalidRequest = (description: string) => new OAuthError({ error: "invalid_request", description, status: 400 })
+
+const ACCESS_TTL_SECONDS = 15 * 60
+const REFRESH_TTL_MS = 60 * 86_400_000
+const CODE_TTL = "10 minutes"
+
+/** The claims of an app's access token; `typ` keeps it apart from login tokens, which have exactly four claims. */
+const AccessClaims = Schema.Struct({
+  typ: Schema.Literal("oauth_access"),
+  sub: Schema.String,
+  app: Schema.String,
+  scope: Schema.String,
+  iat: Schema.Number,
+  exp: Schema.Number
+})
+
+export interface AppCaller {
+  readonly userId: string
+  readonly appId: string
+  readonly scopes: ReadonlyArray<string>
+}
+
+interface PendingCode {
+  readonly appId: string
+  readonly userId: string
+  readonly redirectUri: string
+  readonly scope: string
+  readonly codeChallenge: string
+}
+
+/**
+ * OAuth 2.0 for third-party apps: authorization code with PKCE S256 (RFC 6749, RFC 7636). Codes live 10 minutes in
+ * the key-value store and are taken once; access tokens are 15-minute JWTs; refresh tokens rotate on every use and
+ * are stored hashed, and presenting a rotated one revokes its whole family (RFC 6819 5.2.2.3).
+ */
+export class OAuth extends Effect.Service<OAuth>()("atrium/identity/OAuth", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const apps = yield* AppsRepo
+    const kv = yield* KeyValue
+    const { key } = yield* JwtKey
+
+    const parseScope = (raw: string | undefined): Effect.Effect<string, OAuthError> => {
+      const requested = (raw ?? "events").split(" ").filter((s) => s.length > 0)
+      const unknown = requested.filter((s) => !(SCOPES as ReadonlyArray<string>).includes(s))
+      if (requested.length === 0 || unknown.length > 0) {
+        return Effect.fail(new OAuthError({
+          error: "invalid_scope",
+          description: `Unknown scope ${unknown.join(" ")}; use any of: ${SCOPES.join(" ")}.`,
+          status: 400
+        }))
+      }
+      return Effect.succeed([...new Set(requested)].join(" "))
+    }
+
+    /** The app behind `client_id` when `redirect_uri` is one it registered, exactly. */
+    const clientFor = Effect.fn("OAuth.clientFor")(function*(clientId: string, redirectUri: string) {
+      const app = yield* apps.findAppByClientId(clientId)
+      if (Option.isNone(app)) return yield* invalidRequest("Unknown client_id.")
+      if (!app.value.redirectUris.includes(redirectUri)) {
+        return yield* invalidRequest("redirect_uri is not registered for this app.")
+      }
+      return app.value
+    })
+
+    const issueCode = Effect.fn("OAuth.issueCode")(function*(pending: PendingCode) {
+      const code = randomBase62(43)
+      yield* kv.set(`oauth:code:${sha256(code)}`, JSON.stringify(pending), CODE_TTL)
+      return code
+    })
+
+    /** client_secret_basic or client_secret_post; constant-time on the secret's hash. */
+    const authenticateClient = Effect.fn("OAuth.authenticateClient")(function*(clientId: string, secret: string) {
+      const app = yield* apps.findAppByClientId(clientId)
+      const expected = Buffer.from(Option.match(app, { onNone: () => "0".repeat(64), onSome: (a) => a.clientSecretHash }))
+      const actual = Buffer.from(sha256(secret))
+      if (Option.isNone(app) || !Crypto.timingSafeEqual(expected, actual)) {
+        return yield* new OAuthError({ error: "invalid_client", description: "Client authentication failed.", status: 401 })
+      }
+      return app.value
+    })
+
+    const accessToken = (app: AppRow, userId: string, scope: string, now: number) =>
+      Effect.promise(() =>
+        new Jose.SignJWT({ typ: "oauth_access", app: app.id, scope })
+          .setProtectedHeader({ alg: "HS256", typ: "JWT" })
+          .setSubject(userId)
+          .setIssuedAt(now)
+          .setExpirationTime(now + ACCESS_TTL_SECONDS)
+          .sign(key)
+      )
+
+    const tokens = (app: AppRow, userId: string, scope: string, familyId: string) =>
+      Effect.gen(function*() {
+        const nowMs = yield* Clock.currentTimeMillis
+        const refreshToken = `rt_${randomBase62(48)}`
+        yield* sql`
+          INSERT INTO oauth_refresh_tokens (token_hash, family_id, app_id, user_id, scope, expires_at)
+          VALUES (${sha256(refreshToken)}, ${familyId}, ${app.id}, ${userId}, ${scope}, ${new Date(nowMs + REFRESH_TTL_MS)})`
+          .pipe(Effect.orDie)
+        return {
+          access_token: yield* accessToken(app, userId, scope, Math.floor(nowMs / 1000)),
+          token_type: "Bearer" as const,
+          expires_in: ACCESS_TTL_SECONDS,
+          refresh_token: refreshToken,
+          scope
+        }
+      })
+
+    const exchangeCode = Effect.fn("OAuth.exchangeCode")(function*(
+      app: AppRow,
+      params: { readonly code: string; readonly redirectUri: string; readonly codeVerifier: string }
+    ) {
+      const taken = yield* kv.take(`oauth:code:${sha256(params.code)}`)
+      if (Option.isNone(taken)) return yield* invalidGrant("The code is invalid, expired or already used.")
+      const pending = JSON.parse(taken.value) as PendingCode
+      if (pending.appId !== app.id) return yield* invalidGrant("The code was issued to another client.")
+      if (pending.redirectUri !== params.redirectUri) return yield* invalidGrant("redirect_uri does not match the authorization request.")
+      const challenge = Crypto.createHash("sha256").update(params.codeVerifier).digest("base64url")
+      if (!/^[A-Za-z0-9._~-]{43,128}$/.test(params.codeVerifier) || challenge !== pending.codeChallenge) {
+        return yield* invalidGrant("PKCE verification failed.")
+      }
+      const familyId = `fam_${randomBase62(20)}`
+      yield* sql`INSERT INTO oauth_families (id, app_id, user_id) VALUES (${familyId}, ${app.id}, ${pending.userId})`
+        .pipe(Effect.orDie)
+      return yield* tokens(app, pending.userId, pending.scope, familyId)
+    })
+
+    const refresh = Effect.fn("OAuth.refresh")(function*(app: AppRow, refreshToken: string) {
+      const now = new Date(yield* Clock.currentTimeMillis)
+      const hash = sha256(refreshToken)
+      // Rotate atomically: of two requests with one token, only one finds it unrotated.
+      const rotated = yield* sql<{ familyId: string; userId: string; scope: string; appId: string; expiresAt: Date; revoked: boolean }>`
+        UPDATE oauth_refresh_tokens t SET rotated_at = ${now}
+        FROM oauth_families f
+        WHERE t.token_hash = ${hash} AND t.rotated_at IS NULL AND f.id = t.family_id
+        RETURNING t.family_id, t.user_id, t.scope, t.app_id, t.expires_at, (f.revoked_at IS NOT NULL) AS revoked`
+        .pipe(Effect.orDie)
+      const row = rotated[0]
+      if (row === undefined) {
+        // Unknown, or presented again after rotation: the latter means it leaked, so the whole family goes.
+        yield* sql`
+          UPDATE oauth_families SET revoked_at = COALESCE(revoked_at, ${now})
+          WHERE id = (SELECT family_id FROM oauth_refresh_tokens WHERE token_hash = ${hash})`.pipe(Effect.orDie)
+        return yield* invalidGrant("The refresh token is invalid or was already used; its grant is revoked.")
+      }
+      if (row.appId !== app.id) return yield* invalidGrant("The refresh token was issued to another client.")
+      if (row.revoked) return yield* invalidGrant("This grant was revoked.")
+      if (row.expiresAt.getTime() <= now.getTime()) return yield* invalidGrant("The refresh token expired.")
+      return yield* tokens(app, row.userId, row.scope, row.familyId)
+    })
+
+    /** The user, app and scopes of a valid access token; none for anything else (a login JWT included). */
+    const verifyAccessToken = (token: string) =>
+      Effect.tryPromise(() => Jose.jwtVerify(token, key, { algorithms: ["HS256"] })).pipe(
+        Effect.flatMap(({ payload }) => Schema.decodeUnknown(AccessClaims)(payload)),
+        Effect.map((claims): AppCaller => ({ userId: claims.sub, appId: claims.app, scopes: claims.scope.split(" ") })),
+        Effect.option
+      )
+
+    return { parseScope, clientFor, issueCode, authenticateClient, exchangeCode, refresh, verifyAccessToken } as const
+  }),
+  dependencies: [AppsRepo.Default, JwtKey.Default]
+}) {}
