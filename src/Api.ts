@@ -1,4 +1,5 @@
 import { HttpApi, OpenApi } from "@effect/platform"
+import { AgentsApi, PurchasesApi, ReviewsApi } from "./agents/Api.js"
 import { AppsApi, CreditsApi, EventsApi, InternalBillingApi, MetersApi, PaymentNotifyApi, WalletApi } from "./billing/Api.js"
 import { AccountApi, AuthApi } from "./identity/Api.js"
 import { HealthApi } from "./platform/Health.js"
@@ -49,6 +50,9 @@ export class AtriumApi extends HttpApi.make("atrium")
   .add(PaymentNotifyApi)
   .add(AppsApi)
   .add(InternalBillingApi)
+  .add(AgentsApi)
+  .add(PurchasesApi)
+  .add(ReviewsApi)
   .annotate(OpenApi.Title, "Atrium platform API")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Transform, documentErrorEnvelope)

@@ -11,6 +11,7 @@ import { NodeHttpServer, NodeHttpServerRequest } from "@effect/platform-node"
 import { Cause, Duration, Effect, Layer, Option } from "effect"
 import { createServer } from "node:http"
 import type { Readable } from "node:stream"
+import { AgentsHttpLive } from "./agents/Http.js"
 import { AtriumApi } from "./Api.js"
 import { BillingHttp } from "./billing/Http.js"
 import { Wallets, WalletLive } from "./billing/Wallet.js"
@@ -194,7 +195,7 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
 )
 
 const ApiRoutes = HttpLayerRouter.addHttpApi(AtriumApi, { openapiPath: "/openapi.json" }).pipe(
-  Layer.provide([HealthHttp, AuthHttp, AccountHttp, ModelsHttp, BillingHttp]),
+  Layer.provide([HealthHttp, AuthHttp, AccountHttp, ModelsHttp, BillingHttp, AgentsHttpLive]),
   Layer.provide(Wallets.Default)
 )
 

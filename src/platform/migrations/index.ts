@@ -1,9 +1,11 @@
 import { Migrator } from "@effect/sql"
 import identity from "./0001_identity.js"
 import billing from "./0002_billing.js"
+import agents from "./0003_agents.js"
 
 /** Numbered migrations, applied in order at start; a released migration is never edited, only followed. */
 export const migrations = Migrator.fromRecord({
   "0001_identity": identity,
-  "0002_billing": billing
+  "0002_billing": billing,
+  "0003_agents": agents
 })

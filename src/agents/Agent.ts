@@ -1,0 +1,127 @@
+import { Schema } from "effect"
+
+/**
+ * An agent's configuration: what a creator edits in the draft and what a version freezes. Stored as JSON (the
+ * draft and each version); the credit price is kept as a decimal string so it never passes through a float.
+ */
+
+export const CATEGORIES = [
+  "writing",
+  "coding",
+  "research",
+  "education",
+  "business",
+  "design",
+  "productivity",
+  "lifestyle",
+  "other"
+] as const
+
+export const Category = Schema.Literal(...CATEGORIES).annotations({
+  message: () => `category must be one of: ${CATEGORIES.join(", ")}`
+})
+
+/** The built-in tools an agent may list (the run engine implements them). */
+export const BUILTIN_TOOLS = [
+  "get_time",
+  "calculator",
+  "write_file",
+  "read_file",
+  "list_files",
+  "memory_save",
+  "memory_search"
+] as const
+
+export const ToolPolicy = Schema.Struct({
+  name: Schema.Literal(...BUILTIN_TOOLS).annotations({
+    message: () => `tools[].name must be one of: ${BUILTIN_TOOLS.join(", ")}`
+  }),
+  permission: Schema.Literal("allow", "ask", "deny")
+})
+
+export const Identifier = Schema.String.pipe(
+  Schema.pattern(/^[a-z0-9](?:[a-z0-9-]{1,62}[a-z0-9])$/, {
+    message: () => "identifier must be 3-64 characters of a-z, 0-9 and '-', not starting or ending with '-'"
+  })
+)
+
+export const CaseDemo = Schema.Struct({
+  title: Schema.optional(Schema.String.pipe(Schema.maxLength(200))),
+  input: Schema.String.pipe(Schema.maxLength(4000)),
+  output: Schema.String.pipe(Schema.maxLength(8000))
+})
+
+/** Decimal credits as text ("12.5"); at most 6 places. */
+export const PriceText = Schema.String.pipe(Schema.pattern(/^\d{1,12}(\.\d{1,6})?$/))
+
+export const BillingInput = Schema.Struct({
+  type: Schema.Literal("FREE", "UNLOCK"),
+  price: Schema.optional(Schema.Union(Schema.Number, Schema.String)),
+  free_trial_per_user: Schema.optional(Schema.Int.pipe(Schema.between(0, 1000))),
+  allow_trial: Schema.optional(Schema.Boolean)
+})
+
+export const Billing = Schema.Struct({
+  type: Schema.Literal("FREE", "UNLOCK"),
+  price: PriceText,
+  free_trial_per_user: Schema.Int,
+  allow_trial: Schema.Boolean
+})
+export type Billing = typeof Billing.Type
+
+/** The stored configuration (draft or version). */
+export const AgentConfig = Schema.Struct({
+  name: Schema.String,
+  description: Schema.String,
+  category: Schema.String,
+  instructions: Schema.String,
+  model: Schema.String,
+  tools: Schema.Array(ToolPolicy),
+  subagents: Schema.Array(Schema.String),
+  opening_message: Schema.String,
+  case_demos: Schema.Array(CaseDemo),
+  billing: Billing
+})
+export type AgentConfig = typeof AgentConfig.Type
+
+/** Fields a create or an update may carry; each is checked, and `billing` is normalised (see `normalizeBilling`). */
+export const AgentFields = {
+  name: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)),
+  description: Schema.String.pipe(Schema.maxLength(2000)),
+  category: Category,
+  instructions: Schema.String.pipe(Schema.maxLength(20_000)),
+  model: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)),
+  tools: Schema.Array(ToolPolicy).pipe(Schema.maxItems(BUILTIN_TOOLS.length)),
+  subagents: Schema.Array(Identifier).pipe(Schema.maxItems(10)),
+  opening_message: Schema.String.pipe(Schema.maxLength(2000)),
+  case_demos: Schema.Array(CaseDemo).pipe(Schema.maxItems(20)),
+  billing: BillingInput
+}
+
+export const defaultBilling: Billing = { type: "FREE", price: "0", free_trial_per_user: 3, allow_trial: true }
+
+/** A FREE agent costs 0 whatever price was sent; an UNLOCK agent needs a positive price. */
+export const normalizeBilling = (input: typeof BillingInput.Type, previous: Billing = defaultBilling): Billing | string => {
+  const priceText = input.price === undefined ? previous.price : String(input.price).trim()
+  if (!/^\d{1,12}(\.\d{1,6})?$/.test(priceText)) return "billing.price must be a non-negative amount with at most 6 decimal places"
+  const price = input.type === "FREE" ? "0" : priceText.replace(/(\.\d*?)0+$/, "$1").replace(/\.$/, "")
+  if (input.type === "UNLOCK" && Number(price) <= 0) return "billing.price must be positive for an UNLOCK agent"
+  return {
+    type: input.type,
+    price,
+    free_trial_per_user: input.free_trial_per_user ?? previous.free_trial_per_user,
+    allow_trial: input.allow_trial ?? previous.allow_trial
+  }
+}
+
+/** What others see of a published agent: its prompt layers (instructions) stay the creator's. */
+export const publicView = (identifier: string, config: AgentConfig) => ({
+  identifier,
+  name: config.name,
+  description: config.description,
+  category: config.category,
+  opening_message: config.opening_message,
+  case_demos: config.case_demos,
+  billing: { ...config.billing, price: Number(config.billing.price) },
+  tools: config.tools.map((tool) => tool.name)
+})

@@ -1,0 +1,229 @@
+import { HttpApiSchema } from "@effect/platform"
+import { Config, Effect, Option, Schema } from "effect"
+import { Wallets } from "../billing/Wallet.js"
+import { Notifications } from "../market/Notifications.js"
+import { InvalidRequest, NotFound } from "../platform/Errors.js"
+import { randomBase62 } from "../platform/Ids.js"
+import { parseCredits, toNumber } from "../platform/Money.js"
+import { ModelCatalog } from "../runtime/models/Catalog.js"
+import { type AgentConfig, type AgentFields, defaultBilling, normalizeBilling } from "./Agent.js"
+import { type AgentRow, AgentsRepo, type Submission } from "./Repo.js"
+
+export class IdentifierTaken extends Schema.TaggedError<IdentifierTaken>()(
+  "IdentifierTaken",
+  { message: Schema.String },
+  HttpApiSchema.annotations({ status: 409 })
+) {}
+
+type Fields = { readonly [K in keyof typeof AgentFields]?: Schema.Schema.Type<(typeof AgentFields)[K]> | undefined }
+
+/** "Travel Planner!" -> "travel-planner" */
+const slugify = (name: string) =>
+  name.normalize("NFKD").toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 48)
+
+const notFound = (identifier: string) => new NotFound({ message: `No agent ${identifier}.` })
+
+/**
+ * Agents and their life cycle (spec 3.3, 4.3): a creator edits a draft; publishing freezes it as a version and
+ * submits that for review; an approved version is what everyone else sees and runs, and it stays online while a
+ * newer version waits. Unlocking an UNLOCK agent charges the buyer through the Wallet entity and credits the
+ * creator's share.
+ */
+export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
+  effect: Effect.gen(function*() {
+    const repo = yield* AgentsRepo
+    const catalog = yield* ModelCatalog
+    const notifications = yield* Notifications
+    const wallets = yield* Wallets
+    const platformSharePercent = yield* Config.integer("PLATFORM_SHARE_PERCENT").pipe(
+      Config.withDefault(30),
+      Config.validate({ message: "PLATFORM_SHARE_PERCENT must be 0-100", validation: (n) => n >= 0 && n <= 100 })
+    )
+
+    /** Applies `fields` to `base`, checking what a schema cannot: the model exists, subagents exist, billing. */
+    const merge = Effect.fn("Agents.merge")(function*(base: AgentConfig, fields: Fields, selfIdentifier?: string) {
+      const next = { ...base }
+      if (fields.name !== undefined) next.name = fields.name
+      if (fields.description !== undefined) next.description = fields.description
+      if (fields.category !== undefined) next.category = fields.category
+      if (fields.instructions !== undefined) next.instructions = fields.instructions
+      if (fields.opening_message !== undefined) next.opening_message = fields.opening_message
+      if (fields.case_demos !== undefined) next.case_demos = fields.case_demos
+      if (fields.tools !== undefined) {
+        const names = fields.tools.map((t) => t.name)
+        if (new Set(names).size !== names.length) {
+          return yield* new InvalidRequest({ message: "Invalid request: tools: each tool may appear once" })
+        }
+        next.tools = fields.tools
+      }
+      if (fields.model !== undefined) {
+        const models = yield* catalog.list
+        if (!models.some((m) => m.id === fields.model)) {
+          return yield* new InvalidRequest({
+            message: `Invalid request: model: unknown model "${fields.model}" (see GET /v1/models)`
+          })
+        }
+        next.model = fields.model
+      }
+      if (fields.subagents !== undefined) {
+        for (const identifier of fields.subagents) {
+          if (identifier === selfIdentifier) {
+            return yield* new InvalidRequest({ message: "Invalid request: subagents: an agent cannot delegate to itself" })
+          }
+          if (Option.isNone(yield* repo.byIdentifier(identifier))) {
+            return yield* new InvalidRequest({ message: `Invalid request: subagents: no agent ${identifier}` })
+          }
+        }
+        next.subagents = [...new Set(fields.subagents)]
+      }
+      if (fields.billing !== undefined) {
+        const billing = normalizeBilling(fields.billing, base.billing)
+        if (typeof billing === "string") return yield* new InvalidRequest({ message: `Invalid request: ${billing}` })
+        next.billing = billing
+      }
+      return next
+    })
+
+    const create = Effect.fn("Agents.create")(function*(
+      ownerId: string,
+      fields: Fields & { readonly name: string; readonly identifier?: string | undefined }
+    ) {
+      const base: AgentConfig = {
+        name: fields.name,
+        description: "",
+        category: "other",
+        instructions: "",
+        model: "builtin",
+        tools: [],
+        subagents: [],
+        opening_message: "",
+        case_demos: [],
+        billing: defaultBilling
+      }
+      const draft = yield* merge(base, fields)
+      const wanted = fields.identifier
+      // A chosen identifier is taken or not; a derived one gets a random tail so two "Travel Planner"s coexist.
+      for (let attempt = 0; attempt < 5; attempt++) {
+        const stem = slugify(fields.name)
+        const identifier = wanted ?? `${stem.length >= 3 ? stem : "agent"}-${randomBase62(6).toLowerCase()}`
+        const inserted = yield* repo.insert({ id: `agt_${randomBase62(20)}`, identifier, ownerId, draft })
+        if (Option.isSome(inserted)) return inserted.value
+        if (wanted !== undefined) {
+          return yield* new IdentifierTaken({ message: `The identifier "${wanted}" is taken.` })
+        }
+      }
+      return yield* Effect.dieMessage("could not find a free identifier")
+    })
+
+    /** The agent if `viewerId` owns it; otherwise 404, whether it exists or not. */
+    const owned = (identifier: string, viewerId: string) =>
+      Effect.flatMap(repo.byIdentifier(identifier), (agent) =>
+        Option.isSome(agent) && agent.value.ownerId === viewerId ? Effect.succeed(agent.value) : Effect.fail(notFound(identifier)))
+
+    /** The published configuration of an agent; 404 when nothing is published. */
+    const published = (identifier: string) =>
+      Effect.gen(function*() {
+        const agent = yield* repo.byIdentifier(identifier)
+        if (Option.isNone(agent) || agent.value.publishedVersion === null) return yield* notFound(identifier)
+        const config = yield* repo.version(agent.value.id, agent.value.publishedVersion)
+        return { agent: agent.value, config: Option.getOrThrow(config), version: agent.value.publishedVersion }
+      })
+
+    const update = Effect.fn("Agents.update")(function*(identifier: string, ownerId: string, fields: Fields) {
+      const agent = yield* owned(identifier, ownerId)
+      const draft = yield* merge(agent.draft, fields, agent.identifier)
+      return yield* repo.updateDraft(agent.id, draft)
+    })
+
+    const publish = Effect.fn("Agents.publish")(function*(identifier: string, ownerId: string) {
+      const agent = yield* owned(identifier, ownerId)
+      return yield* repo.publish(agent.id, `sub_${randomBase62(20)}`)
+    })
+
+    const decide = Effect.fn("Agents.decide")(function*(
+      submissionId: string,
+      decision: "approved" | "rejected",
+      reason: string | null
+    ) {
+      const found = yield* repo.submission(submissionId)
+      if (Option.isNone(found)) return yield* new NotFound({ message: `No submission ${submissionId}.` })
+      const decided = yield* repo.decide(submissionId, decision, reason)
+      if (Option.isNone(decided)) {
+        return yield* new InvalidRequest({ message: `Submission ${submissionId} is ${found.value.status}, not pending.` })
+      }
+      const { identifier, ownerId, version } = found.value
+      yield* notifications.notify(
+        ownerId,
+        decision === "approved" ? "agent_approved" : "agent_rejected",
+        decision === "approved" ? `Version ${version} of ${identifier} is live` : `Version ${version} of ${identifier} was not approved`,
+        decision === "approved"
+          ? "It passed review and is now what everyone sees and runs."
+          : `Reason: ${reason ?? "not given"}. The previously published version (if any) stays online.`,
+        { agent: identifier, version, submission_id: submissionId }
+      )
+      return decided.value
+    })
+
+    /**
+     * Unlocks an UNLOCK agent for `buyerId`. The charge is keyed by buyer and agent, so a repeat (or a retry after a
+     * crash) charges nothing more, and the creator's credit carries the same key, so it is paid exactly once.
+     */
+    const purchase = Effect.fn("Agents.purchase")(function*(buyerId: string, identifier: string) {
+      const { agent, config } = yield* published(identifier)
+      if (config.billing.type !== "UNLOCK") {
+        return yield* new InvalidRequest({ message: `${identifier} is free: there is nothing to unlock.` })
+      }
+      if (agent.ownerId === buyerId) {
+        return yield* new InvalidRequest({ message: "You created this agent: it is already yours." })
+      }
+      const key = `${buyerId}:${agent.id}`
+      if (yield* repo.hasPurchased(buyerId, agent.id)) {
+        return { agent: identifier, charged: 0, balance_remaining: toNumber(yield* wallets.balance(buyerId)) }
+      }
+      const price = parseCredits(config.billing.price)!
+      const movement = yield* wallets.charge(buyerId, price, {
+        kind: "purchase",
+        scope: "purchase",
+        key,
+        description: `Unlock ${identifier}`
+      })
+      const share = (movement.amount * BigInt(100 - platformSharePercent)) / 100n
+      yield* repo.recordPurchase({ userId: buyerId, agentId: agent.id, price: movement.amount, creatorShare: share })
+      if (share > 0n) {
+        yield* wallets.credit(agent.ownerId, share, {
+          kind: "earning",
+          scope: "earning",
+          key,
+          description: `Unlock of ${identifier}`
+        }).pipe(Effect.orDie)
+      }
+      return {
+        agent: identifier,
+        charged: movement.replay ? 0 : toNumber(movement.amount),
+        balance_remaining: toNumber(movement.balance)
+      }
+    })
+
+    const pendingOf = (agent: AgentRow) => repo.pendingSubmission(agent.id)
+
+    return {
+      create,
+      owned,
+      published,
+      update,
+      publish,
+      decide,
+      purchase,
+      pendingOf,
+      byOwner: repo.byOwner,
+      byIdentifier: repo.byIdentifier,
+      earnings: repo.earnings,
+      market: repo.published,
+      hasPurchased: repo.hasPurchased,
+      latestSubmission: repo.latestSubmission
+    } as const
+  }),
+  dependencies: [AgentsRepo.Default, ModelCatalog.Default, Notifications.Default]
+}) {}
+
+export type { Submission }

@@ -1,0 +1,138 @@
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { DailyCapExceeded, IdempotencyConflict, InsufficientCredits } from "../billing/Wallet.js"
+import { PlatformAuthentication, UserAuthentication } from "../identity/Authentication.js"
+import { InvalidRequest, NotFound } from "../platform/Errors.js"
+import { AgentFields, Identifier } from "./Agent.js"
+import { IdentifierTaken } from "./Agents.js"
+
+const BillingView = Schema.Struct({
+  type: Schema.Literal("FREE", "UNLOCK"),
+  price: Schema.Number,
+  free_trial_per_user: Schema.Int,
+  allow_trial: Schema.Boolean
+})
+
+export const SubmissionView = Schema.Struct({
+  id: Schema.String,
+  version: Schema.Int,
+  status: Schema.Literal("pending", "approved", "rejected", "superseded"),
+  submitted_at: Schema.String
+})
+
+/** The owner's view: the whole draft and where it stands. */
+export const AgentView = Schema.Struct({
+  identifier: Schema.String,
+  status: Schema.Literal("draft", "published"),
+  name: Schema.String,
+  description: Schema.String,
+  category: Schema.String,
+  instructions: Schema.optional(Schema.String),
+  model: Schema.optional(Schema.String),
+  tools: Schema.Array(Schema.Unknown),
+  subagents: Schema.optional(Schema.Array(Schema.String)),
+  opening_message: Schema.String,
+  case_demos: Schema.Array(Schema.Unknown),
+  billing: BillingView,
+  published_version: Schema.NullOr(Schema.Int),
+  pending_submission: Schema.NullOr(SubmissionView),
+  created_at: Schema.optional(Schema.String),
+  updated_at: Schema.optional(Schema.String)
+})
+
+const Path = Schema.Struct({ identifier: Schema.String })
+
+/** Spec 4.3. */
+export class AgentsApi extends HttpApiGroup.make("agents")
+  .add(
+    HttpApiEndpoint.post("create", "/v1/agents")
+      .setPayload(
+        Schema.Struct({ name: AgentFields.name, identifier: Schema.optional(Identifier) }).pipe(
+          Schema.extend(Schema.partial(Schema.Struct(AgentFields).pipe(Schema.omit("name"))))
+        )
+      )
+      .addSuccess(AgentView, { status: 201 })
+      .addError(IdentifierTaken)
+      .annotate(OpenApi.Description, "Create an agent draft; `identifier` is derived from the name unless given.")
+  )
+  .add(
+    HttpApiEndpoint.get("list", "/v1/agents")
+      .addSuccess(Schema.Struct({ data: Schema.Array(AgentView), has_more: Schema.Boolean }))
+  )
+  .add(HttpApiEndpoint.get("get", "/v1/agents/:identifier").setPath(Path).addSuccess(AgentView).addError(NotFound))
+  .add(
+    HttpApiEndpoint.patch("update", "/v1/agents/:identifier")
+      .setPath(Path)
+      .setPayload(Schema.Struct(AgentFields).pipe(Schema.partial))
+      .addSuccess(AgentView)
+      .addError(NotFound)
+  )
+  .add(
+    HttpApiEndpoint.post("publish", "/v1/agents/:identifier/publish")
+      .setPath(Path)
+      .addSuccess(Schema.Struct({ submission: Schema.Struct({ id: Schema.String, version: Schema.Int, status: Schema.Literal("pending") }) }))
+      .addError(NotFound)
+      .annotate(OpenApi.Description, "Freeze the draft as a new version and submit it for review; it does not go live yet.")
+  )
+  .add(
+    HttpApiEndpoint.get("profile", "/v1/agents/:identifier/profile")
+      .setPath(Path)
+      .addSuccess(Schema.Struct({
+        identifier: Schema.String,
+        name: Schema.String,
+        description: Schema.String,
+        category: Schema.String,
+        opening_message: Schema.String,
+        case_demos: Schema.Array(Schema.Unknown),
+        billing: BillingView,
+        tools: Schema.Array(Schema.String),
+        version: Schema.Int,
+        published_at: Schema.NullOr(Schema.String)
+      }))
+      .addError(NotFound)
+  )
+  .add(
+    HttpApiEndpoint.get("openingMessage", "/v1/agents/:identifier/opening-message")
+      .setPath(Path)
+      .addSuccess(Schema.Struct({ message: Schema.String }))
+      .addError(NotFound)
+  )
+  .middleware(PlatformAuthentication)
+  .addError(InvalidRequest)
+  .annotate(OpenApi.Title, "Agents")
+{}
+
+/** Unlocking an UNLOCK agent (item 3 of the agents issue). */
+export class PurchasesApi extends HttpApiGroup.make("purchases")
+  .add(
+    HttpApiEndpoint.post("purchase", "/api/purchases")
+      .setPayload(Schema.Struct({ agent: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64)) }))
+      .addSuccess(Schema.Struct({ agent: Schema.String, charged: Schema.Number, balance_remaining: Schema.Number }))
+      .addError(NotFound)
+      .addError(InsufficientCredits)
+      .addError(IdempotencyConflict)
+      .addError(DailyCapExceeded)
+  )
+  .middleware(UserAuthentication)
+  .addError(InvalidRequest)
+  .annotate(OpenApi.Title, "Purchases")
+{}
+
+/** The review desk (private network). */
+export class ReviewsApi extends HttpApiGroup.make("reviews")
+  .add(
+    HttpApiEndpoint.post("approve", "/internal/reviews/:id/approve")
+      .setPath(Schema.Struct({ id: Schema.String }))
+      .addSuccess(Schema.Struct({ id: Schema.String, version: Schema.Int, status: Schema.String }))
+      .addError(NotFound)
+  )
+  .add(
+    HttpApiEndpoint.post("reject", "/internal/reviews/:id/reject")
+      .setPath(Schema.Struct({ id: Schema.String }))
+      .setPayload(Schema.Struct({ reason: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(2000)) }))
+      .addSuccess(Schema.Struct({ id: Schema.String, version: Schema.Int, status: Schema.String }))
+      .addError(NotFound)
+  )
+  .addError(InvalidRequest)
+  .annotate(OpenApi.Title, "Review (internal)")
+{}

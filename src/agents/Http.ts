@@ -1,0 +1,104 @@
+import { HttpApiBuilder } from "@effect/platform"
+import { Effect, Layer, Option } from "effect"
+import { AtriumApi } from "../Api.js"
+import { AuthenticationLive, Caller, CurrentUser } from "../identity/Authentication.js"
+import { type AgentConfig, publicView } from "./Agent.js"
+import { Agents } from "./Agents.js"
+import type { AgentRow, Submission } from "./Repo.js"
+
+const billingView = (config: AgentConfig) => ({ ...config.billing, price: Number(config.billing.price) })
+
+const submissionView = (submission: Submission) => ({
+  id: submission.id,
+  version: submission.version,
+  status: submission.status,
+  submitted_at: submission.submittedAt.toISOString()
+})
+
+/** The owner sees the whole draft, its review state and its prompt layers. */
+const ownerView = (agent: AgentRow, pending: Option.Option<Submission>) => ({
+  identifier: agent.identifier,
+  status: agent.publishedVersion === null ? ("draft" as const) : ("published" as const),
+  ...agent.draft,
+  billing: billingView(agent.draft),
+  published_version: agent.publishedVersion,
+  pending_submission: Option.match(pending, { onNone: () => null, onSome: submissionView }),
+  created_at: agent.createdAt.toISOString(),
+  updated_at: agent.updatedAt.toISOString()
+})
+
+export const AgentsHttp = HttpApiBuilder.group(AtriumApi, "agents", (handlers) =>
+  Effect.gen(function*() {
+    const agents = yield* Agents
+    const withPending = (agent: AgentRow) => Effect.map(agents.pendingOf(agent), (pending) => ownerView(agent, pending))
+    return handlers
+      .handle("create", ({ payload }) =>
+        Effect.flatMap(Caller, (caller) => Effect.flatMap(agents.create(caller.userId, payload), withPending)))
+      .handle("list", () =>
+        Effect.gen(function*() {
+          const caller = yield* Caller
+          const rows = yield* agents.byOwner(caller.userId)
+          return { data: yield* Effect.forEach(rows, withPending), has_more: false }
+        }))
+      .handle("get", ({ path }) =>
+        Effect.gen(function*() {
+          const caller = yield* Caller
+          const agent = yield* agents.byIdentifier(path.identifier)
+          if (Option.isSome(agent) && agent.value.ownerId === caller.userId) return yield* withPending(agent.value)
+          // Anyone else sees the published version only, and nothing of what waits for review.
+          const { config, version } = yield* agents.published(path.identifier)
+          return {
+            ...publicView(path.identifier, config),
+            tools: config.tools.map((tool) => tool.name),
+            status: "published" as const,
+            published_version: version,
+            pending_submission: null
+          }
+        }))
+      .handle("update", ({ path, payload }) =>
+        Effect.flatMap(Caller, (caller) =>
+          Effect.flatMap(agents.update(path.identifier, caller.userId, payload), withPending)))
+      .handle("publish", ({ path }) =>
+        Effect.gen(function*() {
+          const caller = yield* Caller
+          const submission = yield* agents.publish(path.identifier, caller.userId)
+          return { submission: { id: submission.id, version: submission.version, status: "pending" as const } }
+        }))
+      .handle("profile", ({ path }) =>
+        Effect.gen(function*() {
+          const { agent, config, version } = yield* agents.published(path.identifier)
+          return {
+            ...publicView(path.identifier, config),
+            version,
+            published_at: agent.publishedAt === null ? null : agent.publishedAt.toISOString()
+          }
+        }))
+      .handle("openingMessage", ({ path }) =>
+        Effect.gen(function*() {
+          const caller = yield* Caller
+          const agent = yield* agents.byIdentifier(path.identifier)
+          if (Option.isSome(agent) && agent.value.ownerId === caller.userId) {
+            return { message: agent.value.draft.opening_message }
+          }
+          const { config } = yield* agents.published(path.identifier)
+          return { message: config.opening_message }
+        }))
+  })).pipe(Layer.provide(AuthenticationLive))
+
+export const PurchasesHttp = HttpApiBuilder.group(AtriumApi, "purchases", (handlers) =>
+  Effect.gen(function*() {
+    const agents = yield* Agents
+    return handlers.handle("purchase", ({ payload }) =>
+      Effect.flatMap(CurrentUser, (user) => agents.purchase(user.userId, payload.agent)))
+  })).pipe(Layer.provide(AuthenticationLive))
+
+export const ReviewsHttp = HttpApiBuilder.group(AtriumApi, "reviews", (handlers) =>
+  Effect.gen(function*() {
+    const agents = yield* Agents
+    const view = (s: Submission) => ({ id: s.id, version: s.version, status: s.status })
+    return handlers
+      .handle("approve", ({ path }) => Effect.map(agents.decide(path.id, "approved", null), view))
+      .handle("reject", ({ path, payload }) => Effect.map(agents.decide(path.id, "rejected", payload.reason), view))
+  }))
+
+export const AgentsHttpLive = Layer.mergeAll(AgentsHttp, PurchasesHttp, ReviewsHttp).pipe(Layer.provide(Agents.Default))
