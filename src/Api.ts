@@ -1,7 +1,10 @@
 import { HttpApi, OpenApi } from "@effect/platform"
 import { AgentsApi, PurchasesApi, ReviewsApi } from "./agents/Api.js"
 import { AppsApi, CreditsApi, EventsApi, InternalBillingApi, MetersApi, PaymentNotifyApi, WalletApi } from "./billing/Api.js"
+import { EnvironmentsApi } from "./environments/Api.js"
+import { FilesApi } from "./files/Api.js"
 import { AccountApi, AuthApi } from "./identity/Api.js"
+import { AgentSkillsApi, CreatorReviewsApi, CreatorsApi, MarketApi, NotificationsApi } from "./market/Api.js"
 import { HealthApi } from "./platform/Health.js"
 import { ModelsApi } from "./runtime/models/Api.js"
 
@@ -53,6 +56,13 @@ export class AtriumApi extends HttpApi.make("atrium")
   .add(AgentsApi)
   .add(PurchasesApi)
   .add(ReviewsApi)
+  .add(FilesApi)
+  .add(EnvironmentsApi)
+  .add(MarketApi)
+  .add(CreatorsApi)
+  .add(NotificationsApi)
+  .add(CreatorReviewsApi)
+  .add(AgentSkillsApi)
   .annotate(OpenApi.Title, "Atrium platform API")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Transform, documentErrorEnvelope)

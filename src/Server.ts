@@ -15,10 +15,14 @@ import { AgentsHttpLive } from "./agents/Http.js"
 import { AtriumApi } from "./Api.js"
 import { BillingHttp } from "./billing/Http.js"
 import { Wallets, WalletLive } from "./billing/Wallet.js"
+import { EnvironmentsHttpLive } from "./environments/Http.js"
+import { FilesHttpLive } from "./files/Http.js"
+import { isStorageRoute, StorageRoute } from "./files/StorageHttp.js"
 import { MISSING_END_USER, missingEndUser } from "./identity/Authentication.js"
 import { AccountHttp, AuthHttp } from "./identity/Http.js"
 import { LoginPageRoute, OAuthRoutes } from "./identity/OAuthHttp.js"
 import { Tokens } from "./identity/Tokens.js"
+import { MarketHttpLive } from "./market/Http.js"
 import { ClusterLive } from "./platform/Cluster.js"
 import { AppConfig } from "./platform/Config.js"
 import { DatabaseLive } from "./platform/Database.js"
@@ -157,8 +161,10 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
         let request = yield* HttpServerRequest.HttpServerRequest
         const tooLarge = json(413, "payload_too_large", `Request body exceeds ${config.maxBodyBytes} bytes.`)
         const declaredLength = Number(request.headers["content-length"] ?? "0")
-        if (declaredLength > config.maxBodyBytes) return tooLarge
-        if (request.headers["content-length"] === undefined && request.headers["transfer-encoding"] !== undefined) {
+        // File bytes go to the storage route, which streams them to disk under its own, signed limit.
+        const exempt = isStorageRoute(request.url)
+        if (declaredLength > config.maxBodyBytes && !exempt) return tooLarge
+        if (request.headers["content-length"] === undefined && request.headers["transfer-encoding"] !== undefined && !exempt) {
           const buffered = yield* Effect.either(bufferUnknownLength(request, config.maxBodyBytes))
           if (buffered._tag === "Left") return json(400, "invalid_request", "The request body could not be read.")
           if (Option.isNone(buffered.right)) return tooLarge
@@ -195,13 +201,13 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
 )
 
 const ApiRoutes = HttpLayerRouter.addHttpApi(AtriumApi, { openapiPath: "/openapi.json" }).pipe(
-  Layer.provide([HealthHttp, AuthHttp, AccountHttp, ModelsHttp, BillingHttp, AgentsHttpLive]),
+  Layer.provide([HealthHttp, AuthHttp, AccountHttp, ModelsHttp, BillingHttp, AgentsHttpLive, MarketHttpLive, FilesHttpLive, EnvironmentsHttpLive]),
   Layer.provide(Wallets.Default)
 )
 
 const DocsRoute = HttpApiScalar.layerHttpLayerRouter({ api: AtriumApi, path: "/docs" })
 
-export const Routes = Layer.mergeAll(ApiRoutes, DocsRoute, OAuthRoutes, LoginPageRoute, ErrorEnvelope).pipe(
+export const Routes = Layer.mergeAll(ApiRoutes, DocsRoute, OAuthRoutes, LoginPageRoute, StorageRoute, ErrorEnvelope).pipe(
   Layer.provide(Tokens.Default)
 )
 

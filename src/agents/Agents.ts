@@ -2,7 +2,7 @@ import { HttpApiSchema } from "@effect/platform"
 import { Config, Effect, Option, Schema } from "effect"
 import { Wallets } from "../billing/Wallet.js"
 import { Notifications } from "../market/Notifications.js"
-import { InvalidRequest, NotFound } from "../platform/Errors.js"
+import { Forbidden, InvalidRequest, NotFound } from "../platform/Errors.js"
 import { randomBase62 } from "../platform/Ids.js"
 import { parseCredits, toNumber } from "../platform/Money.js"
 import { ModelCatalog } from "../runtime/models/Catalog.js"
@@ -40,8 +40,16 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
       Config.validate({ message: "PLATFORM_SHARE_PERCENT must be 0-100", validation: (n) => n >= 0 && n <= 100 })
     )
 
-    /** Applies `fields` to `base`, checking what a schema cannot: the model exists, subagents exist, billing. */
-    const merge = Effect.fn("Agents.merge")(function*(base: AgentConfig, fields: Fields, selfIdentifier?: string) {
+    /**
+     * Applies `fields` to `base`, checking what a schema cannot: the model exists, subagents exist, billing. A
+     * subagent is one of the owner's agents or a published one: someone else's draft is "no agent", as everywhere.
+     */
+    const merge = Effect.fn("Agents.merge")(function*(
+      base: AgentConfig,
+      fields: Fields,
+      ownerId: string,
+      selfIdentifier?: string
+    ) {
       const next = { ...base }
       if (fields.name !== undefined) next.name = fields.name
       if (fields.description !== undefined) next.description = fields.description
@@ -70,7 +78,11 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
           if (identifier === selfIdentifier) {
             return yield* new InvalidRequest({ message: "Invalid request: subagents: an agent cannot delegate to itself" })
           }
-          if (Option.isNone(yield* repo.byIdentifier(identifier))) {
+          const subagent = yield* repo.byIdentifier(identifier)
+          if (
+            Option.isNone(subagent) ||
+            (subagent.value.ownerId !== ownerId && subagent.value.publishedVersion === null)
+          ) {
             return yield* new InvalidRequest({ message: `Invalid request: subagents: no agent ${identifier}` })
           }
         }
@@ -100,7 +112,7 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
         case_demos: [],
         billing: defaultBilling
       }
-      const draft = yield* merge(base, fields)
+      const draft = yield* merge(base, fields, ownerId)
       const wanted = fields.identifier
       // A chosen identifier is taken or not; a derived one gets a random tail so two "Travel Planner"s coexist.
       for (let attempt = 0; attempt < 5; attempt++) {
@@ -115,10 +127,18 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
       return yield* Effect.dieMessage("could not find a free identifier")
     })
 
-    /** The agent if `viewerId` owns it; otherwise 404, whether it exists or not. */
+    /**
+     * The agent if `viewerId` owns it. Anyone else gets 404 for an unpublished agent, whether it exists or not, and
+     * 403 for a published one (its existence is public anyway).
+     */
     const owned = (identifier: string, viewerId: string) =>
-      Effect.flatMap(repo.byIdentifier(identifier), (agent) =>
-        Option.isSome(agent) && agent.value.ownerId === viewerId ? Effect.succeed(agent.value) : Effect.fail(notFound(identifier)))
+      Effect.flatMap(repo.byIdentifier(identifier), (agent): Effect.Effect<AgentRow, NotFound | Forbidden> => {
+        if (Option.isSome(agent) && agent.value.ownerId === viewerId) return Effect.succeed(agent.value)
+        if (Option.isSome(agent) && agent.value.publishedVersion !== null) {
+          return Effect.fail(new Forbidden({ message: `Only the creator of ${identifier} can change it.` }))
+        }
+        return Effect.fail(notFound(identifier))
+      })
 
     /** The published configuration of an agent; 404 when nothing is published. */
     const published = (identifier: string) =>
@@ -131,7 +151,7 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
 
     const update = Effect.fn("Agents.update")(function*(identifier: string, ownerId: string, fields: Fields) {
       const agent = yield* owned(identifier, ownerId)
-      const draft = yield* merge(agent.draft, fields, agent.identifier)
+      const draft = yield* merge(agent.draft, fields, ownerId, agent.identifier)
       return yield* repo.updateDraft(agent.id, draft)
     })
 
@@ -219,6 +239,7 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
       byIdentifier: repo.byIdentifier,
       earnings: repo.earnings,
       market: repo.published,
+      marketCategories: repo.publishedCategories,
       hasPurchased: repo.hasPurchased,
       latestSubmission: repo.latestSubmission
     } as const

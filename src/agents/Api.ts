@@ -2,7 +2,7 @@ import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { DailyCapExceeded, IdempotencyConflict, InsufficientCredits } from "../billing/Wallet.js"
 import { PlatformAuthentication, UserAuthentication } from "../identity/Authentication.js"
-import { InvalidRequest, NotFound } from "../platform/Errors.js"
+import { Forbidden, InvalidRequest, NotFound } from "../platform/Errors.js"
 import { AgentFields, Identifier } from "./Agent.js"
 import { IdentifierTaken } from "./Agents.js"
 
@@ -66,12 +66,14 @@ export class AgentsApi extends HttpApiGroup.make("agents")
       .setPayload(Schema.Struct(AgentFields).pipe(Schema.partial))
       .addSuccess(AgentView)
       .addError(NotFound)
+      .addError(Forbidden)
   )
   .add(
     HttpApiEndpoint.post("publish", "/v1/agents/:identifier/publish")
       .setPath(Path)
       .addSuccess(Schema.Struct({ submission: Schema.Struct({ id: Schema.String, version: Schema.Int, status: Schema.Literal("pending") }) }))
       .addError(NotFound)
+      .addError(Forbidden)
       .annotate(OpenApi.Description, "Freeze the draft as a new version and submit it for review; it does not go live yet.")
   )
   .add(

@@ -207,6 +207,15 @@ export class AgentsRepo extends Effect.Service<AgentsRepo>()("atrium/agents/Agen
         }
       }).pipe(Effect.orDie)
 
+    /** How many agents are published in each category (by the category of their published version). */
+    const publishedCategories = sql<{ category: string; count: string }>`
+      SELECT v.config->>'category' AS category, COUNT(*)::text AS count FROM agents a
+      JOIN agent_versions v ON v.agent_id = a.id AND v.version = a.published_version
+      GROUP BY v.config->>'category'`.pipe(
+      Effect.map((rows) => new Map(rows.map((row) => [row.category, Number(row.count)]))),
+      Effect.orDie
+    )
+
     return {
       insert,
       byIdentifier,
@@ -221,7 +230,8 @@ export class AgentsRepo extends Effect.Service<AgentsRepo>()("atrium/agents/Agen
       hasPurchased,
       recordPurchase,
       earnings,
-      published
+      published,
+      publishedCategories
     } as const
   })
 }) {}

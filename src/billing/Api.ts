@@ -43,19 +43,42 @@ export class InsufficientScope extends Schema.TaggedError<InsufficientScope>()(
   HttpApiSchema.annotations({ status: 403 })
 ) {}
 
-const IdempotencyKey = Schema.String.pipe(
+/**
+ * Text the database stores as given. PostgreSQL text cannot hold NUL, and a lone UTF-16 surrogate is sent to it as
+ * U+FFFD, so two different idempotency keys ("x\ud800", "x\udfff") would become one stored key. Both are bad input
+ * here (a 400) rather than a failure at the database (a 500).
+ */
+const NoNul = Schema.String.pipe(
+  Schema.filter((text) =>
+    text.includes("\u0000")
+      ? "must not contain NUL characters"
+      : /[\uD800-\uDFFF]/u.test(text)
+      ? "must be valid Unicode (no lone surrogates)"
+      : true
+  )
+)
+
+const IdempotencyKey = NoNul.pipe(
   Schema.minLength(1, { message: () => "idempotency_key must not be empty" }),
   Schema.maxLength(128, { message: () => "idempotency_key must be at most 128 characters" })
 )
 
 /** Spec 2.2 / 2.3. */
 export const BillingEvent = Schema.Struct({
-  event: Schema.String.pipe(
+  event: NoNul.pipe(
     Schema.minLength(1, { message: () => "event must not be empty" }),
     Schema.maxLength(100, { message: () => "event must be at most 100 characters" })
   ),
   idempotency_key: IdempotencyKey,
-  metadata: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String }))
+  // A refused key schema would drop the entry silently; every key is checked instead, so a bad one is a 400.
+  metadata: Schema.optional(
+    Schema.Record({ key: Schema.String, value: NoNul }).pipe(
+      Schema.filter((metadata) =>
+        Object.keys(metadata).every((key) => Schema.is(NoNul)(key)) ||
+        "metadata keys must be valid Unicode without NUL characters"
+      )
+    )
+  )
 })
 
 export const ChargeResult = Schema.Struct({
@@ -98,7 +121,7 @@ export class CreditsApi extends HttpApiGroup.make("credits")
       .setPayload(Schema.Struct({
         amount: CreditAmount,
         idempotency_key: IdempotencyKey,
-        description: Schema.optional(Schema.String.pipe(Schema.maxLength(500)))
+        description: Schema.optional(NoNul.pipe(Schema.maxLength(500)))
       }))
       .addSuccess(ChargeResult)
       .addError(ChargeErrors[0])
@@ -186,7 +209,8 @@ const RedirectUri = Schema.String.pipe(
   Schema.filter((uri) => {
     try {
       const url = new URL(uri)
-      return (url.protocol === "https:" || url.protocol === "http:") && url.hash === ""
+      // `url.hash` is "" for a bare trailing "#", which is still a fragment (RFC 6749 3.1.2): look at the text.
+      return (url.protocol === "https:" || url.protocol === "http:") && !uri.includes("#")
         ? undefined
         : "redirect_uris must be absolute http(s) URLs without a fragment"
     } catch {
@@ -261,11 +285,11 @@ export class AppsApi extends HttpApiGroup.make("apps")
 export class InternalBillingApi extends HttpApiGroup.make("internalBilling")
   .add(
     HttpApiEndpoint.post("grant", "/internal/wallets/:userId/grants")
-      .setPath(Schema.Struct({ userId: Schema.String }))
+      .setPath(Schema.Struct({ userId: NoNul }))
       .setPayload(Schema.Struct({
         amount: CreditAmount,
         idempotency_key: IdempotencyKey,
-        reason: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(500))
+        reason: NoNul.pipe(Schema.minLength(1), Schema.maxLength(500))
       }))
       .addSuccess(Schema.Struct({ balance: Schema.Number, idempotent_replay: Schema.optional(Schema.Literal(true)) }))
       .addError(NotFound)

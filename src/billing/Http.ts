@@ -7,9 +7,10 @@ import { AppCaller, AuthenticationLive, Caller, CurrentUser } from "../identity/
 import { sha256 } from "../identity/Tokens.js"
 import { InvalidRequest, NotFound, Unauthorized } from "../platform/Errors.js"
 import { randomBase62 } from "../platform/Ids.js"
-import { type Micros, toNumber } from "../platform/Money.js"
+import { type Micros, parseCredits, toNumber } from "../platform/Money.js"
 import { ModelCatalog } from "../runtime/models/Catalog.js"
 import { InsufficientScope, MeterDisabled, UnknownEvent } from "./Api.js"
+import { AppDirectory } from "./AppDirectory.js"
 import { BillingConfig } from "./Config.js"
 import { type AppRow, AppsRepo, entryKey, LedgerReads, LedgerRepo, type MeterRow } from "./Repo.js"
 import { type Movement, Wallets } from "./Wallet.js"
@@ -42,7 +43,7 @@ export const MetersHttp = HttpApiBuilder.group(AtriumApi, "meters", (handlers) =
 
 export const EventsHttp = HttpApiBuilder.group(AtriumApi, "events", (handlers) =>
   Effect.gen(function*() {
-    const apps = yield* AppsRepo
+    const directory = yield* AppDirectory
     const ledger = yield* LedgerRepo
     const wallets = yield* Wallets
     return handlers.handle("report", ({ payload }) =>
@@ -51,9 +52,9 @@ export const EventsHttp = HttpApiBuilder.group(AtriumApi, "events", (handlers) =
         if (!caller.scopes.includes("events")) {
           return yield* new InsufficientScope({ message: "This access token lacks the `events` scope." })
         }
-        const app = yield* apps.findApp(caller.appId)
+        const app = yield* directory.app(caller.appId)
         if (Option.isNone(app)) return yield* new Unauthorized({ message: "The app of this access token no longer exists." })
-        const meter = yield* apps.findMeter(app.value.id, payload.event)
+        const meter = yield* directory.meter(app.value.id, payload.event)
         if (Option.isNone(meter) || meter.value.disabled) {
           // A retry of an event charged before its meter went away still gets its original answer.
           const prior = (yield* ledger.findByKeys([{ scope: app.value.id, key: payload.idempotency_key }]))
@@ -75,7 +76,7 @@ export const EventsHttp = HttpApiBuilder.group(AtriumApi, "events", (handlers) =
         }, app.value.dailyCapPerUser)
         return chargeResult(movement)
       }))
-  })).pipe(Layer.provide([AppsRepo.Default, LedgerRepo.Default, AuthenticationLive]))
+  })).pipe(Layer.provide([AppDirectory.Default, LedgerRepo.Default, AuthenticationLive]))
 
 export const CreditsHttp = HttpApiBuilder.group(AtriumApi, "credits", (handlers) =>
   Effect.gen(function*() {
@@ -169,12 +170,12 @@ export const PaymentNotifyHttp = HttpApiBuilder.group(AtriumApi, "paymentNotify"
         })
         const request = yield* HttpServerRequest.HttpServerRequest
         const raw = yield* Effect.orDie(request.text)
-        const signature = (request.headers["x-signature"] ?? "").replace(/^sha256=/, "")
-        const expected = Crypto.createHmac("sha256", secret).update(raw).digest("hex")
-        if (
-          signature.length !== expected.length ||
-          !Crypto.timingSafeEqual(Buffer.from(signature), Buffer.from(expected))
-        ) return yield* refused
+        const signature = Buffer.from((request.headers["x-signature"] ?? "").replace(/^sha256=/, ""))
+        const expected = Buffer.from(Crypto.createHmac("sha256", secret).update(raw).digest("hex"))
+        // Lengths in bytes: a header of as many characters but wider ones would make timingSafeEqual throw.
+        if (signature.length !== expected.length || !Crypto.timingSafeEqual(signature, expected)) {
+          return yield* refused
+        }
         let body: { order_id?: unknown; status?: unknown; amount?: unknown }
         try {
           body = JSON.parse(raw)
@@ -182,14 +183,22 @@ export const PaymentNotifyHttp = HttpApiBuilder.group(AtriumApi, "paymentNotify"
           return yield* new InvalidRequest({ message: "The notification body is not JSON." })
         }
         if (typeof body.order_id !== "string") return yield* new InvalidRequest({ message: "order_id: is missing" })
+        // No order id holds NUL or a lone surrogate (and PostgreSQL would refuse or alter such text).
+        if (/[\u0000\uD800-\uDFFF]/u.test(body.order_id)) {
+          return yield* new NotFound({ message: "No such order." })
+        }
         const orders = yield* sql<{ userId: string; amount: string; status: string }>`
           SELECT user_id, amount::text, status FROM payment_orders WHERE id = ${body.order_id}`.pipe(Effect.orDie)
         const order = orders[0]
         if (order === undefined) return yield* new NotFound({ message: `No order ${body.order_id}.` })
         if (body.status !== "paid") return { received: true as const, order_id: body.order_id, status: order.status }
         const amount: Micros = BigInt(order.amount)
-        if (body.amount !== undefined && String(body.amount) !== String(toNumber(amount))) {
-          return yield* new InvalidRequest({ message: "amount does not match the order." })
+        if (body.amount !== undefined) {
+          // Compared as exact decimals, read like every amount of a request: 15, "15" and "15.0" are one amount.
+          const stated = typeof body.amount === "number" || typeof body.amount === "string"
+            ? parseCredits(String(body.amount).trim())
+            : undefined
+          if (stated !== amount) return yield* new InvalidRequest({ message: "amount does not match the order." })
         }
         yield* wallets.credit(order.userId, amount, {
           kind: "topup",
@@ -224,6 +233,7 @@ const meterView = (meter: MeterRow) => ({
 export const AppsHttp = HttpApiBuilder.group(AtriumApi, "apps", (handlers) =>
   Effect.gen(function*() {
     const apps = yield* AppsRepo
+    const directory = yield* AppDirectory
     /** The caller's own app; someone else's answers exactly like one that does not exist. */
     const ownApp = (id: string) =>
       Effect.gen(function*() {
@@ -260,6 +270,7 @@ export const AppsHttp = HttpApiBuilder.group(AtriumApi, "apps", (handlers) =>
             redirectUris: payload.redirect_uris,
             dailyCapPerUser: payload.daily_cap_per_user
           })
+          yield* directory.invalidate(app.id)
           return appView(Option.getOrThrow(updated))
         }))
       .handle("createMeter", ({ path, payload }) =>
@@ -271,6 +282,7 @@ export const AppsHttp = HttpApiBuilder.group(AtriumApi, "apps", (handlers) =>
             eventName: payload.event_name,
             creditsPerUse: payload.credits_per_use
           })
+          yield* directory.invalidate(app.id)
           if (Option.isNone(meter)) {
             return yield* new InvalidRequest({ message: `event_name: this app already has a meter "${payload.event_name}"` })
           }
@@ -288,10 +300,11 @@ export const AppsHttp = HttpApiBuilder.group(AtriumApi, "apps", (handlers) =>
             creditsPerUse: payload.credits_per_use,
             disabled: payload.disabled
           })
+          yield* directory.invalidate(app.id)
           if (Option.isNone(meter)) return yield* new NotFound({ message: `No meter ${path.meterId}.` })
           return meterView(meter.value)
         }))
-  })).pipe(Layer.provide([AppsRepo.Default, AuthenticationLive]))
+  })).pipe(Layer.provide([AppsRepo.Default, AppDirectory.Default, AuthenticationLive]))
 
 export const InternalBillingHttp = HttpApiBuilder.group(AtriumApi, "internalBilling", (handlers) =>
   Effect.gen(function*() {

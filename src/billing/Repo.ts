@@ -286,13 +286,16 @@ export class LedgerReads extends Effect.Service<LedgerReads>()("atrium/billing/L
           Effect.map((rows) => BigInt(rows[0]!.spent)),
           Effect.orDie
         ),
-      /** Newest first; `before` is the `seq` to page below. */
+      /**
+       * Newest first; `before` is the `seq` to page below. Ordered by the table's `seq`: a bare `ORDER BY seq` would
+       * name the output column `seq::text` and sort "9" above "10".
+       */
       page: (userId: string, limit: number, before: bigint | null) =>
         sql<any>`
           SELECT seq::text, amount::text, kind, app_id, event, metadata, description, balance_after::text, created_at
           FROM ledger_entries
           WHERE user_id = ${userId} ${before === null ? sql`` : sql`AND seq < ${String(before)}`}
-          ORDER BY seq DESC LIMIT ${limit + 1}`.pipe(
+          ORDER BY ledger_entries.seq DESC LIMIT ${limit + 1}`.pipe(
           Effect.map((rows) => ({
             hasMore: rows.length > limit,
             lines: rows.slice(0, limit).map((row): LedgerLine => ({

@@ -25,6 +25,17 @@ export class IdempotencyConflict extends Schema.TaggedError<IdempotencyConflict>
   HttpApiSchema.annotations({ status: 409 })
 ) {}
 
+/**
+ * The wallet could not commit this request (the database refused or failed it). Answered as a failure, not a
+ * defect: the cluster treats a defect as the entity's crash, restarts it and delivers the same request again, so one
+ * request the database always refuses would restart the wallet forever and never be answered. The caller turns it
+ * into a 500.
+ */
+export class WalletFailure extends Schema.TaggedError<WalletFailure>()(
+  "WalletFailure",
+  { message: Schema.String }
+) {}
+
 const Entry = Schema.Struct({
   kind: Schema.String,
   scope: Schema.String,
@@ -43,14 +54,14 @@ export type Movement = typeof Movement.Type
 const Charge = Rpc.make("Charge", {
   payload: { amount: Schema.BigInt, entry: Entry, dailyCap: Schema.NullOr(Schema.BigInt) },
   success: Movement,
-  error: Schema.Union(InsufficientCredits, DailyCapExceeded, IdempotencyConflict)
+  error: Schema.Union(InsufficientCredits, DailyCapExceeded, IdempotencyConflict, WalletFailure)
 })
 
 /** Adds `amount`: grants, top-ups, earnings. */
 const Credit = Rpc.make("Credit", {
   payload: { amount: Schema.BigInt, entry: Entry },
   success: Movement,
-  error: IdempotencyConflict
+  error: Schema.Union(IdempotencyConflict, WalletFailure)
 })
 
 const Balance = Rpc.make("Balance", { success: Schema.Struct({ balance: Schema.BigInt }) })
@@ -76,7 +87,7 @@ export const WalletLive = Wallet.toLayerMailbox(
     const repo = yield* LedgerRepo
     const config = yield* BillingConfig
     let state: WalletState = yield* repo.load(userId, config.signupCredits)
-    /** What each app charged today (UTC), loaded from the ledger the first time an app charges each day. */
+    /** What each capped app charged today (UTC), loaded from the ledger the first time it charges with a cap each day. */
     let spentDay = -1
     const spentToday = new Map<string, Micros>()
 
@@ -135,7 +146,10 @@ export const WalletLive = Wallet.toLayerMailbox(
             decisions.push(Exit.fail(new InsufficientCredits({ message: "Not enough credits for this charge." })))
             continue
           }
-          if (entry.appId !== null) spent.set(entry.appId, appSpent + amount)
+          // Only an app whose day was loaded from the ledger is counted on here: starting an untracked app at 0
+          // would forget what it charged before this entity woke, and a cap set later would be overshot. An
+          // untracked app's total is read from the ledger (which holds this charge by then) when a cap appears.
+          if (entry.appId !== null && spent.has(entry.appId)) spent.set(entry.appId, appSpent + amount)
           signed = -amount
         }
         balance += signed
@@ -183,7 +197,8 @@ export const WalletLive = Wallet.toLayerMailbox(
             } else {
               state = yield* repo.load(userId, config.signupCredits)
               spentToday.clear()
-              yield* replier.failCause(request as any, Cause.die(Cause.squash(single.cause)))
+              yield* Effect.logError("wallet request failed", single.cause)
+              yield* replier.fail(request as any, new WalletFailure({ message: "The wallet could not commit this request." }))
             }
           }
         }
@@ -192,13 +207,17 @@ export const WalletLive = Wallet.toLayerMailbox(
   { maxIdleTime: "5 minutes", mailboxCapacity: 10_000 }
 ).pipe(Layer.provide([LedgerRepo.Default, BillingConfig.Default]))
 
-type ClusterFailure = ClusterError.MailboxFull | ClusterError.AlreadyProcessingMessage | ClusterError.PersistenceError
+type ClusterFailure =
+  | ClusterError.MailboxFull
+  | ClusterError.AlreadyProcessingMessage
+  | ClusterError.PersistenceError
+  | WalletFailure
 
 const isClusterFailure = (error: unknown): error is ClusterFailure =>
   error instanceof ClusterError.MailboxFull || error instanceof ClusterError.AlreadyProcessingMessage ||
-  error instanceof ClusterError.PersistenceError
+  error instanceof ClusterError.PersistenceError || error instanceof WalletFailure
 
-/** The cluster's own failures (a full mailbox, storage) are not the caller's: they are defects, a 500. */
+/** The cluster's own failures (a full mailbox, storage) and a commit that failed are not the caller's: defects, a 500. */
 const orDieOnCluster = <A, E, R>(effect: Effect.Effect<A, E | ClusterFailure, R>): Effect.Effect<A, Exclude<E, ClusterFailure>, R> =>
   Effect.catchIf(effect, isClusterFailure, Effect.die) as Effect.Effect<A, Exclude<E, ClusterFailure>, R>
 

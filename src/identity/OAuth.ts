@@ -150,22 +150,24 @@ export class OAuth extends Effect.Service<OAuth>()("atrium/identity/OAuth", {
     const refresh = Effect.fn("OAuth.refresh")(function*(app: AppRow, refreshToken: string) {
       const now = new Date(yield* Clock.currentTimeMillis)
       const hash = sha256(refreshToken)
-      // Rotate atomically: of two requests with one token, only one finds it unrotated.
-      const rotated = yield* sql<{ familyId: string; userId: string; scope: string; appId: string; expiresAt: Date; revoked: boolean }>`
+      // Rotate atomically: of two requests with one token, only one finds it unrotated. Only the client the token
+      // was issued to may rotate it: another client's attempt must not use up (and so later revoke) its grant.
+      const rotated = yield* sql<{ familyId: string; userId: string; scope: string; expiresAt: Date; revoked: boolean }>`
         UPDATE oauth_refresh_tokens t SET rotated_at = ${now}
         FROM oauth_families f
-        WHERE t.token_hash = ${hash} AND t.rotated_at IS NULL AND f.id = t.family_id
-        RETURNING t.family_id, t.user_id, t.scope, t.app_id, t.expires_at, (f.revoked_at IS NOT NULL) AS revoked`
+        WHERE t.token_hash = ${hash} AND t.app_id = ${app.id} AND t.rotated_at IS NULL AND f.id = t.family_id
+        RETURNING t.family_id, t.user_id, t.scope, t.expires_at, (f.revoked_at IS NOT NULL) AS revoked`
         .pipe(Effect.orDie)
       const row = rotated[0]
       if (row === undefined) {
-        // Unknown, or presented again after rotation: the latter means it leaked, so the whole family goes.
+        // Unknown, another client's, or this client's presented again after rotation: the last means it leaked,
+        // so the whole family goes.
         yield* sql`
           UPDATE oauth_families SET revoked_at = COALESCE(revoked_at, ${now})
-          WHERE id = (SELECT family_id FROM oauth_refresh_tokens WHERE token_hash = ${hash})`.pipe(Effect.orDie)
-        return yield* invalidGrant("The refresh token is invalid or was already used; its grant is revoked.")
+          WHERE id = (SELECT family_id FROM oauth_refresh_tokens WHERE token_hash = ${hash} AND app_id = ${app.id})`
+          .pipe(Effect.orDie)
+        return yield* invalidGrant("The refresh token is invalid, not this client's, or was already used (its grant is then revoked).")
       }
-      if (row.appId !== app.id) return yield* invalidGrant("The refresh token was issued to another client.")
       if (row.revoked) return yield* invalidGrant("This grant was revoked.")
       if (row.expiresAt.getTime() <= now.getTime()) return yield* invalidGrant("The refresh token expired.")
       return yield* tokens(app, row.userId, row.scope, row.familyId)

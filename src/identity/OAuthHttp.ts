@@ -18,7 +18,13 @@ const page = (title: string, body: string, status = 200) =>
       `<title>${escapeHtml(title)}</title><style>body{font-family:system-ui,sans-serif;max-width:28rem;margin:4rem auto;` +
       `padding:0 1rem;color:#222}button{font-size:1rem;padding:.5rem 1.2rem;margin-right:.5rem}li{margin:.3rem 0}</style>` +
       `</head><body>${body}</body></html>`
-  ).pipe(HttpServerResponse.setStatus(status), HttpServerResponse.setHeader("cache-control", "no-store"))
+  ).pipe(
+    HttpServerResponse.setStatus(status),
+    HttpServerResponse.setHeader("cache-control", "no-store"),
+    // A consent or login page inside someone else's frame is a clickjacking setup: never framed.
+    HttpServerResponse.setHeader("content-security-policy", "frame-ancestors 'none'"),
+    HttpServerResponse.setHeader("x-frame-options", "DENY")
+  )
 
 const SCOPE_TEXT: Record<string, string> = {
   events: "Charge your credits for what you use in the app (per its price list)",
@@ -171,6 +177,10 @@ export const OAuthRoutes = Layer.effectDiscard(Effect.gen(function*() {
       }
       const app = yield* oauth.authenticateClient(clientId, clientSecret)
       const grantType = field("grant_type")
+      if (!grantType) {
+        // RFC 6749 5.2: a missing parameter is invalid_request; unsupported_grant_type is for a type we do not know.
+        return yield* new OAuthError({ error: "invalid_request", description: "grant_type is required.", status: 400 })
+      }
       if (grantType === "authorization_code") {
         const code = field("code")
         const redirectUri = field("redirect_uri")
@@ -200,12 +210,26 @@ export const OAuthRoutes = Layer.effectDiscard(Effect.gen(function*() {
   }))
 })).pipe(Layer.provide([OAuth.Default, Tokens.Default]))
 
+/**
+ * `next` as a path on this site, or "/": never an open redirect to another host. Judged by the URL parser browsers
+ * use, not by the text: it drops tabs and newlines and reads "\\" as "/", so "/\t/evil.com" and "/\\evil.com" are
+ * "//evil.com" to `location.assign`.
+ */
+const localPath = (requested: string): string => {
+  if (!requested.startsWith("/")) return "/"
+  try {
+    const base = new URL("http://localhost")
+    const url = new URL(requested, base)
+    return url.origin === base.origin ? `${url.pathname}${url.search}${url.hash}` : "/"
+  } catch {
+    return "/"
+  }
+}
+
 /** Where a browser logs in (SMS code) before coming back to `next`: used by the consent page. */
 export const LoginPageRoute = HttpLayerRouter.add("GET", "/login", Effect.gen(function*() {
   const request = yield* HttpServerRequest.HttpServerRequest
-  const requested = new URL(request.url, "http://localhost").searchParams.get("next") ?? "/"
-  // Only a path on this site: never an open redirect to another host.
-  const next = requested.startsWith("/") && !requested.startsWith("//") && !requested.startsWith("/\\") ? requested : "/"
+  const next = localPath(new URL(request.url, "http://localhost").searchParams.get("next") ?? "/")
   return yield* page(
     "Log in to Atrium",
     `<h1>Log in to Atrium</h1>

@@ -1,5 +1,5 @@
 import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import { randomBase62 } from "../platform/Ids.js"
 
 export interface Notification {
@@ -41,12 +41,19 @@ export class Notifications extends Effect.Service<Notifications>()("atrium/marke
           Effect.map((rows) => rows.map(toNotification)),
           Effect.orDie
         ),
-      /** Marks one as read; false when it is not the user's. */
+      unread: (userId: string) =>
+        sql<{ count: string }>`
+          SELECT COUNT(*)::text AS count FROM notifications WHERE user_id = ${userId} AND read_at IS NULL`.pipe(
+          Effect.map((rows) => Number(rows[0]?.count ?? 0)),
+          Effect.orDie
+        ),
+      /** Marks one as read (keeping the first time it was read); none when it is not the user's. */
       markRead: (userId: string, id: string) =>
         sql`
           UPDATE notifications SET read_at = COALESCE(read_at, now())
-          WHERE id = ${id} AND user_id = ${userId} RETURNING id`.pipe(
-          Effect.map((rows) => rows.length > 0),
+          WHERE id = ${id} AND user_id = ${userId}
+          RETURNING id, kind, title, body, data, read_at, created_at`.pipe(
+          Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toNotification)),
           Effect.orDie
         )
     } as const

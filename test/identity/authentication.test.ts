@@ -132,6 +132,16 @@ const assertMissingEndUser = (reply: Reply) => {
   assert.match(message, /end.user/i)
 }
 
+/**
+ * Past the end-user check, a request gets the route's own answer: 404 while the route does not exist; the files
+ * routes exist (issue 4) and refuse these bodies for a missing field, which is not the missing-header refusal.
+ */
+const assertPastCheck = (path: string, reply: Reply) => {
+  if (!path.startsWith("/v1/files")) return assertError(reply, 404, "not_found")
+  assertError(reply, 400, "invalid_request")
+  assert.notMatch(reply.body.error.message, /X-End-User-Id/)
+}
+
 const assertModels = (reply: Reply) => {
   assert.strictEqual(reply.status, 200, reply.text)
   assert.strictEqual(reply.body.object, "list")
@@ -207,7 +217,7 @@ describe("authentication of /v1 and /openapi", () => {
         const { key } = yield* account
         for (const [method, path, body] of END_USER_FAMILY) {
           const reply = yield* request(method, path, { token: key, body, headers: { "x-end-user-id": "user-42" } })
-          assertError(reply, 404, "not_found")
+          assertPastCheck(path, reply)
         }
       }))
 
@@ -215,7 +225,7 @@ describe("authentication of /v1 and /openapi", () => {
       Effect.gen(function*() {
         const { token } = yield* account
         for (const [method, path, body] of END_USER_FAMILY) {
-          assertError(yield* request(method, path, { token, body }), 404, "not_found")
+          assertPastCheck(path, yield* request(method, path, { token, body }))
         }
         const probe = yield* request("GET", FAMILY_PROBE, { token })
         assert.strictEqual(probe.status, 200, probe.text)

@@ -253,7 +253,11 @@ describe("login tokens", () => {
 
     it.effect("/api/market/* and /api/payment/notify/* need no token", () =>
       Effect.gen(function*() {
-        assertError(yield* request("GET", "/api/market/agents"), 404, "not_found")
+        const market = yield* request("GET", "/api/market/agents")
+        assert.strictEqual(market.status, 200, market.text)
+        assert.deepStrictEqual(Object.keys(market.body).sort(), ["data", "page", "pageSize", "total"])
+        // An unknown market route is a plain 404 to anyone, not a demand for a login.
+        assertError(yield* request("GET", "/api/market/nothing-here"), 404, "not_found")
         // The payment callback is reached without a login: what refuses this unsigned call is its signature check.
         const notify = yield* request("POST", "/api/payment/notify/alipay", { body: { order_id: "ord_x", status: "paid" } })
         assertError(notify, 401, "unauthorized")

@@ -2,10 +2,14 @@ import { Migrator } from "@effect/sql"
 import identity from "./0001_identity.js"
 import billing from "./0002_billing.js"
 import agents from "./0003_agents.js"
+import files from "./0004_files.js"
+import market from "./0005_market.js"
 
 /** Numbered migrations, applied in order at start; a released migration is never edited, only followed. */
 export const migrations = Migrator.fromRecord({
   "0001_identity": identity,
   "0002_billing": billing,
-  "0003_agents": agents
+  "0003_agents": agents,
+  "0004_files": files,
+  "0005_market": market
 })

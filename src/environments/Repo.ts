@@ -1,0 +1,164 @@
+import { SqlClient, type SqlError } from "@effect/sql"
+import { Effect, Option } from "effect"
+import type { Partition } from "../files/Repo.js"
+
+export interface EnvironmentConfig {
+  readonly name: string
+  readonly description: string
+  readonly packages: ReadonlyArray<string>
+  readonly env: Readonly<Record<string, string>>
+  readonly files: ReadonlyArray<string>
+  readonly setupScript: string
+}
+
+export interface EnvironmentRow extends EnvironmentConfig {
+  readonly id: string
+  readonly ownerId: string
+  readonly endUserId: string
+  readonly createdAt: Date
+  readonly updatedAt: Date
+}
+
+const json = (value: unknown) => (typeof value === "string" ? JSON.parse(value) : value)
+
+const toEnvironment = (row: any): EnvironmentRow => ({
+  id: row.id,
+  ownerId: row.ownerId,
+  endUserId: row.endUserId,
+  name: row.name,
+  description: row.description,
+  packages: json(row.packages),
+  env: json(row.env),
+  files: json(row.files),
+  setupScript: row.setupScript,
+  createdAt: row.createdAt,
+  updatedAt: row.updatedAt
+})
+
+const ENVIRONMENT =
+  "id, owner_id, end_user_id, name, description, packages, env, files, setup_script, created_at, updated_at"
+
+/** What a write found: done, the row missing, files it names that the partition does not have. */
+export type WriteResult =
+  | { readonly _tag: "Written"; readonly environment: EnvironmentRow }
+  | { readonly _tag: "Missing" }
+  | { readonly _tag: "UnknownFiles"; readonly ids: ReadonlyArray<string> }
+  | { readonly _tag: "Rejected"; readonly message: string }
+
+const isForeignKeyViolation = (error: SqlError.SqlError) =>
+  (error.cause as { code?: unknown } | undefined)?.code === "23503"
+
+/** Environments. SQL errors are defects here, except a foreign key that says the row is still referenced. */
+export class EnvironmentsRepo extends Effect.Service<EnvironmentsRepo>()("atrium/environments/EnvironmentsRepo", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+
+    /**
+     * The ids among `ids` that are not files of `partition`. The files found are locked `FOR SHARE` until the
+     * transaction ends, so none of them can be deleted before the environment naming it is committed.
+     */
+    const unknownFiles = (partition: Partition, ids: ReadonlyArray<string>) =>
+      Effect.gen(function*() {
+        if (ids.length === 0) return []
+        const found = yield* sql<{ id: string }>`
+          SELECT id FROM files
+          WHERE owner_id = ${partition.ownerId} AND end_user_id = ${partition.endUserId} AND ${sql.in("id", ids)}
+          FOR SHARE`
+        const present = new Set(found.map((row) => row.id))
+        return ids.filter((id) => !present.has(id))
+      })
+
+    const insert = (id: string, partition: Partition, config: EnvironmentConfig) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const unknown = yield* unknownFiles(partition, config.files)
+        if (unknown.length > 0) return { _tag: "UnknownFiles", ids: unknown } as WriteResult
+        const rows = yield* sql`
+          INSERT INTO environments (id, owner_id, end_user_id, name, description, packages, env, files, setup_script)
+          VALUES (${id}, ${partition.ownerId}, ${partition.endUserId}, ${config.name}, ${config.description},
+                  ${JSON.stringify(config.packages)}::jsonb, ${JSON.stringify(config.env)}::jsonb,
+                  ${JSON.stringify(config.files)}::jsonb, ${config.setupScript})
+          RETURNING ${sql.literal(ENVIRONMENT)}`
+        return { _tag: "Written", environment: toEnvironment(rows[0]) } as WriteResult
+      })).pipe(Effect.orDie, Effect.withSpan("EnvironmentsRepo.insert"))
+
+    const byId = (partition: Partition, id: string) =>
+      sql`
+        SELECT ${sql.literal(ENVIRONMENT)} FROM environments
+        WHERE id = ${id} AND owner_id = ${partition.ownerId} AND end_user_id = ${partition.endUserId}`.pipe(
+        Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toEnvironment)),
+        Effect.orDie
+      )
+
+    const list = (partition: Partition, limit: number) =>
+      sql`
+        SELECT ${sql.literal(ENVIRONMENT)} FROM environments
+        WHERE owner_id = ${partition.ownerId} AND end_user_id = ${partition.endUserId}
+        ORDER BY created_at DESC, id LIMIT ${limit}`.pipe(
+        Effect.map((rows) => rows.map(toEnvironment)),
+        Effect.orDie
+      )
+
+    /**
+     * Reads the row locked, applies `change`, writes the result: concurrent edits apply one after the other. A
+     * `change` that answers a string rejects the edit with that message.
+     */
+    const update = (partition: Partition, id: string, change: (current: EnvironmentRow) => EnvironmentConfig | string) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const rows = yield* sql`
+          SELECT ${sql.literal(ENVIRONMENT)} FROM environments
+          WHERE id = ${id} AND owner_id = ${partition.ownerId} AND end_user_id = ${partition.endUserId}
+          FOR UPDATE`
+        if (rows.length === 0) return { _tag: "Missing" } as WriteResult
+        const next = change(toEnvironment(rows[0]))
+        if (typeof next === "string") return { _tag: "Rejected", message: next } as WriteResult
+        const unknown = yield* unknownFiles(partition, next.files)
+        if (unknown.length > 0) return { _tag: "UnknownFiles", ids: unknown } as WriteResult
+        const updated = yield* sql`
+          UPDATE environments SET name = ${next.name}, description = ${next.description},
+            packages = ${JSON.stringify(next.packages)}::jsonb, env = ${JSON.stringify(next.env)}::jsonb,
+            files = ${JSON.stringify(next.files)}::jsonb, setup_script = ${next.setupScript}, updated_at = now()
+          WHERE id = ${id}
+          RETURNING ${sql.literal(ENVIRONMENT)}`
+        return { _tag: "Written", environment: toEnvironment(updated[0]) } as WriteResult
+      })).pipe(Effect.orDie, Effect.withSpan("EnvironmentsRepo.update"))
+
+    /**
+     * The hook of "an environment in use by a session cannot be deleted". Sessions come with a later issue; this
+     * counts rows of `sessions` whose `environment_id` names the environment once such a column exists, and finds
+     * none before. The sessions issue owns the rule's details (e.g. whether ended sessions still count) and should
+     * replace this with its own query, plus a foreign key (`REFERENCES environments (id)`, see `remove`).
+     */
+    const sessionsUsing = (id: string) =>
+      Effect.gen(function*() {
+        const column = yield* sql<{ present: boolean }>`
+          SELECT EXISTS (
+            SELECT 1 FROM information_schema.columns
+            WHERE table_schema = current_schema() AND table_name = 'sessions' AND column_name = 'environment_id'
+          ) AS present`
+        if (!column[0]?.present) return 0
+        const rows = yield* sql<{ count: string }>`
+          SELECT count(*)::text AS count FROM sessions WHERE environment_id = ${id}`
+        return Number(rows[0]?.count ?? 0)
+      })
+
+    /** Deletes unless a session uses it; a foreign key from a session to the row also counts as "in use". */
+    const remove = (partition: Partition, id: string) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const locked = yield* sql`
+          SELECT id FROM environments
+          WHERE id = ${id} AND owner_id = ${partition.ownerId} AND end_user_id = ${partition.endUserId}
+          FOR UPDATE`
+        if (locked.length === 0) return { _tag: "Missing" } as const
+        const sessions = yield* sessionsUsing(id)
+        if (sessions > 0) return { _tag: "InUse", sessions } as const
+        yield* sql`DELETE FROM environments WHERE id = ${id}`
+        return { _tag: "Deleted" } as const
+      })).pipe(
+        Effect.catchIf(isForeignKeyViolation, () => Effect.succeed({ _tag: "InUse", sessions: 1 } as const)),
+        Effect.orDie,
+        Effect.withSpan("EnvironmentsRepo.remove")
+      )
+
+    return { insert, byId, list, update, remove } as const
+  })
+}) {}

@@ -1,0 +1,87 @@
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { PlatformAuthentication } from "../identity/Authentication.js"
+import { InvalidRequest, NotFound } from "../platform/Errors.js"
+import { FileInUse, UploadIncomplete, UploadSizeMismatch } from "./Files.js"
+
+/** A name to show and to download as: no path, no control characters. */
+const Filename = Schema.String.pipe(
+  Schema.filter((name) =>
+    (name.length >= 1 && name.length <= 255 && !/[\u0000-\u001f\u007f/\\]/.test(name) && name !== "." &&
+      name !== "..") || "must be 1-255 characters, without / \\ or control characters"
+  )
+)
+
+/** `type/subtype` with optional parameters (RFC 6838), printable ASCII only: it becomes a response header. */
+const ContentType = Schema.String.pipe(
+  Schema.filter((value) =>
+    (value.length <= 255 &&
+      /^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}\/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}(\s*;[\x20-\x7e]*)?$/.test(value)) ||
+    "must be a media type such as text/plain or application/pdf"
+  )
+)
+
+const Size = Schema.Number.pipe(
+  Schema.filter((n) => (Number.isSafeInteger(n) && n >= 0) || "must be a whole number of bytes, 0 or more")
+)
+
+export const FileView = Schema.Struct({
+  id: Schema.String,
+  filename: Schema.String,
+  content_type: Schema.String,
+  size: Schema.Int,
+  sha256: Schema.String,
+  created_at: Schema.String
+})
+
+const Path = Schema.Struct({ id: Schema.String })
+
+/** Spec 4.5: the two-step upload, and a file's record. */
+export class FilesApi extends HttpApiGroup.make("files")
+  .add(
+    HttpApiEndpoint.post("uploadUrl", "/v1/files/upload-url")
+      .setPayload(Schema.Struct({ filename: Filename, content_type: ContentType, size: Size }))
+      .addSuccess(Schema.Struct({
+        upload_id: Schema.String,
+        upload_url: Schema.String,
+        method: Schema.Literal("PUT"),
+        headers: Schema.Record({ key: Schema.String, value: Schema.String }),
+        expires_at: Schema.String
+      }))
+      .annotate(
+        OpenApi.Description,
+        "Step 1: a URL to PUT exactly `size` bytes to, with `headers`, before `expires_at`. The bytes go straight to " +
+          "object storage, not through this API (no API body limit applies); then register them with POST /v1/files."
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("register", "/v1/files")
+      .setPayload(Schema.Struct({ upload_id: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64)) }))
+      .addSuccess(FileView, { status: 201 })
+      .addError(NotFound)
+      .addError(UploadIncomplete)
+      .addError(UploadSizeMismatch)
+      .annotate(
+        OpenApi.Description,
+        "Step 2: record an uploaded file. 409 upload_incomplete while its bytes have not arrived."
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("get", "/v1/files/:id")
+      .setPath(Path)
+      .addSuccess(FileView.pipe(Schema.extend(Schema.Struct({ download_url: Schema.String, download_expires_at: Schema.String }))))
+      .addError(NotFound)
+      .annotate(OpenApi.Description, "A file's record and a short-lived URL to download its bytes from.")
+  )
+  .add(
+    HttpApiEndpoint.del("delete", "/v1/files/:id")
+      .setPath(Path)
+      .addSuccess(Schema.Struct({ id: Schema.String, deleted: Schema.Literal(true) }))
+      .addError(NotFound)
+      .addError(FileInUse)
+      .annotate(OpenApi.Description, "Delete the record and the bytes. 409 file_in_use while an environment lists it.")
+  )
+  .middleware(PlatformAuthentication)
+  .addError(InvalidRequest)
+  .annotate(OpenApi.Title, "Files")
+{}

@@ -1,0 +1,154 @@
+import { HttpApiSchema } from "@effect/platform"
+import { Clock, Duration, Effect, Option, Schema } from "effect"
+import { InvalidRequest, NotFound } from "../platform/Errors.js"
+import { randomBase62 } from "../platform/Ids.js"
+import { KeyValue } from "../platform/KeyValue.js"
+import { FilesConfig } from "./Config.js"
+import { type FileRow, FilesRepo, type Partition } from "./Repo.js"
+import { newStorageKey, ObjectStorage, ObjectStorageLive } from "./Storage.js"
+
+export class UploadIncomplete extends Schema.TaggedError<UploadIncomplete>()(
+  "UploadIncomplete",
+  { message: Schema.String },
+  HttpApiSchema.annotations({ status: 409 })
+) {}
+
+export class UploadSizeMismatch extends Schema.TaggedError<UploadSizeMismatch>()(
+  "UploadSizeMismatch",
+  { message: Schema.String },
+  HttpApiSchema.annotations({ status: 409 })
+) {}
+
+export class FileInUse extends Schema.TaggedError<FileInUse>()(
+  "FileInUse",
+  { message: Schema.String },
+  HttpApiSchema.annotations({ status: 409 })
+) {}
+
+/** An upload URL handed out and not yet registered; it lives in the key-value store as long as the URL. */
+const PendingUpload = Schema.parseJson(Schema.Struct({
+  ownerId: Schema.String,
+  endUserId: Schema.String,
+  filename: Schema.String,
+  contentType: Schema.String,
+  size: Schema.Int,
+  storageKey: Schema.String
+}))
+const encodePending = Schema.encodeSync(PendingUpload)
+const decodePending = Schema.decodeUnknownOption(PendingUpload)
+
+const pendingKey = (uploadId: string) => `upload:${uploadId}`
+
+/**
+ * Files (spec 4.5): a two-step upload. `createUpload` reserves a storage key and signs a PUT URL for exactly the
+ * announced size; the client sends the bytes straight to storage; `register` checks that they arrived whole and
+ * records the file. Files belong to one partition (account and end user).
+ */
+export class Files extends Effect.Service<Files>()("atrium/files/Files", {
+  effect: Effect.gen(function*() {
+    const config = yield* FilesConfig
+    const repo = yield* FilesRepo
+    const storage = yield* ObjectStorage
+    const kv = yield* KeyValue
+
+    const createUpload = Effect.fn("Files.createUpload")(function*(
+      partition: Partition,
+      input: { readonly filename: string; readonly contentType: string; readonly size: number },
+      origin: string
+    ) {
+      if (input.size > config.maxBytes) {
+        return yield* new InvalidRequest({
+          message: `Invalid request: size: files are limited to ${config.maxBytes} bytes (FILE_MAX_BYTES).`
+        })
+      }
+      const uploadId = `upl_${randomBase62(24)}`
+      const storageKey = newStorageKey()
+      const now = yield* Clock.currentTimeMillis
+      const expiresAt = new Date(now + Duration.toMillis(config.uploadTtl))
+      yield* kv.set(
+        pendingKey(uploadId),
+        encodePending({ ...partition, filename: input.filename, contentType: input.contentType, size: input.size, storageKey }),
+        config.uploadTtl
+      )
+      const signed = yield* storage.uploadUrl(storageKey, {
+        size: input.size,
+        contentType: input.contentType,
+        expiresAt,
+        origin
+      })
+      return { uploadId, ...signed }
+    })
+
+    const register = Effect.fn("Files.register")(function*(partition: Partition, uploadId: string) {
+      const pending = Option.flatMap(yield* kv.get(pendingKey(uploadId)), decodePending).pipe(
+        Option.filter((p) => p.ownerId === partition.ownerId && p.endUserId === partition.endUserId)
+      )
+      if (Option.isNone(pending)) {
+        return yield* new NotFound({
+          message: `No pending upload ${uploadId}: upload URLs expire, and a registered upload cannot be registered again.`
+        })
+      }
+      const upload = pending.value
+      const stored = yield* storage.stat(upload.storageKey)
+      if (Option.isNone(stored)) {
+        return yield* new UploadIncomplete({
+          message: `The bytes of upload ${uploadId} have not arrived: PUT them to its upload_url first.`
+        })
+      }
+      if (stored.value.size !== upload.size) {
+        // The store holds another size than was announced (and signed): drop them, so a correct PUT can follow.
+        yield* storage.remove(upload.storageKey)
+        return yield* new UploadSizeMismatch({
+          message: `Upload ${uploadId} announced ${upload.size} bytes but ${stored.value.size} arrived.`
+        })
+      }
+      const file = yield* repo.insert({
+        id: `file_${randomBase62(20)}`,
+        ownerId: partition.ownerId,
+        endUserId: partition.endUserId,
+        filename: upload.filename,
+        contentType: upload.contentType,
+        size: stored.value.size,
+        sha256: stored.value.sha256,
+        storageKey: upload.storageKey
+      })
+      yield* kv.delete(pendingKey(uploadId))
+      return file
+    })
+
+    const notFound = (id: string) => new NotFound({ message: `No file ${id}.` })
+
+    const get = Effect.fn("Files.get")(function*(partition: Partition, id: string, origin: string) {
+      const file = yield* repo.byId(partition, id)
+      if (Option.isNone(file)) return yield* notFound(id)
+      const now = yield* Clock.currentTimeMillis
+      const download = yield* storage.downloadUrl(file.value.storageKey, {
+        filename: file.value.filename,
+        contentType: file.value.contentType,
+        expiresAt: new Date(now + Duration.toMillis(config.downloadTtl)),
+        origin
+      })
+      return { file: file.value, download }
+    })
+
+    /** Record first, bytes after: a file is never listed without its bytes. */
+    const remove = Effect.fn("Files.remove")(function*(partition: Partition, id: string) {
+      const outcome = yield* repo.remove(partition, id)
+      switch (outcome._tag) {
+        case "Missing":
+          return yield* notFound(id)
+        case "InUse":
+          return yield* new FileInUse({
+            message: `File ${id} is used by environment ${outcome.environments.join(", ")}: remove it there first.`
+          })
+        case "Deleted":
+          yield* storage.remove(outcome.storageKey)
+      }
+    })
+
+    return { createUpload, register, get, remove } as const
+  }),
+  dependencies: [FilesConfig.Default, FilesRepo.Default, ObjectStorageLive]
+}) {}
+
+export type { FileRow }

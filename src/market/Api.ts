@@ -1,0 +1,210 @@
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { Category } from "../agents/Agent.js"
+import { PlatformAuthentication, UserAuthentication } from "../identity/Authentication.js"
+import { InvalidRequest, NotFound } from "../platform/Errors.js"
+import { AlreadyApplied } from "./Creators.js"
+
+const BillingView = Schema.Struct({
+  type: Schema.Literal("FREE", "UNLOCK"),
+  price: Schema.Number,
+  free_trial_per_user: Schema.Int,
+  allow_trial: Schema.Boolean
+})
+
+export const SkillView = Schema.Struct({
+  name: Schema.String,
+  title: Schema.String,
+  description: Schema.String,
+  tools: Schema.Array(Schema.String)
+})
+
+const SkillList = Schema.Struct({ data: Schema.Array(SkillView), has_more: Schema.Boolean })
+
+const MarketItem = Schema.Struct({
+  identifier: Schema.String,
+  name: Schema.String,
+  description: Schema.String,
+  category: Schema.String,
+  billing: BillingView
+})
+
+const PageNumber = (name: string, max: number) =>
+  Schema.NumberFromString.pipe(
+    Schema.int({ message: () => `${name} must be a whole number` }),
+    Schema.between(1, max, { message: () => `${name} must be between 1 and ${max}` })
+  )
+
+/** Public marketplace browsing (spec 4.7: `/api/market/*` needs no login). Published versions only. */
+export class MarketApi extends HttpApiGroup.make("market")
+  .add(
+    HttpApiEndpoint.get("agents", "/api/market/agents")
+      .setUrlParams(Schema.Struct({
+        keyword: Schema.optional(Schema.String.pipe(Schema.maxLength(100))),
+        category: Schema.optional(Category),
+        page: Schema.optional(PageNumber("page", 100_000)),
+        pageSize: Schema.optional(PageNumber("pageSize", 100))
+      }))
+      .addSuccess(Schema.Struct({
+        data: Schema.Array(MarketItem),
+        page: Schema.Int,
+        pageSize: Schema.Int,
+        total: Schema.Int
+      }))
+      .annotate(
+        OpenApi.Description,
+        "Browse published agents, newest first; `keyword` matches name or description, `page` from 1, `pageSize` 1-100 (20)."
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("agent", "/api/market/agents/:identifier")
+      .setPath(Schema.Struct({ identifier: Schema.String }))
+      .addSuccess(Schema.Struct({
+        identifier: Schema.String,
+        name: Schema.String,
+        description: Schema.String,
+        category: Schema.String,
+        opening_message: Schema.String,
+        case_demos: Schema.Array(Schema.Unknown),
+        billing: BillingView,
+        tools: Schema.Array(Schema.String),
+        version: Schema.Int,
+        published_at: Schema.NullOr(Schema.String),
+        creator: Schema.NullOr(Schema.Struct({ display_name: Schema.String })),
+        skills: Schema.Array(SkillView)
+      }))
+      .addError(NotFound)
+      .annotate(OpenApi.Description, "The public page of a published agent (its published version).")
+  )
+  .add(
+    HttpApiEndpoint.get("categories", "/api/market/categories")
+      .addSuccess(Schema.Struct({ data: Schema.Array(Schema.Struct({ id: Schema.String, count: Schema.Int })) }))
+      .annotate(OpenApi.Description, "Every category, with how many published agents it holds.")
+  )
+  .add(
+    HttpApiEndpoint.get("skills", "/api/market/skills")
+      .setUrlParams(Schema.Struct({ keyword: Schema.optional(Schema.String.pipe(Schema.maxLength(100))) }))
+      .addSuccess(SkillList)
+      .annotate(OpenApi.Description, "Search the skills catalogue by name, title or description.")
+  )
+  .addError(InvalidRequest)
+  .annotate(OpenApi.Title, "Marketplace")
+{}
+
+const CreatorView = Schema.Struct({
+  user_id: Schema.String,
+  status: Schema.Literal("not_applied", "pending", "approved", "rejected"),
+  display_name: Schema.NullOr(Schema.String),
+  bio: Schema.NullOr(Schema.String),
+  account_type: Schema.NullOr(Schema.String),
+  email: Schema.NullOr(Schema.String),
+  reason: Schema.NullOr(Schema.String),
+  applied_at: Schema.NullOr(Schema.String),
+  decided_at: Schema.NullOr(Schema.String)
+})
+
+export const ACCOUNT_TYPES = ["individual", "organization"] as const
+
+const Email = Schema.String.pipe(
+  Schema.maxLength(254),
+  Schema.pattern(/^[^\s@]+@[^\s@]+\.[^\s@]+$/, { message: () => "email must be an email address" })
+)
+
+/** Creators: apply for review, see where the application stands, and what their agents earned. */
+export class CreatorsApi extends HttpApiGroup.make("creators")
+  .add(HttpApiEndpoint.get("profile", "/api/creator/profile").addSuccess(CreatorView))
+  .add(
+    HttpApiEndpoint.post("apply", "/api/creator/apply")
+      .setPayload(Schema.Struct({
+        displayName: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)),
+        bio: Schema.String.pipe(Schema.maxLength(2000)),
+        accountType: Schema.Literal(...ACCOUNT_TYPES).annotations({
+          message: () => `accountType must be one of: ${ACCOUNT_TYPES.join(", ")}`
+        }),
+        email: Email
+      }))
+      .addSuccess(CreatorView, { status: 201 })
+      .addError(AlreadyApplied)
+      .annotate(OpenApi.Description, "Apply to become a creator; the application enters human review.")
+  )
+  .add(
+    HttpApiEndpoint.get("earnings", "/api/creator/earnings")
+      .addSuccess(Schema.Struct({
+        total: Schema.Number,
+        agents: Schema.Array(Schema.Struct({
+          identifier: Schema.String,
+          unlocks: Schema.Int,
+          gross: Schema.Number,
+          net: Schema.Number
+        }))
+      }))
+      .annotate(OpenApi.Description, "Unlocks per agent: `gross` is what buyers paid, `net` the creator's share; `total` sums `net`.")
+  )
+  .middleware(UserAuthentication)
+  .addError(InvalidRequest)
+  .annotate(OpenApi.Title, "Creators")
+{}
+
+const NotificationView = Schema.Struct({
+  id: Schema.String,
+  kind: Schema.String,
+  title: Schema.String,
+  body: Schema.String,
+  data: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
+  read: Schema.Boolean,
+  read_at: Schema.NullOr(Schema.String),
+  created_at: Schema.String
+})
+
+/** In-app notifications: how review outcomes reach their owner. */
+export class NotificationsApi extends HttpApiGroup.make("notifications")
+  .add(
+    HttpApiEndpoint.get("list", "/api/notifications")
+      .addSuccess(Schema.Struct({ data: Schema.Array(NotificationView), has_more: Schema.Boolean, unread: Schema.Int }))
+  )
+  .add(
+    HttpApiEndpoint.post("read", "/api/notifications/:id/read")
+      .setPath(Schema.Struct({ id: Schema.String }))
+      .addSuccess(NotificationView)
+      .addError(NotFound)
+  )
+  .middleware(UserAuthentication)
+  .addError(InvalidRequest)
+  .annotate(OpenApi.Title, "Notifications")
+{}
+
+/** The creator review desk (private network); `:id` is the applicant's user id. */
+export class CreatorReviewsApi extends HttpApiGroup.make("creatorReviews")
+  .add(
+    HttpApiEndpoint.post("approve", "/internal/creators/:id/approve")
+      .setPath(Schema.Struct({ id: Schema.String }))
+      .addSuccess(CreatorView)
+      .addError(NotFound)
+  )
+  .add(
+    HttpApiEndpoint.post("reject", "/internal/creators/:id/reject")
+      .setPath(Schema.Struct({ id: Schema.String }))
+      .setPayload(Schema.Struct({ reason: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(2000)) }))
+      .addSuccess(CreatorView)
+      .addError(NotFound)
+  )
+  .addError(InvalidRequest)
+  .annotate(OpenApi.Title, "Creator review (internal)")
+{}
+
+/** An agent's skills (derived from its tools). */
+export class AgentSkillsApi extends HttpApiGroup.make("agentSkills")
+  .add(
+    HttpApiEndpoint.get("list", "/v1/agents/:identifier/skills")
+      .setPath(Schema.Struct({ identifier: Schema.String }))
+      .addSuccess(SkillList)
+      .addError(NotFound)
+      .annotate(
+        OpenApi.Description,
+        "The skills of an agent: those whose tools it has, none denied. The owner sees the draft, others the published version."
+      )
+  )
+  .middleware(PlatformAuthentication)
+  .addError(InvalidRequest)
+  .annotate(OpenApi.Title, "Skills")
+{}

@@ -1,0 +1,111 @@
+import { SqlClient } from "@effect/sql"
+import { Effect, Option } from "effect"
+
+export type CreatorStatus = "pending" | "approved" | "rejected"
+
+export interface CreatorRow {
+  readonly userId: string
+  readonly displayName: string
+  readonly bio: string
+  readonly accountType: string
+  readonly email: string
+  readonly status: CreatorStatus
+  readonly reason: string | null
+  readonly appliedAt: Date
+  readonly decidedAt: Date | null
+}
+
+export interface Skill {
+  readonly name: string
+  readonly title: string
+  readonly description: string
+  readonly tools: ReadonlyArray<string>
+}
+
+const json = (value: unknown) => (typeof value === "string" ? JSON.parse(value) : value)
+
+const toCreator = (row: any): CreatorRow => ({
+  userId: row.userId,
+  displayName: row.displayName,
+  bio: row.bio,
+  accountType: row.accountType,
+  email: row.email,
+  status: row.status,
+  reason: row.reason,
+  appliedAt: row.appliedAt,
+  decidedAt: row.decidedAt
+})
+
+const toSkill = (row: any): Skill => ({
+  name: row.name,
+  title: row.title,
+  description: row.description,
+  tools: json(row.tools)
+})
+
+const CREATOR = "user_id, display_name, bio, account_type, email, status, reason, applied_at, decided_at"
+
+/** `%keyword%` for ILIKE, with the pattern characters of the keyword taken literally; null for no keyword. */
+export const likePattern = (keyword: string | undefined) =>
+  keyword === undefined || keyword.trim() === "" ? null : `%${keyword.trim().replace(/[%_\\]/g, "\\$&")}%`
+
+/** Creator applications and the skills catalogue. SQL errors are defects here. */
+export class MarketRepo extends Effect.Service<MarketRepo>()("atrium/market/MarketRepo", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const first = <A>(rows: ReadonlyArray<any>, f: (row: any) => A) => Option.map(Option.fromNullable(rows[0]), f)
+
+    const creator = (userId: string) =>
+      sql`SELECT ${sql.literal(CREATOR)} FROM creators WHERE user_id = ${userId}`.pipe(
+        Effect.map((rows) => first(rows, toCreator)),
+        Effect.orDie
+      )
+
+    /**
+     * Files an application, or sends a rejected one again (back to pending, the old reason cleared). None when the
+     * user's application is pending or approved: those are not overwritten.
+     */
+    const apply = (application: {
+      userId: string
+      displayName: string
+      bio: string
+      accountType: string
+      email: string
+    }) =>
+      sql`
+        INSERT INTO creators (user_id, display_name, bio, account_type, email, status)
+        VALUES (${application.userId}, ${application.displayName}, ${application.bio}, ${application.accountType},
+                ${application.email}, 'pending')
+        ON CONFLICT (user_id) DO UPDATE SET
+          display_name = EXCLUDED.display_name, bio = EXCLUDED.bio, account_type = EXCLUDED.account_type,
+          email = EXCLUDED.email, status = 'pending', reason = NULL, applied_at = now(), decided_at = NULL
+        WHERE creators.status = 'rejected'
+        RETURNING ${sql.literal(CREATOR)}`.pipe(
+        Effect.map((rows) => first(rows, toCreator)),
+        Effect.orDie
+      )
+
+    /** Decides a pending application; none when it is not pending. */
+    const decide = (userId: string, decision: "approved" | "rejected", reason: string | null) =>
+      sql`
+        UPDATE creators SET status = ${decision}, reason = ${reason}, decided_at = now()
+        WHERE user_id = ${userId} AND status = 'pending'
+        RETURNING ${sql.literal(CREATOR)}`.pipe(
+        Effect.map((rows) => first(rows, toCreator)),
+        Effect.orDie
+      )
+
+    const skills = (keyword: string | undefined) => {
+      const pattern = likePattern(keyword)
+      return sql`
+        SELECT name, title, description, tools FROM skills
+        WHERE ${pattern}::text IS NULL OR name ILIKE ${pattern} OR title ILIKE ${pattern} OR description ILIKE ${pattern}
+        ORDER BY name`.pipe(
+        Effect.map((rows) => rows.map(toSkill)),
+        Effect.orDie
+      )
+    }
+
+    return { creator, apply, decide, skills } as const
+  })
+}) {}
