@@ -118,17 +118,43 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
       )
 
     /**
-     * Writes a batch of entries and the wallet's new balance in one transaction. The update is guarded by the
-     * sequence the entity started from, so a wallet that somehow changed underneath is refused, not overwritten.
+     * Writes a batch of entries and the wallet's new balance in ONE statement (so one round trip, atomic on its own,
+     * with the deferred ledger checks at its commit). The wallet update is guarded by the sequence the entity started
+     * from, and the entries are written only if that update happened: a wallet that changed underneath is refused,
+     * not overwritten.
      */
     const commit = (userId: string, fromSeq: bigint, entries: ReadonlyArray<NewEntry>, state: WalletState) =>
-      sql.withTransaction(Effect.gen(function*() {
-        yield* insertEntries(userId, entries)
-        const updated = yield* sql`
-          UPDATE wallets SET balance = ${String(state.balance)}, seq = ${String(state.seq)}, updated_at = now()
-          WHERE user_id = ${userId} AND seq = ${String(fromSeq)} RETURNING user_id`
-        if (updated.length !== 1) return yield* Effect.dieMessage(`wallet ${userId} moved under its entity`)
-      })).pipe(Effect.withSpan("LedgerRepo.commit", { attributes: { entries: entries.length } }))
+      Effect.gen(function*() {
+        const rows = JSON.stringify(entries.map((e) => ({
+          seq: String(e.seq),
+          amount: String(e.amount),
+          kind: e.kind,
+          scope: e.scope,
+          idempotency_key: e.key,
+          app_id: e.appId,
+          event: e.event,
+          metadata: e.metadata,
+          description: e.description,
+          balance_after: String(e.balanceAfter),
+          created_at: e.createdAt.toISOString()
+        })))
+        const inserted = yield* sql<{ seq: string }>`
+          WITH moved AS (
+            UPDATE wallets SET balance = ${String(state.balance)}, seq = ${String(state.seq)}, updated_at = now()
+            WHERE user_id = ${userId} AND seq = ${String(fromSeq)} RETURNING user_id
+          )
+          INSERT INTO ledger_entries (user_id, seq, amount, kind, scope, idempotency_key, app_id, event, metadata,
+                                      description, balance_after, created_at)
+          SELECT ${userId}, r.seq, r.amount, r.kind, r.scope, r.idempotency_key, r.app_id, r.event, r.metadata,
+                 r.description, r.balance_after, r.created_at
+          FROM jsonb_to_recordset(${rows}::jsonb) AS r(seq bigint, amount bigint, kind text, scope text,
+               idempotency_key text, app_id text, event text, metadata jsonb, description text, balance_after bigint,
+               created_at timestamptz)
+          WHERE EXISTS (SELECT 1 FROM moved)
+          ORDER BY r.seq
+          RETURNING seq::text`
+        if (inserted.length !== entries.length) return yield* Effect.dieMessage(`wallet ${userId} moved under its entity`)
+      }).pipe(Effect.withSpan("LedgerRepo.commit", { attributes: { entries: entries.length } }))
 
     const findUser = (userId: string) =>
       sql<{ id: string }>`SELECT id FROM users WHERE id = ${userId}`.pipe(
