@@ -1,15 +1,5 @@
-import { Config, ConfigError, Duration, Effect, Either, Option, Redacted } from "effect"
-
-const duration = (name: string, fallback: Duration.DurationInput) =>
-  Config.duration(name).pipe(Config.withDefault(Duration.decode(fallback)))
-
-/** Set to the empty string counts as unset (as in `platform/Config.ts`). */
-const optionalString = (name: string) =>
-  Config.option(Config.string(name)).pipe(Config.map(Option.filter((value) => value.trim().length > 0)))
-const optionalRedacted = (name: string) =>
-  Config.option(Config.redacted(name)).pipe(
-    Config.map(Option.filter((value) => Redacted.value(value).trim().length > 0))
-  )
+import { Config, ConfigError, Effect, Either, Option, Redacted } from "effect"
+import { duration, optionalRedacted, optionalString } from "../platform/Config.js"
 
 export interface S3Settings {
   readonly endpoint: URL

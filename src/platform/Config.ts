@@ -5,17 +5,17 @@ import { Config, ConfigError, Duration, Effect, Either, Option, Redacted } from 
  * program a `ConfigProvider` of their own. The README's settings table mirrors this file.
  */
 
-const duration = (name: string, fallback: Duration.DurationInput) =>
+export const duration = (name: string, fallback: Duration.DurationInput) =>
   Config.duration(name).pipe(Config.withDefault(Duration.decode(fallback)))
 
 /**
  * An optional setting. Set to the empty string it counts as unset: `JWT_SECRET=` in an env file or
  * `JWT_SECRET: ${JWT_SECRET}` in a compose file means "not given", never "the empty key" or "the empty URL".
  */
-const optionalString = (name: string) =>
+export const optionalString = (name: string) =>
   Config.option(Config.string(name)).pipe(Config.map(Option.filter((value) => value.trim().length > 0)))
 
-const optionalRedacted = (name: string) =>
+export const optionalRedacted = (name: string) =>
   Config.option(Config.redacted(name)).pipe(
     Config.map(Option.filter((value) => Redacted.value(value).trim().length > 0))
   )
