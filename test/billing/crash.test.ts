@@ -1,15 +1,14 @@
 import { PGlite } from "@electric-sql/pglite"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Scope } from "effect"
-import * as ChildProcess from "node:child_process"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs/promises"
-import * as Net from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import pg from "pg"
 import { authorizeApp, registerApp, userIdOf } from "../support/Billing.js"
 import { requestAt } from "../support/Client.js"
+import { launchPlatform, type PlatformProcess } from "../support/Process.js"
 import { type SmsInbox, TestServer } from "../support/TestServer.js"
 
 /**
@@ -42,24 +41,7 @@ const randomInt = (min: number, max: number) => min + Math.floor(Math.random() *
 // ---------------------------------------------------------------------------------------------------------------
 // The platform as a child process.
 
-const freePort = Effect.promise(() =>
-  new Promise<number>((resolve) => {
-    const server = Net.createServer()
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as Net.AddressInfo
-      server.close(() => resolve(port))
-    })
-  })
-)
-
-interface Platform {
-  readonly url: string
-  readonly output: () => string
-  /** SIGKILL: no finalizer, no flush, no goodbye. Resolves once the process is gone. */
-  readonly kill: () => Promise<void>
-  /** SIGTERM; resolves with the exit code. */
-  readonly terminate: Effect.Effect<number | null>
-}
+type Platform = PlatformProcess
 
 /** Where the platform keeps its data across restarts. */
 interface Storage {
@@ -106,59 +88,7 @@ const makeStorage: Effect.Effect<Storage, never, Scope.Scope> = Effect.gen(funct
 })
 
 const launch = (storage: Storage, extraEnv: Record<string, string>) =>
-  Effect.gen(function*() {
-    const port = yield* freePort
-    const env: Record<string, string> = {}
-    for (const [key, value] of Object.entries(process.env)) {
-      if (value !== undefined && !["DATABASE_URL", "REDIS_URL", "KEY_PREFIX", "JWT_SECRET", "SMS_TEST_OTP"].includes(key)) {
-        env[key] = value
-      }
-    }
-    Object.assign(env, { PORT: String(port), HOST: "127.0.0.1", ...storage.env, ...extraEnv })
-    const child = yield* Effect.acquireRelease(
-      Effect.sync(() =>
-        ChildProcess.spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
-          cwd: Path.resolve(import.meta.dirname, "../.."),
-          env,
-          stdio: ["ignore", "pipe", "pipe"]
-        })
-      ),
-      (child) => Effect.sync(() => child.exitCode === null && child.signalCode === null && child.kill("SIGKILL"))
-    )
-    let output = ""
-    child.stdout.on("data", (chunk) => (output += chunk))
-    child.stderr.on("data", (chunk) => (output += chunk))
-    const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
-    const url = `http://127.0.0.1:${port}`
-    yield* Effect.promise(async () => {
-      for (let i = 0; i < 600; i++) {
-        if (child.exitCode !== null) throw new Error(`platform exited early:\n${output}`)
-        const ok = await fetch(`${url}/api/health`, { signal: AbortSignal.timeout(2_000) }).then((r) => r.ok, () => false)
-        if (ok) return
-        await new Promise((r) => setTimeout(r, 50))
-      }
-      throw new Error(`platform did not become healthy:\n${output}`)
-    })
-    const platform: Platform = {
-      url,
-      output: () => output,
-      kill: async () => {
-        child.kill("SIGKILL")
-        await exited
-      },
-      terminate: Effect.promise(() => {
-        child.kill("SIGTERM")
-        return exited
-      }).pipe(
-        Effect.timeoutFail({
-          duration: "30 seconds",
-          onTimeout: () => new Error(`no exit 30 s after SIGTERM (pid ${child.pid}):\n${output}`)
-        }),
-        Effect.orDie
-      )
-    }
-    return platform
-  })
+  launchPlatform({ ...storage.env, ...extraEnv })
 
 /**
  * The billing helpers take the server's address as `base`; they still name `TestServer` in their type, which this
