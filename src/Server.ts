@@ -241,17 +241,20 @@ export const HttpServerLive = Layer.unwrapEffect(
 ).pipe(Layer.provide(AppConfig.Default))
 
 /**
- * The whole platform as one layer: serve the routes on `HOST:PORT` until the scope closes. It also yields the
- * `HttpServer`, whose address tells a test which random port it got.
+ * The whole platform as one layer: serve `routes` on `HOST:PORT` until the scope closes. It also yields the
+ * `HttpServer` (whose address tells a test which random port it got) and the infrastructure (a test's view of the
+ * database). `ServerLive` serves the platform's own routes; a test may add routes of its own.
  */
-export const ServerLive = Layer.unwrapEffect(
+export const makeServer = <E, R>(routes: Layer.Layer<never, E, R>) => Layer.unwrapEffect(
   Effect.map(HttpLayerRouter.HttpRouter, (router) => HttpServer.serve(router.asHttpEffect()))
 ).pipe(
   HttpServer.withLogAddress,
   // Order matters: every route is registered before the socket listens, so a request never reaches a server
   // that has no handler yet (Node would leave it hanging). `HttpLayerRouter.serve` builds them the other way round.
   Layer.provideMerge(HttpServerLive),
-  Layer.provide(Routes),
+  Layer.provide(routes),
   Layer.provide([HttpLayerRouter.layer, NodeHttpServer.layerContext]),
-  Layer.provide(Infrastructure)
+  Layer.provideMerge(Infrastructure)
 )
+
+export const ServerLive = makeServer(Routes)

@@ -94,7 +94,12 @@ const launch = (storage: Storage, extraEnv: Record<string, string>) =>
  * The billing helpers take the server's address as `base`; they still name `TestServer` in their type, which this
  * file satisfies with the spawned process's address.
  */
-const at = (base: string) => Effect.provideService(TestServer, { url: base, inbox: undefined as unknown as SmsInbox })
+const at = (base: string) =>
+  Effect.provideService(TestServer, {
+    url: base,
+    inbox: undefined as unknown as SmsInbox,
+    query: () => Effect.dieMessage("the crash test reads its database itself")
+  })
 
 // ---------------------------------------------------------------------------------------------------------------
 // Requests and what became of them.

@@ -1,22 +1,11 @@
-import { HttpLayerRouter, HttpServer } from "@effect/platform"
-import { SqlClient } from "@effect/sql"
 import { assert } from "@effect/vitest"
-import { Clock, ConfigProvider, Context, Effect, Layer, Logger, LogLevel } from "effect"
+import { Context, Effect, Layer } from "effect"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { HttpServerLive, Infrastructure, Routes } from "../../src/Server.js"
 import { createApiKey, loginWithSms, type Reply, request } from "../support/Client.js"
-import {
-  JWT_SECRET,
-  makeSmsInbox,
-  makeStorage,
-  servicesMode,
-  TEST_CODE,
-  TEST_PHONE,
-  TestServer
-} from "../support/TestServer.js"
+import { makeSmsInbox, makeStorage, servicesMode, startServer, TestServer } from "../support/TestServer.js"
 
 /**
  * The server of the files and environments tests: the real platform on a random port (as `TestServer.layer`), with
@@ -49,34 +38,17 @@ export const serverWith = (env: Record<string, string> = {}) =>
       )
       : undefined
     const settings: Record<string, string> = {
-      PORT: "0",
-      HOST: "127.0.0.1",
-      JWT_SECRET,
-      SMS_PROVIDER: "http",
-      SMS_HTTP_URL: inbox.url,
-      SMS_HTTP_TOKEN: "sms-gateway-token",
-      SMS_TEST_OTP: `${TEST_PHONE}=${TEST_CODE}`,
       SMS_IP_HOURLY_LIMIT: "100000",
       SMS_DAILY_LIMIT: "1000",
       // Stated, not assumed: the API takes no body over 1 MiB, and files are far larger.
       MAX_BODY_BYTES: String(1024 * 1024),
-      ...storage.env,
       ...(ownDataDir !== undefined ? { DATA_DIR: ownDataDir } : {}),
       ...env
     }
-    const layer = HttpLayerRouter.serve(Routes, { disableLogger: true }).pipe(
-      Layer.provideMerge(HttpServerLive),
-      Layer.provideMerge(Infrastructure),
-      Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(settings))))),
-      Layer.provide(Logger.minimumLogLevel(process.env.TEST_LOG ? LogLevel.Debug : LogLevel.Warning))
-    )
-    const context = yield* Layer.build(layer).pipe(Effect.orDie, Effect.withClock(Clock.make()))
-    const address = Context.get(context, HttpServer.HttpServer).address
-    if (address._tag !== "TcpAddress") return yield* Effect.dieMessage("expected a TCP address")
-    const sql = Context.get(context, SqlClient.SqlClient).withoutTransforms()
-    return Context.make(TestServer, { url: `http://127.0.0.1:${address.port}`, inbox }).pipe(
-      Context.add(ServerSql, { query: (text) => sql.unsafe<Record<string, unknown>>(text).pipe(Effect.orDie) }),
-      Context.add(DataDir, settings.DATA_DIR!)
+    const server = yield* startServer(storage, inbox, settings)
+    return Context.make(TestServer, server).pipe(
+      Context.add(ServerSql, { query: server.query }),
+      Context.add(DataDir, settings.DATA_DIR ?? storage.env.DATA_DIR!)
     )
   }))
 

@@ -1,27 +1,14 @@
-import { HttpLayerRouter, HttpServer } from "@effect/platform"
-import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
-import { ConfigProvider, Context, Effect, Layer, Logger, LogLevel } from "effect"
+import { Context, Effect, Layer } from "effect"
 import * as Crypto from "node:crypto"
-import pg from "pg"
-import { HttpServerLive, Infrastructure, Routes } from "../../src/Server.js"
 import { createApiKey, loginWithSms, request } from "../support/Client.js"
-import {
-  JWT_SECRET,
-  makeSmsInbox,
-  makeStorage,
-  servicesMode,
-  TEST_CODE,
-  TEST_PHONE,
-  TestServer
-} from "../support/TestServer.js"
+import { makeSmsInbox, makeStorage, servicesMode, startServer, TestServer } from "../support/TestServer.js"
 
 /**
  * API keys (spec 4.8, 5.3; issue 2 item 7) over real HTTP.
  *
- * The file's server is `TestServer.layer` built by hand, so the test can also read the server's own database: in
- * services mode with a separate `pg` client on the server's fresh database, in embedded mode through the server's
- * SQL client (PGlite lives inside the server's process and answers only its socket).
+ * The file's server also shows the test its own database (`RunningServer.query`, the server's SQL client: PGlite
+ * lives inside the server's process and answers only its socket), so key storage can be checked in both modes.
  */
 
 interface Database {
@@ -33,54 +20,9 @@ class ServerDatabase extends Context.Tag("test/identity/ServerDatabase")<ServerD
 
 const ServerWithDatabase = Layer.scopedContext(
   Effect.gen(function*() {
-    const storage = yield* makeStorage
-    const inbox = yield* makeSmsInbox
-    // The same settings and the same layers as `startServer` / `ServerLive`, with the database kept in view.
-    const settings = {
-      PORT: "0",
-      HOST: "127.0.0.1",
-      JWT_SECRET,
-      SMS_PROVIDER: "http",
-      SMS_HTTP_URL: inbox.url,
-      SMS_HTTP_TOKEN: "sms-gateway-token",
-      SMS_TEST_OTP: `${TEST_PHONE}=${TEST_CODE}`,
-      ...storage.env
-    }
-    const layer = HttpLayerRouter.serve(Routes, { disableLogger: true }).pipe(
-      Layer.provideMerge(HttpServerLive),
-      Layer.provideMerge(Infrastructure),
-      Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(settings))))),
-      Layer.provide(Logger.minimumLogLevel(process.env.TEST_LOG ? LogLevel.Debug : LogLevel.Warning))
-    )
-    const context = yield* Layer.build(layer).pipe(Effect.orDie)
-    const address = Context.get(context, HttpServer.HttpServer).address
-    if (address._tag !== "TcpAddress") return yield* Effect.dieMessage("expected a TCP address")
-
-    let database: Database
-    const databaseUrl = storage.env.DATABASE_URL
-    if (databaseUrl !== undefined) {
-      const client = yield* Effect.acquireRelease(
-        Effect.promise(async () => {
-          const client = new pg.Client({ connectionString: databaseUrl })
-          await client.connect()
-          return client
-        }),
-        (client) => Effect.promise(() => client.end()).pipe(Effect.ignore)
-      )
-      database = {
-        where: "services",
-        query: (text) => Effect.promise(() => client.query(text)).pipe(Effect.map((result) => result.rows))
-      }
-    } else {
-      const sql = Context.get(context, SqlClient.SqlClient).withoutTransforms()
-      database = {
-        where: "embedded",
-        query: (text) => sql.unsafe<Record<string, unknown>>(text).pipe(Effect.orDie)
-      }
-    }
-    return Context.make(TestServer, { url: `http://127.0.0.1:${address.port}`, inbox }).pipe(
-      Context.add(ServerDatabase, database)
-    )
+    const server = yield* startServer(yield* makeStorage, yield* makeSmsInbox)
+    const database: Database = { where: servicesMode ? "services" : "embedded", query: server.query }
+    return Context.make(TestServer, server).pipe(Context.add(ServerDatabase, database))
   })
 )
 

@@ -3,20 +3,18 @@ import {
   HttpApiBuilder,
   HttpApiEndpoint,
   HttpApiGroup,
-  HttpLayerRouter,
-  HttpServer
+  HttpLayerRouter
 } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
-import { ConfigProvider, Context, Effect, Layer, Logger, LogLevel, Option, Schema } from "effect"
+import { Effect, Layer, Option, Schema } from "effect"
 import {
   ApiKeyAuthentication,
   AuthenticationLive,
   Caller,
   PlatformAuthentication
 } from "../../src/identity/Authentication.js"
-import { HttpServerLive, Infrastructure, Routes } from "../../src/Server.js"
 import { createApiKey, loginWithSms, request, type Reply } from "../support/Client.js"
-import { JWT_SECRET, makeSmsInbox, makeStorage, TEST_CODE, TEST_PHONE, TestServer } from "../support/TestServer.js"
+import { makeSmsInbox, makeStorage, startServer, TEST_CODE, TEST_PHONE, TestServer } from "../support/TestServer.js"
 
 /**
  * Authentication of `/v1` and `/openapi` (issue 2 item 8; spec 4.6, 5.1, 5.3, 7.2) over real HTTP.
@@ -70,26 +68,7 @@ const ServerWithProbes = Layer.scoped(
   Effect.gen(function*() {
     const storage = yield* makeStorage
     const inbox = yield* makeSmsInbox
-    const settings = {
-      PORT: "0",
-      HOST: "127.0.0.1",
-      JWT_SECRET,
-      SMS_PROVIDER: "http",
-      SMS_HTTP_URL: inbox.url,
-      SMS_HTTP_TOKEN: "sms-gateway-token",
-      SMS_TEST_OTP: `${TEST_PHONE}=${TEST_CODE}`,
-      ...storage.env
-    }
-    const layer = HttpLayerRouter.serve(Layer.mergeAll(Routes, ProbeRoutes), { disableLogger: true }).pipe(
-      Layer.provideMerge(HttpServerLive),
-      Layer.provide(Infrastructure),
-      Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(settings))))),
-      Layer.provide(Logger.minimumLogLevel(process.env.TEST_LOG ? LogLevel.Debug : LogLevel.Warning))
-    )
-    const context = yield* Layer.build(layer).pipe(Effect.orDie)
-    const address = Context.get(context, HttpServer.HttpServer).address
-    if (address._tag !== "TcpAddress") return yield* Effect.dieMessage("expected a TCP address")
-    return { url: `http://127.0.0.1:${address.port}`, inbox }
+    return yield* startServer(storage, inbox, {}, ProbeRoutes)
   })
 )
 

@@ -1,11 +1,12 @@
 import { HttpServer } from "@effect/platform"
+import { SqlClient } from "@effect/sql"
 import { Clock, ConfigProvider, Context, Effect, Layer, Logger, LogLevel, Option, Scope } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Http from "node:http"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import pg from "pg"
-import { ServerLive } from "../../src/Server.js"
+import { makeServer, Routes } from "../../src/Server.js"
 
 /**
  * Boots the real platform on a random port, the way `npm start` does, with settings of its own.
@@ -118,13 +119,17 @@ export const makeSmsInbox: Effect.Effect<SmsInbox, never, Scope.Scope> = Effect.
 export interface RunningServer {
   readonly url: string
   readonly inbox: SmsInbox
+  /** Raw SQL on the server's own database (PGlite answers only its server), for what HTTP cannot show. */
+  readonly query: (text: string) => Effect.Effect<ReadonlyArray<Record<string, unknown>>>
 }
 
 /** Starts a server on `storage` with `env` on top of the test defaults; it stops when the scope closes. */
-export const startServer = (
+export const startServer = <R = never>(
   storage: Storage,
   inbox: SmsInbox,
-  env: Record<string, string> = {}
+  env: Record<string, string> = {},
+  /** Routes served next to the platform's (test probes). */
+  extraRoutes: Layer.Layer<never, unknown, R> = Layer.empty as Layer.Layer<never, unknown, R>
 ): Effect.Effect<RunningServer, never, Scope.Scope> =>
   Effect.gen(function*() {
     const settings = {
@@ -138,16 +143,26 @@ export const startServer = (
       ...storage.env,
       ...env
     }
-    const layer = ServerLive.pipe(
+    const layer = makeServer(Layer.mergeAll(Routes, extraRoutes)).pipe(
       Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(settings))))),
       Layer.provide(Logger.minimumLogLevel(process.env.TEST_LOG ? LogLevel.Debug : LogLevel.Warning))
     )
     // A server runs on the real clock even inside `it.effect`/`it.layer`, whose TestClock stands still at 0:
     // tokens, code lifetimes and TTLs are about wall-clock time.
-    const context = yield* Layer.build(layer).pipe(Effect.orDie, Effect.withClock(Clock.make()))
+    // What extra routes need beyond the server's own layers cannot be shown empty for a generic `R`; a probe that
+    // needs more fails at start-up, loudly.
+    const context = yield* Layer.build(layer as Layer.Layer<HttpServer.HttpServer | SqlClient.SqlClient>).pipe(
+      Effect.orDie,
+      Effect.withClock(Clock.make())
+    )
     const address = Context.get(context, HttpServer.HttpServer).address
     if (address._tag !== "TcpAddress") return yield* Effect.dieMessage("expected a TCP address")
-    return { url: `http://127.0.0.1:${address.port}`, inbox }
+    const sql = Context.get(context, SqlClient.SqlClient).withoutTransforms()
+    return {
+      url: `http://127.0.0.1:${address.port}`,
+      inbox,
+      query: (text) => sql.unsafe<Record<string, unknown>>(text).pipe(Effect.orDie)
+    }
   })
 
 export class TestServer extends Context.Tag("test/TestServer")<TestServer, RunningServer>() {
