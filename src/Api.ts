@@ -1,5 +1,6 @@
 import { HttpApi, OpenApi } from "@effect/platform"
 import { AgentsApi, PurchasesApi, ReviewsApi } from "./agents/Api.js"
+import { RunsApi } from "./runs/Api.js"
 import { AppsApi, CreditsApi, EventsApi, InternalBillingApi, MetersApi, PaymentNotifyApi, WalletApi } from "./billing/Api.js"
 import { EnvironmentsApi } from "./environments/Api.js"
 import { FilesApi } from "./files/Api.js"
@@ -54,6 +55,7 @@ export class AtriumApi extends HttpApi.make("atrium")
   .add(AppsApi)
   .add(InternalBillingApi)
   .add(AgentsApi)
+  .add(RunsApi)
   .add(PurchasesApi)
   .add(ReviewsApi)
   .add(FilesApi)

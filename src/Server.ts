@@ -31,6 +31,7 @@ import { HealthHttp } from "./platform/HealthHttp.js"
 import { KeyValueLive } from "./platform/KeyValue.js"
 import { clientAddress, isPrivateAddress, routePath } from "./platform/Network.js"
 import { ModelsHttp } from "./runtime/models/Http.js"
+import { RunsHttpLive } from "./runs/Http.js"
 
 const json = (status: number, type: string, message: string, headers?: Record<string, string>) =>
   HttpServerResponse.unsafeJson(errorBody(type, message), { status, ...(headers ? { headers } : {}) })
@@ -201,7 +202,7 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
 )
 
 const ApiRoutes = HttpLayerRouter.addHttpApi(AtriumApi, { openapiPath: "/openapi.json" }).pipe(
-  Layer.provide([HealthHttp, AuthHttp, AccountHttp, ModelsHttp, BillingHttp, AgentsHttpLive, MarketHttpLive, FilesHttpLive, EnvironmentsHttpLive]),
+  Layer.provide([HealthHttp, AuthHttp, AccountHttp, ModelsHttp, BillingHttp, AgentsHttpLive, RunsHttpLive, MarketHttpLive, FilesHttpLive, EnvironmentsHttpLive]),
   Layer.provide(Wallets.Default)
 )
 

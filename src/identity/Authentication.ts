@@ -16,7 +16,8 @@ export class CurrentUser extends Context.Tag("atrium/identity/CurrentUser")<Curr
  */
 export interface CallerIdentity {
   readonly userId: UserId
-  readonly via: "api_key" | "login"
+  /** An OAuth app's caller acts for its user directly: no end user, and only with the `agents:write` scope. */
+  readonly via: "api_key" | "login" | "oauth"
   readonly apiKeyId: Option.Option<ApiKeyId>
   readonly endUserId: Option.Option<string>
 }
@@ -130,6 +131,7 @@ export const AuthenticationLive = Layer.effect(
     Effect.gen(function*() {
       const tokens = yield* Tokens
       const apiKeys = yield* ApiKeys
+      const oauth = yield* OAuth
       const resolve = (bearerToken: Redacted.Redacted) =>
         Effect.gen(function*() {
           const request = yield* HttpServerRequest.HttpServerRequest
@@ -150,9 +152,24 @@ export const AuthenticationLive = Layer.effect(
             }
             return Caller.of({ userId: key.value.userId, via: "api_key", apiKeyId: Option.some(key.value.id), endUserId })
           }
-          const identity = yield* tokens.authenticate(value)
+          const identity = yield* Effect.either(tokens.authenticate(value))
+          if (identity._tag === "Left") {
+            // Spec 5.1 rules 4-5: an OAuth app's access token works on /v1 with the `agents:write` scope, for its
+            // user and no one else (no end-user partition, so `X-End-User-Id` is not read).
+            const app = fromCookie ? Option.none() : yield* oauth.verifyAccessToken(value)
+            if (Option.isNone(app)) return yield* identity.left
+            if (!app.value.scopes.includes("agents:write")) {
+              return yield* new Unauthorized({ message: "This OAuth access token lacks the agents:write scope." })
+            }
+            return Caller.of({
+              userId: app.value.userId as UserId,
+              via: "oauth",
+              apiKeyId: Option.none(),
+              endUserId: Option.none()
+            })
+          }
           const endUserId = yield* endUserOf(request)
-          return Caller.of({ userId: identity.userId, via: "login", apiKeyId: Option.none(), endUserId })
+          return Caller.of({ userId: identity.right.userId, via: "login", apiKeyId: Option.none(), endUserId })
         })
       return { bearer: resolve }
     })

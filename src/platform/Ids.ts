@@ -16,7 +16,7 @@ export const randomBase62 = (length: number): string => {
   return out
 }
 
-const newId = (prefix: string) => `${prefix}_${randomBase62(20)}`
+export const newId = (prefix: string) => `${prefix}_${randomBase62(20)}`
 
 export const UserId = Schema.String.pipe(Schema.startsWith("usr_"), Schema.brand("UserId"))
 export type UserId = typeof UserId.Type

@@ -4,6 +4,7 @@ import billing from "./0002_billing.js"
 import agents from "./0003_agents.js"
 import files from "./0004_files.js"
 import market from "./0005_market.js"
+import runs from "./0006_runs.js"
 
 /** Numbered migrations, applied in order at start; a released migration is never edited, only followed. */
 export const migrations = Migrator.fromRecord({
@@ -11,5 +12,6 @@ export const migrations = Migrator.fromRecord({
   "0002_billing": billing,
   "0003_agents": agents,
   "0004_files": files,
-  "0005_market": market
+  "0005_market": market,
+  "0006_runs": runs
 })

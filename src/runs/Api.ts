@@ -1,0 +1,94 @@
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { PlatformAuthentication } from "../identity/Authentication.js"
+import { InvalidRequest, NotFound } from "../platform/Errors.js"
+
+const MAX_MESSAGE = 100_000
+
+const Budget = Schema.Union(Schema.Number, Schema.String).annotations({
+  description: "The most this run may charge, in credits (up to 6 decimal places)."
+})
+
+export const RunPayload = Schema.Struct({
+  agent: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)),
+  message: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(MAX_MESSAGE)),
+  budget: Schema.optional(Budget),
+  stream: Schema.optional(Schema.Boolean)
+})
+
+/** The answer of `stream: false`: the run's result and the events it told, text increments folded into `output`. */
+const RunView = Schema.Struct({
+  id: Schema.String,
+  object: Schema.Literal("run"),
+  agent: Schema.String,
+  status: Schema.Literal("completed", "failed"),
+  output: Schema.String,
+  usage: Schema.Struct({ input_tokens: Schema.Int, output_tokens: Schema.Int }),
+  credits_charged: Schema.Number,
+  error: Schema.NullOr(Schema.Struct({ code: Schema.String, message: Schema.String })),
+  events: Schema.Array(Schema.Unknown)
+})
+
+const ContentPart = Schema.Struct({ type: Schema.String, text: Schema.optional(Schema.String) })
+
+const ChatMessage = Schema.Struct({
+  role: Schema.Literal("system", "developer", "user", "assistant", "tool"),
+  content: Schema.optionalWith(Schema.NullOr(Schema.Union(Schema.String, Schema.Array(ContentPart))), { default: () => null })
+})
+
+export const ChatPayload = Schema.Struct({
+  model: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)),
+  messages: Schema.Array(ChatMessage).pipe(Schema.minItems(1), Schema.maxItems(500)),
+  stream: Schema.optional(Schema.NullOr(Schema.Boolean)),
+  stream_options: Schema.optional(Schema.NullOr(Schema.Struct({ include_usage: Schema.optional(Schema.NullOr(Schema.Boolean)) })))
+})
+export type ChatPayload = typeof ChatPayload.Type
+
+const ChatCompletion = Schema.Struct({
+  id: Schema.String,
+  object: Schema.Literal("chat.completion"),
+  created: Schema.Int,
+  model: Schema.String,
+  choices: Schema.Array(Schema.Unknown),
+  usage: Schema.Struct({ prompt_tokens: Schema.Int, completion_tokens: Schema.Int, total_tokens: Schema.Int })
+})
+
+/** Spec 4.2 (runs), 6 (events), 7.2. */
+export class RunsApi extends HttpApiGroup.make("runs")
+  .add(
+    HttpApiEndpoint.post("run", "/v1/agents/run")
+      .setPayload(RunPayload)
+      .addSuccess(RunView)
+      .addError(NotFound)
+      .annotate(
+        OpenApi.Description,
+        "Run an agent once. By default (`stream` true) the answer is a `text/event-stream` of the events in " +
+          "docs/events.md ending with `data: [DONE]`; `stream: false` answers one JSON result."
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("chatCompletions", "/v1/chat/completions")
+      .setPayload(ChatPayload)
+      .addSuccess(ChatCompletion)
+      .addError(NotFound)
+      .annotate(
+        OpenApi.Description,
+        "OpenAI-compatible chat completions; `model` is an agent identifier or a model id from GET /v1/models. " +
+          "With `stream: true`, `chat.completion.chunk` data lines and `data: [DONE]`."
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("answerApproval", "/v1/approvals/:approval_id")
+      .setPath(Schema.Struct({ approval_id: Schema.String }))
+      .setPayload(Schema.Struct({
+        decision: Schema.Literal("approve", "deny"),
+        reason: Schema.optional(Schema.String.pipe(Schema.maxLength(1000)))
+      }))
+      .addSuccess(Schema.Struct({ approval_id: Schema.String, decision: Schema.Literal("approve", "deny") }))
+      .addError(NotFound)
+      .annotate(OpenApi.Description, "Answer an `approval.required` event of one of your runs.")
+  )
+  .middleware(PlatformAuthentication)
+  .addError(InvalidRequest)
+  .annotate(OpenApi.Title, "Runs")
+{}

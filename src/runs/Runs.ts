@@ -1,0 +1,113 @@
+import type { Prompt } from "@effect/ai"
+import { Effect, Option, Stream } from "effect"
+import { type AgentConfig, defaultBilling } from "../agents/Agent.js"
+import { AgentsRepo } from "../agents/Repo.js"
+import type { CallerIdentity } from "../identity/Authentication.js"
+import { InvalidRequest, NotFound } from "../platform/Errors.js"
+import { newId } from "../platform/Ids.js"
+import type { Micros } from "../platform/Money.js"
+import type { InternalEvent } from "../runtime/Events.js"
+import { ModelCatalog } from "../runtime/models/Catalog.js"
+import type { Partition } from "../runtime/Repo.js"
+import { RunEngine, type RunnableAgent, type RunRequest, type RunResult } from "../runtime/RunEngine.js"
+
+/**
+ * Stateless runs: who may run what, for whom, and paid by whom. A caller runs an agent's published version; its
+ * owner runs the draft (what an IDE's "test" means). Files and memory belong to the caller's account and, with an
+ * API key, to its `X-End-User-Id`.
+ */
+
+/** The partition a caller acts in: an API key's end user, or '' for a login or OAuth caller acting for itself. */
+export const partitionOf = (caller: CallerIdentity): Partition => ({
+  accountId: caller.userId,
+  endUserId: caller.via === "api_key" ? Option.getOrElse(caller.endUserId, () => "") : ""
+})
+
+/** A bare model as an agent of no one: no tools, no instructions beyond the caller's own system messages. */
+const bareModel = (modelId: string, ownerId: string): RunnableAgent => {
+  const config: AgentConfig = {
+    name: modelId,
+    description: "",
+    category: "other",
+    instructions: "",
+    model: modelId,
+    tools: [],
+    subagents: [],
+    opening_message: "",
+    case_demos: [],
+    billing: defaultBilling
+  }
+  return { id: null, identifier: modelId, ownerId, version: null, config }
+}
+
+export class Runs extends Effect.Service<Runs>()("atrium/runs/Runs", {
+  effect: Effect.gen(function*() {
+    const agents = yield* AgentsRepo
+    const engine = yield* RunEngine
+    const catalog = yield* ModelCatalog
+
+    /** The agent `identifier` as `userId` may run it: the owner's draft, anyone else's published version. */
+    const runnable = (identifier: string, userId: string) =>
+      Effect.gen(function*() {
+        const agent = yield* agents.byIdentifier(identifier)
+        if (Option.isNone(agent)) return Option.none<RunnableAgent>()
+        const { draft, id, ownerId, publishedVersion } = agent.value
+        if (ownerId === userId) return Option.some<RunnableAgent>({ id, identifier, ownerId, version: null, config: draft })
+        if (publishedVersion === null) return Option.none<RunnableAgent>()
+        const config = yield* agents.version(id, publishedVersion)
+        return Option.map(config, (config): RunnableAgent => ({ id, identifier, ownerId, version: publishedVersion, config }))
+      })
+
+    const resolveSubagent = (identifier: string, payer: Partition) => runnable(identifier, payer.accountId)
+
+    /** The agent a run names; 404 before any stream starts (spec: an unknown agent is a JSON error). */
+    const agentFor = Effect.fn("Runs.agentFor")(function*(identifier: string, caller: CallerIdentity) {
+      const agent = yield* runnable(identifier, caller.userId)
+      if (Option.isNone(agent)) return yield* new NotFound({ message: `No agent ${identifier}.` })
+      return agent.value
+    })
+
+    /** `/v1/chat/completions` names an agent or a model from `GET /v1/models`. */
+    const agentOrModel = Effect.fn("Runs.agentOrModel")(function*(name: string, caller: CallerIdentity) {
+      const agent = yield* runnable(name, caller.userId)
+      if (Option.isSome(agent)) return agent.value
+      const model = (yield* catalog.list).find((entry) => entry.id === name)
+      if (model !== undefined) return bareModel(model.id, caller.userId)
+      return yield* new NotFound({ message: `No agent or model ${name} (see GET /v1/agents and GET /v1/models).` })
+    })
+
+    const request = (
+      caller: CallerIdentity,
+      agent: RunnableAgent,
+      message: string,
+      options: { budget?: Micros | undefined; history?: ReadonlyArray<Prompt.MessageEncoded> | undefined }
+    ): RunRequest => ({
+      runId: newId("run"),
+      agent,
+      payer: partitionOf(caller),
+      history: options.history ?? [],
+      message,
+      budget: Option.fromNullable(options.budget),
+      sessionId: Option.none(),
+      workspace: "",
+      parentRunId: Option.none(),
+      depth: 0
+    })
+
+    /** A run as events; interrupting the stream (a client that left) cancels the run. */
+    const stream = (run: RunRequest): Stream.Stream<InternalEvent> => engine.stream(run, resolveSubagent)
+
+    /** A run to its end: the result and the events it told, for answers that are not streamed. */
+    const collect = (run: RunRequest) =>
+      Effect.gen(function*() {
+        const events: Array<InternalEvent> = []
+        const result: RunResult = yield* engine.execute(run, (event) => Effect.sync(() => void events.push(event)), resolveSubagent)
+        return { result, events }
+      })
+
+    const invalid = (message: string) => new InvalidRequest({ message })
+
+    return { runnable, agentFor, agentOrModel, request, stream, collect, invalid } as const
+  }),
+  dependencies: [AgentsRepo.Default, RunEngine.Default, ModelCatalog.Default]
+}) {}

@@ -1,0 +1,542 @@
+import type { LanguageModel, Prompt, Toolkit } from "@effect/ai"
+import { Cause, Effect, Exit, Mailbox, Option, Schema, Stream } from "effect"
+import type { AgentConfig } from "../agents/Agent.js"
+import { Wallets } from "../billing/Wallet.js"
+import { newId } from "../platform/Ids.js"
+import { type Micros, parseCredits, toNumber } from "../platform/Money.js"
+import { Approvals } from "./Approvals.js"
+import type { InternalEvent } from "./Events.js"
+import { DELEGATE_TOOL, tokensOf } from "./models/Builtin.js"
+import { Models, type ResolvedModel } from "./models/Models.js"
+import { type Partition, RunsRepo } from "./Repo.js"
+import { definitionOf, isBuiltinTool, lenientTool, runBuiltin, type ToolContext } from "./tools/Tools.js"
+
+/**
+ * The run engine, shared by `/v1/agents/run`, `/v1/chat/completions` and sessions (DESIGN.md §4): model call ->
+ * tool calls -> model call ... until the model answers without tools. Every step is told as internal events through
+ * `emit`; the caller decides where they go (an HTTP stream, a session's log). Usage is charged to the payer's Wallet
+ * after each model call, idempotently per run step.
+ */
+
+/** An agent as a run sees it: a published version, or the owner's draft (`version` null). */
+export interface RunnableAgent {
+  /** None for a bare model called through `/v1/chat/completions` (an agent of no one, without tools). */
+  readonly id: string | null
+  readonly identifier: string
+  readonly ownerId: string
+  readonly version: number | null
+  readonly config: AgentConfig
+}
+
+export interface RunRequest {
+  readonly runId: string
+  readonly agent: RunnableAgent
+  /** Who pays (the account) and for which end user; files and memory are partitioned by both. */
+  readonly payer: Partition
+  /** Earlier messages of the conversation (a session's history), oldest first. */
+  readonly history: ReadonlyArray<Prompt.MessageEncoded>
+  readonly message: string
+  /** The most this run may charge, in micro-credits. */
+  readonly budget: Option.Option<Micros>
+  readonly sessionId: Option.Option<string>
+  /** Whose files the file tools see: a session's workspace, or the end user's own (''). */
+  readonly workspace: string
+  readonly parentRunId: Option.Option<string>
+  readonly depth: number
+}
+
+export interface RunResult {
+  readonly status: "completed" | "failed"
+  /** The answer's text, every step's text joined. */
+  readonly output: string
+  readonly reasoning: string
+  readonly creditsCharged: Micros
+  readonly inputTokens: number
+  readonly outputTokens: number
+  readonly failure: Option.Option<{ readonly code: string; readonly message: string }>
+  /** The messages this run added to the conversation, for a session's history. */
+  readonly messages: ReadonlyArray<Prompt.MessageEncoded>
+}
+
+/** Deepest delegation chain: the root run is depth 0, its subagent 1, ... */
+export const MAX_DELEGATION_DEPTH = 3
+/** Model calls in one run: a model that keeps calling tools is stopped rather than billed forever. */
+export const MAX_STEPS = 12
+
+const DEFAULT_INSTRUCTIONS = "You are a helpful expert."
+
+/** A run cannot go on: the event to emit and the failure to record. */
+class Stop {
+  constructor(readonly code: string, readonly message: string, readonly before: ReadonlyArray<InternalEvent> = []) {}
+}
+
+/** Maps a model failure to the `code` of `run.failed` (docs/events.md). */
+export const failureOf = (error: unknown): { code: string; message: string } => {
+  const tagged = error as { _tag?: string; message?: string; description?: string; reason?: string }
+  const message = typeof tagged?.message === "string" && tagged.message.length > 0 ? tagged.message : String(error)
+  if (/timed? ?out|stall|idle/i.test(message)) return { code: "upstream_timeout", message }
+  switch (tagged?._tag) {
+    case "HttpResponseError":
+      return { code: "upstream_error", message }
+    case "HttpRequestError":
+      return { code: "upstream_unavailable", message }
+    case "MalformedOutput":
+    case "MalformedInput":
+      return { code: "model_output_invalid", message }
+    default:
+      return { code: "model_error", message }
+  }
+}
+
+const rateOf = (text: string) => parseCredits(text) ?? 0n
+
+/** Credits of a model call: tokens at the model's per-1k rates, rounded up to the micro-credit. */
+export const costOf = (model: ResolvedModel, inputTokens: number, outputTokens: number): Micros => {
+  const numerator = BigInt(inputTokens) * rateOf(model.entry.inputPer1k) + BigInt(outputTokens) * rateOf(model.entry.outputPer1k)
+  return (numerator + 999n) / 1000n
+}
+
+const DelegateParameters = Schema.Struct({
+  agent: Schema.String.annotations({ description: "identifier of one of this agent's subagents" }),
+  message: Schema.String.annotations({ description: "what the subagent should do" })
+})
+
+export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEngine", {
+  effect: Effect.gen(function*() {
+    const models = yield* Models
+    const repo = yield* RunsRepo
+    const wallets = yield* Wallets
+    const approvals = yield* Approvals
+
+    /**
+     * Runs one turn of `request`, telling every step through `emit`. It always ends with `complete` or `error` (an
+     * interrupted run ends with neither: its caller decides what to say), and records the outcome.
+     */
+    const execute = (
+      request: RunRequest,
+      emit: (event: InternalEvent) => Effect.Effect<void>,
+      resolveSubagent: (identifier: string, payer: Partition) => Effect.Effect<Option.Option<RunnableAgent>>
+    ): Effect.Effect<RunResult> =>
+      Effect.gen(function*() {
+        const { agent, payer } = request
+        let spent = 0n
+        let inputTokens = 0
+        let outputTokens = 0
+        let toolsDenied = 0
+        let output = ""
+        let reasoning = ""
+        const added: Array<Prompt.MessageEncoded> = [{ role: "user", content: [{ type: "text", text: request.message }] }]
+
+        yield* repo.start({
+          id: request.runId,
+          agentId: agent.id,
+          agentVersion: agent.version,
+          payerId: payer.accountId,
+          endUserId: payer.endUserId,
+          sessionId: Option.getOrNull(request.sessionId),
+          parentRunId: Option.getOrNull(request.parentRunId)
+        })
+        const record = (status: "completed" | "failed" | "cancelled", failure: Option.Option<{ code: string; message: string }>) =>
+          repo.finish(request.runId, {
+            status,
+            failureCode: Option.getOrNull(Option.map(failure, (f) => f.code)),
+            failureMessage: Option.getOrNull(Option.map(failure, (f) => f.message.slice(0, 1000))),
+            inputTokens,
+            outputTokens,
+            creditsCharged: spent,
+            toolsDenied
+          })
+        const result = (status: "completed" | "failed", failure: Option.Option<{ code: string; message: string }>): RunResult => ({
+          status,
+          output,
+          reasoning,
+          creditsCharged: spent,
+          inputTokens,
+          outputTokens,
+          failure,
+          messages: added
+        })
+
+        const body = Effect.gen(function*() {
+          yield* emit({
+            type: "preparing",
+            run_id: request.runId,
+            agent: agent.identifier,
+            ...Option.match(request.sessionId, { onNone: () => ({}), onSome: (session_id) => ({ session_id }) })
+          })
+
+          const trial = yield* trialGate(request)
+          if (Option.isSome(trial)) {
+            yield* emit(trial.value)
+            return "trial_exhausted" as const
+          }
+
+          const model = yield* models.resolve(agent.config.model)
+          if (Option.isNone(model)) {
+            return yield* Effect.fail(new Stop("model_unavailable", `The agent's model ${agent.config.model} is not available.`))
+          }
+          const tools = toolsOf(agent.config, request.depth)
+          const toolkit = Object.keys(tools).length === 0 ? undefined : ({
+            tools,
+            handle: () => Effect.dieMessage("the run engine resolves tool calls itself")
+          } as unknown as Toolkit.WithHandler<any>)
+          const policies = new Map(agent.config.tools.map((tool) => [tool.name as string, tool.permission]))
+          const context: ToolContext = { agentId: agent.id ?? "", partition: payer, workspace: request.workspace }
+          const conversation: Array<Prompt.MessageEncoded> = [
+            { role: "system", content: agent.config.instructions.trim().length > 0 ? agent.config.instructions : DEFAULT_INSTRUCTIONS },
+            ...request.history,
+            ...added
+          ]
+          let lastOutputTokens = 0
+
+          for (let step = 1; step <= MAX_STEPS; step++) {
+            yield* emit({ type: "turn_start", turn: step })
+            const estimate = costOf(model.value, tokensOf(JSON.stringify(conversation)), lastOutputTokens)
+            yield* affordable(request, spent, estimate)
+
+            const call = yield* callModel(model.value.model, conversation, toolkit, emit)
+            inputTokens += call.inputTokens
+            outputTokens += call.outputTokens
+            lastOutputTokens = call.outputTokens
+            output += call.text
+            reasoning += call.reasoning
+            const cost = costOf(model.value, call.inputTokens, call.outputTokens)
+            // The caller's budget is a promise: past it the platform, not the caller, pays for the step.
+            const charge = Option.match(request.budget, {
+              onNone: () => cost,
+              onSome: (budget) => (cost < budget - spent ? cost : budget - spent)
+            })
+            yield* emit({
+              type: "token_usage",
+              model: model.value.entry.id,
+              input_tokens: call.inputTokens,
+              output_tokens: call.outputTokens,
+              credits: toNumber(charge)
+            })
+            if (charge > 0n) {
+              yield* wallets.charge(payer.accountId, charge, {
+                kind: "usage",
+                scope: "run",
+                key: `${request.runId}:${step}`,
+                description: `Run of ${agent.identifier} (${model.value.entry.id}, step ${step})`
+              }).pipe(
+                Effect.catchTag("InsufficientCredits", () =>
+                  wallets.balance(payer.accountId).pipe(
+                    Effect.flatMap((balance) =>
+                      Effect.fail(exhausted("wallet", spent + balance, spent, "Not enough credits for the next step."))
+                    )
+                  )),
+                Effect.catchAll((error) => Effect.fail(new Stop("billing_failed", error.message)))
+              )
+              spent += charge
+            }
+
+            const assistant: Array<any> = []
+            if (call.text.length > 0) assistant.push({ type: "text", text: call.text })
+            for (const toolCall of call.toolCalls) {
+              assistant.push({ type: "tool-call", id: toolCall.id, name: toolCall.name, params: toolCall.params })
+            }
+            if (assistant.length > 0) {
+              added.push({ role: "assistant", content: assistant })
+              conversation.push({ role: "assistant", content: assistant })
+            }
+            if (call.toolCalls.length === 0) return "completed" as const
+
+            const results: Array<any> = []
+            for (const toolCall of call.toolCalls) {
+              const outcome = yield* runToolCall(toolCall, policies, context, request, emit, resolveSubagent, (credits) => {
+                spent += credits
+              })
+              if (outcome.denied) toolsDenied++
+              results.push({ type: "tool-result", id: toolCall.id, name: toolCall.name, isFailure: outcome.isFailure, result: outcome.result })
+            }
+            added.push({ role: "tool", content: results })
+            conversation.push({ role: "tool", content: results })
+          }
+          return yield* Effect.fail(new Stop("max_steps", `The run stopped after ${MAX_STEPS} model calls.`))
+        })
+
+        const exit = yield* Effect.exit(Effect.interruptible(body))
+        if (Exit.isSuccess(exit)) {
+          yield* emit({
+            type: "complete",
+            usage: { input_tokens: inputTokens, output_tokens: outputTokens },
+            credits_charged: toNumber(spent)
+          })
+          yield* record("completed", Option.none())
+          return result("completed", Option.none())
+        }
+        if (Cause.isInterruptedOnly(exit.cause)) {
+          yield* record("cancelled", Option.some({ code: "interrupted", message: "The run was interrupted." }))
+          return yield* Effect.interrupt
+        }
+        const failure = Cause.failureOption(exit.cause)
+        const stop = Option.isSome(failure) && failure.value instanceof Stop
+          ? failure.value
+          : new Stop("internal_error", "The run failed on our side.")
+        if (Option.isNone(failure)) yield* Effect.logError("run failed", exit.cause)
+        for (const event of stop.before) yield* emit(event)
+        yield* emit({ type: "error", code: stop.code, message: stop.message })
+        const outcome = Option.some({ code: stop.code, message: stop.message })
+        yield* record("failed", outcome)
+        return result("failed", outcome)
+      }).pipe(Effect.uninterruptible, Effect.withSpan("RunEngine.execute", { attributes: { runId: request.runId } }))
+
+    const exhausted = (reason: "budget" | "wallet", budget: Micros, spent: Micros, message: string) =>
+      new Stop("budget_exhausted", message, [{
+        type: "budget_exhausted",
+        budget: toNumber(budget),
+        spent: toNumber(spent),
+        reason
+      }])
+
+    /** The next step must fit both the run's budget and the wallet, judged by what it will likely cost. */
+    const affordable = (request: RunRequest, spent: Micros, estimate: Micros) =>
+      Effect.gen(function*() {
+        if (Option.isSome(request.budget) && spent + estimate > request.budget.value) {
+          return yield* Effect.fail(exhausted("budget", request.budget.value, spent, "The run's budget is spent."))
+        }
+        const balance = yield* wallets.balance(request.payer.accountId)
+        if (balance < estimate || balance <= 0n) {
+          return yield* Effect.fail(exhausted("wallet", spent + balance, spent, "Not enough credits for the next step."))
+        }
+      })
+
+    /**
+     * Spec 4.10 rule 4, 8: someone who has not unlocked an UNLOCK agent gets `free_trial_per_user` turns when the
+     * agent allows trials; after that the turn says so instead of calling the model. The owner never needs a trial.
+     */
+    const trialGate = (request: RunRequest) =>
+      Effect.gen(function*() {
+        const { agent, payer } = request
+        const billing = agent.config.billing
+        if (billing.type !== "UNLOCK" || agent.ownerId === payer.accountId || agent.version === null || agent.id === null) {
+          return Option.none<InternalEvent>()
+        }
+        const agentId = agent.id
+        if (yield* repo.hasPurchased(payer.accountId, agentId)) return Option.none<InternalEvent>()
+        const trial = yield* repo.takeTrial(agentId, payer.accountId, payer.endUserId, billing.allow_trial ? billing.free_trial_per_user : 0)
+        if (trial.taken) return Option.none<InternalEvent>()
+        return Option.some<InternalEvent>({
+          type: "trial_exhausted",
+          agent: agent.identifier,
+          trials_used: trial.used,
+          price: Number(billing.price)
+        })
+      })
+
+    const toolsOf = (config: AgentConfig, depth: number) => {
+      const tools: Record<string, ReturnType<typeof lenientTool>> = {}
+      for (const tool of config.tools) if (isBuiltinTool(tool.name)) tools[tool.name] = definitionOf(tool.name)
+      if (config.subagents.length > 0 && depth < MAX_DELEGATION_DEPTH) {
+        tools[DELEGATE_TOOL] = lenientTool(
+          DELEGATE_TOOL,
+          `Hands a task to one of your subagents and returns its answer. Subagents: ${config.subagents.join(", ")}.`,
+          DelegateParameters
+        )
+      }
+      return tools
+    }
+
+    /** One model call, streamed: text, thinking and tool-call arguments are emitted as they arrive. */
+    const callModel = (
+      model: LanguageModel.Service,
+      conversation: ReadonlyArray<Prompt.MessageEncoded>,
+      toolkit: Toolkit.WithHandler<any> | undefined,
+      emit: (event: InternalEvent) => Effect.Effect<void>
+    ) =>
+      Effect.gen(function*() {
+        let text = ""
+        let thinking = ""
+        let inputTokens = 0
+        let outputTokens = 0
+        let thinkingOpen = false
+        const announced = new Set<string>()
+        const toolCalls: Array<{ id: string; name: string; params: unknown }> = []
+        yield* model.streamText({
+          prompt: conversation,
+          ...(toolkit === undefined ? {} : { toolkit, disableToolCallResolution: true })
+        }).pipe(
+          Stream.runForEach((part) => {
+            switch (part.type) {
+              case "reasoning-start":
+                if (thinkingOpen) return Effect.void
+                thinkingOpen = true
+                return emit({ type: "thinking_status", status: "started" })
+              case "reasoning-delta":
+                thinking += part.delta
+                return part.delta.length === 0 ? Effect.void : emit({ type: "reasoning", delta: part.delta })
+              case "reasoning-end":
+                if (!thinkingOpen) return Effect.void
+                thinkingOpen = false
+                return emit({ type: "thinking_status", status: "finished" })
+              case "text-delta":
+                text += part.delta
+                return part.delta.length === 0 ? Effect.void : emit({ type: "text", delta: part.delta })
+              case "tool-params-start":
+                announced.add(part.id)
+                return emit({ type: "tool_call", tool_call_id: part.id, name: part.name, status: "pending" })
+              case "tool-params-delta":
+                return emit({ type: "tool_call_chunk", tool_call_id: part.id, delta: part.delta })
+              case "tool-call": {
+                toolCalls.push({ id: part.id, name: part.name, params: part.params })
+                if (announced.has(part.id)) return Effect.void
+                return emit({ type: "tool_call", tool_call_id: part.id, name: part.name, status: "pending", arguments: part.params })
+              }
+              case "finish":
+                inputTokens = part.usage.inputTokens ?? inputTokens
+                outputTokens = part.usage.outputTokens ?? outputTokens
+                return Effect.void
+              case "error":
+                return Effect.fail(part.error)
+              default:
+                return Effect.void
+            }
+          }),
+          Effect.mapError((error) => {
+            const failure = failureOf(error)
+            return new Stop(failure.code, failure.message)
+          })
+        )
+        if (thinkingOpen) yield* emit({ type: "thinking_status", status: "finished" })
+        // A provider that reports no usage is billed by the same estimate the builtin model uses.
+        if (inputTokens === 0) inputTokens = tokensOf(JSON.stringify(conversation))
+        if (outputTokens === 0) outputTokens = tokensOf(text + thinking + JSON.stringify(toolCalls.map((c) => c.params)))
+        return { text, reasoning: thinking, inputTokens, outputTokens, toolCalls }
+      })
+
+    /** A tool call through the agent's policy: denied, asked for, or run; the result goes back to the model. */
+    const runToolCall = (
+      toolCall: { id: string; name: string; params: unknown },
+      policies: ReadonlyMap<string, "allow" | "ask" | "deny">,
+      context: ToolContext,
+      request: RunRequest,
+      emit: (event: InternalEvent) => Effect.Effect<void>,
+      resolveSubagent: (identifier: string, payer: Partition) => Effect.Effect<Option.Option<RunnableAgent>>,
+      addSpent: (credits: Micros) => void
+    ) =>
+      Effect.gen(function*() {
+        const { id, name, params } = toolCall
+        const deny = (reason: string) =>
+          Effect.as(emit({ type: "tool_denied", tool_call_id: id, name, reason }), {
+            isFailure: true,
+            denied: true,
+            result: `The tool call was denied: ${reason}`
+          })
+        const policy = name === DELEGATE_TOOL ? "allow" : policies.get(name)
+        if (policy === undefined) return yield* deny("the agent does not have this tool")
+        if (policy === "deny") return yield* deny("denied by the agent's tool policy")
+        if (policy === "ask") {
+          const approval = yield* approvals.open(request.payer)
+          yield* emit({
+            type: "Ask",
+            approval_id: approval.id,
+            tool_call_id: id,
+            name,
+            arguments: params,
+            expires_at: approval.expiresAt.toISOString()
+          })
+          const decision = yield* approval.wait
+          if (!decision.approved) return yield* deny(decision.reason.length > 0 ? decision.reason : "denied by the user")
+        }
+
+        yield* emit({ type: "tool_call", tool_call_id: id, name, status: "running" })
+        const outcome = yield* Effect.either(
+          name === DELEGATE_TOOL
+            ? delegate(id, params, request, emit, resolveSubagent, addSpent)
+            : isBuiltinTool(name)
+            ? Effect.provideService(runBuiltin(name, params, context), RunsRepo, repo)
+            : Effect.fail({ message: `Unknown tool ${name}.` })
+        )
+        if (outcome._tag === "Left") {
+          yield* emit({ type: "tool_call", tool_call_id: id, name, status: "failed", error: outcome.left.message })
+          return { isFailure: true, denied: false, result: outcome.left.message }
+        }
+        yield* emit({ type: "tool_call", tool_call_id: id, name, status: "completed" })
+        yield* emit({ type: "tool_call_result", tool_call_id: id, output: outcome.right })
+        return { isFailure: false, denied: false, result: outcome.right }
+      })
+
+    /**
+     * Delegation: a child run of a listed subagent, paid by the same payer, with half of what is left of the
+     * budget. Only its `approval.required` events reach the parent's stream (a human must be able to answer them);
+     * its answer comes back as the tool's output.
+     */
+    const delegate = (
+      delegationId: string,
+      params: unknown,
+      request: RunRequest,
+      emit: (event: InternalEvent) => Effect.Effect<void>,
+      resolveSubagent: (identifier: string, payer: Partition) => Effect.Effect<Option.Option<RunnableAgent>>,
+      addSpent: (credits: Micros) => void
+    ): Effect.Effect<unknown, { message: string }> =>
+      Effect.gen(function*() {
+        const decoded = Schema.decodeUnknownOption(DelegateParameters)(params)
+        if (Option.isNone(decoded)) {
+          return yield* Effect.fail({ message: "Invalid arguments for delegate: agent and message are required strings." })
+        }
+        const { agent: identifier, message } = decoded.value
+        if (!request.agent.config.subagents.includes(identifier)) {
+          return yield* Effect.fail({ message: `${identifier} is not one of this agent's subagents.` })
+        }
+        if (request.depth + 1 > MAX_DELEGATION_DEPTH) {
+          return yield* Effect.fail({ message: `Delegation is limited to a depth of ${MAX_DELEGATION_DEPTH}.` })
+        }
+        const child = yield* resolveSubagent(identifier, request.payer)
+        if (Option.isNone(child)) return yield* Effect.fail({ message: `The subagent ${identifier} is not available.` })
+        yield* emit({ type: "delegation_started", delegation_id: delegationId, agent: identifier })
+        const childResult = yield* execute(
+          {
+            runId: newId("run"),
+            agent: child.value,
+            payer: request.payer,
+            history: [],
+            message,
+            budget: Option.map(request.budget, (budget) => budget / 2n),
+            sessionId: request.sessionId,
+            workspace: request.workspace,
+            parentRunId: Option.some(request.runId),
+            depth: request.depth + 1
+          },
+          (event) => event.type === "Ask" ? emit(event) : Effect.void,
+          resolveSubagent
+        )
+        addSpent(childResult.creditsCharged)
+        yield* emit({
+          type: "delegation_completed",
+          delegation_id: delegationId,
+          agent: identifier,
+          output: childResult.output,
+          status: childResult.status
+        })
+        if (childResult.status === "failed") {
+          return yield* Effect.fail({
+            message: `The subagent ${identifier} failed: ${Option.getOrElse(Option.map(childResult.failure, (f) => f.message), () => "")}`
+          })
+        }
+        return { agent: identifier, output: childResult.output }
+      })
+
+    /**
+     * A run as a stream of internal events. The run lives in the stream's scope: when the consumer stops (a client
+     * that disconnects from a stateless run), the run is interrupted and recorded as cancelled.
+     */
+    const stream = (
+      request: RunRequest,
+      resolveSubagent: (identifier: string, payer: Partition) => Effect.Effect<Option.Option<RunnableAgent>>,
+      onResult: (result: RunResult) => Effect.Effect<void> = () => Effect.void
+    ): Stream.Stream<InternalEvent> =>
+      Stream.unwrapScoped(Effect.gen(function*() {
+        const mailbox = yield* Mailbox.make<InternalEvent>()
+        yield* execute(request, (event) => Effect.asVoid(mailbox.offer(event)), resolveSubagent).pipe(
+          Effect.tap(onResult),
+          Effect.ensuring(mailbox.end),
+          Effect.forkScoped
+        )
+        return Mailbox.toStream(mailbox)
+      }))
+
+    return { execute, stream } as const
+  }),
+  dependencies: [Models.Default, RunsRepo.Default, Approvals.Default]
+}) {}

@@ -1,0 +1,192 @@
+import { AiError, LanguageModel, type Prompt, type Response } from "@effect/ai"
+import { Chunk, Effect, Stream } from "effect"
+import { randomBase62 } from "../../platform/Ids.js"
+
+/**
+ * The built-in model: deterministic and offline, for development and tests. It thinks briefly, echoes the message
+ * in several increments, and obeys directives on the first line of the user message (documented in
+ * docs/runs.md): `/tool NAME {json}`, `/delegate IDENTIFIER message`, `/fail message`, `/slow N`, `/history`.
+ * Token counts are a pure function of the text: a token is four characters, rounded up.
+ */
+
+export const BUILTIN_MODEL_ID = "builtin"
+
+/** The tool through which an agent delegates to one of its subagents (the run engine implements it). */
+export const DELEGATE_TOOL = "delegate"
+
+const SLOW_INTERVAL = "100 millis"
+const MAX_SLOW_INCREMENTS = 1000
+
+export const tokensOf = (text: string) => Math.ceil(text.length / 4)
+
+const textOf = (message: Prompt.Message): string => {
+  if (typeof message.content === "string") return message.content
+  return message.content.map((part) => {
+    switch (part.type) {
+      case "text":
+      case "reasoning":
+        return part.text
+      case "tool-call":
+        return `${part.name} ${JSON.stringify(part.params)}`
+      case "tool-result":
+        return `${part.name} ${JSON.stringify(part.result)}`
+      default:
+        return ""
+    }
+  }).join("\n")
+}
+
+/** The words of a text in groups of three, each group keeping its trailing space, so the pieces join back exactly. */
+const increments = (text: string): Array<string> => {
+  const words = text.match(/\S+\s*/g) ?? [text]
+  const pieces: Array<string> = []
+  for (let i = 0; i < words.length; i += 3) pieces.push(words.slice(i, i + 3).join(""))
+  return pieces.length > 0 ? pieces : [""]
+}
+
+type Part = Response.StreamPartEncoded
+
+interface Reply {
+  readonly thinking: ReadonlyArray<string>
+  readonly text: ReadonlyArray<string>
+  readonly toolCall?: { readonly name: string; readonly params: unknown; readonly raw: string }
+  readonly delay?: boolean
+  readonly fail?: string
+}
+
+const toolResultReply = (results: ReadonlyArray<Prompt.ToolResultPart>): Reply => ({
+  thinking: ["Reading the tool results."],
+  text: increments(
+    results.map((result) =>
+      result.isFailure
+        ? `${result.name} did not run: ${typeof result.result === "string" ? result.result : JSON.stringify(result.result)}`
+        : `${result.name} returned: ${typeof result.result === "string" ? result.result : JSON.stringify(result.result)}`
+    ).join("\n")
+  )
+})
+
+const directiveReply = (message: string, earlier: number, tools: ReadonlyArray<string>): Reply => {
+  const thinking = ["Reading the message. ", "Choosing what to do."]
+  const directive = /^\/(\w+)(?:[ \t]+(.*))?$/s.exec(message.split("\n")[0]!.trim())
+  const argument = directive?.[2]?.trim() ?? ""
+  switch (directive?.[1]) {
+    case "fail":
+      return { thinking, text: [], fail: argument.length > 0 ? argument : "the model failed as asked" }
+    case "slow": {
+      const count = Math.min(Math.max(Number.parseInt(argument, 10) || 1, 1), MAX_SLOW_INCREMENTS)
+      return { thinking, text: Array.from({ length: count }, (_, i) => `chunk ${i + 1} `), delay: true }
+    }
+    case "history":
+      return { thinking, text: increments(`I see ${earlier} earlier messages.`) }
+    case "tool": {
+      const [, name = "", raw = "{}"] = /^(\S+)\s*(.*)$/s.exec(argument) ?? []
+      if (!tools.includes(name)) return { thinking, text: increments(`The tool ${name} is not available to this agent.`) }
+      let params: unknown
+      try {
+        params = JSON.parse(raw.length > 0 ? raw : "{}")
+      } catch {
+        params = { __invalid_arguments: raw }
+      }
+      return { thinking, text: increments(`Calling ${name}.`), toolCall: { name, params, raw: raw.length > 0 ? raw : "{}" } }
+    }
+    case "delegate": {
+      const [, agent = "", task = ""] = /^(\S+)\s*(.*)$/s.exec(argument) ?? []
+      if (!tools.includes(DELEGATE_TOOL)) {
+        return { thinking, text: increments("This agent has no subagents to delegate to.") }
+      }
+      const params = { agent, message: task }
+      return { thinking, text: increments(`Delegating to ${agent}.`), toolCall: { name: DELEGATE_TOOL, params, raw: JSON.stringify(params) } }
+    }
+    default:
+      return { thinking, text: increments(`You said: ${message}`) }
+  }
+}
+
+const reply = (options: LanguageModel.ProviderOptions): Reply => {
+  const messages = options.prompt.content
+  const last = messages[messages.length - 1]
+  if (last?.role === "tool") {
+    return toolResultReply(last.content.filter((part): part is Prompt.ToolResultPart => part.type === "tool-result"))
+  }
+  let userIndex = messages.length - 1
+  while (userIndex >= 0 && messages[userIndex]!.role !== "user") userIndex--
+  const message = userIndex >= 0 ? textOf(messages[userIndex]!) : ""
+  const earlier = messages.slice(0, Math.max(userIndex, 0)).filter((m) => m.role === "user" || m.role === "assistant")
+    .length
+  return directiveReply(message, earlier, options.tools.map((tool) => tool.name))
+}
+
+const partsOf = (reply: Reply, inputTokens: number): Array<Part> => {
+  const textId = `txt_${randomBase62(8)}`
+  const thinkingId = `rsn_${randomBase62(8)}`
+  const parts: Array<Part> = [
+    { type: "reasoning-start", id: thinkingId },
+    ...reply.thinking.map((delta): Part => ({ type: "reasoning-delta", id: thinkingId, delta })),
+    { type: "reasoning-end", id: thinkingId }
+  ]
+  if (reply.text.length > 0) {
+    parts.push({ type: "text-start", id: textId })
+    for (const delta of reply.text) parts.push({ type: "text-delta", id: textId, delta })
+    parts.push({ type: "text-end", id: textId })
+  }
+  let output = reply.thinking.join("") + reply.text.join("")
+  if (reply.toolCall !== undefined) {
+    const id = `call_${randomBase62(12)}`
+    const { name, params, raw } = reply.toolCall
+    parts.push({ type: "tool-params-start", id, name })
+    const half = Math.ceil(raw.length / 2)
+    for (const delta of [raw.slice(0, half), raw.slice(half)].filter((d) => d.length > 0)) {
+      parts.push({ type: "tool-params-delta", id, delta })
+    }
+    parts.push({ type: "tool-params-end", id })
+    parts.push({ type: "tool-call", id, name, params })
+    output += raw
+  }
+  const outputTokens = Math.max(tokensOf(output), 1)
+  parts.push({
+    type: "finish",
+    reason: reply.toolCall !== undefined ? "tool-calls" : "stop",
+    usage: { inputTokens, outputTokens, totalTokens: inputTokens + outputTokens }
+  })
+  return parts
+}
+
+const streamText = (options: LanguageModel.ProviderOptions): Stream.Stream<Part, AiError.AiError> =>
+  Stream.suspend(() => {
+    const answer = reply(options)
+    const inputTokens = Math.max(tokensOf(options.prompt.content.map(textOf).join("\n")), 1)
+    if (answer.fail !== undefined) {
+      const thinking = partsOf({ thinking: answer.thinking, text: [] }, inputTokens).filter((p) => p.type !== "finish")
+      return Stream.concat(
+        Stream.fromIterable(thinking),
+        Stream.fail(new AiError.UnknownError({ module: "BuiltinModel", method: "streamText", description: answer.fail }))
+      )
+    }
+    const parts = Stream.fromIterable(partsOf(answer, inputTokens))
+    return answer.delay === true
+      ? parts.pipe(Stream.tap((part) => part.type === "text-delta" ? Effect.sleep(SLOW_INTERVAL) : Effect.void))
+      : parts
+  })
+
+export const make: Effect.Effect<LanguageModel.Service> = LanguageModel.make({
+  streamText,
+  generateText: (options) =>
+    streamText(options).pipe(
+      Stream.runCollect,
+      Effect.map((parts) => collapse(Chunk.toReadonlyArray(parts)))
+    )
+})
+
+/** The parts of a whole response from its streamed parts: text and reasoning joined, tool calls and finish kept. */
+const collapse = (parts: ReadonlyArray<Part>): Array<Response.PartEncoded> => {
+  const text = parts.flatMap((p) => p.type === "text-delta" ? [p.delta] : []).join("")
+  const reasoning = parts.flatMap((p) => p.type === "reasoning-delta" ? [p.delta] : []).join("")
+  const result: Array<Response.PartEncoded> = []
+  if (reasoning.length > 0) result.push({ type: "reasoning", text: reasoning })
+  if (text.length > 0) result.push({ type: "text", text })
+  for (const part of parts) {
+    if (part.type === "tool-call" || part.type === "finish") result.push(part)
+  }
+  return result
+}
+
