@@ -23,6 +23,7 @@ import { AccountHttp, AuthHttp } from "./identity/Http.js"
 import { LoginPageRoute, OAuthRoutes } from "./identity/OAuthHttp.js"
 import { Tokens } from "./identity/Tokens.js"
 import { MarketHttpLive } from "./market/Http.js"
+import { McpRoute } from "./mcp/Http.js"
 import { ClusterLive } from "./platform/Cluster.js"
 import { AppConfig } from "./platform/Config.js"
 import { DatabaseLive } from "./platform/Database.js"
@@ -208,7 +209,7 @@ const ApiRoutes = HttpLayerRouter.addHttpApi(AtriumApi, { openapiPath: "/openapi
 
 const DocsRoute = HttpApiScalar.layerHttpLayerRouter({ api: AtriumApi, path: "/docs" })
 
-export const Routes = Layer.mergeAll(ApiRoutes, DocsRoute, OAuthRoutes, LoginPageRoute, StorageRoute, ErrorEnvelope).pipe(
+export const Routes = Layer.mergeAll(ApiRoutes, DocsRoute, OAuthRoutes, LoginPageRoute, StorageRoute, McpRoute, ErrorEnvelope).pipe(
   Layer.provide(Tokens.Default)
 )
 

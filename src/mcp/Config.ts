@@ -1,0 +1,28 @@
+import { Config, Effect } from "effect"
+import { AppConfig } from "../platform/Config.js"
+
+/**
+ * Where the tool server listens and what its links point at. `MCP_PATH` is also read by `AppConfig` (the platform's
+ * settings at a glance); it is read again here so a path the router cannot mount (no leading `/`, a trailing `/`,
+ * a query) stops the start instead of silently serving the tools somewhere else.
+ */
+export class McpConfig extends Effect.Service<McpConfig>()("atrium/mcp/McpConfig", {
+  effect: Effect.gen(function*() {
+    const app = yield* AppConfig
+    const path = yield* Config.string("MCP_PATH").pipe(
+      Config.withDefault("/mcp"),
+      Config.validate({
+        message: "MCP_PATH must be a path such as /mcp: a leading '/', no trailing '/', no query, no spaces",
+        validation: (path) => /^\/[A-Za-z0-9._~\-/]*[A-Za-z0-9._~-]$/.test(path) && !path.includes("//")
+      })
+    )
+    return {
+      path: path as `/${string}`,
+      /** Links handed to the IDE (open_expert_chat, open_platform_page) are absolute: the IDE opens a browser. */
+      baseUrl: app.baseUrl,
+      /** The address of the tool server itself, as an IDE is told to configure it. */
+      url: `${app.baseUrl}${path}`
+    } as const
+  }),
+  dependencies: [AppConfig.Default]
+}) {}

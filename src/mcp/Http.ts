@@ -1,0 +1,142 @@
+import { HttpLayerRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js"
+import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
+import { Effect, Layer, Option, Runtime, type Tracer } from "effect"
+import { Wallets } from "../billing/Wallet.js"
+import { McpConfig } from "./Config.js"
+import { McpIdentity } from "./Identity.js"
+import { type McpCaller, type ToolDefinition, toolError, type ToolFailure, toolSuccess } from "./Tool.js"
+import { McpTools } from "./Tools.js"
+
+const SERVER_INFO = { name: "atrium", version: "1.0.0" }
+
+const INSTRUCTIONS =
+  "Atrium's tools for creating, configuring, publishing and monetising AI experts. Every tool but " +
+  "browse_marketplace acts for the signed-in user: send Authorization: Bearer <login token or API key (sk_...)>."
+
+/**
+ * A stateless server has no stream to open (GET) and no session to end (DELETE). The SDK's web transport would
+ * answer a GET with an event stream that never carries anything, so these are refused here, as the SDK's stateless
+ * examples do, with a JSON-RPC error body (which the platform's error middleware passes through as it is).
+ */
+const methodNotAllowed = HttpServerResponse.unsafeJson(
+  { jsonrpc: "2.0", error: { code: -32000, message: "Method not allowed: this stateless MCP server takes POST only." }, id: null },
+  { status: 405, headers: { allow: "POST" } }
+)
+
+/**
+ * Headers the transport must not see again: those of the connection (the body is handed over whole) and the
+ * credentials, which were read already and have no business inside the SDK.
+ */
+const DROPPED = new Set([
+  "host",
+  "connection",
+  "keep-alive",
+  "content-length",
+  "transfer-encoding",
+  "upgrade",
+  "expect",
+  "authorization",
+  "cookie"
+])
+
+/**
+ * The MCP tool server (spec 4.10, 5.4) at `MCP_PATH`: Streamable HTTP, stateless. Each POST gets a fresh `McpServer`
+ * and transport, so nothing is shared between requests and any process of a cluster can answer any request.
+ * Responses are plain JSON (`enableJsonResponse`): one answer per request, nothing to stream without sessions.
+ */
+export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
+  const router = yield* HttpLayerRouter.HttpRouter
+  const config = yield* McpConfig
+  const identity = yield* McpIdentity
+  const { tools } = yield* McpTools
+  // The SDK calls tools through promises; this runtime (the layer's) is what their effects run on.
+  const runtime = yield* Effect.runtime<never>()
+  const runTool = Runtime.runPromise(runtime)
+
+  /** Runs one tool; whatever happens, the IDE gets a tool result, never a JSON-RPC error. */
+  const call = (
+    tool: ToolDefinition,
+    args: unknown,
+    caller: Effect.Effect<McpCaller, ToolFailure>,
+    parent: Option.Option<Tracer.AnySpan>
+  ) =>
+    Effect.gen(function*() {
+      // Spec 5.4: an identity-bound tool without a valid caller fails here and never runs.
+      const who = tool.identity === "required" ? yield* caller : undefined
+      return toolSuccess(yield* tool.run(args, who))
+    }).pipe(
+      Effect.catchAll((failure) => Effect.succeed(toolError(failure.type, failure.message))),
+      Effect.catchAllDefect((defect) =>
+        Effect.as(
+          Effect.logError(`MCP tool ${tool.name} failed`, defect),
+          toolError("internal_error", "Something went wrong on our side.")
+        )
+      ),
+      Effect.withSpan(`Mcp.${tool.name}`, Option.match(parent, { onNone: () => ({}), onSome: (span) => ({ parent: span }) }))
+    )
+
+  /** A server for one request, its tools bound to that request's caller. */
+  const serverFor = (caller: Effect.Effect<McpCaller, ToolFailure>, parent: Option.Option<Tracer.AnySpan>) => {
+    const server = new McpServer(SERVER_INFO, { instructions: INSTRUCTIONS })
+    for (const tool of tools) {
+      server.registerTool(
+        tool.name,
+        { description: tool.description, inputSchema: tool.input },
+        (args: unknown, extra: { signal: AbortSignal }): Promise<CallToolResult> =>
+          runTool(call(tool, args, caller, parent), { signal: extra.signal })
+      )
+    }
+    return server
+  }
+
+  const handle = Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    if (request.method !== "POST") return methodNotAllowed
+    // Read under the platform's body limit (`MAX_BODY_BYTES`, set by the error middleware). A failed read goes on
+    // as a defect, as HttpApi's do: the middleware answers it 413 (too large) or 400, in the platform's error body.
+    const body = yield* Effect.orDie(request.arrayBuffer)
+    const headers = new Headers()
+    for (const [name, value] of Object.entries(request.headers)) {
+      if (!DROPPED.has(name)) headers.set(name, value)
+    }
+    const web = new Request(new URL(request.url, config.baseUrl), { method: "POST", headers, body })
+    const caller = yield* identity.forRequest(request)
+    const parent = yield* Effect.option(Effect.currentSpan)
+    const response = yield* Effect.acquireUseRelease(
+      Effect.sync(() => ({
+        server: serverFor(caller, parent),
+        // No `sessionIdGenerator` is stateless mode (the SDK's `sessionIdGenerator: undefined`, which
+        // `exactOptionalPropertyTypes` will not let us write): no `Mcp-Session-Id`, no session checks.
+        transport: new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true })
+      })),
+      ({ server, transport }) =>
+        Effect.promise(async () => {
+          await server.connect(transport)
+          const answer = await transport.handleRequest(web)
+          // Read whole before the server closes: in JSON mode the answer is complete once it resolves.
+          return { status: answer.status, headers: answer.headers, body: new Uint8Array(await answer.arrayBuffer()) }
+        }),
+      // Closing also aborts the signal of a tool still running (the client went away): its fiber is interrupted.
+      ({ server }) => Effect.promise(() => server.close())
+    )
+    const contentType = response.headers.get("content-type") ?? undefined
+    const passed: Record<string, string> = {}
+    response.headers.forEach((value, name) => {
+      if (name !== "content-type" && name !== "content-length") passed[name] = value
+    })
+    if (response.body.length === 0) return HttpServerResponse.empty({ status: response.status, headers: passed })
+    return HttpServerResponse.uint8Array(response.body, {
+      status: response.status,
+      headers: passed,
+      ...(contentType === undefined ? {} : { contentType })
+    })
+  }).pipe(Effect.withSpan("Mcp.request"))
+
+  yield* router.add("*", config.path, handle)
+})).pipe(
+  Layer.provide([McpConfig.Default, McpIdentity.Default, McpTools.Default]),
+  // The same layer value the API routes use, so the process keeps one set of wallet clients.
+  Layer.provide(Wallets.Default)
+)

@@ -1,0 +1,371 @@
+import { Effect, Option } from "effect"
+import { z } from "zod"
+import { type AgentConfig, CATEGORIES } from "../agents/Agent.js"
+import { Agents, type Submission } from "../agents/Agents.js"
+import type { AgentRow } from "../agents/Repo.js"
+import { ACCOUNT_TYPES } from "../market/Api.js"
+import { Creators } from "../market/Creators.js"
+import { Market } from "../market/Market.js"
+import { errorType } from "../platform/Errors.js"
+import { McpConfig } from "./Config.js"
+import { EngineTools } from "./EngineTools.js"
+import { publicTool, type ToolDefinition, ToolFailure, userTool } from "./Tool.js"
+
+/**
+ * The 22 tools of spec 4.10, as one table: name, description, parameters (a strict zod object, published as JSON
+ * Schema) and what runs. Each is a thin proxy over a platform service; the six that need the run engine go to
+ * `EngineTools`. Names and parameters are the spec's, exactly; `test/mcp/tools.test.ts` holds the same table.
+ */
+
+/** Spec 4.10 `open_platform_page`: the browser pages an IDE may open, and where they live under `PUBLIC_URL`. */
+export const PLATFORM_PAGES = {
+  studio: "/studio",
+  chat: "/chat",
+  marketplace: "/marketplace",
+  earnings: "/earnings"
+} as const
+
+/** Where a person chats with one expert in the browser (`open_expert_chat`). */
+export const chatPath = (identifier: string) => `/chat/${encodeURIComponent(identifier)}`
+
+/** A service failure (`NotFound`, `Forbidden`, `InvalidRequest`, ...) as a tool failure with the same type and text. */
+const proxy = <A, E extends { readonly _tag: string; readonly message: string }, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.mapError(effect, (error) => new ToolFailure({ type: errorType(error._tag), message: error.message }))
+
+const identifier = z.string().min(1).max(64).describe("The agent's identifier (its URL slug, e.g. travel-planner-k3x9qa)")
+
+const billingView = (config: AgentConfig) => ({ ...config.billing, price: Number(config.billing.price) })
+
+const submissionView = (submission: Submission) => ({
+  id: submission.id,
+  version: submission.version,
+  status: submission.status,
+  submitted_at: submission.submittedAt.toISOString()
+})
+
+/**
+ * An agent as the tools show it: basic metadata, billing and review state. Prompt layers (`instructions`),
+ * subagents and case demos are not reachable through the tools (spec 4.10 rule 2), for reading either.
+ */
+const expertView = (agent: AgentRow, pending: Option.Option<Submission>) => ({
+  identifier: agent.identifier,
+  name: agent.draft.name,
+  description: agent.draft.description,
+  category: agent.draft.category,
+  status: agent.publishedVersion === null ? ("draft" as const) : ("published" as const),
+  billing: billingView(agent.draft),
+  published_version: agent.publishedVersion,
+  pending_submission: Option.match(pending, { onNone: () => null, onSome: submissionView }),
+  created_at: agent.createdAt.toISOString(),
+  updated_at: agent.updatedAt.toISOString()
+})
+
+export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", {
+  effect: Effect.gen(function*() {
+    const agents = yield* Agents
+    const creators = yield* Creators
+    const market = yield* Market
+    const engine = yield* EngineTools
+    const config = yield* McpConfig
+
+    const withPending = (agent: AgentRow) => Effect.map(agents.pendingOf(agent), (pending) => expertView(agent, pending))
+
+    /** The caller's own agent (404 for a draft of someone else, 403 for their published one), as `/v1` decides. */
+    const owned = (identifier: string, userId: string) => proxy(agents.owned(identifier, userId))
+
+    const tools: ReadonlyArray<ToolDefinition> = [
+      // Identity
+      userTool(
+        "get_creator_profile",
+        "Your creator profile: status (not_applied, pending, approved, rejected), display name, bio, account type, email.",
+        z.object({}).strict(),
+        (_args, caller) => creators.profile(caller.userId)
+      ),
+      userTool(
+        "apply_creator",
+        "Apply to become a creator. The application enters human review; the outcome arrives as an in-app notification.",
+        z.object({
+          displayName: z.string().min(1).max(100).describe("Name shown beside your published agents"),
+          bio: z.string().max(2000).describe("A short description of you"),
+          accountType: z.enum(ACCOUNT_TYPES).describe("individual or organization"),
+          email: z.string().max(254).regex(/^[^\s@]+@[^\s@]+\.[^\s@]+$/, "email must be an email address")
+            .describe("Contact email for the review")
+        }).strict(),
+        (args, caller) =>
+          Effect.map(
+            proxy(creators.apply({ userId: caller.userId, ...args })),
+            (profile) => ({
+              ...profile,
+              message: "Your application is under human review; the outcome will arrive as an in-app notification."
+            })
+          )
+      ),
+
+      // Agent configuration
+      userTool(
+        "create_expert",
+        "Create a new expert (agent) draft with a name, a description and a category. Returns the draft.",
+        z.object({
+          name: z.string().min(1).max(100).describe("Display name"),
+          description: z.string().max(2000).describe("What the expert does"),
+          category: z.enum(CATEGORIES).describe("Marketplace category")
+        }).strict(),
+        (args, caller) => Effect.flatMap(proxy(agents.create(caller.userId, args)), withPending)
+      ),
+      userTool(
+        "update_expert",
+        "Change an expert's basic metadata (name, description, category). Only these fields: prompt layers, subagents " +
+          "and case demos are edited in the studio.",
+        z.object({
+          identifier,
+          name: z.string().min(1).max(100).optional().describe("New display name"),
+          description: z.string().max(2000).optional().describe("New description"),
+          category: z.enum(CATEGORIES).optional().describe("New category")
+        }).strict(),
+        ({ category, description, identifier, name }, caller) =>
+          // Only these three fields are passed on: whatever else a caller sends never reaches the service (rule 2).
+          Effect.flatMap(proxy(agents.update(identifier, caller.userId, { name, description, category })), withPending)
+      ),
+      userTool(
+        "get_expert_detail",
+        "An expert's metadata, billing and review state (published version, pending submission). Others' experts " +
+          "show their published version.",
+        z.object({ identifier }).strict(),
+        ({ identifier }, caller) =>
+          Effect.gen(function*() {
+            const agent = yield* agents.byIdentifier(identifier)
+            if (Option.isSome(agent) && agent.value.ownerId === caller.userId) return yield* withPending(agent.value)
+            const { agent: row, config, version } = yield* proxy(agents.published(identifier))
+            return {
+              identifier: row.identifier,
+              name: config.name,
+              description: config.description,
+              category: config.category,
+              status: "published" as const,
+              billing: billingView(config),
+              published_version: version,
+              pending_submission: null
+            }
+          })
+      ),
+      userTool(
+        "list_my_experts",
+        "Every expert you created, drafts included, newest first.",
+        z.object({}).strict(),
+        (_args, caller) =>
+          Effect.map(
+            Effect.flatMap(agents.byOwner(caller.userId), Effect.forEach(withPending)),
+            (data) => ({ data, has_more: false })
+          )
+      ),
+
+      // Skills
+      userTool(
+        "install_skill",
+        "Acknowledges a skill for an expert. Installs nothing: an expert's skills follow from its tools, which are " +
+          "configured in the studio.",
+        z.object({ identifier, skillName: z.string().min(1).max(100).describe("Name of a marketplace skill") }).strict(),
+        // Spec 4.10 rule 3, literally: no lookup, no write; `list_expert_skills` is unchanged afterwards.
+        ({ skillName }) => Effect.succeed({ success: true, installed: skillName })
+      ),
+      userTool(
+        "list_expert_skills",
+        "The skills an expert has (those whose tools it has, none denied): the draft's for its owner, the published " +
+          "version's for others.",
+        z.object({ identifier }).strict(),
+        ({ identifier }, caller) => proxy(market.agentSkills(identifier, caller.userId))
+      ),
+      userTool(
+        "list_marketplace_skills",
+        "Search the skills catalogue by name, title or description; an empty keyword lists every skill.",
+        z.object({ keyword: z.string().max(100).optional().describe("Words to search for") }).strict(),
+        ({ keyword }) => market.skills(keyword?.trim() || undefined)
+      ),
+
+      // Billing and publishing
+      userTool(
+        "set_billing",
+        "Set an expert's pricing. METERED makes it free (price 0); ONE_TIME makes buyers unlock it once for `price` " +
+          "credits. Applies to the draft: buyers see it once a version carrying it is published and approved.",
+        z.object({
+          identifier,
+          billingType: z.enum(["METERED", "ONE_TIME"]).describe("METERED: free, price 0. ONE_TIME: unlock on purchase"),
+          price: z.number().nonnegative().optional().describe("Credits to unlock (ONE_TIME, required, > 0); ignored for METERED"),
+          freeTrialPerUser: z.number().int().min(0).max(1000).default(3).describe("Free trial turns per user (default 3)"),
+          allowTrial: z.boolean().default(true).describe("Whether users may try before buying (default true)")
+        }).strict(),
+        (args, caller) =>
+          Effect.gen(function*() {
+            if (args.billingType === "ONE_TIME" && (args.price === undefined || args.price <= 0)) {
+              return yield* new ToolFailure({
+                type: "invalid_request",
+                message: "Invalid request: price: a ONE_TIME expert needs a price above 0 credits."
+              })
+            }
+            // The agent model knows FREE and UNLOCK only (rule 4): METERED is written as FREE, whose price is 0.
+            const billing = {
+              type: args.billingType === "METERED" ? ("FREE" as const) : ("UNLOCK" as const),
+              price: args.billingType === "ONE_TIME" ? args.price ?? 0 : 0,
+              free_trial_per_user: args.freeTrialPerUser,
+              allow_trial: args.allowTrial
+            }
+            const agent = yield* proxy(agents.update(args.identifier, caller.userId, { billing }))
+            return { identifier: agent.identifier, billingType: args.billingType, billing: billingView(agent.draft) }
+          })
+      ),
+      userTool(
+        "publish_expert",
+        "Submit the expert's current draft for review as a new version. Nothing goes live until it is approved; a " +
+          "version already published stays online meanwhile.",
+        z.object({ identifier }).strict(),
+        ({ identifier }, caller) =>
+          Effect.gen(function*() {
+            const submission = yield* proxy(agents.publish(identifier, caller.userId))
+            const agent = yield* owned(identifier, caller.userId)
+            return {
+              identifier,
+              submission: { id: submission.id, version: submission.version, status: "pending" as const },
+              published_version: agent.publishedVersion,
+              message: agent.publishedVersion === null
+                ? `Version ${submission.version} is waiting for review; it goes live once approved.`
+                : `Version ${submission.version} is waiting for review; version ${agent.publishedVersion} stays online until then.`
+            }
+          })
+      ),
+      userTool(
+        "get_submission_status",
+        "Where an expert stands in review: its published version, the submission waiting for review (if any) and the " +
+          "latest decision with its reason.",
+        z.object({ identifier }).strict(),
+        ({ identifier }, caller) =>
+          Effect.gen(function*() {
+            const agent = yield* owned(identifier, caller.userId)
+            const pending = yield* agents.pendingOf(agent)
+            const latest = yield* agents.latestSubmission(agent.id)
+            return {
+              identifier,
+              status: agent.publishedVersion === null ? ("draft" as const) : ("published" as const),
+              published_version: agent.publishedVersion,
+              pending_submission: Option.match(pending, { onNone: () => null, onSome: submissionView }),
+              latest_submission: Option.match(latest, {
+                onNone: () => null,
+                onSome: (s) => ({
+                  ...submissionView(s),
+                  reason: s.reason,
+                  decided_at: s.decidedAt === null ? null : s.decidedAt.toISOString()
+                })
+              })
+            }
+          })
+      ),
+
+      // Distillation (run engine)
+      userTool(
+        "start_distillation",
+        "Start distilling an expert from a topic and source materials (file contents, not paths). Returns a sessionId " +
+          "for continue_distillation. Can be slow.",
+        z.object({
+          topic: z.string().min(1).max(500).describe("What the expert should know and do"),
+          materials: z.array(
+            z.object({
+              filename: z.string().min(1).max(255).describe("Name of the source file"),
+              content: z.string().describe("The file's contents (text)")
+            }).strict()
+          ).max(50).describe("Source materials, by content")
+        }).strict(),
+        (args, caller) => engine.startDistillation(args, caller)
+      ),
+      userTool(
+        "continue_distillation",
+        "Answer the distillation's questions, in the session start_distillation returned. Can be slow.",
+        z.object({
+          sessionId: z.string().min(1).max(128).describe("The sessionId from start_distillation"),
+          message: z.string().min(1).max(20_000).describe("Your answer")
+        }).strict(),
+        (args, caller) => engine.continueDistillation(args, caller)
+      ),
+
+      // Testing
+      userTool(
+        "test_expert",
+        "Run an expert once with a message and return its answer. Really executes and bills credits.",
+        z.object({ identifier, message: z.string().min(1).max(20_000).describe("The message to send") }).strict(),
+        (args, caller) => engine.testExpert(args, caller)
+      ),
+      userTool(
+        "open_expert_chat",
+        "A browser URL for chatting with the expert. Free: nothing runs until you chat.",
+        z.object({ identifier }).strict(),
+        ({ identifier }, caller) =>
+          Effect.gen(function*() {
+            // Only an expert the caller can see gets a link: their own, or a published one.
+            const agent = yield* agents.byIdentifier(identifier)
+            const visible = Option.exists(agent, (a) => a.ownerId === caller.userId || a.publishedVersion !== null)
+            if (!visible) return yield* new ToolFailure({ type: "not_found", message: `No agent ${identifier}.` })
+            return { identifier, url: `${config.baseUrl}${chatPath(identifier)}` }
+          })
+      ),
+
+      // Navigation
+      userTool(
+        "open_platform_page",
+        "A browser URL of a platform page: studio, chat, marketplace or earnings. Returns the URL only.",
+        z.object({
+          page: z.enum(Object.keys(PLATFORM_PAGES) as ["studio", "chat", "marketplace", "earnings"])
+            .describe("studio, chat, marketplace or earnings")
+        }).strict(),
+        ({ page }) => Effect.succeed({ page, url: `${config.baseUrl}${PLATFORM_PAGES[page]}` })
+      ),
+
+      // Self-evolution (run engine)
+      userTool(
+        "list_evolution_suggestions",
+        "Improvements the platform suggests for an expert, learnt from its conversations.",
+        z.object({ identifier }).strict(),
+        (args, caller) => engine.listEvolutionSuggestions(args, caller)
+      ),
+      userTool(
+        "accept_evolution",
+        "Apply a suggested improvement. Takes effect immediately, without another review.",
+        z.object({ suggestionId: z.string().min(1).max(128).describe("The id of a suggestion") }).strict(),
+        (args, caller) => engine.acceptEvolution(args, caller)
+      ),
+      userTool(
+        "get_evolution_stats",
+        "How an expert has evolved: suggestions made and accepted.",
+        z.object({ identifier }).strict(),
+        (args, caller) => engine.getEvolutionStats(args, caller)
+      ),
+
+      // Earnings
+      userTool(
+        "get_earnings",
+        "Your earnings as a creator: per expert, unlocks, what buyers paid (gross) and your share (net); total is the " +
+          "sum of net.",
+        z.object({}).strict(),
+        (_args, caller) => creators.earnings(caller.userId)
+      ),
+      publicTool(
+        "browse_marketplace",
+        "Browse published experts, newest first. Needs no sign-in.",
+        z.object({
+          keyword: z.string().max(100).optional().describe("Matches name or description"),
+          category: z.enum(CATEGORIES).optional().describe("Only this category"),
+          page: z.number().int().min(1).max(100_000).default(1).describe("Page, from 1"),
+          pageSize: z.number().int().min(1).max(100).default(20).describe("Items per page, 1-100 (default 20)")
+        }).strict(),
+        (args) =>
+          market.browse({
+            keyword: args.keyword?.trim() || undefined,
+            category: args.category,
+            page: args.page,
+            pageSize: args.pageSize
+          })
+      )
+    ]
+
+    return { tools } as const
+  }),
+  // `Agents` needs `Wallets` (the cluster's wallet entities), which the server provides once for every route.
+  dependencies: [Agents.Default, Creators.Default, Market.Default, EngineTools.Default, McpConfig.Default]
+}) {}

@@ -1,0 +1,215 @@
+import { assert, describe, it as plain, layer } from "@effect/vitest"
+import { ConfigProvider, Effect, Exit } from "effect"
+import { McpConfig } from "../../src/mcp/Config.js"
+import { request } from "../support/Client.js"
+import { TestServer } from "../support/TestServer.js"
+import { call, connect, ENV, failed, LIVE, newUser } from "./mcp-support.js"
+
+/**
+ * The tool server's surface (spec 4.10): exactly 22 tools, named and parameterised as the spec's table says, over
+ * stateless Streamable HTTP at MCP_PATH.
+ */
+
+/** Spec 4.10, row by row: each tool's parameters, `true` for required. */
+const SPEC: Record<string, Record<string, boolean>> = {
+  get_creator_profile: {},
+  apply_creator: { displayName: true, bio: true, accountType: true, email: true },
+  create_expert: { name: true, description: true, category: true },
+  update_expert: { identifier: true, name: false, description: false, category: false },
+  get_expert_detail: { identifier: true },
+  list_my_experts: {},
+  install_skill: { identifier: true, skillName: true },
+  list_expert_skills: { identifier: true },
+  list_marketplace_skills: { keyword: false },
+  set_billing: { identifier: true, billingType: true, price: false, freeTrialPerUser: false, allowTrial: false },
+  publish_expert: { identifier: true },
+  get_submission_status: { identifier: true },
+  start_distillation: { topic: true, materials: true },
+  continue_distillation: { sessionId: true, message: true },
+  test_expert: { identifier: true, message: true },
+  open_expert_chat: { identifier: true },
+  open_platform_page: { page: true },
+  list_evolution_suggestions: { identifier: true },
+  accept_evolution: { suggestionId: true },
+  get_evolution_stats: { identifier: true },
+  get_earnings: {},
+  browse_marketplace: { keyword: false, category: false, page: false, pageSize: false }
+}
+
+const ENGINE_TOOLS: Record<string, Record<string, unknown>> = {
+  test_expert: { identifier: "some-agent", message: "hello" },
+  start_distillation: { topic: "Tea", materials: [{ filename: "tea.md", content: "# Tea\nGreen and black." }] },
+  continue_distillation: { sessionId: "ses_123", message: "More about oolong" },
+  list_evolution_suggestions: { identifier: "some-agent" },
+  accept_evolution: { suggestionId: "sug_123" },
+  get_evolution_stats: { identifier: "some-agent" }
+}
+
+describe("mcp tools", () => {
+  layer(TestServer.layer(ENV), LIVE)((it) => {
+    it.scoped("tools/list is the spec's table: 22 tools, name for name and parameter for parameter", () =>
+      Effect.gen(function*() {
+        const client = yield* connect()
+        const { tools } = yield* Effect.promise(() => client.listTools())
+        assert.strictEqual(Object.keys(SPEC).length, 22)
+        assert.sameMembers(tools.map((t) => t.name), Object.keys(SPEC))
+        assert.strictEqual(tools.length, 22)
+        for (const tool of tools) {
+          const expected = SPEC[tool.name]!
+          assert.strictEqual(tool.inputSchema.type, "object", tool.name)
+          assert.sameMembers(Object.keys(tool.inputSchema.properties ?? {}), Object.keys(expected), tool.name)
+          assert.sameMembers(
+            tool.inputSchema.required ?? [],
+            Object.entries(expected).filter(([, required]) => required).map(([name]) => name),
+            tool.name
+          )
+          assert.strictEqual((tool.inputSchema as any).additionalProperties, false, tool.name)
+          assert.isString(tool.description, tool.name)
+          assert.isAbove(tool.description!.length, 10, tool.name)
+        }
+        const byName = Object.fromEntries(tools.map((t) => [t.name, t.inputSchema as any]))
+        assert.sameMembers(byName.set_billing.properties.billingType.enum, ["METERED", "ONE_TIME"])
+        assert.strictEqual(byName.set_billing.properties.freeTrialPerUser.default, 3)
+        assert.strictEqual(byName.set_billing.properties.allowTrial.default, true)
+        assert.sameMembers(byName.open_platform_page.properties.page.enum, ["studio", "chat", "marketplace", "earnings"])
+        assert.strictEqual(byName.start_distillation.properties.materials.type, "array")
+        assert.sameMembers(
+          Object.keys(byName.start_distillation.properties.materials.items.properties),
+          ["filename", "content"]
+        )
+        assert.sameMembers(byName.apply_creator.properties.accountType.enum, ["individual", "organization"])
+      }))
+
+    it.scoped("tools/list needs no identity, and a bad token does not hide it", () =>
+      Effect.gen(function*() {
+        const anonymous = yield* connect()
+        assert.strictEqual((yield* Effect.promise(() => anonymous.listTools())).tools.length, 22)
+        const junk = yield* connect({ bearer: "not-a-token" })
+        assert.strictEqual((yield* Effect.promise(() => junk.listTools())).tools.length, 22)
+      }))
+
+    it.scoped("stateless: no session id; GET and DELETE are 405 with a JSON-RPC error", () =>
+      Effect.gen(function*() {
+        const initialize = {
+          jsonrpc: "2.0",
+          id: 1,
+          method: "initialize",
+          params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "1" } }
+        }
+        const headers = { accept: "application/json, text/event-stream" }
+        const reply = yield* request("POST", "/mcp", { body: initialize, headers })
+        assert.strictEqual(reply.status, 200, reply.text)
+        assert.isNull(reply.headers.get("mcp-session-id"))
+        assert.strictEqual(reply.body.result.serverInfo.name, "atrium")
+        assert.isObject(reply.body.result.capabilities.tools)
+
+        // Without a session, a request that is not `initialize` is answered on its own.
+        const list = yield* request("POST", "/mcp", { body: { jsonrpc: "2.0", id: 2, method: "tools/list" }, headers })
+        assert.strictEqual(list.status, 200, list.text)
+        assert.strictEqual(list.body.result.tools.length, 22)
+
+        for (const method of ["GET", "DELETE"]) {
+          const refused = yield* request(method, "/mcp", { headers: { accept: "text/event-stream" } })
+          assert.strictEqual(refused.status, 405, refused.text)
+          assert.strictEqual(refused.headers.get("allow"), "POST")
+          assert.strictEqual(refused.body.jsonrpc, "2.0")
+          assert.strictEqual(refused.body.error.code, -32000)
+          assert.isNull(refused.body.id)
+        }
+      }))
+
+    it.scoped("through the platform's middleware: bad JSON is a JSON-RPC parse error, a huge body 413", () =>
+      Effect.gen(function*() {
+        const headers = { accept: "application/json, text/event-stream" }
+        const bad = yield* request("POST", "/mcp", { raw: "{not json", headers })
+        assert.strictEqual(bad.status, 400, bad.text)
+        assert.strictEqual(bad.body.jsonrpc, "2.0")
+        assert.strictEqual(bad.body.error.code, -32700)
+
+        const huge = yield* request("POST", "/mcp", { raw: JSON.stringify({ pad: "x".repeat(2 * 1024 * 1024) }), headers })
+        assert.strictEqual(huge.status, 413, huge.text)
+        assert.strictEqual(huge.body.error.type, "payload_too_large")
+
+        // A body without a length (chunked) is read by the middleware under the same limit, then answered as usual.
+        const server = yield* TestServer
+        const chunked = (text: string) =>
+          Effect.promise(async () => {
+            const body = new ReadableStream({
+              start(controller) {
+                controller.enqueue(new TextEncoder().encode(text))
+                controller.close()
+              }
+            })
+            const response = await fetch(`${server.url}/mcp`, {
+              method: "POST",
+              headers: { ...headers, "content-type": "application/json" },
+              body,
+              duplex: "half"
+            } as RequestInit)
+            return { status: response.status, text: await response.text() }
+          })
+        const listed = yield* chunked(JSON.stringify({ jsonrpc: "2.0", id: 7, method: "tools/list" }))
+        assert.strictEqual(listed.status, 200, listed.text)
+        assert.strictEqual(JSON.parse(listed.text).result.tools.length, 22)
+        const tooBig = yield* chunked(JSON.stringify({ pad: "x".repeat(2 * 1024 * 1024) }))
+        assert.strictEqual(tooBig.status, 413, tooBig.text)
+      }))
+
+    it.scoped("unknown tools and bad arguments are tool errors, not transport errors", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const client = yield* connect({ bearer: user.token })
+        failed(yield* call(client, "no_such_tool"), "no_such_tool")
+        failed(yield* call(client, "create_expert", { name: "x", description: "d", category: "astrology" }), "category")
+        failed(yield* call(client, "create_expert", { description: "no name", category: "other" }), "name")
+      }))
+
+    it.scoped("the six run-engine tools are listed and answer 'not available yet' as tool errors", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const client = yield* connect({ bearer: user.token })
+        for (const [name, args] of Object.entries(ENGINE_TOOLS)) {
+          const result = yield* call(client, name, args)
+          failed(result, "not available yet")
+          assert.strictEqual((result.structuredContent as any).error.type, "not_available")
+        }
+        // Identity comes first for them too.
+        const anonymous = yield* connect()
+        for (const [name, args] of Object.entries(ENGINE_TOOLS)) failed(yield* call(anonymous, name, args), "Sign in required")
+      }))
+  })
+
+  layer(TestServer.layer({ ...ENV, MCP_PATH: "/tools/mcp" }), LIVE)((it) => {
+    it.scoped("MCP_PATH moves the server", () =>
+      Effect.gen(function*() {
+        const client = yield* connect(undefined, "/tools/mcp")
+        assert.strictEqual((yield* Effect.promise(() => client.listTools())).tools.length, 22)
+        const old = yield* request("POST", "/mcp", {
+          body: { jsonrpc: "2.0", id: 1, method: "tools/list" },
+          headers: { accept: "application/json, text/event-stream" }
+        })
+        assert.strictEqual(old.status, 404, old.text)
+      }))
+  })
+
+  plain.effect("MCP_PATH must be a mountable path; the URL follows PUBLIC_URL", () =>
+    Effect.gen(function*() {
+      const read = (env: Record<string, string>) =>
+        McpConfig.pipe(
+          Effect.provide(McpConfig.Default),
+          Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))),
+          Effect.exit
+        )
+      const fine = yield* read({ PUBLIC_URL: "https://atrium.example/", MCP_PATH: "/tools/mcp" })
+      assert.isTrue(Exit.isSuccess(fine))
+      if (Exit.isSuccess(fine)) {
+        assert.strictEqual(fine.value.path, "/tools/mcp")
+        assert.strictEqual(fine.value.url, "https://atrium.example/tools/mcp")
+      }
+      const byDefault = yield* read({ PORT: "9000" })
+      assert.isTrue(Exit.isSuccess(byDefault) && byDefault.value.url === "http://localhost:9000/mcp")
+      for (const bad of ["mcp", "/mcp/", "/", "/m cp", "/mcp?x=1", "//mcp"]) {
+        assert.isTrue(Exit.isFailure(yield* read({ MCP_PATH: bad })), bad)
+      }
+    }))
+})
