@@ -1,6 +1,7 @@
 import { HttpApi, OpenApi } from "@effect/platform"
 import { AgentsApi, PurchasesApi, ReviewsApi } from "./agents/Api.js"
 import { RunsApi } from "./runs/Api.js"
+import { SessionsApi } from "./sessions/Api.js"
 import { AppsApi, CreditsApi, EventsApi, InternalBillingApi, MetersApi, PaymentNotifyApi, WalletApi } from "./billing/Api.js"
 import { EnvironmentsApi } from "./environments/Api.js"
 import { FilesApi } from "./files/Api.js"
@@ -56,6 +57,7 @@ export class AtriumApi extends HttpApi.make("atrium")
   .add(InternalBillingApi)
   .add(AgentsApi)
   .add(RunsApi)
+  .add(SessionsApi)
   .add(PurchasesApi)
   .add(ReviewsApi)
   .add(FilesApi)

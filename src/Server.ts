@@ -33,6 +33,8 @@ import { KeyValueLive } from "./platform/KeyValue.js"
 import { clientAddress, isPrivateAddress, routePath } from "./platform/Network.js"
 import { ModelsHttp } from "./runtime/models/Http.js"
 import { RunsHttpLive } from "./runs/Http.js"
+import { SessionsHttpLive } from "./sessions/Http.js"
+import { SessionLive } from "./sessions/Session.js"
 
 const json = (status: number, type: string, message: string, headers?: Record<string, string>) =>
   HttpServerResponse.unsafeJson(errorBody(type, message), { status, ...(headers ? { headers } : {}) })
@@ -203,7 +205,7 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
 )
 
 const ApiRoutes = HttpLayerRouter.addHttpApi(AtriumApi, { openapiPath: "/openapi.json" }).pipe(
-  Layer.provide([HealthHttp, AuthHttp, AccountHttp, ModelsHttp, BillingHttp, AgentsHttpLive, RunsHttpLive, MarketHttpLive, FilesHttpLive, EnvironmentsHttpLive]),
+  Layer.provide([HealthHttp, AuthHttp, AccountHttp, ModelsHttp, BillingHttp, AgentsHttpLive, RunsHttpLive, SessionsHttpLive, MarketHttpLive, FilesHttpLive, EnvironmentsHttpLive]),
   Layer.provide(Wallets.Default)
 )
 
@@ -214,7 +216,9 @@ export const Routes = Layer.mergeAll(ApiRoutes, DocsRoute, OAuthRoutes, LoginPag
 )
 
 /** The entities this process runs, on one cluster runner over the database. */
-const Entities = WalletLive.pipe(Layer.provideMerge(ClusterLive))
+const Entities = Layer.mergeAll(WalletLive, SessionLive.pipe(Layer.provide(Wallets.Default))).pipe(
+  Layer.provideMerge(ClusterLive)
+)
 
 /**
  * Everything the routes stand on: configuration, the database with its migrations, the key-value store, and the

@@ -1,5 +1,5 @@
 import { HttpServerResponse } from "@effect/platform"
-import { Duration, Stream } from "effect"
+import { Chunk, Duration, Stream } from "effect"
 import { publicPayload } from "../runtime/Events.js"
 
 /**
@@ -18,11 +18,17 @@ export const frame = (name: string, payload: unknown, id?: string | number): str
 
 export const DONE = "data: [DONE]\n\n"
 export const PING = ": ping\n\n"
+export const GREETING = ": connected\n\n"
 
 export interface EncodeOptions {
   /** Write `data: [DONE]` when the events end (a run's stream); a session subscription never finishes by itself. */
   readonly done: boolean
   readonly heartbeat?: Duration.DurationInput
+  /**
+   * Start with a comment, so the response's headers go out at once: a session's stream may wait for a turn queued
+   * behind another, and a client must not wait for its response meanwhile.
+   */
+  readonly greet?: boolean
   /** The `id:` line of an event (a session's `seq`, so a client can resume with `Last-Event-ID`). */
   readonly idOf?: (event: Record<string, unknown>) => string | number | undefined
 }
@@ -38,7 +44,8 @@ export const encode = <E, R>(
       const payload = publicPayload(event, next)
       return [next, frame(payload.type as string, payload, options.idOf?.(event))] as const
     }),
-    options.done ? Stream.concat(Stream.make(DONE)) : (s) => s
+    options.done ? Stream.concat(Stream.make(DONE)) : (s) => s,
+    options.greet === true ? Stream.prepend(Chunk.of(GREETING)) : (s) => s
   )
   // `tick` emits at once and then every interval; the first one is dropped so a ping follows real silence.
   const pings = Stream.tick(options.heartbeat ?? HEARTBEAT_INTERVAL).pipe(Stream.drop(1), Stream.as(PING))

@@ -17,10 +17,13 @@ import { RunEngine, type RunnableAgent, type RunRequest, type RunResult } from "
  * API key, to its `X-End-User-Id`.
  */
 
-/** The partition a caller acts in: an API key's end user, or '' for a login or OAuth caller acting for itself. */
+/**
+ * The partition a caller acts in: the account and the `X-End-User-Id` it names ('' when none: a login or OAuth
+ * caller acting for itself). The same rule as files and environments (src/files/Repo.ts).
+ */
 export const partitionOf = (caller: CallerIdentity): Partition => ({
   accountId: caller.userId,
-  endUserId: caller.via === "api_key" ? Option.getOrElse(caller.endUserId, () => "") : ""
+  endUserId: Option.getOrElse(caller.endUserId, () => "")
 })
 
 /** A bare model as an agent of no one: no tools, no instructions beyond the caller's own system messages. */
@@ -107,7 +110,7 @@ export class Runs extends Effect.Service<Runs>()("atrium/runs/Runs", {
 
     const invalid = (message: string) => new InvalidRequest({ message })
 
-    return { runnable, agentFor, agentOrModel, request, stream, collect, invalid } as const
+    return { runnable, resolveSubagent, agentFor, agentOrModel, request, stream, collect, invalid } as const
   }),
   dependencies: [AgentsRepo.Default, RunEngine.Default, ModelCatalog.Default]
 }) {}

@@ -34,6 +34,7 @@ export const parseStream = (raw: string, options: { expectDone?: boolean } = {})
       pings++
       continue
     }
+    if (/^:[^\n]*$/.test(block)) continue
     if (block === "data: [DONE]") {
       done = true
       continue

@@ -5,6 +5,7 @@ import agents from "./0003_agents.js"
 import files from "./0004_files.js"
 import market from "./0005_market.js"
 import runs from "./0006_runs.js"
+import sessions from "./0007_sessions.js"
 
 /** Numbered migrations, applied in order at start; a released migration is never edited, only followed. */
 export const migrations = Migrator.fromRecord({
@@ -13,5 +14,6 @@ export const migrations = Migrator.fromRecord({
   "0003_agents": agents,
   "0004_files": files,
   "0005_market": market,
-  "0006_runs": runs
+  "0006_runs": runs,
+  "0007_sessions": sessions
 })

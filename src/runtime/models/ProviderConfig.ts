@@ -1,0 +1,155 @@
+import type { LanguageModel } from "@effect/ai"
+import type { HttpClient } from "@effect/platform"
+import { Config, ConfigError, Duration, Effect, Either, Option } from "effect"
+import { optionalRedacted, optionalString } from "../../platform/Config.js"
+import * as ChatCompletions from "./ChatCompletions.js"
+import * as Responses from "./Responses.js"
+
+/**
+ * Which models the platform talks to and how. Read through `Config` like every other setting, so tests hand the
+ * program a `ConfigProvider` instead of touching the environment. An empty value counts as unset everywhere here,
+ * because that is what `OPENAI_API_KEY=` in an env file or `${OPENAI_API_KEY}` in a compose file means.
+ */
+
+export type ModelProvider = "builtin" | "openai-chat" | "openai-responses"
+
+/** Credits per 1,000 tokens, as exact decimal strings: a price never passes through a float. */
+export interface ModelRate {
+  readonly inputPer1k: string
+  readonly outputPer1k: string
+}
+
+/**
+ * What an upstream model costs when `OPENAI_MODEL_RATES` does not name it. Deliberately above the builtin model's
+ * rate, so that forgetting to price a paid upstream errs towards charging rather than giving it away.
+ */
+export const DEFAULT_UPSTREAM_RATE: ModelRate = { inputPer1k: "0.01", outputPer1k: "0.03" }
+
+export const DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+/** Credits carry at most 6 decimal places (they are stored as integer micro-credits). */
+const DECIMAL = /^\d{1,12}(\.\d{1,6})?$/
+
+const nonEmpty = (name: string, fallback: string) =>
+  optionalString(name).pipe(Config.map(Option.getOrElse(() => fallback)))
+
+/** A duration such as `60 seconds`; empty means the default, a value that is not a positive duration is an error. */
+const durationSetting = (name: string, fallback: Duration.DurationInput) =>
+  optionalString(name).pipe(
+    Config.mapOrFail(
+      Option.match({
+        onNone: () => Either.right(Duration.decode(fallback)),
+        onSome: (raw) => {
+          const parsed = Duration.decodeUnknown(raw.trim())
+          return Option.isSome(parsed) && Duration.greaterThan(parsed.value, Duration.zero)
+            ? Either.right(parsed.value)
+            : Either.left(
+              ConfigError.InvalidData([name], `expected a positive duration such as "60 seconds", got "${raw}"`)
+            )
+        }
+      })
+    )
+  )
+
+const provider = optionalString("MODEL_PROVIDER").pipe(
+  Config.mapOrFail(
+    Option.match({
+      onNone: () => Either.right<ModelProvider>("builtin"),
+      onSome: (raw) => {
+        const value = raw.trim()
+        return value === "builtin" || value === "openai-chat" || value === "openai-responses"
+          ? Either.right<ModelProvider>(value)
+          : Either.left(
+            ConfigError.InvalidData(
+              ["MODEL_PROVIDER"],
+              `expected one of builtin, openai-chat, openai-responses, got "${raw}"`
+            )
+          )
+      }
+    })
+  )
+)
+
+/** `gpt-4o-mini,deepseek-chat`: the upstream model ids offered, in order, without duplicates. */
+const models = nonEmpty("OPENAI_MODELS", "").pipe(
+  Config.map((raw) => [...new Set(raw.split(",").map((s) => s.trim()).filter((s) => s.length > 0))])
+)
+
+/** `gpt-4o-mini=0.0015:0.006,deepseek-chat=0.002:0.003`: model=inputPer1k:outputPer1k. */
+export const parseRates = (raw: string): Either.Either<ReadonlyMap<string, ModelRate>, string> => {
+  const rates = new Map<string, ModelRate>()
+  for (const entry of raw.split(",").map((s) => s.trim()).filter((s) => s.length > 0)) {
+    // The id is what precedes the last `=`, so Ollama-style ids such as `llama3:8b` keep their `:`.
+    const eq = entry.lastIndexOf("=")
+    const model = eq > 0 ? entry.slice(0, eq).trim() : ""
+    const [input, output, ...rest] = (eq > 0 ? entry.slice(eq + 1) : "").split(":").map((s) => s.trim())
+    if (model.length === 0 || input === undefined || output === undefined || rest.length > 0) {
+      return Either.left(`expected "model=inputPer1k:outputPer1k", got "${entry}"`)
+    }
+    if (!DECIMAL.test(input) || !DECIMAL.test(output)) {
+      return Either.left(`rates of "${model}" must be decimals with at most 6 places, got "${input}:${output}"`)
+    }
+    rates.set(model, { inputPer1k: input, outputPer1k: output })
+  }
+  return Either.right(rates)
+}
+
+const rates = nonEmpty("OPENAI_MODEL_RATES", "").pipe(
+  Config.mapOrFail((raw) =>
+    Either.mapLeft(parseRates(raw), (message) => ConfigError.InvalidData(["OPENAI_MODEL_RATES"], message))
+  )
+)
+
+export const ModelProviderConfig = Config.all({
+  provider,
+  /** Without a trailing slash, so `${baseUrl}/chat/completions` is always one slash. */
+  baseUrl: nonEmpty("OPENAI_BASE_URL", DEFAULT_BASE_URL).pipe(Config.map((url) => url.trim().replace(/\/+$/, ""))),
+  apiKey: optionalRedacted("OPENAI_API_KEY"),
+  models,
+  rates,
+  /** No byte from the upstream for this long means it is stuck: the call fails instead of hanging the run. */
+  idleTimeout: durationSetting("OPENAI_STREAM_IDLE_TIMEOUT", "60 seconds"),
+  /** The most one model call may take from request to last byte, however steadily it streams. */
+  requestTimeout: durationSetting("OPENAI_REQUEST_TIMEOUT", "10 minutes")
+})
+
+export type ModelProviderConfig = Config.Config.Success<typeof ModelProviderConfig>
+
+/** An upstream model as the catalog lists it. */
+export interface UpstreamModel extends ModelRate {
+  readonly id: string
+  readonly provider: Exclude<ModelProvider, "builtin">
+}
+
+export class ModelProviderSettings extends Effect.Service<ModelProviderSettings>()(
+  "atrium/runtime/models/ModelProviderSettings",
+  {
+    effect: Effect.map(ModelProviderConfig, (config) => {
+      const rateOf = (model: string): ModelRate => config.rates.get(model) ?? DEFAULT_UPSTREAM_RATE
+      /** The upstream models to offer: none when the provider is `builtin`. */
+      const upstreamModels: ReadonlyArray<UpstreamModel> = config.provider === "builtin"
+        ? []
+        : config.models.map((id) => ({ id, provider: config.provider as UpstreamModel["provider"], ...rateOf(id) }))
+      return { ...config, rateOf, upstreamModels }
+    })
+  }
+) {}
+
+/**
+ * The `LanguageModel` for one upstream model id under these settings. The builtin model is not built here (it lives
+ * with the catalog); asking for it with `MODEL_PROVIDER=builtin` gives the Chat Completions provider, which is never
+ * what the caller wants, so callers check `provider` first.
+ */
+export const upstreamLanguageModel = (
+  config: Pick<ModelProviderConfig, "provider" | "baseUrl" | "apiKey" | "idleTimeout" | "requestTimeout">,
+  model: string
+): Effect.Effect<LanguageModel.Service, never, HttpClient.HttpClient> => {
+  const options = {
+    baseUrl: config.baseUrl,
+    apiKey: config.apiKey,
+    model,
+    idleTimeout: config.idleTimeout,
+    requestTimeout: config.requestTimeout
+  }
+  return config.provider === "openai-responses" ? Responses.make(options) : ChatCompletions.make(options)
+}

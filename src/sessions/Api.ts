@@ -1,0 +1,108 @@
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { PlatformAuthentication } from "../identity/Authentication.js"
+import { InvalidRequest, NotFound } from "../platform/Errors.js"
+import { SessionBusy } from "./Sessions.js"
+
+export const SessionView = Schema.Struct({
+  id: Schema.String,
+  agent: Schema.String,
+  status: Schema.Literal("idle", "running", "waiting_approval"),
+  end_user_id: Schema.NullOr(Schema.String),
+  environment_id: Schema.NullOr(Schema.String),
+  title: Schema.NullOr(Schema.String),
+  metadata: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
+  created_at: Schema.String,
+  updated_at: Schema.String
+})
+
+const Path = Schema.Struct({ id: Schema.String })
+
+const MessageEvent = Schema.Struct({
+  type: Schema.Literal("message"),
+  message: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100_000)),
+  budget: Schema.optional(Schema.Union(Schema.Number, Schema.String))
+})
+
+const ApprovalEvent = Schema.Struct({
+  type: Schema.Literal("approval"),
+  approval_id: Schema.String,
+  decision: Schema.Literal("approve", "deny"),
+  reason: Schema.optional(Schema.String.pipe(Schema.maxLength(1000)))
+})
+
+const streamed = "The answer is a `text/event-stream` (docs/events.md); every event carries the session-wide `seq`."
+
+/** Spec 4.2 (sessions), 5.1 rules 4-5. */
+export class SessionsApi extends HttpApiGroup.make("sessions")
+  .add(
+    HttpApiEndpoint.post("create", "/v1/sessions")
+      .setPayload(Schema.Struct({
+        agent: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)),
+        environment_id: Schema.optional(Schema.String),
+        title: Schema.optional(Schema.String.pipe(Schema.maxLength(200))),
+        metadata: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+      }))
+      .addSuccess(SessionView, { status: 201 })
+      .addError(NotFound)
+  )
+  .add(
+    HttpApiEndpoint.get("list", "/v1/sessions")
+      .setUrlParams(Schema.Struct({
+        limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 100))),
+        after: Schema.optional(Schema.String)
+      }))
+      .addSuccess(Schema.Struct({ data: Schema.Array(SessionView), has_more: Schema.Boolean }))
+      .addError(NotFound)
+      .annotate(OpenApi.Description, "The caller's sessions (for its end user), newest first; `after` is a session id.")
+  )
+  .add(
+    HttpApiEndpoint.get("get", "/v1/sessions/:id")
+      .setPath(Path)
+      .addSuccess(SessionView.pipe(Schema.extend(Schema.Struct({ messages: Schema.Array(Schema.Unknown) }))))
+      .addError(NotFound)
+  )
+  .add(
+    HttpApiEndpoint.del("remove", "/v1/sessions/:id")
+      .setPath(Path)
+      .addSuccess(Schema.Struct({ id: Schema.String, deleted: Schema.Boolean }))
+      .addError(NotFound)
+      .annotate(OpenApi.Description, "Stops a running turn and removes the history, the workspace files and the log.")
+  )
+  .add(
+    HttpApiEndpoint.post("send", "/v1/sessions/:id/events")
+      .setPath(Path)
+      .setPayload(Schema.Union(MessageEvent, ApprovalEvent))
+      .addSuccess(Schema.String)
+      .addError(NotFound)
+      .annotate(OpenApi.Description, `Send a message (one turn) or answer an approval (the rest of the turn). ${streamed}`)
+  )
+  .add(
+    HttpApiEndpoint.get("subscribe", "/v1/sessions/:id/events")
+      .setPath(Path)
+      .setUrlParams(Schema.Struct({ after: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.nonNegative())) }))
+      .addSuccess(Schema.String)
+      .addError(NotFound)
+      .annotate(
+        OpenApi.Description,
+        `Follow the session live, across turns. \`?after=<seq>\` or \`Last-Event-ID\` replays what came after first. ${streamed}`
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("interrupt", "/v1/sessions/:id/interrupt")
+      .setPath(Path)
+      .addSuccess(Schema.Struct({ interrupted: Schema.Boolean }))
+      .addError(NotFound)
+  )
+  .add(
+    HttpApiEndpoint.post("adopt", "/v1/sessions/:id/adopt")
+      .setPath(Path)
+      .addSuccess(SessionView)
+      .addError(NotFound)
+      .addError(SessionBusy)
+      .annotate(OpenApi.Description, "Bind a session of your account to the calling end user (docs/sessions.md).")
+  )
+  .middleware(PlatformAuthentication)
+  .addError(InvalidRequest)
+  .annotate(OpenApi.Title, "Sessions")
+{}

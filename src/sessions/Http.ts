@@ -1,0 +1,64 @@
+import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
+import { Effect, Layer, Option, type Stream } from "effect"
+import { AtriumApi } from "../Api.js"
+import { AuthenticationLive, Caller } from "../identity/Authentication.js"
+import { parseCredits } from "../platform/Money.js"
+import * as Sse from "../platform/Sse.js"
+import { Sessions, type SessionEvent } from "./Sessions.js"
+
+type Wire = { readonly type: string; readonly [key: string]: unknown }
+
+/** Session streams carry `seq` as the SSE `id:` too, so a browser's EventSource resumes with `Last-Event-ID`. */
+const sse = (events: Stream.Stream<SessionEvent>, done: boolean) =>
+  Sse.response(Sse.encode(events as Stream.Stream<Wire>, { done, greet: true, idOf: (event) => event.seq as number }))
+
+export const SessionsHttp = HttpApiBuilder.group(AtriumApi, "sessions", (handlers) =>
+  Effect.gen(function*() {
+    const sessions = yield* Sessions
+    return handlers
+      .handle("create", ({ payload }) => Effect.flatMap(Caller, (caller) => sessions.create(caller, payload)))
+      .handle("list", ({ urlParams }) =>
+        Effect.flatMap(Caller, (caller) => sessions.list(caller, urlParams.limit ?? 20, Option.fromNullable(urlParams.after))))
+      .handle("get", ({ path }) => Effect.flatMap(Caller, (caller) => sessions.get(caller, path.id)))
+      .handle("remove", ({ path }) => Effect.flatMap(Caller, (caller) => sessions.remove(caller, path.id)))
+      .handle("send", ({ path, payload }) =>
+        Effect.gen(function*() {
+          const caller = yield* Caller
+          if (payload.type === "approval") {
+            const approved = payload.decision === "approve"
+            const events = yield* sessions.answerApproval(
+              caller,
+              path.id,
+              payload.approval_id,
+              approved,
+              payload.reason ?? (approved ? "" : "denied by the user")
+            )
+            return sse(events, true)
+          }
+          let budget = Option.none<bigint>()
+          if (payload.budget !== undefined) {
+            const micros = parseCredits(String(payload.budget).trim())
+            if (micros === undefined || micros <= 0n) {
+              return yield* sessions.invalid("Invalid request: budget: must be a positive amount of credits with at most 6 decimal places")
+            }
+            budget = Option.some(micros)
+          }
+          return sse(yield* sessions.send(caller, path.id, payload.message, budget), true)
+        }))
+      .handle("subscribe", ({ path, urlParams }) =>
+        Effect.gen(function*() {
+          const caller = yield* Caller
+          const request = yield* HttpServerRequest.HttpServerRequest
+          const header = request.headers["last-event-id"]
+          let after = Option.fromNullable(urlParams.after)
+          if (Option.isNone(after) && header !== undefined && header !== "") {
+            if (!/^\d{1,15}$/.test(header)) return yield* sessions.invalid("Invalid header Last-Event-ID: a seq number")
+            after = Option.some(Number(header))
+          }
+          return sse(yield* sessions.subscribe(caller, path.id, after), false)
+        }))
+      .handle("interrupt", ({ path }) => Effect.flatMap(Caller, (caller) => sessions.interrupt(caller, path.id)))
+      .handle("adopt", ({ path }) => Effect.flatMap(Caller, (caller) => sessions.adopt(caller, path.id)))
+  })).pipe(Layer.provide(AuthenticationLive))
+
+export const SessionsHttpLive = SessionsHttp.pipe(Layer.provide(Sessions.Default))

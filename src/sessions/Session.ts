@@ -1,0 +1,212 @@
+import type { Prompt } from "@effect/ai"
+import { Entity } from "@effect/cluster"
+import { Rpc } from "@effect/rpc"
+import { Config, Effect, Exit, Fiber, Layer, Option, Queue, Schema } from "effect"
+import { newId } from "../platform/Ids.js"
+import { type InternalEvent, isTerminal } from "../runtime/Events.js"
+import { RunEngine } from "../runtime/RunEngine.js"
+import { Runs } from "../runs/Runs.js"
+import { SessionHub } from "./Hub.js"
+import { type SessionStatus, SessionsRepo, type TurnRow } from "./Repo.js"
+
+/**
+ * A session as an `@effect/cluster` entity (entity id = session id): the one place its turns run, one at a time, in
+ * the order they were sent. A turn runs in a fiber the entity owns, not in the request that sent it, so a client
+ * that disconnects does not stop it; every event of the turn is written to the session's log (with a session-wide
+ * `seq`) before live subscribers see it. An idle session passivates and is reloaded from the database, so a
+ * conversation can go on after a restart or days later.
+ */
+
+export class SessionGone extends Schema.TaggedError<SessionGone>()("SessionGone", { message: Schema.String }) {}
+
+/** Queues a turn; answers at once with the turn's number (its events carry it), not when the turn ends. */
+const Send = Rpc.make("Send", {
+  payload: { message: Schema.String, budget: Schema.NullOr(Schema.BigInt) },
+  success: Schema.Struct({ turn: Schema.Number }),
+  error: SessionGone
+})
+
+/** Stops the running turn, if any: true when one was stopped. */
+const Interrupt = Rpc.make("Interrupt", { success: Schema.Boolean })
+
+/** Stops everything before the session is deleted: the running turn and every queued one. */
+const Stop = Rpc.make("Stop", { success: Schema.Boolean })
+
+export const Session = Entity.make("Session", [Send, Interrupt, Stop])
+
+interface Turn {
+  readonly turn: number
+  readonly message: string
+  readonly budget: Option.Option<bigint>
+}
+
+/** History as the model sees it: the newest whole turns within the context budget, and a note of what was left out. */
+export const contextOf = (turns: ReadonlyArray<TurnRow>, budgetChars: number): Array<Prompt.MessageEncoded> => {
+  const kept: Array<TurnRow> = []
+  let chars = 0
+  for (let i = turns.length - 1; i >= 0; i--) {
+    const turn = turns[i]!
+    if (chars + turn.chars > budgetChars) break
+    chars += turn.chars
+    kept.unshift(turn)
+  }
+  const dropped = turns.length - kept.length
+  const note: Array<Prompt.MessageEncoded> = dropped > 0
+    ? [{ role: "system", content: `${dropped} earlier turns of this conversation are not shown (context limit).` }]
+    : []
+  return [...note, ...kept.flatMap((turn) => turn.messages)]
+}
+
+export const SessionLive = Session.toLayer(
+  Effect.gen(function*() {
+    const address = yield* Entity.CurrentAddress
+    const sessionId = address.entityId
+    const repo = yield* SessionsRepo
+    const hub = yield* SessionHub
+    const engine = yield* RunEngine
+    const runs = yield* Runs
+    const contextChars = yield* Effect.orDie(Config.integer("SESSION_CONTEXT_CHARS").pipe(Config.withDefault(48_000)))
+
+    const positions = yield* repo.positions(sessionId)
+    let seq = positions.seq
+    let lastTurn = positions.turn
+    let deleted = false
+    let status: SessionStatus = "idle"
+    let current: Option.Option<{ readonly turn: number; readonly fiber: Fiber.RuntimeFiber<unknown, unknown> }> = Option.none()
+    const queue = yield* Queue.unbounded<Turn>()
+
+    /** Logs an event, then tells live subscribers; never cut in half by an interrupt. */
+    const record = (turn: number, event: InternalEvent) =>
+      Effect.uninterruptible(Effect.gen(function*() {
+        if (deleted) return
+        seq += 1
+        const logged = { ...event, seq } as InternalEvent & { seq: number }
+        yield* repo.appendEvent(sessionId, { seq, turn, payload: logged })
+        yield* hub.publish(sessionId, { _tag: "logged", turn, seq, event: logged })
+        const next: SessionStatus = event.type === "Ask" ? "waiting_approval" : status === "waiting_approval" ? "running" : status
+        if (next !== status) {
+          status = next
+          yield* repo.setStatus(sessionId, status)
+        }
+      }))
+
+    // A turn that was in flight when the process stopped never finished: its log says so, and the session is free.
+    const stale = yield* repo.inFlightStart(sessionId)
+    if (Option.isSome(stale)) {
+      yield* record(lastTurn, { type: "error", code: "interrupted", message: "The server restarted during this turn." })
+    }
+    yield* repo.setStatus(sessionId, "idle")
+
+    const runTurn = (turn: Turn) =>
+      Effect.gen(function*() {
+        const session = yield* repo.byId(sessionId)
+        if (Option.isNone(session) || deleted) return
+        const { accountId, agentIdentifier, endUserId } = session.value
+        const partition = { accountId, endUserId }
+        const agent = yield* runs.runnable(agentIdentifier, accountId)
+        if (Option.isNone(agent)) {
+          yield* record(turn.turn, { type: "error", code: "agent_unavailable", message: `The agent ${agentIdentifier} is not available.` })
+          return
+        }
+        status = "running"
+        yield* repo.setStatus(sessionId, status)
+        const runId = newId("run")
+        let partial = ""
+        // The turn's last event waits until the turn is in the history and the session is idle again: a client
+        // that reads the end of its stream and asks at once sees the conversation as it now is.
+        let terminal = Option.none<InternalEvent>()
+        const emit = (event: InternalEvent) => {
+          if (event.type === "text") partial += event.delta
+          if (isTerminal(event)) return Effect.sync(() => void (terminal = Option.some(event)))
+          return record(turn.turn, event)
+        }
+        const history = contextOf(yield* repo.turns(sessionId), contextChars)
+        const fiber = yield* Effect.fork(engine.execute({
+          runId,
+          agent: agent.value,
+          payer: partition,
+          history,
+          message: turn.message,
+          budget: turn.budget,
+          sessionId: Option.some(sessionId),
+          workspace: sessionId,
+          parentRunId: Option.none(),
+          depth: 0
+        }, emit, runs.resolveSubagent))
+        current = Option.some({ turn: turn.turn, fiber })
+        const exit = yield* Fiber.await(fiber)
+        current = Option.none()
+        if (deleted) return
+        let messages: ReadonlyArray<Prompt.MessageEncoded>
+        let outcome: string
+        if (Exit.isSuccess(exit)) {
+          messages = exit.value.messages
+          outcome = exit.value.status
+        } else {
+          // Interrupted: the stream ends with run.failed, and what was said so far stays in the history.
+          terminal = Option.some({ type: "error", code: "interrupted", message: "The turn was interrupted." })
+          messages = [
+            { role: "user", content: [{ type: "text", text: turn.message }] },
+            ...(partial.length > 0 ? [{ role: "assistant" as const, content: [{ type: "text" as const, text: partial }] }] : [])
+          ]
+          outcome = "interrupted"
+        }
+        yield* repo.saveTurn(sessionId, {
+          turn: turn.turn,
+          runId,
+          messages,
+          chars: JSON.stringify(messages).length,
+          status: outcome,
+          createdAt: new Date()
+        })
+        status = "idle"
+        yield* repo.setStatus(sessionId, status)
+        if (Option.isSome(terminal)) yield* record(turn.turn, terminal.value)
+      })
+
+    // The worker: one turn at a time, in order. While it has work the entity stays active (no passivation mid-turn).
+    yield* Effect.forkScoped(Effect.forever(Effect.gen(function*() {
+      const turn = yield* Queue.take(queue)
+      yield* Entity.keepAlive(true)
+      yield* runTurn(turn).pipe(Effect.catchAllCause((cause) => Effect.logError("session turn failed", cause)))
+      if ((yield* Queue.size(queue)) === 0) yield* Entity.keepAlive(false)
+    })))
+
+    return {
+      Send: ({ payload }) =>
+        Effect.gen(function*() {
+          if (deleted || Option.isNone(yield* repo.byId(sessionId))) {
+            return yield* new SessionGone({ message: `No session ${sessionId}.` })
+          }
+          lastTurn += 1
+          yield* Queue.offer(queue, { turn: lastTurn, message: payload.message, budget: Option.fromNullable(payload.budget) })
+          return { turn: lastTurn }
+        }),
+      Interrupt: () =>
+        Effect.gen(function*() {
+          if (Option.isNone(current)) return false
+          yield* Fiber.interrupt(current.value.fiber)
+          return true
+        }),
+      Stop: () =>
+        Effect.gen(function*() {
+          deleted = true
+          const waiting = yield* Queue.takeAll(queue)
+          const running = current
+          if (Option.isSome(running)) yield* Fiber.interrupt(running.value.fiber)
+          const ended = [...(Option.isSome(running) ? [running.value.turn] : []), ...Array.from(waiting, (turn) => turn.turn)]
+          for (const turn of ended) {
+            yield* hub.publish(sessionId, {
+              _tag: "dropped",
+              turn,
+              event: { type: "error", code: "session_deleted", message: "The session was deleted." }
+            })
+          }
+          yield* hub.publish(sessionId, { _tag: "closed" })
+          return Option.isSome(running) || ended.length > 0
+        })
+    }
+  }),
+  { maxIdleTime: "5 minutes" }
+).pipe(Layer.provide([SessionsRepo.Default, SessionHub.Default, Runs.Default, RunEngine.Default]))
+

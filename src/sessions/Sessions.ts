@@ -1,0 +1,248 @@
+import type { Prompt } from "@effect/ai"
+import { HttpApiSchema } from "@effect/platform"
+import { Chunk, Effect, Exit, Option, Schema, Scope, Stream } from "effect"
+import { EnvironmentsRepo } from "../environments/Repo.js"
+import type { CallerIdentity } from "../identity/Authentication.js"
+import { InvalidRequest, NotFound } from "../platform/Errors.js"
+import { newId } from "../platform/Ids.js"
+import type { Micros } from "../platform/Money.js"
+import { Approvals } from "../runtime/Approvals.js"
+import { type InternalEvent, isTerminal } from "../runtime/Events.js"
+import type { Partition } from "../runtime/Repo.js"
+import { partitionOf, Runs } from "../runs/Runs.js"
+import { type HubEvent, SessionHub } from "./Hub.js"
+import { type SessionRow, SessionsRepo } from "./Repo.js"
+import { Session } from "./Session.js"
+
+export class SessionBusy extends Schema.TaggedError<SessionBusy>()(
+  "SessionBusy",
+  { message: Schema.String },
+  HttpApiSchema.annotations({ status: 409 })
+) {}
+
+export type SessionEvent = InternalEvent & { readonly seq: number }
+
+const REPLAY_PAGE = 500
+
+const sessionView = (session: SessionRow) => ({
+  id: session.id,
+  agent: session.agentIdentifier,
+  status: session.status,
+  end_user_id: session.endUserId === "" ? null : session.endUserId,
+  environment_id: session.environmentId,
+  title: session.title,
+  metadata: session.metadata,
+  created_at: session.createdAt.toISOString(),
+  updated_at: session.updatedAt.toISOString()
+})
+
+const textOf = (content: Prompt.MessageEncoded["content"]) =>
+  typeof content === "string"
+    ? content
+    : (content as ReadonlyArray<{ type: string; text?: string }>).flatMap((part) => part.type === "text" ? [part.text ?? ""] : []).join("")
+
+/** A history message as a client reads it: the text, and the tool calls and results where there are any. */
+const messageView = (turn: number) => (message: Prompt.MessageEncoded) => {
+  const parts = typeof message.content === "string" ? [] : (message.content as ReadonlyArray<any>)
+  const toolCalls = parts.filter((part) => part.type === "tool-call").map((part) => ({ id: part.id, name: part.name, arguments: part.params }))
+  const toolResults = parts.filter((part) => part.type === "tool-result").map((part) => ({
+    id: part.id,
+    name: part.name,
+    is_error: part.isFailure === true,
+    output: part.result
+  }))
+  return {
+    turn,
+    role: message.role,
+    content: textOf(message.content),
+    ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
+    ...(toolResults.length > 0 ? { tool_results: toolResults } : {})
+  }
+}
+
+/**
+ * Sessions as the API offers them (spec 4.2): create, list, read, delete, send a message or an approval and stream
+ * that turn, interrupt, adopt, subscribe. A session belongs to an account and one of its end users (`''` for a
+ * caller acting for itself); anyone else gets 404 for it. The turns themselves run in the Session entity.
+ */
+export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessions", {
+  effect: Effect.gen(function*() {
+    const repo = yield* SessionsRepo
+    const hub = yield* SessionHub
+    const runs = yield* Runs
+    const approvals = yield* Approvals
+    const environments = yield* EnvironmentsRepo
+    const client = yield* Session.client
+
+    const notFound = (id: string) => new NotFound({ message: `No session ${id}.` })
+
+    /** The session if the caller's partition owns it; 404 whether it is someone else's or does not exist. */
+    const owned = (caller: CallerIdentity, id: string) =>
+      Effect.gen(function*() {
+        const partition = partitionOf(caller)
+        const session = yield* repo.byId(id)
+        if (Option.isNone(session)) return yield* notFound(id)
+        if (session.value.accountId !== partition.accountId || session.value.endUserId !== partition.endUserId) {
+          return yield* notFound(id)
+        }
+        return session.value
+      })
+
+    const create = Effect.fn("Sessions.create")(function*(caller: CallerIdentity, body: {
+      readonly agent: string
+      readonly environment_id?: string | undefined
+      readonly title?: string | undefined
+      readonly metadata?: Record<string, unknown> | undefined
+    }) {
+      const partition = partitionOf(caller)
+      const agent = yield* runs.agentFor(body.agent, caller)
+      if (body.environment_id !== undefined) {
+        const environment = yield* environments.byId({ ownerId: partition.accountId, endUserId: partition.endUserId }, body.environment_id)
+        if (Option.isNone(environment)) return yield* new NotFound({ message: `No environment ${body.environment_id}.` })
+      }
+      const id = newId("ses")
+      // A bare model has no agent row; sessions are for agents (`/v1/chat/completions` serves bare models).
+      if (agent.id === null) return yield* new NotFound({ message: `No agent ${body.agent}.` })
+      yield* repo.insert({
+        id,
+        agentId: agent.id,
+        partition,
+        environmentId: body.environment_id ?? null,
+        title: body.title ?? null,
+        metadata: body.metadata ?? {}
+      })
+      return sessionView(Option.getOrThrow(yield* repo.byId(id)))
+    })
+
+    const list = Effect.fn("Sessions.list")(function*(caller: CallerIdentity, limit: number, after: Option.Option<string>) {
+      const partition = partitionOf(caller)
+      const cursor = yield* Option.match(after, {
+        onNone: () => Effect.succeed(Option.none<{ createdAt: Date; id: string }>()),
+        onSome: (id) => Effect.map(owned(caller, id), (row) => Option.some({ createdAt: row.createdAt, id: row.id }))
+      })
+      const rows = yield* repo.list(partition, limit, cursor)
+      return { data: rows.slice(0, limit).map(sessionView), has_more: rows.length > limit }
+    })
+
+    const get = Effect.fn("Sessions.get")(function*(caller: CallerIdentity, id: string) {
+      const session = yield* owned(caller, id)
+      const turns = yield* repo.turns(id)
+      return { ...sessionView(session), messages: turns.flatMap((turn) => turn.messages.map(messageView(turn.turn))) }
+    })
+
+    const remove = Effect.fn("Sessions.remove")(function*(caller: CallerIdentity, id: string) {
+      const session = yield* owned(caller, id)
+      yield* client(id).Stop().pipe(Effect.orDie)
+      yield* repo.remove(session)
+      return { id, deleted: true }
+    })
+
+    /**
+     * The live events of one turn, from a subscription taken before the turn could start, until the turn's last
+     * event. The subscription lives in `scope`, which the stream closes when it ends or is cut.
+     */
+    const turnEvents = (subscription: Stream.Stream<HubEvent>, scope: Scope.CloseableScope, turn: Option.Option<number>) =>
+      subscription.pipe(
+        Stream.filter((event) => event._tag === "closed" || Option.isNone(turn) || event.turn === turn.value),
+        Stream.takeUntil((event) => event._tag === "closed" || isTerminal(event.event)),
+        Stream.filterMap((event) => event._tag === "closed" ? Option.none() : Option.some(event.event as SessionEvent)),
+        Stream.ensuring(Scope.close(scope, Exit.void))
+      )
+
+    const subscribed = (id: string) =>
+      Effect.gen(function*() {
+        const scope = yield* Scope.make()
+        const dequeue = yield* Scope.extend(hub.subscribe(id), scope)
+        return { scope, subscription: Stream.fromQueue(dequeue) }
+      })
+
+    /** Sends a message: the turn waits behind any running one, and the stream carries that turn only. */
+    const send = Effect.fn("Sessions.send")(function*(caller: CallerIdentity, id: string, message: string, budget: Option.Option<Micros>) {
+      yield* owned(caller, id)
+      const { scope, subscription } = yield* subscribed(id)
+      const sent = yield* client(id).Send({ message, budget: Option.getOrNull(budget) }).pipe(
+        Effect.onError(() => Scope.close(scope, Exit.void)),
+        // The session went away between the check and the send: 404. The cluster's own failures are ours: a 500.
+        Effect.catchAll((error) => error._tag === "SessionGone" ? Effect.fail(notFound(id)) : Effect.die(error))
+      )
+      return turnEvents(subscription, scope, Option.some(sent.turn))
+    })
+
+    /** Answers a pending approval of this session's turn and streams the rest of that turn. */
+    const answerApproval = Effect.fn("Sessions.answerApproval")(function*(
+      caller: CallerIdentity,
+      id: string,
+      approvalId: string,
+      approved: boolean,
+      reason: string
+    ) {
+      const session = yield* owned(caller, id)
+      const { scope, subscription } = yield* subscribed(id)
+      yield* approvals.answer({ accountId: session.accountId, endUserId: session.endUserId }, approvalId, { approved, reason }).pipe(
+        Effect.onError(() => Scope.close(scope, Exit.void))
+      )
+      return turnEvents(subscription, scope, Option.none())
+    })
+
+    const interrupt = Effect.fn("Sessions.interrupt")(function*(caller: CallerIdentity, id: string) {
+      yield* owned(caller, id)
+      const interrupted = yield* client(id).Interrupt().pipe(Effect.orDie)
+      return { interrupted }
+    })
+
+    /**
+     * Binds a session of the caller's account to the caller's end user (docs/sessions.md): the account owns every
+     * end user's data, so any of its callers may move a session between them; another account's session is 404.
+     */
+    const adopt = Effect.fn("Sessions.adopt")(function*(caller: CallerIdentity, id: string) {
+      const target: Partition = partitionOf(caller)
+      const session = yield* repo.byId(id)
+      if (Option.isNone(session) || session.value.accountId !== target.accountId) return yield* notFound(id)
+      if (session.value.endUserId !== target.endUserId) {
+        if (session.value.status !== "idle") {
+          return yield* new SessionBusy({ message: "The session is running a turn; adopt it when it is idle." })
+        }
+        yield* repo.adopt(id, target.accountId, session.value.endUserId, target.endUserId)
+      }
+      return sessionView(Option.getOrThrow(yield* repo.byId(id)))
+    })
+
+    /**
+     * The session's events: first those after `after` from the log (or, without it, the turn in flight from its
+     * `run.created`), then live ones, across turns, until the session is deleted. The starting point is read
+     * before subscribing and the log after, so every event is either replayed or live; `seq` drops duplicates.
+     */
+    const subscribe = Effect.fn("Sessions.subscribe")(function*(caller: CallerIdentity, id: string, after: Option.Option<number>) {
+      yield* owned(caller, id)
+      const inFlight = Option.isSome(after) ? Option.none<number>() : yield* repo.inFlightStart(id)
+      const startAt = Option.isSome(after)
+        ? after.value
+        : Option.isSome(inFlight)
+        ? inFlight.value
+        : (yield* repo.positions(id)).seq
+      const { scope, subscription } = yield* subscribed(id)
+      let last = startAt
+      const replay = Stream.paginateChunkEffect(startAt, (from) =>
+        Effect.map(repo.eventsAfter(id, from, REPLAY_PAGE), (rows) => [
+          Chunk.fromIterable(rows),
+          rows.length < REPLAY_PAGE ? Option.none<number>() : Option.some(rows[rows.length - 1]!.seq)
+        ] as const)).pipe(
+          Stream.map((row) => {
+            last = row.seq
+            return row.payload as unknown as SessionEvent
+          })
+        )
+      const live = subscription.pipe(
+        Stream.takeWhile((event) => event._tag !== "closed"),
+        Stream.filterMap((event) => event._tag === "logged" && event.seq > last ? Option.some(event.event) : Option.none()),
+        Stream.tap((event) => Effect.sync(() => void (last = event.seq)))
+      )
+      return Stream.concat(replay, live).pipe(Stream.ensuring(Scope.close(scope, Exit.void)))
+    })
+
+    const invalid = (message: string) => new InvalidRequest({ message })
+
+    return { create, list, get, remove, send, answerApproval, interrupt, adopt, subscribe, invalid } as const
+  }),
+  dependencies: [SessionsRepo.Default, SessionHub.Default, Runs.Default, Approvals.Default, EnvironmentsRepo.Default]
+}) {}

@@ -1,0 +1,157 @@
+import { assert, describe, layer } from "@effect/vitest"
+import { Effect, Fiber } from "effect"
+import { createApiKey, request } from "../support/Client.js"
+import { names, openStream, streamOf, textOf } from "../support/Sse.js"
+import { TestServer } from "../support/TestServer.js"
+import { agentWith, assertError, ENV, LIVE, newUser } from "../runs/runs-support.js"
+
+/** Sessions (issue 6): multi-turn conversations in a Session entity, with a durable, resumable event log. */
+
+const createSession = (token: string, agent: string, headers?: Record<string, string>) =>
+  Effect.gen(function*() {
+    const reply = yield* request("POST", "/v1/sessions", { token, body: { agent, title: "t" }, ...(headers ? { headers } : {}) })
+    assert.strictEqual(reply.status, 201, reply.text)
+    return reply.body as { id: string; status: string }
+  })
+
+const say = (token: string, session: string, message: string, headers?: Record<string, string>) =>
+  streamOf(`/v1/sessions/${session}/events`, { token, body: { type: "message", message }, ...(headers ? { headers } : {}) })
+
+describe("sessions", () => {
+  layer(TestServer.layer(ENV), LIVE)((it) => {
+    it.effect("a three-turn conversation: the third turn sees the first two", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const agent = yield* agentWith(user.token)
+        const session = yield* createSession(user.token, agent)
+        assert.strictEqual(session.status, "idle")
+        const first = yield* say(user.token, session.id, "hello")
+        assert.strictEqual(textOf(first), "You said: hello")
+        assert.strictEqual(names(first)[0], "run.created")
+        assert.strictEqual(first.events[0]!.data.session_id, session.id)
+        yield* say(user.token, session.id, "second")
+        const third = yield* say(user.token, session.id, "/history")
+        assert.strictEqual(textOf(third), "I see 4 earlier messages.")
+        const seqs = [...first.events, ...third.events].map((e) => e.data.seq)
+        assert.deepStrictEqual(seqs, [...seqs].sort((a, b) => a - b))
+        const detail = yield* request("GET", `/v1/sessions/${session.id}`, { token: user.token })
+        assert.strictEqual(detail.status, 200, detail.text)
+        assert.strictEqual(detail.body.messages.length, 6)
+        assert.strictEqual(detail.body.messages[1].content, "You said: hello")
+        assert.strictEqual(detail.body.status, "idle")
+      }))
+
+    it.effect("two messages sent at once are answered in order", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const agent = yield* agentWith(user.token)
+        const session = yield* createSession(user.token, agent)
+        const slow = yield* Effect.fork(say(user.token, session.id, "/slow 5"))
+        yield* Effect.sleep("50 millis")
+        const quick = yield* say(user.token, session.id, "after")
+        const slowStream = yield* Fiber.join(slow)
+        const lastSlow = slowStream.events[slowStream.events.length - 1]!.data.seq
+        assert.isAbove(quick.events[0]!.data.seq, lastSlow, "the second turn starts after the first ends")
+        assert.strictEqual(textOf(quick), "You said: after")
+      }))
+
+    it.effect("interrupt ends a /slow 50 turn within a second; the partial answer stays; the next message works", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const agent = yield* agentWith(user.token)
+        const session = yield* createSession(user.token, agent)
+        const live = yield* openStream(`/v1/sessions/${session.id}/events`, { token: user.token, body: { type: "message", message: "/slow 50" } })
+        yield* live.until("output.text.delta")
+        const started = Date.now()
+        const reply = yield* request("POST", `/v1/sessions/${session.id}/interrupt`, { token: user.token })
+        assert.deepStrictEqual(reply.body, { interrupted: true })
+        const rest = yield* live.rest
+        assert.isBelow(Date.now() - started, 1000)
+        const last = rest.events[rest.events.length - 1]!.data
+        assert.strictEqual(last.type, "run.failed")
+        assert.strictEqual(last.code, "interrupted")
+        const detail = yield* request("GET", `/v1/sessions/${session.id}`, { token: user.token })
+        assert.match(detail.body.messages[1].content, /^chunk 1 /)
+        const again = yield* request("POST", `/v1/sessions/${session.id}/interrupt`, { token: user.token })
+        assert.deepStrictEqual(again.body, { interrupted: false })
+        const next = yield* say(user.token, session.id, "/history")
+        assert.strictEqual(textOf(next), "I see 2 earlier messages.")
+      }))
+
+    it.effect("a subscriber that reconnects with after sees every event exactly once", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const agent = yield* agentWith(user.token)
+        const session = yield* createSession(user.token, agent)
+        const first = yield* say(user.token, session.id, "one two three four five six")
+        const cut = first.events[3]!.data.seq
+        const resumed = yield* openStream(`/v1/sessions/${session.id}/events?after=${cut}`, { token: user.token, method: "GET" })
+        const replayed = yield* resumed.until("run.completed")
+        yield* resumed.cancel
+        assert.deepStrictEqual(replayed.events.map((e) => e.data.seq), first.events.slice(4).map((e) => e.data.seq))
+        // Live across turns, resumed with Last-Event-ID.
+        const last = first.events[first.events.length - 1]!.data.seq
+        const follower = yield* openStream(`/v1/sessions/${session.id}/events`, {
+          token: user.token,
+          method: "GET",
+          headers: { "last-event-id": String(last) }
+        })
+        const second = yield* say(user.token, session.id, "again")
+        const followed = yield* follower.until("run.completed")
+        yield* follower.cancel
+        assert.deepStrictEqual(followed.events.map((e) => e.data.seq), second.events.map((e) => e.data.seq))
+        assert.isFalse(followed.done)
+      }))
+
+    it.effect("another end user gets 404 on every session route; adopt moves a session", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const agent = yield* agentWith(user.token)
+        const key = (yield* createApiKey(user.token)).key
+        const alice = { "x-end-user-id": "alice" }
+        const bob = { "x-end-user-id": "bob" }
+        const session = yield* createSession(key, agent, alice)
+        yield* say(key, session.id, "hi", alice)
+        for (const [method, path, body] of [
+          ["GET", `/v1/sessions/${session.id}`, undefined],
+          ["DELETE", `/v1/sessions/${session.id}`, undefined],
+          ["POST", `/v1/sessions/${session.id}/events`, { type: "message", message: "x" }],
+          ["GET", `/v1/sessions/${session.id}/events`, undefined],
+          ["POST", `/v1/sessions/${session.id}/interrupt`, undefined]
+        ] as const) {
+          const reply = yield* request(method, path, { token: key, headers: bob, ...(body ? { body } : {}) })
+          assertError(reply, 404, "not_found")
+        }
+        const bobs = yield* request("GET", "/v1/sessions", { token: key, headers: bob })
+        assert.deepStrictEqual(bobs.body.data, [])
+        const alices = yield* request("GET", "/v1/sessions", { token: key, headers: alice })
+        assert.deepStrictEqual(alices.body.data.map((s: any) => s.id), [session.id])
+        // Another account cannot adopt it.
+        const stranger = yield* newUser
+        assertError(yield* request("POST", `/v1/sessions/${session.id}/adopt`, { token: stranger.token }), 404, "not_found")
+        const adopted = yield* request("POST", `/v1/sessions/${session.id}/adopt`, { token: key, headers: bob })
+        assert.strictEqual(adopted.status, 200, adopted.text)
+        assert.strictEqual(adopted.body.end_user_id, "bob")
+        assertError(yield* request("GET", `/v1/sessions/${session.id}`, { token: key, headers: alice }), 404, "not_found")
+        const detail = yield* request("GET", `/v1/sessions/${session.id}`, { token: key, headers: bob })
+        assert.strictEqual(detail.body.messages.length, 2)
+      }))
+
+    it.effect("DELETE during a turn stops it and removes the session", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const agent = yield* agentWith(user.token)
+        const session = yield* createSession(user.token, agent)
+        const live = yield* openStream(`/v1/sessions/${session.id}/events`, { token: user.token, body: { type: "message", message: "/slow 50" } })
+        yield* live.until("output.text.delta")
+        const deleted = yield* request("DELETE", `/v1/sessions/${session.id}`, { token: user.token })
+        assert.strictEqual(deleted.status, 200, deleted.text)
+        const rest = yield* live.rest
+        assert.strictEqual(rest.events[rest.events.length - 1]!.data.type, "run.failed")
+        assertError(yield* request("GET", `/v1/sessions/${session.id}`, { token: user.token }), 404, "not_found")
+        const server = yield* TestServer
+        const rows = yield* server.query(`SELECT count(*)::int AS n FROM session_events WHERE session_id = '${session.id}'`)
+        assert.strictEqual(rows[0]!.n, 0)
+      }))
+  })
+})
