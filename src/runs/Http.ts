@@ -1,8 +1,9 @@
 import type { Prompt } from "@effect/ai"
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
-import { Effect, Layer, Option, Stream } from "effect"
+import { Chunk, type Duration, Effect, Layer, Option, Stream } from "effect"
 import { AtriumApi } from "../Api.js"
 import { AuthenticationLive, Caller } from "../identity/Authentication.js"
+import { duration } from "../platform/Config.js"
 import { errorBody } from "../platform/Errors.js"
 import { newId } from "../platform/Ids.js"
 import { parseCredits, toNumber } from "../platform/Money.js"
@@ -39,7 +40,8 @@ const trialNotice = (event: Extract<InternalEvent, { type: "trial_exhausted" }>)
  */
 const chatChunks = (
   events: Stream.Stream<InternalEvent>,
-  meta: { id: string; created: number; model: string; includeUsage: boolean }
+  meta: { id: string; created: number; model: string; includeUsage: boolean },
+  heartbeat: Duration.DurationInput
 ) => {
   const chunk = (delta: Record<string, unknown>, finish: string | null) => ({
     id: meta.id,
@@ -73,10 +75,10 @@ const chatChunks = (
           return []
       }
     }),
-    Stream.prepend([data(chunk({ role: "assistant", content: "" }, null))] as any),
+    Stream.prepend(Chunk.of(data(chunk({ role: "assistant", content: "" }, null)))),
     Stream.concat(Stream.make(encoder.encode(Sse.DONE)))
   ) as Stream.Stream<Uint8Array>
-  const pings = Stream.tick(Sse.HEARTBEAT_INTERVAL).pipe(Stream.drop(1), Stream.as(encoder.encode(Sse.PING)))
+  const pings = Stream.tick(heartbeat).pipe(Stream.drop(1), Stream.as(encoder.encode(Sse.PING)))
   return Stream.merge(body, pings, { haltStrategy: "left" })
 }
 
@@ -88,6 +90,8 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
   Effect.gen(function*() {
     const runs = yield* Runs
     const approvals = yield* Approvals
+    // How long a stream may stay quiet before a `: ping` comment; tests shorten it to see one.
+    const heartbeat = yield* duration("SSE_HEARTBEAT", Sse.HEARTBEAT_INTERVAL)
 
     const budgetOf = (budget: number | string | undefined) => {
       if (budget === undefined) return Effect.succeed(undefined)
@@ -118,7 +122,7 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
               events: summaryOf(events)
             }
           }
-          return Sse.response(Sse.encode(wire(runs.stream(request)), { done: true }))
+          return Sse.response(Sse.encode(wire(runs.stream(request)), { done: true, heartbeat }))
         }))
       .handle("chatCompletions", ({ payload }) =>
         Effect.gen(function*() {
@@ -148,7 +152,7 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
           const request = runs.request(caller, agent, message, { history })
           const meta = { id: `chatcmpl-${newId("run").slice(4)}`, created: Math.floor(Date.now() / 1000), model: payload.model }
           if (payload.stream === true) {
-            return Sse.response(chatChunks(runs.stream(request), { ...meta, includeUsage: payload.stream_options?.include_usage === true }))
+            return Sse.response(chatChunks(runs.stream(request), { ...meta, includeUsage: payload.stream_options?.include_usage === true }, heartbeat))
           }
           const { events, result } = yield* runs.collect(request)
           if (result.status === "failed") {

@@ -1,4 +1,4 @@
-import type { LanguageModel, Prompt, Toolkit } from "@effect/ai"
+import { AiError, type LanguageModel, type Prompt, type Toolkit } from "@effect/ai"
 import { Cause, Effect, Exit, Mailbox, Option, Schema, Stream } from "effect"
 import type { AgentConfig } from "../agents/Agent.js"
 import { Wallets } from "../billing/Wallet.js"
@@ -7,6 +7,7 @@ import { type Micros, parseCredits, toNumber } from "../platform/Money.js"
 import { Approvals } from "./Approvals.js"
 import type { InternalEvent } from "./Events.js"
 import { DELEGATE_TOOL, tokensOf } from "./models/Builtin.js"
+import { describeFailure } from "./models/ChatCompletions.js"
 import { Models, type ResolvedModel } from "./models/Models.js"
 import { type Partition, RunsRepo } from "./Repo.js"
 import { definitionOf, isBuiltinTool, lenientTool, runBuiltin, type ToolContext } from "./tools/Tools.js"
@@ -72,6 +73,13 @@ class Stop {
 
 /** Maps a model failure to the `code` of `run.failed` (docs/events.md). */
 export const failureOf = (error: unknown): { code: string; message: string } => {
+  if (Schema.is(AiError.AiError)(error)) {
+    // The builtin model's failures are the model's own (`/fail`), not an upstream's.
+    if (error._tag === "UnknownError" && error.module === "BuiltinModel") {
+      return { code: "model_error", message: error.description ?? error.message }
+    }
+    return describeFailure(error)
+  }
   const tagged = error as { _tag?: string; message?: string; description?: string; reason?: string }
   const message = typeof tagged?.message === "string" && tagged.message.length > 0 ? tagged.message : String(error)
   if (/timed? ?out|stall|idle/i.test(message)) return { code: "upstream_timeout", message }
@@ -244,11 +252,20 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
 
             const results: Array<any> = []
             for (const toolCall of call.toolCalls) {
-              const outcome = yield* runToolCall(toolCall, policies, context, request, emit, resolveSubagent, (credits) => {
+              const outcome = yield* runToolCall(toolCall, policies, context, request, emit, resolveSubagent, spent, (credits) => {
                 spent += credits
               })
               if (outcome.denied) toolsDenied++
-              results.push({ type: "tool-result", id: toolCall.id, name: toolCall.name, isFailure: outcome.isFailure, result: outcome.result })
+              // `providerExecuted` is required in the encoded form of a tool result (@effect/ai 0.37): without it the
+              // next model call fails to decode the prompt.
+              results.push({
+                type: "tool-result",
+                id: toolCall.id,
+                name: toolCall.name,
+                isFailure: outcome.isFailure,
+                result: outcome.result,
+                providerExecuted: false
+              })
             }
             added.push({ role: "tool", content: results })
             conversation.push({ role: "tool", content: results })
@@ -413,6 +430,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
       request: RunRequest,
       emit: (event: InternalEvent) => Effect.Effect<void>,
       resolveSubagent: (identifier: string, payer: Partition) => Effect.Effect<Option.Option<RunnableAgent>>,
+      spent: Micros,
       addSpent: (credits: Micros) => void
     ) =>
       Effect.gen(function*() {
@@ -443,7 +461,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
         yield* emit({ type: "tool_call", tool_call_id: id, name, status: "running" })
         const outcome = yield* Effect.either(
           name === DELEGATE_TOOL
-            ? delegate(id, params, request, emit, resolveSubagent, addSpent)
+            ? delegate(id, params, request, emit, resolveSubagent, spent, addSpent)
             : isBuiltinTool(name)
             ? Effect.provideService(runBuiltin(name, params, context), RunsRepo, repo)
             : Effect.fail({ message: `Unknown tool ${name}.` })
@@ -468,6 +486,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
       request: RunRequest,
       emit: (event: InternalEvent) => Effect.Effect<void>,
       resolveSubagent: (identifier: string, payer: Partition) => Effect.Effect<Option.Option<RunnableAgent>>,
+      spent: Micros,
       addSpent: (credits: Micros) => void
     ): Effect.Effect<unknown, { message: string }> =>
       Effect.gen(function*() {
@@ -492,7 +511,9 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
             payer: request.payer,
             history: [],
             message,
-            budget: Option.map(request.budget, (budget) => budget / 2n),
+            // Half of what is left, not of the whole budget: the parent may already have spent most of it, and the
+            // tree as a whole must stay within what the caller allowed.
+            budget: Option.map(request.budget, (budget) => (budget > spent ? budget - spent : 0n) / 2n),
             sessionId: request.sessionId,
             workspace: request.workspace,
             parentRunId: Option.some(request.runId),

@@ -1,4 +1,5 @@
 import { Effect } from "effect"
+import { ModelProviderSettings } from "./ProviderConfig.js"
 
 /**
  * The models the platform can run, with their credit rates. Rates are exact decimal strings (credits per 1,000
@@ -22,8 +23,23 @@ export const BUILTIN_MODEL: ModelEntry = {
   outputPer1k: "0.02"
 }
 
+/**
+ * The builtin model always; with `MODEL_PROVIDER` set to an upstream, the models of `OPENAI_MODELS` at their
+ * `OPENAI_MODEL_RATES` (docs/models.md).
+ */
 export class ModelCatalog extends Effect.Service<ModelCatalog>()("atrium/runtime/ModelCatalog", {
-  succeed: {
-    list: Effect.succeed<ReadonlyArray<ModelEntry>>([BUILTIN_MODEL])
-  }
+  effect: Effect.gen(function*() {
+    const settings = yield* ModelProviderSettings
+    const upstream = settings.upstreamModels.map((model): ModelEntry => ({
+      id: model.id,
+      provider: model.provider,
+      description: `${model.id} at ${settings.baseUrl.replace(/\/\/[^/@]*@/, "//")}`,
+      contextWindow: 128_000,
+      inputPer1k: model.inputPer1k,
+      outputPer1k: model.outputPer1k
+    }))
+    const all: ReadonlyArray<ModelEntry> = [BUILTIN_MODEL, ...upstream.filter((model) => model.id !== BUILTIN_MODEL.id)]
+    return { list: Effect.succeed(all) }
+  }),
+  dependencies: [ModelProviderSettings.Default]
 }) {}

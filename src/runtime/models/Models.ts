@@ -1,7 +1,9 @@
 import type { LanguageModel } from "@effect/ai"
 import { Effect, Option } from "effect"
+import { NodeHttpClient } from "@effect/platform-node"
 import * as Builtin from "./Builtin.js"
 import { type ModelEntry, ModelCatalog } from "./Catalog.js"
+import { ModelProviderSettings, upstreamLanguageModel } from "./ProviderConfig.js"
 
 export interface ResolvedModel {
   readonly entry: ModelEntry
@@ -15,8 +17,13 @@ export interface ResolvedModel {
 export class Models extends Effect.Service<Models>()("atrium/runtime/Models", {
   effect: Effect.gen(function*() {
     const catalog = yield* ModelCatalog
+    const settings = yield* ModelProviderSettings
     const builtin = yield* Builtin.make
     const built = new Map<string, LanguageModel.Service>([[Builtin.BUILTIN_MODEL_ID, builtin]])
+    for (const model of settings.upstreamModels) {
+      if (model.id === Builtin.BUILTIN_MODEL_ID) continue
+      built.set(model.id, yield* upstreamLanguageModel(settings, model.id))
+    }
 
     const resolve = Effect.fn("Models.resolve")(function*(id: string) {
       const entry = (yield* catalog.list).find((model) => model.id === id)
@@ -28,5 +35,5 @@ export class Models extends Effect.Service<Models>()("atrium/runtime/Models", {
 
     return { resolve } as const
   }),
-  dependencies: [ModelCatalog.Default]
+  dependencies: [ModelCatalog.Default, ModelProviderSettings.Default, NodeHttpClient.layerUndici]
 }) {}

@@ -1,0 +1,113 @@
+import { assert, describe, layer } from "@effect/vitest"
+import { Context, Effect, Layer } from "effect"
+import { names, streamOf, textOf } from "../support/Sse.js"
+import * as Mock from "../support/MockUpstream.js"
+import { TestServer } from "../support/TestServer.js"
+import { agentWith, ENV, LIVE, newUser } from "./runs-support.js"
+
+/**
+ * Runs through the Chat Completions provider against a mock OpenAI-compatible upstream over real HTTP (issue 5
+ * item 5): what the upstream streams becomes public events, and its failures become `run.failed` with a code and
+ * `[DONE]`, never a hung stream.
+ */
+
+class Upstream extends Context.Tag("test/Upstream")<Upstream, Mock.MockUpstream>() {}
+
+const Servers = Layer.unwrapScoped(Effect.map(Mock.make, (upstream) =>
+  Layer.merge(
+    TestServer.layer({
+      ...ENV,
+      MODEL_PROVIDER: "openai-chat",
+      OPENAI_BASE_URL: upstream.baseUrl,
+      OPENAI_API_KEY: "sk-upstream-secret-0123456789",
+      OPENAI_MODELS: "mock-model",
+      OPENAI_MODEL_RATES: "mock-model=0.5:1",
+      OPENAI_STREAM_IDLE_TIMEOUT: "400 millis"
+    }),
+    Layer.succeed(Upstream, upstream)
+  )))
+
+const mockAgent = (token: string, tools: Record<string, "allow" | "ask" | "deny"> = {}) =>
+  agentWith(token, tools, { model: "mock-model" })
+
+describe("runs through an upstream model", () => {
+  layer(Servers, LIVE)((it) => {
+    it.effect("streamed text, reasoning and usage become events; usage is charged at the model's rate", () =>
+      Effect.gen(function*() {
+        const upstream = yield* Upstream
+        const user = yield* newUser
+        const agent = yield* mockAgent(user.token)
+        yield* upstream.script(Mock.stream([
+          Mock.sse(Mock.chatChunk({ role: "assistant", reasoning_content: "Thinking " })),
+          Mock.sse(Mock.chatChunk({ reasoning_content: "hard." })),
+          Mock.sse(Mock.chatChunk({ content: "Hello " })),
+          { pause: 20 },
+          Mock.sse(Mock.chatChunk({ content: "from upstream" })),
+          Mock.sse(Mock.chatChunk({}, "stop")),
+          Mock.sse(Mock.usageChunk(1000, 2000)),
+          Mock.DONE
+        ]))
+        const stream = yield* streamOf("/v1/agents/run", { token: user.token, body: { agent, message: "hi" } })
+        assert.strictEqual(textOf(stream), "Hello from upstream")
+        const thinking = stream.events.filter((e) => e.event === "output.thinking.delta").map((e) => e.data.delta).join("")
+        assert.strictEqual(thinking, "Thinking hard.")
+        const usage = stream.events.find((e) => e.event === "usage.token")!.data
+        assert.deepInclude(usage, { model: "mock-model", input_tokens: 1000, output_tokens: 2000, credits: 2.5 })
+        assert.strictEqual(stream.events[stream.events.length - 1]!.data.credits_charged, 2.5)
+        const [sent] = yield* upstream.requests
+        assert.strictEqual(sent!.body.model, "mock-model")
+        assert.strictEqual(sent!.headers.authorization, "Bearer sk-upstream-secret-0123456789")
+      }))
+
+    it.effect("a tool call with streamed arguments runs, and its result goes back upstream", () =>
+      Effect.gen(function*() {
+        const upstream = yield* Upstream
+        const user = yield* newUser
+        const agent = yield* mockAgent(user.token, { calculator: "allow" })
+        const call = (args: string, first: boolean) =>
+          Mock.sse(Mock.chatChunk({
+            tool_calls: [{ index: 0, ...(first ? { id: "call_up_1", type: "function" } : {}), function: { ...(first ? { name: "calculator" } : {}), arguments: args } }]
+          }))
+        yield* upstream.script(
+          Mock.stream([call("", true), call("{\"expression\":", false), call(" \"2 + 3\"}", false), Mock.sse(Mock.chatChunk({}, "tool_calls")), Mock.DONE]),
+          Mock.stream([Mock.chatText(["The answer is 5."], [50, 5])])
+        )
+        const stream = yield* streamOf("/v1/agents/run", { token: user.token, body: { agent, message: "add" } })
+        const seen = names(stream)
+        assert.includeMembers(seen, ["tool_call.created", "tool_call.arguments.delta", "tool_call.in_progress", "tool_call.completed", "tool_call.result"])
+        const deltas = stream.events.filter((e) => e.event === "tool_call.arguments.delta").map((e) => e.data.delta).join("")
+        assert.strictEqual(deltas, "{\"expression\": \"2 + 3\"}")
+        assert.deepInclude(stream.events.find((e) => e.event === "tool_call.result")!.data.output, { result: 5 })
+        assert.strictEqual(textOf(stream), "The answer is 5.")
+        const requests = yield* upstream.requests
+        const second = requests[requests.length - 1]!.body.messages as Array<any>
+        const toolMessage = second.find((m) => m.role === "tool")
+        assert.strictEqual(toolMessage.tool_call_id, "call_up_1")
+        assert.include(toolMessage.content, "5")
+      }))
+
+    it.effect("an upstream 500 is run.failed with code upstream_error, then [DONE]", () =>
+      Effect.gen(function*() {
+        const upstream = yield* Upstream
+        const user = yield* newUser
+        const agent = yield* mockAgent(user.token)
+        yield* upstream.script(Mock.status(500, { error: { message: "the GPU caught fire" } }))
+        const stream = yield* streamOf("/v1/agents/run", { token: user.token, body: { agent, message: "hi" } })
+        const failed = stream.events[stream.events.length - 1]!.data
+        assert.strictEqual(failed.code, "upstream_error")
+        assert.include(failed.message, "500")
+        assert.notInclude(stream.raw, "sk-upstream-secret")
+      }))
+
+    it.effect("an upstream that stalls is run.failed with code upstream_timeout, then [DONE]", () =>
+      Effect.gen(function*() {
+        const upstream = yield* Upstream
+        const user = yield* newUser
+        const agent = yield* mockAgent(user.token)
+        yield* upstream.script(Mock.stream([Mock.sse(Mock.chatChunk({ content: "Hel" }))], { stallAfter: true }))
+        const stream = yield* streamOf("/v1/agents/run", { token: user.token, body: { agent, message: "hi" } })
+        assert.strictEqual(textOf(stream), "Hel")
+        assert.strictEqual(stream.events[stream.events.length - 1]!.data.code, "upstream_timeout")
+      }))
+  })
+})
