@@ -1,0 +1,89 @@
+import { assert, describe, it, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import { registerApp, authorizeApp } from "../support/Billing.js"
+import { request } from "../support/Client.js"
+import { openStream, streamOf, textOf } from "../support/Sse.js"
+import { makeSmsInbox, makeStorage, startServer, TestServer } from "../support/TestServer.js"
+import { agentWith, ENV, LIVE, newUser } from "../runs/runs-support.js"
+
+/** Sessions across restarts and disconnects, and OAuth callers (issue 6 items 1, 3, 5, 7). */
+
+const createSession = (token: string, agent: string) =>
+  Effect.gen(function*() {
+    const reply = yield* request("POST", "/v1/sessions", { token, body: { agent } })
+    assert.strictEqual(reply.status, 201, reply.text)
+    return reply.body.id as string
+  })
+
+const say = (token: string, session: string, message: string) =>
+  streamOf(`/v1/sessions/${session}/events`, { token, body: { type: "message", message } })
+
+describe("session lifecycle", () => {
+  it.scopedLive("a restart between turns keeps the history and the seq", () =>
+    Effect.gen(function*() {
+      const storage = yield* makeStorage
+      const inbox = yield* makeSmsInbox
+      const before = yield* Effect.scoped(Effect.gen(function*() {
+        const server = yield* startServer(storage, inbox, ENV)
+        return yield* Effect.gen(function*() {
+          const user = yield* newUser
+          const agent = yield* agentWith(user.token)
+          const session = yield* createSession(user.token, agent)
+          const first = yield* say(user.token, session, "remember me")
+          return { token: user.token, session, lastSeq: first.events[first.events.length - 1]!.data.seq as number }
+        }).pipe(Effect.provideService(TestServer, server))
+      }))
+      const server = yield* startServer(storage, inbox, ENV)
+      yield* Effect.gen(function*() {
+        const second = yield* say(before.token, before.session, "/history")
+        assert.strictEqual(textOf(second), "I see 2 earlier messages.")
+        assert.strictEqual(second.events[0]!.data.seq, before.lastSeq + 1, "seq goes on where it stopped")
+        const replay = yield* openStream(`/v1/sessions/${before.session}/events?after=0`, { token: before.token, method: "GET" })
+        const all = yield* replay.until("run.completed")
+        yield* replay.cancel
+        const seqs = all.events.map((e) => e.data.seq)
+        assert.deepStrictEqual(seqs, Array.from({ length: seqs.length }, (_, i) => i + 1))
+      }).pipe(Effect.provideService(TestServer, server))
+    }), { timeout: 120_000 })
+
+  layer(TestServer.layer(ENV), LIVE)((it) => {
+    it.effect("a client that disconnects does not stop the turn: it finishes, is billed and is in the log", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const agent = yield* agentWith(user.token)
+        const session = yield* createSession(user.token, agent)
+        const live = yield* openStream(`/v1/sessions/${session}/events`, { token: user.token, body: { type: "message", message: "/slow 8" } })
+        yield* live.until("output.text.delta")
+        yield* live.cancel
+        // A subscriber without `after` gets the turn in flight from its run.created.
+        const follower = yield* openStream(`/v1/sessions/${session}/events`, { token: user.token, method: "GET" })
+        const followed = yield* follower.until("run.completed")
+        yield* follower.cancel
+        assert.strictEqual(followed.events[0]!.event, "run.created")
+        assert.strictEqual(textOf(followed), Array.from({ length: 8 }, (_, i) => `chunk ${i + 1} `).join(""))
+        const completed = followed.events[followed.events.length - 1]!.data
+        assert.isAbove(completed.credits_charged, 0)
+        const server = yield* TestServer
+        const runs = yield* server.query(`SELECT status, credits_charged::text AS credits FROM runs WHERE session_id = '${session}'`)
+        assert.deepStrictEqual(runs.map((r) => r.status), ["completed"])
+      }))
+
+    it.effect("OAuth callers need agents:write for sessions; with it they own their sessions directly", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const agent = yield* agentWith(user.token)
+        const developer = yield* newUser
+        const app = yield* registerApp(developer.token)
+        const narrow = yield* authorizeApp(user.token, app, "events")
+        const wide = yield* authorizeApp(user.token, app, "agents:write")
+        const refused = yield* request("POST", "/v1/sessions", { token: narrow.access_token, body: { agent } })
+        assert.strictEqual(refused.status, 401, refused.text)
+        const session = yield* createSession(wide.access_token, agent)
+        const turn = yield* say(wide.access_token, session, "hello from an app")
+        assert.strictEqual(textOf(turn), "You said: hello from an app")
+        // The app acts for the user: the user's own login sees the session too.
+        const mine = yield* request("GET", `/v1/sessions/${session}`, { token: user.token })
+        assert.strictEqual(mine.status, 200, mine.text)
+      }))
+  })
+})
