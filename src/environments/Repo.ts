@@ -122,24 +122,12 @@ export class EnvironmentsRepo extends Effect.Service<EnvironmentsRepo>()("atrium
         return { _tag: "Written", environment: toEnvironment(updated[0]) } as WriteResult
       })).pipe(Effect.orDie, Effect.withSpan("EnvironmentsRepo.update"))
 
-    /**
-     * The hook of "an environment in use by a session cannot be deleted". Sessions come with a later issue; this
-     * counts rows of `sessions` whose `environment_id` names the environment once such a column exists, and finds
-     * none before. The sessions issue owns the rule's details (e.g. whether ended sessions still count) and should
-     * replace this with its own query, plus a foreign key (`REFERENCES environments (id)`, see `remove`).
-     */
+    /** Sessions on this environment: while any exists (whatever its state), the environment stays. */
     const sessionsUsing = (id: string) =>
-      Effect.gen(function*() {
-        const column = yield* sql<{ present: boolean }>`
-          SELECT EXISTS (
-            SELECT 1 FROM information_schema.columns
-            WHERE table_schema = current_schema() AND table_name = 'sessions' AND column_name = 'environment_id'
-          ) AS present`
-        if (!column[0]?.present) return 0
-        const rows = yield* sql<{ count: string }>`
-          SELECT count(*)::text AS count FROM sessions WHERE environment_id = ${id}`
-        return Number(rows[0]?.count ?? 0)
-      })
+      Effect.map(
+        sql<{ count: string }>`SELECT count(*)::text AS count FROM sessions WHERE environment_id = ${id}`,
+        (rows) => Number(rows[0]?.count ?? 0)
+      )
 
     /** Deletes unless a session uses it; a foreign key from a session to the row also counts as "in use". */
     const remove = (partition: Partition, id: string) =>

@@ -1,6 +1,6 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import { assertError, call, type Caller, LIVE, newAccount, serverWith, ServerSql, upload } from "../files/support.js"
+import { assertError, call, type Caller, LIVE, newAccount, serverWith, upload } from "../files/support.js"
 
 /**
  * Environments (spec 4.4; issue 4 item 7) over real HTTP: CRUD, secrets that are never returned whole, owner-only
@@ -154,18 +154,17 @@ describe("environments", () => {
         const alice = (yield* newAccount).asEndUser("alice")
         const env = yield* create(alice, { name: "busy" })
         const idle = yield* create(alice, { name: "idle" })
-        // Sessions arrive with a later issue; until then a table with the column the check reads stands in for them.
-        // When sessions exist, create a real session on `env` here instead.
-        const sql = yield* ServerSql
-        yield* sql.query(`CREATE TABLE IF NOT EXISTS sessions (id text PRIMARY KEY, environment_id text)`)
-        yield* sql.query(`INSERT INTO sessions (id, environment_id) VALUES ('ses_test_${env.id}', '${env.id}')`)
+        const agent = yield* call(alice, "POST", "/v1/agents", { name: "Env user" })
+        assert.strictEqual(agent.status, 201, agent.text)
+        const session = yield* call(alice, "POST", "/v1/sessions", { agent: agent.body.identifier, environment_id: env.id })
+        assert.strictEqual(session.status, 201, session.text)
 
         const refused = yield* call(alice, "DELETE", `/v1/environments/${env.id}`)
         assertError(refused, 409, "environment_in_use")
         assert.strictEqual((yield* call(alice, "GET", `/v1/environments/${env.id}`)).status, 200)
         assert.strictEqual((yield* call(alice, "DELETE", `/v1/environments/${idle.id}`)).status, 200)
 
-        yield* sql.query(`DELETE FROM sessions WHERE environment_id = '${env.id}'`)
+        assert.strictEqual((yield* call(alice, "DELETE", `/v1/sessions/${session.body.id}`)).status, 200)
         assert.strictEqual((yield* call(alice, "DELETE", `/v1/environments/${env.id}`)).status, 200)
       }))
 
