@@ -1,7 +1,8 @@
 import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
-import { Effect, Layer, Option, type Stream } from "effect"
+import { type Duration, Effect, Layer, Option, type Stream } from "effect"
 import { AtriumApi } from "../Api.js"
 import { AuthenticationLive, Caller } from "../identity/Authentication.js"
+import { duration } from "../platform/Config.js"
 import { parseCredits } from "../platform/Money.js"
 import * as Sse from "../platform/Sse.js"
 import { Sessions, type SessionEvent } from "./Sessions.js"
@@ -9,12 +10,13 @@ import { Sessions, type SessionEvent } from "./Sessions.js"
 type Wire = { readonly type: string; readonly [key: string]: unknown }
 
 /** Session streams carry `seq` as the SSE `id:` too, so a browser's EventSource resumes with `Last-Event-ID`. */
-const sse = (events: Stream.Stream<SessionEvent>, done: boolean) =>
-  Sse.response(Sse.encode(events as Stream.Stream<Wire>, { done, greet: true, idOf: (event) => event.seq as number }))
+const sse = (events: Stream.Stream<SessionEvent>, done: boolean, heartbeat: Duration.Duration) =>
+  Sse.response(Sse.encode(events as Stream.Stream<Wire>, { done, greet: true, heartbeat, idOf: (event) => event.seq as number }))
 
 export const SessionsHttp = HttpApiBuilder.group(AtriumApi, "sessions", (handlers) =>
   Effect.gen(function*() {
     const sessions = yield* Sessions
+    const heartbeat = yield* duration("SSE_HEARTBEAT", Sse.HEARTBEAT_INTERVAL)
     return handlers
       .handle("create", ({ payload }) => Effect.flatMap(Caller, (caller) => sessions.create(caller, payload)))
       .handle("list", ({ urlParams }) =>
@@ -33,7 +35,7 @@ export const SessionsHttp = HttpApiBuilder.group(AtriumApi, "sessions", (handler
               approved,
               payload.reason ?? (approved ? "" : "denied by the user")
             )
-            return sse(events, true)
+            return sse(events, true, heartbeat)
           }
           let budget = Option.none<bigint>()
           if (payload.budget !== undefined) {
@@ -43,7 +45,7 @@ export const SessionsHttp = HttpApiBuilder.group(AtriumApi, "sessions", (handler
             }
             budget = Option.some(micros)
           }
-          return sse(yield* sessions.send(caller, path.id, payload.message, budget), true)
+          return sse(yield* sessions.send(caller, path.id, payload.message, budget), true, heartbeat)
         }))
       .handle("subscribe", ({ path, urlParams }) =>
         Effect.gen(function*() {
@@ -55,7 +57,7 @@ export const SessionsHttp = HttpApiBuilder.group(AtriumApi, "sessions", (handler
             if (!/^\d{1,15}$/.test(header)) return yield* sessions.invalid("Invalid header Last-Event-ID: a seq number")
             after = Option.some(Number(header))
           }
-          return sse(yield* sessions.subscribe(caller, path.id, after), false)
+          return sse(yield* sessions.subscribe(caller, path.id, after), false, heartbeat)
         }))
       .handle("interrupt", ({ path }) => Effect.flatMap(Caller, (caller) => sessions.interrupt(caller, path.id)))
       .handle("adopt", ({ path }) => Effect.flatMap(Caller, (caller) => sessions.adopt(caller, path.id)))
