@@ -137,6 +137,31 @@ describe("sessions", () => {
         assert.strictEqual(detail.body.messages.length, 2)
       }))
 
+    it.effect("an approval is answered through the session's events; the rest of the turn streams there", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const agent = yield* agentWith(user.token, { get_time: "ask" })
+        const session = yield* createSession(user.token, agent)
+        const live = yield* openStream(`/v1/sessions/${session.id}/events`, { token: user.token, body: { type: "message", message: "/tool get_time {}" } })
+        const asked = yield* live.until("approval.required")
+        const approval = asked.events.find((e) => e.event === "approval.required")!.data
+        const waiting = yield* request("GET", `/v1/sessions/${session.id}`, { token: user.token })
+        assert.strictEqual(waiting.body.status, "waiting_approval")
+        const rest = yield* streamOf(`/v1/sessions/${session.id}/events`, {
+          token: user.token,
+          body: { type: "approval", approval_id: approval.approval_id, decision: "approve" }
+        })
+        assert.includeMembers(names(rest), ["tool_call.in_progress", "tool_call.completed", "tool_call.result", "run.completed"])
+        const original = yield* live.rest
+        assert.strictEqual(original.events[original.events.length - 1]!.event, "run.completed")
+        assert.deepStrictEqual(rest.events.map((e) => e.data.seq), original.events.slice(asked.events.length).map((e) => e.data.seq))
+        const unknown = yield* request("POST", `/v1/sessions/${session.id}/events`, {
+          token: user.token,
+          body: { type: "approval", approval_id: approval.approval_id, decision: "approve" }
+        })
+        assertError(unknown, 404, "not_found")
+      }))
+
     it.effect("DELETE during a turn stops it and removes the session", () =>
       Effect.gen(function*() {
         const user = yield* newUser
