@@ -135,7 +135,9 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
         let reasoning = ""
         const added: Array<Prompt.MessageEncoded> = [{ role: "user", content: [{ type: "text", text: request.message }] }]
 
-        yield* repo.start({
+        // The run's record is bookkeeping: if the database refuses it, the stream still ends with run.failed and
+        // [DONE] (a failed start fails the run below; a failed finish is logged).
+        const started = repo.start({
           id: request.runId,
           agentId: agent.id,
           agentVersion: agent.version,
@@ -153,7 +155,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
             outputTokens,
             creditsCharged: spent,
             toolsDenied
-          })
+          }).pipe(Effect.catchAllCause((cause) => Effect.logError("the run's record could not be written", cause)))
         const result = (status: "completed" | "failed", failure: Option.Option<{ code: string; message: string }>): RunResult => ({
           status,
           output,
@@ -172,6 +174,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
             agent: agent.identifier,
             ...Option.match(request.sessionId, { onNone: () => ({}), onSome: (session_id) => ({ session_id }) })
           })
+          yield* started
 
           const trial = yield* trialGate(request)
           if (Option.isSome(trial)) {
