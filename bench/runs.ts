@@ -1,0 +1,290 @@
+/**
+ * Run throughput with the builtin model: `POST /v1/agents/run` streams at 1, 50 and 500 concurrent clients (runs per
+ * second, time to `run.created` and to the first `output.text.delta`, p50/p99), then events per second through one
+ * process with long answers. The platform runs as its own process, the way `npm start` runs it.
+ *
+ *   npx tsx bench/runs.ts [--seconds 10] [--levels 1,50,500] [--users 50]                  # embedded (PGlite)
+ *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test REDIS_URL=redis://127.0.0.1:6379 \
+ *     npx tsx bench/runs.ts                                                                 # services
+ *
+ * A script, not a test: it prints a Markdown table for BENCHMARKS.md and asserts nothing (beyond counting the runs
+ * whose stream did not end with run.completed and [DONE] as failed).
+ */
+import * as ChildProcess from "node:child_process"
+import * as Crypto from "node:crypto"
+import * as Fs from "node:fs"
+import * as Http from "node:http"
+import * as Net from "node:net"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import pg from "pg"
+
+const args = new Map<string, string>()
+for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1]!)
+const SECONDS = Number(args.get("seconds") ?? 10)
+const LEVELS = (args.get("levels") ?? "1,50,500").split(",").map(Number)
+const USERS = Number(args.get("users") ?? 50)
+/** Concurrency of the events/s phase, and the words of its message (three words per text increment). */
+const EVENT_CONCURRENCY = Number(args.get("event-concurrency") ?? 50)
+const EVENT_WORDS = Number(args.get("event-words") ?? 600)
+const SERVICES = process.env.DATABASE_URL !== undefined
+const ADMIN_URL = process.env.DATABASE_URL ?? ""
+const REDIS_URL = process.env.REDIS_URL ?? "redis://127.0.0.1:6379"
+
+const agent = new Http.Agent({ keepAlive: true, maxSockets: Math.max(...LEVELS, EVENT_CONCURRENCY) + 10 })
+
+const call = (base: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}) =>
+  new Promise<{ status: number; body: any }>((resolve, reject) => {
+    const payload = body === undefined ? undefined : JSON.stringify(body)
+    const request = Http.request(new URL(path, base), {
+      method,
+      agent,
+      headers: {
+        ...(payload !== undefined ? { "content-type": "application/json", "content-length": Buffer.byteLength(payload) } : {}),
+        ...headers
+      }
+    }, (response) => {
+      let text = ""
+      response.setEncoding("utf8")
+      response.on("data", (chunk) => (text += chunk))
+      response.on("end", () => {
+        let parsed: unknown = text
+        try {
+          parsed = JSON.parse(text)
+        } catch {}
+        resolve({ status: response.statusCode ?? 0, body: parsed })
+      })
+    })
+    request.on("error", reject)
+    if (payload !== undefined) request.write(payload)
+    request.end()
+  })
+
+interface RunTiming {
+  readonly ok: boolean
+  /** Milliseconds from sending the request to the first byte of `event: run.created`, of the first text increment,
+   * and to `[DONE]`. */
+  readonly created: number
+  readonly firstText: number
+  readonly total: number
+  readonly events: number
+  readonly bytes: number
+}
+
+/** One streamed run, read as it arrives. */
+const streamRun = (base: string, token: string, body: unknown) =>
+  new Promise<RunTiming>((resolve) => {
+    const payload = JSON.stringify(body)
+    const t0 = performance.now()
+    let created = NaN
+    let firstText = NaN
+    let text = ""
+    let bytes = 0
+    const request = Http.request(new URL("/v1/agents/run", base), {
+      method: "POST",
+      agent,
+      headers: {
+        authorization: `Bearer ${token}`,
+        "content-type": "application/json",
+        "content-length": Buffer.byteLength(payload)
+      }
+    }, (response) => {
+      response.setEncoding("utf8")
+      response.on("data", (chunk: string) => {
+        bytes += chunk.length
+        // Only the new bytes (and the end of the old, where a name may have been cut) are searched.
+        const window = text.slice(-32) + chunk
+        text += chunk
+        if (Number.isNaN(created) && window.includes("event: run.created\n")) created = performance.now() - t0
+        if (Number.isNaN(firstText) && window.includes("event: output.text.delta\n")) firstText = performance.now() - t0
+      })
+      response.on("end", () => {
+        const total = performance.now() - t0
+        const lastEvent = text.lastIndexOf("event: ")
+        const ok = response.statusCode === 200 && text.endsWith("data: [DONE]\n\n") &&
+          text.startsWith("event: run.completed\n", lastEvent)
+        const events = text.split("\nevent: ").length - 1 + (text.startsWith("event: ") ? 1 : 0)
+        resolve({ ok, created, firstText, total, events, bytes })
+      })
+      response.on("error", () => resolve({ ok: false, created, firstText, total: performance.now() - t0, events: 0, bytes }))
+    })
+    request.on("error", () => resolve({ ok: false, created, firstText, total: performance.now() - t0, events: 0, bytes }))
+    request.write(payload)
+    request.end()
+  })
+
+const freePort = () =>
+  new Promise<number>((resolve) => {
+    const server = Net.createServer()
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as Net.AddressInfo
+      server.close(() => resolve(port))
+    })
+  })
+
+const percentile = (sorted: ReadonlyArray<number>, p: number) =>
+  sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!
+
+/** utime + stime of a process, in seconds (Linux /proc). */
+const processCpu = (pid: number | undefined): number => {
+  if (pid === undefined) return NaN
+  try {
+    const fields = Fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")
+    return (Number(fields[11]) + Number(fields[12])) / 100
+  } catch {
+    return NaN
+  }
+}
+
+interface Result {
+  readonly name: string
+  readonly concurrency: number
+  readonly ok: number
+  readonly failed: number
+  readonly seconds: number
+  readonly created: readonly [number, number]
+  readonly firstText: readonly [number, number]
+  readonly total: readonly [number, number]
+  readonly events: number
+  readonly bytes: number
+  readonly serverCpu: number
+  readonly load: number
+}
+
+/** `concurrency` clients, each starting its next run when the last one ended, for SECONDS. */
+const phase = async (
+  name: string,
+  concurrency: number,
+  serverPid: number | undefined,
+  once: (worker: number) => Promise<RunTiming>
+): Promise<Result> => {
+  const timings: Array<RunTiming> = []
+  let failed = 0
+  const cpu0 = processCpu(serverPid)
+  const started = performance.now()
+  const deadline = started + SECONDS * 1000
+  await Promise.all(Array.from({ length: concurrency }, async (_, worker) => {
+    while (performance.now() < deadline) {
+      const timing = await once(worker)
+      if (timing.ok) timings.push(timing)
+      else failed++
+    }
+  }))
+  const seconds = (performance.now() - started) / 1000
+  const sorted = (pick: (t: RunTiming) => number) => timings.map(pick).filter((n) => !Number.isNaN(n)).sort((a, b) => a - b)
+  const pair = (values: ReadonlyArray<number>) => [percentile(values, 50), percentile(values, 99)] as const
+  return {
+    name,
+    concurrency,
+    ok: timings.length,
+    failed,
+    seconds,
+    created: pair(sorted((t) => t.created)),
+    firstText: pair(sorted((t) => t.firstText)),
+    total: pair(sorted((t) => t.total)),
+    events: timings.reduce((sum, t) => sum + t.events, 0),
+    bytes: timings.reduce((sum, t) => sum + t.bytes, 0),
+    serverCpu: (processCpu(serverPid) - cpu0) / seconds,
+    load: Os.loadavg()[0]!
+  }
+}
+
+const main = async () => {
+  const startLoad = Os.loadavg()
+  const port = await freePort()
+  const base = `http://127.0.0.1:${port}`
+  const phones = Array.from({ length: USERS }, (_, i) => `+1555${String(2_000_000 + i).padStart(7, "0")}`)
+  const env: Record<string, string> = {
+    ...(process.env as Record<string, string>),
+    PORT: String(port),
+    HOST: "127.0.0.1",
+    SMS_TEST_OTP: phones.map((p) => `${p}=123456`).join(","),
+    // Enough credits that no wallet runs dry during the bench.
+    SIGNUP_CREDITS: "1000000"
+  }
+  delete env.DATABASE_URL
+  delete env.REDIS_URL
+  delete env.KEY_PREFIX
+  let dbName: string | undefined
+  let admin: pg.Client | undefined
+  let dataDir: string | undefined
+  if (SERVICES) {
+    dbName = `atrium_bench_${Crypto.randomBytes(4).toString("hex")}`
+    admin = new pg.Client({ connectionString: ADMIN_URL })
+    await admin.connect()
+    await admin.query(`CREATE DATABASE ${dbName}`)
+    const dbUrl = new URL(ADMIN_URL)
+    dbUrl.pathname = `/${dbName}`
+    Object.assign(env, { DATABASE_URL: dbUrl.toString(), REDIS_URL, KEY_PREFIX: `bench:${dbName}:` })
+  } else {
+    dataDir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "atrium-bench-runs-"))
+    env.DATA_DIR = dataDir
+  }
+  const nodeArgs = (process.env.BENCH_NODE_ARGS ?? "").split(" ").filter((a) => a.length > 0)
+  const child = ChildProcess.spawn(process.execPath, [...nodeArgs, "--import", "tsx", "src/main.ts"], {
+    cwd: Path.resolve(import.meta.dirname, ".."),
+    env,
+    stdio: ["ignore", "inherit", "inherit"]
+  })
+  const results: Array<Result> = []
+  try {
+    for (let i = 0; ; i++) {
+      if (i > 1200) throw new Error("server did not start")
+      const up = await call(base, "GET", "/api/health").then((r) => r.status === 200, () => false)
+      if (up) break
+      await new Promise((r) => setTimeout(r, 100))
+    }
+
+    // Users log in (fixed test codes); each has its own agent and wallet, so no single wallet is the bottleneck.
+    const users = await Promise.all(phones.map(async (phone, i) => {
+      const token = (await call(base, "POST", "/api/auth/login", { phone, code: "123456" })).body.token as string
+      const created = await call(base, "POST", "/v1/agents", { name: `Bench ${i}`, instructions: "Answer briefly." }, {
+        authorization: `Bearer ${token}`
+      })
+      if (created.status !== 201) throw new Error(`create agent: ${created.status} ${JSON.stringify(created.body)}`)
+      return { token, agent: created.body.identifier as string }
+    }))
+    const short = (worker: number) => {
+      const user = users[worker % users.length]!
+      return streamRun(base, user.token, { agent: user.agent, message: "hello there, world of agents" })
+    }
+    const longMessage = Array.from({ length: EVENT_WORDS }, (_, i) => `w${i}`).join(" ")
+    const long = (worker: number) => {
+      const user = users[worker % users.length]!
+      return streamRun(base, user.token, { agent: user.agent, message: longMessage })
+    }
+
+    // Warm up the JIT, the pools and the wallet entities.
+    await phase("warm-up", 20, child.pid, short)
+    for (const level of LEVELS) results.push(await phase(`short answer, ${level} concurrent`, level, child.pid, short))
+    results.push(await phase(`long answer (${EVENT_WORDS} words), ${EVENT_CONCURRENCY} concurrent`, EVENT_CONCURRENCY, child.pid, long))
+  } finally {
+    child.kill("SIGTERM")
+    await new Promise((r) => child.once("exit", r))
+    agent.destroy()
+    if (admin !== undefined && dbName !== undefined) {
+      await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`)
+      await admin.end()
+    }
+    if (dataDir !== undefined) Fs.rmSync(dataDir, { recursive: true, force: true })
+  }
+
+  const f = (n: number, digits = 1) => Number.isNaN(n) ? "-" : n.toFixed(digits)
+  console.log(`\nmode: ${SERVICES ? "services (PostgreSQL + Redis)" : "embedded (PGlite, in-memory store)"}; ${SECONDS} s per phase; ${USERS} users, one agent each`)
+  console.log(`load average at the start: ${startLoad.map((l) => l.toFixed(2)).join(" ")}; ${Os.cpus().length} cores\n`)
+  console.log("| phase | runs/s | run.created p50 / p99 ms | first text p50 / p99 ms | whole run p50 / p99 ms | events/s | failed | server CPU | load avg |")
+  console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+  for (const r of results) {
+    console.log(
+      `| ${r.name} | ${f(r.ok / r.seconds)} | ${f(r.created[0])} / ${f(r.created[1])} | ${f(r.firstText[0])} / ${f(r.firstText[1])} | ` +
+        `${f(r.total[0])} / ${f(r.total[1])} | ${f(r.events / r.seconds, 0)} | ${r.failed} | ${f(r.serverCpu, 2)} | ${f(r.load, 2)} |`
+    )
+  }
+  const last = results[results.length - 1]!
+  console.log(`\nevents/s through one process (long answers): ${f(last.events / last.seconds, 0)}; ${f(last.bytes / last.seconds / 1e6, 2)} MB/s of SSE`)
+}
+
+main().catch((error) => {
+  console.error(error)
+  process.exit(1)
+})
