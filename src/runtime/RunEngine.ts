@@ -217,13 +217,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
               onNone: () => cost,
               onSome: (budget) => (cost < budget - spent ? cost : budget - spent)
             })
-            yield* emit({
-              type: "token_usage",
-              model: model.value.entry.id,
-              input_tokens: call.inputTokens,
-              output_tokens: call.outputTokens,
-              credits: toNumber(charge)
-            })
+            // Charged first, told after: a `usage.token` always names credits that really left the wallet.
             if (charge > 0n) {
               yield* wallets.charge(payer.accountId, charge, {
                 kind: "usage",
@@ -241,6 +235,13 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
               )
               spent += charge
             }
+            yield* emit({
+              type: "token_usage",
+              model: model.value.entry.id,
+              input_tokens: call.inputTokens,
+              output_tokens: call.outputTokens,
+              credits: toNumber(charge)
+            })
 
             const assistant: Array<any> = []
             if (call.text.length > 0) assistant.push({ type: "text", text: call.text })
