@@ -32,7 +32,13 @@ const Interrupt = Rpc.make("Interrupt", { success: Schema.Boolean })
 /** Stops everything before the session is deleted: the running turn and every queued one. */
 const Stop = Rpc.make("Stop", { success: Schema.Boolean })
 
-export const Session = Entity.make("Session", [Send, Interrupt, Stop])
+/**
+ * Loads the session if it is not loaded (nothing else): loading closes a turn a crash left open, so a reader that
+ * wakes the session first never waits for a turn that will not finish.
+ */
+const Wake = Rpc.make("Wake", { success: Schema.Boolean })
+
+export const Session = Entity.make("Session", [Send, Interrupt, Stop, Wake])
 
 interface Turn {
   readonly turn: number
@@ -182,6 +188,7 @@ export const SessionLive = Session.toLayer(
           yield* Queue.offer(queue, { turn: lastTurn, message: payload.message, budget: Option.fromNullable(payload.budget) })
           return { turn: lastTurn }
         }),
+      Wake: () => Effect.succeed(Option.isSome(current)),
       Interrupt: () =>
         Effect.gen(function*() {
           if (Option.isNone(current)) return false

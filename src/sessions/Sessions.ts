@@ -124,7 +124,11 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       return { data: rows.slice(0, limit).map(sessionView), has_more: rows.length > limit }
     })
 
+    const wake = (id: string) => Effect.asVoid(Effect.orDie(client(id).Wake()))
+
     const get = Effect.fn("Sessions.get")(function*(caller: CallerIdentity, id: string) {
+      yield* owned(caller, id)
+      yield* wake(id)
       const session = yield* owned(caller, id)
       const turns = yield* repo.turns(id)
       return { ...sessionView(session), messages: turns.flatMap((turn) => turn.messages.map(messageView(turn.turn))) }
@@ -214,6 +218,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
      */
     const subscribe = Effect.fn("Sessions.subscribe")(function*(caller: CallerIdentity, id: string, after: Option.Option<number>) {
       yield* owned(caller, id)
+      yield* wake(id)
       const inFlight = Option.isSome(after) ? Option.none<number>() : yield* repo.inFlightStart(id)
       const startAt = Option.isSome(after)
         ? after.value

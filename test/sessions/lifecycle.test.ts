@@ -46,6 +46,37 @@ describe("session lifecycle", () => {
       }).pipe(Effect.provideService(TestServer, server))
     }), { timeout: 120_000 })
 
+  it.scopedLive("a turn cut by a shutdown is closed as interrupted when the session is next read", () =>
+    Effect.gen(function*() {
+      const storage = yield* makeStorage
+      const inbox = yield* makeSmsInbox
+      const before = yield* Effect.scoped(Effect.gen(function*() {
+        const server = yield* startServer(storage, inbox, ENV)
+        return yield* Effect.gen(function*() {
+          const user = yield* newUser
+          const agent = yield* agentWith(user.token)
+          const session = yield* createSession(user.token, agent)
+          const live = yield* openStream(`/v1/sessions/${session}/events`, { token: user.token, body: { type: "message", message: "/slow 200" } })
+          yield* live.until("output.text.delta")
+          return { token: user.token, session }
+        }).pipe(Effect.provideService(TestServer, server))
+      }))
+      const server = yield* startServer(storage, inbox, ENV)
+      yield* Effect.gen(function*() {
+        // Loading the session closes the cut turn, so it is no longer in flight: read the log from the start.
+        const follower = yield* openStream(`/v1/sessions/${before.session}/events?after=0`, { token: before.token, method: "GET" })
+        const replayed = yield* follower.until("run.failed")
+        yield* follower.cancel
+        assert.strictEqual(replayed.events[0]!.event, "run.created")
+        const failed = replayed.events[replayed.events.length - 1]!.data
+        assert.strictEqual(failed.code, "interrupted")
+        const detail = yield* request("GET", `/v1/sessions/${before.session}`, { token: before.token })
+        assert.strictEqual(detail.body.status, "idle")
+        const next = yield* say(before.token, before.session, "still here")
+        assert.strictEqual(textOf(next), "You said: still here")
+      }).pipe(Effect.provideService(TestServer, server))
+    }), { timeout: 120_000 })
+
   layer(TestServer.layer(ENV), LIVE)((it) => {
     it.effect("a client that disconnects does not stop the turn: it finishes, is billed and is in the log", () =>
       Effect.gen(function*() {
