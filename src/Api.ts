@@ -1,6 +1,8 @@
 import { HttpApi, OpenApi } from "@effect/platform"
 import { AgentsApi, PurchasesApi, ReviewsApi } from "./agents/Api.js"
 import { RunsApi } from "./runs/Api.js"
+import { EvolutionApi } from "./evolution/Api.js"
+import { DistillationsApi } from "./distillation/Api.js"
 import { SessionsApi } from "./sessions/Api.js"
 import { AppsApi, CreditsApi, EventsApi, InternalBillingApi, MetersApi, PaymentNotifyApi, WalletApi } from "./billing/Api.js"
 import { EnvironmentsApi } from "./environments/Api.js"
@@ -67,6 +69,8 @@ export class AtriumApi extends HttpApi.make("atrium")
   .add(NotificationsApi)
   .add(CreatorReviewsApi)
   .add(AgentSkillsApi)
+  .add(EvolutionApi)
+  .add(DistillationsApi)
   .annotate(OpenApi.Title, "Atrium platform API")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Transform, documentErrorEnvelope)

@@ -33,6 +33,8 @@ import { KeyValueLive } from "./platform/KeyValue.js"
 import { clientAddress, isPrivateAddress, routePath } from "./platform/Network.js"
 import { ModelsHttp } from "./runtime/models/Http.js"
 import { RunsHttpLive } from "./runs/Http.js"
+import { EvolutionHttpLive } from "./evolution/Http.js"
+import { DistillationsHttpLive } from "./distillation/Http.js"
 import { SessionsHttpLive } from "./sessions/Http.js"
 import { SessionLive } from "./sessions/Session.js"
 
@@ -205,7 +207,7 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
 )
 
 const ApiRoutes = HttpLayerRouter.addHttpApi(AtriumApi, { openapiPath: "/openapi.json" }).pipe(
-  Layer.provide([HealthHttp, AuthHttp, AccountHttp, ModelsHttp, BillingHttp, AgentsHttpLive, RunsHttpLive, SessionsHttpLive, MarketHttpLive, FilesHttpLive, EnvironmentsHttpLive]),
+  Layer.provide([HealthHttp, AuthHttp, AccountHttp, ModelsHttp, BillingHttp, AgentsHttpLive, RunsHttpLive, SessionsHttpLive, MarketHttpLive, FilesHttpLive, EnvironmentsHttpLive, EvolutionHttpLive, DistillationsHttpLive]),
   Layer.provide(Wallets.Default)
 )
 

@@ -6,9 +6,9 @@ import { type AgentConfig, publicView } from "./Agent.js"
 import { Agents } from "./Agents.js"
 import type { AgentRow, Submission } from "./Repo.js"
 
-const billingView = (config: AgentConfig) => ({ ...config.billing, price: Number(config.billing.price) })
+export const billingView = (config: AgentConfig) => ({ ...config.billing, price: Number(config.billing.price) })
 
-const submissionView = (submission: Submission) => ({
+export const submissionView = (submission: Submission) => ({
   id: submission.id,
   version: submission.version,
   status: submission.status,

@@ -2,14 +2,26 @@ import { HttpLayerRouter, HttpServerRequest, HttpServerResponse } from "@effect/
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js"
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
-import { Effect, Layer, Option, Runtime, type Tracer } from "effect"
+import { Effect, Layer, Option, Runtime, Stream, type Tracer } from "effect"
 import { Wallets } from "../billing/Wallet.js"
 import { McpConfig } from "./Config.js"
+import { McpProgress, type ProgressExtra, progressFromExtra, type ProgressReport } from "./EngineTools.js"
 import { McpIdentity } from "./Identity.js"
 import { type McpCaller, type ToolDefinition, toolError, type ToolFailure, toolSuccess } from "./Tool.js"
 import { McpTools } from "./Tools.js"
 
 const SERVER_INFO = { name: "atrium", version: "1.0.0" }
+
+/** Whether a request (or a batch) carries a `progressToken`: the client wants `notifications/progress`. */
+const asksForProgress = (body: ArrayBuffer) => {
+  try {
+    const parsed: unknown = JSON.parse(new TextDecoder().decode(body))
+    const messages = Array.isArray(parsed) ? parsed : [parsed]
+    return messages.some((message) => message?.params?._meta?.progressToken !== undefined)
+  } catch {
+    return false
+  }
+}
 
 const INSTRUCTIONS =
   "Atrium's tools for creating, configuring, publishing and monetising AI experts. Every tool but " +
@@ -60,7 +72,8 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
     tool: ToolDefinition,
     args: unknown,
     caller: Effect.Effect<McpCaller, ToolFailure>,
-    parent: Option.Option<Tracer.AnySpan>
+    parent: Option.Option<Tracer.AnySpan>,
+    progress: ProgressReport
   ) =>
     Effect.gen(function*() {
       // Spec 5.4: an identity-bound tool without a valid caller fails here and never runs.
@@ -74,7 +87,8 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
           toolError("internal_error", "Something went wrong on our side.")
         )
       ),
-      Effect.withSpan(`Mcp.${tool.name}`, Option.match(parent, { onNone: () => ({}), onSome: (span) => ({ parent: span }) }))
+      Effect.withSpan(`Mcp.${tool.name}`, Option.match(parent, { onNone: () => ({}), onSome: (span) => ({ parent: span }) })),
+      Effect.provideService(McpProgress, progress)
     )
 
   /** A server for one request, its tools bound to that request's caller. */
@@ -84,12 +98,42 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
       server.registerTool(
         tool.name,
         { description: tool.description, inputSchema: tool.input },
-        (args: unknown, extra: { signal: AbortSignal }): Promise<CallToolResult> =>
-          runTool(call(tool, args, caller, parent), { signal: extra.signal })
+        (args: unknown, extra: { signal: AbortSignal } & ProgressExtra): Promise<CallToolResult> =>
+          runTool(call(tool, args, caller, parent, progressFromExtra(extra)), { signal: extra.signal })
       )
     }
     return server
   }
+
+  /**
+   * A request whose tool call asked for progress (a `progressToken`): answered as an SSE stream, the progress
+   * notifications as they happen and the result last, since a JSON answer has no room for notifications. The server
+   * lives until the stream ends; a client that leaves ends it, which aborts the tool (its fiber is interrupted).
+   */
+  const streamed = (web: Request, caller: Effect.Effect<McpCaller, ToolFailure>, parent: Option.Option<Tracer.AnySpan>) =>
+    Effect.gen(function*() {
+      const server = serverFor(caller, parent)
+      const transport = new WebStandardStreamableHTTPServerTransport({})
+      const close = Effect.promise(() => server.close())
+      const answer = yield* Effect.promise(async () => {
+        await server.connect(transport)
+        return transport.handleRequest(web)
+      }).pipe(Effect.onInterrupt(() => close))
+      const headers: Record<string, string> = {}
+      answer.headers.forEach((value, name) => {
+        if (name !== "content-type" && name !== "content-length") headers[name] = value
+      })
+      const contentType = answer.headers.get("content-type") ?? "text/event-stream"
+      if (answer.body === null) {
+        yield* close
+        return HttpServerResponse.empty({ status: answer.status, headers })
+      }
+      const body = answer.body
+      return HttpServerResponse.stream(
+        Stream.fromReadableStream({ evaluate: () => body, onError: (error) => error }).pipe(Stream.ensuring(close)),
+        { status: answer.status, headers, contentType }
+      )
+    })
 
   const handle = Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
@@ -104,6 +148,7 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
     const web = new Request(new URL(request.url, config.baseUrl), { method: "POST", headers, body })
     const caller = yield* identity.forRequest(request)
     const parent = yield* Effect.option(Effect.currentSpan)
+    if (asksForProgress(body)) return yield* streamed(web, caller, parent)
     const response = yield* Effect.acquireUseRelease(
       Effect.sync(() => ({
         server: serverFor(caller, parent),

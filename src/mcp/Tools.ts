@@ -1,8 +1,9 @@
 import { Effect, Option } from "effect"
 import { z } from "zod"
-import { type AgentConfig, CATEGORIES } from "../agents/Agent.js"
+import { CATEGORIES } from "../agents/Agent.js"
 import { Agents, type Submission } from "../agents/Agents.js"
 import type { AgentRow } from "../agents/Repo.js"
+import { billingView, submissionView } from "../agents/Http.js"
 import { ACCOUNT_TYPES } from "../market/Api.js"
 import { Creators } from "../market/Creators.js"
 import { Market } from "../market/Market.js"
@@ -33,15 +34,6 @@ const proxy = <A, E extends { readonly _tag: string; readonly message: string },
   Effect.mapError(effect, (error) => new ToolFailure({ type: errorType(error._tag), message: error.message }))
 
 const identifier = z.string().min(1).max(64).describe("The agent's identifier (its URL slug, e.g. travel-planner-k3x9qa)")
-
-const billingView = (config: AgentConfig) => ({ ...config.billing, price: Number(config.billing.price) })
-
-const submissionView = (submission: Submission) => ({
-  id: submission.id,
-  version: submission.version,
-  status: submission.status,
-  submitted_at: submission.submittedAt.toISOString()
-})
 
 /**
  * An agent as the tools show it: basic metadata, billing and review state. Prompt layers (`instructions`),
@@ -262,25 +254,29 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
       // Distillation (run engine)
       userTool(
         "start_distillation",
-        "Start distilling an expert from a topic and source materials (file contents, not paths). Returns a sessionId " +
-          "for continue_distillation. Can be slow.",
+        "Start distilling an expert from a topic and source materials (file contents, not paths): the distiller reads " +
+          "them and drafts an agent. Returns a sessionId for continue_distillation, its answer and the draft. Runs once " +
+          "and bills credits; can be slow (sends progress notifications when asked).",
         z.object({
           topic: z.string().min(1).max(500).describe("What the expert should know and do"),
+          // Limits are checked by the service, so a breach gets a message that says what to fix.
           materials: z.array(
             z.object({
-              filename: z.string().min(1).max(255).describe("Name of the source file"),
-              content: z.string().describe("The file's contents (text)")
+              filename: z.string().describe("Name of the source file (1-200 characters)"),
+              content: z.string().describe("The file's text, not its path (at most 200 KB)")
             }).strict()
-          ).max(50).describe("Source materials, by content")
+          ).describe("Source materials, by content: 1-20 files, 1 MB in all")
         }).strict(),
         (args, caller) => engine.startDistillation(args, caller)
       ),
       userTool(
         "continue_distillation",
-        "Answer the distillation's questions, in the session start_distillation returned. Can be slow.",
+        "Continue a distillation started with start_distillation: ask for changes (\"name: ...\", \"description: " +
+          "...\", \"category: coding\", any other text is added to the instructions), or say \"create\" to create the " +
+          "agent draft. Runs once and bills credits; can be slow.",
         z.object({
           sessionId: z.string().min(1).max(128).describe("The sessionId from start_distillation"),
-          message: z.string().min(1).max(20_000).describe("Your answer")
+          message: z.string().min(1).max(20_000).describe("What to change, or \"create\"")
         }).strict(),
         (args, caller) => engine.continueDistillation(args, caller)
       ),
@@ -288,7 +284,8 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
       // Testing
       userTool(
         "test_expert",
-        "Run an expert once with a message and return its answer. Really executes and bills credits.",
+        "Run an expert once with a message and return its answer (your own expert's draft; others' published " +
+          "version). Really executes and bills credits.",
         z.object({ identifier, message: z.string().min(1).max(20_000).describe("The message to send") }).strict(),
         (args, caller) => engine.testExpert(args, caller)
       ),
@@ -320,19 +317,22 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
       // Self-evolution (run engine)
       userTool(
         "list_evolution_suggestions",
-        "Improvements the platform suggests for an expert, learnt from its conversations.",
+        "Improvements the platform suggests for your expert, derived from its recorded runs (failures, denied " +
+          "tools, interrupted runs, unanswered questions), each with the concrete change it would make.",
         z.object({ identifier }).strict(),
         (args, caller) => engine.listEvolutionSuggestions(args, caller)
       ),
       userTool(
         "accept_evolution",
-        "Apply a suggested improvement. Takes effect immediately, without another review.",
+        "Apply a suggested improvement. Takes effect immediately, without another review: the draft and the " +
+          "published version both get the change.",
         z.object({ suggestionId: z.string().min(1).max(128).describe("The id of a suggestion") }).strict(),
         (args, caller) => engine.acceptEvolution(args, caller)
       ),
       userTool(
         "get_evolution_stats",
-        "How an expert has evolved: suggestions made and accepted.",
+        "How an expert has evolved: suggestions made and accepted, and its run outcomes before and after the last " +
+          "accepted suggestion.",
         z.object({ identifier }).strict(),
         (args, caller) => engine.getEvolutionStats(args, caller)
       ),

@@ -36,15 +36,6 @@ const SPEC: Record<string, Record<string, boolean>> = {
   browse_marketplace: { keyword: false, category: false, page: false, pageSize: false }
 }
 
-const ENGINE_TOOLS: Record<string, Record<string, unknown>> = {
-  test_expert: { identifier: "some-agent", message: "hello" },
-  start_distillation: { topic: "Tea", materials: [{ filename: "tea.md", content: "# Tea\nGreen and black." }] },
-  continue_distillation: { sessionId: "ses_123", message: "More about oolong" },
-  list_evolution_suggestions: { identifier: "some-agent" },
-  accept_evolution: { suggestionId: "sug_123" },
-  get_evolution_stats: { identifier: "some-agent" }
-}
-
 describe("mcp tools", () => {
   layer(TestServer.layer(ENV), LIVE)((it) => {
     it.scoped("tools/list is the spec's table: 22 tools, name for name and parameter for parameter", () =>
@@ -162,20 +153,6 @@ describe("mcp tools", () => {
         failed(yield* call(client, "no_such_tool"), "no_such_tool")
         failed(yield* call(client, "create_expert", { name: "x", description: "d", category: "astrology" }), "category")
         failed(yield* call(client, "create_expert", { description: "no name", category: "other" }), "name")
-      }))
-
-    it.scoped("the six run-engine tools are listed and answer 'not available yet' as tool errors", () =>
-      Effect.gen(function*() {
-        const user = yield* newUser
-        const client = yield* connect({ bearer: user.token })
-        for (const [name, args] of Object.entries(ENGINE_TOOLS)) {
-          const result = yield* call(client, name, args)
-          failed(result, "not available yet")
-          assert.strictEqual((result.structuredContent as any).error.type, "not_available")
-        }
-        // Identity comes first for them too.
-        const anonymous = yield* connect()
-        for (const [name, args] of Object.entries(ENGINE_TOOLS)) failed(yield* call(anonymous, name, args), "Sign in required")
       }))
   })
 

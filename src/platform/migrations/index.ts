@@ -6,6 +6,7 @@ import files from "./0004_files.js"
 import market from "./0005_market.js"
 import runs from "./0006_runs.js"
 import sessions from "./0007_sessions.js"
+import evolution from "./0008_evolution.js"
 
 /** Numbered migrations, applied in order at start; a released migration is never edited, only followed. */
 export const migrations = Migrator.fromRecord({
@@ -15,5 +16,6 @@ export const migrations = Migrator.fromRecord({
   "0004_files": files,
   "0005_market": market,
   "0006_runs": runs,
-  "0007_sessions": sessions
+  "0007_sessions": sessions,
+  "0008_evolution": evolution
 })

@@ -1,0 +1,18 @@
+import { HttpApiBuilder } from "@effect/platform"
+import { Effect, Layer } from "effect"
+import { AtriumApi } from "../Api.js"
+import { AuthenticationLive, Caller } from "../identity/Authentication.js"
+import { Distillations } from "./Distillations.js"
+
+export const DistillationsHttp = HttpApiBuilder.group(AtriumApi, "distillations", (handlers) =>
+  Effect.gen(function*() {
+    const distillations = yield* Distillations
+    return handlers
+      .handle("start", ({ payload }) => Effect.flatMap(Caller, (caller) => distillations.start(caller, payload)))
+      .handle("message", ({ path, payload }) =>
+        Effect.flatMap(Caller, (caller) => distillations.continue(caller, { sessionId: path.id, message: payload.message })))
+      .handle("get", ({ path }) => Effect.flatMap(Caller, (caller) => distillations.get(caller, path.id)))
+      .handle("list", () => Effect.flatMap(Caller, (caller) => distillations.list(caller)))
+  })).pipe(Layer.provide(AuthenticationLive))
+
+export const DistillationsHttpLive = DistillationsHttp.pipe(Layer.provide(Distillations.Default))

@@ -1,0 +1,17 @@
+import { HttpApiBuilder } from "@effect/platform"
+import { Effect, Layer } from "effect"
+import { AtriumApi } from "../Api.js"
+import { AuthenticationLive, Caller } from "../identity/Authentication.js"
+import { Evolution } from "./Evolution.js"
+
+export const EvolutionHttp = HttpApiBuilder.group(AtriumApi, "evolution", (handlers) =>
+  Effect.gen(function*() {
+    const evolution = yield* Evolution
+    return handlers
+      .handle("suggestions", ({ path }) => Effect.flatMap(Caller, (caller) => evolution.list(path.identifier, caller.userId)))
+      .handle("accept", ({ path }) => Effect.flatMap(Caller, (caller) => evolution.accept(path.id, caller.userId)))
+      .handle("dismiss", ({ path }) => Effect.flatMap(Caller, (caller) => evolution.dismiss(path.id, caller.userId)))
+      .handle("stats", ({ path }) => Effect.flatMap(Caller, (caller) => evolution.stats(path.identifier, caller.userId)))
+  })).pipe(Layer.provide(AuthenticationLive))
+
+export const EvolutionHttpLive = EvolutionHttp.pipe(Layer.provide(Evolution.Default))
