@@ -834,12 +834,21 @@ describe("OAuth 2.0", () => {
         assert.strictEqual((yield* charge(both.access_token)).status, 200)
       }))
 
-    it.effect("an access token is not a login token: /api routes and /v1/models answer 401", () =>
+    it.effect("an access token is not a login token: /api routes answer 401; /v1 needs the agents:write scope", () =>
       Effect.gen(function*() {
         const owner = yield* loginWithSms()
         const app = yield* makeApp(owner.token)
         const tokens = yield* grant(owner.token, app, "events agents:write")
-        for (const [method, path] of [["GET", "/api/apps"], ["GET", "/api/wallet"], ["POST", "/api/user/apiKey/list"], ["GET", "/v1/models"]] as const) {
+        // Spec 5.1 rule 5: an app's token reaches /v1 with agents:write (and only as a bearer); with events alone, 401.
+        assert.strictEqual((yield* request("GET", "/v1/models", { token: tokens.access_token })).status, 200)
+        assertPlatformError(
+          yield* request("GET", "/v1/models", { headers: { cookie: `token=${tokens.access_token}` } }),
+          401,
+          "unauthorized"
+        )
+        const eventsOnly = yield* grant(owner.token, app, "events")
+        assertPlatformError(yield* request("GET", "/v1/models", { token: eventsOnly.access_token }), 401, "unauthorized")
+        for (const [method, path] of [["GET", "/api/apps"], ["GET", "/api/wallet"], ["POST", "/api/user/apiKey/list"]] as const) {
           assertPlatformError(yield* request(method, path, { token: tokens.access_token }), 401, "unauthorized")
           assertPlatformError(
             yield* request(method, path, { headers: { cookie: `token=${tokens.access_token}` } }),

@@ -54,9 +54,11 @@ export const launchPlatform = (env: Record<string, string>): Effect.Effect<Platf
     child.stderr.on("data", (chunk) => (output += chunk))
     const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
     const url = `http://127.0.0.1:${port}`
-    // Ready when health answers; a cold PGlite start on a busy machine takes a while.
+    // Ready when health answers; a cold start (tsx compiling the sources, PGlite initialising) on a busy machine
+    // takes a while, so the wait is a generous deadline rather than a count of tries.
     yield* Effect.promise(async () => {
-      for (let i = 0; i < 600; i++) {
+      const deadline = Date.now() + 180_000
+      while (Date.now() < deadline) {
         if (child.exitCode !== null) throw new Error(`platform exited early:\n${output}`)
         const ok = await fetch(`${url}/api/health`, { signal: AbortSignal.timeout(2_000) }).then((r) => r.ok, () => false)
         if (ok) return
