@@ -5,15 +5,10 @@ import { type Candidate, Change, type Kind, type Outcomes } from "./Suggestions.
 
 export type SuggestionStatus = "pending" | "accepted" | "dismissed"
 
-export interface SuggestionRow {
+/** A stored suggestion: the candidate as derived, and where it stands. */
+export interface SuggestionRow extends Candidate {
   readonly id: string
   readonly agentId: string
-  readonly kind: Kind
-  readonly subject: string
-  readonly title: string
-  readonly rationale: string
-  readonly change: Change
-  readonly evidence: Readonly<Record<string, number>>
   readonly draftedBy: string
   readonly status: SuggestionStatus
   readonly appliedVersion: number | null
