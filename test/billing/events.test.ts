@@ -409,7 +409,9 @@ describe("POST /v1/events", () => {
         })
         const conflict = yield* reportEvent(other.accessToken, { event: "unit", idempotency_key: key })
         assertError(conflict, 409, "idempotency_conflict")
-        assert.notInclude(conflict.text, "97", "the other user's balance is not shown")
+        // The message may quote the key (a random UUID, which can itself contain "97"): judge what is left.
+        assert.deepStrictEqual(Object.keys(conflict.body), ["error"])
+        assert.notInclude(conflict.text.replace(key, ""), "97", "the other user's balance is not shown")
         assert.strictEqual(yield* balanceOf(other.user.token), 100)
         assert.strictEqual((yield* fullLedger(other.user.token)).length, 1)
         // The first user's replay is untouched.
@@ -426,7 +428,7 @@ describe("POST /v1/events", () => {
         })
         const whileDisabled = yield* reportEvent(other.accessToken, { event: "unit", idempotency_key: key })
         assert.notStrictEqual(whileDisabled.status, 200, whileDisabled.text)
-        assert.notInclude(whileDisabled.text, "97")
+        assert.notInclude(whileDisabled.text.replace(key, ""), "97")
       }))
 
     it.effect("a charge appears in the wallet: today_spent and the ledger", () =>
