@@ -14,10 +14,10 @@ import * as ChildProcess from "node:child_process"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Http from "node:http"
-import * as Net from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import pg from "pg"
+import { call, freePort, percentile, processCpu } from "./support.js"
 
 const args = new Map<string, string>()
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1]!)
@@ -32,33 +32,6 @@ const ADMIN_URL = process.env.DATABASE_URL ?? ""
 const REDIS_URL = process.env.REDIS_URL ?? "redis://127.0.0.1:6379"
 
 const agent = new Http.Agent({ keepAlive: true, maxSockets: Math.max(...LEVELS, EVENT_CONCURRENCY) + 10 })
-
-const call = (base: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}) =>
-  new Promise<{ status: number; body: any }>((resolve, reject) => {
-    const payload = body === undefined ? undefined : JSON.stringify(body)
-    const request = Http.request(new URL(path, base), {
-      method,
-      agent,
-      headers: {
-        ...(payload !== undefined ? { "content-type": "application/json", "content-length": Buffer.byteLength(payload) } : {}),
-        ...headers
-      }
-    }, (response) => {
-      let text = ""
-      response.setEncoding("utf8")
-      response.on("data", (chunk) => (text += chunk))
-      response.on("end", () => {
-        let parsed: unknown = text
-        try {
-          parsed = JSON.parse(text)
-        } catch {}
-        resolve({ status: response.statusCode ?? 0, body: parsed })
-      })
-    })
-    request.on("error", reject)
-    if (payload !== undefined) request.write(payload)
-    request.end()
-  })
 
 interface RunTiming {
   readonly ok: boolean
@@ -112,29 +85,6 @@ const streamRun = (base: string, token: string, body: unknown) =>
     request.write(payload)
     request.end()
   })
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const server = Net.createServer()
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as Net.AddressInfo
-      server.close(() => resolve(port))
-    })
-  })
-
-const percentile = (sorted: ReadonlyArray<number>, p: number) =>
-  sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!
-
-/** utime + stime of a process, in seconds (Linux /proc). */
-const processCpu = (pid: number | undefined): number => {
-  if (pid === undefined) return NaN
-  try {
-    const fields = Fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")
-    return (Number(fields[11]) + Number(fields[12])) / 100
-  } catch {
-    return NaN
-  }
-}
 
 interface Result {
   readonly name: string
@@ -230,15 +180,15 @@ const main = async () => {
   try {
     for (let i = 0; ; i++) {
       if (i > 1200) throw new Error("server did not start")
-      const up = await call(base, "GET", "/api/health").then((r) => r.status === 200, () => false)
+      const up = await call(agent, base, "GET", "/api/health").then((r) => r.status === 200, () => false)
       if (up) break
       await new Promise((r) => setTimeout(r, 100))
     }
 
     // Users log in (fixed test codes); each has its own agent and wallet, so no single wallet is the bottleneck.
     const users = await Promise.all(phones.map(async (phone, i) => {
-      const token = (await call(base, "POST", "/api/auth/login", { phone, code: "123456" })).body.token as string
-      const created = await call(base, "POST", "/v1/agents", { name: `Bench ${i}`, instructions: "Answer briefly." }, {
+      const token = (await call(agent, base, "POST", "/api/auth/login", { phone, code: "123456" })).body.token as string
+      const created = await call(agent, base, "POST", "/v1/agents", { name: `Bench ${i}`, instructions: "Answer briefly." }, {
         authorization: `Bearer ${token}`
       })
       if (created.status !== 201) throw new Error(`create agent: ${created.status} ${JSON.stringify(created.body)}`)
