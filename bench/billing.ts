@@ -5,16 +5,26 @@
  * plus its ledger row) on the same database.
  *
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test REDIS_URL=redis://127.0.0.1:6379 \
- *     npx tsx bench/billing.ts [--seconds 10] [--concurrency 64] [--users 64]
+ *     npx tsx bench/billing.ts [--seconds 10] [--concurrency 64] [--users 64] [--phases floor,hot,many,naive-hot,naive-many]
+ *
+ * `--phases` picks the runs; `floor` is GET /v1/meters, the cheapest route of the same server (no auth, no body, no
+ * database), for reference: what the HTTP stack alone costs per request.
+ * Each row also says where the CPU went, since the server, PostgreSQL and this load generator share the machine: the
+ * platform process's CPU (cores busy, and CPU ms per request), this process's, the whole machine's (other work on it
+ * included), the load average, and the transactions PostgreSQL committed per second in the bench database.
+ * BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" profiles the server under load.
  *
  * A script, not a test: it prints a Markdown table for BENCHMARKS.md and asserts nothing.
  */
 import * as ChildProcess from "node:child_process"
 import * as Crypto from "node:crypto"
 import * as Http from "node:http"
+import * as Fs from "node:fs"
 import * as Net from "node:net"
+import * as Os from "node:os"
 import * as Path from "node:path"
 import pg from "pg"
+import { Pool } from "undici"
 
 const args = new Map<string, string>()
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1]!)
@@ -23,6 +33,8 @@ const CONCURRENCY = Number(args.get("concurrency") ?? 64)
 const USERS = Number(args.get("users") ?? 64)
 const ADMIN_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 const REDIS_URL = process.env.REDIS_URL ?? "redis://127.0.0.1:6379"
+/** Which runs, in this order: floor (GET /v1/meters, for reference), hot, many, naive-hot, naive-many. */
+const PHASES = new Set((args.get("phases") ?? "floor,hot,many,naive-hot,naive-many").split(","))
 
 const agent = new Http.Agent({ keepAlive: true, maxSockets: CONCURRENCY })
 
@@ -73,12 +85,51 @@ interface Result {
   readonly seconds: number
   readonly p50: number
   readonly p99: number
+  /** Load average (1 min) when the phase ended. */
+  readonly load: number
+  /** CPU seconds per second of wall time: the platform process, this load generator, the whole machine. */
+  readonly serverCpu: number
+  readonly benchCpu: number
+  readonly machineCpu: number
+  /** Transactions PostgreSQL committed in the bench database, per second. */
+  readonly commits: number
+}
+
+/** utime + stime of a process, in seconds (Linux /proc). */
+const processCpu = (pid: number | undefined): number => {
+  if (pid === undefined) return NaN
+  try {
+    const fields = Fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")
+    return (Number(fields[11]) + Number(fields[12])) / 100
+  } catch {
+    return NaN
+  }
+}
+
+/** Busy CPU seconds of the whole machine (all cores), from /proc/stat. */
+const machineBusy = (): number => {
+  try {
+    const cpu = Fs.readFileSync("/proc/stat", "utf8").split("\n")[0]!.split(/\s+/).slice(1).map(Number)
+    const idle = cpu[3]! + cpu[4]!
+    return (cpu.reduce((a, b) => a + b, 0) - idle) / 100
+  } catch {
+    return NaN
+  }
+}
+
+interface Probe {
+  readonly serverPid: number | undefined
+  readonly commits: () => Promise<number>
 }
 
 /** Runs `CONCURRENCY` workers calling `once(worker, i)` until the time is up. */
-const load = async (name: string, once: (worker: number, i: number) => Promise<boolean>): Promise<Result> => {
+const load = async (name: string, probe: Probe, once: (worker: number, i: number) => Promise<boolean>): Promise<Result> => {
   const latencies: Array<number> = []
   let failed = 0
+  const commits0 = await probe.commits()
+  const server0 = processCpu(probe.serverPid)
+  const bench0 = process.cpuUsage()
+  const machine0 = machineBusy()
   const deadline = performance.now() + SECONDS * 1000
   const started = performance.now()
   await Promise.all(Array.from({ length: CONCURRENCY }, async (_, worker) => {
@@ -90,11 +141,28 @@ const load = async (name: string, once: (worker: number, i: number) => Promise<b
     }
   }))
   const seconds = (performance.now() - started) / 1000
+  const bench = process.cpuUsage(bench0)
+  const serverCpu = (processCpu(probe.serverPid) - server0) / seconds
+  const machineCpu = (machineBusy() - machine0) / seconds
+  const commits = (await probe.commits() - commits0) / seconds
   latencies.sort((a, b) => a - b)
-  return { name, ok: latencies.length, failed, seconds, p50: percentile(latencies, 50), p99: percentile(latencies, 99) }
+  return {
+    name,
+    ok: latencies.length,
+    failed,
+    seconds,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    load: Os.loadavg()[0]!,
+    serverCpu,
+    benchCpu: (bench.user + bench.system) / 1e6 / seconds,
+    machineCpu,
+    commits
+  }
 }
 
 const main = async () => {
+  const startLoad = Os.loadavg()
   const dbName = `atrium_bench_${Crypto.randomBytes(4).toString("hex")}`
   const admin = new pg.Client({ connectionString: ADMIN_URL })
   await admin.connect()
@@ -159,16 +227,52 @@ const main = async () => {
       call(base, "POST", `/internal/wallets/${id}/grants`, { amount: 1_000_000, idempotency_key: `seed-${id}`, reason: "bench" })
     ))
 
+    // The load itself goes through an undici Pool of CONCURRENCY keep-alive connections: about half the client CPU
+    // of node:http with an Agent, which shares the two cores with the server (undici comes with
+    // @effect/platform-node).
+    const loadPool = new Pool(base, { connections: CONCURRENCY, pipelining: 1 })
+    const post = (path: string, body: unknown, authorization?: string) =>
+      loadPool.request({
+        path,
+        method: "POST",
+        headers: { "content-type": "application/json", ...(authorization ? { authorization } : {}) },
+        body: JSON.stringify(body)
+      }).then(async (r) => {
+        const text = await r.body.text()
+        return r.statusCode === 200 && text.startsWith("{")
+      }, () => false)
     const event = (accessToken: string, key: string) =>
-      call(base, "POST", "/v1/events", { event: "bench.call", idempotency_key: key }, {
-        authorization: `Bearer ${accessToken}`
-      }).then((r) => r.status === 200, () => false)
+      post("/v1/events", { event: "bench.call", idempotency_key: key }, `Bearer ${accessToken}`)
+
+    // Transactions committed in the bench database (the platform's and the baseline's), read from the statistics.
+    const stats = new pg.Client({ connectionString: dbUrl.toString() })
+    await stats.connect()
+    const probe: Probe = {
+      serverPid: child.pid,
+      commits: async () => {
+        await stats.query("SELECT pg_stat_clear_snapshot()")
+        const rows = await stats.query("SELECT xact_commit::text FROM pg_stat_database WHERE datname = current_database()")
+        return Number(rows.rows[0].xact_commit)
+      }
+    }
 
     // Warm up the JIT, the pools and the wallet entities.
-    await load("warm-up", (w, i) => event(accessTokens[w % USERS]!, `warm-${w}-${i}`)).catch(() => undefined)
+    await load("warm-up", probe, (w, i) => event(accessTokens[w % USERS]!, `warm-${w}-${i}`)).catch(() => undefined)
     results.length = 0
-    results.push(await load("POST /v1/events, one hot wallet", (w, i) => event(accessTokens[0]!, `hot-${w}-${i}`)))
-    results.push(await load(`POST /v1/events, ${USERS} wallets`, (w, i) => event(accessTokens[w % USERS]!, `many-${w}-${i}`)))
+    if (PHASES.has("floor")) {
+      // Not a charge: the cheapest route of the same server (no auth, no database), the HTTP stack's own cost.
+      results.push(await load("reference: GET /v1/meters (no auth, no database)", probe, () =>
+        loadPool.request({ path: "/v1/meters", method: "GET" }).then(async (r) => {
+          await r.body.text()
+          return r.statusCode === 200
+        }, () => false)))
+    }
+    if (PHASES.has("hot")) {
+      results.push(await load("POST /v1/events, one hot wallet", probe, (w, i) => event(accessTokens[0]!, `hot-${w}-${i}`)))
+    }
+    if (PHASES.has("many")) {
+      results.push(await load(`POST /v1/events, ${USERS} wallets`, probe, (w, i) => event(accessTokens[w % USERS]!, `many-${w}-${i}`)))
+    }
 
     // The naive baseline on the same database: each charge its own transaction on a row lock.
     const pool = new pg.Pool({ connectionString: dbUrl.toString(), max: CONCURRENCY })
@@ -197,9 +301,15 @@ const main = async () => {
         client.release()
       }
     }
-    results.push(await load("naive baseline, one hot wallet (direct SQL, no HTTP)", (w, i) => naive("u0", `hot-${w}-${i}`)))
-    results.push(await load(`naive baseline, ${USERS} wallets (direct SQL, no HTTP)`, (w, i) => naive(`u${w % USERS}`, `many-${w}-${i}`)))
+    if (PHASES.has("naive-hot")) {
+      results.push(await load("naive baseline, one hot wallet (direct SQL, no HTTP)", probe, (w, i) => naive("u0", `hot-${w}-${i}`)))
+    }
+    if (PHASES.has("naive-many")) {
+      results.push(await load(`naive baseline, ${USERS} wallets (direct SQL, no HTTP)`, probe, (w, i) => naive(`u${w % USERS}`, `many-${w}-${i}`)))
+    }
     await pool.end()
+    await stats.end()
+    await loadPool.close()
   } finally {
     child.kill("SIGTERM")
     await new Promise((r) => child.once("exit", r))
@@ -210,14 +320,21 @@ const main = async () => {
 
   const rate = (r: Result) => r.ok / r.seconds
   console.log(`\n${SECONDS} s per run, ${CONCURRENCY} concurrent connections, PostgreSQL fsync=on, synchronous_commit=on\n`)
-  console.log("| run | charges/s | p50 ms | p99 ms | failed |")
-  console.log("| --- | ---: | ---: | ---: | ---: |")
+  console.log(`load average at the start: ${startLoad.map((l) => l.toFixed(2)).join(" ")}; CPU = cores busy (of ${Os.cpus().length})\n`)
+  console.log(
+    "| run | charges/s | p50 ms | p99 ms | failed | load avg | server CPU | server CPU ms/req | bench CPU | machine CPU | commits/s |"
+  )
+  console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
   for (const r of results) {
-    console.log(`| ${r.name} | ${rate(r).toFixed(0)} | ${r.p50.toFixed(1)} | ${r.p99.toFixed(1)} | ${r.failed} |`)
+    const perRequest = r.name.startsWith("naive") ? "-" : (r.serverCpu * 1000 / rate(r)).toFixed(3)
+    console.log(
+      `| ${r.name} | ${rate(r).toFixed(0)} | ${r.p50.toFixed(1)} | ${r.p99.toFixed(1)} | ${r.failed} | ${r.load.toFixed(2)} | ` +
+        `${r.serverCpu.toFixed(2)} | ${perRequest} | ${r.benchCpu.toFixed(2)} | ${r.machineCpu.toFixed(2)} | ${r.commits.toFixed(0)} |`
+    )
   }
-  const hot = results.find((r) => r.name.includes("events, one hot"))!
-  const naiveHot = results.find((r) => r.name.includes("naive baseline, one hot"))!
-  console.log(`\nhot wallet vs naive hot baseline: ${(rate(hot) / rate(naiveHot)).toFixed(2)}x`)
+  const hot = results.find((r) => r.name.includes("events, one hot"))
+  const naiveHot = results.find((r) => r.name.includes("naive baseline, one hot"))
+  if (hot && naiveHot) console.log(`\nhot wallet vs naive hot baseline: ${(rate(hot) / rate(naiveHot)).toFixed(2)}x`)
 }
 
 main().catch((error) => {

@@ -37,6 +37,22 @@ export interface WalletState {
 
 export const entryKey = (scope: string, key: string) => `${scope}\u0000${key}`
 
+/** One wallet's batch: its entries and new state, written only if the wallet is still at `fromSeq`. */
+export interface WalletCommit {
+  readonly userId: string
+  readonly fromSeq: bigint
+  readonly entries: ReadonlyArray<NewEntry>
+  readonly next: WalletState
+}
+
+/** What became of one wallet's batch in a shared commit. */
+export type CommitOutcome =
+  | { readonly _tag: "Committed" }
+  /** Some of its keys were already in the ledger (these entries); nothing of this wallet was written. */
+  | { readonly _tag: "KeysUsed"; readonly known: ReadonlyArray<KeyedEntry> }
+  /** The wallet's row was not at `fromSeq`; nothing of this wallet was written. */
+  | { readonly _tag: "Moved" }
+
 /** The SQL of wallets and their ledger; only the Wallet entity writes through it. SQL errors are defects here. */
 export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/LedgerRepo", {
   effect: Effect.gen(function*() {
@@ -86,14 +102,17 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
         })))
       }`
 
-    /** Entries already written under any of these keys, by anyone. */
+    /** Entries already written under any of these keys, by anyone (one index probe per key, however many rows). */
     const findByKeys = (keys: ReadonlyArray<{ readonly scope: string; readonly key: string }>) =>
       (keys.length === 0
         ? Effect.succeed(new Map<string, KeyedEntry>())
         : sql<{ userId: string; scope: string; idempotencyKey: string; amount: string; balanceAfter: string }>`
-          SELECT user_id, scope, idempotency_key, amount::text, balance_after::text FROM ledger_entries
-          WHERE (scope, idempotency_key) IN (
-            SELECT * FROM unnest(${keys.map((k) => k.scope)}::text[], ${keys.map((k) => k.key)}::text[]))`.pipe(
+          SELECT l.user_id, l.scope, l.idempotency_key, l.amount::text, l.balance_after::text
+          FROM unnest(${keys.map((k) => k.scope)}::text[], ${keys.map((k) => k.key)}::text[]) AS k(scope, key)
+          CROSS JOIN LATERAL (
+            SELECT user_id, scope, idempotency_key, amount, balance_after FROM ledger_entries
+            WHERE scope = k.scope AND idempotency_key = k.key LIMIT 1
+          ) l`.pipe(
           Effect.map((rows) =>
             new Map(rows.map((row) => [
               entryKey(row.scope, row.idempotencyKey),
@@ -118,43 +137,114 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
       )
 
     /**
-     * Writes a batch of entries and the wallet's new balance in ONE statement (so one round trip, atomic on its own,
-     * with the deferred ledger checks at its commit). The wallet update is guarded by the sequence the entity started
-     * from, and the entries are written only if that update happened: a wallet that changed underneath is refused,
-     * not overwritten.
+     * Writes the batches of many wallets in ONE statement (one round trip, one transaction, one WAL flush), and
+     * looks up their idempotency keys in the same statement, so a charge costs no read before its write:
+     *  - a wallet any of whose keys is already in the ledger (by anyone) writes nothing and gets those entries back
+     *    (`KeysUsed`): it decided them as new, so it decides again with them as replays;
+     *  - a wallet whose row is not at the sequence its entity started from writes nothing (`Moved`): another writer
+     *    got there first, so the entity must reload, never overwrite;
+     *  - every other wallet gets its new balance and its entries (`Committed`).
+     * The database still checks everything (balance >= 0, unique keys, the chain, ledger = balance at commit): a
+     * refusal fails the whole statement, and the caller settles the wallets one by one.
      */
-    const commit = (userId: string, fromSeq: bigint, entries: ReadonlyArray<NewEntry>, state: WalletState) =>
+    const commitWallets = (commits: ReadonlyArray<WalletCommit>) =>
       Effect.gen(function*() {
-        const rows = JSON.stringify(entries.map((e) => ({
-          seq: String(e.seq),
-          amount: String(e.amount),
-          kind: e.kind,
-          scope: e.scope,
-          idempotency_key: e.key,
-          app_id: e.appId,
-          event: e.event,
-          metadata: e.metadata,
-          description: e.description,
-          balance_after: String(e.balanceAfter),
-          created_at: e.createdAt.toISOString()
+        const wallets = JSON.stringify(commits.map((c) => ({
+          user_id: c.userId,
+          from_seq: String(c.fromSeq),
+          balance: String(c.next.balance),
+          seq: String(c.next.seq)
         })))
-        const inserted = yield* sql<{ seq: string }>`
-          WITH moved AS (
-            UPDATE wallets SET balance = ${String(state.balance)}, seq = ${String(state.seq)}, updated_at = now()
-            WHERE user_id = ${userId} AND seq = ${String(fromSeq)} RETURNING user_id
+        const entries = JSON.stringify(commits.flatMap((c) =>
+          c.entries.map((e) => ({
+            user_id: c.userId,
+            seq: String(e.seq),
+            amount: String(e.amount),
+            kind: e.kind,
+            scope: e.scope,
+            idempotency_key: e.key,
+            app_id: e.appId,
+            event: e.event,
+            metadata: e.metadata,
+            description: e.description,
+            balance_after: String(e.balanceAfter),
+            created_at: e.createdAt.toISOString()
+          }))
+        ))
+        const rows = yield* sql<{
+          what: "hit" | "moved" | "inserted"
+          wallet: string
+          userId: string | null
+          scope: string | null
+          idempotencyKey: string | null
+          amount: string | null
+          balanceAfter: string | null
+        }>`
+          WITH w AS (
+            SELECT * FROM jsonb_to_recordset(${wallets}::jsonb)
+              AS w(user_id text, from_seq bigint, balance bigint, seq bigint)
+          ), e AS (
+            SELECT * FROM jsonb_to_recordset(${entries}::jsonb)
+              AS e(user_id text, seq bigint, amount bigint, kind text, scope text, idempotency_key text, app_id text,
+                   event text, metadata jsonb, description text, balance_after bigint, created_at timestamptz)
+          ), hit AS (
+            -- One index probe per key, whatever the planner guesses of the batch's size (LIMIT keeps it a probe).
+            SELECT e.user_id AS wallet, l.user_id, l.scope, l.idempotency_key, l.amount, l.balance_after
+            FROM e CROSS JOIN LATERAL (
+              SELECT user_id, scope, idempotency_key, amount, balance_after FROM ledger_entries
+              WHERE scope = e.scope AND idempotency_key = e.idempotency_key LIMIT 1
+            ) l
+          ), moved AS (
+            UPDATE wallets SET balance = w.balance, seq = w.seq, updated_at = now()
+            FROM w
+            WHERE wallets.user_id = w.user_id AND wallets.seq = w.from_seq
+              AND NOT EXISTS (SELECT 1 FROM hit WHERE hit.wallet = w.user_id)
+            RETURNING wallets.user_id
+          ), inserted AS (
+            INSERT INTO ledger_entries (user_id, seq, amount, kind, scope, idempotency_key, app_id, event, metadata,
+                                        description, balance_after, created_at)
+            SELECT e.user_id, e.seq, e.amount, e.kind, e.scope, e.idempotency_key, e.app_id, e.event, e.metadata,
+                   e.description, e.balance_after, e.created_at
+            FROM e JOIN moved ON moved.user_id = e.user_id
+            ORDER BY e.user_id, e.seq
+            RETURNING user_id
           )
-          INSERT INTO ledger_entries (user_id, seq, amount, kind, scope, idempotency_key, app_id, event, metadata,
-                                      description, balance_after, created_at)
-          SELECT ${userId}, r.seq, r.amount, r.kind, r.scope, r.idempotency_key, r.app_id, r.event, r.metadata,
-                 r.description, r.balance_after, r.created_at
-          FROM jsonb_to_recordset(${rows}::jsonb) AS r(seq bigint, amount bigint, kind text, scope text,
-               idempotency_key text, app_id text, event text, metadata jsonb, description text, balance_after bigint,
-               created_at timestamptz)
-          WHERE EXISTS (SELECT 1 FROM moved)
-          ORDER BY r.seq
-          RETURNING seq::text`
-        if (inserted.length !== entries.length) return yield* Effect.dieMessage(`wallet ${userId} moved under its entity`)
-      }).pipe(Effect.withSpan("LedgerRepo.commit", { attributes: { entries: entries.length } }))
+          SELECT 'hit' AS what, wallet, user_id, scope, idempotency_key, amount::text, balance_after::text FROM hit
+          UNION ALL
+          SELECT 'moved', user_id, NULL, NULL, NULL, NULL, NULL FROM moved
+          UNION ALL
+          SELECT 'inserted', user_id, NULL, NULL, NULL, count(*)::text, NULL FROM inserted GROUP BY user_id`
+        const known = new Map<string, Array<KeyedEntry>>()
+        const moved = new Set<string>()
+        const inserted = new Map<string, number>()
+        for (const row of rows) {
+          if (row.what === "hit") {
+            const list = known.get(row.wallet) ?? []
+            list.push({
+              userId: row.userId!,
+              scope: row.scope!,
+              key: row.idempotencyKey!,
+              amount: BigInt(row.amount!),
+              balanceAfter: BigInt(row.balanceAfter!)
+            })
+            known.set(row.wallet, list)
+          } else if (row.what === "moved") {
+            moved.add(row.wallet)
+          } else {
+            inserted.set(row.wallet, Number(row.amount))
+          }
+        }
+        return commits.map((c): CommitOutcome => {
+          const hits = known.get(c.userId)
+          if (hits !== undefined) return { _tag: "KeysUsed", known: hits }
+          if (!moved.has(c.userId)) return { _tag: "Moved" }
+          if ((inserted.get(c.userId) ?? 0) !== c.entries.length) {
+            // Cannot happen (the statement inserts all of a moved wallet's entries or fails); refuse to believe it.
+            throw new Error(`wallet ${c.userId}: ${inserted.get(c.userId) ?? 0} of ${c.entries.length} entries written`)
+          }
+          return { _tag: "Committed" }
+        })
+      }).pipe(Effect.withSpan("LedgerRepo.commitWallets", { attributes: { wallets: commits.length } }))
 
     const findUser = (userId: string) =>
       sql<{ id: string }>`SELECT id FROM users WHERE id = ${userId}`.pipe(
@@ -162,7 +252,7 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
         Effect.orDie
       )
 
-    return { load, findByKeys, spentWithApp, commit, findUser } as const
+    return { load, findByKeys, spentWithApp, commitWallets, findUser } as const
   })
 }) {}
 

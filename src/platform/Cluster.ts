@@ -11,5 +11,10 @@ export const ClusterLive = Sharding.layer.pipe(
   Layer.provideMerge(Runners.layerNoop),
   Layer.provideMerge(SqlMessageStorage.layerWith({ prefix: "cluster" })),
   Layer.provide([RunnerStorage.layerMemory, RunnerHealth.layerNoop]),
-  Layer.provide(ShardingConfig.layer({ entityMailboxCapacity: 10_000, entityMaxIdleTime: "5 minutes" }))
+  Layer.provide(ShardingConfig.layer({
+    entityMailboxCapacity: 10_000,
+    entityMaxIdleTime: "5 minutes",
+    // A message to an entity of this process is handed over as it is, not encoded and decoded with its schemas first.
+    simulateRemoteSerialization: false
+  }))
 )

@@ -14,6 +14,7 @@ import {
   concurrently,
   consume,
   freshKey,
+  fullLedger,
   LIVE,
   micros,
   newUser,
@@ -236,6 +237,44 @@ describe("billing under concurrency", () => {
           const { balance } = yield* assertLedgerAddsUp(caller.user.token)
           assert.strictEqual(balance, 70)
         }
+      }))
+
+    // The batches of wallets that are ready together share one statement. A request the database refuses (a grant
+    // past what a bigint column holds) fails that statement; it must then fail only itself, not the other wallets'
+    // charges that happened to ride with it, nor its own wallet's other charges.
+    it.effect("a request the database refuses fails alone: other wallets' charges sent with it all succeed", () =>
+      Effect.gen(function*() {
+        const grant = (userId: string, amount: string) =>
+          request("POST", `/internal/wallets/${userId}/grants`, { body: { amount, idempotency_key: freshKey(), reason: "huge" } })
+        const huge = "999999999999" // 10^18 micro-credits; ten of them pass what a bigint holds
+        const rich = yield* newUser
+        for (let i = 0; i < 9; i++) assert.strictEqual((yield* grant(rich.userId, huge)).status, 200)
+        const users = [rich, ...(yield* concurrently(5, () => newUser))]
+        const keys = yield* Effect.forEach(users, apiKeyOf, { concurrency: "unbounded" })
+        const rounds = 6
+        // Refused grants spread among the charges, so some of them ride in a statement with other wallets' batches.
+        const replies = yield* concurrently(users.length * rounds + rounds, (i) =>
+          i % (users.length + 1) === 3
+            ? Effect.map(grant(rich.userId, huge), (reply) => ({ refused: true, reply }))
+            : Effect.map(consume(keys[i % users.length]!, { amount: 1, idempotency_key: freshKey() }), (reply) => ({ refused: false, reply })))
+        const charged = (who: number) =>
+          replies.filter((r, i) => !r.refused && i % users.length === who).length
+        for (const { refused, reply } of replies) {
+          if (refused) assert.isAtLeast(reply.status, 400, reply.text)
+          else assert.strictEqual(reply.status, 200, reply.text)
+        }
+        for (const [who, user] of users.entries()) {
+          if (who === 0) continue
+          const { balance, lines } = yield* assertLedgerAddsUp(user.token)
+          assert.strictEqual(balance, 100 - charged(who))
+          assert.strictEqual(lines.length, 1 + charged(who))
+        }
+        // (A balance this large is past what a JSON number holds exactly, so its ledger is counted, not summed.)
+        const lines = yield* fullLedger(rich.token)
+        assert.deepStrictEqual(
+          lines.map((line) => line.kind).sort(),
+          ["signup", ...Array(9).fill("grant"), ...Array(charged(0)).fill("consume")].sort()
+        )
       }))
   })
 })
