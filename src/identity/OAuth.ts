@@ -5,7 +5,7 @@ import * as Crypto from "node:crypto"
 import { AppsRepo, type AppRow } from "../billing/Repo.js"
 import { randomBase62 } from "../platform/Ids.js"
 import { KeyValue } from "../platform/KeyValue.js"
-import { JwtKey, sha256 } from "./Tokens.js"
+import { JwtKey, sha256, verifyHs256 } from "./Tokens.js"
 
 /** Scopes an app may ask for (spec 5.1 rule 5: sessions and environments reuse `agents:write`). */
 export const SCOPES = ["events", "agents:write"] as const
@@ -34,6 +34,7 @@ const AccessClaims = Schema.Struct({
   iat: Schema.Number,
   exp: Schema.Number
 })
+const decodeAccessClaims = Schema.decodeUnknownOption(AccessClaims)
 
 export interface AppCaller {
   readonly userId: string
@@ -175,11 +176,11 @@ export class OAuth extends Effect.Service<OAuth>()("atrium/identity/OAuth", {
 
     /** The user, app and scopes of a valid access token; none for anything else (a login JWT included). */
     const verifyAccessToken = (token: string) =>
-      Effect.tryPromise(() => Jose.jwtVerify(token, key, { algorithms: ["HS256"] })).pipe(
-        Effect.flatMap(({ payload }) => Schema.decodeUnknown(AccessClaims)(payload)),
-        Effect.map((claims): AppCaller => ({ userId: claims.sub, appId: claims.app, scopes: claims.scope.split(" ") })),
-        Effect.option
-      )
+      Effect.map(Clock.currentTimeMillis, (now) =>
+        verifyHs256(token, key, Math.floor(now / 1000)).pipe(
+          Option.flatMap(decodeAccessClaims),
+          Option.map((claims): AppCaller => ({ userId: claims.sub, appId: claims.app, scopes: claims.scope.split(" ") }))
+        ))
 
     return { parseScope, clientFor, issueCode, authenticateClient, exchangeCode, refresh, verifyAccessToken } as const
   }),

@@ -55,6 +55,46 @@ export class JwtKey extends Effect.Service<JwtKey>()("atrium/identity/JwtKey", {
   dependencies: [AppConfig.Default]
 }) {}
 
+const HS256_HEADER_KEYS = new Set(["alg", "typ", "kid"])
+
+/**
+ * The payload of a compact HS256 JWT signed with `key` that has not expired at `nowSeconds` (and is not used before
+ * its `nbf`), or none. Synchronous on purpose: every `/v1/events` call verifies one, and jose's promise-based
+ * `jwtVerify` (a WebCrypto HMAC per token) cost more than the wallet's whole share of a charge. The checks are
+ * jose's: the header names HS256 and nothing it does not understand, the signature is exactly the canonical
+ * base64url of the HMAC (compared in constant time), the payload is a JSON object with numeric times.
+ */
+export const verifyHs256 = (token: string, key: Uint8Array, nowSeconds: number): Option.Option<Record<string, unknown>> => {
+  const parts = token.split(".")
+  if (parts.length !== 3 || !parts.every((part) => /^[A-Za-z0-9_-]+$/.test(part))) return Option.none()
+  const [head, body, signature] = parts as [string, string, string]
+  const expected = Crypto.createHmac("sha256", key).update(`${head}.${body}`).digest("base64url")
+  if (expected.length !== signature.length || !Crypto.timingSafeEqual(Buffer.from(expected), Buffer.from(signature))) {
+    return Option.none()
+  }
+  const header = parseJsonObject(head)
+  if (header === undefined || header.alg !== "HS256" || !Object.keys(header).every((k) => HS256_HEADER_KEYS.has(k))) {
+    return Option.none()
+  }
+  const payload = parseJsonObject(body)
+  if (payload === undefined) return Option.none()
+  for (const claim of ["exp", "nbf", "iat"] as const) {
+    if (claim in payload && (typeof payload[claim] !== "number" || !Number.isFinite(payload[claim]))) return Option.none()
+  }
+  if (typeof payload.exp === "number" && payload.exp <= nowSeconds) return Option.none()
+  if (typeof payload.nbf === "number" && payload.nbf > nowSeconds) return Option.none()
+  return Option.some(payload)
+}
+
+const parseJsonObject = (segment: string): Record<string, unknown> | undefined => {
+  try {
+    const value: unknown = JSON.parse(Buffer.from(segment, "base64url").toString("utf8"))
+    return typeof value === "object" && value !== null && !Array.isArray(value) ? value as Record<string, unknown> : undefined
+  } catch {
+    return undefined
+  }
+}
+
 /**
  * Login tokens (spec 2.1, 5.2): a JWT per login, one valid token per user (single device), and a session store
  * in the key-value store that lives 24 h and is renewed on each use. A token missing from the store is verified as
@@ -106,9 +146,9 @@ export class Tokens extends Effect.Service<Tokens>()("atrium/identity/Tokens", {
     })
 
     const verifyJwt = (token: string) =>
-      Effect.tryPromise(() => Jose.jwtVerify(token, key, { algorithms: ["HS256"] })).pipe(
-        Effect.flatMap(({ payload }) => decodeClaims(payload)),
-        Effect.option
+      Effect.map(
+        Clock.currentTimeMillis,
+        (now) => Option.flatMap(verifyHs256(token, key, Math.floor(now / 1000)), decodeClaims)
       )
 
     const unauthorized = new Unauthorized({ message: "A valid login token is required." })
