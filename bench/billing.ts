@@ -20,11 +20,11 @@ import * as ChildProcess from "node:child_process"
 import * as Crypto from "node:crypto"
 import * as Http from "node:http"
 import * as Fs from "node:fs"
-import * as Net from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import pg from "pg"
 import { Pool } from "undici"
+import { call, freePort, percentile, platformNodeArgs, processCpu } from "./support.js"
 
 const args = new Map<string, string>()
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1]!)
@@ -37,46 +37,6 @@ const REDIS_URL = process.env.REDIS_URL ?? "redis://127.0.0.1:6379"
 const PHASES = new Set((args.get("phases") ?? "floor,hot,many,naive-hot,naive-many").split(","))
 
 const agent = new Http.Agent({ keepAlive: true, maxSockets: CONCURRENCY })
-
-const call = (base: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}) =>
-  new Promise<{ status: number; body: any; headers: Http.IncomingHttpHeaders }>((resolve, reject) => {
-    const url = new URL(path, base)
-    const payload = body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body)
-    const request = Http.request(url, {
-      method,
-      agent,
-      headers: {
-        ...(payload !== undefined ? { "content-type": "application/json", "content-length": Buffer.byteLength(payload) } : {}),
-        ...headers
-      }
-    }, (response) => {
-      let text = ""
-      response.setEncoding("utf8")
-      response.on("data", (chunk) => (text += chunk))
-      response.on("end", () => {
-        let parsed: unknown = text
-        try {
-          parsed = JSON.parse(text)
-        } catch {}
-        resolve({ status: response.statusCode ?? 0, body: parsed, headers: response.headers })
-      })
-    })
-    request.on("error", reject)
-    if (payload !== undefined) request.write(payload)
-    request.end()
-  })
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const server = Net.createServer()
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as Net.AddressInfo
-      server.close(() => resolve(port))
-    })
-  })
-
-const percentile = (sorted: ReadonlyArray<number>, p: number) =>
-  sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!
 
 interface Result {
   readonly name: string
@@ -93,17 +53,6 @@ interface Result {
   readonly machineCpu: number
   /** Transactions PostgreSQL committed in the bench database, per second. */
   readonly commits: number
-}
-
-/** utime + stime of a process, in seconds (Linux /proc). */
-const processCpu = (pid: number | undefined): number => {
-  if (pid === undefined) return NaN
-  try {
-    const fields = Fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")
-    return (Number(fields[11]) + Number(fields[12])) / 100
-  } catch {
-    return NaN
-  }
 }
 
 /** Busy CPU seconds of the whole machine (all cores), from /proc/stat. */
@@ -172,8 +121,7 @@ const main = async () => {
   const port = await freePort()
   const base = `http://127.0.0.1:${port}`
   const phones = Array.from({ length: USERS }, (_, i) => `+1555${String(1_000_000 + i).padStart(7, "0")}`)
-  // BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" profiles the server under load.
-  const nodeArgs = (process.env.BENCH_NODE_ARGS ?? "").split(" ").filter((a) => a.length > 0)
+  const nodeArgs = platformNodeArgs()
   const child = ChildProcess.spawn(process.execPath, [...nodeArgs, "--import", "tsx", "src/main.ts"], {
     cwd: Path.resolve(import.meta.dirname, ".."),
     env: {
@@ -192,39 +140,39 @@ const main = async () => {
   try {
     for (let i = 0; ; i++) {
       if (i > 600) throw new Error("server did not start")
-      const up = await call(base, "GET", "/api/health").then((r) => r.status === 200, () => false)
+      const up = await call(agent, base, "GET", "/api/health").then((r) => r.status === 200, () => false)
       if (up) break
       await new Promise((r) => setTimeout(r, 100))
     }
 
     // Setup over the public API: users, an app with a meter, each user authorizes it, credits for everyone.
     const tokens = await Promise.all(phones.map(async (phone) =>
-      (await call(base, "POST", "/api/auth/login", { phone, code: "123456" })).body.token as string
+      (await call(agent, base, "POST", "/api/auth/login", { phone, code: "123456" })).body.token as string
     ))
     const userIds = tokens.map((t) => JSON.parse(Buffer.from(t.split(".")[1]!, "base64url").toString()).userId as string)
     const redirectUri = "http://127.0.0.1:9/cb"
-    const app = (await call(base, "POST", "/api/apps", { name: "bench", redirect_uris: [redirectUri] }, {
+    const app = (await call(agent, base, "POST", "/api/apps", { name: "bench", redirect_uris: [redirectUri] }, {
       authorization: `Bearer ${tokens[0]}`
     })).body
-    await call(base, "POST", `/api/apps/${app.id}/meters`, { event_name: "bench.call", credits_per_use: 0.01 }, {
+    await call(agent, base, "POST", `/api/apps/${app.id}/meters`, { event_name: "bench.call", credits_per_use: 0.01 }, {
       authorization: `Bearer ${tokens[0]}`
     })
     const accessTokens = await Promise.all(tokens.map(async (token) => {
       const verifier = Crypto.randomBytes(32).toString("base64url")
       const challenge = Crypto.createHash("sha256").update(verifier).digest("base64url")
-      const consent = await call(base, "POST", "/oauth/authorize", new URLSearchParams({
+      const consent = await call(agent, base, "POST", "/oauth/authorize", new URLSearchParams({
         response_type: "code", client_id: app.client_id, redirect_uri: redirectUri, scope: "events", state: "s",
         code_challenge: challenge, code_challenge_method: "S256", decision: "approve"
       }).toString(), { authorization: `Bearer ${token}`, "content-type": "application/x-www-form-urlencoded" })
       const code = new URL(consent.headers.location!).searchParams.get("code")!
-      const exchanged = await call(base, "POST", "/oauth/token", new URLSearchParams({
+      const exchanged = await call(agent, base, "POST", "/oauth/token", new URLSearchParams({
         grant_type: "authorization_code", code, redirect_uri: redirectUri, code_verifier: verifier,
         client_id: app.client_id, client_secret: app.client_secret
       }).toString(), { "content-type": "application/x-www-form-urlencoded" })
       return exchanged.body.access_token as string
     }))
     await Promise.all(userIds.map((id) =>
-      call(base, "POST", `/internal/wallets/${id}/grants`, { amount: 1_000_000, idempotency_key: `seed-${id}`, reason: "bench" })
+      call(agent, base, "POST", `/internal/wallets/${id}/grants`, { amount: 1_000_000, idempotency_key: `seed-${id}`, reason: "bench" })
     ))
 
     // The load itself goes through an undici Pool of CONCURRENCY keep-alive connections: about half the client CPU

@@ -17,7 +17,7 @@ import * as Http from "node:http"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import pg from "pg"
-import { call, freePort, percentile, processCpu } from "./support.js"
+import { call, freePort, percentile, platformNodeArgs, processCpu } from "./support.js"
 
 const args = new Map<string, string>()
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1]!)
@@ -170,7 +170,7 @@ const main = async () => {
     dataDir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "atrium-bench-runs-"))
     env.DATA_DIR = dataDir
   }
-  const nodeArgs = (process.env.BENCH_NODE_ARGS ?? "").split(" ").filter((a) => a.length > 0)
+  const nodeArgs = platformNodeArgs()
   const child = ChildProcess.spawn(process.execPath, [...nodeArgs, "--import", "tsx", "src/main.ts"], {
     cwd: Path.resolve(import.meta.dirname, ".."),
     env,

@@ -5,8 +5,9 @@
 import * as Fs from "node:fs"
 import * as Http from "node:http"
 import * as Net from "node:net"
+import * as Path from "node:path"
 
-/** One request through `agent`, its body parsed as JSON when it is JSON. */
+/** One request through `agent`, its answer's body parsed as JSON when it is JSON. */
 export const call = (
   agent: Http.Agent,
   base: string,
@@ -15,8 +16,9 @@ export const call = (
   body?: unknown,
   headers: Record<string, string> = {}
 ) =>
-  new Promise<{ status: number; body: any }>((resolve, reject) => {
-    const payload = body === undefined ? undefined : JSON.stringify(body)
+  new Promise<{ status: number; body: any; headers: Http.IncomingHttpHeaders }>((resolve, reject) => {
+    // A string body goes as it is (a form, say, with its own content-type header); anything else as JSON.
+    const payload = body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body)
     const request = Http.request(new URL(path, base), {
       method,
       agent,
@@ -33,7 +35,7 @@ export const call = (
         try {
           parsed = JSON.parse(text)
         } catch {}
-        resolve({ status: response.statusCode ?? 0, body: parsed })
+        resolve({ status: response.statusCode ?? 0, body: parsed, headers: response.headers })
       })
     })
     request.on("error", reject)
@@ -65,3 +67,15 @@ export const processCpu = (pid: number | undefined): number => {
   }
 }
 
+
+/**
+ * The node flags `npm start` runs the platform with (the options between `node` and `--import` in package.json's
+ * start script), then those of BENCH_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"): a benchmark measures
+ * the platform as it is started, not as a bare `node --import tsx` would run it.
+ */
+export const platformNodeArgs = (): Array<string> => {
+  const pkg = JSON.parse(Fs.readFileSync(Path.resolve(import.meta.dirname, "../package.json"), "utf8"))
+  const words = String(pkg.scripts.start).split(/\s+/)
+  const start = words.slice(words.indexOf("node") + 1, words.indexOf("--import"))
+  return [...start, ...(process.env.BENCH_NODE_ARGS ?? "").split(" ").filter((a) => a.length > 0)]
+}
