@@ -9,26 +9,20 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Logger, LogLevel } from "effect"
-import * as Crypto from "node:crypto"
 import * as Os from "node:os"
-import pg from "pg"
 import { LedgerRepo, type NewEntry, type WalletCommit, type WalletState } from "../src/billing/Repo.js"
 import { AppConfig } from "../src/platform/Config.js"
 import { DatabaseLive } from "../src/platform/Database.js"
+import { createBenchDatabase, percentile } from "./support.js"
 
 const ADMIN_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 const ROUNDS = 21
 
-const median = (values: Array<number>) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)]!
+const median = (values: Array<number>) => percentile(values.sort((a, b) => a - b), 50)
 
 const main = async () => {
-  const dbName = `atrium_benchc_${Crypto.randomBytes(4).toString("hex")}`
-  const admin = new pg.Client({ connectionString: ADMIN_URL })
-  await admin.connect()
-  await admin.query(`CREATE DATABASE ${dbName}`)
-  const dbUrl = new URL(ADMIN_URL)
-  dbUrl.pathname = `/${dbName}`
-  process.env.DATABASE_URL = dbUrl.toString()
+  const db = await createBenchDatabase(ADMIN_URL, "atrium_benchc")
+  process.env.DATABASE_URL = db.url
   try {
     const program = Effect.gen(function*() {
       const repo = yield* LedgerRepo
@@ -84,8 +78,7 @@ const main = async () => {
       Logger.withMinimumLogLevel(LogLevel.Warning)
     ) as Effect.Effect<void>)
   } finally {
-    await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`)
-    await admin.end()
+    await db.drop()
   }
 }
 

@@ -8,13 +8,13 @@
  * A script, not a test.
  */
 import { Effect, Layer, Logger, LogLevel } from "effect"
-import * as Crypto from "node:crypto"
 import * as Os from "node:os"
 import pg from "pg"
 import { Wallets, WalletLive } from "../src/billing/Wallet.js"
 import { ClusterLive } from "../src/platform/Cluster.js"
 import { AppConfig } from "../src/platform/Config.js"
 import { DatabaseLive } from "../src/platform/Database.js"
+import { createBenchDatabase, percentile } from "./support.js"
 
 const args = new Map<string, string>()
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1]!)
@@ -23,17 +23,9 @@ const CONCURRENCY = Number(args.get("concurrency") ?? 64)
 const USERS = Number(args.get("users") ?? 64)
 const ADMIN_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 
-const percentile = (sorted: ReadonlyArray<number>, p: number) =>
-  sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!
-
 const main = async () => {
-  const dbName = `atrium_benchw_${Crypto.randomBytes(4).toString("hex")}`
-  const admin = new pg.Client({ connectionString: ADMIN_URL })
-  await admin.connect()
-  await admin.query(`CREATE DATABASE ${dbName}`)
-  const dbUrl = new URL(ADMIN_URL)
-  dbUrl.pathname = `/${dbName}`
-  process.env.DATABASE_URL = dbUrl.toString()
+  const db = await createBenchDatabase(ADMIN_URL, "atrium_benchw")
+  process.env.DATABASE_URL = db.url
   process.env.SIGNUP_CREDITS = "1000000"
   try {
     const Live = Wallets.Default.pipe(
@@ -44,7 +36,7 @@ const main = async () => {
     const program = Effect.gen(function*() {
       const wallets = yield* Wallets
       const users = Array.from({ length: USERS }, (_, i) => `benchw_user_${i}`)
-      const client = new pg.Client({ connectionString: dbUrl.toString() })
+      const client = new pg.Client({ connectionString: db.url })
       yield* Effect.promise(() => client.connect())
       yield* Effect.promise(() =>
         client.query(`INSERT INTO users (id, phone) SELECT u, '+1555' || lpad(i::text, 7, '0') FROM unnest($1::text[]) WITH ORDINALITY AS t(u, i)`, [users])
@@ -90,8 +82,7 @@ const main = async () => {
       Logger.withMinimumLogLevel(LogLevel.Warning)
     ) as Effect.Effect<void>)
   } finally {
-    await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`)
-    await admin.end()
+    await db.drop()
   }
 }
 

@@ -24,7 +24,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import pg from "pg"
 import { Pool } from "undici"
-import { call, freePort, percentile, platformNodeArgs, processCpu } from "./support.js"
+import { call, createBenchDatabase, freePort, percentile, platformNodeArgs, processCpu } from "./support.js"
 
 const args = new Map<string, string>()
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1]!)
@@ -112,12 +112,7 @@ const load = async (name: string, probe: Probe, once: (worker: number, i: number
 
 const main = async () => {
   const startLoad = Os.loadavg()
-  const dbName = `atrium_bench_${Crypto.randomBytes(4).toString("hex")}`
-  const admin = new pg.Client({ connectionString: ADMIN_URL })
-  await admin.connect()
-  await admin.query(`CREATE DATABASE ${dbName}`)
-  const dbUrl = new URL(ADMIN_URL)
-  dbUrl.pathname = `/${dbName}`
+  const db = await createBenchDatabase(ADMIN_URL)
   const port = await freePort()
   const base = `http://127.0.0.1:${port}`
   const phones = Array.from({ length: USERS }, (_, i) => `+1555${String(1_000_000 + i).padStart(7, "0")}`)
@@ -128,9 +123,9 @@ const main = async () => {
       ...process.env,
       PORT: String(port),
       HOST: "127.0.0.1",
-      DATABASE_URL: dbUrl.toString(),
+      DATABASE_URL: db.url,
       REDIS_URL,
-      KEY_PREFIX: `bench:${dbName}:`,
+      KEY_PREFIX: `bench:${db.name}:`,
       SMS_TEST_OTP: phones.map((p) => `${p}=123456`).join(","),
       SIGNUP_CREDITS: "0"
     },
@@ -193,7 +188,7 @@ const main = async () => {
       post("/v1/events", { event: "bench.call", idempotency_key: key }, `Bearer ${accessToken}`)
 
     // Transactions committed in the bench database (the platform's and the baseline's), read from the statistics.
-    const stats = new pg.Client({ connectionString: dbUrl.toString() })
+    const stats = new pg.Client({ connectionString: db.url })
     await stats.connect()
     const probe: Probe = {
       serverPid: child.pid,
@@ -223,7 +218,7 @@ const main = async () => {
     }
 
     // The naive baseline on the same database: each charge its own transaction on a row lock.
-    const pool = new pg.Pool({ connectionString: dbUrl.toString(), max: CONCURRENCY })
+    const pool = new pg.Pool({ connectionString: db.url, max: CONCURRENCY })
     await pool.query(`CREATE TABLE naive_wallets (user_id text PRIMARY KEY, balance bigint NOT NULL CHECK (balance >= 0))`)
     await pool.query(`CREATE TABLE naive_ledger (key text PRIMARY KEY, user_id text NOT NULL, amount bigint NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`)
     await pool.query(`INSERT INTO naive_wallets SELECT 'u' || g, 1000000000000 FROM generate_series(0, ${USERS - 1}) g`)
@@ -262,8 +257,7 @@ const main = async () => {
     child.kill("SIGTERM")
     await new Promise((r) => child.once("exit", r))
     agent.destroy()
-    await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`)
-    await admin.end()
+    await db.drop()
   }
 
   const rate = (r: Result) => r.ok / r.seconds

@@ -11,13 +11,11 @@
  * whose stream did not end with run.completed and [DONE] as failed).
  */
 import * as ChildProcess from "node:child_process"
-import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Http from "node:http"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import pg from "pg"
-import { call, freePort, percentile, platformNodeArgs, processCpu } from "./support.js"
+import { type BenchDatabase, call, createBenchDatabase, freePort, percentile, platformNodeArgs, processCpu } from "./support.js"
 
 const args = new Map<string, string>()
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1]!)
@@ -155,17 +153,11 @@ const main = async () => {
   delete env.DATABASE_URL
   delete env.REDIS_URL
   delete env.KEY_PREFIX
-  let dbName: string | undefined
-  let admin: pg.Client | undefined
+  let db: BenchDatabase | undefined
   let dataDir: string | undefined
   if (SERVICES) {
-    dbName = `atrium_bench_${Crypto.randomBytes(4).toString("hex")}`
-    admin = new pg.Client({ connectionString: ADMIN_URL })
-    await admin.connect()
-    await admin.query(`CREATE DATABASE ${dbName}`)
-    const dbUrl = new URL(ADMIN_URL)
-    dbUrl.pathname = `/${dbName}`
-    Object.assign(env, { DATABASE_URL: dbUrl.toString(), REDIS_URL, KEY_PREFIX: `bench:${dbName}:` })
+    db = await createBenchDatabase(ADMIN_URL)
+    Object.assign(env, { DATABASE_URL: db.url, REDIS_URL, KEY_PREFIX: `bench:${db.name}:` })
   } else {
     dataDir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "atrium-bench-runs-"))
     env.DATA_DIR = dataDir
@@ -212,10 +204,7 @@ const main = async () => {
     child.kill("SIGTERM")
     await new Promise((r) => child.once("exit", r))
     agent.destroy()
-    if (admin !== undefined && dbName !== undefined) {
-      await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`)
-      await admin.end()
-    }
+    await db?.drop()
     if (dataDir !== undefined) Fs.rmSync(dataDir, { recursive: true, force: true })
   }
 

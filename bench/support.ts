@@ -2,10 +2,12 @@
  * What the load scripts in bench/ share: a JSON request over a keep-alive agent, a free port, percentiles and the
  * CPU time of a process. Scripts, not tests: nothing here asserts.
  */
+import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Http from "node:http"
 import * as Net from "node:net"
 import * as Path from "node:path"
+import pg from "pg"
 
 /** One request through `agent`, its answer's body parsed as JSON when it is JSON. */
 export const call = (
@@ -78,4 +80,32 @@ export const platformNodeArgs = (): Array<string> => {
   const words = String(pkg.scripts.start).split(/\s+/)
   const start = words.slice(words.indexOf("node") + 1, words.indexOf("--import"))
   return [...start, ...(process.env.BENCH_NODE_ARGS ?? "").split(" ").filter((a) => a.length > 0)]
+}
+
+/** A database of its own for one bench run, on the server of `adminUrl`. */
+export interface BenchDatabase {
+  readonly name: string
+  readonly url: string
+  /** A connection to the server (not to this database), open until `drop`. */
+  readonly admin: pg.Client
+  /** Drops the database (whoever is still connected) and closes `admin`. */
+  readonly drop: () => Promise<void>
+}
+
+export const createBenchDatabase = async (adminUrl: string, prefix = "atrium_bench"): Promise<BenchDatabase> => {
+  const name = `${prefix}_${Crypto.randomBytes(4).toString("hex")}`
+  const admin = new pg.Client({ connectionString: adminUrl })
+  await admin.connect()
+  await admin.query(`CREATE DATABASE ${name}`)
+  const url = new URL(adminUrl)
+  url.pathname = `/${name}`
+  return {
+    name,
+    url: url.toString(),
+    admin,
+    drop: async () => {
+      await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+      await admin.end()
+    }
+  }
 }
