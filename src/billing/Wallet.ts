@@ -3,6 +3,7 @@ import { HttpApiSchema } from "@effect/platform"
 import { Rpc } from "@effect/rpc"
 import { Cause, Chunk, Clock, Effect, Either, Exit, FiberSet, Layer, Option, Schema } from "effect"
 import type { Micros } from "../platform/Money.js"
+import { makeEntityCaller } from "../platform/Cluster.js"
 import { BillingConfig } from "./Config.js"
 import {
   type CommitOutcome,
@@ -493,7 +494,10 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
       }
       return c
     }
+    // Charges leave from `runFork` (below) and the rest through `toEntity`: never from the caller's fiber, so an
+    // active wallet does not keep the request that woke it alive (see makeEntityCaller).
     const runFork = yield* FiberSet.makeRuntime<never>()
+    const toEntity = yield* makeEntityCaller
     const lanes = new Map<string, Lane>()
 
     /** Sends what waits in `lane` as one message; when it is answered, sends what arrived meanwhile. */
@@ -553,12 +557,12 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
           })
         }).pipe(orDieOnCluster),
       credit: (userId: string, amount: Micros, entry: Partial<EntryInfo> & Pick<EntryInfo, "kind" | "scope" | "key">) =>
-        client(userId).Credit({ amount, entry: { ...noEvent, ...entry } }).pipe(
+        toEntity(client(userId).Credit({ amount, entry: { ...noEvent, ...entry } })).pipe(
           orDieOnCluster,
           Effect.withSpan("Wallets.credit")
         ),
       balance: (userId: string) =>
-        client(userId).Balance().pipe(
+        toEntity(client(userId).Balance()).pipe(
           Effect.map((reply) => reply.balance),
           orDieOnCluster
         )

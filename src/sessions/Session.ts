@@ -1,7 +1,7 @@
 import type { Prompt } from "@effect/ai"
-import { Entity } from "@effect/cluster"
+import { Entity, type Sharding } from "@effect/cluster"
 import { Rpc } from "@effect/rpc"
-import { Config, Effect, Exit, Fiber, Layer, Option, Queue, Schema } from "effect"
+import { Config, Effect, Exit, Fiber, Layer, Option, Queue, Runtime, Schema } from "effect"
 import { newId } from "../platform/Ids.js"
 import { type InternalEvent, isTerminal } from "../runtime/Events.js"
 import { RunEngine } from "../runtime/RunEngine.js"
@@ -63,7 +63,15 @@ export const contextOf = (turns: ReadonlyArray<TurnRow>, budgetChars: number): A
   return [...note, ...kept.flatMap((turn) => turn.messages)]
 }
 
-export const SessionLive = Session.toLayer(
+/**
+ * The behaviour runs once per activation, in the fiber that sent the message that woke the session (for the API, the
+ * HTTP request's). A fiber forked there would carry that fiber's FiberRefs, which keep every ancestor's value, not
+ * only the current one: the cluster replaces the context the behaviour sees, yet the request's context (its
+ * `HttpServerRequest`: the Node request, its socket and body) would stay in that history until the session
+ * passivates. So the worker starts from this layer's runtime, with the entity's own context, and ends with the
+ * entity's scope.
+ */
+export const SessionLive = Layer.unwrapEffect(Effect.map(Effect.runtime<never>(), (processRuntime) => Session.toLayer(
   Effect.gen(function*() {
     const address = yield* Entity.CurrentAddress
     const sessionId = address.entityId
@@ -170,13 +178,20 @@ export const SessionLive = Session.toLayer(
         if (Option.isSome(terminal)) yield* record(turn.turn, terminal.value)
       })
 
+    const entityRuntime = Runtime.make({
+      context: yield* Effect.context<Sharding.Sharding | Entity.CurrentAddress>(),
+      fiberRefs: processRuntime.fiberRefs,
+      runtimeFlags: processRuntime.runtimeFlags
+    })
+    const entityScope = yield* Effect.scope
+
     // The worker: one turn at a time, in order. While it has work the entity stays active (no passivation mid-turn).
-    yield* Effect.forkScoped(Effect.forever(Effect.gen(function*() {
+    Runtime.runFork(entityRuntime, Effect.forever(Effect.gen(function*() {
       const turn = yield* Queue.take(queue)
       yield* Entity.keepAlive(true)
       yield* runTurn(turn).pipe(Effect.catchAllCause((cause) => Effect.logError("session turn failed", cause)))
       if ((yield* Queue.size(queue)) === 0) yield* Entity.keepAlive(false)
-    })))
+    })), { scope: entityScope })
 
     return {
       Send: ({ payload }) =>
@@ -215,5 +230,5 @@ export const SessionLive = Session.toLayer(
     }
   }),
   { maxIdleTime: "5 minutes" }
-).pipe(Layer.provide([SessionsRepo.Default, SessionHub.Default, Runs.Default, RunEngine.Default]))
+))).pipe(Layer.provide([SessionsRepo.Default, SessionHub.Default, Runs.Default, RunEngine.Default]))
 

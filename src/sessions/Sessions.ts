@@ -3,6 +3,7 @@ import { HttpApiSchema } from "@effect/platform"
 import { Chunk, Effect, Exit, Option, Schema, Scope, Stream } from "effect"
 import { EnvironmentsRepo } from "../environments/Repo.js"
 import type { CallerIdentity } from "../identity/Authentication.js"
+import { makeEntityCaller } from "../platform/Cluster.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { newId } from "../platform/Ids.js"
 import type { Micros } from "../platform/Money.js"
@@ -66,13 +67,15 @@ const messageView = (turn: number) => (message: Prompt.MessageEncoded) => {
  * caller acting for itself); anyone else gets 404 for it. The turns themselves run in the Session entity.
  */
 export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessions", {
-  effect: Effect.gen(function*() {
+  scoped: Effect.gen(function*() {
     const repo = yield* SessionsRepo
     const hub = yield* SessionHub
     const runs = yield* Runs
     const approvals = yield* Approvals
     const environments = yield* EnvironmentsRepo
     const client = yield* Session.client
+    /** Session messages leave from this service's fibers, so an active session does not keep a request alive. */
+    const toEntity = yield* makeEntityCaller
 
     const notFound = (id: string) => new NotFound({ message: `No session ${id}.` })
 
@@ -124,7 +127,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       return { data: rows.slice(0, limit).map(sessionView), has_more: rows.length > limit }
     })
 
-    const wake = (id: string) => Effect.asVoid(Effect.orDie(client(id).Wake()))
+    const wake = (id: string) => Effect.asVoid(Effect.orDie(toEntity(client(id).Wake())))
 
     const get = Effect.fn("Sessions.get")(function*(caller: CallerIdentity, id: string) {
       yield* owned(caller, id)
@@ -136,7 +139,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
 
     const remove = Effect.fn("Sessions.remove")(function*(caller: CallerIdentity, id: string) {
       const session = yield* owned(caller, id)
-      yield* client(id).Stop().pipe(Effect.orDie)
+      yield* toEntity(client(id).Stop()).pipe(Effect.orDie)
       yield* repo.remove(session)
       return { id, deleted: true }
     })
@@ -164,7 +167,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
     const send = Effect.fn("Sessions.send")(function*(caller: CallerIdentity, id: string, message: string, budget: Option.Option<Micros>) {
       yield* owned(caller, id)
       const { scope, subscription } = yield* subscribed(id)
-      const sent = yield* client(id).Send({ message, budget: Option.getOrNull(budget) }).pipe(
+      const sent = yield* toEntity(client(id).Send({ message, budget: Option.getOrNull(budget) })).pipe(
         Effect.onError(() => Scope.close(scope, Exit.void)),
         // The session went away between the check and the send: 404. The cluster's own failures are ours: a 500.
         Effect.catchAll((error) => error._tag === "SessionGone" ? Effect.fail(notFound(id)) : Effect.die(error))
@@ -190,7 +193,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
 
     const interrupt = Effect.fn("Sessions.interrupt")(function*(caller: CallerIdentity, id: string) {
       yield* owned(caller, id)
-      const interrupted = yield* client(id).Interrupt().pipe(Effect.orDie)
+      const interrupted = yield* toEntity(client(id).Interrupt()).pipe(Effect.orDie)
       return { interrupted }
     })
 
