@@ -1,11 +1,13 @@
 import { HttpServerResponse } from "@effect/platform"
 import { Chunk, Duration, Stream } from "effect"
 import { publicPayload } from "../runtime/Events.js"
+import * as Heartbeat from "./Heartbeat.js"
 
 /**
  * Server-sent events as spec 6.1 writes them: `event: <public name>`, `data: <single-line JSON>`, a blank line.
  * `event_id` counts from 1 in each stream; a finished stream ends with `data: [DONE]`, so a stream without it is
- * known to be cut. Comment heartbeats keep proxies and clients from timing out an idle stream.
+ * known to be cut. Comment heartbeats keep proxies and clients from timing out an idle stream; they come from the
+ * process's shared ticker (`Heartbeat.ts`), not a timer per stream.
  */
 
 export const HEARTBEAT_INTERVAL = Duration.seconds(15)
@@ -47,9 +49,7 @@ export const encode = <E, R>(
     options.done ? Stream.concat(Stream.make(DONE)) : (s) => s,
     options.greet === true ? Stream.prepend(Chunk.of(GREETING)) : (s) => s
   )
-  // `tick` emits at once and then every interval; the first one is dropped so a ping follows real silence.
-  const pings = Stream.tick(options.heartbeat ?? HEARTBEAT_INTERVAL).pipe(Stream.drop(1), Stream.as(PING))
-  return Stream.merge(frames, pings, { haltStrategy: "left" }).pipe(
+  return Heartbeat.during(frames, options.heartbeat ?? HEARTBEAT_INTERVAL, PING).pipe(
     Stream.map((text) => encoder.encode(text))
   )
 }

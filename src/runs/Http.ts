@@ -7,6 +7,7 @@ import { duration } from "../platform/Config.js"
 import { errorBody } from "../platform/Errors.js"
 import { newId } from "../platform/Ids.js"
 import { parseCredits, toNumber } from "../platform/Money.js"
+import * as Heartbeat from "../platform/Heartbeat.js"
 import * as Sse from "../platform/Sse.js"
 import { Approvals } from "../runtime/Approvals.js"
 import { type InternalEvent, publicPayload } from "../runtime/Events.js"
@@ -29,6 +30,7 @@ const textOf = (content: ChatPayload["messages"][number]["content"]): string =>
 
 const encoder = new TextEncoder()
 const data = (payload: unknown) => encoder.encode(`data: ${JSON.stringify(payload)}\n\n`)
+const PING = encoder.encode(Sse.PING)
 
 /** What a trial that is used up says in a chat: it is not an error, the user is to be offered the unlock. */
 const trialNotice = (event: Extract<InternalEvent, { type: "trial_exhausted" }>) =>
@@ -78,8 +80,7 @@ const chatChunks = (
     Stream.prepend(Chunk.of(data(chunk({ role: "assistant", content: "" }, null)))),
     Stream.concat(Stream.make(encoder.encode(Sse.DONE)))
   ) as Stream.Stream<Uint8Array>
-  const pings = Stream.tick(heartbeat).pipe(Stream.drop(1), Stream.as(encoder.encode(Sse.PING)))
-  return Stream.merge(body, pings, { haltStrategy: "left" })
+  return Heartbeat.during(body, heartbeat, PING)
 }
 
 /** The HTTP status of a run that failed before answering anything, for answers that are not streamed. */
