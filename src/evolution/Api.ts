@@ -31,6 +31,8 @@ const OutcomesView = Schema.Struct({
   failures: Schema.Record({ key: Schema.String, value: Schema.Int }),
   runs_with_denied_tools: Schema.Int,
   denied_tool_calls: Schema.Int,
+  /** Denied calls by tool name; runs recorded before tools were named count in `denied_tool_calls` only. */
+  denied_tools: Schema.Record({ key: Schema.String, value: Schema.Int }),
   unanswered: Schema.Int
 })
 

@@ -72,10 +72,11 @@ export const outcomesView = (o: Outcomes) => ({
   failures: o.failures,
   runs_with_denied_tools: o.deniedRuns,
   denied_tool_calls: o.deniedCalls,
+  denied_tools: Object.fromEntries(
+    Object.keys(o.deniedTools).sort().map((name) => [name, o.deniedTools[name]!.calls])
+  ),
   unanswered: o.trialExhausted + o.emptyAnswers
 })
-
-const DENIAL_KINDS: ReadonlyArray<Kind> = ["allow_denied_tool", "remove_denied_tool", "unknown_tool_calls"]
 
 const PENDING_FIRST: Record<string, number> = { pending: 0, accepted: 1, dismissed: 2 }
 
@@ -169,16 +170,19 @@ export class Evolution extends Effect.Service<Evolution>()("atrium/evolution/Evo
         if (!cutoffs.has(at.getTime())) cutoffs.set(at.getTime(), yield* repo.outcomes(agent.id, at))
       }
       const allTime = yield* repo.outcomes(agent.id, null)
-      // The run engine counts denied calls, not which tool they were for: once the owner has decided any suggestion
-      // about denials, the denials before it count as dealt with, for every tool.
-      let deniedCutoff: Date | undefined
-      for (const [key, at] of decided) {
-        if (DENIAL_KINDS.includes(key.split("\u0000")[0] as Kind) && (deniedCutoff === undefined || at > deniedCutoff)) {
-          deniedCutoff = at
-        }
-      }
+      const decidedAt = (kind: Kind, subject: string) => decided.get(`${kind}\u0000${subject}`)
+      // Allowing and removing a tool are answers to the same denials: deciding either deals with the tool's denials
+      // before it. Those count as dealt with for `unknown_tool_calls` too (asked with the tool's name), so a tool
+      // removed on their account is not reported as an unknown tool from the same runs.
+      const toolDecidedAt = (tool: string) => [decidedAt("allow_denied_tool", tool), decidedAt("remove_denied_tool", tool)]
       const evidenceFor = (kind: Kind, subject: string) => {
-        const at = DENIAL_KINDS.includes(kind) ? deniedCutoff : decided.get(`${kind}\u0000${subject}`)
+        const candidates = kind === "allow_denied_tool" || kind === "remove_denied_tool"
+          ? toolDecidedAt(subject)
+          : kind === "unknown_tool_calls"
+          ? [decidedAt(kind, ""), ...toolDecidedAt(subject)]
+          : [decidedAt(kind, subject)]
+        const at = candidates.reduce<Date | undefined>((latest, date) =>
+          date !== undefined && (latest === undefined || date > latest) ? date : latest, undefined)
         return at === undefined ? allTime : cutoffs.get(at.getTime())!
       }
       const models = (yield* catalog.list).map((entry) => entry.id)

@@ -64,29 +64,43 @@ export class EvolutionRepo extends Effect.Service<EvolutionRepo>()("atrium/evolu
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
-    /** Outcomes of the agent's finished runs created after `after` and up to `until` (either may be open). */
-    const outcomes = (agentId: string, after: Date | null, until: Date | null = null) =>
-      Effect.map(
-        sql<{
-          status: string
-          failureCode: string | null
-          n: number
-          deniedRuns: number
-          deniedCalls: number
-          trial: number
-          empty: number
-        }>`
-          SELECT status, failure_code, count(*)::int AS n,
-                 (count(*) FILTER (WHERE tools_denied > 0))::int AS denied_runs,
-                 COALESCE(sum(tools_denied), 0)::int AS denied_calls,
-                 (count(*) FILTER (WHERE status = 'completed' AND input_tokens = 0))::int AS trial,
-                 (count(*) FILTER (WHERE status = 'completed' AND input_tokens > 0 AND output_tokens = 0))::int AS empty
-          FROM runs
-          WHERE agent_id = ${agentId} AND status <> 'running'
-            AND (${after}::timestamptz IS NULL OR created_at > ${after}::timestamptz)
-            AND (${until}::timestamptz IS NULL OR created_at <= ${until}::timestamptz)
-          GROUP BY status, failure_code`,
-        (rows): Outcomes => {
+    /**
+     * Outcomes of the agent's finished runs created after `after` and up to `until` (either may be open). An answer
+     * is empty when the run recorded no text (`answer_chars = 0`); runs from before the length was recorded
+     * (`answer_chars` null) fall back to no output tokens.
+     */
+    const outcomes = (agentId: string, after: Date | null, until: Date | null = null) => {
+      const window = sql`
+        agent_id = ${agentId} AND status <> 'running'
+        AND (${after}::timestamptz IS NULL OR created_at > ${after}::timestamptz)
+        AND (${until}::timestamptz IS NULL OR created_at <= ${until}::timestamptz)`
+      const byStatus = sql<{
+        status: string
+        failureCode: string | null
+        n: number
+        deniedRuns: number
+        deniedCalls: number
+        trial: number
+        empty: number
+      }>`
+        SELECT status, failure_code, count(*)::int AS n,
+               (count(*) FILTER (WHERE tools_denied > 0))::int AS denied_runs,
+               COALESCE(sum(tools_denied), 0)::int AS denied_calls,
+               (count(*) FILTER (WHERE status = 'completed' AND input_tokens = 0))::int AS trial,
+               (count(*) FILTER (
+                 WHERE status = 'completed' AND input_tokens > 0
+                   AND (answer_chars = 0 OR (answer_chars IS NULL AND output_tokens = 0))
+               ))::int AS empty
+        FROM runs WHERE ${window}
+        GROUP BY status, failure_code`
+      const byTool = sql<{ name: string; runs: number; calls: number }>`
+        SELECT denied.name, count(DISTINCT runs.id)::int AS runs, count(*)::int AS calls
+        FROM runs CROSS JOIN LATERAL jsonb_array_elements_text(runs.denied_tools) AS denied (name)
+        WHERE ${window}
+        GROUP BY denied.name`
+      return Effect.map(
+        Effect.all([byStatus, byTool]),
+        ([rows, tools]): Outcomes => {
           const failures: Record<string, number> = {}
           let total = 0, completed = 0, failed = 0, cancelled = 0
           let deniedRuns = 0, deniedCalls = 0, trialExhausted = 0, emptyAnswers = 0
@@ -105,9 +119,12 @@ export class EvolutionRepo extends Effect.Service<EvolutionRepo>()("atrium/evolu
               failures[code] = (failures[code] ?? 0) + n
             }
           }
-          return { total, completed, failed, cancelled, failures, deniedRuns, deniedCalls, trialExhausted, emptyAnswers }
+          const deniedTools: Record<string, { runs: number; calls: number }> = {}
+          for (const tool of tools) deniedTools[tool.name] = { runs: Number(tool.runs), calls: Number(tool.calls) }
+          return { total, completed, failed, cancelled, failures, deniedRuns, deniedCalls, deniedTools, trialExhausted, emptyAnswers }
         }
       ).pipe(Effect.orDie)
+    }
 
     /** When a suggestion of each kind and subject was last accepted or dismissed. */
     const lastDecided = (agentId: string) =>

@@ -43,9 +43,14 @@ export interface Outcomes {
   /** Runs in which at least one tool call was denied, and how many calls were denied in all. */
   readonly deniedRuns: number
   readonly deniedCalls: number
+  /**
+   * Denials by the tool they were for: in how many runs and how many calls. Runs recorded before the engine named
+   * denied tools count in `deniedRuns` and `deniedCalls` only.
+   */
+  readonly deniedTools: Readonly<Record<string, { readonly runs: number; readonly calls: number }>>
   /** Completed runs in which the model never ran: the caller's free trial was used up (`usage.trial_exhausted`). */
   readonly trialExhausted: number
-  /** Completed runs whose model produced no output tokens. */
+  /** Completed runs in which the model ran but the answer had no text. */
   readonly emptyAnswers: number
 }
 
@@ -57,6 +62,7 @@ export const emptyOutcomes: Outcomes = {
   failures: {},
   deniedRuns: 0,
   deniedCalls: 0,
+  deniedTools: {},
   trialExhausted: 0,
   emptyAnswers: 0
 }
@@ -119,8 +125,8 @@ export const trialNoticeText = (config: AgentConfig) => {
 /**
  * The suggestions `evidence` supports for an agent configured as `config` (the published version when there is
  * one, else the draft: what users actually ran). `evidenceFor(kind, subject)` gives the outcomes counted since the
- * last decided suggestion of that kind and subject, so a suggestion accepted or dismissed is not made again from the
- * same runs. `catalog` lists the model ids that exist.
+ * last decided suggestion of that kind and subject (for a tool's denials, of either answer to them), so a suggestion
+ * accepted or dismissed is not made again from the same runs. `catalog` lists the model ids that exist.
  */
 export const derive = (
   config: AgentConfig,
@@ -159,16 +165,18 @@ export const derive = (
     })
   }
 
-  // Denied tool calls: the run engine records how many, not which tool. Every tool the policy denies or asks for
-  // is a candidate: allow it (the model evidently wants it), or remove it (so the model stops reaching for it).
-  const restricted = config.tools.filter((tool) => tool.permission !== "allow")
-  for (const tool of restricted) {
+  // Denied tool calls, by the tool each was for. A restricted tool (`deny` or `ask`) that was denied: allow it (the
+  // model evidently wants it), or remove it (so the model stops reaching for it). A tool that was not denied is no
+  // candidate, however it is set.
+  const configured = new Set<string>(config.tools.map((tool) => tool.name))
+  for (const tool of config.tools.filter((tool) => tool.permission !== "allow")) {
     for (const kind of ["allow_denied_tool", "remove_denied_tool"] as const) {
       const since = evidenceFor(kind, tool.name)
-      if (since.deniedRuns === 0) continue
-      const evidence = { runs_with_denials: since.deniedRuns, denied_calls: since.deniedCalls, runs: since.total }
-      const seen = `${plural(since.deniedCalls, "tool call")} ${since.deniedCalls === 1 ? "was" : "were"} denied in ` +
-        `${plural(since.deniedRuns, "run")} of ${since.total}; ${tool.name} is set to ${tool.permission}.`
+      const denied = since.deniedTools[tool.name]
+      if (denied === undefined || denied.calls === 0) continue
+      const evidence = { runs_with_denials: denied.runs, denied_calls: denied.calls, runs: since.total }
+      const seen = `${plural(denied.calls, "tool call")} ${denied.calls === 1 ? "was" : "were"} denied in ` +
+        `${plural(denied.runs, "run")} of ${since.total}; ${tool.name} is set to ${tool.permission}.`
       candidates.push(
         kind === "allow_denied_tool"
           ? {
@@ -190,19 +198,29 @@ export const derive = (
       )
     }
   }
-  if (restricted.length === 0) {
+  // Calls to tools the agent does not have (a model that makes names up, or a tool removed since): nothing to allow,
+  // so the agent is told which tools it has. `evidenceFor(kind, name)` counts a name's denials since it was last
+  // dealt with, as an unknown tool or as a tool of its own.
+  const unknown: Array<string> = []
+  let unknownCalls = 0
+  for (const name of Object.keys(allTime.deniedTools).filter((name) => !configured.has(name)).sort()) {
+    const calls = evidenceFor("unknown_tool_calls", name).deniedTools[name]?.calls ?? 0
+    if (calls === 0) continue
+    unknown.push(name)
+    unknownCalls += calls
+  }
+  if (unknownCalls > 0) {
     const since = evidenceFor("unknown_tool_calls", "")
-    if (since.deniedRuns > 0) {
-      candidates.push({
-        kind: "unknown_tool_calls",
-        subject: "",
-        title: "Tell the agent which tools it has",
-        rationale: `${plural(since.deniedCalls, "call")} to tools the agent does not have ${since.deniedCalls === 1 ? "was" : "were"} ` +
-          `denied in ${plural(since.deniedRuns, "run")} of ${since.total}.`,
-        change: { type: "append_instructions", text: unknownToolsText(config) },
-        evidence: { runs_with_denials: since.deniedRuns, denied_calls: since.deniedCalls, runs: since.total }
-      })
-    }
+    const shown = unknown.length <= 5 ? unknown.join(", ") : `${unknown.slice(0, 5).join(", ")} and ${unknown.length - 5} more`
+    candidates.push({
+      kind: "unknown_tool_calls",
+      subject: "",
+      title: "Tell the agent which tools it has",
+      rationale: `${plural(unknownCalls, "call")} to tools the agent does not have (${shown}) ` +
+        `${unknownCalls === 1 ? "was" : "were"} denied over ${plural(since.total, "run")}.`,
+      change: { type: "append_instructions", text: unknownToolsText(config) },
+      evidence: { denied_calls: unknownCalls, runs: since.total }
+    })
   }
 
   // Interrupted (cancelled) runs: the user or client stopped waiting.
@@ -219,7 +237,7 @@ export const derive = (
     })
   }
 
-  // Unanswered questions: the model produced nothing, or never ran because the free trial was used up.
+  // Unanswered questions: the model's answer had no text, or it never ran because the free trial was used up.
   const empty = evidenceFor("unanswered_questions", "empty_answer")
   if (empty.emptyAnswers > 0) {
     candidates.push({

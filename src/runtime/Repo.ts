@@ -24,7 +24,10 @@ export interface RunOutcome {
   readonly inputTokens: number
   readonly outputTokens: number
   readonly creditsCharged: bigint
-  readonly toolsDenied: number
+  /** Characters of the answer's text, surrounding whitespace not counted: 0 is a run that said nothing. */
+  readonly answerChars: number
+  /** The tool of each denied call, in order; how many calls were denied is its length. */
+  readonly deniedTools: ReadonlyArray<string>
 }
 
 /** Runs, free trials, workspace files and memory. SQL errors are defects here. */
@@ -43,7 +46,8 @@ export class RunsRepo extends Effect.Service<RunsRepo>()("atrium/runtime/RunsRep
         UPDATE runs SET status = ${outcome.status}, failure_code = ${outcome.failureCode},
           failure_message = ${outcome.failureMessage}, input_tokens = ${outcome.inputTokens},
           output_tokens = ${outcome.outputTokens}, credits_charged = ${outcome.creditsCharged.toString()},
-          tools_denied = ${outcome.toolsDenied}, finished_at = now()
+          tools_denied = ${outcome.deniedTools.length}, answer_chars = ${outcome.answerChars},
+          denied_tools = ${JSON.stringify(outcome.deniedTools)}::jsonb, finished_at = now()
         WHERE id = ${runId} AND status = 'running'`.pipe(Effect.asVoid, Effect.orDie)
 
     /**

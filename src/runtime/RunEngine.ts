@@ -130,7 +130,8 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
         let spent = 0n
         let inputTokens = 0
         let outputTokens = 0
-        let toolsDenied = 0
+        // Which tools were denied, for self-evolution: a name a model made up is kept, but not at any length.
+        const deniedTools: Array<string> = []
         let output = ""
         let reasoning = ""
         const added: Array<Prompt.MessageEncoded> = [{ role: "user", content: [{ type: "text", text: request.message }] }]
@@ -154,7 +155,8 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
             inputTokens,
             outputTokens,
             creditsCharged: spent,
-            toolsDenied
+            answerChars: output.trim().length,
+            deniedTools
           }).pipe(Effect.catchAllCause((cause) => Effect.logError("the run's record could not be written", cause)))
         const result = (status: "completed" | "failed", failure: Option.Option<{ code: string; message: string }>): RunResult => ({
           status,
@@ -259,7 +261,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
               const outcome = yield* runToolCall(toolCall, policies, context, request, emit, resolveSubagent, spent, (credits) => {
                 spent += credits
               })
-              if (outcome.denied) toolsDenied++
+              if (outcome.denied) deniedTools.push(toolCall.name.slice(0, 200))
               // `providerExecuted` is required in the encoded form of a tool result (@effect/ai 0.37): without it the
               // next model call fails to decode the prompt.
               results.push({

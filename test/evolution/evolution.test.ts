@@ -213,6 +213,7 @@ describe("evolution over HTTP", () => {
           failures: {},
           runs_with_denied_tools: 1,
           denied_tool_calls: 1,
+          denied_tools: { get_time: 1 },
           unanswered: 0
         })
 

@@ -47,20 +47,46 @@ describe("evolution suggestions", () => {
     assert.include(found[2]!.rationale, "2 runs of 10 failed with upstream_error")
   })
 
-  it("denials: allow or remove each restricted tool; without one, tell the agent its tools", () => {
-    const runs = outcomes({ total: 3, completed: 3, deniedRuns: 2, deniedCalls: 3 })
-    const restricted = derive(
-      config({ tools: [{ name: "get_time", permission: "allow" }, { name: "calculator", permission: "ask" }] }),
-      runs,
-      () => runs,
-      []
-    )
-    assert.deepStrictEqual(restricted.map((c) => [c.kind, c.subject]), [["allow_denied_tool", "calculator"], ["remove_denied_tool", "calculator"]])
-    assert.include(restricted[0]!.rationale, "3 tool calls were denied in 2 runs of 3; calculator is set to ask")
-    const open = derive(config({ tools: [{ name: "get_time", permission: "allow" }] }), runs, () => runs, [])
-    assert.deepStrictEqual(open.map((c) => c.kind), ["unknown_tool_calls"])
-    assert.deepStrictEqual(open[0]!.change, { type: "append_instructions", text: unknownToolsText(config({ tools: [{ name: "get_time", permission: "allow" }] })) })
+  it("denials: allow or remove each restricted tool that was denied, by name; unknown tools are named", () => {
+    const runs = outcomes({
+      total: 3,
+      completed: 3,
+      deniedRuns: 2,
+      deniedCalls: 4,
+      deniedTools: { calculator: { runs: 2, calls: 3 }, web_search: { runs: 1, calls: 1 } }
+    })
+    const tools = [
+      { name: "get_time", permission: "allow" },
+      { name: "calculator", permission: "ask" },
+      { name: "memory_save", permission: "deny" }
+    ] as const
+    const found = derive(config({ tools: [...tools] }), runs, () => runs, [])
+    // memory_save is restricted but was never denied: no suggestion about it.
+    assert.deepStrictEqual(found.map((c) => [c.kind, c.subject]), [
+      ["allow_denied_tool", "calculator"],
+      ["remove_denied_tool", "calculator"],
+      ["unknown_tool_calls", ""]
+    ])
+    assert.include(found[0]!.rationale, "3 tool calls were denied in 2 runs of 3; calculator is set to ask")
+    assert.deepStrictEqual(found[0]!.evidence, { runs_with_denials: 2, denied_calls: 3, runs: 3 })
+    assert.include(found[2]!.rationale, "1 call to tools the agent does not have (web_search) was denied over 3 runs")
+    assert.deepStrictEqual(found[2]!.evidence, { denied_calls: 1, runs: 3 })
+    assert.deepStrictEqual(found[2]!.change, { type: "append_instructions", text: unknownToolsText(config({ tools: [...tools] })) })
     assert.include(unknownToolsText(config()), "You have no tools")
+  })
+
+  it("denials named by no tool (runs recorded before names were) suggest nothing", () => {
+    const runs = outcomes({ total: 3, completed: 3, deniedRuns: 2, deniedCalls: 3 })
+    assert.deepStrictEqual(derive(config({ tools: [{ name: "calculator", permission: "deny" }] }), runs, () => runs, []), [])
+    assert.deepStrictEqual(derive(config(), runs, () => runs, []), [])
+  })
+
+  it("a tool's denials dealt with (asked with its name) are no unknown-tool evidence", () => {
+    const all = outcomes({ total: 2, completed: 2, deniedRuns: 1, deniedCalls: 1, deniedTools: { calculator: { runs: 1, calls: 1 } } })
+    const since = outcomes({ total: 1, completed: 1 })
+    // calculator was removed after its denials: the same runs do not make it an unknown tool.
+    assert.deepStrictEqual(derive(config(), all, (kind, subject) => kind === "unknown_tool_calls" && subject === "calculator" ? since : all, []), [])
+    assert.deepStrictEqual(derive(config(), all, () => all, []).map((c) => c.kind), ["unknown_tool_calls"])
   })
 
   it("interrupted runs and unanswered questions; the trial notice only for UNLOCK agents", () => {

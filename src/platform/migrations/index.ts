@@ -7,6 +7,7 @@ import market from "./0005_market.js"
 import runs from "./0006_runs.js"
 import sessions from "./0007_sessions.js"
 import evolution from "./0008_evolution.js"
+import runEvidence from "./0009_run_evidence.js"
 
 /** Numbered migrations, applied in order at start; a released migration is never edited, only followed. */
 export const migrations = Migrator.fromRecord({
@@ -17,5 +18,6 @@ export const migrations = Migrator.fromRecord({
   "0005_market": market,
   "0006_runs": runs,
   "0007_sessions": sessions,
-  "0008_evolution": evolution
+  "0008_evolution": evolution,
+  "0009_run_evidence": runEvidence
 })
