@@ -1,11 +1,11 @@
 import { HttpLayerRouter, HttpServerRequest } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
 import { assert, describe, layer } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Effect } from "effect"
 import * as V8 from "node:v8"
 import * as Vm from "node:vm"
 import { request } from "../support/Client.js"
-import { makeSmsInbox, makeStorage, startServer, TestServer } from "../support/TestServer.js"
+import { TestServer } from "../support/TestServer.js"
 import { apiKeyOf, BILLING_ENV, LIVE, newUser } from "./billing-support.js"
 
 /**
@@ -30,14 +30,7 @@ const Probe = HttpLayerRouter.middleware(
 V8.setFlagsFromString("--expose-gc")
 const gc = Vm.runInNewContext("gc") as () => void
 
-const ServerWithProbe = Layer.scoped(
-  TestServer,
-  Effect.gen(function*() {
-    const storage = yield* makeStorage
-    const inbox = yield* makeSmsInbox
-    return yield* startServer(storage, inbox, BILLING_ENV, Probe)
-  })
-)
+const ServerWithProbe = TestServer.layer(BILLING_ENV, Probe)
 
 const collected = (entry: { readonly message: WeakRef<object> }) =>
   Effect.gen(function*() {

@@ -1,5 +1,5 @@
 import { assert, describe, layer } from "@effect/vitest"
-import { Context, Effect, Layer } from "effect"
+import { Effect } from "effect"
 import { approved, createAgent, ENV, LIVE, liveAgent, newUser, patchAgent, publish } from "../agents/agents-support.js"
 import * as Mock from "../support/MockUpstream.js"
 import { TestServer } from "../support/TestServer.js"
@@ -19,21 +19,7 @@ const listOk = (token: string, identifier: string) =>
 
 const kinds = (list: { data: ReadonlyArray<any> }) => list.data.map((s) => `${s.kind}/${s.subject}`).sort()
 
-class Upstream extends Context.Tag("test/evolution/evidence/Upstream")<Upstream, Mock.MockUpstream>() {}
-
-const WithUpstream = Layer.unwrapScoped(Effect.map(Mock.make, (upstream) =>
-  Layer.merge(
-    TestServer.layer({
-      ...ENV,
-      MODEL_PROVIDER: "openai-chat",
-      OPENAI_BASE_URL: upstream.baseUrl,
-      OPENAI_API_KEY: "sk-upstream-secret-0123456789",
-      OPENAI_MODELS: "mock-model",
-      OPENAI_MODEL_RATES: "mock-model=0.5:1",
-      OPENAI_STREAM_IDLE_TIMEOUT: "400 millis"
-    }),
-    Layer.succeed(Upstream, upstream)
-  )))
+const WithUpstream = Mock.serverWithUpstream({ ...ENV, ...Mock.MOCK_MODEL_ENV })
 
 describe("evolution from run evidence", () => {
   layer(TestServer.layer(ENV), LIVE)((it) => {
@@ -109,7 +95,7 @@ describe("evolution from run evidence", () => {
   layer(WithUpstream, LIVE)((it) => {
     it.scoped("a completed run whose answer had no text is an unanswered question, though the model reported output", () =>
       Effect.gen(function*() {
-        const upstream = yield* Upstream
+        const upstream = yield* Mock.Upstream
         const owner = yield* newUser
         const agent = yield* createAgent(owner.token, { name: "Quiet", model: "mock-model" })
         yield* upstream.script(Mock.stream([Mock.chatText(["A real answer."], [30, 12])]))

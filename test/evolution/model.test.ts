@@ -1,10 +1,9 @@
 import { assert, describe, layer } from "@effect/vitest"
-import { Context, Effect, Layer } from "effect"
+import { Effect } from "effect"
 import { balanceOf, getAgent, liveAgent, newUser } from "../agents/agents-support.js"
 import { micros } from "../billing/billing-support.js"
 import { request } from "../support/Client.js"
 import * as Mock from "../support/MockUpstream.js"
-import { TestServer } from "../support/TestServer.js"
 import { ENV, LIVE } from "../mcp/mcp-support.js"
 import { acceptSuggestion, findSuggestion, runOnce, suggestionsOf } from "./evolution-support.js"
 
@@ -14,20 +13,12 @@ import { acceptSuggestion, findSuggestion, runOnce, suggestionsOf } from "./evol
  * answer, while the draft stays the platform's.
  */
 
-class Upstream extends Context.Tag("test/Upstream")<Upstream, Mock.MockUpstream>() {}
-
-const Servers = Layer.unwrapScoped(Effect.map(Mock.make, (upstream) =>
-  Layer.merge(
-    TestServer.layer({
-      ...ENV,
-      MODEL_PROVIDER: "openai-chat",
-      OPENAI_BASE_URL: upstream.baseUrl,
-      OPENAI_MODELS: "mock-model",
-      OPENAI_MODEL_RATES: "mock-model=1:2",
-      DISTILLATION_MODEL: "mock-model"
-    }),
-    Layer.succeed(Upstream, upstream)
-  )))
+const Servers = Mock.serverWithUpstream({
+  ...ENV,
+  OPENAI_MODELS: "mock-model",
+  OPENAI_MODEL_RATES: "mock-model=1:2",
+  DISTILLATION_MODEL: "mock-model"
+})
 
 const text = (deltas: ReadonlyArray<string>, usage: readonly [number, number] = [100, 10]) =>
   Mock.stream([Mock.chatText(deltas, usage)])
@@ -36,7 +27,7 @@ describe("evolution and distillation with a real model", () => {
   layer(Servers, LIVE)((it) => {
     it.effect("the agent's model drafts a new suggestion's text once, paid by the owner; the template is the fallback", () =>
       Effect.gen(function*() {
-        const upstream = yield* Upstream
+        const upstream = yield* Mock.Upstream
         const owner = yield* newUser
         const identifier = yield* liveAgent(owner.token, { name: "Upstreamed", model: "mock-model", instructions: "Help with taxes." })
         const user = yield* newUser
@@ -85,7 +76,7 @@ describe("evolution and distillation with a real model", () => {
 
     it.effect("the distiller on a real model: its reply is the answer, the draft stays grounded and the platform's", () =>
       Effect.gen(function*() {
-        const upstream = yield* Upstream
+        const upstream = yield* Mock.Upstream
         const me = yield* newUser
         const seen = (yield* upstream.requests).length
         yield* upstream.script(text(["I read tea.md. ", "Shall I name it Tea Master?"]))

@@ -14,7 +14,7 @@ import {
   PlatformAuthentication
 } from "../../src/identity/Authentication.js"
 import { createApiKey, loginWithSms, request, type Reply } from "../support/Client.js"
-import { makeSmsInbox, makeStorage, startServer, TEST_CODE, TEST_PHONE, TestServer } from "../support/TestServer.js"
+import { TEST_CODE, TEST_PHONE, TestServer } from "../support/TestServer.js"
 
 /**
  * Authentication of `/v1` and `/openapi` (issue 2 item 8; spec 4.6, 5.1, 5.3, 7.2) over real HTTP.
@@ -62,15 +62,7 @@ const ProbeRoutes = HttpLayerRouter.addHttpApi(ProbeApi).pipe(
   Layer.provide(AuthenticationLive)
 )
 
-/** `TestServer.layer()`, with the probe routes served next to the platform's. */
-const ServerWithProbes = Layer.scoped(
-  TestServer,
-  Effect.gen(function*() {
-    const storage = yield* makeStorage
-    const inbox = yield* makeSmsInbox
-    return yield* startServer(storage, inbox, {}, ProbeRoutes)
-  })
-)
+const ServerWithProbes = TestServer.layer({}, ProbeRoutes)
 
 const assertError = (reply: Reply, status: number, type: string) => {
   assert.strictEqual(reply.status, status, reply.text)

@@ -4,7 +4,7 @@ import { NodeContext } from "@effect/platform-node"
 import { SqlClient } from "@effect/sql"
 import { PgClient, PgMigrator } from "@effect/sql-pg"
 import { assert, describe, it, layer } from "@effect/vitest"
-import { Context, Effect, Layer, Redacted } from "effect"
+import { Effect, Layer, Redacted } from "effect"
 import * as Path from "node:path"
 import { migrations } from "../../src/platform/migrations/index.js"
 import * as Mock from "../support/MockUpstream.js"
@@ -63,21 +63,7 @@ const evidenceOf = (runId: string) =>
 
 const runIdOf = (stream: Parameters<typeof only>[0]) => only(stream, "run.created").run_id as string
 
-class Upstream extends Context.Tag("test/runs/evidence/Upstream")<Upstream, Mock.MockUpstream>() {}
-
-const WithUpstream = Layer.unwrapScoped(Effect.map(Mock.make, (upstream) =>
-  Layer.merge(
-    TestServer.layer({
-      ...ENV,
-      MODEL_PROVIDER: "openai-chat",
-      OPENAI_BASE_URL: upstream.baseUrl,
-      OPENAI_API_KEY: "sk-upstream-secret-0123456789",
-      OPENAI_MODELS: "mock-model",
-      OPENAI_MODEL_RATES: "mock-model=0.5:1",
-      OPENAI_STREAM_IDLE_TIMEOUT: "400 millis"
-    }),
-    Layer.succeed(Upstream, upstream)
-  )))
+const WithUpstream = Mock.serverWithUpstream({ ...ENV, ...Mock.MOCK_MODEL_ENV })
 
 /** An upstream step that calls the tool `name` after saying `text`. */
 const callsTool = (text: string, name: string) =>
@@ -172,7 +158,7 @@ describe("run evidence", () => {
   layer(WithUpstream, LIVE)((it) => {
     it.effect("a run that fails after a denial records the denied tool and what was said before", () =>
       Effect.gen(function*() {
-        const upstream = yield* Upstream
+        const upstream = yield* Mock.Upstream
         const user = yield* newUser
         const agent = yield* agentWith(user.token, { calculator: "deny" }, { model: "mock-model" })
         yield* upstream.script(
@@ -192,7 +178,7 @@ describe("run evidence", () => {
 
     it.effect("an answer without text is recorded as 0 characters, though the model reported output tokens", () =>
       Effect.gen(function*() {
-        const upstream = yield* Upstream
+        const upstream = yield* Mock.Upstream
         const user = yield* newUser
         const agent = yield* agentWith(user.token, {}, { model: "mock-model" })
         yield* upstream.script(Mock.stream([Mock.chatText(["  ", "\n"], [30, 12])]))

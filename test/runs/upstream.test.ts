@@ -1,8 +1,7 @@
 import { assert, describe, layer } from "@effect/vitest"
-import { Context, Effect, Layer } from "effect"
+import { Effect } from "effect"
 import { names, streamOf, textOf } from "../support/Sse.js"
 import * as Mock from "../support/MockUpstream.js"
-import { TestServer } from "../support/TestServer.js"
 import { agentWith, ENV, LIVE, newUser } from "./runs-support.js"
 
 /**
@@ -11,21 +10,7 @@ import { agentWith, ENV, LIVE, newUser } from "./runs-support.js"
  * `[DONE]`, never a hung stream.
  */
 
-class Upstream extends Context.Tag("test/Upstream")<Upstream, Mock.MockUpstream>() {}
-
-const Servers = Layer.unwrapScoped(Effect.map(Mock.make, (upstream) =>
-  Layer.merge(
-    TestServer.layer({
-      ...ENV,
-      MODEL_PROVIDER: "openai-chat",
-      OPENAI_BASE_URL: upstream.baseUrl,
-      OPENAI_API_KEY: "sk-upstream-secret-0123456789",
-      OPENAI_MODELS: "mock-model",
-      OPENAI_MODEL_RATES: "mock-model=0.5:1",
-      OPENAI_STREAM_IDLE_TIMEOUT: "400 millis"
-    }),
-    Layer.succeed(Upstream, upstream)
-  )))
+const Servers = Mock.serverWithUpstream({ ...ENV, ...Mock.MOCK_MODEL_ENV })
 
 const mockAgent = (token: string, tools: Record<string, "allow" | "ask" | "deny"> = {}) =>
   agentWith(token, tools, { model: "mock-model" })
@@ -34,7 +19,7 @@ describe("runs through an upstream model", () => {
   layer(Servers, LIVE)((it) => {
     it.effect("streamed text, reasoning and usage become events; usage is charged at the model's rate", () =>
       Effect.gen(function*() {
-        const upstream = yield* Upstream
+        const upstream = yield* Mock.Upstream
         const user = yield* newUser
         const agent = yield* mockAgent(user.token)
         yield* upstream.script(Mock.stream([
@@ -61,7 +46,7 @@ describe("runs through an upstream model", () => {
 
     it.effect("a tool call with streamed arguments runs, and its result goes back upstream", () =>
       Effect.gen(function*() {
-        const upstream = yield* Upstream
+        const upstream = yield* Mock.Upstream
         const user = yield* newUser
         const agent = yield* mockAgent(user.token, { calculator: "allow" })
         const call = (args: string, first: boolean) =>
@@ -88,7 +73,7 @@ describe("runs through an upstream model", () => {
 
     it.effect("an upstream 500 is run.failed with code upstream_error, then [DONE]", () =>
       Effect.gen(function*() {
-        const upstream = yield* Upstream
+        const upstream = yield* Mock.Upstream
         const user = yield* newUser
         const agent = yield* mockAgent(user.token)
         yield* upstream.script(Mock.status(500, { error: { message: "the GPU caught fire" } }))
@@ -101,7 +86,7 @@ describe("runs through an upstream model", () => {
 
     it.effect("an upstream that stalls is run.failed with code upstream_timeout, then [DONE]", () =>
       Effect.gen(function*() {
-        const upstream = yield* Upstream
+        const upstream = yield* Mock.Upstream
         const user = yield* newUser
         const agent = yield* mockAgent(user.token)
         yield* upstream.script(Mock.stream([Mock.sse(Mock.chatChunk({ content: "Hel" }))], { stallAfter: true }))

@@ -7,7 +7,7 @@ import * as Vm from "node:vm"
 import { Session } from "../../src/sessions/Session.js"
 import { request } from "../support/Client.js"
 import { openStream, streamOf, textOf } from "../support/Sse.js"
-import { makeSmsInbox, makeStorage, startServer, TestServer } from "../support/TestServer.js"
+import { TestServer } from "../support/TestServer.js"
 import { agentWith, ENV, LIVE, newUser } from "../runs/runs-support.js"
 
 /**
@@ -109,14 +109,7 @@ const assertNoneStillRuns = (entry: Probed) =>
 V8.setFlagsFromString("--expose-gc")
 const gc = Vm.runInNewContext("gc") as () => void
 
-const ServerWithProbes = Layer.scoped(
-  TestServer,
-  Effect.gen(function*() {
-    const storage = yield* makeStorage
-    const inbox = yield* makeSmsInbox
-    return yield* startServer(storage, inbox, ENV, ProbeRoutes)
-  })
-)
+const ServerWithProbes = TestServer.layer(ENV, ProbeRoutes)
 
 const newSession = Effect.gen(function*() {
   const user = yield* newUser

@@ -1,8 +1,9 @@
 import { Tool, Toolkit } from "@effect/ai"
 import type { AiError, LanguageModel, Response } from "@effect/ai"
-import { Cause, Chunk, Effect, Schema, Scope, Stream } from "effect"
+import { Cause, Chunk, Context, Effect, Layer, Schema, Scope, Stream } from "effect"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
+import { TestServer } from "./TestServer.js"
 
 /**
  * A mock OpenAI-compatible upstream over real HTTP: a node:http server on a random loopback port, alive for the
@@ -197,6 +198,25 @@ export const make: Effect.Effect<MockUpstream, never, Scope.Scope> = Effect.gen(
 // -----------------------------------------------------------------------------
 // Helpers for the model provider tests
 // -----------------------------------------------------------------------------
+
+/** The mock upstream of a `serverWithUpstream` layer, for a test to script and inspect. */
+export class Upstream extends Context.Tag("test/Upstream")<Upstream, MockUpstream>() {}
+
+/** A mock model for the platform: one model, `mock-model`, at 0.5 / 1 credits per 1k tokens, with a short idle timeout. */
+export const MOCK_MODEL_ENV = {
+  OPENAI_API_KEY: "sk-upstream-secret-0123456789",
+  OPENAI_MODELS: "mock-model",
+  OPENAI_MODEL_RATES: "mock-model=0.5:1",
+  OPENAI_STREAM_IDLE_TIMEOUT: "400 millis"
+} as const
+
+/** The test platform with its OpenAI Chat Completions provider pointed at a fresh mock upstream (`Upstream`). */
+export const serverWithUpstream = (env: Record<string, string>) =>
+  Layer.unwrapScoped(Effect.map(make, (upstream) =>
+    Layer.merge(
+      TestServer.layer({ ...env, MODEL_PROVIDER: "openai-chat", OPENAI_BASE_URL: upstream.baseUrl }),
+      Layer.succeed(Upstream, upstream)
+    )))
 
 /** Tools shaped like the engine's: one with a required argument, one without. */
 export const Calculator = Tool.make("calculator", {

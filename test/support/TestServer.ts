@@ -166,14 +166,20 @@ export const startServer = <R = never>(
   })
 
 export class TestServer extends Context.Tag("test/TestServer")<TestServer, RunningServer>() {
-  /** One server per test file (or `it.layer` block), with its own storage and SMS inbox. */
-  static layer = (env: Record<string, string> = {}) =>
+  /**
+   * One server per test file (or `it.layer` block), with its own storage and SMS inbox, and `extraRoutes` (test
+   * probes) served next to the platform's.
+   */
+  static layer = <R = never>(
+    env: Record<string, string> = {},
+    extraRoutes: Layer.Layer<never, unknown, R> = Layer.empty as Layer.Layer<never, unknown, R>
+  ) =>
     Layer.scoped(
       TestServer,
       Effect.gen(function*() {
         const storage = yield* makeStorage
         const inbox = yield* makeSmsInbox
-        return yield* startServer(storage, inbox, env)
+        return yield* startServer(storage, inbox, env, extraRoutes)
       })
     )
 }
