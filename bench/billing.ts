@@ -16,15 +16,13 @@
  *
  * A script, not a test: it prints a Markdown table for BENCHMARKS.md and asserts nothing.
  */
-import * as ChildProcess from "node:child_process"
 import * as Crypto from "node:crypto"
 import * as Http from "node:http"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
-import * as Path from "node:path"
 import pg from "pg"
 import { Pool } from "undici"
-import { call, createBenchDatabase, freePort, percentile, platformNodeArgs, processCpu } from "./support.js"
+import { call, launchBenchPlatform, percentile, processCpu } from "./support.js"
 
 const args = new Map<string, string>()
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1]!)
@@ -112,34 +110,15 @@ const load = async (name: string, probe: Probe, once: (worker: number, i: number
 
 const main = async () => {
   const startLoad = Os.loadavg()
-  const db = await createBenchDatabase(ADMIN_URL)
-  const port = await freePort()
-  const base = `http://127.0.0.1:${port}`
   const phones = Array.from({ length: USERS }, (_, i) => `+1555${String(1_000_000 + i).padStart(7, "0")}`)
-  const nodeArgs = platformNodeArgs()
-  const child = ChildProcess.spawn(process.execPath, [...nodeArgs, "--import", "tsx", "src/main.ts"], {
-    cwd: Path.resolve(import.meta.dirname, ".."),
-    env: {
-      ...process.env,
-      PORT: String(port),
-      HOST: "127.0.0.1",
-      DATABASE_URL: db.url,
-      REDIS_URL,
-      KEY_PREFIX: `bench:${db.name}:`,
-      SMS_TEST_OTP: phones.map((p) => `${p}=123456`).join(","),
-      SIGNUP_CREDITS: "0"
-    },
-    stdio: ["ignore", "inherit", "inherit"]
+  const platform = await launchBenchPlatform({
+    env: { SMS_TEST_OTP: phones.map((p) => `${p}=123456`).join(","), SIGNUP_CREDITS: "0" },
+    services: { adminUrl: ADMIN_URL, redisUrl: REDIS_URL }
   })
+  const { base, child } = platform
+  const db = platform.db!
   const results: Array<Result> = []
   try {
-    for (let i = 0; ; i++) {
-      if (i > 600) throw new Error("server did not start")
-      const up = await call(agent, base, "GET", "/api/health").then((r) => r.status === 200, () => false)
-      if (up) break
-      await new Promise((r) => setTimeout(r, 100))
-    }
-
     // Setup over the public API: users, an app with a meter, each user authorizes it, credits for everyone.
     const tokens = await Promise.all(phones.map(async (phone) =>
       (await call(agent, base, "POST", "/api/auth/login", { phone, code: "123456" })).body.token as string
@@ -254,10 +233,8 @@ const main = async () => {
     await stats.end()
     await loadPool.close()
   } finally {
-    child.kill("SIGTERM")
-    await new Promise((r) => child.once("exit", r))
     agent.destroy()
-    await db.drop()
+    await platform.stop()
   }
 
   const rate = (r: Result) => r.ok / r.seconds

@@ -10,12 +10,9 @@
  * A script, not a test: it prints a Markdown table for BENCHMARKS.md and asserts nothing (beyond counting the runs
  * whose stream did not end with run.completed and [DONE] as failed).
  */
-import * as ChildProcess from "node:child_process"
-import * as Fs from "node:fs"
 import * as Http from "node:http"
 import * as Os from "node:os"
-import * as Path from "node:path"
-import { type BenchDatabase, call, createBenchDatabase, freePort, percentile, platformNodeArgs, processCpu } from "./support.js"
+import { call, launchBenchPlatform, percentile, processCpu } from "./support.js"
 
 const args = new Map<string, string>()
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1]!)
@@ -139,44 +136,15 @@ const phase = async (
 
 const main = async () => {
   const startLoad = Os.loadavg()
-  const port = await freePort()
-  const base = `http://127.0.0.1:${port}`
   const phones = Array.from({ length: USERS }, (_, i) => `+1555${String(2_000_000 + i).padStart(7, "0")}`)
-  const env: Record<string, string> = {
-    ...(process.env as Record<string, string>),
-    PORT: String(port),
-    HOST: "127.0.0.1",
-    SMS_TEST_OTP: phones.map((p) => `${p}=123456`).join(","),
+  const platform = await launchBenchPlatform({
     // Enough credits that no wallet runs dry during the bench.
-    SIGNUP_CREDITS: "1000000"
-  }
-  delete env.DATABASE_URL
-  delete env.REDIS_URL
-  delete env.KEY_PREFIX
-  let db: BenchDatabase | undefined
-  let dataDir: string | undefined
-  if (SERVICES) {
-    db = await createBenchDatabase(ADMIN_URL)
-    Object.assign(env, { DATABASE_URL: db.url, REDIS_URL, KEY_PREFIX: `bench:${db.name}:` })
-  } else {
-    dataDir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "atrium-bench-runs-"))
-    env.DATA_DIR = dataDir
-  }
-  const nodeArgs = platformNodeArgs()
-  const child = ChildProcess.spawn(process.execPath, [...nodeArgs, "--import", "tsx", "src/main.ts"], {
-    cwd: Path.resolve(import.meta.dirname, ".."),
-    env,
-    stdio: ["ignore", "inherit", "inherit"]
+    env: { SMS_TEST_OTP: phones.map((p) => `${p}=123456`).join(","), SIGNUP_CREDITS: "1000000" },
+    ...(SERVICES ? { services: { adminUrl: ADMIN_URL, redisUrl: REDIS_URL } } : {})
   })
+  const { base, child } = platform
   const results: Array<Result> = []
   try {
-    for (let i = 0; ; i++) {
-      if (i > 1200) throw new Error("server did not start")
-      const up = await call(agent, base, "GET", "/api/health").then((r) => r.status === 200, () => false)
-      if (up) break
-      await new Promise((r) => setTimeout(r, 100))
-    }
-
     // Users log in (fixed test codes); each has its own agent and wallet, so no single wallet is the bottleneck.
     const users = await Promise.all(phones.map(async (phone, i) => {
       const token = (await call(agent, base, "POST", "/api/auth/login", { phone, code: "123456" })).body.token as string
@@ -201,11 +169,8 @@ const main = async () => {
     for (const level of LEVELS) results.push(await phase(`short answer, ${level} concurrent`, level, child.pid, short))
     results.push(await phase(`long answer (${EVENT_WORDS} words), ${EVENT_CONCURRENCY} concurrent`, EVENT_CONCURRENCY, child.pid, long))
   } finally {
-    child.kill("SIGTERM")
-    await new Promise((r) => child.once("exit", r))
     agent.destroy()
-    await db?.drop()
-    if (dataDir !== undefined) Fs.rmSync(dataDir, { recursive: true, force: true })
+    await platform.stop()
   }
 
   const f = (n: number, digits = 1) => Number.isNaN(n) ? "-" : n.toFixed(digits)

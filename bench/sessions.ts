@@ -23,12 +23,10 @@
  * A script, not a test: it prints Markdown tables for BENCHMARKS.md and asserts nothing (it counts and reports what
  * did not arrive).
  */
-import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Http from "node:http"
 import * as Os from "node:os"
-import * as Path from "node:path"
-import { type BenchDatabase, call, createBenchDatabase, freePort, percentile, platformNodeArgs, processCpu } from "./support.js"
+import { call, freePort, launchBenchPlatform, percentile, processCpu } from "./support.js"
 
 const args = new Map<string, string>()
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1]!)
@@ -268,39 +266,15 @@ interface Subscription {
 
 const main = async () => {
   const startLoad = Os.loadavg()
-  const port = await freePort()
   const inspectPort = GC ? await freePort() : undefined
-  const base = `http://127.0.0.1:${port}`
   const phones = Array.from({ length: USERS }, (_, i) => `+1555${String(3_000_000 + i).padStart(7, "0")}`)
-  const env: Record<string, string> = {
-    ...(process.env as Record<string, string>),
-    PORT: String(port),
-    HOST: "127.0.0.1",
-    SMS_TEST_OTP: phones.map((p) => `${p}=123456`).join(","),
-    SIGNUP_CREDITS: "1000000"
-  }
-  delete env.DATABASE_URL
-  delete env.REDIS_URL
-  delete env.KEY_PREFIX
-  let db: BenchDatabase | undefined
-  let dataDir: string | undefined
-  if (SERVICES) {
-    db = await createBenchDatabase(ADMIN_URL)
-    Object.assign(env, { DATABASE_URL: db.url, REDIS_URL, KEY_PREFIX: `bench:${db.name}:` })
-  } else {
-    dataDir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "atrium-bench-sessions-"))
-    env.DATA_DIR = dataDir
-  }
-  const nodeArgs = [
-    ...(inspectPort !== undefined ? [`--inspect=127.0.0.1:${inspectPort}`] : []),
-    ...platformNodeArgs()
-  ]
-  const child = ChildProcess.spawn(process.execPath, [...nodeArgs, "--import", "tsx", "src/main.ts"], {
-    cwd: Path.resolve(import.meta.dirname, ".."),
-    env,
+  const platform = await launchBenchPlatform({
+    env: { SMS_TEST_OTP: phones.map((p) => `${p}=123456`).join(","), SIGNUP_CREDITS: "1000000" },
+    ...(SERVICES ? { services: { adminUrl: ADMIN_URL, redisUrl: REDIS_URL } } : {}),
     // The inspector's "Debugger listening" notice goes to stderr; the server's own logs stay visible.
-    stdio: ["ignore", "inherit", "inherit"]
+    nodeArgs: inspectPort !== undefined ? [`--inspect=127.0.0.1:${inspectPort}`] : []
   })
+  const { base, child, db } = platform
   const pid = child.pid!
   const lines: Array<string> = []
   const out = (line = "") => {
@@ -319,13 +293,6 @@ const main = async () => {
   }
 
   try {
-    for (let i = 0; ; i++) {
-      if (i > 1200) throw new Error("server did not start")
-      const up = await call(agent, base, "GET", "/api/health").then((r) => r.status === 200, () => false)
-      if (up) break
-      await new Promise((r) => setTimeout(r, 100))
-    }
-
     const users = await Promise.all(phones.map(async (phone, i) => {
       const token = (await call(agent, base, "POST", "/api/auth/login", { phone, code: "123456" })).body.token as string
       const created = await call(agent, base, "POST", "/v1/agents", { name: `Bench ${i}`, instructions: "Answer briefly." }, {
@@ -696,12 +663,9 @@ const main = async () => {
     }
   } finally {
     for (const s of subscriptions) s.request?.destroy()
-    child.kill("SIGTERM")
-    await new Promise((r) => child.exitCode !== null ? r(undefined) : child.once("exit", r))
     agent.destroy()
     for (const a of subAgents) a.destroy()
-    await db?.drop()
-    if (dataDir !== undefined) Fs.rmSync(dataDir, { recursive: true, force: true })
+    await platform.stop()
   }
   console.log("\n---- summary ----\n")
   console.log(lines.join("\n"))

@@ -2,10 +2,12 @@
  * What the load scripts in bench/ share: a JSON request over a keep-alive agent, a free port, percentiles and the
  * CPU time of a process. Scripts, not tests: nothing here asserts.
  */
+import * as ChildProcess from "node:child_process"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Http from "node:http"
 import * as Net from "node:net"
+import * as Os from "node:os"
 import * as Path from "node:path"
 import pg from "pg"
 
@@ -108,4 +110,69 @@ export const createBenchDatabase = async (adminUrl: string, prefix = "atrium_ben
       await admin.end()
     }
   }
+}
+
+/** The platform as its own process, started by `launchBenchPlatform`. */
+export interface BenchPlatform {
+  readonly base: string
+  readonly child: ChildProcess.ChildProcess
+  /** Its database, in services mode. */
+  readonly db: BenchDatabase | undefined
+  /** Stops the process (SIGTERM) and removes its database or data directory. */
+  readonly stop: () => Promise<void>
+}
+
+/**
+ * Starts the platform the way `npm start` does (`platformNodeArgs`, after `nodeArgs`) on a free port, with `env` over
+ * this process's environment: in services mode on a database and a Redis key prefix of its own, otherwise embedded
+ * in a fresh data directory. Resolves once it answers `/api/health`.
+ */
+export const launchBenchPlatform = async (options: {
+  readonly env: Record<string, string>
+  readonly services?: { readonly adminUrl: string; readonly redisUrl: string }
+  readonly nodeArgs?: ReadonlyArray<string>
+}): Promise<BenchPlatform> => {
+  const port = await freePort()
+  const env: Record<string, string> = { ...(process.env as Record<string, string>) }
+  delete env.DATABASE_URL
+  delete env.REDIS_URL
+  delete env.KEY_PREFIX
+  Object.assign(env, options.env, { PORT: String(port), HOST: "127.0.0.1" })
+  let db: BenchDatabase | undefined
+  let dataDir: string | undefined
+  if (options.services !== undefined) {
+    db = await createBenchDatabase(options.services.adminUrl)
+    Object.assign(env, { DATABASE_URL: db.url, REDIS_URL: options.services.redisUrl, KEY_PREFIX: `bench:${db.name}:` })
+  } else {
+    dataDir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "atrium-bench-"))
+    env.DATA_DIR = dataDir
+  }
+  const child = ChildProcess.spawn(
+    process.execPath,
+    [...(options.nodeArgs ?? []), ...platformNodeArgs(), "--import", "tsx", "src/main.ts"],
+    { cwd: Path.resolve(import.meta.dirname, ".."), env, stdio: ["ignore", "inherit", "inherit"] }
+  )
+  const exited = new Promise((resolve) => child.once("exit", resolve))
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM")
+    await exited
+    await db?.drop()
+    if (dataDir !== undefined) Fs.rmSync(dataDir, { recursive: true, force: true })
+  }
+  const base = `http://127.0.0.1:${port}`
+  const agent = new Http.Agent()
+  try {
+    for (let i = 0; ; i++) {
+      if (i > 1200 || child.exitCode !== null) throw new Error("the platform did not start")
+      const up = await call(agent, base, "GET", "/api/health").then((r) => r.status === 200, () => false)
+      if (up) break
+      await new Promise((r) => setTimeout(r, 100))
+    }
+  } catch (error) {
+    await stop()
+    throw error
+  } finally {
+    agent.destroy()
+  }
+  return { base, child, db, stop }
 }
