@@ -24,6 +24,9 @@ import pg from "pg"
 import { Pool } from "undici"
 import { call, launchBenchPlatform, percentile, processCpu } from "./support.js"
 
+/** The operator bearer the benchmark's platform gets for its `/internal/*` grants. */
+const BENCH_INTERNAL_TOKEN = "bench-internal-token-0123456789abcdef"
+
 const args = new Map<string, string>()
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1]!)
 const SECONDS = Number(args.get("seconds") ?? 10)
@@ -112,7 +115,7 @@ const main = async () => {
   const startLoad = Os.loadavg()
   const phones = Array.from({ length: USERS }, (_, i) => `+1555${String(1_000_000 + i).padStart(7, "0")}`)
   const platform = await launchBenchPlatform({
-    env: { SMS_TEST_OTP: phones.map((p) => `${p}=123456`).join(","), SIGNUP_CREDITS: "0" },
+    env: { INTERNAL_TOKEN: BENCH_INTERNAL_TOKEN, SMS_TEST_OTP: phones.map((p) => `${p}=123456`).join(","), SIGNUP_CREDITS: "0" },
     services: { adminUrl: ADMIN_URL, redisUrl: REDIS_URL }
   })
   const { base, child } = platform
@@ -146,7 +149,9 @@ const main = async () => {
       return exchanged.body.access_token as string
     }))
     await Promise.all(userIds.map((id) =>
-      call(agent, base, "POST", `/internal/wallets/${id}/grants`, { amount: 1_000_000, idempotency_key: `seed-${id}`, reason: "bench" })
+      call(agent, base, "POST", `/internal/wallets/${id}/grants`, { amount: 1_000_000, idempotency_key: `seed-${id}`, reason: "bench" }, {
+        authorization: `Bearer ${BENCH_INTERNAL_TOKEN}`
+      })
     ))
 
     // The load itself goes through an undici Pool of CONCURRENCY keep-alive connections: about half the client CPU

@@ -73,14 +73,14 @@ export const processCpu = (pid: number | undefined): number => {
 
 
 /**
- * The node flags `npm start` runs the platform with (the options between `node` and `--import` in package.json's
+ * The node flags `npm start` runs the platform with (the `--` options between `node` and the script in package.json's
  * start script), then those of BENCH_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"): a benchmark measures
  * the platform as it is started, not as a bare `node --import tsx` would run it.
  */
 export const platformNodeArgs = (): Array<string> => {
   const pkg = JSON.parse(Fs.readFileSync(Path.resolve(import.meta.dirname, "../package.json"), "utf8"))
   const words = String(pkg.scripts.start).split(/\s+/)
-  const start = words.slice(words.indexOf("node") + 1, words.indexOf("--import"))
+  const start = words.slice(words.indexOf("node") + 1).filter((word) => word.startsWith("--") && word !== "--import")
   return [...start, ...(process.env.BENCH_NODE_ARGS ?? "").split(" ").filter((a) => a.length > 0)]
 }
 
@@ -137,7 +137,8 @@ export const launchBenchPlatform = async (options: {
   delete env.DATABASE_URL
   delete env.REDIS_URL
   delete env.KEY_PREFIX
-  Object.assign(env, options.env, { PORT: String(port), HOST: "127.0.0.1" })
+  // No access line per request on the bench's own terminal (a bench that measures logging sets LOG_LEVEL itself).
+  Object.assign(env, { LOG_LEVEL: "warn" }, options.env, { PORT: String(port), HOST: "127.0.0.1" })
   let db: BenchDatabase | undefined
   let dataDir: string | undefined
   if (options.services !== undefined) {

@@ -1,14 +1,18 @@
 import { HttpApi, OpenApi } from "@effect/platform"
 import { AgentsApi, PurchasesApi, ReviewsApi } from "./agents/Api.js"
 import { RunsApi } from "./runs/Api.js"
+import { ResponsesApi } from "./responses/Api.js"
 import { EvolutionApi } from "./evolution/Api.js"
 import { DistillationsApi } from "./distillation/Api.js"
 import { SessionsApi } from "./sessions/Api.js"
 import { AppsApi, CreditsApi, EventsApi, InternalBillingApi, MetersApi, PaymentNotifyApi, WalletApi } from "./billing/Api.js"
+import { CredentialsApi } from "./credentials/Api.js"
 import { EnvironmentsApi } from "./environments/Api.js"
 import { FilesApi } from "./files/Api.js"
 import { AccountApi, AuthApi } from "./identity/Api.js"
-import { AgentSkillsApi, CreatorReviewsApi, CreatorsApi, MarketApi, NotificationsApi } from "./market/Api.js"
+import { AgentSkillsApi, CreatorReviewsApi, CreatorsApi, MarketApi } from "./market/Api.js"
+import { NotificationsApi } from "./notifications/Api.js"
+import { END_USER_ROUTES } from "./identity/Authentication.js"
 import { HealthApi } from "./platform/Health.js"
 import { ModelsApi } from "./runtime/models/Api.js"
 
@@ -44,6 +48,51 @@ const documentErrorEnvelope = (spec: Record<string, any>): Record<string, any> =
   return spec
 }
 
+/** Operations that answer `text/event-stream` (always, or with `stream: true`), and what their events are. */
+const STREAMS: Record<string, { readonly only: boolean; readonly events: string }> = {
+  "post /v1/agents/run": { only: false, events: "The run's events (docs/events.md): run.created, output.text.delta, tool_call.*, approval.required, usage.token, run.completed or run.failed, then data: [DONE]." },
+  "post /v1/chat/completions": { only: false, events: "With stream: true, chat.completion.chunk data lines (no event: lines), an error data line for a failed run, then data: [DONE]." },
+  "post /v1/responses": { only: false, events: "With stream: true, OpenAI's Responses events: response.created, response.in_progress, response.output_item.added, response.content_part.added, response.output_text.delta, response.output_text.done, response.function_call_arguments.delta, response.function_call_arguments.done, response.content_part.done, response.output_item.done, then response.completed or response.failed." },
+  "post /v1/sessions/{id}/events": { only: true, events: "The turn's events (docs/events.md), each with its session-wide seq as the SSE id, then data: [DONE]." },
+  "get /v1/sessions/{id}/events": { only: true, events: "The session's events (docs/events.md) from `after` (or Last-Event-ID) on, then live ones, each with its seq as the SSE id." }
+}
+
+/**
+ * What the generated document cannot know: the streaming answers, the `X-End-User-Id` header that API keys must
+ * send on the end-user routes, where the API is served, and a summary for every operation.
+ */
+const documentTruth = (spec: Record<string, any>): Record<string, any> => {
+  spec.servers = [{ url: "/", description: "this platform (the document is served by it)" }]
+  for (const [path, operations] of Object.entries<Record<string, any>>(spec.paths ?? {})) {
+    for (const [method, operation] of Object.entries<any>(operations)) {
+      if (typeof operation !== "object" || operation === null || !("responses" in operation)) continue
+      const description: string | undefined = operation.description
+      if (operation.summary === undefined) {
+        const first = description?.split(/(?<=\.)\s/)[0]?.replace(/\.$/, "")
+        operation.summary = first !== undefined && first.length > 0 && first.length <= 100 ? first : `${method.toUpperCase()} ${path}`
+      }
+      if (description === undefined) operation.description = operation.summary
+      const stream = STREAMS[`${method} ${path}`]
+      if (stream !== undefined) {
+        const ok = operation.responses["200"] ?? (operation.responses["200"] = { description: "Success" })
+        const eventStream = { schema: { type: "string", description: stream.events } }
+        ok.content = stream.only ? { "text/event-stream": eventStream } : { ...ok.content, "text/event-stream": eventStream }
+      }
+      if (END_USER_ROUTES.test(path)) {
+        operation.parameters = [...(operation.parameters ?? []), {
+          name: "X-End-User-Id",
+          in: "header",
+          required: false,
+          description: "Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of " +
+            "A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it.",
+          schema: { type: "string", pattern: "^[A-Za-z0-9._:@-]{1,128}$" }
+        }]
+      }
+    }
+  }
+  return documentErrorEnvelope(spec)
+}
+
 /** The whole HTTP API: one group per domain. Handlers live in each domain's `Http.ts`. */
 export class AtriumApi extends HttpApi.make("atrium")
   .add(HealthApi)
@@ -59,11 +108,13 @@ export class AtriumApi extends HttpApi.make("atrium")
   .add(InternalBillingApi)
   .add(AgentsApi)
   .add(RunsApi)
+  .add(ResponsesApi)
   .add(SessionsApi)
   .add(PurchasesApi)
   .add(ReviewsApi)
   .add(FilesApi)
   .add(EnvironmentsApi)
+  .add(CredentialsApi)
   .add(MarketApi)
   .add(CreatorsApi)
   .add(NotificationsApi)
@@ -73,7 +124,7 @@ export class AtriumApi extends HttpApi.make("atrium")
   .add(DistillationsApi)
   .annotate(OpenApi.Title, "Atrium platform API")
   .annotate(OpenApi.Version, "1.0.0")
-  .annotate(OpenApi.Transform, documentErrorEnvelope)
+  .annotate(OpenApi.Transform, documentTruth)
   .annotate(
     OpenApi.Description,
     "Run and publish AI experts, paid with credits. Errors are {\"error\":{\"type\",\"message\"}}."

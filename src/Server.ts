@@ -1,5 +1,6 @@
 import {
   FileSystem,
+  HttpApi,
   HttpApiScalar,
   HttpIncomingMessage,
   HttpLayerRouter,
@@ -8,31 +9,39 @@ import {
   HttpServerResponse
 } from "@effect/platform"
 import { NodeHttpServer, NodeHttpServerRequest } from "@effect/platform-node"
-import { Cause, Duration, Effect, Layer, Option } from "effect"
+import { Cause, Duration, Effect, Layer, Option, Redacted } from "effect"
 import { createServer } from "node:http"
 import type { Readable } from "node:stream"
 import { AgentsHttpLive } from "./agents/Http.js"
 import { AtriumApi } from "./Api.js"
 import { BillingHttp } from "./billing/Http.js"
+import { RunPayerLive } from "./billing/RunPayerLive.js"
 import { Wallets, WalletLive } from "./billing/Wallet.js"
+import { CredentialsHttpLive } from "./credentials/Http.js"
 import { EnvironmentsHttpLive } from "./environments/Http.js"
 import { FilesHttpLive } from "./files/Http.js"
 import { isStorageRoute, StorageRoute } from "./files/StorageHttp.js"
 import { MISSING_END_USER, missingEndUser } from "./identity/Authentication.js"
 import { AccountHttp, AuthHttp } from "./identity/Http.js"
-import { LoginPageRoute, OAuthRoutes } from "./identity/OAuthHttp.js"
+import { fallbackLoginPage, OAuthRoutes } from "./identity/oauth/Http.js"
 import { Tokens } from "./identity/Tokens.js"
 import { MarketHttpLive } from "./market/Http.js"
+import { NotificationsHttpLive } from "./notifications/Http.js"
 import { McpRoute } from "./mcp/Http.js"
 import { ClusterLive } from "./platform/Cluster.js"
 import { AppConfig } from "./platform/Config.js"
 import { DatabaseLive } from "./platform/Database.js"
 import { errorBody, errorType } from "./platform/Errors.js"
 import { HealthHttp } from "./platform/HealthHttp.js"
+import { cookieRefusal, preflight, withCorsHeaders } from "./platform/http/Guards.js"
+import { jsonProblem, type Problem, targetProblem } from "./platform/http/Text.js"
 import { KeyValueLive } from "./platform/KeyValue.js"
-import { clientAddress, isPrivateAddress, routePath } from "./platform/Network.js"
+import { accessLog } from "./platform/telemetry/AccessLog.js"
+import { clientAddress, isPrivateAddress, routePath, secretMatches } from "./platform/Network.js"
+import { makeWebAppRoutes } from "./platform/WebApp.js"
 import { ModelsHttp } from "./runtime/models/Http.js"
 import { RunsHttpLive } from "./runs/Http.js"
+import { ResponsesHttpLive } from "./responses/Http.js"
 import { EvolutionHttpLive } from "./evolution/Http.js"
 import { DistillationsHttpLive } from "./distillation/Http.js"
 import { SessionsHttpLive } from "./sessions/Http.js"
@@ -44,16 +53,19 @@ const json = (status: number, type: string, message: string, headers?: Record<st
 /** Spec 5.2 rule 6: what only the private network may call (matched against `routePath`). */
 const INTERNAL = /^\/internal(\/|$)/
 
+/** The platform's own HTML forms (the OAuth consent page): same-origin form posts, not JSON. */
+const FORM_ROUTE = /^\/oauth\//
+
 /** Routes under `/api` that need no login token (spec 5.2 rule 5). */
-const PUBLIC_API = /^\/api\/(auth\/login|auth\/sms\/sendCode|health|market\/.*|payment\/notify\/.*)\/?$/i
+const PUBLIC_API = /^\/api\/(auth\/login|auth\/challenge|auth\/sms\/sendCode|health|market\/.*|payment\/notify\/.*)\/?$/i
 
 /**
  * Turns what HttpApi writes for a failure (`{"_tag": ..., ...}`, including its own `HttpApiDecodeError`) into the
  * platform's one error body, `{"error":{"type","message"}}`, and `retry_after` into a `Retry-After` header.
  */
-const toEnvelope = (response: HttpServerResponse.HttpServerResponse) => {
+const toEnvelope = (response: HttpServerResponse.HttpServerResponse, withParam: boolean) => {
   if (response.status < 400 || response.body._tag !== "Uint8Array") return response
-  let parsed: { _tag?: unknown; message?: unknown; issues?: unknown; retry_after?: unknown }
+  let parsed: { _tag?: unknown; message?: unknown; issues?: unknown; retry_after?: unknown; param?: unknown }
   try {
     parsed = JSON.parse(new TextDecoder().decode(response.body.body))
   } catch {
@@ -61,16 +73,71 @@ const toEnvelope = (response: HttpServerResponse.HttpServerResponse) => {
   }
   if (typeof parsed?._tag !== "string") return response
   if (parsed._tag === "HttpApiDecodeError") {
-    return json(400, "invalid_request", describeDecodeIssues(parsed.issues, parsed.message))
+    const param = withParam ? paramOf(parsed.issues) : undefined
+    return HttpServerResponse.unsafeJson({
+      error: {
+        ...errorBody("invalid_request", describeDecodeIssues(parsed.issues, parsed.message)).error,
+        ...(param === undefined ? {} : { param })
+      }
+    }, { status: 400 })
   }
   const headers: Record<string, string> = {}
   if (typeof parsed.retry_after === "number") headers["retry-after"] = String(parsed.retry_after)
-  return json(
-    response.status,
-    errorType(parsed._tag),
-    typeof parsed.message === "string" ? parsed.message : "Request failed.",
-    headers
+  const body = errorBody(errorType(parsed._tag), typeof parsed.message === "string" ? parsed.message : "Request failed.")
+  return HttpServerResponse.unsafeJson(
+    withParam && typeof parsed.param === "string" ? { error: { ...body.error, param: parsed.param } } : body,
+    { status: response.status, headers }
   )
+}
+
+/** The field of the first decode issue, as OpenAI's clients name it (`messages[0].role`). */
+const paramOf = (issues: unknown): string | undefined => {
+  const path = Array.isArray(issues) ? (issues[0] as { path?: Array<unknown> } | undefined)?.path : undefined
+  if (!Array.isArray(path) || path.length === 0) return undefined
+  return path.map((key, index) => typeof key === "number" ? `[${key}]` : index === 0 ? String(key) : `.${String(key)}`).join("")
+}
+
+/** Every route of the API as a path pattern and its methods, for a 405 that says which methods a path serves. */
+const ROUTES: ReadonlyArray<{ readonly pattern: RegExp; readonly method: string }> = (() => {
+  const routes: Array<{ pattern: RegExp; method: string }> = []
+  HttpApi.reflect(AtriumApi, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint }) => {
+      const pattern = endpoint.path.split("/").map((segment) =>
+        segment.startsWith(":") ? "[^/]+" : segment.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+      ).join("/")
+      routes.push({ pattern: new RegExp(`^${pattern}/?$`), method: endpoint.method })
+    }
+  })
+  return routes
+})()
+
+/** The methods the API serves at `path` (none for a path it does not know). */
+const allowedMethods = (path: string) => [...new Set(ROUTES.filter((route) => route.pattern.test(path)).map((route) => route.method))]
+
+/** The routes OpenAI's clients call: their errors also carry `code` and `param`, which those clients read. */
+const OPENAI_ROUTES = /^\/v1\/(chat\/completions|responses|models)(\/|$)/
+
+/**
+ * What every error answer adds for the clients that read it: `WWW-Authenticate` on a 401 (RFC 6750), and on the
+ * OpenAI-compatible routes OpenAI's error fields beside the platform's (`code`, `param`; `type` stays the
+ * platform's).
+ */
+const forClients = (request: HttpServerRequest.HttpServerRequest, response: HttpServerResponse.HttpServerResponse) => {
+  if (response.status < 400) return response
+  let answer = response
+  if (answer.status === 401 && answer.headers["www-authenticate"] === undefined) {
+    answer = HttpServerResponse.setHeader(answer, "www-authenticate", 'Bearer realm="atrium"')
+  }
+  if (!OPENAI_ROUTES.test(request.url.split("?")[0]!) || answer.body._tag !== "Uint8Array") return answer
+  try {
+    const parsed = JSON.parse(new TextDecoder().decode(answer.body.body)) as { error?: Record<string, unknown> }
+    if (typeof parsed?.error !== "object" || parsed.error === null) return answer
+    const error = { ...parsed.error, code: parsed.error.code ?? parsed.error.type ?? null, param: parsed.error.param ?? null }
+    return HttpServerResponse.unsafeJson({ ...parsed, error }, { status: answer.status, headers: answer.headers })
+  } catch {
+    return answer
+  }
 }
 
 /** "Invalid request: phone: is missing" — the field first, so a caller sees at once what to fix. */
@@ -78,9 +145,18 @@ const describeDecodeIssues = (issues: unknown, fallback: unknown): string => {
   if (!Array.isArray(issues) || issues.length === 0) {
     return `Invalid request: ${typeof fallback === "string" ? fallback.split("\n")[0] : "malformed input"}`
   }
-  const parts = issues.slice(0, 3).map((issue: { path?: Array<unknown>; message?: string }) => {
+  // A value outside a union of literals is one issue per literal: told as one, listing every allowed value.
+  const byPath = new Map<string, Array<string>>()
+  for (const issue of issues as Array<{ path?: Array<unknown>; message?: string }>) {
     const path = Array.isArray(issue.path) && issue.path.length > 0 ? issue.path.join(".") : "body"
-    return `${path}: ${issue.message ?? "invalid"}`
+    byPath.set(path, [...(byPath.get(path) ?? []), issue.message ?? "invalid"])
+  }
+  const parts = [...byPath].slice(0, 3).map(([path, messages]) => {
+    const expected = messages.map((message) => /^Expected (.+), actual (.+)$/s.exec(message))
+    if (messages.length > 1 && expected.every((match) => match !== null)) {
+      return `${path}: Expected one of ${expected.map((match) => match![1]).join(", ")}; actual ${expected[0]![2]}`
+    }
+    return `${path}: ${messages.join("; or ")}`
   })
   return `Invalid request: ${parts.join("; ")}`
 }
@@ -159,10 +235,67 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
           const valid = yield* Effect.isSuccess(tokens.authenticate(token))
           if (!valid) return json(401, "unauthorized", "A valid login token is required.")
         }
+        const allowed = allowedMethods(path)
+        if (allowed.length > 0) {
+          return json(405, "method_not_allowed", `${path} does not serve ${request.method}; it serves ${allowed.join(", ")}.`, {
+            allow: allowed.join(", ")
+          })
+        }
         return json(404, "not_found", `No route ${request.method} ${path}.`)
       })
 
-    return (app) =>
+    /**
+     * `/internal/*` moves money and decides reviews: the operator's bearer is required, and the private-network
+     * check stays as a second wall. Without `INTERNAL_TOKEN` the routes are closed (403) rather than open to
+     * whoever shares the host, which a reverse proxy on the same machine makes of every internet client.
+     */
+    const internalRefusal = (request: HttpServerRequest.HttpServerRequest) => {
+      if (!isPrivateAddress(clientAddress(request, config.trustProxy))) {
+        return json(403, "forbidden", "Internal routes answer the private network only.")
+      }
+      if (Option.isNone(config.internalToken)) {
+        return json(403, "forbidden", "Internal routes are closed: INTERNAL_TOKEN is not set.")
+      }
+      const presented = /^Bearer\s+(.+)$/i.exec(request.headers["authorization"] ?? "")?.[1]?.trim()
+      if (presented === undefined || !secretMatches(presented, Redacted.value(config.internalToken.value))) {
+        return json(401, "unauthorized", "Internal routes require the operator's bearer token.", {
+          "www-authenticate": "Bearer"
+        })
+      }
+      return undefined
+    }
+
+    /**
+     * NUL, lone surrogates and over-deep JSON anywhere in the target or a JSON body: 400 naming the field, before a
+     * route (and the database) sees them. The body read here is the one the route reads: the request caches it.
+     */
+    const textRefusal = (request: HttpServerRequest.HttpServerRequest, exempt: boolean) =>
+      Effect.gen(function*() {
+        const invalid = (found: Problem) => json(400, "invalid_request", `Invalid request: ${found.field}: ${found.problem}`)
+        const inTarget = targetProblem(request.url)
+        if (inTarget !== undefined) return invalid(inTarget)
+        const contentType = request.headers["content-type"] ?? ""
+        // The MCP route reads its body as bytes, which the request does not cache: it is left to read it first.
+        const mcp = routePath(request.url).startsWith(routePath(config.mcpPath))
+        if (exempt || mcp || request.method === "GET" || request.method === "HEAD" || !/^application\/([\w.+-]+\+)?json/i.test(contentType)) {
+          return undefined
+        }
+        const text = yield* request.text.pipe(
+          Effect.provideService(HttpIncomingMessage.MaxBodySize, maxBodySize),
+          Effect.option
+        )
+        if (Option.isNone(text) || text.value === "") return undefined
+        let parsed: unknown
+        try {
+          parsed = JSON.parse(text.value)
+        } catch {
+          return undefined
+        }
+        const inBody = jsonProblem(parsed)
+        return inBody === undefined ? undefined : invalid(inBody)
+      })
+
+    const guarded = <E, R>(app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
       Effect.gen(function*() {
         let request = yield* HttpServerRequest.HttpServerRequest
         const tooLarge = json(413, "payload_too_large", `Request body exceeds ${config.maxBodyBytes} bytes.`)
@@ -176,14 +309,23 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
           if (Option.isNone(buffered.right)) return tooLarge
           request = buffered.right.value
         }
+        const cors = preflight(request, config.corsOrigins)
+        if (cors === "refused") return json(403, "forbidden", "This origin may not call the API.")
+        if (cors !== undefined) return cors
+        const refusedCookie = cookieRefusal(request, config.baseUrl, FORM_ROUTE.test(routePath(request.url)) || exempt)
+        if (refusedCookie !== undefined) return json(refusedCookie.status, refusedCookie.type, refusedCookie.message)
         if (missingEndUser(request)) return json(400, "invalid_request", MISSING_END_USER)
-        if (INTERNAL.test(routePath(request.url)) && !isPrivateAddress(clientAddress(request, config.trustProxy))) {
-          return json(403, "forbidden", "Internal routes answer the private network only.")
+        const badText = yield* textRefusal(request, exempt)
+        if (badText !== undefined) return badText
+        if (INTERNAL.test(routePath(request.url))) {
+          const refused = internalRefusal(request)
+          if (refused !== undefined) return refused
         }
         return yield* app.pipe(
           Effect.provideService(HttpServerRequest.HttpServerRequest, request),
           Effect.provideService(HttpIncomingMessage.MaxBodySize, maxBodySize),
-          Effect.map(toEnvelope),
+          // `param` is OpenAI's field: the platform's own routes keep the envelope to `type` and `message`.
+          Effect.map((response) => toEnvelope(response, OPENAI_ROUTES.test(request.url.split("?")[0]!))),
           Effect.catchAllCause((cause) => {
             if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
             // HttpApi lets a body it could not read escape as a defect: it is still the caller's bad input.
@@ -199,26 +341,37 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
               Effect.logError("unhandled failure", cause),
               json(500, "internal_error", "Something went wrong on our side.")
             )
-          })
+          }),
+          Effect.map((response) => withCorsHeaders(request, config.corsOrigins, response))
         )
+      })
+
+    return (app) =>
+      Effect.gen(function*() {
+        const original = yield* HttpServerRequest.HttpServerRequest
+        return forClients(original, yield* guarded(app))
       })
   }),
   { global: true }
 )
 
 const ApiRoutes = HttpLayerRouter.addHttpApi(AtriumApi, { openapiPath: "/openapi.json" }).pipe(
-  Layer.provide([HealthHttp, AuthHttp, AccountHttp, ModelsHttp, BillingHttp, AgentsHttpLive, RunsHttpLive, SessionsHttpLive, MarketHttpLive, FilesHttpLive, EnvironmentsHttpLive, EvolutionHttpLive, DistillationsHttpLive]),
+  Layer.provide([HealthHttp, AuthHttp, AccountHttp, ModelsHttp, BillingHttp, AgentsHttpLive, RunsHttpLive, ResponsesHttpLive, SessionsHttpLive, MarketHttpLive, NotificationsHttpLive, FilesHttpLive, EnvironmentsHttpLive, CredentialsHttpLive, EvolutionHttpLive, DistillationsHttpLive]),
+  Layer.provide(RunPayerLive),
   Layer.provide(Wallets.Default)
 )
 
+/** The web app (web/dist): its pages, its assets and the login page. */
+const WebAppRoutes = makeWebAppRoutes(fallbackLoginPage)
+
 const DocsRoute = HttpApiScalar.layerHttpLayerRouter({ api: AtriumApi, path: "/docs" })
 
-export const Routes = Layer.mergeAll(ApiRoutes, DocsRoute, OAuthRoutes, LoginPageRoute, StorageRoute, McpRoute, ErrorEnvelope).pipe(
+export const Routes = Layer.mergeAll(ApiRoutes, DocsRoute, OAuthRoutes, WebAppRoutes, StorageRoute, McpRoute, ErrorEnvelope).pipe(
   Layer.provide(Tokens.Default)
 )
 
 /** The entities this process runs, on one cluster runner over the database. */
-const Entities = Layer.mergeAll(WalletLive, SessionLive.pipe(Layer.provide(Wallets.Default))).pipe(
+const Entities = Layer.mergeAll(WalletLive, SessionLive.pipe(Layer.provide(RunPayerLive), Layer.provide(Wallets.Default))).pipe(
   Layer.provideMerge(ClusterLive)
 )
 
@@ -254,7 +407,7 @@ export const HttpServerLive = Layer.unwrapEffect(
  * database). `ServerLive` serves the platform's own routes; a test may add routes of its own.
  */
 export const makeServer = <E, R>(routes: Layer.Layer<never, E, R>) => Layer.unwrapEffect(
-  Effect.map(HttpLayerRouter.HttpRouter, (router) => HttpServer.serve(router.asHttpEffect()))
+  Effect.map(HttpLayerRouter.HttpRouter, (router) => HttpServer.serve(router.asHttpEffect(), accessLog))
 ).pipe(
   HttpServer.withLogAddress,
   // Order matters: every route is registered before the socket listens, so a request never reaches a server

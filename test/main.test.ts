@@ -6,6 +6,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { requestAt } from "./support/Client.js"
 import { launchPlatform } from "./support/Process.js"
+import { seedDataDir } from "./support/Templates.js"
 
 /**
  * The newcomer's path: the real entry point (`src/main.ts`, what `npm start` runs) as its own process, with no
@@ -67,6 +68,8 @@ describe("the platform process (npm start)", () => {
   it.scopedLive("SIGTERM during an open request still exits", () =>
     Effect.gen(function*() {
       const dataDir = yield* tempDir
+      // Already migrated (a copy of the run's template, Templates.ts): this test is about shutdown, not a first start.
+      yield* Effect.promise(() => seedDataDir(dataDir))
       const platform = yield* launch(dataDir, { SHUTDOWN_GRACE: "1 second" })
       // A request whose body never finishes keeps a connection open; shutdown must not wait for it forever.
       const socket = yield* Effect.acquireRelease(

@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { BUILTIN_TOOLS, McpServer, ToolPolicy } from "../runtime/Expert.js"
 
 /**
  * An agent's configuration: what a creator edits in the draft and what a version freezes. Stored as JSON (the
@@ -19,24 +20,6 @@ export const CATEGORIES = [
 
 export const Category = Schema.Literal(...CATEGORIES).annotations({
   message: () => `category must be one of: ${CATEGORIES.join(", ")}`
-})
-
-/** The built-in tools an agent may list (the run engine implements them). */
-export const BUILTIN_TOOLS = [
-  "get_time",
-  "calculator",
-  "write_file",
-  "read_file",
-  "list_files",
-  "memory_save",
-  "memory_search"
-] as const
-
-export const ToolPolicy = Schema.Struct({
-  name: Schema.Literal(...BUILTIN_TOOLS).annotations({
-    message: () => `tools[].name must be one of: ${BUILTIN_TOOLS.join(", ")}`
-  }),
-  permission: Schema.Literal("allow", "ask", "deny")
 })
 
 export const Identifier = Schema.String.pipe(
@@ -80,7 +63,9 @@ export const AgentConfig = Schema.Struct({
   subagents: Schema.Array(Schema.String),
   opening_message: Schema.String,
   case_demos: Schema.Array(CaseDemo),
-  billing: Billing
+  billing: Billing,
+  /** Absent: none (configurations stored before remote tools existed, agents made by the platform). */
+  mcp_servers: Schema.optional(Schema.Array(McpServer))
 })
 export type AgentConfig = typeof AgentConfig.Type
 
@@ -95,7 +80,8 @@ export const AgentFields = {
   subagents: Schema.Array(Identifier).pipe(Schema.maxItems(10)),
   opening_message: Schema.String.pipe(Schema.maxLength(2000)),
   case_demos: Schema.Array(CaseDemo).pipe(Schema.maxItems(20)),
-  billing: BillingInput
+  billing: BillingInput,
+  mcp_servers: Schema.Array(McpServer).pipe(Schema.maxItems(10))
 }
 
 export const defaultBilling: Billing = { type: "FREE", price: "0", free_trial_per_user: 3, allow_trial: true }

@@ -1,7 +1,8 @@
 import { HttpApiSchema } from "@effect/platform"
-import { Config, Effect, Option, Schema } from "effect"
+import { Effect, Option, Schema } from "effect"
 import { Wallets } from "../billing/Wallet.js"
-import { Notifications } from "../market/Notifications.js"
+import { AgentsConfig } from "./Config.js"
+import { Notifications } from "../notifications/Notifications.js"
 import { Forbidden, InvalidRequest, NotFound } from "../platform/Errors.js"
 import { randomBase62 } from "../platform/Ids.js"
 import { parseCredits, toNumber } from "../platform/Money.js"
@@ -35,10 +36,7 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
     const catalog = yield* ModelCatalog
     const notifications = yield* Notifications
     const wallets = yield* Wallets
-    const platformSharePercent = yield* Config.integer("PLATFORM_SHARE_PERCENT").pipe(
-      Config.withDefault(30),
-      Config.validate({ message: "PLATFORM_SHARE_PERCENT must be 0-100", validation: (n) => n >= 0 && n <= 100 })
-    )
+    const { platformSharePercent } = yield* AgentsConfig
 
     /**
      * Applies `fields` to `base`, checking what a schema cannot: the model exists, subagents exist, billing. A
@@ -63,6 +61,19 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
           return yield* new InvalidRequest({ message: "Invalid request: tools: each tool may appear once" })
         }
         next.tools = fields.tools
+      }
+      if (fields.mcp_servers !== undefined) {
+        const names = fields.mcp_servers.map((server) => server.name)
+        if (new Set(names).size !== names.length) {
+          return yield* new InvalidRequest({ message: "Invalid request: mcp_servers: each server name may appear once" })
+        }
+        for (const server of fields.mcp_servers) {
+          const tools = server.tools.map((tool) => tool.name)
+          if (new Set(tools).size !== tools.length) {
+            return yield* new InvalidRequest({ message: `Invalid request: mcp_servers: each tool of ${server.name} may appear once` })
+          }
+        }
+        next.mcp_servers = fields.mcp_servers
       }
       if (fields.model !== undefined) {
         const models = yield* catalog.list
@@ -244,7 +255,7 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
       latestSubmission: repo.latestSubmission
     } as const
   }),
-  dependencies: [AgentsRepo.Default, ModelCatalog.Default, Notifications.Default]
+  dependencies: [AgentsConfig.Default, AgentsRepo.Default, ModelCatalog.Default, Notifications.Default]
 }) {}
 
 export type { Submission }

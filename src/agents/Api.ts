@@ -1,6 +1,6 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { DailyCapExceeded, IdempotencyConflict, InsufficientCredits } from "../billing/Wallet.js"
+import { DailyCapExceeded, IdempotencyConflict, InsufficientCredits } from "../billing/Decide.js"
 import { PlatformAuthentication, UserAuthentication } from "../identity/Authentication.js"
 import { Forbidden, InvalidRequest, NotFound } from "../platform/Errors.js"
 import { AgentFields, Identifier } from "./Agent.js"

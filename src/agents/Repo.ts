@@ -1,49 +1,44 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
+import { decodeFirst, decodeRows, Json } from "../platform/Rows.js"
 import { AgentConfig } from "./Agent.js"
 
-export interface Submission {
-  readonly id: string
-  readonly version: number
-  readonly status: "pending" | "approved" | "rejected" | "superseded"
-  readonly reason: string | null
-  readonly submittedAt: Date
-  readonly decidedAt: Date | null
-}
+const SubmissionRow = Schema.Struct({
+  id: Schema.String,
+  version: Schema.Number,
+  status: Schema.Literal("pending", "approved", "rejected", "superseded"),
+  reason: Schema.NullOr(Schema.String),
+  submittedAt: Schema.DateFromSelf,
+  decidedAt: Schema.NullOr(Schema.DateFromSelf)
+})
+export type Submission = typeof SubmissionRow.Type
 
-export interface AgentRow {
-  readonly id: string
-  readonly identifier: string
-  readonly ownerId: string
-  readonly draft: AgentConfig
-  readonly publishedVersion: number | null
-  readonly publishedAt: Date | null
-  readonly createdAt: Date
-  readonly updatedAt: Date
-}
+const AgentRowSchema = Schema.Struct({
+  id: Schema.String,
+  identifier: Schema.String,
+  ownerId: Schema.String,
+  draft: Json(AgentConfig),
+  publishedVersion: Schema.NullOr(Schema.Number),
+  publishedAt: Schema.NullOr(Schema.DateFromSelf),
+  createdAt: Schema.DateFromSelf,
+  updatedAt: Schema.DateFromSelf
+})
+export type AgentRow = typeof AgentRowSchema.Type
 
-const decodeConfig = Schema.decodeUnknownSync(AgentConfig)
-const json = (value: unknown) => (typeof value === "string" ? JSON.parse(value) : value)
+const Config = Schema.Struct({ config: Json(AgentConfig) })
+const Owned = Schema.Struct({ agentId: Schema.String, identifier: Schema.String, ownerId: Schema.String })
+const Decided = Schema.Struct({ ...SubmissionRow.fields, agentId: Schema.String })
 
-const toAgent = (row: any): AgentRow => ({
-  id: row.id,
-  identifier: row.identifier,
-  ownerId: row.ownerId,
-  draft: decodeConfig(json(row.draft)),
-  publishedVersion: row.publishedVersion,
-  publishedAt: row.publishedAt,
-  createdAt: row.createdAt,
-  updatedAt: row.updatedAt
+const Earnings = Schema.Struct({
+  identifier: Schema.String,
+  unlocks: Schema.NumberFromString,
+  gross: Schema.BigInt,
+  net: Schema.BigInt
 })
 
-const toSubmission = (row: any): Submission => ({
-  id: row.id,
-  version: row.version,
-  status: row.status,
-  reason: row.reason,
-  submittedAt: row.submittedAt,
-  decidedAt: row.decidedAt
-})
+const agentRows = decodeRows(AgentRowSchema)
+const firstAgent = decodeFirst(AgentRowSchema)
+const firstSubmission = decodeFirst(SubmissionRow)
 
 const AGENT = "id, identifier, owner_id, draft, published_version, published_at, created_at, updated_at"
 
@@ -51,7 +46,6 @@ const AGENT = "id, identifier, owner_id, draft, published_version, published_at,
 export class AgentsRepo extends Effect.Service<AgentsRepo>()("atrium/agents/AgentsRepo", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const first = <A>(rows: ReadonlyArray<any>, f: (row: any) => A) => Option.map(Option.fromNullable(rows[0]), f)
 
     /** Inserts a draft; none when the identifier is taken. */
     const insert = (agent: { id: string; identifier: string; ownerId: string; draft: AgentConfig }) =>
@@ -59,19 +53,19 @@ export class AgentsRepo extends Effect.Service<AgentsRepo>()("atrium/agents/Agen
         INSERT INTO agents (id, identifier, owner_id, draft)
         VALUES (${agent.id}, ${agent.identifier}, ${agent.ownerId}, ${JSON.stringify(agent.draft)}::jsonb)
         ON CONFLICT (identifier) DO NOTHING RETURNING ${sql.literal(AGENT)}`.pipe(
-        Effect.map((rows) => first(rows, toAgent)),
+        Effect.flatMap(firstAgent),
         Effect.orDie
       )
 
     const byIdentifier = (identifier: string) =>
       sql`SELECT ${sql.literal(AGENT)} FROM agents WHERE identifier = ${identifier}`.pipe(
-        Effect.map((rows) => first(rows, toAgent)),
+        Effect.flatMap(firstAgent),
         Effect.orDie
       )
 
     const byOwner = (ownerId: string) =>
       sql`SELECT ${sql.literal(AGENT)} FROM agents WHERE owner_id = ${ownerId} ORDER BY created_at DESC, id`.pipe(
-        Effect.map((rows) => rows.map(toAgent)),
+        Effect.flatMap(agentRows),
         Effect.orDie
       )
 
@@ -79,13 +73,15 @@ export class AgentsRepo extends Effect.Service<AgentsRepo>()("atrium/agents/Agen
       sql`
         UPDATE agents SET draft = ${JSON.stringify(draft)}::jsonb, updated_at = now()
         WHERE id = ${id} RETURNING ${sql.literal(AGENT)}`.pipe(
-        Effect.map((rows) => toAgent(rows[0])),
+        Effect.flatMap(firstAgent),
+        Effect.map(Option.getOrThrow),
         Effect.orDie
       )
 
     const version = (agentId: string, version: number) =>
-      sql<{ config: unknown }>`SELECT config FROM agent_versions WHERE agent_id = ${agentId} AND version = ${version}`.pipe(
-        Effect.map((rows) => first(rows, (row) => decodeConfig(json(row.config)))),
+      sql`SELECT config FROM agent_versions WHERE agent_id = ${agentId} AND version = ${version}`.pipe(
+        Effect.flatMap(decodeFirst(Config)),
+        Effect.map(Option.map((row) => row.config)),
         Effect.orDie
       )
 
@@ -95,13 +91,16 @@ export class AgentsRepo extends Effect.Service<AgentsRepo>()("atrium/agents/Agen
      */
     const publish = (agentId: string, submissionId: string) =>
       sql.withTransaction(Effect.gen(function*() {
-        const locked = yield* sql<{ draft: unknown }>`SELECT draft FROM agents WHERE id = ${agentId} FOR UPDATE`
-        const next = yield* sql<{ version: number }>`
-          SELECT COALESCE(MAX(version), 0) + 1 AS version FROM agent_versions WHERE agent_id = ${agentId}`
-        const version = Number(next[0]!.version)
+        // The draft is copied inside the database, under the row lock, exactly as stored.
+        yield* sql`SELECT 1 FROM agents WHERE id = ${agentId} FOR UPDATE`
+        const next = yield* sql`
+          SELECT COALESCE(MAX(version), 0) + 1 AS version FROM agent_versions WHERE agent_id = ${agentId}`.pipe(
+          Effect.flatMap(decodeFirst(Schema.Struct({ version: Schema.Number })))
+        )
+        const version = Option.getOrThrow(next).version
         yield* sql`
           INSERT INTO agent_versions (agent_id, version, config)
-          VALUES (${agentId}, ${version}, ${JSON.stringify(json(locked[0]!.draft))}::jsonb)`
+          SELECT ${agentId}, ${version}, draft FROM agents WHERE id = ${agentId}`
         yield* sql`
           UPDATE agent_submissions SET status = 'superseded', decided_at = now()
           WHERE agent_id = ${agentId} AND status = 'pending'`
@@ -109,14 +108,14 @@ export class AgentsRepo extends Effect.Service<AgentsRepo>()("atrium/agents/Agen
           INSERT INTO agent_submissions (id, agent_id, version, status)
           VALUES (${submissionId}, ${agentId}, ${version}, 'pending')
           RETURNING id, version, status, reason, submitted_at, decided_at`
-        return toSubmission(rows[0])
+        return Option.getOrThrow(yield* firstSubmission(rows))
       })).pipe(Effect.orDie)
 
     const pendingSubmission = (agentId: string) =>
       sql`
         SELECT id, version, status, reason, submitted_at, decided_at FROM agent_submissions
         WHERE agent_id = ${agentId} AND status = 'pending'`.pipe(
-        Effect.map((rows) => first(rows, toSubmission)),
+        Effect.flatMap(firstSubmission),
         Effect.orDie
       )
 
@@ -124,35 +123,32 @@ export class AgentsRepo extends Effect.Service<AgentsRepo>()("atrium/agents/Agen
       sql`
         SELECT id, version, status, reason, submitted_at, decided_at FROM agent_submissions
         WHERE agent_id = ${agentId} ORDER BY submitted_at DESC, version DESC LIMIT 1`.pipe(
-        Effect.map((rows) => first(rows, toSubmission)),
+        Effect.flatMap(firstSubmission),
         Effect.orDie
       )
 
     const submission = (id: string) =>
-      sql<any>`
+      sql`
         SELECT s.id, s.version, s.status, s.reason, s.submitted_at, s.decided_at, s.agent_id, a.identifier, a.owner_id
         FROM agent_submissions s JOIN agents a ON a.id = s.agent_id WHERE s.id = ${id}`.pipe(
-        Effect.map((rows) =>
-          first(rows, (row) => ({ ...toSubmission(row), agentId: row.agentId as string, identifier: row.identifier as string, ownerId: row.ownerId as string }))
-        ),
+        Effect.flatMap(decodeFirst(Schema.Struct({ ...SubmissionRow.fields, ...Owned.fields }))),
         Effect.orDie
       )
 
     /** Decides a pending submission; approval makes its version the published one. None when it is not pending. */
     const decide = (id: string, decision: "approved" | "rejected", reason: string | null) =>
       sql.withTransaction(Effect.gen(function*() {
-        const rows = yield* sql<any>`
+        const decided = yield* sql`
           UPDATE agent_submissions SET status = ${decision}, reason = ${reason}, decided_at = now()
           WHERE id = ${id} AND status = 'pending'
-          RETURNING id, version, status, reason, submitted_at, decided_at, agent_id`
-        const row = rows[0]
-        if (row === undefined) return Option.none()
+          RETURNING id, version, status, reason, submitted_at, decided_at, agent_id`.pipe(Effect.flatMap(decodeFirst(Decided)))
+        if (Option.isNone(decided)) return decided
         if (decision === "approved") {
           yield* sql`
-            UPDATE agents SET published_version = ${row.version}, published_at = now(), updated_at = now()
-            WHERE id = ${row.agentId}`
+            UPDATE agents SET published_version = ${decided.value.version}, published_at = now(), updated_at = now()
+            WHERE id = ${decided.value.agentId}`
         }
-        return Option.some({ ...toSubmission(row), agentId: row.agentId as string })
+        return decided
       })).pipe(Effect.orDie)
 
     const hasPurchased = (userId: string, agentId: string) =>
@@ -170,19 +166,12 @@ export class AgentsRepo extends Effect.Service<AgentsRepo>()("atrium/agents/Agen
 
     /** Unlocks, gross and the creator's share, per agent of `ownerId`. */
     const earnings = (ownerId: string) =>
-      sql<{ identifier: string; unlocks: string; gross: string; net: string }>`
+      sql`
         SELECT a.identifier, COUNT(p.user_id)::text AS unlocks,
                COALESCE(SUM(p.price), 0)::text AS gross, COALESCE(SUM(p.creator_share), 0)::text AS net
         FROM agents a LEFT JOIN purchases p ON p.agent_id = a.id
         WHERE a.owner_id = ${ownerId} GROUP BY a.id, a.identifier, a.created_at ORDER BY a.created_at, a.identifier`.pipe(
-        Effect.map((rows) =>
-          rows.map((row) => ({
-            identifier: row.identifier,
-            unlocks: Number(row.unlocks),
-            gross: BigInt(row.gross),
-            net: BigInt(row.net)
-          }))
-        ),
+        Effect.flatMap(decodeRows(Earnings)),
         Effect.orDie
       )
 
@@ -194,25 +183,27 @@ export class AgentsRepo extends Effect.Service<AgentsRepo>()("atrium/agents/Agen
           a.published_version IS NOT NULL
           AND (${keyword}::text IS NULL OR v.config->>'name' ILIKE ${keyword} OR v.config->>'description' ILIKE ${keyword})
           AND (${filter.category ?? null}::text IS NULL OR v.config->>'category' = ${filter.category ?? null})`
-        const total = yield* sql<{ total: string }>`
+        const total = yield* sql`
           SELECT COUNT(*)::text AS total FROM agents a
-          JOIN agent_versions v ON v.agent_id = a.id AND v.version = a.published_version WHERE ${where}`
-        const rows = yield* sql<any>`
+          JOIN agent_versions v ON v.agent_id = a.id AND v.version = a.published_version WHERE ${where}`.pipe(
+          Effect.flatMap(decodeFirst(Schema.Struct({ total: Schema.NumberFromString })))
+        )
+        const rows = yield* sql`
           SELECT a.identifier, v.config, a.published_at FROM agents a
           JOIN agent_versions v ON v.agent_id = a.id AND v.version = a.published_version
-          WHERE ${where} ORDER BY a.published_at DESC, a.identifier LIMIT ${filter.limit} OFFSET ${filter.offset}`
-        return {
-          total: Number(total[0]!.total),
-          agents: rows.map((row) => ({ identifier: row.identifier as string, config: decodeConfig(json(row.config)) }))
-        }
+          WHERE ${where} ORDER BY a.published_at DESC, a.identifier LIMIT ${filter.limit} OFFSET ${filter.offset}`.pipe(
+          Effect.flatMap(decodeRows(Schema.Struct({ identifier: Schema.String, ...Config.fields })))
+        )
+        return { total: Option.getOrThrow(total).total, agents: rows }
       }).pipe(Effect.orDie)
 
     /** How many agents are published in each category (by the category of their published version). */
-    const publishedCategories = sql<{ category: string; count: string }>`
+    const publishedCategories = sql`
       SELECT v.config->>'category' AS category, COUNT(*)::text AS count FROM agents a
       JOIN agent_versions v ON v.agent_id = a.id AND v.version = a.published_version
       GROUP BY v.config->>'category'`.pipe(
-      Effect.map((rows) => new Map(rows.map((row) => [row.category, Number(row.count)]))),
+      Effect.flatMap(decodeRows(Schema.Struct({ category: Schema.String, count: Schema.NumberFromString }))),
+      Effect.map((rows) => new Map(rows.map((row) => [row.category, row.count]))),
       Effect.orDie
     )
 

@@ -3,7 +3,7 @@ import { Schema } from "effect"
 import { ApiKeyAuthentication, AppAuthentication, UserAuthentication } from "../identity/Authentication.js"
 import { InvalidRequest, NotFound, Unauthorized } from "../platform/Errors.js"
 import { CreditAmount, CreditPrice } from "../platform/Money.js"
-import { DailyCapExceeded, IdempotencyConflict, InsufficientCredits } from "./Wallet.js"
+import { DailyCapExceeded, IdempotencyConflict, InsufficientCredits } from "./Decide.js"
 
 /** One metering unit of the platform: model usage per 1k tokens (later also per-use prices). */
 export const PlatformMeter = Schema.Struct({

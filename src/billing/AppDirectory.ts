@@ -1,5 +1,6 @@
 import { Cache, Effect, Option } from "effect"
-import { type AppRow, AppsRepo, type MeterRow } from "./Repo.js"
+import { type AppRow, OAuthRepo } from "../identity/oauth/Repo.js"
+import { type MeterRow, MetersRepo } from "./Repo.js"
 
 /**
  * Apps and meters as `POST /v1/events` reads them: on every event, so they are cached for a moment instead of read
@@ -10,8 +11,9 @@ const TTL = "2 seconds"
 
 export class AppDirectory extends Effect.Service<AppDirectory>()("atrium/billing/AppDirectory", {
   effect: Effect.gen(function*() {
-    const repo = yield* AppsRepo
-    const apps = yield* Cache.make({ capacity: 10_000, timeToLive: TTL, lookup: (id: string) => repo.findApp(id) })
+    const repo = yield* MetersRepo
+    const oauthApps = yield* OAuthRepo
+    const apps = yield* Cache.make({ capacity: 10_000, timeToLive: TTL, lookup: (id: string) => oauthApps.findApp(id) })
     const meters = yield* Cache.make({
       capacity: 100_000,
       timeToLive: TTL,
@@ -34,5 +36,5 @@ export class AppDirectory extends Effect.Service<AppDirectory>()("atrium/billing
         })
     } as const
   }),
-  dependencies: [AppsRepo.Default]
+  dependencies: [OAuthRepo.Default, MetersRepo.Default]
 }) {}

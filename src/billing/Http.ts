@@ -1,19 +1,19 @@
 import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
-import { SqlClient } from "@effect/sql"
-import { Clock, Effect, Layer, Option, Redacted } from "effect"
-import * as Crypto from "node:crypto"
+import { Clock, Effect, Layer, Option } from "effect"
 import { AtriumApi } from "../Api.js"
 import { AppCaller, AuthenticationLive, Caller, CurrentUser } from "../identity/Authentication.js"
+import { type AppRow, OAuthRepo } from "../identity/oauth/Repo.js"
 import { sha256 } from "../identity/Tokens.js"
-import { InvalidRequest, NotFound, Unauthorized } from "../platform/Errors.js"
+import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { randomBase62 } from "../platform/Ids.js"
-import { type Micros, parseCredits, toNumber } from "../platform/Money.js"
+import { toNumber } from "../platform/Money.js"
 import { ModelCatalog } from "../runtime/models/Catalog.js"
-import { InsufficientScope, MeterDisabled, UnknownEvent } from "./Api.js"
 import { AppDirectory } from "./AppDirectory.js"
-import { BillingConfig } from "./Config.js"
-import { type AppRow, AppsRepo, entryKey, LedgerReads, LedgerRepo, type MeterRow } from "./Repo.js"
-import { type Movement, Wallets } from "./Wallet.js"
+import { Meters } from "./Meters.js"
+import { Payments } from "./Payments.js"
+import { LedgerReads, LedgerRepo, type MeterRow, MetersRepo } from "./Repo.js"
+import type { Movement } from "./Decide.js"
+import { Wallets } from "./Wallet.js"
 
 const DAY_MS = 86_400_000
 
@@ -43,40 +43,10 @@ export const MetersHttp = HttpApiBuilder.group(AtriumApi, "meters", (handlers) =
 
 export const EventsHttp = HttpApiBuilder.group(AtriumApi, "events", (handlers) =>
   Effect.gen(function*() {
-    const directory = yield* AppDirectory
-    const ledger = yield* LedgerRepo
-    const wallets = yield* Wallets
+    const meters = yield* Meters
     return handlers.handle("report", ({ payload }) =>
-      Effect.gen(function*() {
-        const caller = yield* AppCaller
-        if (!caller.scopes.includes("events")) {
-          return yield* new InsufficientScope({ message: "This access token lacks the `events` scope." })
-        }
-        const app = yield* directory.app(caller.appId)
-        if (Option.isNone(app)) return yield* new Unauthorized({ message: "The app of this access token no longer exists." })
-        const meter = yield* directory.meter(app.value.id, payload.event)
-        if (Option.isNone(meter) || meter.value.disabled) {
-          // A retry of an event charged before its meter went away still gets its original answer.
-          const prior = (yield* ledger.findByKeys([{ scope: app.value.id, key: payload.idempotency_key }]))
-            .get(entryKey(app.value.id, payload.idempotency_key))
-          if (prior !== undefined && prior.userId === caller.userId) {
-            return chargeResult({ amount: -prior.amount, balance: prior.balanceAfter, replay: true })
-          }
-          return yield* Option.isNone(meter)
-            ? new UnknownEvent({ message: `No meter of this app is named "${payload.event}".` })
-            : new MeterDisabled({ message: `The meter "${payload.event}" is disabled.` })
-        }
-        const movement = yield* wallets.charge(caller.userId, meter.value.creditsPerUse, {
-          kind: "event",
-          scope: app.value.id,
-          key: payload.idempotency_key,
-          appId: app.value.id,
-          event: payload.event,
-          metadata: payload.metadata ?? null
-        }, app.value.dailyCapPerUser)
-        return chargeResult(movement)
-      }))
-  })).pipe(Layer.provide([AppDirectory.Default, LedgerRepo.Default, AuthenticationLive]))
+      Effect.map(Effect.flatMap(AppCaller, (caller) => meters.report(caller, payload)), chargeResult))
+  })).pipe(Layer.provide([Meters.Default, AuthenticationLive]))
 
 export const CreditsHttp = HttpApiBuilder.group(AtriumApi, "credits", (handlers) =>
   Effect.gen(function*() {
@@ -108,7 +78,7 @@ export const WalletHttp = HttpApiBuilder.group(AtriumApi, "wallet", (handlers) =
   Effect.gen(function*() {
     const wallets = yield* Wallets
     const reads = yield* LedgerReads
-    const sql = yield* SqlClient.SqlClient
+    const payments = yield* Payments
     return handlers
       .handle("wallet", () =>
         Effect.gen(function*() {
@@ -141,76 +111,20 @@ export const WalletHttp = HttpApiBuilder.group(AtriumApi, "wallet", (handlers) =
           }
         }))
       .handle("createOrder", ({ payload }) =>
-        Effect.gen(function*() {
-          const user = yield* CurrentUser
-          const id = `ord_${randomBase62(20)}`
-          const rows = yield* sql<{ createdAt: Date }>`
-            INSERT INTO payment_orders (id, user_id, amount, status)
-            VALUES (${id}, ${user.userId}, ${String(payload.amount)}, 'pending') RETURNING created_at`.pipe(Effect.orDie)
-          return { id, amount: toNumber(payload.amount), status: "pending" as const, created_at: rows[0]!.createdAt.toISOString() }
-        }))
-  })).pipe(Layer.provide([LedgerReads.Default, AuthenticationLive]))
+        Effect.flatMap(CurrentUser, (user) => payments.createOrder(user.userId, payload.amount)))
+  })).pipe(Layer.provide([LedgerReads.Default, Payments.Default, AuthenticationLive]))
 
-/**
- * The provider's callback. The HMAC-SHA256 of the raw body under `PAYMENT_WEBHOOK_SECRET` is the only proof that
- * the provider sent it; the order's top-up goes through the wallet with the order id as its key, so however often
- * the callback repeats, the order credits the wallet once.
- */
+/** The provider's callback: the raw body, because its signature is over those bytes (`Payments.notify`). */
 export const PaymentNotifyHttp = HttpApiBuilder.group(AtriumApi, "paymentNotify", (handlers) =>
   Effect.gen(function*() {
-    const config = yield* BillingConfig
-    const wallets = yield* Wallets
-    const sql = yield* SqlClient.SqlClient
-    const refused = new Unauthorized({ message: "The payment notification's signature does not verify." })
+    const payments = yield* Payments
     return handlers.handleRaw("notify", ({ path }) =>
       Effect.gen(function*() {
-        const secret = yield* Option.match(config.paymentWebhookSecret, {
-          onNone: () => refused,
-          onSome: (secret) => Effect.succeed(Redacted.value(secret))
-        })
         const request = yield* HttpServerRequest.HttpServerRequest
         const raw = yield* Effect.orDie(request.text)
-        const signature = Buffer.from((request.headers["x-signature"] ?? "").replace(/^sha256=/, ""))
-        const expected = Buffer.from(Crypto.createHmac("sha256", secret).update(raw).digest("hex"))
-        // Lengths in bytes: a header of as many characters but wider ones would make timingSafeEqual throw.
-        if (signature.length !== expected.length || !Crypto.timingSafeEqual(signature, expected)) {
-          return yield* refused
-        }
-        let body: { order_id?: unknown; status?: unknown; amount?: unknown }
-        try {
-          body = JSON.parse(raw)
-        } catch {
-          return yield* new InvalidRequest({ message: "The notification body is not JSON." })
-        }
-        if (typeof body.order_id !== "string") return yield* new InvalidRequest({ message: "order_id: is missing" })
-        // No order id holds NUL or a lone surrogate (and PostgreSQL would refuse or alter such text).
-        if (/[\u0000\uD800-\uDFFF]/u.test(body.order_id)) {
-          return yield* new NotFound({ message: "No such order." })
-        }
-        const orders = yield* sql<{ userId: string; amount: string; status: string }>`
-          SELECT user_id, amount::text, status FROM payment_orders WHERE id = ${body.order_id}`.pipe(Effect.orDie)
-        const order = orders[0]
-        if (order === undefined) return yield* new NotFound({ message: `No order ${body.order_id}.` })
-        if (body.status !== "paid") return { received: true as const, order_id: body.order_id, status: order.status }
-        const amount: Micros = BigInt(order.amount)
-        if (body.amount !== undefined) {
-          // Compared as exact decimals, read like every amount of a request: 15, "15" and "15.0" are one amount.
-          const stated = typeof body.amount === "number" || typeof body.amount === "string"
-            ? parseCredits(String(body.amount).trim())
-            : undefined
-          if (stated !== amount) return yield* new InvalidRequest({ message: "amount does not match the order." })
-        }
-        yield* wallets.credit(order.userId, amount, {
-          kind: "topup",
-          scope: "order",
-          key: body.order_id,
-          description: `Top-up via ${path.provider}`
-        }).pipe(Effect.orDie)
-        yield* sql`UPDATE payment_orders SET status = 'paid', provider = ${path.provider}, paid_at = now()
-          WHERE id = ${body.order_id} AND status = 'pending'`.pipe(Effect.orDie)
-        return { received: true as const, order_id: body.order_id, status: "paid" }
+        return yield* payments.notify(path.provider, raw, request.headers["x-signature"] ?? "")
       }))
-  })).pipe(Layer.provide(BillingConfig.Default))
+  })).pipe(Layer.provide(Payments.Default))
 
 /** What the API shows of an app: never the secret's hash. */
 const appView = (app: AppRow) => ({
@@ -232,7 +146,8 @@ const meterView = (meter: MeterRow) => ({
 
 export const AppsHttp = HttpApiBuilder.group(AtriumApi, "apps", (handlers) =>
   Effect.gen(function*() {
-    const apps = yield* AppsRepo
+    const apps = yield* OAuthRepo
+    const meters = yield* MetersRepo
     const directory = yield* AppDirectory
     /** The caller's own app; someone else's answers exactly like one that does not exist. */
     const ownApp = (id: string) =>
@@ -276,7 +191,7 @@ export const AppsHttp = HttpApiBuilder.group(AtriumApi, "apps", (handlers) =>
       .handle("createMeter", ({ path, payload }) =>
         Effect.gen(function*() {
           const app = yield* ownApp(path.id)
-          const meter = yield* apps.insertMeter({
+          const meter = yield* meters.insertMeter({
             id: `mtr_${randomBase62(20)}`,
             appId: app.id,
             eventName: payload.event_name,
@@ -291,12 +206,12 @@ export const AppsHttp = HttpApiBuilder.group(AtriumApi, "apps", (handlers) =>
       .handle("listMeters", ({ path }) =>
         Effect.gen(function*() {
           const app = yield* ownApp(path.id)
-          return { data: (yield* apps.listMeters(app.id)).map(meterView) }
+          return { data: (yield* meters.listMeters(app.id)).map(meterView) }
         }))
       .handle("updateMeter", ({ path, payload }) =>
         Effect.gen(function*() {
           const app = yield* ownApp(path.id)
-          const meter = yield* apps.updateMeter(app.id, path.meterId, {
+          const meter = yield* meters.updateMeter(app.id, path.meterId, {
             creditsPerUse: payload.credits_per_use,
             disabled: payload.disabled
           })
@@ -304,7 +219,7 @@ export const AppsHttp = HttpApiBuilder.group(AtriumApi, "apps", (handlers) =>
           if (Option.isNone(meter)) return yield* new NotFound({ message: `No meter ${path.meterId}.` })
           return meterView(meter.value)
         }))
-  })).pipe(Layer.provide([AppsRepo.Default, AppDirectory.Default, AuthenticationLive]))
+  })).pipe(Layer.provide([OAuthRepo.Default, MetersRepo.Default, AppDirectory.Default, AuthenticationLive]))
 
 export const InternalBillingHttp = HttpApiBuilder.group(AtriumApi, "internalBilling", (handlers) =>
   Effect.gen(function*() {

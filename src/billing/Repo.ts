@@ -1,6 +1,7 @@
-import { SqlClient } from "@effect/sql"
-import { Effect, Option } from "effect"
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Effect, Option, Schema } from "effect"
 import type { Micros } from "../platform/Money.js"
+import { decodeFirst, decodeRows, Json } from "../platform/Rows.js"
 
 /** What a ledger entry records beyond its amount: why, for whom, and the key that makes it happen once. */
 export interface EntryInfo {
@@ -256,108 +257,41 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
   })
 }) {}
 
-export interface AppRow {
-  readonly id: string
-  readonly ownerId: string
-  readonly name: string
-  readonly clientId: string
-  readonly clientSecretHash: string
-  readonly redirectUris: ReadonlyArray<string>
-  readonly dailyCapPerUser: Micros | null
-  readonly createdAt: Date
-}
-
-export interface MeterRow {
-  readonly id: string
-  readonly appId: string
-  readonly eventName: string
-  readonly creditsPerUse: Micros
-  readonly disabled: boolean
-  readonly createdAt: Date
-}
-
-const toApp = (row: any): AppRow => ({
-  id: row.id,
-  ownerId: row.ownerId,
-  name: row.name,
-  clientId: row.clientId,
-  clientSecretHash: row.clientSecretHash,
-  redirectUris: typeof row.redirectUris === "string" ? JSON.parse(row.redirectUris) : row.redirectUris,
-  dailyCapPerUser: row.dailyCapPerUser === null ? null : BigInt(row.dailyCapPerUser),
-  createdAt: row.createdAt
+const MeterRowSchema = Schema.Struct({
+  id: Schema.String,
+  appId: Schema.String,
+  eventName: Schema.String,
+  /** Micro-credits per event. */
+  creditsPerUse: Schema.BigInt,
+  disabled: Schema.Boolean,
+  createdAt: Schema.DateFromSelf
 })
+export type MeterRow = typeof MeterRowSchema.Type
 
-const toMeter = (row: any): MeterRow => ({
-  id: row.id,
-  appId: row.appId,
-  eventName: row.eventName,
-  creditsPerUse: BigInt(row.creditsPerUse),
-  disabled: row.disabled,
-  createdAt: row.createdAt
-})
+const meterRows = decodeRows(MeterRowSchema)
+const firstMeter = decodeFirst(MeterRowSchema)
 
-const APP_COLUMNS = "id, owner_id, name, client_id, client_secret_hash, redirect_uris, daily_cap_per_user::text, created_at"
 const METER_COLUMNS = "id, app_id, event_name, credits_per_use::text, disabled, created_at"
 
-/** OAuth apps and their meters (spec 2.6). */
-export class AppsRepo extends Effect.Service<AppsRepo>()("atrium/billing/AppsRepo", {
+/** The meters of OAuth apps (spec 2.6): what an event of an app costs. The apps are identity's (`identity/oauth`). */
+export class MetersRepo extends Effect.Service<MetersRepo>()("atrium/billing/MetersRepo", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const one = <A>(rows: ReadonlyArray<any>, f: (row: any) => A) => Option.map(Option.fromNullable(rows[0]), f)
-
     return {
-      insertApp: (app: Omit<AppRow, "createdAt" | "dailyCapPerUser">) =>
-        sql`
-          INSERT INTO apps (id, owner_id, name, client_id, client_secret_hash, redirect_uris)
-          VALUES (${app.id}, ${app.ownerId}, ${app.name}, ${app.clientId}, ${app.clientSecretHash},
-                  ${JSON.stringify(app.redirectUris)}::jsonb)
-          RETURNING ${sql.literal(APP_COLUMNS)}`.pipe(Effect.map((rows) => toApp(rows[0])), Effect.orDie),
-      listApps: (ownerId: string) =>
-        sql`SELECT ${sql.literal(APP_COLUMNS)} FROM apps WHERE owner_id = ${ownerId} ORDER BY created_at, id`.pipe(
-          Effect.map((rows) => rows.map(toApp)),
-          Effect.orDie
-        ),
-      findApp: (id: string) =>
-        sql`SELECT ${sql.literal(APP_COLUMNS)} FROM apps WHERE id = ${id}`.pipe(
-          Effect.map((rows) => one(rows, toApp)),
-          Effect.orDie
-        ),
-      findAppByClientId: (clientId: string) =>
-        sql`SELECT ${sql.literal(APP_COLUMNS)} FROM apps WHERE client_id = ${clientId}`.pipe(
-          Effect.map((rows) => one(rows, toApp)),
-          Effect.orDie
-        ),
-      updateApp: (id: string, patch: {
-        readonly name?: string | undefined
-        readonly redirectUris?: ReadonlyArray<string> | undefined
-        readonly dailyCapPerUser?: Micros | null | undefined
-      }) =>
-        sql`
-          UPDATE apps SET
-            name = COALESCE(${patch.name ?? null}, name),
-            redirect_uris = COALESCE(${patch.redirectUris === undefined ? null : JSON.stringify(patch.redirectUris)}::jsonb, redirect_uris),
-            daily_cap_per_user = CASE WHEN ${patch.dailyCapPerUser !== undefined} THEN ${
-          patch.dailyCapPerUser === undefined || patch.dailyCapPerUser === null ? null : String(patch.dailyCapPerUser)
-        }::bigint ELSE daily_cap_per_user END,
-            updated_at = now()
-          WHERE id = ${id} RETURNING ${sql.literal(APP_COLUMNS)}`.pipe(
-          Effect.map((rows) => one(rows, toApp)),
-          Effect.orDie
-        ),
       insertMeter: (meter: Omit<MeterRow, "createdAt" | "disabled">) =>
         sql`
           INSERT INTO meters (id, app_id, event_name, credits_per_use)
           VALUES (${meter.id}, ${meter.appId}, ${meter.eventName}, ${String(meter.creditsPerUse)})
           ON CONFLICT (app_id, event_name) DO NOTHING
-          RETURNING ${sql.literal(METER_COLUMNS)}`.pipe(Effect.map((rows) => one(rows, toMeter)), Effect.orDie),
+          RETURNING ${sql.literal(METER_COLUMNS)}`.pipe(Effect.flatMap(firstMeter), Effect.orDie),
       listMeters: (appId: string) =>
         sql`SELECT ${sql.literal(METER_COLUMNS)} FROM meters WHERE app_id = ${appId} ORDER BY created_at, id`.pipe(
-          Effect.map((rows) => rows.map(toMeter)),
+          Effect.flatMap(meterRows),
           Effect.orDie
         ),
       findMeter: (appId: string, eventName: string) =>
         sql`SELECT ${sql.literal(METER_COLUMNS)} FROM meters WHERE app_id = ${appId} AND event_name = ${eventName}`.pipe(
-          Effect.map((rows) => one(rows, toMeter)),
+          Effect.flatMap(firstMeter),
           Effect.orDie
         ),
       updateMeter: (appId: string, meterId: string, patch: {
@@ -370,24 +304,28 @@ export class AppsRepo extends Effect.Service<AppsRepo>()("atrium/billing/AppsRep
             disabled = COALESCE(${patch.disabled ?? null}::boolean, disabled),
             updated_at = now()
           WHERE id = ${meterId} AND app_id = ${appId} RETURNING ${sql.literal(METER_COLUMNS)}`.pipe(
-          Effect.map((rows) => one(rows, toMeter)),
+          Effect.flatMap(firstMeter),
           Effect.orDie
         )
     } as const
   })
 }) {}
 
-export interface LedgerLine {
-  readonly seq: bigint
-  readonly amount: Micros
-  readonly kind: string
-  readonly appId: string | null
-  readonly event: string | null
-  readonly metadata: Record<string, string> | null
-  readonly description: string | null
-  readonly balanceAfter: Micros
-  readonly createdAt: Date
-}
+const LedgerLineRow = Schema.Struct({
+  seq: Schema.BigInt,
+  amount: Schema.BigInt,
+  kind: Schema.String,
+  appId: Schema.NullOr(Schema.String),
+  event: Schema.NullOr(Schema.String),
+  metadata: Schema.NullOr(Json(Schema.Record({ key: Schema.String, value: Schema.String }))),
+  description: Schema.NullOr(Schema.String),
+  balanceAfter: Schema.BigInt,
+  createdAt: Schema.DateFromSelf
+})
+export type LedgerLine = typeof LedgerLineRow.Type
+
+const Spent = Schema.Struct({ spent: Schema.BigInt })
+const Audit = Schema.Struct({ sum: Schema.BigInt, balance: Schema.BigInt })
 
 /** Read side of the ledger: what a user sees of their wallet. */
 export class LedgerReads extends Effect.Service<LedgerReads>()("atrium/billing/LedgerReads", {
@@ -396,10 +334,11 @@ export class LedgerReads extends Effect.Service<LedgerReads>()("atrium/billing/L
     return {
       /** Credits spent since `since` (charges of any kind). */
       spentSince: (userId: string, since: Date) =>
-        sql<{ spent: string }>`
+        sql`
           SELECT COALESCE(-SUM(amount), 0)::text AS spent FROM ledger_entries
           WHERE user_id = ${userId} AND amount < 0 AND created_at >= ${since}`.pipe(
-          Effect.map((rows) => BigInt(rows[0]!.spent)),
+          Effect.flatMap(decodeFirst(Spent)),
+          Effect.map((row) => Option.getOrThrow(row).spent),
           Effect.orDie
         ),
       /**
@@ -407,35 +346,61 @@ export class LedgerReads extends Effect.Service<LedgerReads>()("atrium/billing/L
        * name the output column `seq::text` and sort "9" above "10".
        */
       page: (userId: string, limit: number, before: bigint | null) =>
-        sql<any>`
+        sql`
           SELECT seq::text, amount::text, kind, app_id, event, metadata, description, balance_after::text, created_at
           FROM ledger_entries
           WHERE user_id = ${userId} ${before === null ? sql`` : sql`AND seq < ${String(before)}`}
           ORDER BY ledger_entries.seq DESC LIMIT ${limit + 1}`.pipe(
-          Effect.map((rows) => ({
-            hasMore: rows.length > limit,
-            lines: rows.slice(0, limit).map((row): LedgerLine => ({
-              seq: BigInt(row.seq),
-              amount: BigInt(row.amount),
-              kind: row.kind,
-              appId: row.appId,
-              event: row.event,
-              metadata: typeof row.metadata === "string" ? JSON.parse(row.metadata) : row.metadata,
-              description: row.description,
-              balanceAfter: BigInt(row.balanceAfter),
-              createdAt: row.createdAt
-            }))
-          })),
+          Effect.flatMap(decodeRows(LedgerLineRow)),
+          Effect.map((rows) => ({ hasMore: rows.length > limit, lines: rows.slice(0, limit) })),
           Effect.orDie
         ),
       /** Every entry's amount summed, and the wallet's balance: equal, always (tests and audits read this). */
       audit: (userId: string) =>
-        sql<{ sum: string; balance: string }>`
+        sql`
           SELECT COALESCE((SELECT SUM(amount) FROM ledger_entries WHERE user_id = ${userId}), 0)::text AS sum,
                  COALESCE((SELECT balance FROM wallets WHERE user_id = ${userId}), 0)::text AS balance`.pipe(
-          Effect.map((rows) => ({ sum: BigInt(rows[0]!.sum), balance: BigInt(rows[0]!.balance) })),
+          Effect.flatMap(decodeFirst(Audit)),
+          Effect.map(Option.getOrThrow),
           Effect.orDie
         )
+    } as const
+  })
+}) {}
+
+const OrderRow = Schema.Struct({ userId: Schema.String, amount: Schema.BigInt, status: Schema.String })
+
+/** Top-up orders (`POST /api/payment/createOrder`) and their payment by the provider's callback. */
+export class PaymentOrdersRepo extends Effect.Service<PaymentOrdersRepo>()("atrium/billing/PaymentOrdersRepo", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+
+    const insert = SqlSchema.single({
+      Request: Schema.Struct({ id: Schema.String, userId: Schema.String, amount: Schema.BigInt }),
+      Result: Schema.Struct({ createdAt: Schema.DateFromSelf }),
+      execute: (order) =>
+        sql`
+          INSERT INTO payment_orders (id, user_id, amount, status)
+          VALUES (${order.id}, ${order.userId}, ${String(order.amount)}, 'pending') RETURNING created_at`
+    })
+
+    const find = SqlSchema.findOne({
+      Request: Schema.String,
+      Result: OrderRow,
+      execute: (id) => sql`SELECT user_id, amount::text, status FROM payment_orders WHERE id = ${id}`
+    })
+
+    const markPaid = (id: string, provider: string) =>
+      sql`
+        UPDATE payment_orders SET status = 'paid', provider = ${provider}, paid_at = now()
+        WHERE id = ${id} AND status = 'pending'`
+
+    return {
+      /** A pending order; answers when it was created. */
+      insert: (id: string, userId: string, amount: Micros) =>
+        Effect.orDie(Effect.map(insert({ id, userId, amount }), (row) => row.createdAt)),
+      find: (id: string) => Effect.orDie(find(id)),
+      markPaid: (id: string, provider: string) => Effect.orDie(Effect.asVoid(markPaid(id, provider)))
     } as const
   })
 }) {}

@@ -1,50 +1,30 @@
 import { ClusterError, ClusterSchema, Entity, type Envelope } from "@effect/cluster"
-import { HttpApiSchema } from "@effect/platform"
 import { Rpc } from "@effect/rpc"
-import { Cause, Chunk, Clock, Effect, Either, Exit, FiberSet, Layer, Option, Schema } from "effect"
+import { Cause, Chunk, Clock, Effect, Either, Exit, FiberSet, Layer, Metric, Option, Schema } from "effect"
 import type { Micros } from "../platform/Money.js"
 import { makeEntityCaller } from "../platform/Cluster.js"
+import { timed, walletBatchSize, walletCommitDuration } from "../platform/telemetry/Metrics.js"
 import { BillingConfig } from "./Config.js"
+import {
+  DailyCapExceeded,
+  DAY_MS,
+  type Decision,
+  decideItems,
+  IdempotencyConflict,
+  InsufficientCredits,
+  type Item,
+  Movement,
+  WalletFailure
+} from "./Decide.js"
 import {
   type CommitOutcome,
   entryKey,
   type EntryInfo,
   type KeyedEntry,
   LedgerRepo,
-  type NewEntry,
   type WalletCommit,
   type WalletState
 } from "./Repo.js"
-
-export class InsufficientCredits extends Schema.TaggedError<InsufficientCredits>()(
-  "InsufficientCredits",
-  { message: Schema.String },
-  HttpApiSchema.annotations({ status: 402 })
-) {}
-
-export class DailyCapExceeded extends Schema.TaggedError<DailyCapExceeded>()(
-  "DailyCapExceeded",
-  { message: Schema.String, retry_after: Schema.Int },
-  HttpApiSchema.annotations({ status: 429 })
-) {}
-
-/** The key was already used for another user's entry: replaying it would show them someone else's balance. */
-export class IdempotencyConflict extends Schema.TaggedError<IdempotencyConflict>()(
-  "IdempotencyConflict",
-  { message: Schema.String },
-  HttpApiSchema.annotations({ status: 409 })
-) {}
-
-/**
- * The wallet could not commit this request (the database refused or failed it). Answered as a failure, not a
- * defect: the cluster treats a defect as the entity's crash, restarts it and delivers the same request again, so one
- * request the database always refuses would restart the wallet forever and never be answered. The caller turns it
- * into a 500.
- */
-export class WalletFailure extends Schema.TaggedError<WalletFailure>()(
-  "WalletFailure",
-  { message: Schema.String }
-) {}
 
 const Entry = Schema.Struct({
   kind: Schema.String,
@@ -55,10 +35,6 @@ const Entry = Schema.Struct({
   metadata: Schema.NullOr(Schema.Record({ key: Schema.String, value: Schema.String })),
   description: Schema.NullOr(Schema.String)
 })
-
-/** The outcome of a charge or a credit: `replay` when the key had been used before and nothing moved. */
-export const Movement = Schema.Struct({ amount: Schema.BigInt, balance: Schema.BigInt, replay: Schema.Boolean })
-export type Movement = typeof Movement.Type
 
 /** Why a charge was refused (or, `WalletFailure`, could not be committed). */
 const ChargeError = Schema.Union(InsufficientCredits, DailyCapExceeded, IdempotencyConflict, WalletFailure)
@@ -122,17 +98,6 @@ type WalletRequest = Envelope.Request<
   | Rpc.Rpc<"Balance", any, any, any>
 >
 
-/** One thing a wallet is asked to do: a request, or one charge of a `Charges` request. */
-type Item =
-  | { readonly tag: "Charge"; readonly amount: Micros; readonly entry: EntryInfo; readonly dailyCap: Micros | null }
-  | { readonly tag: "Credit"; readonly amount: Micros; readonly entry: EntryInfo }
-  | { readonly tag: "Balance" }
-
-type Refusal = InsufficientCredits | DailyCapExceeded | IdempotencyConflict
-type Decision =
-  | { readonly ok: true; readonly value: Movement | { readonly balance: Micros } }
-  | { readonly ok: false; readonly error: Refusal | WalletFailure }
-
 const itemsOf = (request: WalletRequest): ReadonlyArray<Item> => {
   const payload = request.payload as any
   switch (request.tag) {
@@ -154,7 +119,6 @@ const itemsOf = (request: WalletRequest): ReadonlyArray<Item> => {
 
 const walletFailure = new WalletFailure({ message: "The wallet could not commit this request." })
 
-const DAY_MS = 86_400_000
 
 /** At most this many wallets, and about this many entries, in one shared statement. */
 const MAX_WALLETS_PER_COMMIT = 512
@@ -206,7 +170,8 @@ export class WalletCommitter extends Effect.Service<WalletCommitter>()("atrium/b
 
     const write = (batch: ReadonlyArray<PendingCommit>) =>
       Effect.gen(function*() {
-        const shared = yield* Effect.exit(repo.commitWallets(batch.map((p) => p.commit)))
+        yield* Metric.update(walletBatchSize, batch.length)
+        const shared = yield* Effect.exit(repo.commitWallets(batch.map((p) => p.commit)).pipe(timed(walletCommitDuration)))
         if (Exit.isSuccess(shared)) {
           batch.forEach((p, i) => p.resume(Effect.succeed(shared.value[i]!)))
           return
@@ -283,72 +248,7 @@ export const WalletLive = Wallet.toLayerMailbox(
           }
         }
 
-        let balance = state.balance
-        let seq = state.seq
-        const known = new Map(prior)
-        const spent = new Map(spentToday)
-        const entries: Array<NewEntry> = []
-        const decisions: Array<Decision> = []
-        /** Keys of charges refused for the balance or the cap: if one was used before, it replays instead. */
-        const refused: Array<{ readonly scope: string; readonly key: string }> = []
-        const createdAt = new Date(now)
-
-        const replayOf = (prior: KeyedEntry): Decision =>
-          prior.userId !== userId
-            ? {
-              ok: false,
-              // The key is not echoed: the test that no number of the other user leaks reads this text (a random
-              // key containing "97" made it fail now and then).
-              error: new IdempotencyConflict({ message: "This idempotency key was already used for another user." })
-            }
-            : { ok: true, value: { amount: prior.amount < 0n ? -prior.amount : prior.amount, balance: prior.balanceAfter, replay: true } }
-
-        for (const item of items) {
-          if (item.tag === "Balance") {
-            decisions.push({ ok: true, value: { balance } })
-            continue
-          }
-          const { amount, entry } = item
-          const id = entryKey(entry.scope, entry.key)
-          const found = known.get(id)
-          if (found !== undefined) {
-            decisions.push(replayOf(found))
-            continue
-          }
-          let signed = amount
-          if (item.tag === "Charge") {
-            const cap = item.dailyCap
-            const appSpent = entry.appId === null ? 0n : (spent.get(entry.appId) ?? 0n)
-            if (cap !== null && appSpent + amount > cap) {
-              refused.push(entry)
-              decisions.push({
-                ok: false,
-                error: new DailyCapExceeded({
-                  message: "This app reached its daily spending cap for you; it resets at 00:00 UTC.",
-                  retry_after: Math.ceil(((day + 1) * DAY_MS - now) / 1000)
-                })
-              })
-              continue
-            }
-            if (balance < amount) {
-              refused.push(entry)
-              decisions.push({ ok: false, error: new InsufficientCredits({ message: "Not enough credits for this charge." }) })
-              continue
-            }
-            // Only an app whose day was loaded from the ledger is counted on here: starting an untracked app at 0
-            // would forget what it charged before this entity woke, and a cap set later would be overshot. An
-            // untracked app's total is read from the ledger (which holds this charge by then) when a cap appears.
-            if (entry.appId !== null && spent.has(entry.appId)) spent.set(entry.appId, appSpent + amount)
-            signed = -amount
-          }
-          balance += signed
-          seq += 1n
-          entries.push({ ...entry, seq, amount: signed, balanceAfter: balance, createdAt })
-          // A second request with the same key in this batch replays the first.
-          known.set(id, { userId, scope: entry.scope, key: entry.key, amount: signed, balanceAfter: balance })
-          decisions.push({ ok: true, value: { amount, balance, replay: false } })
-        }
-        return { entries, decisions, refused, next: { balance, seq } satisfies WalletState, spent }
+        return decideItems({ userId, state, items, prior, spentToday, now })
       })
 
     /**
@@ -375,7 +275,15 @@ export const WalletLive = Wallet.toLayerMailbox(
           }
           if (entries.length > 0) {
             const outcome = yield* committer.commit({ userId, fromSeq: state.seq, entries, next })
-            if (outcome._tag === "Moved") return yield* Effect.dieMessage(`wallet ${userId} moved under its entity`)
+            if (outcome._tag === "Moved") {
+              // Another runner wrote this wallet since it was loaded here: a shard hand-over in which the old owner
+              // still committed. Its entries stand; this batch is decided again against them.
+              yield* Effect.logWarning(`wallet ${userId} moved under its entity; reloading`)
+              state = yield* repo.load(userId, config.signupCredits)
+              spentToday.clear()
+              spentDay = -1
+              continue
+            }
             if (outcome._tag === "KeysUsed") {
               const before = prior.size
               for (const entry of outcome.known) prior.set(entryKey(entry.scope, entry.key), entry)

@@ -1,14 +1,12 @@
 import type { Prompt } from "@effect/ai"
 import { HttpApiSchema } from "@effect/platform"
-import { Config, Duration, Effect, Option, Schema } from "effect"
+import { Duration, Effect, Option, Schema } from "effect"
 import { type AgentConfig, type CATEGORIES, defaultBilling } from "../agents/Agent.js"
 import { Agents } from "../agents/Agents.js"
 import type { CallerIdentity } from "../identity/Authentication.js"
-import { duration } from "../platform/Config.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { newId } from "../platform/Ids.js"
 import { toNumber } from "../platform/Money.js"
-import { partitionOf } from "../runs/Runs.js"
 import { BUILTIN_MODEL_ID } from "../runtime/models/Builtin.js"
 import { RunEngine, type RunnableAgent, type RunResult } from "../runtime/RunEngine.js"
 import {
@@ -25,8 +23,10 @@ import {
   type Material,
   readMessage
 } from "./Distiller.js"
+import { DistillationConfig } from "./Config.js"
 import { type DistillationRow, DistillationsRepo, type TranscriptEntry } from "./Repo.js"
 import { foldRun, noProgress, type ProgressReport } from "./RunFold.js"
+import { partitionOf } from "../identity/Partition.js"
 
 /** The distiller's run failed (its model failed, the caller's credits ran out, ...); `code` is the run's. */
 export class DistillationFailed extends Schema.TaggedError<DistillationFailed>()(
@@ -91,8 +91,7 @@ export class Distillations extends Effect.Service<Distillations>()("atrium/disti
     const repo = yield* DistillationsRepo
     const engine = yield* RunEngine
     const agents = yield* Agents
-    const timeout = yield* duration("DISTILLATION_TIMEOUT", "2 minutes")
-    const model = yield* Config.string("DISTILLATION_MODEL").pipe(Config.withDefault(BUILTIN_MODEL_ID))
+    const { model, timeout } = yield* DistillationConfig
     /** The builtin model only echoes: the platform's own wording is the answer then. */
     const wordsItself = model !== BUILTIN_MODEL_ID
 
@@ -261,5 +260,5 @@ export class Distillations extends Effect.Service<Distillations>()("atrium/disti
 
     return { start, continue: continueWith, get, list, timeout } as const
   }),
-  dependencies: [DistillationsRepo.Default, RunEngine.Default, Agents.Default]
+  dependencies: [DistillationConfig.Default, DistillationsRepo.Default, RunEngine.Default, Agents.Default]
 }) {}

@@ -1,7 +1,7 @@
 import { type Duration, Effect, Option } from "effect"
 import type { InternalEvent } from "../runtime/Events.js"
-import type { Partition } from "../runtime/Repo.js"
 import type { RunEngine, RunnableAgent, RunRequest, RunResult } from "../runtime/RunEngine.js"
+import type { Partition } from "../identity/Partition.js"
 
 /**
  * One run folded into one return, for callers that answer synchronously (the MCP tools `test_expert`,

@@ -1,9 +1,9 @@
 import { HttpApiSchema } from "@effect/platform"
 import { Effect, Schema } from "effect"
-import type { Partition } from "../files/Repo.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { randomBase62 } from "../platform/Ids.js"
 import { type EnvironmentConfig, type EnvironmentRow, EnvironmentsRepo, type WriteResult } from "./Repo.js"
+import type { Partition } from "../identity/Partition.js"
 
 export class EnvironmentInUse extends Schema.TaggedError<EnvironmentInUse>()(
   "EnvironmentInUse",

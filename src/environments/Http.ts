@@ -1,9 +1,9 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { AtriumApi } from "../Api.js"
-import { partitionOf } from "../files/Repo.js"
 import { AuthenticationLive, Caller } from "../identity/Authentication.js"
 import { type EnvironmentRow, Environments } from "./Environments.js"
+import { partitionOf } from "../identity/Partition.js"
 
 /** A value's last four characters tell two keys apart; under 12 characters that would be a third of it. */
 export const maskValue = (value: string) => (value.length >= 12 ? `****${value.slice(-4)}` : "****")

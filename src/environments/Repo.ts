@@ -1,6 +1,7 @@
 import { SqlClient, type SqlError } from "@effect/sql"
-import { Effect, Option } from "effect"
-import type { Partition } from "../files/Repo.js"
+import { Effect, Option, Schema } from "effect"
+import type { Partition } from "../identity/Partition.js"
+import { decodeFirst, decodeRows, Json } from "../platform/Rows.js"
 
 export interface EnvironmentConfig {
   readonly name: string
@@ -11,29 +12,25 @@ export interface EnvironmentConfig {
   readonly setupScript: string
 }
 
-export interface EnvironmentRow extends EnvironmentConfig {
-  readonly id: string
-  readonly ownerId: string
-  readonly endUserId: string
-  readonly createdAt: Date
-  readonly updatedAt: Date
-}
-
-const json = (value: unknown) => (typeof value === "string" ? JSON.parse(value) : value)
-
-const toEnvironment = (row: any): EnvironmentRow => ({
-  id: row.id,
-  ownerId: row.ownerId,
-  endUserId: row.endUserId,
-  name: row.name,
-  description: row.description,
-  packages: json(row.packages),
-  env: json(row.env),
-  files: json(row.files),
-  setupScript: row.setupScript,
-  createdAt: row.createdAt,
-  updatedAt: row.updatedAt
+const EnvironmentRowSchema = Schema.Struct({
+  id: Schema.String,
+  ownerId: Schema.String,
+  endUserId: Schema.String,
+  name: Schema.String,
+  description: Schema.String,
+  packages: Json(Schema.Array(Schema.String)),
+  env: Json(Schema.Record({ key: Schema.String, value: Schema.String })),
+  files: Json(Schema.Array(Schema.String)),
+  setupScript: Schema.String,
+  createdAt: Schema.DateFromSelf,
+  updatedAt: Schema.DateFromSelf
 })
+export type EnvironmentRow = typeof EnvironmentRowSchema.Type
+
+const environmentRows = decodeRows(EnvironmentRowSchema)
+const firstEnvironment = decodeFirst(EnvironmentRowSchema)
+/** The row a write returned: there is one (INSERT/UPDATE … RETURNING of a row known to exist). */
+const written = (rows: ReadonlyArray<unknown>) => Effect.map(firstEnvironment(rows), Option.getOrThrow)
 
 const ENVIRONMENT =
   "id, owner_id, end_user_id, name, description, packages, env, files, setup_script, created_at, updated_at"
@@ -60,10 +57,10 @@ export class EnvironmentsRepo extends Effect.Service<EnvironmentsRepo>()("atrium
     const unknownFiles = (partition: Partition, ids: ReadonlyArray<string>) =>
       Effect.gen(function*() {
         if (ids.length === 0) return []
-        const found = yield* sql<{ id: string }>`
+        const found = yield* sql`
           SELECT id FROM files
-          WHERE owner_id = ${partition.ownerId} AND end_user_id = ${partition.endUserId} AND ${sql.in("id", ids)}
-          FOR SHARE`
+          WHERE owner_id = ${partition.accountId} AND end_user_id = ${partition.endUserId} AND ${sql.in("id", ids)}
+          FOR SHARE`.pipe(Effect.flatMap(decodeRows(Schema.Struct({ id: Schema.String }))))
         const present = new Set(found.map((row) => row.id))
         return ids.filter((id) => !present.has(id))
       })
@@ -74,27 +71,27 @@ export class EnvironmentsRepo extends Effect.Service<EnvironmentsRepo>()("atrium
         if (unknown.length > 0) return { _tag: "UnknownFiles", ids: unknown } as WriteResult
         const rows = yield* sql`
           INSERT INTO environments (id, owner_id, end_user_id, name, description, packages, env, files, setup_script)
-          VALUES (${id}, ${partition.ownerId}, ${partition.endUserId}, ${config.name}, ${config.description},
+          VALUES (${id}, ${partition.accountId}, ${partition.endUserId}, ${config.name}, ${config.description},
                   ${JSON.stringify(config.packages)}::jsonb, ${JSON.stringify(config.env)}::jsonb,
                   ${JSON.stringify(config.files)}::jsonb, ${config.setupScript})
           RETURNING ${sql.literal(ENVIRONMENT)}`
-        return { _tag: "Written", environment: toEnvironment(rows[0]) } as WriteResult
+        return { _tag: "Written", environment: yield* written(rows) } as WriteResult
       })).pipe(Effect.orDie, Effect.withSpan("EnvironmentsRepo.insert"))
 
     const byId = (partition: Partition, id: string) =>
       sql`
         SELECT ${sql.literal(ENVIRONMENT)} FROM environments
-        WHERE id = ${id} AND owner_id = ${partition.ownerId} AND end_user_id = ${partition.endUserId}`.pipe(
-        Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toEnvironment)),
+        WHERE id = ${id} AND owner_id = ${partition.accountId} AND end_user_id = ${partition.endUserId}`.pipe(
+        Effect.flatMap(firstEnvironment),
         Effect.orDie
       )
 
     const list = (partition: Partition, limit: number) =>
       sql`
         SELECT ${sql.literal(ENVIRONMENT)} FROM environments
-        WHERE owner_id = ${partition.ownerId} AND end_user_id = ${partition.endUserId}
+        WHERE owner_id = ${partition.accountId} AND end_user_id = ${partition.endUserId}
         ORDER BY created_at DESC, id LIMIT ${limit}`.pipe(
-        Effect.map((rows) => rows.map(toEnvironment)),
+        Effect.flatMap(environmentRows),
         Effect.orDie
       )
 
@@ -104,12 +101,12 @@ export class EnvironmentsRepo extends Effect.Service<EnvironmentsRepo>()("atrium
      */
     const update = (partition: Partition, id: string, change: (current: EnvironmentRow) => EnvironmentConfig | string) =>
       sql.withTransaction(Effect.gen(function*() {
-        const rows = yield* sql`
+        const current = yield* sql`
           SELECT ${sql.literal(ENVIRONMENT)} FROM environments
-          WHERE id = ${id} AND owner_id = ${partition.ownerId} AND end_user_id = ${partition.endUserId}
-          FOR UPDATE`
-        if (rows.length === 0) return { _tag: "Missing" } as WriteResult
-        const next = change(toEnvironment(rows[0]))
+          WHERE id = ${id} AND owner_id = ${partition.accountId} AND end_user_id = ${partition.endUserId}
+          FOR UPDATE`.pipe(Effect.flatMap(firstEnvironment))
+        if (Option.isNone(current)) return { _tag: "Missing" } as WriteResult
+        const next = change(current.value)
         if (typeof next === "string") return { _tag: "Rejected", message: next } as WriteResult
         const unknown = yield* unknownFiles(partition, next.files)
         if (unknown.length > 0) return { _tag: "UnknownFiles", ids: unknown } as WriteResult
@@ -119,14 +116,14 @@ export class EnvironmentsRepo extends Effect.Service<EnvironmentsRepo>()("atrium
             files = ${JSON.stringify(next.files)}::jsonb, setup_script = ${next.setupScript}, updated_at = now()
           WHERE id = ${id}
           RETURNING ${sql.literal(ENVIRONMENT)}`
-        return { _tag: "Written", environment: toEnvironment(updated[0]) } as WriteResult
+        return { _tag: "Written", environment: yield* written(updated) } as WriteResult
       })).pipe(Effect.orDie, Effect.withSpan("EnvironmentsRepo.update"))
 
     /** Sessions on this environment: while any exists (whatever its state), the environment stays. */
     const sessionsUsing = (id: string) =>
-      Effect.map(
-        sql<{ count: string }>`SELECT count(*)::text AS count FROM sessions WHERE environment_id = ${id}`,
-        (rows) => Number(rows[0]?.count ?? 0)
+      sql`SELECT count(*)::text AS count FROM sessions WHERE environment_id = ${id}`.pipe(
+        Effect.flatMap(decodeFirst(Schema.Struct({ count: Schema.NumberFromString }))),
+        Effect.map(Option.match({ onNone: () => 0, onSome: (row) => row.count }))
       )
 
     /** Deletes unless a session uses it; a foreign key from a session to the row also counts as "in use". */
@@ -134,7 +131,7 @@ export class EnvironmentsRepo extends Effect.Service<EnvironmentsRepo>()("atrium
       sql.withTransaction(Effect.gen(function*() {
         const locked = yield* sql`
           SELECT id FROM environments
-          WHERE id = ${id} AND owner_id = ${partition.ownerId} AND end_user_id = ${partition.endUserId}
+          WHERE id = ${id} AND owner_id = ${partition.accountId} AND end_user_id = ${partition.endUserId}
           FOR UPDATE`
         if (locked.length === 0) return { _tag: "Missing" } as const
         const sessions = yield* sessionsUsing(id)

@@ -259,9 +259,20 @@ export class Evolution extends Effect.Service<Evolution>()("atrium/evolution/Evo
       if (suggestion.status === "dismissed") {
         return yield* new InvalidRequest({ message: `Suggestion ${suggestionId} was dismissed; it can no longer be accepted.` })
       }
+      // Decided meanwhile by another request: answer as that left it.
+      const asDecidedNow = Effect.gen(function*() {
+        const now = yield* ownSuggestion(suggestionId, userId)
+        if (now.suggestion.status === "accepted") {
+          const fresh = yield* ownedAgent(identifier, userId)
+          return acceptedView(identifier, now.suggestion, { publishedVersion: fresh.publishedVersion, resubmittedVersion: null }, true)
+        }
+        return yield* new InvalidRequest({ message: `Suggestion ${suggestionId} was dismissed; it can no longer be accepted.` })
+      })
       const live = yield* liveConfig(agent)
       if (!stillApplies(agent, live, suggestion)) {
         yield* repo.dismiss([suggestion.id])
+        // A concurrent accept of this very suggestion is what made it "no longer apply": answer as accepted.
+        if ((yield* ownSuggestion(suggestionId, userId)).suggestion.status === "accepted") return yield* asDecidedNow
         return yield* new InvalidRequest({
           message: `Suggestion ${suggestionId} no longer applies: the agent already has this change. It was dismissed.`
         })
@@ -284,15 +295,7 @@ export class Evolution extends Effect.Service<Evolution>()("atrium/evolution/Evo
         alternativesOf(suggestion.kind),
         newId("sub")
       )
-      if (Option.isNone(applied)) {
-        // Decided meanwhile by another request: answer as that left it.
-        const now = yield* ownSuggestion(suggestionId, userId)
-        if (now.suggestion.status === "accepted") {
-          const fresh = yield* ownedAgent(identifier, userId)
-          return acceptedView(identifier, now.suggestion, { publishedVersion: fresh.publishedVersion, resubmittedVersion: null }, true)
-        }
-        return yield* new InvalidRequest({ message: `Suggestion ${suggestionId} was dismissed; it can no longer be accepted.` })
-      }
+      if (Option.isNone(applied)) return yield* asDecidedNow
       yield* Effect.logInfo("evolution suggestion accepted").pipe(
         Effect.annotateLogs({ suggestion: suggestion.id, agent: identifier, version: applied.value.appliedVersion ?? "draft" })
       )

@@ -1,5 +1,6 @@
 import { Schema } from "effect"
-import { type AgentConfig, BUILTIN_TOOLS } from "../agents/Agent.js"
+import type { AgentConfig } from "../agents/Agent.js"
+import { BUILTIN_TOOLS } from "../runtime/Expert.js"
 
 /**
  * What self-evolution suggests, as pure functions: the evidence an agent's recorded runs give (`Evidence`), the

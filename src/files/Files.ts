@@ -4,8 +4,9 @@ import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { randomBase62 } from "../platform/Ids.js"
 import { KeyValue } from "../platform/KeyValue.js"
 import { FilesConfig } from "./Config.js"
-import { type FileRow, FilesRepo, type Partition } from "./Repo.js"
+import { type FileRow, FilesRepo } from "./Repo.js"
 import { newStorageKey, ObjectStorage, ObjectStorageLive } from "./Storage.js"
+import type { Partition } from "../identity/Partition.js"
 
 export class UploadIncomplete extends Schema.TaggedError<UploadIncomplete>()(
   "UploadIncomplete",
@@ -67,7 +68,7 @@ export class Files extends Effect.Service<Files>()("atrium/files/Files", {
       const expiresAt = new Date(now + Duration.toMillis(config.uploadTtl))
       yield* kv.set(
         pendingKey(uploadId),
-        encodePending({ ...partition, filename: input.filename, contentType: input.contentType, size: input.size, storageKey }),
+        encodePending({ ownerId: partition.accountId, endUserId: partition.endUserId, filename: input.filename, contentType: input.contentType, size: input.size, storageKey }),
         config.uploadTtl
       )
       const signed = yield* storage.uploadUrl(storageKey, {
@@ -81,7 +82,7 @@ export class Files extends Effect.Service<Files>()("atrium/files/Files", {
 
     const register = Effect.fn("Files.register")(function*(partition: Partition, uploadId: string) {
       const pending = Option.flatMap(yield* kv.get(pendingKey(uploadId)), decodePending).pipe(
-        Option.filter((p) => p.ownerId === partition.ownerId && p.endUserId === partition.endUserId)
+        Option.filter((p) => p.ownerId === partition.accountId && p.endUserId === partition.endUserId)
       )
       if (Option.isNone(pending)) {
         return yield* new NotFound({
@@ -104,7 +105,7 @@ export class Files extends Effect.Service<Files>()("atrium/files/Files", {
       }
       const file = yield* repo.insert({
         id: `file_${randomBase62(20)}`,
-        ownerId: partition.ownerId,
+        ownerId: partition.accountId,
         endUserId: partition.endUserId,
         filename: upload.filename,
         contentType: upload.contentType,

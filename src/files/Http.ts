@@ -4,7 +4,8 @@ import { AtriumApi } from "../Api.js"
 import { AuthenticationLive, Caller } from "../identity/Authentication.js"
 import { AppConfig } from "../platform/Config.js"
 import { Files } from "./Files.js"
-import { type FileRow, partitionOf } from "./Repo.js"
+import { type FileRow } from "./Repo.js"
+import { partitionOf } from "../identity/Partition.js"
 
 const fileView = (file: FileRow) => ({
   id: file.id,

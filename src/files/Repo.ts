@@ -1,54 +1,30 @@
 import { SqlClient } from "@effect/sql"
-import { Effect, Option } from "effect"
-import type { CallerIdentity } from "../identity/Authentication.js"
+import { Effect, Option, Schema } from "effect"
+import type { Partition } from "../identity/Partition.js"
+import { decodeFirst, decodeRows } from "../platform/Rows.js"
 
-/**
- * Whose a file or an environment is: the account, and inside it the end user the caller acts for
- * (`X-End-User-Id`, '' when none is named). Everything is looked up within one partition; another one's rows are
- * simply not found (spec 2.7).
- */
-export interface Partition {
-  readonly ownerId: string
-  readonly endUserId: string
-}
-
-export const partitionOf = (caller: CallerIdentity): Partition => ({
-  ownerId: caller.userId,
-  endUserId: Option.getOrElse(caller.endUserId, () => "")
+const FileRowSchema = Schema.Struct({
+  id: Schema.String,
+  ownerId: Schema.String,
+  endUserId: Schema.String,
+  filename: Schema.String,
+  contentType: Schema.String,
+  /** Bytes; a bigint column, selected as text. */
+  size: Schema.NumberFromString,
+  sha256: Schema.String,
+  storageKey: Schema.String,
+  createdAt: Schema.DateFromSelf
 })
+export type FileRow = typeof FileRowSchema.Type
 
-export interface FileRow {
-  readonly id: string
-  readonly ownerId: string
-  readonly endUserId: string
-  readonly filename: string
-  readonly contentType: string
-  readonly size: number
-  readonly sha256: string
-  readonly storageKey: string
-  readonly createdAt: Date
-}
+const firstFile = decodeFirst(FileRowSchema)
 
-const toFile = (row: any): FileRow => ({
-  id: row.id,
-  ownerId: row.ownerId,
-  endUserId: row.endUserId,
-  filename: row.filename,
-  contentType: row.contentType,
-  size: Number(row.size),
-  sha256: row.sha256,
-  storageKey: row.storageKey,
-  createdAt: row.createdAt
-})
-
-const FILE = "id, owner_id, end_user_id, filename, content_type, size, sha256, storage_key, created_at"
+const FILE = "id, owner_id, end_user_id, filename, content_type, size::text, sha256, storage_key, created_at"
 
 /** Files' records (their bytes are in object storage). SQL errors are defects here. */
 export class FilesRepo extends Effect.Service<FilesRepo>()("atrium/files/FilesRepo", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const first = (rows: ReadonlyArray<any>) => Option.map(Option.fromNullable(rows[0]), toFile)
-
     /** Records a file once per stored object: registering the same upload twice yields the first record. */
     const insert = (file: Omit<FileRow, "createdAt">) =>
       Effect.gen(function*() {
@@ -57,16 +33,18 @@ export class FilesRepo extends Effect.Service<FilesRepo>()("atrium/files/FilesRe
           VALUES (${file.id}, ${file.ownerId}, ${file.endUserId}, ${file.filename}, ${file.contentType},
                   ${String(file.size)}, ${file.sha256}, ${file.storageKey})
           ON CONFLICT (storage_key) DO NOTHING RETURNING ${sql.literal(FILE)}`
-        if (inserted.length > 0) return toFile(inserted[0])
-        const existing = yield* sql`SELECT ${sql.literal(FILE)} FROM files WHERE storage_key = ${file.storageKey}`
-        return toFile(existing[0])
+        const created = yield* firstFile(inserted)
+        const row = Option.isSome(created)
+          ? created
+          : yield* Effect.flatMap(sql`SELECT ${sql.literal(FILE)} FROM files WHERE storage_key = ${file.storageKey}`, firstFile)
+        return Option.getOrThrow(row)
       }).pipe(Effect.orDie, Effect.withSpan("FilesRepo.insert"))
 
     const byId = (partition: Partition, id: string) =>
       sql`
         SELECT ${sql.literal(FILE)} FROM files
-        WHERE id = ${id} AND owner_id = ${partition.ownerId} AND end_user_id = ${partition.endUserId}`.pipe(
-        Effect.map(first),
+        WHERE id = ${id} AND owner_id = ${partition.accountId} AND end_user_id = ${partition.endUserId}`.pipe(
+        Effect.flatMap(firstFile),
         Effect.orDie
       )
 
@@ -77,16 +55,18 @@ export class FilesRepo extends Effect.Service<FilesRepo>()("atrium/files/FilesRe
      */
     const remove = (partition: Partition, id: string) =>
       sql.withTransaction(Effect.gen(function*() {
-        const locked = yield* sql<{ storageKey: string }>`
+        const locked = yield* sql`
           SELECT storage_key FROM files
-          WHERE id = ${id} AND owner_id = ${partition.ownerId} AND end_user_id = ${partition.endUserId}
-          FOR UPDATE`
-        if (locked.length === 0) return { _tag: "Missing" } as const
-        const users = yield* sql<{ id: string }>`
-          SELECT id FROM environments WHERE files @> ${JSON.stringify([id])}::jsonb ORDER BY created_at, id LIMIT 5`
+          WHERE id = ${id} AND owner_id = ${partition.accountId} AND end_user_id = ${partition.endUserId}
+          FOR UPDATE`.pipe(Effect.flatMap(decodeFirst(Schema.Struct({ storageKey: Schema.String }))))
+        if (Option.isNone(locked)) return { _tag: "Missing" } as const
+        const users = yield* sql`
+          SELECT id FROM environments WHERE files @> ${JSON.stringify([id])}::jsonb ORDER BY created_at, id LIMIT 5`.pipe(
+          Effect.flatMap(decodeRows(Schema.Struct({ id: Schema.String })))
+        )
         if (users.length > 0) return { _tag: "InUse", environments: users.map((row) => row.id) } as const
         yield* sql`DELETE FROM files WHERE id = ${id}`
-        return { _tag: "Deleted", storageKey: locked[0]!.storageKey } as const
+        return { _tag: "Deleted", storageKey: locked.value.storageKey } as const
       })).pipe(Effect.orDie, Effect.withSpan("FilesRepo.remove"))
 
     return { insert, byId, remove } as const

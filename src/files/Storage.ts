@@ -50,6 +50,11 @@ export interface ObjectStorageService {
   readonly stat: (key: string) => Effect.Effect<Option.Option<StoredObject>>
   /** Removes the bytes; removing what is not there is not an error. */
   readonly remove: (key: string) => Effect.Effect<void>
+  /**
+   * The bytes, for the server's own use (a sandbox's copy of an environment's files): none when nothing is there
+   * or when there are more than `maxBytes` (never read whole then).
+   */
+  readonly read: (key: string, maxBytes: number) => Effect.Effect<Option.Option<Uint8Array>>
 }
 
 export class ObjectStorage extends Context.Tag("atrium/files/ObjectStorage")<ObjectStorage, ObjectStorageService>() {}
@@ -283,7 +288,12 @@ const embedded = Layer.effect(
           expiresAt: options.expiresAt
         })),
       stat: objects.stat,
-      remove: objects.remove
+      remove: objects.remove,
+      read: (key, maxBytes) =>
+        Effect.flatMap(objects.open(key), (found) =>
+          Option.isNone(found) || found.value.object.size > maxBytes
+            ? Effect.succeed(Option.none<Uint8Array>())
+            : Effect.map(Effect.promise(() => Fs.readFile(found.value.path)), (bytes) => Option.some(new Uint8Array(bytes))))
     })
   })
 )
@@ -375,7 +385,30 @@ const makeS3 = (settings: S3Settings) =>
             if (!response.ok && response.status !== 404) {
               throw new Error(`object storage answered ${response.status} to DELETE`)
             }
-          })).pipe(Effect.orDie, Effect.withSpan("ObjectStorage.remove"))
+          })).pipe(Effect.orDie, Effect.withSpan("ObjectStorage.remove")),
+      read: (key, maxBytes) =>
+        Effect.flatMap(call("GET", key), (response) =>
+          Effect.tryPromise(async () => {
+            if (response.status === 404) {
+              await response.body?.cancel()
+              return Option.none<Uint8Array>()
+            }
+            if (!response.ok || response.body === null) {
+              await response.body?.cancel()
+              throw new Error(`object storage answered ${response.status} to GET`)
+            }
+            const chunks: Array<Uint8Array> = []
+            let size = 0
+            for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+              size += chunk.length
+              if (size > maxBytes) {
+                await response.body.cancel().catch(() => undefined)
+                return Option.none<Uint8Array>()
+              }
+              chunks.push(chunk)
+            }
+            return Option.some(new Uint8Array(Buffer.concat(chunks)))
+          })).pipe(Effect.orDie, Effect.withSpan("ObjectStorage.read"))
     })
   })
 

@@ -3,6 +3,7 @@ import { Schema } from "effect"
 import { InvalidRequest, NotFound, RateLimited } from "../platform/Errors.js"
 import { ApiKeyId } from "../platform/Ids.js"
 import { UserAuthentication } from "./Authentication.js"
+import { ChallengeRequired, ChallengeSchema } from "./Challenge.js"
 import { InvalidCode, SmsNotDelivered } from "./Login.js"
 
 export const Phone = Schema.String.pipe(
@@ -39,11 +40,25 @@ export const ApiKeySummary = Schema.Struct({
 export class AuthApi extends HttpApiGroup.make("auth")
   .add(
     HttpApiEndpoint.post("sendCode", "/api/auth/sms/sendCode")
-      .setPayload(Schema.Struct({ phone: Phone }))
+      .setPayload(Schema.Struct({
+        phone: Phone,
+        /** The ALTCHA widget's base64 payload: a solution of a challenge from `GET /api/auth/challenge`. */
+        challenge: Schema.optional(Schema.String.pipe(Schema.maxLength(4096)))
+      }))
       .addSuccess(SendCodeResult)
       .addError(RateLimited)
+      .addError(ChallengeRequired)
       .addError(SmsNotDelivered)
-      .annotate(OpenApi.Description, "Send a 6-digit login code by SMS (60 s cooldown per phone).")
+      .annotate(
+        OpenApi.Description,
+        "Send a 6-digit login code by SMS (60 s cooldown per phone). Past SMS_CHALLENGE_AFTER codes for the phone " +
+          "today or from the client this hour, `challenge` must carry a solved proof of work (403 challenge_required)."
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("challenge", "/api/auth/challenge")
+      .addSuccess(ChallengeSchema)
+      .annotate(OpenApi.Description, "A proof-of-work challenge (ALTCHA) for sendCode; solve it and send the payload.")
   )
   .add(
     HttpApiEndpoint.post("login", "/api/auth/login")

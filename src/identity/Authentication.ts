@@ -2,9 +2,10 @@ import { HttpApiMiddleware, HttpApiSecurity, HttpServerRequest } from "@effect/p
 import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { InvalidRequest, Unauthorized } from "../platform/Errors.js"
 import { routePath } from "../platform/Network.js"
+import { noteAccount } from "../platform/telemetry/AccessLog.js"
 import type { ApiKeyId, UserId } from "../platform/Ids.js"
 import { API_KEY_PREFIX, ApiKeys } from "./ApiKeys.js"
-import { OAuth, type AppCaller as OAuthCaller } from "./OAuth.js"
+import { OAuth, type AppCaller as OAuthCaller } from "./oauth/OAuth.js"
 import { Tokens, type LoginIdentity } from "./Tokens.js"
 
 /** The logged-in end user of an `/api` route. */
@@ -56,7 +57,8 @@ export class ApiKeyAuthentication extends HttpApiMiddleware.Tag<ApiKeyAuthentica
 ) {}
 
 /** Spec 5.1 rule 4: the routes where an API key must say which end user it acts for. */
-const END_USER_ROUTES = /^\/v1\/(chat\/|agents\/run(\/|$)|sessions(\/|$)|files(\/|$))/
+// `/v1/responses` too: its conversations are sessions (issue 16).
+export const END_USER_ROUTES = /^\/v1\/(chat\/|agents\/run(\/|$)|sessions(\/|$)|files(\/|$)|responses(\/|$))/
 /** Judged on the path as the router will match it (decoded, `//` collapsed, case folded), not the raw URL. */
 const isEndUserRoute = (url: string) => END_USER_ROUTES.test(routePath(url))
 const END_USER_ID = /^[A-Za-z0-9._:@-]{1,128}$/
@@ -121,7 +123,8 @@ export const AuthenticationLive = Layer.effect(
       bearer: (token) =>
         HttpServerRequest.HttpServerRequest.pipe(
           Effect.flatMap((request) => credentialOf(request, token)),
-          Effect.flatMap((credential) => tokens.authenticate(credential.value))
+          Effect.flatMap((credential) => tokens.authenticate(credential.value)),
+          Effect.tap((identity) => noteAccount(identity.userId))
         )
     }
   })
@@ -171,7 +174,7 @@ export const AuthenticationLive = Layer.effect(
           const endUserId = yield* endUserOf(request)
           return Caller.of({ userId: identity.right.userId, via: "login", apiKeyId: Option.none(), endUserId })
         })
-      return { bearer: resolve }
+      return { bearer: (token: Redacted.Redacted) => Effect.tap(resolve(token), (caller) => noteAccount(caller.userId)) }
     })
   )),
   Layer.merge(Layer.effect(
@@ -186,6 +189,7 @@ export const AuthenticationLive = Layer.effect(
             if (Option.isNone(key)) {
               return yield* new Unauthorized({ message: "A valid API key (sk_...) is required for /openapi routes." })
             }
+            yield* noteAccount(key.value.userId)
             return Caller.of({
               userId: key.value.userId,
               via: "api_key",
@@ -209,6 +213,7 @@ export const AuthenticationLive = Layer.effect(
             if (notBearer(yield* HttpServerRequest.HttpServerRequest)) return yield* wrongScheme
             const caller = yield* oauth.verifyAccessToken(Redacted.value(token))
             if (Option.isNone(caller)) return yield* refused
+            yield* noteAccount(caller.value.userId)
             return AppCaller.of(caller.value)
           })
       }

@@ -5,6 +5,7 @@ import { AppConfig } from "../platform/Config.js"
 import { clientAddress } from "../platform/Network.js"
 import { ApiKeys } from "./ApiKeys.js"
 import { AuthenticationLive, CurrentUser } from "./Authentication.js"
+import { LoginChallenge } from "./Challenge.js"
 import { Login } from "./Login.js"
 
 const iso = (date: Date) => date.toISOString()
@@ -13,6 +14,7 @@ export const AuthHttp = HttpApiBuilder.group(AtriumApi, "auth", (handlers) =>
   Effect.gen(function*() {
     const config = yield* AppConfig
     const login = yield* Login
+    const challenges = yield* LoginChallenge
     const cookieOptions = {
       httpOnly: true,
       sameSite: "lax",
@@ -23,16 +25,18 @@ export const AuthHttp = HttpApiBuilder.group(AtriumApi, "auth", (handlers) =>
     return handlers
       .handle("sendCode", ({ payload }) =>
         Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
-          login.sendCode(payload.phone, clientAddress(request, config.trustProxy))))
+          login.sendCode(payload.phone, clientAddress(request, config.trustProxy), payload.challenge)))
+      .handle("challenge", () => challenges.create())
       .handle("login", ({ payload }) =>
         Effect.gen(function*() {
-          const result = yield* login.login(payload.phone, payload.code)
+          const request = yield* HttpServerRequest.HttpServerRequest
+          const result = yield* login.login(payload.phone, payload.code, clientAddress(request, config.trustProxy))
           return yield* HttpServerResponse.json({ token: result.token, newUser: result.newUser }).pipe(
             Effect.flatMap(HttpServerResponse.setCookie("token", result.token, cookieOptions)),
             Effect.orDie
           )
         }))
-  })).pipe(Layer.provide([Login.Default, AppConfig.Default]))
+  })).pipe(Layer.provide([Login.Default, LoginChallenge.Default, AppConfig.Default]))
 
 export const AccountHttp = HttpApiBuilder.group(AtriumApi, "account", (handlers) =>
   Effect.gen(function*() {

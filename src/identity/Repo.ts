@@ -142,3 +142,23 @@ export class IdentityRepo extends Effect.Service<IdentityRepo>()("atrium/identit
     } as const
   })
 }) {}
+
+/** Secrets the platform makes for itself on first start (the JWT key without `JWT_SECRET`), shared by every runner. */
+export class PlatformSecretsRepo extends Effect.Service<PlatformSecretsRepo>()("atrium/identity/PlatformSecretsRepo", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const stored = SqlSchema.single({
+      Request: Schema.String,
+      Result: Schema.Struct({ value: Schema.String }),
+      execute: (name) => sql`SELECT value FROM platform_secrets WHERE name = ${name}`
+    })
+    return {
+      /** The secret named `name`: `candidate` if none was stored yet, else the one stored first (by any runner). */
+      keep: (name: string, candidate: string) =>
+        Effect.gen(function*() {
+          yield* sql`INSERT INTO platform_secrets (name, value) VALUES (${name}, ${candidate}) ON CONFLICT (name) DO NOTHING`
+          return (yield* stored(name)).value
+        }).pipe(Effect.orDie)
+    } as const
+  })
+}) {}

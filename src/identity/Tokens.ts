@@ -1,4 +1,3 @@
-import { SqlClient } from "@effect/sql"
 import { Clock, Duration, Effect, Option, Redacted, Schema } from "effect"
 import * as Jose from "jose"
 import * as Crypto from "node:crypto"
@@ -7,7 +6,7 @@ import { randomBase62 } from "../platform/Ids.js"
 import { UserId } from "../platform/Ids.js"
 import { Unauthorized } from "../platform/Errors.js"
 import { KeyValue } from "../platform/KeyValue.js"
-import { IdentityRepo } from "./Repo.js"
+import { IdentityRepo, PlatformSecretsRepo } from "./Repo.js"
 
 export const sha256 = (text: string) => Crypto.createHash("sha256").update(text).digest("hex")
 
@@ -37,22 +36,14 @@ const encodeSession = Schema.encodeSync(Session)
 export class JwtKey extends Effect.Service<JwtKey>()("atrium/identity/JwtKey", {
   effect: Effect.gen(function*() {
     const config = yield* AppConfig
-    const sql = yield* SqlClient.SqlClient
+    const secrets = yield* PlatformSecretsRepo
     const secret = yield* Option.match(config.jwtSecret, {
       onSome: (secret) => Effect.succeed(Redacted.value(secret)),
-      onNone: () =>
-        Effect.gen(function*() {
-          const candidate = randomBase62(64)
-          yield* sql`
-            INSERT INTO platform_secrets (name, value) VALUES ('jwt_secret', ${candidate})
-            ON CONFLICT (name) DO NOTHING`
-          const rows = yield* sql<{ value: string }>`SELECT value FROM platform_secrets WHERE name = 'jwt_secret'`
-          return rows[0]!.value
-        }).pipe(Effect.orDie)
+      onNone: () => secrets.keep("jwt_secret", randomBase62(64))
     })
     return { key: new TextEncoder().encode(secret) }
   }),
-  dependencies: [AppConfig.Default]
+  dependencies: [AppConfig.Default, PlatformSecretsRepo.Default]
 }) {}
 
 const HS256_HEADER_KEYS = new Set(["alg", "typ", "kid"])

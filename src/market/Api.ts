@@ -145,33 +145,6 @@ export class CreatorsApi extends HttpApiGroup.make("creators")
   .annotate(OpenApi.Title, "Creators")
 {}
 
-const NotificationView = Schema.Struct({
-  id: Schema.String,
-  kind: Schema.String,
-  title: Schema.String,
-  body: Schema.String,
-  data: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
-  read: Schema.Boolean,
-  read_at: Schema.NullOr(Schema.String),
-  created_at: Schema.String
-})
-
-/** In-app notifications: how review outcomes reach their owner. */
-export class NotificationsApi extends HttpApiGroup.make("notifications")
-  .add(
-    HttpApiEndpoint.get("list", "/api/notifications")
-      .addSuccess(Schema.Struct({ data: Schema.Array(NotificationView), has_more: Schema.Boolean, unread: Schema.Int }))
-  )
-  .add(
-    HttpApiEndpoint.post("read", "/api/notifications/:id/read")
-      .setPath(Schema.Struct({ id: Schema.String }))
-      .addSuccess(NotificationView)
-      .addError(NotFound)
-  )
-  .middleware(UserAuthentication)
-  .addError(InvalidRequest)
-  .annotate(OpenApi.Title, "Notifications")
-{}
 
 /** The creator review desk (private network); `:id` is the applicant's user id. */
 export class CreatorReviewsApi extends HttpApiGroup.make("creatorReviews")

@@ -3,7 +3,7 @@ import { Effect, Option, Schema } from "effect"
 import { Agents } from "../agents/Agents.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { toNumber } from "../platform/Money.js"
-import { Notifications } from "./Notifications.js"
+import { Notifications } from "../notifications/Notifications.js"
 import { type CreatorRow, MarketRepo } from "./Repo.js"
 
 export class AlreadyApplied extends Schema.TaggedError<AlreadyApplied>()(

@@ -1,47 +1,30 @@
 import { SqlClient } from "@effect/sql"
-import { Effect, Option } from "effect"
+import { Effect, Schema } from "effect"
+import { decodeFirst, decodeRows, Json } from "../platform/Rows.js"
 
-export type CreatorStatus = "pending" | "approved" | "rejected"
-
-export interface CreatorRow {
-  readonly userId: string
-  readonly displayName: string
-  readonly bio: string
-  readonly accountType: string
-  readonly email: string
-  readonly status: CreatorStatus
-  readonly reason: string | null
-  readonly appliedAt: Date
-  readonly decidedAt: Date | null
-}
-
-export interface Skill {
-  readonly name: string
-  readonly title: string
-  readonly description: string
-  readonly tools: ReadonlyArray<string>
-}
-
-const json = (value: unknown) => (typeof value === "string" ? JSON.parse(value) : value)
-
-const toCreator = (row: any): CreatorRow => ({
-  userId: row.userId,
-  displayName: row.displayName,
-  bio: row.bio,
-  accountType: row.accountType,
-  email: row.email,
-  status: row.status,
-  reason: row.reason,
-  appliedAt: row.appliedAt,
-  decidedAt: row.decidedAt
+const CreatorRowSchema = Schema.Struct({
+  userId: Schema.String,
+  displayName: Schema.String,
+  bio: Schema.String,
+  accountType: Schema.String,
+  email: Schema.String,
+  status: Schema.Literal("pending", "approved", "rejected"),
+  reason: Schema.NullOr(Schema.String),
+  appliedAt: Schema.DateFromSelf,
+  decidedAt: Schema.NullOr(Schema.DateFromSelf)
 })
+export type CreatorRow = typeof CreatorRowSchema.Type
+export type CreatorStatus = CreatorRow["status"]
 
-const toSkill = (row: any): Skill => ({
-  name: row.name,
-  title: row.title,
-  description: row.description,
-  tools: json(row.tools)
+const SkillRow = Schema.Struct({
+  name: Schema.String,
+  title: Schema.String,
+  description: Schema.String,
+  tools: Json(Schema.Array(Schema.String))
 })
+export type Skill = typeof SkillRow.Type
+
+const firstCreator = decodeFirst(CreatorRowSchema)
 
 const CREATOR = "user_id, display_name, bio, account_type, email, status, reason, applied_at, decided_at"
 
@@ -53,11 +36,10 @@ export const likePattern = (keyword: string | undefined) =>
 export class MarketRepo extends Effect.Service<MarketRepo>()("atrium/market/MarketRepo", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const first = <A>(rows: ReadonlyArray<any>, f: (row: any) => A) => Option.map(Option.fromNullable(rows[0]), f)
 
     const creator = (userId: string) =>
       sql`SELECT ${sql.literal(CREATOR)} FROM creators WHERE user_id = ${userId}`.pipe(
-        Effect.map((rows) => first(rows, toCreator)),
+        Effect.flatMap(firstCreator),
         Effect.orDie
       )
 
@@ -81,7 +63,7 @@ export class MarketRepo extends Effect.Service<MarketRepo>()("atrium/market/Mark
           email = EXCLUDED.email, status = 'pending', reason = NULL, applied_at = now(), decided_at = NULL
         WHERE creators.status = 'rejected'
         RETURNING ${sql.literal(CREATOR)}`.pipe(
-        Effect.map((rows) => first(rows, toCreator)),
+        Effect.flatMap(firstCreator),
         Effect.orDie
       )
 
@@ -91,7 +73,7 @@ export class MarketRepo extends Effect.Service<MarketRepo>()("atrium/market/Mark
         UPDATE creators SET status = ${decision}, reason = ${reason}, decided_at = now()
         WHERE user_id = ${userId} AND status = 'pending'
         RETURNING ${sql.literal(CREATOR)}`.pipe(
-        Effect.map((rows) => first(rows, toCreator)),
+        Effect.flatMap(firstCreator),
         Effect.orDie
       )
 
@@ -101,7 +83,7 @@ export class MarketRepo extends Effect.Service<MarketRepo>()("atrium/market/Mark
         SELECT name, title, description, tools FROM skills
         WHERE ${pattern}::text IS NULL OR name ILIKE ${pattern} OR title ILIKE ${pattern} OR description ILIKE ${pattern}
         ORDER BY name`.pipe(
-        Effect.map((rows) => rows.map(toSkill)),
+        Effect.flatMap(decodeRows(SkillRow)),
         Effect.orDie
       )
     }

@@ -3,6 +3,7 @@ import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js"
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import { Effect, Layer, Option, Runtime, Stream, type Tracer } from "effect"
+import { RunPayerLive } from "../billing/RunPayerLive.js"
 import { Wallets } from "../billing/Wallet.js"
 import { McpConfig } from "./Config.js"
 import { McpProgress, type ProgressExtra, progressFromExtra, type ProgressReport } from "./EngineTools.js"
@@ -182,6 +183,7 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
   yield* router.add("*", config.path, handle)
 })).pipe(
   Layer.provide([McpConfig.Default, McpIdentity.Default, McpTools.Default]),
-  // The same layer value the API routes use, so the process keeps one set of wallet clients.
+  // The same layer values the API routes use, so the process keeps one set of wallet clients.
+  Layer.provide(RunPayerLive),
   Layer.provide(Wallets.Default)
 )

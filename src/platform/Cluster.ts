@@ -1,23 +1,130 @@
-import { RunnerHealth, Runners, RunnerStorage, Sharding, ShardingConfig, SqlMessageStorage } from "@effect/cluster"
-import { Effect, Fiber, FiberSet, Layer } from "effect"
+import {
+  RunnerAddress,
+  RunnerHealth,
+  Runners,
+  RunnerStorage,
+  Sharding,
+  ShardingConfig,
+  SocketRunner,
+  SqlMessageStorage,
+  SqlRunnerStorage
+} from "@effect/cluster"
+import { NodeClusterSocket } from "@effect/platform-node"
+import { RpcSerialization } from "@effect/rpc"
+import { Config, Duration, Effect, Fiber, FiberSet, Layer, Option, Schedule } from "effect"
+import * as Net from "node:net"
+import { AppConfig, WorkerIndex } from "./Config.js"
+import { withStartupLock } from "./Database.js"
 
 /**
- * One cluster runner in this process: every entity (wallets, later sessions) lives here, and the shards are not
- * shared with other processes. `ShardingConfig` is given explicitly: `layerFromEnv` would read our `HOST`/`PORT`.
- * Entity messages are not persisted (a caller waits for its answer); the SQL message storage is there for the
- * durable messages and the multi-runner mode to come.
+ * The cluster this process belongs to.
+ *
+ * Embedded (no `DATABASE_URL`): one runner in this process, every shard here, runner storage in memory (PGlite is
+ * one backend, and `SqlRunnerStorage` would hold one of its connections for its advisory locks).
+ *
+ * Cluster mode (`DATABASE_URL` set): every process is a runner of one cluster over that database. Shard ownership
+ * is in PostgreSQL (`SqlRunnerStorage`: a row per runner with a heartbeat, an advisory lock per shard on a connection
+ * of its own, so a runner that dies releases its shards the moment PostgreSQL sees its connection close); runners
+ * reach each other over the socket transport on `RUNNER_HOST:RUNNER_PORT`; a singleton pings the others and marks
+ * the silent ones unhealthy. The timings below move a dead runner's shards within about 7 s (docs/sessions.md).
+ *
+ * `ShardingConfig` is always given explicitly: `layerFromEnv` would read our `HOST`/`PORT`.
  */
-export const ClusterLive = Sharding.layer.pipe(
+
+/** Timings of cluster mode: a dead runner is out of the assignment within `shardLockExpiration` + one refresh. */
+const clusterTimings = {
+  shardLockRefreshInterval: "2 seconds",
+  shardLockExpiration: "6 seconds",
+  refreshAssignmentsInterval: "1 second",
+  runnerHealthCheckInterval: "2 seconds",
+  sendRetryInterval: "100 millis",
+  entityMessagePollInterval: "2 seconds"
+} as const
+
+const shared = {
+  entityMailboxCapacity: 10_000,
+  entityMaxIdleTime: "5 minutes"
+} as const
+
+/** A port nobody listens on right now (for `PORT=0`, where no runner port can be derived). */
+const freePort = Effect.async<number>((resume) => {
+  const server = Net.createServer()
+  server.listen(0, "127.0.0.1", () => {
+    const { port } = server.address() as Net.AddressInfo
+    server.close(() => resume(Effect.succeed(port)))
+  })
+})
+
+/**
+ * `RUNNER_PORT`, or one derived from `PORT`: `PORT + 10000` (`PORT - 10000` past 65535), plus the worker's index
+ * when `WORKERS` starts several processes. `PORT=0` (tests) takes a free port.
+ */
+export const runnerPortOf = (port: number, worker: number) =>
+  port === 0 ? freePort : Effect.succeed((port + 10_000 <= 65_535 ? port + 10_000 : port - 10_000) + worker)
+
+export const RunnerSettings = Config.all({
+  host: Config.string("RUNNER_HOST").pipe(Config.withDefault("127.0.0.1")),
+  port: Config.option(Config.integer("RUNNER_PORT")),
+  /** Set by the primary process of `WORKERS=N` for each worker it starts (0 for the first). */
+  worker: Config.map(WorkerIndex, Option.getOrElse(() => 0))
+})
+
+/** A dead runner refuses the connection at once; a hung one gets about 3 s before it is called unhealthy. */
+const PingHealth = Layer.scoped(
+  RunnerHealth.RunnerHealth,
+  Effect.gen(function*() {
+    const runners = yield* Runners.Runners
+    return RunnerHealth.RunnerHealth.of({
+      isAlive: (address) =>
+        runners.ping(address).pipe(
+          Effect.timeout("1500 millis"),
+          Effect.retry({ times: 2, schedule: Schedule.spaced("300 millis") }),
+          Effect.isSuccess
+        )
+    })
+  })
+).pipe(Layer.provide(Runners.layerRpc), Layer.provide(NodeClusterSocket.layerClientProtocol))
+
+const embedded = Sharding.layer.pipe(
   Layer.provideMerge(Runners.layerNoop),
   Layer.provideMerge(SqlMessageStorage.layerWith({ prefix: "cluster" })),
   Layer.provide([RunnerStorage.layerMemory, RunnerHealth.layerNoop]),
   Layer.provide(ShardingConfig.layer({
-    entityMailboxCapacity: 10_000,
-    entityMaxIdleTime: "5 minutes",
+    ...shared,
     // A message to an entity of this process is handed over as it is, not encoded and decoded with its schemas first.
     simulateRemoteSerialization: false
   }))
 )
+
+const clustered = Layer.unwrapEffect(Effect.gen(function*() {
+  const app = yield* AppConfig
+  const runner = yield* RunnerSettings
+  const port = Option.isSome(runner.port) ? runner.port.value + runner.worker : yield* runnerPortOf(app.port, runner.worker)
+  const address = RunnerAddress.make(runner.host, port)
+  // Listen where the others dial, on every interface when the advertised host is not a loopback one.
+  const listen = RunnerAddress.make(runner.host === "127.0.0.1" || runner.host === "localhost" ? runner.host : "0.0.0.0", port)
+  yield* Effect.logDebug(`cluster runner at ${address.host}:${address.port}`)
+  return SocketRunner.layer.pipe(
+    Layer.provide([NodeClusterSocket.layerSocketServer, NodeClusterSocket.layerClientProtocol]),
+    Layer.provide(PingHealth),
+    Layer.provideMerge(Layer.orDie(withStartupLock(SqlMessageStorage.layerWith({ prefix: "cluster" })))),
+    Layer.provide(Layer.orDie(withStartupLock(SqlRunnerStorage.layerWith({ prefix: "cluster" })))),
+    Layer.provide(ShardingConfig.layer({
+      ...shared,
+      ...clusterTimings,
+      // A stopping runner's sessions may finish their running turns within SHUTDOWN_GRACE (Session.ts).
+      entityTerminationTimeout: Duration.sum(app.shutdownGrace, "5 seconds"),
+      runnerAddress: Option.some(address),
+      runnerListenAddress: Option.some(listen),
+      // Every payload is encoded and decoded, also to an entity of this process: what works here works remotely.
+      simulateRemoteSerialization: true
+    })),
+    Layer.provide(RpcSerialization.layerMsgPack)
+  )
+})).pipe(Layer.orDie)
+
+/** The cluster: one in-process runner (embedded) or a runner of the deployment's cluster (`DATABASE_URL`). */
+export const ClusterLive = Layer.unwrapEffect(Effect.map(AppConfig, (config) => Option.isSome(config.databaseUrl) ? clustered : embedded))
 
 /**
  * Sends messages to entities from a fiber of the caller's service, not the caller's own fiber. A message that wakes

@@ -1,4 +1,5 @@
 import { Config, ConfigError, Duration, Effect, Either, Option, Redacted } from "effect"
+import { parseOrigins } from "./http/Guards.js"
 
 /**
  * Every setting of the platform, read once through `Config` (never `process.env`), so tests can hand the whole
@@ -38,6 +39,12 @@ const testOtp = Config.string("SMS_TEST_OTP").pipe(
   })
 )
 
+/**
+ * Which worker of `WORKERS=N` this process is (`Workers.ts` sets it for each one it forks); none for a process
+ * started on its own. The runner port and the metrics port of a worker derive from it.
+ */
+export const WorkerIndex = Config.option(Config.integer("WORKER_INDEX"))
+
 export const PlatformConfig = Config.all({
   port: Config.integer("PORT").pipe(Config.withDefault(8080)),
   host: Config.string("HOST").pipe(Config.withDefault("0.0.0.0")),
@@ -50,10 +57,27 @@ export const PlatformConfig = Config.all({
   publicUrl: optionalString("PUBLIC_URL"),
   mcpPath: Config.string("MCP_PATH").pipe(Config.withDefault("/mcp")),
   maxBodyBytes: Config.integer("MAX_BODY_BYTES").pipe(Config.withDefault(1024 * 1024)),
+  /** How long an SSE stream may stay quiet before a `: ping` comment (tests shorten it to see one). */
+  sseHeartbeat: duration("SSE_HEARTBEAT", "15 seconds"),
   /** How long shutdown waits for open requests and streams before it closes their connections. */
   shutdownGrace: duration("SHUTDOWN_GRACE", "10 seconds"),
   /** Whether `X-Forwarded-For` from the connecting proxy names the real client (set behind a reverse proxy). */
   trustProxy: Config.boolean("TRUST_PROXY").pipe(Config.withDefault(false)),
+  /**
+   * The operator's bearer for `/internal/*` (grants, reviews). Unset, those routes are closed: behind a reverse
+   * proxy on the same host every internet client is a loopback peer, so the address alone proves nothing.
+   */
+  internalToken: optionalRedacted("INTERNAL_TOKEN"),
+  /** Web apps on other origins allowed to call the API with a bearer (comma-separated; empty: none). */
+  corsOrigins: Config.string("CORS_ORIGINS").pipe(
+    Config.withDefault(""),
+    Config.mapOrFail((raw) => {
+      const parsed = parseOrigins(raw)
+      return typeof parsed === "string"
+        ? Either.left(ConfigError.InvalidData(["CORS_ORIGINS"], parsed))
+        : Either.right(parsed)
+    })
+  ),
   sms: Config.all({
     provider: Config.literal("console", "http")("SMS_PROVIDER").pipe(Config.withDefault("console" as const)),
     httpUrl: optionalString("SMS_HTTP_URL"),
@@ -62,6 +86,10 @@ export const PlatformConfig = Config.all({
     codeTtl: duration("SMS_CODE_TTL", "5 minutes"),
     cooldown: duration("SMS_COOLDOWN", "60 seconds"),
     maxAttempts: Config.integer("SMS_MAX_ATTEMPTS").pipe(Config.withDefault(5)),
+    /** Wrong codes from all clients together that void a code (each client alone gets `SMS_MAX_ATTEMPTS`). */
+    maxAttemptsTotal: Config.integer("SMS_MAX_ATTEMPTS_TOTAL").pipe(Config.withDefault(50)),
+    /** Codes a phone got today, or a client asked for this hour, after which `sendCode` needs a solved challenge. */
+    challengeAfter: Config.integer("SMS_CHALLENGE_AFTER").pipe(Config.withDefault(3)),
     dailyLimitPerPhone: Config.integer("SMS_DAILY_LIMIT").pipe(Config.withDefault(10)),
     hourlyLimitPerIp: Config.integer("SMS_IP_HOURLY_LIMIT").pipe(Config.withDefault(30))
   }),

@@ -68,9 +68,30 @@ const ClientLive = Layer.unwrapEffect(
     }))
 ).pipe(Layer.provide(AppConfig.Default))
 
-const MigratorLive = PgMigrator.layer({ loader: migrations, table: "atrium_migrations" }).pipe(
-  Layer.provide(NodeContext.layer)
-)
+/**
+ * Builds `layer` holding a PostgreSQL advisory lock: processes that start together against one database (cluster
+ * mode) run their DDL (migrations, the cluster's own tables) one after the other instead of racing on the catalog.
+ */
+export const withStartupLock = <A, E, R>(layer: Layer.Layer<A, E, R>) =>
+  Layer.scopedContext(Effect.gen(function*() {
+    const outer = yield* Effect.scope
+    const sql = yield* SqlClient.SqlClient
+    return yield* Effect.scoped(Effect.gen(function*() {
+      const connection = yield* Effect.orDie(sql.reserve)
+      yield* Effect.acquireRelease(
+        Effect.orDie(connection.executeRaw("SELECT pg_advisory_lock(7411002)", [])),
+        () => Effect.ignore(connection.executeRaw("SELECT pg_advisory_unlock(7411002)", []))
+      )
+      return yield* Layer.buildWithScope(layer, outer)
+    }))
+  }))
+
+const MigratorLive = Layer.unwrapEffect(Effect.map(AppConfig, (config) => {
+  const migrator = PgMigrator.layer({ loader: migrations, table: "atrium_migrations" }).pipe(
+    Layer.provide(NodeContext.layer)
+  )
+  return Option.isSome(config.databaseUrl) ? withStartupLock(migrator) : migrator
+})).pipe(Layer.provide(AppConfig.Default))
 
 /** The SQL client, with every migration applied before anything else may use it. */
 export const DatabaseLive: Layer.Layer<SqlClient.SqlClient | PgClient.PgClient, unknown> = MigratorLive.pipe(

@@ -9,7 +9,8 @@ import { Schema } from "effect"
 
 export class InvalidRequest extends Schema.TaggedError<InvalidRequest>()(
   "InvalidRequest",
-  { message: Schema.String },
+  // `param`: the request field at fault, when one is (OpenAI's clients show it; the envelope carries it).
+  { message: Schema.String, param: Schema.optional(Schema.String) },
   HttpApiSchema.annotations({ status: 400 })
 ) {}
 

@@ -1,5 +1,6 @@
 import type { HttpServerRequest } from "@effect/platform"
 import { Option } from "effect"
+import * as Crypto from "node:crypto"
 import * as Net from "node:net"
 
 /**
@@ -64,3 +65,13 @@ export const routePath = (url: string): string => {
   path = `/${path}`.replace(/\/{2,}/g, "/")
   return path.toLowerCase()
 }
+
+/**
+ * Whether `presented` is the operator's secret, in time that does not depend on where they differ: both sides are
+ * hashed first, so neither their lengths nor a common prefix leak through timing.
+ */
+export const secretMatches = (presented: string, expected: string): boolean =>
+  Crypto.timingSafeEqual(
+    Crypto.createHash("sha256").update(presented, "utf8").digest(),
+    Crypto.createHash("sha256").update(expected, "utf8").digest()
+  ) && presented.length === expected.length

@@ -31,16 +31,72 @@ const RunView = Schema.Struct({
 
 const ContentPart = Schema.Struct({ type: Schema.String, text: Schema.optional(Schema.String) })
 
+const ToolCall = Schema.Struct({
+  id: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200)),
+  type: Schema.optionalWith(Schema.Literal("function"), { default: () => "function" as const }),
+  function: Schema.Struct({ name: Schema.String, arguments: Schema.String })
+})
+
 const ChatMessage = Schema.Struct({
   role: Schema.Literal("system", "developer", "user", "assistant", "tool"),
-  content: Schema.optionalWith(Schema.NullOr(Schema.Union(Schema.String, Schema.Array(ContentPart))), { default: () => null })
+  content: Schema.optionalWith(Schema.NullOr(Schema.Union(Schema.String, Schema.Array(ContentPart))), { default: () => null }),
+  name: Schema.optional(Schema.String),
+  /** An assistant message's calls of the caller's tools, as this API returned them. */
+  tool_calls: Schema.optional(Schema.NullOr(Schema.Array(ToolCall))),
+  /** A `tool` message answers the call with this id. */
+  tool_call_id: Schema.optional(Schema.String)
 })
+
+/** A function tool the caller defines and runs; `parameters` is a JSON Schema passed on to the model as-is. */
+export const FunctionTool = Schema.Struct({
+  type: Schema.Literal("function"),
+  function: Schema.Struct({
+    name: Schema.String.pipe(
+      Schema.pattern(/^[a-zA-Z0-9_-]{1,64}$/, { message: () => "must be 1 to 64 letters, digits, '_' or '-'" })
+    ),
+    description: Schema.optional(Schema.String.pipe(Schema.maxLength(10_000))),
+    parameters: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
+    strict: Schema.optional(Schema.NullOr(Schema.Boolean))
+  })
+})
+
+export const ChatToolChoice = Schema.Union(
+  Schema.Literal("none", "auto", "required"),
+  Schema.Struct({ type: Schema.Literal("function"), function: Schema.Struct({ name: Schema.String }) })
+)
+
+/** Sampling settings OpenAI clients send: accepted, and not applied (the agent's model keeps its own; docs/runs.md). */
+const Advisory = {
+  temperature: Schema.optional(Schema.NullOr(Schema.Number)),
+  top_p: Schema.optional(Schema.NullOr(Schema.Number)),
+  max_tokens: Schema.optional(Schema.NullOr(Schema.Int)),
+  max_completion_tokens: Schema.optional(Schema.NullOr(Schema.Int)),
+  stop: Schema.optional(Schema.NullOr(Schema.Union(Schema.String, Schema.Array(Schema.String)))),
+  seed: Schema.optional(Schema.NullOr(Schema.Int)),
+  presence_penalty: Schema.optional(Schema.NullOr(Schema.Number)),
+  frequency_penalty: Schema.optional(Schema.NullOr(Schema.Number)),
+  user: Schema.optional(Schema.String),
+  parallel_tool_calls: Schema.optional(Schema.NullOr(Schema.Boolean)),
+  store: Schema.optional(Schema.NullOr(Schema.Boolean)),
+  metadata: Schema.optional(Schema.NullOr(Schema.Record({ key: Schema.String, value: Schema.String })))
+}
 
 export const ChatPayload = Schema.Struct({
   model: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)),
   messages: Schema.Array(ChatMessage).pipe(Schema.minItems(1), Schema.maxItems(500)),
   stream: Schema.optional(Schema.NullOr(Schema.Boolean)),
-  stream_options: Schema.optional(Schema.NullOr(Schema.Struct({ include_usage: Schema.optional(Schema.NullOr(Schema.Boolean)) })))
+  stream_options: Schema.optional(Schema.NullOr(Schema.Struct({ include_usage: Schema.optional(Schema.NullOr(Schema.Boolean)) }))),
+  tools: Schema.optional(Schema.NullOr(Schema.Array(FunctionTool).pipe(Schema.maxItems(128)))),
+  tool_choice: Schema.optional(Schema.NullOr(ChatToolChoice)),
+  // Checked, and refused when they ask for what the platform cannot do (never ignored): only `n: 1`, text answers.
+  n: Schema.optional(Schema.NullOr(Schema.Int)),
+  response_format: Schema.optional(Schema.NullOr(Schema.Struct({ type: Schema.String }))),
+  logprobs: Schema.optional(Schema.NullOr(Schema.Boolean)),
+  modalities: Schema.optional(Schema.NullOr(Schema.Array(Schema.String))),
+  audio: Schema.optional(Schema.NullOr(Schema.Unknown)),
+  functions: Schema.optional(Schema.NullOr(Schema.Unknown)),
+  function_call: Schema.optional(Schema.NullOr(Schema.Unknown)),
+  ...Advisory
 })
 export type ChatPayload = typeof ChatPayload.Type
 
@@ -74,7 +130,10 @@ export class RunsApi extends HttpApiGroup.make("runs")
       .annotate(
         OpenApi.Description,
         "OpenAI-compatible chat completions; `model` is an agent identifier or a model id from GET /v1/models. " +
-          "With `stream: true`, `chat.completion.chunk` data lines and `data: [DONE]`."
+          "With `stream: true`, `chat.completion.chunk` data lines and `data: [DONE]`. `tools` (functions the " +
+          "caller runs) are offered to the model; a call of one ends the answer with `tool_calls` and " +
+          "`finish_reason: \"tool_calls\"`, and a `tool` message continues. Parameters the platform cannot honour " +
+          "(`n` > 1, a `response_format` other than text, image or audio parts, `logprobs`) are a 400 naming `param`."
       )
   )
   .add(

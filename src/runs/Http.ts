@@ -1,18 +1,17 @@
-import type { Prompt } from "@effect/ai"
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
-import { Chunk, type Duration, Effect, Layer, Option, Stream } from "effect"
+import { Chunk, Effect, Layer, Option, Stream } from "effect"
 import { AtriumApi } from "../Api.js"
 import { AuthenticationLive, Caller } from "../identity/Authentication.js"
-import { duration } from "../platform/Config.js"
+import { AppConfig } from "../platform/Config.js"
 import { errorBody } from "../platform/Errors.js"
 import { newId } from "../platform/Ids.js"
 import { parseCredits, toNumber } from "../platform/Money.js"
-import * as Heartbeat from "../platform/Heartbeat.js"
-import * as Sse from "../platform/Sse.js"
+import * as Sse from "../platform/sse/Sse.js"
 import { Approvals } from "../runtime/Approvals.js"
-import { type InternalEvent, publicPayload } from "../runtime/Events.js"
-import type { ChatPayload } from "./Api.js"
-import { partitionOf, Runs } from "./Runs.js"
+import { type InternalEvent, publicFrames, publicPayload } from "../runtime/Events.js"
+import { chatConversation, clientToolsOf, refuseUnsupported } from "./OpenAi.js"
+import { Runs } from "./Runs.js"
+import { partitionOf } from "../identity/Partition.js"
 
 type Wire = { readonly type: string; readonly [key: string]: unknown }
 const wire = (events: Stream.Stream<InternalEvent>) => events as Stream.Stream<Wire>
@@ -25,26 +24,21 @@ const summaryOf = (events: ReadonlyArray<InternalEvent>) =>
       : [publicPayload(event as Wire, index + 1)]
   )
 
-const textOf = (content: ChatPayload["messages"][number]["content"]): string =>
-  content === null ? "" : typeof content === "string" ? content : content.map((part) => part.text ?? "").join("")
-
-const encoder = new TextEncoder()
-const data = (payload: unknown) => encoder.encode(`data: ${JSON.stringify(payload)}\n\n`)
-const PING = encoder.encode(Sse.PING)
+/** A chat-completion frame: the OpenAI wire format has data lines only. */
+const data = (payload: unknown): Sse.Frame => ({ data: payload })
 
 /** What a trial that is used up says in a chat: it is not an error, the user is to be offered the unlock. */
 const trialNotice = (event: Extract<InternalEvent, { type: "trial_exhausted" }>) =>
   `Your ${event.trials_used} free trial turns of ${event.agent} are used up. Unlock it for ${event.price} credits to go on.`
 
 /**
- * `chat.completion.chunk` lines from a run's events (the OpenAI wire format: data lines only, then `[DONE]`). A
- * failed run sends an `error` object, which OpenAI's clients raise as an error.
+ * `chat.completion.chunk` frames from a run's events (the OpenAI wire format: data lines only; the encoder adds
+ * `[DONE]`). A failed run sends an `error` object, which OpenAI's clients raise as an error.
  */
 const chatChunks = (
   events: Stream.Stream<InternalEvent>,
-  meta: { id: string; created: number; model: string; includeUsage: boolean },
-  heartbeat: Duration.DurationInput
-) => {
+  meta: { id: string; created: number; model: string; includeUsage: boolean; clientTools: ReadonlySet<string> }
+): Stream.Stream<Sse.Frame> => {
   const chunk = (delta: Record<string, unknown>, finish: string | null) => ({
     id: meta.id,
     object: "chat.completion.chunk",
@@ -52,8 +46,10 @@ const chatChunks = (
     model: meta.model,
     choices: [{ index: 0, delta, finish_reason: finish }]
   })
+  // The caller's tool calls by id, numbered in the order they began (`index` of OpenAI's tool-call deltas).
+  const calls = new Map<string, number>()
   const body = events.pipe(
-    Stream.mapConcat((event): Array<Uint8Array> => {
+    Stream.mapConcat((event): Array<Sse.Frame> => {
       switch (event.type) {
         case "text":
           return [data(chunk({ content: event.delta }, null))]
@@ -61,26 +57,40 @@ const chatChunks = (
           return [data(chunk({ reasoning_content: event.delta }, null))]
         case "trial_exhausted":
           return [data(chunk({ content: trialNotice(event) }, null))]
+        case "tool_call": {
+          if (event.status !== "pending" || !meta.clientTools.has(event.name) || calls.has(event.tool_call_id)) return []
+          const index = calls.size
+          calls.set(event.tool_call_id, index)
+          const args = event.arguments === undefined ? "" : JSON.stringify(event.arguments)
+          return [data(chunk({
+            tool_calls: [{ index, id: event.tool_call_id, type: "function", function: { name: event.name, arguments: args } }]
+          }, null))]
+        }
+        case "tool_call_chunk": {
+          const index = calls.get(event.tool_call_id)
+          if (index === undefined) return []
+          return [data(chunk({ tool_calls: [{ index, function: { arguments: event.delta } }] }, null))]
+        }
         case "complete": {
           const usage = {
             prompt_tokens: event.usage.input_tokens,
             completion_tokens: event.usage.output_tokens,
             total_tokens: event.usage.input_tokens + event.usage.output_tokens
           }
-          const last = [data(chunk({}, "stop"))]
+          const last = [data(chunk({}, calls.size > 0 ? "tool_calls" : "stop"))]
           if (meta.includeUsage) last.push(data({ ...chunk({}, null), choices: [], usage }))
           return last
         }
         case "error":
-          return [data({ error: { message: event.message, type: "run_failed", code: event.code } })]
+          // After a 200 the failure can only be told in the stream: OpenAI's clients raise it and do not retry.
+          return [data({ error: { message: event.message, type: "run_failed", code: event.code, param: null } })]
         default:
           return []
       }
     }),
-    Stream.prepend(Chunk.of(data(chunk({ role: "assistant", content: "" }, null)))),
-    Stream.concat(Stream.make(encoder.encode(Sse.DONE)))
-  ) as Stream.Stream<Uint8Array>
-  return Heartbeat.during(body, heartbeat, PING)
+    Stream.prepend(Chunk.of(data(chunk({ role: "assistant", content: "" }, null))))
+  )
+  return body
 }
 
 /** The HTTP status of a run that failed before answering anything, for answers that are not streamed. */
@@ -92,7 +102,7 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
     const runs = yield* Runs
     const approvals = yield* Approvals
     // How long a stream may stay quiet before a `: ping` comment; tests shorten it to see one.
-    const heartbeat = yield* duration("SSE_HEARTBEAT", Sse.HEARTBEAT_INTERVAL)
+    const { sseHeartbeat: heartbeat } = yield* AppConfig
 
     const budgetOf = (budget: number | string | undefined) => {
       if (budget === undefined) return Effect.succeed(undefined)
@@ -123,45 +133,44 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
               events: summaryOf(events)
             }
           }
-          return Sse.response(Sse.encode(wire(runs.stream(request)), { done: true, heartbeat }))
+          return Sse.response(Sse.encode(publicFrames(wire(runs.stream(request))), { done: true, heartbeat }))
         }))
       .handle("chatCompletions", ({ payload }) =>
         Effect.gen(function*() {
           const caller = yield* Caller
-          const last = payload.messages[payload.messages.length - 1]!
-          if (last.role !== "user") {
-            return yield* runs.invalid("Invalid request: messages: the last message must be the user's")
-          }
-          const history: Array<Prompt.MessageEncoded> = payload.messages.slice(0, -1).flatMap((message): Array<Prompt.MessageEncoded> => {
-            const text = textOf(message.content)
-            switch (message.role) {
-              case "system":
-              case "developer":
-                return [{ role: "system", content: text }]
-              case "user":
-                return [{ role: "user", content: [{ type: "text", text }] }]
-              case "assistant":
-                return text.length > 0 ? [{ role: "assistant", content: [{ type: "text", text }] }] : []
-              default:
-                // Client-side tools are not part of this API: their results have nothing to answer here.
-                return []
-            }
-          })
-          const message = textOf(last.content)
-          if (message.length === 0) return yield* runs.invalid("Invalid request: messages: the last message is empty")
+          yield* refuseUnsupported(payload)
+          const conversation = yield* chatConversation(payload.messages)
           const agent = yield* runs.agentOrModel(payload.model, caller)
-          const request = runs.request(caller, agent, message, { history })
+          const tools = yield* clientToolsOf(payload, agent)
+          const request = {
+            ...runs.request(caller, agent, conversation.message, { history: conversation.history }),
+            clientTools: tools.clientTools,
+            toolChoice: tools.toolChoice,
+            resume: conversation.resume
+          }
           const meta = { id: `chatcmpl-${newId("run").slice(4)}`, created: Math.floor(Date.now() / 1000), model: payload.model }
+          const clientTools = new Set(tools.clientTools.map((tool) => tool.name))
           if (payload.stream === true) {
-            return Sse.response(chatChunks(runs.stream(request), { ...meta, includeUsage: payload.stream_options?.include_usage === true }, heartbeat))
+            const chunks = chatChunks(runs.stream(request), { ...meta, includeUsage: payload.stream_options?.include_usage === true, clientTools })
+            return Sse.response(Sse.encode(chunks, { done: true, heartbeat }))
           }
           const { events, result } = yield* runs.collect(request)
           if (result.status === "failed") {
             const failure = Option.getOrThrow(result.failure)
-            return HttpServerResponse.unsafeJson(errorBody(failure.code, failure.message), { status: statusOf(failure.code) })
+            // The run started and failed: asking again would run (and charge) it again, so OpenAI's clients are told
+            // not to retry (they retry a 5xx otherwise). docs/runs.md.
+            return HttpServerResponse.unsafeJson(
+              { error: { ...errorBody(failure.code, failure.message).error, code: failure.code, param: null } },
+              { status: statusOf(failure.code), headers: { "x-should-retry": "false" } }
+            )
           }
           const trial = events.find((event) => event.type === "trial_exhausted")
           const content = trial?.type === "trial_exhausted" ? trialNotice(trial) : result.output
+          const toolCalls = result.clientToolCalls.map((call) => ({
+            id: call.id,
+            type: "function" as const,
+            function: { name: call.name, arguments: JSON.stringify(call.params ?? {}) }
+          }))
           return {
             ...meta,
             object: "chat.completion" as const,
@@ -169,10 +178,11 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
               index: 0,
               message: {
                 role: "assistant",
-                content,
+                content: toolCalls.length > 0 && content.length === 0 ? null : content,
+                ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
                 ...(result.reasoning.length > 0 ? { reasoning_content: result.reasoning } : {})
               },
-              finish_reason: "stop"
+              finish_reason: toolCalls.length > 0 ? "tool_calls" : "stop"
             }],
             usage: {
               prompt_tokens: result.inputTokens,

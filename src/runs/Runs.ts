@@ -8,8 +8,8 @@ import { newId } from "../platform/Ids.js"
 import type { Micros } from "../platform/Money.js"
 import type { InternalEvent } from "../runtime/Events.js"
 import { ModelCatalog } from "../runtime/models/Catalog.js"
-import type { Partition } from "../runtime/Repo.js"
 import { RunEngine, type RunnableAgent, type RunRequest, type RunResult } from "../runtime/RunEngine.js"
+import { type Partition, partitionOf } from "../identity/Partition.js"
 
 /**
  * Stateless runs: who may run what, for whom, and paid by whom. A caller runs an agent's published version; its
@@ -21,11 +21,6 @@ import { RunEngine, type RunnableAgent, type RunRequest, type RunResult } from "
  * The partition a caller acts in: the account and the `X-End-User-Id` it names ('' when none: a login or OAuth
  * caller acting for itself). The same rule as files and environments (src/files/Repo.ts).
  */
-export const partitionOf = (caller: CallerIdentity): Partition => ({
-  accountId: caller.userId,
-  endUserId: Option.getOrElse(caller.endUserId, () => "")
-})
-
 /** A bare model as an agent of no one: no tools, no instructions beyond the caller's own system messages. */
 const bareModel = (modelId: string, ownerId: string): RunnableAgent => {
   const config: AgentConfig = {

@@ -1,8 +1,11 @@
-import { Deferred, Duration, Effect, Option } from "effect"
+import { PgClient } from "@effect/sql-pg"
+import { Deferred, Duration, Effect, Option, Schedule, Schema, Stream } from "effect"
+import { AppConfig } from "../platform/Config.js"
 import { NotFound } from "../platform/Errors.js"
 import { randomBase62 } from "../platform/Ids.js"
 import { duration } from "../platform/Config.js"
-import type { Partition } from "./Repo.js"
+import { APPROVALS_CHANNEL, ApprovalsRepo } from "./approvals/Repo.js"
+import type { Partition } from "../identity/Partition.js"
 
 export interface Decision {
   readonly approved: boolean
@@ -11,50 +14,120 @@ export interface Decision {
 
 interface Pending {
   readonly owner: Partition
+  /** The session whose turn waits, if any: only that session (or `/v1/approvals/:id`) may answer. */
+  readonly sessionId: Option.Option<string>
   readonly decision: Deferred.Deferred<Decision>
 }
+
+const Answer = Schema.parseJson(Schema.Struct({ id: Schema.String, approved: Schema.Boolean, reason: Schema.String }))
 
 /**
  * Human approvals of `ask` tool calls. A run that needs one waits here; the same account and end user answer it
  * (`POST /v1/approvals/:id`, or a session's approval event); an approval nobody answers expires after
- * `APPROVAL_TIMEOUT` as a denial with reason `timeout`, so no run waits forever. Pending approvals live in the
- * process that runs the waiting turn: the turn itself is in memory there.
+ * `APPROVAL_TIMEOUT` as a denial with reason `timeout`, so no run waits forever.
+ *
+ * The waiting run is in the memory of the runner that runs it. In cluster mode the answer may reach any runner: a
+ * pending approval is also a row (whose it is, until when), the runner that takes the answer claims the row (one
+ * claim wins) and tells every runner on the `atrium_approvals` channel; the one with the waiting run resumes it.
  */
 export class Approvals extends Effect.Service<Approvals>()("atrium/runtime/Approvals", {
-  effect: Effect.gen(function*() {
+  scoped: Effect.gen(function*() {
     const timeout = yield* duration("APPROVAL_TIMEOUT", Duration.minutes(10))
+    const clustered = Option.isSome((yield* AppConfig).databaseUrl)
+    const repo = yield* ApprovalsRepo
+    const pg = yield* PgClient.PgClient
     const pending = new Map<string, Pending>()
 
+    const resolveLocal = (id: string, decision: Decision) =>
+      Effect.suspend(() => {
+        const entry = pending.get(id)
+        if (entry === undefined) return Effect.succeed(false)
+        pending.delete(id)
+        return Deferred.succeed(entry.decision, decision)
+      })
+
+    if (clustered) {
+      yield* pg.listen(APPROVALS_CHANNEL).pipe(
+        Stream.runForEach((payload) =>
+          Schema.decodeUnknown(Answer)(payload).pipe(
+            Effect.flatMap((answer) => resolveLocal(answer.id, answer)),
+            Effect.catchAll(() => Effect.logWarning("unreadable approval notification"))
+          )
+        ),
+        Effect.tapErrorCause((cause) => Effect.logWarning("approval listener failed; listening again", cause)),
+        Effect.retry(Schedule.spaced("1 second")),
+        Effect.forkScoped
+      )
+    }
+
     /** Opens an approval; `wait` resolves with the answer or the timeout's denial, and forgets the approval. */
-    const open = (owner: Partition) =>
+    const open = (owner: Partition, sessionId: Option.Option<string> = Option.none()) =>
       Effect.gen(function*() {
         const id = `apv_${randomBase62(20)}`
         const decision = yield* Deferred.make<Decision>()
-        pending.set(id, { owner, decision })
         const expiresAt = new Date(Date.now() + Duration.toMillis(timeout))
+        if (clustered) {
+          yield* repo.insert({
+            id,
+            accountId: owner.accountId,
+            endUserId: owner.endUserId,
+            sessionId: Option.getOrNull(sessionId),
+            expiresAt
+          })
+        }
+        pending.set(id, { owner, sessionId, decision })
         const wait = Deferred.await(decision).pipe(
           Effect.timeoutTo({
             duration: timeout,
             onSuccess: (answer) => answer,
             onTimeout: () => ({ approved: false, reason: "timeout" })
           }),
-          Effect.ensuring(Effect.sync(() => pending.delete(id)))
+          Effect.ensuring(Effect.suspend(() => {
+            pending.delete(id)
+            return clustered ? repo.remove(id) : Effect.void
+          }))
         )
         return { id, expiresAt, wait }
       })
 
-    /** Answers an approval of `owner`'s; anyone else's, or one that is gone, is 404 (it reveals nothing). */
-    const answer = Effect.fn("Approvals.answer")(function*(owner: Partition, id: string, decision: Decision) {
-      const entry = Option.fromNullable(pending.get(id)).pipe(
-        Option.filter((p) => p.owner.accountId === owner.accountId && p.owner.endUserId === owner.endUserId)
-      )
-      if (Option.isNone(entry)) return yield* new NotFound({ message: `No pending approval ${id}.` })
-      const accepted = yield* Deferred.succeed(entry.value.decision, decision)
-      if (!accepted) return yield* new NotFound({ message: `No pending approval ${id}.` })
-      pending.delete(id)
+    /**
+     * Answers an approval of `owner`'s; anyone else's, or one that is gone, is 404 (it reveals nothing). Answered
+     * through a session (`throughSession`), it must be that session's own: another session of the same end user
+     * would otherwise run the tool in the first session and wait on a turn of its own that never comes.
+     */
+    const answer = Effect.fn("Approvals.answer")(function*(
+      owner: Partition,
+      id: string,
+      decision: Decision,
+      throughSession: Option.Option<string> = Option.none()
+    ) {
+      const gone = new NotFound({ message: `No pending approval ${id}.` })
+      const local = Option.fromNullable(pending.get(id))
+      if (Option.isSome(local)) {
+        const mine = local.value.owner.accountId === owner.accountId && local.value.owner.endUserId === owner.endUserId
+        const sameSession = Option.isNone(throughSession) ||
+          (Option.isSome(local.value.sessionId) && local.value.sessionId.value === throughSession.value)
+        if (!mine || !sameSession) return yield* gone
+      }
+      if (!clustered) {
+        if (!(yield* resolveLocal(id, decision))) return yield* gone
+        return
+      }
+      const claimed = yield* repo.claim({
+        id,
+        accountId: owner.accountId,
+        endUserId: owner.endUserId,
+        sessionId: Option.getOrNull(throughSession)
+      })
+      if (Option.isNone(claimed)) return yield* gone
+      if (Option.isSome(local)) {
+        yield* resolveLocal(id, decision)
+        return
+      }
+      yield* repo.notify(JSON.stringify({ id, approved: decision.approved, reason: decision.reason }))
     })
 
     return { open, answer, timeout } as const
-  })
+  }),
+  dependencies: [ApprovalsRepo.Default, AppConfig.Default]
 }) {}
-

@@ -1,3 +1,6 @@
+import { Stream } from "effect"
+import type { Frame } from "../platform/sse/Sse.js"
+
 /**
  * The run engine's internal events and the one mapping from internal to public names (spec 6.2). Internal names may
  * change freely; the public names are a contract, so this table is the only place that knows them.
@@ -23,6 +26,8 @@ export type InternalEvent =
     readonly status: string
     readonly arguments?: unknown
     readonly error?: string
+    /** Why a tool call failed, machine-readable, when the tool says (`credential_required`, `time_limit`, ...). */
+    readonly code?: string
   }
   | { readonly type: "tool_call_chunk"; readonly tool_call_id: string; readonly delta: string }
   | { readonly type: "tool_call_result"; readonly tool_call_id: string; readonly output: unknown }
@@ -137,3 +142,18 @@ export const publicPayload = (
 
 /** True for the events that end a run's stream (after them comes `[DONE]`). */
 export const isTerminal = (event: { readonly type: string }) => event.type === "complete" || event.type === "error"
+
+/**
+ * A run's or a session's internal events as the frames of its SSE stream: the public name as `event:`, the public
+ * payload as `data:` (its `event_id` counted from 1 in each stream), and `id:` when `idOf` gives one (a session's
+ * `seq`, so a browser's EventSource resumes with `Last-Event-ID`).
+ */
+export const publicFrames = <E, R>(
+  events: Stream.Stream<{ readonly type: string; readonly [key: string]: unknown }, E, R>,
+  idOf?: (event: { readonly type: string; readonly [key: string]: unknown }) => string | number | undefined
+): Stream.Stream<Frame, E, R> =>
+  Stream.mapAccum(events, 0, (eventId, event) => {
+    const next = eventId + 1
+    const payload = publicPayload(event, next)
+    return [next, { event: payload.type as string, id: idOf?.(event), data: payload }] as const
+  })

@@ -1,11 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
-
-/** Who a run acts for: the paying account and, with an API key, its end user ('' otherwise). */
-export interface Partition {
-  readonly accountId: string
-  readonly endUserId: string
-}
+import type { Partition } from "../identity/Partition.js"
 
 export interface RunRecord {
   readonly id: string
@@ -52,21 +47,22 @@ export class RunsRepo extends Effect.Service<RunsRepo>()("atrium/runtime/RunsRep
 
     /**
      * Takes one free-trial turn if fewer than `limit` were used: the count and the check are one statement, so two
-     * concurrent runs cannot both take the last trial. None when the trials are used up (with how many were used).
+     * concurrent runs cannot both take the last trial. One allowance per account and expert (`end_user_id = ''`,
+     * migration 0010): the account's end users share it. None when the trials are used up (with how many were used).
      */
-    const takeTrial = (agentId: string, payerId: string, endUserId: string, limit: number) =>
+    const takeTrial = (agentId: string, payerId: string, limit: number) =>
       Effect.gen(function*() {
         if (limit > 0) {
           const taken = yield* sql<{ used: number }>`
             INSERT INTO agent_trials (agent_id, payer_id, end_user_id, used)
-            VALUES (${agentId}, ${payerId}, ${endUserId}, 1)
+            VALUES (${agentId}, ${payerId}, '', 1)
             ON CONFLICT (agent_id, payer_id, end_user_id)
             DO UPDATE SET used = agent_trials.used + 1 WHERE agent_trials.used < ${limit}
             RETURNING used`
           if (taken.length > 0) return { taken: true, used: taken[0]!.used }
         }
         const rows = yield* sql<{ used: number }>`
-          SELECT used FROM agent_trials WHERE agent_id = ${agentId} AND payer_id = ${payerId} AND end_user_id = ${endUserId}`
+          SELECT used FROM agent_trials WHERE agent_id = ${agentId} AND payer_id = ${payerId} AND end_user_id = ''`
         return { taken: false, used: rows[0]?.used ?? 0 }
       }).pipe(Effect.orDie)
 

@@ -1,21 +1,25 @@
-import { AiError, type LanguageModel, type Prompt, type Toolkit } from "@effect/ai"
+import { AiError, type LanguageModel, type Prompt, Tool, type Toolkit } from "@effect/ai"
 import { Cause, Effect, Exit, Mailbox, Option, Schema, Stream } from "effect"
-import type { AgentConfig } from "../agents/Agent.js"
-import { Wallets } from "../billing/Wallet.js"
 import { newId } from "../platform/Ids.js"
 import { type Micros, parseCredits, toNumber } from "../platform/Money.js"
 import { Approvals } from "./Approvals.js"
 import type { InternalEvent } from "./Events.js"
+import type { ExpertConfig } from "./Expert.js"
 import { DELEGATE_TOOL, tokensOf } from "./models/Builtin.js"
-import { describeFailure } from "./models/ChatCompletions.js"
+import { describeFailure } from "./models/Upstream.js"
 import { Models, type ResolvedModel } from "./models/Models.js"
-import { type Partition, RunsRepo } from "./Repo.js"
+import { RunsRepo } from "./Repo.js"
+import { RunPayer } from "./Ports.js"
+import { makeSandboxHolder, type SandboxHolder } from "./sandbox/Holder.js"
+import { McpTools, type RemoteTools } from "./tools/Mcp.js"
+import { CodeRunner, RUN_CODE, RUN_CODE_DESCRIPTION, RunCodeParameters } from "./tools/RunCode.js"
 import { definitionOf, isBuiltinTool, lenientTool, runBuiltin, type ToolContext } from "./tools/Tools.js"
+import type { Partition } from "../identity/Partition.js"
 
 /**
  * The run engine, shared by `/v1/agents/run`, `/v1/chat/completions` and sessions (DESIGN.md §4): model call ->
  * tool calls -> model call ... until the model answers without tools. Every step is told as internal events through
- * `emit`; the caller decides where they go (an HTTP stream, a session's log). Usage is charged to the payer's Wallet
+ * `emit`; the caller decides where they go (an HTTP stream, a session's log). Usage is charged through the `RunPayer` port (billing's wallet)
  * after each model call, idempotently per run step.
  */
 
@@ -26,7 +30,7 @@ export interface RunnableAgent {
   readonly identifier: string
   readonly ownerId: string
   readonly version: number | null
-  readonly config: AgentConfig
+  readonly config: ExpertConfig
 }
 
 export interface RunRequest {
@@ -44,6 +48,29 @@ export interface RunRequest {
   readonly workspace: string
   readonly parentRunId: Option.Option<string>
   readonly depth: number
+  /** The environment `run_code`'s sandbox is built from (a session's); none: an empty sandbox. */
+  readonly environmentId?: string | null | undefined
+  /** The sandbox of the conversation (a session keeps one while active); none: the run makes its own. */
+  readonly sandbox?: SandboxHolder | undefined
+  /**
+   * Function tools the caller defines and runs itself (`tools` of `/v1/chat/completions` and `/v1/responses`): the
+   * model is offered them beside the agent's own; a step that calls one ends the run with the call handed back
+   * (`RunResult.clientToolCalls`) instead of running it here.
+   */
+  readonly clientTools?: ReadonlyArray<ClientTool> | undefined
+  readonly toolChoice?: LanguageModel.ToolChoice<string> | undefined
+  /**
+   * The conversation in `history` already ends where the model must go on (tool results the caller sent back):
+   * `message` is not added as a new user message.
+   */
+  readonly resume?: boolean | undefined
+}
+
+/** A function tool the caller runs: its name, description and JSON Schema of its arguments, passed on as-is. */
+export interface ClientTool {
+  readonly name: string
+  readonly description?: string | undefined
+  readonly parameters: unknown
 }
 
 export interface RunResult {
@@ -57,6 +84,8 @@ export interface RunResult {
   readonly failure: Option.Option<{ readonly code: string; readonly message: string }>
   /** The messages this run added to the conversation, for a session's history. */
   readonly messages: ReadonlyArray<Prompt.MessageEncoded>
+  /** Calls of `clientTools` the run stopped at, for the caller to run (empty otherwise). */
+  readonly clientToolCalls: ReadonlyArray<{ readonly id: string; readonly name: string; readonly params: unknown }>
 }
 
 /** Deepest delegation chain: the root run is depth 0, its subagent 1, ... */
@@ -82,8 +111,10 @@ export const failureOf = (error: unknown): { code: string; message: string } => 
   }
   const tagged = error as { _tag?: string; message?: string; description?: string; reason?: string }
   const message = typeof tagged?.message === "string" && tagged.message.length > 0 ? tagged.message : String(error)
-  if (/timed? ?out|stall|idle/i.test(message)) return { code: "upstream_timeout", message }
   switch (tagged?._tag) {
+    case "UpstreamTimeout":
+    case "TimeoutException":
+      return { code: "upstream_timeout", message }
     case "HttpResponseError":
       return { code: "upstream_error", message }
     case "HttpRequestError":
@@ -113,8 +144,10 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
   effect: Effect.gen(function*() {
     const models = yield* Models
     const repo = yield* RunsRepo
-    const wallets = yield* Wallets
+    const runPayer = yield* RunPayer
     const approvals = yield* Approvals
+    const codeRunner = yield* CodeRunner
+    const mcpTools = yield* McpTools
 
     /**
      * Runs one turn of `request`, telling every step through `emit`. It always ends with `complete` or `error` (an
@@ -134,7 +167,11 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
         const deniedTools: Array<string> = []
         let output = ""
         let reasoning = ""
-        const added: Array<Prompt.MessageEncoded> = [{ role: "user", content: [{ type: "text", text: request.message }] }]
+        const added: Array<Prompt.MessageEncoded> = request.resume === true
+          ? []
+          : [{ role: "user", content: [{ type: "text", text: request.message }] }]
+        const clientToolCalls: Array<{ id: string; name: string; params: unknown }> = []
+        const clientNames = new Set((request.clientTools ?? []).map((tool) => tool.name))
 
         // The run's record is bookkeeping: if the database refuses it, the stream still ends with run.failed and
         // [DONE] (a failed start fails the run below; a failed finish is logged).
@@ -166,8 +203,13 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
           inputTokens,
           outputTokens,
           failure,
-          messages: added
+          messages: added,
+          clientToolCalls
         })
+
+        // A run without a conversation's sandbox gets one of its own, released when the run ends.
+        const ownHolder = request.sandbox === undefined ? yield* makeSandboxHolder : undefined
+        const holder = request.sandbox ?? ownHolder!
 
         const body = Effect.gen(function*() {
           yield* emit({
@@ -188,12 +230,25 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
           if (Option.isNone(model)) {
             return yield* Effect.fail(new Stop("model_unavailable", `The agent's model ${agent.config.model} is not available.`))
           }
-          const tools = toolsOf(agent.config, request.depth)
+          // The expert's remote MCP servers, connected for this run (closed when it ends).
+          const remote = yield* Effect.acquireRelease(mcpTools.open(agent.config, payer, agent.ownerId), (r) => r.close)
+          const tools = { ...remote.definitions, ...toolsOf(agent.config, request.depth) }
+          for (const tool of request.clientTools ?? []) {
+            tools[tool.name] = Tool.make(tool.name, tool.description === undefined ? {} : { description: tool.description })
+              .setParameters(
+                Schema.Struct({}, Schema.Record({ key: Schema.String, value: Schema.Unknown })).annotations({
+                  jsonSchema: (tool.parameters ?? { type: "object", properties: {} }) as object
+                })
+              ) as unknown as ReturnType<typeof lenientTool>
+          }
           const toolkit = Object.keys(tools).length === 0 ? undefined : ({
             tools,
             handle: () => Effect.dieMessage("the run engine resolves tool calls itself")
           } as unknown as Toolkit.WithHandler<any>)
-          const policies = new Map(agent.config.tools.map((tool) => [tool.name as string, tool.permission]))
+          const policies = new Map([
+            ...remote.policies,
+            ...agent.config.tools.map((tool) => [tool.name as string, tool.permission] as const)
+          ])
           const context: ToolContext = { agentId: agent.id ?? "", partition: payer, workspace: request.workspace }
           const conversation: Array<Prompt.MessageEncoded> = [
             { role: "system", content: agent.config.instructions.trim().length > 0 ? agent.config.instructions : DEFAULT_INSTRUCTIONS },
@@ -207,7 +262,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
             const estimate = costOf(model.value, tokensOf(JSON.stringify(conversation)), lastOutputTokens)
             yield* affordable(request, spent, estimate)
 
-            const call = yield* callModel(model.value.model, conversation, toolkit, emit)
+            const call = yield* callModel(model.value.model, conversation, toolkit, emit, request.toolChoice)
             inputTokens += call.inputTokens
             outputTokens += call.outputTokens
             lastOutputTokens = call.outputTokens
@@ -221,19 +276,17 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
             })
             // Charged first, told after: a `usage.token` always names credits that really left the wallet.
             if (charge > 0n) {
-              yield* wallets.charge(payer.accountId, charge, {
-                kind: "usage",
-                scope: "run",
+              yield* runPayer.charge(payer.accountId, charge, {
                 key: `${request.runId}:${step}`,
                 description: `Run of ${agent.identifier} (${model.value.entry.id}, step ${step})`
               }).pipe(
-                Effect.catchTag("InsufficientCredits", () =>
-                  wallets.balance(payer.accountId).pipe(
+                Effect.catchTag("InsufficientFunds", () =>
+                  runPayer.balance(payer.accountId).pipe(
                     Effect.flatMap((balance) =>
                       Effect.fail(exhausted("wallet", spent + balance, spent, "Not enough credits for the next step."))
                     )
                   )),
-                Effect.catchAll((error) => Effect.fail(new Stop("billing_failed", error.message)))
+                Effect.catchTag("PaymentFailed", (error) => Effect.fail(new Stop("billing_failed", error.message)))
               )
               spent += charge
             }
@@ -255,10 +308,17 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
               conversation.push({ role: "assistant", content: assistant })
             }
             if (call.toolCalls.length === 0) return "completed" as const
+            // The caller runs its own tools: the run ends here and hands the calls back. Calls of the agent's own
+            // tools in the same step are not run (the caller's next request continues from its tools' results).
+            const forCaller = call.toolCalls.filter((toolCall) => clientNames.has(toolCall.name))
+            if (forCaller.length > 0) {
+              clientToolCalls.push(...forCaller)
+              return "completed" as const
+            }
 
             const results: Array<any> = []
             for (const toolCall of call.toolCalls) {
-              const outcome = yield* runToolCall(toolCall, policies, context, request, emit, resolveSubagent, spent, (credits) => {
+              const outcome = yield* runToolCall(toolCall, policies, context, { ...request, sandbox: holder }, remote, emit, resolveSubagent, spent, (credits) => {
                 spent += credits
               })
               if (outcome.denied) deniedTools.push(toolCall.name.slice(0, 200))
@@ -279,7 +339,9 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
           return yield* Effect.fail(new Stop("max_steps", `The run stopped after ${MAX_STEPS} model calls.`))
         })
 
-        const exit = yield* Effect.exit(Effect.interruptible(body))
+        const exit = yield* Effect.exit(Effect.interruptible(Effect.scoped(body))).pipe(
+          Effect.ensuring(ownHolder === undefined ? Effect.void : ownHolder.release)
+        )
         if (Exit.isSuccess(exit)) {
           yield* emit({
             type: "complete",
@@ -319,7 +381,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
         if (Option.isSome(request.budget) && spent + estimate > request.budget.value) {
           return yield* Effect.fail(exhausted("budget", request.budget.value, spent, "The run's budget is spent."))
         }
-        const balance = yield* wallets.balance(request.payer.accountId)
+        const balance = yield* runPayer.balance(request.payer.accountId)
         if (balance < estimate || balance <= 0n) {
           return yield* Effect.fail(exhausted("wallet", spent + balance, spent, "Not enough credits for the next step."))
         }
@@ -328,6 +390,8 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
     /**
      * Spec 4.10 rule 4, 8: someone who has not unlocked an UNLOCK agent gets `free_trial_per_user` turns when the
      * agent allows trials; after that the turn says so instead of calling the model. The owner never needs a trial.
+     * The allowance binds the paying account: its end users (`X-End-User-Id`) share it, so rotating the header
+     * gets no more free turns (issue 15 item 2, docs/agents.md).
      */
     const trialGate = (request: RunRequest) =>
       Effect.gen(function*() {
@@ -338,7 +402,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
         }
         const agentId = agent.id
         if (yield* repo.hasPurchased(payer.accountId, agentId)) return Option.none<InternalEvent>()
-        const trial = yield* repo.takeTrial(agentId, payer.accountId, payer.endUserId, billing.allow_trial ? billing.free_trial_per_user : 0)
+        const trial = yield* repo.takeTrial(agentId, payer.accountId, billing.allow_trial ? billing.free_trial_per_user : 0)
         if (trial.taken) return Option.none<InternalEvent>()
         return Option.some<InternalEvent>({
           type: "trial_exhausted",
@@ -348,9 +412,12 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
         })
       })
 
-    const toolsOf = (config: AgentConfig, depth: number) => {
+    const toolsOf = (config: ExpertConfig, depth: number) => {
       const tools: Record<string, ReturnType<typeof lenientTool>> = {}
       for (const tool of config.tools) if (isBuiltinTool(tool.name)) tools[tool.name] = definitionOf(tool.name)
+      if (config.tools.some((tool) => tool.name === RUN_CODE)) {
+        tools[RUN_CODE] = lenientTool(RUN_CODE, RUN_CODE_DESCRIPTION, RunCodeParameters)
+      }
       if (config.subagents.length > 0 && depth < MAX_DELEGATION_DEPTH) {
         tools[DELEGATE_TOOL] = lenientTool(
           DELEGATE_TOOL,
@@ -366,7 +433,8 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
       model: LanguageModel.Service,
       conversation: ReadonlyArray<Prompt.MessageEncoded>,
       toolkit: Toolkit.WithHandler<any> | undefined,
-      emit: (event: InternalEvent) => Effect.Effect<void>
+      emit: (event: InternalEvent) => Effect.Effect<void>,
+      toolChoice?: LanguageModel.ToolChoice<string> | undefined
     ) =>
       Effect.gen(function*() {
         let text = ""
@@ -378,7 +446,8 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
         const toolCalls: Array<{ id: string; name: string; params: unknown }> = []
         yield* model.streamText({
           prompt: conversation,
-          ...(toolkit === undefined ? {} : { toolkit, disableToolCallResolution: true })
+          ...(toolkit === undefined ? {} : { toolkit, disableToolCallResolution: true }),
+          ...(toolkit === undefined || toolChoice === undefined ? {} : { toolChoice: toolChoice as any })
         }).pipe(
           Stream.runForEach((part) => {
             switch (part.type) {
@@ -434,6 +503,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
       policies: ReadonlyMap<string, "allow" | "ask" | "deny">,
       context: ToolContext,
       request: RunRequest,
+      remote: RemoteTools,
       emit: (event: InternalEvent) => Effect.Effect<void>,
       resolveSubagent: (identifier: string, payer: Partition) => Effect.Effect<Option.Option<RunnableAgent>>,
       spent: Micros,
@@ -451,7 +521,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
         if (policy === undefined) return yield* deny("the agent does not have this tool")
         if (policy === "deny") return yield* deny("denied by the agent's tool policy")
         if (policy === "ask") {
-          const approval = yield* approvals.open(request.payer)
+          const approval = yield* approvals.open(request.payer, request.sessionId)
           yield* emit({
             type: "Ask",
             approval_id: approval.id,
@@ -468,12 +538,24 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
         const outcome = yield* Effect.either(
           name === DELEGATE_TOOL
             ? delegate(id, params, request, emit, resolveSubagent, spent, addSpent)
+            : remote.has(name)
+            ? remote.call(name, params)
+            : name === RUN_CODE
+            ? codeRunner.run(params, { ...context, holder: request.sandbox!, environmentId: request.environmentId ?? null })
             : isBuiltinTool(name)
             ? Effect.provideService(runBuiltin(name, params, context), RunsRepo, repo)
             : Effect.fail({ message: `Unknown tool ${name}.` })
         )
         if (outcome._tag === "Left") {
-          yield* emit({ type: "tool_call", tool_call_id: id, name, status: "failed", error: outcome.left.message })
+          const code = (outcome.left as { code?: unknown }).code
+          yield* emit({
+            type: "tool_call",
+            tool_call_id: id,
+            name,
+            status: "failed",
+            error: outcome.left.message,
+            ...(typeof code === "string" ? { code } : {})
+          })
           return { isFailure: true, denied: false, result: outcome.left.message }
         }
         yield* emit({ type: "tool_call", tool_call_id: id, name, status: "completed" })
@@ -565,5 +647,5 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
 
     return { execute, stream } as const
   }),
-  dependencies: [Models.Default, RunsRepo.Default, Approvals.Default]
+  dependencies: [Models.Default, RunsRepo.Default, Approvals.Default, CodeRunner.Default, McpTools.Default]
 }) {}

@@ -2,21 +2,22 @@ import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
 import { type Duration, Effect, Layer, Option, type Stream } from "effect"
 import { AtriumApi } from "../Api.js"
 import { AuthenticationLive, Caller } from "../identity/Authentication.js"
-import { duration } from "../platform/Config.js"
+import { AppConfig } from "../platform/Config.js"
 import { parseCredits } from "../platform/Money.js"
-import * as Sse from "../platform/Sse.js"
+import * as Sse from "../platform/sse/Sse.js"
+import { publicFrames } from "../runtime/Events.js"
 import { Sessions, type SessionEvent } from "./Sessions.js"
 
 type Wire = { readonly type: string; readonly [key: string]: unknown }
 
 /** Session streams carry `seq` as the SSE `id:` too, so a browser's EventSource resumes with `Last-Event-ID`. */
 const sse = (events: Stream.Stream<SessionEvent>, done: boolean, heartbeat: Duration.Duration) =>
-  Sse.response(Sse.encode(events as Stream.Stream<Wire>, { done, greet: true, heartbeat, idOf: (event) => event.seq as number }))
+  Sse.response(Sse.encode(publicFrames(events as Stream.Stream<Wire>, (event) => event.seq as number), { done, greet: true, heartbeat }))
 
 export const SessionsHttp = HttpApiBuilder.group(AtriumApi, "sessions", (handlers) =>
   Effect.gen(function*() {
     const sessions = yield* Sessions
-    const heartbeat = yield* duration("SSE_HEARTBEAT", Sse.HEARTBEAT_INTERVAL)
+    const { sseHeartbeat: heartbeat } = yield* AppConfig
     return handlers
       .handle("create", ({ payload }) => Effect.flatMap(Caller, (caller) => sessions.create(caller, payload)))
       .handle("list", ({ urlParams }) =>

@@ -1,5 +1,9 @@
-import { Effect, PubSub, type Queue, type Scope } from "effect"
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Option, PubSub, type Queue, Schedule, type Scope, Stream } from "effect"
+import { AppConfig } from "../platform/Config.js"
+import { randomBase62 } from "../platform/Ids.js"
 import type { InternalEvent } from "../runtime/Events.js"
+import { SessionsRepo } from "./Repo.js"
 
 /** A session event as live subscribers receive it: logged ones carry their `seq`; `closed` ends every subscription. */
 export type HubEvent =
@@ -8,19 +12,80 @@ export type HubEvent =
   | { readonly _tag: "dropped"; readonly turn: number; readonly event: InternalEvent }
   | { readonly _tag: "closed" }
 
+/** The channel of session events in cluster mode. */
+const CHANNEL = "atrium_session_events"
+
+/** PostgreSQL refuses a notification payload of 8000 bytes or more; a bigger event travels as its `seq` only. */
+const MAX_PAYLOAD = 7_000
+
+/** One notification: the runner that sent it, the session, and the event (or where to read it from the log). */
+interface Note {
+  readonly r: string
+  readonly s: string
+  readonly e?: HubEvent
+  readonly p?: { readonly turn: number; readonly seq: number }
+}
+
 /**
- * Live fan-out of session events in this process: one PubSub per session with subscribers, made on the first
- * subscription and dropped with the last, so an event costs nothing for sessions nobody watches. The durable log is
- * written before an event is published here; a subscriber that misses something reads it from the log.
+ * Live fan-out of session events: one PubSub per session with subscribers in this process, made on the first
+ * subscription and dropped with the last, so an event costs nothing for sessions nobody here watches. The durable
+ * log is written before an event is published; a subscriber that misses something reads it from the log.
+ *
+ * Cluster mode: the session's owner runs its turns, and subscribers may be on any runner. What the owner publishes
+ * also goes out on PostgreSQL `NOTIFY` (`atrium_session_events`); every runner listens and hands other runners'
+ * events to its own subscribers. Notifications of one session come from one owner, one after the other, so they
+ * arrive in order; a subscriber still checks `seq` and fills any gap from the log (docs/sessions.md).
  */
 export class SessionHub extends Effect.Service<SessionHub>()("atrium/sessions/SessionHub", {
-  effect: Effect.sync(() => {
+  scoped: Effect.gen(function*() {
     const topics = new Map<string, { readonly pubsub: PubSub.PubSub<HubEvent>; subscribers: number }>()
+    const clustered = Option.isSome((yield* AppConfig).databaseUrl)
+    const repo = yield* SessionsRepo
+    const pg = yield* PgClient.PgClient
+    const self = randomBase62(12)
 
-    const publish = (sessionId: string, event: HubEvent) =>
+    const publishLocal = (sessionId: string, event: HubEvent) =>
       Effect.suspend(() => {
         const topic = topics.get(sessionId)
         return topic === undefined ? Effect.void : Effect.asVoid(PubSub.publish(topic.pubsub, event))
+      })
+
+    if (clustered) {
+      yield* pg.listen(CHANNEL).pipe(
+        Stream.runForEach((payload) =>
+          Effect.gen(function*() {
+            const note = JSON.parse(payload) as Note
+            if (note.r === self || !topics.has(note.s)) return
+            if (note.e !== undefined) return yield* publishLocal(note.s, note.e)
+            if (note.p !== undefined) {
+              const rows = yield* repo.eventsAfter(note.s, note.p.seq - 1, 1)
+              const row = rows[0]
+              if (row === undefined || row.seq !== note.p.seq) return
+              yield* publishLocal(note.s, {
+                _tag: "logged",
+                turn: row.turn,
+                seq: row.seq,
+                event: row.payload as unknown as InternalEvent & { seq: number }
+              })
+            }
+          }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("unreadable session notification", cause)))
+        ),
+        Effect.tapErrorCause((cause) => Effect.logWarning("session event listener failed; listening again", cause)),
+        Effect.retry(Schedule.spaced("1 second")),
+        Effect.forkScoped
+      )
+    }
+
+    const publish = (sessionId: string, event: HubEvent) =>
+      Effect.gen(function*() {
+        yield* publishLocal(sessionId, event)
+        if (!clustered) return
+        let payload = JSON.stringify({ r: self, s: sessionId, e: event } satisfies Note)
+        if (Buffer.byteLength(payload) > MAX_PAYLOAD) {
+          if (event._tag !== "logged") return
+          payload = JSON.stringify({ r: self, s: sessionId, p: { turn: event.turn, seq: event.seq } } satisfies Note)
+        }
+        yield* repo.notify(CHANNEL, payload)
       })
 
     /** A subscription for the life of the scope; everything published after this returns is in it. */
@@ -48,6 +113,7 @@ export class SessionHub extends Effect.Service<SessionHub>()("atrium/sessions/Se
       return count
     })
 
-    return { publish, subscribe, subscriptions } as const
-  })
+    return { publish, subscribe, subscriptions, clustered } as const
+  }),
+  dependencies: [SessionsRepo.Default, AppConfig.Default]
 }) {}

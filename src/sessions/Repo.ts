@@ -1,31 +1,42 @@
 import type { Prompt } from "@effect/ai"
-import { SqlClient } from "@effect/sql"
-import { Effect, Option } from "effect"
-import type { Partition } from "../runtime/Repo.js"
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Effect, Option, Schema } from "effect"
+import { decodeFirst, decodeRows, Json } from "../platform/Rows.js"
+import type { Partition } from "../identity/Partition.js"
 
 export type SessionStatus = "idle" | "running" | "waiting_approval"
 
-export interface SessionRow {
-  readonly id: string
-  readonly agentId: string
-  readonly agentIdentifier: string
-  readonly accountId: string
-  readonly endUserId: string
-  readonly environmentId: string | null
-  readonly title: string | null
-  readonly metadata: Record<string, unknown>
-  readonly status: SessionStatus
-  readonly createdAt: Date
-  readonly updatedAt: Date
-}
+const SessionRowSchema = Schema.Struct({
+  id: Schema.String,
+  agentId: Schema.String,
+  agentIdentifier: Schema.String,
+  accountId: Schema.String,
+  endUserId: Schema.String,
+  environmentId: Schema.NullOr(Schema.String),
+  title: Schema.NullOr(Schema.String),
+  metadata: Schema.transform(Schema.NullOr(Json(Schema.Record({ key: Schema.String, value: Schema.Unknown }))), Schema.Record({ key: Schema.String, value: Schema.Unknown }), {
+    strict: true,
+    decode: (metadata) => metadata ?? {},
+    encode: (metadata) => metadata
+  }),
+  status: Schema.Literal("idle", "running", "waiting_approval"),
+  createdAt: Schema.DateFromSelf,
+  updatedAt: Schema.DateFromSelf
+})
+export type SessionRow = typeof SessionRowSchema.Type
 
-export interface TurnRow {
-  readonly turn: number
-  readonly runId: string
+const TurnRowSchema = Schema.Struct({
+  turn: Schema.Number,
+  runId: Schema.String,
+  messages: Json(Schema.Array(Schema.Unknown)),
+  chars: Schema.Number,
+  status: Schema.String,
+  createdAt: Schema.DateFromSelf
+})
+
+/** A turn of the history as the model saw it (messages in the prompt's encoded form). */
+export interface TurnRow extends Omit<typeof TurnRowSchema.Type, "messages"> {
   readonly messages: ReadonlyArray<Prompt.MessageEncoded>
-  readonly chars: number
-  readonly status: string
-  readonly createdAt: Date
 }
 
 export interface LoggedEvent {
@@ -34,12 +45,30 @@ export interface LoggedEvent {
   readonly payload: { readonly type: string; readonly seq: number; readonly [key: string]: unknown }
 }
 
-const json = (value: unknown) => (typeof value === "string" ? JSON.parse(value) : value)
+/** A sent turn, waiting or running, as its session's queue holds it. */
+export interface QueuedTurn {
+  readonly turn: number
+  readonly message: string
+  readonly budget: Option.Option<bigint>
+}
+
+const QueuedTurnRow = Schema.Struct({
+  turn: Schema.Number,
+  message: Schema.String,
+  budget: Schema.OptionFromNullOr(Schema.BigInt)
+})
+
+const LoggedEventRow = Schema.Struct({
+  seq: Schema.NumberFromString,
+  turn: Schema.Number,
+  payload: Json(Schema.Struct({ type: Schema.String, seq: Schema.Number }, { key: Schema.String, value: Schema.Unknown }))
+})
 
 const SESSION = `s.id, s.agent_id, a.identifier AS agent_identifier, s.account_id, s.end_user_id, s.environment_id,
   s.title, s.metadata, s.status, s.created_at, s.updated_at`
 
-const toSession = (row: any): SessionRow => ({ ...row, metadata: json(row.metadata) ?? {} })
+const sessionRows = decodeRows(SessionRowSchema)
+const firstSession = decodeFirst(SessionRowSchema)
 
 /** Sessions, their turns (history) and event logs. SQL errors are defects here. */
 export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/sessions/SessionsRepo", {
@@ -64,7 +93,7 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
 
     const byId = (id: string) =>
       sql`SELECT ${sql.literal(SESSION)} FROM sessions s JOIN agents a ON a.id = s.agent_id WHERE s.id = ${id}`.pipe(
-        Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toSession)),
+        Effect.flatMap(firstSession),
         Effect.orDie
       )
 
@@ -75,7 +104,7 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
         WHERE s.account_id = ${partition.accountId} AND s.end_user_id = ${partition.endUserId}
           ${Option.match(before, { onNone: () => sql``, onSome: (b) => sql`AND (s.created_at, s.id) < (${b.createdAt}, ${b.id})` })}
         ORDER BY s.created_at DESC, s.id DESC LIMIT ${limit + 1}`.pipe(
-        Effect.map((rows) => rows.map(toSession)),
+        Effect.flatMap(sessionRows),
         Effect.orDie
       )
 
@@ -101,10 +130,12 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
       })).pipe(Effect.orDie)
 
     const turns = (id: string) =>
-      sql<any>`
+      sql`
         SELECT turn, run_id, messages, chars, status, created_at FROM session_turns
         WHERE session_id = ${id} ORDER BY turn`.pipe(
-        Effect.map((rows) => rows.map((row): TurnRow => ({ ...row, messages: json(row.messages) }))),
+        Effect.flatMap(decodeRows(TurnRowSchema)),
+        // Written by `saveTurn` from the prompt's own encoding: read back as it was written.
+        Effect.map((rows) => rows as ReadonlyArray<TurnRow>),
         Effect.orDie
       )
 
@@ -122,39 +153,110 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
         Effect.orDie
       )
 
-    /** Where a reloaded session goes on: the last `seq` and the last turn number. */
+    /** Where a reloaded session goes on: the last `seq` and the last turn number (sent turns included). */
     const positions = (id: string) =>
       sql<{ seq: string | null; turn: number | null }>`
         SELECT (SELECT max(seq) FROM session_events WHERE session_id = ${id})::text AS seq,
                GREATEST((SELECT max(turn) FROM session_turns WHERE session_id = ${id}),
-                        (SELECT max(turn) FROM session_events WHERE session_id = ${id})) AS turn`.pipe(
+                        (SELECT max(turn) FROM session_events WHERE session_id = ${id}),
+                        (SELECT max(turn) FROM session_queue WHERE session_id = ${id})) AS turn`.pipe(
         Effect.map((rows) => ({ seq: Number(rows[0]?.seq ?? 0), turn: Number(rows[0]?.turn ?? 0) })),
         Effect.orDie
       )
 
     /** Logged events after `seq`, in order, at most `limit`. */
+    // `seq` comes as text (a bigint) but is ordered as the number it is: the table's column, not the text.
     const eventsAfter = (id: string, seq: number, limit: number) =>
-      sql<any>`
-        SELECT seq, turn, payload FROM session_events
-        WHERE session_id = ${id} AND seq > ${seq} ORDER BY seq LIMIT ${limit}`.pipe(
-        Effect.map((rows) => rows.map((row): LoggedEvent => ({ seq: Number(row.seq), turn: row.turn, payload: json(row.payload) }))),
+      sql`
+        SELECT seq::text AS seq, turn, payload FROM session_events
+        WHERE session_id = ${id} AND seq > ${seq} ORDER BY session_events.seq LIMIT ${limit}`.pipe(
+        Effect.flatMap(decodeRows(LoggedEventRow)),
         Effect.orDie
       )
 
-    /** The `seq` before the first event of the turn in flight (its `run.created`), if a turn is in flight. */
-    const inFlightStart = (id: string) =>
-      sql<{ seq: string }>`
-        SELECT (min(seq) - 1)::text AS seq FROM session_events
+    /**
+     * The turn in flight, if any (its events are logged and none ended it), and the `seq` before its first event
+     * (its `run.created`).
+     */
+    const inFlight = (id: string) =>
+      sql<{ seq: string; turn: number }>`
+        SELECT (min(seq) - 1)::text AS seq, max(turn) AS turn FROM session_events
         WHERE session_id = ${id} AND turn = (SELECT max(turn) FROM session_events WHERE session_id = ${id})
           AND NOT EXISTS (
             SELECT 1 FROM session_events e WHERE e.session_id = ${id}
               AND e.turn = (SELECT max(turn) FROM session_events WHERE session_id = ${id})
               AND e.payload->>'type' IN ('complete', 'error'))
         HAVING count(*) > 0`.pipe(
-        Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), (row) => Number(row.seq))),
+        Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), (row) => ({ seq: Number(row.seq), turn: Number(row.turn) }))),
         Effect.orDie
       )
 
-    return { insert, byId, list, setStatus, adopt, remove, turns, saveTurn, appendEvent, positions, eventsAfter, inFlightStart } as const
+    const inFlightStart = (id: string) => Effect.map(inFlight(id), Option.map((turn) => turn.seq))
+
+    /** Makes a sent turn durable: acknowledged only once this is committed. */
+    const enqueueTurn = (id: string, turn: QueuedTurn) =>
+      sql`
+        INSERT INTO session_queue (session_id, turn, message, budget)
+        VALUES (${id}, ${turn.turn}, ${turn.message}, ${Option.getOrNull(turn.budget)})`.pipe(Effect.asVoid, Effect.orDie)
+
+    /** The turn has ended in the log (or was closed as interrupted): it is no longer owed. */
+    const dequeueTurn = (id: string, turn: number) =>
+      sql`DELETE FROM session_queue WHERE session_id = ${id} AND turn = ${turn}`.pipe(Effect.asVoid, Effect.orDie)
+
+    /**
+     * Forgets the sent turns that did end (in the history, or with a last event in the log) though their row stayed:
+     * a runner that stopped between the two. They must not run again.
+     */
+    const dequeueEnded = (id: string) =>
+      sql`
+        DELETE FROM session_queue q WHERE q.session_id = ${id} AND (
+          EXISTS (SELECT 1 FROM session_turns t WHERE t.session_id = q.session_id AND t.turn = q.turn)
+          OR EXISTS (SELECT 1 FROM session_events e WHERE e.session_id = q.session_id AND e.turn = q.turn
+                       AND e.payload->>'type' IN ('complete', 'error')))`.pipe(Effect.asVoid, Effect.orDie)
+
+    /** Sent turns not yet ended, oldest first: what a reloaded session still owes. */
+    const queuedTurns = (id: string) =>
+      SqlSchema.findAll({
+        Request: Schema.String,
+        Result: QueuedTurnRow,
+        execute: (sessionId) =>
+          sql`SELECT turn, message, budget::text AS budget FROM session_queue WHERE session_id = ${sessionId} ORDER BY turn`
+      })(id).pipe(
+        Effect.map((rows) => rows.map((row): QueuedTurn => ({ turn: row.turn, message: row.message, budget: row.budget }))),
+        Effect.orDie
+      )
+
+    /** Tells every runner listening on `channel` (cluster mode's live fan-out of session events). */
+    const notify = (channel: string, payload: string) =>
+      sql`SELECT pg_notify(${channel}, ${payload})`.pipe(Effect.asVoid, Effect.orDie)
+
+    /** Closes the runs a dead runner left `running` in this session (the turn it was running when it died). */
+    const interruptRuns = (id: string) =>
+      sql`
+        UPDATE runs SET status = 'failed', failure_code = 'interrupted',
+          failure_message = 'The runner of this turn stopped during it.', finished_at = now()
+        WHERE session_id = ${id} AND status = 'running'`.pipe(Effect.asVoid, Effect.orDie)
+
+    return {
+      insert,
+      byId,
+      list,
+      setStatus,
+      adopt,
+      remove,
+      turns,
+      saveTurn,
+      appendEvent,
+      positions,
+      eventsAfter,
+      inFlight,
+      inFlightStart,
+      enqueueTurn,
+      dequeueTurn,
+      dequeueEnded,
+      queuedTurns,
+      notify,
+      interruptRuns
+    } as const
   })
 }) {}

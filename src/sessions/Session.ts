@@ -1,13 +1,17 @@
 import type { Prompt } from "@effect/ai"
 import { Entity, type Sharding } from "@effect/cluster"
 import { Rpc } from "@effect/rpc"
-import { Config, Effect, Exit, Fiber, Layer, Option, Queue, Runtime, Schema } from "effect"
+import { Effect, Exit, Fiber, Layer, Metric, Option, Queue, Runtime, Schema, Stream, SubscriptionRef } from "effect"
+import { AppConfig } from "../platform/Config.js"
 import { newId } from "../platform/Ids.js"
+import { activeSessions, countWhileScoped, inFlight, queuedTurns, runningTurns } from "../platform/telemetry/Metrics.js"
 import { type InternalEvent, isTerminal } from "../runtime/Events.js"
 import { RunEngine } from "../runtime/RunEngine.js"
+import { makeSandboxHolder } from "../runtime/sandbox/Holder.js"
 import { Runs } from "../runs/Runs.js"
+import { SessionsConfig } from "./Config.js"
 import { SessionHub } from "./Hub.js"
-import { type SessionStatus, SessionsRepo, type TurnRow } from "./Repo.js"
+import { type QueuedTurn, type SessionStatus, SessionsRepo, type TurnRow } from "./Repo.js"
 
 /**
  * A session as an `@effect/cluster` entity (entity id = session id): the one place its turns run, one at a time, in
@@ -40,12 +44,6 @@ const Wake = Rpc.make("Wake", { success: Schema.Boolean })
 
 export const Session = Entity.make("Session", [Send, Interrupt, Stop, Wake])
 
-interface Turn {
-  readonly turn: number
-  readonly message: string
-  readonly budget: Option.Option<bigint>
-}
-
 /** History as the model sees it: the newest whole turns within the context budget, and a note of what was left out. */
 export const contextOf = (turns: ReadonlyArray<TurnRow>, budgetChars: number): Array<Prompt.MessageEncoded> => {
   const kept: Array<TurnRow> = []
@@ -71,15 +69,17 @@ export const contextOf = (turns: ReadonlyArray<TurnRow>, budgetChars: number): A
  * passivates. So the worker starts from this layer's runtime, with the entity's own context, and ends with the
  * entity's scope.
  */
-export const SessionLive = Layer.unwrapEffect(Effect.map(Effect.runtime<never>(), (processRuntime) => Session.toLayer(
-  Effect.gen(function*() {
+export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
+  const processRuntime = yield* Effect.runtime<never>()
+  const { shutdownGrace } = yield* AppConfig
+  const { contextChars } = yield* SessionsConfig
+  return Session.toLayer(Effect.gen(function*() {
     const address = yield* Entity.CurrentAddress
     const sessionId = address.entityId
     const repo = yield* SessionsRepo
     const hub = yield* SessionHub
     const engine = yield* RunEngine
     const runs = yield* Runs
-    const contextChars = yield* Effect.orDie(Config.integer("SESSION_CONTEXT_CHARS").pipe(Config.withDefault(48_000)))
 
     const positions = yield* repo.positions(sessionId)
     let seq = positions.seq
@@ -87,7 +87,21 @@ export const SessionLive = Layer.unwrapEffect(Effect.map(Effect.runtime<never>()
     let deleted = false
     let status: SessionStatus = "idle"
     let current: Option.Option<{ readonly turn: number; readonly fiber: Fiber.RuntimeFiber<unknown, unknown> }> = Option.none()
-    const queue = yield* Queue.unbounded<Turn>()
+    const queue = yield* Queue.unbounded<QueuedTurn>()
+    /** Turns sent and not yet ended (queued or running): what a runner giving the session up waits for. */
+    const unfinished = yield* SubscriptionRef.make(0)
+    /** Hands a turn to the worker (it is durable already: `Send` wrote it first, or it was owed on reload). */
+    const enqueue = (turn: QueuedTurn) =>
+      Effect.gen(function*() {
+        yield* SubscriptionRef.update(unfinished, (n) => n + 1)
+        yield* Queue.offer(queue, turn)
+        yield* Metric.increment(queuedTurns)
+      })
+
+    // The session's sandbox (`run_code`): kept while the session is active, so variables persist between turns;
+    // released when it passivates (the entity's scope closes) or is deleted (`Stop`).
+    const sandbox = yield* makeSandboxHolder
+    yield* Effect.addFinalizer(() => sandbox.release)
 
     /** Logs an event, then tells live subscribers; never cut in half by an interrupt. */
     const record = (turn: number, event: InternalEvent) =>
@@ -105,17 +119,22 @@ export const SessionLive = Layer.unwrapEffect(Effect.map(Effect.runtime<never>()
       }))
 
     // A turn that was in flight when the process stopped never finished: its log says so, and the session is free.
-    const stale = yield* repo.inFlightStart(sessionId)
+    const stale = yield* repo.inFlight(sessionId)
     if (Option.isSome(stale)) {
-      yield* record(lastTurn, { type: "error", code: "interrupted", message: "The server restarted during this turn." })
+      yield* record(stale.value.turn, { type: "error", code: "interrupted", message: "The server restarted during this turn." })
     }
+    // Its run, too (a runner killed mid-turn, whose shard this runner now owns, left it `running`).
+    yield* repo.interruptRuns(sessionId)
     yield* repo.setStatus(sessionId, "idle")
+    // Turns sent but not started when the runner that held them stopped: they run here, in the order sent.
+    yield* repo.dequeueEnded(sessionId)
+    for (const turn of yield* repo.queuedTurns(sessionId)) yield* enqueue(turn)
 
-    const runTurn = (turn: Turn) =>
+    const runTurn = (turn: QueuedTurn) =>
       Effect.gen(function*() {
         const session = yield* repo.byId(sessionId)
         if (Option.isNone(session) || deleted) return
-        const { accountId, agentIdentifier, endUserId } = session.value
+        const { accountId, agentIdentifier, endUserId, environmentId } = session.value
         const partition = { accountId, endUserId }
         const agent = yield* runs.runnable(agentIdentifier, accountId)
         if (Option.isNone(agent)) {
@@ -145,7 +164,9 @@ export const SessionLive = Layer.unwrapEffect(Effect.map(Effect.runtime<never>()
           sessionId: Option.some(sessionId),
           workspace: sessionId,
           parentRunId: Option.none(),
-          depth: 0
+          depth: 0,
+          environmentId,
+          sandbox
         }, emit, runs.resolveSubagent))
         current = Option.some({ turn: turn.turn, fiber })
         const exit = yield* Fiber.await(fiber)
@@ -184,14 +205,38 @@ export const SessionLive = Layer.unwrapEffect(Effect.map(Effect.runtime<never>()
       runtimeFlags: processRuntime.runtimeFlags
     })
     const entityScope = yield* Effect.scope
+    yield* countWhileScoped(activeSessions)
+    // Turns still queued when the session goes (a shutdown) no longer wait anywhere.
+    yield* Effect.addFinalizer(() => Effect.flatMap(Queue.size(queue), (n) => Metric.incrementBy(queuedTurns, -n)))
 
     // The worker: one turn at a time, in order. While it has work the entity stays active (no passivation mid-turn).
     Runtime.runFork(entityRuntime, Effect.forever(Effect.gen(function*() {
       const turn = yield* Queue.take(queue)
+      yield* Metric.incrementBy(queuedTurns, -1)
       yield* Entity.keepAlive(true)
-      yield* runTurn(turn).pipe(Effect.catchAllCause((cause) => Effect.logError("session turn failed", cause)))
+      yield* runTurn(turn).pipe(
+        // Not when interrupted: a turn cut by a shutdown is closed, or run, by the next owner.
+        Effect.zipRight(repo.dequeueTurn(sessionId, turn.turn)),
+        inFlight(runningTurns),
+        Effect.catchAllCause((cause) => Effect.logError("session turn failed", cause)),
+        Effect.ensuring(SubscriptionRef.update(unfinished, (n) => n - 1))
+      )
       if ((yield* Queue.size(queue)) === 0) yield* Entity.keepAlive(false)
     })), { scope: entityScope })
+
+    // A runner giving the session up (SIGTERM, or its shard moving to a runner that joined) lets the sent turns end
+    // within SHUTDOWN_GRACE rather than cutting them: the next owner could only close them as interrupted. Added
+    // after the worker, so it runs before the worker is interrupted; the shard is not released until it returns.
+    yield* Effect.addFinalizer(() =>
+      unfinished.changes.pipe(
+        Stream.takeUntil((n) => n <= 0 || deleted),
+        Stream.runDrain,
+        // Finalizers are uninterruptible: without this the timeout could not stop the wait.
+        Effect.interruptible,
+        Effect.timeoutOption(shutdownGrace),
+        Effect.asVoid
+      )
+    )
 
     return {
       Send: ({ payload }) =>
@@ -200,7 +245,9 @@ export const SessionLive = Layer.unwrapEffect(Effect.map(Effect.runtime<never>()
             return yield* new SessionGone({ message: `No session ${sessionId}.` })
           }
           lastTurn += 1
-          yield* Queue.offer(queue, { turn: lastTurn, message: payload.message, budget: Option.fromNullable(payload.budget) })
+          const turn: QueuedTurn = { turn: lastTurn, message: payload.message, budget: Option.fromNullable(payload.budget) }
+          yield* repo.enqueueTurn(sessionId, turn)
+          yield* enqueue(turn)
           return { turn: lastTurn }
         }),
       Wake: () => Effect.succeed(Option.isSome(current)),
@@ -214,6 +261,8 @@ export const SessionLive = Layer.unwrapEffect(Effect.map(Effect.runtime<never>()
         Effect.gen(function*() {
           deleted = true
           const waiting = yield* Queue.takeAll(queue)
+          yield* SubscriptionRef.update(unfinished, (n) => n - waiting.length)
+          yield* Metric.incrementBy(queuedTurns, -waiting.length)
           const running = current
           if (Option.isSome(running)) yield* Fiber.interrupt(running.value.fiber)
           const ended = [...(Option.isSome(running) ? [running.value.turn] : []), ...Array.from(waiting, (turn) => turn.turn)]
@@ -225,10 +274,12 @@ export const SessionLive = Layer.unwrapEffect(Effect.map(Effect.runtime<never>()
             })
           }
           yield* hub.publish(sessionId, { _tag: "closed" })
+          yield* sandbox.release
           return Option.isSome(running) || ended.length > 0
         })
     }
   }),
   { maxIdleTime: "5 minutes" }
-))).pipe(Layer.provide([SessionsRepo.Default, SessionHub.Default, Runs.Default, RunEngine.Default]))
+)
+})).pipe(Layer.provide([SessionsConfig.Default, SessionsRepo.Default, SessionHub.Default, Runs.Default, RunEngine.Default]))
 

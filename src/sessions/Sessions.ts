@@ -1,6 +1,6 @@
 import type { Prompt } from "@effect/ai"
 import { HttpApiSchema } from "@effect/platform"
-import { Chunk, Effect, Exit, Option, Schema, Scope, Stream } from "effect"
+import { Chunk, Effect, Exit, Option, Schedule, Schema, Scope, Stream } from "effect"
 import { EnvironmentsRepo } from "../environments/Repo.js"
 import type { CallerIdentity } from "../identity/Authentication.js"
 import { makeEntityCaller } from "../platform/Cluster.js"
@@ -9,11 +9,11 @@ import { newId } from "../platform/Ids.js"
 import type { Micros } from "../platform/Money.js"
 import { Approvals } from "../runtime/Approvals.js"
 import { type InternalEvent, isTerminal } from "../runtime/Events.js"
-import type { Partition } from "../runtime/Repo.js"
-import { partitionOf, Runs } from "../runs/Runs.js"
+import { Runs } from "../runs/Runs.js"
 import { type HubEvent, SessionHub } from "./Hub.js"
 import { type SessionRow, SessionsRepo } from "./Repo.js"
 import { Session } from "./Session.js"
+import { type Partition, partitionOf } from "../identity/Partition.js"
 
 export class SessionBusy extends Schema.TaggedError<SessionBusy>()(
   "SessionBusy",
@@ -24,6 +24,9 @@ export class SessionBusy extends Schema.TaggedError<SessionBusy>()(
 export type SessionEvent = InternalEvent & { readonly seq: number }
 
 const REPLAY_PAGE = 500
+
+/** How often a stream in cluster mode wakes its session (see `watchOwner`). */
+const OWNER_CHECK = "3 seconds"
 
 const sessionView = (session: SessionRow) => ({
   id: session.id,
@@ -100,7 +103,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       const partition = partitionOf(caller)
       const agent = yield* runs.agentFor(body.agent, caller)
       if (body.environment_id !== undefined) {
-        const environment = yield* environments.byId({ ownerId: partition.accountId, endUserId: partition.endUserId }, body.environment_id)
+        const environment = yield* environments.byId(partition, body.environment_id)
         if (Option.isNone(environment)) return yield* new NotFound({ message: `No environment ${body.environment_id}.` })
       }
       const id = newId("ses")
@@ -148,13 +151,38 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
      * The live events of one turn, from a subscription taken before the turn could start, until the turn's last
      * event. The subscription lives in `scope`, which the stream closes when it ends or is cut.
      */
-    const turnEvents = (subscription: Stream.Stream<HubEvent>, scope: Scope.CloseableScope, turn: Option.Option<number>) =>
+    const turnEvents = (
+      id: string,
+      subscription: Stream.Stream<HubEvent>,
+      scope: Scope.CloseableScope,
+      turn: Option.Option<number>
+    ) =>
       subscription.pipe(
         Stream.filter((event) => event._tag === "closed" || Option.isNone(turn) || event.turn === turn.value),
         Stream.takeUntil((event) => event._tag === "closed" || isTerminal(event.event)),
         Stream.filterMap((event) => event._tag === "closed" ? Option.none() : Option.some(event.event as SessionEvent)),
+        watchOwner(id),
         Stream.ensuring(Scope.close(scope, Exit.void))
       )
+
+    /**
+     * Cluster mode: while a stream waits for a session's events, the session is woken now and then. If its runner
+     * died, that message reaches the next owner, which closes the cut turn (`run.failed` `interrupted`), and the
+     * stream ends instead of waiting for a turn no runner runs any more.
+     */
+    const watchOwner = (id: string) => <A, E, R>(stream: Stream.Stream<A, E, R>): Stream.Stream<A, E, R> =>
+      hub.clustered
+        ? Stream.merge(
+          stream,
+          // Every cause: while the owner's runner is dead the wake dies (no runner for the shard yet), and that
+          // must not end the stream that waits for the next owner.
+          Stream.fromEffect(Effect.catchAllCause(wake(id), () => Effect.void)).pipe(
+            Stream.repeat(Schedule.spaced(OWNER_CHECK)),
+            Stream.drain
+          ),
+          { haltStrategy: "left" }
+        )
+        : stream
 
     const subscribed = (id: string) =>
       Effect.gen(function*() {
@@ -172,7 +200,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
         // The session went away between the check and the send: 404. The cluster's own failures are ours: a 500.
         Effect.catchAll((error) => error._tag === "SessionGone" ? Effect.fail(notFound(id)) : Effect.die(error))
       )
-      return turnEvents(subscription, scope, Option.some(sent.turn))
+      return turnEvents(id, subscription, scope, Option.some(sent.turn))
     })
 
     /** Answers a pending approval of this session's turn and streams the rest of that turn. */
@@ -185,10 +213,10 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
     ) {
       const session = yield* owned(caller, id)
       const { scope, subscription } = yield* subscribed(id)
-      yield* approvals.answer({ accountId: session.accountId, endUserId: session.endUserId }, approvalId, { approved, reason }).pipe(
+      yield* approvals.answer({ accountId: session.accountId, endUserId: session.endUserId }, approvalId, { approved, reason }, Option.some(id)).pipe(
         Effect.onError(() => Scope.close(scope, Exit.void))
       )
-      return turnEvents(subscription, scope, Option.none())
+      return turnEvents(id, subscription, scope, Option.none())
     })
 
     const interrupt = Effect.fn("Sessions.interrupt")(function*(caller: CallerIdentity, id: string) {
@@ -240,12 +268,25 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
             return row.payload as unknown as SessionEvent
           })
         )
+      // An event past the next `seq` (a notification lost between runners) brings the ones before it from the log.
       const live = subscription.pipe(
         Stream.takeWhile((event) => event._tag !== "closed"),
-        Stream.filterMap((event) => event._tag === "logged" && event.seq > last ? Option.some(event.event) : Option.none()),
-        Stream.tap((event) => Effect.sync(() => void (last = event.seq)))
+        Stream.mapEffect((event) =>
+          Effect.gen(function*() {
+            if (event._tag !== "logged" || event.seq <= last) return []
+            if (event.seq === last + 1) {
+              last = event.seq
+              return [event.event as SessionEvent]
+            }
+            const rows = yield* repo.eventsAfter(id, last, event.seq - last)
+            const filled = rows.filter((row) => row.seq <= event.seq).map((row) => row.payload as unknown as SessionEvent)
+            last = event.seq
+            return filled.length > 0 ? filled : [event.event as SessionEvent]
+          })
+        ),
+        Stream.flattenIterables
       )
-      return Stream.concat(replay, live).pipe(Stream.ensuring(Scope.close(scope, Exit.void)))
+      return Stream.concat(replay, live).pipe(watchOwner(id), Stream.ensuring(Scope.close(scope, Exit.void)))
     })
 
     const invalid = (message: string) => new InvalidRequest({ message })

@@ -1,10 +1,11 @@
 import { assert } from "@effect/vitest"
 import { Effect } from "effect"
 import { type Reply, request } from "../support/Client.js"
+import { internalAuth } from "../support/TestServer.js"
 
 /**
  * Helpers shared by the agent and marketplace test files (test/agents/*, test/market/*). Everything goes over real
- * HTTP: `/v1/agents` with a login token (or an API key), the review desk at `/internal/*` from 127.0.0.1.
+ * HTTP: `/v1/agents` with a login token (or an API key), the review desk at `/internal/*` from 127.0.0.1 with the operator's bearer.
  */
 
 export { assertError, BILLING_ENV as ENV, balanceOf, LIVE, newUser, type User } from "../billing/billing-support.js"
@@ -32,10 +33,10 @@ export const publish = (token: string, identifier: string) =>
   })
 
 export const approve = (submissionId: string, headers?: Record<string, string>) =>
-  request("POST", `/internal/reviews/${submissionId}/approve`, headers ? { headers } : {})
+  request("POST", `/internal/reviews/${submissionId}/approve`, { headers: { ...internalAuth, ...headers } })
 
 export const reject = (submissionId: string, reason: string) =>
-  request("POST", `/internal/reviews/${submissionId}/reject`, { body: { reason } })
+  request("POST", `/internal/reviews/${submissionId}/reject`, { body: { reason }, headers: internalAuth })
 
 /** Approves, expecting 200. */
 export const approved = (submissionId: string) =>

@@ -1,7 +1,7 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { request } from "../support/Client.js"
-import { TestServer } from "../support/TestServer.js"
+import { internalAuth, TestServer } from "../support/TestServer.js"
 import {
   approve,
   approved,
@@ -178,7 +178,7 @@ describe("review", () => {
         const only = yield* publish(owner.token, fresh.identifier)
         assert.strictEqual((yield* reject(only.id, "No")).status, 200)
         assertError(yield* getAgent(other.token, fresh.identifier), 404, "not_found")
-        assertError(yield* request("POST", `/internal/reviews/${only.id}/reject`, { body: {} }), 400, "invalid_request")
+        assertError(yield* request("POST", `/internal/reviews/${only.id}/reject`, { body: {}, headers: internalAuth }), 400, "invalid_request")
       }))
 
     it.effect("a newer publish supersedes the pending submission; only the newest can be decided", () =>
@@ -226,12 +226,12 @@ describe("review", () => {
         const outside = { "x-forwarded-for": "8.8.8.8" }
         assertError(yield* approve(submission.id, outside), 403, "forbidden")
         assertError(
-          yield* request("POST", `/internal/reviews/${submission.id}/reject`, { body: { reason: "x" }, headers: outside }),
+          yield* request("POST", `/internal/reviews/${submission.id}/reject`, { body: { reason: "x" }, headers: { ...internalAuth, ...outside } }),
           403,
           "forbidden"
         )
         assertError(
-          yield* request("POST", `/internal/creators/${owner.userId}/approve`, { headers: outside }),
+          yield* request("POST", `/internal/creators/${owner.userId}/approve`, { headers: { ...internalAuth, ...outside } }),
           403,
           "forbidden"
         )

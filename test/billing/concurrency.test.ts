@@ -2,7 +2,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { request } from "../support/Client.js"
 import { authorizeApp, grantCredits, registerApp } from "../support/Billing.js"
-import { TestServer } from "../support/TestServer.js"
+import { internalAuth, TestServer } from "../support/TestServer.js"
 import {
   apiKeyOf,
   assertError,
@@ -179,7 +179,8 @@ describe("billing under concurrency", () => {
             case 3:
               // 40 grants over 10 keys: each key sent 4 times in the burst.
               return request("POST", `/internal/wallets/${billed.user.userId}/grants`, {
-                body: { amount: 1, idempotency_key: grantKeys[Math.floor(i / 5) % 10], reason: "burst" }
+                body: { amount: 1, idempotency_key: grantKeys[Math.floor(i / 5) % 10], reason: "burst" },
+                headers: internalAuth
               })
             default: {
               if (Math.floor(i / 5) % 2 === 1) return request("GET", "/openapi/credit/balance", { token: key })
@@ -245,7 +246,7 @@ describe("billing under concurrency", () => {
     it.effect("a request the database refuses fails alone: other wallets' charges sent with it all succeed", () =>
       Effect.gen(function*() {
         const grant = (userId: string, amount: string) =>
-          request("POST", `/internal/wallets/${userId}/grants`, { body: { amount, idempotency_key: freshKey(), reason: "huge" } })
+          request("POST", `/internal/wallets/${userId}/grants`, { body: { amount, idempotency_key: freshKey(), reason: "huge" }, headers: internalAuth })
         const huge = "999999999999" // 10^18 micro-credits; ten of them pass what a bigint holds
         const rich = yield* newUser
         for (let i = 0; i < 9; i++) assert.strictEqual((yield* grant(rich.userId, huge)).status, 200)

@@ -9,7 +9,8 @@ import pg from "pg"
 import { authorizeApp, registerApp, userIdOf } from "../support/Billing.js"
 import { requestAt } from "../support/Client.js"
 import { launchPlatform, type PlatformProcess } from "../support/Process.js"
-import { type SmsInbox, TestServer } from "../support/TestServer.js"
+import { adminQuery, createDatabase, seedDataDir } from "../support/Templates.js"
+import { INTERNAL_TOKEN, internalAuth, type SmsInbox, TestServer } from "../support/TestServer.js"
 
 /**
  * The crash test (issue 3, item 9): the real platform process (`node --import tsx src/main.ts`) is killed with
@@ -51,16 +52,6 @@ interface Storage {
   readonly databaseUrl: string | undefined
 }
 
-const adminQuery = async (url: string, query: string) => {
-  const client = new pg.Client({ connectionString: url })
-  await client.connect()
-  try {
-    await client.query(query)
-  } finally {
-    await client.end()
-  }
-}
-
 const makeStorage: Effect.Effect<Storage, never, Scope.Scope> = Effect.gen(function*() {
   const dataDir = yield* Effect.acquireRelease(
     Effect.promise(() => Fs.mkdtemp(Path.join(Os.tmpdir(), "atrium-crash-"))),
@@ -71,8 +62,9 @@ const makeStorage: Effect.Effect<Storage, never, Scope.Scope> = Effect.gen(funct
   const adminUrl = process.env.DATABASE_URL
   if (adminUrl) {
     const name = `atrium_crash_${Crypto.randomBytes(5).toString("hex")}`
+    // A copy of the run's migrated template (Templates.ts), like every test database.
     yield* Effect.acquireRelease(
-      Effect.promise(() => adminQuery(adminUrl, `CREATE DATABASE ${name}`)),
+      Effect.promise(() => createDatabase(adminUrl, name)),
       () => Effect.promise(() => adminQuery(adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).pipe(Effect.ignore)
     )
     const url = new URL(adminUrl)
@@ -83,12 +75,14 @@ const makeStorage: Effect.Effect<Storage, never, Scope.Scope> = Effect.gen(funct
   if (process.env.REDIS_URL) {
     env.REDIS_URL = process.env.REDIS_URL
     env.KEY_PREFIX = `atrium-crash:${Crypto.randomBytes(5).toString("hex")}:`
+  } else {
+    yield* Effect.promise(() => seedDataDir(dataDir))
   }
   return { env, dataDir, databaseUrl }
 })
 
 const launch = (storage: Storage, extraEnv: Record<string, string>) =>
-  launchPlatform({ ...storage.env, ...extraEnv })
+  launchPlatform({ INTERNAL_TOKEN, ...storage.env, ...extraEnv })
 
 /**
  * The billing helpers take the server's address as `base`; they still name `TestServer` in their type, which this
@@ -156,6 +150,7 @@ const send = async (base: string, actors: ReadonlyArray<Actor>, op: Op, phase: s
       break
     case "grant":
       path = `/internal/wallets/${actor.userId}/grants`
+      token = INTERNAL_TOKEN
       body = { amount: toDecimal(op.micros), idempotency_key: op.key, reason: op.key }
       break
   }
@@ -567,7 +562,7 @@ describe("crash: kill -9 during a load of charges", () => {
         Effect.promise(() =>
           fetch(`${platform.url}/internal/wallets/${actors[0]!.userId}/grants`, {
             method: "POST",
-            headers: { "content-type": "application/json" },
+            headers: { "content-type": "application/json", ...internalAuth },
             body: JSON.stringify({ amount: huge, idempotency_key: key, reason: key }),
             signal: AbortSignal.timeout(5_000)
           }).then(async (r) => ({ status: r.status, text: await r.text() }), (error) => ({ status: null, text: String(error) }))

@@ -2,7 +2,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { createApiKey, request } from "../support/Client.js"
 import { grantCredits } from "../support/Billing.js"
-import { TestServer } from "../support/TestServer.js"
+import { internalAuth, TestServer } from "../support/TestServer.js"
 import {
   apiKeyOf,
   assertError,
@@ -127,7 +127,8 @@ describe("/openapi/credit", () => {
         assert.strictEqual(yield* balanceOf(user.token), 100)
         assert.strictEqual((yield* fullLedger(user.token)).length, 1)
         const granted = yield* request("POST", `/internal/wallets/${user.userId}/grants`, {
-          body: { amount: "0.000001", idempotency_key: freshKey(), reason: "the missing micro-credit" }
+          body: { amount: "0.000001", idempotency_key: freshKey(), reason: "the missing micro-credit" },
+          headers: internalAuth
         })
         assert.deepStrictEqual(granted.body, { balance: 100.000001 })
         const ok = yield* consume(key, { amount: 100.000001, idempotency_key: idempotencyKey })

@@ -2,7 +2,7 @@ import { assert, describe, it, layer } from "@effect/vitest"
 import { Effect, Exit, Scope } from "effect"
 import { createApiKey, request } from "../support/Client.js"
 import { authorizeApp, grantCredits, registerApp } from "../support/Billing.js"
-import { makeSmsInbox, makeStorage, startServer, TestServer } from "../support/TestServer.js"
+import { internalAuth, makeSmsInbox, makeMigratedStorage, startServer, TestServer } from "../support/TestServer.js"
 import {
   assertError,
   assertLedgerAddsUp,
@@ -451,7 +451,7 @@ describe("POST /v1/events", () => {
 
   it.scopedLive("after a restart the daily cap still counts what the app charged earlier today", () =>
     Effect.gen(function*() {
-      const storage = yield* makeStorage
+      const storage = yield* makeMigratedStorage
       const inbox = yield* makeSmsInbox
       const first = yield* Scope.make()
       const server = yield* startServer(storage, inbox, BILLING_ENV).pipe(Scope.extend(first))
@@ -489,7 +489,7 @@ describe("POST /v1/events", () => {
   // Servers of its own: one is stopped and another started on the same storage.
   it.scopedLive("a restart keeps every replay answer: events, consumes, grants and top-ups", () =>
       Effect.gen(function*() {
-        const storage = yield* makeStorage
+        const storage = yield* makeMigratedStorage
         const inbox = yield* makeSmsInbox
         const secret = "restart-webhook-secret"
         const env = { ...BILLING_ENV, PAYMENT_WEBHOOK_SECRET: secret }
@@ -523,7 +523,8 @@ describe("POST /v1/events", () => {
             const grantKey = freshKey()
             yield* remember(() =>
               request("POST", `/internal/wallets/${billed.user.userId}/grants`, {
-                body: { amount: 12, idempotency_key: grantKey, reason: "restart" }
+                body: { amount: 12, idempotency_key: grantKey, reason: "restart" },
+                headers: internalAuth
               })
             )
             const order = yield* request("POST", "/api/payment/orders", { token: billed.user.token, body: { amount: 7 } })

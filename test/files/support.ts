@@ -5,13 +5,13 @@ import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { createApiKey, loginWithSms, type Reply, request } from "../support/Client.js"
-import { makeSmsInbox, makeStorage, servicesMode, startServer, TestServer } from "../support/TestServer.js"
+import { makeSmsInbox, makeMigratedStorage, servicesMode, startServer, TestServer } from "../support/TestServer.js"
 
 /**
  * The server of the files and environments tests: the real platform on a random port (as `TestServer.layer`), with
  * its data directory and its database in view.
  *
- * - Object storage is embedded, under `DATA_DIR/objects`. In services mode `makeStorage` gives the server no data
+ * - Object storage is embedded, under `DATA_DIR/objects`. In services mode `makeMigratedStorage` gives the server no data
  *   directory (it would use `./data`), so it gets a temporary one here.
  * - `ServerSql` runs SQL on the server's own database (PGlite answers only its server; PostgreSQL is the same
  *   client): the environments test uses it to stand in for sessions, which do not exist yet.
@@ -29,7 +29,7 @@ export const LIVE = { excludeTestServices: true } as const
 
 export const serverWith = (env: Record<string, string> = {}) =>
   Layer.scopedContext(Effect.gen(function*() {
-    const storage = yield* makeStorage
+    const storage = yield* makeMigratedStorage
     const inbox = yield* makeSmsInbox
     const ownDataDir = servicesMode
       ? yield* Effect.acquireRelease(

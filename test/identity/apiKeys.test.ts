@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Layer } from "effect"
 import * as Crypto from "node:crypto"
 import { createApiKey, loginWithSms, request } from "../support/Client.js"
-import { makeSmsInbox, makeStorage, servicesMode, startServer, TestServer } from "../support/TestServer.js"
+import { makeSmsInbox, makeMigratedStorage, servicesMode, startServer, TestServer } from "../support/TestServer.js"
 
 /**
  * API keys (spec 4.8, 5.3; issue 2 item 7) over real HTTP.
@@ -20,7 +20,7 @@ class ServerDatabase extends Context.Tag("test/identity/ServerDatabase")<ServerD
 
 const ServerWithDatabase = Layer.scopedContext(
   Effect.gen(function*() {
-    const server = yield* startServer(yield* makeStorage, yield* makeSmsInbox)
+    const server = yield* startServer(yield* makeMigratedStorage, yield* makeSmsInbox)
     const database: Database = { where: servicesMode ? "services" : "embedded", query: server.query }
     return Context.make(TestServer, server).pipe(Context.add(ServerDatabase, database))
   })

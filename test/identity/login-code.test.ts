@@ -179,7 +179,9 @@ describe("SMS codes, short cooldown and small caps", () => {
       TRUST_PROXY: "true",
       SMS_COOLDOWN: "1 millis",
       SMS_DAILY_LIMIT: "3",
-      SMS_IP_HOURLY_LIMIT: "3"
+      SMS_IP_HOURLY_LIMIT: "3",
+      // These cases are about the caps; the challenge that comes first past its threshold is test/security's.
+      SMS_CHALLENGE_AFTER: "1000"
     }),
     LIVE
   )((it) => {
@@ -202,16 +204,19 @@ describe("SMS codes, short cooldown and small caps", () => {
         yield* loginOk(phone, second)
       }))
 
-    it.effect("the per-phone daily cap answers 429 rate_limited; other phones still get codes", () =>
+    // Issue 15 item 3 changed this on purpose: the daily cap counts per phone and client address, so one address
+    // using up a phone's codes does not lock its owner out (test/security/sms.test.ts).
+    it.effect("the daily cap per phone and address answers 429 rate_limited; other phones still get codes", () =>
       Effect.gen(function*() {
         const phone = freshPhone()
+        const ip = freshIp()
         for (let i = 0; i < 3; i++) {
           yield* pause
-          const reply = yield* sendCode(phone, freshIp())
+          const reply = yield* sendCode(phone, ip)
           assert.strictEqual(reply.status, 200, reply.text)
         }
         yield* pause
-        const capped = yield* sendCode(phone, freshIp())
+        const capped = yield* sendCode(phone, ip)
         assertError(capped, 429, "rate_limited")
         assertRetryAfter(capped.headers, 86_400)
         assert.strictEqual((yield* messagesTo(phone)).length, 3)

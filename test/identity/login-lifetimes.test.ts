@@ -3,7 +3,7 @@ import { Effect } from "effect"
 import { freshPhone, request, requestAt } from "../support/Client.js"
 import {
   makeSmsInbox,
-  makeStorage,
+  makeMigratedStorage,
   startServer,
   TEST_CODE,
   TEST_PHONE,
@@ -71,7 +71,7 @@ describe("short lifetimes behind https", () => {
 describe("session store fallback", () => {
   it.scopedLive("after the store is emptied, the current token verifies as a JWT; an older one stays refused", () =>
     Effect.gen(function*() {
-      const storage = yield* makeStorage
+      const storage = yield* makeMigratedStorage
       const inbox = yield* makeSmsInbox
       // Each run gets a key prefix of its own: with Redis the second server starts on an empty store, exactly
       // like the in-memory store of a restarted process.

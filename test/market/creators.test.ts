@@ -1,7 +1,7 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { request } from "../support/Client.js"
-import { TestServer } from "../support/TestServer.js"
+import { internalAuth, TestServer } from "../support/TestServer.js"
 import { assertError, ENV, liveAgent, LIVE, newUser, notificationsOf } from "../agents/agents-support.js"
 
 /**
@@ -24,9 +24,9 @@ const profileOf = (token: string) =>
   })
 
 const apply = (token: string, body: unknown = APPLICATION) => request("POST", "/api/creator/apply", { token, body })
-const approveCreator = (userId: string) => request("POST", `/internal/creators/${userId}/approve`)
+const approveCreator = (userId: string) => request("POST", `/internal/creators/${userId}/approve`, { headers: internalAuth })
 const rejectCreator = (userId: string, reason: string) =>
-  request("POST", `/internal/creators/${userId}/reject`, { body: { reason } })
+  request("POST", `/internal/creators/${userId}/reject`, { body: { reason }, headers: internalAuth })
 
 describe("creators", () => {
   layer(TestServer.layer(ENV), LIVE)((it) => {
@@ -148,7 +148,7 @@ describe("creators", () => {
         assertError(yield* approveCreator(user.userId), 404, "not_found")
         assertError(yield* approveCreator("usr_nobody"), 404, "not_found")
         yield* apply(user.token)
-        assertError(yield* request("POST", `/internal/creators/${user.userId}/reject`, { body: {} }), 400, "invalid_request")
+        assertError(yield* request("POST", `/internal/creators/${user.userId}/reject`, { body: {}, headers: internalAuth }), 400, "invalid_request")
         assertError(yield* rejectCreator(user.userId, ""), 400, "invalid_request")
         assert.strictEqual((yield* profileOf(user.token)).status, "pending")
       }))

@@ -11,7 +11,7 @@ import {
   uniqueWord
 } from "../agents/agents-support.js"
 import { request } from "../support/Client.js"
-import { TestServer } from "../support/TestServer.js"
+import { internalAuth, TestServer } from "../support/TestServer.js"
 import { call, callOk, connect, ENV, failed, LIVE, newUser } from "./mcp-support.js"
 
 /**
@@ -369,7 +369,7 @@ describe("mcp experts", () => {
         failed(yield* call(me.client, "apply_creator", { displayName: "X", bio: "", accountType: "company", email: "x@example.com" }))
         failed(yield* call(me.client, "apply_creator", { displayName: "X", bio: "", accountType: "individual", email: "nope" }))
 
-        const decided = yield* request("POST", `/internal/creators/${me.userId}/approve`)
+        const decided = yield* request("POST", `/internal/creators/${me.userId}/approve`, { headers: internalAuth })
         assert.strictEqual(decided.status, 200, decided.text)
         const inbox = yield* notificationsOf(me.token)
         assert.deepStrictEqual(inbox.data.map((n) => n.kind), ["creator_approved"])

@@ -4,7 +4,15 @@ import { Context, Effect, Layer } from "effect"
 import * as Http from "node:http"
 import { clientAddress, isPrivateAddress, routePath } from "../../src/platform/Network.js"
 import { freshPhone, type Reply } from "../support/Client.js"
-import { makeSmsInbox, makeStorage, type SmsInbox, startServer, type Storage, TestServer } from "../support/TestServer.js"
+import {
+  internalAuth,
+  makeSmsInbox,
+  makeMigratedStorage,
+  type SmsInbox,
+  startServer,
+  type Storage,
+  TestServer
+} from "../support/TestServer.js"
 
 /**
  * HTTP conventions (DESIGN.md §6): one error body for every error, the body limit, health, the OpenAPI document
@@ -144,7 +152,7 @@ const assertNoInternals = (reply: Reply) => {
 
 class Shared extends Context.Tag("test/http/Shared")<Shared, { storage: Storage; inbox: SmsInbox }>() {}
 
-const SharedLive = Layer.scoped(Shared, Effect.all({ storage: makeStorage, inbox: makeSmsInbox }))
+const SharedLive = Layer.scoped(Shared, Effect.all({ storage: makeMigratedStorage, inbox: makeSmsInbox }))
 
 /** A server on the shared storage with `env` on top; it stops when its `it.layer` block ends. */
 const serverWith = (env: Record<string, string>) =>
@@ -263,9 +271,14 @@ describe("HTTP", () => {
           assertEnvelope(yield* send("GET", "/v1/nope"), 404, "not_found")
         }))
 
-      it.effect("a known path with a method it does not serve is not_found in the error body", () =>
+      it.effect("a known path with a method it does not serve is 405 method_not_allowed with Allow (issue 16)", () =>
         Effect.gen(function*() {
-          assertEnvelope(yield* send("GET", "/api/auth/login"), 404, "not_found")
+          const reply = yield* send("GET", "/api/auth/login")
+          assertEnvelope(reply, 405, "method_not_allowed")
+          assert.strictEqual(reply.headers.get("allow"), "POST")
+          const agents = yield* send("DELETE", "/v1/agents")
+          assertEnvelope(agents, 405, "method_not_allowed")
+          assert.deepStrictEqual(agents.headers.get("allow")!.split(", ").sort(), ["GET", "POST"])
         }))
 
       it.effect("malformed JSON is 400 invalid_request", () =>
@@ -373,22 +386,48 @@ describe("HTTP", () => {
           assert.match(reply.text, /<html/i)
         }))
 
-      it.effect("/internal/* answers a loopback caller (no route yet: 404, not 403)", () =>
+      it.effect("/internal/* answers a loopback caller with the operator's bearer (no route yet: 404, not 403)", () =>
         Effect.gen(function*() {
-          assertEnvelope(yield* send("GET", "/internal/anything"), 404, "not_found")
+          assertEnvelope(yield* send("GET", "/internal/anything", { headers: internalAuth }), 404, "not_found")
+        }))
+
+      it.effect("/internal/* refuses a loopback caller without the bearer, or with another one, with 401", () =>
+        Effect.gen(function*() {
+          const bare = yield* send("GET", "/internal/anything")
+          assertEnvelope(bare, 401, "unauthorized")
+          assert.strictEqual(bare.headers.get("www-authenticate"), "Bearer")
+          for (
+            const authorization of [
+              "Bearer wrong",
+              `Bearer ${internalAuth.authorization!.slice(7, -1)}`,
+              `Basic ${internalAuth.authorization!.slice(7)}`,
+              "Bearer "
+            ]
+          ) assertEnvelope(yield* send("POST", "/internal/wallets/usr_x/grants", { headers: { authorization } }), 401, "unauthorized")
         }))
 
       it.effect("/internal/* ignores X-Forwarded-For when the proxy is not trusted", () =>
         Effect.gen(function*() {
-          const reply = yield* send("GET", "/internal/anything", { headers: { "x-forwarded-for": "8.8.8.8" } })
+          const reply = yield* send("GET", "/internal/anything", { headers: { "x-forwarded-for": "8.8.8.8", ...internalAuth } })
           assertEnvelope(reply, 404, "not_found")
         }))
     })
 
+    it.layer(serverWith({ INTERNAL_TOKEN: "" }))("without INTERNAL_TOKEN", (it) => {
+      it.effect("/internal/* is closed (403) to every caller, loopback and bearer included", () =>
+        Effect.gen(function*() {
+          assertEnvelope(yield* send("GET", "/internal/anything"), 403, "forbidden")
+          assertEnvelope(yield* send("GET", "/internal/anything", { headers: internalAuth }), 403, "forbidden")
+        }))
+    })
+
     it.layer(serverWith({ TRUST_PROXY: "true" }))("behind a trusted proxy", (it) => {
-      it.effect("/internal/* refuses a public client named by X-Forwarded-For with 403 forbidden", () =>
+      it.effect("/internal/* refuses a public client named by X-Forwarded-For with 403 forbidden, bearer or not", () =>
         Effect.gen(function*() {
           const reply = yield* send("GET", "/internal/anything", { headers: { "x-forwarded-for": "8.8.8.8" } })
+          assertEnvelope(reply, 403, "forbidden")
+          const withBearer = yield* send("GET", "/internal/anything", { headers: { "x-forwarded-for": "8.8.8.8", ...internalAuth } })
+          assertEnvelope(withBearer, 403, "forbidden")
           assertEnvelope(reply, 403, "forbidden")
           const v6 = yield* send("GET", "/internal/anything", { headers: { "x-forwarded-for": "2001:db8::1" } })
           assertEnvelope(v6, 403, "forbidden")
@@ -419,7 +458,7 @@ describe("HTTP", () => {
 
       it.effect("/internal/* answers a private client named by X-Forwarded-For", () =>
         Effect.gen(function*() {
-          const reply = yield* send("GET", "/internal/anything", { headers: { "x-forwarded-for": "10.1.2.3" } })
+          const reply = yield* send("GET", "/internal/anything", { headers: { "x-forwarded-for": "10.1.2.3", ...internalAuth } })
           assertEnvelope(reply, 404, "not_found")
         }))
 

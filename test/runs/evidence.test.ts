@@ -244,6 +244,9 @@ describe("migration 0009_run_evidence", () => {
         ["completed", 12, 7, 2, null, []]
       )
       const versions = yield* server.query(`SELECT migration_id FROM atrium_migrations ORDER BY migration_id`)
-      assert.deepStrictEqual(versions.map((v) => Number(v.migration_id)), [1, 2, 3, 4, 5, 6, 7, 8, 9])
+      // Every migration of this version, the ones after 0009 included, applied once.
+      const all = (yield* migrations).map(([id]) => id)
+      assert.deepStrictEqual(versions.map((v) => Number(v.migration_id)), all)
+      assert.include(all, 9)
     })), 120_000)
 })

@@ -234,29 +234,33 @@ describe("free trials", () => {
         for (let i = 0; i < 4; i++) assertCompleted(yield* runAgent(user, free, "hi"))
       }))
 
-    it.effect("trials are counted per end user of an API key", () =>
+    // Issue 15 item 2 changed this on purpose: trials bind the paying account, not each X-End-User-Id.
+    it.effect("trials bind the paying account: its end users and its own login share one allowance", () =>
       Effect.gen(function*() {
         const creator = yield* newUser
         const user = yield* newUser
         const key = yield* apiKeyOf(user)
         const agent = yield* liveAgent(creator.token, {
-          name: "Per end user",
+          name: "Per account",
           billing: { type: "UNLOCK", price: 1, free_trial_per_user: 2 }
         })
         const alice = { token: key, endUser: "alice" }
         const bob = { token: key, endUser: "bob" }
         assertCompleted(yield* runAgent(alice, agent, "a1"))
-        assertCompleted(yield* runAgent(alice, agent, "a2"))
-        assertTrialExhausted(yield* runAgent(alice, agent, "a3"), agent, 2, 1)
         assertCompleted(yield* runAgent(bob, agent, "b1"))
-        assertCompleted(yield* runAgent(bob, agent, "b2"))
-        assertTrialExhausted(yield* runAgent(bob, agent, "b3"), agent, 2, 1)
-        // The account's own login is another partition, with trials of its own.
-        assertCompleted(yield* runAgent(user, agent, "me"))
+        assertTrialExhausted(yield* runAgent(bob, agent, "b2"), agent, 2, 1)
+        assertTrialExhausted(yield* runAgent(alice, agent, "a2"), agent, 2, 1)
+        // Rotating the header, or the account's own login, gets no more.
+        for (let i = 0; i < 3; i++) assertTrialExhausted(yield* runAgent({ token: key, endUser: `rot-${i}` }, agent, "r"), agent, 2, 1)
+        assertTrialExhausted(yield* runAgent(user, agent, "me"), agent, 2, 1)
 
-        // Trials taken at once never exceed the limit.
-        const carol = { token: key, endUser: "carol" }
-        const streams = yield* Effect.all(Array.from({ length: 6 }, (_, i) => runAgent(carol, agent, `c${i}`)), { concurrency: "unbounded" })
+        // Trials taken at once never exceed the limit, whichever end users take them.
+        const other = yield* newUser
+        const otherKey = yield* apiKeyOf(other)
+        const streams = yield* Effect.all(
+          Array.from({ length: 6 }, (_, i) => runAgent({ token: otherKey, endUser: `c${i}` }, agent, `c${i}`)),
+          { concurrency: "unbounded" }
+        )
         assert.strictEqual(streams.filter((s) => names(s).includes("usage.trial_exhausted")).length, 4)
         // One purchase by the account unlocks it for every end user.
         assert.strictEqual((yield* purchase(user.token, agent)).status, 200)

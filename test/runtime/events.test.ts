@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Effect, Stream } from "effect"
-import * as Sse from "../../src/platform/Sse.js"
-import { isTerminal, PUBLIC_EVENTS, publicName, publicPayload } from "../../src/runtime/Events.js"
+import * as Sse from "../../src/platform/sse/Sse.js"
+import { isTerminal, PUBLIC_EVENTS, publicFrames, publicName, publicPayload } from "../../src/runtime/Events.js"
 import { parseStream } from "../support/Sse.js"
 
 /**
@@ -38,8 +38,10 @@ const decode = (chunks: Chunk.Chunk<Uint8Array>) => {
   return Chunk.toReadonlyArray(chunks).map((bytes) => decoder.decode(bytes, { stream: true })).join("")
 }
 
-const encodeAll = (events: ReadonlyArray<{ type: string; [key: string]: unknown }>, options: Sse.EncodeOptions) =>
-  Effect.map(Stream.runCollect(Sse.encode(Stream.fromIterable(events), options)), decode)
+type Event = { readonly type: string; readonly [key: string]: unknown }
+
+const encodeAll = (events: ReadonlyArray<Event>, options: Sse.EncodeOptions & { idOf?: (event: Event) => number }) =>
+  Effect.map(Stream.runCollect(Sse.encode(publicFrames(Stream.fromIterable(events), options.idOf), options)), decode)
 
 describe("event vocabulary", () => {
   it("maps each of the 20 internal names of spec 6.2 to its public name", () => {
@@ -185,7 +187,7 @@ describe("SSE encoder", () => {
         Stream.make({ type: "preparing", run_id: "run_1", agent: "a" } as { type: string; [key: string]: unknown }),
         Stream.fromEffect(Effect.as(Effect.sleep("400 millis"), { type: "complete", usage: { input_tokens: 0, output_tokens: 0 }, credits_charged: 0 }))
       )
-      const raw = decode(yield* Stream.runCollect(Sse.encode(quiet, { done: true, heartbeat: "20 millis" })))
+      const raw = decode(yield* Stream.runCollect(Sse.encode(publicFrames(quiet), { done: true, heartbeat: "20 millis" })))
       const parsed = parseStream(raw)
       assert.isAbove(parsed.pings, 0, raw)
       assert.include(raw, "\n\n: ping\n\n")

@@ -1,10 +1,11 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Effect, Fiber, Ref, Stream } from "effect"
-import * as Heartbeat from "../../src/platform/Heartbeat.js"
-import * as Sse from "../../src/platform/Sse.js"
+import * as Heartbeat from "../../src/platform/sse/Heartbeat.js"
+import * as Sse from "../../src/platform/sse/Sse.js"
+import { publicFrames } from "../../src/runtime/Events.js"
 
 /**
- * The shared heartbeat ticker behind every SSE stream (src/platform/Heartbeat.ts): pings at the configured interval
+ * The shared heartbeat ticker behind every SSE stream (src/platform/sse/Heartbeat.ts): pings at the configured interval
  * and never sooner, one timer however many streams, and no subscriber
  * left behind by a stream that ends, fails or loses its client. Live clocks, since the ticker is a real timer; each
  * test uses its own interval so the counts are its own.
@@ -31,7 +32,7 @@ describe("Heartbeat", () => {
   it.live("a quiet stream pings every interval, never before a whole interval of quiet", () =>
     Effect.gen(function*() {
       const quiet = Stream.concat(Stream.make(created), Stream.fromEffect(Effect.as(Effect.sleep("750 millis"), completed)))
-      const pieces = yield* timed(Sse.encode(quiet, { done: true, heartbeat: "100 millis" }))
+      const pieces = yield* timed(Sse.encode(publicFrames(quiet), { done: true, heartbeat: "100 millis" }))
       const pings = pieces.filter((p) => p.text === Sse.PING).map((p) => p.at)
       const first = pieces[0]!
       assert.notStrictEqual(first.text, Sse.PING)
@@ -48,7 +49,7 @@ describe("Heartbeat", () => {
   it.live("a stream that keeps writing keeps its cadence: events do not restart the interval", () =>
     Effect.gen(function*() {
       const busy = Stream.repeatEffect(Effect.as(Effect.sleep("10 millis"), created)).pipe(Stream.take(60))
-      const pieces = yield* timed(Sse.encode(busy, { done: true, heartbeat: "150 millis" }))
+      const pieces = yield* timed(Sse.encode(publicFrames(busy), { done: true, heartbeat: "150 millis" }))
       assert.isAbove(pieces.filter((p) => p.text === Sse.PING).length, 0)
       assert.strictEqual(pieces.filter((p) => p.text !== Sse.PING).length, 61)
     }))
@@ -58,7 +59,7 @@ describe("Heartbeat", () => {
       const quiet = Stream.concat(Stream.make(created), Stream.fromEffect(Effect.as(Effect.sleep("600 millis"), completed)))
       const all = yield* Effect.forEach(
         Array.from({ length: 200 }),
-        () => timed(Sse.encode(quiet, { done: true, heartbeat: "70 millis" })),
+        () => timed(Sse.encode(publicFrames(quiet), { done: true, heartbeat: "70 millis" })),
         { concurrency: "unbounded" }
       ).pipe(Effect.fork)
       yield* until(() => Heartbeat.subscribers("70 millis") === 200)
@@ -89,7 +90,7 @@ describe("Heartbeat", () => {
   it.live("a stream that fails leaves no subscriber behind", () =>
     Effect.gen(function*() {
       const failing = Stream.concat(Stream.make(created), Stream.fromEffect(Effect.zipRight(Effect.sleep("100 millis"), Effect.fail("boom"))))
-      const exit = yield* Sse.encode(failing, { done: true, heartbeat: "40 millis" }).pipe(Stream.runDrain, Effect.exit)
+      const exit = yield* Sse.encode(publicFrames(failing), { done: true, heartbeat: "40 millis" }).pipe(Stream.runDrain, Effect.exit)
       assert.isTrue(exit._tag === "Failure")
       assert.strictEqual(Heartbeat.subscribers(), 0)
       assert.strictEqual(Heartbeat.timers(), 0)

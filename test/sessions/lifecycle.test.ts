@@ -3,7 +3,7 @@ import { Effect } from "effect"
 import { registerApp, authorizeApp } from "../support/Billing.js"
 import { request } from "../support/Client.js"
 import { openStream, streamOf, textOf } from "../support/Sse.js"
-import { makeSmsInbox, makeStorage, startServer, TestServer } from "../support/TestServer.js"
+import { makeSmsInbox, makeMigratedStorage, startServer, TestServer } from "../support/TestServer.js"
 import { agentWith, ENV, LIVE, newUser } from "../runs/runs-support.js"
 
 /** Sessions across restarts and disconnects, and OAuth callers (issue 6 items 1, 3, 5, 7). */
@@ -18,10 +18,32 @@ const createSession = (token: string, agent: string) =>
 const say = (token: string, session: string, message: string) =>
   streamOf(`/v1/sessions/${session}/events`, { token, body: { type: "message", message } })
 
+/**
+ * A session whose running turn (`/slow 200`) a shutdown cut: a server with a grace shorter than the turn starts it,
+ * `meanwhile` runs while it runs, then the server stops.
+ */
+const cutByShutdown = <E>(
+  storage: Parameters<typeof startServer>[0],
+  inbox: Parameters<typeof startServer>[1],
+  meanwhile: (session: string, token: string) => Effect.Effect<void, E, TestServer> = () => Effect.void
+) =>
+  Effect.scoped(Effect.gen(function*() {
+    const server = yield* startServer(storage, inbox, { ...ENV, SHUTDOWN_GRACE: "1 second" })
+    return yield* Effect.gen(function*() {
+      const user = yield* newUser
+      const agent = yield* agentWith(user.token)
+      const session = yield* createSession(user.token, agent)
+      const live = yield* openStream(`/v1/sessions/${session}/events`, { token: user.token, body: { type: "message", message: "/slow 200" } })
+      yield* live.until("output.text.delta")
+      yield* meanwhile(session, user.token)
+      return { token: user.token, session }
+    }).pipe(Effect.provideService(TestServer, server))
+  }))
+
 describe("session lifecycle", () => {
   it.scopedLive("a restart between turns keeps the history and the seq", () =>
     Effect.gen(function*() {
-      const storage = yield* makeStorage
+      const storage = yield* makeMigratedStorage
       const inbox = yield* makeSmsInbox
       const before = yield* Effect.scoped(Effect.gen(function*() {
         const server = yield* startServer(storage, inbox, ENV)
@@ -48,19 +70,9 @@ describe("session lifecycle", () => {
 
   it.scopedLive("a turn cut by a shutdown is closed as interrupted when the session is next read", () =>
     Effect.gen(function*() {
-      const storage = yield* makeStorage
+      const storage = yield* makeMigratedStorage
       const inbox = yield* makeSmsInbox
-      const before = yield* Effect.scoped(Effect.gen(function*() {
-        const server = yield* startServer(storage, inbox, ENV)
-        return yield* Effect.gen(function*() {
-          const user = yield* newUser
-          const agent = yield* agentWith(user.token)
-          const session = yield* createSession(user.token, agent)
-          const live = yield* openStream(`/v1/sessions/${session}/events`, { token: user.token, body: { type: "message", message: "/slow 200" } })
-          yield* live.until("output.text.delta")
-          return { token: user.token, session }
-        }).pipe(Effect.provideService(TestServer, server))
-      }))
+      const before = yield* cutByShutdown(storage, inbox)
       const server = yield* startServer(storage, inbox, ENV)
       yield* Effect.gen(function*() {
         // Loading the session closes the cut turn, so it is no longer in flight: read the log from the start.
@@ -74,6 +86,38 @@ describe("session lifecycle", () => {
         assert.strictEqual(detail.body.status, "idle")
         const next = yield* say(before.token, before.session, "still here")
         assert.strictEqual(textOf(next), "You said: still here")
+      }).pipe(Effect.provideService(TestServer, server))
+    }), { timeout: 120_000 })
+
+  it.scopedLive("a turn queued behind one cut by a shutdown runs after the restart", () =>
+    Effect.gen(function*() {
+      const storage = yield* makeMigratedStorage
+      const inbox = yield* makeSmsInbox
+      const before = yield* cutByShutdown(storage, inbox, (session, token) =>
+        Effect.gen(function*() {
+          yield* openStream(`/v1/sessions/${session}/events`, { token, body: { type: "message", message: "owed" } })
+          // Acknowledged means written: wait for the row rather than for the stream's first event (there is none yet).
+          const server = yield* TestServer
+          const queuedNow = server.query(`SELECT turn FROM session_queue WHERE session_id = '${session}' ORDER BY turn`)
+          let queued = yield* queuedNow
+          while (queued.length < 2) queued = yield* Effect.zipRight(Effect.sleep("50 millis"), queuedNow)
+          assert.deepStrictEqual(queued.map((row) => Number(row.turn)), [1, 2])
+        }))
+      const server = yield* startServer(storage, inbox, ENV)
+      yield* Effect.gen(function*() {
+        const follower = yield* openStream(`/v1/sessions/${before.session}/events?after=0`, { token: before.token, method: "GET" })
+        // A read may bring more than asked for (the owed turn starts at once): find the end of the cut turn.
+        const cut = (yield* follower.until("run.failed")).events.find((e) => e.event === "run.failed")!
+        assert.strictEqual(cut.data.code, "interrupted")
+        const both = yield* follower.until("run.completed")
+        yield* follower.cancel
+        const owed = both.events.filter((e) => e.data.seq > cut.data.seq)
+        assert.strictEqual(owed[0]!.event, "run.created")
+        assert.strictEqual(owed.filter((e) => e.event === "output.text.delta").map((e) => e.data.delta).join(""), "You said: owed")
+        assert.deepStrictEqual(yield* server.query(`SELECT turn FROM session_queue WHERE session_id = '${before.session}'`), [])
+        const detail = yield* request("GET", `/v1/sessions/${before.session}`, { token: before.token })
+        // The history holds the owed turn; the cut one never reached it (as for any turn a shutdown cut).
+        assert.deepStrictEqual(detail.body.messages.map((m: { role: string }) => m.role), ["user", "assistant"])
       }).pipe(Effect.provideService(TestServer, server))
     }), { timeout: 120_000 })
 

@@ -1,7 +1,7 @@
 import { Effect } from "effect"
 import * as Crypto from "node:crypto"
 import { requestAt } from "./Client.js"
-import { TestServer } from "./TestServer.js"
+import { internalAuth, TestServer } from "./TestServer.js"
 
 /** The user id inside a login JWT (its payload is not secret, only signed). */
 export const userIdOf = (loginToken: string): string =>
@@ -103,7 +103,8 @@ export const grantCredits = (userId: string, amount: number, key = Crypto.random
   Effect.gen(function*() {
     const url = base ?? (yield* TestServer).url
     const reply = yield* requestAt(url, "POST", `/internal/wallets/${userId}/grants`, {
-      body: { amount, idempotency_key: key, reason: "test grant" }
+      body: { amount, idempotency_key: key, reason: "test grant" },
+      headers: internalAuth
     })
     if (reply.status !== 200) throw new Error(`grant: ${reply.status} ${reply.text}`)
     return reply.body as { balance: number }

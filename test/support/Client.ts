@@ -1,3 +1,4 @@
+import { solveChallenge } from "altcha-lib"
 import { Effect } from "effect"
 import { TEST_CODE, TEST_PHONE, TestServer } from "./TestServer.js"
 
@@ -56,11 +57,30 @@ export const loginTestUser = (phone = TEST_PHONE, code = TEST_CODE) =>
     return reply.body.token as string
   })
 
+/**
+ * A solution of a fresh `GET /api/auth/challenge`, as the ALTCHA widget sends it (base64 JSON), found with
+ * `altcha-lib`'s own solver.
+ */
+export const solvedChallenge = (base: string) =>
+  Effect.gen(function*() {
+    const reply = yield* requestAt(base, "GET", "/api/auth/challenge")
+    if (reply.status !== 200) throw new Error(`challenge: ${reply.status} ${reply.text}`)
+    const { algorithm, challenge, maxnumber, salt, signature } = reply.body
+    const solution = yield* Effect.promise(() => solveChallenge(challenge, salt, algorithm, maxnumber).promise)
+    if (solution === null) throw new Error("the challenge has no solution under its maxnumber")
+    const payload = { algorithm, challenge, number: solution.number, salt, signature }
+    return Buffer.from(JSON.stringify(payload)).toString("base64")
+  })
+
 /** Logs in a new user through a real code sent to the SMS inbox. */
 export const loginWithSms = (phone = freshPhone()) =>
   Effect.gen(function*() {
     const server = yield* TestServer
-    const sent = yield* request("POST", "/api/auth/sms/sendCode", { body: { phone } })
+    let sent = yield* request("POST", "/api/auth/sms/sendCode", { body: { phone } })
+    // Past SMS_CHALLENGE_AFTER codes from this address, a real client solves the login page's proof of work.
+    if (sent.status === 403 && sent.body?.error?.type === "challenge_required") {
+      sent = yield* request("POST", "/api/auth/sms/sendCode", { body: { phone, challenge: yield* solvedChallenge(server.url) } })
+    }
     if (sent.status !== 200) throw new Error(`sendCode failed: ${sent.status} ${sent.text}`)
     const code = yield* server.inbox.codeFor(phone)
     const reply = yield* request("POST", "/api/auth/login", { body: { phone, code } })

@@ -4,8 +4,9 @@ import * as Net from "node:net"
 import * as Path from "node:path"
 
 /**
- * The platform as its own process, the way `npm start` runs it (`node --import tsx src/main.ts`): for tests of
- * start-up, shutdown and crashes, which an in-process server cannot show.
+ * The platform as its own process, the entry point `npm start` runs, from the sources (`node --import tsx
+ * src/main.ts`) rather than `dist/`, so a test never runs a stale build: for tests of start-up, shutdown, crashes and
+ * what the process prints, which an in-process server cannot show.
  */
 export interface PlatformProcess {
   readonly url: string

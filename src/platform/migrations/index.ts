@@ -8,6 +8,11 @@ import runs from "./0006_runs.js"
 import sessions from "./0007_sessions.js"
 import evolution from "./0008_evolution.js"
 import runEvidence from "./0009_run_evidence.js"
+import accountTrials from "./0010_account_trials.js"
+import tools from "./0011_tools.js"
+import apiResponses from "./0012_api_responses.js"
+import cluster from "./0013_cluster.js"
+import sessionQueue from "./0014_session_queue.js"
 
 /** Numbered migrations, applied in order at start; a released migration is never edited, only followed. */
 export const migrations = Migrator.fromRecord({
@@ -19,5 +24,10 @@ export const migrations = Migrator.fromRecord({
   "0006_runs": runs,
   "0007_sessions": sessions,
   "0008_evolution": evolution,
-  "0009_run_evidence": runEvidence
+  "0009_run_evidence": runEvidence,
+  "0010_account_trials": accountTrials,
+  "0011_tools": tools,
+  "0012_api_responses": apiResponses,
+  "0013_cluster": cluster,
+  "0014_session_queue": sessionQueue
 })

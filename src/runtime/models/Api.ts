@@ -1,6 +1,7 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { PlatformAuthentication } from "../../identity/Authentication.js"
+import { NotFound } from "../../platform/Errors.js"
 
 export const Model = Schema.Struct({
   id: Schema.String,
@@ -21,6 +22,14 @@ export class ModelsApi extends HttpApiGroup.make("models")
     HttpApiEndpoint.get("list", "/v1/models")
       .addSuccess(Schema.Struct({ object: Schema.Literal("list"), data: Schema.Array(Model), has_more: Schema.Boolean }))
       .annotate(OpenApi.Description, "Models an agent can run on, with their credit rates.")
+  )
+  .add(
+    HttpApiEndpoint.get("retrieve", "/v1/models/:id")
+      .setPath(Schema.Struct({ id: Schema.String }))
+      .addSuccess(Model)
+      .addError(NotFound)
+      .annotate(OpenApi.Summary, "Retrieve a model")
+      .annotate(OpenApi.Description, "One model of GET /v1/models by its id (OpenAI's models.retrieve).")
   )
   .middleware(PlatformAuthentication)
   .annotate(OpenApi.Title, "Models")

@@ -5,10 +5,10 @@ import * as Sse from "@effect/experimental/Sse"
 import { HttpClient, HttpClientError } from "@effect/platform"
 import type { HttpClientRequest, HttpClientResponse } from "@effect/platform"
 import { Data, Duration, Effect, Option, Stream } from "effect"
+import type { Options } from "./ChatCompletions.js"
 import {
   displayUrl,
   findCause,
-  type Options,
   requestDetails,
   scrubber,
   timeoutError,
@@ -16,7 +16,7 @@ import {
   transportCause,
   upstreamMessage,
   UpstreamTimeout
-} from "./ChatCompletions.js"
+} from "./Upstream.js"
 
 /**
  * The OpenAI Responses API through `@effect/ai-openai`, given the guarantees of the Chat Completions provider:

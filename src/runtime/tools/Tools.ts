@@ -1,8 +1,8 @@
 import { Tool } from "@effect/ai"
 import { Effect, Either, Option, ParseResult, Schema } from "effect"
-import type { Partition } from "../Repo.js"
 import { RunsRepo } from "../Repo.js"
 import { CalculatorError, evaluate } from "./Calculator.js"
+import type { Partition } from "../../identity/Partition.js"
 
 /**
  * The built-in tools an agent may list (spec names: `get_time`, `calculator`, `write_file`, `read_file`,
@@ -18,7 +18,11 @@ export interface ToolContext {
 }
 
 /** A tool ran and failed: the model is told, and the run goes on (`tool_call.failed`). */
-export class ToolFailure extends Schema.TaggedError<ToolFailure>()("ToolFailure", { message: Schema.String }) {}
+export class ToolFailure extends Schema.TaggedError<ToolFailure>()("ToolFailure", {
+  message: Schema.String,
+  /** A machine-readable reason, when there is one (`credential_required`, `time_limit`, ...): `tool_call.failed` carries it. */
+  code: Schema.optional(Schema.String)
+}) {}
 
 interface BuiltinTool<P> {
   readonly description: string

@@ -5,6 +5,7 @@ import { Duration, Effect, Either, Layer, Option, Redacted, Stream } from "effec
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as ChatCompletions from "../../../src/runtime/models/ChatCompletions.js"
+import * as Upstream from "../../../src/runtime/models/Upstream.js"
 import * as Mock from "../../support/MockUpstream.js"
 
 const KEY = "sk-test-4f9d2c7e1a0b3c5d"
@@ -193,7 +194,7 @@ layer(Layer.merge(NodeHttpClient.layerUndici, Mock.ToolsLayer), { excludeTestSer
         const calls = parts.flatMap((part) => part.type === "tool-call" ? [part] : [])
         assert.strictEqual(calls.length, 2)
         assert.deepStrictEqual(calls[0]?.params as unknown, { __invalid_arguments: "{\"expression\": 1 +" })
-        assert.isTrue(ChatCompletions.isInvalidArguments(calls[0]?.params))
+        assert.isTrue(Upstream.isInvalidArguments(calls[0]?.params))
         // Valid JSON the schema rejects passes through untouched for Toolkit.handle to reject precisely.
         assert.deepStrictEqual(calls[1]?.params as unknown, { expr: "2" })
         const finish = parts.at(-1)
@@ -345,7 +346,7 @@ layer(Layer.merge(NodeHttpClient.layerUndici, Mock.ToolsLayer), { excludeTestSer
         assert.strictEqual(error._tag, "HttpResponseError")
         assert(error._tag === "HttpResponseError")
         assert.strictEqual(error.response.status, 500)
-        const failure = ChatCompletions.describeFailure(error)
+        const failure = Upstream.describeFailure(error)
         assert.strictEqual(failure.code, "upstream_error")
         assert.strictEqual(failure.message, "The model upstream returned 500: The engine is currently overloaded")
       }))
@@ -355,7 +356,7 @@ layer(Layer.merge(NodeHttpClient.layerUndici, Mock.ToolsLayer), { excludeTestSer
         const { model, upstream } = yield* setup()
         yield* upstream.script(Mock.status(429, { error: { message: "Rate limit reached" } }))
         const error = yield* fail(Mock.streamPlain(model, "hi"))
-        assert.deepStrictEqual(ChatCompletions.describeFailure(error), {
+        assert.deepStrictEqual(Upstream.describeFailure(error), {
           code: "upstream_rate_limited",
           message: "The model upstream returned 429: Rate limit reached"
         })
@@ -376,7 +377,7 @@ layer(Layer.merge(NodeHttpClient.layerUndici, Mock.ToolsLayer), { excludeTestSer
         assert.deepStrictEqual(seen, ["text-start", "text-delta"])
         assert.isTrue(elapsed >= 250 && elapsed < 3_000, `failed after ${elapsed} ms`)
         assert.strictEqual(error._tag, "UnknownError")
-        const failure = ChatCompletions.describeFailure(error)
+        const failure = Upstream.describeFailure(error)
         assert.strictEqual(failure.code, "upstream_timeout")
         assert.strictEqual(failure.message, "The model upstream timed out: nothing received for 300ms")
         // Callers that only read `message` (not `describeFailure`) still see a timeout.
@@ -388,7 +389,7 @@ layer(Layer.merge(NodeHttpClient.layerUndici, Mock.ToolsLayer), { excludeTestSer
         const { model, upstream } = yield* setup({ idleTimeout: "300 millis" })
         yield* upstream.script(Mock.silence)
         const error = yield* fail(Mock.streamPlain(model, "hi"))
-        assert.strictEqual(ChatCompletions.describeFailure(error).code, "upstream_timeout")
+        assert.strictEqual(Upstream.describeFailure(error).code, "upstream_timeout")
       }))
 
     it.scoped("a stream that trickles forever hits the overall request timeout", () =>
@@ -400,7 +401,7 @@ layer(Layer.merge(NodeHttpClient.layerUndici, Mock.ToolsLayer), { excludeTestSer
         const started = Date.now()
         const error = yield* fail(Mock.streamPlain(model, "hi"))
         assert.isBelow(Date.now() - started, 3_000)
-        const failure = ChatCompletions.describeFailure(error)
+        const failure = Upstream.describeFailure(error)
         assert.strictEqual(failure.code, "upstream_timeout")
         assert.strictEqual(failure.message, "The model call timed out: not finished within 600ms")
       }))
@@ -425,7 +426,7 @@ layer(Layer.merge(NodeHttpClient.layerUndici, Mock.ToolsLayer), { excludeTestSer
         })
         const error = yield* fail(Mock.streamPlain(model, "hi"))
         assert.strictEqual(error._tag, "HttpRequestError")
-        const failure = ChatCompletions.describeFailure(error)
+        const failure = Upstream.describeFailure(error)
         assert.strictEqual(failure.code, "upstream_unavailable")
         assert.match(failure.message, /ECONNREFUSED/)
         assert.notInclude(Mock.renderings(error), KEY)
@@ -437,7 +438,7 @@ layer(Layer.merge(NodeHttpClient.layerUndici, Mock.ToolsLayer), { excludeTestSer
         yield* upstream.script(Mock.stream([Mock.sse(Mock.chatChunk({ content: "ok" })), "data: {not json\n\n"]))
         const error = yield* fail(Mock.streamPlain(model, "hi"))
         assert.strictEqual(error._tag, "MalformedOutput")
-        const failure = ChatCompletions.describeFailure(error)
+        const failure = Upstream.describeFailure(error)
         assert.strictEqual(failure.code, "model_output_invalid")
         assert.match(failure.message, /not JSON: \{not json/)
       }))
@@ -450,7 +451,7 @@ layer(Layer.merge(NodeHttpClient.layerUndici, Mock.ToolsLayer), { excludeTestSer
           Mock.sse({ error: { message: "CUDA out of memory", code: 500 } })
         ]))
         const error = yield* fail(Mock.streamPlain(model, "hi"))
-        assert.deepStrictEqual(ChatCompletions.describeFailure(error), {
+        assert.deepStrictEqual(Upstream.describeFailure(error), {
           code: "upstream_error",
           message: "The model upstream reported an error mid-stream: CUDA out of memory"
         })
@@ -461,7 +462,7 @@ layer(Layer.merge(NodeHttpClient.layerUndici, Mock.ToolsLayer), { excludeTestSer
         const { model, upstream } = yield* setup()
         yield* upstream.script(Mock.stream([Mock.sse(Mock.chatChunk({ content: "The answer is" }))]))
         const error = yield* fail(Mock.streamPlain(model, "hi"))
-        assert.match(ChatCompletions.describeFailure(error).message, /closed the stream before the response was finished/)
+        assert.match(Upstream.describeFailure(error).message, /closed the stream before the response was finished/)
       }))
 
     it.scoped("a tool the model was not offered is a MalformedOutput naming it", () =>
@@ -476,7 +477,7 @@ layer(Layer.merge(NodeHttpClient.layerUndici, Mock.ToolsLayer), { excludeTestSer
         ]))
         const error = yield* fail(Mock.streamWithTools(model, "hi"))
         assert.strictEqual(error._tag, "MalformedOutput")
-        assert.match(ChatCompletions.describeFailure(error).message, /not offered: rm_rf/)
+        assert.match(Upstream.describeFailure(error).message, /not offered: rm_rf/)
       }))
   })
 
@@ -496,7 +497,7 @@ layer(Layer.merge(NodeHttpClient.layerUndici, Mock.ToolsLayer), { excludeTestSer
         assert.strictEqual(second?.headers.authorization, `Bearer ${KEY}`)
         assert(error._tag === "HttpResponseError")
         assert.strictEqual(error.response.status, 401)
-        const failure = ChatCompletions.describeFailure(error)
+        const failure = Upstream.describeFailure(error)
         assert.strictEqual(failure.message, "The model upstream returned 401: Incorrect API key provided: [redacted]")
         assert.notInclude(Mock.renderings(error), KEY)
         assert.notInclude(failure.message, KEY)
@@ -507,7 +508,7 @@ layer(Layer.merge(NodeHttpClient.layerUndici, Mock.ToolsLayer), { excludeTestSer
         const { model, upstream } = yield* setup({ apiKey: KEY, idleTimeout: "200 millis" })
         yield* upstream.script(Mock.silence)
         const error = yield* fail(Mock.streamPlain(model, "hi"))
-        assert.strictEqual(ChatCompletions.describeFailure(error).code, "upstream_timeout")
+        assert.strictEqual(Upstream.describeFailure(error).code, "upstream_timeout")
         assert.notInclude(Mock.renderings(error), KEY)
       }))
   })
@@ -550,7 +551,7 @@ describe("ChunkDecoder (dialects)", () => {
   })
 
   it("a double-encoded arguments string is unwrapped", () => {
-    assert.deepStrictEqual(ChatCompletions.parseToolArguments(JSON.stringify("{\"expression\":\"1\"}")), {
+    assert.deepStrictEqual(Upstream.parseToolArguments(JSON.stringify("{\"expression\":\"1\"}")), {
       expression: "1"
     })
   })
@@ -571,9 +572,9 @@ describe("ChunkDecoder (dialects)", () => {
   })
 
   it("upstream error messages are shortened and unwrapped", () => {
-    assert.strictEqual(ChatCompletions.upstreamMessage("{\"detail\":\"Not Found\"}"), "Not Found")
-    assert.strictEqual(ChatCompletions.upstreamMessage("{\"error\":\"model not loaded\"}"), "model not loaded")
-    assert.strictEqual(ChatCompletions.upstreamMessage("<html>Bad Gateway</html>"), "<html>Bad Gateway</html>")
-    assert.strictEqual(ChatCompletions.upstreamMessage("x".repeat(500))?.length, 201)
+    assert.strictEqual(Upstream.upstreamMessage("{\"detail\":\"Not Found\"}"), "Not Found")
+    assert.strictEqual(Upstream.upstreamMessage("{\"error\":\"model not loaded\"}"), "model not loaded")
+    assert.strictEqual(Upstream.upstreamMessage("<html>Bad Gateway</html>"), "<html>Bad Gateway</html>")
+    assert.strictEqual(Upstream.upstreamMessage("x".repeat(500))?.length, 201)
   })
 })

@@ -2,7 +2,7 @@ import type { AiError } from "@effect/ai"
 import { NodeHttpClient } from "@effect/platform-node"
 import { assert, describe, layer } from "@effect/vitest"
 import { Duration, Effect, Either, Layer, Option, Redacted, Stream } from "effect"
-import { describeFailure } from "../../../src/runtime/models/ChatCompletions.js"
+import { describeFailure } from "../../../src/runtime/models/Upstream.js"
 import * as Responses from "../../../src/runtime/models/Responses.js"
 import * as Mock from "../../support/MockUpstream.js"
 

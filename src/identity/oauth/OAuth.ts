@@ -1,11 +1,10 @@
-import { SqlClient } from "@effect/sql"
-import { Clock, Data, Effect, Option, Schema } from "effect"
+import { Clock, Data, Duration, Effect, Option, Schema } from "effect"
 import * as Jose from "jose"
 import * as Crypto from "node:crypto"
-import { AppsRepo, type AppRow } from "../billing/Repo.js"
-import { randomBase62 } from "../platform/Ids.js"
-import { KeyValue } from "../platform/KeyValue.js"
-import { JwtKey, sha256, verifyHs256 } from "./Tokens.js"
+import { randomBase62 } from "../../platform/Ids.js"
+import { KeyValue } from "../../platform/KeyValue.js"
+import { JwtKey, sha256, verifyHs256 } from "../Tokens.js"
+import { type AppRow, OAuthRepo } from "./Repo.js"
 
 /** Scopes an app may ask for (spec 5.1 rule 5: sessions and environments reuse `agents:write`). */
 export const SCOPES = ["events", "agents:write"] as const
@@ -57,8 +56,7 @@ interface PendingCode {
  */
 export class OAuth extends Effect.Service<OAuth>()("atrium/identity/OAuth", {
   effect: Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const apps = yield* AppsRepo
+    const apps = yield* OAuthRepo
     const kv = yield* KeyValue
     const { key } = yield* JwtKey
 
@@ -116,10 +114,14 @@ export class OAuth extends Effect.Service<OAuth>()("atrium/identity/OAuth", {
       Effect.gen(function*() {
         const nowMs = yield* Clock.currentTimeMillis
         const refreshToken = `rt_${randomBase62(48)}`
-        yield* sql`
-          INSERT INTO oauth_refresh_tokens (token_hash, family_id, app_id, user_id, scope, expires_at)
-          VALUES (${sha256(refreshToken)}, ${familyId}, ${app.id}, ${userId}, ${scope}, ${new Date(nowMs + REFRESH_TTL_MS)})`
-          .pipe(Effect.orDie)
+        yield* apps.insertRefreshToken({
+          tokenHash: sha256(refreshToken),
+          familyId,
+          appId: app.id,
+          userId,
+          scope,
+          expiresAt: new Date(nowMs + REFRESH_TTL_MS)
+        })
         return {
           access_token: yield* accessToken(app, userId, scope, Math.floor(nowMs / 1000)),
           token_type: "Bearer" as const,
@@ -133,8 +135,17 @@ export class OAuth extends Effect.Service<OAuth>()("atrium/identity/OAuth", {
       app: AppRow,
       params: { readonly code: string; readonly redirectUri: string; readonly codeVerifier: string }
     ) {
-      const taken = yield* kv.take(`oauth:code:${sha256(params.code)}`)
-      if (Option.isNone(taken)) return yield* invalidGrant("The code is invalid, expired or already used.")
+      const codeHash = sha256(params.code)
+      const taken = yield* kv.take(`oauth:code:${codeHash}`)
+      if (Option.isNone(taken)) {
+        // RFC 6749 4.1.2: a code presented twice was likely stolen; what its first exchange issued is revoked.
+        const issued = yield* kv.take(`oauth:used:${codeHash}`)
+        if (Option.isSome(issued)) {
+          const now = new Date(yield* Clock.currentTimeMillis)
+          yield* apps.revokeFamily(issued.value, now)
+        }
+        return yield* invalidGrant("The code is invalid, expired or already used.")
+      }
       const pending = JSON.parse(taken.value) as PendingCode
       if (pending.appId !== app.id) return yield* invalidGrant("The code was issued to another client.")
       if (pending.redirectUri !== params.redirectUri) return yield* invalidGrant("redirect_uri does not match the authorization request.")
@@ -143,8 +154,9 @@ export class OAuth extends Effect.Service<OAuth>()("atrium/identity/OAuth", {
         return yield* invalidGrant("PKCE verification failed.")
       }
       const familyId = `fam_${randomBase62(20)}`
-      yield* sql`INSERT INTO oauth_families (id, app_id, user_id) VALUES (${familyId}, ${app.id}, ${pending.userId})`
-        .pipe(Effect.orDie)
+      // Kept as long as the refresh tokens live: a replay within that time still finds what to revoke.
+      yield* kv.set(`oauth:used:${codeHash}`, familyId, Duration.millis(REFRESH_TTL_MS))
+      yield* apps.insertFamily(familyId, app.id, pending.userId)
       return yield* tokens(app, pending.userId, pending.scope, familyId)
     })
 
@@ -153,22 +165,14 @@ export class OAuth extends Effect.Service<OAuth>()("atrium/identity/OAuth", {
       const hash = sha256(refreshToken)
       // Rotate atomically: of two requests with one token, only one finds it unrotated. Only the client the token
       // was issued to may rotate it: another client's attempt must not use up (and so later revoke) its grant.
-      const rotated = yield* sql<{ familyId: string; userId: string; scope: string; expiresAt: Date; revoked: boolean }>`
-        UPDATE oauth_refresh_tokens t SET rotated_at = ${now}
-        FROM oauth_families f
-        WHERE t.token_hash = ${hash} AND t.app_id = ${app.id} AND t.rotated_at IS NULL AND f.id = t.family_id
-        RETURNING t.family_id, t.user_id, t.scope, t.expires_at, (f.revoked_at IS NOT NULL) AS revoked`
-        .pipe(Effect.orDie)
-      const row = rotated[0]
-      if (row === undefined) {
+      const rotated = yield* apps.rotate(hash, app.id, now)
+      if (Option.isNone(rotated)) {
         // Unknown, another client's, or this client's presented again after rotation: the last means it leaked,
         // so the whole family goes.
-        yield* sql`
-          UPDATE oauth_families SET revoked_at = COALESCE(revoked_at, ${now})
-          WHERE id = (SELECT family_id FROM oauth_refresh_tokens WHERE token_hash = ${hash} AND app_id = ${app.id})`
-          .pipe(Effect.orDie)
+        yield* apps.revokeFamilyOf(hash, app.id, now)
         return yield* invalidGrant("The refresh token is invalid, not this client's, or was already used (its grant is then revoked).")
       }
+      const row = rotated.value
       if (row.revoked) return yield* invalidGrant("This grant was revoked.")
       if (row.expiresAt.getTime() <= now.getTime()) return yield* invalidGrant("The refresh token expired.")
       return yield* tokens(app, row.userId, row.scope, row.familyId)
@@ -184,5 +188,5 @@ export class OAuth extends Effect.Service<OAuth>()("atrium/identity/OAuth", {
 
     return { parseScope, clientFor, issueCode, authenticateClient, exchangeCode, refresh, verifyAccessToken } as const
   }),
-  dependencies: [AppsRepo.Default, JwtKey.Default]
+  dependencies: [OAuthRepo.Default, JwtKey.Default]
 }) {}

@@ -1,7 +1,7 @@
 import { HttpLayerRouter, HttpServerRequest, HttpServerResponse, UrlParams } from "@effect/platform"
 import { Effect, Layer, Option } from "effect"
 import { OAuth, OAuthError } from "./OAuth.js"
-import { Tokens } from "./Tokens.js"
+import { Tokens } from "../Tokens.js"
 
 /**
  * The OAuth 2.0 endpoints (spec 4.9). They are plain routes, not HttpApi endpoints: RFC 6749 fixes their error shape
@@ -211,26 +211,11 @@ export const OAuthRoutes = Layer.effectDiscard(Effect.gen(function*() {
 })).pipe(Layer.provide([OAuth.Default, Tokens.Default]))
 
 /**
- * `next` as a path on this site, or "/": never an open redirect to another host. Judged by the URL parser browsers
- * use, not by the text: it drops tabs and newlines and reads "\\" as "/", so "/\t/evil.com" and "/\\evil.com" are
- * "//evil.com" to `location.assign`.
+ * Where a browser logs in (SMS code) before coming back to `next` (already checked to be a path on this site) when
+ * the web app is not built; the built app's `/login` replaces it (src/platform/WebApp.ts).
  */
-const localPath = (requested: string): string => {
-  if (!requested.startsWith("/")) return "/"
-  try {
-    const base = new URL("http://localhost")
-    const url = new URL(requested, base)
-    return url.origin === base.origin ? `${url.pathname}${url.search}${url.hash}` : "/"
-  } catch {
-    return "/"
-  }
-}
-
-/** Where a browser logs in (SMS code) before coming back to `next`: used by the consent page. */
-export const LoginPageRoute = HttpLayerRouter.add("GET", "/login", Effect.gen(function*() {
-  const request = yield* HttpServerRequest.HttpServerRequest
-  const next = localPath(new URL(request.url, "http://localhost").searchParams.get("next") ?? "/")
-  return yield* page(
+export const fallbackLoginPage = (next: string) =>
+  page(
     "Log in to Atrium",
     `<h1>Log in to Atrium</h1>
 <form id="phone-form"><label>Phone (E.164) <input id="phone" name="phone" placeholder="+8613800000000" required></label>
@@ -254,6 +239,5 @@ document.getElementById("code-form").onsubmit = async (e) => {
 };
 </script>`
   )
-}))
 
 

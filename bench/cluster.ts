@@ -1,0 +1,144 @@
+/**
+ * Cluster mode, side by side: the platform as `WORKERS=1` and as `WORKERS=2` (node:cluster workers sharing the HTTP
+ * port, each a cluster runner), same database server, same load: the hot wallet (every charge on one user), 64
+ * wallets, and session turns (one short turn per session at a time, many sessions). Then the time a killed runner's
+ * sessions need to answer again: two separate runner processes, sessions on both, SIGKILL one, and how long until
+ * every session answers a message sent to the survivor.
+ *
+ *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test REDIS_URL=redis://127.0.0.1:6379 \
+ *     npx tsx bench/cluster.ts [--seconds 10] [--concurrency 64] [--sessions 32] [--phases hot,many,turns,failover]
+ *
+ * A script, not a test: it prints a Markdown table for BENCHMARKS.md (with the load average next to every number)
+ * and asserts nothing.
+ */
+import * as Crypto from "node:crypto"
+import * as Http from "node:http"
+import * as Os from "node:os"
+import { call, freePort, launchBenchPlatform, percentile } from "./support.js"
+
+const args = new Map<string, string>()
+for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1]!)
+const SECONDS = Number(args.get("seconds") ?? 10)
+const CONCURRENCY = Number(args.get("concurrency") ?? 64)
+const SESSIONS = Number(args.get("sessions") ?? 32)
+const ADMIN_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
+const REDIS_URL = process.env.REDIS_URL ?? "redis://127.0.0.1:6379"
+const PHASES = new Set((args.get("phases") ?? "hot,many,turns,failover").split(","))
+const CODE = "123456"
+const PHONES = Array.from({ length: 70 }, (_, i) => `+1555${String(7_000_000 + i)}`)
+
+const agent = new Http.Agent({ keepAlive: true, maxSockets: CONCURRENCY })
+const load = () => Os.loadavg()[0]!.toFixed(1)
+
+interface User {
+  readonly token: string
+  readonly apiKey: string
+  readonly userId: string
+}
+
+const login = async (base: string, phone: string): Promise<User> => {
+  const reply = await call(agent, base, "POST", "/api/auth/login", { phone, code: CODE })
+  const token = reply.body.token as string
+  const key = await call(agent, base, "POST", "/api/user/apiKey/create", { name: "bench" }, { authorization: `Bearer ${token}` })
+  const userId = JSON.parse(Buffer.from(token.split(".")[1]!, "base64url").toString()).userId as string
+  await call(agent, base, "POST", `/internal/wallets/${userId}/grants`, {
+    amount: "1000000",
+    idempotency_key: Crypto.randomUUID(),
+    reason: "bench"
+  })
+  return { token, apiKey: key.body.key as string, userId }
+}
+
+/** CONCURRENCY callers for SECONDS; each call returns whether it succeeded. */
+const drive = async (name: string, one: (i: number) => Promise<boolean>) => {
+  const latencies: Array<number> = []
+  let ok = 0
+  let failed = 0
+  const until = Date.now() + SECONDS * 1000
+  const started = Date.now()
+  await Promise.all(Array.from({ length: CONCURRENCY }, async (_, caller) => {
+    for (let i = caller; Date.now() < until; i += CONCURRENCY) {
+      const t = performance.now()
+      const good = await one(i).catch(() => false)
+      latencies.push(performance.now() - t)
+      if (good) ok++
+      else failed++
+    }
+  }))
+  const seconds = (Date.now() - started) / 1000
+  latencies.sort((a, b) => a - b)
+  return `| ${name} | ${(ok / seconds).toFixed(0)}/s | ${failed} | ${percentile(latencies, 0.5).toFixed(1)} | ${percentile(latencies, 0.99).toFixed(1)} | ${load()} |`
+}
+
+const agentOf = async (base: string, user: User) =>
+  (await call(agent, base, "POST", "/v1/agents", { name: `Bench ${Crypto.randomBytes(3).toString("hex")}`, instructions: "Answer." }, {
+    authorization: `Bearer ${user.token}`
+  })).body.identifier as string
+
+const sessionOf = async (base: string, user: User, agentId: string) =>
+  (await call(agent, base, "POST", "/v1/sessions", { agent: agentId }, { authorization: `Bearer ${user.token}` })).body.id as string
+
+const turn = async (base: string, user: User, session: string) => {
+  const reply = await call(agent, base, "POST", `/v1/sessions/${session}/events`, { type: "message", message: "hello" }, {
+    authorization: `Bearer ${user.token}`
+  })
+  return reply.status === 200 && String(reply.body).includes("run.completed")
+}
+
+const env = (workers: number) => ({
+  WORKERS: String(workers),
+  JWT_SECRET: "bench-cluster-secret-bench-cluster-secret",
+  SMS_TEST_OTP: PHONES.map((p) => `${p}=${CODE}`).join(","),
+  SMS_IP_HOURLY_LIMIT: "100000"
+})
+
+const rows: Array<string> = []
+for (const workers of [1, 2]) {
+  const platform = await launchBenchPlatform({ env: env(workers), services: { adminUrl: ADMIN_URL, redisUrl: REDIS_URL } })
+  try {
+    const users = await Promise.all(PHONES.slice(0, 65).map((phone) => login(platform.base, phone)))
+    const consume = (user: User) =>
+      call(agent, platform.base, "POST", "/openapi/credit/consume", { amount: "0.01", idempotency_key: Crypto.randomUUID() }, {
+        authorization: `Bearer ${user.apiKey}`
+      }).then((r) => r.status === 200)
+    if (PHASES.has("hot")) rows.push(await drive(`WORKERS=${workers} hot wallet`, () => consume(users[0]!)))
+    if (PHASES.has("many")) rows.push(await drive(`WORKERS=${workers} 64 wallets`, (i) => consume(users[1 + (i % 64)]!)))
+    if (PHASES.has("turns")) {
+      const identifier = await agentOf(platform.base, users[0]!)
+      const sessions = await Promise.all(Array.from({ length: SESSIONS }, () => sessionOf(platform.base, users[0]!, identifier)))
+      rows.push(await drive(`WORKERS=${workers} session turns (${SESSIONS} sessions)`, (i) => turn(platform.base, users[0]!, sessions[i % SESSIONS]!)))
+    }
+  } finally {
+    await platform.stop()
+  }
+}
+
+if (PHASES.has("failover")) {
+  // Two separate runner processes on one database: the second joins the first's cluster.
+  const first = await launchBenchPlatform({ env: env(1), services: { adminUrl: ADMIN_URL, redisUrl: REDIS_URL } })
+  const second = await launchBenchPlatform({
+    env: { ...env(1), DATABASE_URL: first.db!.url, REDIS_URL, KEY_PREFIX: `bench:${first.db!.name}:`, RUNNER_PORT: String(await freePort()) }
+  })
+  try {
+    const user = await login(first.base, PHONES[69]!)
+    const identifier = await agentOf(first.base, user)
+    const sessions = await Promise.all(Array.from({ length: SESSIONS }, () => sessionOf(first.base, user, identifier)))
+    await Promise.all(sessions.map((s) => turn(first.base, user, s)))
+    const killed = Date.now()
+    second.child.kill("SIGKILL")
+    const times = await Promise.all(sessions.map(async (s) => {
+      while (!(await turn(first.base, user, s).catch(() => false))) await new Promise((r) => setTimeout(r, 100))
+      return Date.now() - killed
+    }))
+    times.sort((a, b) => a - b)
+    rows.push(`| failover: every session answers again after SIGKILL of one of 2 runners | p50 ${percentile(times, 0.5)} ms, max ${times[times.length - 1]} ms | | | | ${load()} |`)
+  } finally {
+    await second.stop()
+    await first.stop()
+  }
+}
+
+console.log(`| run (${SECONDS} s, ${CONCURRENCY} concurrent) | throughput | failed | p50 ms | p99 ms | load |`)
+console.log("| --- | --- | --- | --- | --- | --- |")
+for (const row of rows) console.log(row)
+agent.destroy()

@@ -1,0 +1,80 @@
+import { Effect, Option, Redacted, Schema } from "effect"
+import * as Crypto from "node:crypto"
+import { InvalidRequest, NotFound, Unauthorized } from "../platform/Errors.js"
+import { randomBase62 } from "../platform/Ids.js"
+import { type Micros, parseCredits, toNumber } from "../platform/Money.js"
+import { BillingConfig } from "./Config.js"
+import { PaymentOrdersRepo } from "./Repo.js"
+import { Wallets } from "./Wallet.js"
+
+/** What a provider's callback says: the order, whether it is paid, and optionally the amount it saw. */
+const Notification = Schema.Struct({
+  order_id: Schema.String,
+  status: Schema.optional(Schema.Unknown),
+  amount: Schema.optional(Schema.Unknown)
+})
+
+const decodeJson = Schema.decodeUnknown(Schema.parseJson())
+const decodeNotification = Schema.decodeUnknown(Notification)
+
+/**
+ * Top-ups (spec 2.5): an order, then the provider's callback. The HMAC-SHA256 of the raw body under
+ * `PAYMENT_WEBHOOK_SECRET` is the only proof that the provider sent it; the order's top-up goes through the wallet
+ * with the order id as its key, so however often the callback repeats, the order credits the wallet once.
+ */
+export class Payments extends Effect.Service<Payments>()("atrium/billing/Payments", {
+  effect: Effect.gen(function*() {
+    const config = yield* BillingConfig
+    const orders = yield* PaymentOrdersRepo
+    const wallets = yield* Wallets
+    const refused = new Unauthorized({ message: "The payment notification's signature does not verify." })
+
+    const createOrder = Effect.fn("Payments.createOrder")(function*(userId: string, amount: Micros) {
+      const id = `ord_${randomBase62(20)}`
+      const createdAt = yield* orders.insert(id, userId, amount)
+      return { id, amount: toNumber(amount), status: "pending" as const, created_at: createdAt.toISOString() }
+    })
+
+    /** `signature`: the `X-Signature` header, hex, with or without its `sha256=` prefix. */
+    const notify = Effect.fn("Payments.notify")(function*(provider: string, raw: string, signature: string) {
+      const secret = yield* Option.match(config.paymentWebhookSecret, {
+        onNone: () => refused,
+        onSome: (secret) => Effect.succeed(Redacted.value(secret))
+      })
+      const given = Buffer.from(signature.replace(/^sha256=/, ""))
+      const expected = Buffer.from(Crypto.createHmac("sha256", secret).update(raw).digest("hex"))
+      // Lengths in bytes: a header of as many characters but wider ones would make timingSafeEqual throw.
+      if (given.length !== expected.length || !Crypto.timingSafeEqual(given, expected)) return yield* refused
+      const json = yield* decodeJson(raw).pipe(
+        Effect.mapError(() => new InvalidRequest({ message: "The notification body is not JSON." }))
+      )
+      const body = yield* decodeNotification(json).pipe(
+        Effect.mapError(() => new InvalidRequest({ message: "order_id: is missing" }))
+      )
+      // No order id holds NUL or a lone surrogate (and PostgreSQL would refuse or alter such text).
+      if (/[\u0000\uD800-\uDFFF]/u.test(body.order_id)) return yield* new NotFound({ message: "No such order." })
+      const order = yield* orders.find(body.order_id)
+      if (Option.isNone(order)) return yield* new NotFound({ message: `No order ${body.order_id}.` })
+      if (body.status !== "paid") return { received: true as const, order_id: body.order_id, status: order.value.status }
+      const amount = order.value.amount
+      if (body.amount !== undefined) {
+        // Compared as exact decimals, read like every amount of a request: 15, "15" and "15.0" are one amount.
+        const stated = typeof body.amount === "number" || typeof body.amount === "string"
+          ? parseCredits(String(body.amount).trim())
+          : undefined
+        if (stated !== amount) return yield* new InvalidRequest({ message: "amount does not match the order." })
+      }
+      yield* wallets.credit(order.value.userId, amount, {
+        kind: "topup",
+        scope: "order",
+        key: body.order_id,
+        description: `Top-up via ${provider}`
+      }).pipe(Effect.orDie)
+      yield* orders.markPaid(body.order_id, provider)
+      return { received: true as const, order_id: body.order_id, status: "paid" }
+    })
+
+    return { createOrder, notify } as const
+  }),
+  dependencies: [BillingConfig.Default, PaymentOrdersRepo.Default]
+}) {}

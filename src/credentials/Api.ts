@@ -1,0 +1,56 @@
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { PlatformAuthentication } from "../identity/Authentication.js"
+import { InvalidRequest, NotFound, ServiceUnavailable } from "../platform/Errors.js"
+
+const ServerUrl = Schema.String.pipe(
+  Schema.filter((url) => {
+    if (url.length > 2000) return "must be at most 2000 characters"
+    try {
+      const parsed = new URL(url)
+      return parsed.protocol === "https:" || parsed.protocol === "http:" || "must be an http(s) URL"
+    } catch {
+      return "must be an http(s) URL"
+    }
+  })
+)
+
+const Token = Schema.Redacted(
+  Schema.String.pipe(Schema.filter((t) => (t.length >= 1 && t.length <= 8192 && !/[\r\n]/.test(t)) || "must be 1-8192 characters on one line"))
+)
+
+export const CredentialView = Schema.Struct({
+  id: Schema.String,
+  server_url: Schema.String,
+  /** The token's last four characters (12 or more characters), else `****`: enough to tell two apart. */
+  hint: Schema.String,
+  created_at: Schema.String
+})
+
+/**
+ * Per-end-user credentials for remote MCP servers (docs/tools.md). They belong to the caller's account and end user
+ * (`X-End-User-Id`); the token is never returned.
+ */
+export class CredentialsApi extends HttpApiGroup.make("credentials")
+  .add(
+    HttpApiEndpoint.post("create", "/v1/credentials")
+      .setPayload(Schema.Struct({ server_url: ServerUrl, token: Token }))
+      .addSuccess(CredentialView, { status: 201 })
+      .addError(ServiceUnavailable)
+      .annotate(
+        OpenApi.Description,
+        "Store your token for an MCP server (replacing an earlier one for the same server). Experts whose server has " +
+          "`auth: per_end_user` send it as a bearer token, to that server only, on your calls only."
+      )
+  )
+  .add(HttpApiEndpoint.get("list", "/v1/credentials").addSuccess(Schema.Struct({ data: Schema.Array(CredentialView), has_more: Schema.Boolean })))
+  .add(
+    HttpApiEndpoint.del("delete", "/v1/credentials/:id")
+      .setPath(Schema.Struct({ id: Schema.String }))
+      .addSuccess(Schema.Struct({ id: Schema.String, deleted: Schema.Literal(true) }))
+      .addError(NotFound)
+  )
+  .middleware(PlatformAuthentication)
+  .addError(InvalidRequest)
+  .annotate(OpenApi.Title, "Credentials")
+{}

@@ -1,0 +1,21 @@
+import { HttpApiBuilder } from "@effect/platform"
+import { Effect, Layer, Option } from "effect"
+import { AtriumApi } from "../Api.js"
+import { AuthenticationLive, Caller } from "../identity/Authentication.js"
+import { Credentials } from "./Credentials.js"
+
+export const CredentialsHttp = HttpApiBuilder.group(AtriumApi, "credentials", (handlers) =>
+  Effect.gen(function*() {
+    const credentials = yield* Credentials
+    const owner = Effect.map(Caller, (caller) => ({
+      accountId: caller.userId,
+      endUserId: Option.getOrElse(caller.endUserId, () => "")
+    }))
+    return handlers
+      .handle("create", ({ payload }) => Effect.flatMap(owner, (o) => credentials.create(o, payload.server_url, payload.token)))
+      .handle("list", () => Effect.map(Effect.flatMap(owner, credentials.list), (data) => ({ data, has_more: false })))
+      .handle("delete", ({ path }) =>
+        Effect.as(Effect.flatMap(owner, (o) => credentials.remove(o, path.id)), { id: path.id, deleted: true as const }))
+  })).pipe(Layer.provide(AuthenticationLive))
+
+export const CredentialsHttpLive = CredentialsHttp.pipe(Layer.provide(Credentials.Default))

@@ -1,0 +1,65 @@
+import { HttpApiSchema } from "@effect/platform"
+import { createChallenge, verifySolution } from "altcha-lib"
+import { Clock, Config, Duration, Effect, Option, Redacted, Schema } from "effect"
+import * as Crypto from "node:crypto"
+import { duration, optionalRedacted } from "../platform/Config.js"
+import { KeyValue } from "../platform/KeyValue.js"
+import { JwtKey } from "./Tokens.js"
+
+export class ChallengeRequired extends Schema.TaggedError<ChallengeRequired>()(
+  "ChallengeRequired",
+  { message: Schema.String },
+  HttpApiSchema.annotations({ status: 403 })
+) {}
+
+/** What `GET /api/auth/challenge` answers: `altcha-lib`'s `createChallenge` output, as the ALTCHA widget expects. */
+export const ChallengeSchema = Schema.Struct({
+  algorithm: Schema.Literal("SHA-1", "SHA-256", "SHA-512"),
+  challenge: Schema.String,
+  maxnumber: Schema.optional(Schema.Int),
+  salt: Schema.String,
+  signature: Schema.String
+})
+
+const ChallengeConfig = Config.all({
+  hmacKey: optionalRedacted("SMS_CHALLENGE_KEY"),
+  /** Upper bound of the number the client searches for: the work a solver does is half of it on average. */
+  maxNumber: Config.integer("SMS_CHALLENGE_MAX_NUMBER").pipe(Config.withDefault(100_000)),
+  lifetime: duration("SMS_CHALLENGE_TTL", "10 minutes")
+})
+
+/**
+ * The login page's proof of work (spec 4.7's optional challenge): self-hosted ALTCHA, nothing leaves the platform.
+ * A challenge is signed with an HMAC key (`SMS_CHALLENGE_KEY`, or one derived from the JWT key so a cluster shares
+ * it without another setting), expires after `SMS_CHALLENGE_TTL`, and a solution is accepted once: its signature is
+ * remembered in the key-value store until the challenge would have expired anyway.
+ */
+export class LoginChallenge extends Effect.Service<LoginChallenge>()("atrium/identity/LoginChallenge", {
+  effect: Effect.gen(function*() {
+    const config = yield* ChallengeConfig
+    const { key } = yield* JwtKey
+    const kv = yield* KeyValue
+    const hmacKey = Option.match(config.hmacKey, {
+      onSome: Redacted.value,
+      onNone: () => Crypto.createHmac("sha256", key).update("atrium-login-challenge").digest("hex")
+    })
+
+    const create = Effect.fn("LoginChallenge.create")(function*() {
+      const expires = new Date((yield* Clock.currentTimeMillis) + Duration.toMillis(config.lifetime))
+      return yield* Effect.promise(() => createChallenge({ hmacKey, maxNumber: config.maxNumber, expires }))
+    })
+
+    /** Whether `payload` (the widget's base64 JSON) solves a live challenge of ours not used before; uses it up. */
+    const redeem = Effect.fn("LoginChallenge.redeem")(function*(payload: string) {
+      const valid = yield* Effect.tryPromise(() => verifySolution(payload, hmacKey, true)).pipe(
+        Effect.orElseSucceed(() => false)
+      )
+      if (!valid) return false
+      const signature = (JSON.parse(Buffer.from(payload, "base64").toString("utf8")) as { signature: string }).signature
+      return yield* kv.setIfAbsent(`sms:challenge:${signature}`, "1", config.lifetime)
+    })
+
+    return { create, redeem } as const
+  }),
+  dependencies: [JwtKey.Default]
+}) {}

@@ -1,0 +1,44 @@
+import { HttpApiBuilder } from "@effect/platform"
+import { Effect, Layer, Option } from "effect"
+import { AtriumApi } from "../Api.js"
+import { AuthenticationLive, CurrentUser } from "../identity/Authentication.js"
+import { NotFound } from "../platform/Errors.js"
+import { type Notification, Notifications } from "./Notifications.js"
+
+const NOTIFICATIONS_SHOWN = 100
+
+const notificationView = (n: Notification) => ({
+  id: n.id,
+  kind: n.kind,
+  title: n.title,
+  body: n.body,
+  data: n.data,
+  read: n.readAt !== null,
+  read_at: n.readAt === null ? null : n.readAt.toISOString(),
+  created_at: n.createdAt.toISOString()
+})
+
+export const NotificationsHttp = HttpApiBuilder.group(AtriumApi, "notifications", (handlers) =>
+  Effect.gen(function*() {
+    const notifications = yield* Notifications
+    return handlers
+      .handle("list", () =>
+        Effect.gen(function*() {
+          const user = yield* CurrentUser
+          const rows = yield* notifications.list(user.userId, NOTIFICATIONS_SHOWN + 1)
+          return {
+            data: rows.slice(0, NOTIFICATIONS_SHOWN).map(notificationView),
+            has_more: rows.length > NOTIFICATIONS_SHOWN,
+            unread: yield* notifications.unread(user.userId)
+          }
+        }))
+      .handle("read", ({ path }) =>
+        Effect.gen(function*() {
+          const user = yield* CurrentUser
+          const read = yield* notifications.markRead(user.userId, path.id)
+          if (Option.isNone(read)) return yield* new NotFound({ message: `No notification ${path.id}.` })
+          return notificationView(read.value)
+        }))
+  })).pipe(Layer.provide(AuthenticationLive))
+
+export const NotificationsHttpLive = NotificationsHttp.pipe(Layer.provide(Notifications.Default))

@@ -1,0 +1,27 @@
+import { Effect } from "effect"
+import { randomBase62 } from "../platform/Ids.js"
+import { NotificationsRepo } from "./Repo.js"
+
+export type { Notification } from "./Repo.js"
+
+/**
+ * In-app notifications (spec 4.10 rule 1: review outcomes arrive this way). A layer of its own, below agents and
+ * market, because both tell their users things.
+ */
+export class Notifications extends Effect.Service<Notifications>()("atrium/notifications/Notifications", {
+  effect: Effect.gen(function*() {
+    const repo = yield* NotificationsRepo
+    return {
+      notify: Effect.fn("Notifications.notify")(
+        function*(userId: string, kind: string, title: string, body: string, data: Record<string, unknown> = {}) {
+          yield* repo.insert({ id: `ntf_${randomBase62(20)}`, userId, kind, title, body, data })
+        }
+      ),
+      list: (userId: string, limit = 100) => repo.list(userId, limit),
+      unread: (userId: string) => repo.unread(userId),
+      /** Marks one as read (keeping the first time it was read); none when it is not the user's. */
+      markRead: (userId: string, id: string) => repo.markRead(userId, id)
+    } as const
+  }),
+  dependencies: [NotificationsRepo.Default]
+}) {}

@@ -1,0 +1,108 @@
+import type { HttpServerRequest } from "@effect/platform"
+import { HttpServerResponse } from "@effect/platform"
+
+/**
+ * Request guards the global middleware applies before any route: cross-origin access (`CORS_ORIGINS`) and the rule
+ * that a state change authenticated by the cookie alone is same-origin JSON (DESIGN §6). They read headers only.
+ */
+
+const STATE_CHANGING = new Set(["POST", "PUT", "PATCH", "DELETE"])
+
+const ALLOW_HEADERS = "authorization, content-type, idempotency-key, x-end-user-id, last-event-id, x-request-id"
+const EXPOSE_HEADERS = "retry-after, x-request-id, location"
+
+/** `https://app.example.com` as browsers write `Origin`: scheme, host and port only. */
+export const parseOrigins = (raw: string): ReadonlyArray<string> | string => {
+  const origins: Array<string> = []
+  for (const entry of raw.split(",").map((s) => s.trim()).filter((s) => s.length > 0)) {
+    let parsed: URL
+    try {
+      parsed = new URL(entry)
+    } catch {
+      return `"${entry}" is not an origin such as https://app.example.com`
+    }
+    if (parsed.origin !== entry.replace(/\/$/, "") || parsed.origin === "null") {
+      return `"${entry}" is not an origin such as https://app.example.com (no path, no "*")`
+    }
+    origins.push(parsed.origin)
+  }
+  return origins
+}
+
+/** The request's own origin as the browser would write it, from `Host` (the scheme does not matter here). */
+const sameOrigin = (request: HttpServerRequest.HttpServerRequest, origin: string, baseUrl: string) => {
+  let host: string
+  try {
+    host = new URL(origin).host
+  } catch {
+    return false
+  }
+  return host === request.headers["host"] || origin === new URL(baseUrl).origin
+}
+
+/**
+ * The answer to a CORS preflight (`OPTIONS` with `Origin` and `Access-Control-Request-Method`), or undefined when
+ * the request is not one. Only allowed origins get one; credentials are never allowed (cookie routes stay
+ * same-site, cross-origin apps send a bearer), so the exact origin is echoed and `*` never appears.
+ */
+export const preflight = (request: HttpServerRequest.HttpServerRequest, allowed: ReadonlyArray<string>) => {
+  const origin = request.headers["origin"]
+  if (request.method !== "OPTIONS" || origin === undefined || request.headers["access-control-request-method"] === undefined) {
+    return undefined
+  }
+  if (!allowed.includes(origin)) return "refused" as const
+  return HttpServerResponse.empty({
+    status: 204,
+    headers: {
+      "access-control-allow-origin": origin,
+      "access-control-allow-methods": "GET, POST, PUT, PATCH, DELETE",
+      "access-control-allow-headers": ALLOW_HEADERS,
+      "access-control-max-age": "600",
+      vary: "Origin"
+    }
+  })
+}
+
+/** Adds the CORS headers an allowed origin's actual request needs to its response. */
+export const withCorsHeaders = (
+  request: HttpServerRequest.HttpServerRequest,
+  allowed: ReadonlyArray<string>,
+  response: HttpServerResponse.HttpServerResponse
+) => {
+  const origin = request.headers["origin"]
+  if (origin === undefined || !allowed.includes(origin)) return response
+  return HttpServerResponse.setHeaders(response, {
+    "access-control-allow-origin": origin,
+    "access-control-expose-headers": EXPOSE_HEADERS,
+    vary: "Origin"
+  })
+}
+
+/**
+ * Why a state change authenticated by the `token` cookie alone is refused, or undefined. A browser attaches the
+ * cookie to a form another site posts here, so such a request must come from our own origin (when the browser
+ * says where it comes from) and carry JSON (which no plain form can send). A bearer is never sent by a browser on
+ * its own, so bearer requests are unaffected; `/oauth/authorize`'s consent form is ours and same-origin.
+ */
+export const cookieRefusal = (
+  request: HttpServerRequest.HttpServerRequest,
+  baseUrl: string,
+  formRoute: boolean
+): { readonly status: number; readonly type: string; readonly message: string } | undefined => {
+  if (!STATE_CHANGING.has(request.method)) return undefined
+  if (request.headers["authorization"] !== undefined || request.cookies["token"] === undefined) return undefined
+  const origin = request.headers["origin"]
+  if (origin !== undefined && !sameOrigin(request, origin, baseUrl)) {
+    return { status: 403, type: "forbidden", message: "Cookie-authenticated changes are accepted from this site only." }
+  }
+  if (formRoute) return undefined
+  const contentType = request.headers["content-type"]
+  if (contentType !== undefined && !/^application\/([\w.+-]+\+)?json\s*(;|$)/i.test(contentType)) {
+    return {
+      status: 415,
+      type: "unsupported_media_type",
+      message: "Send the body as application/json (or authenticate with a bearer token)."
+    }
+  }
+  return undefined
+}

@@ -1,0 +1,71 @@
+/**
+ * Text the database refuses (PostgreSQL `text` and `jsonb` take no NUL; a lone UTF-16 surrogate is not Unicode) and
+ * JSON nested deeper than anything the platform stores are the caller's bad input: 400 `invalid_request` naming the
+ * field, checked once at the edge for every path segment, query parameter and JSON body (DESIGN §6), before any
+ * route sees them.
+ */
+
+/** Deeper than any document the platform stores (agent configs, session metadata, tool arguments). */
+export const MAX_JSON_DEPTH = 64
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+
+/** What is wrong with `value` as stored text, or undefined. */
+export const textProblem = (value: string): string | undefined => {
+  if (value.includes("\u0000")) return "must not contain a NUL character (\\u0000)"
+  if (LONE_SURROGATE.test(value)) return "must not contain a lone UTF-16 surrogate"
+  return undefined
+}
+
+export interface Problem {
+  readonly field: string
+  readonly problem: string
+}
+
+/** The first string (or key) of a parsed JSON document the database would refuse, or a nesting past the bound. */
+export const jsonProblem = (root: unknown, maxDepth = MAX_JSON_DEPTH): Problem | undefined => {
+  const stack: Array<{ readonly value: unknown; readonly path: string; readonly depth: number }> = [
+    { value: root, path: "", depth: 0 }
+  ]
+  while (stack.length > 0) {
+    const { depth, path, value } = stack.pop()!
+    if (typeof value === "string") {
+      const problem = textProblem(value)
+      if (problem !== undefined) return { field: path || "body", problem }
+      continue
+    }
+    if (value === null || typeof value !== "object") continue
+    if (depth >= maxDepth) return { field: path || "body", problem: `is nested deeper than ${maxDepth} levels` }
+    if (Array.isArray(value)) {
+      value.forEach((item, i) => stack.push({ value: item, path: path ? `${path}.${i}` : String(i), depth: depth + 1 }))
+      continue
+    }
+    for (const [key, item] of Object.entries(value)) {
+      const field = path ? `${path}.${key}` : key
+      const problem = textProblem(key)
+      if (problem !== undefined) return { field, problem: `has a key that ${problem}` }
+      stack.push({ value: item, path: field, depth: depth + 1 })
+    }
+  }
+  return undefined
+}
+
+/** The first path segment or query parameter of a request target the database would refuse. */
+export const targetProblem = (url: string): Problem | undefined => {
+  const [rawPath = "", rawQuery = ""] = url.split("#", 1)[0]!.split(/\?(.*)/s, 2)
+  for (const segment of rawPath.split("/")) {
+    let decoded: string
+    try {
+      decoded = decodeURIComponent(segment)
+    } catch {
+      continue
+    }
+    const problem = textProblem(decoded)
+    if (problem !== undefined) return { field: "path", problem: `segment "${segment}" ${problem}` }
+  }
+  for (const [key, value] of new URLSearchParams(rawQuery)) {
+    const problem = textProblem(key) ?? textProblem(value)
+    if (problem !== undefined) return { field: key, problem }
+  }
+  return undefined
+}

@@ -1,0 +1,79 @@
+import { Duration, Effect, Metric, MetricBoundaries } from "effect"
+
+/**
+ * Every metric the platform exports, as Effect `Metric`s: `Telemetry.ts` hands the process's whole registry to the
+ * Prometheus exporter, so a metric defined here (or anywhere, with `Metric.counter`/`gauge`/`histogram`) shows up at
+ * `/metrics` with nothing else to wire. Names follow Prometheus conventions (`_total`, `_seconds`, `_bytes`); labels
+ * are added with `Metric.tagged` and must stay few (a route pattern, never a raw path or an id).
+ */
+
+/** Latency buckets from 5 ms to about 20 s: a health check at the bottom, a model call at the top. */
+const latencySeconds = MetricBoundaries.exponential({ start: 0.005, factor: 2, count: 13 })
+
+export const httpRequests = Metric.counter("http_requests_total", {
+  description: "HTTP requests answered, by method, route pattern and status",
+  incremental: true
+})
+
+export const httpRequestDuration = Metric.histogram(
+  "http_request_duration_seconds",
+  latencySeconds,
+  "Time from a request's arrival to its response's head, by method, route pattern and status"
+)
+
+export const openSubscriptions = Metric.gauge("sse_open_streams", {
+  description: "Server-sent event streams open now (session subscriptions and streamed runs)"
+})
+
+export const activeSessions = Metric.gauge("sessions_active", {
+  description: "Session entities loaded on this process"
+})
+
+export const runningTurns = Metric.gauge("session_turns_running", { description: "Session turns running now" })
+
+export const queuedTurns = Metric.gauge("session_turns_queued", {
+  description: "Session turns waiting behind a running one"
+})
+
+export const walletBatchSize = Metric.histogram(
+  "wallet_commit_batch_wallets",
+  MetricBoundaries.exponential({ start: 1, factor: 2, count: 10 }),
+  "Wallets written by one shared ledger statement (group commit)"
+)
+
+export const walletCommitDuration = Metric.histogram(
+  "wallet_commit_duration_seconds",
+  MetricBoundaries.exponential({ start: 0.0005, factor: 2, count: 14 }),
+  "Time one shared ledger statement takes"
+)
+
+export const eventLoopDelay = Metric.gauge("nodejs_eventloop_delay_seconds", {
+  description: "Event-loop delay over the last sampling interval, by quantile (p50, p99, max)"
+})
+
+export const residentMemory = Metric.gauge("process_resident_memory_bytes", {
+  description: "Resident set size of this process"
+})
+
+/** Counts `self` in `gauge` while it runs (interrupted or not): a one-liner for "how many X are in flight". */
+export const inFlight = (gauge: Metric.Metric.Gauge<number>) => <A, E, R>(self: Effect.Effect<A, E, R>) =>
+  Effect.acquireUseRelease(Metric.increment(gauge), () => self, () => Metric.incrementBy(gauge, -1))
+
+/** Adds 1 to `gauge` now and takes it back when the current scope closes (an entity's lifetime, say). */
+export const countWhileScoped = (gauge: Metric.Metric.Gauge<number>) =>
+  Effect.acquireRelease(Metric.increment(gauge), () => Metric.incrementBy(gauge, -1))
+
+/** Records how long `self` takes, in seconds, in a histogram. */
+export const timed = (histogram: Metric.Metric.Histogram<number>) =>
+  Metric.trackDurationWith(histogram, (duration: Duration.Duration) => Duration.toMillis(duration) / 1000)
+
+/**
+ * Gauges a scrape shows from the start, at 0, rather than only once something first moved them (Effect registers a
+ * metric on first use): an alert on "no sessions" needs the series to exist. Add a new gauge here too.
+ */
+export const startsAtZero: ReadonlyArray<Metric.Metric.Gauge<number>> = [
+  openSubscriptions,
+  activeSessions,
+  runningTurns,
+  queuedTurns
+]

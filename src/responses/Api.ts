@@ -1,0 +1,137 @@
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { PlatformAuthentication } from "../identity/Authentication.js"
+import { InvalidRequest, NotFound } from "../platform/Errors.js"
+
+const ContentPart = Schema.Struct({ type: Schema.String, text: Schema.optional(Schema.String) })
+
+/** One input item: a message (by `role`) or the output of the caller's function call; other types are refused. */
+export const InputItem = Schema.Struct({
+  type: Schema.optional(Schema.String),
+  id: Schema.optional(Schema.NullOr(Schema.String)),
+  role: Schema.optional(Schema.Literal("user", "assistant", "system", "developer")),
+  content: Schema.optional(Schema.Union(Schema.String, Schema.Array(ContentPart))),
+  call_id: Schema.optional(Schema.String),
+  name: Schema.optional(Schema.String),
+  arguments: Schema.optional(Schema.String),
+  output: Schema.optional(Schema.Union(Schema.String, Schema.Array(ContentPart))),
+  status: Schema.optional(Schema.NullOr(Schema.String))
+})
+export type InputItem = typeof InputItem.Type
+
+export const ResponsesTool = Schema.Struct({
+  type: Schema.String,
+  name: Schema.optional(Schema.String.pipe(
+    Schema.pattern(/^[a-zA-Z0-9_-]{1,64}$/, { message: () => "must be 1 to 64 letters, digits, '_' or '-'" })
+  )),
+  description: Schema.optional(Schema.NullOr(Schema.String.pipe(Schema.maxLength(10_000)))),
+  parameters: Schema.optional(Schema.NullOr(Schema.Record({ key: Schema.String, value: Schema.Unknown }))),
+  strict: Schema.optional(Schema.NullOr(Schema.Boolean))
+})
+
+export const ResponsePayload = Schema.Struct({
+  model: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)),
+  input: Schema.Union(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100_000)), Schema.Array(InputItem).pipe(Schema.minItems(1), Schema.maxItems(500))),
+  instructions: Schema.optional(Schema.NullOr(Schema.String.pipe(Schema.maxLength(100_000)))),
+  previous_response_id: Schema.optional(Schema.NullOr(Schema.String)),
+  conversation: Schema.optional(Schema.NullOr(Schema.Union(Schema.String, Schema.Struct({ id: Schema.String })))),
+  stream: Schema.optional(Schema.NullOr(Schema.Boolean)),
+  store: Schema.optional(Schema.NullOr(Schema.Boolean)),
+  tools: Schema.optional(Schema.NullOr(Schema.Array(ResponsesTool).pipe(Schema.maxItems(128)))),
+  tool_choice: Schema.optional(Schema.NullOr(Schema.Union(
+    Schema.Literal("none", "auto", "required"),
+    Schema.Struct({ type: Schema.Literal("function"), name: Schema.String })
+  ))),
+  // Checked, and refused when they ask for what the platform cannot do.
+  background: Schema.optional(Schema.NullOr(Schema.Boolean)),
+  text: Schema.optional(Schema.NullOr(Schema.Struct({ format: Schema.optional(Schema.NullOr(Schema.Struct({ type: Schema.String }))) }))),
+  // Accepted and not applied: the agent's model keeps its own settings (docs/runs.md).
+  temperature: Schema.optional(Schema.NullOr(Schema.Number)),
+  top_p: Schema.optional(Schema.NullOr(Schema.Number)),
+  max_output_tokens: Schema.optional(Schema.NullOr(Schema.Int)),
+  parallel_tool_calls: Schema.optional(Schema.NullOr(Schema.Boolean)),
+  metadata: Schema.optional(Schema.NullOr(Schema.Record({ key: Schema.String, value: Schema.String }))),
+  user: Schema.optional(Schema.NullOr(Schema.String)),
+  include: Schema.optional(Schema.NullOr(Schema.Array(Schema.String))),
+  reasoning: Schema.optional(Schema.NullOr(Schema.Unknown)),
+  truncation: Schema.optional(Schema.NullOr(Schema.String))
+})
+export type ResponsePayload = typeof ResponsePayload.Type
+
+/** OpenAI's response object (docs: https://platform.openai.com/docs/api-reference/responses/object). */
+export const ResponseObject = Schema.Struct({
+  id: Schema.String,
+  object: Schema.Literal("response"),
+  created_at: Schema.Number,
+  status: Schema.Literal("in_progress", "completed", "failed", "cancelled"),
+  model: Schema.String,
+  output: Schema.Array(Schema.Unknown),
+  output_text: Schema.String,
+  usage: Schema.NullOr(Schema.Unknown),
+  error: Schema.NullOr(Schema.Struct({ code: Schema.String, message: Schema.String })),
+  previous_response_id: Schema.NullOr(Schema.String),
+  conversation: Schema.NullOr(Schema.Struct({ id: Schema.String }))
+}).annotations({ identifier: "Response" })
+
+const ResponseId = Schema.Struct({ id: Schema.String })
+
+/** The Responses API of OpenAI's clients, mapped onto runs and sessions (docs/runs.md). */
+export class ResponsesApi extends HttpApiGroup.make("responses")
+  .add(
+    HttpApiEndpoint.post("create", "/v1/responses")
+      .setPayload(ResponsePayload)
+      .addSuccess(ResponseObject)
+      .addError(NotFound)
+      .annotate(OpenApi.Summary, "Create a response")
+      .annotate(
+        OpenApi.Description,
+        "OpenAI-compatible Responses. `model` is an agent identifier or a model id. An agent's conversation lives " +
+          "in a session (`conversation` names one, `previous_response_id` continues it); a bare model's, or one with " +
+          "the caller's function `tools`, is kept with the response. With `stream: true`, a `text/event-stream` of " +
+          "OpenAI's `response.*` events (`response.created`, `response.output_text.delta`, `response.completed`, " +
+          "`response.failed`, ...)."
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("retrieve", "/v1/responses/:id")
+      .setPath(ResponseId)
+      .addSuccess(ResponseObject)
+      .addError(NotFound)
+      .annotate(OpenApi.Summary, "Retrieve a response")
+      .annotate(OpenApi.Description, "A response created by this caller (account and end user).")
+  )
+  .add(
+    HttpApiEndpoint.post("cancel", "/v1/responses/:id/cancel")
+      .setPath(ResponseId)
+      .addSuccess(ResponseObject)
+      .addError(NotFound)
+      .annotate(OpenApi.Summary, "Cancel a response")
+      .annotate(
+        OpenApi.Description,
+        "Stops a response in progress in an agent's session (its turn is interrupted); a finished response is " +
+          "answered as it is."
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("inputItems", "/v1/responses/:id/input_items")
+      .setPath(ResponseId)
+      .setUrlParams(Schema.Struct({
+        limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 100))),
+        after: Schema.optional(Schema.String),
+        order: Schema.optional(Schema.Literal("asc", "desc"))
+      }))
+      .addSuccess(Schema.Struct({
+        object: Schema.Literal("list"),
+        data: Schema.Array(Schema.Unknown),
+        first_id: Schema.NullOr(Schema.String),
+        last_id: Schema.NullOr(Schema.String),
+        has_more: Schema.Boolean
+      }))
+      .addError(NotFound)
+      .annotate(OpenApi.Summary, "List a response's input items")
+      .annotate(OpenApi.Description, "The items the response was created with, as message and function-call items.")
+  )
+  .middleware(PlatformAuthentication)
+  .addError(InvalidRequest)
+  .annotate(OpenApi.Title, "Responses")
+{}

@@ -1,0 +1,55 @@
+import { HttpApiBuilder } from "@effect/platform"
+import { Effect, Layer, Stream } from "effect"
+import { AtriumApi } from "../Api.js"
+import { AuthenticationLive, Caller } from "../identity/Authentication.js"
+import { AppConfig } from "../platform/Config.js"
+import * as Sse from "../platform/sse/Sse.js"
+import { type ResponseObject as ResponseSchema } from "./Api.js"
+import { Responses } from "./Responses.js"
+
+type ResponseObject = typeof ResponseSchema.Type
+
+export const ResponsesHttp = HttpApiBuilder.group(AtriumApi, "responses", (handlers) =>
+  Effect.gen(function*() {
+    const responses = yield* Responses
+    const { sseHeartbeat: heartbeat } = yield* AppConfig
+    return handlers
+      .handle("create", ({ payload }) =>
+        Effect.gen(function*() {
+          const caller = yield* Caller
+          const created = yield* responses.create(caller, payload)
+          if (payload.stream === true) {
+            // OpenAI's Responses stream: `event:` names the type, `data:` is the event; no `[DONE]`.
+            const frames = created.frames.pipe(Stream.map((frame): Sse.Frame => ({ event: frame.type, data: frame })))
+            return Sse.response(Sse.encode(frames, { done: false, heartbeat }))
+          }
+          yield* Stream.runDrain(created.frames)
+          return created.builder.snapshot() as unknown as ResponseObject
+        }))
+      .handle("retrieve", ({ path }) =>
+        Effect.map(Effect.flatMap(Caller, (caller) => responses.retrieve(caller, path.id)), (row) => row.body as ResponseObject))
+      .handle("cancel", ({ path }) =>
+        Effect.map(Effect.flatMap(Caller, (caller) => responses.cancel(caller, path.id)), (body) => body as ResponseObject))
+      .handle("inputItems", ({ path, urlParams }) =>
+        Effect.gen(function*() {
+          const caller = yield* Caller
+          const row = yield* responses.retrieve(caller, path.id)
+          let items = row.input as Array<{ id: string }>
+          if (urlParams.order === "desc") items = [...items].reverse()
+          if (urlParams.after !== undefined) {
+            const at = items.findIndex((item) => item.id === urlParams.after)
+            items = at < 0 ? [] : items.slice(at + 1)
+          }
+          const limit = urlParams.limit ?? 20
+          const data = items.slice(0, limit)
+          return {
+            object: "list" as const,
+            data,
+            first_id: data[0]?.id ?? null,
+            last_id: data[data.length - 1]?.id ?? null,
+            has_more: items.length > limit
+          }
+        }))
+  })).pipe(Layer.provide(AuthenticationLive))
+
+export const ResponsesHttpLive = ResponsesHttp.pipe(Layer.provide(Responses.Default))

@@ -1,0 +1,103 @@
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Effect, Option, Schema } from "effect"
+import type { Partition } from "../identity/Partition.js"
+
+const Json = Schema.Unknown
+
+export const ResponseRow = Schema.Struct({
+  id: Schema.String,
+  accountId: Schema.String,
+  endUserId: Schema.String,
+  sessionId: Schema.NullOr(Schema.String),
+  status: Schema.Literal("in_progress", "completed", "failed", "cancelled"),
+  body: Json,
+  input: Json,
+  messages: Schema.NullOr(Json)
+})
+export type ResponseRow = typeof ResponseRow.Type
+
+/** JSON columns come back parsed from PostgreSQL and as text from some drivers. */
+const parsed = (value: unknown) => (typeof value === "string" ? JSON.parse(value) : value)
+
+/** Stored `/v1/responses` answers (migration 0012). SQL failures are defects here. */
+export class ResponsesRepo extends Effect.Service<ResponsesRepo>()("atrium/responses/ResponsesRepo", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+
+    const insert = SqlSchema.void({
+      Request: Schema.Struct({
+        id: Schema.String,
+        accountId: Schema.String,
+        endUserId: Schema.String,
+        sessionId: Schema.NullOr(Schema.String),
+        body: Json,
+        input: Json
+      }),
+      execute: (row) =>
+        sql`
+          INSERT INTO api_responses (id, account_id, end_user_id, session_id, status, body, input)
+          VALUES (${row.id}, ${row.accountId}, ${row.endUserId}, ${row.sessionId}, 'in_progress',
+                  ${JSON.stringify(row.body)}::jsonb, ${JSON.stringify(row.input)}::jsonb)`
+    })
+
+    const findById = SqlSchema.findOne({
+      Request: Schema.Struct({ id: Schema.String, accountId: Schema.String, endUserId: Schema.String }),
+      Result: ResponseRow,
+      execute: ({ accountId, endUserId, id }) =>
+        sql`
+          SELECT id, account_id, end_user_id, session_id, status, body, input, messages FROM api_responses
+          WHERE id = ${id} AND account_id = ${accountId} AND end_user_id = ${endUserId}`
+    })
+
+    /** The end of a response; one already cancelled stays so (the cancel was first). */
+    const finish = SqlSchema.void({
+      Request: Schema.Struct({ id: Schema.String, status: Schema.String, body: Json, messages: Schema.NullOr(Json) }),
+      execute: (row) =>
+        sql`
+          UPDATE api_responses SET status = ${row.status}, body = ${JSON.stringify(row.body)}::jsonb,
+                 messages = ${row.messages === null ? null : JSON.stringify(row.messages)}::jsonb
+          WHERE id = ${row.id} AND status = 'in_progress'`
+    })
+
+    /** Marks a response in progress as cancelled: false when it had already ended. */
+    const cancel = SqlSchema.findAll({
+      Request: Schema.Struct({ id: Schema.String, body: Json }),
+      Result: Schema.Struct({ id: Schema.String }),
+      execute: (row) =>
+        sql`
+          UPDATE api_responses SET status = 'cancelled', body = ${JSON.stringify(row.body)}::jsonb
+          WHERE id = ${row.id} AND status = 'in_progress' RETURNING id`
+    })
+
+    /** The output item `itemId` of one of the partition's responses (what an `item_reference` names). */
+    const findItem = SqlSchema.findOne({
+      Request: Schema.Struct({ itemId: Schema.String, accountId: Schema.String, endUserId: Schema.String }),
+      Result: Schema.Struct({ item: Json }),
+      execute: ({ accountId, endUserId, itemId }) =>
+        sql`
+          SELECT item FROM api_responses, jsonb_array_elements(body->'output') AS item
+          WHERE account_id = ${accountId} AND end_user_id = ${endUserId}
+            AND body->'output' @> ${JSON.stringify([{ id: itemId }])}::jsonb AND item->>'id' = ${itemId}
+          LIMIT 1`
+    })
+
+    return {
+      item: (partition: Partition, itemId: string) =>
+        findItem({ itemId, accountId: partition.accountId, endUserId: partition.endUserId }).pipe(
+          Effect.map(Option.map((row) => parsed(row.item) as Record<string, unknown>)),
+          Effect.orDie
+        ),
+      insert: (row: { id: string; partition: Partition; sessionId: string | null; body: unknown; input: unknown }) =>
+        insert({ id: row.id, accountId: row.partition.accountId, endUserId: row.partition.endUserId, sessionId: row.sessionId, body: row.body, input: row.input })
+          .pipe(Effect.orDie),
+      byId: (partition: Partition, id: string) =>
+        findById({ id, accountId: partition.accountId, endUserId: partition.endUserId }).pipe(
+          Effect.map(Option.map((row) => ({ ...row, body: parsed(row.body), input: parsed(row.input), messages: parsed(row.messages) }))),
+          Effect.orDie
+        ),
+      finish: (id: string, status: "completed" | "failed", body: unknown, messages: unknown | null) =>
+        finish({ id, status, body, messages }).pipe(Effect.orDie),
+      cancel: (id: string, body: unknown) => Effect.map(cancel({ id, body }), (rows) => rows.length > 0).pipe(Effect.orDie)
+    } as const
+  })
+}) {}

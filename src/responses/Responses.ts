@@ -1,0 +1,455 @@
+import type { Prompt } from "@effect/ai"
+import { Chunk, Effect, Option, Stream } from "effect"
+import type { CallerIdentity } from "../identity/Authentication.js"
+import { InvalidRequest, NotFound } from "../platform/Errors.js"
+import { newId } from "../platform/Ids.js"
+import type { InternalEvent } from "../runtime/Events.js"
+import type { RunRequest } from "../runtime/RunEngine.js"
+import { clientToolsOf } from "../runs/OpenAi.js"
+import { Runs } from "../runs/Runs.js"
+import { Sessions } from "../sessions/Sessions.js"
+import type { InputItem, ResponsePayload } from "./Api.js"
+import { ResponsesRepo } from "./Repo.js"
+import { partitionOf } from "../identity/Partition.js"
+
+/**
+ * `/v1/responses` on the platform's runs and sessions (docs/runs.md "Responses"). An agent's conversation lives in a
+ * session: a response that starts one (a single user message, nothing else to carry) creates it, and
+ * `previous_response_id` or `conversation` sends the next message into it, so the agent's approvals, budgets and
+ * usage apply as in any session. A conversation a session cannot hold (a bare model, the caller's own tools, a
+ * request that carries its whole history, `store: false`) runs statelessly; its messages are kept with the response
+ * so `previous_response_id` continues it too.
+ */
+
+const invalid = (param: string, message: string) => new InvalidRequest({ message: `Invalid request: ${param}: ${message}`, param })
+
+export type Frame = { readonly type: string; readonly [key: string]: unknown }
+
+const suffix = (id: string) => id.slice(id.indexOf("_") + 1)
+
+/** Input items as stored and listed: each with an id, messages with typed content parts. */
+const storedItems = (input: ResponsePayload["input"]) =>
+  (typeof input === "string" ? [{ role: "user" as const, content: input }] : input).map((item) => {
+    if (item.type === "function_call") {
+      return { id: item.id ?? `fc_${suffix(item.call_id ?? newId("fc"))}`, type: "function_call", call_id: item.call_id, name: item.name, arguments: item.arguments, status: "completed" }
+    }
+    if (item.type === "function_call_output") {
+      return { id: item.id ?? newId("fco"), type: "function_call_output", call_id: item.call_id, output: item.output, status: "completed" }
+    }
+    const parts = typeof item.content === "string" ? [{ type: "text", text: item.content }] : item.content ?? []
+    return {
+      id: item.id ?? newId("msg"),
+      type: "message",
+      role: item.role,
+      status: "completed",
+      content: parts.map((part) => ({ type: item.role === "assistant" ? "output_text" : "input_text", text: part.text ?? "" }))
+    }
+  })
+
+const TEXT_PARTS = new Set(["text", "input_text", "output_text"])
+
+/** Input items as a run's history and message (the last item: the user's message, or a function call's output). */
+export const conversationOf = (
+  input: ResponsePayload["input"],
+  instructions: string | null | undefined,
+  earlier: ReadonlyArray<Prompt.MessageEncoded>
+) =>
+  Effect.gen(function*() {
+    const items: ReadonlyArray<InputItem> = typeof input === "string" ? [{ role: "user", content: input }] : input
+    const history: Array<Prompt.MessageEncoded> = []
+    if (instructions != null && instructions.length > 0) history.push({ role: "system", content: instructions })
+    // A function_call_output answers a call of this input or of the conversation it continues.
+    const called = new Map<string, string>()
+    for (const message of earlier) {
+      if (message.role !== "assistant" || typeof message.content === "string") continue
+      for (const part of message.content as ReadonlyArray<{ type: string; id?: string; name?: string }>) {
+        if (part.type === "tool-call" && part.id !== undefined && part.name !== undefined) called.set(part.id, part.name)
+      }
+    }
+    for (const [index, item] of items.entries()) {
+      const type = item.type ?? "message"
+      if (type === "message") {
+        if (item.role === undefined) return yield* invalid(`input[${index}].role`, "is missing")
+        const parts = typeof item.content === "string" ? [{ type: "input_text", text: item.content }] : item.content ?? []
+        const texts: Array<string> = []
+        for (const [at, part] of parts.entries()) {
+          if (!TEXT_PARTS.has(part.type)) {
+            return yield* invalid(`input[${index}].content[${at}]`, `only text parts are supported, not ${part.type}`)
+          }
+          texts.push(part.text ?? "")
+        }
+        const text = texts.join("")
+        if (item.role === "system" || item.role === "developer") history.push({ role: "system", content: text })
+        else if (item.role === "user") history.push({ role: "user", content: [{ type: "text", text }] })
+        else if (text.length > 0) history.push({ role: "assistant", content: [{ type: "text", text }] })
+      } else if (type === "function_call") {
+        if (item.call_id === undefined || item.name === undefined) {
+          return yield* invalid(`input[${index}]`, "a function_call needs call_id and name")
+        }
+        let params: unknown
+        try {
+          params = JSON.parse(item.arguments !== undefined && item.arguments.length > 0 ? item.arguments : "{}")
+        } catch {
+          return yield* invalid(`input[${index}].arguments`, "is not JSON")
+        }
+        called.set(item.call_id, item.name)
+        const part = { type: "tool-call", id: item.call_id, name: item.name, params, providerExecuted: false }
+        const previous = history[history.length - 1]
+        if (previous?.role === "assistant") (previous.content as Array<unknown>).push(part)
+        else history.push({ role: "assistant", content: [part] as any })
+      } else if (type === "function_call_output") {
+        const name = item.call_id === undefined ? undefined : called.get(item.call_id)
+        if (name === undefined) {
+          return yield* invalid(`input[${index}].call_id`, "answers no function_call of an earlier input item")
+        }
+        const output = typeof item.output === "string" ? item.output : (item.output ?? []).map((part) => part.text ?? "").join("")
+        const part = { type: "tool-result", id: item.call_id!, name, isFailure: false, result: output, providerExecuted: false } as const
+        const previous = history[history.length - 1]
+        if (previous?.role === "tool") (previous.content as Array<unknown>).push(part)
+        else history.push({ role: "tool", content: [part] })
+      } else {
+        return yield* invalid(`input[${index}].type`, `${type} items are not supported (send messages, function_call and function_call_output items)`)
+      }
+    }
+    const last = items[items.length - 1]!
+    if ((last.type ?? "message") === "function_call_output") return { history, message: "", resume: true }
+    const lastMessage = history[history.length - 1]
+    if ((last.type ?? "message") !== "message" || last.role !== "user" || lastMessage?.role !== "user") {
+      return yield* invalid("input", "the last item must be a user message or a function_call_output")
+    }
+    const message = (lastMessage.content as unknown as Array<{ text: string }>).map((part) => part.text).join("")
+    if (message.length === 0) return yield* invalid(`input[${items.length - 1}].content`, "is empty")
+    return { history: history.slice(0, -1), message, resume: false }
+  })
+
+const usageOf = (usage: { input_tokens: number; output_tokens: number }) => ({
+  input_tokens: usage.input_tokens,
+  input_tokens_details: { cached_tokens: 0 },
+  output_tokens: usage.output_tokens,
+  output_tokens_details: { reasoning_tokens: 0 },
+  total_tokens: usage.input_tokens + usage.output_tokens
+})
+
+/**
+ * Folds a run's events into OpenAI's response object and tells each step as the Responses stream events the
+ * official SDKs parse (`response.output_item.added`, `response.output_text.delta`, ...).
+ */
+export class ResponseBuilder {
+  private sequence = 0
+  private readonly output: Array<Record<string, any>> = []
+  private open: { kind: "message"; item: Record<string, any>; text: string } | { kind: "call"; item: Record<string, any>; toolCallId: string } | undefined
+  status: "in_progress" | "completed" | "failed" | "cancelled" = "in_progress"
+  private usage: ReturnType<typeof usageOf> | null = null
+  private error: { code: string; message: string } | null = null
+  /** The assistant's part of the conversation, for a conversation kept with the response. */
+  text = ""
+  readonly toolCalls: Array<{ id: string; name: string; params: unknown }> = []
+
+  constructor(
+    readonly base: {
+      readonly id: string
+      readonly model: string
+      readonly createdAt: number
+      readonly previousResponseId: string | null
+      readonly conversation: string | null
+      readonly clientTools: ReadonlySet<string>
+      readonly extra: Record<string, unknown>
+    }
+  ) {}
+
+  snapshot(): Record<string, unknown> {
+    const output = this.open === undefined ? this.output : [...this.output, this.open.item]
+    return {
+      id: this.base.id,
+      object: "response",
+      created_at: this.base.createdAt,
+      status: this.status,
+      model: this.base.model,
+      output,
+      output_text: output.flatMap((item) => item.type === "message" ? item.content.map((part: any) => part.text) : []).join(""),
+      usage: this.usage,
+      error: this.error,
+      incomplete_details: null,
+      previous_response_id: this.base.previousResponseId,
+      conversation: this.base.conversation === null ? null : { id: this.base.conversation },
+      ...this.base.extra
+    }
+  }
+
+  private frame(type: string, payload: Record<string, unknown>): Frame {
+    return { type, sequence_number: this.sequence++, ...payload }
+  }
+
+  start(): Array<Frame> {
+    return [this.frame("response.created", { response: this.snapshot() }), this.frame("response.in_progress", { response: this.snapshot() })]
+  }
+
+  private close(): Array<Frame> {
+    const open = this.open
+    if (open === undefined) return []
+    this.open = undefined
+    const outputIndex = this.output.length
+    if (open.kind === "message") {
+      const part = { type: "output_text", text: open.text, annotations: [] }
+      const item: Record<string, any> = { ...open.item, status: "completed", content: [part] }
+      this.output.push(item)
+      return [
+        this.frame("response.output_text.done", { item_id: item.id, output_index: outputIndex, content_index: 0, text: open.text, logprobs: [] }),
+        this.frame("response.content_part.done", { item_id: item.id, output_index: outputIndex, content_index: 0, part }),
+        this.frame("response.output_item.done", { output_index: outputIndex, item })
+      ]
+    }
+    const item: Record<string, any> = { ...open.item, status: "completed" }
+    this.output.push(item)
+    let params: unknown = {}
+    try {
+      params = JSON.parse(item.arguments.length > 0 ? item.arguments : "{}")
+    } catch {
+      params = { __invalid_arguments: item.arguments }
+    }
+    this.toolCalls.push({ id: item.call_id, name: item.name, params })
+    return [
+      this.frame("response.function_call_arguments.done", { item_id: item.id, output_index: outputIndex, name: item.name, arguments: item.arguments }),
+      this.frame("response.output_item.done", { output_index: outputIndex, item })
+    ]
+  }
+
+  private addText(delta: string): Array<Frame> {
+    const frames: Array<Frame> = []
+    if (this.open?.kind !== "message") {
+      frames.push(...this.close())
+      const item = { id: newId("msg"), type: "message", status: "in_progress", role: "assistant", content: [] as Array<unknown> }
+      this.open = { kind: "message", item, text: "" }
+      const outputIndex = this.output.length
+      frames.push(this.frame("response.output_item.added", { output_index: outputIndex, item: { ...item } }))
+      frames.push(this.frame("response.content_part.added", {
+        item_id: item.id,
+        output_index: outputIndex,
+        content_index: 0,
+        part: { type: "output_text", text: "", annotations: [] }
+      }))
+    }
+    const open = this.open as { kind: "message"; item: Record<string, any>; text: string }
+    open.text += delta
+    this.text += delta
+    open.item.content = [{ type: "output_text", text: open.text, annotations: [] }]
+    frames.push(this.frame("response.output_text.delta", { item_id: open.item.id, output_index: this.output.length, content_index: 0, delta, logprobs: [] }))
+    return frames
+  }
+
+  on(event: InternalEvent): Array<Frame> {
+    switch (event.type) {
+      case "text":
+        return this.addText(event.delta)
+      case "trial_exhausted":
+        return this.addText(`Your ${event.trials_used} free trial turns of ${event.agent} are used up. Unlock it for ${event.price} credits to go on.`)
+      case "tool_call": {
+        if (event.status !== "pending" || !this.base.clientTools.has(event.name)) return []
+        if (this.open?.kind === "call" && this.open.toolCallId === event.tool_call_id) return []
+        const frames = this.close()
+        const args = event.arguments === undefined ? "" : JSON.stringify(event.arguments)
+        const item = { id: `fc_${suffix(event.tool_call_id)}`, type: "function_call", status: "in_progress", call_id: event.tool_call_id, name: event.name, arguments: args }
+        this.open = { kind: "call", item, toolCallId: event.tool_call_id }
+        frames.push(this.frame("response.output_item.added", { output_index: this.output.length, item: { ...item, arguments: "" } }))
+        if (args.length > 0) {
+          frames.push(this.frame("response.function_call_arguments.delta", { item_id: item.id, output_index: this.output.length, delta: args }))
+        }
+        return frames
+      }
+      case "tool_call_chunk": {
+        if (this.open?.kind !== "call" || this.open.toolCallId !== event.tool_call_id) return []
+        this.open.item.arguments += event.delta
+        return [this.frame("response.function_call_arguments.delta", { item_id: this.open.item.id, output_index: this.output.length, delta: event.delta })]
+      }
+      case "complete": {
+        const frames = this.close()
+        this.status = "completed"
+        this.usage = usageOf(event.usage)
+        frames.push(this.frame("response.completed", { response: this.snapshot() }))
+        return frames
+      }
+      case "error": {
+        const frames = this.close()
+        this.status = "failed"
+        this.error = { code: event.code, message: event.message }
+        // OpenAI's way: the failure is an event of the stream (the SDK does not retry a stream it already read).
+        frames.push(this.frame("response.failed", { response: this.snapshot() }))
+        return frames
+      }
+      default:
+        return []
+    }
+  }
+
+  /** The conversation after this response, for one kept with the response. */
+  messagesAfter(history: ReadonlyArray<Prompt.MessageEncoded>, message: string, resume: boolean): Array<Prompt.MessageEncoded> {
+    const assistant: Array<any> = []
+    if (this.text.length > 0) assistant.push({ type: "text", text: this.text })
+    for (const call of this.toolCalls) assistant.push({ type: "tool-call", id: call.id, name: call.name, params: call.params, providerExecuted: false })
+    return [
+      ...history,
+      ...(resume ? [] : [{ role: "user" as const, content: [{ type: "text" as const, text: message }] }]),
+      ...(assistant.length > 0 ? [{ role: "assistant" as const, content: assistant }] : [])
+    ]
+  }
+}
+
+export class Responses extends Effect.Service<Responses>()("atrium/responses/Responses", {
+  effect: Effect.gen(function*() {
+    const runs = yield* Runs
+    const sessions = yield* Sessions
+    const repo = yield* ResponsesRepo
+
+    const notFound = (id: string) => new NotFound({ message: `No response ${id}.` })
+
+    const refuseUnsupported = (payload: ResponsePayload) =>
+      Effect.gen(function*() {
+        if (payload.background === true) return yield* invalid("background", "background responses are not supported; stream instead")
+        const format = payload.text?.format?.type
+        if (format != null && format !== "text") {
+          return yield* invalid("text.format", `only {"type":"text"} is supported, not ${JSON.stringify(format)}`)
+        }
+        for (const [index, tool] of (payload.tools ?? []).entries()) {
+          if (tool.type !== "function") return yield* invalid(`tools[${index}].type`, `only function tools are supported, not ${tool.type}`)
+          if (tool.name === undefined) return yield* invalid(`tools[${index}].name`, "is missing")
+        }
+        if (payload.previous_response_id != null && payload.conversation != null) {
+          return yield* invalid("conversation", "give previous_response_id or conversation, not both")
+        }
+      })
+
+    /**
+     * Creates a response: the events of its run as they come, and the response object (complete once the events
+     * have been read to their end). The response is stored before its first event.
+     */
+    const create = Effect.fn("Responses.create")(function*(caller: CallerIdentity, payload: ResponsePayload) {
+      yield* refuseUnsupported(payload)
+      const partition = partitionOf(caller)
+      const previous = payload.previous_response_id == null
+        ? Option.none()
+        : Option.some(Option.getOrElse(yield* repo.byId(partition, payload.previous_response_id), () => undefined))
+      if (Option.isSome(previous) && previous.value === undefined) {
+        return yield* invalid("previous_response_id", `no response ${payload.previous_response_id} of yours`)
+      }
+      const previousRow = Option.getOrUndefined(previous)
+      const earlier = (previousRow?.messages as Array<Prompt.MessageEncoded> | null) ?? []
+      // An `item_reference` (what the AI SDK sends for items of a stored response) is the item it names.
+      const input: ResponsePayload["input"] = typeof payload.input === "string"
+        ? payload.input
+        : yield* Effect.forEach(payload.input, (item, index) =>
+          item.type !== "item_reference"
+            ? Effect.succeed(item)
+            : Effect.flatMap(repo.item(partition, item.id ?? ""), (found) =>
+              Option.isNone(found)
+                ? Effect.fail(invalid(`input[${index}].id`, `no output item ${item.id} of your responses`))
+                : Effect.succeed(found.value as InputItem)))
+      const conversation = yield* conversationOf(input, payload.instructions, earlier)
+      const conversationId = payload.conversation == null
+        ? undefined
+        : typeof payload.conversation === "string" ? payload.conversation : payload.conversation.id
+      const hasTools = (payload.tools ?? []).length > 0
+      const singleMessage = !conversation.resume && conversation.history.length === 0
+
+      // Which conversation: an existing session, a new one, or one kept with the response.
+      let sessionId: string | null = previousRow?.sessionId ?? conversationId ?? null
+      if (sessionId !== null && (!singleMessage || hasTools)) {
+        return yield* invalid("input", "a session's conversation continues with one user message (no instructions, history or tools)")
+      }
+      if (sessionId !== null) {
+        yield* sessions.get(caller, sessionId).pipe(
+          Effect.catchTag("NotFound", () => Effect.fail(invalid(conversationId !== undefined ? "conversation" : "previous_response_id", `no conversation ${sessionId}`)))
+        )
+      }
+      const agent = sessionId === null ? yield* runs.agentOrModel(payload.model, caller) : undefined
+      const tools = agent === undefined
+        ? { clientTools: [], toolChoice: undefined }
+        : yield* clientToolsOf({
+          tools: (payload.tools ?? []).map((tool) => ({
+            type: "function" as const,
+            function: { name: tool.name!, description: tool.description ?? undefined, parameters: tool.parameters ?? undefined }
+          })),
+          tool_choice: payload.tool_choice == null
+            ? payload.tool_choice
+            : typeof payload.tool_choice === "string"
+            ? payload.tool_choice
+            : { type: "function" as const, function: { name: payload.tool_choice.name } }
+        }, agent)
+      if (sessionId === null && previousRow === undefined && agent !== undefined && agent.id !== null && singleMessage && !hasTools && payload.store !== false) {
+        sessionId = (yield* sessions.create(caller, { agent: agent.identifier })).id
+      }
+
+      const id = newId("resp")
+      const builder = new ResponseBuilder({
+        id,
+        model: payload.model,
+        createdAt: Math.floor(Date.now() / 1000),
+        previousResponseId: payload.previous_response_id ?? null,
+        conversation: sessionId,
+        clientTools: new Set(tools.clientTools.map((tool) => tool.name)),
+        extra: {
+          instructions: payload.instructions ?? null,
+          tools: payload.tools ?? [],
+          tool_choice: payload.tool_choice ?? "auto",
+          parallel_tool_calls: payload.parallel_tool_calls ?? true,
+          metadata: payload.metadata ?? {},
+          temperature: payload.temperature ?? null,
+          top_p: payload.top_p ?? null,
+          max_output_tokens: payload.max_output_tokens ?? null,
+          store: payload.store ?? true,
+          text: { format: { type: "text" } },
+          truncation: "disabled"
+        }
+      })
+      yield* repo.insert({ id, partition, sessionId, body: builder.snapshot(), input: storedItems(input) })
+
+      let events: Stream.Stream<InternalEvent>
+      let history: ReadonlyArray<Prompt.MessageEncoded> = []
+      if (sessionId !== null) {
+        events = yield* sessions.send(caller, sessionId, conversation.message, Option.none())
+      } else {
+        history = [...earlier, ...conversation.history]
+        const request: RunRequest = {
+          ...runs.request(caller, agent!, conversation.message, { history }),
+          clientTools: tools.clientTools,
+          toolChoice: tools.toolChoice,
+          resume: conversation.resume
+        }
+        events = runs.stream(request)
+      }
+      const keep = sessionId === null
+      const frames: Stream.Stream<Frame> = events.pipe(
+        Stream.mapEffect((event) => {
+          const told = builder.on(event)
+          if (event.type !== "complete" && event.type !== "error") return Effect.succeed(told)
+          const messages = keep ? builder.messagesAfter(history, conversation.message, conversation.resume) : null
+          return Effect.as(repo.finish(id, event.type === "complete" ? "completed" : "failed", builder.snapshot(), messages), told)
+        }),
+        Stream.flattenIterables,
+        Stream.prepend(Chunk.unsafeFromArray(builder.start())),
+        // A stream cut before its end (the client left a stateless run, which stops it) is a cancelled response.
+        Stream.ensuring(Effect.suspend(() => builder.status === "in_progress" ? Effect.asVoid(repo.cancel(id, { ...builder.snapshot(), status: "cancelled" })) : Effect.void))
+      )
+      return { id, frames, builder } as const
+    })
+
+    const retrieve = Effect.fn("Responses.retrieve")(function*(caller: CallerIdentity, id: string) {
+      const row = yield* repo.byId(partitionOf(caller), id)
+      if (Option.isNone(row)) return yield* notFound(id)
+      return row.value
+    })
+
+    const cancel = Effect.fn("Responses.cancel")(function*(caller: CallerIdentity, id: string) {
+      const row = yield* retrieve(caller, id)
+      if (row.status !== "in_progress") return row.body
+      const body = { ...(row.body as Record<string, unknown>), status: "cancelled" }
+      if (yield* repo.cancel(id, body)) {
+        if (row.sessionId !== null) yield* Effect.ignore(sessions.interrupt(caller, row.sessionId))
+        return body
+      }
+      return (yield* retrieve(caller, id)).body
+    })
+
+    return { create, retrieve, cancel } as const
+  }),
+  dependencies: [Runs.Default, Sessions.Default, ResponsesRepo.Default]
+}) {}

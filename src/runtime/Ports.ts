@@ -1,0 +1,31 @@
+import { Context, Data, type Effect, type Option } from "effect"
+import type { Micros } from "../platform/Money.js"
+import type { Partition } from "../identity/Partition.js"
+
+/**
+ * What the run engine needs from the layers above it, as ports it owns: money (`RunPayer`, implemented by billing)
+ * and the experts a run may delegate to (`ResolveSubagent`, given by the caller that knows the agents).
+ */
+
+/** The wallet cannot pay for the step. */
+export class InsufficientFunds extends Data.TaggedError("InsufficientFunds")<{ readonly message: string }> {}
+
+/** The charge failed for another reason (the payment side is down, or refused the charge). */
+export class PaymentFailed extends Data.TaggedError("PaymentFailed")<{ readonly message: string }> {}
+
+export interface RunCharge {
+  /** Unique per run step: the same key charges once however often it is sent. */
+  readonly key: string
+  readonly description: string
+}
+
+/** Who pays a run's model steps: the account's wallet. */
+export class RunPayer extends Context.Tag("atrium/runtime/RunPayer")<RunPayer, {
+  /** Takes `amount` micro-credits from the account for one step of a run, once per `charge.key`. */
+  readonly charge: (accountId: string, amount: Micros, charge: RunCharge) => Effect.Effect<void, InsufficientFunds | PaymentFailed>
+  /** What the account can spend now. */
+  readonly balance: (accountId: string) => Effect.Effect<Micros>
+}>() {}
+
+/** The expert `identifier` as a subagent run by `payer` sees it; none when it is not available to them. */
+export type ResolveSubagent<Agent> = (identifier: string, payer: Partition) => Effect.Effect<Option.Option<Agent>>

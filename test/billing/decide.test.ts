@@ -1,0 +1,86 @@
+import { assert, describe, it } from "@effect/vitest"
+import { DAY_MS, decideItems, type Item } from "../../src/billing/Decide.js"
+import { entryKey, type EntryInfo, type KeyedEntry } from "../../src/billing/Repo.js"
+
+/** The wallet's decision on its own (issue 12 item 8): no entity, no database, no clock. */
+
+const NOW = 20_000 * DAY_MS + 3_600_000
+const entry = (key: string, more: Partial<EntryInfo> = {}): EntryInfo => ({
+  kind: "consume",
+  scope: "credit:usr_a",
+  key,
+  appId: null,
+  event: null,
+  metadata: null,
+  description: null,
+  ...more
+})
+const charge = (amount: bigint, key: string, more: Partial<EntryInfo> = {}, dailyCap: bigint | null = null): Item => ({
+  tag: "Charge",
+  amount,
+  entry: entry(key, more),
+  dailyCap
+})
+const decide = (
+  balance: bigint,
+  items: ReadonlyArray<Item>,
+  prior: ReadonlyMap<string, KeyedEntry> = new Map(),
+  spentToday: ReadonlyMap<string, bigint> = new Map()
+) => decideItems({ userId: "usr_a", state: { balance, seq: 7n }, items, prior, spentToday, now: NOW })
+
+describe("wallet decide", () => {
+  it("charges in order within the balance, never below zero, in exact micro-credits", () => {
+    const decided = decide(1_500_000n, [charge(1_000_000n, "a"), charge(600_000n, "b"), charge(500_000n, "c")])
+    assert.deepStrictEqual(decided.decisions.map((d) => d.ok), [true, false, true])
+    assert.strictEqual(decided.decisions[1]!.ok === false && decided.decisions[1]!.error._tag, "InsufficientCredits")
+    assert.deepStrictEqual(decided.next, { balance: 0n, seq: 9n })
+    assert.deepStrictEqual(decided.entries.map((e) => [e.seq, e.amount, e.balanceAfter]), [[8n, -1_000_000n, 500_000n], [9n, -500_000n, 0n]])
+    assert.deepStrictEqual(decided.refused, [entry("b")])
+  })
+
+  it("a key used before replays its first outcome and moves nothing; another user's key is a conflict", () => {
+    const prior = new Map<string, KeyedEntry>([
+      [entryKey("credit:usr_a", "mine"), { userId: "usr_a", scope: "credit:usr_a", key: "mine", amount: -250_000n, balanceAfter: 750_000n }],
+      [entryKey("credit:usr_a", "theirs"), { userId: "usr_b", scope: "credit:usr_a", key: "theirs", amount: -1n, balanceAfter: 9n }]
+    ])
+    const decided = decide(2_000_000n, [charge(250_000n, "mine"), charge(1n, "theirs")], prior)
+    assert.deepStrictEqual(decided.decisions[0], { ok: true, value: { amount: 250_000n, balance: 750_000n, replay: true } })
+    assert.strictEqual(decided.decisions[1]!.ok === false && decided.decisions[1]!.error._tag, "IdempotencyConflict")
+    assert.deepStrictEqual(decided.entries, [])
+    assert.deepStrictEqual(decided.next, { balance: 2_000_000n, seq: 7n })
+  })
+
+  it("the same key twice in one batch charges once; the second replays the first", () => {
+    const decided = decide(1_000_000n, [charge(300_000n, "k"), charge(300_000n, "k")])
+    assert.deepStrictEqual(decided.decisions.map((d) => d.ok && "replay" in d.value && d.value.replay), [false, true])
+    assert.strictEqual(decided.entries.length, 1)
+    assert.strictEqual(decided.next.balance, 700_000n)
+  })
+
+  it("an app's daily cap counts what it charged today; past it the charge is refused with the seconds to midnight UTC", () => {
+    const app = { scope: "app_1", appId: "app_1", kind: "event", event: "call" }
+    const decided = decide(
+      10_000_000n,
+      [charge(400_000n, "e1", app, 1_000_000n), charge(400_000n, "e2", app, 1_000_000n)],
+      new Map(),
+      new Map([["app_1", 500_000n]])
+    )
+    assert.deepStrictEqual(decided.decisions.map((d) => d.ok), [true, false])
+    const refused = decided.decisions[1]!
+    assert.isTrue(refused.ok === false && refused.error._tag === "DailyCapExceeded")
+    if (refused.ok === false && refused.error._tag === "DailyCapExceeded") {
+      assert.strictEqual(refused.error.retry_after, (DAY_MS - 3_600_000) / 1000)
+    }
+    assert.strictEqual(decided.spent.get("app_1"), 900_000n)
+  })
+
+  it("credits add, balances read the running balance", () => {
+    const decided = decide(0n, [
+      { tag: "Credit", amount: 5_000_000n, entry: entry("grant-1", { kind: "grant", scope: "grant" }) },
+      { tag: "Balance" },
+      charge(1_000_000n, "after")
+    ])
+    assert.deepStrictEqual(decided.decisions[1], { ok: true, value: { balance: 5_000_000n } })
+    assert.deepStrictEqual(decided.next, { balance: 4_000_000n, seq: 9n })
+  })
+})

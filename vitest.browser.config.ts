@@ -1,0 +1,16 @@
+import { defineConfig } from "vitest/config"
+
+/**
+ * The browser suite (`npm run test:browser`): the platform on a random port and Debian's Chromium driven by
+ * playwright-core. Kept out of `npm test` (its files are `*.browser.ts`, which the main config does not include),
+ * so the main suite needs no browser and no built web app.
+ */
+export default defineConfig({
+  test: {
+    include: ["test/browser/**/*.browser.ts"],
+    maxWorkers: 1,
+    minWorkers: 1,
+    testTimeout: 180_000,
+    hookTimeout: 180_000
+  }
+})

@@ -1,0 +1,101 @@
+import { StrictMode, useEffect, useRef } from "react"
+import { createRoot } from "react-dom/client"
+import "./style.css"
+import { Link, LocationProvider, match, navigate, useLocation } from "./router.js"
+import { formatCredits, MeProvider, useMe } from "./session.js"
+import { LoginPage } from "./pages/Login.js"
+import { ExpertPage, MarketPage } from "./pages/Market.js"
+import { ChatListPage, ChatPage } from "./pages/Chat.js"
+import { StudioEditPage, StudioPage } from "./pages/Studio.js"
+import { EarningsPage } from "./pages/Earnings.js"
+import { WalletPage } from "./pages/Wallet.js"
+import { KeysPage } from "./pages/Keys.js"
+
+const NAV = [
+  ["/marketplace", "Marketplace"],
+  ["/chat", "Chats"],
+  ["/studio", "Studio"],
+  ["/earnings", "Earnings"],
+  ["/wallet", "Wallet"],
+  ["/keys", "API keys"]
+] as const
+
+/** Pages that need a login send the browser to /login?next=<here>. */
+const RequireLogin = ({ children }: { children: React.ReactNode }) => {
+  const me = useMe()
+  const location = useLocation()
+  useEffect(() => {
+    if (me.checked && !me.loggedIn) {
+      navigate(`/login?next=${encodeURIComponent(location.path + (location.search.size ? `?${location.search}` : ""))}`, true)
+    }
+  }, [me.checked, me.loggedIn, location])
+  if (!me.checked) return <p role="status">Loading…</p>
+  return me.loggedIn ? <>{children}</> : null
+}
+
+const Routes = () => {
+  const { path } = useLocation()
+  let params: Record<string, string> | undefined
+  if (path === "/" || path === "/marketplace") return <MarketPage />
+  if ((params = match("/marketplace/:identifier", path))) return <ExpertPage identifier={params.identifier!} />
+  if (path === "/login") return <LoginPage />
+  if (path === "/chat") return <RequireLogin><ChatListPage /></RequireLogin>
+  if ((params = match("/chat/:identifier", path))) return <RequireLogin><ChatPage identifier={params.identifier!} /></RequireLogin>
+  if (path === "/studio") return <RequireLogin><StudioPage /></RequireLogin>
+  if ((params = match("/studio/:identifier", path))) return <RequireLogin><StudioEditPage identifier={params.identifier!} /></RequireLogin>
+  if (path === "/earnings") return <RequireLogin><EarningsPage /></RequireLogin>
+  if (path === "/wallet") return <RequireLogin><WalletPage /></RequireLogin>
+  if (path === "/keys") return <RequireLogin><KeysPage /></RequireLogin>
+  return <section><h1>Not found</h1><p>There is no page at {path}.</p></section>
+}
+
+const Shell = () => {
+  const me = useMe()
+  const { path } = useLocation()
+  const main = useRef<HTMLElement>(null)
+  const first = useRef(true)
+  // After a navigation in the app, focus goes to the new page's content (a screen reader reads it, and Tab goes on
+  // from there); a page load leaves focus at the top, where Tab reaches "Skip to content" first.
+  useEffect(() => {
+    if (first.current) {
+      first.current = false
+      return
+    }
+    main.current?.focus({ preventScroll: true })
+  }, [path])
+  return (
+    <>
+      <a className="skip" href="#main">Skip to content</a>
+      <header className="top">
+        <Link to="/" className="brand">Atrium</Link>
+        <nav aria-label="Main">
+          <ul>
+            {NAV.map(([to, label]) => (
+              <li key={to}>
+                <Link to={to} aria-current={path === to || path.startsWith(`${to}/`) ? "page" : undefined}>{label}</Link>
+              </li>
+            ))}
+          </ul>
+        </nav>
+        <div className="account">
+          {me.loggedIn
+            ? <Link to="/wallet" className="balance"><span className="visually-hidden">Balance: </span><span data-testid="balance">{formatCredits(me.balance)}</span></Link>
+            : me.checked && path !== "/login" && <Link to={`/login?next=${encodeURIComponent(path)}`}>Log in</Link>}
+        </div>
+      </header>
+      <main id="main" ref={main} tabIndex={-1}>
+        <Routes />
+      </main>
+    </>
+  )
+}
+
+createRoot(document.getElementById("root")!).render(
+  <StrictMode>
+    <LocationProvider>
+      <MeProvider>
+        <Shell />
+      </MeProvider>
+    </LocationProvider>
+  </StrictMode>
+)

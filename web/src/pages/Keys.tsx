@@ -1,0 +1,79 @@
+import { useEffect, useState, type FormEvent } from "react"
+import { call, itemsOf } from "../api.js"
+
+interface Key { id: string; name: string; prefix: string; last4: string; created_at: string; last_used_at: string | null }
+
+export const KeysPage = () => {
+  const [keys, setKeys] = useState<ReadonlyArray<Key> | null>(null)
+  const [name, setName] = useState("")
+  const [created, setCreated] = useState<{ name: string; key: string } | null>(null)
+  const [error, setError] = useState<string | null>(null)
+
+  const load = () => call((c) => c.account.listApiKeys()).then((r) => setKeys(itemsOf<Key>(r)), (e: Error) => setError(e.message))
+  useEffect(() => void load(), [])
+
+  const create = async (e: FormEvent) => {
+    e.preventDefault()
+    setError(null)
+    try {
+      const key = await call((c) => c.account.createApiKey({ payload: name ? { name } : {} }))
+      setCreated({ name: key.name, key: key.key })
+      setName("")
+      await load()
+    } catch (failure) {
+      setError((failure as Error).message)
+    }
+  }
+
+  const revoke = async (key: Key) => {
+    if (!confirm(`Revoke the key "${key.name}"? Programs using it stop working at once.`)) return
+    try {
+      await call((c) => c.account.deleteApiKey({ payload: { id: key.id } }))
+      await load()
+    } catch (failure) {
+      setError((failure as Error).message)
+    }
+  }
+
+  return (
+    <section className="stack">
+      <h1>API keys</h1>
+      <p>Keys let your programs call the platform API (<code>Authorization: Bearer sk_…</code>).</p>
+      <form onSubmit={create} className="toolbar" aria-label="Create an API key">
+        <label>
+          Key name
+          <input value={name} maxLength={100} onChange={(e) => setName(e.target.value)} placeholder="default" />
+        </label>
+        <button type="submit">Create key</button>
+      </form>
+      {created && (
+        <div className="card notice" role="status">
+          <p>Your new key <strong>{created.name}</strong>. Copy it now: it is shown only once.</p>
+          <p><code data-testid="new-key" className="secret">{created.key}</code></p>
+          <button type="button" className="secondary" onClick={() => void navigator.clipboard?.writeText(created.key)}>Copy</button>
+        </div>
+      )}
+      {error && <p role="alert" className="error">{error}</p>}
+      {keys !== null && keys.length === 0 && <p>No keys yet.</p>}
+      {keys !== null && keys.length > 0 && (
+        <div className="table-wrap">
+          <table>
+            <caption className="visually-hidden">Your API keys</caption>
+            <thead><tr><th scope="col">Name</th><th scope="col">Key</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col"><span className="visually-hidden">Actions</span></th></tr></thead>
+            <tbody>
+              {keys.map((key) => (
+                <tr key={key.id}>
+                  <td>{key.name}</td>
+                  <td><code>{key.prefix}…{key.last4}</code></td>
+                  <td>{new Date(key.created_at).toLocaleString()}</td>
+                  <td>{key.last_used_at ? new Date(key.last_used_at).toLocaleString() : "never"}</td>
+                  <td><button type="button" className="danger" onClick={() => void revoke(key)} aria-label={`Revoke ${key.name}`}>Revoke</button></td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </section>
+  )
+}

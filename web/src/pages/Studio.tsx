@@ -1,0 +1,297 @@
+import { useEffect, useState, type FormEvent } from "react"
+import { CATEGORIES } from "../../../src/agents/Agent.js"
+import { BUILTIN_TOOLS } from "../../../src/runtime/Expert.js"
+import { call, itemsOf } from "../api.js"
+import { Link, navigate } from "../router.js"
+
+type Category = (typeof CATEGORIES)[number]
+type ToolName = (typeof BUILTIN_TOOLS)[number]
+type Permission = "allow" | "ask" | "deny"
+
+interface Agent {
+  identifier: string
+  status: "draft" | "published"
+  name: string
+  description: string
+  category: string
+  instructions?: string | undefined
+  model?: string | undefined
+  tools: ReadonlyArray<unknown>
+  subagents?: ReadonlyArray<string> | undefined
+  opening_message: string
+  case_demos: ReadonlyArray<unknown>
+  billing: { type: "FREE" | "UNLOCK"; price: number | string; free_trial_per_user: number; allow_trial: boolean }
+  published_version: number | null
+  pending_submission: { id: string; version: number; status: string; submitted_at: string } | null
+}
+
+const submissionText = (agent: Agent) => {
+  const parts: Array<string> = []
+  parts.push(agent.published_version !== null ? `Published: version ${agent.published_version}` : "Not published yet")
+  if (agent.pending_submission) {
+    parts.push(`Submitted: version ${agent.pending_submission.version}, ${agent.pending_submission.status === "pending" ? "waiting for review" : agent.pending_submission.status}`)
+  }
+  return parts.join(" · ")
+}
+
+export const StudioPage = () => {
+  const [agents, setAgents] = useState<ReadonlyArray<Agent> | null>(null)
+  const [name, setName] = useState("")
+  const [category, setCategory] = useState<Category>(CATEGORIES[0])
+  const [error, setError] = useState<string | null>(null)
+  useEffect(() => {
+    call((c) => c.agents.list()).then((l) => setAgents(itemsOf<Agent>(l)), (e: Error) => setError(e.message))
+  }, [])
+  const create = async (e: FormEvent) => {
+    e.preventDefault()
+    setError(null)
+    try {
+      const agent = await call((c) => c.agents.create({ payload: { name, category } }))
+      navigate(`/studio/${agent.identifier}`)
+    } catch (failure) {
+      setError((failure as Error).message)
+    }
+  }
+  return (
+    <section className="stack">
+      <h1>Studio</h1>
+      <form onSubmit={create} className="toolbar card" aria-label="Create an expert">
+        <label>
+          New expert's name
+          <input name="name" required maxLength={100} value={name} onChange={(e) => setName(e.target.value)} />
+        </label>
+        <label>
+          Category
+          <select value={category} onChange={(e) => setCategory(e.target.value as Category)}>
+            {CATEGORIES.map((c) => <option key={c} value={c}>{c}</option>)}
+          </select>
+        </label>
+        <button type="submit">Create expert</button>
+      </form>
+      {error && <p role="alert" className="error">{error}</p>}
+      {agents !== null && agents.length === 0 && <p>You have no experts yet: create your first one above.</p>}
+      <ul className="list" aria-label="My experts">
+        {agents?.map((a) => (
+          <li key={a.identifier} className="card">
+            <h2><Link to={`/studio/${a.identifier}`}>{a.name}</Link></h2>
+            <p className="muted small">{a.identifier} · {a.category} · {submissionText(a)}</p>
+          </li>
+        ))}
+      </ul>
+    </section>
+  )
+}
+
+interface Demo { title: string; input: string; output: string }
+interface Suggestion { id: string; title: string; rationale: string; status: string; kind: string }
+
+export const StudioEditPage = ({ identifier }: { identifier: string }) => {
+  const [agent, setAgent] = useState<Agent | null>(null)
+  const [models, setModels] = useState<ReadonlyArray<string>>([])
+  const [form, setForm] = useState({
+    name: "", description: "", category: CATEGORIES[0] as Category, instructions: "", model: "",
+    opening_message: "", subagents: "", billingType: "FREE" as "FREE" | "UNLOCK", price: "0", trials: "3", allowTrial: true
+  })
+  const [tools, setTools] = useState<Record<string, Permission | "off">>({})
+  const [demos, setDemos] = useState<Array<Demo>>([])
+  const [suggestions, setSuggestions] = useState<ReadonlyArray<Suggestion>>([])
+  const [status, setStatus] = useState<string | null>(null)
+  const [error, setError] = useState<string | null>(null)
+
+  const load = (a: Agent) => {
+    setAgent(a)
+    setForm({
+      name: a.name, description: a.description, category: a.category as Category, instructions: a.instructions ?? "",
+      model: a.model ?? "", opening_message: a.opening_message, subagents: (a.subagents ?? []).join(", "),
+      billingType: a.billing.type, price: String(a.billing.price), trials: String(a.billing.free_trial_per_user),
+      allowTrial: a.billing.allow_trial
+    })
+    const t: Record<string, Permission | "off"> = {}
+    for (const name of BUILTIN_TOOLS) t[name] = "off"
+    for (const tool of a.tools as ReadonlyArray<{ name: string; permission: Permission }>) t[tool.name] = tool.permission
+    setTools(t)
+    setDemos((a.case_demos as ReadonlyArray<Partial<Demo>>).map((d) => ({ title: d.title ?? "", input: d.input ?? "", output: d.output ?? "" })))
+  }
+
+  useEffect(() => {
+    call((c) => c.agents.get({ path: { identifier } })).then((a) => load(a as Agent), (e: Error) => setError(e.message))
+    call((c) => c.models.list()).then((l) => setModels(itemsOf<{ id: string }>(l).map((m) => m.id)), () => undefined)
+    call((c) => c.evolution.suggestions({ path: { identifier } })).then((l) => setSuggestions(itemsOf<Suggestion>(l)), () => undefined)
+  }, [identifier])
+
+  const field = <K extends keyof typeof form>(key: K) => ({
+    value: form[key] as string,
+    onChange: (e: { target: { value: string } }) => setForm((f) => ({ ...f, [key]: e.target.value }))
+  })
+
+  const save = async (e?: FormEvent) => {
+    e?.preventDefault()
+    setError(null)
+    setStatus(null)
+    try {
+      const payload = {
+        name: form.name,
+        description: form.description,
+        category: form.category,
+        instructions: form.instructions,
+        ...(form.model ? { model: form.model } : {}),
+        opening_message: form.opening_message,
+        subagents: form.subagents.split(",").map((s) => s.trim()).filter(Boolean),
+        tools: Object.entries(tools).filter(([, p]) => p !== "off").map(([name, permission]) => ({ name: name as ToolName, permission: permission as Permission })),
+        case_demos: demos.filter((d) => d.input || d.output).map((d) => ({ ...(d.title ? { title: d.title } : {}), input: d.input, output: d.output })),
+        billing: {
+          type: form.billingType,
+          price: form.billingType === "FREE" ? "0" : form.price,
+          free_trial_per_user: Number(form.trials),
+          allow_trial: form.allowTrial
+        }
+      }
+      const updated = await call((c) => c.agents.update({ path: { identifier }, payload: payload as never }))
+      load(updated as Agent)
+      setStatus("Saved.")
+      return true
+    } catch (failure) {
+      setError((failure as Error).message)
+      return false
+    }
+  }
+
+  const publish = async () => {
+    if (!(await save())) return
+    try {
+      const result = await call((c) => c.agents.publish({ path: { identifier } }))
+      setStatus(`Version ${result.submission.version} submitted for review.`)
+      load(await call((c) => c.agents.get({ path: { identifier } })) as Agent)
+    } catch (failure) {
+      setError((failure as Error).message)
+    }
+  }
+
+  const accept = async (id: string) => {
+    try {
+      await call((c) => c.evolution.accept({ path: { id } }))
+      setStatus("Suggestion accepted: it is live now.")
+      load(await call((c) => c.agents.get({ path: { identifier } })) as Agent)
+      setSuggestions(itemsOf<Suggestion>(await call((c) => c.evolution.suggestions({ path: { identifier } }))))
+    } catch (failure) {
+      setError((failure as Error).message)
+    }
+  }
+
+  if (!agent) return error ? <p role="alert" className="error">{error}</p> : <p role="status">Loading…</p>
+  return (
+    <section className="stack">
+      <p><Link to="/studio">← Studio</Link></p>
+      <h1>{agent.name}</h1>
+      <p className="muted" data-testid="submission">{agent.identifier} · {submissionText(agent)}</p>
+      <div className="row">
+        <Link to={`/chat/${identifier}`} className="button secondary">Test chat</Link>
+        {agent.published_version !== null && <Link to={`/marketplace/${identifier}`} className="button secondary">Public page</Link>}
+      </div>
+      <form onSubmit={save} className="stack" aria-label="Edit the expert">
+        <fieldset className="card stack">
+          <legend>Profile</legend>
+          <label>Name <input required maxLength={100} {...field("name")} /></label>
+          <label>Description <textarea rows={3} maxLength={2000} {...field("description")} /></label>
+          <label>
+            Category
+            <select {...field("category")}>{CATEGORIES.map((c) => <option key={c} value={c}>{c}</option>)}</select>
+          </label>
+          <label>Opening message <textarea rows={2} maxLength={2000} {...field("opening_message")} /></label>
+        </fieldset>
+        <fieldset className="card stack">
+          <legend>Behaviour</legend>
+          <label>Instructions <textarea rows={6} maxLength={20000} {...field("instructions")} /></label>
+          <label>
+            Model
+            <select {...field("model")}>
+              <option value="">Platform default</option>
+              {models.map((m) => <option key={m} value={m}>{m}</option>)}
+            </select>
+          </label>
+          <label>
+            Subagents (identifiers, comma-separated)
+            <input {...field("subagents")} placeholder="other-expert, another-one" />
+          </label>
+        </fieldset>
+        <fieldset className="card">
+          <legend>Tools</legend>
+          <div className="table-wrap">
+            <table>
+              <thead><tr><th scope="col">Tool</th><th scope="col">Off</th><th scope="col">Allow</th><th scope="col">Ask me</th><th scope="col">Deny</th></tr></thead>
+              <tbody>
+                {BUILTIN_TOOLS.map((name) => (
+                  <tr key={name}>
+                    <th scope="row"><code>{name}</code></th>
+                    {(["off", "allow", "ask", "deny"] as const).map((p) => (
+                      <td key={p}>
+                        <input
+                          type="radio"
+                          name={`tool-${name}`}
+                          aria-label={`${name}: ${p}`}
+                          checked={(tools[name] ?? "off") === p}
+                          onChange={() => setTools((t) => ({ ...t, [name]: p }))}
+                        />
+                      </td>
+                    ))}
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        </fieldset>
+        <fieldset className="card stack">
+          <legend>Examples (case demos)</legend>
+          {demos.map((demo, i) => (
+            <div key={i} className="demo-edit stack">
+              <label>Example {i + 1} title <input value={demo.title} onChange={(e) => setDemos((d) => d.map((x, j) => j === i ? { ...x, title: e.target.value } : x))} /></label>
+              <label>Example {i + 1} question <textarea rows={2} value={demo.input} onChange={(e) => setDemos((d) => d.map((x, j) => j === i ? { ...x, input: e.target.value } : x))} /></label>
+              <label>Example {i + 1} answer <textarea rows={2} value={demo.output} onChange={(e) => setDemos((d) => d.map((x, j) => j === i ? { ...x, output: e.target.value } : x))} /></label>
+              <button type="button" className="secondary" onClick={() => setDemos((d) => d.filter((_, j) => j !== i))}>Remove example {i + 1}</button>
+            </div>
+          ))}
+          <button type="button" className="secondary" onClick={() => setDemos((d) => [...d, { title: "", input: "", output: "" }])}>Add an example</button>
+        </fieldset>
+        <fieldset className="card stack">
+          <legend>Price</legend>
+          <label>
+            Billing
+            <select {...field("billingType")}>
+              <option value="FREE">Free</option>
+              <option value="UNLOCK">Unlock once for a price</option>
+            </select>
+          </label>
+          {form.billingType === "UNLOCK" && (
+            <>
+              <label>Price (credits) <input inputMode="decimal" {...field("price")} /></label>
+              <label>Free trial conversations per person <input type="number" min={0} {...field("trials")} /></label>
+              <label className="check">
+                <input type="checkbox" checked={form.allowTrial} onChange={(e) => setForm((f) => ({ ...f, allowTrial: e.target.checked }))} />
+                Allow free trials
+              </label>
+            </>
+          )}
+        </fieldset>
+        <div className="row sticky-actions">
+          <button type="submit">Save draft</button>
+          <button type="button" className="secondary" onClick={() => void publish()}>Publish</button>
+        </div>
+        <p role="status" aria-live="polite">{status}</p>
+        {error && <p role="alert" className="error">{error}</p>}
+      </form>
+      <section className="card stack" aria-labelledby="evolution">
+        <h2 id="evolution">Suggestions from its conversations</h2>
+        {suggestions.length === 0 && <p className="muted">No suggestions yet: they come from the expert's recorded runs.</p>}
+        <ul className="list">
+          {suggestions.map((s) => (
+            <li key={s.id}>
+              <strong>{s.title}</strong> <span className="muted small">({s.status})</span>
+              <p>{s.rationale}</p>
+              {s.status === "pending" && <button type="button" onClick={() => void accept(s.id)}>Accept “{s.title}”</button>}
+            </li>
+          ))}
+        </ul>
+      </section>
+    </section>
+  )
+}

@@ -1,0 +1,87 @@
+import { useEffect, useState, type FormEvent } from "react"
+import { call, itemsOf } from "../api.js"
+import { formatCredits, useMe } from "../session.js"
+
+export interface Line {
+  seq: number
+  amount: number
+  kind: string
+  description: string | null
+  balance_after: number
+  created_at: string
+  metadata: Record<string, string> | null
+}
+
+export const LedgerTable = ({ lines, caption }: { lines: ReadonlyArray<Line>; caption: string }) => (
+  <div className="table-wrap">
+    <table>
+      <caption>{caption}</caption>
+      <thead><tr><th scope="col">When</th><th scope="col">What</th><th scope="col" className="num">Amount</th><th scope="col" className="num">Balance after</th></tr></thead>
+      <tbody>
+        {lines.map((line) => (
+          <tr key={line.seq}>
+            <td>{new Date(line.created_at).toLocaleString()}</td>
+            <td>{line.description ?? line.kind}{line.metadata?.agent ? ` (${line.metadata.agent})` : ""}</td>
+            <td className={`num ${line.amount < 0 ? "neg" : "pos"}`}>{line.amount > 0 ? "+" : ""}{line.amount}</td>
+            <td className="num">{line.balance_after}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  </div>
+)
+
+export const WalletPage = () => {
+  const me = useMe()
+  const [wallet, setWallet] = useState<{ balance: number; today_spent: number } | null>(null)
+  const [lines, setLines] = useState<ReadonlyArray<Line>>([])
+  const [before, setBefore] = useState<number | null>(null)
+  const [amount, setAmount] = useState("100")
+  const [error, setError] = useState<string | null>(null)
+  const [status, setStatus] = useState<string | null>(null)
+
+  const loadMore = (from?: number) =>
+    call((c) => c.wallet.ledger({ urlParams: { limit: 50, ...(from ? { before: from } : {}) } })).then((page) => {
+      setLines((old) => from ? [...old, ...itemsOf<Line>(page)] : itemsOf<Line>(page))
+      setBefore(page.has_more ? page.next_before : null)
+    }, (e: Error) => setError(e.message))
+
+  useEffect(() => {
+    call((c) => c.wallet.wallet()).then(setWallet, (e: Error) => setError(e.message))
+    void loadMore()
+  }, [])
+
+  const topUp = async (e: FormEvent) => {
+    e.preventDefault()
+    setError(null)
+    try {
+      const order = await call((c) => c.wallet.createOrder({ payload: { amount: amount as never } })) as { pay_url?: string; id?: string }
+      setStatus(order.pay_url ? "Order created: continue to payment." : `Order ${order.id ?? ""} created.`)
+      if (order.pay_url) location.assign(order.pay_url)
+      me.refresh()
+    } catch (failure) {
+      setError((failure as Error).message)
+    }
+  }
+
+  return (
+    <section className="stack">
+      <h1>Wallet</h1>
+      <div className="card">
+        <p className="big" data-testid="wallet-balance">{formatCredits(wallet?.balance)}</p>
+        <p className="muted">Spent today: {formatCredits(wallet?.today_spent)}</p>
+      </div>
+      <form onSubmit={topUp} className="toolbar" aria-label="Top up">
+        <label>
+          Top-up amount (credits)
+          <input inputMode="decimal" value={amount} onChange={(e) => setAmount(e.target.value)} />
+        </label>
+        <button type="submit">Top up</button>
+      </form>
+      <p role="status" aria-live="polite">{status}</p>
+      {error && <p role="alert" className="error">{error}</p>}
+      {lines.length === 0 ? <p>No ledger entries yet.</p> : <LedgerTable lines={lines} caption="Ledger" />}
+      {before !== null && <button type="button" className="secondary" onClick={() => void loadMore(before)}>Older entries</button>}
+    </section>
+  )
+}
