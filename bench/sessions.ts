@@ -292,6 +292,16 @@ const main = async () => {
     return Number(result.rows[0].n)
   }
 
+  /**
+   * Transactions that wrote (each takes a transaction id; read-only ones do not). The counter is the whole
+   * PostgreSQL server's, so this is only meaningful on a quiet one; the probe itself takes one id.
+   */
+  const writes = async (): Promise<number> => {
+    if (db === undefined) return NaN
+    const result = await db.admin.query("SELECT txid_current()::bigint AS n")
+    return Number(result.rows[0].n)
+  }
+
   try {
     const users = await Promise.all(phones.map(async (phone, i) => {
       const token = (await call(agent, base, "POST", "/api/auth/login", { phone, code: "123456" })).body.token as string
@@ -621,6 +631,7 @@ const main = async () => {
       let failed = 0
       const statuses = new Map<number, number>()
       const commits0 = await commits()
+      const writes0 = await writes()
       const cpu0 = processCpu(pid)
       const started = performance.now()
       const deadline = started + SECONDS * 1000
@@ -642,6 +653,7 @@ const main = async () => {
       const total = pair(timings.map((t) => t.total))
       const s = await sample(pid, undefined)
       const committed = await commits() - commits0
+      const wrote = await writes() - writes0 - 1
       out()
       out(`### 3. Turn latency, ${TURN_SESSIONS} concurrent sessions`)
       out()
@@ -657,7 +669,10 @@ const main = async () => {
       out()
       out(
         `${f(events, 1)} events per turn` +
-          (Number.isNaN(committed) ? "." : `; PostgreSQL committed ${f(committed / Math.max(1, timings.length + failed), 1)} transactions per turn (${f(committed / seconds, 0)}/s).`)
+          (Number.isNaN(committed)
+            ? "."
+            : `; PostgreSQL committed ${f(committed / Math.max(1, timings.length + failed), 1)} transactions per turn ` +
+              `(${f(committed / seconds, 0)}/s), ${f(wrote / Math.max(1, timings.length + failed), 2)} of them writing.`)
       )
       if (failed > 0) out(`Failed turns by status: ${[...statuses].map(([st, n]) => `${n} × ${st}`).join(", ")}.`)
     }

@@ -1,6 +1,7 @@
 import { Context, Data, type Effect, type Option } from "effect"
 import type { Micros } from "../platform/Money.js"
 import type { Partition } from "../identity/Partition.js"
+import type { RunOutcome, RunRecord } from "./Repo.js"
 
 /**
  * What the run engine needs from the layers above it, as ports it owns: money (`RunPayer`, implemented by billing)
@@ -29,3 +30,12 @@ export class RunPayer extends Context.Tag("atrium/runtime/RunPayer")<RunPayer, {
 
 /** The expert `identifier` as a subagent run by `payer` sees it; none when it is not available to them. */
 export type ResolveSubagent<Agent> = (identifier: string, payer: Partition) => Effect.Effect<Option.Option<Agent>>
+
+/**
+ * Where a run's row is written. By default (`RunsRepo`) as two statements of its own; a session writes it with its
+ * turn's log instead, so the row costs no commit of its own.
+ */
+export interface RunLedger {
+  readonly start: (run: RunRecord) => Effect.Effect<void>
+  readonly finish: (runId: string, outcome: RunOutcome) => Effect.Effect<void>
+}

@@ -9,7 +9,7 @@ import { DELEGATE_TOOL, tokensOf } from "./models/Builtin.js"
 import { describeFailure } from "./models/Upstream.js"
 import { Models, type ResolvedModel } from "./models/Models.js"
 import { RunsRepo } from "./Repo.js"
-import { RunPayer } from "./Ports.js"
+import { type RunLedger, RunPayer } from "./Ports.js"
 import { makeSandboxHolder, type SandboxHolder } from "./sandbox/Holder.js"
 import { McpTools, type RemoteTools } from "./tools/Mcp.js"
 import { CodeRunner, RUN_CODE, RUN_CODE_DESCRIPTION, RunCodeParameters } from "./tools/RunCode.js"
@@ -64,6 +64,8 @@ export interface RunRequest {
    * `message` is not added as a new user message.
    */
   readonly resume?: boolean | undefined
+  /** Where the run's row goes; by default its own statements. Not passed on to subagents' runs. */
+  readonly ledger?: RunLedger | undefined
 }
 
 /** A function tool the caller runs: its name, description and JSON Schema of its arguments, passed on as-is. */
@@ -175,7 +177,8 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
 
         // The run's record is bookkeeping: if the database refuses it, the stream still ends with run.failed and
         // [DONE] (a failed start fails the run below; a failed finish is logged).
-        const started = repo.start({
+        const ledger = request.ledger ?? repo
+        const started = ledger.start({
           id: request.runId,
           agentId: agent.id,
           agentVersion: agent.version,
@@ -185,7 +188,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
           parentRunId: Option.getOrNull(request.parentRunId)
         })
         const record = (status: "completed" | "failed" | "cancelled", failure: Option.Option<{ code: string; message: string }>) =>
-          repo.finish(request.runId, {
+          ledger.finish(request.runId, {
             status,
             failureCode: Option.getOrNull(Option.map(failure, (f) => f.code)),
             failureMessage: Option.getOrNull(Option.map(failure, (f) => f.message.slice(0, 1000))),

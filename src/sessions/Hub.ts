@@ -76,16 +76,21 @@ export class SessionHub extends Effect.Service<SessionHub>()("atrium/sessions/Se
       )
     }
 
+    /** The notification that tells other runners of `event`; none outside cluster mode (or too big to say). */
+    const noteOf = (sessionId: string, event: HubEvent): Option.Option<string> => {
+      if (!clustered) return Option.none()
+      const payload = JSON.stringify({ r: self, s: sessionId, e: event } satisfies Note)
+      if (Buffer.byteLength(payload) <= MAX_PAYLOAD) return Option.some(payload)
+      if (event._tag !== "logged") return Option.none()
+      return Option.some(JSON.stringify({ r: self, s: sessionId, p: { turn: event.turn, seq: event.seq } } satisfies Note))
+    }
+
+    /** Tells this runner's subscribers and, in cluster mode, the others' (for what is not logged: `SessionLog` logs). */
     const publish = (sessionId: string, event: HubEvent) =>
       Effect.gen(function*() {
         yield* publishLocal(sessionId, event)
-        if (!clustered) return
-        let payload = JSON.stringify({ r: self, s: sessionId, e: event } satisfies Note)
-        if (Buffer.byteLength(payload) > MAX_PAYLOAD) {
-          if (event._tag !== "logged") return
-          payload = JSON.stringify({ r: self, s: sessionId, p: { turn: event.turn, seq: event.seq } } satisfies Note)
-        }
-        yield* repo.notify(CHANNEL, payload)
+        const note = noteOf(sessionId, event)
+        if (Option.isSome(note)) yield* repo.notify(CHANNEL, note.value)
       })
 
     /** A subscription for the life of the scope; everything published after this returns is in it. */
@@ -113,7 +118,7 @@ export class SessionHub extends Effect.Service<SessionHub>()("atrium/sessions/Se
       return count
     })
 
-    return { publish, subscribe, subscriptions, clustered } as const
+    return { publish, publishLocal, noteOf, channel: CHANNEL, subscribe, subscriptions, clustered } as const
   }),
   dependencies: [SessionsRepo.Default, AppConfig.Default]
 }) {}

@@ -3,6 +3,7 @@ import { SqlClient, SqlSchema } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
 import { decodeFirst, decodeRows, Json } from "../platform/Rows.js"
 import type { Partition } from "../identity/Partition.js"
+import type { RunOutcome, RunRecord } from "../runtime/Repo.js"
 
 export type SessionStatus = "idle" | "running" | "waiting_approval"
 
@@ -63,6 +64,20 @@ const LoggedEventRow = Schema.Struct({
   turn: Schema.Number,
   payload: Json(Schema.Struct({ type: Schema.String, seq: Schema.Number }, { key: Schema.String, value: Schema.Unknown }))
 })
+
+/**
+ * What one session writes at once to its log (see `SessionLog`): events, a new status, its run's row (started, or
+ * with its outcome), the turn as history, and the queue's changes. Any part may be absent.
+ */
+export interface LogWrite {
+  readonly sessionId: string
+  readonly events?: ReadonlyArray<LoggedEvent> | undefined
+  readonly status?: SessionStatus | undefined
+  readonly run?: { readonly record: RunRecord; readonly outcome: Option.Option<RunOutcome> } | undefined
+  readonly turn?: TurnRow | undefined
+  readonly enqueue?: QueuedTurn | undefined
+  readonly dequeue?: number | undefined
+}
 
 const SESSION = `s.id, s.agent_id, a.identifier AS agent_identifier, s.account_id, s.end_user_id, s.environment_id,
   s.title, s.metadata, s.status, s.created_at, s.updated_at`
@@ -226,6 +241,117 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
         Effect.orDie
       )
 
+    /**
+     * Writes a batch of log writes of any sessions, and sends their notifications, as ONE statement: one round trip
+     * and one commit (notifications go out when it commits, so no runner hears of an event before it is durable).
+     * Within a session the writes are in order; its last status wins. A run started and finished in the same batch
+     * is inserted finished (the statement's parts see one snapshot, so an update could not find the insert).
+     */
+    const commitLog = (writes: ReadonlyArray<LogWrite>, channel: string, notes: ReadonlyArray<string>) => {
+      const events: Array<unknown> = []
+      const statuses = new Map<string, SessionStatus>()
+      const runs = new Map<string, Record<string, unknown>>()
+      const turns: Array<unknown> = []
+      const enqueued: Array<unknown> = []
+      const dequeued: Array<unknown> = []
+      for (const write of writes) {
+        for (const event of write.events ?? []) {
+          events.push({ session_id: write.sessionId, seq: event.seq, turn: event.turn, payload: event.payload })
+        }
+        if (write.status !== undefined) statuses.set(write.sessionId, write.status)
+        if (write.run !== undefined) {
+          const { outcome, record } = write.run
+          runs.set(record.id, {
+            id: record.id,
+            agent_id: record.agentId,
+            agent_version: record.agentVersion,
+            payer_id: record.payerId,
+            end_user_id: record.endUserId,
+            session_id: record.sessionId,
+            parent_run_id: record.parentRunId,
+            ...Option.match(outcome, {
+              onNone: () => ({ status: "running", finished: false, denied_tools: [] }),
+              onSome: (o) => ({
+                status: o.status,
+                failure_code: o.failureCode,
+                failure_message: o.failureMessage,
+                input_tokens: o.inputTokens,
+                output_tokens: o.outputTokens,
+                credits_charged: o.creditsCharged.toString(),
+                tools_denied: o.deniedTools.length,
+                answer_chars: o.answerChars,
+                denied_tools: o.deniedTools,
+                finished: true
+              })
+            })
+          })
+        }
+        if (write.turn !== undefined) {
+          turns.push({
+            session_id: write.sessionId,
+            turn: write.turn.turn,
+            run_id: write.turn.runId,
+            messages: write.turn.messages,
+            chars: write.turn.chars,
+            status: write.turn.status
+          })
+        }
+        if (write.enqueue !== undefined) {
+          enqueued.push({
+            session_id: write.sessionId,
+            turn: write.enqueue.turn,
+            message: write.enqueue.message,
+            budget: Option.getOrNull(Option.map(write.enqueue.budget, String))
+          })
+        }
+        if (write.dequeue !== undefined) dequeued.push({ session_id: write.sessionId, turn: write.dequeue })
+      }
+      const status = Array.from(statuses, ([id, status]) => ({ id, status }))
+      return sql`
+        WITH q AS (
+          INSERT INTO session_queue (session_id, turn, message, budget)
+          SELECT * FROM jsonb_to_recordset(${JSON.stringify(enqueued)}::jsonb)
+            AS q(session_id text, turn integer, message text, budget bigint)
+        ), r AS (
+          INSERT INTO runs (id, agent_id, agent_version, payer_id, end_user_id, session_id, parent_run_id, status,
+            failure_code, failure_message, input_tokens, output_tokens, credits_charged, tools_denied, answer_chars,
+            denied_tools, finished_at)
+          SELECT id, agent_id, agent_version, payer_id, end_user_id, session_id, parent_run_id, status, failure_code,
+            failure_message, coalesce(input_tokens, 0), coalesce(output_tokens, 0), coalesce(credits_charged, 0),
+            coalesce(tools_denied, 0), answer_chars, denied_tools, CASE WHEN finished THEN now() END
+          FROM jsonb_to_recordset(${JSON.stringify(Array.from(runs.values()))}::jsonb)
+            AS r(id text, agent_id text, agent_version integer, payer_id text, end_user_id text, session_id text,
+                 parent_run_id text, status text, failure_code text, failure_message text, input_tokens integer,
+                 output_tokens integer, credits_charged bigint, tools_denied integer, answer_chars integer,
+                 denied_tools jsonb, finished boolean)
+          ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, failure_code = EXCLUDED.failure_code,
+            failure_message = EXCLUDED.failure_message, input_tokens = EXCLUDED.input_tokens,
+            output_tokens = EXCLUDED.output_tokens, credits_charged = EXCLUDED.credits_charged,
+            tools_denied = EXCLUDED.tools_denied, answer_chars = EXCLUDED.answer_chars,
+            denied_tools = EXCLUDED.denied_tools, finished_at = EXCLUDED.finished_at
+          WHERE runs.status = 'running'
+        ), e AS (
+          INSERT INTO session_events (session_id, seq, turn, payload)
+          SELECT * FROM jsonb_to_recordset(${JSON.stringify(events)}::jsonb)
+            AS e(session_id text, seq bigint, turn integer, payload jsonb)
+        ), t AS (
+          INSERT INTO session_turns (session_id, turn, run_id, messages, chars, status)
+          SELECT * FROM jsonb_to_recordset(${JSON.stringify(turns)}::jsonb)
+            AS t(session_id text, turn integer, run_id text, messages jsonb, chars integer, status text)
+          ON CONFLICT (session_id, turn) DO NOTHING
+        ), s AS (
+          UPDATE sessions SET status = s.status, updated_at = now()
+          FROM jsonb_to_recordset(${JSON.stringify(status)}::jsonb) AS s(id text, status text)
+          WHERE sessions.id = s.id
+        ), d AS (
+          DELETE FROM session_queue USING jsonb_to_recordset(${JSON.stringify(dequeued)}::jsonb) AS d(session_id text, turn integer)
+          WHERE session_queue.session_id = d.session_id AND session_queue.turn = d.turn
+        )
+        SELECT count(*)::int AS notified FROM (
+          SELECT pg_notify(${channel}, note) FROM jsonb_array_elements_text(${JSON.stringify(notes)}::jsonb) AS n(note)
+        ) n`.pipe(Effect.asVoid, Effect.orDie, Effect.withSpan("SessionsRepo.commitLog", { attributes: { writes: writes.length } }))
+    }
+
     /** Tells every runner listening on `channel` (cluster mode's live fan-out of session events). */
     const notify = (channel: string, payload: string) =>
       sql`SELECT pg_notify(${channel}, ${payload})`.pipe(Effect.asVoid, Effect.orDie)
@@ -256,6 +382,7 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
       dequeueEnded,
       queuedTurns,
       notify,
+      commitLog,
       interruptRuns
     } as const
   })

@@ -11,7 +11,9 @@ import { makeSandboxHolder } from "../runtime/sandbox/Holder.js"
 import { Runs } from "../runs/Runs.js"
 import { SessionsConfig } from "./Config.js"
 import { SessionHub } from "./Hub.js"
-import { type QueuedTurn, type SessionStatus, SessionsRepo, type TurnRow } from "./Repo.js"
+import type { RunOutcome, RunRecord } from "../runtime/Repo.js"
+import { SessionLog } from "./Log.js"
+import { type LogWrite, type QueuedTurn, type SessionStatus, SessionsRepo, type TurnRow } from "./Repo.js"
 
 /**
  * A session as an `@effect/cluster` entity (entity id = session id): the one place its turns run, one at a time, in
@@ -42,10 +44,19 @@ const Stop = Rpc.make("Stop", { success: Schema.Boolean })
  */
 const Wake = Rpc.make("Wake", { success: Schema.Boolean })
 
-export const Session = Entity.make("Session", [Send, Interrupt, Stop, Wake])
+/** Reads the session's row again: its end user changed (adopt), and the next turn is paid and filed for the new one. */
+const Reload = Rpc.make("Reload", { success: Schema.Boolean })
 
-/** History as the model sees it: the newest whole turns within the context budget, and a note of what was left out. */
-export const contextOf = (turns: ReadonlyArray<TurnRow>, budgetChars: number): Array<Prompt.MessageEncoded> => {
+export const Session = Entity.make("Session", [Send, Interrupt, Stop, Wake, Reload])
+
+/** How long a session's worker is busy before it asks the cluster to keep the session active; < `maxIdleTime`. */
+const KEEP_ALIVE_AFTER = "1 minute"
+
+/**
+ * History as the model sees it: the newest whole turns within the context budget, and a note of what was left out
+ * (`earlier`: turns before `turns` that were left out already).
+ */
+export const contextOf = (turns: ReadonlyArray<TurnRow>, budgetChars: number, earlier = 0): Array<Prompt.MessageEncoded> => {
   const kept: Array<TurnRow> = []
   let chars = 0
   for (let i = turns.length - 1; i >= 0; i--) {
@@ -54,7 +65,7 @@ export const contextOf = (turns: ReadonlyArray<TurnRow>, budgetChars: number): A
     chars += turn.chars
     kept.unshift(turn)
   }
-  const dropped = turns.length - kept.length
+  const dropped = earlier + turns.length - kept.length
   const note: Array<Prompt.MessageEncoded> = dropped > 0
     ? [{ role: "system", content: `${dropped} earlier turns of this conversation are not shown (context limit).` }]
     : []
@@ -77,15 +88,27 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     const address = yield* Entity.CurrentAddress
     const sessionId = address.entityId
     const repo = yield* SessionsRepo
+    const log = yield* SessionLog
     const hub = yield* SessionHub
     const engine = yield* RunEngine
     const runs = yield* Runs
 
     const positions = yield* repo.positions(sessionId)
+    // The row, kept while active: nothing a turn reads of it changes except by `Reload` (adopt) or `Stop` (delete).
+    let row = yield* repo.byId(sessionId)
     let seq = positions.seq
     let lastTurn = positions.turn
     let deleted = false
     let status: SessionStatus = "idle"
+    /** The status changed and the next write carries it. */
+    let statusChanged = false
+    /** The running turn's run, started and not yet in a write: the next write carries its row. */
+    let runStarted: RunRecord | undefined
+    /**
+     * The history as the next turn's prompt needs it, kept while the session is active (read once, then added to
+     * turn by turn): the newest turns within the context budget, and how many older ones were left out.
+     */
+    let history: Option.Option<{ turns: Array<TurnRow>; earlier: number }> = Option.none()
     let current: Option.Option<{ readonly turn: number; readonly fiber: Fiber.RuntimeFiber<unknown, unknown> }> = Option.none()
     const queue = yield* Queue.unbounded<QueuedTurn>()
     /** Turns sent and not yet ended (queued or running): what a runner giving the session up waits for. */
@@ -103,25 +126,78 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     const sandbox = yield* makeSandboxHolder
     yield* Effect.addFinalizer(() => sandbox.release)
 
-    /** Logs an event, then tells live subscribers; never cut in half by an interrupt. */
+    /** What the next write says besides its events: the status, if it changed, and the run's row, if just started. */
+    const pendingParts = (): Partial<LogWrite> => {
+      const parts: { status?: SessionStatus; run?: LogWrite["run"] } = {}
+      if (statusChanged) {
+        parts.status = status
+        statusChanged = false
+      }
+      if (runStarted !== undefined) {
+        parts.run = { record: runStarted, outcome: Option.none() }
+        runStarted = undefined
+      }
+      return parts
+    }
+
+    const setStatus = (next: SessionStatus) => {
+      if (next !== status) {
+        status = next
+        statusChanged = true
+      }
+    }
+
+    /**
+     * Logs an event (and what changed with it) through the group-committing writer: live subscribers see it once it
+     * is committed. Returns once it is queued, in order with the session's other writes; never cut in half.
+     */
     const record = (turn: number, event: InternalEvent) =>
-      Effect.uninterruptible(Effect.gen(function*() {
-        if (deleted) return
+      Effect.uninterruptible(Effect.suspend(() => {
+        if (deleted) return Effect.void
         seq += 1
         const logged = { ...event, seq } as InternalEvent & { seq: number }
-        yield* repo.appendEvent(sessionId, { seq, turn, payload: logged })
-        yield* hub.publish(sessionId, { _tag: "logged", turn, seq, event: logged })
-        const next: SessionStatus = event.type === "Ask" ? "waiting_approval" : status === "waiting_approval" ? "running" : status
-        if (next !== status) {
-          status = next
-          yield* repo.setStatus(sessionId, status)
-        }
+        setStatus(event.type === "Ask" ? "waiting_approval" : status === "waiting_approval" ? "running" : status)
+        return log.append({ sessionId, events: [{ seq, turn, payload: logged }], ...pendingParts() })
       }))
+
+    /** Lets go of the oldest turns that no longer fit the context budget (the prompt would leave them out). */
+    const trim = (kept: { turns: Array<TurnRow>; earlier: number }) => {
+      let chars = kept.turns.reduce((sum, t) => sum + t.chars, 0)
+      while (kept.turns.length > 0 && chars > contextChars) {
+        chars -= kept.turns.shift()!.chars
+        kept.earlier += 1
+      }
+      return kept
+    }
+
+    /** The session's history for the next turn, read from the database only the first time. */
+    const loadHistory = Effect.gen(function*() {
+      if (Option.isSome(history)) return history.value
+      const loaded = trim({ turns: [...(yield* repo.turns(sessionId))], earlier: 0 })
+      history = Option.some(loaded)
+      return loaded
+    })
+
+    /** Adds the turn that just ended to the history kept in memory. */
+    const remember = (turn: TurnRow) => {
+      if (Option.isNone(history)) return
+      history.value.turns.push(turn)
+      trim(history.value)
+    }
 
     // A turn that was in flight when the process stopped never finished: its log says so, and the session is free.
     const stale = yield* repo.inFlight(sessionId)
     if (Option.isSome(stale)) {
-      yield* record(stale.value.turn, { type: "error", code: "interrupted", message: "The server restarted during this turn." })
+      seq += 1
+      // Committed before the queue is cleaned up below: a turn whose end is logged is no longer owed.
+      yield* log.commit({
+        sessionId,
+        events: [{
+          seq,
+          turn: stale.value.turn,
+          payload: { type: "error", code: "interrupted", message: "The server restarted during this turn.", seq }
+        }]
+      })
     }
     // Its run, too (a runner killed mid-turn, whose shard this runner now owns, left it `running`).
     yield* repo.interruptRuns(sessionId)
@@ -132,17 +208,24 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
 
     const runTurn = (turn: QueuedTurn) =>
       Effect.gen(function*() {
-        const session = yield* repo.byId(sessionId)
-        if (Option.isNone(session) || deleted) return
-        const { accountId, agentIdentifier, endUserId, environmentId } = session.value
+        if (Option.isNone(row) || deleted) return
+        const { accountId, agentIdentifier, endUserId, environmentId } = row.value
         const partition = { accountId, endUserId }
         const agent = yield* runs.runnable(agentIdentifier, accountId)
         if (Option.isNone(agent)) {
-          yield* record(turn.turn, { type: "error", code: "agent_unavailable", message: `The agent ${agentIdentifier} is not available.` })
+          seq += 1
+          yield* log.commit({
+            sessionId,
+            events: [{
+              seq,
+              turn: turn.turn,
+              payload: { type: "error", code: "agent_unavailable", message: `The agent ${agentIdentifier} is not available.`, seq }
+            }],
+            dequeue: turn.turn
+          })
           return
         }
-        status = "running"
-        yield* repo.setStatus(sessionId, status)
+        setStatus("running")
         const runId = newId("run")
         let partial = ""
         // The turn's last event waits until the turn is in the history and the session is idle again: a client
@@ -153,12 +236,25 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
           if (isTerminal(event)) return Effect.sync(() => void (terminal = Option.some(event)))
           return record(turn.turn, event)
         }
-        const history = contextOf(yield* repo.turns(sessionId), contextChars)
+        // The run's row rides with the turn's writes: started with the next event, finished with the turn's end.
+        let run: { record: RunRecord; outcome: Option.Option<RunOutcome> } | undefined
+        const ledger = {
+          start: (record: RunRecord) =>
+            Effect.sync(() => {
+              run = { record, outcome: Option.none() }
+              runStarted = record
+            }),
+          finish: (_: string, outcome: RunOutcome) =>
+            Effect.sync(() => {
+              if (run !== undefined) run = { ...run, outcome: Option.some(outcome) }
+            })
+        }
+        const context = yield* loadHistory
         const fiber = yield* Effect.fork(engine.execute({
           runId,
           agent: agent.value,
           payer: partition,
-          history,
+          history: contextOf(context.turns, contextChars, context.earlier),
           message: turn.message,
           budget: turn.budget,
           sessionId: Option.some(sessionId),
@@ -166,7 +262,8 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
           parentRunId: Option.none(),
           depth: 0,
           environmentId,
-          sandbox
+          sandbox,
+          ledger
         }, emit, runs.resolveSubagent))
         current = Option.some({ turn: turn.turn, fiber })
         const exit = yield* Fiber.await(fiber)
@@ -186,17 +283,26 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
           ]
           outcome = "interrupted"
         }
-        yield* repo.saveTurn(sessionId, {
+        const saved: TurnRow = {
           turn: turn.turn,
           runId,
           messages,
           chars: JSON.stringify(messages).length,
           status: outcome,
           createdAt: new Date()
-        })
-        status = "idle"
-        yield* repo.setStatus(sessionId, status)
-        if (Option.isSome(terminal)) yield* record(turn.turn, terminal.value)
+        }
+        // The turn's end is one write: its run's row, the history, the session idle again, the last event, and the
+        // turn off the queue. Waited for: the next turn starts from a history that holds this one.
+        runStarted = undefined
+        setStatus("idle")
+        const end: LogWrite = { sessionId, ...pendingParts(), run, turn: saved, dequeue: turn.turn }
+        if (Option.isSome(terminal)) {
+          seq += 1
+          yield* log.commit({ ...end, events: [{ seq, turn: turn.turn, payload: { ...terminal.value, seq } }] })
+        } else {
+          yield* log.commit(end)
+        }
+        remember(saved)
       })
 
     const entityRuntime = Runtime.make({
@@ -209,19 +315,39 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     // Turns still queued when the session goes (a shutdown) no longer wait anywhere.
     yield* Effect.addFinalizer(() => Effect.flatMap(Queue.size(queue), (n) => Metric.incrementBy(queuedTurns, -n)))
 
-    // The worker: one turn at a time, in order. While it has work the entity stays active (no passivation mid-turn).
+    // While the worker has work the entity must stay active (no passivation mid-turn). `Entity.keepAlive` is a
+    // persisted message (three writes), so it is asked for only once the worker has been busy for a while, well
+    // within `maxIdleTime`: the idle clock runs from the last message, and a builtin turn is over long before.
+    let keepingAlive: Fiber.RuntimeFiber<void> | undefined
+    let keptAlive = false
+    const busy = Effect.gen(function*() {
+      if (keepingAlive !== undefined) return
+      keepingAlive = yield* Effect.fork(Effect.delay(
+        Effect.zipRight(Entity.keepAlive(true), Effect.sync(() => void (keptAlive = true))),
+        KEEP_ALIVE_AFTER
+      ))
+    })
+    const idle = Effect.gen(function*() {
+      if (keepingAlive === undefined) return
+      yield* Fiber.interrupt(keepingAlive)
+      keepingAlive = undefined
+      if (keptAlive) yield* Entity.keepAlive(false)
+      keptAlive = false
+    })
+
+    // The worker: one turn at a time, in order.
     Runtime.runFork(entityRuntime, Effect.forever(Effect.gen(function*() {
       const turn = yield* Queue.take(queue)
       yield* Metric.incrementBy(queuedTurns, -1)
-      yield* Entity.keepAlive(true)
+      yield* busy
+      // The turn leaves the queue with its end's write. Not when interrupted: a turn cut by a shutdown is closed,
+      // or run, by the next owner.
       yield* runTurn(turn).pipe(
-        // Not when interrupted: a turn cut by a shutdown is closed, or run, by the next owner.
-        Effect.zipRight(repo.dequeueTurn(sessionId, turn.turn)),
         inFlight(runningTurns),
         Effect.catchAllCause((cause) => Effect.logError("session turn failed", cause)),
         Effect.ensuring(SubscriptionRef.update(unfinished, (n) => n - 1))
       )
-      if ((yield* Queue.size(queue)) === 0) yield* Entity.keepAlive(false)
+      if ((yield* Queue.size(queue)) === 0) yield* idle
     })), { scope: entityScope })
 
     // A runner giving the session up (SIGTERM, or its shard moving to a runner that joined) lets the sent turns end
@@ -241,16 +367,21 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     return {
       Send: ({ payload }) =>
         Effect.gen(function*() {
-          if (deleted || Option.isNone(yield* repo.byId(sessionId))) {
+          if (deleted || Option.isNone(row)) {
             return yield* new SessionGone({ message: `No session ${sessionId}.` })
           }
           lastTurn += 1
           const turn: QueuedTurn = { turn: lastTurn, message: payload.message, budget: Option.fromNullable(payload.budget) }
-          yield* repo.enqueueTurn(sessionId, turn)
+          yield* log.commit({ sessionId, enqueue: turn })
           yield* enqueue(turn)
           return { turn: lastTurn }
         }),
       Wake: () => Effect.succeed(Option.isSome(current)),
+      Reload: () =>
+        Effect.gen(function*() {
+          row = yield* repo.byId(sessionId)
+          return Option.isSome(row)
+        }),
       Interrupt: () =>
         Effect.gen(function*() {
           if (Option.isNone(current)) return false
@@ -281,5 +412,5 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
   }),
   { maxIdleTime: "5 minutes" }
 )
-})).pipe(Layer.provide([SessionsConfig.Default, SessionsRepo.Default, SessionHub.Default, Runs.Default, RunEngine.Default]))
+})).pipe(Layer.provide([SessionsConfig.Default, SessionsRepo.Default, SessionLog.Default, SessionHub.Default, Runs.Default, RunEngine.Default]))
 

@@ -238,6 +238,8 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
           return yield* new SessionBusy({ message: "The session is running a turn; adopt it when it is idle." })
         }
         yield* repo.adopt(id, target.accountId, session.value.endUserId, target.endUserId)
+        // The session keeps its row while active: its next turn must be paid and filed for the new end user.
+        yield* toEntity(client(id).Reload()).pipe(Effect.orDie)
       }
       return sessionView(Option.getOrThrow(yield* repo.byId(id)))
     })

@@ -1,0 +1,87 @@
+import { Deferred, Effect, Exit, Option, Queue } from "effect"
+import type { InternalEvent } from "../runtime/Events.js"
+import { SessionHub } from "./Hub.js"
+import { type LogWrite, SessionsRepo } from "./Repo.js"
+
+/** The most writes one statement carries; more wait for the next. */
+const MAX_BATCH = 512
+
+interface Pending {
+  readonly write: LogWrite
+  readonly done: Deferred.Deferred<void>
+}
+
+/**
+ * Group commit of the sessions' logs: every write of every session of this process goes through one writer, which
+ * commits all that arrived while the previous statement ran as ONE statement (`SessionsRepo.commitLog`). A turn's
+ * events are not written one transaction each: those a fast model emits together share a commit, and so do those of
+ * sessions running side by side. Subscribers (here and, through the statement's `NOTIFY`, on other runners) see an
+ * event only once it is committed, as before.
+ *
+ * If a shared statement fails, each write is tried alone, so a refused write (its session was deleted meanwhile)
+ * fails only itself: its events are not told to anyone, and a caller waiting for it dies with the cause.
+ */
+export class SessionLog extends Effect.Service<SessionLog>()("atrium/sessions/SessionLog", {
+  scoped: Effect.gen(function*() {
+    const repo = yield* SessionsRepo
+    const hub = yield* SessionHub
+    const queue = yield* Queue.unbounded<Pending>()
+
+    const logged = (write: LogWrite) =>
+      (write.events ?? []).map((event) => ({
+        _tag: "logged" as const,
+        turn: event.turn,
+        seq: event.seq,
+        event: event.payload as unknown as InternalEvent & { seq: number }
+      }))
+
+    const commit = (batch: ReadonlyArray<Pending>) =>
+      repo.commitLog(
+        batch.map((pending) => pending.write),
+        hub.channel,
+        batch.flatMap((pending) => logged(pending.write).flatMap((event) => Option.toArray(hub.noteOf(pending.write.sessionId, event))))
+      )
+
+    const flush = (batch: ReadonlyArray<Pending>): Effect.Effect<void> =>
+      Effect.gen(function*() {
+        const exit = yield* Effect.exit(commit(batch))
+        if (Exit.isSuccess(exit)) {
+          for (const pending of batch) {
+            for (const event of logged(pending.write)) yield* hub.publishLocal(pending.write.sessionId, event)
+            yield* Deferred.succeed(pending.done, undefined)
+          }
+          return
+        }
+        if (batch.length === 1) {
+          yield* Effect.logWarning("a session log write was refused", exit.cause)
+          yield* Deferred.failCause(batch[0]!.done, exit.cause)
+          return
+        }
+        for (const pending of batch) yield* flush([pending])
+      })
+
+    // Registered before the writer starts, so it runs after the writer stops: what is still queued is written.
+    yield* Effect.addFinalizer(() => Effect.flatMap(Queue.takeAll(queue), (rest) => rest.length === 0 ? Effect.void : flush(Array.from(rest))))
+    yield* Queue.takeBetween(queue, 1, MAX_BATCH).pipe(
+      Effect.flatMap((batch) => Effect.uninterruptible(flush(Array.from(batch)))),
+      Effect.forever,
+      Effect.forkScoped
+    )
+
+    const enqueue = (write: LogWrite) =>
+      Effect.gen(function*() {
+        const done = yield* Deferred.make<void>()
+        yield* Queue.offer(queue, { write, done })
+        return done
+      })
+
+    /** Queues the write; returns when it is queued, not committed (it will be committed in order with the rest). */
+    const append = (write: LogWrite) => Effect.asVoid(enqueue(write))
+
+    /** Queues the write and returns once it is committed (and its events told). */
+    const commitNow = (write: LogWrite) => Effect.flatMap(enqueue(write), Deferred.await)
+
+    return { append, commit: commitNow } as const
+  }),
+  dependencies: [SessionsRepo.Default, SessionHub.Default]
+}) {}
