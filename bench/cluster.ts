@@ -93,6 +93,8 @@ const env = (workers: number) => ({
 })
 
 const rows: Array<string> = []
+/** The first few refused charges are printed (a charge should never be refused here: every wallet has credits). */
+let refusals = 0
 for (const workers of [1, 2]) {
   const platform = await launchBenchPlatform({ env: env(workers), services: { adminUrl: ADMIN_URL, redisUrl: REDIS_URL } })
   try {
@@ -100,7 +102,10 @@ for (const workers of [1, 2]) {
     const consume = (user: User) =>
       call(agent, platform.base, "POST", "/openapi/credit/consume", { amount: "0.01", idempotency_key: Crypto.randomUUID() }, {
         authorization: `Bearer ${user.apiKey}`
-      }).then((r) => r.status === 200)
+      }).then((r) => {
+        if (r.status !== 200 && refusals++ < 3) console.error(`refused: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`)
+        return r.status === 200
+      })
     if (PHASES.has("hot")) rows.push(await drive(`WORKERS=${workers} hot wallet`, () => consume(users[0]!)))
     if (PHASES.has("many")) rows.push(await drive(`WORKERS=${workers} 64 wallets`, (i) => consume(users[1 + (i % 64)]!)))
     if (PHASES.has("turns")) {

@@ -2,7 +2,7 @@ import { ClusterError, ClusterSchema, Entity, type Envelope } from "@effect/clus
 import { Rpc } from "@effect/rpc"
 import { Cause, Chunk, Clock, Effect, Either, Exit, FiberSet, Layer, Metric, Option, Schema } from "effect"
 import type { Micros } from "../platform/Money.js"
-import { makeEntityCaller } from "../platform/Cluster.js"
+import { isCut, makeEntityCaller, RESEND_PAUSE, RESENDS_WHEN_CUT } from "../platform/Cluster.js"
 import { timed, walletBatchSize, walletCommitDuration } from "../platform/telemetry/Metrics.js"
 import { BillingConfig } from "./Config.js"
 import {
@@ -408,8 +408,12 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
     const toEntity = yield* makeEntityCaller
     const lanes = new Map<string, Lane>()
 
-    /** Sends what waits in `lane` as one message; when it is answered, sends what arrived meanwhile. */
-    const send = (userId: string, lane: Lane) => {
+    /**
+     * Sends what waits in `lane` as one message; when it is answered, sends what arrived meanwhile. A message cut by
+     * a hand-over (the wallet's shard moved, or its runner lost its shard locks) is sent again with the same charges
+     * after a pause: each carries its key, so one the wallet did commit is answered from the ledger, not charged twice.
+     */
+    const send = (userId: string, lane: Lane, cuts = 0) => {
       const batch = lane.waiting.filter((w) => !w.cancelled)
       lane.waiting = []
       if (batch.length === 0) {
@@ -422,6 +426,21 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
           // On any exit, interruption included: every charge of the batch gets an answer and the lane moves on.
           Effect.onExit((exit) =>
             Effect.sync(() => {
+              if (isCut(exit) && cuts < RESENDS_WHEN_CUT) {
+                lane.waiting = [...batch, ...lane.waiting]
+                runFork(Effect.sleep(RESEND_PAUSE).pipe(
+                  Effect.zipRight(Effect.sync(() => send(userId, lane, cuts + 1))),
+                  // This process is stopping: whoever still waits hears so.
+                  Effect.onInterrupt(() =>
+                    Effect.sync(() => {
+                      for (const w of lane.waiting) w.resume(Effect.interrupt)
+                      lane.waiting = []
+                      lanes.delete(userId)
+                    })
+                  )
+                ))
+                return
+              }
               if (Exit.isSuccess(exit)) {
                 batch.forEach((w, i) => {
                   const result = exit.value[i]
@@ -465,12 +484,12 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
           })
         }).pipe(orDieOnCluster),
       credit: (userId: string, amount: Micros, entry: Partial<EntryInfo> & Pick<EntryInfo, "kind" | "scope" | "key">) =>
-        toEntity(client(userId).Credit({ amount, entry: { ...noEvent, ...entry } })).pipe(
+        toEntity(client(userId).Credit({ amount, entry: { ...noEvent, ...entry } }), { resendWhenCut: true }).pipe(
           orDieOnCluster,
           Effect.withSpan("Wallets.credit")
         ),
       balance: (userId: string) =>
-        toEntity(client(userId).Balance()).pipe(
+        toEntity(client(userId).Balance(), { resendWhenCut: true }).pipe(
           Effect.map((reply) => reply.balance),
           orDieOnCluster
         )

@@ -11,7 +11,7 @@ import {
 } from "@effect/cluster"
 import { NodeClusterSocket } from "@effect/platform-node"
 import { RpcSerialization } from "@effect/rpc"
-import { Config, Duration, Effect, Fiber, FiberSet, Layer, Option, Schedule } from "effect"
+import { Cause, Config, Duration, Effect, Exit, Fiber, FiberSet, Layer, Option, Schedule } from "effect"
 import * as Net from "node:net"
 import { AppConfig, WorkerIndex } from "./Config.js"
 import { withStartupLock } from "./Database.js"
@@ -26,15 +26,15 @@ import { withStartupLock } from "./Database.js"
  * is in PostgreSQL (`SqlRunnerStorage`: a row per runner with a heartbeat, an advisory lock per shard on a connection
  * of its own, so a runner that dies releases its shards the moment PostgreSQL sees its connection close); runners
  * reach each other over the socket transport on `RUNNER_HOST:RUNNER_PORT`; a singleton pings the others and marks
- * the silent ones unhealthy. The timings below move a dead runner's shards within about 7 s (docs/sessions.md).
+ * the silent ones unhealthy. The timings below move a killed runner's shards within seconds, a hung one's within ~12 s (docs/sessions.md).
  *
  * `ShardingConfig` is always given explicitly: `layerFromEnv` would read our `HOST`/`PORT`.
  */
 
 /** Timings of cluster mode: a dead runner is out of the assignment within `shardLockExpiration` + one refresh. */
 const clusterTimings = {
-  shardLockRefreshInterval: "2 seconds",
-  shardLockExpiration: "6 seconds",
+  shardLockRefreshInterval: "3 seconds",
+  shardLockExpiration: "9 seconds",
   refreshAssignmentsInterval: "1 second",
   runnerHealthCheckInterval: "2 seconds",
   sendRetryInterval: "100 millis",
@@ -134,10 +134,28 @@ export const ClusterLive = Layer.unwrapEffect(Effect.map(AppConfig, (config) => 
  */
 export const makeEntityCaller = Effect.gen(function*() {
   const runFork = yield* FiberSet.makeRuntime<never>()
-  return <A, E>(call: Effect.Effect<A, E>): Effect.Effect<A, E> =>
+  const once = <A, E>(call: Effect.Effect<A, E>): Effect.Effect<Exit.Exit<A, E>> =>
     Effect.acquireUseRelease(
       Effect.sync(() => runFork(call)),
-      (fiber) => Effect.flatten(Fiber.await(fiber)),
+      (fiber) => Fiber.await(fiber),
       (fiber) => Fiber.interrupt(fiber)
     )
+  const resent = <A, E>(call: Effect.Effect<A, E>, attempt: number): Effect.Effect<Exit.Exit<A, E>> =>
+    Effect.flatMap(once(call), (exit) =>
+      isCut(exit) && attempt < RESENDS_WHEN_CUT
+        ? Effect.zipRight(Effect.sleep(RESEND_PAUSE), resent(call, attempt + 1))
+        : Effect.succeed(exit))
+  /** `resendWhenCut`: only for idempotent messages (a charge or grant with its key, a read). */
+  return <A, E>(call: Effect.Effect<A, E>, options?: { readonly resendWhenCut?: boolean }): Effect.Effect<A, E> =>
+    Effect.flatten(options?.resendWhenCut === true ? resent(call, 0) : once(call))
 })
+
+/**
+ * A call that ended interrupted though its caller was not (the caller's own interruption stops the wait instead):
+ * the entity's shard was taken from it mid-call, by a hand-over or a runner that lost its shard locks.
+ */
+export const isCut = <A, E>(exit: Exit.Exit<A, E>) => Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)
+
+/** An idempotent message cut by a hand-over is sent again until its shard has an owner again (seconds): 15 s. */
+export const RESEND_PAUSE = Duration.millis(250)
+export const RESENDS_WHEN_CUT = 60
