@@ -334,6 +334,58 @@ describe.skipIf(databaseUrl === undefined)("cluster (issue 13)", () => {
       assert.deepStrictEqual(after, before.map((balance) => balance - rounds * 0.5))
     }), { timeout: 240_000 })
 
+  it.scopedLive("runners that miss their shard-lock refresh under charge load answer every charge, once each", () =>
+    Effect.gen(function*() {
+      const shared = yield* makeShared
+      const a = yield* runner(shared)
+      const b = yield* runner(shared)
+      yield* settled(shared, 2)
+      // Wallets on both runners, charged through both: half the messages cross from one runner to the other.
+      const payers = yield* Effect.all(Array.from({ length: 6 }, () => newUser(a)), { concurrency: 2 })
+      for (const payer of payers) yield* grant(a, payer, "1000")
+      const before = yield* Effect.all(payers.map((payer) => balanceOn(a, payer)))
+      let recovered = false
+      const statuses: Array<number> = []
+      const load = Effect.gen(function*() {
+        // Until the runner has given its shards up and taken them back, and a little after.
+        let rounds = 0
+        while (!recovered || rounds < 10) {
+          const replies = yield* Effect.all(payers.map((payer, i) => consume(i % 2 === 0 ? a : b, payer, "0.5")), {
+            concurrency: "unbounded"
+          })
+          for (const reply of replies) statuses.push(reply.status)
+          if (recovered) rounds++
+        }
+      })
+      const loading = yield* Effect.fork(load)
+      yield* Effect.sleep("1 second")
+      // The runners' heartbeat rows are locked for longer than a refresh may take (3 s), as a stalled PostgreSQL or
+      // a starved process would make it: each refresh times out, each runner gives every shard up at once
+      // (cutting the wallet messages in flight) and takes them back once its refresh goes through again.
+      yield* Effect.promise(async () => {
+        const client = new pg.Client({ connectionString: shared.databaseUrl })
+        await client.connect()
+        try {
+          await client.query("BEGIN")
+          await client.query(`SELECT 1 FROM cluster_runners FOR UPDATE`)
+          await new Promise((resolve) => setTimeout(resolve, 5_000))
+          await client.query("ROLLBACK")
+        } finally {
+          await client.end()
+        }
+      })
+      yield* Effect.sleep("1 second")
+      yield* settled(shared, 2)
+      recovered = true
+      // The cut really happened (else this test would prove nothing).
+      assert.isTrue([a, b].some((r) => r.output().includes("Shard lock storage is unhealthy")))
+      yield* Fiber.join(loading)
+      assert.deepStrictEqual(statuses.filter((status) => status !== 200), [])
+      const rounds = statuses.length / payers.length
+      const after = yield* Effect.all(payers.map((payer) => balanceOn(a, payer)))
+      assert.deepStrictEqual(after, before.map((balance) => balance - rounds * 0.5))
+    }), { timeout: 240_000 })
+
   it.scopedLive("SIGTERM: a stopping runner lets its running turns end, then hands its sessions over", () =>
     Effect.gen(function*() {
       const shared = yield* makeShared
