@@ -102,6 +102,26 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
       .addError(SessionBusy)
       .annotate(OpenApi.Description, "Bind a session of your account to the calling end user (docs/sessions.md).")
   )
+  .add(
+    HttpApiEndpoint.get("files", "/v1/sessions/:id/files")
+      .setPath(Path)
+      .addSuccess(Schema.Struct({
+        data: Schema.Array(Schema.Struct({ path: Schema.String, size: Schema.Number, updated_at: Schema.String }))
+      }))
+      .addError(NotFound)
+      .annotate(
+        OpenApi.Description,
+        "The session's workspace: the files its turns wrote (`write_file`, and what `run_code` wrote), by path."
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("fileContent", "/v1/sessions/:id/files/content")
+      .setPath(Path)
+      .setUrlParams(Schema.Struct({ path: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(500)) }))
+      .addSuccess(Schema.String)
+      .addError(NotFound)
+      .annotate(OpenApi.Description, "One workspace file's content (`text/plain`, as an attachment named after its path).")
+  )
   .middleware(PlatformAuthentication)
   .addError(InvalidRequest)
   .annotate(OpenApi.Title, "Sessions")

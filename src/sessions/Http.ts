@@ -1,4 +1,4 @@
-import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
+import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { type Duration, Effect, Layer, Option, type Stream } from "effect"
 import { AtriumApi } from "../Api.js"
 import { AuthenticationLive, Caller } from "../identity/Authentication.js"
@@ -62,6 +62,16 @@ export const SessionsHttp = HttpApiBuilder.group(AtriumApi, "sessions", (handler
         }))
       .handle("interrupt", ({ path }) => Effect.flatMap(Caller, (caller) => sessions.interrupt(caller, path.id)))
       .handle("adopt", ({ path }) => Effect.flatMap(Caller, (caller) => sessions.adopt(caller, path.id)))
+      .handle("files", ({ path }) => Effect.flatMap(Caller, (caller) => sessions.files(caller, path.id)))
+      .handle("fileContent", ({ path, urlParams }) =>
+        Effect.gen(function*() {
+          const content = yield* sessions.fileContent(yield* Caller, path.id, urlParams.path)
+          const name = (urlParams.path.split("/").pop() ?? "file").replace(/[^A-Za-z0-9._-]/g, "_")
+          return HttpServerResponse.text(content, {
+            contentType: "text/plain; charset=utf-8",
+            headers: { "content-disposition": `attachment; filename="${name}"`, "x-content-type-options": "nosniff" }
+          })
+        }))
   })).pipe(Layer.provide(AuthenticationLive))
 
 export const SessionsHttpLive = SessionsHttp.pipe(Layer.provide(Sessions.Default))

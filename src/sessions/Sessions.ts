@@ -9,6 +9,7 @@ import { newId } from "../platform/Ids.js"
 import type { Micros } from "../platform/Money.js"
 import { Approvals } from "../runtime/Approvals.js"
 import { type InternalEvent, isTerminal } from "../runtime/Events.js"
+import { RunsRepo } from "../runtime/Repo.js"
 import { Runs } from "../runs/Runs.js"
 import { type HubEvent, SessionHub } from "./Hub.js"
 import { type SessionRow, SessionsRepo } from "./Repo.js"
@@ -76,6 +77,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
     const runs = yield* Runs
     const approvals = yield* Approvals
     const environments = yield* EnvironmentsRepo
+    const workspace = yield* RunsRepo
     const client = yield* Session.client
     /** Session messages leave from this service's fibers, so an active session does not keep a request alive. */
     const toEntity = yield* makeEntityCaller
@@ -291,9 +293,23 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       return Stream.concat(replay, live).pipe(watchOwner(id), Stream.ensuring(Scope.close(scope, Exit.void)))
     })
 
+    /** The session's workspace (its turns' files), for its partition: the same files `list_files` shows. */
+    const files = Effect.fn("Sessions.files")(function*(caller: CallerIdentity, id: string) {
+      const session = yield* owned(caller, id)
+      const listed = yield* workspace.listFiles({ accountId: session.accountId, endUserId: session.endUserId }, id)
+      return { data: listed.map((file) => ({ path: file.path, size: Number(file.size), updated_at: file.updatedAt.toISOString() })) }
+    })
+
+    const fileContent = Effect.fn("Sessions.fileContent")(function*(caller: CallerIdentity, id: string, path: string) {
+      const session = yield* owned(caller, id)
+      const content = yield* workspace.readFile({ accountId: session.accountId, endUserId: session.endUserId }, id, path)
+      if (Option.isNone(content)) return yield* new NotFound({ message: `No file ${path} in session ${id}.` })
+      return content.value
+    })
+
     const invalid = (message: string) => new InvalidRequest({ message })
 
-    return { create, list, get, remove, send, answerApproval, interrupt, adopt, subscribe, invalid } as const
+    return { create, list, get, remove, send, answerApproval, interrupt, adopt, subscribe, files, fileContent, invalid } as const
   }),
-  dependencies: [SessionsRepo.Default, SessionHub.Default, Runs.Default, Approvals.Default, EnvironmentsRepo.Default]
+  dependencies: [SessionsRepo.Default, SessionHub.Default, Runs.Default, Approvals.Default, EnvironmentsRepo.Default, RunsRepo.Default]
 }) {}

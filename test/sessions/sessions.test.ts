@@ -3,7 +3,7 @@ import { Effect, Fiber } from "effect"
 import { createApiKey, request } from "../support/Client.js"
 import { names, openStream, streamOf, textOf } from "../support/Sse.js"
 import { TestServer } from "../support/TestServer.js"
-import { agentWith, assertError, ENV, LIVE, newUser } from "../runs/runs-support.js"
+import { agentWith, assertError, ENV, LIVE, newUser, toolDirective } from "../runs/runs-support.js"
 
 /** Sessions (issue 6): multi-turn conversations in a Session entity, with a durable, resumable event log. */
 
@@ -177,6 +177,29 @@ describe("sessions", () => {
         const server = yield* TestServer
         const rows = yield* server.query(`SELECT count(*)::int AS n FROM session_events WHERE session_id = '${session.id}'`)
         assert.strictEqual(rows[0]!.n, 0)
+      }))
+
+    it.effect("the files a session's turns write are listed and downloaded through the session; nobody else sees them", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const agent = yield* agentWith(user.token, { write_file: "allow" })
+        const session = yield* createSession(user.token, agent)
+        const wrote = yield* say(user.token, session.id, toolDirective("write_file", { path: "notes/plan.md", content: "# Plan\nship it" }))
+        assert.include(names(wrote), "run.completed", JSON.stringify(names(wrote)))
+        const listed = yield* request("GET", `/v1/sessions/${session.id}/files`, { token: user.token })
+        assert.strictEqual(listed.status, 200, listed.text)
+        assert.deepStrictEqual(listed.body.data.map((f: { path: string; size: number }) => [f.path, f.size]), [["notes/plan.md", 14]])
+        const file = yield* request("GET", `/v1/sessions/${session.id}/files/content?path=notes%2Fplan.md`, { token: user.token })
+        assert.strictEqual(file.status, 200, file.text)
+        assert.strictEqual(file.text, "# Plan\nship it")
+        assert.match(file.headers.get("content-disposition") ?? "", /attachment; filename="plan.md"/)
+        const missing = yield* request("GET", `/v1/sessions/${session.id}/files/content?path=nope.md`, { token: user.token })
+        assertError(missing, 404, "not_found")
+        const other = yield* newUser
+        const foreign = yield* request("GET", `/v1/sessions/${session.id}/files`, { token: other.token })
+        assertError(foreign, 404, "not_found")
+        const noPath = yield* request("GET", `/v1/sessions/${session.id}/files/content`, { token: user.token })
+        assertError(noPath, 400, "invalid_request")
       }))
   })
 })
