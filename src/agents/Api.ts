@@ -34,6 +34,8 @@ export const AgentView = Schema.Struct({
   opening_message: Schema.String,
   case_demos: Schema.Array(Schema.Unknown),
   billing: BillingView,
+  /** Remote MCP servers and their tools' permissions (docs/tools.md); absent when the expert has none. */
+  mcp_servers: Schema.optional(Schema.Array(Schema.Unknown)),
   published_version: Schema.NullOr(Schema.Int),
   pending_submission: Schema.NullOr(SubmissionView),
   created_at: Schema.optional(Schema.String),

@@ -97,6 +97,11 @@ describe("web app in Chromium", () => {
           await page.getByLabel("Billing").selectOption("UNLOCK")
           await page.getByLabel("Price (credits)").fill("5")
           await page.getByLabel("Free trial conversations per person").fill("2")
+          // Remote tools are JSON: a typo is said plainly and nothing is saved.
+          await page.getByLabel("MCP servers (JSON)").fill("[{name: search}]")
+          await page.getByRole("button", { name: "Save draft" }).click()
+          await page.getByText("MCP servers: not valid JSON").waitFor()
+          await page.getByLabel("MCP servers (JSON)").fill("[]")
           await page.getByRole("button", { name: "Save draft" }).click()
           await page.getByText("Saved.").waitFor()
 

@@ -200,5 +200,19 @@ describe("remote MCP tools", () => {
         assert.strictEqual(twice.status, 400, twice.text)
         assert.match(twice.body.error.message, /mcp_servers/)
       }))
+
+    it.effect("the owner reads an expert's mcp_servers back as saved (what the studio edits)", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const servers = [{ name: "search", url: "https://example.com/mcp", auth: "per_end_user", tools: [{ name: "lookup", permission: "ask" }] }]
+        const created = yield* request("POST", "/v1/agents", { token: user.token, body: { name: "Remote", mcp_servers: servers } })
+        assert.strictEqual(created.status, 201, created.text)
+        assert.deepStrictEqual(created.body.mcp_servers, servers)
+        const read = yield* request("GET", `/v1/agents/${created.body.identifier}`, { token: user.token })
+        assert.deepStrictEqual(read.body.mcp_servers, servers)
+        const cleared = yield* request("PATCH", `/v1/agents/${created.body.identifier}`, { token: user.token, body: { mcp_servers: [] } })
+        assert.strictEqual(cleared.status, 200, cleared.text)
+        assert.deepStrictEqual(cleared.body.mcp_servers, [])
+      }))
   })
 })

@@ -21,6 +21,7 @@ interface Agent {
   opening_message: string
   case_demos: ReadonlyArray<unknown>
   billing: { type: "FREE" | "UNLOCK"; price: number | string; free_trial_per_user: number; allow_trial: boolean }
+  mcp_servers?: ReadonlyArray<unknown> | undefined
   published_version: number | null
   pending_submission: { id: string; version: number; status: string; submitted_at: string } | null
 }
@@ -94,6 +95,8 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
   })
   const [tools, setTools] = useState<Record<string, Permission | "off">>({})
   const [demos, setDemos] = useState<Array<Demo>>([])
+  /** The expert's remote MCP servers as JSON text (docs/tools.md): edited as written, checked by the API on save. */
+  const [mcpServers, setMcpServers] = useState("[]")
   const [suggestions, setSuggestions] = useState<ReadonlyArray<Suggestion>>([])
   const [status, setStatus] = useState<string | null>(null)
   const [error, setError] = useState<string | null>(null)
@@ -110,6 +113,7 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
     for (const name of BUILTIN_TOOLS) t[name] = "off"
     for (const tool of a.tools as ReadonlyArray<{ name: string; permission: Permission }>) t[tool.name] = tool.permission
     setTools(t)
+    setMcpServers(JSON.stringify(a.mcp_servers ?? [], null, 2))
     setDemos((a.case_demos as ReadonlyArray<Partial<Demo>>).map((d) => ({ title: d.title ?? "", input: d.input ?? "", output: d.output ?? "" })))
   }
 
@@ -128,6 +132,13 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
     e?.preventDefault()
     setError(null)
     setStatus(null)
+    let servers: unknown
+    try {
+      servers = JSON.parse(mcpServers.trim() === "" ? "[]" : mcpServers)
+    } catch {
+      setError("MCP servers: not valid JSON (a list like the example).")
+      return false
+    }
     try {
       const payload = {
         name: form.name,
@@ -138,6 +149,7 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
         opening_message: form.opening_message,
         subagents: form.subagents.split(",").map((s) => s.trim()).filter(Boolean),
         tools: Object.entries(tools).filter(([, p]) => p !== "off").map(([name, permission]) => ({ name: name as ToolName, permission: permission as Permission })),
+        mcp_servers: servers,
         case_demos: demos.filter((d) => d.input || d.output).map((d) => ({ ...(d.title ? { title: d.title } : {}), input: d.input, output: d.output })),
         billing: {
           type: form.billingType,
@@ -239,6 +251,24 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
               </tbody>
             </table>
           </div>
+        </fieldset>
+        <fieldset className="card stack">
+          <legend>Remote tools (MCP servers)</legend>
+          <p className="muted small">
+            Tools of remote MCP servers, each with its own permission. <code>auth</code>: <code>none</code>,{" "}
+            <code>bearer</code> (your stored credential for the URL) or <code>per_end_user</code> (each user's own,
+            through <code>/v1/credentials</code>). The model sees them as <code>name__tool</code>.
+          </p>
+          <label>
+            MCP servers (JSON)
+            <textarea
+              rows={6}
+              spellCheck={false}
+              value={mcpServers}
+              onChange={(e) => setMcpServers(e.target.value)}
+              placeholder={'[{"name": "search", "url": "https://mcp.example.com/mcp", "auth": "per_end_user", "tools": [{"name": "lookup", "permission": "ask"}]}]'}
+            />
+          </label>
         </fieldset>
         <fieldset className="card stack">
           <legend>Examples (case demos)</legend>
