@@ -106,8 +106,9 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
       ),
       userTool(
         "update_expert",
-        "Change an expert's basic metadata (name, description, category). Only these fields: prompt layers, subagents " +
-          "and case demos are edited in the studio.",
+        "Change an expert's basic metadata (name, description, category). Only these fields: prompt layers, subagents, " +
+          "case demos and tools (the built-ins, run_code for Python and JavaScript in a sandbox, and remote MCP servers " +
+          "with per-tool permissions) are edited in the studio or through PATCH /v1/agents/{identifier}.",
         z.object({
           identifier,
           name: z.string().min(1).max(100).optional().describe("New display name"),
