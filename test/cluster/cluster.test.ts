@@ -185,6 +185,41 @@ const untilEnd = (live: LiveStream) =>
     return yield* live.until("run.failed")
   })
 
+/**
+ * Charges every payer 0.5 in rounds through `via(i)` (payer i's runner) while `disruption` runs and `roundsAfter`
+ * rounds after it, then checks that every charge was answered 200 and that each balance fell by exactly what was
+ * charged: nothing refused, lost or doubled around the disruption.
+ */
+const chargedThrough = <R>(
+  reader: PlatformProcess,
+  payers: ReadonlyArray<User>,
+  via: (i: number) => PlatformProcess,
+  roundsAfter: number,
+  disruption: Effect.Effect<void, never, R>
+) =>
+  Effect.gen(function*() {
+    for (const payer of payers) yield* grant(reader, payer, "1000")
+    const before = yield* Effect.all(payers.map((payer) => balanceOn(reader, payer)))
+    let disrupted = false
+    const statuses: Array<number> = []
+    const load = Effect.gen(function*() {
+      let rounds = 0
+      while (!disrupted || rounds < roundsAfter) {
+        const replies = yield* Effect.all(payers.map((payer, i) => consume(via(i), payer, "0.5")), { concurrency: "unbounded" })
+        for (const reply of replies) statuses.push(reply.status)
+        if (disrupted) rounds++
+      }
+    })
+    const loading = yield* Effect.fork(load)
+    yield* disruption
+    disrupted = true
+    yield* Fiber.join(loading)
+    assert.deepStrictEqual(statuses.filter((status) => status !== 200), [])
+    const rounds = statuses.length / payers.length
+    const after = yield* Effect.all(payers.map((payer) => balanceOn(reader, payer)))
+    assert.deepStrictEqual(after, before.map((balance) => balance - rounds * 0.5))
+  })
+
 describe.skipIf(databaseUrl === undefined)("cluster (issue 13)", () => {
   it.scopedLive("two runners: one wallet, one session, interrupt and approvals from either runner", () =>
     Effect.gen(function*() {
@@ -310,28 +345,10 @@ describe.skipIf(databaseUrl === undefined)("cluster (issue 13)", () => {
       yield* settled(shared, 1)
       // Several wallets, so that some of them move to B when it takes its shards.
       const payers = yield* Effect.all(Array.from({ length: 6 }, () => newUser(a)), { concurrency: 2 })
-      for (const payer of payers) yield* grant(a, payer, "1000")
-      const before = yield* Effect.all(payers.map((payer) => balanceOn(a, payer)))
-      let joined = false
-      const statuses: Array<number> = []
-      const load = Effect.gen(function*() {
-        // Until B holds its shards, and a little after: every wallet is charged around the hand-over.
-        let rounds = 0
-        while (!joined || rounds < 5) {
-          const replies = yield* Effect.all(payers.map((payer) => consume(a, payer, "0.5")), { concurrency: "unbounded" })
-          for (const reply of replies) statuses.push(reply.status)
-          if (joined) rounds++
-        }
-      })
-      const loading = yield* Effect.fork(load)
-      yield* runner(shared)
-      yield* settled(shared, 2)
-      joined = true
-      yield* Fiber.join(loading)
-      assert.deepStrictEqual(statuses.filter((status) => status !== 200), [])
-      const rounds = statuses.length / payers.length
-      const after = yield* Effect.all(payers.map((payer) => balanceOn(a, payer)))
-      assert.deepStrictEqual(after, before.map((balance) => balance - rounds * 0.5))
+      yield* chargedThrough(a, payers, () => a, 5, Effect.gen(function*() {
+        yield* runner(shared)
+        yield* settled(shared, 2)
+      }))
     }), { timeout: 240_000 })
 
   it.scopedLive("runners that miss their shard-lock refresh under charge load answer every charge, once each", () =>
@@ -342,48 +359,28 @@ describe.skipIf(databaseUrl === undefined)("cluster (issue 13)", () => {
       yield* settled(shared, 2)
       // Wallets on both runners, charged through both: half the messages cross from one runner to the other.
       const payers = yield* Effect.all(Array.from({ length: 6 }, () => newUser(a)), { concurrency: 2 })
-      for (const payer of payers) yield* grant(a, payer, "1000")
-      const before = yield* Effect.all(payers.map((payer) => balanceOn(a, payer)))
-      let recovered = false
-      const statuses: Array<number> = []
-      const load = Effect.gen(function*() {
-        // Until the runner has given its shards up and taken them back, and a little after.
-        let rounds = 0
-        while (!recovered || rounds < 10) {
-          const replies = yield* Effect.all(payers.map((payer, i) => consume(i % 2 === 0 ? a : b, payer, "0.5")), {
-            concurrency: "unbounded"
-          })
-          for (const reply of replies) statuses.push(reply.status)
-          if (recovered) rounds++
-        }
-      })
-      const loading = yield* Effect.fork(load)
-      yield* Effect.sleep("1 second")
-      // The runners' heartbeat rows are locked for longer than a refresh may take (3 s), as a stalled PostgreSQL or
-      // a starved process would make it: each refresh times out, each runner gives every shard up at once
-      // (cutting the wallet messages in flight) and takes them back once its refresh goes through again.
-      yield* Effect.promise(async () => {
-        const client = new pg.Client({ connectionString: shared.databaseUrl })
-        await client.connect()
-        try {
-          await client.query("BEGIN")
-          await client.query(`SELECT 1 FROM cluster_runners FOR UPDATE`)
-          await new Promise((resolve) => setTimeout(resolve, 5_000))
-          await client.query("ROLLBACK")
-        } finally {
-          await client.end()
-        }
-      })
-      yield* Effect.sleep("1 second")
-      yield* settled(shared, 2)
-      recovered = true
+      yield* chargedThrough(a, payers, (i) => i % 2 === 0 ? a : b, 10, Effect.gen(function*() {
+        yield* Effect.sleep("1 second")
+        // The runners' heartbeat rows are locked for longer than a refresh may take (3 s), as a stalled PostgreSQL
+        // or a starved process would make it: each refresh times out, each runner gives every shard up at once
+        // (cutting the wallet messages in flight) and takes them back once its refresh goes through again.
+        yield* Effect.promise(async () => {
+          const client = new pg.Client({ connectionString: shared.databaseUrl })
+          await client.connect()
+          try {
+            await client.query("BEGIN")
+            await client.query(`SELECT 1 FROM cluster_runners FOR UPDATE`)
+            await new Promise((resolve) => setTimeout(resolve, 5_000))
+            await client.query("ROLLBACK")
+          } finally {
+            await client.end()
+          }
+        })
+        yield* Effect.sleep("1 second")
+        yield* settled(shared, 2)
+      }))
       // The cut really happened (else this test would prove nothing).
       assert.isTrue([a, b].some((r) => r.output().includes("Shard lock storage is unhealthy")))
-      yield* Fiber.join(loading)
-      assert.deepStrictEqual(statuses.filter((status) => status !== 200), [])
-      const rounds = statuses.length / payers.length
-      const after = yield* Effect.all(payers.map((payer) => balanceOn(a, payer)))
-      assert.deepStrictEqual(after, before.map((balance) => balance - rounds * 0.5))
     }), { timeout: 240_000 })
 
   it.scopedLive("SIGTERM: a stopping runner lets its running turns end, then hands its sessions over", () =>
