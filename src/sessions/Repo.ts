@@ -149,22 +149,8 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
         SELECT turn, run_id, messages, chars, status, created_at FROM session_turns
         WHERE session_id = ${id} ORDER BY turn`.pipe(
         Effect.flatMap(decodeRows(TurnRowSchema)),
-        // Written by `saveTurn` from the prompt's own encoding: read back as it was written.
+        // Written by `commitLog` from the prompt's own encoding: read back as it was written.
         Effect.map((rows) => rows as ReadonlyArray<TurnRow>),
-        Effect.orDie
-      )
-
-    const saveTurn = (id: string, turn: TurnRow) =>
-      sql`
-        INSERT INTO session_turns (session_id, turn, run_id, messages, chars, status)
-        VALUES (${id}, ${turn.turn}, ${turn.runId}, ${JSON.stringify(turn.messages)}::jsonb, ${turn.chars}, ${turn.status})
-        ON CONFLICT (session_id, turn) DO NOTHING`.pipe(Effect.asVoid, Effect.orDie)
-
-    const appendEvent = (id: string, event: LoggedEvent) =>
-      sql`
-        INSERT INTO session_events (session_id, seq, turn, payload)
-        VALUES (${id}, ${event.seq}, ${event.turn}, ${JSON.stringify(event.payload)}::jsonb)`.pipe(
-        Effect.asVoid,
         Effect.orDie
       )
 
@@ -207,16 +193,6 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
       )
 
     const inFlightStart = (id: string) => Effect.map(inFlight(id), Option.map((turn) => turn.seq))
-
-    /** Makes a sent turn durable: acknowledged only once this is committed. */
-    const enqueueTurn = (id: string, turn: QueuedTurn) =>
-      sql`
-        INSERT INTO session_queue (session_id, turn, message, budget)
-        VALUES (${id}, ${turn.turn}, ${turn.message}, ${Option.getOrNull(turn.budget)})`.pipe(Effect.asVoid, Effect.orDie)
-
-    /** The turn has ended in the log (or was closed as interrupted): it is no longer owed. */
-    const dequeueTurn = (id: string, turn: number) =>
-      sql`DELETE FROM session_queue WHERE session_id = ${id} AND turn = ${turn}`.pipe(Effect.asVoid, Effect.orDie)
 
     /**
      * Forgets the sent turns that did end (in the history, or with a last event in the log) though their row stayed:
@@ -371,14 +347,10 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
       adopt,
       remove,
       turns,
-      saveTurn,
-      appendEvent,
       positions,
       eventsAfter,
       inFlight,
       inFlightStart,
-      enqueueTurn,
-      dequeueTurn,
       dequeueEnded,
       queuedTurns,
       notify,
