@@ -2,7 +2,7 @@ import { ClusterError, ClusterSchema, Entity, type Envelope } from "@effect/clus
 import { Rpc } from "@effect/rpc"
 import { Cause, Chunk, Clock, Effect, Either, Exit, FiberSet, Layer, Metric, Option, Schema } from "effect"
 import type { Micros } from "../platform/Money.js"
-import { isCut, makeEntityCaller, RESEND_PAUSE, RESENDS_WHEN_CUT } from "../platform/Cluster.js"
+import { makeEntityCaller } from "../platform/Cluster.js"
 import { timed, walletBatchSize, walletCommitDuration } from "../platform/telemetry/Metrics.js"
 import { BillingConfig } from "./Config.js"
 import {
@@ -402,8 +402,8 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
       }
       return c
     }
-    // Charges leave from `runFork` (below) and the rest through `toEntity`: never from the caller's fiber, so an
-    // active wallet does not keep the request that woke it alive (see makeEntityCaller).
+    // Every message goes through `toEntity` (charges from a lane's own fiber, `runFork`): never from the caller's
+    // fiber, so an active wallet does not keep the request that woke it alive (see makeEntityCaller).
     const runFork = yield* FiberSet.makeRuntime<never>()
     const toEntity = yield* makeEntityCaller
     const lanes = new Map<string, Lane>()
@@ -411,9 +411,10 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
     /**
      * Sends what waits in `lane` as one message; when it is answered, sends what arrived meanwhile. A message cut by
      * a hand-over (the wallet's shard moved, or its runner lost its shard locks) is sent again with the same charges
-     * after a pause: each carries its key, so one the wallet did commit is answered from the ledger, not charged twice.
+     * (`resendWhenCut`): each carries its key, so one the wallet did commit is answered from the ledger, not charged
+     * twice.
      */
-    const send = (userId: string, lane: Lane, cuts = 0) => {
+    const send = (userId: string, lane: Lane) => {
       const batch = lane.waiting.filter((w) => !w.cancelled)
       lane.waiting = []
       if (batch.length === 0) {
@@ -422,25 +423,10 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
       }
       lane.inFlight = true
       runFork(
-        client(userId).Charges({ charges: batch.map((w) => w.request) }).pipe(
+        toEntity(client(userId).Charges({ charges: batch.map((w) => w.request) }), { resendWhenCut: true }).pipe(
           // On any exit, interruption included: every charge of the batch gets an answer and the lane moves on.
           Effect.onExit((exit) =>
             Effect.sync(() => {
-              if (isCut(exit) && cuts < RESENDS_WHEN_CUT) {
-                lane.waiting = [...batch, ...lane.waiting]
-                runFork(Effect.sleep(RESEND_PAUSE).pipe(
-                  Effect.zipRight(Effect.sync(() => send(userId, lane, cuts + 1))),
-                  // This process is stopping: whoever still waits hears so.
-                  Effect.onInterrupt(() =>
-                    Effect.sync(() => {
-                      for (const w of lane.waiting) w.resume(Effect.interrupt)
-                      lane.waiting = []
-                      lanes.delete(userId)
-                    })
-                  )
-                ))
-                return
-              }
               if (Exit.isSuccess(exit)) {
                 batch.forEach((w, i) => {
                   const result = exit.value[i]

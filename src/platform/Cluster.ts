@@ -154,8 +154,8 @@ export const makeEntityCaller = Effect.gen(function*() {
  * A call that ended interrupted though its caller was not (the caller's own interruption stops the wait instead):
  * the entity's shard was taken from it mid-call, by a hand-over or a runner that lost its shard locks.
  */
-export const isCut = <A, E>(exit: Exit.Exit<A, E>) => Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)
+const isCut = <A, E>(exit: Exit.Exit<A, E>) => Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)
 
 /** An idempotent message cut by a hand-over is sent again until its shard has an owner again (seconds): 15 s. */
-export const RESEND_PAUSE = Duration.millis(250)
-export const RESENDS_WHEN_CUT = 60
+const RESEND_PAUSE = Duration.millis(250)
+const RESENDS_WHEN_CUT = 60

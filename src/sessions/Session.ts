@@ -102,8 +102,8 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     let status: SessionStatus = "idle"
     /** The status changed and the next write carries it. */
     let statusChanged = false
-    /** The running turn's run, started and not yet in a write: the next write carries its row. */
-    let runStarted: RunRecord | undefined
+    /** The running turn's run, as the engine's ledger tells it; the first write after its start carries its row. */
+    let run: { record: RunRecord; outcome: Option.Option<RunOutcome>; written: boolean } | undefined
     /**
      * The history as the next turn's prompt needs it, kept while the session is active (read once, then added to
      * turn by turn): the newest turns within the context budget, and how many older ones were left out.
@@ -133,9 +133,9 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
         parts.status = status
         statusChanged = false
       }
-      if (runStarted !== undefined) {
-        parts.run = { record: runStarted, outcome: Option.none() }
-        runStarted = undefined
+      if (run !== undefined && !run.written) {
+        parts.run = { record: run.record, outcome: Option.none() }
+        run.written = true
       }
       return parts
     }
@@ -147,6 +147,12 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
       }
     }
 
+    /** The event as the log holds it, with the session's next `seq`. */
+    const nextLogged = (turn: number, event: InternalEvent) => {
+      seq += 1
+      return { seq, turn, payload: { ...event, seq } }
+    }
+
     /**
      * Logs an event (and what changed with it) through the group-committing writer: live subscribers see it once it
      * is committed. Returns once it is queued, in order with the session's other writes; never cut in half.
@@ -154,10 +160,8 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     const record = (turn: number, event: InternalEvent) =>
       Effect.uninterruptible(Effect.suspend(() => {
         if (deleted) return Effect.void
-        seq += 1
-        const logged = { ...event, seq } as InternalEvent & { seq: number }
         setStatus(event.type === "Ask" ? "waiting_approval" : status === "waiting_approval" ? "running" : status)
-        return log.append({ sessionId, events: [{ seq, turn, payload: logged }], ...pendingParts() })
+        return log.append({ sessionId, events: [nextLogged(turn, event)], ...pendingParts() })
       }))
 
     /** Lets go of the oldest turns that no longer fit the context budget (the prompt would leave them out). */
@@ -188,15 +192,10 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     // A turn that was in flight when the process stopped never finished: its log says so, and the session is free.
     const stale = yield* repo.inFlight(sessionId)
     if (Option.isSome(stale)) {
-      seq += 1
       // Committed before the queue is cleaned up below: a turn whose end is logged is no longer owed.
       yield* log.commit({
         sessionId,
-        events: [{
-          seq,
-          turn: stale.value.turn,
-          payload: { type: "error", code: "interrupted", message: "The server restarted during this turn.", seq }
-        }]
+        events: [nextLogged(stale.value.turn, { type: "error", code: "interrupted", message: "The server restarted during this turn." })]
       })
     }
     // Its run, too (a runner killed mid-turn, whose shard this runner now owns, left it `running`).
@@ -213,14 +212,9 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
         const partition = { accountId, endUserId }
         const agent = yield* runs.runnable(agentIdentifier, accountId)
         if (Option.isNone(agent)) {
-          seq += 1
           yield* log.commit({
             sessionId,
-            events: [{
-              seq,
-              turn: turn.turn,
-              payload: { type: "error", code: "agent_unavailable", message: `The agent ${agentIdentifier} is not available.`, seq }
-            }],
+            events: [nextLogged(turn.turn, { type: "error", code: "agent_unavailable", message: `The agent ${agentIdentifier} is not available.` })],
             dequeue: turn.turn
           })
           return
@@ -237,16 +231,11 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
           return record(turn.turn, event)
         }
         // The run's row rides with the turn's writes: started with the next event, finished with the turn's end.
-        let run: { record: RunRecord; outcome: Option.Option<RunOutcome> } | undefined
         const ledger = {
-          start: (record: RunRecord) =>
-            Effect.sync(() => {
-              run = { record, outcome: Option.none() }
-              runStarted = record
-            }),
+          start: (record: RunRecord) => Effect.sync(() => void (run = { record, outcome: Option.none(), written: false })),
           finish: (_: string, outcome: RunOutcome) =>
             Effect.sync(() => {
-              if (run !== undefined) run = { ...run, outcome: Option.some(outcome) }
+              if (run !== undefined) run.outcome = Option.some(outcome)
             })
         }
         const context = yield* loadHistory
@@ -293,15 +282,17 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
         }
         // The turn's end is one write: its run's row, the history, the session idle again, the last event, and the
         // turn off the queue. Waited for: the next turn starts from a history that holds this one.
-        runStarted = undefined
         setStatus("idle")
-        const end: LogWrite = { sessionId, ...pendingParts(), run, turn: saved, dequeue: turn.turn }
-        if (Option.isSome(terminal)) {
-          seq += 1
-          yield* log.commit({ ...end, events: [{ seq, turn: turn.turn, payload: { ...terminal.value, seq } }] })
-        } else {
-          yield* log.commit(end)
-        }
+        const finished = run === undefined ? undefined : { record: run.record, outcome: run.outcome }
+        run = undefined
+        yield* log.commit({
+          sessionId,
+          ...pendingParts(),
+          run: finished,
+          turn: saved,
+          dequeue: turn.turn,
+          events: Option.match(terminal, { onNone: () => [], onSome: (event) => [nextLogged(turn.turn, event)] })
+        })
         remember(saved)
       })
 
@@ -319,20 +310,15 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     // persisted message (three writes), so it is asked for only once the worker has been busy for a while, well
     // within `maxIdleTime`: the idle clock runs from the last message, and a builtin turn is over long before.
     let keepingAlive: Fiber.RuntimeFiber<void> | undefined
-    let keptAlive = false
     const busy = Effect.gen(function*() {
-      if (keepingAlive !== undefined) return
-      keepingAlive = yield* Effect.fork(Effect.delay(
-        Effect.zipRight(Entity.keepAlive(true), Effect.sync(() => void (keptAlive = true))),
-        KEEP_ALIVE_AFTER
-      ))
+      if (keepingAlive === undefined) keepingAlive = yield* Effect.fork(Effect.delay(Entity.keepAlive(true), KEEP_ALIVE_AFTER))
     })
     const idle = Effect.gen(function*() {
       if (keepingAlive === undefined) return
-      yield* Fiber.interrupt(keepingAlive)
+      // Ended by itself (not interrupted here): it did ask to be kept alive.
+      const asked = Exit.isSuccess(yield* Fiber.interrupt(keepingAlive))
       keepingAlive = undefined
-      if (keptAlive) yield* Entity.keepAlive(false)
-      keptAlive = false
+      if (asked) yield* Entity.keepAlive(false)
     })
 
     // The worker: one turn at a time, in order.

@@ -293,16 +293,16 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       return Stream.concat(replay, live).pipe(watchOwner(id), Stream.ensuring(Scope.close(scope, Exit.void)))
     })
 
-    /** The session's workspace (its turns' files), for its partition: the same files `list_files` shows. */
+    /** The session's workspace (its turns' files), for its partition (the caller's: `owned`): what `list_files` shows. */
     const files = Effect.fn("Sessions.files")(function*(caller: CallerIdentity, id: string) {
-      const session = yield* owned(caller, id)
-      const listed = yield* workspace.listFiles({ accountId: session.accountId, endUserId: session.endUserId }, id)
+      yield* owned(caller, id)
+      const listed = yield* workspace.listFiles(partitionOf(caller), id)
       return { data: listed.map((file) => ({ path: file.path, size: Number(file.size), updated_at: file.updatedAt.toISOString() })) }
     })
 
     const fileContent = Effect.fn("Sessions.fileContent")(function*(caller: CallerIdentity, id: string, path: string) {
-      const session = yield* owned(caller, id)
-      const content = yield* workspace.readFile({ accountId: session.accountId, endUserId: session.endUserId }, id, path)
+      yield* owned(caller, id)
+      const content = yield* workspace.readFile(partitionOf(caller), id, path)
       if (Option.isNone(content)) return yield* new NotFound({ message: `No file ${path} in session ${id}.` })
       return content.value
     })
