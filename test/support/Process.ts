@@ -1,12 +1,14 @@
 import { Effect, type Scope } from "effect"
 import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
 import * as Net from "node:net"
 import * as Path from "node:path"
 
 /**
- * The platform as its own process, the entry point `npm start` runs, from the sources (`node --import tsx
- * src/main.ts`) rather than `dist/`, so a test never runs a stale build: for tests of start-up, shutdown, crashes and
- * what the process prints, which an in-process server cannot show.
+ * The platform as its own process, the entry point `npm start` runs: for tests of start-up, shutdown, crashes and
+ * what the process prints, which an in-process server cannot show. It runs the compiled `dist/main.js` when that is
+ * newer than every source file (CI's `npm ci` has just built it) and the sources through `tsx` otherwise, so a test
+ * never runs a stale build; compiling the sources on every start was most of a start's time.
  */
 export interface PlatformProcess {
   readonly url: string
@@ -28,22 +30,43 @@ export const freePort = Effect.promise(() =>
   })
 )
 
-/** Settings a test's own environment may carry that must not leak into the platform under test. */
-const NOT_INHERITED = ["DATABASE_URL", "REDIS_URL", "KEY_PREFIX", "JWT_SECRET", "SMS_TEST_OTP"]
+const ROOT = Path.resolve(import.meta.dirname, "../..")
 
-/** Starts the platform with `env` (plus a free PORT) and waits until it is healthy; it is killed with the scope. */
+const newestSource = (dir: string): number =>
+  Fs.readdirSync(dir, { withFileTypes: true }).reduce((newest, entry) => {
+    const path = Path.join(dir, entry.name)
+    return Math.max(newest, entry.isDirectory() ? newestSource(path) : Fs.statSync(path).mtimeMs)
+  }, 0)
+
+/** `node` arguments that start the platform: the build when it is current, the sources otherwise. */
+const entryPoint = (): ReadonlyArray<string> => {
+  const built = Path.join(ROOT, "dist", "main.js")
+  const current = Fs.existsSync(built) && Fs.statSync(built).mtimeMs >= newestSource(Path.join(ROOT, "src"))
+  return current ? [built] : ["--import", "tsx", "src/main.ts"]
+}
+
+/** Settings a test's own environment may carry that must not leak into the platform under test. */
+const NOT_INHERITED = ["DATABASE_URL", "REDIS_URL", "KEY_PREFIX", "JWT_SECRET", "SMS_TEST_OTP", "LOG_LEVEL"]
+
+/** What `HttpServer.withLogAddress` prints once the socket listens, in the pretty and the JSON log alike. */
+const LISTENING = /Listening on http:\/\/[^\s":]+:(\d+)/
+
+/**
+ * Starts the platform with `env` and waits until it is healthy; it is killed with the scope. The platform binds
+ * port 0 and the test reads the port it got from its log, so no other process can take the port between a test
+ * choosing it and the platform binding it (and answer the health check in its place).
+ */
 export const launchPlatform = (env: Record<string, string>): Effect.Effect<PlatformProcess, never, Scope.Scope> =>
   Effect.gen(function*() {
-    const port = yield* freePort
     const childEnv: Record<string, string> = {}
     for (const [key, value] of Object.entries(process.env)) {
       if (value !== undefined && !NOT_INHERITED.includes(key)) childEnv[key] = value
     }
-    Object.assign(childEnv, { PORT: String(port), HOST: "127.0.0.1", ...env })
+    Object.assign(childEnv, { PORT: "0", HOST: "127.0.0.1", ...env })
     const child = yield* Effect.acquireRelease(
       Effect.sync(() =>
-        ChildProcess.spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
-          cwd: Path.resolve(import.meta.dirname, "../.."),
+        ChildProcess.spawn(process.execPath, entryPoint(), {
+          cwd: ROOT,
           env: childEnv,
           stdio: ["ignore", "pipe", "pipe"]
         })
@@ -54,15 +77,18 @@ export const launchPlatform = (env: Record<string, string>): Effect.Effect<Platf
     child.stdout.on("data", (chunk) => (output += chunk))
     child.stderr.on("data", (chunk) => (output += chunk))
     const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
-    const url = `http://127.0.0.1:${port}`
     // Ready when health answers; a cold start (tsx compiling the sources, PGlite initialising) on a busy machine
     // takes a while, so the wait is a generous deadline rather than a count of tries.
-    yield* Effect.promise(async () => {
+    const url = yield* Effect.promise(async () => {
       const deadline = Date.now() + 180_000
       while (Date.now() < deadline) {
         if (child.exitCode !== null) throw new Error(`platform exited early:\n${output}`)
-        const ok = await fetch(`${url}/api/health`, { signal: AbortSignal.timeout(2_000) }).then((r) => r.ok, () => false)
-        if (ok) return
+        const port = env.PORT ?? LISTENING.exec(output)?.[1]
+        if (port !== undefined) {
+          const url = `http://127.0.0.1:${port}`
+          const ok = await fetch(`${url}/api/health`, { signal: AbortSignal.timeout(2_000) }).then((r) => r.ok, () => false)
+          if (ok) return url
+        }
         await new Promise((r) => setTimeout(r, 50))
       }
       throw new Error(`platform did not become healthy:\n${output}`)
