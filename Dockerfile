@@ -32,4 +32,4 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=60s --retries=3 \
   CMD ["node", "-e", "fetch(`http://127.0.0.1:${process.env.PORT}/api/health`).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 # node itself is PID 1 (no npm in between), so SIGTERM reaches the platform, which drains and exits (SHUTDOWN_GRACE).
 STOPSIGNAL SIGTERM
-CMD ["node", "--max-semi-space-size=64", "dist/main.js"]
+CMD ["node", "dist/main.js"]

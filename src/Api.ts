@@ -1,4 +1,5 @@
-import { HttpApi, OpenApi } from "@effect/platform"
+import * as HttpApi from "@effect/platform/HttpApi"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { AgentsApi, PurchasesApi, ReviewsApi } from "./agents/Api.js"
 import { RunsApi } from "./runs/Api.js"
 import { ResponsesApi } from "./responses/Api.js"

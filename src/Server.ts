@@ -1,15 +1,13 @@
-import {
-  FileSystem,
-  HttpApi,
-  HttpApiScalar,
-  HttpIncomingMessage,
-  HttpLayerRouter,
-  HttpServer,
-  HttpServerRequest,
-  HttpServerResponse
-} from "@effect/platform"
-import { NodeHttpServer, NodeHttpServerRequest } from "@effect/platform-node"
-import { Cause, Duration, Effect, Layer, Option, Redacted } from "effect"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as HttpApi from "@effect/platform/HttpApi"
+import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
+import * as HttpLayerRouter from "@effect/platform/HttpLayerRouter"
+import * as HttpServer from "@effect/platform/HttpServer"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
+import { Cause, Context, Duration, Effect, Layer, Option, Redacted, Scope } from "effect"
 import { createServer } from "node:http"
 import type { Readable } from "node:stream"
 import { AgentsHttpLive } from "./agents/Http.js"
@@ -364,7 +362,24 @@ const ApiRoutes = HttpLayerRouter.addHttpApi(AtriumApi, { openapiPath: "/openapi
 /** The web app (web/dist): its pages, its assets and the login page. */
 const WebAppRoutes = makeWebAppRoutes(fallbackLoginPage)
 
-const DocsRoute = HttpApiScalar.layerHttpLayerRouter({ api: AtriumApi, path: "/docs" })
+/**
+ * The API reference, built on its first request: Scalar's bundle is 6 MB of module source and its page 6 MB more,
+ * a twentieth of the process's idle memory for a page few deployments ever open.
+ */
+const DocsRoute = HttpLayerRouter.use(Effect.fnUntraced(function*(router) {
+  const scope = yield* Effect.scope
+  const docs = yield* Effect.cached(
+    Effect.promise(() => import("@effect/platform/HttpApiScalar")).pipe(
+      // A router of its own (Layer.build, not the app's memo map, which would hand back the platform's router).
+      Effect.flatMap((Scalar) =>
+        Layer.build(Layer.provideMerge(Scalar.layerHttpLayerRouter({ api: AtriumApi, path: "/docs" }), HttpLayerRouter.layer))
+      ),
+      Effect.map((context) => Context.get(context, HttpLayerRouter.HttpRouter).asHttpEffect()),
+      Scope.extend(scope)
+    )
+  )
+  yield* router.add("GET", "/docs", Effect.orDie(Effect.flatten(docs)))
+}))
 
 export const Routes = Layer.mergeAll(ApiRoutes, DocsRoute, OAuthRoutes, WebAppRoutes, StorageRoute, McpRoute, ErrorEnvelope).pipe(
   Layer.provide(Tokens.Default)

@@ -1,4 +1,4 @@
-import { NodeRuntime } from "@effect/platform-node"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Layer } from "effect"
 import { withWorkers } from "./platform/Workers.js"
 import { withTelemetry } from "./platform/telemetry/Telemetry.js"

@@ -1,4 +1,4 @@
-import { HttpApiSchema } from "@effect/platform"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Effect, Option, Schema } from "effect"
 import { Wallets } from "../billing/Wallet.js"
 import { AgentsConfig } from "./Config.js"

@@ -1,4 +1,4 @@
-import { SqlClient } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Option, Schema } from "effect"
 import { decodeFirst, decodeRows, Json } from "../platform/Rows.js"
 import { AgentConfig } from "./Agent.js"

@@ -1,4 +1,4 @@
-import { HttpApiSchema } from "@effect/platform"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Schema } from "effect"
 import type { Micros } from "../platform/Money.js"
 import { entryKey, type EntryInfo, type KeyedEntry, type NewEntry, type WalletState } from "./Repo.js"

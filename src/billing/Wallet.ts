@@ -1,5 +1,5 @@
 import { ClusterError, ClusterSchema, Entity, type Envelope } from "@effect/cluster"
-import { Rpc } from "@effect/rpc"
+import * as Rpc from "@effect/rpc/Rpc"
 import { Cause, Chunk, Clock, Effect, Either, Exit, FiberSet, Layer, Metric, Option, Schema } from "effect"
 import type { Micros } from "../platform/Money.js"
 import { makeEntityCaller } from "../platform/Cluster.js"

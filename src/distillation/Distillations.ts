@@ -1,5 +1,5 @@
-import type { Prompt } from "@effect/ai"
-import { HttpApiSchema } from "@effect/platform"
+import type * as Prompt from "@effect/ai/Prompt"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Duration, Effect, Option, Schema } from "effect"
 import { type AgentConfig, type CATEGORIES, defaultBilling } from "../agents/Agent.js"
 import { Agents } from "../agents/Agents.js"

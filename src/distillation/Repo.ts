@@ -1,4 +1,4 @@
-import { SqlClient } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Duration, Effect, Option } from "effect"
 import type { Draft, Material } from "./Distiller.js"
 

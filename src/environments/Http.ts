@@ -1,4 +1,4 @@
-import { HttpApiBuilder } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect, Layer } from "effect"
 import { AtriumApi } from "../Api.js"
 import { AuthenticationLive, Caller } from "../identity/Authentication.js"

@@ -1,4 +1,5 @@
-import { SqlClient, type SqlError } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlError from "@effect/sql/SqlError"
 import { Effect, Option, Schema } from "effect"
 import type { Partition } from "../identity/Partition.js"
 import { decodeFirst, decodeRows, Json } from "../platform/Rows.js"

@@ -1,4 +1,4 @@
-import { SqlClient } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Option, Schema } from "effect"
 import { AgentConfig } from "../agents/Agent.js"
 import { type Candidate, Change, type Kind, type Outcomes } from "./Suggestions.js"

@@ -1,4 +1,4 @@
-import { HttpApiSchema } from "@effect/platform"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Clock, Duration, Effect, Option, Schema } from "effect"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { randomBase62 } from "../platform/Ids.js"

@@ -1,4 +1,5 @@
-import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { Effect, Layer, Option } from "effect"
 import { AtriumApi } from "../Api.js"
 import { AuthenticationLive, Caller } from "../identity/Authentication.js"

@@ -1,4 +1,4 @@
-import { SqlClient } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Option, Schema } from "effect"
 import type { Partition } from "../identity/Partition.js"
 import { decodeFirst, decodeRows } from "../platform/Rows.js"

@@ -1,4 +1,6 @@
-import { HttpApiMiddleware, HttpApiSecurity, HttpServerRequest } from "@effect/platform"
+import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
+import * as HttpApiSecurity from "@effect/platform/HttpApiSecurity"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { InvalidRequest, Unauthorized } from "../platform/Errors.js"
 import { routePath } from "../platform/Network.js"

@@ -1,4 +1,4 @@
-import { HttpApiSchema } from "@effect/platform"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { createChallenge, verifySolution } from "altcha-lib"
 import { Clock, Config, Duration, Effect, Option, Redacted, Schema } from "effect"
 import * as Crypto from "node:crypto"

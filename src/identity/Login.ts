@@ -1,4 +1,4 @@
-import { HttpApiSchema } from "@effect/platform"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Clock, Duration, Effect, Option, Schema } from "effect"
 import * as Crypto from "node:crypto"
 import { AppConfig } from "../platform/Config.js"

@@ -1,5 +1,6 @@
-import { HttpClient, HttpClientRequest } from "@effect/platform"
-import { NodeHttpClient } from "@effect/platform-node"
+import * as HttpClient from "@effect/platform/HttpClient"
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { AppConfig } from "../platform/Config.js"
 

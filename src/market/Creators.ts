@@ -1,4 +1,4 @@
-import { HttpApiSchema } from "@effect/platform"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Effect, Option, Schema } from "effect"
 import { Agents } from "../agents/Agents.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"

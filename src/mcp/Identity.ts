@@ -1,4 +1,4 @@
-import type { HttpServerRequest } from "@effect/platform"
+import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { Effect, Option } from "effect"
 import { API_KEY_PREFIX, ApiKeys } from "../identity/ApiKeys.js"
 import { Tokens } from "../identity/Tokens.js"

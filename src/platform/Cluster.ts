@@ -9,8 +9,8 @@ import {
   SqlMessageStorage,
   SqlRunnerStorage
 } from "@effect/cluster"
-import { NodeClusterSocket } from "@effect/platform-node"
-import { RpcSerialization } from "@effect/rpc"
+import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
+import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import { Cause, Config, Duration, Effect, Exit, Fiber, FiberSet, Layer, Option, Schedule } from "effect"
 import * as Net from "node:net"
 import { AppConfig, WorkerIndex } from "./Config.js"

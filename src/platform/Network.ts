@@ -1,4 +1,4 @@
-import type { HttpServerRequest } from "@effect/platform"
+import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { Option } from "effect"
 import * as Crypto from "node:crypto"
 import * as Net from "node:net"

@@ -1,4 +1,6 @@
-import { HttpLayerRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import * as HttpLayerRouter from "@effect/platform/HttpLayerRouter"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Config, Effect } from "effect"
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs"
 import { extname, join, resolve } from "node:path"

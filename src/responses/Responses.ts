@@ -1,4 +1,4 @@
-import type { Prompt } from "@effect/ai"
+import type * as Prompt from "@effect/ai/Prompt"
 import { Chunk, Effect, Option, Stream } from "effect"
 import type { CallerIdentity } from "../identity/Authentication.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"

@@ -1,4 +1,5 @@
-import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Chunk, Effect, Layer, Option, Stream } from "effect"
 import { AtriumApi } from "../Api.js"
 import { AuthenticationLive, Caller } from "../identity/Authentication.js"

@@ -1,4 +1,5 @@
-import type { LanguageModel, Prompt } from "@effect/ai"
+import type * as LanguageModel from "@effect/ai/LanguageModel"
+import type * as Prompt from "@effect/ai/Prompt"
 import { Effect } from "effect"
 import { DELEGATE_TOOL } from "../runtime/models/Builtin.js"
 import type { ClientTool, RunnableAgent } from "../runtime/RunEngine.js"

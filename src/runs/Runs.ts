@@ -1,4 +1,4 @@
-import type { Prompt } from "@effect/ai"
+import type * as Prompt from "@effect/ai/Prompt"
 import { Effect, Option, Stream } from "effect"
 import { type AgentConfig, defaultBilling } from "../agents/Agent.js"
 import { AgentsRepo } from "../agents/Repo.js"

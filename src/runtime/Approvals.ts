@@ -1,4 +1,4 @@
-import { PgClient } from "@effect/sql-pg"
+import * as PgClient from "@effect/sql-pg/PgClient"
 import { Deferred, Duration, Effect, Option, Schedule, Schema, Stream } from "effect"
 import { AppConfig } from "../platform/Config.js"
 import { NotFound } from "../platform/Errors.js"

@@ -1,4 +1,6 @@
-import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { type Duration, Effect, Layer, Option, type Stream } from "effect"
 import { AtriumApi } from "../Api.js"
 import { AuthenticationLive, Caller } from "../identity/Authentication.js"

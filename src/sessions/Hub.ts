@@ -1,4 +1,4 @@
-import { PgClient } from "@effect/sql-pg"
+import * as PgClient from "@effect/sql-pg/PgClient"
 import { Effect, Option, PubSub, type Queue, Schedule, type Scope, Stream } from "effect"
 import { AppConfig } from "../platform/Config.js"
 import { randomBase62 } from "../platform/Ids.js"

@@ -1,5 +1,6 @@
-import type { Prompt } from "@effect/ai"
-import { SqlClient, SqlSchema } from "@effect/sql"
+import type * as Prompt from "@effect/ai/Prompt"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
 import { decodeFirst, decodeRows, Json } from "../platform/Rows.js"
 import type { Partition } from "../identity/Partition.js"

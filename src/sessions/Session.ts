@@ -1,6 +1,6 @@
-import type { Prompt } from "@effect/ai"
+import type * as Prompt from "@effect/ai/Prompt"
 import { Entity, type Sharding } from "@effect/cluster"
-import { Rpc } from "@effect/rpc"
+import * as Rpc from "@effect/rpc/Rpc"
 import { Effect, Exit, Fiber, Layer, Metric, Option, Queue, Runtime, Schema, Stream, SubscriptionRef } from "effect"
 import { AppConfig } from "../platform/Config.js"
 import { newId } from "../platform/Ids.js"

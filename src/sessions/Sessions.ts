@@ -1,5 +1,5 @@
-import type { Prompt } from "@effect/ai"
-import { HttpApiSchema } from "@effect/platform"
+import type * as Prompt from "@effect/ai/Prompt"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Chunk, Effect, Exit, Option, Schedule, Schema, Scope, Stream } from "effect"
 import { EnvironmentsRepo } from "../environments/Repo.js"
 import type { CallerIdentity } from "../identity/Authentication.js"

@@ -1,4 +1,7 @@
-import { HttpLayerRouter, HttpServerRequest, HttpServerResponse, UrlParams } from "@effect/platform"
+import * as HttpLayerRouter from "@effect/platform/HttpLayerRouter"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as UrlParams from "@effect/platform/UrlParams"
 import { Effect, Layer, Option } from "effect"
 import { OAuth, OAuthError } from "./OAuth.js"
 import { Tokens } from "../Tokens.js"

@@ -1,5 +1,5 @@
-import type { HttpServerRequest } from "@effect/platform"
-import { HttpServerResponse } from "@effect/platform"
+import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 
 /**
  * Request guards the global middleware applies before any route: cross-origin access (`CORS_ORIGINS`) and the rule

@@ -1,4 +1,4 @@
-import { Migrator } from "@effect/sql"
+import * as Migrator from "@effect/sql/Migrator"
 import identity from "./0001_identity.js"
 import billing from "./0002_billing.js"
 import agents from "./0003_agents.js"

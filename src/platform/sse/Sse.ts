@@ -1,4 +1,4 @@
-import { HttpServerResponse } from "@effect/platform"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Chunk, Duration, Effect, Stream } from "effect"
 import { countWhileScoped, openSubscriptions } from "../telemetry/Metrics.js"
 import * as Heartbeat from "./Heartbeat.js"

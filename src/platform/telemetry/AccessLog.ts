@@ -1,4 +1,7 @@
-import { HttpApp, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import * as HttpApp from "@effect/platform/HttpApp"
+import * as HttpServerError from "@effect/platform/HttpServerError"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Context, Effect, Exit, Metric, Option, Tracer } from "effect"
 import { randomUUID } from "node:crypto"
 import { httpRequestDuration, httpRequests } from "./Metrics.js"

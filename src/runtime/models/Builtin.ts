@@ -1,4 +1,7 @@
-import { AiError, LanguageModel, type Prompt, type Response } from "@effect/ai"
+import * as AiError from "@effect/ai/AiError"
+import * as LanguageModel from "@effect/ai/LanguageModel"
+import type * as Prompt from "@effect/ai/Prompt"
+import type * as Response from "@effect/ai/Response"
 import { Chunk, Effect, Stream } from "effect"
 import { randomBase62 } from "../../platform/Ids.js"
 

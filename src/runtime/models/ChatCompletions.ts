@@ -1,7 +1,12 @@
-import { AiError, IdGenerator, LanguageModel, Tool } from "@effect/ai"
-import type { Prompt, Response } from "@effect/ai"
-import { HttpClient, HttpClientRequest } from "@effect/platform"
-import type { HttpClientError } from "@effect/platform"
+import * as AiError from "@effect/ai/AiError"
+import * as IdGenerator from "@effect/ai/IdGenerator"
+import * as LanguageModel from "@effect/ai/LanguageModel"
+import * as Tool from "@effect/ai/Tool"
+import type * as Prompt from "@effect/ai/Prompt"
+import type * as Response from "@effect/ai/Response"
+import * as HttpClient from "@effect/platform/HttpClient"
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import type * as HttpClientError from "@effect/platform/HttpClientError"
 import { Duration, Effect, Either, Encoding, Option, Redacted, Stream } from "effect"
 import {
   displayUrl,

@@ -1,6 +1,6 @@
-import type { LanguageModel } from "@effect/ai"
+import type * as LanguageModel from "@effect/ai/LanguageModel"
 import { Effect, Option } from "effect"
-import { NodeHttpClient } from "@effect/platform-node"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as Builtin from "./Builtin.js"
 import { type ModelEntry, ModelCatalog } from "./Catalog.js"
 import { ModelProviderSettings, upstreamLanguageModel } from "./ProviderConfig.js"

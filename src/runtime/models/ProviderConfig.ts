@@ -1,5 +1,5 @@
-import type { LanguageModel } from "@effect/ai"
-import type { HttpClient } from "@effect/platform"
+import type * as LanguageModel from "@effect/ai/LanguageModel"
+import type * as HttpClient from "@effect/platform/HttpClient"
 import { Config, ConfigError, Duration, Effect, Either, Option } from "effect"
 import { optionalRedacted, optionalString } from "../../platform/Config.js"
 import * as ChatCompletions from "./ChatCompletions.js"

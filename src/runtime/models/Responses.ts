@@ -1,9 +1,10 @@
-import { AiError } from "@effect/ai"
-import type { LanguageModel } from "@effect/ai"
-import { OpenAiClient, OpenAiLanguageModel } from "@effect/ai-openai"
+import * as AiError from "@effect/ai/AiError"
+import type * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Sse from "@effect/experimental/Sse"
-import { HttpClient, HttpClientError } from "@effect/platform"
-import type { HttpClientRequest, HttpClientResponse } from "@effect/platform"
+import * as HttpClient from "@effect/platform/HttpClient"
+import * as HttpClientError from "@effect/platform/HttpClientError"
+import type * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import { Data, Duration, Effect, Option, Stream } from "effect"
 import type { Options } from "./ChatCompletions.js"
 import {
@@ -132,6 +133,11 @@ export const make = (options: Options): Effect.Effect<LanguageModel.Service, nev
     const shownUrl = displayUrl(`${baseUrl}/responses`)
     const scrub = scrubber(options.apiKey)
 
+    // Loaded on first use: the library's generated OpenAI schemas are 30 MB of heap and half a second of start-up,
+    // for a provider most deployments never configure.
+    const [OpenAiClient, OpenAiLanguageModel] = yield* Effect.promise(() =>
+      Promise.all([import("@effect/ai-openai/OpenAiClient"), import("@effect/ai-openai/OpenAiLanguageModel")])
+    )
     // The scope only bounds the library's header-redaction setting; the client outlives it.
     const client = yield* Effect.scoped(OpenAiClient.make({
       apiKey: Option.getOrUndefined(options.apiKey),

@@ -1,5 +1,7 @@
-import { AiError, Tool } from "@effect/ai"
-import type { LanguageModel, Toolkit } from "@effect/ai"
+import * as AiError from "@effect/ai/AiError"
+import * as Tool from "@effect/ai/Tool"
+import type * as LanguageModel from "@effect/ai/LanguageModel"
+import type * as Toolkit from "@effect/ai/Toolkit"
 import * as Sse from "@effect/experimental/Sse"
 import { Data, Duration, Effect, Option, ParseResult, Predicate, Redacted, Schema, Stream } from "effect"
 

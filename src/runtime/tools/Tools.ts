@@ -1,4 +1,4 @@
-import { Tool } from "@effect/ai"
+import * as Tool from "@effect/ai/Tool"
 import { Effect, Either, Option, ParseResult, Schema } from "effect"
 import { RunsRepo } from "../Repo.js"
 import { CalculatorError, evaluate } from "./Calculator.js"
