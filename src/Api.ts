@@ -14,6 +14,7 @@ import { AccountApi, AuthApi } from "./identity/Api.js"
 import { AgentSkillsApi, CreatorReviewsApi, CreatorsApi, MarketApi } from "./market/Api.js"
 import { NotificationsApi } from "./notifications/Api.js"
 import { END_USER_ROUTES } from "./identity/Authentication.js"
+import { OAUTH_PATHS, OAUTH_TAG } from "./identity/oauth/OpenApi.js"
 import { HealthApi } from "./platform/Health.js"
 import { ModelsApi } from "./runtime/models/Api.js"
 
@@ -46,6 +47,22 @@ const documentErrorEnvelope = (spec: Record<string, any>): Record<string, any> =
     }
   }
   spec.components = { ...spec.components, schemas: { ...spec.components?.schemas, Error: envelope } }
+  return withoutUnusedSchemas(spec)
+}
+
+/** The `{_tag}` error schemas the envelope replaced are referenced by nothing now; a document should not carry them. */
+const withoutUnusedSchemas = (spec: Record<string, any>): Record<string, any> => {
+  const schemas: Record<string, unknown> = spec.components?.schemas ?? {}
+  const refsIn = (value: unknown): Array<string> => [...JSON.stringify(value).matchAll(/"#\/components\/schemas\/([^"]+)"/g)].map((m) => m[1]!)
+  const used = new Set<string>()
+  const pending = refsIn({ ...spec, components: { ...spec.components, schemas: {} } })
+  while (pending.length > 0) {
+    const name = pending.pop()!
+    if (used.has(name)) continue
+    used.add(name)
+    pending.push(...refsIn(schemas[name] ?? null))
+  }
+  spec.components.schemas = Object.fromEntries(Object.entries(schemas).filter(([name]) => used.has(name)))
   return spec
 }
 
@@ -64,6 +81,7 @@ const STREAMS: Record<string, { readonly only: boolean; readonly events: string 
  */
 const documentTruth = (spec: Record<string, any>): Record<string, any> => {
   spec.servers = [{ url: "/", description: "this platform (the document is served by it)" }]
+  spec.info.license = { name: "Proprietary", url: "/docs" }
   for (const [path, operations] of Object.entries<Record<string, any>>(spec.paths ?? {})) {
     for (const [method, operation] of Object.entries<any>(operations)) {
       if (typeof operation !== "object" || operation === null || !("responses" in operation)) continue
@@ -91,7 +109,29 @@ const documentTruth = (spec: Record<string, any>): Record<string, any> => {
       }
     }
   }
-  return documentErrorEnvelope(spec)
+  return withoutAnonymousIds(withOAuth(documentErrorEnvelope(spec)))
+}
+
+/** The OAuth routes are not HttpApi endpoints (their errors are RFC 6749's, not the envelope), so they join last. */
+const withOAuth = (spec: Record<string, any>): Record<string, any> => {
+  spec.paths = { ...spec.paths, ...OAUTH_PATHS }
+  spec.tags = [...(spec.tags ?? []), OAUTH_TAG]
+  return spec
+}
+
+/**
+ * Schema generation marks schemas it cannot name with `"$id": "/schemas/unknown"`, the same id many times over; a
+ * validator (ajv) refuses a document whose ids repeat, and an id says nothing here, so those go.
+ */
+const withoutAnonymousIds = <A>(value: A): A => {
+  if (Array.isArray(value)) {
+    value.forEach(withoutAnonymousIds)
+  } else if (typeof value === "object" && value !== null) {
+    const record = value as Record<string, unknown>
+    if (record["$id"] === "/schemas/unknown") delete record["$id"]
+    Object.values(record).forEach(withoutAnonymousIds)
+  }
+  return value
 }
 
 /** The whole HTTP API: one group per domain. Handlers live in each domain's `Http.ts`. */

@@ -106,6 +106,7 @@ export class AgentsApi extends HttpApiGroup.make("agents")
   .middleware(PlatformAuthentication)
   .addError(InvalidRequest)
   .annotate(OpenApi.Title, "Agents")
+  .annotate(OpenApi.Description, "Experts (agents): create, update, publish, and the owner's view of each.")
 {}
 
 /** Unlocking an UNLOCK agent (item 3 of the agents issue). */
@@ -122,6 +123,7 @@ export class PurchasesApi extends HttpApiGroup.make("purchases")
   .middleware(UserAuthentication)
   .addError(InvalidRequest)
   .annotate(OpenApi.Title, "Purchases")
+  .annotate(OpenApi.Description, "Unlocking a published expert with credits.")
 {}
 
 /** The review desk (private network). */
@@ -141,4 +143,5 @@ export class ReviewsApi extends HttpApiGroup.make("reviews")
   )
   .addError(InvalidRequest)
   .annotate(OpenApi.Title, "Review (internal)")
+  .annotate(OpenApi.Description, "Operator review of published experts; private network only.")
 {}

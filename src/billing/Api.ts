@@ -26,6 +26,7 @@ export class MetersApi extends HttpApiGroup.make("meters")
       .annotate(OpenApi.Description, "Metering units and rates: what a run costs in credits.")
   )
   .annotate(OpenApi.Title, "Meters")
+  .annotate(OpenApi.Description, "Metering units and rates: what a run costs in credits.")
 {}
 
 export class UnknownEvent extends Schema.TaggedError<UnknownEvent>()(
@@ -109,6 +110,7 @@ export class EventsApi extends HttpApiGroup.make("events")
   .middleware(AppAuthentication)
   .addError(InvalidRequest)
   .annotate(OpenApi.Title, "Billing events")
+  .annotate(OpenApi.Description, "Charge a user's wallet per metered event (`POST /v1/events`), idempotent by key.")
 {}
 
 /** Spec 4.8: credit endpoints for API-key callers, on their own wallet. */
@@ -133,6 +135,7 @@ export class CreditsApi extends HttpApiGroup.make("credits")
   .middleware(ApiKeyAuthentication)
   .addError(InvalidRequest)
   .annotate(OpenApi.Title, "Credits")
+  .annotate(OpenApi.Description, "Third-party apps check and consume a user's credits with the user's OAuth token.")
 {}
 
 export const LedgerLine = Schema.Struct({
@@ -180,6 +183,7 @@ export class WalletApi extends HttpApiGroup.make("wallet")
   .middleware(UserAuthentication)
   .addError(InvalidRequest)
   .annotate(OpenApi.Title, "Wallet")
+  .annotate(OpenApi.Description, "A user's balance and ledger.")
 {}
 
 /** The payment provider's callback (no login: the signature is the authentication). */
@@ -197,6 +201,7 @@ export class PaymentNotifyApi extends HttpApiGroup.make("paymentNotify")
       )
   )
   .annotate(OpenApi.Title, "Payments")
+  .annotate(OpenApi.Description, "Top-ups and the payment provider's signed callbacks.")
 {}
 
 const AppView = Schema.Struct({
@@ -282,6 +287,7 @@ export class AppsApi extends HttpApiGroup.make("apps")
   .middleware(UserAuthentication)
   .addError(InvalidRequest)
   .annotate(OpenApi.Title, "Apps and meters")
+  .annotate(OpenApi.Description, "Third-party apps: OAuth clients, redirect URIs, the meters they bill by.")
 {}
 
 /** Private-network operations (the global middleware refuses other callers). */
@@ -300,4 +306,5 @@ export class InternalBillingApi extends HttpApiGroup.make("internalBilling")
   )
   .addError(InvalidRequest)
   .annotate(OpenApi.Title, "Internal")
+  .annotate(OpenApi.Description, "Operator billing actions; private network only.")
 {}

@@ -55,4 +55,5 @@ export class CredentialsApi extends HttpApiGroup.make("credentials")
   .middleware(PlatformAuthentication)
   .addError(InvalidRequest)
   .annotate(OpenApi.Title, "Credentials")
+  .annotate(OpenApi.Description, "Secrets an expert's tools use on an end user's behalf (remote MCP servers); never returned after creation.")
 {}

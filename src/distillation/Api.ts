@@ -95,4 +95,5 @@ export class DistillationsApi extends HttpApiGroup.make("distillations")
   .middleware(PlatformAuthentication)
   .addError(InvalidRequest)
   .annotate(OpenApi.Title, "Distillation")
+  .annotate(OpenApi.Description, "Distil an expert's sessions into a smaller, cheaper expert.")
 {}

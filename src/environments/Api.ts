@@ -111,4 +111,5 @@ export class EnvironmentsApi extends HttpApiGroup.make("environments")
   .middleware(PlatformAuthentication)
   .addError(InvalidRequest)
   .annotate(OpenApi.Title, "Environments")
+  .annotate(OpenApi.Description, "Where an expert's code runs: sandbox settings, packages, network rules.")
 {}

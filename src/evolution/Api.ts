@@ -111,4 +111,5 @@ export class EvolutionApi extends HttpApiGroup.make("evolution")
   .middleware(PlatformAuthentication)
   .addError(InvalidRequest)
   .annotate(OpenApi.Title, "Self-evolution")
+  .annotate(OpenApi.Description, "Evidence from runs and the suggestions an expert's owner may apply.")
 {}

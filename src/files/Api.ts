@@ -86,4 +86,5 @@ export class FilesApi extends HttpApiGroup.make("files")
   .middleware(PlatformAuthentication)
   .addError(InvalidRequest)
   .annotate(OpenApi.Title, "Files")
+  .annotate(OpenApi.Description, "Uploads a caller registers and experts read (presigned or direct).")
 {}

@@ -70,6 +70,7 @@ export class AuthApi extends HttpApiGroup.make("auth")
       .annotate(OpenApi.Description, "Log in with the code; returns a JWT and sets the `token` cookie.")
   )
   .annotate(OpenApi.Title, "Login")
+  .annotate(OpenApi.Description, "SMS login: send a code (behind a proof-of-work challenge when asked), exchange it for a JWT.")
 {}
 
 /** Spec 4.7, 4.8: a login token is required. */
@@ -99,4 +100,5 @@ export class AccountApi extends HttpApiGroup.make("account")
   .middleware(UserAuthentication)
   .addError(InvalidRequest)
   .annotate(OpenApi.Title, "Account")
+  .annotate(OpenApi.Description, "The logged-in user's JWT refresh and API keys.")
 {}

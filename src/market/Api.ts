@@ -91,6 +91,7 @@ export class MarketApi extends HttpApiGroup.make("market")
   )
   .addError(InvalidRequest)
   .annotate(OpenApi.Title, "Marketplace")
+  .annotate(OpenApi.Description, "Browse, search and rate published experts.")
 {}
 
 const CreatorView = Schema.Struct({
@@ -145,6 +146,7 @@ export class CreatorsApi extends HttpApiGroup.make("creators")
   .middleware(UserAuthentication)
   .addError(InvalidRequest)
   .annotate(OpenApi.Title, "Creators")
+  .annotate(OpenApi.Description, "A creator's experts, sales and earnings.")
 {}
 
 
@@ -165,6 +167,7 @@ export class CreatorReviewsApi extends HttpApiGroup.make("creatorReviews")
   )
   .addError(InvalidRequest)
   .annotate(OpenApi.Title, "Creator review (internal)")
+  .annotate(OpenApi.Description, "Operator review of creators; private network only.")
 {}
 
 /** An agent's skills (derived from its tools). */
@@ -182,4 +185,5 @@ export class AgentSkillsApi extends HttpApiGroup.make("agentSkills")
   .middleware(PlatformAuthentication)
   .addError(InvalidRequest)
   .annotate(OpenApi.Title, "Skills")
+  .annotate(OpenApi.Description, "The skills of an expert: those whose tools it has.")
 {}

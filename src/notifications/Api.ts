@@ -31,4 +31,5 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
   .middleware(UserAuthentication)
   .addError(InvalidRequest)
   .annotate(OpenApi.Title, "Notifications")
+  .annotate(OpenApi.Description, "A user's notifications, and marking them read.")
 {}

@@ -18,6 +18,7 @@ export class HealthApi extends HttpApiGroup.make("health")
       .annotate(OpenApi.Description, "200 when the database and the key-value store answer; 503 naming what does not.")
   )
   .annotate(OpenApi.Title, "Health")
+  .annotate(OpenApi.Description, "Whether this process, its database and its key-value store answer.")
 {}
 
 /** Both checks run at once and each has its own deadline, so a hung dependency gives a 503, not a hung probe. */

@@ -136,4 +136,5 @@ export class ResponsesApi extends HttpApiGroup.make("responses")
   .middleware(PlatformAuthentication)
   .addError(InvalidRequest)
   .annotate(OpenApi.Title, "Responses")
+  .annotate(OpenApi.Description, "The OpenAI Responses API, kept on the server as sessions.")
 {}

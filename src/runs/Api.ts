@@ -152,4 +152,5 @@ export class RunsApi extends HttpApiGroup.make("runs")
   .middleware(PlatformAuthentication)
   .addError(InvalidRequest)
   .annotate(OpenApi.Title, "Runs")
+  .annotate(OpenApi.Description, "Stateless runs of an expert, and OpenAI-compatible chat completions.")
 {}

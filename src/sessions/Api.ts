@@ -127,4 +127,5 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
   .middleware(PlatformAuthentication)
   .addError(InvalidRequest)
   .annotate(OpenApi.Title, "Sessions")
+  .annotate(OpenApi.Description, "Long-lived multi-turn conversations with an expert, streamed as server-sent events.")
 {}

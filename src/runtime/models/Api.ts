@@ -35,4 +35,5 @@ export class ModelsApi extends HttpApiGroup.make("models")
   )
   .middleware(PlatformAuthentication)
   .annotate(OpenApi.Title, "Models")
+  .annotate(OpenApi.Description, "The models experts can run on, OpenAI-compatible (`GET /v1/models`).")
 {}
