@@ -31,9 +31,11 @@ import { AppConfig } from "./platform/Config.js"
 import { DatabaseLive } from "./platform/Database.js"
 import { errorBody, errorType } from "./platform/Errors.js"
 import { HealthHttp } from "./platform/HealthHttp.js"
+import { conditionalAndCompressed } from "./platform/http/Compression.js"
 import { cookieRefusal, preflight, withCorsHeaders } from "./platform/http/Guards.js"
+import { idempotent } from "./platform/http/Idempotency.js"
 import { jsonProblem, type Problem, targetProblem } from "./platform/http/Text.js"
-import { KeyValueLive } from "./platform/KeyValue.js"
+import { KeyValue, KeyValueLive } from "./platform/KeyValue.js"
 import { accessLog } from "./platform/telemetry/AccessLog.js"
 import { clientAddress, isPrivateAddress, routePath, secretMatches } from "./platform/Network.js"
 import { makeWebAppRoutes } from "./platform/WebApp.js"
@@ -221,6 +223,7 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
   Effect.gen(function*() {
     const config = yield* AppConfig
     const tokens = yield* Tokens
+    const store = yield* KeyValue
     const maxBodySize = Option.some(FileSystem.Size(config.maxBodyBytes))
 
     /** An unknown `/api` route answers 401 to a caller without a token: it reveals nothing about what exists. */
@@ -319,9 +322,11 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
           const refused = internalRefusal(request)
           if (refused !== undefined) return refused
         }
-        return yield* app.pipe(
+        const served = app.pipe(
           Effect.provideService(HttpServerRequest.HttpServerRequest, request),
-          Effect.provideService(HttpIncomingMessage.MaxBodySize, maxBodySize),
+          Effect.provideService(HttpIncomingMessage.MaxBodySize, maxBodySize)
+        )
+        return yield* idempotent(store, request, served).pipe(
           // `param` is OpenAI's field: the platform's own routes keep the envelope to `type` and `message`.
           Effect.map((response) => toEnvelope(response, OPENAI_ROUTES.test(request.url.split("?")[0]!))),
           Effect.catchAllCause((cause) => {
@@ -347,7 +352,7 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
     return (app) =>
       Effect.gen(function*() {
         const original = yield* HttpServerRequest.HttpServerRequest
-        return forClients(original, yield* guarded(app))
+        return yield* conditionalAndCompressed(original, forClients(original, yield* guarded(app)))
       })
   }),
   { global: true }

@@ -2,6 +2,7 @@ import { HttpServerRequest } from "@effect/platform"
 import { assert, describe, it, layer } from "@effect/vitest"
 import { Context, Effect, Layer } from "effect"
 import * as Http from "node:http"
+import * as Zlib from "node:zlib"
 import { clientAddress, isPrivateAddress, routePath } from "../../src/platform/Network.js"
 import { freshPhone, type Reply } from "../support/Client.js"
 import {
@@ -384,6 +385,45 @@ describe("HTTP", () => {
           assert.strictEqual(reply.status, 200)
           assert.match(reply.headers.get("content-type") ?? "", /^text\/html/)
           assert.match(reply.text, /<html/i)
+        }))
+
+      it.effect("answers in memory are compressed for a caller that accepts it and carry an ETag that a revalidation meets with 304", () =>
+        Effect.gen(function*() {
+          const { url } = yield* TestServer
+          /** The bytes as they cross the wire (fetch would decompress them). */
+          const raw = (path: string, headers: Record<string, string>) =>
+            Effect.promise(() =>
+              new Promise<{ status: number; headers: Http.IncomingHttpHeaders; bytes: Buffer }>((resolve, reject) => {
+                Http.get(url + path, { headers }, (response) => {
+                  const chunks: Array<Buffer> = []
+                  response.on("data", (chunk: Buffer) => chunks.push(chunk))
+                  response.on("end", () => resolve({ status: response.statusCode!, headers: response.headers, bytes: Buffer.concat(chunks) }))
+                }).on("error", reject)
+              })
+            )
+          const plain = yield* raw("/openapi.json", {})
+          assert.strictEqual(plain.status, 200)
+          assert.isUndefined(plain.headers["content-encoding"])
+          const brotli = yield* raw("/openapi.json", { "accept-encoding": "gzip, deflate, br" })
+          assert.strictEqual(brotli.headers["content-encoding"], "br")
+          assert.include(brotli.headers["vary"] ?? "", "accept-encoding")
+          assert.isBelow(brotli.bytes.length, plain.bytes.length / 4)
+          assert.isTrue(Zlib.brotliDecompressSync(brotli.bytes).equals(plain.bytes))
+          const gzip = yield* raw("/openapi.json", { "accept-encoding": "gzip;q=1, br;q=0" })
+          assert.strictEqual(gzip.headers["content-encoding"], "gzip")
+          assert.isTrue(Zlib.gunzipSync(gzip.bytes).equals(plain.bytes))
+          // One validator for the representation's content, whichever encoding carried it.
+          const etag = plain.headers["etag"]!
+          assert.match(etag, /^W\/"/)
+          assert.strictEqual(brotli.headers["etag"], etag)
+          const revalidated = yield* raw("/openapi.json", { "if-none-match": etag, "accept-encoding": "br" })
+          assert.strictEqual(revalidated.status, 304)
+          assert.strictEqual(revalidated.bytes.length, 0)
+          assert.strictEqual((yield* raw("/openapi.json", { "if-none-match": 'W/"other"' })).status, 200)
+          // Errors and small answers go as they are.
+          const missing = yield* raw("/v1/no-such-route", { "accept-encoding": "br" })
+          assert.strictEqual(missing.status, 404)
+          assert.isUndefined(missing.headers["content-encoding"])
         }))
 
       it.effect("/internal/* answers a loopback caller with the operator's bearer (no route yet: 404, not 403)", () =>

@@ -1,0 +1,120 @@
+import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import { Effect, Exit, Option, Schema } from "effect"
+import * as Crypto from "node:crypto"
+import { errorBody } from "../Errors.js"
+import type { KeyValueStore } from "../KeyValue.js"
+
+/**
+ * `Idempotency-Key` on the POSTs that create something (docs/http.md): the same key with the same request answers
+ * the stored first response instead of creating a second thing; the same key with another request is a 409.
+ *
+ * Every POST that answers 201 Created is here but two whose answer holds a secret shown once (an app's client
+ * secret, an API key): replaying it would show the secret again, which the platform never does.
+ */
+export const IDEMPOTENT_CREATES: ReadonlyArray<string> = [
+  "/v1/agents",
+  "/v1/sessions",
+  "/v1/files",
+  "/v1/environments",
+  "/v1/credentials",
+  "/v1/distillations",
+  "/api/payment/orders",
+  "/api/apps/:id/meters",
+  "/api/creator/apply"
+]
+
+const CREATE_PATTERNS = IDEMPOTENT_CREATES.map((path) => new RegExp(`^${path.replace(/:[a-z]+/g, "[^/]+")}/?$`))
+
+/** How long a key answers with its first response; a key reused after that starts afresh. */
+const KEPT = "24 hours"
+/** A request that dies without answering (a crash) frees its key after this. */
+const CLAIMED = "2 minutes"
+
+const KEY = /^[\x21-\x7e]{1,255}$/
+
+const StoredResponse = Schema.Struct({
+  state: Schema.Literal("done"),
+  fingerprint: Schema.String,
+  status: Schema.Number,
+  contentType: Schema.String,
+  headers: Schema.Record({ key: Schema.String, value: Schema.String }),
+  body: Schema.String
+})
+const IdempotencyRecord = Schema.Union(Schema.Struct({ state: Schema.Literal("claimed"), fingerprint: Schema.String }), StoredResponse)
+const decodeRecord = Schema.decodeUnknownOption(Schema.parseJson(IdempotencyRecord))
+
+const sha256 = (text: string) => Crypto.createHash("sha256").update(text).digest("base64url")
+
+const refusal = (status: number, type: string, message: string) =>
+  HttpServerResponse.unsafeJson(errorBody(type, message), { status })
+
+/** Headers of a stored answer that describe the thing made (not this exchange's own, like the request id). */
+const KEPT_HEADERS = ["location"]
+
+/**
+ * Runs `create` at most once per key. Keys belong to the credential that sent them (an API key, a login session,
+ * an OAuth token) and its end user: one caller's key never meets another's stored answer.
+ */
+export const idempotent = <E, R>(
+  store: KeyValueStore,
+  request: HttpServerRequest.HttpServerRequest,
+  create: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R> =>
+  Effect.gen(function*() {
+    const key = request.headers["idempotency-key"]
+    const path = request.url.split("?")[0]!
+    if (request.method !== "POST" || key === undefined || !CREATE_PATTERNS.some((pattern) => pattern.test(path))) {
+      return yield* create
+    }
+    if (!KEY.test(key)) {
+      return refusal(400, "invalid_request", "Invalid request: Idempotency-Key: 1-255 visible ASCII characters.")
+    }
+    const credential = request.headers["authorization"] ?? request.cookies["token"] ?? ""
+    const storeKey = `idem:${sha256(`${credential}\n${request.headers["x-end-user-id"] ?? ""}`)}:${sha256(key)}`
+    const body = yield* Effect.orElseSucceed(request.text, () => "")
+    const fingerprint = sha256(`${request.method} ${path}\n${body}`)
+
+    const claimed = yield* store.setIfAbsent(storeKey, JSON.stringify({ state: "claimed", fingerprint }), CLAIMED)
+    if (!claimed) {
+      const record = Option.flatMap(yield* store.get(storeKey), decodeRecord)
+      if (Option.isNone(record)) {
+        return refusal(409, "idempotency_conflict", "A request with this Idempotency-Key is being answered; retry shortly.")
+      }
+      if (record.value.fingerprint !== fingerprint) {
+        return refusal(409, "idempotency_conflict", "This Idempotency-Key was sent with a different request.")
+      }
+      if (record.value.state === "claimed") {
+        return refusal(409, "idempotency_conflict", "A request with this Idempotency-Key is being answered; retry shortly.")
+      }
+      const stored = record.value
+      return HttpServerResponse.uint8Array(Buffer.from(stored.body, "base64"), {
+        status: stored.status,
+        contentType: stored.contentType,
+        headers: { ...stored.headers, "idempotent-replayed": "true" }
+      })
+    }
+
+    return yield* create.pipe(
+      Effect.onExit((exit) => {
+        const response = Exit.isSuccess(exit) ? exit.value : undefined
+        // Only a thing made is remembered: a refusal or a failure leaves the key free for a corrected retry.
+        if (response === undefined || response.status < 200 || response.status >= 300 || response.body._tag !== "Uint8Array") {
+          return store.delete(storeKey)
+        }
+        const headers = Object.fromEntries(KEPT_HEADERS.flatMap((name) => {
+          const value = response.headers[name]
+          return value === undefined ? [] : [[name, value]]
+        }))
+        const answer: typeof StoredResponse.Type = {
+          state: "done",
+          fingerprint,
+          status: response.status,
+          contentType: response.body.contentType,
+          headers,
+          body: Buffer.from(response.body.body).toString("base64")
+        }
+        return store.set(storeKey, JSON.stringify(answer), KEPT)
+      })
+    )
+  })
