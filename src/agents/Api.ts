@@ -7,6 +7,7 @@ import { PlatformAuthentication, UserAuthentication } from "../identity/Authenti
 import { Forbidden, InvalidRequest, NotFound } from "../platform/Errors.js"
 import { AgentFields, Identifier } from "./Agent.js"
 import { IdentifierTaken } from "./Agents.js"
+import { ListParams } from "../platform/http/Lists.js"
 
 const BillingView = Schema.Struct({
   type: Schema.Literal("FREE", "UNLOCK"),
@@ -61,7 +62,9 @@ export class AgentsApi extends HttpApiGroup.make("agents")
   )
   .add(
     HttpApiEndpoint.get("list", "/v1/agents")
+      .setUrlParams(ListParams)
       .addSuccess(Schema.Struct({ data: Schema.Array(AgentView), has_more: Schema.Boolean }))
+      .addError(NotFound)
   )
   .add(HttpApiEndpoint.get("get", "/v1/agents/:identifier").setPath(Path).addSuccess(AgentView).addError(NotFound))
   .add(

@@ -5,6 +5,7 @@ import { AuthenticationLive, Caller, CurrentUser } from "../identity/Authenticat
 import { type AgentConfig, publicView } from "./Agent.js"
 import { Agents } from "./Agents.js"
 import type { AgentRow, Submission } from "./Repo.js"
+import { pageOf } from "../platform/http/Lists.js"
 
 export const billingView = (config: AgentConfig) => ({ ...config.billing, price: Number(config.billing.price) })
 
@@ -34,11 +35,11 @@ export const AgentsHttp = HttpApiBuilder.group(AtriumApi, "agents", (handlers) =
     return handlers
       .handle("create", ({ payload }) =>
         Effect.flatMap(Caller, (caller) => Effect.flatMap(agents.create(caller.userId, payload), withPending)))
-      .handle("list", () =>
+      .handle("list", ({ urlParams }) =>
         Effect.gen(function*() {
           const caller = yield* Caller
-          const rows = yield* agents.byOwner(caller.userId)
-          return { data: yield* Effect.forEach(rows, withPending), has_more: false }
+          const page = yield* pageOf(yield* agents.byOwner(caller.userId), urlParams, (agent) => agent.identifier)
+          return { data: yield* Effect.forEach(page.data, withPending), has_more: page.has_more }
         }))
       .handle("get", ({ path }) =>
         Effect.gen(function*() {

@@ -7,6 +7,7 @@ import { ApiKeyAuthentication, AppAuthentication, UserAuthentication } from "../
 import { InvalidRequest, NotFound, Unauthorized } from "../platform/Errors.js"
 import { CreditAmount, CreditPrice } from "../platform/Money.js"
 import { DailyCapExceeded, IdempotencyConflict, InsufficientCredits } from "./Decide.js"
+import { ListParams } from "../platform/http/Lists.js"
 
 /** One metering unit of the platform: model usage per 1k tokens (later also per-use prices). */
 export const PlatformMeter = Schema.Struct({
@@ -22,6 +23,8 @@ export const PlatformMeter = Schema.Struct({
 export class MetersApi extends HttpApiGroup.make("meters")
   .add(
     HttpApiEndpoint.get("list", "/v1/meters")
+      .setUrlParams(ListParams)
+      .addError(NotFound)
       .addSuccess(Schema.Struct({ data: Schema.Array(PlatformMeter), has_more: Schema.Boolean }))
       .annotate(OpenApi.Description, "Metering units and rates: what a run costs in credits.")
   )
@@ -245,7 +248,12 @@ export class AppsApi extends HttpApiGroup.make("apps")
       }))
       .addSuccess(Schema.Struct({ ...AppView.fields, client_secret: Schema.String }), { status: 201 })
   )
-  .add(HttpApiEndpoint.get("list", "/api/apps").addSuccess(Schema.Struct({ data: Schema.Array(AppView) })))
+  .add(
+    HttpApiEndpoint.get("list", "/api/apps")
+      .setUrlParams(ListParams)
+      .addSuccess(Schema.Struct({ data: Schema.Array(AppView), has_more: Schema.Boolean }))
+      .addError(NotFound)
+  )
   .add(
     HttpApiEndpoint.patch("update", "/api/apps/:id")
       .setPath(Schema.Struct({ id: Schema.String }))
@@ -271,7 +279,8 @@ export class AppsApi extends HttpApiGroup.make("apps")
   .add(
     HttpApiEndpoint.get("listMeters", "/api/apps/:id/meters")
       .setPath(Schema.Struct({ id: Schema.String }))
-      .addSuccess(Schema.Struct({ data: Schema.Array(MeterView) }))
+      .setUrlParams(ListParams)
+      .addSuccess(Schema.Struct({ data: Schema.Array(MeterView), has_more: Schema.Boolean }))
       .addError(NotFound)
   )
   .add(

@@ -15,6 +15,7 @@ import { Payments } from "./Payments.js"
 import { LedgerReads, LedgerRepo, type MeterRow, MetersRepo } from "./Repo.js"
 import type { Movement } from "./Decide.js"
 import { Wallets } from "./Wallet.js"
+import { pageOf } from "../platform/http/Lists.js"
 
 const DAY_MS = 86_400_000
 
@@ -28,18 +29,20 @@ const chargeResult = (movement: Movement) => ({
 export const MetersHttp = HttpApiBuilder.group(AtriumApi, "meters", (handlers) =>
   Effect.gen(function*() {
     const catalog = yield* ModelCatalog
-    return handlers.handle("list", () =>
-      Effect.map(catalog.list, (models) => ({
-        has_more: false,
-        data: models.map((model) => ({
-          id: `model.${model.id}`,
-          kind: "model_usage" as const,
-          model: model.id,
-          unit: "1k_tokens" as const,
-          input_credits: Number(model.inputPer1k),
-          output_credits: Number(model.outputPer1k)
-        }))
-      })))
+    return handlers.handle("list", ({ urlParams }) =>
+      Effect.flatMap(catalog.list, (models) =>
+        pageOf(
+          models.map((model) => ({
+            id: `model.${model.id}`,
+            kind: "model_usage" as const,
+            model: model.id,
+            unit: "1k_tokens" as const,
+            input_credits: Number(model.inputPer1k),
+            output_credits: Number(model.outputPer1k)
+          })),
+          urlParams,
+          (meter) => meter.id
+        )))
   })).pipe(Layer.provide(ModelCatalog.Default))
 
 export const EventsHttp = HttpApiBuilder.group(AtriumApi, "events", (handlers) =>
@@ -175,9 +178,9 @@ export const AppsHttp = HttpApiBuilder.group(AtriumApi, "apps", (handlers) =>
           })
           return { ...appView(app), client_secret: clientSecret }
         }))
-      .handle("list", () =>
+      .handle("list", ({ urlParams }) =>
         Effect.flatMap(CurrentUser, (user) =>
-          Effect.map(apps.listApps(user.userId), (rows) => ({ data: rows.map(appView) }))))
+          Effect.flatMap(apps.listApps(user.userId), (rows) => pageOf(rows.map(appView), urlParams, (app) => app.id))))
       .handle("update", ({ path, payload }) =>
         Effect.gen(function*() {
           const app = yield* ownApp(path.id)
@@ -204,10 +207,10 @@ export const AppsHttp = HttpApiBuilder.group(AtriumApi, "apps", (handlers) =>
           }
           return meterView(meter.value)
         }))
-      .handle("listMeters", ({ path }) =>
+      .handle("listMeters", ({ path, urlParams }) =>
         Effect.gen(function*() {
           const app = yield* ownApp(path.id)
-          return { data: (yield* meters.listMeters(app.id)).map(meterView) }
+          return yield* pageOf((yield* meters.listMeters(app.id)).map(meterView), urlParams, (meter) => meter.id)
         }))
       .handle("updateMeter", ({ path, payload }) =>
         Effect.gen(function*() {

@@ -4,6 +4,7 @@ import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { PlatformAuthentication } from "../identity/Authentication.js"
 import { InvalidRequest, NotFound, ServiceUnavailable } from "../platform/Errors.js"
+import { ListParams } from "../platform/http/Lists.js"
 
 const ServerUrl = Schema.String.pipe(
   Schema.filter((url) => {
@@ -45,7 +46,12 @@ export class CredentialsApi extends HttpApiGroup.make("credentials")
           "`auth: per_end_user` send it as a bearer token, to that server only, on your calls only."
       )
   )
-  .add(HttpApiEndpoint.get("list", "/v1/credentials").addSuccess(Schema.Struct({ data: Schema.Array(CredentialView), has_more: Schema.Boolean })))
+  .add(
+    HttpApiEndpoint.get("list", "/v1/credentials")
+      .setUrlParams(ListParams)
+      .addSuccess(Schema.Struct({ data: Schema.Array(CredentialView), has_more: Schema.Boolean }))
+      .addError(NotFound)
+  )
   .add(
     HttpApiEndpoint.del("delete", "/v1/credentials/:id")
       .setPath(Schema.Struct({ id: Schema.String }))

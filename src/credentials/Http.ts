@@ -3,6 +3,7 @@ import { Effect, Layer, Option } from "effect"
 import { AtriumApi } from "../Api.js"
 import { AuthenticationLive, Caller } from "../identity/Authentication.js"
 import { Credentials } from "./Credentials.js"
+import { pageOf } from "../platform/http/Lists.js"
 
 export const CredentialsHttp = HttpApiBuilder.group(AtriumApi, "credentials", (handlers) =>
   Effect.gen(function*() {
@@ -13,7 +14,8 @@ export const CredentialsHttp = HttpApiBuilder.group(AtriumApi, "credentials", (h
     }))
     return handlers
       .handle("create", ({ payload }) => Effect.flatMap(owner, (o) => credentials.create(o, payload.server_url, payload.token)))
-      .handle("list", () => Effect.map(Effect.flatMap(owner, credentials.list), (data) => ({ data, has_more: false })))
+      .handle("list", ({ urlParams }) =>
+        Effect.flatMap(Effect.flatMap(owner, credentials.list), (data) => pageOf(data, urlParams, (credential) => credential.id)))
       .handle("delete", ({ path }) =>
         Effect.as(Effect.flatMap(owner, (o) => credentials.remove(o, path.id)), { id: path.id, deleted: true as const }))
   })).pipe(Layer.provide(AuthenticationLive))

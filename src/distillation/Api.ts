@@ -6,6 +6,7 @@ import { IdentifierTaken } from "../agents/Agents.js"
 import { PlatformAuthentication } from "../identity/Authentication.js"
 import { Forbidden, InvalidRequest, NotFound } from "../platform/Errors.js"
 import { DistillationBusy, DistillationFailed, DistillationTimedOut } from "./Distillations.js"
+import { ListParams } from "../platform/http/Lists.js"
 
 const Material = Schema.Struct({
   filename: Schema.String.annotations({ description: "Name of the source file, 1-200 characters" }),
@@ -90,7 +91,9 @@ export class DistillationsApi extends HttpApiGroup.make("distillations")
   .add(HttpApiEndpoint.get("get", "/v1/distillations/:id").setPath(Path).addSuccess(Transcript).addError(NotFound))
   .add(
     HttpApiEndpoint.get("list", "/v1/distillations")
+      .setUrlParams(ListParams)
       .addSuccess(Schema.Struct({ data: Schema.Array(Schema.Struct(Summary)), has_more: Schema.Boolean }))
+      .addError(NotFound)
   )
   .middleware(PlatformAuthentication)
   .addError(InvalidRequest)

@@ -3,6 +3,7 @@ import { Effect, Layer } from "effect"
 import { AtriumApi } from "../Api.js"
 import { AuthenticationLive, Caller } from "../identity/Authentication.js"
 import { Distillations } from "./Distillations.js"
+import { pageOf } from "../platform/http/Lists.js"
 
 export const DistillationsHttp = HttpApiBuilder.group(AtriumApi, "distillations", (handlers) =>
   Effect.gen(function*() {
@@ -12,7 +13,8 @@ export const DistillationsHttp = HttpApiBuilder.group(AtriumApi, "distillations"
       .handle("message", ({ path, payload }) =>
         Effect.flatMap(Caller, (caller) => distillations.continue(caller, { sessionId: path.id, message: payload.message })))
       .handle("get", ({ path }) => Effect.flatMap(Caller, (caller) => distillations.get(caller, path.id)))
-      .handle("list", () => Effect.flatMap(Caller, (caller) => distillations.list(caller)))
+      .handle("list", ({ urlParams }) =>
+        Effect.flatMap(Effect.flatMap(Caller, distillations.list), (all) => pageOf(all.data, urlParams, (summary) => summary.sessionId)))
   })).pipe(Layer.provide(AuthenticationLive))
 
 export const DistillationsHttpLive = DistillationsHttp.pipe(Layer.provide(Distillations.Default))

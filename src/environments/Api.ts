@@ -5,6 +5,7 @@ import { Schema } from "effect"
 import { PlatformAuthentication } from "../identity/Authentication.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { EnvironmentInUse } from "./Environments.js"
+import { ListParams } from "../platform/http/Lists.js"
 
 const bounded = (min: number, max: number) =>
   Schema.String.pipe(
@@ -79,7 +80,9 @@ export class EnvironmentsApi extends HttpApiGroup.make("environments")
   )
   .add(
     HttpApiEndpoint.get("list", "/v1/environments")
+      .setUrlParams(ListParams)
       .addSuccess(Schema.Struct({ data: Schema.Array(EnvironmentView), has_more: Schema.Boolean }))
+      .addError(NotFound)
   )
   .add(HttpApiEndpoint.get("get", "/v1/environments/:id").setPath(Path).addSuccess(EnvironmentView).addError(NotFound))
   .add(

@@ -4,6 +4,7 @@ import { AtriumApi } from "../Api.js"
 import { AuthenticationLive, Caller } from "../identity/Authentication.js"
 import { type EnvironmentRow, Environments } from "./Environments.js"
 import { partitionOf } from "../identity/Partition.js"
+import { pageOf } from "../platform/http/Lists.js"
 
 /** A value's last four characters tell two keys apart; under 12 characters that would be a third of it. */
 export const maskValue = (value: string) => (value.length >= 12 ? `****${value.slice(-4)}` : "****")
@@ -27,8 +28,8 @@ export const EnvironmentsHttp = HttpApiBuilder.group(AtriumApi, "environments", 
     return handlers
       .handle("create", ({ payload }) =>
         Effect.map(Effect.flatMap(partition, (p) => environments.create(p, payload)), view))
-      .handle("list", () =>
-        Effect.map(Effect.flatMap(partition, environments.list), (page) => ({ data: page.data.map(view), has_more: page.hasMore })))
+      .handle("list", ({ urlParams }) =>
+        Effect.flatMap(Effect.flatMap(partition, environments.list), (all) => pageOf(all.data.map(view), urlParams, (environment) => environment.id)))
       .handle("get", ({ path }) => Effect.map(Effect.flatMap(partition, (p) => environments.get(p, path.id)), view))
       .handle("update", ({ path, payload }) =>
         Effect.map(Effect.flatMap(partition, (p) => environments.update(p, path.id, payload)), view))

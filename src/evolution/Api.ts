@@ -5,6 +5,7 @@ import { Schema } from "effect"
 import { PlatformAuthentication } from "../identity/Authentication.js"
 import { Forbidden, InvalidRequest, NotFound } from "../platform/Errors.js"
 import { Change } from "./Suggestions.js"
+import { ListParams } from "../platform/http/Lists.js"
 
 export const SuggestionView = Schema.Struct({
   id: Schema.String,
@@ -71,6 +72,7 @@ export class EvolutionApi extends HttpApiGroup.make("evolution")
   .add(
     HttpApiEndpoint.get("suggestions", "/v1/agents/:identifier/evolution/suggestions")
       .setPath(AgentPath)
+      .setUrlParams(ListParams)
       .addSuccess(Schema.Struct({ identifier: Schema.String, data: Schema.Array(SuggestionView), has_more: Schema.Boolean }))
       .addError(NotFound)
       .addError(Forbidden)

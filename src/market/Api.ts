@@ -6,6 +6,7 @@ import { Category } from "../agents/Agent.js"
 import { PlatformAuthentication, UserAuthentication } from "../identity/Authentication.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { AlreadyApplied } from "./Creators.js"
+import { ListParams } from "../platform/http/Lists.js"
 
 const BillingView = Schema.Struct({
   type: Schema.Literal("FREE", "UNLOCK"),
@@ -85,8 +86,9 @@ export class MarketApi extends HttpApiGroup.make("market")
   )
   .add(
     HttpApiEndpoint.get("skills", "/api/market/skills")
-      .setUrlParams(Schema.Struct({ keyword: Schema.optional(Schema.String.pipe(Schema.maxLength(100))) }))
+      .setUrlParams(Schema.Struct({ ...ListParams.fields, keyword: Schema.optional(Schema.String.pipe(Schema.maxLength(100))) }))
       .addSuccess(SkillList)
+      .addError(NotFound)
       .annotate(OpenApi.Description, "Search the skills catalogue by name, title or description.")
   )
   .addError(InvalidRequest)
@@ -175,6 +177,7 @@ export class AgentSkillsApi extends HttpApiGroup.make("agentSkills")
   .add(
     HttpApiEndpoint.get("list", "/v1/agents/:identifier/skills")
       .setPath(Schema.Struct({ identifier: Schema.String }))
+      .setUrlParams(ListParams)
       .addSuccess(SkillList)
       .addError(NotFound)
       .annotate(

@@ -4,6 +4,7 @@ import { AtriumApi } from "../Api.js"
 import { AuthenticationLive, Caller, CurrentUser } from "../identity/Authentication.js"
 import { Creators } from "./Creators.js"
 import { Market } from "./Market.js"
+import { pageOf } from "../platform/http/Lists.js"
 
 const PAGE_SIZE = 20
 
@@ -20,7 +21,8 @@ export const MarketHttp = HttpApiBuilder.group(AtriumApi, "market", (handlers) =
         }))
       .handle("agent", ({ path }) => market.page(path.identifier))
       .handle("categories", () => market.categories)
-      .handle("skills", ({ urlParams }) => market.skills(urlParams.keyword))
+      .handle("skills", ({ urlParams }) =>
+        Effect.flatMap(market.skills(urlParams.keyword), (all) => pageOf(all.data, urlParams, (skill) => skill.name)))
   }))
 
 export const CreatorsHttp = HttpApiBuilder.group(AtriumApi, "creators", (handlers) =>
@@ -44,8 +46,11 @@ export const CreatorReviewsHttp = HttpApiBuilder.group(AtriumApi, "creatorReview
 export const AgentSkillsHttp = HttpApiBuilder.group(AtriumApi, "agentSkills", (handlers) =>
   Effect.gen(function*() {
     const market = yield* Market
-    return handlers.handle("list", ({ path }) =>
-      Effect.flatMap(Caller, (caller) => market.agentSkills(path.identifier, caller.userId)))
+    return handlers.handle("list", ({ path, urlParams }) =>
+      Effect.flatMap(
+        Effect.flatMap(Caller, (caller) => market.agentSkills(path.identifier, caller.userId)),
+        (all) => pageOf(all.data, urlParams, (skill) => skill.name)
+      ))
   })).pipe(Layer.provide(AuthenticationLive))
 
 export const MarketHttpLive = Layer.mergeAll(

@@ -5,6 +5,7 @@ import { Schema } from "effect"
 import { PlatformAuthentication } from "../identity/Authentication.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { SessionBusy } from "./Sessions.js"
+import { ListParams } from "../platform/http/Lists.js"
 
 export const SessionView = Schema.Struct({
   id: Schema.String,
@@ -107,13 +108,15 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
   .add(
     HttpApiEndpoint.get("files", "/v1/sessions/:id/files")
       .setPath(Path)
+      .setUrlParams(ListParams)
       .addSuccess(Schema.Struct({
-        data: Schema.Array(Schema.Struct({ path: Schema.String, size: Schema.Number, updated_at: Schema.String }))
+        data: Schema.Array(Schema.Struct({ path: Schema.String, size: Schema.Number, updated_at: Schema.String })),
+        has_more: Schema.Boolean
       }))
       .addError(NotFound)
       .annotate(
         OpenApi.Description,
-        "The session's workspace: the files its turns wrote (`write_file`, and what `run_code` wrote), by path."
+        "The session's workspace: the files its turns wrote (`write_file`, and what `run_code` wrote), by path; `after` is a path."
       )
   )
   .add(

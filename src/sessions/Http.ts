@@ -9,6 +9,7 @@ import { parseCredits } from "../platform/Money.js"
 import * as Sse from "../platform/sse/Sse.js"
 import { publicFrames } from "../runtime/Events.js"
 import { Sessions, type SessionEvent } from "./Sessions.js"
+import { pageOf } from "../platform/http/Lists.js"
 
 type Wire = { readonly type: string; readonly [key: string]: unknown }
 
@@ -64,7 +65,9 @@ export const SessionsHttp = HttpApiBuilder.group(AtriumApi, "sessions", (handler
         }))
       .handle("interrupt", ({ path }) => Effect.flatMap(Caller, (caller) => sessions.interrupt(caller, path.id)))
       .handle("adopt", ({ path }) => Effect.flatMap(Caller, (caller) => sessions.adopt(caller, path.id)))
-      .handle("files", ({ path }) => Effect.flatMap(Caller, (caller) => sessions.files(caller, path.id)))
+      .handle("files", ({ path, urlParams }) =>
+        Effect.flatMap(Effect.flatMap(Caller, (caller) => sessions.files(caller, path.id)), (all) =>
+          pageOf(all.data, urlParams, (file) => file.path)))
       .handle("fileContent", ({ path, urlParams }) =>
         Effect.gen(function*() {
           const content = yield* sessions.fileContent(yield* Caller, path.id, urlParams.path)

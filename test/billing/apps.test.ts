@@ -44,7 +44,7 @@ const listApps = (token: string) =>
   Effect.gen(function*() {
     const reply = yield* request("GET", "/api/apps", { token })
     assert.strictEqual(reply.status, 200, reply.text)
-    assert.deepStrictEqual(Object.keys(reply.body), ["data"])
+    assert.deepStrictEqual(Object.keys(reply.body), ["data", "has_more"])
     return reply.body.data as Array<Record<string, unknown>>
   })
 
@@ -371,7 +371,7 @@ describe("OAuth apps and meters", () => {
         }
         const listed = yield* request("GET", `/api/apps/${app.id}/meters`, { token })
         assert.strictEqual(listed.status, 200, listed.text)
-        assert.deepStrictEqual(listed.body, { data: [enabled, render] })
+        assert.deepStrictEqual(listed.body, { data: [enabled, render], has_more: false })
       }))
   })
 })

@@ -857,7 +857,7 @@ export interface paths {
         };
         /**
          * GET /v1/sessions/{id}/files
-         * @description The session's workspace: the files its turns wrote (`write_file`, and what `run_code` wrote), by path.
+         * @description The session's workspace: the files its turns wrote (`write_file`, and what `run_code` wrote), by path; `after` is a path.
          */
         get: operations["sessions.files"];
         put?: never;
@@ -1999,7 +1999,12 @@ export interface operations {
     };
     "models.list": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description a string to be decoded into a number */
+                limit?: string;
+                /** @description a string at most 200 character(s) long */
+                after?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -2045,6 +2050,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NotFound */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2119,7 +2133,12 @@ export interface operations {
     };
     "meters.list": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description a string to be decoded into a number */
+                limit?: string;
+                /** @description a string at most 200 character(s) long */
+                after?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -2149,6 +2168,15 @@ export interface operations {
             };
             /** @description The request did not match the expected schema */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NotFound */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2625,7 +2653,12 @@ export interface operations {
     };
     "apps.list": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description a string to be decoded into a number */
+                limit?: string;
+                /** @description a string at most 200 character(s) long */
+                after?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -2647,6 +2680,7 @@ export interface operations {
                             daily_cap_per_user: number | null;
                             created_at: string;
                         }[];
+                        has_more: boolean;
                     };
                 };
             };
@@ -2661,6 +2695,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NotFound */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2805,7 +2848,12 @@ export interface operations {
     };
     "apps.listMeters": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description a string to be decoded into a number */
+                limit?: string;
+                /** @description a string at most 200 character(s) long */
+                after?: string;
+            };
             header?: never;
             path: {
                 id: string;
@@ -2829,6 +2877,7 @@ export interface operations {
                             type: "PER_USE";
                             disabled: boolean;
                         }[];
+                        has_more: boolean;
                     };
                 };
             };
@@ -3072,7 +3121,12 @@ export interface operations {
     };
     "agents.list": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description a string to be decoded into a number */
+                limit?: string;
+                /** @description a string at most 200 character(s) long */
+                after?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -3133,6 +3187,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NotFound */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4900,7 +4963,12 @@ export interface operations {
     };
     "sessions.files": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description a string to be decoded into a number */
+                limit?: string;
+                /** @description a string at most 200 character(s) long */
+                after?: string;
+            };
             header?: {
                 /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
                 "X-End-User-Id"?: string;
@@ -4924,6 +4992,7 @@ export interface operations {
                             size: number;
                             updated_at: string;
                         }[];
+                        has_more: boolean;
                     };
                 };
             };
@@ -5459,7 +5528,12 @@ export interface operations {
     };
     "environments.list": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description a string to be decoded into a number */
+                limit?: string;
+                /** @description a string at most 200 character(s) long */
+                after?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -5501,6 +5575,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NotFound */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5772,7 +5855,12 @@ export interface operations {
     };
     "credentials.list": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description a string to be decoded into a number */
+                limit?: string;
+                /** @description a string at most 200 character(s) long */
+                after?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -5807,6 +5895,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NotFound */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6085,6 +6182,10 @@ export interface operations {
     "market.skills": {
         parameters: {
             query?: {
+                /** @description a string to be decoded into a number */
+                limit?: string;
+                /** @description a string at most 200 character(s) long */
+                after?: string;
                 /** @description a string at most 100 character(s) long */
                 keyword?: string;
             };
@@ -6113,6 +6214,15 @@ export interface operations {
             };
             /** @description The request did not match the expected schema */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NotFound */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6524,7 +6634,12 @@ export interface operations {
     };
     "agentSkills.list": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description a string to be decoded into a number */
+                limit?: string;
+                /** @description a string at most 200 character(s) long */
+                after?: string;
+            };
             header?: never;
             path: {
                 identifier: string;
@@ -6581,7 +6696,12 @@ export interface operations {
     };
     "evolution.suggestions": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description a string to be decoded into a number */
+                limit?: string;
+                /** @description a string at most 200 character(s) long */
+                after?: string;
+            };
             header?: never;
             path: {
                 identifier: string;
@@ -7008,7 +7128,12 @@ export interface operations {
     };
     "distillations.list": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description a string to be decoded into a number */
+                limit?: string;
+                /** @description a string at most 200 character(s) long */
+                after?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -7058,6 +7183,15 @@ export interface operations {
             };
             /** @description Unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NotFound */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -4,6 +4,7 @@ import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { PlatformAuthentication } from "../../identity/Authentication.js"
 import { NotFound } from "../../platform/Errors.js"
+import { ListParams } from "../../platform/http/Lists.js"
 
 export const Model = Schema.Struct({
   id: Schema.String,
@@ -22,6 +23,8 @@ export const Model = Schema.Struct({
 export class ModelsApi extends HttpApiGroup.make("models")
   .add(
     HttpApiEndpoint.get("list", "/v1/models")
+      .setUrlParams(ListParams)
+      .addError(NotFound)
       .addSuccess(Schema.Struct({ object: Schema.Literal("list"), data: Schema.Array(Model), has_more: Schema.Boolean }))
       .annotate(OpenApi.Description, "Models an agent can run on, with their credit rates.")
   )

@@ -4,6 +4,7 @@ import { AtriumApi } from "../../Api.js"
 import { AuthenticationLive } from "../../identity/Authentication.js"
 import { ModelCatalog } from "./Catalog.js"
 import { NotFound } from "../../platform/Errors.js"
+import { pageOf } from "../../platform/http/Lists.js"
 
 export const ModelsHttp = HttpApiBuilder.group(AtriumApi, "models", (handlers) =>
   Effect.gen(function*() {
@@ -18,7 +19,9 @@ export const ModelsHttp = HttpApiBuilder.group(AtriumApi, "models", (handlers) =
       pricing: { unit: "1k_tokens" as const, input: Number(model.inputPer1k), output: Number(model.outputPer1k) }
     })
     return handlers
-      .handle("list", () => Effect.map(catalog.list, (models) => ({ object: "list" as const, has_more: false, data: models.map(view) })))
+      .handle("list", ({ urlParams }) =>
+        Effect.flatMap(catalog.list, (models) =>
+          Effect.map(pageOf(models.map(view), urlParams, (model) => model.id), (page) => ({ object: "list" as const, ...page }))))
       .handle("retrieve", ({ path }) =>
         Effect.flatMap(catalog.list, (models) => {
           const model = models.find((entry) => entry.id === path.id)
