@@ -41,7 +41,7 @@ export const StudioPage = () => {
   const [category, setCategory] = useState<Category>(CATEGORIES[0])
   const [error, setError] = useState<string | null>(null)
   useEffect(() => {
-    call((c) => c.agents.list()).then((l) => setAgents(itemsOf<Agent>(l)), (e: Error) => setError(e.message))
+    call((c) => c.agents.list({ urlParams: {} })).then((l) => setAgents(itemsOf<Agent>(l)), (e: Error) => setError(e.message))
   }, [])
   const create = async (e: FormEvent) => {
     e.preventDefault()
@@ -119,8 +119,8 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
 
   useEffect(() => {
     call((c) => c.agents.get({ path: { identifier } })).then((a) => load(a as Agent), (e: Error) => setError(e.message))
-    call((c) => c.models.list()).then((l) => setModels(itemsOf<{ id: string }>(l).map((m) => m.id)), () => undefined)
-    call((c) => c.evolution.suggestions({ path: { identifier } })).then((l) => setSuggestions(itemsOf<Suggestion>(l)), () => undefined)
+    call((c) => c.models.list({ urlParams: {} })).then((l) => setModels(itemsOf<{ id: string }>(l).map((m) => m.id)), () => undefined)
+    call((c) => c.evolution.suggestions({ path: { identifier }, urlParams: {} })).then((l) => setSuggestions(itemsOf<Suggestion>(l)), () => undefined)
   }, [identifier])
 
   const field = <K extends keyof typeof form>(key: K) => ({
@@ -184,7 +184,7 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
       await call((c) => c.evolution.accept({ path: { id } }))
       setStatus("Suggestion accepted: it is live now.")
       load(await call((c) => c.agents.get({ path: { identifier } })) as Agent)
-      setSuggestions(itemsOf<Suggestion>(await call((c) => c.evolution.suggestions({ path: { identifier } }))))
+      setSuggestions(itemsOf<Suggestion>(await call((c) => c.evolution.suggestions({ path: { identifier }, urlParams: {} }))))
     } catch (failure) {
       setError((failure as Error).message)
     }
