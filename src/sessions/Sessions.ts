@@ -1,6 +1,6 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
-import { Chunk, Effect, Exit, Option, Schedule, Schema, Scope, Stream } from "effect"
+import { Chunk, Effect, Exit, Option, RcMap, Schedule, Schema, Scope, Stream } from "effect"
 import { EnvironmentsRepo } from "../environments/Repo.js"
 import type { CallerIdentity } from "../identity/Authentication.js"
 import { makeEntityCaller } from "../platform/Cluster.js"
@@ -168,23 +168,20 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       )
 
     /**
-     * Cluster mode: while a stream waits for a session's events, the session is woken now and then. If its runner
+     * Cluster mode: while streams wait for a session's events, the session is woken now and then. If its runner
      * died, that message reaches the next owner, which closes the cut turn (`run.failed` `interrupted`), and the
-     * stream ends instead of waiting for a turn no runner runs any more.
+     * streams end instead of waiting for a turn no runner runs any more. One waker per session in this process,
+     * however many of its streams wait here: one per stream was a wake every 3 s per subscriber (2,000 idle
+     * subscriptions on 200 sessions kept half a core busy).
      */
+    const owners = yield* RcMap.make({
+      lookup: (id: string) =>
+        // Every cause: while the owner's runner is dead the wake dies (no runner for the shard yet), and that must
+        // not stop the waker, which the next owner needs.
+        Effect.forkScoped(Effect.repeat(Effect.catchAllCause(wake(id), () => Effect.void), Schedule.spaced(OWNER_CHECK)))
+    })
     const watchOwner = (id: string) => <A, E, R>(stream: Stream.Stream<A, E, R>): Stream.Stream<A, E, R> =>
-      hub.clustered
-        ? Stream.merge(
-          stream,
-          // Every cause: while the owner's runner is dead the wake dies (no runner for the shard yet), and that
-          // must not end the stream that waits for the next owner.
-          Stream.fromEffect(Effect.catchAllCause(wake(id), () => Effect.void)).pipe(
-            Stream.repeat(Schedule.spaced(OWNER_CHECK)),
-            Stream.drain
-          ),
-          { haltStrategy: "left" }
-        )
-        : stream
+      hub.clustered ? Stream.unwrapScoped(Effect.as(RcMap.get(owners, id), stream)) : stream
 
     const subscribed = (id: string) =>
       Effect.gen(function*() {
