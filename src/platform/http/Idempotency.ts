@@ -28,8 +28,11 @@ const CREATE_PATTERNS = IDEMPOTENT_CREATES.map((path) => new RegExp(`^${path.rep
 
 /** How long a key answers with its first response; a key reused after that starts afresh. */
 const KEPT = "24 hours"
-/** A request that dies without answering (a crash) frees its key after this. */
-const CLAIMED = "2 minutes"
+/**
+ * A request that dies without answering (a crash) frees its key after this; longer than any create runs (a
+ * distillation waits up to DISTILLATION_TIMEOUT, 2 minutes by default), so a slow create is never made twice.
+ */
+const CLAIMED = "10 minutes"
 
 const KEY = /^[\x21-\x7e]{1,255}$/
 
