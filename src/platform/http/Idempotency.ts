@@ -9,8 +9,9 @@ import type { KeyValueStore } from "../KeyValue.js"
  * `Idempotency-Key` on the POSTs that create something (docs/http.md): the same key with the same request answers
  * the stored first response instead of creating a second thing; the same key with another request is a 409.
  *
- * Every POST that answers 201 Created is here but two whose answer holds a secret shown once (an app's client
- * secret, an API key): replaying it would show the secret again, which the platform never does.
+ * Every POST that answers 201 Created is here but `POST /api/apps`, whose answer holds the app's client secret,
+ * shown once: a replay would show it again, which the platform never does (`POST /api/user/apiKey/create` is left
+ * out for the same reason).
  */
 export const IDEMPOTENT_CREATES: ReadonlyArray<string> = [
   "/v1/agents",
