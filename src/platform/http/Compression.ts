@@ -49,9 +49,9 @@ const matches = (ifNoneMatch: string | undefined, etag: string) =>
     return candidate === "*" || candidate.replace(/^W\//, "") === etag.replace(/^W\//, "")
   })
 
-const compress = (bytes: Uint8Array, encoding: Encoding, etag: string) => {
-  const key = `${encoding} ${etag}`
-  const cached = compressedCache.get(key)
+const compress = (bytes: Uint8Array, encoding: Encoding, etag: string | undefined) => {
+  const key = etag === undefined ? undefined : `${encoding} ${etag}`
+  const cached = key === undefined ? undefined : compressedCache.get(key)
   if (cached !== undefined) return Effect.succeed(cached)
   return Effect.promise(() =>
     encoding === "br"
@@ -59,7 +59,7 @@ const compress = (bytes: Uint8Array, encoding: Encoding, etag: string) => {
       : gzip(bytes, { level: 6 })
   ).pipe(Effect.tap((compressed) =>
     Effect.sync(() => {
-      if (bytes.length < CACHE_FROM_BYTES) return
+      if (key === undefined || bytes.length < CACHE_FROM_BYTES) return
       if (compressedCache.size >= CACHE_ENTRIES) compressedCache.delete(compressedCache.keys().next().value!)
       compressedCache.set(key, compressed)
     })
@@ -76,8 +76,9 @@ const withVary = (response: HttpServerResponse.HttpServerResponse) => {
 }
 
 /**
- * A successful answer held in memory gets a weak `ETag` (a `GET` whose `If-None-Match` has it is a 304 without
- * the body) and is compressed with brotli or gzip when the caller accepts one. Anything else passes unchanged.
+ * A successful answer held in memory gets a weak `ETag` when it was read (a `GET` whose `If-None-Match` has it is
+ * a 304 without the body) and is compressed with brotli or gzip when the caller accepts one. Anything else passes
+ * unchanged.
  */
 export const conditionalAndCompressed = (
   request: HttpServerRequest.HttpServerRequest,
@@ -88,10 +89,13 @@ export const conditionalAndCompressed = (
     return Effect.succeed(response)
   }
   const bytes = body.body
-  const etag = response.headers["etag"] ?? validatorOf(bytes)
+  // A validator is for reading a representation again: answers to POSTs (a charge, a turn) are not hashed.
+  const readable = request.method === "GET" || request.method === "HEAD"
+  const etag = readable ? response.headers["etag"] ?? validatorOf(bytes) : undefined
   const compressible = COMPRESSIBLE.test(body.contentType) && bytes.length >= MIN_BYTES
-  const tagged = HttpServerResponse.setHeader(compressible ? withVary(response) : response, "etag", etag)
-  if ((request.method === "GET" || request.method === "HEAD") && matches(request.headers["if-none-match"], etag)) {
+  const varied = compressible ? withVary(response) : response
+  const tagged = etag === undefined ? varied : HttpServerResponse.setHeader(varied, "etag", etag)
+  if (etag !== undefined && matches(request.headers["if-none-match"], etag)) {
     return Effect.succeed(tagged.pipe(HttpServerResponse.setBody(HttpBody.empty), HttpServerResponse.setStatus(304)))
   }
   const encoding = compressible ? encodingFor(request.headers["accept-encoding"]) : undefined
