@@ -19,9 +19,11 @@ import { CredentialsHttpLive } from "./credentials/Http.js"
 import { EnvironmentsHttpLive } from "./environments/Http.js"
 import { FilesHttpLive } from "./files/Http.js"
 import { isStorageRoute, StorageRoute } from "./files/StorageHttp.js"
-import { MISSING_END_USER, missingEndUser } from "./identity/Authentication.js"
+import { accountOf, MISSING_END_USER, missingEndUser } from "./identity/Authentication.js"
+import { ApiKeys } from "./identity/ApiKeys.js"
 import { AccountHttp, AuthHttp } from "./identity/Http.js"
 import { fallbackLoginPage, OAuthRoutes } from "./identity/oauth/Http.js"
+import { OAuth } from "./identity/oauth/OAuth.js"
 import { Tokens } from "./identity/Tokens.js"
 import { MarketHttpLive } from "./market/Http.js"
 import { NotificationsHttpLive } from "./notifications/Http.js"
@@ -224,6 +226,16 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
     const config = yield* AppConfig
     const tokens = yield* Tokens
     const store = yield* KeyValue
+    const apiKeys = yield* ApiKeys
+    const oauth = yield* OAuth
+    /** The account a create's `Idempotency-Key` belongs to; a store failure is a defect (a 500), as everywhere. */
+    const identify = (request: HttpServerRequest.HttpServerRequest) =>
+      accountOf(request).pipe(
+        Effect.provideService(Tokens, tokens),
+        Effect.provideService(ApiKeys, apiKeys),
+        Effect.provideService(OAuth, oauth),
+        Effect.orDie
+      )
     const maxBodySize = Option.some(FileSystem.Size(config.maxBodyBytes))
 
     /** An unknown `/api` route answers 401 to a caller without a token: it reveals nothing about what exists. */
@@ -326,7 +338,7 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
           Effect.provideService(HttpServerRequest.HttpServerRequest, request),
           Effect.provideService(HttpIncomingMessage.MaxBodySize, maxBodySize)
         )
-        return yield* idempotent(store, request, served).pipe(
+        return yield* idempotent(store, request, identify(request), served).pipe(
           // `param` is OpenAI's field: the platform's own routes keep the envelope to `type` and `message`.
           Effect.map((response) => toEnvelope(response, OPENAI_ROUTES.test(request.url.split("?")[0]!))),
           Effect.catchAllCause((cause) => {
@@ -387,7 +399,7 @@ const DocsRoute = HttpLayerRouter.use(Effect.fnUntraced(function*(router) {
 }))
 
 export const Routes = Layer.mergeAll(ApiRoutes, DocsRoute, OAuthRoutes, WebAppRoutes, StorageRoute, McpRoute, ErrorEnvelope).pipe(
-  Layer.provide(Tokens.Default)
+  Layer.provide([Tokens.Default, ApiKeys.Default, OAuth.Default])
 )
 
 /** The entities this process runs, on one cluster runner over the database. */

@@ -117,6 +117,24 @@ const credentialOf = (request: HttpServerRequest.HttpServerRequest, bearerToken:
   )
 }
 
+/**
+ * The account a request acts for, by the same credentials the middlewares accept (a login token or the `token`
+ * cookie, an API key, an OAuth access token); none when it carries none that is valid. For what must be keyed by
+ * account before a route runs (`Idempotency-Key`); the route's own middleware still decides whether it may.
+ */
+export const accountOf = (request: HttpServerRequest.HttpServerRequest) =>
+  Effect.gen(function*() {
+    const bearer = request.headers["authorization"]?.match(/^Bearer\s+(.+)$/i)?.[1]?.trim()
+    const credential = bearer ?? request.cookies["token"] ?? ""
+    if (credential.length === 0) return Option.none<string>()
+    if (credential.startsWith(API_KEY_PREFIX)) {
+      return Option.map(yield* (yield* ApiKeys).authenticate(credential), (key) => key.userId as string)
+    }
+    const login = yield* Effect.option((yield* Tokens).authenticate(credential))
+    if (Option.isSome(login)) return Option.some(login.value.userId as string)
+    return Option.map(yield* (yield* OAuth).verifyAccessToken(credential), (app) => app.userId)
+  })
+
 export const AuthenticationLive = Layer.effect(
   UserAuthentication,
   Effect.gen(function*() {

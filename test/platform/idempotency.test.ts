@@ -55,7 +55,7 @@ describe("Idempotency-Key on creates", () => {
         assert.strictEqual(malformed.body.error.type, "invalid_request")
       }))
 
-    it.effect("concurrent requests with one key make one thing; another caller's same key is its own", () =>
+    it.effect("concurrent requests with one key make one thing; keys are the account's, per end user", () =>
       Effect.gen(function*() {
         const user = yield* newUser
         const body = { name: "Raced", category: "coding" }
@@ -71,23 +71,31 @@ describe("Idempotency-Key on creates", () => {
         assert.strictEqual(new Set(created.map((reply) => reply.body.identifier)).size, 1)
         assert.deepStrictEqual(yield* agentsOf(user.token), [created[0]!.body.identifier])
 
-        // An API key is a credential of its own, and the end user partitions it: the same key makes a new session.
+        // Keys are the account's, partitioned by end user: another end user's same key makes its own session, and
+        // the account's other API key meets the stored answer.
         const agent = created[0]!.body.identifier as string
-        const apiKey = yield* apiKeyOf(user)
-        const session = (endUser: string) =>
+        const [firstKey, secondKey] = [yield* apiKeyOf(user), yield* apiKeyOf(user)]
+        const session = (apiKey: string, endUser: string) =>
           request("POST", "/v1/sessions", {
             token: apiKey,
             body: { agent },
             headers: { "idempotency-key": "raced-key", "x-end-user-id": endUser }
           })
-        const a = yield* session("alice")
-        const b = yield* session("bob")
-        const aAgain = yield* session("alice")
+        const a = yield* session(firstKey, "alice")
+        const b = yield* session(firstKey, "bob")
+        const aAgain = yield* session(secondKey, "alice")
         assert.strictEqual(a.status, 201, a.text)
         assert.strictEqual(b.status, 201, b.text)
         assert.notStrictEqual(a.body.id, b.body.id)
         assert.strictEqual(aAgain.body.id, a.body.id)
         assert.strictEqual(aAgain.headers.get("idempotent-replayed"), "true")
+
+        // Another account's same key is its own.
+        const other = yield* newUser
+        const theirs = yield* request("POST", "/v1/agents", { token: other.token, body, headers })
+        assert.strictEqual(theirs.status, 201, theirs.text)
+        assert.isNull(theirs.headers.get("idempotent-replayed"))
+        assert.deepStrictEqual(yield* agentsOf(other.token), [theirs.body.identifier])
       }))
 
     it.effect("every POST that answers 201 Created honours the key, but those whose answer holds a secret shown once", () =>

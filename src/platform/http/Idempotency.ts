@@ -57,14 +57,17 @@ const refusal = (status: number, type: string, message: string) =>
 const KEPT_HEADERS = ["location"]
 
 /**
- * Runs `create` at most once per key. Keys belong to the credential that sent them (an API key, a login session,
- * an OAuth token) and its end user: one caller's key never meets another's stored answer.
+ * Runs `create` at most once per key. Keys belong to the account (`accountOf`: whoever the credential speaks for)
+ * and, within it, to the end user (`X-End-User-Id`), whose sessions and files are apart too: another account's or
+ * end user's key never meets this one's stored answer. A request that names no account is left to its route (a
+ * 401, or a public create).
  */
-export const idempotent = <E, R>(
+export const idempotent = <E, R, R2>(
   store: KeyValueStore,
   request: HttpServerRequest.HttpServerRequest,
+  accountOf: Effect.Effect<Option.Option<string>, never, R2>,
   create: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
-): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R> =>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | R2> =>
   Effect.gen(function*() {
     const key = request.headers["idempotency-key"]
     const path = request.url.split("?")[0]!
@@ -74,8 +77,9 @@ export const idempotent = <E, R>(
     if (!KEY.test(key)) {
       return refusal(400, "invalid_request", "Invalid request: Idempotency-Key: 1-255 visible ASCII characters.")
     }
-    const credential = request.headers["authorization"] ?? request.cookies["token"] ?? ""
-    const storeKey = `idem:${sha256(`${credential}\n${request.headers["x-end-user-id"] ?? ""}`)}:${sha256(key)}`
+    const account = yield* accountOf
+    if (Option.isNone(account)) return yield* create
+    const storeKey = `idem:${sha256(`${account.value}\n${request.headers["x-end-user-id"] ?? ""}`)}:${sha256(key)}`
     const body = yield* Effect.orElseSucceed(request.text, () => "")
     const fingerprint = sha256(`${request.method} ${path}\n${body}`)
 
