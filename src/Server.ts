@@ -31,7 +31,7 @@ import { McpRoute } from "./mcp/Http.js"
 import { ClusterLive } from "./platform/Cluster.js"
 import { AppConfig } from "./platform/Config.js"
 import { DatabaseLive } from "./platform/Database.js"
-import { errorBody, errorType } from "./platform/Errors.js"
+import { errorBody, errorResponse, errorType } from "./platform/Errors.js"
 import { HealthHttp } from "./platform/HealthHttp.js"
 import { conditionalAndCompressed } from "./platform/http/Compression.js"
 import { cookieRefusal, preflight, withCorsHeaders } from "./platform/http/Guards.js"
@@ -48,9 +48,6 @@ import { EvolutionHttpLive } from "./evolution/Http.js"
 import { DistillationsHttpLive } from "./distillation/Http.js"
 import { SessionsHttpLive } from "./sessions/Http.js"
 import { SessionLive } from "./sessions/Session.js"
-
-const json = (status: number, type: string, message: string, headers?: Record<string, string>) =>
-  HttpServerResponse.unsafeJson(errorBody(type, message), { status, ...(headers ? { headers } : {}) })
 
 /** Spec 5.2 rule 6: what only the private network may call (matched against `routePath`). */
 const INTERNAL = /^\/internal(\/|$)/
@@ -246,15 +243,15 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
         if (routed.startsWith("/api/") && !PUBLIC_API.test(routed)) {
           const token = request.headers["authorization"]?.replace(/^Bearer\s+/i, "") ?? request.cookies["token"] ?? ""
           const valid = yield* Effect.isSuccess(tokens.authenticate(token))
-          if (!valid) return json(401, "unauthorized", "A valid login token is required.")
+          if (!valid) return errorResponse(401, "unauthorized", "A valid login token is required.")
         }
         const allowed = allowedMethods(path)
         if (allowed.length > 0) {
-          return json(405, "method_not_allowed", `${path} does not serve ${request.method}; it serves ${allowed.join(", ")}.`, {
+          return errorResponse(405, "method_not_allowed", `${path} does not serve ${request.method}; it serves ${allowed.join(", ")}.`, {
             allow: allowed.join(", ")
           })
         }
-        return json(404, "not_found", `No route ${request.method} ${path}.`)
+        return errorResponse(404, "not_found", `No route ${request.method} ${path}.`)
       })
 
     /**
@@ -264,14 +261,14 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
      */
     const internalRefusal = (request: HttpServerRequest.HttpServerRequest) => {
       if (!isPrivateAddress(clientAddress(request, config.trustProxy))) {
-        return json(403, "forbidden", "Internal routes answer the private network only.")
+        return errorResponse(403, "forbidden", "Internal routes answer the private network only.")
       }
       if (Option.isNone(config.internalToken)) {
-        return json(403, "forbidden", "Internal routes are closed: INTERNAL_TOKEN is not set.")
+        return errorResponse(403, "forbidden", "Internal routes are closed: INTERNAL_TOKEN is not set.")
       }
       const presented = /^Bearer\s+(.+)$/i.exec(request.headers["authorization"] ?? "")?.[1]?.trim()
       if (presented === undefined || !secretMatches(presented, Redacted.value(config.internalToken.value))) {
-        return json(401, "unauthorized", "Internal routes require the operator's bearer token.", {
+        return errorResponse(401, "unauthorized", "Internal routes require the operator's bearer token.", {
           "www-authenticate": "Bearer"
         })
       }
@@ -284,7 +281,7 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
      */
     const textRefusal = (request: HttpServerRequest.HttpServerRequest, exempt: boolean) =>
       Effect.gen(function*() {
-        const invalid = (found: Problem) => json(400, "invalid_request", `Invalid request: ${found.field}: ${found.problem}`)
+        const invalid = (found: Problem) => errorResponse(400, "invalid_request", `Invalid request: ${found.field}: ${found.problem}`)
         const inTarget = targetProblem(request.url)
         if (inTarget !== undefined) return invalid(inTarget)
         const contentType = request.headers["content-type"] ?? ""
@@ -311,23 +308,23 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
     const guarded = <E, R>(app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
       Effect.gen(function*() {
         let request = yield* HttpServerRequest.HttpServerRequest
-        const tooLarge = json(413, "payload_too_large", `Request body exceeds ${config.maxBodyBytes} bytes.`)
+        const tooLarge = errorResponse(413, "payload_too_large", `Request body exceeds ${config.maxBodyBytes} bytes.`)
         const declaredLength = Number(request.headers["content-length"] ?? "0")
         // File bytes go to the storage route, which streams them to disk under its own, signed limit.
         const exempt = isStorageRoute(request.url)
         if (declaredLength > config.maxBodyBytes && !exempt) return tooLarge
         if (request.headers["content-length"] === undefined && request.headers["transfer-encoding"] !== undefined && !exempt) {
           const buffered = yield* Effect.either(bufferUnknownLength(request, config.maxBodyBytes))
-          if (buffered._tag === "Left") return json(400, "invalid_request", "The request body could not be read.")
+          if (buffered._tag === "Left") return errorResponse(400, "invalid_request", "The request body could not be read.")
           if (Option.isNone(buffered.right)) return tooLarge
           request = buffered.right.value
         }
         const cors = preflight(request, config.corsOrigins)
-        if (cors === "refused") return json(403, "forbidden", "This origin may not call the API.")
+        if (cors === "refused") return errorResponse(403, "forbidden", "This origin may not call the API.")
         if (cors !== undefined) return cors
         const refusedCookie = cookieRefusal(request, config.baseUrl, FORM_ROUTE.test(routePath(request.url)) || exempt)
-        if (refusedCookie !== undefined) return json(refusedCookie.status, refusedCookie.type, refusedCookie.message)
-        if (missingEndUser(request)) return json(400, "invalid_request", MISSING_END_USER)
+        if (refusedCookie !== undefined) return errorResponse(refusedCookie.status, refusedCookie.type, refusedCookie.message)
+        if (missingEndUser(request)) return errorResponse(400, "invalid_request", MISSING_END_USER)
         const badText = yield* textRefusal(request, exempt)
         if (badText !== undefined) return badText
         if (INTERNAL.test(routePath(request.url))) {
@@ -350,11 +347,11 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
               return Effect.succeed(tooLarge)
             }
             if (error?._tag === "RequestError") {
-              return Effect.succeed(json(400, "invalid_request", "The request body could not be read as JSON."))
+              return Effect.succeed(errorResponse(400, "invalid_request", "The request body could not be read as JSON."))
             }
             return Effect.as(
               Effect.logError("unhandled failure", cause),
-              json(500, "internal_error", "Something went wrong on our side.")
+              errorResponse(500, "internal_error", "Something went wrong on our side.")
             )
           }),
           Effect.map((response) => withCorsHeaders(request, config.corsOrigins, response))

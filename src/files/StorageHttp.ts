@@ -5,7 +5,7 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import { Effect, Layer, Option } from "effect"
 import * as Fs from "node:fs"
-import { errorBody } from "../platform/Errors.js"
+import { errorResponse } from "../platform/Errors.js"
 import { routePath } from "../platform/Network.js"
 import { FilesConfig } from "./Config.js"
 import { contentDisposition, EmbeddedObjects, STORAGE_KEY } from "./Storage.js"
@@ -19,8 +19,9 @@ import { contentDisposition, EmbeddedObjects, STORAGE_KEY } from "./Storage.js"
 /** Whether `url` is the storage route's: `ErrorEnvelope` exempts it from the API body limit. */
 export const isStorageRoute = (url: string) => routePath(url).startsWith("/storage/")
 
+/** Storage answers are never cached: a URL's verdict changes when it expires. */
 const json = (status: number, type: string, message: string, headers: Record<string, string> = {}) =>
-  HttpServerResponse.unsafeJson(errorBody(type, message), { status, headers: { "cache-control": "no-store", ...headers } })
+  errorResponse(status, type, message, { "cache-control": "no-store", ...headers })
 
 const refused = (verdict: "forged" | "expired") =>
   json(

@@ -4,7 +4,7 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Config, Effect } from "effect"
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs"
 import { extname, join, resolve } from "node:path"
-import { errorBody } from "./Errors.js"
+import { errorBody, errorResponse } from "./Errors.js"
 
 /**
  * The web app's pages (spec 4.10 rules 7-8 hand out these URLs). Every one answers the same `index.html`; the app
@@ -133,7 +133,7 @@ export const makeWebAppRoutes = <E, R>(
         const name = decodeURIComponent(new URL(request.url, "http://localhost").pathname.slice("/assets/".length))
         const bytes = build?.assets.get(name)
         if (bytes === undefined) {
-          return HttpServerResponse.unsafeJson(errorBody("not_found", `No asset ${name}.`), { status: 404 })
+          return errorResponse(404, "not_found", `No asset ${name}.`)
         }
         return HttpServerResponse.uint8Array(bytes, {
           contentType: TYPES[extname(name)] ?? "application/octet-stream",

@@ -23,6 +23,12 @@ const oauthError = {
   }
 }
 
+/** A form-encoded request body (both OAuth POSTs take one, as RFC 6749 says). */
+const formBody = (required: ReadonlyArray<string>, properties: Record<string, unknown>) => ({
+  required: true,
+  content: { "application/x-www-form-urlencoded": { schema: { type: "object", required, properties } } }
+})
+
 const authorizeParameters = [
   { name: "response_type", in: "query", required: true, schema: { type: "string", enum: ["code"] } },
   { name: "client_id", in: "query", required: true, schema: { type: "string" } },
@@ -66,21 +72,10 @@ export const OAUTH_PATHS: Record<string, Record<string, unknown>> = {
       description: "The consent page's form: the authorization request's parameters and `decision` (`approve` or " +
         "`deny`), from the logged-in user's browser.",
       security: [],
-      requestBody: {
-        required: true,
-        content: {
-          "application/x-www-form-urlencoded": {
-            schema: {
-              type: "object",
-              required: ["response_type", "client_id", "redirect_uri", "code_challenge", "code_challenge_method", "decision"],
-              properties: {
-                ...Object.fromEntries(authorizeParameters.map((p) => [p.name, p.schema])),
-                decision: { type: "string", enum: ["approve", "deny"] }
-              }
-            }
-          }
-        }
-      },
+      requestBody: formBody(["response_type", "client_id", "redirect_uri", "code_challenge", "code_challenge_method", "decision"], {
+        ...Object.fromEntries(authorizeParameters.map((p) => [p.name, p.schema])),
+        decision: { type: "string", enum: ["approve", "deny"] }
+      }),
       responses: {
         "302": backToTheApp,
         "400": notARegisteredApp,
@@ -100,26 +95,15 @@ export const OAUTH_PATHS: Record<string, Record<string, unknown>> = {
         "`authorization_code` needs `code`, `redirect_uri` and the PKCE `code_verifier`; `refresh_token` rotates the " +
         "refresh token (a reused one revokes its whole family).",
       security: [],
-      requestBody: {
-        required: true,
-        content: {
-          "application/x-www-form-urlencoded": {
-            schema: {
-              type: "object",
-              required: ["grant_type"],
-              properties: {
-                grant_type: { type: "string", enum: ["authorization_code", "refresh_token"] },
-                code: { type: "string" },
-                redirect_uri: { type: "string" },
-                code_verifier: { type: "string" },
-                refresh_token: { type: "string" },
-                client_id: { type: "string" },
-                client_secret: { type: "string" }
-              }
-            }
-          }
-        }
-      },
+      requestBody: formBody(["grant_type"], {
+        grant_type: { type: "string", enum: ["authorization_code", "refresh_token"] },
+        code: { type: "string" },
+        redirect_uri: { type: "string" },
+        code_verifier: { type: "string" },
+        refresh_token: { type: "string" },
+        client_id: { type: "string" },
+        client_secret: { type: "string" }
+      }),
       responses: {
         "200": {
           description: "Tokens",

@@ -2,7 +2,7 @@ import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect, Exit, Option, Schema } from "effect"
 import * as Crypto from "node:crypto"
-import { errorBody } from "../Errors.js"
+import { errorResponse } from "../Errors.js"
 import type { KeyValueStore } from "../KeyValue.js"
 
 /**
@@ -50,9 +50,6 @@ const decodeRecord = Schema.decodeUnknownOption(Schema.parseJson(IdempotencyReco
 
 const sha256 = (text: string) => Crypto.createHash("sha256").update(text).digest("base64url")
 
-const refusal = (status: number, type: string, message: string) =>
-  HttpServerResponse.unsafeJson(errorBody(type, message), { status })
-
 /** Headers of a stored answer that describe the thing made (not this exchange's own, like the request id). */
 const KEPT_HEADERS = ["location"]
 
@@ -75,7 +72,7 @@ export const idempotent = <E, R, R2>(
       return yield* create
     }
     if (!KEY.test(key)) {
-      return refusal(400, "invalid_request", "Invalid request: Idempotency-Key: 1-255 visible ASCII characters.")
+      return errorResponse(400, "invalid_request", "Invalid request: Idempotency-Key: 1-255 visible ASCII characters.")
     }
     const account = yield* accountOf
     if (Option.isNone(account)) return yield* create
@@ -86,14 +83,12 @@ export const idempotent = <E, R, R2>(
     const claimed = yield* store.setIfAbsent(storeKey, JSON.stringify({ state: "claimed", fingerprint }), CLAIMED)
     if (!claimed) {
       const record = Option.flatMap(yield* store.get(storeKey), decodeRecord)
-      if (Option.isNone(record)) {
-        return refusal(409, "idempotency_conflict", "A request with this Idempotency-Key is being answered; retry shortly.")
+      if (Option.isSome(record) && record.value.fingerprint !== fingerprint) {
+        return errorResponse(409, "idempotency_conflict", "This Idempotency-Key was sent with a different request.")
       }
-      if (record.value.fingerprint !== fingerprint) {
-        return refusal(409, "idempotency_conflict", "This Idempotency-Key was sent with a different request.")
-      }
-      if (record.value.state === "claimed") {
-        return refusal(409, "idempotency_conflict", "A request with this Idempotency-Key is being answered; retry shortly.")
+      // Claimed and not answered yet (or gone between the claim and this read): the first request is still at it.
+      if (Option.isNone(record) || record.value.state === "claimed") {
+        return errorResponse(409, "idempotency_conflict", "A request with this Idempotency-Key is being answered; retry shortly.")
       }
       const stored = record.value
       return HttpServerResponse.uint8Array(Buffer.from(stored.body, "base64"), {
