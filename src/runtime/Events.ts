@@ -152,8 +152,14 @@ export const publicFrames = <E, R>(
   events: Stream.Stream<{ readonly type: string; readonly [key: string]: unknown }, E, R>,
   idOf?: (event: { readonly type: string; readonly [key: string]: unknown }) => string | number | undefined
 ): Stream.Stream<Frame, E, R> =>
-  Stream.mapAccum(events, 0, (eventId, event) => {
-    const next = eventId + 1
-    const payload = publicPayload(event, next)
-    return [next, { event: payload.type as string, id: idOf?.(event), data: payload }] as const
-  })
+  Stream.mapAccum(events, 0, (eventId, event) => [eventId + 1, publicFrame(event, eventId + 1, idOf?.(event))] as const)
+
+/** One event as its frame: `eventId` is its place in the stream, counted from 1; `id` the frame's `id:` line. */
+export const publicFrame = (
+  event: { readonly type: string; readonly [key: string]: unknown },
+  eventId: number,
+  id?: string | number
+): Frame => {
+  const payload = publicPayload(event, eventId)
+  return { event: payload.type as string, id, data: payload }
+}

@@ -7,15 +7,18 @@ import { AuthenticationLive, Caller } from "../identity/Authentication.js"
 import { AppConfig } from "../platform/Config.js"
 import { parseCredits } from "../platform/Money.js"
 import * as Sse from "../platform/sse/Sse.js"
-import { publicFrames } from "../runtime/Events.js"
+import { publicFrame, publicFrames } from "../runtime/Events.js"
 import { Sessions, type SessionEvent } from "./Sessions.js"
 import { pageOf } from "../platform/http/Lists.js"
 
 type Wire = { readonly type: string; readonly [key: string]: unknown }
 
-/** Session streams carry `seq` as the SSE `id:` too, so a browser's EventSource resumes with `Last-Event-ID`. */
-const sse = (events: Stream.Stream<SessionEvent>, done: boolean, heartbeat: Duration.Duration) =>
-  Sse.response(Sse.encode(publicFrames(events as Stream.Stream<Wire>, (event) => event.seq as number), { done, greet: true, heartbeat }))
+/**
+ * A turn's stream (ends with `[DONE]`). Session streams carry `seq` as the SSE `id:` too, so a browser's EventSource
+ * resumes with `Last-Event-ID`.
+ */
+const turnStream = (events: Stream.Stream<SessionEvent>, heartbeat: Duration.Duration) =>
+  Sse.response(Sse.encode(publicFrames(events as Stream.Stream<Wire>, (event) => event.seq as number), { done: true, greet: true, heartbeat }))
 
 export const SessionsHttp = HttpApiBuilder.group(AtriumApi, "sessions", (handlers) =>
   Effect.gen(function*() {
@@ -39,7 +42,7 @@ export const SessionsHttp = HttpApiBuilder.group(AtriumApi, "sessions", (handler
               approved,
               payload.reason ?? (approved ? "" : "denied by the user")
             )
-            return sse(events, true, heartbeat)
+            return turnStream(events, heartbeat)
           }
           let budget = Option.none<bigint>()
           if (payload.budget !== undefined) {
@@ -49,7 +52,7 @@ export const SessionsHttp = HttpApiBuilder.group(AtriumApi, "sessions", (handler
             }
             budget = Option.some(micros)
           }
-          return sse(yield* sessions.send(caller, path.id, payload.message, budget), true, heartbeat)
+          return turnStream(yield* sessions.send(caller, path.id, payload.message, budget), heartbeat)
         }))
       .handle("subscribe", ({ path, urlParams }) =>
         Effect.gen(function*() {
@@ -61,7 +64,12 @@ export const SessionsHttp = HttpApiBuilder.group(AtriumApi, "sessions", (handler
             if (!/^\d{1,15}$/.test(header)) return yield* sessions.invalid("Invalid header Last-Event-ID: a seq number")
             after = Option.some(Number(header))
           }
-          return sse(yield* sessions.subscribe(caller, path.id, after), false, heartbeat)
+          let eventId = 0
+          return yield* Sse.held((outlet) =>
+            sessions.subscribe(caller, path.id, after, {
+              event: (event) => outlet.send(publicFrame(event as Wire, ++eventId, event.seq)),
+              end: outlet.end
+            }), { heartbeat })
         }))
       .handle("interrupt", ({ path }) => Effect.flatMap(Caller, (caller) => sessions.interrupt(caller, path.id)))
       .handle("adopt", ({ path }) => Effect.flatMap(Caller, (caller) => sessions.adopt(caller, path.id)))

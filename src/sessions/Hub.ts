@@ -1,5 +1,5 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { Effect, Option, PubSub, type Queue, Schedule, type Scope, Stream } from "effect"
+import { Effect, Option, Queue, Schedule, type Scope, Stream } from "effect"
 import { AppConfig } from "../platform/Config.js"
 import { randomBase62 } from "../platform/Ids.js"
 import type { InternalEvent } from "../runtime/Events.js"
@@ -26,9 +26,14 @@ interface Note {
   readonly p?: { readonly turn: number; readonly seq: number }
 }
 
+/** Receives a session's live events, in order, synchronously as they are published. */
+export type HubListener = (event: HubEvent) => void
+
 /**
- * Live fan-out of session events: one PubSub per session with subscribers in this process, made on the first
- * subscription and dropped with the last, so an event costs nothing for sessions nobody here watches. The durable
+ * Live fan-out of session events: the listeners of each session with subscribers in this process, a set made on the
+ * first subscription and dropped with the last, so an event costs nothing for sessions nobody here watches. A
+ * listener is a plain callback, not a queue and a fiber: a held subscription is a listener and a socket, and costs
+ * nothing while the session is quiet (bench/engine.ts). The durable
  * log is written before an event is published; a subscriber that misses something reads it from the log.
  *
  * Cluster mode: the session's owner runs its turns, and subscribers may be on any runner. What the owner publishes
@@ -38,16 +43,22 @@ interface Note {
  */
 export class SessionHub extends Effect.Service<SessionHub>()("atrium/sessions/SessionHub", {
   scoped: Effect.gen(function*() {
-    const topics = new Map<string, { readonly pubsub: PubSub.PubSub<HubEvent>; subscribers: number }>()
+    const topics = new Map<string, Set<HubListener>>()
     const clustered = Option.isSome((yield* AppConfig).databaseUrl)
     const repo = yield* SessionsRepo
     const pg = yield* PgClient.PgClient
     const self = randomBase62(12)
 
     const publishLocal = (sessionId: string, event: HubEvent) =>
-      Effect.suspend(() => {
-        const topic = topics.get(sessionId)
-        return topic === undefined ? Effect.void : Effect.asVoid(PubSub.publish(topic.pubsub, event))
+      Effect.sync(() => {
+        const listeners = topics.get(sessionId)
+        if (listeners === undefined) return
+        for (const listener of listeners) {
+          // One subscriber's failure is its own: the others still get the event.
+          try {
+            listener(event)
+          } catch {}
+        }
       })
 
     if (clustered) {
@@ -93,32 +104,40 @@ export class SessionHub extends Effect.Service<SessionHub>()("atrium/sessions/Se
         if (Option.isSome(note)) yield* repo.notify(CHANNEL, note.value)
       })
 
-    /** A subscription for the life of the scope; everything published after this returns is in it. */
-    const subscribe = (sessionId: string): Effect.Effect<Queue.Dequeue<HubEvent>, never, Scope.Scope> =>
+    /** Calls `listener` with everything published after this returns, for the life of the scope. */
+    const listen = (sessionId: string, listener: HubListener): Effect.Effect<void, never, Scope.Scope> =>
       Effect.acquireRelease(
-        Effect.gen(function*() {
-          let topic = topics.get(sessionId)
-          if (topic === undefined) {
-            topic = { pubsub: yield* PubSub.unbounded<HubEvent>(), subscribers: 0 }
-            topics.set(sessionId, topic)
+        Effect.sync(() => {
+          let listeners = topics.get(sessionId)
+          if (listeners === undefined) {
+            listeners = new Set()
+            topics.set(sessionId, listeners)
           }
-          topic.subscribers++
-          return topic
+          listeners.add(listener)
+          return listeners
         }),
-        (topic) =>
+        (listeners) =>
           Effect.sync(() => {
-            topic.subscribers--
-            if (topic.subscribers === 0 && topics.get(sessionId) === topic) topics.delete(sessionId)
+            listeners.delete(listener)
+            if (listeners.size === 0 && topics.get(sessionId) === listeners) topics.delete(sessionId)
           })
-      ).pipe(Effect.flatMap((topic) => PubSub.subscribe(topic.pubsub)))
+      )
+
+    /** `listen` into a queue, for a reader that pulls (a turn's stream). */
+    const subscribe = (sessionId: string): Effect.Effect<Queue.Dequeue<HubEvent>, never, Scope.Scope> =>
+      Effect.gen(function*() {
+        const queue = yield* Queue.unbounded<HubEvent>()
+        yield* listen(sessionId, (event) => Queue.unsafeOffer(queue, event))
+        return queue
+      })
 
     const subscriptions = Effect.sync(() => {
       let count = 0
-      for (const topic of topics.values()) count += topic.subscribers
+      for (const listeners of topics.values()) count += listeners.size
       return count
     })
 
-    return { publish, publishLocal, noteOf, channel: CHANNEL, subscribe, subscriptions, clustered } as const
+    return { publish, publishLocal, noteOf, channel: CHANNEL, listen, subscribe, subscriptions, clustered } as const
   }),
   dependencies: [SessionsRepo.Default, AppConfig.Default]
 }) {}

@@ -1,6 +1,6 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
-import { Chunk, Effect, Exit, Option, RcMap, Schedule, Schema, Scope, Stream } from "effect"
+import { Effect, Exit, Option, RcMap, Runtime, Schedule, Schema, Scope, Stream } from "effect"
 import { EnvironmentsRepo } from "../environments/Repo.js"
 import type { CallerIdentity } from "../identity/Authentication.js"
 import { makeEntityCaller } from "../platform/Cluster.js"
@@ -23,6 +23,13 @@ export class SessionBusy extends Schema.TaggedError<SessionBusy>()(
 ) {}
 
 export type SessionEvent = InternalEvent & { readonly seq: number }
+
+/** Where a subscription's events go, each once and in order, as they happen. */
+export interface SessionSink {
+  readonly event: (event: SessionEvent) => void
+  /** No more events: the session was deleted (or its log could not be read; the client resumes from its last seq). */
+  readonly end: () => void
+}
 
 const REPLAY_PAGE = 500
 
@@ -244,50 +251,74 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
     })
 
     /**
-     * The session's events: first those after `after` from the log (or, without it, the turn in flight from its
-     * `run.created`), then live ones, across turns, until the session is deleted. The starting point is read
-     * before subscribing and the log after, so every event is either replayed or live; `seq` drops duplicates.
+     * The session's events, to `sink`, for the life of the scope: first those after `after` from the log (or, without
+     * it, the turn in flight from its `run.created`), then live ones, across turns, until the session is deleted.
+     * The starting point is read before listening and the log after, so every event is either replayed or live;
+     * `seq` drops duplicates. Nothing waits per subscription while the session is quiet: the hub calls `deliver`,
+     * and a fiber runs only while the log is read (the replay, or a gap).
      */
-    const subscribe = Effect.fn("Sessions.subscribe")(function*(caller: CallerIdentity, id: string, after: Option.Option<number>) {
+    const subscribe = Effect.fn("Sessions.subscribe")(function*(
+      caller: CallerIdentity,
+      id: string,
+      after: Option.Option<number>,
+      sink: SessionSink
+    ) {
       yield* owned(caller, id)
       yield* wake(id)
       const inFlight = Option.isSome(after) ? Option.none<number>() : yield* repo.inFlightStart(id)
-      const startAt = Option.isSome(after)
+      let last = Option.isSome(after)
         ? after.value
         : Option.isSome(inFlight)
         ? inFlight.value
         : (yield* repo.positions(id)).seq
-      const { scope, subscription } = yield* subscribed(id)
-      let last = startAt
-      const replay = Stream.paginateChunkEffect(startAt, (from) =>
-        Effect.map(repo.eventsAfter(id, from, REPLAY_PAGE), (rows) => [
-          Chunk.fromIterable(rows),
-          rows.length < REPLAY_PAGE ? Option.none<number>() : Option.some(rows[rows.length - 1]!.seq)
-        ] as const)).pipe(
-          Stream.map((row) => {
+      let ended = false
+      /** Set while the log is read; live events meanwhile wait in `pending`, and those it covered are dropped. */
+      let reading = true
+      const pending: Array<HubEvent> = []
+      const scope = yield* Effect.scope
+      const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+
+      const end = () => {
+        ended = true
+        sink.end()
+      }
+      const readLog: Effect.Effect<void> = Effect.gen(function*() {
+        for (;;) {
+          const rows = yield* repo.eventsAfter(id, last, REPLAY_PAGE)
+          for (const row of rows) {
+            if (ended || row.seq <= last) continue
             last = row.seq
-            return row.payload as unknown as SessionEvent
-          })
-        )
-      // An event past the next `seq` (a notification lost between runners) brings the ones before it from the log.
-      const live = subscription.pipe(
-        Stream.takeWhile((event) => event._tag !== "closed"),
-        Stream.mapEffect((event) =>
-          Effect.gen(function*() {
-            if (event._tag !== "logged" || event.seq <= last) return []
-            if (event.seq === last + 1) {
-              last = event.seq
-              return [event.event as SessionEvent]
-            }
-            const rows = yield* repo.eventsAfter(id, last, event.seq - last)
-            const filled = rows.filter((row) => row.seq <= event.seq).map((row) => row.payload as unknown as SessionEvent)
-            last = event.seq
-            return filled.length > 0 ? filled : [event.event as SessionEvent]
-          })
-        ),
-        Stream.flattenIterables
+            sink.event(row.payload as unknown as SessionEvent)
+          }
+          if (rows.length < REPLAY_PAGE) break
+        }
+        reading = false
+        while (pending.length > 0 && !reading && !ended) deliver(pending.shift()!)
+      }).pipe(
+        // The log cannot be read: end the stream rather than leave a hole in it; the client resumes from its last seq.
+        Effect.catchAllCause((cause) => Effect.zipRight(Effect.logWarning("session subscription could not read the log", cause), Effect.sync(end)))
       )
-      return Stream.concat(replay, live).pipe(watchOwner(id), Stream.ensuring(Scope.close(scope, Exit.void)))
+      const deliver = (event: HubEvent): void => {
+        if (ended) return
+        if (reading) {
+          pending.push(event)
+          return
+        }
+        if (event._tag === "closed") return end()
+        if (event._tag !== "logged" || event.seq <= last) return
+        if (event.seq === last + 1) {
+          last = event.seq
+          return sink.event(event.event as SessionEvent)
+        }
+        // Past the next `seq` (a notification lost between runners): the ones before it are in the log.
+        reading = true
+        pending.push(event)
+        runFork(readLog, { scope })
+      }
+
+      yield* hub.listen(id, deliver)
+      if (hub.clustered) yield* RcMap.get(owners, id)
+      yield* Effect.forkIn(readLog, scope)
     })
 
     /** The session's workspace (its turns' files), for its partition (the caller's: `owned`): what `list_files` shows. */

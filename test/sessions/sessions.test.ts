@@ -1,5 +1,7 @@
 import { assert, describe, layer } from "@effect/vitest"
-import { Effect, Fiber } from "effect"
+import { Effect, Fiber, Metric } from "effect"
+import * as Heartbeat from "../../src/platform/sse/Heartbeat.js"
+import { openSubscriptions } from "../../src/platform/telemetry/Metrics.js"
 import { createApiKey, request } from "../support/Client.js"
 import { names, openStream, streamOf, textOf } from "../support/Sse.js"
 import { TestServer } from "../support/TestServer.js"
@@ -12,6 +14,12 @@ const createSession = (token: string, agent: string, headers?: Record<string, st
     const reply = yield* request("POST", "/v1/sessions", { token, body: { agent, title: "t" }, ...(headers ? { headers } : {}) })
     assert.strictEqual(reply.status, 201, reply.text)
     return reply.body as { id: string; status: string }
+  })
+
+const until = (check: () => boolean) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < 100 && !check(); i++) yield* Effect.sleep("50 millis")
+    assert.isTrue(check(), "in time")
   })
 
 const say = (token: string, session: string, message: string, headers?: Record<string, string>) =>
@@ -200,6 +208,56 @@ describe("sessions", () => {
         assertError(foreign, 404, "not_found")
         const noPath = yield* request("GET", `/v1/sessions/${session.id}/files/content`, { token: user.token })
         assertError(noPath, 400, "invalid_request")
+      }))
+  })
+
+  // A subscription is held for hours: it is written by pushes (src/platform/sse/Sse.ts `held`), and what it holds is
+  // let go when the client leaves or the session goes.
+  layer(TestServer.layer({ ...ENV, SSE_HEARTBEAT: "200 millis" }), LIVE)((it) => {
+    it.effect("a held subscription: greeted at once, pinged while quiet, live across turns; released when either side ends it", () =>
+      Effect.gen(function*() {
+        const open = () => Effect.map(Metric.value(openSubscriptions), (state) => state.value)
+        const before = yield* open()
+        const pingsBefore = Heartbeat.subscribers("200 millis")
+        const user = yield* newUser
+        const agent = yield* agentWith(user.token)
+        const session = yield* createSession(user.token, agent)
+        const first = yield* say(user.token, session.id, "one")
+
+        const follower = yield* openStream(`/v1/sessions/${session.id}/events`, { token: user.token, method: "GET" })
+        assert.strictEqual(follower.status, 200)
+        assert.strictEqual(follower.headers.get("content-type"), "text/event-stream")
+        assert.strictEqual(yield* open(), before + 1)
+        assert.strictEqual(Heartbeat.subscribers("200 millis"), pingsBefore + 1)
+        yield* Effect.sleep("700 millis")
+        const second = yield* say(user.token, session.id, "two")
+        const third = yield* say(user.token, session.id, "three")
+        const seen = yield* follower.until("run.completed")
+        assert.isAtLeast(seen.pings, 2, seen.raw)
+        yield* Effect.sleep("300 millis")
+        const deleted = yield* request("DELETE", `/v1/sessions/${session.id}`, { token: user.token })
+        assert.strictEqual(deleted.status, 200, deleted.text)
+        // Read to the end: both turns, each event once and in order, numbered in this stream from 1.
+        const all = yield* follower.until("no.such.event")
+        assert.isFalse(all.done, "a subscription has no [DONE]")
+        const seqs = all.events.map((e) => e.data.seq)
+        assert.deepStrictEqual(seqs, [...second.events, ...third.events].map((e) => e.data.seq))
+        assert.isAbove(seqs[0]!, first.events[first.events.length - 1]!.data.seq)
+        assert.deepStrictEqual(all.events.map((e) => e.data.event_id), seqs.map((_, i) => i + 1))
+        for (const seq of seqs) assert.include(all.raw, `id: ${seq}\ndata: `)
+        assert.strictEqual(textOf(all), "You said: twoYou said: three")
+        // The session's end closed the stream, and with it the subscription's listener, ping and gauge.
+        yield* until(() => Heartbeat.subscribers("200 millis") === pingsBefore)
+        assert.strictEqual(yield* open(), before)
+
+        // A client that leaves lets go of it too.
+        const again = yield* createSession(user.token, agent)
+        const leaving = yield* openStream(`/v1/sessions/${again.id}/events`, { token: user.token, method: "GET" })
+        assert.strictEqual(yield* open(), before + 1)
+        yield* leaving.cancel
+        yield* until(() => Heartbeat.subscribers("200 millis") === pingsBefore)
+        yield* Effect.sleep("100 millis")
+        assert.strictEqual(yield* open(), before)
       }))
   })
 })

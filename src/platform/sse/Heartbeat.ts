@@ -99,6 +99,20 @@ export const during = <A, E, R>(
   }))
 }
 
+/**
+ * Calls `ping` every `interval` from the shared ticker, the first after a whole interval, until the returned function
+ * is called: for a response written by pushes (`Sse.held`), where the ping is written straight to the socket and no
+ * stream or fiber waits for it.
+ */
+export const every = (interval: Duration.DurationInput, ping: () => void): () => void => {
+  const millis = Duration.toMillis(Duration.decode(interval))
+  if (!Number.isFinite(millis) || millis <= 0) return () => {}
+  // Never unset: the tick only ever finds it waiting.
+  const subscriber: Subscriber = { since: 0, wake: ping }
+  subscribe(millis, subscriber)
+  return () => unsubscribe(millis, subscriber)
+}
+
 /** How many streams are subscribed to the ticker of `interval` (all tickers without one): for tests and diagnostics. */
 export const subscribers = (interval?: Duration.DurationInput): number => {
   if (interval !== undefined) return tickers.get(Duration.toMillis(Duration.decode(interval)))?.subscribers.size ?? 0

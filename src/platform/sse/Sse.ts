@@ -1,5 +1,7 @@
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Chunk, Duration, Effect, Stream } from "effect"
+import { Chunk, Duration, Effect, Exit, Runtime, Scope, Stream } from "effect"
+import { Readable } from "node:stream"
 import { countWhileScoped, openSubscriptions } from "../telemetry/Metrics.js"
 import * as Heartbeat from "./Heartbeat.js"
 
@@ -55,13 +57,72 @@ export const encode = <E, R>(frames: Stream.Stream<Frame, E, R>, options: Encode
   return Stream.unwrapScoped(Effect.as(countWhileScoped(openSubscriptions), encoded))
 }
 
-/** The response of a streaming endpoint: no caching, and no buffering by proxies such as nginx. */
-export const response = <E>(body: Stream.Stream<Uint8Array, E>) =>
-  HttpServerResponse.stream(body, {
-    contentType: "text/event-stream",
-    headers: {
-      "cache-control": "no-cache, no-transform",
-      "x-accel-buffering": "no",
-      connection: "keep-alive"
+/** No caching, and no buffering by proxies such as nginx. */
+const STREAM_HEADERS = {
+  contentType: "text/event-stream",
+  headers: {
+    "cache-control": "no-cache, no-transform",
+    "x-accel-buffering": "no",
+    connection: "keep-alive"
+  }
+} as const
+
+/** The response of a streaming endpoint. */
+export const response = <E>(body: Stream.Stream<Uint8Array, E>) => HttpServerResponse.stream(body, STREAM_HEADERS)
+
+/** Where a held stream's frames go: each written to the response at once, in order. */
+export interface Outlet {
+  readonly send: (frame: Frame) => void
+  /** Ends the response; nothing is written after. */
+  readonly end: () => void
+}
+
+/**
+ * A long-held stream written by pushes rather than pulled: `open` registers, in a scope the response owns, whatever
+ * sends frames to the outlet as they happen (a session's hub listener); pings come from the shared ticker and are
+ * written straight to the body. While the stream is quiet nothing waits for it but the request's own fiber: no
+ * Effect stream, no queue, no fiber of its own. A session subscription is held for hours, a process holds thousands,
+ * and as a pulled stream each cost ~140 KiB and a slice of a core in pings (BENCHMARKS.md, "Subscriptions").
+ *
+ * The scope closes when the body does, whoever ends it: `end`, the client going away, the server stopping. A frame
+ * is one push, so a ping never splits one.
+ */
+export const held = <E, R>(
+  open: (outlet: Outlet) => Effect.Effect<void, E, R>,
+  options: { readonly heartbeat: Duration.DurationInput }
+): Effect.Effect<HttpServerResponse.HttpServerResponse, E, Exclude<R, Scope.Scope> | HttpServerRequest.HttpServerRequest> =>
+  Effect.gen(function*() {
+    // A HEAD answer never reads its body, so nothing would ever close what `open` holds.
+    if ((yield* HttpServerRequest.HttpServerRequest).method === "HEAD") return HttpServerResponse.empty(STREAM_HEADERS)
+    const scope = yield* Scope.make()
+    const body = new Readable({ read() {} })
+    let writable = true
+    const write = (text: string) => {
+      if (writable) body.push(text)
     }
+    const outlet: Outlet = {
+      send: (next) => write(frame(next)),
+      end: () => {
+        if (!writable) return
+        writable = false
+        body.push(null)
+      }
+    }
+    write(GREETING)
+    const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+    yield* Effect.uninterruptibleMask((restore) =>
+      restore(open(outlet).pipe(Scope.extend(scope))).pipe(
+        Effect.zipRight(Scope.extend(countWhileScoped(openSubscriptions), scope)),
+        Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : Scope.close(scope, exit)),
+        Effect.tap(() => {
+          const stopPings = Heartbeat.every(options.heartbeat, () => write(PING))
+          body.once("close", () => {
+            writable = false
+            stopPings()
+            runFork(Scope.close(scope, Exit.void))
+          })
+        })
+      )
+    )
+    return HttpServerResponse.raw(body, STREAM_HEADERS)
   })
