@@ -89,6 +89,12 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
     /** Session messages leave from this service's fibers, so an active session does not keep a request alive. */
     const toEntity = yield* makeEntityCaller
 
+    /**
+     * Runs what a subscription starts from the hub's callback (reading a gap from the log) with the service's context,
+     * not the subscribing request's, which would otherwise stay reachable for as long as the stream is held.
+     */
+    const runInService = Runtime.runFork(yield* Effect.runtime<never>())
+
     const notFound = (id: string) => new NotFound({ message: `No session ${id}.` })
 
     /** The session if the caller's partition owns it; 404 whether it is someone else's or does not exist. */
@@ -276,7 +282,6 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       let reading = true
       const pending: Array<HubEvent> = []
       const scope = yield* Effect.scope
-      const runFork = Runtime.runFork(yield* Effect.runtime<never>())
 
       const end = () => {
         ended = true
@@ -313,7 +318,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
         // Past the next `seq` (a notification lost between runners): the ones before it are in the log.
         reading = true
         pending.push(event)
-        runFork(readLog, { scope })
+        runInService(readLog, { scope })
       }
 
       yield* hub.listen(id, deliver)
