@@ -9,13 +9,12 @@ import { newId } from "../platform/Ids.js"
 import { parseCredits, toNumber } from "../platform/Money.js"
 import * as Sse from "../platform/sse/Sse.js"
 import { Approvals } from "../runtime/Approvals.js"
-import { type InternalEvent, publicFrames, publicPayload } from "../runtime/Events.js"
+import { type InternalEvent, publicFrame, publicPayload } from "../runtime/Events.js"
 import { chatConversation, clientToolsOf, refuseUnsupported } from "./OpenAi.js"
 import { Runs } from "./Runs.js"
 import { partitionOf } from "../identity/Partition.js"
 
 type Wire = { readonly type: string; readonly [key: string]: unknown }
-const wire = (events: Stream.Stream<InternalEvent>) => events as Stream.Stream<Wire>
 
 /** The public events of a finished run, text and thinking increments left out (they are in `output`). */
 const summaryOf = (events: ReadonlyArray<InternalEvent>) =>
@@ -134,7 +133,13 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
               events: summaryOf(events)
             }
           }
-          return Sse.response(Sse.encode(publicFrames(wire(runs.stream(request))), { done: true, heartbeat }))
+          let eventId = 0
+          return yield* Sse.written((outlet) =>
+            runs.execute(request, (event) => outlet.send(publicFrame(event as Wire, ++eventId))).pipe(
+              // The run's fiber belongs to the response: a client that leaves interrupts it (recorded as cancelled).
+              Effect.ensuring(Effect.sync(outlet.end)),
+              Effect.forkScoped
+            ), { heartbeat, done: true, greet: false })
         }))
       .handle("chatCompletions", ({ payload }) =>
         Effect.gen(function*() {

@@ -95,6 +95,10 @@ export class Runs extends Effect.Service<Runs>()("atrium/runs/Runs", {
     /** A run as events; interrupting the stream (a client that left) cancels the run. */
     const stream = (run: RunRequest): Stream.Stream<InternalEvent> => engine.stream(run, resolveSubagent)
 
+    /** A run to its end, each event told to `emit` as it happens (a stream written by pushes: `Sse.written`). */
+    const execute = (run: RunRequest, emit: (event: InternalEvent) => void) =>
+      engine.execute(run, (event) => Effect.sync(() => emit(event)), resolveSubagent)
+
     /** A run to its end: the result and the events it told, for answers that are not streamed. */
     const collect = (run: RunRequest) =>
       Effect.gen(function*() {
@@ -105,7 +109,7 @@ export class Runs extends Effect.Service<Runs>()("atrium/runs/Runs", {
 
     const invalid = (message: string) => new InvalidRequest({ message })
 
-    return { runnable, resolveSubagent, agentFor, agentOrModel, request, stream, collect, invalid } as const
+    return { runnable, resolveSubagent, agentFor, agentOrModel, request, stream, execute, collect, invalid } as const
   }),
   dependencies: [AgentsRepo.Default, RunEngine.Default, ModelCatalog.Default]
 }) {}

@@ -65,11 +65,11 @@ export const SessionsHttp = HttpApiBuilder.group(AtriumApi, "sessions", (handler
             after = Option.some(Number(header))
           }
           let eventId = 0
-          return yield* Sse.held((outlet) =>
+          return yield* Sse.written((outlet) =>
             sessions.subscribe(caller, path.id, after, {
               event: (event) => outlet.send(publicFrame(event as Wire, ++eventId, event.seq)),
               end: outlet.end
-            }), { heartbeat })
+            }), { heartbeat, done: false, greet: true })
         }))
       .handle("interrupt", ({ path }) => Effect.flatMap(Caller, (caller) => sessions.interrupt(caller, path.id)))
       .handle("adopt", ({ path }) => Effect.flatMap(Caller, (caller) => sessions.adopt(caller, path.id)))

@@ -70,26 +70,34 @@ const STREAM_HEADERS = {
 /** The response of a streaming endpoint. */
 export const response = <E>(body: Stream.Stream<Uint8Array, E>) => HttpServerResponse.stream(body, STREAM_HEADERS)
 
-/** Where a held stream's frames go: each written to the response at once, in order. */
+/** Where a written stream's frames go: each written to the response at once, in order. */
 export interface Outlet {
   readonly send: (frame: Frame) => void
-  /** Ends the response; nothing is written after. */
+  /** Ends the response (after `data: [DONE]` when the stream has one); nothing is written after. */
   readonly end: () => void
 }
 
+export interface WriteOptions {
+  readonly heartbeat: Duration.DurationInput
+  /** Write `data: [DONE]` at the end (a run's or a turn's stream; a session subscription has none). */
+  readonly done: boolean
+  /** Start with a comment, so the headers go out at once (see `EncodeOptions.greet`). */
+  readonly greet: boolean
+}
+
 /**
- * A long-held stream written by pushes rather than pulled: `open` registers, in a scope the response owns, whatever
- * sends frames to the outlet as they happen (a session's hub listener); pings come from the shared ticker and are
- * written straight to the body. While the stream is quiet nothing waits for it but the request's own fiber: no
- * Effect stream, no queue, no fiber of its own. A session subscription is held for hours, a process holds thousands,
- * and as a pulled stream each cost ~140 KiB and a slice of a core in pings (BENCHMARKS.md, "Subscriptions").
+ * A stream written by pushes rather than pulled: `open` starts, in a scope the response owns, whatever sends frames
+ * to the outlet as they happen (a run's fiber, a session's hub listener); pings come from the shared ticker and are
+ * written straight to the body. Nothing stands between an event and the socket but `frame`: no Effect stream, no
+ * queue, no merge with the pings, which as a pulled stream cost ~28 channel executors and 6 fibers per response
+ * (BENCHMARKS.md). A held subscription waits for nothing but the request's own fiber.
  *
- * The scope closes when the body does, whoever ends it: `end`, the client going away, the server stopping. A frame
- * is one push, so a ping never splits one.
+ * The scope closes when the body does, whoever ends it: `end`, the client going away, the server stopping; so a
+ * client that leaves interrupts what `open` forked. A frame is one push, so a ping never splits one.
  */
-export const held = <E, R>(
+export const written = <E, R>(
   open: (outlet: Outlet) => Effect.Effect<void, E, R>,
-  options: { readonly heartbeat: Duration.DurationInput }
+  options: WriteOptions
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, E, Exclude<R, Scope.Scope> | HttpServerRequest.HttpServerRequest> =>
   Effect.gen(function*() {
     // A HEAD answer never reads its body, so nothing would ever close what `open` holds.
@@ -104,11 +112,12 @@ export const held = <E, R>(
       send: (next) => write(frame(next)),
       end: () => {
         if (!writable) return
+        if (options.done) body.push(DONE)
         writable = false
         body.push(null)
       }
     }
-    write(GREETING)
+    if (options.greet) write(GREETING)
     const runFork = Runtime.runFork(yield* Effect.runtime<never>())
     yield* Effect.uninterruptibleMask((restore) =>
       restore(open(outlet).pipe(Scope.extend(scope))).pipe(
