@@ -405,7 +405,7 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
       let events: Stream.Stream<InternalEvent>
       let history: ReadonlyArray<Prompt.MessageEncoded> = []
       if (sessionId !== null) {
-        events = yield* sessions.send(caller, sessionId, conversation.message, Option.none())
+        events = yield* sessions.sendStream(caller, sessionId, conversation.message, Option.none())
       } else {
         history = [...earlier, ...conversation.history]
         const request: RunRequest = {

@@ -1,24 +1,34 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { type Duration, Effect, Layer, Option, type Stream } from "effect"
+import { type Duration, Effect, Layer, Option } from "effect"
 import { AtriumApi } from "../Api.js"
 import { AuthenticationLive, Caller } from "../identity/Authentication.js"
 import { AppConfig } from "../platform/Config.js"
 import { parseCredits } from "../platform/Money.js"
 import * as Sse from "../platform/sse/Sse.js"
-import { publicFrame, publicFrames } from "../runtime/Events.js"
-import { Sessions, type SessionEvent } from "./Sessions.js"
+import { publicFrame } from "../runtime/Events.js"
+import { Sessions, type SessionSink } from "./Sessions.js"
 import { pageOf } from "../platform/http/Lists.js"
 
 type Wire = { readonly type: string; readonly [key: string]: unknown }
 
 /**
- * A turn's stream (ends with `[DONE]`). Session streams carry `seq` as the SSE `id:` too, so a browser's EventSource
- * resumes with `Last-Event-ID`.
+ * A session's events as a stream written by pushes (`Sse.written`): a turn's ends with `[DONE]`, a subscription's
+ * never does. Session streams carry `seq` as the SSE `id:` too, so a browser's EventSource resumes with
+ * `Last-Event-ID`; they start with a greeting, since a turn may wait behind another.
  */
-const turnStream = (events: Stream.Stream<SessionEvent>, heartbeat: Duration.Duration) =>
-  Sse.response(Sse.encode(publicFrames(events as Stream.Stream<Wire>, (event) => event.seq as number), { done: true, greet: true, heartbeat }))
+const sessionStream = <E, R>(
+  follow: (sink: SessionSink) => Effect.Effect<void, E, R>,
+  options: { readonly heartbeat: Duration.Duration; readonly done: boolean }
+) => {
+  let eventId = 0
+  return Sse.written((outlet) =>
+    follow({
+      event: (event) => outlet.send(publicFrame(event as Wire, ++eventId, event.seq)),
+      end: outlet.end
+    }), { ...options, greet: true })
+}
 
 export const SessionsHttp = HttpApiBuilder.group(AtriumApi, "sessions", (handlers) =>
   Effect.gen(function*() {
@@ -35,14 +45,11 @@ export const SessionsHttp = HttpApiBuilder.group(AtriumApi, "sessions", (handler
           const caller = yield* Caller
           if (payload.type === "approval") {
             const approved = payload.decision === "approve"
-            const events = yield* sessions.answerApproval(
-              caller,
-              path.id,
-              payload.approval_id,
-              approved,
-              payload.reason ?? (approved ? "" : "denied by the user")
+            const reason = payload.reason ?? (approved ? "" : "denied by the user")
+            return yield* sessionStream(
+              (sink) => sessions.answerApproval(caller, path.id, payload.approval_id, approved, reason, sink),
+              { heartbeat, done: true }
             )
-            return turnStream(events, heartbeat)
           }
           let budget = Option.none<bigint>()
           if (payload.budget !== undefined) {
@@ -52,7 +59,7 @@ export const SessionsHttp = HttpApiBuilder.group(AtriumApi, "sessions", (handler
             }
             budget = Option.some(micros)
           }
-          return turnStream(yield* sessions.send(caller, path.id, payload.message, budget), heartbeat)
+          return yield* sessionStream((sink) => sessions.send(caller, path.id, payload.message, budget, sink), { heartbeat, done: true })
         }))
       .handle("subscribe", ({ path, urlParams }) =>
         Effect.gen(function*() {
@@ -64,12 +71,7 @@ export const SessionsHttp = HttpApiBuilder.group(AtriumApi, "sessions", (handler
             if (!/^\d{1,15}$/.test(header)) return yield* sessions.invalid("Invalid header Last-Event-ID: a seq number")
             after = Option.some(Number(header))
           }
-          let eventId = 0
-          return yield* Sse.written((outlet) =>
-            sessions.subscribe(caller, path.id, after, {
-              event: (event) => outlet.send(publicFrame(event as Wire, ++eventId, event.seq)),
-              end: outlet.end
-            }), { heartbeat, done: false, greet: true })
+          return yield* sessionStream((sink) => sessions.subscribe(caller, path.id, after, sink), { heartbeat, done: false })
         }))
       .handle("interrupt", ({ path }) => Effect.flatMap(Caller, (caller) => sessions.interrupt(caller, path.id)))
       .handle("adopt", ({ path }) => Effect.flatMap(Caller, (caller) => sessions.adopt(caller, path.id)))

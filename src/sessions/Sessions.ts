@@ -1,6 +1,6 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
-import { Effect, Exit, Option, RcMap, Runtime, Schedule, Schema, Scope, Stream } from "effect"
+import { Effect, Exit, Option, Queue, RcMap, Runtime, Schedule, Schema, Scope, Stream } from "effect"
 import { EnvironmentsRepo } from "../environments/Repo.js"
 import type { CallerIdentity } from "../identity/Authentication.js"
 import { makeEntityCaller } from "../platform/Cluster.js"
@@ -33,7 +33,7 @@ export interface SessionSink {
 
 const REPLAY_PAGE = 500
 
-/** How often a stream in cluster mode wakes its session (see `watchOwner`). */
+/** How often a stream in cluster mode wakes its session (see `owners`). */
 const OWNER_CHECK = "3 seconds"
 
 const sessionView = (session: SessionRow) => ({
@@ -163,24 +163,6 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
     })
 
     /**
-     * The live events of one turn, from a subscription taken before the turn could start, until the turn's last
-     * event. The subscription lives in `scope`, which the stream closes when it ends or is cut.
-     */
-    const turnEvents = (
-      id: string,
-      subscription: Stream.Stream<HubEvent>,
-      scope: Scope.CloseableScope,
-      turn: Option.Option<number>
-    ) =>
-      subscription.pipe(
-        Stream.filter((event) => event._tag === "closed" || Option.isNone(turn) || event.turn === turn.value),
-        Stream.takeUntil((event) => event._tag === "closed" || isTerminal(event.event)),
-        Stream.filterMap((event) => event._tag === "closed" ? Option.none() : Option.some(event.event as SessionEvent)),
-        watchOwner(id),
-        Stream.ensuring(Scope.close(scope, Exit.void))
-      )
-
-    /**
      * Cluster mode: while streams wait for a session's events, the session is woken now and then. If its runner
      * died, that message reaches the next owner, which closes the cut turn (`run.failed` `interrupted`), and the
      * streams end instead of waiting for a turn no runner runs any more. One waker per session in this process,
@@ -193,42 +175,90 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
         // not stop the waker, which the next owner needs.
         Effect.forkScoped(Effect.repeat(Effect.catchAllCause(wake(id), () => Effect.void), Schedule.spaced(OWNER_CHECK)))
     })
-    const watchOwner = (id: string) => <A, E, R>(stream: Stream.Stream<A, E, R>): Stream.Stream<A, E, R> =>
-      hub.clustered ? Stream.unwrapScoped(Effect.as(RcMap.get(owners, id), stream)) : stream
 
-    const subscribed = (id: string) =>
+    /**
+     * Follows one turn for the life of the scope: its live events to `sink` until its last (then `end`), from a
+     * listener added before the turn could start. Until `turn` is known (a message's turn is numbered when the
+     * session accepts it) events wait; then those of other turns are dropped. No turn number: the next turn's
+     * events, whichever it is (an approval's answer continues the waiting turn).
+     */
+    const followTurn = (id: string, sink: SessionSink) =>
       Effect.gen(function*() {
-        const scope = yield* Scope.make()
-        const dequeue = yield* Scope.extend(hub.subscribe(id), scope)
-        return { scope, subscription: Stream.fromQueue(dequeue) }
+        let turn: Option.Option<number> | undefined
+        let ended = false
+        const early: Array<HubEvent> = []
+        const deliver = (event: HubEvent): void => {
+          if (ended) return
+          if (turn === undefined) {
+            early.push(event)
+            return
+          }
+          if (event._tag === "closed") {
+            ended = true
+            return sink.end()
+          }
+          if (Option.isSome(turn) && event.turn !== turn.value) return
+          sink.event(event.event as SessionEvent)
+          if (isTerminal(event.event)) {
+            ended = true
+            sink.end()
+          }
+        }
+        yield* hub.listen(id, deliver)
+        if (hub.clustered) yield* RcMap.get(owners, id)
+        /** Now that the turn is known, what arrived before it is delivered, in order. */
+        return (known: Option.Option<number>) =>
+          Effect.sync(() => {
+            turn = known
+            for (const event of early.splice(0)) deliver(event)
+          })
       })
 
-    /** Sends a message: the turn waits behind any running one, and the stream carries that turn only. */
-    const send = Effect.fn("Sessions.send")(function*(caller: CallerIdentity, id: string, message: string, budget: Option.Option<Micros>) {
+    /** Sends a message: the turn waits behind any running one, and `sink` gets that turn only. */
+    const send = Effect.fn("Sessions.send")(function*(
+      caller: CallerIdentity,
+      id: string,
+      message: string,
+      budget: Option.Option<Micros>,
+      sink: SessionSink
+    ) {
       yield* owned(caller, id)
-      const { scope, subscription } = yield* subscribed(id)
+      const follow = yield* followTurn(id, sink)
       const sent = yield* toEntity(client(id).Send({ message, budget: Option.getOrNull(budget) })).pipe(
-        Effect.onError(() => Scope.close(scope, Exit.void)),
         // The session went away between the check and the send: 404. The cluster's own failures are ours: a 500.
         Effect.catchAll((error) => error._tag === "SessionGone" ? Effect.fail(notFound(id)) : Effect.die(error))
       )
-      return turnEvents(id, subscription, scope, Option.some(sent.turn))
+      yield* follow(Option.some(sent.turn))
     })
 
-    /** Answers a pending approval of this session's turn and streams the rest of that turn. */
+    /** `send` as a pulled stream, for a reader that folds the turn into something else (the Responses API). */
+    const sendStream = (caller: CallerIdentity, id: string, message: string, budget: Option.Option<Micros>) =>
+      Effect.gen(function*() {
+        const scope = yield* Scope.make()
+        const queue = yield* Queue.unbounded<SessionEvent | null>()
+        yield* send(caller, id, message, budget, {
+          event: (event) => Queue.unsafeOffer(queue, event),
+          end: () => Queue.unsafeOffer(queue, null)
+        }).pipe(Scope.extend(scope), Effect.onError(() => Scope.close(scope, Exit.void)))
+        return Stream.fromQueue(queue).pipe(
+          Stream.takeWhile((event): event is SessionEvent => event !== null),
+          Stream.ensuring(Scope.close(scope, Exit.void))
+        )
+      })
+
+    /** Answers a pending approval of this session's turn; `sink` gets the rest of that turn. */
     const answerApproval = Effect.fn("Sessions.answerApproval")(function*(
       caller: CallerIdentity,
       id: string,
       approvalId: string,
       approved: boolean,
-      reason: string
+      reason: string,
+      sink: SessionSink
     ) {
       const session = yield* owned(caller, id)
-      const { scope, subscription } = yield* subscribed(id)
-      yield* approvals.answer({ accountId: session.accountId, endUserId: session.endUserId }, approvalId, { approved, reason }, Option.some(id)).pipe(
-        Effect.onError(() => Scope.close(scope, Exit.void))
-      )
-      return turnEvents(id, subscription, scope, Option.none())
+      const follow = yield* followTurn(id, sink)
+      yield* approvals.answer({ accountId: session.accountId, endUserId: session.endUserId }, approvalId, { approved, reason }, Option.some(id))
+      yield* follow(Option.none())
     })
 
     const interrupt = Effect.fn("Sessions.interrupt")(function*(caller: CallerIdentity, id: string) {
@@ -342,7 +372,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
 
     const invalid = (message: string) => new InvalidRequest({ message })
 
-    return { create, list, get, remove, send, answerApproval, interrupt, adopt, subscribe, files, fileContent, invalid } as const
+    return { create, list, get, remove, send, sendStream, answerApproval, interrupt, adopt, subscribe, files, fileContent, invalid } as const
   }),
   dependencies: [SessionsRepo.Default, SessionHub.Default, Runs.Default, Approvals.Default, EnvironmentsRepo.Default, RunsRepo.Default]
 }) {}
