@@ -6,13 +6,15 @@
  *
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test REDIS_URL=redis://127.0.0.1:6379 \
  *     npx tsx bench/billing.ts [--seconds 10] [--concurrency 64] [--users 64] [--phases floor,hot,many,naive-hot,naive-many]
+ *       [--json FILE]
  *
  * `--phases` picks the runs; `floor` is GET /v1/meters, the cheapest route of the same server (no auth, no body, no
  * database), for reference: what the HTTP stack alone costs per request.
  * Each row also says where the CPU went, since the server, PostgreSQL and this load generator share the machine: the
  * platform process's CPU (cores busy, and CPU ms per request), this process's, the whole machine's (other work on it
  * included), the load average, and the transactions PostgreSQL committed per second in the bench database.
- * BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" profiles the server under load.
+ * BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" profiles the server under load. `--json FILE` also writes the
+ * rows as JSON (for bench/engine.ts).
  *
  * A script, not a test: it prints a Markdown table for BENCHMARKS.md and asserts nothing.
  */
@@ -22,7 +24,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import pg from "pg"
 import { Pool } from "undici"
-import { call, launchBenchPlatform, percentile, processCpu } from "./support.js"
+import { call, launchBenchPlatform, percentile, processCpu, writeJson } from "./support.js"
 
 /** The operator bearer the benchmark's platform gets for its `/internal/*` grants. */
 const BENCH_INTERNAL_TOKEN = "bench-internal-token-0123456789abcdef"
@@ -36,6 +38,8 @@ const ADMIN_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:543
 const REDIS_URL = process.env.REDIS_URL ?? "redis://127.0.0.1:6379"
 /** Which runs, in this order: floor (GET /v1/meters, for reference), hot, many, naive-hot, naive-many. */
 const PHASES = new Set((args.get("phases") ?? "floor,hot,many,naive-hot,naive-many").split(","))
+/** Also write the rows as JSON to this file. */
+const JSON_FILE = args.get("json")
 
 const agent = new Http.Agent({ keepAlive: true, maxSockets: CONCURRENCY })
 
@@ -259,6 +263,16 @@ const main = async () => {
   const hot = results.find((r) => r.name.includes("events, one hot"))
   const naiveHot = results.find((r) => r.name.includes("naive baseline, one hot"))
   if (hot && naiveHot) console.log(`\nhot wallet vs naive hot baseline: ${(rate(hot) / rate(naiveHot)).toFixed(2)}x`)
+  writeJson(JSON_FILE, {
+    seconds: SECONDS,
+    concurrency: CONCURRENCY,
+    users: USERS,
+    loadStart: startLoad,
+    loadEnd: Os.loadavg(),
+    // serverCpu, benchCpu, machineCpu: cores busy; commits: per second; p50, p99 in ms.
+    results: results.map((r) => ({ ...r, rate: rate(r) })),
+    hotVsNaive: hot && naiveHot ? rate(hot) / rate(naiveHot) : null
+  })
 }
 
 main().catch((error) => {

@@ -7,12 +7,15 @@
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test REDIS_URL=redis://127.0.0.1:6379 \
  *     npx tsx bench/runs.ts                                                                 # services
  *
+ * Flags (defaults in brackets): --seconds 10 (per phase), --levels 1,50,500, --users 50, --event-concurrency 50 and
+ * --event-words 600 (the long-answer phase), --json FILE (also write the results as JSON, for bench/engine.ts).
+ *
  * A script, not a test: it prints a Markdown table for BENCHMARKS.md and asserts nothing (beyond counting the runs
  * whose stream did not end with run.completed and [DONE] as failed).
  */
 import * as Http from "node:http"
 import * as Os from "node:os"
-import { call, launchBenchPlatform, percentile, processCpu } from "./support.js"
+import { call, closedLoop, launchBenchPlatform, percentile, processCpu, type RunTiming, streamRun, writeJson } from "./support.js"
 
 const args = new Map<string, string>()
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1]!)
@@ -25,61 +28,14 @@ const EVENT_WORDS = Number(args.get("event-words") ?? 600)
 const SERVICES = process.env.DATABASE_URL !== undefined
 const ADMIN_URL = process.env.DATABASE_URL ?? ""
 const REDIS_URL = process.env.REDIS_URL ?? "redis://127.0.0.1:6379"
+/** Also write the results (every phase's numbers, as in the table) as JSON to this file. */
+const JSON_FILE = args.get("json")
 
 const agent = new Http.Agent({ keepAlive: true, maxSockets: Math.max(...LEVELS, EVENT_CONCURRENCY) + 10 })
 
-interface RunTiming {
-  readonly ok: boolean
-  /** Milliseconds from sending the request to the first byte of `event: run.created`, of the first text increment,
-   * and to `[DONE]`. */
-  readonly created: number
-  readonly firstText: number
-  readonly total: number
-  readonly events: number
-  readonly bytes: number
-}
-
 /** One streamed run, read as it arrives. */
-const streamRun = (base: string, token: string, body: unknown) =>
-  new Promise<RunTiming>((resolve) => {
-    const payload = JSON.stringify(body)
-    const t0 = performance.now()
-    let created = NaN
-    let firstText = NaN
-    let text = ""
-    let bytes = 0
-    const request = Http.request(new URL("/v1/agents/run", base), {
-      method: "POST",
-      agent,
-      headers: {
-        authorization: `Bearer ${token}`,
-        "content-type": "application/json",
-        "content-length": Buffer.byteLength(payload)
-      }
-    }, (response) => {
-      response.setEncoding("utf8")
-      response.on("data", (chunk: string) => {
-        bytes += chunk.length
-        // Only the new bytes (and the end of the old, where a name may have been cut) are searched.
-        const window = text.slice(-32) + chunk
-        text += chunk
-        if (Number.isNaN(created) && window.includes("event: run.created\n")) created = performance.now() - t0
-        if (Number.isNaN(firstText) && window.includes("event: output.text.delta\n")) firstText = performance.now() - t0
-      })
-      response.on("end", () => {
-        const total = performance.now() - t0
-        const lastEvent = text.lastIndexOf("event: ")
-        const ok = response.statusCode === 200 && text.endsWith("data: [DONE]\n\n") &&
-          text.startsWith("event: run.completed\n", lastEvent)
-        const events = text.split("\nevent: ").length - 1 + (text.startsWith("event: ") ? 1 : 0)
-        resolve({ ok, created, firstText, total, events, bytes })
-      })
-      response.on("error", () => resolve({ ok: false, created, firstText, total: performance.now() - t0, events: 0, bytes }))
-    })
-    request.on("error", () => resolve({ ok: false, created, firstText, total: performance.now() - t0, events: 0, bytes }))
-    request.write(payload)
-    request.end()
-  })
+const streamAgentRun = (base: string, token: string, body: unknown) =>
+  streamRun(agent, base, "/v1/agents/run", { authorization: `Bearer ${token}` }, body)
 
 interface Result {
   readonly name: string
@@ -103,33 +59,26 @@ const phase = async (
   serverPid: number | undefined,
   once: (worker: number) => Promise<RunTiming>
 ): Promise<Result> => {
-  const timings: Array<RunTiming> = []
-  let failed = 0
-  const cpu0 = processCpu(serverPid)
-  const started = performance.now()
-  const deadline = started + SECONDS * 1000
-  await Promise.all(Array.from({ length: concurrency }, async (_, worker) => {
-    while (performance.now() < deadline) {
-      const timing = await once(worker)
-      if (timing.ok) timings.push(timing)
-      else failed++
-    }
-  }))
-  const seconds = (performance.now() - started) / 1000
+  const { timings, failures, seconds, cpuSeconds } = await closedLoop({
+    clients: concurrency,
+    seconds: SECONDS,
+    once,
+    cpu: () => processCpu(serverPid)
+  })
   const sorted = (pick: (t: RunTiming) => number) => timings.map(pick).filter((n) => !Number.isNaN(n)).sort((a, b) => a - b)
   const pair = (values: ReadonlyArray<number>) => [percentile(values, 50), percentile(values, 99)] as const
   return {
     name,
     concurrency,
     ok: timings.length,
-    failed,
+    failed: failures.length,
     seconds,
     created: pair(sorted((t) => t.created)),
     firstText: pair(sorted((t) => t.firstText)),
     total: pair(sorted((t) => t.total)),
     events: timings.reduce((sum, t) => sum + t.events, 0),
     bytes: timings.reduce((sum, t) => sum + t.bytes, 0),
-    serverCpu: (processCpu(serverPid) - cpu0) / seconds,
+    serverCpu: cpuSeconds / seconds,
     load: Os.loadavg()[0]!
   }
 }
@@ -156,12 +105,12 @@ const main = async () => {
     }))
     const short = (worker: number) => {
       const user = users[worker % users.length]!
-      return streamRun(base, user.token, { agent: user.agent, message: "hello there, world of agents" })
+      return streamAgentRun(base, user.token, { agent: user.agent, message: "hello there, world of agents" })
     }
     const longMessage = Array.from({ length: EVENT_WORDS }, (_, i) => `w${i}`).join(" ")
     const long = (worker: number) => {
       const user = users[worker % users.length]!
-      return streamRun(base, user.token, { agent: user.agent, message: longMessage })
+      return streamAgentRun(base, user.token, { agent: user.agent, message: longMessage })
     }
 
     // Warm up the JIT, the pools and the wallet entities.
@@ -186,6 +135,15 @@ const main = async () => {
   }
   const last = results[results.length - 1]!
   console.log(`\nevents/s through one process (long answers): ${f(last.events / last.seconds, 0)}; ${f(last.bytes / last.seconds / 1e6, 2)} MB/s of SSE`)
+  writeJson(JSON_FILE, {
+    mode: SERVICES ? "services" : "embedded",
+    seconds: SECONDS,
+    users: USERS,
+    loadStart: startLoad,
+    loadEnd: Os.loadavg(),
+    // serverCpu is cores busy (CPU seconds per second); created, firstText, total are [p50, p99] in ms.
+    results
+  })
 }
 
 main().catch((error) => {

@@ -14,7 +14,8 @@
  * opening subscriptions after this long and report how far it got), --idle-seconds 10 (server CPU while they are
  * held idle), --idle-profile FILE (a CPU profile of the server over that window; needs the inspector), --gc on|off
  * (force a full GC in the server through the inspector before each memory sample), --phases
- * memory,subscriptions,turns. BENCH_NODE_ARGS adds flags to the server's node (as in bench/runs.ts).
+ * memory,subscriptions,turns, --json FILE (also write every phase's numbers as JSON, for bench/engine.ts).
+ * BENCH_NODE_ARGS adds flags to the server's node (as in bench/runs.ts).
  *
  * The server runs with `--inspect=127.0.0.1:<free port>` (unless --gc off) so the script can force a full GC and
  * read the V8 heap (`HeapProfiler.collectGarbage`, `Runtime.getHeapUsage`) from outside; nothing is added to the
@@ -26,7 +27,7 @@
 import * as Fs from "node:fs"
 import * as Http from "node:http"
 import * as Os from "node:os"
-import { call, freePort, launchBenchPlatform, percentile, processCpu } from "./support.js"
+import { call, closedLoop, freePort, launchBenchPlatform, pair, processCpu, writeJson } from "./support.js"
 
 const args = new Map<string, string>()
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1]!)
@@ -46,6 +47,8 @@ const IDLE_PROFILE = args.get("idle-profile")
 /** How long the held subscriptions sit idle (heartbeats only) while the server's CPU is measured. */
 const IDLE_SECONDS = Number(args.get("idle-seconds") ?? 10)
 const PHASES = new Set((args.get("phases") ?? "memory,subscriptions,turns").split(","))
+/** Also write every phase's numbers as JSON to this file. */
+const JSON_FILE = args.get("json")
 const WARM_UP_SESSIONS = 50
 const SERVICES = process.env.DATABASE_URL !== undefined
 const ADMIN_URL = process.env.DATABASE_URL ?? ""
@@ -144,11 +147,6 @@ const streamTurn = (base: string, token: string, sessionId: string, message: str
     request.write(payload)
     request.end()
   })
-
-const pair = (values: ReadonlyArray<number>) => {
-  const sorted = values.filter((n) => !Number.isNaN(n)).sort((a, b) => a - b)
-  return [percentile(sorted, 50), percentile(sorted, 99)] as const
-}
 
 /** VmRSS of a process in bytes. */
 const rssOf = (pid: number): number => {
@@ -284,6 +282,11 @@ const main = async () => {
   const f = (n: number, digits = 1) => Number.isNaN(n) ? "-" : n.toFixed(digits)
   const mib = (bytes: number) => f(bytes / 1024 / 1024, 1)
   const subscriptions: Array<Subscription> = []
+  /** What --json writes: each phase's numbers (bytes, seconds, milliseconds; CPU in cores busy). */
+  const report: Record<string, unknown> = {
+    mode: SERVICES ? "services" : "embedded",
+    loadStart: startLoad
+  }
   /** Transactions PostgreSQL committed in the bench database (services mode; its statistics lag up to a second). */
   const commits = async (): Promise<number> => {
     if (db === undefined) return NaN
@@ -380,6 +383,12 @@ const main = async () => {
             `${Number.isNaN(perRss) ? "-" : `${f(perRss / 1024, 1)} KiB`} | ${Number.isNaN(perHeap) ? "-" : `${f(perHeap / 1024, 1)} KiB`} | ` +
             `${row.s.fds} | ${f(row.s.load, 2)} |`
         )
+      }
+      report.memory = {
+        warmUpSessions: WARM_UP_SESSIONS,
+        firstTurnFailures,
+        oldestSeconds: oldest,
+        rows: rows.map((row) => ({ sessions: row.n, seconds: row.seconds, ...row.s }))
       }
       out()
       out(`The first session was created ${f(oldest, 0)} s before the last sample (an entity passivates after 5 min without a message).`)
@@ -619,6 +628,37 @@ const main = async () => {
           `RSS ${mib(after.rssAfterGc)} MiB, V8 heap after GC ${mib(after.heap)} MiB (before opening: ${mib(before.heap)} MiB); ` +
           `15 s later: RSS ${mib(later.rssAfterGc)} MiB, heap ${mib(later.heap)} MiB.`
       )
+      report.subscriptions = {
+        target: SUBSCRIPTIONS,
+        subSessions: SUB_SESSIONS,
+        opened: subscriptions.length,
+        greeted,
+        alive,
+        openSeconds,
+        openCpu,
+        timedOut,
+        failures: Object.fromEntries(failures),
+        before,
+        held,
+        after,
+        later,
+        idleSeconds,
+        idleCpu,
+        quietCpu,
+        idlePings,
+        pings,
+        delivery: {
+          sessions: deliverySessions,
+          turnsOk: turns.filter((t) => t.ok).length,
+          watchers: watchers.length,
+          complete,
+          lag,
+          toCompleted: completed,
+          senderTotal,
+          controlTotal,
+          cpu: deliveryCpu
+        }
+      }
       subscriptions.length = 0
       for (const a of subAgents) a.destroy()
     }
@@ -627,27 +667,18 @@ const main = async () => {
     if (PHASES.has("turns") && TURN_SESSIONS > 0) {
       if (sessions.length < TURN_SESSIONS) await grow(TURN_SESSIONS)
       progress(`turn phase: ${TURN_SESSIONS} sessions for ${SECONDS} s`)
-      const timings: Array<TurnTiming> = []
-      let failed = 0
       const statuses = new Map<number, number>()
       const commits0 = await commits()
       const writes0 = await writes()
-      const cpu0 = processCpu(pid)
-      const started = performance.now()
-      const deadline = started + SECONDS * 1000
-      await Promise.all(Array.from({ length: TURN_SESSIONS }, async (_, worker) => {
-        const session = sessions[worker]!
-        while (performance.now() < deadline) {
-          const timing = await streamTurn(base, session.token, session.id, "hello")
-          if (timing.ok) timings.push(timing)
-          else {
-            failed++
-            statuses.set(timing.status, (statuses.get(timing.status) ?? 0) + 1)
-          }
-        }
-      }))
-      const seconds = (performance.now() - started) / 1000
-      const cpu = (processCpu(pid) - cpu0) / seconds
+      const { timings, failures, seconds, cpuSeconds } = await closedLoop({
+        clients: TURN_SESSIONS,
+        seconds: SECONDS,
+        once: (worker) => streamTurn(base, sessions[worker]!.token, sessions[worker]!.id, "hello"),
+        cpu: () => processCpu(pid)
+      })
+      const failed = failures.length
+      for (const timing of failures) statuses.set(timing.status, (statuses.get(timing.status) ?? 0) + 1)
+      const cpu = cpuSeconds / seconds
       const created = pair(timings.map((t) => t.created))
       const firstText = pair(timings.map((t) => t.firstText))
       const total = pair(timings.map((t) => t.total))
@@ -675,6 +706,22 @@ const main = async () => {
               `(${f(committed / seconds, 0)}/s), ${f(wrote / Math.max(1, timings.length + failed), 2)} of them writing.`)
       )
       if (failed > 0) out(`Failed turns by status: ${[...statuses].map(([st, n]) => `${n} × ${st}`).join(", ")}.`)
+      report.turns = {
+        sessions: TURN_SESSIONS,
+        seconds,
+        ok: timings.length,
+        failed,
+        statuses: Object.fromEntries(statuses),
+        created,
+        firstText,
+        total,
+        cpu,
+        rss: s.rss,
+        load: s.load,
+        eventsPerTurn: events,
+        committed,
+        wrote
+      }
     }
   } finally {
     for (const s of subscriptions) s.request?.destroy()
@@ -685,6 +732,7 @@ const main = async () => {
   console.log("\n---- summary ----\n")
   console.log(lines.join("\n"))
   console.log(`\nload average at the end: ${Os.loadavg().map((l) => l.toFixed(2)).join(" ")}`)
+  writeJson(JSON_FILE, { ...report, loadEnd: Os.loadavg() })
 }
 
 main().catch((error) => {

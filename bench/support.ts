@@ -1,6 +1,7 @@
 /**
- * What the load scripts in bench/ share: a JSON request over a keep-alive agent, a free port, percentiles and the
- * CPU time of a process. Scripts, not tests: nothing here asserts.
+ * What the load scripts in bench/ share: a JSON request over a keep-alive agent, a free port, percentiles, the CPU
+ * time of a process, the closed-loop load generator (`closedLoop`), the reader of a streamed run (`streamRun`) and the
+ * `--json FILE` output. Scripts, not tests: nothing here asserts.
  */
 import * as ChildProcess from "node:child_process"
 import * as Crypto from "node:crypto"
@@ -69,6 +70,122 @@ export const processCpu = (pid: number | undefined): number => {
   } catch {
     return NaN
   }
+}
+
+/** p50 and p99 of `values` (any order; NaN left out). */
+export const pair = (values: ReadonlyArray<number>) => {
+  const sorted = values.filter((n) => !Number.isNaN(n)).sort((a, b) => a - b)
+  return [percentile(sorted, 50), percentile(sorted, 99)] as const
+}
+
+/** What `closedLoop` measured. */
+export interface LoopResult<T> {
+  readonly clients: number
+  /** The operations that succeeded, and those that did not. */
+  readonly timings: ReadonlyArray<T>
+  readonly failures: ReadonlyArray<T>
+  /** Wall time from the first operation's start to the last one's end. */
+  readonly seconds: number
+  /** `cpu()` after the loop minus `cpu()` before it (CPU seconds of the measured server); NaN without `cpu`. */
+  readonly cpuSeconds: number
+  /** Load average (1 min) when the loop started and when it ended. */
+  readonly load: readonly [number, number]
+}
+
+/**
+ * The load generator: `clients` clients, each starting its next operation (`once(client, i)`, i counting that
+ * client's operations) when its last one ended, until `seconds` are up; an operation started before the deadline is
+ * waited for. `cpu` reads the CPU seconds of whatever is measured (`processCpu` of a server's pid, or a process tree's
+ * sum), before and after.
+ */
+export const closedLoop = async <T extends { readonly ok: boolean }>(options: {
+  readonly clients: number
+  readonly seconds: number
+  readonly once: (client: number, i: number) => Promise<T>
+  readonly cpu?: () => number
+}): Promise<LoopResult<T>> => {
+  const timings: Array<T> = []
+  const failures: Array<T> = []
+  const load0 = Os.loadavg()[0]!
+  const cpu0 = options.cpu?.() ?? NaN
+  const started = performance.now()
+  const deadline = started + options.seconds * 1000
+  await Promise.all(Array.from({ length: options.clients }, async (_, client) => {
+    for (let i = 0; performance.now() < deadline; i++) {
+      const timing = await options.once(client, i)
+      if (timing.ok) timings.push(timing)
+      else failures.push(timing)
+    }
+  }))
+  const seconds = (performance.now() - started) / 1000
+  const cpuSeconds = (options.cpu?.() ?? NaN) - cpu0
+  return { clients: options.clients, timings, failures, seconds, cpuSeconds, load: [load0, Os.loadavg()[0]!] }
+}
+
+/** One streamed run as the client saw it. */
+export interface RunTiming {
+  readonly ok: boolean
+  /** Milliseconds from sending the request to the first byte of `event: run.created`, of the first text increment,
+   * and to `[DONE]`. */
+  readonly created: number
+  readonly firstText: number
+  readonly total: number
+  readonly events: number
+  readonly bytes: number
+}
+
+/**
+ * One streamed run (`POST path` with a JSON body, answered with Atrium's run events as SSE), read as it arrives. It
+ * is ok when the answer is 200 and its stream ends with `event: run.completed` and `data: [DONE]`.
+ */
+export const streamRun = (agent: Http.Agent, base: string, path: string, headers: Record<string, string>, body: unknown) =>
+  new Promise<RunTiming>((resolve) => {
+    const payload = JSON.stringify(body)
+    const t0 = performance.now()
+    let created = NaN
+    let firstText = NaN
+    let text = ""
+    let bytes = 0
+    const request = Http.request(new URL(path, base), {
+      method: "POST",
+      agent,
+      headers: {
+        ...headers,
+        "content-type": "application/json",
+        "content-length": Buffer.byteLength(payload)
+      }
+    }, (response) => {
+      response.setEncoding("utf8")
+      response.on("data", (chunk: string) => {
+        bytes += chunk.length
+        // Only the new bytes (and the end of the old, where a name may have been cut) are searched.
+        const window = text.slice(-32) + chunk
+        text += chunk
+        if (Number.isNaN(created) && window.includes("event: run.created\n")) created = performance.now() - t0
+        if (Number.isNaN(firstText) && window.includes("event: output.text.delta\n")) firstText = performance.now() - t0
+      })
+      response.on("end", () => {
+        const total = performance.now() - t0
+        const lastEvent = text.lastIndexOf("event: ")
+        const ok = response.statusCode === 200 && text.endsWith("data: [DONE]\n\n") &&
+          text.startsWith("event: run.completed\n", lastEvent)
+        const events = text.split("\nevent: ").length - 1 + (text.startsWith("event: ") ? 1 : 0)
+        resolve({ ok, created, firstText, total, events, bytes })
+      })
+      response.on("error", () => resolve({ ok: false, created, firstText, total: performance.now() - t0, events: 0, bytes }))
+    })
+    request.on("error", () => resolve({ ok: false, created, firstText, total: performance.now() - t0, events: 0, bytes }))
+    request.write(payload)
+    request.end()
+  })
+
+/**
+ * `--json FILE`: writes `value` as JSON to FILE (NaN and infinities become null), for bench/engine.ts to read. Does
+ * nothing when `file` is undefined.
+ */
+export const writeJson = (file: string | undefined, value: unknown): void => {
+  if (file === undefined) return
+  Fs.writeFileSync(file, JSON.stringify(value, (_, v) => (typeof v === "number" && !Number.isFinite(v) ? null : v), 2) + "\n")
 }
 
 
