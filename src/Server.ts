@@ -6,6 +6,7 @@ import * as HttpServer from "@effect/platform/HttpServer"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import * as Sse from "./platform/sse/Sse.js"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import { Cause, Context, Duration, Effect, Layer, Option, Redacted, Scope } from "effect"
 import { createServer } from "node:http"
@@ -422,6 +423,8 @@ export const HttpServerLive = Layer.unwrapEffect(
     const server = createServer()
     const grace = Layer.scopedDiscard(Effect.addFinalizer(() =>
       Effect.sync(() => {
+        // Held streams have no request fiber that the server's shutdown would interrupt.
+        Sse.endHeld()
         server.closeIdleConnections()
         setTimeout(() => server.closeAllConnections(), Duration.toMillis(config.shutdownGrace)).unref()
       })

@@ -23,11 +23,13 @@ const sessionStream = <E, R>(
   options: { readonly heartbeat: Duration.Duration; readonly done: boolean }
 ) => {
   let eventId = 0
-  return Sse.written((outlet) =>
+  const open = (outlet: Sse.Outlet) =>
     follow({
       event: (event) => outlet.send(publicFrame(event as Wire, ++eventId, event.seq)),
       end: outlet.end
-    }), { ...options, greet: true })
+    })
+  // A turn is over in seconds and its fiber is what a client leaving interrupts; a subscription is held for hours.
+  return options.done ? Sse.written(open, { ...options, greet: true }) : Sse.held(open, options)
 }
 
 export const SessionsHttp = HttpApiBuilder.group(AtriumApi, "sessions", (handlers) =>

@@ -1,5 +1,5 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { Effect, Option, Queue, Schedule, type Scope, Stream } from "effect"
+import { Effect, Option, Queue, Schedule, Scope, Stream } from "effect"
 import { AppConfig } from "../platform/Config.js"
 import { randomBase62 } from "../platform/Ids.js"
 import type { InternalEvent } from "../runtime/Events.js"
@@ -104,24 +104,25 @@ export class SessionHub extends Effect.Service<SessionHub>()("atrium/sessions/Se
         if (Option.isSome(note)) yield* repo.notify(CHANNEL, note.value)
       })
 
-    /** Calls `listener` with everything published after this returns, for the life of the scope. */
+    /**
+     * Calls `listener` with everything published after this returns, for the life of the scope. The release is added
+     * to the scope itself, not through `acquireRelease`, which would keep the subscribing request's fiber refs (its
+     * whole context) for as long as a subscription is held.
+     */
     const listen = (sessionId: string, listener: HubListener): Effect.Effect<void, never, Scope.Scope> =>
-      Effect.acquireRelease(
-        Effect.sync(() => {
-          let listeners = topics.get(sessionId)
-          if (listeners === undefined) {
-            listeners = new Set()
-            topics.set(sessionId, listeners)
-          }
-          listeners.add(listener)
-          return listeners
-        }),
-        (listeners) =>
-          Effect.sync(() => {
-            listeners.delete(listener)
-            if (listeners.size === 0 && topics.get(sessionId) === listeners) topics.delete(sessionId)
-          })
-      )
+      Effect.flatMap(Effect.scope, (scope) => {
+        let listeners = topics.get(sessionId)
+        if (listeners === undefined) {
+          listeners = new Set()
+          topics.set(sessionId, listeners)
+        }
+        listeners.add(listener)
+        const registered = listeners
+        return Scope.addFinalizer(scope, Effect.sync(() => {
+          registered.delete(listener)
+          if (registered.size === 0 && topics.get(sessionId) === registered) topics.delete(sessionId)
+        }))
+      })
 
     /** `listen` into a queue, for a reader that pulls (a turn's stream). */
     const subscribe = (sessionId: string): Effect.Effect<Queue.Dequeue<HubEvent>, never, Scope.Scope> =>

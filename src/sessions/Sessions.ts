@@ -3,6 +3,8 @@ import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Effect, Exit, Option, Queue, RcMap, Runtime, Schedule, Schema, Scope, Stream } from "effect"
 import { EnvironmentsRepo } from "../environments/Repo.js"
 import type { CallerIdentity } from "../identity/Authentication.js"
+import * as EntityId from "@effect/cluster/EntityId"
+import * as Sharding from "@effect/cluster/Sharding"
 import { makeEntityCaller } from "../platform/Cluster.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { newId } from "../platform/Ids.js"
@@ -169,11 +171,30 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
      * however many of its streams wait here: one per stream was a wake every 3 s per subscriber (2,000 idle
      * subscriptions on 200 sessions kept half a core busy).
      */
+    const sharding = yield* Sharding.Sharding
+    /**
+     * A session whose shard this runner has held since the last check needs no waking from here: if this runner
+     * dies, its streams die with it. So a single runner wakes nothing once its streams are settled, and a subscription
+     * on the owner's runner costs no message. The check after the shard came here still wakes it: that is what
+     * starts the entity that closes a turn the previous owner's death cut. Asked at every check, since shards move.
+     */
+    const ownedHere = (id: string) => {
+      const entityId = EntityId.make(id)
+      return sharding.hasShardId(sharding.getShardId(entityId, Session.getShardGroup(entityId)))
+    }
     const owners = yield* RcMap.make({
-      lookup: (id: string) =>
-        // Every cause: while the owner's runner is dead the wake dies (no runner for the shard yet), and that must
-        // not stop the waker, which the next owner needs.
-        Effect.forkScoped(Effect.repeat(Effect.catchAllCause(wake(id), () => Effect.void), Schedule.spaced(OWNER_CHECK)))
+      lookup: (id: string) => {
+        let heldBefore = false
+        const check = Effect.suspend(() => {
+          const held = ownedHere(id)
+          const settled = held && heldBefore
+          heldBefore = held
+          // Every cause: while the owner's runner is dead the wake dies (no runner for the shard yet), and that must
+          // not stop the waker, which the next owner needs.
+          return settled ? Effect.void : Effect.catchAllCause(wake(id), () => Effect.void)
+        })
+        return Effect.forkScoped(Effect.repeat(check, Schedule.spaced(OWNER_CHECK)))
+      }
     })
 
     /**

@@ -1,6 +1,7 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect, Fiber, Metric } from "effect"
 import * as Heartbeat from "../../src/platform/sse/Heartbeat.js"
+import * as Sse from "../../src/platform/sse/Sse.js"
 import { openSubscriptions } from "../../src/platform/telemetry/Metrics.js"
 import { createApiKey, request } from "../support/Client.js"
 import { names, openStream, streamOf, textOf } from "../support/Sse.js"
@@ -219,6 +220,7 @@ describe("sessions", () => {
         const open = () => Effect.map(Metric.value(openSubscriptions), (state) => state.value)
         const before = yield* open()
         const pingsBefore = Heartbeat.subscribers("200 millis")
+        const heldBefore = Sse.heldCount()
         const user = yield* newUser
         const agent = yield* agentWith(user.token)
         const session = yield* createSession(user.token, agent)
@@ -229,6 +231,7 @@ describe("sessions", () => {
         assert.strictEqual(follower.headers.get("content-type"), "text/event-stream")
         assert.strictEqual(yield* open(), before + 1)
         assert.strictEqual(Heartbeat.subscribers("200 millis"), pingsBefore + 1)
+        assert.strictEqual(Sse.heldCount(), heldBefore + 1, "held by the process, not by a request fiber")
         yield* Effect.sleep("700 millis")
         const second = yield* say(user.token, session.id, "two")
         const third = yield* say(user.token, session.id, "three")
@@ -249,6 +252,7 @@ describe("sessions", () => {
         // The session's end closed the stream, and with it the subscription's listener, ping and gauge.
         yield* until(() => Heartbeat.subscribers("200 millis") === pingsBefore)
         assert.strictEqual(yield* open(), before)
+        assert.strictEqual(Sse.heldCount(), heldBefore)
 
         // A client that leaves lets go of it too.
         const again = yield* createSession(user.token, agent)
@@ -258,6 +262,7 @@ describe("sessions", () => {
         yield* until(() => Heartbeat.subscribers("200 millis") === pingsBefore)
         yield* Effect.sleep("100 millis")
         assert.strictEqual(yield* open(), before)
+        assert.strictEqual(Sse.heldCount(), heldBefore)
       }))
   })
 })

@@ -1,6 +1,9 @@
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
+import * as HttpApp from "@effect/platform/HttpApp"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Chunk, Duration, Effect, Exit, Runtime, Scope, Stream } from "effect"
+import { Chunk, Duration, Effect, Exit, GlobalValue, Metric, Runtime, Scope, Stream } from "effect"
+import type * as Http from "node:http"
 import { Readable } from "node:stream"
 import { countWhileScoped, openSubscriptions } from "../telemetry/Metrics.js"
 import * as Heartbeat from "./Heartbeat.js"
@@ -134,4 +137,108 @@ export const written = <E, R>(
       )
     )
     return HttpServerResponse.raw(body, STREAM_HEADERS)
+  })
+
+/** The held streams of this process, each by the function that ends it: the server ends them all when it stops. */
+const heldStreams = GlobalValue.globalValue(Symbol.for("atrium/platform/sse/held"), () => new Set<() => void>())
+
+/**
+ * Ends every held stream (a client resumes with `Last-Event-ID` wherever it reconnects). The server calls it as it
+ * stops: a held stream has no request fiber for the server's shutdown to interrupt.
+ */
+export const endHeld = () => {
+  for (const end of [...heldStreams]) end()
+}
+
+/** How many streams are held now: for tests and diagnostics. */
+export const heldCount = () => heldStreams.size
+
+/**
+ * A stream held for hours (a session subscription), written like `written` but without the request's fiber once its
+ * headers are out. Effect's HTTP server keeps a request's fiber, its stack and the contexts every layer provided,
+ * until the body ends: ~30 KiB per held response before any of ours (bench/held-floor.ts), twice what a whole
+ * subscription may cost. So the route answers through the middleware as any other (its status and headers, CORS and
+ * the request id included), and the last step before the server writes that answer takes the Node response over:
+ * it writes the headers and what is buffered, and from then on frames and pings go to the socket as they happen.
+ * The request's fiber ends there, with its access line (its duration is the time to the headers).
+ *
+ * The platform skips a response that has ended, and reads that from `writableEnded`; the hand-over marks it so on
+ * the instance. Node's own writes look at its internal state, not that property, so the stream stays writable.
+ * Should another step replace the answer, the platform pipes the marker body instead, which ends at once and lets
+ * go of what `open` holds.
+ */
+export const held = <E, R>(
+  open: (outlet: Outlet) => Effect.Effect<void, E, R>,
+  options: { readonly heartbeat: Duration.DurationInput }
+): Effect.Effect<HttpServerResponse.HttpServerResponse, E, Exclude<R, Scope.Scope> | HttpServerRequest.HttpServerRequest> =>
+  Effect.gen(function*() {
+    if ((yield* HttpServerRequest.HttpServerRequest).method === "HEAD") return HttpServerResponse.empty(STREAM_HEADERS)
+    const scope = yield* Scope.make()
+    let socket: Http.ServerResponse | undefined
+    const buffered: Array<string> = [GREETING]
+    let writable = true
+    const write = (text: string) => {
+      if (!writable) return
+      if (socket === undefined) buffered.push(text)
+      else socket.write(text)
+    }
+    const outlet: Outlet = {
+      send: (next) => write(frame(next)),
+      end: () => {
+        if (!writable) return
+        writable = false
+        socket?.end()
+      }
+    }
+    // The scope's release runs from Node's callbacks. Its finalizers need no service, and a runtime taken from this
+    // request would keep its fiber refs (its whole context) reachable for as long as the stream is held.
+    const runFork = Runtime.runFork(Runtime.defaultRuntime)
+    yield* Effect.uninterruptibleMask((restore) =>
+      restore(open(outlet).pipe(Scope.extend(scope))).pipe(
+        // Added to the scope itself: `acquireRelease` would keep this request's fiber refs while the stream is held.
+        Effect.zipRight(Metric.increment(openSubscriptions)),
+        Effect.zipRight(Scope.addFinalizer(scope, Metric.incrementBy(openSubscriptions, -1))),
+        Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : Scope.close(scope, exit))
+      )
+    )
+    let released = false
+    const stopPings = Heartbeat.every(options.heartbeat, () => write(PING))
+    const release = () => {
+      if (released) return
+      released = true
+      writable = false
+      stopPings()
+      heldStreams.delete(endNow)
+      runFork(Scope.close(scope, Exit.void))
+    }
+    const endNow = () => {
+      outlet.end()
+      if (socket === undefined) release()
+    }
+    heldStreams.add(endNow)
+    const marker = new Readable({
+      read() {
+        this.push(null)
+      }
+    })
+    marker.once("close", () => {
+      if (socket === undefined) release()
+    })
+    yield* HttpApp.appendPreResponseHandler((request, response) =>
+      Effect.sync(() => {
+        if (response.body._tag !== "Raw" || response.body.body !== marker) return response
+        const node = NodeHttpServerRequest.toServerResponse(request)
+        node.writeHead(response.status, response.headers)
+        socket = node
+        for (const text of buffered.splice(0)) node.write(text)
+        if (!writable) node.end()
+        // The server's own close listener is there to interrupt the request's fiber, which ends now; it would keep that
+        // fiber (and everything it held) reachable for as long as the stream is held.
+        node.removeAllListeners("close")
+        node.once("close", release)
+        Object.defineProperty(node, "writableEnded", { value: true, configurable: true })
+        return response
+      })
+    )
+    return HttpServerResponse.raw(marker, STREAM_HEADERS)
   })
