@@ -16,7 +16,8 @@
  * - --subscriptions 10000: idle subscriptions held (Atrium: over min(1000, subscriptions / 10) sessions; the floor:
  *   `GET /hold`).
  * - --sessions 1000,2000: the idle-session memory checkpoints (sessions created, one message each; bench/sessions.ts).
- * - --idle-seconds 10: how long the subscriptions sit idle while the server's CPU is measured.
+ * - --idle-seconds 45: how long the subscriptions sit idle while the server's CPU is measured: three heartbeat
+ *   intervals (15 s), so the floor and the platform ping every held answer the same number of times in the window.
  * - --wallet-connections 64: connections of the hot-wallet run (bench/billing.ts --concurrency).
  * - --peer on|off [on]: the LangGraph peer (installed on demand in bench/peer-langgraph by its `npm ci`).
  * - --parts floor,get,runs,turns,sessions,billing,peer [all]: which parts run (always in this order).
@@ -66,7 +67,7 @@ const LEVELS = (args.get("levels") ?? "1,50,200").split(",").map(Number).sort((a
 const TRIVIAL_CLIENTS = Number(args.get("trivial-clients") ?? 50)
 const SUBSCRIPTIONS = Number(args.get("subscriptions") ?? 10_000)
 const SESSIONS = args.get("sessions") ?? "1000,2000"
-const IDLE_SECONDS = Number(args.get("idle-seconds") ?? 10)
+const IDLE_SECONDS = Number(args.get("idle-seconds") ?? 45)
 const WALLET_CONNECTIONS = Number(args.get("wallet-connections") ?? 64)
 const PEER = (args.get("peer") ?? "on") !== "off"
 const OUT = args.get("out")
@@ -182,7 +183,8 @@ const openHolds = async (base: string, path: string, n: number, concurrency: num
         let text = ""
         response.setEncoding("utf8")
         response.on("data", (chunk: string) => {
-          if (text.length < 64) {
+          // Counted once: the pings that follow the greeting arrive in the same small window.
+          if (!settled && text.length < 64) {
             text += chunk
             if (text.includes(": connected\n\n")) {
               greeted++
