@@ -50,8 +50,9 @@ export const call = (
 
 
 export const freePort = () =>
-  new Promise<number>((resolve) => {
+  new Promise<number>((resolve, reject) => {
     const server = Net.createServer()
+    server.once("error", reject)
     server.listen(0, "127.0.0.1", () => {
       const { port } = server.address() as Net.AddressInfo
       server.close(() => resolve(port))
@@ -61,11 +62,13 @@ export const freePort = () =>
 export const percentile = (sorted: ReadonlyArray<number>, p: number) =>
   sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!
 
-/** utime + stime of a process, in seconds (Linux /proc). */
+/** utime + stime of a process in seconds, NaN when it is gone (Linux /proc). */
 export const processCpu = (pid: number | undefined): number => {
   if (pid === undefined) return NaN
   try {
-    const fields = Fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")
+    // After the last ")": a process name may itself hold one.
+    const stat = Fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
     return (Number(fields[11]) + Number(fields[12])) / 100
   } catch {
     return NaN
@@ -278,19 +281,33 @@ export const launchBenchPlatform = async (options: {
     if (dataDir !== undefined) Fs.rmSync(dataDir, { recursive: true, force: true })
   }
   const base = `http://127.0.0.1:${port}`
-  const agent = new Http.Agent()
   try {
-    for (let i = 0; ; i++) {
-      if (i > 1200 || child.exitCode !== null) throw new Error("the platform did not start")
-      const up = await call(agent, base, "GET", "/api/health").then((r) => r.status === 200, () => false)
-      if (up) break
-      await new Promise((r) => setTimeout(r, 100))
-    }
+    await untilAnswers(base, "/api/health", { tries: 1200, gone: () => child.exitCode !== null, what: "the platform" })
   } catch (error) {
     await stop()
     throw error
+  }
+  return { base, child, db, stop }
+}
+
+/**
+ * Resolves once `GET path` answers 200, asking every 100 ms; fails after `tries` or as soon as the server's process
+ * is `gone`, with `detail()` (its output, say) in the message.
+ */
+export const untilAnswers = async (
+  base: string,
+  path: string,
+  options: { readonly tries: number; readonly gone: () => boolean; readonly what: string; readonly detail?: () => string }
+): Promise<void> => {
+  const agent = new Http.Agent()
+  try {
+    for (let i = 0; ; i++) {
+      if (i > options.tries || options.gone()) throw new Error(`${options.what} did not start${options.detail ? `:\n${options.detail()}` : ""}`)
+      const up = await call(agent, base, "GET", path).then((r) => r.status === 200, () => false)
+      if (up) return
+      await new Promise((r) => setTimeout(r, 100))
+    }
   } finally {
     agent.destroy()
   }
-  return { base, child, db, stop }
 }

@@ -4,14 +4,15 @@
  * (`startLangGraph`), and drives its streaming endpoints the way bench clients drive Atrium's (`statelessRun`,
  * `createThread`, `threadRun`).
  *
- * Only node builtins are imported here, so the root's bench scripts can import this module without the
- * @langchain packages being installed (they live in bench/peer-langgraph/node_modules, never in the root's).
+ * Only node builtins and the root's bench/support.ts are imported here, so the root's bench scripts can import this
+ * module without the @langchain packages being installed (they live in bench/peer-langgraph/node_modules, never in
+ * the root's).
  */
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Http from "node:http"
-import * as Net from "node:net"
 import * as Path from "node:path"
+import { call, freePort, processCpu, untilAnswers } from "../support.js"
 
 /** This folder. */
 export const PEER_DIR = import.meta.dirname
@@ -65,16 +66,6 @@ export const ensureInstalled = async (): Promise<void> => {
 // ---------------------------------------------------------------------------------------------------------------------
 // Processes
 
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = Net.createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as Net.AddressInfo
-      server.close(() => resolve(port))
-    })
-  })
-
 /** Parent pid of a process, or undefined once it is gone (Linux /proc). */
 const parentOf = (pid: number): number | undefined => {
   try {
@@ -106,17 +97,6 @@ export const processTree = (root: number): Array<number> => {
     queue.push(...(children.get(pid) ?? []))
   }
   return out
-}
-
-/** utime + stime of one process in seconds, or NaN when it is gone (Linux /proc). */
-export const processCpu = (pid: number): number => {
-  try {
-    const stat = Fs.readFileSync(`/proc/${pid}/stat`, "utf8")
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-    return (Number(fields[11]) + Number(fields[12])) / 100
-  } catch {
-    return NaN
-  }
 }
 
 /** utime + stime summed over processes (those gone count 0), in seconds. */
@@ -277,21 +257,16 @@ export const startLangGraph = async (options: LangGraphOptions = {}): Promise<La
   }
 
   const base = `http://127.0.0.1:${port}`
-  const probe = new Http.Agent()
   try {
-    for (let i = 0; ; i++) {
-      if (child.exitCode !== null || child.signalCode !== null || i > 600) {
-        throw new Error(`the LangGraph dev server did not start:\n${output}`)
-      }
-      const up = await request(probe, base, "GET", "/ok").then((r) => r.status === 200, () => false)
-      if (up) break
-      await new Promise((r) => setTimeout(r, 100))
-    }
+    await untilAnswers(base, "/ok", {
+      tries: 600,
+      gone: () => child.exitCode !== null || child.signalCode !== null,
+      what: "the LangGraph dev server",
+      detail: () => output
+    })
   } catch (error) {
     await stop()
     throw error
-  } finally {
-    probe.destroy()
   }
   const pids = processTree(group)
   const pid = listenerOf(port, pids)
@@ -305,27 +280,6 @@ export const startLangGraph = async (options: LangGraphOptions = {}): Promise<La
 
 // ---------------------------------------------------------------------------------------------------------------------
 // Requests
-
-const request = (agent: Http.Agent, base: string, method: string, path: string, body?: unknown) =>
-  new Promise<{ status: number; body: string }>((resolve, reject) => {
-    const payload = body === undefined ? undefined : JSON.stringify(body)
-    const req = Http.request(new URL(path, base), {
-      method,
-      agent,
-      headers: payload === undefined
-        ? {}
-        : { "content-type": "application/json", "content-length": Buffer.byteLength(payload) }
-    }, (response) => {
-      let text = ""
-      response.setEncoding("utf8")
-      response.on("data", (chunk: string) => (text += chunk))
-      response.on("end", () => resolve({ status: response.statusCode ?? 0, body: text }))
-      response.on("error", reject)
-    })
-    req.on("error", reject)
-    if (payload !== undefined) req.write(payload)
-    req.end()
-  })
 
 /** One streamed run. Times are milliseconds from sending the request. */
 export interface Timing {
@@ -441,9 +395,9 @@ export const statelessRun = (base: string, agent: Http.Agent = defaultAgent, mes
 
 /** POST /threads: a new thread, its id. */
 export const createThread = async (base: string, agent: Http.Agent = defaultAgent): Promise<string> => {
-  const response = await request(agent, base, "POST", "/threads", {})
-  if (response.status !== 200) throw new Error(`POST /threads: ${response.status} ${response.body}`)
-  return (JSON.parse(response.body) as { thread_id: string }).thread_id
+  const response = await call(agent, base, "POST", "/threads", {})
+  if (response.status !== 200) throw new Error(`POST /threads: ${response.status} ${JSON.stringify(response.body)}`)
+  return (response.body as { thread_id: string }).thread_id
 }
 
 /** A run on a thread: POST /threads/{id}/runs/stream; the thread's messages grow with every run, like a session. */
