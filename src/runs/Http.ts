@@ -139,7 +139,7 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
               // The run's fiber belongs to the response: a client that leaves interrupts it (recorded as cancelled).
               Effect.ensuring(Effect.sync(outlet.end)),
               Effect.forkScoped
-            ), { heartbeat, done: true, greet: false })
+            ), { heartbeat, greet: false })
         }))
       .handle("chatCompletions", ({ payload }) =>
         Effect.gen(function*() {

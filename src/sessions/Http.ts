@@ -29,7 +29,7 @@ const sessionStream = <E, R>(
       end: outlet.end
     })
   // A turn is over in seconds and its fiber is what a client leaving interrupts; a subscription is held for hours.
-  return options.done ? Sse.written(open, { ...options, greet: true }) : Sse.held(open, options)
+  return options.done ? Sse.written(open, { heartbeat: options.heartbeat, greet: true }) : Sse.held(open, options)
 }
 
 export const SessionsHttp = HttpApiBuilder.group(AtriumApi, "sessions", (handlers) =>

@@ -75,7 +75,7 @@ describe("Heartbeat", () => {
   it.live("a client that disconnects leaves no subscriber behind", () =>
     Effect.gen(function*() {
       const pings = yield* Ref.make(0)
-      const fiber = yield* Sse.encode(Stream.never, { done: false, greet: true, heartbeat: "30 millis" }).pipe(
+      const fiber = yield* Sse.encode(Stream.never, { done: false, heartbeat: "30 millis" }).pipe(
         Stream.runForEach((bytes) => new TextDecoder().decode(bytes) === Sse.PING ? Ref.update(pings, (n) => n + 1) : Effect.void),
         Effect.fork
       )

@@ -2,7 +2,7 @@ import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequ
 import * as HttpApp from "@effect/platform/HttpApp"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Chunk, Duration, Effect, Exit, GlobalValue, Metric, Runtime, Scope, Stream } from "effect"
+import { Duration, Effect, Exit, GlobalValue, Metric, Runtime, Scope, Stream } from "effect"
 import type * as Http from "node:http"
 import { Readable } from "node:stream"
 import { countWhileScoped, openSubscriptions } from "../telemetry/Metrics.js"
@@ -37,22 +37,16 @@ export const PING = ": ping\n\n"
 export const GREETING = ": connected\n\n"
 
 export interface EncodeOptions {
-  /** Write `data: [DONE]` when the frames end (a run's stream); a session subscription never finishes by itself. */
+  /** Write `data: [DONE]` when the frames end (a chat completion's stream; the Responses stream has none). */
   readonly done: boolean
   readonly heartbeat?: Duration.DurationInput
-  /**
-   * Start with a comment, so the response's headers go out at once: a session's stream may wait for a turn queued
-   * behind another, and a client must not wait for its response meanwhile.
-   */
-  readonly greet?: boolean
 }
 
 /** Frames as bytes: `[DONE]` after the last one when asked, heartbeats while the stream is quiet. */
 export const encode = <E, R>(frames: Stream.Stream<Frame, E, R>, options: EncodeOptions): Stream.Stream<Uint8Array, E, R> => {
   const text = frames.pipe(
     Stream.map(frame),
-    options.done ? Stream.concat(Stream.make(DONE)) : (s) => s,
-    options.greet === true ? Stream.prepend(Chunk.of(GREETING)) : (s) => s
+    options.done ? Stream.concat(Stream.make(DONE)) : (s) => s
   )
   const encoded = Heartbeat.during(text, options.heartbeat ?? HEARTBEAT_INTERVAL, PING).pipe(
     Stream.map((piece) => encoder.encode(piece))
@@ -82,18 +76,33 @@ export interface Outlet {
 
 export interface WriteOptions {
   readonly heartbeat: Duration.DurationInput
-  /** Write `data: [DONE]` at the end (a run's or a turn's stream; a session subscription has none). */
-  readonly done: boolean
-  /** Start with a comment, so the headers go out at once (see `EncodeOptions.greet`). */
+  /**
+   * Start with a comment, so the response's headers go out at once: a session's turn may wait behind another, and
+   * a client must not wait for its response meanwhile.
+   */
   readonly greet: boolean
 }
 
 /**
- * A stream written by pushes rather than pulled: `open` starts, in a scope the response owns, whatever sends frames
- * to the outlet as they happen (a run's fiber, a session's hub listener); pings come from the shared ticker and are
- * written straight to the body. Nothing stands between an event and the socket but `frame`: no Effect stream, no
- * queue, no merge with the pings, which as a pulled stream cost ~28 channel executors and 6 fibers per response
- * (BENCHMARKS.md). A held subscription waits for nothing but the request's own fiber.
+ * Starts what `open` sends, in `scope`, and counts the stream as open until the scope closes. The count's release is
+ * added to the scope itself: `acquireRelease` would keep the calling request's fiber refs (its whole context) until
+ * then, which a held stream outlives. If `open` fails or is cut, the scope closes at once.
+ */
+const openIn = <E, R>(scope: Scope.CloseableScope, open: (outlet: Outlet) => Effect.Effect<void, E, R>, outlet: Outlet) =>
+  Effect.uninterruptibleMask((restore) =>
+    restore(open(outlet).pipe(Scope.extend(scope))).pipe(
+      Effect.zipRight(Metric.increment(openSubscriptions)),
+      Effect.zipRight(Scope.addFinalizer(scope, Metric.incrementBy(openSubscriptions, -1))),
+      Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : Scope.close(scope, exit))
+    )
+  )
+
+/**
+ * A run's or a turn's stream, written by pushes rather than pulled, ending with `data: [DONE]`: `open` starts, in a
+ * scope the response owns, whatever sends frames to the outlet as they happen (a run's fiber, a session's hub
+ * listener); pings come from the shared ticker and are written straight to the body. Nothing stands between an
+ * event and the socket but `frame`: no Effect stream, no queue, no merge with the pings, which as a pulled stream
+ * cost ~28 channel executors and 6 fibers per response (BENCHMARKS.md). A stream held for hours is `held`.
  *
  * The scope closes when the body does, whoever ends it: `end`, the client going away, the server stopping; so a
  * client that leaves interrupts what `open` forked. A frame is one push, so a ping never splits one.
@@ -115,27 +124,20 @@ export const written = <E, R>(
       send: (next) => write(frame(next)),
       end: () => {
         if (!writable) return
-        if (options.done) body.push(DONE)
+        body.push(DONE)
         writable = false
         body.push(null)
       }
     }
     if (options.greet) write(GREETING)
     const runFork = Runtime.runFork(yield* Effect.runtime<never>())
-    yield* Effect.uninterruptibleMask((restore) =>
-      restore(open(outlet).pipe(Scope.extend(scope))).pipe(
-        Effect.zipRight(Scope.extend(countWhileScoped(openSubscriptions), scope)),
-        Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : Scope.close(scope, exit)),
-        Effect.tap(() => {
-          const stopPings = Heartbeat.every(options.heartbeat, () => write(PING))
-          body.once("close", () => {
-            writable = false
-            stopPings()
-            runFork(Scope.close(scope, Exit.void))
-          })
-        })
-      )
-    )
+    yield* openIn(scope, open, outlet)
+    const stopPings = Heartbeat.every(options.heartbeat, () => write(PING))
+    body.once("close", () => {
+      writable = false
+      stopPings()
+      runFork(Scope.close(scope, Exit.void))
+    })
     return HttpServerResponse.raw(body, STREAM_HEADERS)
   })
 
@@ -193,14 +195,7 @@ export const held = <E, R>(
     // The scope's release runs from Node's callbacks. Its finalizers need no service, and a runtime taken from this
     // request would keep its fiber refs (its whole context) reachable for as long as the stream is held.
     const runFork = Runtime.runFork(Runtime.defaultRuntime)
-    yield* Effect.uninterruptibleMask((restore) =>
-      restore(open(outlet).pipe(Scope.extend(scope))).pipe(
-        // Added to the scope itself: `acquireRelease` would keep this request's fiber refs while the stream is held.
-        Effect.zipRight(Metric.increment(openSubscriptions)),
-        Effect.zipRight(Scope.addFinalizer(scope, Metric.incrementBy(openSubscriptions, -1))),
-        Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : Scope.close(scope, exit))
-      )
-    )
+    yield* openIn(scope, open, outlet)
     let released = false
     const stopPings = Heartbeat.every(options.heartbeat, () => write(PING))
     const release = () => {
