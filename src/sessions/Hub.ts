@@ -1,5 +1,5 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { Effect, Option, Queue, Schedule, Scope, Stream } from "effect"
+import { Effect, Option, Schedule, Scope, Stream } from "effect"
 import { AppConfig } from "../platform/Config.js"
 import { randomBase62 } from "../platform/Ids.js"
 import type { InternalEvent } from "../runtime/Events.js"
@@ -124,21 +124,13 @@ export class SessionHub extends Effect.Service<SessionHub>()("atrium/sessions/Se
         }))
       })
 
-    /** `listen` into a queue, for a reader that pulls (a turn's stream). */
-    const subscribe = (sessionId: string): Effect.Effect<Queue.Dequeue<HubEvent>, never, Scope.Scope> =>
-      Effect.gen(function*() {
-        const queue = yield* Queue.unbounded<HubEvent>()
-        yield* listen(sessionId, (event) => Queue.unsafeOffer(queue, event))
-        return queue
-      })
-
     const subscriptions = Effect.sync(() => {
       let count = 0
       for (const listeners of topics.values()) count += listeners.size
       return count
     })
 
-    return { publish, publishLocal, noteOf, channel: CHANNEL, listen, subscribe, subscriptions, clustered } as const
+    return { publish, publishLocal, noteOf, channel: CHANNEL, listen, subscriptions, clustered } as const
   }),
   dependencies: [SessionsRepo.Default, AppConfig.Default]
 }) {}

@@ -197,6 +197,9 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       }
     })
 
+    /** For the life of the scope, this process's streams of the session keep its owner checked (cluster mode). */
+    const watchOwner = (id: string) => hub.clustered ? Effect.asVoid(RcMap.get(owners, id)) : Effect.void
+
     /**
      * Follows one turn for the life of the scope: its live events to `sink` until its last (then `end`), from a
      * listener added before the turn could start. Until `turn` is known (a message's turn is numbered when the
@@ -226,7 +229,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
           }
         }
         yield* hub.listen(id, deliver)
-        if (hub.clustered) yield* RcMap.get(owners, id)
+        yield* watchOwner(id)
         /** Now that the turn is known, what arrived before it is delivered, in order. */
         return (known: Option.Option<number>) =>
           Effect.sync(() => {
@@ -373,7 +376,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       }
 
       yield* hub.listen(id, deliver)
-      if (hub.clustered) yield* RcMap.get(owners, id)
+      yield* watchOwner(id)
       yield* Effect.forkIn(readLog, scope)
     })
 
