@@ -1,18 +1,39 @@
 /**
- * The embedded sandbox (`run_code`): cold start (a new sandbox through its first Python call, Pyodide loaded in a
- * fresh worker; and the same for JavaScript), warm `run_code` latency (a small call in a sandbox already loaded), and
- * memory per warm sandbox (process RSS growth with N Python sandboxes alive, divided by N).
+ * The embedded sandbox (`run_code`) as the build users run has it (`dist/`, so `npm run build` first): cold start (a
+ * new contained guest process through its first Python call, Pyodide loaded; and the same for JavaScript), warm
+ * `run_code` latency (a small call in a sandbox already loaded), and memory per warm sandbox (the guest processes'
+ * RSS, and this process's own RSS growth, with N Python sandboxes alive, divided by N).
  *
- *   npx tsx bench/sandbox.ts            # SANDBOX_BENCH_WARM=4 SANDBOX_BENCH_CALLS=50 to change the sizes
+ *   npm run build && npx tsx bench/sandbox.ts      # SANDBOX_BENCH_WARM=4 SANDBOX_BENCH_CALLS=50 to change the sizes
  *
  * A script, not a test: it prints medians and asserts nothing. It goes through the `Sandbox` port itself (no HTTP,
  * no model), so it measures the sandbox alone.
  */
+import * as Fs from "node:fs"
 import * as Os from "node:os"
-import { Effect, Option } from "effect"
-import type { SandboxInstance } from "../src/runtime/sandbox/Sandbox.js"
-import { make } from "../src/runtime/sandbox/WasmSandbox.js"
+import { ConfigProvider, Effect, Layer } from "effect"
+import type * as SandboxModule from "../src/runtime/sandbox/Sandbox.js"
 import { percentile } from "./support.js"
+
+const { Sandbox } = (await import(new URL("../dist/runtime/sandbox/Sandbox.js", import.meta.url).href)) as typeof SandboxModule
+const { WasmSandboxLive } = (await import(new URL("../dist/runtime/sandbox/WasmSandbox.js", import.meta.url).href)) as
+  typeof import("../src/runtime/sandbox/WasmSandbox.js")
+type SandboxInstance = SandboxModule.SandboxInstance
+
+/** The resident memory of this process's children (each guest is one), in bytes. */
+const childrenRss = () => {
+  let total = 0
+  for (const pid of Fs.readdirSync("/proc").filter((name) => /^\d+$/.test(name))) {
+    try {
+      const status = Fs.readFileSync(`/proc/${pid}/status`, "utf8")
+      if (Number(/^PPid:\s+(\d+)/m.exec(status)?.[1]) !== process.pid) continue
+      total += Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1] ?? 0) * 1024
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return total
+}
 
 const WARM = Number(process.env.SANDBOX_BENCH_WARM ?? 4)
 const CALLS = Number(process.env.SANDBOX_BENCH_CALLS ?? 50)
@@ -23,14 +44,8 @@ const p95 = (values: Array<number>) => percentile([...values].sort((a, b) => a -
 const load = () => Os.loadavg().map((n) => n.toFixed(2)).join(" ")
 
 const program = Effect.gen(function*() {
-  const sandbox = yield* make({
-    timeMs: 60_000,
-    memoryBytes: 256 * 1024 * 1024,
-    outputBytes: 1_000_000,
-    fileBytes: 10 * 1024 * 1024,
-    maxFiles: 1000
-  }, Option.none())
-  const spec = { env: {}, files: new Map(), packages: [], setupScript: "" }
+  const sandbox = yield* Sandbox
+  const spec = { owner: "bench", env: {}, files: new Map(), packages: [], setupScript: "" }
   const ms = (start: bigint) => Number(process.hrtime.bigint() - start) / 1e6
 
   console.log(`load average before: ${load()} (${Os.cpus().length} cores)`)
@@ -48,8 +63,8 @@ const program = Effect.gen(function*() {
     coldJs.push(ms(start))
     yield* js.close
   }
-  console.log(`cold start, Python (new worker + Pyodide + first call): median ${median(coldPython).toFixed(0)} ms over ${COLD} [load ${load()}]`)
-  console.log(`cold start, JavaScript (new worker + QuickJS + first call): median ${median(coldJs).toFixed(0)} ms over ${COLD} [load ${load()}]`)
+  console.log(`cold start, Python (new guest process + Pyodide + first call): median ${median(coldPython).toFixed(0)} ms over ${COLD} [load ${load()}]`)
+  console.log(`cold start, JavaScript (new guest process + QuickJS + first call): median ${median(coldJs).toFixed(0)} ms over ${COLD} [load ${load()}]`)
 
   const rssBefore = process.memoryUsage().rss
   const warm: Array<SandboxInstance> = []
@@ -60,7 +75,8 @@ const program = Effect.gen(function*() {
   }
   const rssAfter = process.memoryUsage().rss
   console.log(
-    `memory per warm Python sandbox: ${((rssAfter - rssBefore) / WARM / 1024 / 1024).toFixed(0)} MiB RSS (${WARM} alive) [load ${load()}]`
+    `memory per warm Python sandbox: ${(childrenRss() / WARM / 1024 / 1024).toFixed(0)} MiB RSS in its guest process, ` +
+      `${((rssAfter - rssBefore) / WARM / 1024 / 1024).toFixed(1)} MiB in this process (${WARM} alive) [load ${load()}]`
   )
 
   for (const [language, code] of [["python", "sum(x) + 1"], ["javascript", "[1, 2, 3].map((n) => n * 2).length"]] as const) {
@@ -79,7 +95,11 @@ const program = Effect.gen(function*() {
   yield* Effect.forEach(warm, (instance) => instance.close, { discard: true })
 })
 
-Effect.runPromise(program).then(
+const settings = ConfigProvider.fromJson({ SANDBOX_TIME_MS: 60_000, SANDBOX_LIVE_PER_ACCOUNT: WARM + 1 })
+Effect.runPromise(program.pipe(
+  Effect.provide(WasmSandboxLive.pipe(Layer.provide(Layer.setConfigProvider(settings)))),
+  Effect.scoped
+)).then(
   () => process.exit(0),
   (error) => {
     console.error(error)

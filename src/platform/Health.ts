@@ -3,6 +3,7 @@ import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as OpenApi from "@effect/platform/OpenApi"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Schema } from "effect"
+import { Capabilities, CapabilityStatus } from "./Capabilities.js"
 import { ServiceUnavailable } from "./Errors.js"
 import { KeyValue } from "./KeyValue.js"
 
@@ -12,7 +13,10 @@ export class HealthApi extends HttpApiGroup.make("health")
       .addSuccess(Schema.Struct({
         status: Schema.Literal("ok"),
         database: Schema.Literal("ok"),
-        store: Schema.Literal("ok")
+        store: Schema.Literal("ok"),
+        capabilities: Schema.Record({ key: Schema.String, value: CapabilityStatus }).annotations({
+          description: "What this process can offer beyond answering (run_code: its sandbox), and why not when not."
+        })
       }))
       .addError(ServiceUnavailable)
       .annotate(OpenApi.Description, "200 when the database and the key-value store answer; 503 naming what does not.")
@@ -25,6 +29,7 @@ export class HealthApi extends HttpApiGroup.make("health")
 export const makeHealthCheck = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const kv = yield* KeyValue
+  const capabilities = yield* Capabilities
   const probe = (name: string, check: Effect.Effect<unknown, unknown>) =>
     check.pipe(
       Effect.timeoutFail({ duration: "3 seconds", onTimeout: () => "timeout" }),
@@ -39,6 +44,6 @@ export const makeHealthCheck = Effect.gen(function*() {
   if (failing.length > 0) {
     return yield* new ServiceUnavailable({ message: `Unavailable: ${failing.join(", ")}.` })
   }
-  return { status: "ok", database: "ok", store: "ok" } as const
+  return { status: "ok", database: "ok", store: "ok", capabilities: yield* capabilities.all } as const
   })
 })

@@ -1,14 +1,12 @@
 import { Effect, type Scope } from "effect"
 import * as ChildProcess from "node:child_process"
-import * as Fs from "node:fs"
 import * as Net from "node:net"
 import * as Path from "node:path"
 
 /**
- * The platform as its own process, the entry point `npm start` runs: for tests of start-up, shutdown, crashes and
- * what the process prints, which an in-process server cannot show. It runs the compiled `dist/main.js` when that is
- * newer than every source file (CI's `npm ci` has just built it) and the sources through `tsx` otherwise, so a test
- * never runs a stale build; compiling the sources on every start was most of a start's time.
+ * The platform as its own process, the entry point `npm start` runs: for tests of start-up, shutdown, crashes,
+ * security and what the process prints, which an in-process server cannot show. It always runs the compiled
+ * `dist/main.js`, what users run; vitest's `globalSetup` rebuilds it first when a source is newer than the build.
  */
 export interface PlatformProcess {
   readonly url: string
@@ -32,18 +30,8 @@ export const freePort = Effect.promise(() =>
 
 const ROOT = Path.resolve(import.meta.dirname, "../..")
 
-const newestSource = (dir: string): number =>
-  Fs.readdirSync(dir, { withFileTypes: true }).reduce((newest, entry) => {
-    const path = Path.join(dir, entry.name)
-    return Math.max(newest, entry.isDirectory() ? newestSource(path) : Fs.statSync(path).mtimeMs)
-  }, 0)
-
-/** `node` arguments that start the platform: the build when it is current, the sources otherwise. */
-const entryPoint = (): ReadonlyArray<string> => {
-  const built = Path.join(ROOT, "dist", "main.js")
-  const current = Fs.existsSync(built) && Fs.statSync(built).mtimeMs >= newestSource(Path.join(ROOT, "src"))
-  return current ? [built] : ["--import", "tsx", "src/main.ts"]
-}
+/** `node` arguments that start the platform: the compiled build, as `npm start` runs it (built by `globalSetup`). */
+const entryPoint = (): ReadonlyArray<string> => ["--enable-source-maps", Path.join(ROOT, "dist", "main.js")]
 
 /** Settings a test's own environment may carry that must not leak into the platform under test. */
 const NOT_INHERITED = ["DATABASE_URL", "REDIS_URL", "KEY_PREFIX", "JWT_SECRET", "SMS_TEST_OTP", "LOG_LEVEL"]

@@ -1,11 +1,34 @@
+import { spawnSync } from "node:child_process"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
 import type { TestProject } from "vitest/node"
 import { ensurePgliteTemplate, ensurePostgresTemplate, templateKey } from "./Templates.js"
 
 /**
- * Once per vitest run, before any test file: the migrated templates that test storages start as copies of (see
+ * Once per vitest run, before any test file: the compiled build when it is stale, and the migrated templates that test storages start as copies of (see
  * `Templates.ts`); each is built only when its migrations changed.
  */
+const ROOT = Path.resolve(import.meta.dirname, "../..")
+
+const newest = (dir: string): number =>
+  Fs.readdirSync(dir, { withFileTypes: true }).reduce((latest, entry) => {
+    const path = Path.join(dir, entry.name)
+    return Math.max(latest, entry.isDirectory() ? newest(path) : Fs.statSync(path).mtimeMs)
+  }, 0)
+
+/**
+ * Tests that start the platform as a process run `dist/main.js`, what users run (`test/support/Process.ts`): a build
+ * older than any source is made again first, so no test runs stale code (CI's `npm ci` has just built it).
+ */
+const buildIfStale = () => {
+  const built = Path.join(ROOT, "dist", "main.js")
+  if (Fs.existsSync(built) && Fs.statSync(built).mtimeMs >= newest(Path.join(ROOT, "src"))) return
+  const result = spawnSync("npm", ["run", "build:server"], { cwd: ROOT, stdio: "inherit" })
+  if (result.status !== 0) throw new Error("npm run build:server failed: the process tests need dist/")
+}
+
 export default async function setup(project: TestProject) {
+  buildIfStale()
   const key = await templateKey()
   const databaseUrl = process.env.DATABASE_URL
   project.provide("atriumTemplateDatabase", databaseUrl ? await ensurePostgresTemplate(databaseUrl, key) : undefined)

@@ -2,7 +2,7 @@ import { Context, type Effect, Schema } from "effect"
 
 /**
  * The sandbox port (DESIGN.md §4, docs/tools.md): where `run_code` runs. The embedded implementation is
- * WebAssembly in worker threads (`WasmSandbox.ts`); a deployment can provide another layer for this tag (a container
+ * WebAssembly in a contained process per sandbox (`WasmSandbox.ts`, `Containment.ts`); a deployment can provide another layer for this tag (a container
  * engine, a remote code runner) without touching the run engine.
  *
  * A sandbox is created from a `SandboxSpec` (its environment and the workspace's files), keeps its state (variables,
@@ -24,6 +24,8 @@ export interface SandboxLimits {
 }
 
 export interface SandboxSpec {
+  /** The account the sandbox works for: the caps are per account (docs/tools.md, "Caps"). */
+  readonly owner: string
   /** Variables the guest sees (Python's `os.environ`, JavaScript's `env`). */
   readonly env: Readonly<Record<string, string>>
   /** The working directory's initial content, by relative path: the environment's files, then the workspace's. */
@@ -47,9 +49,10 @@ export interface RunOutput {
 
 /**
  * Why a sandbox operation failed: a limit (`time`, `memory`, `output`, `files`), the `setup` (packages, setup
- * script), the guest's own `error` (an exception in the code), or the engine being `unavailable`.
+ * script), the guest's own `error` (an exception in the code), the engine being `unavailable`, or the caps leaving no
+ * room in time (`busy`).
  */
-export const SandboxFailureReason = Schema.Literal("time", "memory", "output", "files", "setup", "error", "unavailable")
+export const SandboxFailureReason = Schema.Literal("time", "memory", "output", "files", "setup", "error", "unavailable", "busy")
 export type SandboxFailureReason = typeof SandboxFailureReason.Type
 
 export class SandboxFailure extends Schema.TaggedError<SandboxFailure>()("SandboxFailure", {

@@ -1,46 +1,46 @@
-import { createRequire } from "node:module"
-import { dirname } from "node:path"
-import { Worker } from "node:worker_threads"
-import { Config, Effect, Layer, Option } from "effect"
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { Effect, Exit, Layer, Option, Runtime, Scope } from "effect"
+import { Capabilities } from "../../platform/Capabilities.js"
+import { makeAdmission } from "./Admission.js"
+import { SandboxSettings } from "./Config.js"
+import { checkContainment, type Containment } from "./Containment.js"
 import { Sandbox, SandboxFailure, type SandboxFailureReason, type SandboxLimits, type SandboxSpec } from "./Sandbox.js"
 
 /**
- * The embedded sandbox: one worker thread per sandbox (`worker.mjs`) running Pyodide and QuickJS, both shipped
- * inside their npm packages (nothing is downloaded at run time). The wall time is enforced from here: a run that
- * does not answer in time has its thread terminated. Memory, output and files are enforced in the worker, where a
- * breach becomes a clean error; the thread's JavaScript heap is capped by `resourceLimits` as a last line.
+ * The embedded sandbox: one contained OS process per sandbox (`guest.mjs`, started as `Containment.ts` says) running
+ * Pyodide and QuickJS, both shipped inside their npm packages (nothing is downloaded at run time). The wall time is
+ * enforced from here: a run that does not answer in time has its process killed. Memory, output and files are
+ * enforced in the guest, where a breach becomes a clean error; the guest's JavaScript heap is capped by
+ * `--max-old-space-size` as a last line. Caps per account and per process come from `Admission.ts`.
  */
 
 const MiB = 1024 * 1024
 
-export const SandboxSettings = Config.all({
-  timeMs: Config.integer("SANDBOX_TIME_MS").pipe(Config.withDefault(30_000)),
-  memoryBytes: Config.map(Config.integer("SANDBOX_MEMORY_MB").pipe(Config.withDefault(256)), (mb) => mb * MiB),
-  outputBytes: Config.integer("SANDBOX_OUTPUT_BYTES").pipe(Config.withDefault(1_000_000)),
-  fileBytes: Config.integer("SANDBOX_FILE_BYTES").pipe(Config.withDefault(10 * MiB)),
-  maxFiles: Config.integer("SANDBOX_MAX_FILES").pipe(Config.withDefault(1000)),
-  /** A Pyodide package index (a directory or URL holding a `pyodide-lock.json` and its wheels). */
-  packageIndex: Config.option(Config.string("SANDBOX_PACKAGE_INDEX"))
-}).pipe(
-  Config.validate({
-    message: "SANDBOX_* limits must be positive",
-    validation: (s) => s.timeMs > 0 && s.memoryBytes > 0 && s.outputBytes > 0 && s.fileBytes > 0 && s.maxFiles > 0
-  })
-)
-
 /** How long loading Pyodide may take (a cold start reads and compiles ~10 MB of WebAssembly). */
 const LOAD_TIME_MS = 120_000
+/** What a guest process holds beyond its guest's memory (Node, the runtimes' JavaScript), for the memory budget. */
+const PROCESS_OVERHEAD_BYTES = 128 * MiB
+/** What of a guest that failed to start is logged (its own stderr: Node's error, never the guest's output). */
+const STARTUP_LOG_BYTES = 2000
 
-const require = createRequire(import.meta.url)
-const WORKER = new URL("./worker.mjs", import.meta.url)
-
-interface WorkerError {
+interface GuestError {
   readonly kind: "limit" | "setup" | "error"
   readonly limit?: SandboxFailureReason
   readonly message: string
 }
 
-const failureOf = (error: WorkerError, stdout = "", stderr = "") =>
+/** What the guest answers: untrusted, so each field is checked before the host uses it. */
+const text = (value: unknown) => typeof value === "string" ? value : ""
+const guestError = (value: any): GuestError => ({
+  kind: value?.kind === "limit" || value?.kind === "setup" ? value.kind : "error",
+  limit: typeof value?.limit === "string" ? value.limit : undefined,
+  message: text(value?.message).slice(0, 8000)
+})
+
+const failureOf = (error: GuestError, stdout = "", stderr = "") =>
   new SandboxFailure({
     reason: error.kind === "limit" ? error.limit ?? "error" : error.kind,
     message: error.message,
@@ -48,74 +48,118 @@ const failureOf = (error: WorkerError, stdout = "", stderr = "") =>
     stderr
   })
 
-export const make = (limits: SandboxLimits, packageIndex: Option.Option<string>) =>
+const unavailable = (message: string) => new SandboxFailure({ reason: "unavailable", message })
+
+export const make = (
+  limits: SandboxLimits,
+  settings: SandboxSettings,
+  containment: Containment
+) =>
   Effect.gen(function*() {
-    const pyodideIndex = dirname(require.resolve("pyodide/package.json")) + "/"
+    const admission = yield* makeAdmission({
+      livePerAccount: settings.livePerAccount,
+      liveTotal: Math.max(1, Math.floor(settings.totalMemoryBytes / (limits.memoryBytes + PROCESS_OVERHEAD_BYTES))),
+      runningPerAccount: settings.runningPerAccount,
+      runningTotal: settings.runningTotal,
+      queueMs: settings.queueMs
+    })
+    const heapMb = Math.max(64, Math.ceil(limits.memoryBytes / MiB))
+    const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+
+    /** Starts a guest process; it is killed and its working directory removed when `scope` closes. */
+    const launch = (spec: SandboxSpec, scope: Scope.Scope) =>
+      Effect.gen(function*() {
+        const cwd = Fs.mkdtempSync(Path.join(Os.tmpdir(), "atrium-sandbox-"))
+        yield* Scope.addFinalizer(scope, Effect.sync(() => Fs.rmSync(cwd, { recursive: true, force: true })))
+        if (containment.owner !== undefined) Fs.chownSync(cwd, containment.owner.uid, containment.owner.gid)
+        const { file, args } = containment.command(heapMb)
+        const child = ChildProcess.spawn(file, args, {
+          // Nothing of the server's environment: Node adds only its IPC channel's descriptor.
+          env: {},
+          cwd,
+          stdio: ["ignore", "ignore", "pipe", "ipc"],
+          serialization: "json"
+        })
+        yield* Scope.addFinalizer(scope, Effect.sync(() => child.kill("SIGKILL")))
+        let startupLog = ""
+        child.stderr!.on("data", (chunk: Buffer) => {
+          if (startupLog.length < STARTUP_LOG_BYTES) startupLog += chunk.toString("utf8").slice(0, STARTUP_LOG_BYTES)
+        })
+        // Below the server: a guest busy in a loop must not slow the server's own requests.
+        child.once("spawn", () => {
+          try {
+            Os.setPriority(child.pid!, 10)
+          } catch {
+            // Not permitted here: the caps still bound what guests take.
+          }
+        })
+        const files: Record<string, string> = {}
+        for (const [path, bytes] of spec.files) files[path] = Buffer.from(bytes).toString("base64")
+        child.send({
+          files,
+          env: spec.env,
+          packages: spec.packages,
+          packageIndex: Option.getOrNull(settings.packageIndex),
+          pyodideIndex: containment.runtimes.pyodideIndex,
+          runtimes: containment.runtimes,
+          limits
+        })
+        return { child, startupLog: () => startupLog }
+      })
 
     const create = (spec: SandboxSpec) =>
       Effect.gen(function*() {
-        const files: Record<string, string> = {}
-        for (const [path, bytes] of spec.files) files[path] = Buffer.from(bytes).toString("base64")
-        const worker = yield* Effect.try({
-          try: () =>
-            new Worker(WORKER, {
-              workerData: {
-                files,
-                env: spec.env,
-                packages: spec.packages,
-                packageIndex: Option.getOrNull(packageIndex),
-                pyodideIndex,
-                limits
-              },
-              // The guest's data lives outside this heap (WebAssembly memory, capped in the worker): this bounds what
-              // the worker's own JavaScript may hold.
-              resourceLimits: { maxOldGenerationSizeMb: Math.max(64, Math.ceil(limits.memoryBytes / MiB)), stackSizeMb: 8 },
-              stdout: true,
-              stderr: true,
-              env: {}
-            }),
-          catch: (error) => new SandboxFailure({ reason: "unavailable", message: `The sandbox could not start: ${String(error)}` })
-        })
-        // The guest writes nothing to the host's console; what the thread itself prints is dropped.
-        worker.stdout.resume()
-        worker.stderr.resume()
+        const scope = yield* Scope.make()
+        const close = Scope.close(scope, Exit.void)
+        const tenant = yield* admission.live(spec.owner, close).pipe(Scope.extend(scope), Effect.tapError(() => close))
+        const { child, startupLog } = yield* launch(spec, scope)
+
         let alive = true
+        let ready = false
         let sequence = 0
         const pending = new Map<number, (message: any) => void>()
         const dead = (reason: SandboxFailureReason, message: string) => {
           alive = false
-          for (const resolve of pending.values()) resolve({ ok: false, error: { kind: reason === "time" ? "limit" : "error", limit: reason, message } })
+          for (const resolve of pending.values()) resolve({ ok: false, error: { kind: "limit", limit: reason, message } })
           pending.clear()
         }
-        worker.on("message", (message: any) => {
+        child.on("message", (message: any) => {
+          if (message?.type === "ready") ready = true
           if (typeof message?.id !== "number") return
           const resolve = pending.get(message.id)
           pending.delete(message.id)
           resolve?.(message)
         })
-        worker.on("error", (error: any) => {
-          const memory = error?.code === "ERR_WORKER_OUT_OF_MEMORY"
-          dead(memory ? "memory" : "unavailable", memory ? `memory limit of ${Math.round(limits.memoryBytes / MiB)} MiB exceeded` : "the sandbox stopped")
+        child.on("error", (error) => dead("unavailable", `the sandbox could not start: ${error.message}`))
+        child.on("exit", (code, signal) => {
+          if (!ready && alive) {
+            // Why a guest never came up is the operator's to know (a missing file, a refused permission).
+            runFork(
+              Effect.logError("sandbox: a guest process ended before it was ready", {
+                code,
+                signal,
+                stderr: startupLog()
+              })
+            )
+          }
+          dead("unavailable", ready ? "the sandbox stopped" : "the sandbox could not start")
         })
-        worker.on("exit", () => dead("unavailable", "the sandbox stopped"))
-
-        const close = Effect.suspend(() => {
+        yield* Scope.addFinalizer(scope, Effect.sync(() => {
           alive = false
-          return Effect.promise(() => worker.terminate())
-        }).pipe(Effect.asVoid)
+        }))
 
-        /** One request to the worker, answered or ended by the wall time (which kills the worker). */
+        /** One request to the guest, answered or ended by the wall time (which kills the process). */
         const request = (message: Record<string, unknown>, timeMs = limits.timeMs) =>
           Effect.async<any>((resume) => {
             if (!alive) {
-              resume(Effect.succeed({ ok: false, error: { kind: "error", limit: "unavailable", message: "the sandbox was released" } }))
+              resume(Effect.succeed({ ok: false, error: { kind: "limit", limit: "unavailable", message: "the sandbox was released" } }))
               return
             }
             const id = ++sequence
             const timer = setTimeout(() => {
               pending.delete(id)
               alive = false
-              void worker.terminate()
+              child.kill("SIGKILL")
               resume(Effect.succeed({
                 ok: false,
                 error: { kind: "limit", limit: "time", message: `time limit of ${timeMs / 1000} s exceeded` }
@@ -125,13 +169,13 @@ export const make = (limits: SandboxLimits, packageIndex: Option.Option<string>)
               clearTimeout(timer)
               resume(Effect.succeed(reply))
             })
-            worker.postMessage({ ...message, id })
+            child.send({ ...message, id })
             // Interrupted (the turn stopped): the guest may be in an endless loop, so the sandbox cannot be kept.
             return Effect.sync(() => {
               clearTimeout(timer)
               if (pending.delete(id)) {
                 alive = false
-                void worker.terminate()
+                child.kill("SIGKILL")
               }
             })
           })
@@ -143,7 +187,7 @@ export const make = (limits: SandboxLimits, packageIndex: Option.Option<string>)
             if (loaded.has(language)) return
             const reply = yield* request({ type: "load", language }, Math.max(limits.timeMs, LOAD_TIME_MS))
             if (!reply.ok) {
-              const error = reply.error as WorkerError
+              const error = guestError(reply.error)
               return yield* new SandboxFailure({
                 reason: error.kind === "limit" && error.limit !== undefined ? error.limit : "setup",
                 message: error.message
@@ -152,36 +196,41 @@ export const make = (limits: SandboxLimits, packageIndex: Option.Option<string>)
             loaded.add(language)
           })
 
-        if (spec.packages.length > 0 || spec.setupScript.trim().length > 0) {
-          yield* Effect.tapError(load("python"), () => close)
-        }
-        const setup = yield* request({ type: "setup", script: spec.setupScript })
-        if (!setup.ok) {
-          yield* close
-          const error = setup.error as WorkerError
-          return yield* new SandboxFailure({
-            reason: error.kind === "limit" && error.limit === "time" ? "time" : error.kind === "limit" ? error.limit ?? "setup" : "setup",
-            message: error.kind === "setup" || error.kind === "error" ? error.message : `setup: ${error.message}`
-          })
-        }
+        const setUp = Effect.gen(function*() {
+          if (spec.packages.length > 0 || spec.setupScript.trim().length > 0) yield* load("python")
+          const setup = yield* request({ type: "setup", script: spec.setupScript })
+          if (!setup.ok) {
+            const error = guestError(setup.error)
+            return yield* new SandboxFailure({
+              reason: error.kind === "limit" && error.limit !== undefined ? error.limit : "setup",
+              message: error.kind === "limit" ? `setup: ${error.message}` : error.message
+            })
+          }
+        })
+        yield* admission.running(tenant, setUp).pipe(Effect.tapError(() => close))
 
         const run = (language: "python" | "javascript", code: string, update?: ReadonlyMap<string, Uint8Array>) =>
-          Effect.gen(function*() {
-            const sync: Record<string, string> = {}
-            if (update !== undefined) for (const [path, bytes] of update) sync[path] = Buffer.from(bytes).toString("base64")
-            yield* load(language)
-            const reply = yield* request({ type: "run", language, code, files: sync })
-            if (!reply.ok) return yield* failureOf(reply.error as WorkerError, reply.stdout ?? "", reply.stderr ?? "")
-            return {
-              stdout: reply.stdout as string,
-              stderr: reply.stderr as string,
-              result: reply.result as unknown,
-              files: (reply.files as Array<{ path: string; base64: string }>).map((file) => ({
-                path: file.path,
-                content: new Uint8Array(Buffer.from(file.base64, "base64"))
-              }))
-            }
-          }).pipe(Effect.withSpan("Sandbox.run", { attributes: { language } }))
+          admission.running(
+            tenant,
+            Effect.gen(function*() {
+              const sync: Record<string, string> = {}
+              if (update !== undefined) for (const [path, bytes] of update) sync[path] = Buffer.from(bytes).toString("base64")
+              yield* load(language)
+              const reply = yield* request({ type: "run", language, code, files: sync })
+              if (!reply.ok) return yield* failureOf(guestError(reply.error), text(reply.stdout), text(reply.stderr))
+              const files = Array.isArray(reply.files) ? reply.files : []
+              return {
+                stdout: text(reply.stdout),
+                stderr: text(reply.stderr),
+                result: reply.result as unknown,
+                files: files.filter((file: any) => typeof file?.path === "string" && typeof file?.base64 === "string")
+                  .map((file: { path: string; base64: string }) => ({
+                    path: file.path,
+                    content: new Uint8Array(Buffer.from(file.base64, "base64"))
+                  }))
+              }
+            })
+          ).pipe(Effect.withSpan("Sandbox.run", { attributes: { language } }))
 
         return { run, close, alive: () => alive }
       }).pipe(Effect.withSpan("Sandbox.create"))
@@ -189,11 +238,59 @@ export const make = (limits: SandboxLimits, packageIndex: Option.Option<string>)
     return Sandbox.of({ limits, create })
   })
 
-export const WasmSandboxLive = Layer.effect(
+/** A sandbox that refuses every call, with the reason `run_code` is unavailable here. */
+const refusing = (limits: SandboxLimits, reason: string) =>
+  Sandbox.of({
+    limits,
+    create: () => Effect.fail(unavailable(`run_code is not available on this server: ${reason}`))
+  })
+
+/**
+ * The sandbox as this host allows it. The containment is checked once at start; then one guest is started and runs
+ * `1 + 1` in the background, so a guest that cannot start (a missing file, a refused permission) is reported in
+ * the log and `/api/health` before any user meets it.
+ */
+export const WasmSandboxLive = Layer.scoped(
   Sandbox,
   Effect.gen(function*() {
     const settings = yield* Effect.orDie(SandboxSettings)
-    const { packageIndex, ...limits } = settings
-    return yield* make(limits, packageIndex)
+    const capabilities = yield* Capabilities
+    const limits: SandboxLimits = {
+      timeMs: settings.timeMs,
+      memoryBytes: settings.memoryBytes,
+      outputBytes: settings.outputBytes,
+      fileBytes: settings.fileBytes,
+      maxFiles: settings.maxFiles
+    }
+    const check = checkContainment(settings)
+    if (check._tag === "Unavailable") {
+      yield* Effect.logWarning(`run_code is unavailable: ${check.reason}`)
+      yield* capabilities.report("run_code", { status: "unavailable", detail: check.reason })
+      return refusing(limits, check.reason)
+    }
+    const sandbox = yield* make(limits, settings, check.containment)
+    const layers = check.containment.layers.join(", ")
+    yield* capabilities.report("run_code", { status: "checking", detail: layers })
+    yield* Effect.scoped(Effect.gen(function*() {
+      const instance = yield* sandbox.create({ owner: "", env: {}, files: new Map(), packages: [], setupScript: "" })
+      yield* Effect.addFinalizer(() => instance.close)
+      const output = yield* instance.run("javascript", "1 + 1")
+      if (output.result !== 2) return yield* unavailable(`the self-check computed ${JSON.stringify(output.result)}, not 2`)
+    })).pipe(
+      Effect.matchEffect({
+        onSuccess: () =>
+          Effect.zipRight(
+            Effect.logInfo(`run_code is available (${layers})`),
+            capabilities.report("run_code", { status: "available", detail: layers })
+          ),
+        onFailure: (failure) =>
+          Effect.zipRight(
+            Effect.logError(`run_code is unavailable: the self-check failed: ${failure.message}`),
+            capabilities.report("run_code", { status: "unavailable", detail: `the self-check failed: ${failure.message}` })
+          )
+      }),
+      Effect.forkScoped
+    )
+    return sandbox
   })
-)
+).pipe(Layer.provide(Capabilities.Default))

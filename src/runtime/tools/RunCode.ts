@@ -94,6 +94,7 @@ export class CodeRunner extends Effect.Service<CodeRunner>()("atrium/runtime/too
           environmentFiles(context, Option.match(environment, { onNone: () => [], onSome: (env) => env.files })),
           workspaceFiles(context, new Date(0))
         ]), ([fromEnvironment, fromWorkspace]) => ({
+          owner: context.partition.accountId,
           env: Option.match(environment, { onNone: () => ({}), onSome: (env) => env.env }),
           // The workspace's own files win over the environment's of the same name.
           files: new Map([...fromEnvironment, ...fromWorkspace]),
@@ -108,11 +109,15 @@ export class CodeRunner extends Effect.Service<CodeRunner>()("atrium/runtime/too
         ? "The sandbox could not be set up"
         : failure.reason === "unavailable"
         ? "The sandbox is not available"
+        : failure.reason === "busy"
+        ? "Too much code is running right now"
         : `The ${failure.reason} limit was reached`
       const output = [failure.stdout.length > 0 ? `stdout:\n${clip(failure.stdout)}` : "", failure.stderr.length > 0 ? `stderr:\n${clip(failure.stderr)}` : ""]
         .filter((part) => part.length > 0).join("\n")
       return new ToolFailure({
-        code: failure.reason === "error" ? "code_error" : failure.reason === "setup" || failure.reason === "unavailable"
+        code: failure.reason === "error"
+          ? "code_error"
+          : failure.reason === "setup" || failure.reason === "unavailable" || failure.reason === "busy"
           ? `sandbox_${failure.reason}`
           : `${failure.reason}_limit`,
         message: `${label} (${failure.reason}): ${failure.message}${output.length > 0 ? `\n${output}` : ""}`

@@ -1,9 +1,34 @@
-// The WebAssembly sandbox's worker thread (plain JavaScript: it runs without the TypeScript loader). One worker is
-// one sandbox: Pyodide (Python) and QuickJS (JavaScript) load on first use, share one in-memory working directory,
-// and keep their globals between calls. The host enforces the wall time by terminating this thread; the limits that
-// can be enforced from inside (memory, output, files) are enforced here, so a breach is a clean error, not a crash.
-import { parentPort, workerData } from "node:worker_threads"
+// The sandbox's guest process (plain JavaScript: it runs without the TypeScript loader). One process is one sandbox,
+// started by `WasmSandbox.ts` with an empty environment, an empty working directory, an unprivileged uid, no network
+// and Node's permission model (docs/tools.md, "Containment"). Pyodide (Python) and QuickJS (JavaScript) load on first
+// use, share one in-memory working directory, and keep their globals between calls. The host enforces the wall time
+// by killing this process; the limits that can be enforced from inside (memory, output, files) are enforced here, so
+// a breach is a clean error, not a crash. The host and this process talk over the IPC channel only.
 
+import { constants as fsConstants } from "node:fs"
+
+// What this process needs of Node, taken before anything of the guest runs: the guest must not find them later.
+const send = process.send.bind(process)
+const exit = process.exit.bind(process)
+process.on("disconnect", () => exit(0))
+// Messages that arrive before their handler is ready wait here (a process's IPC drops what nobody listens to).
+const inbox = []
+let deliver
+process.on("message", (message) => deliver === undefined ? inbox.push(message) : deliver(message))
+const onMessage = (listener) => {
+  deliver = listener
+  for (const message of inbox.splice(0)) listener(message)
+}
+
+// Under the permission model `process.binding` is refused, and Pyodide's file system module asks it for the open
+// flags' constants when it loads: it gets them from `fs.constants` instead, and nothing else.
+process.binding = (name) => {
+  if (name === "constants") return { fs: fsConstants }
+  throw new Error("not available in the sandbox")
+}
+
+// The first message says what this sandbox is: its limits, variables, files, packages and where the runtimes are.
+const workerData = inbox.length > 0 ? inbox.shift() : await new Promise((resolve) => { deliver = (message) => { deliver = undefined; resolve(message) } })
 const limits = workerData.limits
 const WORKDIR = "/workspace"
 
@@ -76,7 +101,7 @@ const loadPython = async () => {
     )
     throw pythonError
   }
-  const { loadPyodide } = await import("pyodide")
+  const { loadPyodide } = await import(workerData.runtimes.pyodide)
   const py = await loadPyodide({
     indexURL: workerData.pyodideIndex,
     // `import js` sees this object only: no fetch, no process, no eval.
@@ -122,8 +147,9 @@ const loadPython = async () => {
   FS.chdir(WORKDIR)
   py.runPython(`
 import sys, os, socket
-for name in ("pyodide_js",):
-    sys.modules.pop(name, None)
+for name in [name for name in sys.modules if name == "pyodide_js" or name.startswith("pyodide_js.")]:
+    del sys.modules[name]
+os.environ.pop("_", None)
 def _no_network(*args, **kwargs):
     raise OSError(101, "Network is unreachable: the sandbox has no network")
 socket.socket.connect = socket.socket.connect_ex = socket.socket.bind = _no_network
@@ -142,7 +168,7 @@ class SetupError extends Error {}
 let quickjs
 const loadJavaScript = async () => {
   if (quickjs !== undefined) return quickjs
-  const { getQuickJS } = await import("quickjs-emscripten")
+  const { getQuickJS } = await import(workerData.runtimes.quickjs)
   const module = await getQuickJS()
   const runtime = module.newRuntime()
   runtime.setMemoryLimit(limits.memoryBytes)
@@ -349,14 +375,14 @@ const lastLines = (raw) => {
   return lines.slice(-12).join("\n").slice(-4000)
 }
 
-parentPort.on("message", async (message) => {
+onMessage(async (message) => {
   if (message.type === "load") {
     try {
       if (message.language === "python") await loadPython()
       else await loadJavaScript()
-      parentPort.postMessage({ id: message.id, ok: true })
+      send({ id: message.id, ok: true })
     } catch (error) {
-      parentPort.postMessage({ id: message.id, ok: false, error: { ...describe(error), kind: "setup" } })
+      send({ id: message.id, ok: false, error: { ...describe(error), kind: "setup" } })
     }
     return
   }
@@ -366,10 +392,10 @@ parentPort.on("message", async (message) => {
         output = { stdout: "", stderr: "", bytes: 0 }
         await runPython(message.script)
       }
-      parentPort.postMessage({ id: message.id, ok: true })
+      send({ id: message.id, ok: true })
     } catch (error) {
       const described = describe(error)
-      parentPort.postMessage({
+      send({
         id: message.id,
         ok: false,
         error: { ...described, kind: "setup", message: described.kind === "setup" ? described.message : `setup script failed: ${described.message}` }
@@ -388,7 +414,7 @@ parentPort.on("message", async (message) => {
       checkFiles()
       if (breached !== undefined) throw breached
       const changed = changedSince(before)
-      parentPort.postMessage({
+      send({
         id: message.id,
         ok: true,
         stdout: output.stdout,
@@ -400,8 +426,8 @@ parentPort.on("message", async (message) => {
       // A failed run leaves the directory as it was: nothing half-written reaches the workspace.
       files.clear()
       for (const [path, bytes] of before) files.set(path, bytes)
-      parentPort.postMessage({ id: message.id, ok: false, stdout: output.stdout.slice(0, 4000), stderr: output.stderr.slice(-4000), error: describe(error) })
+      send({ id: message.id, ok: false, stdout: output.stdout.slice(0, 4000), stderr: output.stderr.slice(-4000), error: describe(error) })
     }
   }
 })
-parentPort.postMessage({ type: "ready" })
+send({ type: "ready" })
