@@ -7,12 +7,15 @@ import { defineConfig, type Plugin } from "vite"
  * (`syntheticNamedExports`). A call into it would throw, which is what we want to hear about.
  */
 const NODE_ONLY = /^(node:|@effect\/platform-node|@effect\/sql-pg|@effect\/cluster|@effect\/workflow|@effect\/ai|@electric-sql\/|pg$|pg-|ioredis|jose|@modelcontextprotocol\/|zod|tsx|msgpackr|(fs|path|os|crypto|stream|http|https|net|tls|url|util|events|child_process|worker_threads|zlib|buffer|dns|assert|async_hooks|perf_hooks|timers|readline|string_decoder|querystring|v8|vm)(\/.*)?$)/
+/** The sandbox host names its guest script with `new URL(..., import.meta.url)`, which Vite would copy into the
+ * public assets: the server's sandbox source must not be served, so the module is stubbed like the rest. */
+const SERVER_ONLY = /(^|\/)WasmSandbox\.js$/
 const STUB = "\0atrium-node-stub"
 const nodeStub: Plugin = {
   name: "atrium-node-stub",
   enforce: "pre",
   resolveId(id) {
-    return NODE_ONLY.test(id) ? STUB : null
+    return NODE_ONLY.test(id) || SERVER_ONLY.test(id) ? STUB : null
   },
   load(id) {
     if (id !== STUB) return null

@@ -4,6 +4,7 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Config, Effect } from "effect"
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs"
 import { extname, join, resolve } from "node:path"
+import { fileURLToPath } from "node:url"
 import { errorBody, errorResponse } from "./Errors.js"
 
 /**
@@ -98,6 +99,9 @@ export const loginPage = (build: WebBuild, requestedNext: string): string => {
   return withoutEntry.replace("</body>", `${script}</body>`)
 }
 
+/** The package's folder: this file is `src/platform/WebApp.ts` or, built, `dist/platform/WebApp.js`. */
+const PACKAGE_ROOT = fileURLToPath(new URL("../../", import.meta.url))
+
 const notBuilt = () =>
   HttpServerResponse.unsafeJson(
     errorBody("web_app_not_built", "The web app is not built on this server: run `npm run build:web`."),
@@ -105,7 +109,8 @@ const notBuilt = () =>
   )
 
 /**
- * Serves `WEB_DIST` (default `web/dist` under the working directory): the app's pages and its hashed assets. The
+ * Serves `WEB_DIST` (default `web/dist`; a relative path is the package's, wherever the process was started from):
+ * the app's pages and its hashed assets. The
  * build is read once; without one, the pages answer 503 `web_app_not_built` and `/login` keeps the small
  * server-rendered page (`fallbackLogin`) so the OAuth flow works on an unbuilt checkout.
  */
@@ -114,7 +119,7 @@ export const makeWebAppRoutes = <E, R>(
 ) =>
   HttpLayerRouter.use((router) =>
     Effect.gen(function*() {
-      const dir = resolve(yield* Config.string("WEB_DIST").pipe(Config.withDefault("web/dist")))
+      const dir = resolve(PACKAGE_ROOT, yield* Config.string("WEB_DIST").pipe(Config.withDefault("web/dist")))
       const build = readWebBuild(dir)
       const page = build === undefined
         ? Effect.sync(notBuilt)

@@ -31,7 +31,7 @@ export const freePort = Effect.promise(() =>
 const ROOT = Path.resolve(import.meta.dirname, "../..")
 
 /** `node` arguments that start the platform: the compiled build, as `npm start` runs it (built by `globalSetup`). */
-const entryPoint = (): ReadonlyArray<string> => ["--enable-source-maps", Path.join(ROOT, "dist", "main.js")]
+const entryPoint = (root = ROOT): ReadonlyArray<string> => ["--enable-source-maps", Path.join(root, "dist", "main.js")]
 
 /** Settings a test's own environment may carry that must not leak into the platform under test. */
 const NOT_INHERITED = ["DATABASE_URL", "REDIS_URL", "KEY_PREFIX", "JWT_SECRET", "SMS_TEST_OTP", "LOG_LEVEL"]
@@ -44,7 +44,11 @@ const LISTENING = /Listening on http:\/\/[^\s":]+:(\d+)/
  * port 0 and the test reads the port it got from its log, so no other process can take the port between a test
  * choosing it and the platform binding it (and answer the health check in its place).
  */
-export const launchPlatform = (env: Record<string, string>): Effect.Effect<PlatformProcess, never, Scope.Scope> =>
+export const launchPlatform = (
+  env: Record<string, string>,
+  /** Another build to start (a folder laid out as the image's runtime stage), and another working directory. */
+  where: { readonly root?: string; readonly cwd?: string } = {}
+): Effect.Effect<PlatformProcess, never, Scope.Scope> =>
   Effect.gen(function*() {
     const childEnv: Record<string, string> = {}
     for (const [key, value] of Object.entries(process.env)) {
@@ -53,8 +57,8 @@ export const launchPlatform = (env: Record<string, string>): Effect.Effect<Platf
     Object.assign(childEnv, { PORT: "0", HOST: "127.0.0.1", ...env })
     const child = yield* Effect.acquireRelease(
       Effect.sync(() =>
-        ChildProcess.spawn(process.execPath, entryPoint(), {
-          cwd: ROOT,
+        ChildProcess.spawn(process.execPath, entryPoint(where.root), {
+          cwd: where.cwd ?? ROOT,
           env: childEnv,
           stdio: ["ignore", "pipe", "pipe"]
         })

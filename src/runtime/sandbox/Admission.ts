@@ -74,6 +74,8 @@ export const makeAdmission = (settings: AdmissionSettings) =>
           if (!reaped) yield* freed.await
         }
       }).pipe(
+        // Waiting is interruptible (it runs as an `acquireRelease`'s acquire): the deadline below can end it.
+        Effect.interruptible,
         Effect.timeoutFail({
           duration: settings.queueMs,
           onTimeout: () => busy("every sandbox this account or the server may hold is running")
@@ -117,7 +119,11 @@ export const makeAdmission = (settings: AdmissionSettings) =>
 
     const take = (semaphore: Effect.Semaphore, what: string) =>
       Effect.acquireRelease(
-        semaphore.take(1).pipe(Effect.timeoutFail({ duration: settings.queueMs, onTimeout: () => busy(what) })),
+        // The wait is interruptible so the deadline ends it; a permit once taken is released by the finalizer.
+        semaphore.take(1).pipe(
+          Effect.interruptible,
+          Effect.timeoutFail({ duration: settings.queueMs, onTimeout: () => busy(what) })
+        ),
         () => semaphore.release(1)
       )
 

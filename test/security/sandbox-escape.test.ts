@@ -1,0 +1,314 @@
+import { assert, describe, layer } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import * as Crypto from "node:crypto"
+import * as Fs from "node:fs"
+import * as Net from "node:net"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { request } from "../support/Client.js"
+import { launchPlatform } from "../support/Process.js"
+import { streamOf } from "../support/Sse.js"
+import { seedDataDir } from "../support/Templates.js"
+import { TestServer } from "../support/TestServer.js"
+
+/**
+ * Sandbox containment against the build users run (issue 24): `dist/main.js` as a process, with the platform's
+ * secrets set to values this test knows. Every probe is a guest's attempt to reach the host: its host files, its
+ * environment, its processes, its network. Each is judged by what came out, never by whether an error happened:
+ * - no secret value, no host file's content in anything the platform answered;
+ * - no file written where only an escaped guest could write (a marker directory open to everyone);
+ * - no connection to a listener this test opens on 127.0.0.1, nor to the platform's own port;
+ * - the attacker's balance unchanged (the escape found before this issue granted itself credits).
+ * A second test holds one account's endless loops against another account's call: at most 2x slower.
+ */
+
+const secret = (name: string) => `${name}-${Crypto.randomBytes(12).toString("hex")}`
+const INTERNAL_TOKEN = secret("internal")
+const SECRETS_KEY = secret("secretskey")
+const JWT_SECRET = secret("jwt-secret-jwt-secret-jwt-secret")
+const PHONE_A = "+15551230001"
+const PHONE_B = "+15551230002"
+const CODE = "246810"
+
+const TOOLS = [{ name: "run_code", permission: "allow" }]
+
+/** A host world the guest must not reach: a secret file, a directory anyone may write in, a listener. */
+const makeHost = Effect.acquireRelease(
+  Effect.promise(async () => {
+    const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "atrium-escape-"))
+    Fs.chmodSync(dir, 0o755)
+    const hostFile = Path.join(dir, "host-secret.txt")
+    const hostContent = secret("HOSTFILE")
+    Fs.writeFileSync(hostFile, hostContent, { mode: 0o644 })
+    const markers = Path.join(dir, "markers")
+    Fs.mkdirSync(markers)
+    Fs.chmodSync(markers, 0o777)
+    const connections: Array<string> = []
+    const listener = Net.createServer((socket) => {
+      connections.push(`${socket.remoteAddress}:${socket.remotePort}`)
+      socket.destroy()
+    })
+    await new Promise<void>((resolve) => listener.listen(0, "127.0.0.1", resolve))
+    const port = (listener.address() as Net.AddressInfo).port
+    const dataDir = Path.join(dir, "data")
+    await seedDataDir(dataDir)
+    return { dir, hostFile, hostContent, markers, connections, listener, port, dataDir }
+  }),
+  (host) =>
+    Effect.promise(async () => {
+      await new Promise((resolve) => host.listener.close(resolve))
+      Fs.rmSync(host.dir, { recursive: true, force: true })
+    })
+)
+
+/** The platform from `dist/`, its helpers (`request`, `streamOf`) pointed at it. */
+const platform = (env: Record<string, string>) =>
+  Layer.scoped(
+    TestServer,
+    Effect.gen(function*() {
+      const host = yield* makeHost
+      const process = yield* launchPlatform({
+        DATA_DIR: host.dataDir,
+        INTERNAL_TOKEN,
+        SECRETS_KEY,
+        JWT_SECRET,
+        SMS_TEST_OTP: `${PHONE_A}=${CODE},${PHONE_B}=${CODE}`,
+        ...env
+      })
+      hosts.set(process.url, { ...host, output: process.output })
+      return {
+        url: process.url,
+        inbox: undefined as never,
+        query: () => Effect.die("a process's database is its own")
+      }
+    })
+  )
+const hosts = new Map<string, Effect.Effect.Success<typeof makeHost> & { output: () => string }>()
+const hostOf = Effect.map(TestServer, (server) => hosts.get(server.url)!)
+
+const login = (phone: string) =>
+  Effect.gen(function*() {
+    const reply = yield* request("POST", "/api/auth/login", { body: { phone, code: CODE } })
+    assert.strictEqual(reply.status, 200, reply.text)
+    return reply.body.token as string
+  })
+
+const sessionFor = (token: string) =>
+  Effect.gen(function*() {
+    const agent = yield* request("POST", "/v1/agents", {
+      token,
+      body: { name: `Probe ${Math.random().toString(36).slice(2, 8)}`, instructions: "Run the code.", tools: TOOLS }
+    })
+    assert.strictEqual(agent.status, 201, agent.text)
+    const session = yield* request("POST", "/v1/sessions", { token, body: { agent: agent.body.identifier } })
+    assert.strictEqual(session.status, 201, session.text)
+    return session.body.id as string
+  })
+
+/** One `run_code` call through a session turn: everything the platform said about it, as text. */
+const runCode = (token: string, session: string, language: "python" | "javascript", code: string) =>
+  Effect.gen(function*() {
+    const stream = yield* streamOf(`/v1/sessions/${session}/events`, {
+      token,
+      body: { type: "message", message: `/tool run_code ${JSON.stringify({ language, code })}` }
+    })
+    const result = stream.events.find((e) => e.event === "tool_call.result")?.data.output
+    const failure = stream.events.find((e) => e.event === "tool_call.failed")?.data.error as string | undefined
+    // What the guest's code produced (its result or its failure), apart from the events that echo the code itself.
+    return { raw: JSON.stringify({ result, failure }), result, failure }
+  })
+
+const balanceOf = (token: string) =>
+  Effect.map(request("GET", "/api/wallet", { token }), (reply) => JSON.stringify(reply.body?.balance))
+
+/** The probes: each names what it tries; `HOST_FILE`, `MARKER`, `PORT` and `PLATFORM_PORT` are filled in. */
+const PYTHON_PROBES: ReadonlyArray<readonly [string, string]> = [
+  ["the API module's Function constructor runs a host command", `import sys
+api = sys.modules['pyodide_js._api']
+api.tests.Function("return import('node:child_process').then(c => c.execFileSync('touch', ['MARKER/tests-function']).toString())")()`],
+  ["the API module's Function constructor reads the environment", `import sys
+sys.modules['pyodide_js._api'].tests.Function("return JSON.stringify(process.env)")()`],
+  ["loadBinaryFile reads /proc/self/environ", `import sys
+bytes(sys.modules['pyodide_js._api'].loadBinaryFile('/proc/self/environ').to_py())`],
+  ["loadBinaryFile reads a host file", `import sys
+bytes(sys.modules['pyodide_js._api'].loadBinaryFile('HOST_FILE').to_py())`],
+  ["import pyodide_js", `import pyodide_js
+str(pyodide_js._api.tests.Function("return process.env")())`],
+  ["__import__ of the API submodule", `m = __import__('pyodide_js._api')
+str(m)`],
+  ["importlib of the API submodule", `import importlib
+str(importlib.import_module('pyodide_js._api'))`],
+  ["the module's NODEFS mounts the host", `import pyodide_js
+FS = pyodide_js._module.FS
+FS.mkdir('/host')
+FS.mount(pyodide_js._module.NODEFS, {'root': '/'}, '/host')
+open('/host/HOST_FILE').read()`],
+  ["mountNodeFS", `import pyodide_js
+pyodide_js.mountNodeFS('/mnt', '/')
+open('/mnt/etc/passwd').read()`],
+  ["the js module reaches process", `import js
+str(js.process.env)`],
+  ["the js module's eval", `import js
+js.eval("process.env")`],
+  ["run_js", `from pyodide.code import run_js
+run_js("process.env.INTERNAL_TOKEN")`],
+  ["a JavaScript object's constructor chain", `from pyodide.ffi import to_js
+to_js({}).constructor.constructor('return process')().env`],
+  ["an array's constructor chain", `from pyodide.ffi import to_js
+to_js([1]).constructor.constructor('return process.env')()`],
+  ["a kept JS function's constructor", `import pyodide.webloop as w
+w.scheduleCallback.constructor('return process.env')()`],
+  ["loadedPackages' constructor chain", `import pyodide._package_loader as p
+p.loadedPackages.constructor.constructor('return process.env')()`],
+  ["the import hook's JS module table", `import _pyodide._importhook as h
+str({k: str(v) for k, v in h.jsfinder.jsproxies.items()})`],
+  ["every JsProxy in every module", `import sys
+from pyodide.ffi import JsProxy
+found = []
+for m in list(sys.modules.values()):
+    for k in dir(m):
+        try:
+            v = getattr(m, k)
+        except Exception:
+            continue
+        if isinstance(v, JsProxy):
+            try:
+                found.append(str(v.constructor.constructor('return process.env')()))
+            except Exception as e:
+                found.append(repr(e))
+found`],
+  ["ctypes reaches libc", `import ctypes
+ctypes.CDLL(None).system(b"touch MARKER/ctypes")`],
+  ["os.system", `import os
+os.system('touch MARKER/os-system')`],
+  ["subprocess", `import subprocess
+subprocess.run(['touch', 'MARKER/subprocess'])`],
+  ["os.fork", `import os
+os.fork()`],
+  ["os.popen", `import os
+os.popen('id').read()`],
+  ["a raw _socket to the listener", `import _socket
+s = _socket.socket()
+s.connect(('127.0.0.1', PORT))`],
+  ["socket.create_connection to the listener", `import socket
+socket.create_connection(('127.0.0.1', PORT))`],
+  ["urllib to the platform's internal API", `import urllib.request
+urllib.request.urlopen('http://127.0.0.1:PLATFORM_PORT/api/health').read()`],
+  ["pyfetch to the listener", `from pyodide.http import pyfetch
+await pyfetch('http://127.0.0.1:PORT/')`],
+  ["the node socket file system", `import sys
+api = sys.modules['pyodide_js._api']
+api.initializeNodeSockFS()
+str(api._nodeSock)`],
+  ["/proc/self/environ by path", `open('/proc/self/environ').read()`],
+  ["/etc/passwd by absolute path", `open('/etc/passwd').read()`],
+  ["/etc/passwd by relative path", `open('../../../../../../etc/passwd').read()`],
+  ["the host file by absolute path", `open('HOST_FILE').read()`],
+  ["a symlink in the workspace to a host file", `import os
+os.symlink('HOST_FILE', 'link.txt')
+open('link.txt').read()`],
+  ["a symlink in the workspace to /proc", `import os
+os.symlink('/proc/self/environ', 'env.txt')
+open('env.txt').read()`],
+  ["the environment as Python sees it", `import os
+dict(os.environ)`],
+  ["a walk over the root file system", `import os
+sorted(os.listdir('/'))`],
+  ["object subclasses to a wrapper with a system call", `[c.__name__ for c in object.__subclasses__() if 'wrap_close' in c.__name__ or 'Popen' in c.__name__]`],
+  ["writing outside the workspace", `open('/tmp/pwned', 'w').write('x')
+open('/tmp/pwned').read()`]
+]
+
+const JS_PROBES: ReadonlyArray<readonly [string, string]> = [
+  ["globalThis walk", `Object.getOwnPropertyNames(globalThis).join(",")`],
+  ["process and require", `[typeof process, typeof require, typeof module, typeof Buffer].join(",")`],
+  ["Function constructor to the host", `Function('return typeof process')()`],
+  ["constructor chain", `({}).constructor.constructor('return this')().process`],
+  ["dynamic import of node:fs", `import('node:fs').then((fs) => fs.readFileSync('HOST_FILE', 'utf8'))`],
+  ["prototype pollution", `Object.prototype.toJSON = () => 'polluted'; Object.prototype.polluted = 'HOST'; ({a: 1})`],
+  ["fs by absolute path", `fs.readFile('/etc/passwd')`],
+  ["fs by relative path", `fs.readFile('../../../etc/passwd')`],
+  ["fs writes outside", `fs.writeFile('/tmp/pwned', 'x')`],
+  ["fetch to the listener", `fetch('http://127.0.0.1:PORT/')`],
+  ["the env object", `JSON.stringify(env)`]
+]
+
+describe("sandbox escape (dist/main.js, secrets set)", () => {
+  layer(platform({ SANDBOX_TIME_MS: "10000" }), { timeout: 600_000 })((it) => {
+    it.effect("every probe leaks nothing: no secret, no host file, no process, no connection, no credits", () =>
+      Effect.gen(function*() {
+        const host = yield* hostOf
+        const token = yield* login(PHONE_A)
+        const before = yield* balanceOf(token)
+        const session = yield* sessionFor(token)
+        const platformPort = new URL((yield* TestServer).url).port
+        const fill = (code: string) =>
+          code.replaceAll("HOST_FILE", host.hostFile).replaceAll("MARKER", host.markers)
+            .replaceAll("PLATFORM_PORT", platformPort).replaceAll("PORT", String(host.port))
+
+        const working = yield* runCode(token, session, "python", "6 * 7")
+        assert.strictEqual(working.result?.result, 42, working.raw)
+        const passwd = Fs.readFileSync("/etc/passwd", "utf8").split("\n")[0]!
+        const leaks = [INTERNAL_TOKEN, SECRETS_KEY, JWT_SECRET, host.hostContent, passwd, "postgres://"]
+        const probes = [
+          ...PYTHON_PROBES.map(([name, code]) => ["python", name, code] as const),
+          ...JS_PROBES.map(([name, code]) => ["javascript", name, code] as const)
+        ]
+        assert.isAtLeast(probes.length, 45)
+        for (const [language, name, code] of probes) {
+          const outcome = yield* runCode(token, session, language, fill(code))
+          for (const leak of leaks) {
+            assert.notInclude(outcome.raw, leak, `${language} probe "${name}" leaked: ${outcome.raw.slice(0, 2000)}`)
+          }
+          // Each probe either failed or answered something harmless: nothing that names the host's process.
+          assert.notMatch(outcome.raw, /uid=0\(root\)|\/work\/|node_modules\/(?!pyodide)/, `${name}: ${outcome.raw.slice(0, 2000)}`)
+        }
+        assert.deepStrictEqual(Fs.readdirSync(host.markers), [], "no probe wrote on the host")
+        assert.isFalse(Fs.existsSync("/tmp/pwned"), "no probe wrote in the host's /tmp")
+        assert.deepStrictEqual(host.connections, [], "no probe connected to the host's listener")
+        assert.strictEqual(yield* balanceOf(token), before, "the attacker's balance did not move")
+        assert.notInclude(host.output(), INTERNAL_TOKEN)
+
+        const after = yield* runCode(token, session, "python", "6 * 7")
+        assert.strictEqual(after.result?.result, 42, "the sandbox still works after the probes")
+        const health = yield* request("GET", "/api/health")
+        assert.strictEqual(health.body.capabilities.run_code.status, "available", health.text)
+      }), 600_000)
+  })
+
+  layer(platform({ SANDBOX_TIME_MS: "25000", SANDBOX_RUNNING_PER_ACCOUNT: "1", SANDBOX_QUEUE_MS: "3000" }), { timeout: 600_000 })(
+    (it) => {
+      it.effect("one account's endless loops leave another account's call within 2x, and its extra calls busy", () =>
+        Effect.gen(function*() {
+          const attacker = yield* login(PHONE_A)
+          const victim = yield* login(PHONE_B)
+          const victimSession = yield* sessionFor(victim)
+          const attackerSessions = yield* Effect.forEach([1, 2, 3, 4], () => sessionFor(attacker))
+          // CPU work timed inside the guest: what the victim's call itself takes, without HTTP or the model.
+          const work = "import time\nt = time.perf_counter()\nsum(i * i for i in range(1_500_000))\ntime.perf_counter() - t"
+          const timed = Effect.gen(function*() {
+            const outcome = yield* runCode(victim, victimSession, "python", work)
+            assert.isNumber(outcome.result?.result, outcome.raw)
+            return outcome.result.result as number
+          })
+          yield* timed // Pyodide loaded, the sandbox warm
+          const alone = Math.min(yield* timed, yield* timed)
+
+          const loops = yield* Effect.forEach(
+            attackerSessions,
+            (session) => Effect.fork(runCode(attacker, session, "python", "while True: pass")),
+            { concurrency: "unbounded" }
+          )
+          // The loops' sandboxes load Pyodide first; the victim is timed once they spin.
+          yield* Effect.sleep("8 seconds")
+          const contended = Math.max(yield* timed, yield* timed)
+          const outcomes = yield* Effect.forEach(loops, (fiber) => Effect.orDie(fiber.await).pipe(Effect.flatten))
+          const busy = outcomes.filter((o) => o.failure?.includes("sandbox_busy")).length
+          const timedOut = outcomes.filter((o) => o.failure?.includes("time_limit")).length
+          assert.isAtLeast(busy, 1, outcomes.map((o) => o.failure).join("\n"))
+          assert.isAtMost(timedOut, 4 - busy)
+          assert.isAtMost(contended / alone, 2, `alone ${alone.toFixed(3)} s, beside the loops ${contended.toFixed(3)} s`)
+        }), 600_000)
+    }
+  )
+})
