@@ -5,11 +5,11 @@ import * as Fs from "node:fs"
 import * as Net from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { request } from "../support/Client.js"
+import { request, runCodeCapability } from "../support/Client.js"
 import { launchPlatform } from "../support/Process.js"
 import { streamOf } from "../support/Sse.js"
 import { seedDataDir } from "../support/Templates.js"
-import { TestServer } from "../support/TestServer.js"
+import { servicesMode, TestServer } from "../support/TestServer.js"
 
 /**
  * Sandbox containment against the build users run (issue 24): `dist/main.js` as a process, with the platform's
@@ -119,7 +119,7 @@ const runCode = (token: string, session: string, language: "python" | "javascrip
   })
 
 const balanceOf = (token: string) =>
-  Effect.map(request("GET", "/api/wallet", { token }), (reply) => JSON.stringify(reply.body?.balance))
+  Effect.map(request("GET", "/api/wallet", { token }), (reply) => Number(reply.body?.balance))
 
 /** The probes: each names what it tries; `HOST_FILE`, `MARKER`, `PORT` and `PLATFORM_PORT` are filled in. */
 const PYTHON_PROBES: ReadonlyArray<readonly [string, string]> = [
@@ -233,8 +233,9 @@ const JS_PROBES: ReadonlyArray<readonly [string, string]> = [
   ["the env object", `JSON.stringify(env)`]
 ]
 
-describe("sandbox escape (dist/main.js, secrets set)", () => {
-  layer(platform({ SANDBOX_TIME_MS: "10000" }), { timeout: 600_000 })((it) => {
+// A process runs embedded whatever the mode (it is given no DATABASE_URL): once, in the embedded suite.
+describe.skipIf(servicesMode)("sandbox escape (dist/main.js, secrets set)", () => {
+  layer(platform({ SANDBOX_TIME_MS: "10000" }), { timeout: 600_000, excludeTestServices: true })((it) => {
     it.effect("every probe leaks nothing: no secret, no host file, no process, no connection, no credits", () =>
       Effect.gen(function*() {
         const host = yield* hostOf
@@ -266,17 +267,18 @@ describe("sandbox escape (dist/main.js, secrets set)", () => {
         assert.deepStrictEqual(Fs.readdirSync(host.markers), [], "no probe wrote on the host")
         assert.isFalse(Fs.existsSync("/tmp/pwned"), "no probe wrote in the host's /tmp")
         assert.deepStrictEqual(host.connections, [], "no probe connected to the host's listener")
-        assert.strictEqual(yield* balanceOf(token), before, "the attacker's balance did not move")
+        // The probes' own turns are billed as any turn; an escape once granted itself credits instead.
+        assert.isAtMost(yield* balanceOf(token), before, "the attacker's balance did not grow")
         assert.notInclude(host.output(), INTERNAL_TOKEN)
 
         const after = yield* runCode(token, session, "python", "6 * 7")
-        assert.strictEqual(after.result?.result, 42, "the sandbox still works after the probes")
-        const health = yield* request("GET", "/api/health")
-        assert.strictEqual(health.body.capabilities.run_code.status, "available", health.text)
+        assert.strictEqual(after.result?.result, 42, `the sandbox still works after the probes: ${after.raw}`)
+        const capability = yield* runCodeCapability
+        assert.strictEqual(capability.status, "available", JSON.stringify(capability))
       }), 600_000)
   })
 
-  layer(platform({ SANDBOX_TIME_MS: "25000", SANDBOX_RUNNING_PER_ACCOUNT: "1", SANDBOX_QUEUE_MS: "3000" }), { timeout: 600_000 })(
+  layer(platform({ SANDBOX_TIME_MS: "25000", SANDBOX_RUNNING_PER_ACCOUNT: "1", SANDBOX_QUEUE_MS: "3000" }), { timeout: 600_000, excludeTestServices: true })(
     (it) => {
       it.effect("one account's endless loops leave another account's call within 2x, and its extra calls busy", () =>
         Effect.gen(function*() {
@@ -291,8 +293,10 @@ describe("sandbox escape (dist/main.js, secrets set)", () => {
             assert.isNumber(outcome.result?.result, outcome.raw)
             return outcome.result.result as number
           })
+          // The median of three on each side: the machine's other work moves single calls either way.
+          const median = Effect.map(Effect.all([timed, timed, timed]), (times) => [...times].sort((a, b) => a - b)[1]!)
           yield* timed // Pyodide loaded, the sandbox warm
-          const alone = Math.min(yield* timed, yield* timed)
+          const alone = yield* median
 
           const loops = yield* Effect.forEach(
             attackerSessions,
@@ -301,10 +305,10 @@ describe("sandbox escape (dist/main.js, secrets set)", () => {
           )
           // The loops' sandboxes load Pyodide first; the victim is timed once they spin.
           yield* Effect.sleep("8 seconds")
-          const contended = Math.max(yield* timed, yield* timed)
+          const contended = yield* median
           const outcomes = yield* Effect.forEach(loops, (fiber) => Effect.orDie(fiber.await).pipe(Effect.flatten))
-          const busy = outcomes.filter((o) => o.failure?.includes("sandbox_busy")).length
-          const timedOut = outcomes.filter((o) => o.failure?.includes("time_limit")).length
+          const busy = outcomes.filter((o) => o.failure?.includes("(busy)")).length
+          const timedOut = outcomes.filter((o) => o.failure?.includes("(time)")).length
           assert.isAtLeast(busy, 1, outcomes.map((o) => o.failure).join("\n"))
           assert.isAtMost(timedOut, 4 - busy)
           assert.isAtMost(contended / alone, 2, `alone ${alone.toFixed(3)} s, beside the loops ${contended.toFixed(3)} s`)

@@ -95,3 +95,17 @@ export const createApiKey = (token: string, name = "test") =>
     if (reply.status !== 200) throw new Error(`apiKey/create failed: ${reply.status} ${reply.text}`)
     return reply.body as { id: string; key: string; name: string; created_at: string }
   })
+
+/**
+ * `run_code`'s status in `/api/health` once the start-up self-check has answered (it says `checking` until then,
+ * for the second or two a guest takes to start).
+ */
+export const runCodeCapability = Effect.gen(function*() {
+  const deadline = Date.now() + 120_000
+  while (true) {
+    const health = yield* request("GET", "/api/health")
+    const status = health.body?.capabilities?.run_code
+    if (status?.status !== "checking" || Date.now() > deadline) return status as { status: string; detail: string }
+    yield* Effect.sleep("200 millis")
+  }
+})

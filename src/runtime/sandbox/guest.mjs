@@ -249,7 +249,8 @@ const collectPython = (py) => {
     for (const name of FS.readdir(dir)) {
       if (name === "." || name === "..") continue
       const full = `${dir}/${name}`
-      const stat = FS.stat(full)
+      // A link is not followed (its target may be missing, or outside the workspace): the workspace keeps files.
+      const stat = FS.lstat(full)
       const rel = prefix + name
       if (FS.isDir(stat.mode)) walk(full, rel + "/")
       else if (FS.isFile(stat.mode)) {
@@ -272,7 +273,7 @@ const syncPython = (py) => {
     for (const name of FS.readdir(dir)) {
       if (name === "." || name === "..") continue
       const full = `${dir}/${name}`
-      if (FS.isDir(FS.stat(full).mode)) walk(full, prefix + name + "/")
+      if (FS.isDir(FS.lstat(full).mode)) walk(full, prefix + name + "/")
       else if (!files.has(prefix + name)) extra.push(full)
     }
   }
