@@ -1,4 +1,5 @@
 import * as FileSystem from "@effect/platform/FileSystem"
+import * as Headers from "@effect/platform/Headers"
 import * as HttpApi from "@effect/platform/HttpApi"
 import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
 import * as HttpLayerRouter from "@effect/platform/HttpLayerRouter"
@@ -36,7 +37,7 @@ import { HealthHttp } from "./platform/HealthHttp.js"
 import { conditionalAndCompressed } from "./platform/http/Compression.js"
 import { cookieRefusal, preflight, withCorsHeaders } from "./platform/http/Guards.js"
 import { idempotent } from "./platform/http/Idempotency.js"
-import { jsonProblem, type Problem, targetProblem } from "./platform/http/Text.js"
+import { formProblem, jsonProblem, type Problem, targetProblem } from "./platform/http/Text.js"
 import { KeyValue, KeyValueLive } from "./platform/KeyValue.js"
 import { accessLog } from "./platform/telemetry/AccessLog.js"
 import { clientAddress, isPrivateAddress, routePath, secretMatches } from "./platform/Network.js"
@@ -55,6 +56,15 @@ const INTERNAL = /^\/internal(\/|$)/
 
 /** The platform's own HTML forms (the OAuth consent page): same-origin form posts, not JSON. */
 const FORM_ROUTE = /^\/oauth\//
+
+/**
+ * Routes whose bodies are not JSON: the OAuth forms (RFC 6749 fixes form bodies) and the payment provider's signed
+ * callback (its bytes as sent). Every other route with a body is a JSON route.
+ */
+const NOT_JSON_ROUTE = /^\/(oauth|api\/payment\/notify)\//
+
+/** `application/json` and every `application/<x>+json` (RFC 6839), parameters allowed. */
+const JSON_MEDIA_TYPE = /^application\/([\w.-]+\+)?json\s*(;|$)/i
 
 /** Routes under `/api` that need no login token (spec 5.2 rule 5). */
 const PUBLIC_API = /^\/api\/(auth\/login|auth\/challenge|auth\/sms\/sendCode|health|market\/.*|payment\/notify\/.*)\/?$/i
@@ -276,19 +286,44 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
       return undefined
     }
 
+    /** The MCP route reads its own body as bytes (which the request does not cache) and checks it itself. */
+    const isMcp = (request: HttpServerRequest.HttpServerRequest) => routePath(request.url).startsWith(routePath(config.mcpPath))
+
     /**
-     * NUL, lone surrogates and over-deep JSON anywhere in the target or a JSON body: 400 naming the field, before a
-     * route (and the database) sees them. The body read here is the one the route reads: the request caches it.
+     * A body on a JSON route is JSON (`application/json` or any `application/<x>+json`), or 415 at once, whatever
+     * the credential: HttpApi would otherwise read a form as a record and anything else as bytes, and a body it read
+     * as bytes after the edge read it as text was never answered (issue 26 item 4). A request without a
+     * `Content-Type` is left to the route (an empty body is a valid request to many).
+     */
+    const mediaRefusal = (request: HttpServerRequest.HttpServerRequest, exempt: boolean) => {
+      const contentType = request.headers["content-type"]
+      if (contentType === undefined || request.method === "GET" || request.method === "HEAD" || request.method === "OPTIONS") return undefined
+      if (exempt || isMcp(request) || NOT_JSON_ROUTE.test(routePath(request.url)) || JSON_MEDIA_TYPE.test(contentType)) return undefined
+      return errorResponse(415, "unsupported_media_type", `This route takes application/json, not ${contentType.split(";")[0]!.trim()}.`)
+    }
+
+    /**
+     * NUL, lone surrogates, out-of-range numbers and over-deep JSON anywhere in the target, a JSON body or a form
+     * body: 400 naming the field, before a route (and the database) sees them. The body read here is the one the
+     * route reads: the request caches it. `/oauth/token` answers in RFC 6749's error shape, which its clients read.
      */
     const textRefusal = (request: HttpServerRequest.HttpServerRequest, exempt: boolean) =>
       Effect.gen(function*() {
-        const invalid = (found: Problem) => errorResponse(400, "invalid_request", `Invalid request: ${found.field}: ${found.problem}`)
+        const invalid = (found: Problem) => {
+          const message = `Invalid request: ${found.field}: ${found.problem}`
+          return routePath(request.url) === "/oauth/token"
+            ? HttpServerResponse.unsafeJson({ error: "invalid_request", error_description: message }, {
+              status: 400,
+              headers: { "cache-control": "no-store" }
+            })
+            : errorResponse(400, "invalid_request", message)
+        }
         const inTarget = targetProblem(request.url)
         if (inTarget !== undefined) return invalid(inTarget)
         const contentType = request.headers["content-type"] ?? ""
-        // The MCP route reads its body as bytes, which the request does not cache: it is left to read it first.
-        const mcp = routePath(request.url).startsWith(routePath(config.mcpPath))
-        if (exempt || mcp || request.method === "GET" || request.method === "HEAD" || !/^application\/([\w.+-]+\+)?json/i.test(contentType)) {
+        const json = JSON_MEDIA_TYPE.test(contentType)
+        const form = /^application\/x-www-form-urlencoded\s*(;|$)/i.test(contentType)
+        if (exempt || isMcp(request) || request.method === "GET" || request.method === "HEAD" || !(json || form)) {
           return undefined
         }
         const text = yield* request.text.pipe(
@@ -296,6 +331,10 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
           Effect.option
         )
         if (Option.isNone(text) || text.value === "") return undefined
+        if (form) {
+          const inForm = formProblem(text.value)
+          return inForm === undefined ? undefined : invalid(inForm)
+        }
         let parsed: unknown
         try {
           parsed = JSON.parse(text.value)
@@ -305,6 +344,19 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
         const inBody = jsonProblem(parsed)
         return inBody === undefined ? undefined : invalid(inBody)
       })
+
+    /**
+     * Spec 4.7 names `GET /api/token/refresh`; a cross-site link sends that GET with the victim's cookie, and the new
+     * token voids the old one. So the GET takes a bearer only (no browser sends one on its own); with the cookie
+     * alone it is 405 and the browser POSTs, which the cookie rules cover (issue 26 item 4).
+     */
+    const refreshByLink = (request: HttpServerRequest.HttpServerRequest) =>
+      request.method === "GET" && routePath(request.url).replace(/\/$/, "") === "/api/token/refresh" &&
+        request.headers["authorization"] === undefined && request.cookies["token"] !== undefined
+        ? errorResponse(405, "method_not_allowed", "GET /api/token/refresh takes a bearer token; with the cookie, POST it.", {
+          allow: "POST"
+        })
+        : undefined
 
     const guarded = <E, R>(app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
       Effect.gen(function*() {
@@ -326,6 +378,15 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
         const refusedCookie = cookieRefusal(request, config.baseUrl, FORM_ROUTE.test(routePath(request.url)) || exempt)
         if (refusedCookie !== undefined) return errorResponse(refusedCookie.status, refusedCookie.type, refusedCookie.message)
         if (missingEndUser(request)) return errorResponse(400, "invalid_request", MISSING_END_USER)
+        const byLink = refreshByLink(request)
+        if (byLink !== undefined) return byLink
+        const badMedia = mediaRefusal(request, exempt)
+        if (badMedia !== undefined) return badMedia
+        const contentType = request.headers["content-type"]
+        if (contentType !== undefined && !/^application\/json\s*(;|$)/i.test(contentType) && JSON_MEDIA_TYPE.test(contentType)) {
+          // HttpApi reads only `application/json` as JSON: an `application/<x>+json` body is the same JSON to it.
+          request = request.modify({ headers: Headers.set(request.headers, "content-type", "application/json") })
+        }
         const badText = yield* textRefusal(request, exempt)
         if (badText !== undefined) return badText
         if (INTERNAL.test(routePath(request.url))) {

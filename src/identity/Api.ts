@@ -76,9 +76,19 @@ export class AuthApi extends HttpApiGroup.make("auth")
 /** Spec 4.7, 4.8: a login token is required. */
 export class AccountApi extends HttpApiGroup.make("account")
   .add(
-    HttpApiEndpoint.get("refresh", "/api/token/refresh")
+    HttpApiEndpoint.post("refresh", "/api/token/refresh")
       .addSuccess(Schema.Struct({ token: Schema.String }))
-      .annotate(OpenApi.Description, "Issue a new JWT that replaces the current one.")
+      .annotate(
+        OpenApi.Description,
+        "Issue a new JWT that replaces the current one (and the `token` cookie, when the request came with it)."
+      )
+  )
+  .add(
+    // Spec 4.7 names GET. It stays for bearer callers (no browser sends a bearer on its own); a GET with the cookie
+    // alone is 405 at the edge, since a cross-site link would otherwise void the victim's token (issue 26 item 4).
+    HttpApiEndpoint.get("refreshWithBearer", "/api/token/refresh")
+      .addSuccess(Schema.Struct({ token: Schema.String }))
+      .annotate(OpenApi.Description, "As POST, for a bearer token only: with the cookie alone it is 405 (use POST).")
   )
   .add(
     HttpApiEndpoint.post("createApiKey", "/api/user/apiKey/create")

@@ -88,12 +88,16 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Issue a new JWT that replaces the current one
-         * @description Issue a new JWT that replaces the current one.
+         * As POST, for a bearer token only: with the cookie alone it is 405 (use POST)
+         * @description As POST, for a bearer token only: with the cookie alone it is 405 (use POST).
          */
-        get: operations["account.refresh"];
+        get: operations["account.refreshWithBearer"];
         put?: never;
-        post?: never;
+        /**
+         * POST /api/token/refresh
+         * @description Issue a new JWT that replaces the current one (and the `token` cookie, when the request came with it).
+         */
+        post: operations["account.refresh"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1779,6 +1783,46 @@ export interface operations {
                 };
             };
             /** @description InvalidCode */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "account.refreshWithBearer": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        token: string;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unauthorized */
             401: {
                 headers: {
                     [name: string]: unknown;

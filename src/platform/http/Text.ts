@@ -1,6 +1,7 @@
 /**
- * Text the database refuses (PostgreSQL `text` and `jsonb` take no NUL; a lone UTF-16 surrogate is not Unicode) and
- * JSON nested deeper than anything the platform stores are the caller's bad input: 400 `invalid_request` naming the
+ * Text the database refuses (PostgreSQL `text` and `jsonb` take no NUL; a lone UTF-16 surrogate is not Unicode),
+ * numbers no column holds as sent (past 2^53, or infinite) and JSON nested deeper than anything the platform stores
+ * are the caller's bad input: 400 `invalid_request` naming the
  * field, checked once at the edge for every path segment, query parameter and JSON body (DESIGN §6), before any
  * route sees them.
  */
@@ -34,6 +35,14 @@ export const jsonProblem = (root: unknown, maxDepth = MAX_JSON_DEPTH): Problem |
       if (problem !== undefined) return { field: path || "body", problem }
       continue
     }
+    if (typeof value === "number") {
+      // JSON.parse reads 1e400 as Infinity and 2^64 as a rounded float: neither is the number the caller meant,
+      // and either reaches SQL as a value the column refuses.
+      if (!Number.isFinite(value) || Math.abs(value) > Number.MAX_SAFE_INTEGER) {
+        return { field: path || "body", problem: `is out of range (at most ${Number.MAX_SAFE_INTEGER} in magnitude)` }
+      }
+      continue
+    }
     if (value === null || typeof value !== "object") continue
     if (depth >= maxDepth) return { field: path || "body", problem: `is nested deeper than ${maxDepth} levels` }
     if (Array.isArray(value)) {
@@ -46,6 +55,15 @@ export const jsonProblem = (root: unknown, maxDepth = MAX_JSON_DEPTH): Problem |
       if (problem !== undefined) return { field, problem: `has a key that ${problem}` }
       stack.push({ value: item, path: field, depth: depth + 1 })
     }
+  }
+  return undefined
+}
+
+/** The first field (name or value) of a form body (`application/x-www-form-urlencoded`) the database would refuse. */
+export const formProblem = (body: string): Problem | undefined => {
+  for (const [key, value] of new URLSearchParams(body)) {
+    const problem = textProblem(key) ?? textProblem(value)
+    if (problem !== undefined) return { field: textProblem(key) === undefined ? key : "body", problem }
   }
   return undefined
 }
