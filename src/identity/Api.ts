@@ -64,10 +64,20 @@ export class AuthApi extends HttpApiGroup.make("auth")
   )
   .add(
     HttpApiEndpoint.post("login", "/api/auth/login")
-      .setPayload(Schema.Struct({ phone: Phone, code: Schema.String.pipe(Schema.maxLength(32)) }))
+      .setPayload(Schema.Struct({
+        phone: Phone,
+        code: Schema.String.pipe(Schema.maxLength(32)),
+        /** Asked for (403 challenge_required) once the phone's code drew many wrong guesses: as for sendCode. */
+        challenge: Schema.optional(Schema.String.pipe(Schema.maxLength(4096)))
+      }))
       .addSuccess(LoginResult)
       .addError(InvalidCode)
-      .annotate(OpenApi.Description, "Log in with the code; returns a JWT and sets the `token` cookie.")
+      .addError(ChallengeRequired)
+      .annotate(
+        OpenApi.Description,
+        "Log in with the code; returns a JWT and sets the `token` cookie. Once the phone's code drew SMS_MAX_ATTEMPTS " +
+          "wrong guesses (from anyone), `challenge` must carry a solved proof of work (403 challenge_required)."
+      )
   )
   .annotate(OpenApi.Title, "Login")
   .annotate(OpenApi.Description, "SMS login: send a code (behind a proof-of-work challenge when asked), exchange it for a JWT.")

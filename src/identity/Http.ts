@@ -35,7 +35,7 @@ export const AuthHttp = HttpApiBuilder.group(AtriumApi, "auth", (handlers) =>
       .handle("login", ({ payload }) =>
         Effect.gen(function*() {
           const request = yield* HttpServerRequest.HttpServerRequest
-          const result = yield* login.login(payload.phone, payload.code, clientAddress(request, config.trustProxy))
+          const result = yield* login.login(payload.phone, payload.code, clientAddress(request, config.trustProxy), payload.challenge)
           return yield* HttpServerResponse.json({ token: result.token, newUser: result.newUser }).pipe(
             Effect.flatMap(HttpServerResponse.setCookie("token", result.token, cookieOptions)),
             Effect.orDie
