@@ -35,7 +35,8 @@ import { DatabaseLive } from "./platform/Database.js"
 import { errorBody, errorResponse, errorType } from "./platform/Errors.js"
 import { HealthHttp } from "./platform/HealthHttp.js"
 import { conditionalAndCompressed } from "./platform/http/Compression.js"
-import { cookieRefusal, preflight, withCorsHeaders } from "./platform/http/Guards.js"
+import { withPagePolicy } from "./platform/http/Csp.js"
+import { cookieRefusal, JSON_MEDIA_TYPE, mediaRefusal, preflight, refreshByLink, withCorsHeaders } from "./platform/http/Guards.js"
 import { idempotent } from "./platform/http/Idempotency.js"
 import { formProblem, jsonProblem, type Problem, targetProblem } from "./platform/http/Text.js"
 import { KeyValue, KeyValueLive } from "./platform/KeyValue.js"
@@ -56,15 +57,6 @@ const INTERNAL = /^\/internal(\/|$)/
 
 /** The platform's own HTML forms (the OAuth consent page): same-origin form posts, not JSON. */
 const FORM_ROUTE = /^\/oauth\//
-
-/**
- * Routes whose bodies are not JSON: the OAuth forms (RFC 6749 fixes form bodies) and the payment provider's signed
- * callback (its bytes as sent). Every other route with a body is a JSON route.
- */
-const NOT_JSON_ROUTE = /^\/(oauth|api\/payment\/notify)\//
-
-/** `application/json` and every `application/<x>+json` (RFC 6839), parameters allowed. */
-const JSON_MEDIA_TYPE = /^application\/([\w.-]+\+)?json\s*(;|$)/i
 
 /** Routes under `/api` that need no login token (spec 5.2 rule 5). */
 const PUBLIC_API = /^\/api\/(auth\/login|auth\/challenge|auth\/sms\/sendCode|health|market\/.*|payment\/notify\/.*)\/?$/i
@@ -290,19 +282,6 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
     const isMcp = (request: HttpServerRequest.HttpServerRequest) => routePath(request.url).startsWith(routePath(config.mcpPath))
 
     /**
-     * A body on a JSON route is JSON (`application/json` or any `application/<x>+json`), or 415 at once, whatever
-     * the credential: HttpApi would otherwise read a form as a record and anything else as bytes, and a body it read
-     * as bytes after the edge read it as text was never answered (issue 26 item 4). A request without a
-     * `Content-Type` is left to the route (an empty body is a valid request to many).
-     */
-    const mediaRefusal = (request: HttpServerRequest.HttpServerRequest, exempt: boolean) => {
-      const contentType = request.headers["content-type"]
-      if (contentType === undefined || request.method === "GET" || request.method === "HEAD" || request.method === "OPTIONS") return undefined
-      if (exempt || isMcp(request) || NOT_JSON_ROUTE.test(routePath(request.url)) || JSON_MEDIA_TYPE.test(contentType)) return undefined
-      return errorResponse(415, "unsupported_media_type", `This route takes application/json, not ${contentType.split(";")[0]!.trim()}.`)
-    }
-
-    /**
      * NUL, lone surrogates, out-of-range numbers and over-deep JSON anywhere in the target, a JSON body or a form
      * body: 400 naming the field, before a route (and the database) sees them. The body read here is the one the
      * route reads: the request caches it. `/oauth/token` answers in RFC 6749's error shape, which its clients read.
@@ -345,19 +324,6 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
         return inBody === undefined ? undefined : invalid(inBody)
       })
 
-    /**
-     * Spec 4.7 names `GET /api/token/refresh`; a cross-site link sends that GET with the victim's cookie, and the new
-     * token voids the old one. So the GET takes a bearer only (no browser sends one on its own); with the cookie
-     * alone it is 405 and the browser POSTs, which the cookie rules cover (issue 26 item 4).
-     */
-    const refreshByLink = (request: HttpServerRequest.HttpServerRequest) =>
-      request.method === "GET" && routePath(request.url).replace(/\/$/, "") === "/api/token/refresh" &&
-        request.headers["authorization"] === undefined && request.cookies["token"] !== undefined
-        ? errorResponse(405, "method_not_allowed", "GET /api/token/refresh takes a bearer token; with the cookie, POST it.", {
-          allow: "POST"
-        })
-        : undefined
-
     const guarded = <E, R>(app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
       Effect.gen(function*() {
         let request = yield* HttpServerRequest.HttpServerRequest
@@ -380,7 +346,7 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
         if (missingEndUser(request)) return errorResponse(400, "invalid_request", MISSING_END_USER)
         const byLink = refreshByLink(request)
         if (byLink !== undefined) return byLink
-        const badMedia = mediaRefusal(request, exempt)
+        const badMedia = mediaRefusal(request, exempt || isMcp(request))
         if (badMedia !== undefined) return badMedia
         const contentType = request.headers["content-type"]
         if (contentType !== undefined && !/^application\/json\s*(;|$)/i.test(contentType) && JSON_MEDIA_TYPE.test(contentType)) {
@@ -423,7 +389,7 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
     return (app) =>
       Effect.gen(function*() {
         const original = yield* HttpServerRequest.HttpServerRequest
-        return yield* conditionalAndCompressed(original, forClients(original, yield* guarded(app)))
+        return yield* conditionalAndCompressed(original, withPagePolicy(forClients(original, yield* guarded(app))))
       })
   }),
   { global: true }
@@ -448,7 +414,12 @@ const DocsRoute = HttpLayerRouter.use(Effect.fnUntraced(function*(router) {
     Effect.promise(() => import("@effect/platform/HttpApiScalar")).pipe(
       // A router of its own (Layer.build, not the app's memo map, which would hand back the platform's router).
       Effect.flatMap((Scalar) =>
-        Layer.build(Layer.provideMerge(Scalar.layerHttpLayerRouter({ api: AtriumApi, path: "/docs" }), HttpLayerRouter.layer))
+        // Scalar's default fonts come from fonts.scalar.com: the page uses the system's, and loads nothing from
+        // another host (its policy, `withPagePolicy`, would refuse it anyway).
+        Layer.build(Layer.provideMerge(
+          Scalar.layerHttpLayerRouter({ api: AtriumApi, path: "/docs", scalar: { withDefaultFonts: false } }),
+          HttpLayerRouter.layer
+        ))
       ),
       Effect.map((context) => Context.get(context, HttpLayerRouter.HttpRouter).asHttpEffect()),
       Scope.extend(scope)
