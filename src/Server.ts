@@ -389,7 +389,8 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
     return (app) =>
       Effect.gen(function*() {
         const original = yield* HttpServerRequest.HttpServerRequest
-        return yield* conditionalAndCompressed(original, withPagePolicy(forClients(original, yield* guarded(app))))
+        const answer = forClients(original, yield* guarded(app))
+        return yield* conditionalAndCompressed(original, withPagePolicy(answer, routePath(original.url) === "/docs"))
       })
   }),
   { global: true }

@@ -34,11 +34,12 @@ const assertPagePolicy = (reply: Reply, what: string) => {
   assert.deepStrictEqual(parsed.get("object-src"), ["'none'"], what)
   for (const [name, values] of parsed) {
     for (const value of values) {
-      assert.match(value, /^('self'|'none'|'unsafe-inline'|'sha256-[A-Za-z0-9+/=]+'|data:|blob:)$/, `${what}: ${name} ${value}`)
+      assert.match(value, /^('self'|'none'|'unsafe-inline'|'wasm-unsafe-eval'|'sha256-[A-Za-z0-9+/=]+'|data:|blob:)$/, `${what}: ${name} ${value}`)
     }
   }
   // Scripts: never 'unsafe-inline'; the page's own inline scripts by hash.
   assert.notInclude(parsed.get("script-src") ?? [], "'unsafe-inline'", what)
+  assert.notInclude(parsed.get("script-src") ?? [], "'unsafe-eval'", what)
   for (const script of inlineScripts(reply.text)) {
     const hash = `'sha256-${Crypto.createHash("sha256").update(script, "utf8").digest("base64")}'`
     assert.include(parsed.get("script-src") ?? [], hash, `${what}: an inline script without its hash`)

@@ -30,11 +30,14 @@ export const inlineScriptHashes = (html: string): Array<string> => {
   return [...hashes]
 }
 
-/** The policy of a page with this HTML. */
-export const pagePolicy = (html: string): string =>
+/**
+ * The policy of a page with this HTML. `wasm`: the page compiles WebAssembly (Scalar's reference at `/docs` does),
+ * which `'wasm-unsafe-eval'` allows without allowing JavaScript's `eval`.
+ */
+export const pagePolicy = (html: string, wasm = false): string =>
   [
     "default-src 'self'",
-    ["script-src 'self'", ...inlineScriptHashes(html)].join(" "),
+    ["script-src 'self'", ...(wasm ? ["'wasm-unsafe-eval'"] : []), ...inlineScriptHashes(html)].join(" "),
     "style-src 'self' 'unsafe-inline'",
     "img-src 'self' data: blob:",
     "font-src 'self' data:",
@@ -57,15 +60,15 @@ const isHtml = (response: HttpServerResponse.HttpServerResponse) => {
  * An HTML answer with the page policy (replacing a narrower one a route set), `X-Frame-Options` and `nosniff`. An
  * HTML answer whose body is not in memory (a stream) gets the policy without inline-script hashes.
  */
-export const withPagePolicy = (response: HttpServerResponse.HttpServerResponse) => {
+export const withPagePolicy = (response: HttpServerResponse.HttpServerResponse, wasm = false) => {
   if (!isHtml(response)) return response
   let policy: string
   if (response.body._tag === "Uint8Array") {
     const body = response.body
-    policy = policies.get(body) ?? pagePolicy(new TextDecoder().decode(body.body))
+    policy = policies.get(body) ?? pagePolicy(new TextDecoder().decode(body.body), wasm)
     policies.set(body, policy)
   } else {
-    policy = pagePolicy("")
+    policy = pagePolicy("", wasm)
   }
   return HttpServerResponse.setHeaders(response, {
     "content-security-policy": policy,
