@@ -347,7 +347,8 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
         const byLink = refreshByLink(request)
         if (byLink !== undefined) return byLink
         const badMedia = mediaRefusal(request, exempt || isMcp(request))
-        if (badMedia !== undefined) return badMedia
+        // A path the API does not serve stays a 404, whatever its body.
+        if (badMedia !== undefined && allowedMethods(request.url.split("?")[0]!).length > 0) return badMedia
         const contentType = request.headers["content-type"]
         if (contentType !== undefined && !/^application\/json\s*(;|$)/i.test(contentType) && JSON_MEDIA_TYPE.test(contentType)) {
           // HttpApi reads only `application/json` as JSON: an `application/<x>+json` body is the same JSON to it.
