@@ -35,7 +35,7 @@ import { DatabaseLive } from "./platform/Database.js"
 import { errorBody, errorResponse, errorType } from "./platform/Errors.js"
 import { HealthHttp } from "./platform/HealthHttp.js"
 import { conditionalAndCompressed } from "./platform/http/Compression.js"
-import { withPagePolicy } from "./platform/http/Csp.js"
+import { pageHeaders, withPagePolicy } from "./platform/http/Csp.js"
 import { cookieRefusal, JSON_MEDIA_TYPE, mediaRefusal, preflight, refreshByLink, withCorsHeaders } from "./platform/http/Guards.js"
 import { idempotent } from "./platform/http/Idempotency.js"
 import { formProblem, jsonProblem, type Problem, targetProblem } from "./platform/http/Text.js"
@@ -390,8 +390,7 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
     return (app) =>
       Effect.gen(function*() {
         const original = yield* HttpServerRequest.HttpServerRequest
-        const answer = forClients(original, yield* guarded(app))
-        return yield* conditionalAndCompressed(original, withPagePolicy(answer, routePath(original.url) === "/docs"))
+        return yield* conditionalAndCompressed(original, withPagePolicy(forClients(original, yield* guarded(app))))
       })
   }),
   { global: true }
@@ -427,7 +426,13 @@ const DocsRoute = HttpLayerRouter.use(Effect.fnUntraced(function*(router) {
       Scope.extend(scope)
     )
   )
-  yield* router.add("GET", "/docs", Effect.orDie(Effect.flatten(docs)))
+  /**
+   * The page policy of the reference (platform/http/Csp.ts), computed once from the page Scalar wrote: its bundle
+   * and configuration run by hash, and it compiles WebAssembly (`'wasm-unsafe-eval'`, not JavaScript's eval).
+   */
+  const withPolicy = yield* Effect.cached(Effect.map(Effect.flatten(docs), (page) =>
+    page.body._tag === "Uint8Array" ? pageHeaders(new TextDecoder().decode(page.body.body), true) : pageHeaders("", true)))
+  yield* router.add("GET", "/docs", Effect.orDie(Effect.zipWith(Effect.flatten(docs), withPolicy, HttpServerResponse.setHeaders)))
 }))
 
 export const Routes = Layer.mergeAll(ApiRoutes, DocsRoute, OAuthRoutes, WebAppRoutes, StorageRoute, McpRoute, ErrorEnvelope).pipe(

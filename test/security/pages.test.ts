@@ -91,6 +91,30 @@ describe("security: HTML pages", () => {
       }))
   })
 
+  layer(TestServer.layer(ENV), LIVE)((it) => {
+    it.effect("an uploaded HTML file keeps the storage route's sandbox: its inline script is never allowed by hash", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const html = "<!doctype html><script>document.title = 'ran on the platform origin'</script>"
+        const bytes = new TextEncoder().encode(html)
+        const ticket = yield* request("POST", "/v1/files/upload-url", {
+          token: user.token,
+          body: { filename: "page.html", content_type: "text/html", size: bytes.length }
+        })
+        assert.strictEqual(ticket.status, 200, ticket.text)
+        const put = yield* Effect.promise(() => fetch(ticket.body.upload_url, { method: "PUT", headers: ticket.body.headers, body: bytes }))
+        assert.strictEqual(put.status, 200)
+        const file = yield* request("POST", "/v1/files", { token: user.token, body: { upload_id: ticket.body.upload_id } })
+        assert.strictEqual(file.status, 201, file.text)
+        const record = yield* request("GET", `/v1/files/${file.body.id}`, { token: user.token })
+        const download = yield* Effect.promise(() => fetch(record.body.download_url))
+        assert.strictEqual(download.status, 200)
+        assert.match(download.headers.get("content-type") ?? "", /^text\/html/)
+        assert.strictEqual(download.headers.get("content-security-policy"), "sandbox; default-src 'none'")
+        yield* Effect.promise(() => download.arrayBuffer())
+      }))
+  })
+
   // Without a built web app, /login is the server's own page with an inline script: allowed by its hash only.
   layer(TestServer.layer({ ...ENV, WEB_DIST: "/nonexistent-web-dist" }), LIVE)((it) => {
     it.effect("the fallback login page's inline script is allowed by its hash", () =>

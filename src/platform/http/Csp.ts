@@ -3,13 +3,14 @@ import * as Crypto from "node:crypto"
 
 /**
  * The Content-Security-Policy of every HTML page the platform serves (the web app, its login page, the OAuth consent
- * and fallback login pages, the API reference at `/docs`), set in one place: the global middleware gives it to any
- * `text/html` answer (docs/http.md, issue 26 item 7).
+ * and fallback login pages, the API reference at `/docs`): each page states it with `pageHeaders` over its own HTML,
+ * and the global middleware gives any other HTML answer the same policy without inline scripts (docs/http.md,
+ * issue 26 item 7).
  *
  * - Nothing loads from another host: scripts, styles, fonts, images, workers and fetches are this origin's (or
  *   `data:`/`blob:` the page made itself). An injected `<script src=https://evil>` or a beacon goes nowhere.
- * - Inline scripts run only when the page itself carries them: each is allowed by its SHA-256, computed from the
- *   answer (the login page's `next`, Scalar's bundle and its configuration at `/docs`). Inline styles are allowed:
+ * - Inline scripts run only when the platform wrote them: each is allowed by its SHA-256, computed from the page it
+ *   renders (the login page's `next`, Scalar's bundle and its configuration at `/docs`), never from other answers. Inline styles are allowed:
  *   React and Scalar set style attributes, and CSS cannot run code.
  * - `frame-ancestors 'none'` (and `X-Frame-Options: DENY` for old browsers): no page is framed (clickjacking).
  * - No `form-action`: the consent form's answer is a redirect to the app's own `redirect_uri`, another origin, which
@@ -48,8 +49,12 @@ export const pagePolicy = (html: string, wasm = false): string =>
     "frame-ancestors 'none'"
   ].join("; ")
 
-/** Computed once per answer body: `/docs` and the app's pages answer the same body every time. */
-const policies = new WeakMap<object, string>()
+/** The headers of a page the platform wrote itself (`html`): its policy, `X-Frame-Options` and `nosniff`. */
+export const pageHeaders = (html: string, wasm = false): Record<string, string> => ({
+  "content-security-policy": pagePolicy(html, wasm),
+  "x-frame-options": "DENY",
+  "x-content-type-options": "nosniff"
+})
 
 const isHtml = (response: HttpServerResponse.HttpServerResponse) => {
   const type = response.headers["content-type"] ?? (response.body._tag === "Uint8Array" ? response.body.contentType : "")
@@ -57,22 +62,12 @@ const isHtml = (response: HttpServerResponse.HttpServerResponse) => {
 }
 
 /**
- * An HTML answer with the page policy (replacing a narrower one a route set), `X-Frame-Options` and `nosniff`. An
- * HTML answer whose body is not in memory (a stream) gets the policy without inline-script hashes.
+ * The global middleware's net under every other HTML answer: one that carries no policy of its own gets the page
+ * policy with no inline script allowed. A route's own policy stays as it is (the pages above, and the file storage
+ * route's `sandbox`, which must never be widened: hashing the inline scripts of an uploaded HTML file would let
+ * them run on this origin).
  */
-export const withPagePolicy = (response: HttpServerResponse.HttpServerResponse, wasm = false) => {
-  if (!isHtml(response)) return response
-  let policy: string
-  if (response.body._tag === "Uint8Array") {
-    const body = response.body
-    policy = policies.get(body) ?? pagePolicy(new TextDecoder().decode(body.body), wasm)
-    policies.set(body, policy)
-  } else {
-    policy = pagePolicy("", wasm)
-  }
-  return HttpServerResponse.setHeaders(response, {
-    "content-security-policy": policy,
-    "x-frame-options": "DENY",
-    "x-content-type-options": "nosniff"
-  })
-}
+export const withPagePolicy = (response: HttpServerResponse.HttpServerResponse) =>
+  !isHtml(response) || response.headers["content-security-policy"] !== undefined
+    ? response
+    : HttpServerResponse.setHeaders(response, pageHeaders(""))
