@@ -71,7 +71,7 @@ export interface paths {
         put?: never;
         /**
          * Log in with the code; returns a JWT and sets the `token` cookie
-         * @description Log in with the code; returns a JWT and sets the `token` cookie.
+         * @description Log in with the code; returns a JWT and sets the `token` cookie. Once the phone's code drew SMS_MAX_ATTEMPTS wrong guesses (from anyone), `challenge` must carry a solved proof of work (403 challenge_required).
          */
         post: operations["auth.login"];
         delete?: never;
@@ -1608,6 +1608,14 @@ export interface operations {
                         database: "ok";
                         /** @enum {string} */
                         store: "ok";
+                        /** @description What this process can offer beyond answering (run_code: its sandbox), and why not when not. */
+                        capabilities: {
+                            [key: string]: {
+                                /** @enum {string} */
+                                status: "available" | "unavailable" | "checking";
+                                detail: string;
+                            };
+                        };
                     };
                 };
             };
@@ -1757,6 +1765,11 @@ export interface operations {
                      * @description a string at most 32 character(s) long
                      */
                     code: string;
+                    /**
+                     * maxLength(4096)
+                     * @description a string at most 4096 character(s) long
+                     */
+                    challenge?: string;
                 };
             };
         };
@@ -1784,6 +1797,15 @@ export interface operations {
             };
             /** @description InvalidCode */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description ChallengeRequired */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
