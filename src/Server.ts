@@ -38,7 +38,7 @@ import { conditionalAndCompressed } from "./platform/http/Compression.js"
 import { pageHeaders, withPagePolicy } from "./platform/http/Csp.js"
 import { cookieRefusal, JSON_MEDIA_TYPE, mediaRefusal, preflight, refreshByLink, withCorsHeaders } from "./platform/http/Guards.js"
 import { idempotent } from "./platform/http/Idempotency.js"
-import { formProblem, jsonProblem, type Problem, targetProblem } from "./platform/http/Text.js"
+import { textRefusal } from "./platform/http/Text.js"
 import { KeyValue, KeyValueLive } from "./platform/KeyValue.js"
 import { accessLog } from "./platform/telemetry/AccessLog.js"
 import { clientAddress, isPrivateAddress, routePath, secretMatches } from "./platform/Network.js"
@@ -281,49 +281,6 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
     /** The MCP route reads its own body as bytes (which the request does not cache) and checks it itself. */
     const isMcp = (request: HttpServerRequest.HttpServerRequest) => routePath(request.url).startsWith(routePath(config.mcpPath))
 
-    /**
-     * NUL, lone surrogates, out-of-range numbers and over-deep JSON anywhere in the target, a JSON body or a form
-     * body: 400 naming the field, before a route (and the database) sees them. The body read here is the one the
-     * route reads: the request caches it. `/oauth/token` answers in RFC 6749's error shape, which its clients read.
-     */
-    const textRefusal = (request: HttpServerRequest.HttpServerRequest, exempt: boolean) =>
-      Effect.gen(function*() {
-        const invalid = (found: Problem) => {
-          const message = `Invalid request: ${found.field}: ${found.problem}`
-          return routePath(request.url) === "/oauth/token"
-            ? HttpServerResponse.unsafeJson({ error: "invalid_request", error_description: message }, {
-              status: 400,
-              headers: { "cache-control": "no-store" }
-            })
-            : errorResponse(400, "invalid_request", message)
-        }
-        const inTarget = targetProblem(request.url)
-        if (inTarget !== undefined) return invalid(inTarget)
-        const contentType = request.headers["content-type"] ?? ""
-        const json = JSON_MEDIA_TYPE.test(contentType)
-        const form = /^application\/x-www-form-urlencoded\s*(;|$)/i.test(contentType)
-        if (exempt || isMcp(request) || request.method === "GET" || request.method === "HEAD" || !(json || form)) {
-          return undefined
-        }
-        const text = yield* request.text.pipe(
-          Effect.provideService(HttpIncomingMessage.MaxBodySize, maxBodySize),
-          Effect.option
-        )
-        if (Option.isNone(text) || text.value === "") return undefined
-        if (form) {
-          const inForm = formProblem(text.value)
-          return inForm === undefined ? undefined : invalid(inForm)
-        }
-        let parsed: unknown
-        try {
-          parsed = JSON.parse(text.value)
-        } catch {
-          return undefined
-        }
-        const inBody = jsonProblem(parsed)
-        return inBody === undefined ? undefined : invalid(inBody)
-      })
-
     const guarded = <E, R>(app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
       Effect.gen(function*() {
         let request = yield* HttpServerRequest.HttpServerRequest
@@ -354,7 +311,7 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
           // HttpApi reads only `application/json` as JSON: an `application/<x>+json` body is the same JSON to it.
           request = request.modify({ headers: Headers.set(request.headers, "content-type", "application/json") })
         }
-        const badText = yield* textRefusal(request, exempt)
+        const badText = yield* textRefusal(request, exempt || isMcp(request), maxBodySize)
         if (badText !== undefined) return badText
         if (INTERNAL.test(routePath(request.url))) {
           const refused = internalRefusal(request)
