@@ -107,6 +107,9 @@ describe("security: input at the edge", () => {
         assertInvalid(yield* request("POST", "/v1/agents", { token: user.token, raw: "{\"name\":\"x\",\"temperature\":1e400}" }))
         assertInvalid(yield* request("POST", "/v1/sessions", { token: user.token, raw: "{\"agent\":\"x\",\"metadata\":{\"n\":123456789012345678901234567890}}" }))
         assertInvalid(yield* request("GET", "/v1/agents?limit=1e400", { token: user.token }))
+        for (const before of ["1e300", "99999999999999999999", "1e400"]) {
+          assertInvalid(yield* request("GET", `/api/wallet/ledger?before=${before}`, { token: user.token }))
+        }
         // Ten of the largest grants overflow a bigint of micro-credits: the one that would is refused, not a 500.
         const statuses: Array<number> = []
         for (let i = 0; i < 10; i++) {
