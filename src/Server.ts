@@ -1,4 +1,5 @@
 import * as FileSystem from "@effect/platform/FileSystem"
+import * as Headers from "@effect/platform/Headers"
 import * as HttpApi from "@effect/platform/HttpApi"
 import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
 import * as HttpLayerRouter from "@effect/platform/HttpLayerRouter"
@@ -34,9 +35,10 @@ import { DatabaseLive } from "./platform/Database.js"
 import { errorBody, errorResponse, errorType } from "./platform/Errors.js"
 import { HealthHttp } from "./platform/HealthHttp.js"
 import { conditionalAndCompressed } from "./platform/http/Compression.js"
-import { cookieRefusal, preflight, withCorsHeaders } from "./platform/http/Guards.js"
+import { pageHeaders, withPagePolicy } from "./platform/http/Csp.js"
+import { cookieRefusal, JSON_MEDIA_TYPE, mediaRefusal, preflight, refreshByLink, withCorsHeaders } from "./platform/http/Guards.js"
 import { idempotent } from "./platform/http/Idempotency.js"
-import { jsonProblem, type Problem, targetProblem } from "./platform/http/Text.js"
+import { textRefusal } from "./platform/http/Text.js"
 import { KeyValue, KeyValueLive } from "./platform/KeyValue.js"
 import { accessLog } from "./platform/telemetry/AccessLog.js"
 import { clientAddress, isPrivateAddress, routePath, secretMatches } from "./platform/Network.js"
@@ -276,35 +278,8 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
       return undefined
     }
 
-    /**
-     * NUL, lone surrogates and over-deep JSON anywhere in the target or a JSON body: 400 naming the field, before a
-     * route (and the database) sees them. The body read here is the one the route reads: the request caches it.
-     */
-    const textRefusal = (request: HttpServerRequest.HttpServerRequest, exempt: boolean) =>
-      Effect.gen(function*() {
-        const invalid = (found: Problem) => errorResponse(400, "invalid_request", `Invalid request: ${found.field}: ${found.problem}`)
-        const inTarget = targetProblem(request.url)
-        if (inTarget !== undefined) return invalid(inTarget)
-        const contentType = request.headers["content-type"] ?? ""
-        // The MCP route reads its body as bytes, which the request does not cache: it is left to read it first.
-        const mcp = routePath(request.url).startsWith(routePath(config.mcpPath))
-        if (exempt || mcp || request.method === "GET" || request.method === "HEAD" || !/^application\/([\w.+-]+\+)?json/i.test(contentType)) {
-          return undefined
-        }
-        const text = yield* request.text.pipe(
-          Effect.provideService(HttpIncomingMessage.MaxBodySize, maxBodySize),
-          Effect.option
-        )
-        if (Option.isNone(text) || text.value === "") return undefined
-        let parsed: unknown
-        try {
-          parsed = JSON.parse(text.value)
-        } catch {
-          return undefined
-        }
-        const inBody = jsonProblem(parsed)
-        return inBody === undefined ? undefined : invalid(inBody)
-      })
+    /** The MCP route reads its own body as bytes (which the request does not cache) and checks it itself. */
+    const isMcp = (request: HttpServerRequest.HttpServerRequest) => routePath(request.url).startsWith(routePath(config.mcpPath))
 
     const guarded = <E, R>(app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
       Effect.gen(function*() {
@@ -326,7 +301,17 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
         const refusedCookie = cookieRefusal(request, config.baseUrl, FORM_ROUTE.test(routePath(request.url)) || exempt)
         if (refusedCookie !== undefined) return errorResponse(refusedCookie.status, refusedCookie.type, refusedCookie.message)
         if (missingEndUser(request)) return errorResponse(400, "invalid_request", MISSING_END_USER)
-        const badText = yield* textRefusal(request, exempt)
+        const byLink = refreshByLink(request)
+        if (byLink !== undefined) return byLink
+        const badMedia = mediaRefusal(request, exempt || isMcp(request))
+        // A path the API does not serve stays a 404, whatever its body.
+        if (badMedia !== undefined && allowedMethods(request.url.split("?")[0]!).length > 0) return badMedia
+        const contentType = request.headers["content-type"]
+        if (contentType !== undefined && !/^application\/json\s*(;|$)/i.test(contentType) && JSON_MEDIA_TYPE.test(contentType)) {
+          // HttpApi reads only `application/json` as JSON: an `application/<x>+json` body is the same JSON to it.
+          request = request.modify({ headers: Headers.set(request.headers, "content-type", "application/json") })
+        }
+        const badText = yield* textRefusal(request, exempt || isMcp(request), maxBodySize)
         if (badText !== undefined) return badText
         if (INTERNAL.test(routePath(request.url))) {
           const refused = internalRefusal(request)
@@ -362,7 +347,7 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
     return (app) =>
       Effect.gen(function*() {
         const original = yield* HttpServerRequest.HttpServerRequest
-        return yield* conditionalAndCompressed(original, forClients(original, yield* guarded(app)))
+        return yield* conditionalAndCompressed(original, withPagePolicy(forClients(original, yield* guarded(app))))
       })
   }),
   { global: true }
@@ -387,13 +372,24 @@ const DocsRoute = HttpLayerRouter.use(Effect.fnUntraced(function*(router) {
     Effect.promise(() => import("@effect/platform/HttpApiScalar")).pipe(
       // A router of its own (Layer.build, not the app's memo map, which would hand back the platform's router).
       Effect.flatMap((Scalar) =>
-        Layer.build(Layer.provideMerge(Scalar.layerHttpLayerRouter({ api: AtriumApi, path: "/docs" }), HttpLayerRouter.layer))
+        // Scalar's default fonts come from fonts.scalar.com: the page uses the system's, and loads nothing from
+        // another host (its policy, `withPagePolicy`, would refuse it anyway).
+        Layer.build(Layer.provideMerge(
+          Scalar.layerHttpLayerRouter({ api: AtriumApi, path: "/docs", scalar: { withDefaultFonts: false } }),
+          HttpLayerRouter.layer
+        ))
       ),
       Effect.map((context) => Context.get(context, HttpLayerRouter.HttpRouter).asHttpEffect()),
       Scope.extend(scope)
     )
   )
-  yield* router.add("GET", "/docs", Effect.orDie(Effect.flatten(docs)))
+  /**
+   * The page policy of the reference (platform/http/Csp.ts), computed once from the page Scalar wrote: its bundle
+   * and configuration run by hash, and it compiles WebAssembly (`'wasm-unsafe-eval'`, not JavaScript's eval).
+   */
+  const withPolicy = yield* Effect.cached(Effect.map(Effect.flatten(docs), (page) =>
+    page.body._tag === "Uint8Array" ? pageHeaders(new TextDecoder().decode(page.body.body), true) : pageHeaders("", true)))
+  yield* router.add("GET", "/docs", Effect.orDie(Effect.zipWith(Effect.flatten(docs), withPolicy, HttpServerResponse.setHeaders)))
 }))
 
 export const Routes = Layer.mergeAll(ApiRoutes, DocsRoute, OAuthRoutes, WebAppRoutes, StorageRoute, McpRoute, ErrorEnvelope).pipe(

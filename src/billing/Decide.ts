@@ -1,5 +1,6 @@
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Schema } from "effect"
+import { InvalidRequest } from "../platform/Errors.js"
 import type { Micros } from "../platform/Money.js"
 import { entryKey, type EntryInfo, type KeyedEntry, type NewEntry, type WalletState } from "./Repo.js"
 
@@ -50,7 +51,14 @@ export type Item =
   | { readonly tag: "Credit"; readonly amount: Micros; readonly entry: EntryInfo }
   | { readonly tag: "Balance" }
 
-export type Refusal = InsufficientCredits | DailyCapExceeded | IdempotencyConflict
+export type Refusal = InsufficientCredits | DailyCapExceeded | IdempotencyConflict | InvalidRequest
+
+/**
+ * The largest balance a wallet holds: 2^53 - 1 micro-credits (about 9 billion credits). Past it a balance no longer
+ * prints as an exact JSON number, and further on the `bigint` column overflows (a 500): a credit that would cross it
+ * is refused as the caller's bad input (issue 26 item 4), before anything is written.
+ */
+export const MAX_BALANCE: Micros = BigInt(Number.MAX_SAFE_INTEGER)
 export type Decision =
   | { readonly ok: true; readonly value: Movement | { readonly balance: Micros } }
   | { readonly ok: false; readonly error: Refusal | WalletFailure }
@@ -139,6 +147,12 @@ export const decideItems = ({ items, now, prior, spentToday, state, userId }: De
       // untracked app's total is read from the ledger (which holds this charge by then) when a cap appears.
       if (entry.appId !== null && spent.has(entry.appId)) spent.set(entry.appId, appSpent + amount)
       signed = -amount
+    } else if (balance + amount > MAX_BALANCE) {
+      decisions.push({
+        ok: false,
+        error: new InvalidRequest({ message: "amount would take the balance past the largest a wallet holds (9007199254.740991 credits)." })
+      })
+      continue
     }
     balance += signed
     seq += 1n

@@ -1,6 +1,7 @@
 import { ClusterError, ClusterSchema, Entity, type Envelope } from "@effect/cluster"
 import * as Rpc from "@effect/rpc/Rpc"
 import { Cause, Chunk, Clock, Effect, Either, Exit, FiberSet, Layer, Metric, Option, Schema } from "effect"
+import { InvalidRequest } from "../platform/Errors.js"
 import type { Micros } from "../platform/Money.js"
 import { makeEntityCaller } from "../platform/Cluster.js"
 import { timed, walletBatchSize, walletCommitDuration } from "../platform/telemetry/Metrics.js"
@@ -73,7 +74,7 @@ const Charges = Rpc.make("Charges", {
 const Credit = Rpc.make("Credit", {
   payload: unvalidated(Schema.Struct({ amount: Schema.BigInt, entry: Entry })),
   success: Movement,
-  error: Schema.Union(IdempotencyConflict, WalletFailure)
+  error: Schema.Union(IdempotencyConflict, WalletFailure, InvalidRequest)
 })
 
 const Balance = Rpc.make("Balance", { success: Schema.Struct({ balance: Schema.BigInt }) })

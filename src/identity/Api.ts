@@ -64,10 +64,20 @@ export class AuthApi extends HttpApiGroup.make("auth")
   )
   .add(
     HttpApiEndpoint.post("login", "/api/auth/login")
-      .setPayload(Schema.Struct({ phone: Phone, code: Schema.String.pipe(Schema.maxLength(32)) }))
+      .setPayload(Schema.Struct({
+        phone: Phone,
+        code: Schema.String.pipe(Schema.maxLength(32)),
+        /** Asked for (403 challenge_required) once the phone's code drew many wrong guesses: as for sendCode. */
+        challenge: Schema.optional(Schema.String.pipe(Schema.maxLength(4096)))
+      }))
       .addSuccess(LoginResult)
       .addError(InvalidCode)
-      .annotate(OpenApi.Description, "Log in with the code; returns a JWT and sets the `token` cookie.")
+      .addError(ChallengeRequired)
+      .annotate(
+        OpenApi.Description,
+        "Log in with the code; returns a JWT and sets the `token` cookie. Once the phone's code drew SMS_MAX_ATTEMPTS " +
+          "wrong guesses (from anyone), `challenge` must carry a solved proof of work (403 challenge_required)."
+      )
   )
   .annotate(OpenApi.Title, "Login")
   .annotate(OpenApi.Description, "SMS login: send a code (behind a proof-of-work challenge when asked), exchange it for a JWT.")
@@ -76,9 +86,19 @@ export class AuthApi extends HttpApiGroup.make("auth")
 /** Spec 4.7, 4.8: a login token is required. */
 export class AccountApi extends HttpApiGroup.make("account")
   .add(
-    HttpApiEndpoint.get("refresh", "/api/token/refresh")
+    HttpApiEndpoint.post("refresh", "/api/token/refresh")
       .addSuccess(Schema.Struct({ token: Schema.String }))
-      .annotate(OpenApi.Description, "Issue a new JWT that replaces the current one.")
+      .annotate(
+        OpenApi.Description,
+        "Issue a new JWT that replaces the current one (and the `token` cookie, when the request came with it)."
+      )
+  )
+  .add(
+    // Spec 4.7 names GET. It stays for bearer callers (no browser sends a bearer on its own); a GET with the cookie
+    // alone is 405 at the edge, since a cross-site link would otherwise void the victim's token (issue 26 item 4).
+    HttpApiEndpoint.get("refreshWithBearer", "/api/token/refresh")
+      .addSuccess(Schema.Struct({ token: Schema.String }))
+      .annotate(OpenApi.Description, "As POST, for a bearer token only: with the cookie alone it is 405 (use POST).")
   )
   .add(
     HttpApiEndpoint.post("createApiKey", "/api/user/apiKey/create")

@@ -12,18 +12,21 @@ import { Login } from "./Login.js"
 
 const iso = (date: Date) => date.toISOString()
 
+/** The login cookie: not readable by scripts, not sent on other sites' subrequests, as long-lived as the token. */
+const cookieOptionsOf = (config: AppConfig) => ({
+  httpOnly: true,
+  sameSite: "lax",
+  secure: config.secureCookies,
+  path: "/",
+  maxAge: config.login.tokenTtl
+} as const)
+
 export const AuthHttp = HttpApiBuilder.group(AtriumApi, "auth", (handlers) =>
   Effect.gen(function*() {
     const config = yield* AppConfig
     const login = yield* Login
     const challenges = yield* LoginChallenge
-    const cookieOptions = {
-      httpOnly: true,
-      sameSite: "lax",
-      secure: config.secureCookies,
-      path: "/",
-      maxAge: config.login.tokenTtl
-    } as const
+    const cookieOptions = cookieOptionsOf(config)
     return handlers
       .handle("sendCode", ({ payload }) =>
         Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
@@ -32,7 +35,7 @@ export const AuthHttp = HttpApiBuilder.group(AtriumApi, "auth", (handlers) =>
       .handle("login", ({ payload }) =>
         Effect.gen(function*() {
           const request = yield* HttpServerRequest.HttpServerRequest
-          const result = yield* login.login(payload.phone, payload.code, clientAddress(request, config.trustProxy))
+          const result = yield* login.login(payload.phone, payload.code, clientAddress(request, config.trustProxy), payload.challenge)
           return yield* HttpServerResponse.json({ token: result.token, newUser: result.newUser }).pipe(
             Effect.flatMap(HttpServerResponse.setCookie("token", result.token, cookieOptions)),
             Effect.orDie
@@ -42,11 +45,26 @@ export const AuthHttp = HttpApiBuilder.group(AtriumApi, "auth", (handlers) =>
 
 export const AccountHttp = HttpApiBuilder.group(AtriumApi, "account", (handlers) =>
   Effect.gen(function*() {
+    const config = yield* AppConfig
     const login = yield* Login
     const apiKeys = yield* ApiKeys
+    /**
+     * One device per user: the new token voids the old one, so a browser that sent the cookie gets the new cookie
+     * too (without it, refreshing would log the browser out).
+     */
+    const refresh = Effect.gen(function*() {
+      const user = yield* CurrentUser
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const token = yield* login.refresh(user)
+      if (request.cookies["token"] === undefined) return HttpServerResponse.unsafeJson({ token })
+      return yield* HttpServerResponse.json({ token }).pipe(
+        Effect.flatMap(HttpServerResponse.setCookie("token", token, cookieOptionsOf(config))),
+        Effect.orDie
+      )
+    })
     return handlers
-      .handle("refresh", () =>
-        Effect.flatMap(CurrentUser, (user) => Effect.map(login.refresh(user), (token) => ({ token }))))
+      .handle("refresh", () => refresh)
+      .handle("refreshWithBearer", () => refresh)
       .handle("createApiKey", ({ payload }) =>
         Effect.gen(function*() {
           const user = yield* CurrentUser
@@ -74,4 +92,4 @@ export const AccountHttp = HttpApiBuilder.group(AtriumApi, "account", (handlers)
           yield* apiKeys.revoke(user.userId, payload.id)
           return { deleted: true as const }
         }))
-  })).pipe(Layer.provide([Login.Default, ApiKeys.Default, AuthenticationLive]))
+  })).pipe(Layer.provide([Login.Default, ApiKeys.Default, AuthenticationLive, AppConfig.Default]))

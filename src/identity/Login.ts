@@ -21,6 +21,19 @@ export class SmsNotDelivered extends Schema.TaggedError<SmsNotDelivered>()(
   HttpApiSchema.annotations({ status: 502 })
 ) {}
 
+/**
+ * The source a client's counters belong to: its IPv4 address, or the /64 of its IPv6 address (one subscriber gets a
+ * whole /64, so counting single IPv6 addresses would give one attacker 2^64 allowances).
+ */
+export const sourceOf = (address: string): string => {
+  if (!address.includes(":") || address.includes(".")) return address
+  const [head = "", tail] = address.toLowerCase().split("%", 1)[0]!.split("::")
+  const front = head === "" ? [] : head.split(":")
+  const back = tail === undefined || tail === "" ? [] : tail.split(":")
+  const groups = [...front, ...Array<string>(Math.max(0, 8 - front.length - back.length)).fill("0"), ...back]
+  return `${groups.slice(0, 4).map((group) => group.replace(/^0+(?=.)/, "")).join(":")}::/64`
+}
+
 const DAY_MS = 86_400_000
 const HOUR_MS = 3_600_000
 
@@ -41,6 +54,7 @@ export class Login extends Effect.Service<Login>()("atrium/identity/Login", {
     const { sms } = config
 
     const codeKey = (phone: string) => `sms:code:${phone}`
+    const originKey = (phone: string, generation: string) => `sms:origin:${phone}:${generation}`
     const cooldownKey = (phone: string) => `sms:cooldown:${phone}`
     const codeHash = (phone: string, code: string) =>
       Crypto.createHmac("sha256", key).update(`sms-code:${phone}:${code}`).digest("hex")
@@ -63,7 +77,8 @@ export class Login extends Effect.Service<Login>()("atrium/identity/Login", {
      * allowance does not lock its owner out; past `SMS_CHALLENGE_AFTER` codes for the phone today or from the
      * client this hour, each further code costs a solved proof-of-work challenge.
      */
-    const sendCode = Effect.fn("Login.sendCode")(function*(phone: string, clientIp: string, challenge?: string) {
+    const sendCode = Effect.fn("Login.sendCode")(function*(phone: string, address: string, challenge?: string) {
+      const clientIp = sourceOf(address)
       const now = yield* Clock.currentTimeMillis
       const fixedCode = sms.testOtp.get(phone)
       if (Option.isSome(yield* kv.get(cooldownKey(phone)))) return yield* coolingDown(phone)
@@ -100,7 +115,10 @@ export class Login extends Effect.Service<Login>()("atrium/identity/Login", {
         }
         yield* kv.increment(phoneKey, Duration.millis(DAY_MS))
         const code = Crypto.randomInt(0, 1_000_000).toString().padStart(6, "0")
-        yield* kv.set(codeKey(phone), codeHash(phone, code), sms.codeTtl)
+        const hash = codeHash(phone, code)
+        // Who asked for this code: past the total of wrong guesses, the one source that may still try it.
+        yield* kv.set(originKey(phone, hash.slice(0, 16)), clientIp, sms.codeTtl)
+        yield* kv.set(codeKey(phone), hash, sms.codeTtl)
         const minutes = Math.round(Duration.toMinutes(sms.codeTtl))
         yield* sender.send(phone, `Your Atrium login code is ${code}. It expires in ${minutes} minutes.`).pipe(
           Effect.tapError(() => kv.delete(codeKey(phone), cooldownKey(phone))),
@@ -117,12 +135,16 @@ export class Login extends Effect.Service<Login>()("atrium/identity/Login", {
     const invalid = (message: string) => new InvalidCode({ message })
 
     /**
-     * True when `code` is the phone's pending code; uses it up. Wrong guesses are counted per code, per client
-     * (`SMS_MAX_ATTEMPTS` locks that client out of this code) and for all clients together
-     * (`SMS_MAX_ATTEMPTS_TOTAL` voids the code): one client's guesses cannot void the code another client holds.
-     * Counted before comparing so guesses cannot race.
+     * True when `code` is the phone's pending code; uses it up. Guesses never void a code (that was a login denial
+     * of service: issue 26 item 6). They are counted per code and source, and per code in total, before comparing,
+     * so concurrent guesses cannot slip past a limit:
+     * - `SMS_MAX_ATTEMPTS` from one source lock that source out of this code;
+     * - once the code drew `SMS_MAX_ATTEMPTS` from all sources together, the phone is under attack: every further
+     *   try, from anyone, costs a solved challenge (a refusal for a missing one counts nothing);
+     * - past `SMS_MAX_ATTEMPTS_TOTAL` in total, only the source that asked for the code may still try it, which bounds
+     *   what any number of sources can guess, and leaves the owner's right code working.
      */
-    const consumeCode = Effect.fn("Login.consumeCode")(function*(phone: string, code: string, clientIp: string) {
+    const consumeCode = Effect.fn("Login.consumeCode")(function*(phone: string, code: string, clientIp: string, challenge?: string) {
       const fixedCode = sms.testOtp.get(phone)
       if (fixedCode !== undefined) {
         if (code !== fixedCode) return yield* invalid("The code does not match.")
@@ -132,17 +154,31 @@ export class Login extends Effect.Service<Login>()("atrium/identity/Login", {
       if (Option.isNone(stored)) return yield* invalid("No valid code for this phone: it expired, was used, or was never sent.")
       // The stored hash names this code: a new code starts fresh counters without deleting the old ones.
       const generation = stored.value.slice(0, 16)
-      const fromClient = yield* kv.increment(`sms:attempts:${phone}:${generation}:${clientIp}`, sms.codeTtl)
-      const fromAll = yield* kv.increment(`sms:attempts:${phone}:${generation}`, sms.codeTtl)
-      if (fromAll > sms.maxAttemptsTotal) {
-        yield* kv.delete(codeKey(phone))
-        return yield* invalid("Too many wrong attempts: request a new code.")
+      const source = sourceOf(clientIp)
+      const totalKey = `sms:attempts:${phone}:${generation}`
+      const sourceKey = `sms:attempts:${phone}:${generation}:${source}`
+      const lockedOut = invalid("Too many wrong attempts from this address: request a new code.")
+      // A source that used its tries is told so at once: no challenge would help it.
+      if ((yield* count(sourceKey)) >= sms.maxAttempts) return yield* lockedOut
+      if ((yield* count(totalKey)) >= sms.maxAttempts && !(challenge !== undefined && (yield* challenges.redeem(challenge)))) {
+        return yield* new ChallengeRequired({
+          message: challenge === undefined
+            ? "This phone's code drew many wrong guesses: solve the challenge from GET /api/auth/challenge and send it as `challenge`."
+            : "The challenge solution is invalid, expired or already used: solve a new one."
+        })
       }
-      if (fromClient > sms.maxAttempts) return yield* invalid("Too many wrong attempts: request a new code.")
+      const fromSource = yield* kv.increment(sourceKey, sms.codeTtl)
+      if (fromSource > sms.maxAttempts) return yield* lockedOut
+      const fromAll = yield* kv.increment(totalKey, sms.codeTtl)
+      if (fromAll > sms.maxAttemptsTotal) {
+        const origin = yield* kv.get(originKey(phone, generation))
+        if (Option.getOrUndefined(origin) !== source) {
+          return yield* invalid("Too many wrong attempts for this code: only the address that asked for it may still use it.")
+        }
+      }
       const expected = Buffer.from(stored.value, "hex")
       const actual = Buffer.from(codeHash(phone, code), "hex")
       if (expected.length !== actual.length || !Crypto.timingSafeEqual(expected, actual)) {
-        if (fromAll >= sms.maxAttemptsTotal) yield* kv.delete(codeKey(phone))
         return yield* invalid("The code does not match.")
       }
       // Two requests with the right code: only the one that takes it logs in.
@@ -150,8 +186,8 @@ export class Login extends Effect.Service<Login>()("atrium/identity/Login", {
       if (Option.isNone(taken) || taken.value !== stored.value) return yield* invalid("The code was already used.")
     })
 
-    const login = Effect.fn("Login.login")(function*(phone: string, code: string, clientIp: string) {
-      yield* consumeCode(phone, code, clientIp)
+    const login = Effect.fn("Login.login")(function*(phone: string, code: string, clientIp: string, challenge?: string) {
+      yield* consumeCode(phone, code, clientIp, challenge)
       const user = yield* repo.upsertByPhone(phone)
       const token = yield* tokens.issue({ userId: user.id, phone: user.phone })
       return { token, newUser: user.created, userId: user.id }

@@ -7,6 +7,7 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import { Effect, Layer, Option, Runtime, Stream, type Tracer } from "effect"
 import { RunPayerLive } from "../billing/RunPayerLive.js"
 import { Wallets } from "../billing/Wallet.js"
+import { jsonProblem } from "../platform/http/Text.js"
 import { McpConfig } from "./Config.js"
 import { McpProgress, type ProgressExtra, progressFromExtra, type ProgressReport } from "./EngineTools.js"
 import { McpIdentity } from "./Identity.js"
@@ -24,6 +25,29 @@ const asksForProgress = (body: ArrayBuffer) => {
   } catch {
     return false
   }
+}
+
+/**
+ * NUL, a lone surrogate, an out-of-range number or over-deep nesting anywhere in the message (tool arguments
+ * included) is the caller's bad input, as on every other route (docs/http.md): 400 before the SDK or a tool sees it.
+ * The body is JSON-RPC's error (`code`, `message`, the request's `id`) and the platform's (`type`), so an MCP client
+ * and anything reading the platform's envelope both understand it. Unparseable JSON is left to the SDK (-32700).
+ */
+const textRefusal = (body: ArrayBuffer) => {
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(new TextDecoder().decode(body))
+  } catch {
+    return undefined
+  }
+  const problem = jsonProblem(parsed)
+  if (problem === undefined) return undefined
+  const id = !Array.isArray(parsed) && typeof parsed === "object" && parsed !== null && "id" in parsed ? parsed.id : null
+  return HttpServerResponse.unsafeJson({
+    jsonrpc: "2.0",
+    id: typeof id === "string" || typeof id === "number" ? id : null,
+    error: { code: -32602, type: "invalid_request", message: `Invalid request: ${problem.field}: ${problem.problem}` }
+  }, { status: 400 })
 }
 
 const INSTRUCTIONS =
@@ -144,6 +168,8 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
     // Read under the platform's body limit (`MAX_BODY_BYTES`, set by the error middleware). A failed read goes on
     // as a defect, as HttpApi's do: the middleware answers it 413 (too large) or 400, in the platform's error body.
     const body = yield* Effect.orDie(request.arrayBuffer)
+    const refused = textRefusal(body)
+    if (refused !== undefined) return refused
     const headers = new Headers()
     for (const [name, value] of Object.entries(request.headers)) {
       if (!DROPPED.has(name)) headers.set(name, value)

@@ -86,7 +86,10 @@ export const PlatformConfig = Config.all({
     codeTtl: duration("SMS_CODE_TTL", "5 minutes"),
     cooldown: duration("SMS_COOLDOWN", "60 seconds"),
     maxAttempts: Config.integer("SMS_MAX_ATTEMPTS").pipe(Config.withDefault(5)),
-    /** Wrong codes from all clients together that void a code (each client alone gets `SMS_MAX_ATTEMPTS`). */
+    /**
+     * Tries of a code from all sources together past which only the source that asked for it may still try it (each
+     * source alone gets `SMS_MAX_ATTEMPTS`; guesses never void a code: docs/identity.md).
+     */
     maxAttemptsTotal: Config.integer("SMS_MAX_ATTEMPTS_TOTAL").pipe(Config.withDefault(50)),
     /** Codes a phone got today, or a client asked for this hour, after which `sendCode` needs a solved challenge. */
     challengeAfter: Config.integer("SMS_CHALLENGE_AFTER").pipe(Config.withDefault(3)),

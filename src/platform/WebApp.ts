@@ -6,6 +6,7 @@ import { existsSync, readdirSync, readFileSync, statSync } from "node:fs"
 import { extname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import { errorBody, errorResponse } from "./Errors.js"
+import { pageHeaders } from "./http/Csp.js"
 
 /**
  * The web app's pages (spec 4.10 rules 7-8 hand out these URLs). Every one answers the same `index.html`; the app
@@ -36,13 +37,11 @@ const TYPES: Record<string, string> = {
   ".txt": "text/plain; charset=utf-8"
 }
 
-/** A page of the app is never framed by another site (clickjacking), and is revalidated on every load. */
-const PAGE_HEADERS = {
-  "cache-control": "no-cache",
-  "content-security-policy": "frame-ancestors 'none'",
-  "x-frame-options": "DENY",
-  "x-content-type-options": "nosniff"
-}
+/**
+ * A page of the app is revalidated on every load, and has the page policy (`platform/http/Csp.ts`): nothing from
+ * another host, its own inline scripts by hash, never framed by another site (clickjacking).
+ */
+const pageHeadersOf = (html: string) => ({ "cache-control": "no-cache", ...pageHeaders(html) })
 
 export interface WebBuild {
   readonly index: string
@@ -123,14 +122,15 @@ export const makeWebAppRoutes = <E, R>(
       const build = readWebBuild(dir)
       const page = build === undefined
         ? Effect.sync(notBuilt)
-        : Effect.succeed(HttpServerResponse.text(build.index, { contentType: TYPES[".html"]!, headers: PAGE_HEADERS }))
+        : Effect.succeed(HttpServerResponse.text(build.index, { contentType: TYPES[".html"]!, headers: pageHeadersOf(build.index) }))
       for (const path of APP_PAGES) yield* router.add("GET", path, page)
 
       yield* router.add("GET", "/login", Effect.gen(function*() {
         const request = yield* HttpServerRequest.HttpServerRequest
         const next = localPath(new URL(request.url, "http://localhost").searchParams.get("next") ?? "/")
         if (build === undefined) return yield* fallbackLogin(next)
-        return HttpServerResponse.text(loginPage(build, next), { contentType: TYPES[".html"]!, headers: PAGE_HEADERS })
+        const html = loginPage(build, next)
+        return HttpServerResponse.text(html, { contentType: TYPES[".html"]!, headers: pageHeadersOf(html) })
       }))
 
       yield* router.add("GET", "/assets/*", Effect.gen(function*() {

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { DAY_MS, decideItems, type Item } from "../../src/billing/Decide.js"
+import { DAY_MS, decideItems, type Item, MAX_BALANCE } from "../../src/billing/Decide.js"
 import { entryKey, type EntryInfo, type KeyedEntry } from "../../src/billing/Repo.js"
 
 /** The wallet's decision on its own (issue 12 item 8): no entity, no database, no clock. */
@@ -82,5 +82,14 @@ describe("wallet decide", () => {
     ])
     assert.deepStrictEqual(decided.decisions[1], { ok: true, value: { balance: 5_000_000n } })
     assert.deepStrictEqual(decided.next, { balance: 4_000_000n, seq: 9n })
+  })
+
+  it("a credit past the largest balance (2^53 - 1 micro-credits) is refused as invalid_request and writes nothing", () => {
+    const credit = (amount: bigint, key: string): Item => ({ tag: "Credit", amount, entry: entry(key, { kind: "grant", scope: "grant" }) })
+    const decided = decide(MAX_BALANCE - 10n, [credit(10n, "fits"), credit(1n, "over"), credit(999_999_999_999_999_999n, "far")])
+    assert.deepStrictEqual(decided.decisions.map((d) => d.ok), [true, false, false])
+    for (const d of decided.decisions.slice(1)) assert.strictEqual(d.ok === false && d.error._tag, "InvalidRequest")
+    assert.deepStrictEqual(decided.next, { balance: MAX_BALANCE, seq: 8n })
+    assert.lengthOf(decided.entries, 1)
   })
 })

@@ -112,7 +112,7 @@ describe("SMS codes, default limits", () => {
         yield* loginOk(phone, code)
       }))
 
-    it.effect("after 5 wrong attempts the code is void: the right code then fails", () =>
+    it.effect("after 5 wrong attempts from one address, that address is locked out of the code: the right code fails from it", () =>
       Effect.gen(function*() {
         const phone = freshPhone()
         yield* sendCode(phone)

@@ -96,8 +96,8 @@ describe("login tokens", () => {
         const { token } = yield* freshUser
         assert.strictEqual(yield* statusWith(token), 200)
         assert.strictEqual(yield* statusWithCookie(token), 200)
-        // Among other cookies too, and on a GET route (this refresh retires the token, so it comes last).
-        const refreshed = yield* request("GET", "/api/token/refresh", { headers: { cookie: `other=1; token=${token}` } })
+        // Among other cookies too (this refresh retires the token, so it comes last; with the cookie it is a POST).
+        const refreshed = yield* request("POST", "/api/token/refresh", { headers: { cookie: `other=1; token=${token}` } })
         assert.strictEqual(refreshed.status, 200, refreshed.text)
         assertError(yield* request("POST", "/api/user/apiKey/list"), 401, "unauthorized")
         assertError(yield* request("POST", "/api/user/apiKey/list", { token: "" }), 401, "unauthorized")

@@ -71,7 +71,7 @@ export interface paths {
         put?: never;
         /**
          * Log in with the code; returns a JWT and sets the `token` cookie
-         * @description Log in with the code; returns a JWT and sets the `token` cookie.
+         * @description Log in with the code; returns a JWT and sets the `token` cookie. Once the phone's code drew SMS_MAX_ATTEMPTS wrong guesses (from anyone), `challenge` must carry a solved proof of work (403 challenge_required).
          */
         post: operations["auth.login"];
         delete?: never;
@@ -88,12 +88,16 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Issue a new JWT that replaces the current one
-         * @description Issue a new JWT that replaces the current one.
+         * As POST, for a bearer token only: with the cookie alone it is 405 (use POST)
+         * @description As POST, for a bearer token only: with the cookie alone it is 405 (use POST).
          */
-        get: operations["account.refresh"];
+        get: operations["account.refreshWithBearer"];
         put?: never;
-        post?: never;
+        /**
+         * POST /api/token/refresh
+         * @description Issue a new JWT that replaces the current one (and the `token` cookie, when the request came with it).
+         */
+        post: operations["account.refresh"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1604,6 +1608,14 @@ export interface operations {
                         database: "ok";
                         /** @enum {string} */
                         store: "ok";
+                        /** @description What this process can offer beyond answering (run_code: its sandbox), and why not when not. */
+                        capabilities: {
+                            [key: string]: {
+                                /** @enum {string} */
+                                status: "available" | "unavailable" | "checking";
+                                detail: string;
+                            };
+                        };
                     };
                 };
             };
@@ -1753,6 +1765,11 @@ export interface operations {
                      * @description a string at most 32 character(s) long
                      */
                     code: string;
+                    /**
+                     * maxLength(4096)
+                     * @description a string at most 4096 character(s) long
+                     */
+                    challenge?: string;
                 };
             };
         };
@@ -1779,6 +1796,55 @@ export interface operations {
                 };
             };
             /** @description InvalidCode */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description ChallengeRequired */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "account.refreshWithBearer": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        token: string;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unauthorized */
             401: {
                 headers: {
                     [name: string]: unknown;

@@ -3,6 +3,7 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as UrlParams from "@effect/platform/UrlParams"
 import { Effect, Layer, Option } from "effect"
+import { pageHeaders } from "../../platform/http/Csp.js"
 import { OAuth, OAuthError } from "./OAuth.js"
 import { Tokens } from "../Tokens.js"
 
@@ -15,19 +16,19 @@ import { Tokens } from "../Tokens.js"
 const escapeHtml = (text: string) =>
   text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;" })[c]!)
 
-const page = (title: string, body: string, status = 200) =>
-  HttpServerResponse.html(
-    `<!doctype html><html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">` +
-      `<title>${escapeHtml(title)}</title><style>body{font-family:system-ui,sans-serif;max-width:28rem;margin:4rem auto;` +
-      `padding:0 1rem;color:#222}button{font-size:1rem;padding:.5rem 1.2rem;margin-right:.5rem}li{margin:.3rem 0}</style>` +
-      `</head><body>${body}</body></html>`
-  ).pipe(
+const page = (title: string, body: string, status = 200) => {
+  const html = `<!doctype html><html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">` +
+    `<title>${escapeHtml(title)}</title><style>body{font-family:system-ui,sans-serif;max-width:28rem;margin:4rem auto;` +
+    `padding:0 1rem;color:#222}button{font-size:1rem;padding:.5rem 1.2rem;margin-right:.5rem}li{margin:.3rem 0}</style>` +
+    `</head><body>${body}</body></html>`
+  return HttpServerResponse.html(html).pipe(
     HttpServerResponse.setStatus(status),
     HttpServerResponse.setHeader("cache-control", "no-store"),
-    // A consent or login page inside someone else's frame is a clickjacking setup: never framed.
-    HttpServerResponse.setHeader("content-security-policy", "frame-ancestors 'none'"),
-    HttpServerResponse.setHeader("x-frame-options", "DENY")
+    // The page policy: a consent or login page inside someone else's frame is a clickjacking setup (never framed),
+    // and the fallback login page's one inline script runs by its hash.
+    HttpServerResponse.setHeaders(pageHeaders(html))
   )
+}
 
 const SCOPE_TEXT: Record<string, string> = {
   events: "Charge your credits for what you use in the app (per its price list)",

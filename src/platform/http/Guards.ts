@@ -1,5 +1,7 @@
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import { errorResponse } from "../Errors.js"
+import { routePath } from "../Network.js"
 
 /**
  * Request guards the global middleware applies before any route: cross-origin access (`CORS_ORIGINS`) and the rule
@@ -106,3 +108,41 @@ export const cookieRefusal = (
   }
   return undefined
 }
+
+/**
+ * Routes whose bodies are not JSON: the OAuth forms (RFC 6749 fixes form bodies) and the payment provider's signed
+ * callback (its bytes as sent). Every other route with a body is a JSON route.
+ */
+const NOT_JSON_ROUTE = /^\/(oauth|api\/payment\/notify)\//
+
+/** `application/json` and every `application/<x>+json` (RFC 6839), parameters allowed. */
+export const JSON_MEDIA_TYPE = /^application\/([\w.-]+\+)?json\s*(;|$)/i
+
+/**
+ * A body on a JSON route is JSON (`application/json` or any `application/<x>+json`), or 415 at once, whatever the
+ * credential: HttpApi would otherwise read a form as a record and anything else as bytes, and a body it read as
+ * bytes after the edge had read it as text was never answered (issue 26 item 4). A request without a
+ * `Content-Type` is left to the route (an empty body is a valid request to many). `exempt`: routes that read their
+ * own bytes (file storage, MCP).
+ */
+export const mediaRefusal = (request: HttpServerRequest.HttpServerRequest, exempt: boolean) => {
+  const contentType = request.headers["content-type"]
+  if (contentType === undefined || request.method === "GET" || request.method === "HEAD" || request.method === "OPTIONS") {
+    return undefined
+  }
+  if (exempt || NOT_JSON_ROUTE.test(routePath(request.url)) || JSON_MEDIA_TYPE.test(contentType)) return undefined
+  return errorResponse(415, "unsupported_media_type", `This route takes application/json, not ${contentType.split(";")[0]!.trim()}.`)
+}
+
+/**
+ * Spec 4.7 names `GET /api/token/refresh`; a cross-site link sends that GET with the victim's cookie, and the new
+ * token voids the old one. So the GET takes a bearer only (no browser sends one on its own); with the cookie alone
+ * it is 405 and the browser POSTs, which the cookie rules cover (issue 26 item 4).
+ */
+export const refreshByLink = (request: HttpServerRequest.HttpServerRequest) =>
+  request.method === "GET" && routePath(request.url).replace(/\/$/, "") === "/api/token/refresh" &&
+    request.headers["authorization"] === undefined && request.cookies["token"] !== undefined
+    ? errorResponse(405, "method_not_allowed", "GET /api/token/refresh takes a bearer token; with the cookie, POST it.", {
+      allow: "POST"
+    })
+    : undefined

@@ -1,8 +1,17 @@
+import type * as FileSystem from "@effect/platform/FileSystem"
+import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
+import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import { Effect, Option } from "effect"
+import { errorResponse } from "../Errors.js"
+import { routePath } from "../Network.js"
+import { JSON_MEDIA_TYPE } from "./Guards.js"
+
 /**
- * Text the database refuses (PostgreSQL `text` and `jsonb` take no NUL; a lone UTF-16 surrogate is not Unicode) and
- * JSON nested deeper than anything the platform stores are the caller's bad input: 400 `invalid_request` naming the
- * field, checked once at the edge for every path segment, query parameter and JSON body (DESIGN §6), before any
- * route sees them.
+ * Text the database refuses (PostgreSQL `text` and `jsonb` take no NUL; a lone UTF-16 surrogate is not Unicode),
+ * numbers no column holds as sent (past 2^53, or infinite) and JSON nested deeper than anything the platform stores
+ * are the caller's bad input: 400 `invalid_request` naming the field, checked once at the edge for every path
+ * segment, query parameter, JSON body and form body (DESIGN §6), before any route sees them (`textRefusal`).
  */
 
 /** Deeper than any document the platform stores (agent configs, session metadata, tool arguments). */
@@ -34,6 +43,14 @@ export const jsonProblem = (root: unknown, maxDepth = MAX_JSON_DEPTH): Problem |
       if (problem !== undefined) return { field: path || "body", problem }
       continue
     }
+    if (typeof value === "number") {
+      // JSON.parse reads 1e400 as Infinity and 2^64 as a rounded float: neither is the number the caller meant,
+      // and either reaches SQL as a value the column refuses.
+      if (!Number.isFinite(value) || Math.abs(value) > Number.MAX_SAFE_INTEGER) {
+        return { field: path || "body", problem: `is out of range (at most ${Number.MAX_SAFE_INTEGER} in magnitude)` }
+      }
+      continue
+    }
     if (value === null || typeof value !== "object") continue
     if (depth >= maxDepth) return { field: path || "body", problem: `is nested deeper than ${maxDepth} levels` }
     if (Array.isArray(value)) {
@@ -46,6 +63,15 @@ export const jsonProblem = (root: unknown, maxDepth = MAX_JSON_DEPTH): Problem |
       if (problem !== undefined) return { field, problem: `has a key that ${problem}` }
       stack.push({ value: item, path: field, depth: depth + 1 })
     }
+  }
+  return undefined
+}
+
+/** The first field (name or value) of a form body (`application/x-www-form-urlencoded`) the database would refuse. */
+export const formProblem = (body: string): Problem | undefined => {
+  for (const [key, value] of new URLSearchParams(body)) {
+    const problem = textProblem(key) ?? textProblem(value)
+    if (problem !== undefined) return { field: textProblem(key) === undefined ? key : "body", problem }
   }
   return undefined
 }
@@ -69,3 +95,50 @@ export const targetProblem = (url: string): Problem | undefined => {
   }
   return undefined
 }
+
+/**
+ * The edge's check (the global middleware runs it before any route): NUL, lone surrogates, out-of-range numbers and
+ * over-deep JSON anywhere in the target, a JSON body or a form body are a 400 naming the field, before a route (and
+ * the database) sees them. The body read here is the one the route reads: the request caches it. `/oauth/token`
+ * answers in RFC 6749's error shape, which its clients read. `exempt`: routes that read their own bytes (file
+ * storage; MCP, which checks its messages itself).
+ */
+export const textRefusal = (
+  request: HttpServerRequest.HttpServerRequest,
+  exempt: boolean,
+  maxBodySize: Option.Option<FileSystem.Size>
+) =>
+  Effect.gen(function*() {
+    const invalid = (found: Problem) => {
+      const message = `Invalid request: ${found.field}: ${found.problem}`
+      return routePath(request.url) === "/oauth/token"
+        ? HttpServerResponse.unsafeJson({ error: "invalid_request", error_description: message }, {
+          status: 400,
+          headers: { "cache-control": "no-store" }
+        })
+        : errorResponse(400, "invalid_request", message)
+    }
+    const inTarget = targetProblem(request.url)
+    if (inTarget !== undefined) return invalid(inTarget)
+    const contentType = request.headers["content-type"] ?? ""
+    const json = JSON_MEDIA_TYPE.test(contentType)
+    const form = /^application\/x-www-form-urlencoded\s*(;|$)/i.test(contentType)
+    if (exempt || request.method === "GET" || request.method === "HEAD" || !(json || form)) return undefined
+    const text = yield* request.text.pipe(
+      Effect.provideService(HttpIncomingMessage.MaxBodySize, maxBodySize),
+      Effect.option
+    )
+    if (Option.isNone(text) || text.value === "") return undefined
+    if (form) {
+      const inForm = formProblem(text.value)
+      return inForm === undefined ? undefined : invalid(inForm)
+    }
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(text.value)
+    } catch {
+      return undefined
+    }
+    const inBody = jsonProblem(parsed)
+    return inBody === undefined ? undefined : invalid(inBody)
+  })

@@ -107,7 +107,15 @@ export const LoginPage = () => {
     setBusy(true)
     setError(null)
     try {
-      await call((c) => c.auth.login({ payload: { phone, code } }))
+      try {
+        await call((c) => c.auth.login({ payload: { phone, code } }))
+      } catch (failure) {
+        // Someone has been guessing this phone's code: the server asks for the same check as for sending one.
+        if (!(failure instanceof ShownError) || failure.type !== "challenge_required") throw failure
+        setMessage("Checking that you are a person…")
+        const challenge = await solve()
+        await call((c) => c.auth.login({ payload: { phone, code, challenge } }))
+      }
       localStorage.setItem("atrium.phone", phone)
       await me.refresh()
       const next = nextTarget(search)

@@ -1,0 +1,86 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import * as Http from "node:http"
+import type { Page } from "playwright-core"
+import { TestServer } from "../support/TestServer.js"
+import { Browser, CHROMIUM, chromiumAvailable, newPerson } from "./Browser.js"
+
+/**
+ * Issue 26 item 7, in Chromium: `/docs`, the login page and the app's pages load nothing from another host, the
+ * page policy blocks nothing they need (they render), and another site cannot frame them.
+ */
+
+if (!chromiumAvailable) throw new Error(`No Chromium at ${CHROMIUM}: apt-get install chromium (or set CHROMIUM_PATH).`)
+
+const Platform = Layer.merge(TestServer.layer(), Browser.layer)
+
+/** What a page asked for beyond its own origin, and what the policy refused (the console says so). */
+const watch = (page: Page, origin: string) => {
+  const foreign: Array<string> = []
+  const refused: Array<string> = []
+  page.on("request", (request) => {
+    const url = request.url()
+    if (!url.startsWith(origin) && !url.startsWith("data:") && !url.startsWith("blob:")) foreign.push(url)
+  })
+  page.on("console", (message) => {
+    // Scalar probes whether `new Function` works (and copes when it does not): that probe is not a failure.
+    if (/Content Security Policy/i.test(message.text()) && !/unsafe-eval/.test(message.text())) refused.push(message.text())
+  })
+  return { foreign, refused }
+}
+
+describe("HTML pages in Chromium", () => {
+  it.layer(Platform, { timeout: 180_000 })((it) => {
+    it.effect("/docs renders the API reference from this origin only, and the policy refuses nothing it needs", () =>
+      Effect.gen(function*() {
+        const browser = yield* Browser
+        const server = yield* TestServer
+        yield* Effect.promise(async () => {
+          const context = await newPerson(browser)
+          const page = await context.newPage()
+          const seen = watch(page, server.url)
+          await page.goto(`${server.url}/docs`, { waitUntil: "networkidle" })
+          // Scalar rendered the reference: an operation of the API is on the page.
+          await page.getByText("Sessions", { exact: true }).first().waitFor({ timeout: 60_000 })
+          assert.deepStrictEqual(seen.foreign, [])
+          assert.deepStrictEqual(seen.refused, [])
+          await context.close()
+        })
+      }))
+
+    it.effect("the login page and the app render from this origin only; another site cannot frame them", () =>
+      Effect.gen(function*() {
+        const browser = yield* Browser
+        const server = yield* TestServer
+        yield* Effect.promise(async () => {
+          const context = await newPerson(browser)
+          const page = await context.newPage()
+          const seen = watch(page, server.url)
+          await page.goto(`${server.url}/login?next=/marketplace`, { waitUntil: "networkidle" })
+          await page.getByLabel("Phone number").waitFor()
+          await page.goto(`${server.url}/marketplace`, { waitUntil: "networkidle" })
+          await page.locator("#root *").first().waitFor()
+          assert.deepStrictEqual(seen.foreign, [])
+          assert.deepStrictEqual(seen.refused, [])
+          // A page of another origin framing /docs, /login and /marketplace: the browser refuses to show them.
+          const framing = Http.createServer((_, res) => {
+            res.writeHead(200, { "content-type": "text/html" }).end(
+              ["/docs", "/login", "/marketplace"].map((path) => `<iframe src="${server.url}${path}"></iframe>`).join("")
+            )
+          })
+          await new Promise<void>((resolve) => framing.listen(0, "127.0.0.1", resolve))
+          try {
+            const framer = await context.newPage()
+            await framer.goto(`http://127.0.0.1:${(framing.address() as { port: number }).port}/`, { waitUntil: "load" })
+            const frames = framer.frames().slice(1)
+            assert.lengthOf(frames, 3)
+            for (const frame of frames) assert.match(frame.url(), /^chrome-error:/, "a page of the platform was framed")
+          } finally {
+            framing.closeAllConnections()
+            framing.close()
+          }
+          await context.close()
+        })
+      }))
+  })
+})
