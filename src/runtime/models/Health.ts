@@ -43,6 +43,8 @@ export const retryable = (error: unknown, now: number): Option.Option<Retryable>
   switch (error._tag) {
     case "HttpResponseError": {
       const status = error.response.status
+      // A body that broke while being read (a library's stream cut mid-way) is a lost connection.
+      if (error.reason !== "StatusCode") return Option.some({ retryAfter: Option.none() })
       if (status !== 429 && status !== 408 && status < 500) return Option.none()
       return Option.some({ retryAfter: parseRetryAfter(error.response.headers["retry-after"], now) })
     }
