@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
-import { Duration, Effect, Either, Option, Redacted } from "effect"
+import { Duration, Effect, Either, Layer, Option, Redacted } from "effect"
 import { retryable } from "../../../src/runtime/models/Health.js"
 import { type UpstreamModel, upstreamLanguageModel } from "../../../src/runtime/models/ProviderConfig.js"
 import type { ProviderKind } from "../../../src/runtime/models/Providers.js"
@@ -102,7 +102,7 @@ describe("provider kinds over their wire formats", () => {
           assert.strictEqual(sent!.headers.authorization, `Bearer ${KEY}`)
           assert.strictEqual(sent!.body.model, c.model)
         }
-      }).pipe(Effect.provide(NodeHttpClient.layerUndici)))
+      }).pipe(Effect.provide(Layer.merge(NodeHttpClient.layerUndici, Mock.ToolsLayer))))
 
     it.scoped(`${c.kind}: 429 with Retry-After, 5xx and a cut stream are retryable; 400 is not; no key in errors`, () =>
       Effect.gen(function*() {
@@ -129,7 +129,7 @@ describe("provider kinds over their wire formats", () => {
         assert(Option.isSome(retryable(errors[1], now)), "5xx is retryable")
         assert(Option.isSome(retryable(errors[2], now)), `a stream cut mid-way is retryable: ${JSON.stringify(errors[2])}`)
         assert(Option.isNone(retryable(errors[3], now)), "400 is the request's fault")
-      }).pipe(Effect.provide(NodeHttpClient.layerUndici)))
+      }).pipe(Effect.provide(Layer.merge(NodeHttpClient.layerUndici, Mock.ToolsLayer))))
   }
 
   it.scoped("anthropic: an error event mid-stream (overloaded) fails the call, retryably", () =>
@@ -141,5 +141,5 @@ describe("provider kinds over their wire formats", () => {
       assert(Either.isLeft(outcome))
       assert.include(outcome.left.message, "Overloaded")
       assert(Option.isSome(retryable(outcome.left, Date.now())))
-    }).pipe(Effect.provide(NodeHttpClient.layerUndici)))
+    }).pipe(Effect.provide(Layer.merge(NodeHttpClient.layerUndici, Mock.ToolsLayer))))
 })
