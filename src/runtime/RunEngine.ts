@@ -334,6 +334,14 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
             })
 
             const assistant: Array<any> = []
+            // Anthropic wants a step's signed thinking back before its tool calls when thinking is on.
+            if (call.signature !== undefined && call.reasoning.length > 0) {
+              assistant.push({
+                type: "reasoning",
+                text: call.reasoning,
+                options: { anthropic: { type: "thinking", signature: call.signature } }
+              })
+            }
             if (call.text.length > 0) assistant.push({ type: "text", text: call.text })
             for (const toolCall of call.toolCalls) {
               assistant.push({ type: "tool-call", id: toolCall.id, name: toolCall.name, params: toolCall.params })
@@ -477,6 +485,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
         let inputTokens = 0
         let outputTokens = 0
         let cachedInputTokens = 0
+        let signature: string | undefined
         let thinkingOpen = false
         const announced = new Set<string>()
         const toolCalls: Array<{ id: string; name: string; params: unknown }> = []
@@ -492,6 +501,10 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
                 thinkingOpen = true
                 return emit({ type: "thinking_status", status: "started" })
               case "reasoning-delta":
+                {
+                  const signed = (part.metadata as { anthropic?: { signature?: unknown } } | undefined)?.anthropic?.signature
+                  if (typeof signed === "string") signature = signed
+                }
                 thinking += part.delta
                 return part.delta.length === 0 ? Effect.void : emit({ type: "reasoning", delta: part.delta })
               case "reasoning-end":
@@ -531,7 +544,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
         // A provider that reports no usage is billed by the same estimate the builtin model uses.
         if (inputTokens === 0) inputTokens = tokensOf(JSON.stringify(conversation))
         if (outputTokens === 0) outputTokens = tokensOf(text + thinking + JSON.stringify(toolCalls.map((c) => c.params)))
-        return { text, reasoning: thinking, inputTokens, outputTokens, cachedInputTokens, toolCalls }
+        return { text, reasoning: thinking, signature, inputTokens, outputTokens, cachedInputTokens, toolCalls }
       })
 
     /**

@@ -115,6 +115,14 @@ describe("providers side by side", () => {
           assert.deepStrictEqual(payloads(stream, "usage.token").map((u) => u.model), [c.model, c.model])
           // 100 in, 20 out at 1 and 2 per 1k = 0.14; then 150 in, 10 out = 0.17.
           assert.deepStrictEqual(payloads(stream, "usage.token").map((u) => u.credits), [0.14, 0.17], c.model)
+          if (c.fake === fakes.anthropic) {
+            // The signed thinking block goes back before the tool call, as Anthropic requires with thinking on.
+            const requests = yield* c.fake.requests
+            const assistant = requests[requests.length - 1]!.body.messages.find((m: any) => m.role === "assistant")
+            assert.deepInclude(assistant.content[0], { type: "thinking", thinking: "Add them." })
+            assert.isString(assistant.content[0].signature)
+            assert.strictEqual(assistant.content[1].type, "tool_use")
+          }
         }
         const builtin = yield* agentWith(user.token, { calculator: "allow" }, { model: "builtin" })
         const stream = yield* runAgent(user, builtin, "/tool calculator {\"expression\": \"2 + 3\"}")
