@@ -19,6 +19,7 @@ class Fakes extends Context.Tag("test/Fakes")<Fakes, {
   readonly anthropic: Mock.MockUpstream
   readonly gemini: Mock.MockUpstream
   readonly openrouter: Mock.MockUpstream
+  readonly bedrock: Mock.MockUpstream
 }>() {}
 
 const KEY = "sk-provider-secret-0123456789"
@@ -43,13 +44,22 @@ export const providersDocument = (fakes: Context.Tag.Service<Fakes>, anthropicMo
       base_url: `http://127.0.0.1:${fakes.openrouter.port}/api/v1`,
       api_key: KEY,
       models: [{ id: "meta-llama/llama-3.3-70b-instruct", ...MODEL }]
+    },
+    {
+      id: "bedrock",
+      kind: "bedrock",
+      base_url: `http://127.0.0.1:${fakes.bedrock.port}`,
+      region: "us-west-2",
+      aws_access_key_id: "AKIDEXAMPLE",
+      aws_secret_access_key: KEY,
+      models: [{ id: "anthropic.claude-sonnet-4-5-v1:0", ...MODEL }]
     }
   ]
 })
 
 const FakesLive = Layer.scoped(
   Fakes,
-  Effect.all({ openai: Mock.make, anthropic: Mock.make, gemini: Mock.make, openrouter: Mock.make })
+  Effect.all({ openai: Mock.make, anthropic: Mock.make, gemini: Mock.make, openrouter: Mock.make, bedrock: Mock.make })
 )
 
 const Servers = Layer.unwrapScoped(Effect.gen(function*() {
@@ -73,6 +83,7 @@ describe("providers side by side", () => {
         const ids = reply.body.data.map((m: any) => m.id)
         assert.deepStrictEqual(ids.slice().sort(), [
           "anthropic/claude-sonnet-4-5",
+          "bedrock/anthropic.claude-sonnet-4-5-v1:0",
           "builtin",
           "gemini/gemini-2.5-flash",
           "openai/gpt-4o-mini",
@@ -88,7 +99,7 @@ describe("providers side by side", () => {
         assert.strictEqual(one.body.id, "anthropic/claude-sonnet-4-5")
       }))
 
-    it.effect("one platform runs experts on builtin, OpenAI-compatible, Anthropic, Gemini and OpenRouter, each with a tool and reasoning", () =>
+    it.effect("one platform runs experts on builtin, OpenAI-compatible, Anthropic, Gemini, OpenRouter and Bedrock, each with a tool and reasoning", () =>
       Effect.gen(function*() {
         const fakes = yield* Fakes
         const user = yield* newUser
@@ -96,7 +107,8 @@ describe("providers side by side", () => {
           { model: "openai/gpt-4o-mini", fake: fakes.openai, wire: Fake.openrouter },
           { model: "anthropic/claude-sonnet-4-5", fake: fakes.anthropic, wire: Fake.anthropic },
           { model: "gemini/gemini-2.5-flash", fake: fakes.gemini, wire: Fake.gemini },
-          { model: "openrouter/meta-llama/llama-3.3-70b-instruct", fake: fakes.openrouter, wire: Fake.openrouter }
+          { model: "openrouter/meta-llama/llama-3.3-70b-instruct", fake: fakes.openrouter, wire: Fake.openrouter },
+          { model: "bedrock/anthropic.claude-sonnet-4-5-v1:0", fake: fakes.bedrock, wire: Fake.bedrock }
         ]
         for (const c of cases) {
           const agent = yield* agentWith(user.token, { calculator: "allow" }, { model: c.model })

@@ -13,7 +13,7 @@ import { TestServer } from "./TestServer.js"
  */
 
 /** A raw piece of the body, or a pause between pieces (which also keeps the pieces in separate TCP segments). */
-export type Write = string | { readonly pause: number }
+export type Write = string | Uint8Array | { readonly pause: number }
 
 export type Reply =
   /** 200 `text/event-stream`, the writes in order; then the response ends unless `stallAfter` keeps it open. */
@@ -167,7 +167,7 @@ export const make: Effect.Effect<MockUpstream, never, Scope.Scope> = Effect.gen(
         res.flushHeaders()
         for (const write of reply.writes) {
           if (res.destroyed) return
-          if (typeof write === "string") res.write(write)
+          if (typeof write === "string" || write instanceof Uint8Array) res.write(write)
           else await sleep(write.pause)
         }
         if (reply.cut) {

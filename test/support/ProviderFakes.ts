@@ -1,3 +1,4 @@
+import { encodeMessage } from "../../src/runtime/models/AwsEventStream.js"
 import { type Write } from "./MockUpstream.js"
 import * as Mock from "./MockUpstream.js"
 
@@ -176,8 +177,67 @@ export const openrouter = (turn: Turn): Array<Write> => {
   return writes
 }
 
+// -----------------------------------------------------------------------------
+// Bedrock ConverseStream (binary event-stream frames)
+// -----------------------------------------------------------------------------
+
+export const bedrockFrame = (eventType: string, payload: unknown) =>
+  encodeMessage(
+    { ":event-type": eventType, ":content-type": "application/json", ":message-type": "event" },
+    new TextEncoder().encode(JSON.stringify({ ...(payload as object), p: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123" }))
+  )
+
+/** Bedrock's exception frame (`:message-type: exception`), e.g. `throttlingException`. */
+export const bedrockException = (type = "throttlingException", message = "Too many requests, please wait before trying again.") =>
+  encodeMessage(
+    { ":exception-type": type, ":content-type": "application/json", ":message-type": "exception" },
+    new TextEncoder().encode(JSON.stringify({ message }))
+  )
+
+export const bedrock = (turn: Turn): Array<Write> => {
+  const writes: Array<Write> = [bedrockFrame("messageStart", { role: "assistant" })]
+  let index = 0
+  if (turn.thinking !== undefined) {
+    for (const text of pieces(turn.thinking)) writes.push(bedrockFrame("contentBlockDelta", { contentBlockIndex: index, delta: { reasoningContent: { text } } }))
+    writes.push(
+      bedrockFrame("contentBlockDelta", { contentBlockIndex: index, delta: { reasoningContent: { signature: "ErcBCkgIBRABGAIiQMx0" } } }),
+      bedrockFrame("contentBlockStop", { contentBlockIndex: index })
+    )
+    index++
+  }
+  if (turn.text !== undefined) {
+    for (const text of pieces(turn.text)) writes.push(bedrockFrame("contentBlockDelta", { contentBlockIndex: index, delta: { text } }))
+    writes.push(bedrockFrame("contentBlockStop", { contentBlockIndex: index }))
+    index++
+  }
+  if (turn.tool !== undefined) {
+    writes.push(bedrockFrame("contentBlockStart", { contentBlockIndex: index, start: { toolUse: { toolUseId: turn.tool.id, name: turn.tool.name } } }))
+    for (const input of pieces(JSON.stringify(turn.tool.args))) {
+      writes.push(bedrockFrame("contentBlockDelta", { contentBlockIndex: index, delta: { toolUse: { input } } }))
+    }
+    writes.push(bedrockFrame("contentBlockStop", { contentBlockIndex: index }))
+  }
+  writes.push(
+    bedrockFrame("messageStop", { stopReason: turn.tool !== undefined ? "tool_use" : "end_turn" }),
+    bedrockFrame("metadata", {
+      usage: {
+        inputTokens: turn.usage.input - (turn.usage.cached ?? 0),
+        outputTokens: turn.usage.output,
+        totalTokens: turn.usage.input + turn.usage.output,
+        ...(turn.usage.cached !== undefined ? { cacheReadInputTokens: turn.usage.cached, cacheWriteInputTokens: 0 } : {})
+      },
+      metrics: { latencyMs: 412 }
+    })
+  )
+  // Frames cut anywhere between TCP writes: the decoder must join them.
+  const joined = Buffer.concat(writes.map((w) => Buffer.from(w as Uint8Array)))
+  const out: Array<Write> = []
+  for (let i = 0; i < joined.length; i += 37) out.push(new Uint8Array(joined.subarray(i, i + 37)))
+  return out
+}
+
 /** Each kind's stream of one turn. */
-export const STREAMS = { anthropic, google: gemini, openrouter, "openai-chat": openrouter } as const
+export const STREAMS = { anthropic, google: gemini, openrouter, "openai-chat": openrouter, bedrock } as const
 
 /** A reply that breaks after `keep` writes of a turn: the connection drops mid-stream. */
 export const broken = (writes: ReadonlyArray<Write>, keep = 2) => Mock.stream(writes.slice(0, keep), { cut: true })

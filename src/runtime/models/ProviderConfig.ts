@@ -4,6 +4,7 @@ import { Config, ConfigError, Duration, Effect, Either, Option } from "effect"
 import { readFileSync } from "node:fs"
 import { optionalRedacted, optionalString } from "../../platform/Config.js"
 import * as Anthropic from "./Anthropic.js"
+import * as Bedrock from "./Bedrock.js"
 import * as ChatCompletions from "./ChatCompletions.js"
 import * as Gemini from "./Gemini.js"
 import {
@@ -244,6 +245,12 @@ export const upstreamLanguageModel = (
       return Anthropic.make({ ...options, reasoning: upstream.capabilities.includes("reasoning") })
     case "google":
       return Gemini.make({ ...options, reasoning: upstream.capabilities.includes("reasoning") })
+    case "bedrock":
+      return Bedrock.make({
+        ...options,
+        reasoning: upstream.capabilities.includes("reasoning"),
+        aws: upstream.provider.aws ?? Option.none()
+      })
     default:
       // OpenRouter speaks Chat Completions (with `delta.reasoning` and cached-token usage), as do vLLM, Ollama, ...
       return ChatCompletions.make(options)

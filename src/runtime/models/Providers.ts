@@ -11,14 +11,8 @@ import { formatCredits, parseCredits } from "../../platform/Money.js"
 export const PROVIDER_KINDS = ["openai-chat", "openai-responses", "anthropic", "google", "bedrock", "openrouter"] as const
 export type ProviderKind = typeof PROVIDER_KINDS[number]
 
-/** Kinds this build can talk to; `bedrock` is accepted by the shape but refused until its adapter exists. */
-export const SUPPORTED_KINDS: ReadonlySet<ProviderKind> = new Set([
-  "openai-chat",
-  "openai-responses",
-  "anthropic",
-  "google",
-  "openrouter"
-])
+/** Kinds this build can talk to (all of them; the set is where a kind is switched off while its adapter is missing). */
+export const SUPPORTED_KINDS: ReadonlySet<ProviderKind> = new Set(PROVIDER_KINDS)
 
 export const CAPABILITIES = ["tools", "vision", "structured_output", "reasoning"] as const
 export type Capability = typeof CAPABILITIES[number]
@@ -56,9 +50,19 @@ export interface ProviderModel {
   readonly capabilities: ReadonlyArray<Capability>
 }
 
+/** Bedrock's SigV4 credentials (`aws_access_key_id`, `aws_secret_access_key`, `aws_session_token`, `region`). */
+export interface AwsSpec {
+  readonly region: string
+  readonly accessKeyId: string
+  readonly secretAccessKey: Redacted.Redacted
+  readonly sessionToken: Option.Option<Redacted.Redacted>
+}
+
 export interface ProviderSpec {
   readonly id: string
   readonly kind: ProviderKind
+  /** Bedrock only: signs requests with SigV4 when given (else `api_key` is a Bedrock API key, sent as Bearer). */
+  readonly aws?: Option.Option<AwsSpec> | undefined
   /** Without a trailing slash. */
   readonly baseUrl: string
   readonly apiKey: Option.Option<Redacted.Redacted>
@@ -126,7 +130,34 @@ const parseProvider = (raw: unknown, index: number): Either.Either<ProviderSpec,
     if (!SUPPORTED_KINDS.has(kind as ProviderKind)) {
       return yield* Either.left(`${at}: kind: "${kind}" is not supported by this build yet (docs/models.md)`)
     }
-    const baseRaw = raw.base_url ?? DEFAULT_BASE_URLS[kind as ProviderKind]
+    let aws = Option.none<AwsSpec>()
+    let region = "us-east-1"
+    if (kind === "bedrock") {
+      if (raw.region !== undefined && (typeof raw.region !== "string" || !/^[a-z]{2}(-[a-z]+)+-\d$/.test(raw.region))) {
+        return yield* Either.left(`${at}: region: expected an AWS region such as "us-east-1", got ${JSON.stringify(raw.region)}`)
+      }
+      region = (raw.region as string | undefined) ?? region
+      const keyId = raw.aws_access_key_id
+      const secret = raw.aws_secret_access_key
+      const token = raw.aws_session_token
+      if ((keyId === undefined) !== (secret === undefined)) {
+        return yield* Either.left(`${at}: aws_access_key_id and aws_secret_access_key: give both or neither`)
+      }
+      if (keyId !== undefined) {
+        if (typeof keyId !== "string" || typeof secret !== "string" || keyId.trim() === "" || secret.trim() === "") {
+          return yield* Either.left(`${at}: aws_access_key_id and aws_secret_access_key: expected non-empty strings`)
+        }
+        if (token !== undefined && typeof token !== "string") return yield* Either.left(`${at}: aws_session_token: expected a string`)
+        aws = Option.some({
+          region,
+          accessKeyId: keyId.trim(),
+          secretAccessKey: Redacted.make(secret.trim()),
+          sessionToken: typeof token === "string" && token.trim() !== "" ? Option.some(Redacted.make(token.trim())) : Option.none()
+        })
+      }
+    }
+    const baseRaw = raw.base_url ??
+      (kind === "bedrock" ? `https://bedrock-runtime.${region}.amazonaws.com` : DEFAULT_BASE_URLS[kind as ProviderKind])
     if (typeof baseRaw !== "string" || !/^https?:\/\/[^\s]+$/.test(baseRaw.trim())) {
       return yield* Either.left(`${at}: base_url: expected an http(s) URL, got ${JSON.stringify(baseRaw)}`)
     }
@@ -150,6 +181,7 @@ const parseProvider = (raw: unknown, index: number): Either.Either<ProviderSpec,
       kind: kind as ProviderKind,
       baseUrl: baseRaw.trim().replace(/\/+$/, ""),
       apiKey: typeof key === "string" && key.trim().length > 0 ? Option.some(Redacted.make(key.trim())) : Option.none(),
+      ...(kind === "bedrock" ? { aws } : {}),
       models
     }
   })

@@ -162,7 +162,8 @@ describe("model provider settings", () => {
       const cases: Array<[Record<string, string>, ReadonlyArray<string>]> = [
         [{ MODEL_PROVIDERS: bad((d) => (d.providers[1].models[0].input_per_1k = "cheap")) }, ["MODEL_PROVIDERS", "\"gemini\"", "models[0].input_per_1k"]],
         [{ MODEL_PROVIDERS: bad((d) => (d.providers[0].kind = "claude")) }, ["\"anthropic\"", "kind"]],
-        [{ MODEL_PROVIDERS: bad((d) => (d.providers[0].kind = "bedrock")) }, ["\"anthropic\"", "kind", "not supported"]],
+        [{ MODEL_PROVIDERS: bad((d) => Object.assign(d.providers[0], { kind: "bedrock", region: "mars" })) }, ["\"anthropic\"", "region"]],
+        [{ MODEL_PROVIDERS: bad((d) => Object.assign(d.providers[0], { kind: "bedrock", aws_access_key_id: "AKID" })) }, ["\"anthropic\"", "aws_secret_access_key"]],
         [{ MODEL_PROVIDERS: bad((d) => (d.providers[0].base_url = "ftp://x")) }, ["\"anthropic\"", "base_url"]],
         [{ MODEL_PROVIDERS: bad((d) => (d.providers[0].models[0].capabilities = ["telepathy"])) }, ["\"anthropic\"", "capabilities"]],
         [{ MODEL_PROVIDERS: bad((d) => (d.providers[1].id = "anthropic")) }, ["\"anthropic\"", "listed twice"]],

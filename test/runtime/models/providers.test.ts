@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Duration, Effect, Either, Layer, Option, Redacted } from "effect"
+import { signV4 } from "../../../src/runtime/models/AwsEventStream.js"
 import { retryable } from "../../../src/runtime/models/Health.js"
 import { type UpstreamModel, upstreamLanguageModel } from "../../../src/runtime/models/ProviderConfig.js"
 import type { ProviderKind } from "../../../src/runtime/models/Providers.js"
@@ -38,7 +39,13 @@ const CASES: ReadonlyArray<{ kind: ProviderKind; model: string; base: (mock: Moc
     path: "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
   },
   { kind: "openrouter", model: "anthropic/claude-sonnet-4.5", base: (m) => `http://127.0.0.1:${m.port}/api/v1`, path: "/api/v1/chat/completions" },
-  { kind: "openai-chat", model: "gpt-4o-mini", base: (m) => m.baseUrl, path: "/v1/chat/completions" }
+  { kind: "openai-chat", model: "gpt-4o-mini", base: (m) => m.baseUrl, path: "/v1/chat/completions" },
+  {
+    kind: "bedrock",
+    model: "anthropic.claude-sonnet-4-5-v1:0",
+    base: (m) => `http://127.0.0.1:${m.port}`,
+    path: "/model/anthropic.claude-sonnet-4-5-v1%3A0/converse-stream"
+  }
 ]
 
 const PROMPT = [
@@ -98,6 +105,13 @@ describe("provider kinds over their wire formats", () => {
           assert.deepStrictEqual(sent!.body.contents, [{ role: "user", parts: [{ text: "What is 2 + 3?" }] }])
           assert.strictEqual(sent!.body.tools[0].functionDeclarations[0].name, "calculator")
           assert.deepStrictEqual(sent!.body.generationConfig, { thinkingConfig: { includeThoughts: true } })
+        } else if (c.kind === "bedrock") {
+          // A Bedrock API key goes as Bearer; the SigV4 case is its own test below.
+          assert.strictEqual(sent!.headers.authorization, `Bearer ${KEY}`)
+          assert.deepStrictEqual(sent!.body.system, [{ text: "You add numbers." }])
+          assert.deepStrictEqual(sent!.body.messages, [{ role: "user", content: [{ text: "What is 2 + 3?" }] }])
+          assert.strictEqual(sent!.body.toolConfig.tools[0].toolSpec.name, "calculator")
+          assert.deepStrictEqual(sent!.body.additionalModelRequestFields, { thinking: { type: "enabled", budget_tokens: 2048 } })
         } else {
           assert.strictEqual(sent!.headers.authorization, `Bearer ${KEY}`)
           assert.strictEqual(sent!.body.model, c.model)
@@ -141,5 +155,66 @@ describe("provider kinds over their wire formats", () => {
       assert(Either.isLeft(outcome))
       assert.include(outcome.left.message, "Overloaded")
       assert(Option.isSome(retryable(outcome.left, Date.now())))
+    }).pipe(Effect.provide(Layer.merge(NodeHttpClient.layerUndici, Mock.ToolsLayer))))
+
+  it("SigV4 signing matches AWS's published test vector (get-vanilla)", () => {
+    const headers = signV4({
+      method: "GET",
+      url: new URL("https://example.amazonaws.com/"),
+      headers: {},
+      body: "",
+      service: "service",
+      region: "us-east-1",
+      credentials: { accessKeyId: "AKIDEXAMPLE", secretAccessKey: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY" },
+      now: new Date("2015-08-30T12:36:00Z")
+    })
+    assert.strictEqual(
+      headers.authorization,
+      "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/service/aws4_request, SignedHeaders=host;x-amz-date, " +
+        "Signature=5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31"
+    )
+    assert.strictEqual(headers["x-amz-date"], "20150830T123600Z")
+  })
+
+  it.scoped("bedrock with AWS credentials: the request is SigV4-signed over the body it carries; an exception frame fails retryably", () =>
+    Effect.gen(function*() {
+      const mock = yield* Mock.make
+      const secret = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
+      const upstream = upstreamOf("bedrock", `http://127.0.0.1:${mock.port}`, "amazon.nova-pro-v1:0")
+      const model = yield* upstreamLanguageModel(timeouts, {
+        ...upstream,
+        provider: {
+          ...upstream.provider,
+          apiKey: Option.none(),
+          aws: Option.some({ region: "eu-west-1", accessKeyId: "AKIDEXAMPLE", secretAccessKey: Redacted.make(secret), sessionToken: Option.some(Redacted.make("session-token-xyz")) })
+        }
+      })
+      yield* mock.script(
+        Mock.stream(Fake.bedrock({ text: "Signed.", usage: { input: 10, output: 2 } })),
+        Mock.stream([Fake.bedrockFrame("messageStart", { role: "assistant" }), Fake.bedrockFrame("contentBlockDelta", { contentBlockIndex: 0, delta: { text: "Half" } }), Fake.bedrockException()])
+      )
+      assert.strictEqual(Mock.textOf(yield* Mock.streamPlain(model, PROMPT)), "Signed.")
+      const [sent] = yield* mock.requests
+      const auth = sent!.headers.authorization!
+      assert.match(auth, /^AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE\/\d{8}\/eu-west-1\/bedrock\/aws4_request, SignedHeaders=accept;content-type;host;x-amz-date;x-amz-security-token, Signature=[0-9a-f]{64}$/)
+      assert.strictEqual(sent!.headers["x-amz-security-token"], "session-token-xyz")
+      const date = sent!.headers["x-amz-date"]!
+      const again = signV4({
+        method: "POST",
+        url: new URL(`http://127.0.0.1:${mock.port}${sent!.path}`),
+        headers: { accept: sent!.headers.accept!, "content-type": sent!.headers["content-type"]! },
+        body: JSON.stringify(sent!.body),
+        service: "bedrock",
+        region: "eu-west-1",
+        credentials: { accessKeyId: "AKIDEXAMPLE", secretAccessKey: secret, sessionToken: "session-token-xyz" },
+        now: new Date(`${date.slice(0, 4)}-${date.slice(4, 6)}-${date.slice(6, 8)}T${date.slice(9, 11)}:${date.slice(11, 13)}:${date.slice(13, 15)}Z`)
+      })
+      assert.strictEqual(again.authorization, auth, "the signature covers the body that was sent")
+      assert.notInclude(JSON.stringify(sent!.headers), secret)
+
+      const failed = yield* Effect.either(Mock.streamPlain(model, PROMPT))
+      assert(Either.isLeft(failed))
+      assert.include(failed.left.message, "throttlingException")
+      assert(Option.isSome(retryable(failed.left, Date.now())))
     }).pipe(Effect.provide(Layer.merge(NodeHttpClient.layerUndici, Mock.ToolsLayer))))
 })
