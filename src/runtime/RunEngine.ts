@@ -344,7 +344,13 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
             }
             if (call.text.length > 0) assistant.push({ type: "text", text: call.text })
             for (const toolCall of call.toolCalls) {
-              assistant.push({ type: "tool-call", id: toolCall.id, name: toolCall.name, params: toolCall.params })
+              assistant.push({
+                type: "tool-call",
+                id: toolCall.id,
+                name: toolCall.name,
+                params: toolCall.params,
+                ...(toolCall.options === undefined ? {} : { options: toolCall.options })
+              })
             }
             if (assistant.length > 0) {
               added.push({ role: "assistant", content: assistant })
@@ -488,7 +494,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
         let signature: string | undefined
         let thinkingOpen = false
         const announced = new Set<string>()
-        const toolCalls: Array<{ id: string; name: string; params: unknown }> = []
+        const toolCalls: Array<{ id: string; name: string; params: unknown; options?: { google: { thoughtSignature: string } } }> = []
         yield* model.streamText({
           prompt: conversation,
           ...(toolkit === undefined ? {} : { toolkit, disableToolCallResolution: true }),
@@ -520,7 +526,16 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
               case "tool-params-delta":
                 return emit({ type: "tool_call_chunk", tool_call_id: part.id, delta: part.delta })
               case "tool-call": {
-                toolCalls.push({ id: part.id, name: part.name, params: part.params })
+                {
+                  // Gemini signs a call made while thinking; the signature must go back with the call.
+                  const signed = (part.metadata as { google?: { thoughtSignature?: unknown } } | undefined)?.google?.thoughtSignature
+                  toolCalls.push({
+                    id: part.id,
+                    name: part.name,
+                    params: part.params,
+                    ...(typeof signed === "string" ? { options: { google: { thoughtSignature: signed } } } : {})
+                  })
+                }
                 if (announced.has(part.id)) return Effect.void
                 return emit({ type: "tool_call", tool_call_id: part.id, name: part.name, status: "pending", arguments: part.params })
               }

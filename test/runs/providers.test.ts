@@ -127,6 +127,12 @@ describe("providers side by side", () => {
           assert.deepStrictEqual(payloads(stream, "usage.token").map((u) => u.model), [c.model, c.model])
           // 100 in, 20 out at 1 and 2 per 1k = 0.14; then 150 in, 10 out = 0.17.
           assert.deepStrictEqual(payloads(stream, "usage.token").map((u) => u.credits), [0.14, 0.17], c.model)
+          if (c.fake === fakes.gemini) {
+            // Gemini's signature of a call made while thinking goes back with the call.
+            const requests = yield* c.fake.requests
+            const model = requests[requests.length - 1]!.body.contents.find((m: any) => m.role === "model")
+            assert.deepInclude(model.parts[0], { functionCall: { name: "calculator", args: { expression: "2 + 3" } }, thoughtSignature: "CiQBVKhc7nO6Hl1Zyb5fT0SRm" })
+          }
           if (c.fake === fakes.anthropic) {
             // The signed thinking block goes back before the tool call, as Anthropic requires with thinking on.
             const requests = yield* c.fake.requests

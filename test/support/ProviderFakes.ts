@@ -118,7 +118,9 @@ export const gemini = (turn: Turn): Array<Write> => {
   const writes: Array<Write> = []
   if (turn.thinking !== undefined) writes.push(gemini1([{ text: turn.thinking, thought: true }]))
   if (turn.text !== undefined) for (const text of pieces(turn.text, 12)) writes.push(gemini1([{ text }]))
-  const last: Array<unknown> = turn.tool === undefined ? [{ text: "" }] : [{ functionCall: { name: turn.tool.name, args: turn.tool.args } }]
+  const last: Array<unknown> = turn.tool === undefined
+    ? [{ text: "" }]
+    : [{ functionCall: { name: turn.tool.name, args: turn.tool.args }, thoughtSignature: "CiQBVKhc7nO6Hl1Zyb5fT0SRm" }]
   writes.push(`data: ${JSON.stringify({
     candidates: [{ content: { parts: last, role: "model" }, finishReason: "STOP", index: 0 }],
     usageMetadata: {

@@ -78,7 +78,11 @@ export const encodeRequest = (
           if (part.type === "text" && part.text.length > 0) parts.push({ text: part.text })
           else if (part.type === "tool-call" && !part.providerExecuted) {
             names.set(part.id, part.name)
-            parts.push({ functionCall: { name: part.name, args: part.params ?? {} } })
+            const signature = (part.options as { google?: { thoughtSignature?: unknown } }).google?.thoughtSignature
+            parts.push({
+              functionCall: { name: part.name, args: part.params ?? {} },
+              ...(typeof signature === "string" ? { thoughtSignature: signature } : {})
+            })
           }
         }
         push("model", parts)
@@ -179,7 +183,14 @@ export class EventDecoder {
         parts.push({ type: "tool-params-start", id, name, providerExecuted: false })
         parts.push({ type: "tool-params-delta", id, delta: JSON.stringify(params) })
         parts.push({ type: "tool-params-end", id })
-        parts.push({ type: "tool-call", id, name, params, providerExecuted: false })
+        parts.push({
+          type: "tool-call",
+          id,
+          name,
+          params,
+          providerExecuted: false,
+          ...(typeof part.thoughtSignature === "string" ? { metadata: { google: { thoughtSignature: part.thoughtSignature } } } : {})
+        })
         this.calls++
       }
     }
