@@ -73,7 +73,8 @@ interface Breaker {
 export type BreakerState = "closed" | "open" | "half_open"
 
 export class ProviderHealth extends Effect.Service<ProviderHealth>()("atrium/runtime/models/ProviderHealth", {
-  succeed: (() => {
+  // Built per layer (not a module-level value): each platform, and each test, starts with every breaker closed.
+  effect: Effect.sync(() => {
     const breakers = new Map<string, Breaker>()
     const of = (provider: string): Breaker => {
       let breaker = breakers.get(provider)
@@ -134,5 +135,5 @@ export class ProviderHealth extends Effect.Service<ProviderHealth>()("atrium/run
       })
 
     return { admit, waitFor, succeeded, failed, state } as const
-  })()
+  })
 }) {}

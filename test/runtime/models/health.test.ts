@@ -1,6 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Option, TestClock } from "effect"
+import { Duration, Effect, Layer, Option, TestClock, TestContext } from "effect"
 import { FAILURE_THRESHOLD, OPEN_FOR, parseRetryAfter, ProviderHealth } from "../../../src/runtime/models/Health.js"
+
+/**
+ * The test services given explicitly: with `isolate: false`, a file that ran before in the same worker (the Responses
+ * provider's test is one) can leave the default services without a `TestClock`.
+ */
+const Health = Layer.merge(ProviderHealth.Default, TestContext.TestContext)
 
 /** The circuit breaker per provider on `TestClock` (docs/models.md, "Fallbacks and the circuit breaker"). */
 describe("provider health", () => {
@@ -38,7 +44,7 @@ describe("provider health", () => {
       assert.strictEqual(yield* health.state("anthropic"), "closed")
       assert.isTrue(yield* health.admit("anthropic"))
       assert.isTrue(yield* health.admit("anthropic"))
-    }).pipe(Effect.provide(ProviderHealth.Default)))
+    }).pipe(Effect.provide(Health)))
 
   it.effect("a probe that never reports is given up after OPEN_FOR", () =>
     Effect.gen(function*() {
@@ -49,7 +55,7 @@ describe("provider health", () => {
       assert.isFalse(yield* health.admit("p"))
       yield* TestClock.adjust(OPEN_FOR)
       assert.isTrue(yield* health.admit("p"), "a new probe")
-    }).pipe(Effect.provide(ProviderHealth.Default)))
+    }).pipe(Effect.provide(Health)))
 
   it.effect("Retry-After rests the provider until then, even with the breaker closed", () =>
     Effect.gen(function*() {
@@ -60,7 +66,7 @@ describe("provider health", () => {
       assert.strictEqual(yield* health.waitFor("openai"), 7000)
       yield* TestClock.adjust(Duration.seconds(7))
       assert.isTrue(yield* health.admit("openai"))
-    }).pipe(Effect.provide(ProviderHealth.Default)))
+    }).pipe(Effect.provide(Health)))
 
   it("Retry-After: seconds or an HTTP date, capped at 5 minutes; nonsense is ignored", () => {
     assert.deepStrictEqual(Option.map(parseRetryAfter("2", 0), Duration.toMillis), Option.some(2000))
