@@ -59,6 +59,10 @@ const wholePrompt = (part: any): any => {
   }
 }
 
+const forcesTool = (choice: unknown): boolean =>
+  choice === "required" ||
+  (typeof choice === "object" && choice !== null && ("tool" in choice || (choice as { mode?: unknown }).mode === "required"))
+
 export const make = (
   options: Options & { readonly reasoning: boolean }
 ): Effect.Effect<LanguageModel.Service, never, import("@effect/platform/HttpClient").HttpClient> =>
@@ -83,12 +87,17 @@ export const make = (
       }
     }).pipe(Effect.provideService(AnthropicClient.AnthropicClient, client))
 
+    // Anthropic refuses thinking with a forced tool choice (`any`, `tool`): such a call goes without thinking.
+    const unforced = <A, E, R>(request: any, stream: Stream.Stream<A, E, R>) =>
+      options.reasoning && forcesTool(request?.toolChoice)
+        ? stream.pipe(Stream.provideService(AnthropicLanguageModel.Config, { thinking: undefined } as any))
+        : stream
     const cached: LanguageModel.Service = {
       ...model,
       generateText: ((request: any) =>
         model.generateText({ ...request, prompt: withCacheControl(request.prompt) })) as any,
       streamText: ((request: any) =>
-        model.streamText({ ...request, prompt: withCacheControl(request.prompt) }).pipe(Stream.map(wholePrompt))) as any
+        unforced(request, model.streamText({ ...request, prompt: withCacheControl(request.prompt) })).pipe(Stream.map(wholePrompt))) as any
     }
     return guardModel(cached, {
       module: MODULE,

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
-import { Duration, Effect, Either, Layer, Option, Redacted } from "effect"
+import { Duration, Effect, Either, Layer, Option, Redacted, Stream } from "effect"
 import { signV4 } from "../../../src/runtime/models/AwsEventStream.js"
 import { retryable } from "../../../src/runtime/models/Health.js"
 import { type UpstreamModel, upstreamLanguageModel } from "../../../src/runtime/models/ProviderConfig.js"
@@ -47,6 +47,8 @@ const CASES: ReadonlyArray<{ kind: ProviderKind; model: string; base: (mock: Moc
     path: "/model/anthropic.claude-sonnet-4-5-v1%3A0/converse-stream"
   }
 ]
+
+const TOOL_CALL = { id: "toolu_forced", name: "calculator", args: { expression: "1 + 1" } }
 
 const PROMPT = [
   { role: "system" as const, content: "You add numbers." },
@@ -216,5 +218,19 @@ describe("provider kinds over their wire formats", () => {
       assert(Either.isLeft(failed))
       assert.include(failed.left.message, "throttlingException")
       assert(Option.isSome(retryable(failed.left, Date.now())))
+    }).pipe(Effect.provide(Layer.merge(NodeHttpClient.layerUndici, Mock.ToolsLayer))))
+
+  it.scoped("anthropic: a forced tool choice goes without thinking, which Anthropic refuses beside it", () =>
+    Effect.gen(function*() {
+      const mock = yield* Mock.make
+      const model = yield* upstreamLanguageModel(timeouts, upstreamOf("anthropic", `http://127.0.0.1:${mock.port}`, "claude-sonnet-4-5"))
+      yield* mock.script(Mock.stream(Fake.anthropic({ tool: TOOL_CALL, usage: { input: 5, output: 5 } })))
+      const parts = yield* model.streamText({ prompt: PROMPT, toolkit: Mock.Tools, toolChoice: "required", disableToolCallResolution: true }).pipe(
+        Stream.runCollect
+      )
+      assert.isTrue([...parts].some((p) => p.type === "tool-call"))
+      const [sent] = yield* mock.requests
+      assert.isUndefined(sent!.body.thinking)
+      assert.deepStrictEqual(sent!.body.tool_choice, { type: "any" })
     }).pipe(Effect.provide(Layer.merge(NodeHttpClient.layerUndici, Mock.ToolsLayer))))
 })
