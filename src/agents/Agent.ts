@@ -59,6 +59,8 @@ export const AgentConfig = Schema.Struct({
   category: Schema.String,
   instructions: Schema.String,
   model: Schema.String,
+  /** Tried in order when the model's upstream fails retryably (docs/models.md); absent: none. */
+  fallback_models: Schema.optional(Schema.Array(Schema.String)),
   tools: Schema.Array(ToolPolicy),
   subagents: Schema.Array(Schema.String),
   opening_message: Schema.String,
@@ -69,13 +71,20 @@ export const AgentConfig = Schema.Struct({
 })
 export type AgentConfig = typeof AgentConfig.Type
 
+/** How many fallback models an expert may name: each is one more attempt a failing step may take. */
+export const MAX_FALLBACK_MODELS = 3
+
 /** Fields a create or an update may carry; each is checked, and `billing` is normalised (see `normalizeBilling`). */
 export const AgentFields = {
   name: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)),
   description: Schema.String.pipe(Schema.maxLength(2000)),
   category: Category,
   instructions: Schema.String.pipe(Schema.maxLength(20_000)),
-  model: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)),
+  /** `<provider>/<model>` from `GET /v1/models` (a bare model id that one provider offers is accepted too). */
+  model: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200)),
+  fallback_models: Schema.Array(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))).pipe(
+    Schema.maxItems(MAX_FALLBACK_MODELS)
+  ),
   tools: Schema.Array(ToolPolicy).pipe(Schema.maxItems(BUILTIN_TOOLS.length)),
   subagents: Schema.Array(Identifier).pipe(Schema.maxItems(10)),
   opening_message: Schema.String.pipe(Schema.maxLength(2000)),

@@ -76,13 +76,28 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
         next.mcp_servers = fields.mcp_servers
       }
       if (fields.model !== undefined) {
-        const models = yield* catalog.list
-        if (!models.some((m) => m.id === fields.model)) {
+        if (Option.isNone(yield* catalog.find(fields.model))) {
           return yield* new InvalidRequest({
             message: `Invalid request: model: unknown model "${fields.model}" (see GET /v1/models)`
           })
         }
         next.model = fields.model
+      }
+      if (fields.fallback_models !== undefined) {
+        const seen = new Set<string>()
+        for (const model of fields.fallback_models) {
+          const entry = yield* catalog.find(model)
+          if (Option.isNone(entry)) {
+            return yield* new InvalidRequest({
+              message: `Invalid request: fallback_models: unknown model "${model}" (see GET /v1/models)`
+            })
+          }
+          if (seen.has(entry.value.id)) {
+            return yield* new InvalidRequest({ message: `Invalid request: fallback_models: "${model}" is listed twice` })
+          }
+          seen.add(entry.value.id)
+        }
+        next.fallback_models = fields.fallback_models
       }
       if (fields.subagents !== undefined) {
         for (const identifier of fields.subagents) {
@@ -168,6 +183,15 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
 
     const publish = Effect.fn("Agents.publish")(function*(identifier: string, ownerId: string) {
       const agent = yield* owned(identifier, ownerId)
+      // A model removed from the providers setting since the draft named it: a version that could never run is not
+      // sent to review.
+      for (const model of [agent.draft.model, ...(agent.draft.fallback_models ?? [])]) {
+        if (Option.isNone(yield* catalog.find(model))) {
+          return yield* new InvalidRequest({
+            message: `Cannot publish ${identifier}: the model "${model}" is not offered by this platform (see GET /v1/models).`
+          })
+        }
+      }
       return yield* repo.publish(agent.id, `sub_${randomBase62(20)}`)
     })
 

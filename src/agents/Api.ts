@@ -32,6 +32,7 @@ export const AgentView = Schema.Struct({
   category: Schema.String,
   instructions: Schema.optional(Schema.String),
   model: Schema.optional(Schema.String),
+  fallback_models: Schema.optional(Schema.Array(Schema.String)),
   tools: Schema.Array(Schema.Unknown),
   subagents: Schema.optional(Schema.Array(Schema.String)),
   opening_message: Schema.String,

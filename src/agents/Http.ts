@@ -21,6 +21,7 @@ const ownerView = (agent: AgentRow, pending: Option.Option<Submission>) => ({
   identifier: agent.identifier,
   status: agent.publishedVersion === null ? ("draft" as const) : ("published" as const),
   ...agent.draft,
+  fallback_models: agent.draft.fallback_models ?? [],
   billing: billingView(agent.draft),
   published_version: agent.publishedVersion,
   pending_submission: Option.match(pending, { onNone: () => null, onSome: submissionView }),

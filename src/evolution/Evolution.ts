@@ -98,7 +98,7 @@ export class Evolution extends Effect.Service<Evolution>()("atrium/evolution/Evo
       Effect.gen(function*() {
         const change = candidate.change
         if (change.type !== "append_instructions" && change.type !== "append_opening_message") return Option.none<string>()
-        const entry = (yield* catalog.list).find((model) => model.id === live.model)
+        const entry = Option.getOrUndefined(yield* catalog.find(live.model))
         if (entry === undefined || entry.provider === "builtin") return Option.none<string>()
         const drafter: RunnableAgent = {
           id: null,
@@ -279,7 +279,7 @@ export class Evolution extends Effect.Service<Evolution>()("atrium/evolution/Evo
       }
       if (suggestion.change.type === "set_model") {
         const model = suggestion.change.model
-        if (!(yield* catalog.list).some((entry) => entry.id === model)) {
+        if (Option.isNone(yield* catalog.find(model))) {
           return yield* new InvalidRequest({ message: `Suggestion ${suggestionId} names a model that is not available: ${model}.` })
         }
       }

@@ -106,18 +106,25 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
       ),
       userTool(
         "update_expert",
-        "Change an expert's basic metadata (name, description, category). Only these fields: prompt layers, subagents, " +
+        "Change an expert's basic metadata (name, description, category) and its model with fallbacks. Only these fields: prompt layers, subagents, " +
           "case demos and tools (the built-ins, run_code for Python and JavaScript in a sandbox, and remote MCP servers " +
           "with per-tool permissions) are edited in the studio or through PATCH /v1/agents/{identifier}.",
         z.object({
           identifier,
           name: z.string().min(1).max(100).optional().describe("New display name"),
           description: z.string().max(2000).optional().describe("New description"),
-          category: z.enum(CATEGORIES).optional().describe("New category")
+          category: z.enum(CATEGORIES).optional().describe("New category"),
+          model: z.string().min(1).max(200).optional().describe("Model as <provider>/<model> from GET /v1/models"),
+          fallback_models: z.array(z.string().min(1).max(200)).max(3).optional()
+            .describe("Models tried in order when the model's provider fails (each <provider>/<model>)")
         }).strict(),
-        ({ category, description, identifier, name }, caller) =>
-          // Only these three fields are passed on: whatever else a caller sends never reaches the service (rule 2).
-          Effect.flatMap(proxy(agents.update(identifier, caller.userId, { name, description, category })), withPending)
+        ({ category, description, fallback_models, identifier, model, name }, caller) =>
+          // Only these fields are passed on: whatever else a caller sends never reaches the service (rule 2; the model
+          // counts as basic metadata, issue 31).
+          Effect.flatMap(
+            proxy(agents.update(identifier, caller.userId, { name, description, category, model, fallback_models })),
+            withPending
+          )
       ),
       userTool(
         "get_expert_detail",

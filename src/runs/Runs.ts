@@ -69,8 +69,8 @@ export class Runs extends Effect.Service<Runs>()("atrium/runs/Runs", {
     const agentOrModel = Effect.fn("Runs.agentOrModel")(function*(name: string, caller: CallerIdentity) {
       const agent = yield* runnable(name, caller.userId)
       if (Option.isSome(agent)) return agent.value
-      const model = (yield* catalog.list).find((entry) => entry.id === name)
-      if (model !== undefined) return bareModel(model.id, caller.userId)
+      const model = yield* catalog.find(name)
+      if (Option.isSome(model)) return bareModel(model.value.id, caller.userId)
       return yield* new NotFound({ message: `No agent or model ${name} (see GET /v1/agents and GET /v1/models).` })
     })
 

@@ -53,7 +53,18 @@ export type InternalEvent =
     readonly model: string
     readonly input_tokens: number
     readonly output_tokens: number
+    /** Of `input_tokens`, those read from the provider's prompt cache (priced at the cached rate). */
+    readonly cached_input_tokens?: number
     readonly credits: number
+  }
+  | {
+    /** A model call failed retryably and the step moves to the next model (docs/models.md). */
+    readonly type: "model_fallback"
+    readonly from: string
+    readonly to: string
+    readonly code: string
+    readonly message: string
+    readonly retry_after_ms?: number
   }
   | { readonly type: "budget_exhausted"; readonly budget: number; readonly spent: number; readonly reason: string }
   | { readonly type: "trial_exhausted"; readonly agent: string; readonly trials_used: number; readonly price: number }
@@ -76,6 +87,8 @@ const PUBLIC_NAMES: Readonly<Record<string, string>> = {
   delegation_started: "delegation.started",
   delegation_completed: "delegation.completed",
   token_usage: "usage.token",
+  // Not one of the spec's 20 names: consumers ignore it (spec 6.1); docs/models.md describes it.
+  model_fallback: "run.model_fallback",
   budget_exhausted: "usage.budget_exhausted",
   trial_exhausted: "usage.trial_exhausted"
 }

@@ -65,6 +65,8 @@ export interface ExpertBilling {
 export interface ExpertConfig {
   readonly instructions: string
   readonly model: string
+  /** Models a step moves to, in order, when the model's upstream fails retryably (docs/models.md). */
+  readonly fallback_models?: ReadonlyArray<string> | undefined
   readonly tools: ReadonlyArray<typeof ToolPolicy.Type>
   readonly subagents: ReadonlyArray<string>
   readonly billing: ExpertBilling

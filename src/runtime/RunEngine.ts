@@ -3,7 +3,7 @@ import type * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as Prompt from "@effect/ai/Prompt"
 import * as Tool from "@effect/ai/Tool"
 import type * as Toolkit from "@effect/ai/Toolkit"
-import { Cause, Effect, Exit, Mailbox, Option, Schema, Stream } from "effect"
+import { Cause, Clock, Duration, Effect, Exit, Mailbox, Option, Schema, Stream } from "effect"
 import { newId } from "../platform/Ids.js"
 import { type Micros, parseCredits, toNumber } from "../platform/Money.js"
 import { Approvals } from "./Approvals.js"
@@ -11,6 +11,7 @@ import type { InternalEvent } from "./Events.js"
 import type { ExpertConfig } from "./Expert.js"
 import { DELEGATE_TOOL, tokensOf } from "./models/Builtin.js"
 import { describeFailure } from "./models/Upstream.js"
+import { ProviderHealth, retryable } from "./models/Health.js"
 import { Models, type ResolvedModel } from "./models/Models.js"
 import { RunsRepo } from "./Repo.js"
 import { type RunLedger, RunPayer } from "./Ports.js"
@@ -96,6 +97,8 @@ export interface RunResult {
 
 /** Deepest delegation chain: the root run is depth 0, its subagent 1, ... */
 export const MAX_DELEGATION_DEPTH = 3
+/** The longest a step waits for a resting provider of its chain (`Retry-After`, an open breaker) before failing. */
+export const MAX_CHAIN_WAIT_MS = 10_000
 /** Model calls in one run: a model that keeps calling tools is stopped rather than billed forever. */
 export const MAX_STEPS = 12
 
@@ -103,7 +106,13 @@ const DEFAULT_INSTRUCTIONS = "You are a helpful expert."
 
 /** A run cannot go on: the event to emit and the failure to record. */
 class Stop {
-  constructor(readonly code: string, readonly message: string, readonly before: ReadonlyArray<InternalEvent> = []) {}
+  constructor(
+    readonly code: string,
+    readonly message: string,
+    readonly before: ReadonlyArray<InternalEvent> = [],
+    /** The model call's own error, for the fallback rule. */
+    readonly error?: unknown
+  ) {}
 }
 
 /** Maps a model failure to the `code` of `run.failed` (docs/events.md). */
@@ -135,9 +144,15 @@ export const failureOf = (error: unknown): { code: string; message: string } => 
 
 const rateOf = (text: string) => parseCredits(text) ?? 0n
 
-/** Credits of a model call: tokens at the model's per-1k rates, rounded up to the micro-credit. */
-export const costOf = (model: ResolvedModel, inputTokens: number, outputTokens: number): Micros => {
-  const numerator = BigInt(inputTokens) * rateOf(model.entry.inputPer1k) + BigInt(outputTokens) * rateOf(model.entry.outputPer1k)
+/**
+ * Credits of a model call: tokens at the model's per-1k rates, rounded up to the micro-credit. `cachedTokens` are
+ * the part of `inputTokens` read from the provider's prompt cache, at the model's cached rate.
+ */
+export const costOf = (model: ResolvedModel, inputTokens: number, outputTokens: number, cachedTokens = 0): Micros => {
+  const cached = BigInt(Math.min(Math.max(cachedTokens, 0), inputTokens))
+  const numerator = (BigInt(inputTokens) - cached) * rateOf(model.entry.inputPer1k) +
+    cached * rateOf(model.entry.cachedInputPer1k) +
+    BigInt(outputTokens) * rateOf(model.entry.outputPer1k)
   return (numerator + 999n) / 1000n
 }
 
@@ -149,6 +164,7 @@ const DelegateParameters = Schema.Struct({
 export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEngine", {
   effect: Effect.gen(function*() {
     const models = yield* Models
+    const health = yield* ProviderHealth
     const repo = yield* RunsRepo
     const runPayer = yield* RunPayer
     const approvals = yield* Approvals
@@ -233,9 +249,19 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
             return "trial_exhausted" as const
           }
 
-          const model = yield* models.resolve(agent.config.model)
-          if (Option.isNone(model)) {
-            return yield* Effect.fail(new Stop("model_unavailable", `The agent's model ${agent.config.model} is not available.`))
+          // The expert's model, then its fallbacks; a model removed from the providers setting is left out.
+          const chain: Array<ResolvedModel> = []
+          for (const id of [agent.config.model, ...(agent.config.fallback_models ?? [])]) {
+            const resolved = yield* models.resolve(id)
+            if (Option.isSome(resolved) && !chain.some((m) => m.entry.id === resolved.value.entry.id)) chain.push(resolved.value)
+          }
+          if (chain.length === 0) {
+            return yield* Effect.fail(
+              new Stop(
+                "model_unavailable",
+                `The expert's model "${agent.config.model}" is not offered by this platform any more (see GET /v1/models): its owner must choose another.`
+              )
+            )
           }
           // The expert's remote MCP servers, connected for this run (closed when it ends).
           const remote = yield* Effect.acquireRelease(mcpTools.open(agent.config, payer, agent.ownerId), (r) => r.close)
@@ -266,16 +292,17 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
 
           for (let step = 1; step <= MAX_STEPS; step++) {
             yield* emit({ type: "turn_start", turn: step })
-            const estimate = costOf(model.value, tokensOf(JSON.stringify(conversation)), lastOutputTokens)
+            const estimate = costOf(chain[0]!, tokensOf(JSON.stringify(conversation)), lastOutputTokens)
             yield* affordable(request, spent, estimate)
 
-            const call = yield* callModel(model.value.model, conversation, toolkit, emit, request.toolChoice)
+            const { call, model } = yield* callChain(chain, conversation, toolkit, emit, request.toolChoice)
             inputTokens += call.inputTokens
             outputTokens += call.outputTokens
             lastOutputTokens = call.outputTokens
             output += call.text
             reasoning += call.reasoning
-            const cost = costOf(model.value, call.inputTokens, call.outputTokens)
+            // Each step at the rate of the model that answered it.
+            const cost = costOf(model, call.inputTokens, call.outputTokens, call.cachedInputTokens)
             // The caller's budget is a promise: past it the platform, not the caller, pays for the step.
             const charge = Option.match(request.budget, {
               onNone: () => cost,
@@ -285,7 +312,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
             if (charge > 0n) {
               yield* runPayer.charge(payer.accountId, charge, {
                 key: `${request.runId}:${step}`,
-                description: `Run of ${agent.identifier} (${model.value.entry.id}, step ${step})`
+                description: `Run of ${agent.identifier} (${model.entry.id}, step ${step})`
               }).pipe(
                 Effect.catchTag("InsufficientFunds", () =>
                   runPayer.balance(payer.accountId).pipe(
@@ -299,16 +326,31 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
             }
             yield* emit({
               type: "token_usage",
-              model: model.value.entry.id,
+              model: model.entry.id,
               input_tokens: call.inputTokens,
               output_tokens: call.outputTokens,
+              ...(call.cachedInputTokens > 0 ? { cached_input_tokens: call.cachedInputTokens } : {}),
               credits: toNumber(charge)
             })
 
             const assistant: Array<any> = []
+            // Anthropic wants a step's signed thinking back before its tool calls when thinking is on.
+            if (call.signature !== undefined && call.reasoning.length > 0) {
+              assistant.push({
+                type: "reasoning",
+                text: call.reasoning,
+                options: { anthropic: { type: "thinking", signature: call.signature } }
+              })
+            }
             if (call.text.length > 0) assistant.push({ type: "text", text: call.text })
             for (const toolCall of call.toolCalls) {
-              assistant.push({ type: "tool-call", id: toolCall.id, name: toolCall.name, params: toolCall.params })
+              assistant.push({
+                type: "tool-call",
+                id: toolCall.id,
+                name: toolCall.name,
+                params: toolCall.params,
+                ...(toolCall.options === undefined ? {} : { options: toolCall.options })
+              })
             }
             if (assistant.length > 0) {
               added.push({ role: "assistant", content: assistant })
@@ -448,9 +490,11 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
         let thinking = ""
         let inputTokens = 0
         let outputTokens = 0
+        let cachedInputTokens = 0
+        let signature: string | undefined
         let thinkingOpen = false
         const announced = new Set<string>()
-        const toolCalls: Array<{ id: string; name: string; params: unknown }> = []
+        const toolCalls: Array<{ id: string; name: string; params: unknown; options?: { google: { thoughtSignature: string } } }> = []
         yield* model.streamText({
           prompt: conversation,
           ...(toolkit === undefined ? {} : { toolkit, disableToolCallResolution: true }),
@@ -463,6 +507,10 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
                 thinkingOpen = true
                 return emit({ type: "thinking_status", status: "started" })
               case "reasoning-delta":
+                {
+                  const signed = (part.metadata as { anthropic?: { signature?: unknown } } | undefined)?.anthropic?.signature
+                  if (typeof signed === "string") signature = signed
+                }
                 thinking += part.delta
                 return part.delta.length === 0 ? Effect.void : emit({ type: "reasoning", delta: part.delta })
               case "reasoning-end":
@@ -478,13 +526,23 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
               case "tool-params-delta":
                 return emit({ type: "tool_call_chunk", tool_call_id: part.id, delta: part.delta })
               case "tool-call": {
-                toolCalls.push({ id: part.id, name: part.name, params: part.params })
+                {
+                  // Gemini signs a call made while thinking; the signature must go back with the call.
+                  const signed = (part.metadata as { google?: { thoughtSignature?: unknown } } | undefined)?.google?.thoughtSignature
+                  toolCalls.push({
+                    id: part.id,
+                    name: part.name,
+                    params: part.params,
+                    ...(typeof signed === "string" ? { options: { google: { thoughtSignature: signed } } } : {})
+                  })
+                }
                 if (announced.has(part.id)) return Effect.void
                 return emit({ type: "tool_call", tool_call_id: part.id, name: part.name, status: "pending", arguments: part.params })
               }
               case "finish":
                 inputTokens = part.usage.inputTokens ?? inputTokens
                 outputTokens = part.usage.outputTokens ?? outputTokens
+                cachedInputTokens = part.usage.cachedInputTokens ?? cachedInputTokens
                 return Effect.void
               case "error":
                 return Effect.fail(part.error)
@@ -494,14 +552,88 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
           }),
           Effect.mapError((error) => {
             const failure = failureOf(error)
-            return new Stop(failure.code, failure.message)
+            return new Stop(failure.code, failure.message, [], error)
           })
         )
         if (thinkingOpen) yield* emit({ type: "thinking_status", status: "finished" })
         // A provider that reports no usage is billed by the same estimate the builtin model uses.
         if (inputTokens === 0) inputTokens = tokensOf(JSON.stringify(conversation))
         if (outputTokens === 0) outputTokens = tokensOf(text + thinking + JSON.stringify(toolCalls.map((c) => c.params)))
-        return { text, reasoning: thinking, inputTokens, outputTokens, toolCalls }
+        return { text, reasoning: thinking, signature, inputTokens, outputTokens, cachedInputTokens, toolCalls }
+      })
+
+    /**
+     * One step's model call through the expert's chain (docs/models.md): the first model whose provider's breaker
+     * admits it; a retryable failure before anything of the step was streamed moves to the next model, told as
+     * `run.model_fallback`. Once the step has streamed output a failure ends the run, since a client cannot take
+     * back text it was shown. When every provider of the chain rests for a short while (a `Retry-After`, an open
+     * breaker), the step waits for the first of them, once.
+     */
+    const callChain = (
+      chain: ReadonlyArray<ResolvedModel>,
+      conversation: ReadonlyArray<Prompt.MessageEncoded>,
+      toolkit: Toolkit.WithHandler<any> | undefined,
+      emit: (event: InternalEvent) => Effect.Effect<void>,
+      toolChoice?: LanguageModel.ToolChoice<string> | undefined
+    ) =>
+      Effect.gen(function*() {
+        let last: Stop | undefined
+        let previous: ResolvedModel | undefined
+        let waited = false
+        const tried = new Set<string>()
+        // Each pass tries every model once; a second pass only after waiting out a short rest (bounded loop).
+        while (true) {
+          let next: ResolvedModel | undefined
+          for (const candidate of chain) {
+            if (tried.has(candidate.entry.id)) continue
+            if (candidate.entry.kind === "builtin" || (yield* health.admit(candidate.entry.provider))) {
+              next = candidate
+              break
+            }
+          }
+          if (next === undefined) {
+            const waits = (yield* Effect.forEach(chain, (m) => health.waitFor(m.entry.provider))).filter((ms) => ms > 0)
+            const soonest = waits.length === 0 ? Infinity : Math.min(...waits)
+            if (waited || soonest > MAX_CHAIN_WAIT_MS) break
+            waited = true
+            tried.clear()
+            yield* Effect.sleep(Duration.millis(soonest))
+            continue
+          }
+          if (previous !== undefined && last !== undefined) {
+            const rest = Option.flatMap(retryable(last.error, yield* Clock.currentTimeMillis), (r) => r.retryAfter)
+            yield* emit({
+              type: "model_fallback",
+              from: previous.entry.id,
+              to: next.entry.id,
+              code: last.code,
+              message: last.message,
+              ...(Option.isSome(rest) ? { retry_after_ms: Duration.toMillis(rest.value) } : {})
+            })
+          }
+          tried.add(next.entry.id)
+          let streamed = false
+          const outcome = yield* Effect.either(
+            callModel(next.model, conversation, toolkit, (event) => {
+              streamed = true
+              return emit(event)
+            }, toolChoice)
+          )
+          if (outcome._tag === "Right") {
+            if (next.entry.kind !== "builtin") yield* health.succeeded(next.entry.provider)
+            return { call: outcome.right, model: next }
+          }
+          const failure = outcome.left
+          const again = retryable(failure.error, yield* Clock.currentTimeMillis)
+          if (Option.isNone(again)) return yield* Effect.fail(failure)
+          yield* health.failed(next.entry.provider, again.value.retryAfter)
+          if (streamed) return yield* Effect.fail(failure)
+          last = failure
+          previous = next
+        }
+        return yield* Effect.fail(
+          last ?? new Stop("model_unavailable", "Every provider of the expert's models is failing; try again later.")
+        )
       })
 
     /** A tool call through the agent's policy: denied, asked for, or run; the result goes back to the model. */
@@ -654,5 +786,5 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
 
     return { execute, stream } as const
   }),
-  dependencies: [Models.Default, RunsRepo.Default, Approvals.Default, CodeRunner.Default, McpTools.Default]
+  dependencies: [Models.Default, ProviderHealth.Default, RunsRepo.Default, Approvals.Default, CodeRunner.Default, McpTools.Default]
 }) {}

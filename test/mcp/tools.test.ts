@@ -15,7 +15,8 @@ const SPEC: Record<string, Record<string, boolean>> = {
   get_creator_profile: {},
   apply_creator: { displayName: true, bio: true, accountType: true, email: true },
   create_expert: { name: true, description: true, category: true },
-  update_expert: { identifier: true, name: false, description: false, category: false },
+  // `model` and `fallback_models` beyond the spec's row: issue 31 exposes the per-expert model here.
+  update_expert: { identifier: true, name: false, description: false, category: false, model: false, fallback_models: false },
   get_expert_detail: { identifier: true },
   list_my_experts: {},
   install_skill: { identifier: true, skillName: true },

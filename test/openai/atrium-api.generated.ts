@@ -204,6 +204,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/models/{provider}/{model}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Retrieve a provider's model
+         * @description One model by its `<provider>/<model>` id, which has a slash.
+         */
+        get: operations["models.retrieveQualified"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/meters": {
         parameters: {
             query?: never;
@@ -2092,13 +2112,16 @@ export interface operations {
                             object: "model";
                             owned_by: string;
                             provider: string;
+                            provider_kind: string;
                             description: string;
                             context_window: components["schemas"]["Int"];
+                            capabilities: string[];
                             pricing: {
                                 /** @enum {string} */
                                 unit: "1k_tokens";
                                 input: number;
                                 output: number;
+                                cached_input: number;
                             };
                         }[];
                         has_more: boolean;
@@ -2157,13 +2180,83 @@ export interface operations {
                         object: "model";
                         owned_by: string;
                         provider: string;
+                        provider_kind: string;
                         description: string;
                         context_window: components["schemas"]["Int"];
+                        capabilities: string[];
                         pricing: {
                             /** @enum {string} */
                             unit: "1k_tokens";
                             input: number;
                             output: number;
+                            cached_input: number;
+                        };
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NotFound */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "models.retrieveQualified": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                provider: string;
+                model: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        /** @enum {string} */
+                        object: "model";
+                        owned_by: string;
+                        provider: string;
+                        provider_kind: string;
+                        description: string;
+                        context_window: components["schemas"]["Int"];
+                        capabilities: string[];
+                        pricing: {
+                            /** @enum {string} */
+                            unit: "1k_tokens";
+                            input: number;
+                            output: number;
+                            cached_input: number;
                         };
                     };
                 };
@@ -3215,6 +3308,7 @@ export interface operations {
                             category: string;
                             instructions?: string;
                             model?: string;
+                            fallback_models?: string[];
                             tools: unknown[];
                             subagents?: string[];
                             opening_message: string;
@@ -3301,10 +3395,15 @@ export interface operations {
                      */
                     instructions?: string;
                     /**
-                     * maxLength(100)
-                     * @description a string at most 100 character(s) long
+                     * maxLength(200)
+                     * @description a string at most 200 character(s) long
                      */
                     model?: string;
+                    /**
+                     * maxItems(3)
+                     * @description an array of at most 3 item(s)
+                     */
+                    fallback_models?: string[];
                     /**
                      * maxItems(8)
                      * @description an array of at most 8 item(s)
@@ -3397,6 +3496,7 @@ export interface operations {
                         category: string;
                         instructions?: string;
                         model?: string;
+                        fallback_models?: string[];
                         tools: unknown[];
                         subagents?: string[];
                         opening_message: string;
@@ -3477,6 +3577,7 @@ export interface operations {
                         category: string;
                         instructions?: string;
                         model?: string;
+                        fallback_models?: string[];
                         tools: unknown[];
                         subagents?: string[];
                         opening_message: string;
@@ -3561,10 +3662,15 @@ export interface operations {
                      */
                     instructions?: string;
                     /**
-                     * maxLength(100)
-                     * @description a string at most 100 character(s) long
+                     * maxLength(200)
+                     * @description a string at most 200 character(s) long
                      */
                     model?: string;
+                    /**
+                     * maxItems(3)
+                     * @description an array of at most 3 item(s)
+                     */
+                    fallback_models?: string[];
                     /**
                      * maxItems(8)
                      * @description an array of at most 8 item(s)
@@ -3657,6 +3763,7 @@ export interface operations {
                         category: string;
                         instructions?: string;
                         model?: string;
+                        fallback_models?: string[];
                         tools: unknown[];
                         subagents?: string[];
                         opening_message: string;

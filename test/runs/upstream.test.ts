@@ -37,7 +37,7 @@ describe("runs through an upstream model", () => {
         const thinking = stream.events.filter((e) => e.event === "output.thinking.delta").map((e) => e.data.delta).join("")
         assert.strictEqual(thinking, "Thinking hard.")
         const usage = stream.events.find((e) => e.event === "usage.token")!.data
-        assert.deepInclude(usage, { model: "mock-model", input_tokens: 1000, output_tokens: 2000, credits: 2.5 })
+        assert.deepInclude(usage, { model: "openai/mock-model", input_tokens: 1000, output_tokens: 2000, credits: 2.5 })
         assert.strictEqual(stream.events[stream.events.length - 1]!.data.credits_charged, 2.5)
         const [sent] = yield* upstream.requests
         assert.strictEqual(sent!.body.model, "mock-model")

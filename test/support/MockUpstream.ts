@@ -13,13 +13,25 @@ import { TestServer } from "./TestServer.js"
  */
 
 /** A raw piece of the body, or a pause between pieces (which also keeps the pieces in separate TCP segments). */
-export type Write = string | { readonly pause: number }
+export type Write = string | Uint8Array | { readonly pause: number }
 
 export type Reply =
   /** 200 `text/event-stream`, the writes in order; then the response ends unless `stallAfter` keeps it open. */
-  | { readonly _tag: "Stream"; readonly writes: ReadonlyArray<Write>; readonly stallAfter?: boolean }
+  | {
+    readonly _tag: "Stream"
+    readonly writes: ReadonlyArray<Write>
+    readonly stallAfter?: boolean
+    /** Destroy the connection after the writes: the stream breaks mid-way (a reset, not an ended response). */
+    readonly cut?: boolean
+  }
   /** A status with a body, sent whole. */
-  | { readonly _tag: "Status"; readonly status: number; readonly body: unknown; readonly contentType?: string }
+  | {
+    readonly _tag: "Status"
+    readonly status: number
+    readonly body: unknown
+    readonly contentType?: string
+    readonly headers?: Readonly<Record<string, string>>
+  }
   /** Accept the request and never answer, not even with headers. */
   | { readonly _tag: "Silence" }
 
@@ -44,17 +56,27 @@ export interface MockUpstream {
 // Reply builders
 // -----------------------------------------------------------------------------
 
-export const stream = (writes: ReadonlyArray<Write>, options?: { readonly stallAfter?: boolean }): Reply => ({
+export const stream = (
+  writes: ReadonlyArray<Write>,
+  options?: { readonly stallAfter?: boolean; readonly cut?: boolean }
+): Reply => ({
   _tag: "Stream",
   writes,
-  ...(options?.stallAfter ? { stallAfter: true } : {})
+  ...(options?.stallAfter ? { stallAfter: true } : {}),
+  ...(options?.cut ? { cut: true } : {})
 })
 
-export const status = (code: number, body: unknown, contentType?: string): Reply => ({
+export const status = (
+  code: number,
+  body: unknown,
+  contentType?: string,
+  headers?: Readonly<Record<string, string>>
+): Reply => ({
   _tag: "Status",
   status: code,
   body,
-  ...(contentType !== undefined ? { contentType } : {})
+  ...(contentType !== undefined ? { contentType } : {}),
+  ...(headers !== undefined ? { headers } : {})
 })
 
 export const silence: Reply = { _tag: "Silence" }
@@ -133,7 +155,8 @@ export const make: Effect.Effect<MockUpstream, never, Scope.Scope> = Effect.gen(
       case "Status": {
         const text = typeof reply.body === "string" ? reply.body : JSON.stringify(reply.body)
         res.writeHead(reply.status, {
-          "content-type": reply.contentType ?? (typeof reply.body === "string" ? "text/plain" : "application/json")
+          "content-type": reply.contentType ?? (typeof reply.body === "string" ? "text/plain" : "application/json"),
+          ...reply.headers
         })
         res.end(text)
         return
@@ -144,8 +167,14 @@ export const make: Effect.Effect<MockUpstream, never, Scope.Scope> = Effect.gen(
         res.flushHeaders()
         for (const write of reply.writes) {
           if (res.destroyed) return
-          if (typeof write === "string") res.write(write)
+          if (typeof write === "string" || write instanceof Uint8Array) res.write(write)
           else await sleep(write.pause)
+        }
+        if (reply.cut) {
+          // Let the last write reach the client before the connection drops.
+          await sleep(20)
+          res.destroy()
+          return
         }
         if (!reply.stallAfter) res.end()
         return

@@ -10,13 +10,19 @@ export const Model = Schema.Struct({
   id: Schema.String,
   object: Schema.Literal("model"),
   owned_by: Schema.String,
+  /** The provider's id from the providers setting (`builtin` for the platform's own model). */
   provider: Schema.String,
+  /** The provider's kind: `builtin`, `openai-chat`, `openai-responses`, `anthropic`, `google`, `openrouter`. */
+  provider_kind: Schema.String,
   description: Schema.String,
   context_window: Schema.Int,
+  capabilities: Schema.Array(Schema.String),
   pricing: Schema.Struct({
     unit: Schema.Literal("1k_tokens"),
     input: Schema.Number,
-    output: Schema.Number
+    output: Schema.Number,
+    /** An input token read from the provider's prompt cache. */
+    cached_input: Schema.Number
   })
 })
 
@@ -35,6 +41,14 @@ export class ModelsApi extends HttpApiGroup.make("models")
       .addError(NotFound)
       .annotate(OpenApi.Summary, "Retrieve a model")
       .annotate(OpenApi.Description, "One model of GET /v1/models by its id (OpenAI's models.retrieve).")
+  )
+  .add(
+    HttpApiEndpoint.get("retrieveQualified", "/v1/models/:provider/:model")
+      .setPath(Schema.Struct({ provider: Schema.String, model: Schema.String }))
+      .addSuccess(Model)
+      .addError(NotFound)
+      .annotate(OpenApi.Summary, "Retrieve a provider's model")
+      .annotate(OpenApi.Description, "One model by its `<provider>/<model>` id, which has a slash.")
   )
   .middleware(PlatformAuthentication)
   .annotate(OpenApi.Title, "Models")

@@ -549,14 +549,27 @@ export const make = (options: Options): Effect.Effect<LanguageModel.Service, nev
     const shownUrl = displayUrl(url)
     const scrub = scrubber(options.apiKey)
 
-    const responseError = (method: string, status: number, contentType: string | undefined, body: string) => {
+    const responseError = (
+      method: string,
+      status: number,
+      contentType: string | undefined,
+      body: string,
+      retryAfter?: string | undefined
+    ) => {
       const message = upstreamMessage(scrub(body))
       return new AiError.HttpResponseError({
         module: MODULE,
         method,
         reason: "StatusCode",
         request: requestDetails(shownUrl),
-        response: { status, headers: contentType === undefined ? {} : { "content-type": contentType } },
+        // `retry-after` is kept for the engine's fallback rule (docs/models.md); no other header is.
+        response: {
+          status,
+          headers: {
+            ...(contentType === undefined ? {} : { "content-type": contentType }),
+            ...(retryAfter === undefined ? {} : { "retry-after": retryAfter })
+          }
+        },
         ...(message !== undefined ? { body: message } : {}),
         description: `the model upstream returned ${status}${message === undefined ? "" : `: ${message}`}`
       })
@@ -601,7 +614,13 @@ export const make = (options: Options): Effect.Effect<LanguageModel.Service, nev
             Effect.timeout(idle),
             Effect.orElseSucceed(() => "")
           )
-          return yield* responseError(method, response.status, response.headers["content-type"], text)
+          return yield* responseError(
+            method,
+            response.status,
+            response.headers["content-type"],
+            text,
+            response.headers["retry-after"]
+          )
         }
 
         const decoder = new ChunkDecoder(

@@ -1,5 +1,5 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Option } from "effect"
 import { AtriumApi } from "../../Api.js"
 import { AuthenticationLive } from "../../identity/Authentication.js"
 import { ModelCatalog } from "./Catalog.js"
@@ -12,19 +12,28 @@ export const ModelsHttp = HttpApiBuilder.group(AtriumApi, "models", (handlers) =
     const view = (model: Effect.Effect.Success<typeof catalog.list>[number]) => ({
       id: model.id,
       object: "model" as const,
-      owned_by: "atrium",
+      owned_by: model.provider === "builtin" ? "atrium" : model.provider,
       provider: model.provider,
+      provider_kind: model.kind,
       description: model.description,
       context_window: model.contextWindow,
-      pricing: { unit: "1k_tokens" as const, input: Number(model.inputPer1k), output: Number(model.outputPer1k) }
+      capabilities: model.capabilities,
+      pricing: {
+        unit: "1k_tokens" as const,
+        input: Number(model.inputPer1k),
+        output: Number(model.outputPer1k),
+        cached_input: Number(model.cachedInputPer1k)
+      }
     })
+    const retrieve = (id: string) =>
+      Effect.flatMap(catalog.find(id), (model) =>
+        Option.isNone(model)
+          ? Effect.fail(new NotFound({ message: `No model ${id} (see GET /v1/models).` }))
+          : Effect.succeed(view(model.value)))
     return handlers
       .handle("list", ({ urlParams }) =>
         Effect.flatMap(catalog.list, (models) =>
           Effect.map(pageOf(models.map(view), urlParams, (model) => model.id), (page) => ({ object: "list" as const, ...page }))))
-      .handle("retrieve", ({ path }) =>
-        Effect.flatMap(catalog.list, (models) => {
-          const model = models.find((entry) => entry.id === path.id)
-          return model === undefined ? Effect.fail(new NotFound({ message: `No model ${path.id} (see GET /v1/models).` })) : Effect.succeed(view(model))
-        }))
+      .handle("retrieve", ({ path }) => retrieve(path.id))
+      .handle("retrieveQualified", ({ path }) => retrieve(`${path.provider}/${path.model}`))
   })).pipe(Layer.provide([ModelCatalog.Default, AuthenticationLive]))

@@ -12,7 +12,7 @@ export interface ResolvedModel {
 
 /**
  * The port between the run engine and the models: a model id from the catalog to its `@effect/ai` language model.
- * Each model is built once, on first use.
+ * Every model of every provider is built at start-up (building one makes no request).
  */
 export class Models extends Effect.Service<Models>()("atrium/runtime/Models", {
   effect: Effect.gen(function*() {
@@ -21,16 +21,15 @@ export class Models extends Effect.Service<Models>()("atrium/runtime/Models", {
     const builtin = yield* Builtin.make
     const built = new Map<string, LanguageModel.Service>([[Builtin.BUILTIN_MODEL_ID, builtin]])
     for (const model of settings.upstreamModels) {
-      if (model.id === Builtin.BUILTIN_MODEL_ID) continue
-      built.set(model.id, yield* upstreamLanguageModel(settings, model.id))
+      built.set(model.id, yield* upstreamLanguageModel(settings, model))
     }
 
     const resolve = Effect.fn("Models.resolve")(function*(id: string) {
-      const entry = (yield* catalog.list).find((model) => model.id === id)
-      if (entry === undefined) return Option.none<ResolvedModel>()
-      const model = built.get(id)
+      const entry = yield* catalog.find(id)
+      if (Option.isNone(entry)) return Option.none<ResolvedModel>()
+      const model = built.get(entry.value.id)
       if (model === undefined) return Option.none<ResolvedModel>()
-      return Option.some<ResolvedModel>({ entry, model })
+      return Option.some<ResolvedModel>({ entry: entry.value, model })
     })
 
     return { resolve } as const

@@ -1,8 +1,20 @@
 import type * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as HttpClient from "@effect/platform/HttpClient"
 import { Config, ConfigError, Duration, Effect, Either, Option } from "effect"
+import { readFileSync } from "node:fs"
 import { optionalRedacted, optionalString } from "../../platform/Config.js"
+import * as Anthropic from "./Anthropic.js"
+import * as Bedrock from "./Bedrock.js"
 import * as ChatCompletions from "./ChatCompletions.js"
+import * as Gemini from "./Gemini.js"
+import {
+  CACHED_INPUT_PERCENT,
+  discounted,
+  parseProviders,
+  type ProviderKind,
+  type ProviderModel,
+  type ProviderSpec
+} from "./Providers.js"
 import * as Responses from "./Responses.js"
 
 /**
@@ -100,6 +112,45 @@ const rates = nonEmpty("OPENAI_MODEL_RATES", "").pipe(
   )
 )
 
+/**
+ * The providers setting: a file named by `MODEL_PROVIDERS_FILE`, or the JSON itself in `MODEL_PROVIDERS` (one of the
+ * two). Read here, once, with the rest of the model settings; a bad document is a `ConfigError` naming the setting,
+ * the provider and the field, which stops start-up.
+ */
+const providersDocument = Config.all({
+  file: optionalString("MODEL_PROVIDERS_FILE"),
+  inline: optionalString("MODEL_PROVIDERS")
+}).pipe(
+  Config.mapOrFail(({ file, inline }): Either.Either<ReadonlyArray<ProviderSpec>, ConfigError.ConfigError> => {
+    if (Option.isSome(file) && Option.isSome(inline)) {
+      return Either.left(
+        ConfigError.InvalidData(["MODEL_PROVIDERS_FILE"], "set MODEL_PROVIDERS_FILE or MODEL_PROVIDERS, not both")
+      )
+    }
+    if (Option.isSome(file)) {
+      let text: string
+      try {
+        text = readFileSync(file.value.trim(), "utf8")
+      } catch (error) {
+        return Either.left(
+          ConfigError.InvalidData(["MODEL_PROVIDERS_FILE"], `cannot read ${file.value}: ${(error as Error).message}`)
+        )
+      }
+      return Either.mapLeft(
+        parseProviders(text),
+        (message) => ConfigError.InvalidData(["MODEL_PROVIDERS_FILE"], `${file.value}: ${message}`)
+      )
+    }
+    if (Option.isSome(inline)) {
+      return Either.mapLeft(parseProviders(inline.value), (message) => ConfigError.InvalidData(["MODEL_PROVIDERS"], message))
+    }
+    return Either.right([])
+  })
+)
+
+/** The id the `OPENAI_*` shorthand's provider gets: its models are `openai/<model>`. */
+export const SHORTHAND_PROVIDER_ID = "openai"
+
 export const ModelProviderConfig = Config.all({
   provider,
   /** Without a trailing slash, so `${baseUrl}/chat/completions` is always one slash. */
@@ -107,18 +158,52 @@ export const ModelProviderConfig = Config.all({
   apiKey: optionalRedacted("OPENAI_API_KEY"),
   models,
   rates,
+  providersFile: providersDocument,
   /** No byte from the upstream for this long means it is stuck: the call fails instead of hanging the run. */
   idleTimeout: durationSetting("OPENAI_STREAM_IDLE_TIMEOUT", "60 seconds"),
   /** The most one model call may take from request to last byte, however steadily it streams. */
   requestTimeout: durationSetting("OPENAI_REQUEST_TIMEOUT", "10 minutes")
-})
+}).pipe(
+  Config.mapOrFail((config) => {
+    // The `OPENAI_*` settings are a one-provider shorthand: provider `openai`, beside whatever the file lists.
+    const shorthand: Array<ProviderSpec> = config.provider === "builtin" || config.models.length === 0
+      ? []
+      : [{
+        id: SHORTHAND_PROVIDER_ID,
+        kind: config.provider,
+        baseUrl: config.baseUrl,
+        apiKey: config.apiKey,
+        models: config.models.map((id) => {
+          const rate = config.rates.get(id) ?? DEFAULT_UPSTREAM_RATE
+          return {
+            id,
+            ...rate,
+            cachedInputPer1k: discounted(rate.inputPer1k, CACHED_INPUT_PERCENT[config.provider as ProviderKind]),
+            contextWindow: 128_000,
+            capabilities: ["tools", "vision", "reasoning"]
+          }
+        })
+      }]
+    if (shorthand.length > 0 && config.providersFile.some((p) => p.id === SHORTHAND_PROVIDER_ID)) {
+      return Either.left(
+        ConfigError.InvalidData(
+          ["MODEL_PROVIDER"],
+          `the OPENAI_* settings define provider "${SHORTHAND_PROVIDER_ID}", which the providers file defines too`
+        )
+      )
+    }
+    return Either.right({ ...config, providers: [...shorthand, ...config.providersFile] })
+  })
+)
 
 export type ModelProviderConfig = Config.Config.Success<typeof ModelProviderConfig>
 
-/** An upstream model as the catalog lists it. */
-export interface UpstreamModel extends ModelRate {
+/** An upstream model as the catalog lists it: `id` is `<provider>/<model>`. */
+export interface UpstreamModel extends ProviderModel {
   readonly id: string
-  readonly provider: Exclude<ModelProvider, "builtin">
+  /** The model's own id at its provider. */
+  readonly model: string
+  readonly provider: ProviderSpec
 }
 
 export class ModelProviderSettings extends Effect.Service<ModelProviderSettings>()(
@@ -126,30 +211,48 @@ export class ModelProviderSettings extends Effect.Service<ModelProviderSettings>
   {
     effect: Effect.map(ModelProviderConfig, (config) => {
       const rateOf = (model: string): ModelRate => config.rates.get(model) ?? DEFAULT_UPSTREAM_RATE
-      /** The upstream models to offer: none when the provider is `builtin`. */
-      const upstreamModels: ReadonlyArray<UpstreamModel> = config.provider === "builtin"
-        ? []
-        : config.models.map((id) => ({ id, provider: config.provider as UpstreamModel["provider"], ...rateOf(id) }))
+      /** Every upstream model of every provider, in the order given. */
+      const upstreamModels: ReadonlyArray<UpstreamModel> = config.providers.flatMap((provider) =>
+        provider.models.map((model) => ({ ...model, id: `${provider.id}/${model.id}`, model: model.id, provider }))
+      )
       return { ...config, rateOf, upstreamModels }
     })
   }
 ) {}
 
-/**
- * The `LanguageModel` for one upstream model id under these settings. The builtin model is not built here (it lives
- * with the catalog); asking for it with `MODEL_PROVIDER=builtin` gives the Chat Completions provider, which is never
- * what the caller wants, so callers check `provider` first.
- */
+/** How long a call may stall or last, shared by every provider. */
+export interface Timeouts {
+  readonly idleTimeout: Duration.Duration
+  readonly requestTimeout: Duration.Duration
+}
+
+/** The `LanguageModel` for one upstream model, by its provider's kind. */
 export const upstreamLanguageModel = (
-  config: Pick<ModelProviderConfig, "provider" | "baseUrl" | "apiKey" | "idleTimeout" | "requestTimeout">,
-  model: string
+  timeouts: Timeouts,
+  upstream: UpstreamModel
 ): Effect.Effect<LanguageModel.Service, never, HttpClient.HttpClient> => {
   const options = {
-    baseUrl: config.baseUrl,
-    apiKey: config.apiKey,
-    model,
-    idleTimeout: config.idleTimeout,
-    requestTimeout: config.requestTimeout
+    baseUrl: upstream.provider.baseUrl,
+    apiKey: upstream.provider.apiKey,
+    model: upstream.model,
+    idleTimeout: timeouts.idleTimeout,
+    requestTimeout: timeouts.requestTimeout
   }
-  return config.provider === "openai-responses" ? Responses.make(options) : ChatCompletions.make(options)
+  switch (upstream.provider.kind) {
+    case "openai-responses":
+      return Responses.make(options)
+    case "anthropic":
+      return Anthropic.make({ ...options, reasoning: upstream.capabilities.includes("reasoning") })
+    case "google":
+      return Gemini.make({ ...options, reasoning: upstream.capabilities.includes("reasoning") })
+    case "bedrock":
+      return Bedrock.make({
+        ...options,
+        reasoning: upstream.capabilities.includes("reasoning"),
+        aws: upstream.provider.aws ?? Option.none()
+      })
+    default:
+      // OpenRouter speaks Chat Completions (with `delta.reasoning` and cached-token usage), as do vLLM, Ollama, ...
+      return ChatCompletions.make(options)
+  }
 }

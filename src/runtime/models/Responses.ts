@@ -118,7 +118,7 @@ const guardResponse = (
   return guarded
 }
 
-const idleGuard = (idle: Duration.Duration) => (client: HttpClient.HttpClient): HttpClient.HttpClient =>
+export const idleGuard = (idle: Duration.Duration) => (client: HttpClient.HttpClient): HttpClient.HttpClient =>
   HttpClient.transform(client, (effect, request) =>
     effect.pipe(
       Effect.timeoutFail({ duration: idle, onTimeout: () => stalled(request, idle) }),
@@ -148,96 +148,114 @@ export const make = (options: Options): Effect.Effect<LanguageModel.Service, nev
       Effect.provideService(OpenAiClient.OpenAiClient, client)
     )
 
-    const sanitize = (method: string) => (error: unknown): unknown => {
-      if (!AiError.isAiError(error)) return error
-      const timeout = findCause(error, (u): u is UpstreamTimeout => u instanceof UpstreamTimeout)
-      if (timeout !== undefined) return timeoutError(MODULE, method, timeout)
-      const reported = findCause(error, (u): u is UpstreamReported => u instanceof UpstreamReported)
-      if (reported !== undefined) {
-        return new AiError.UnknownError({
-          module: MODULE,
-          method,
-          description: `the model upstream reported an error mid-stream: ${scrub(reported.upstreamMessage)}`
-        })
-      }
-      switch (error._tag) {
-        case "HttpRequestError":
-          return new AiError.HttpRequestError({
-            module: MODULE,
-            method,
-            reason: error.reason,
-            request: requestDetails(shownUrl),
-            description: `could not reach the model upstream at ${shownUrl}: ${
-              scrub(transportCause(isErrorLike(error.cause) ? error.cause : error))
-            }`
-          })
-        case "HttpResponseError": {
-          const message = upstreamMessage(scrub(error.body ?? ""))
-          return new AiError.HttpResponseError({
-            module: MODULE,
-            method,
-            reason: error.reason,
-            request: requestDetails(shownUrl),
-            response: { status: error.response.status, headers: {} },
-            ...(message !== undefined ? { body: message } : {}),
-            description: error.reason === "StatusCode"
-              ? `the model upstream returned ${error.response.status}${message === undefined ? "" : `: ${message}`}`
-              : `the model upstream sent a response that could not be read (${error.response.status})`
-          })
-        }
-        default:
-          return error
-      }
-    }
-
-    const overall = (method: string) =>
-      Effect.sleep(total).pipe(
-        Effect.zipRight(
-          Effect.fail(timeoutError(MODULE, method, new UpstreamTimeout({ phase: "request", after: total })))
-        )
-      )
-
-    const midStreamError = (method: string, error: unknown) =>
-      new AiError.UnknownError({
-        module: MODULE,
-        method,
-        description: `the model upstream reported an error mid-stream: ${
-          scrub(upstreamMessage(JSON.stringify(error ?? null)) ?? "no details")
-        }`
-      })
-
-    return tolerateToolArguments({
-      generateText: (request: any) =>
-        model.generateText(request).pipe(
-          Effect.timeoutFail({
-            duration: total,
-            onTimeout: () =>
-              timeoutError(MODULE, "generateText", new UpstreamTimeout({ phase: "request", after: total }))
-          }),
-          Effect.mapError(sanitize("generateText")),
-          Effect.withSpan("Responses.generateText")
-        ),
-      generateObject: (request: any) =>
-        model.generateObject(request).pipe(
-          Effect.timeoutFail({
-            duration: total,
-            onTimeout: () =>
-              timeoutError(MODULE, "generateObject", new UpstreamTimeout({ phase: "request", after: total }))
-          }),
-          Effect.mapError(sanitize("generateObject")),
-          Effect.withSpan("Responses.generateObject")
-        ),
-      streamText: (request: any) =>
-        model.streamText(request).pipe(
-          Stream.mapEffect((part: any) =>
-            part.type === "error" ? Effect.fail(midStreamError("streamText", part.error)) : Effect.succeed(part)
-          ),
-          Stream.interruptWhen(overall("streamText")),
-          Stream.mapError(sanitize("streamText")),
-          Stream.withSpan("Responses.streamText")
-        )
-    } as LanguageModel.Service)
+    return guardModel(model, { module: MODULE, idle, total, shownUrl, scrub })
   })
 
 const isErrorLike = (u: unknown): u is { readonly cause?: unknown; readonly description?: string } =>
   typeof u === "object" && u !== null
+
+/**
+ * A library's `LanguageModel` (from `@effect/ai-openai`, `@effect/ai-anthropic`) with our guarantees: timeouts as
+ * `UpstreamTimeout`, `error` parts failing the stream, errors rebuilt without headers or long bodies, tolerant tool
+ * arguments. `idleGuard` must be the library client's `transformClient` for the idle rule to hold.
+ */
+export const guardModel = (
+  model: LanguageModel.Service,
+  { idle: _idle, module: MODULE, scrub, shownUrl, total }: {
+    readonly module: string
+    readonly idle: Duration.Duration
+    readonly total: Duration.Duration
+    readonly shownUrl: string
+    readonly scrub: (text: string) => string
+  }
+): LanguageModel.Service => {
+  const sanitize = (method: string) => (error: unknown): unknown => {
+    if (!AiError.isAiError(error)) return error
+    const timeout = findCause(error, (u): u is UpstreamTimeout => u instanceof UpstreamTimeout)
+    if (timeout !== undefined) return timeoutError(MODULE, method, timeout)
+    const reported = findCause(error, (u): u is UpstreamReported => u instanceof UpstreamReported)
+    if (reported !== undefined) {
+      return new AiError.UnknownError({
+        module: MODULE,
+        method,
+        description: `the model upstream reported an error mid-stream: ${scrub(reported.upstreamMessage)}`
+      })
+    }
+    switch (error._tag) {
+      case "HttpRequestError":
+        return new AiError.HttpRequestError({
+          module: MODULE,
+          method,
+          reason: error.reason,
+          request: requestDetails(shownUrl),
+          description: `could not reach the model upstream at ${shownUrl}: ${
+            scrub(transportCause(isErrorLike(error.cause) ? error.cause : error))
+          }`
+        })
+      case "HttpResponseError": {
+        const message = upstreamMessage(scrub(error.body ?? ""))
+        return new AiError.HttpResponseError({
+          module: MODULE,
+          method,
+          reason: error.reason,
+          request: requestDetails(shownUrl),
+          response: { status: error.response.status, headers: {} },
+          ...(message !== undefined ? { body: message } : {}),
+          description: error.reason === "StatusCode"
+            ? `the model upstream returned ${error.response.status}${message === undefined ? "" : `: ${message}`}`
+            : `the model upstream sent a response that could not be read (${error.response.status})`
+        })
+      }
+      default:
+        return error
+    }
+  }
+
+  const overall = (method: string) =>
+    Effect.sleep(total).pipe(
+      Effect.zipRight(
+        Effect.fail(timeoutError(MODULE, method, new UpstreamTimeout({ phase: "request", after: total })))
+      )
+    )
+
+  const midStreamError = (method: string, error: unknown) =>
+    new AiError.UnknownError({
+      module: MODULE,
+      method,
+      description: `the model upstream reported an error mid-stream: ${
+        scrub(upstreamMessage(JSON.stringify(error ?? null)) ?? "no details")
+      }`
+    })
+
+  return tolerateToolArguments({
+    generateText: (request: any) =>
+      model.generateText(request).pipe(
+        Effect.timeoutFail({
+          duration: total,
+          onTimeout: () =>
+            timeoutError(MODULE, "generateText", new UpstreamTimeout({ phase: "request", after: total }))
+        }),
+        Effect.mapError(sanitize("generateText")),
+        Effect.withSpan(`${MODULE}.generateText`)
+      ),
+    generateObject: (request: any) =>
+      model.generateObject(request).pipe(
+        Effect.timeoutFail({
+          duration: total,
+          onTimeout: () =>
+            timeoutError(MODULE, "generateObject", new UpstreamTimeout({ phase: "request", after: total }))
+        }),
+        Effect.mapError(sanitize("generateObject")),
+        Effect.withSpan(`${MODULE}.generateObject`)
+      ),
+    streamText: (request: any) =>
+      model.streamText(request).pipe(
+        Stream.mapEffect((part: any) =>
+          part.type === "error" ? Effect.fail(midStreamError("streamText", part.error)) : Effect.succeed(part)
+        ),
+        Stream.interruptWhen(overall("streamText")),
+        Stream.mapError(sanitize("streamText")),
+        Stream.withSpan(`${MODULE}.streamText`)
+      )
+  } as LanguageModel.Service)
+}

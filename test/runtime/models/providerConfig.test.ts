@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Duration, Effect, Either, Option, Redacted } from "effect"
 import {
@@ -98,9 +101,83 @@ describe("model provider settings", () => {
         Effect.provide(ModelProviderSettings.Default),
         Effect.withConfigProvider(provider({ ...settings, MODEL_PROVIDER: "openai-chat" }))
       )
-      assert.deepStrictEqual(chat.upstreamModels, [
-        { id: "gpt-4o-mini", provider: "openai-chat", inputPer1k: "0.0015", outputPer1k: "0.006" },
-        { id: "deepseek-chat", provider: "openai-chat", ...DEFAULT_UPSTREAM_RATE }
+      assert.deepStrictEqual(chat.upstreamModels.map((m) => [m.id, m.model, m.provider.id, m.provider.kind, m.inputPer1k, m.outputPer1k, m.cachedInputPer1k]), [
+        ["openai/gpt-4o-mini", "gpt-4o-mini", "openai", "openai-chat", "0.0015", "0.006", "0.00075"],
+        ["openai/deepseek-chat", "deepseek-chat", "openai", "openai-chat", DEFAULT_UPSTREAM_RATE.inputPer1k, DEFAULT_UPSTREAM_RATE.outputPer1k, "0.005"]
       ])
+    }))
+
+  const document = {
+    providers: [
+      {
+        id: "anthropic",
+        kind: "anthropic",
+        base_url: "http://127.0.0.1:1/",
+        api_key: "sk-ant-secret",
+        models: [{ id: "claude-sonnet-4-5", input_per_1k: "0.003", output_per_1k: "0.015", context_window: 200000, capabilities: ["tools", "vision", "reasoning"] }]
+      },
+      { id: "gemini", kind: "google", models: [{ id: "gemini-2.5-flash", input_per_1k: 0.0003, output_per_1k: "0.0025", cached_input_per_1k: "0.00003" }] }
+    ]
+  }
+
+  it.effect("MODEL_PROVIDERS lists providers side by side, beside the OPENAI_* shorthand", () =>
+    Effect.gen(function*() {
+      const settings = yield* ModelProviderSettings.pipe(
+        Effect.provide(ModelProviderSettings.Default),
+        Effect.withConfigProvider(provider({
+          MODEL_PROVIDER: "openai-chat",
+          OPENAI_MODELS: "gpt-4o-mini",
+          MODEL_PROVIDERS: JSON.stringify(document)
+        }))
+      )
+      assert.deepStrictEqual(settings.upstreamModels.map((m) => m.id), ["openai/gpt-4o-mini", "anthropic/claude-sonnet-4-5", "gemini/gemini-2.5-flash"])
+      const claude = settings.upstreamModels[1]!
+      assert.strictEqual(claude.provider.baseUrl, "http://127.0.0.1:1")
+      assert.strictEqual(Option.map(claude.provider.apiKey, Redacted.value).pipe(Option.getOrNull), "sk-ant-secret")
+      assert.notInclude(JSON.stringify(settings.providers), "sk-ant-secret")
+      // Anthropic's cache reads cost a tenth of the input rate unless the file says otherwise.
+      assert.strictEqual(claude.cachedInputPer1k, "0.0003")
+      assert.deepStrictEqual(claude.capabilities, ["tools", "vision", "reasoning"])
+      assert.strictEqual(claude.contextWindow, 200000)
+      const gemini = settings.upstreamModels[2]!
+      assert.strictEqual(gemini.provider.baseUrl, "https://generativelanguage.googleapis.com")
+      assert.strictEqual(gemini.inputPer1k, "0.0003")
+      assert.strictEqual(gemini.cachedInputPer1k, "0.00003")
+      assert.deepStrictEqual(gemini.capabilities, ["tools"])
+    }))
+
+  it.effect("MODEL_PROVIDERS_FILE is read once at start-up; a bad document names the provider and the field", () =>
+    Effect.gen(function*() {
+      const dir = mkdtempSync(join(tmpdir(), "providers-"))
+      const file = join(dir, "providers.json")
+      writeFileSync(file, JSON.stringify(document))
+      const ok = yield* load({ MODEL_PROVIDERS_FILE: file })
+      assert.deepStrictEqual(ok.providers.map((p) => p.id), ["anthropic", "gemini"])
+
+      const bad = (patch: (doc: any) => void) => {
+        const doc = structuredClone(document) as any
+        patch(doc)
+        return JSON.stringify(doc)
+      }
+      const cases: Array<[Record<string, string>, ReadonlyArray<string>]> = [
+        [{ MODEL_PROVIDERS: bad((d) => (d.providers[1].models[0].input_per_1k = "cheap")) }, ["MODEL_PROVIDERS", "\"gemini\"", "models[0].input_per_1k"]],
+        [{ MODEL_PROVIDERS: bad((d) => (d.providers[0].kind = "claude")) }, ["\"anthropic\"", "kind"]],
+        [{ MODEL_PROVIDERS: bad((d) => Object.assign(d.providers[0], { kind: "bedrock", region: "mars" })) }, ["\"anthropic\"", "region"]],
+        [{ MODEL_PROVIDERS: bad((d) => Object.assign(d.providers[0], { kind: "bedrock", aws_access_key_id: "AKID" })) }, ["\"anthropic\"", "aws_secret_access_key"]],
+        [{ MODEL_PROVIDERS: bad((d) => (d.providers[0].base_url = "ftp://x")) }, ["\"anthropic\"", "base_url"]],
+        [{ MODEL_PROVIDERS: bad((d) => (d.providers[0].models[0].capabilities = ["telepathy"])) }, ["\"anthropic\"", "capabilities"]],
+        [{ MODEL_PROVIDERS: bad((d) => (d.providers[1].id = "anthropic")) }, ["\"anthropic\"", "listed twice"]],
+        [{ MODEL_PROVIDERS: bad((d) => (d.providers[0].models = [])) }, ["\"anthropic\"", "models"]],
+        [{ MODEL_PROVIDERS: "{not json" }, ["MODEL_PROVIDERS", "not JSON"]],
+        [{ MODEL_PROVIDERS_FILE: join(dir, "missing.json") }, ["MODEL_PROVIDERS_FILE", "cannot read"]],
+        [{ MODEL_PROVIDERS_FILE: file, MODEL_PROVIDERS: "{}" }, ["not both"]],
+        [{ MODEL_PROVIDER: "openai-chat", OPENAI_MODELS: "m", MODEL_PROVIDERS: JSON.stringify({ providers: [{ ...document.providers[0], id: "openai" }] }) }, ["MODEL_PROVIDER", "openai"]]
+      ]
+      for (const [settings, needles] of cases) {
+        const result = yield* Effect.either(load(settings))
+        assert(Either.isLeft(result), `${JSON.stringify(settings)} should be refused`)
+        for (const needle of needles) assert.include(String(result.left), needle)
+        assert.notInclude(String(result.left), "sk-ant-secret")
+      }
     }))
 })

@@ -16,6 +16,7 @@ interface Agent {
   category: string
   instructions?: string | undefined
   model?: string | undefined
+  fallback_models?: ReadonlyArray<string> | undefined
   tools: ReadonlyArray<unknown>
   subagents?: ReadonlyArray<string> | undefined
   opening_message: string
@@ -95,6 +96,8 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
   })
   const [tools, setTools] = useState<Record<string, Permission | "off">>({})
   const [demos, setDemos] = useState<Array<Demo>>([])
+  /** Models tried in order when the model's provider fails (docs/models.md). */
+  const [fallbacks, setFallbacks] = useState<ReadonlyArray<string>>([])
   /** The expert's remote MCP servers as JSON text (docs/tools.md): edited as written, checked by the API on save. */
   const [mcpServers, setMcpServers] = useState("[]")
   const [suggestions, setSuggestions] = useState<ReadonlyArray<Suggestion>>([])
@@ -114,6 +117,7 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
     for (const tool of a.tools as ReadonlyArray<{ name: string; permission: Permission }>) t[tool.name] = tool.permission
     setTools(t)
     setMcpServers(JSON.stringify(a.mcp_servers ?? [], null, 2))
+    setFallbacks(a.fallback_models ?? [])
     setDemos((a.case_demos as ReadonlyArray<Partial<Demo>>).map((d) => ({ title: d.title ?? "", input: d.input ?? "", output: d.output ?? "" })))
   }
 
@@ -146,6 +150,7 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
         category: form.category,
         instructions: form.instructions,
         ...(form.model ? { model: form.model } : {}),
+        fallback_models: fallbacks.filter((m) => m !== form.model),
         opening_message: form.opening_message,
         subagents: form.subagents.split(",").map((s) => s.trim()).filter(Boolean),
         tools: Object.entries(tools).filter(([, p]) => p !== "off").map(([name, permission]) => ({ name: name as ToolName, permission: permission as Permission })),
@@ -219,6 +224,16 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
             <select {...field("model")}>
               <option value="">Platform default</option>
               {models.map((m) => <option key={m} value={m}>{m}</option>)}
+            </select>
+          </label>
+          <label>
+            Fallback models (tried in order when the model&apos;s provider fails; at most 3)
+            <select
+              multiple
+              value={[...fallbacks]}
+              onChange={(e) => setFallbacks(Array.from(e.target.selectedOptions, (o) => o.value).slice(0, 3))}
+            >
+              {models.filter((m) => m !== form.model).map((m) => <option key={m} value={m}>{m}</option>)}
             </select>
           </label>
           <label>
