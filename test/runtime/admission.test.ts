@@ -1,8 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Exit, Fiber, TestClock } from "effect"
+import { Deferred, Effect, Exit, Fiber, TestClock, TestContext } from "effect"
 import { makeAdmission, type Tenant } from "../../src/runtime/sandbox/Admission.js"
 
-/** The sandbox caps (docs/tools.md, "Caps") on Effect's test clock: who runs, who waits, who is closed, who is busy. */
+/**
+ * The sandbox caps (docs/tools.md, "Caps") on Effect's test clock: who runs, who waits, who is closed, who is busy.
+ * Each test brings its own `TestContext`: a file run before this one in the same worker (`isolate: false`) can leave
+ * the default services without a `TestClock`.
+ */
 
 const settings = { livePerAccount: 2, liveTotal: 3, runningPerAccount: 1, runningTotal: 2, queueMs: 1_000 }
 
@@ -28,7 +32,7 @@ describe("sandbox admission", () => {
       yield* Deferred.succeed(release, undefined)
       yield* Fiber.join(first)
       assert.strictEqual(yield* admission.running(a2, Effect.succeed("ran")), "ran", "the permit came back")
-    }))
+    }).pipe(Effect.provide(TestContext.TestContext)))
 
   it.scoped("a full account closes its own least recently used idle sandbox; a full server anyone's", () =>
     Effect.gen(function*() {
@@ -54,7 +58,7 @@ describe("sandbox admission", () => {
       yield* live("c", "c1")
       assert.deepStrictEqual(closed, ["a1", "a2"], "a full server closes the oldest idle sandbox, whoever's")
       assert.strictEqual(admission.size(), 3)
-    }))
+    }).pipe(Effect.provide(TestContext.TestContext)))
 
   it.scoped("a running sandbox is never closed to make room: a newcomer waits, then is busy", () =>
     Effect.gen(function*() {
@@ -69,5 +73,5 @@ describe("sandbox admission", () => {
       assert.isTrue(Exit.isFailure(outcome), "no room within the deadline: busy")
       yield* Deferred.succeed(release, undefined)
       yield* Fiber.join(running)
-    }))
+    }).pipe(Effect.provide(TestContext.TestContext)))
 })
