@@ -204,6 +204,20 @@ export const platformNodeArgs = (): Array<string> => {
   return [...start, ...(process.env.BENCH_NODE_ARGS ?? "").split(" ").filter((a) => a.length > 0)]
 }
 
+/** The platform as `npm start` runs it; a bench refuses to measure a build older than the sources. */
+const BUILT_MAIN = Path.resolve(import.meta.dirname, "../dist/main.js")
+const newestSource = (dir: string): number =>
+  Fs.readdirSync(dir, { withFileTypes: true }).reduce((latest, entry) => {
+    const path = Path.join(dir, entry.name)
+    return Math.max(latest, entry.isDirectory() ? newestSource(path) : Fs.statSync(path).mtimeMs)
+  }, 0)
+const assertBuilt = () => {
+  const sources = Path.resolve(import.meta.dirname, "../src")
+  if (!Fs.existsSync(BUILT_MAIN) || Fs.statSync(BUILT_MAIN).mtimeMs < newestSource(sources)) {
+    throw new Error("dist/ is missing or older than src/: run `npm run build` first (benches measure what users run)")
+  }
+}
+
 /** A database of its own for one bench run, on the server of `adminUrl`. */
 export interface BenchDatabase {
   readonly name: string
@@ -268,9 +282,11 @@ export const launchBenchPlatform = async (options: {
     dataDir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "atrium-bench-"))
     env.DATA_DIR = dataDir
   }
+  assertBuilt()
   const child = ChildProcess.spawn(
     process.execPath,
-    [...(options.nodeArgs ?? []), ...platformNodeArgs(), "--import", "tsx", "src/main.ts"],
+    // The compiled build, as `npm start` runs it (`npm run build` first): what users run, not the sources.
+    [...(options.nodeArgs ?? []), ...platformNodeArgs(), BUILT_MAIN],
     { cwd: Path.resolve(import.meta.dirname, ".."), env, stdio: ["ignore", "inherit", "inherit"] }
   )
   const exited = new Promise((resolve) => child.once("exit", resolve))
