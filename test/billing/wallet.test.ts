@@ -260,19 +260,20 @@ describe("wallet", () => {
         assert.strictEqual(yield* balanceOf(bob.token), 100)
       }))
 
-    it.effect("a grant the database cannot hold fails on its own: it is answered, and the wallet goes on working", () =>
+    it.effect("a grant past the largest balance a wallet holds fails on its own: it is answered, and the wallet goes on working", () =>
       Effect.gen(function*() {
         const billed = yield* billedUser({ meters: { unit: 1 } })
-        const huge = "999999999999" // credits: 10^18 micro-credits; ten of them pass what a bigint column holds
-        for (let i = 0; i < 9; i++) {
+        // 9 * 10^15 micro-credits: a second one passes the largest balance a wallet holds (2^53 - 1 micro-credits).
+        const huge = "9000000000"
+        for (let i = 0; i < 1; i++) {
           const granted = yield* grant(billed.user.userId, { amount: huge, idempotency_key: freshKey(), reason: "huge" })
           assert.strictEqual(granted.status, 200, granted.text)
         }
         const balance = yield* balanceOf(billed.user.token)
-        // The tenth cannot be stored. It must be answered (not left hanging) and must move nothing.
+        // The second cannot be held. It must be answered (not left hanging) and must move nothing.
         const overflowKey = freshKey()
         const overflow = yield* grant(billed.user.userId, { amount: huge, idempotency_key: overflowKey, reason: "huge" })
-        assert.isAtLeast(overflow.status, 400, overflow.text)
+        assertError(overflow, 400, "invalid_request")
         assert.strictEqual(yield* balanceOf(billed.user.token), balance)
         // The wallet still charges and credits, and a retry of the refused grant is refused again, not replayed.
         const charged = yield* reportEvent(billed.accessToken, { event: "unit", idempotency_key: freshKey() })
@@ -280,11 +281,10 @@ describe("wallet", () => {
         const small = yield* grant(billed.user.userId, { amount: 1, idempotency_key: freshKey(), reason: "small" })
         assert.strictEqual(small.status, 200, small.text)
         const retried = yield* grant(billed.user.userId, { amount: huge, idempotency_key: overflowKey, reason: "huge" })
-        assert.isAtLeast(retried.status, 400, retried.text)
-        assert.notProperty(retried.body ?? {}, "idempotent_replay")
+        assertError(retried, 400, "invalid_request")
         // (Balances this large are past what a JSON number holds exactly, so the ledger is counted, not summed.)
         const lines = yield* fullLedger(billed.user.token)
-        assert.deepStrictEqual(lines.map((line) => line.kind), ["grant", "event", ...Array(9).fill("grant"), "signup"])
+        assert.deepStrictEqual(lines.map((line) => line.kind), ["grant", "event", "grant", "signup"])
       }))
 
     it.effect("POST /api/payment/orders creates a pending order (201)", () =>
