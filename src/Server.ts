@@ -20,6 +20,7 @@ import { CredentialsHttpLive } from "./credentials/Http.js"
 import { EnvironmentsHttpLive } from "./environments/Http.js"
 import { FilesHttpLive } from "./files/Http.js"
 import { KnowledgeHttpLive } from "./knowledge/Http.js"
+import { KnowledgeSearchLive } from "./knowledge/KnowledgeSearchLive.js"
 import { isStorageRoute, StorageRoute } from "./files/StorageHttp.js"
 import { accountOf, MISSING_END_USER, missingEndUser } from "./identity/Authentication.js"
 import { ApiKeys } from "./identity/ApiKeys.js"
@@ -356,7 +357,7 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
 
 const ApiRoutes = HttpLayerRouter.addHttpApi(AtriumApi, { openapiPath: "/openapi.json" }).pipe(
   Layer.provide([HealthHttp, AuthHttp, AccountHttp, ModelsHttp, BillingHttp, AgentsHttpLive, RunsHttpLive, ResponsesHttpLive, SessionsHttpLive, MarketHttpLive, NotificationsHttpLive, FilesHttpLive, KnowledgeHttpLive, EnvironmentsHttpLive, CredentialsHttpLive, EvolutionHttpLive, DistillationsHttpLive]),
-  Layer.provide(RunPayerLive),
+  Layer.provide([RunPayerLive, KnowledgeSearchLive]),
   Layer.provide(Wallets.Default)
 )
 
@@ -398,7 +399,7 @@ export const Routes = Layer.mergeAll(ApiRoutes, DocsRoute, OAuthRoutes, WebAppRo
 )
 
 /** The entities this process runs, on one cluster runner over the database. */
-const Entities = Layer.mergeAll(WalletLive, SessionLive.pipe(Layer.provide(RunPayerLive), Layer.provide(Wallets.Default))).pipe(
+const Entities = Layer.mergeAll(WalletLive, SessionLive.pipe(Layer.provide([RunPayerLive, KnowledgeSearchLive]), Layer.provide(Wallets.Default))).pipe(
   Layer.provideMerge(ClusterLive)
 )
 

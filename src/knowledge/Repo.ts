@@ -150,6 +150,15 @@ export class KnowledgeRepo extends Effect.Service<KnowledgeRepo>()("atrium/knowl
     const knowsLanguage = (language: string) =>
       sql`SELECT 1 AS one FROM pg_ts_config WHERE cfgname = ${language}`.pipe(Effect.map((rows) => rows.length > 0), Effect.orDie)
 
+    /** Which of `ids` are stores of `partition`. */
+    const existing = (partition: Partition, ids: ReadonlyArray<string>) =>
+      ids.length === 0 ? Effect.succeed([] as ReadonlyArray<string>) : sql`
+        SELECT s.id FROM vector_stores s WHERE ${sql.in("s.id", ids)} AND ${mine(partition)}`.pipe(
+        Effect.flatMap(decodeRows(Schema.Struct({ id: Schema.String }))),
+        Effect.map((rows) => rows.map((row) => row.id)),
+        Effect.orDie
+      )
+
     /** The stores among `ids` of `partition`, with their languages (what a search needs). */
     const storesIn = (partition: Partition, ids: ReadonlyArray<string>) =>
       ids.length === 0 ? Effect.succeed([] as ReadonlyArray<{ id: string; language: string }>) : sql`
@@ -326,6 +335,6 @@ export class KnowledgeRepo extends Effect.Service<KnowledgeRepo>()("atrium/knowl
         Effect.orDie
       )
 
-    return { insertStore, knowsLanguage, store, stores, updateStore, deleteStore, storesIn, addFile, storeFile, storeFiles, removeFile, claim, writeStep, finish, release } as const
+    return { insertStore, knowsLanguage, existing, store, stores, updateStore, deleteStore, storesIn, addFile, storeFile, storeFiles, removeFile, claim, writeStep, finish, release } as const
   })
 }) {}

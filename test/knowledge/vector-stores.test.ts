@@ -116,7 +116,7 @@ describe("knowledge: vector stores", () => {
 
         const stranger = yield* newAccount
         const other = yield* clientOf(stranger.key, "u1")
-        for (const attempt of [
+        for (const attempt of <Array<() => Promise<unknown>>> [
           () => other.vectorStores.retrieve(store.id),
           () => other.vectorStores.search(store.id, { query: "warranty" }),
           () => other.vectorStores.files.list(store.id),
