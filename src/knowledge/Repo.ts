@@ -162,8 +162,12 @@ export class KnowledgeRepo extends Effect.Service<KnowledgeRepo>()("atrium/knowl
     /** The stores among `ids` of `partition`, with their languages (what a search needs). */
     const storesIn = (partition: Partition, ids: ReadonlyArray<string>) =>
       ids.length === 0 ? Effect.succeed([] as ReadonlyArray<{ id: string; language: string }>) : sql`
-        UPDATE vector_stores s SET last_active_at = now()
-        WHERE ${sql.in("s.id", ids)} AND ${mine(partition)} RETURNING s.id, s.language`.pipe(
+        WITH found AS (SELECT s.id, s.language, s.last_active_at FROM vector_stores s WHERE ${sql.in("s.id", ids)} AND ${mine(partition)}),
+          -- A search marks its stores active, but writes at most once a minute per store: searches stay reads.
+          touched AS (
+            UPDATE vector_stores SET last_active_at = now()
+            WHERE id IN (SELECT id FROM found WHERE last_active_at < now() - interval '1 minute'))
+        SELECT id, language FROM found`.pipe(
         Effect.flatMap(decodeRows(Schema.Struct({ id: Schema.String, language: Schema.String }))),
         Effect.orDie
       )
@@ -298,21 +302,25 @@ export class KnowledgeRepo extends Effect.Service<KnowledgeRepo>()("atrium/knowl
             lease_until = now() + ${leaseMillis} * interval '1 millisecond', updated_at = now()
           WHERE ${held(claim, runner)} RETURNING f.file_id`
         if (kept.length === 0) return false
-        for (const chunk of step.chunks) {
+        if (step.chunks.length === 0) return true
+        // One statement per step, not per chunk: on the embedded database every statement is a round trip.
+        const embedded = step.withEmbeddings && step.chunks.every((chunk) => chunk.embedding !== null)
+        const rows = step.chunks.map((chunk) => {
           const tsv = sql`setweight(to_tsvector(${claim.language}::regconfig, ${chunk.heading}), 'A') ||
             setweight(to_tsvector(${claim.language}::regconfig, ${chunk.text}), 'B')`
-          yield* step.withEmbeddings && chunk.embedding !== null
-            ? sql`
-              INSERT INTO knowledge_chunks (store_id, file_id, generation, seq, text, heading, start_char, end_char, tokens, tsv, embedding, embedding_dims)
-              VALUES (${claim.storeId}, ${claim.fileId}, ${claim.generation}, ${chunk.seq}, ${chunk.text}, ${chunk.heading}, ${chunk.start},
-                ${chunk.end}, ${chunk.tokens}, ${tsv}, ${chunk.embedding}::vector, vector_dims(${chunk.embedding}::vector))
-              ON CONFLICT DO NOTHING`
-            : sql`
-              INSERT INTO knowledge_chunks (store_id, file_id, generation, seq, text, heading, start_char, end_char, tokens, tsv)
-              VALUES (${claim.storeId}, ${claim.fileId}, ${claim.generation}, ${chunk.seq}, ${chunk.text}, ${chunk.heading}, ${chunk.start},
-                ${chunk.end}, ${chunk.tokens}, ${tsv})
-              ON CONFLICT DO NOTHING`
-        }
+          return embedded
+            ? sql`(${claim.storeId}, ${claim.fileId}, ${claim.generation}, ${chunk.seq}, ${chunk.text}, ${chunk.heading}, ${chunk.start},
+                ${chunk.end}, ${chunk.tokens}, ${tsv}, ${chunk.embedding}::vector, vector_dims(${chunk.embedding}::vector))`
+            : sql`(${claim.storeId}, ${claim.fileId}, ${claim.generation}, ${chunk.seq}, ${chunk.text}, ${chunk.heading}, ${chunk.start},
+                ${chunk.end}, ${chunk.tokens}, ${tsv})`
+        })
+        yield* embedded
+          ? sql`
+            INSERT INTO knowledge_chunks (store_id, file_id, generation, seq, text, heading, start_char, end_char, tokens, tsv, embedding, embedding_dims)
+            VALUES ${sql.csv(rows)} ON CONFLICT DO NOTHING`
+          : sql`
+            INSERT INTO knowledge_chunks (store_id, file_id, generation, seq, text, heading, start_char, end_char, tokens, tsv)
+            VALUES ${sql.csv(rows)} ON CONFLICT DO NOTHING`
         return true
       })).pipe(Effect.orDie, Effect.withSpan("KnowledgeRepo.writeStep"))
 
