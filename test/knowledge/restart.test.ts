@@ -3,6 +3,7 @@ import { Effect, Scope } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import pg from "pg"
 import { requestAt } from "../support/Client.js"
 import { launchPlatform } from "../support/Process.js"
 import { JWT_SECRET, makeMigratedStorage, servicesMode } from "../support/TestServer.js"
@@ -13,7 +14,23 @@ import { makeFakeEmbeddings } from "./support.js"
  * file, while an embedding request of its third step hangs; a new process takes the file over once the dead one's
  * lease has passed, resumes after the last step written (the steps done are not embedded, nor billed, again), and
  * the file ends `completed` with every chunk exactly once.
+ *
+ * The pause in the middle of the file is an embedding request held by the stand-in upstream, so the test needs
+ * embeddings: it runs where the database has the `vector` extension (always embedded; in services mode only on a
+ * PostgreSQL with pgvector, which this machine's has not, so it is skipped there, saying so).
  */
+
+/** Embedded PGlite ships `vector`; a PostgreSQL server has it only with pgvector installed. */
+const vectorAvailable = !servicesMode || await (async () => {
+  const client = new pg.Client({ connectionString: process.env.DATABASE_URL })
+  await client.connect()
+  try {
+    return (await client.query("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")).rowCount! > 0
+  } finally {
+    await client.end()
+  }
+})()
+if (!vectorAvailable) console.warn("knowledge restart test skipped: this PostgreSQL has no pgvector, so nothing pauses ingestion mid-file")
 
 const PHONE = "+15550003232"
 const CODE = "123456"
@@ -23,7 +40,7 @@ const LONG = Array.from({ length: 12 }, (_, i) =>
   `## Section ${i + 1}\n\n` + `Paragraph ${i + 1} explains the kettle's part number ${i + 1} in detail. `.repeat(7)).join("\n\n")
 
 describe("knowledge: ingestion across a crash", () => {
-  it.scopedLive("a file whose runner is killed mid-way is finished by the next one, each chunk once", () =>
+  it.scopedLive.skipIf(!vectorAvailable)("a file whose runner is killed mid-way is finished by the next one, each chunk once", () =>
     Effect.gen(function*() {
       const storage = yield* makeMigratedStorage
       const objects = servicesMode
