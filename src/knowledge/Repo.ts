@@ -220,8 +220,10 @@ export class KnowledgeRepo extends Effect.Service<KnowledgeRepo>()("atrium/knowl
             generation = f.generation + 1, usage_bytes = 0, chunks_total = NULL, chunks_done = 0, tokens_embedded = 0,
             lease_owner = NULL, lease_until = NULL, attempts = 0, updated_at = now()
           RETURNING ${sql.literal(STORE_FILE)}`.pipe(Effect.flatMap(firstStoreFile), Effect.map(Option.getOrThrow))
-        // The chunks of earlier generations go with the version they belonged to.
-        yield* sql`DELETE FROM knowledge_chunks WHERE store_id = ${storeId} AND file_id = ${file.fileId} AND generation < ${added.generation}`
+        // The chunks of earlier generations go with the version they belonged to (a first add has none).
+        if (added.generation > 1) {
+          yield* sql`DELETE FROM knowledge_chunks WHERE store_id = ${storeId} AND file_id = ${file.fileId} AND generation < ${added.generation}`
+        }
         yield* sql`UPDATE vector_stores SET last_active_at = now() WHERE id = ${storeId}`
         return { _tag: "Added", file: added } as AddResult
       })).pipe(Effect.orDie, Effect.withSpan("KnowledgeRepo.addFile"))

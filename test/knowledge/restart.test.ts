@@ -123,4 +123,79 @@ describe("knowledge: ingestion across a crash", () => {
       const knowledgeCharges = JSON.stringify(ledger.body).match(/Knowledge ingestion of long\.md/g) ?? []
       assert.strictEqual(knowledgeCharges.length, Math.ceil(total / 2))
     }), { timeout: 300_000 })
+  // Services mode, with or without pgvector: the pause is a lock the test holds on the chunks table, so the first
+  // runner's first step waits inside its transaction; that runner is killed there (PostgreSQL rolls its transaction
+  // back), and another process of the same database takes the file over once the lease has passed.
+  it.scopedLive.runIf(servicesMode)("services: a runner killed inside a step; another process finishes the file", () =>
+    Effect.gen(function*() {
+      const storage = yield* makeMigratedStorage
+      const dataDir = yield* Effect.acquireRelease(
+        Effect.promise(() => Fs.mkdtemp(Path.join(Os.tmpdir(), "atrium-kb-"))),
+        (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
+      )
+      const env = {
+        ...storage.env,
+        DATA_DIR: dataDir,
+        JWT_SECRET,
+        SMS_TEST_OTP: `${PHONE}=${CODE}`,
+        KNOWLEDGE_INGEST_STEP_CHUNKS: "2",
+        KNOWLEDGE_INGEST_LEASE: "3 seconds",
+        KNOWLEDGE_INGEST_POLL: "500 millis"
+      }
+      const db = yield* Effect.acquireRelease(
+        Effect.promise(async () => {
+          const client = new pg.Client({ connectionString: storage.env.DATABASE_URL })
+          await client.connect()
+          return client
+        }),
+        (client) => Effect.promise(() => client.end())
+      )
+      const firstScope = yield* Scope.make()
+      const first = yield* launchPlatform(env).pipe(Scope.extend(firstScope))
+      const login = yield* requestAt(first.url, "POST", "/api/auth/login", { body: { phone: PHONE, code: CODE } })
+      const token = login.body.token as string
+      const bytes = new TextEncoder().encode(LONG)
+      const ticket = yield* requestAt(first.url, "POST", "/v1/files/upload-url", { token, body: { filename: "long.md", content_type: "text/markdown", size: bytes.length } })
+      yield* Effect.promise(() => fetch(ticket.body.upload_url, { method: "PUT", headers: ticket.body.headers, body: bytes }))
+      const file = yield* requestAt(first.url, "POST", "/v1/files", { token, body: { upload_id: ticket.body.upload_id } })
+      assert.strictEqual(file.status, 201, file.text)
+      // Chunks cannot be written while the test holds this lock.
+      yield* Effect.promise(() => db.query("BEGIN; LOCK TABLE knowledge_chunks IN SHARE MODE"))
+      const store = yield* requestAt(first.url, "POST", "/v1/vector_stores", {
+        token,
+        body: { name: "Long", file_ids: [file.body.id], chunking_strategy: { type: "static", static: { max_chunk_size_tokens: 100, chunk_overlap_tokens: 0 } } }
+      })
+      assert.strictEqual(store.status, 200, store.text)
+      // The first runner claimed the file and waits on the lock in its first step: killed there.
+      const waiting = yield* Effect.promise(async () => {
+        for (let i = 0; i < 2400; i++) {
+          const blocked = await db.query("SELECT count(*)::int AS n FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE c.relname = 'knowledge_chunks' AND NOT l.granted")
+          if (blocked.rows[0].n > 0) return true
+          await new Promise((r) => setTimeout(r, 25))
+        }
+        return false
+      })
+      assert.isTrue(waiting, first.output().slice(-3000))
+      yield* Effect.promise(() => first.kill())
+      yield* Scope.close(firstScope, { _tag: "Success", value: undefined } as any)
+      yield* Effect.promise(() => db.query("COMMIT"))
+      const claimed = yield* Effect.promise(() => db.query("SELECT lease_owner, status, chunks_done FROM vector_store_files"))
+      assert.strictEqual(claimed.rows[0].status, "in_progress")
+      assert.strictEqual(claimed.rows[0].chunks_done, 0, "the killed runner's step was rolled back")
+      assert.isNotNull(claimed.rows[0].lease_owner, "the dead runner's claim is still there, until its lease passes")
+
+      const second = yield* launchPlatform(env)
+      const path = `/v1/vector_stores/${store.body.id}/files/${file.body.id}`
+      const done = yield* Effect.promise(async () => {
+        for (let i = 0; i < 1200; i++) {
+          const reply = await fetch(`${second.url}${path}`, { headers: { authorization: `Bearer ${token}` } }).then((r) => r.json() as Promise<any>)
+          if (reply.status !== "in_progress") return reply
+          await new Promise((r) => setTimeout(r, 50))
+        }
+        throw new Error(`still in progress:\n${second.output().slice(-3000)}`)
+      })
+      assert.strictEqual(done.status, "completed", JSON.stringify(done))
+      const rows = yield* Effect.promise(() => db.query("SELECT count(*)::int AS n, count(DISTINCT seq)::int AS seqs, max(seq)::int AS last FROM knowledge_chunks"))
+      assert.deepStrictEqual(rows.rows[0], { n: done.progress.chunks_total, seqs: done.progress.chunks_total, last: done.progress.chunks_total - 1 })
+    }), { timeout: 300_000 })
 })

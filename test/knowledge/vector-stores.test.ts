@@ -2,6 +2,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { LIVE, newAccount, serverWith } from "../files/support.js"
 import { rejection } from "../openai/support.js"
+import { TestServer } from "../support/TestServer.js"
 import { clientOf, MANUAL, untilIngested, uploadText } from "./support.js"
 
 /**
@@ -57,6 +58,18 @@ describe("knowledge: vector stores", () => {
 
         const renamed = yield* Effect.promise(() => client.vectorStores.update(store.id, { name: "Kettle v2" }))
         assert.strictEqual(renamed.name, "Kettle v2")
+
+        // Adding it again unchanged changes nothing; with new attributes it is ingested again, its old chunks replaced.
+        const same = yield* Effect.promise(() => client.vectorStores.files.create(store.id, { file_id: file.id }))
+        assert.strictEqual(same.status, "completed")
+        const again = yield* Effect.promise(() => client.vectorStores.files.create(store.id, { file_id: file.id, attributes: { edition: 2 } }))
+        assert.strictEqual(again.status, "in_progress")
+        assert.strictEqual((yield* untilIngested(client, store.id, file.id)).status, "completed")
+        const server = yield* TestServer
+        const generations = yield* server.query(`SELECT DISTINCT generation FROM knowledge_chunks WHERE store_id = '${store.id}'`)
+        assert.deepStrictEqual(generations.map((row) => row.generation), [2], "only the new generation's chunks are left")
+        const reindexed = yield* Effect.promise(() => client.vectorStores.search(store.id, { query: "warranty", filters: { type: "eq", key: "edition", value: 2 } }))
+        assert.include(reindexed.data[0]!.content[0]!.text, "two years")
 
         // Removing the file removes its chunks: nothing is found any more.
         const removed = yield* Effect.promise(() => client.vectorStores.files.delete(file.id, { vector_store_id: store.id }))
