@@ -38,7 +38,6 @@ describe("knowledge: MCP tools", () => {
         assert.isTrue(refused.isError)
         assert.strictEqual((refused.structuredContent as any).error.type, "not_found")
         assert.deepStrictEqual(ok(yield* call(stranger, "list_knowledge_bases")).knowledge_bases, [])
-        void (yield* TestServer)
       }))
   })
 })
