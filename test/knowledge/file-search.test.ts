@@ -69,6 +69,15 @@ describe("knowledge: file_search", () => {
         assert.strictEqual(record.body.content_type, "text/markdown")
         assert.strictEqual(new TextDecoder().decode(new Uint8Array(yield* Effect.promise(() => fetch(record.body.download_url).then((r) => r.arrayBuffer())))), MANUAL)
 
+        // Multipart is taken with a bearer credential only: a cookie-authenticated form post stays refused (CSRF).
+        const server = yield* TestServer
+        const form = new FormData()
+        form.set("purpose", "assistants")
+        form.set("file", new Blob([MANUAL], { type: "text/markdown" }), "manual.md")
+        const withCookie = yield* Effect.promise(() =>
+          fetch(`${server.url}/v1/files`, { method: "POST", headers: { cookie: `token=${account.token}` }, body: form }).then((r) => r.status))
+        assert.strictEqual(withCookie, 415)
+
         const store = yield* Effect.promise(() => client.vectorStores.create({ name: "Manual", file_ids: [uploaded.id] }))
         assert.strictEqual((yield* untilIngested(client, store.id, uploaded.id)).status, "completed")
 
