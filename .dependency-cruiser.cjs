@@ -8,7 +8,7 @@ const LAYERS = [
   ["identity", "notifications"],
   ["files", "environments", "credentials"],
   ["runtime"],
-  ["billing", "agents"],
+  ["billing", "agents", "knowledge"],
   ["market", "runs", "sessions", "responses", "evolution", "distillation"],
   ["mcp"]
 ]

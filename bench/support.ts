@@ -252,8 +252,13 @@ export interface BenchPlatform {
   readonly child: ChildProcess.ChildProcess
   /** Its database, in services mode. */
   readonly db: BenchDatabase | undefined
-  /** Stops the process (SIGTERM) and removes its database or data directory. */
-  readonly stop: () => Promise<void>
+  /** Its data directory, in embedded mode. */
+  readonly dataDir: string | undefined
+  /**
+   * Stops the process (SIGTERM) and removes its database or data directory; `keepData` keeps them for the caller
+   * to read (and remove).
+   */
+  readonly stop: (options?: { readonly keepData?: boolean }) => Promise<void>
 }
 
 /**
@@ -290,9 +295,10 @@ export const launchBenchPlatform = async (options: {
     { cwd: Path.resolve(import.meta.dirname, ".."), env, stdio: ["ignore", "inherit", "inherit"] }
   )
   const exited = new Promise((resolve) => child.once("exit", resolve))
-  const stop = async () => {
+  const stop = async (stopOptions: { readonly keepData?: boolean } = {}) => {
     if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM")
     await exited
+    if (stopOptions.keepData === true) return
     await db?.drop()
     if (dataDir !== undefined) Fs.rmSync(dataDir, { recursive: true, force: true })
   }
@@ -303,7 +309,7 @@ export const launchBenchPlatform = async (options: {
     await stop()
     throw error
   }
-  return { base, child, db, stop }
+  return { base, child, db, dataDir, stop }
 }
 
 /**

@@ -10,6 +10,7 @@ import { AppsApi, CreditsApi, EventsApi, InternalBillingApi, MetersApi, PaymentN
 import { CredentialsApi } from "./credentials/Api.js"
 import { EnvironmentsApi } from "./environments/Api.js"
 import { FilesApi } from "./files/Api.js"
+import { KnowledgeApi } from "./knowledge/Api.js"
 import { AccountApi, AuthApi } from "./identity/Api.js"
 import { AgentSkillsApi, CreatorReviewsApi, CreatorsApi, MarketApi } from "./market/Api.js"
 import { NotificationsApi } from "./notifications/Api.js"
@@ -154,6 +155,7 @@ export class AtriumApi extends HttpApi.make("atrium")
   .add(PurchasesApi)
   .add(ReviewsApi)
   .add(FilesApi)
+  .add(KnowledgeApi)
   .add(EnvironmentsApi)
   .add(CredentialsApi)
   .add(MarketApi)

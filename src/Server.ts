@@ -19,6 +19,8 @@ import { Wallets, WalletLive } from "./billing/Wallet.js"
 import { CredentialsHttpLive } from "./credentials/Http.js"
 import { EnvironmentsHttpLive } from "./environments/Http.js"
 import { FilesHttpLive } from "./files/Http.js"
+import { KnowledgeHttpLive } from "./knowledge/Http.js"
+import { KnowledgeSearchLive } from "./knowledge/KnowledgeSearchLive.js"
 import { isStorageRoute, StorageRoute } from "./files/StorageHttp.js"
 import { accountOf, MISSING_END_USER, missingEndUser } from "./identity/Authentication.js"
 import { ApiKeys } from "./identity/ApiKeys.js"
@@ -118,7 +120,7 @@ const ROUTES: ReadonlyArray<{ readonly pattern: RegExp; readonly method: string 
 const allowedMethods = (path: string) => [...new Set(ROUTES.filter((route) => route.pattern.test(path)).map((route) => route.method))]
 
 /** The routes OpenAI's clients call: their errors also carry `code` and `param`, which those clients read. */
-const OPENAI_ROUTES = /^\/v1\/(chat\/completions|responses|models)(\/|$)/
+const OPENAI_ROUTES = /^\/v1\/(chat\/completions|responses|models|vector_stores)(\/|$)/
 
 /**
  * What every error answer adds for the clients that read it: `WWW-Authenticate` on a 401 (RFC 6750), and on the
@@ -354,8 +356,8 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
 )
 
 const ApiRoutes = HttpLayerRouter.addHttpApi(AtriumApi, { openapiPath: "/openapi.json" }).pipe(
-  Layer.provide([HealthHttp, AuthHttp, AccountHttp, ModelsHttp, BillingHttp, AgentsHttpLive, RunsHttpLive, ResponsesHttpLive, SessionsHttpLive, MarketHttpLive, NotificationsHttpLive, FilesHttpLive, EnvironmentsHttpLive, CredentialsHttpLive, EvolutionHttpLive, DistillationsHttpLive]),
-  Layer.provide(RunPayerLive),
+  Layer.provide([HealthHttp, AuthHttp, AccountHttp, ModelsHttp, BillingHttp, AgentsHttpLive, RunsHttpLive, ResponsesHttpLive, SessionsHttpLive, MarketHttpLive, NotificationsHttpLive, FilesHttpLive, KnowledgeHttpLive, EnvironmentsHttpLive, CredentialsHttpLive, EvolutionHttpLive, DistillationsHttpLive]),
+  Layer.provide([RunPayerLive, KnowledgeSearchLive]),
   Layer.provide(Wallets.Default)
 )
 
@@ -397,7 +399,7 @@ export const Routes = Layer.mergeAll(ApiRoutes, DocsRoute, OAuthRoutes, WebAppRo
 )
 
 /** The entities this process runs, on one cluster runner over the database. */
-const Entities = Layer.mergeAll(WalletLive, SessionLive.pipe(Layer.provide(RunPayerLive), Layer.provide(Wallets.Default))).pipe(
+const Entities = Layer.mergeAll(WalletLive, SessionLive.pipe(Layer.provide([RunPayerLive, KnowledgeSearchLive]), Layer.provide(Wallets.Default))).pipe(
   Layer.provideMerge(ClusterLive)
 )
 

@@ -67,7 +67,9 @@ export const AgentConfig = Schema.Struct({
   case_demos: Schema.Array(CaseDemo),
   billing: Billing,
   /** Absent: none (configurations stored before remote tools existed, agents made by the platform). */
-  mcp_servers: Schema.optional(Schema.Array(McpServer))
+  mcp_servers: Schema.optional(Schema.Array(McpServer)),
+  /** Knowledge bases its `file_search` searches (docs/knowledge.md); absent: none. */
+  knowledge_bases: Schema.optional(Schema.Array(Schema.String))
 })
 export type AgentConfig = typeof AgentConfig.Type
 
@@ -90,7 +92,8 @@ export const AgentFields = {
   opening_message: Schema.String.pipe(Schema.maxLength(2000)),
   case_demos: Schema.Array(CaseDemo).pipe(Schema.maxItems(20)),
   billing: BillingInput,
-  mcp_servers: Schema.Array(McpServer).pipe(Schema.maxItems(10))
+  mcp_servers: Schema.Array(McpServer).pipe(Schema.maxItems(10)),
+  knowledge_bases: Schema.Array(Schema.String.pipe(Schema.maxLength(64))).pipe(Schema.maxItems(10))
 }
 
 export const defaultBilling: Billing = { type: "FREE", price: "0", free_trial_per_user: 3, allow_trial: true }

@@ -2,6 +2,7 @@ import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Effect, Option, Schema } from "effect"
 import { Wallets } from "../billing/Wallet.js"
 import { AgentsConfig } from "./Config.js"
+import { KnowledgeRepo } from "../knowledge/Repo.js"
 import { Notifications } from "../notifications/Notifications.js"
 import { Forbidden, InvalidRequest, NotFound } from "../platform/Errors.js"
 import { randomBase62 } from "../platform/Ids.js"
@@ -37,6 +38,7 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
     const notifications = yield* Notifications
     const wallets = yield* Wallets
     const { platformSharePercent } = yield* AgentsConfig
+    const knowledge = yield* KnowledgeRepo
 
     /**
      * Applies `fields` to `base`, checking what a schema cannot: the model exists, subagents exist, billing. A
@@ -74,6 +76,16 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
           }
         }
         next.mcp_servers = fields.mcp_servers
+      }
+      if (fields.knowledge_bases !== undefined) {
+        // The owner's own knowledge bases (their account's, not an end user's): anyone else's is "no store".
+        const wanted = [...new Set(fields.knowledge_bases)]
+        const found = yield* knowledge.existing({ accountId: ownerId, endUserId: "" }, wanted)
+        const missing = wanted.filter((id) => !found.includes(id))
+        if (missing.length > 0) {
+          return yield* new InvalidRequest({ message: `Invalid request: knowledge_bases: no knowledge base ${missing.join(", ")} of yours` })
+        }
+        next.knowledge_bases = wanted
       }
       if (fields.model !== undefined) {
         if (Option.isNone(yield* catalog.find(fields.model))) {
@@ -279,7 +291,7 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
       latestSubmission: repo.latestSubmission
     } as const
   }),
-  dependencies: [AgentsConfig.Default, AgentsRepo.Default, ModelCatalog.Default, Notifications.Default]
+  dependencies: [AgentsConfig.Default, AgentsRepo.Default, ModelCatalog.Default, Notifications.Default, KnowledgeRepo.Default]
 }) {}
 
 export type { Submission }

@@ -40,6 +40,8 @@ export const AgentView = Schema.Struct({
   billing: BillingView,
   /** Remote MCP servers and their tools' permissions (docs/tools.md); absent when the expert has none. */
   mcp_servers: Schema.optional(Schema.Array(Schema.Unknown)),
+  /** The owner's knowledge bases its `file_search` tool searches (docs/knowledge.md); absent when none. */
+  knowledge_bases: Schema.optional(Schema.Array(Schema.String)),
   published_version: Schema.NullOr(Schema.Int),
   pending_submission: Schema.NullOr(SubmissionView),
   created_at: Schema.optional(Schema.String),

@@ -1,5 +1,7 @@
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
+import * as Multipart from "@effect/platform/Multipart"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { PlatformAuthentication } from "../identity/Authentication.js"
@@ -38,6 +40,28 @@ export const FileView = Schema.Struct({
 
 const Path = Schema.Struct({ id: Schema.String })
 
+/** OpenAI's file object, answered to its one-step (multipart) upload, with our record's fields beside it. */
+export const OpenAiFileView = Schema.Struct({
+  id: Schema.String,
+  object: Schema.Literal("file"),
+  bytes: Schema.Int,
+  created_at: Schema.Int,
+  filename: Schema.String,
+  purpose: Schema.String,
+  status: Schema.Literal("processed"),
+  status_details: Schema.Null,
+  expires_at: Schema.Null,
+  content_type: Schema.String,
+  size: Schema.Int,
+  sha256: Schema.String
+})
+
+/** OpenAI's one-step upload: the file and its purpose as `multipart/form-data`. */
+const MultipartUpload = HttpApiSchema.Multipart(Schema.Struct({
+  file: Multipart.SingleFileSchema,
+  purpose: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64))
+}))
+
 /** Spec 4.5: the two-step upload, and a file's record. */
 export class FilesApi extends HttpApiGroup.make("files")
   .add(
@@ -58,14 +82,16 @@ export class FilesApi extends HttpApiGroup.make("files")
   )
   .add(
     HttpApiEndpoint.post("register", "/v1/files")
-      .setPayload(Schema.Struct({ upload_id: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64)) }))
-      .addSuccess(FileView, { status: 201 })
+      .setPayload(Schema.Union(Schema.Struct({ upload_id: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64)) }), MultipartUpload))
+      .addSuccess(Schema.Union(FileView, OpenAiFileView), { status: 201 })
       .addError(NotFound)
       .addError(UploadIncomplete)
       .addError(UploadSizeMismatch)
       .annotate(
         OpenApi.Description,
-        "Step 2: record an uploaded file. 409 upload_incomplete while its bytes have not arrived."
+        "Step 2: record an uploaded file. 409 upload_incomplete while its bytes have not arrived. Or OpenAI's " +
+          "one-step upload: `multipart/form-data` with `file` and `purpose` (within the API's body limit), answered " +
+          "with OpenAI's file object."
       )
   )
   .add(

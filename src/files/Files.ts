@@ -1,5 +1,6 @@
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Clock, Duration, Effect, Option, Schema } from "effect"
+import * as Fs from "node:fs/promises"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { randomBase62 } from "../platform/Ids.js"
 import { KeyValue } from "../platform/KeyValue.js"
@@ -117,6 +118,34 @@ export class Files extends Effect.Service<Files>()("atrium/files/Files", {
       return file
     })
 
+    /**
+     * OpenAI's one-step upload (`multipart/form-data` on `POST /v1/files`): the bytes came through the API (within
+     * its body limit, `MAX_BODY_BYTES`) into a temporary file; they are stored and recorded at once.
+     */
+    const uploadDirect = Effect.fn("Files.uploadDirect")(function*(
+      partition: Partition,
+      input: { readonly filename: string; readonly contentType: string; readonly path: string }
+    ) {
+      const size = yield* Effect.promise(() => Fs.stat(input.path).then((stats) => stats.size))
+      if (size > config.maxBytes) {
+        return yield* new InvalidRequest({ message: `Invalid request: file: files are limited to ${config.maxBytes} bytes (FILE_MAX_BYTES).` })
+      }
+      const storageKey = newStorageKey()
+      yield* storage.put(storageKey, input.path, size, input.contentType)
+      const stored = yield* storage.stat(storageKey)
+      if (Option.isNone(stored)) return yield* Effect.dieMessage("an object just stored is not there")
+      return yield* repo.insert({
+        id: `file_${randomBase62(20)}`,
+        ownerId: partition.accountId,
+        endUserId: partition.endUserId,
+        filename: input.filename,
+        contentType: input.contentType,
+        size: stored.value.size,
+        sha256: stored.value.sha256,
+        storageKey
+      })
+    })
+
     const notFound = (id: string) => new NotFound({ message: `No file ${id}.` })
 
     const get = Effect.fn("Files.get")(function*(partition: Partition, id: string, origin: string) {
@@ -147,7 +176,7 @@ export class Files extends Effect.Service<Files>()("atrium/files/Files", {
       }
     })
 
-    return { createUpload, register, get, remove } as const
+    return { createUpload, register, uploadDirect, get, remove } as const
   }),
   dependencies: [FilesConfig.Default, FilesRepo.Default, ObjectStorageLive]
 }) {}

@@ -29,6 +29,12 @@ const requestOrigin = Effect.gen(function*() {
   return `http://${host}`
 })
 
+/** A multipart file's name as a file name we keep: no path, no control characters, 1-255 characters. */
+const safeFilename = (name: string) => {
+  const base = name.split(/[\\/]/).pop()!.replace(/[\u0000-\u001f\u007f]/g, "").slice(0, 255)
+  return base.length === 0 || base === "." || base === ".." ? "upload" : base
+}
+
 export const FilesHttp = HttpApiBuilder.group(AtriumApi, "files", (handlers) =>
   Effect.gen(function*() {
     const files = yield* Files
@@ -50,7 +56,30 @@ export const FilesHttp = HttpApiBuilder.group(AtriumApi, "files", (handlers) =>
           }
         }))
       .handle("register", ({ payload }) =>
-        Effect.map(Effect.flatMap(partition, (p) => files.register(p, payload.upload_id)), fileView))
+        "upload_id" in payload
+          ? Effect.map(Effect.flatMap(partition, (p) => files.register(p, payload.upload_id)), fileView)
+          : Effect.gen(function*() {
+            const upload = payload.file
+            const file = yield* files.uploadDirect(yield* partition, {
+              filename: safeFilename(upload.name),
+              contentType: /^[\x20-\x7e]{1,255}$/.test(upload.contentType) && upload.contentType.includes("/") ? upload.contentType : "application/octet-stream",
+              path: upload.path
+            })
+            return {
+              id: file.id,
+              object: "file" as const,
+              bytes: file.size,
+              created_at: Math.floor(file.createdAt.getTime() / 1000),
+              filename: file.filename,
+              purpose: payload.purpose,
+              status: "processed" as const,
+              status_details: null,
+              expires_at: null,
+              content_type: file.contentType,
+              size: file.size,
+              sha256: file.sha256
+            }
+          }))
       .handle("get", ({ path }) =>
         Effect.gen(function*() {
           const { download, file } = yield* files.get(yield* partition, path.id, yield* requestOrigin)

@@ -1,6 +1,6 @@
 import { Clock, Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import * as Crypto from "node:crypto"
-import { createWriteStream } from "node:fs"
+import { createReadStream, createWriteStream } from "node:fs"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import { PassThrough, type Readable, Transform } from "node:stream"
@@ -55,6 +55,11 @@ export interface ObjectStorageService {
    * or when there are more than `maxBytes` (never read whole then).
    */
   readonly read: (key: string, maxBytes: number) => Effect.Effect<Option.Option<Uint8Array>>
+  /**
+   * Stores `size` bytes read from the file at `path` (a one-step upload the API received, already within the API's
+   * body limit), as a PUT to an upload URL would.
+   */
+  readonly put: (key: string, path: string, size: number, contentType: string) => Effect.Effect<void>
 }
 
 export class ObjectStorage extends Context.Tag("atrium/files/ObjectStorage")<ObjectStorage, ObjectStorageService>() {}
@@ -289,6 +294,9 @@ const embedded = Layer.effect(
         })),
       stat: objects.stat,
       remove: objects.remove,
+      put: (key, path, size) =>
+        Effect.flatMap(objects.write(key, createReadStream(path), size), (outcome) =>
+          outcome._tag === "Stored" ? Effect.void : Effect.dieMessage(`the upload could not be stored (${outcome._tag})`)),
       read: (key, maxBytes) =>
         Effect.flatMap(objects.open(key), (found) =>
           Option.isNone(found) || found.value.object.size > maxBytes
@@ -386,6 +394,19 @@ const makeS3 = (settings: S3Settings) =>
               throw new Error(`object storage answered ${response.status} to DELETE`)
             }
           })).pipe(Effect.orDie, Effect.withSpan("ObjectStorage.remove")),
+      put: (key, path, size, contentType) =>
+        Effect.flatMap(soon, (expiresAt) => sign("PUT", key, expiresAt, { headers: { "content-length": String(size) } })).pipe(
+          Effect.flatMap((url) =>
+            Effect.tryPromise(async (signal) => {
+              const body = await Fs.readFile(path)
+              const response = await fetch(url, { method: "PUT", headers: { "content-type": contentType, "content-length": String(size) }, body, signal })
+              await response.body?.cancel()
+              if (!response.ok) throw new Error(`object storage answered ${response.status} to PUT`)
+            })
+          ),
+          Effect.orDie,
+          Effect.withSpan("ObjectStorage.put")
+        ),
       read: (key, maxBytes) =>
         Effect.flatMap(call("GET", key), (response) =>
           Effect.tryPromise(async () => {

@@ -6,6 +6,7 @@ import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import { Effect, Layer, Option, Runtime, Stream, type Tracer } from "effect"
 import { RunPayerLive } from "../billing/RunPayerLive.js"
+import { KnowledgeSearchLive } from "../knowledge/KnowledgeSearchLive.js"
 import { Wallets } from "../billing/Wallet.js"
 import { jsonProblem } from "../platform/http/Text.js"
 import { McpConfig } from "./Config.js"
@@ -212,6 +213,6 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
 })).pipe(
   Layer.provide([McpConfig.Default, McpIdentity.Default, McpTools.Default]),
   // The same layer values the API routes use, so the process keeps one set of wallet clients.
-  Layer.provide(RunPayerLive),
+  Layer.provide([RunPayerLive, KnowledgeSearchLive]),
   Layer.provide(Wallets.Default)
 )

@@ -10,6 +10,7 @@ import { Market } from "../market/Market.js"
 import { errorType } from "../platform/Errors.js"
 import { McpConfig } from "./Config.js"
 import { EngineTools } from "./EngineTools.js"
+import { KnowledgeTools } from "./KnowledgeTools.js"
 import { publicTool, type ToolDefinition, ToolFailure, userTool } from "./Tool.js"
 
 /**
@@ -59,6 +60,7 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
     const market = yield* Market
     const engine = yield* EngineTools
     const config = yield* McpConfig
+    const knowledgeTools = yield* KnowledgeTools
 
     const withPending = (agent: AgentRow) => Effect.map(agents.pendingOf(agent), (pending) => expertView(agent, pending))
 
@@ -369,11 +371,13 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
             page: args.page,
             pageSize: args.pageSize
           })
-      )
+      ),
+      // Beyond the spec's table: knowledge bases (docs/knowledge.md).
+      ...knowledgeTools.tools
     ]
 
     return { tools } as const
   }),
   // `Agents` needs `Wallets` (the cluster's wallet entities), which the server provides once for every route.
-  dependencies: [Agents.Default, Creators.Default, Market.Default, EngineTools.Default, McpConfig.Default]
+  dependencies: [Agents.Default, Creators.Default, Market.Default, EngineTools.Default, McpConfig.Default, KnowledgeTools.Default]
 }) {}

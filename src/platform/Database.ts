@@ -1,4 +1,5 @@
 import { PGlite } from "@electric-sql/pglite"
+import { vector } from "@electric-sql/pglite-pgvector"
 import { PGLiteSocketServer } from "@electric-sql/pglite-socket"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as SqlClient from "@effect/sql/SqlClient"
@@ -39,7 +40,8 @@ const embedded = (dataDir: string) =>
     const dir = Path.resolve(dataDir, "pgdata")
     yield* Effect.promise(() => Fs.mkdir(dir, { recursive: true }))
     const db = yield* Effect.acquireRelease(
-      Effect.promise(() => PGlite.create(dir, { startParams: embeddedStartParams })),
+      // pgvector ships with PGlite (50 kB, loaded only by `CREATE EXTENSION vector`): knowledge's embeddings.
+      Effect.promise(() => PGlite.create(dir, { startParams: embeddedStartParams, extensions: { vector } })),
       (db) => Effect.promise(() => db.close()).pipe(Effect.ignore)
     )
     const server = yield* Effect.acquireRelease(

@@ -22,7 +22,8 @@ export const APP_PAGES = [
   "/marketplace/:identifier",
   "/earnings",
   "/wallet",
-  "/keys"
+  "/keys",
+  "/knowledge"
 ] as const
 
 const TYPES: Record<string, string> = {

@@ -28,7 +28,12 @@ export const ResponsesTool = Schema.Struct({
   )),
   description: Schema.optional(Schema.NullOr(Schema.String.pipe(Schema.maxLength(10_000)))),
   parameters: Schema.optional(Schema.NullOr(Schema.Record({ key: Schema.String, value: Schema.Unknown }))),
-  strict: Schema.optional(Schema.NullOr(Schema.Boolean))
+  strict: Schema.optional(Schema.NullOr(Schema.Boolean)),
+  /** `file_search` tools (docs/knowledge.md): the caller's vector stores, and how many passages a search returns. */
+  vector_store_ids: Schema.optional(Schema.Array(Schema.String.pipe(Schema.maxLength(64))).pipe(Schema.maxItems(10))),
+  max_num_results: Schema.optional(Schema.Int.pipe(Schema.between(1, 50))),
+  filters: Schema.optional(Schema.NullOr(Schema.Unknown)),
+  ranking_options: Schema.optional(Schema.NullOr(Schema.Unknown))
 })
 
 export const ResponsePayload = Schema.Struct({

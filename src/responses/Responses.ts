@@ -10,6 +10,9 @@ import { Runs } from "../runs/Runs.js"
 import { Sessions } from "../sessions/Sessions.js"
 import type { InputItem, ResponsePayload } from "./Api.js"
 import { ResponsesRepo } from "./Repo.js"
+import { annotationsOf, type Cited, completeSearch, fileSearchOf, searchCallItem, type SearchCallItem } from "./FileSearch.js"
+import { KnowledgeRepo } from "../knowledge/Repo.js"
+import { FILE_SEARCH } from "../runtime/tools/FileSearch.js"
 import { partitionOf } from "../identity/Partition.js"
 
 /**
@@ -144,6 +147,9 @@ export class ResponseBuilder {
   /** The assistant's part of the conversation, for a conversation kept with the response. */
   text = ""
   readonly toolCalls: Array<{ id: string; name: string; params: unknown }> = []
+  /** `file_search` calls in progress, by tool call, and the passages the searches offered, by citation marker. */
+  private readonly searches = new Map<string, { item: SearchCallItem; outputIndex: number }>()
+  private readonly cited = new Map<string, Cited>()
 
   constructor(
     readonly base: {
@@ -154,6 +160,8 @@ export class ResponseBuilder {
       readonly conversation: string | null
       readonly clientTools: ReadonlySet<string>
       readonly extra: Record<string, unknown>
+      /** The request has `file_search` tools; `includeResults`: `include` asks for `file_search_call.results`. */
+      readonly fileSearch?: { readonly includeResults: boolean } | undefined
     }
   ) {}
 
@@ -190,10 +198,14 @@ export class ResponseBuilder {
     this.open = undefined
     const outputIndex = this.output.length
     if (open.kind === "message") {
-      const part = { type: "output_text", text: open.text, annotations: [] }
+      const annotations = annotationsOf(open.text, this.cited)
+      const part = { type: "output_text", text: open.text, annotations }
       const item: Record<string, any> = { ...open.item, status: "completed", content: [part] }
       this.output.push(item)
       return [
+        ...annotations.map((annotation, annotationIndex) =>
+          this.frame("response.output_text.annotation.added", { item_id: item.id, output_index: outputIndex, content_index: 0, annotation_index: annotationIndex, annotation })
+        ),
         this.frame("response.output_text.done", { item_id: item.id, output_index: outputIndex, content_index: 0, text: open.text, logprobs: [] }),
         this.frame("response.content_part.done", { item_id: item.id, output_index: outputIndex, content_index: 0, part }),
         this.frame("response.output_item.done", { output_index: outputIndex, item })
@@ -244,6 +256,7 @@ export class ResponseBuilder {
       case "trial_exhausted":
         return this.addText(`Your ${event.trials_used} free trial turns of ${event.agent} are used up. Unlock it for ${event.price} credits to go on.`)
       case "tool_call": {
+        if (event.name === FILE_SEARCH && this.base.fileSearch !== undefined) return this.onSearch(event.tool_call_id, event.status)
         if (event.status !== "pending" || !this.base.clientTools.has(event.name)) return []
         if (this.open?.kind === "call" && this.open.toolCallId === event.tool_call_id) return []
         const frames = this.close()
@@ -260,6 +273,16 @@ export class ResponseBuilder {
         if (this.open?.kind !== "call" || this.open.toolCallId !== event.tool_call_id) return []
         this.open.item.arguments += event.delta
         return [this.frame("response.function_call_arguments.delta", { item_id: this.open.item.id, output_index: this.output.length, delta: event.delta })]
+      }
+      case "tool_call_result": {
+        const search = this.searches.get(event.tool_call_id)
+        if (search === undefined) return []
+        this.searches.delete(event.tool_call_id)
+        for (const [marker, cited] of completeSearch(search.item, event.output, this.base.fileSearch?.includeResults ?? false)) this.cited.set(marker, cited)
+        return [
+          this.frame("response.file_search_call.completed", { item_id: search.item.id, output_index: search.outputIndex }),
+          this.frame("response.output_item.done", { output_index: search.outputIndex, item: { ...search.item } })
+        ]
       }
       case "complete": {
         const frames = this.close()
@@ -281,6 +304,26 @@ export class ResponseBuilder {
     }
   }
 
+  /** A `file_search` call as OpenAI's `file_search_call` item: added when it runs, done with its result. */
+  private onSearch(toolCallId: string, status: string): Array<Frame> {
+    if (status === "running") {
+      const frames = this.close()
+      const item = searchCallItem()
+      const outputIndex = this.output.length
+      this.output.push(item)
+      this.searches.set(toolCallId, { item, outputIndex })
+      frames.push(this.frame("response.output_item.added", { output_index: outputIndex, item: { ...item } }))
+      frames.push(this.frame("response.file_search_call.in_progress", { item_id: item.id, output_index: outputIndex }))
+      frames.push(this.frame("response.file_search_call.searching", { item_id: item.id, output_index: outputIndex }))
+      return frames
+    }
+    const search = this.searches.get(toolCallId)
+    if (status !== "failed" || search === undefined) return []
+    this.searches.delete(toolCallId)
+    search.item.status = "failed"
+    return [this.frame("response.output_item.done", { output_index: search.outputIndex, item: { ...search.item } })]
+  }
+
   /** The conversation after this response, for one kept with the response. */
   messagesAfter(history: ReadonlyArray<Prompt.MessageEncoded>, message: string, resume: boolean): Array<Prompt.MessageEncoded> {
     const assistant: Array<any> = []
@@ -299,10 +342,11 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
     const runs = yield* Runs
     const sessions = yield* Sessions
     const repo = yield* ResponsesRepo
+    const knowledge = yield* KnowledgeRepo
 
     const notFound = (id: string) => new NotFound({ message: `No response ${id}.` })
 
-    const refuseUnsupported = (payload: ResponsePayload) =>
+    const refuseUnsupported = (caller: CallerIdentity, payload: ResponsePayload) =>
       Effect.gen(function*() {
         if (payload.background === true) return yield* invalid("background", "background responses are not supported; stream instead")
         const format = payload.text?.format?.type
@@ -310,7 +354,15 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
           return yield* invalid("text.format", `only {"type":"text"} is supported, not ${JSON.stringify(format)}`)
         }
         for (const [index, tool] of (payload.tools ?? []).entries()) {
-          if (tool.type !== "function") return yield* invalid(`tools[${index}].type`, `only function tools are supported, not ${tool.type}`)
+          if (tool.type === "file_search") {
+            const ids = tool.vector_store_ids ?? []
+            if (ids.length === 0) return yield* invalid(`tools[${index}].vector_store_ids`, "name at least one vector store")
+            const found = yield* knowledge.existing(partitionOf(caller), ids)
+            const missing = ids.filter((id) => !found.includes(id))
+            if (missing.length > 0) return yield* invalid(`tools[${index}].vector_store_ids`, `no vector store ${missing.join(", ")} of yours`)
+            continue
+          }
+          if (tool.type !== "function") return yield* invalid(`tools[${index}].type`, `only function and file_search tools are supported, not ${tool.type}`)
           if (tool.name === undefined) return yield* invalid(`tools[${index}].name`, "is missing")
         }
         if (payload.previous_response_id != null && payload.conversation != null) {
@@ -323,7 +375,7 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
      * have been read to their end). The response is stored before its first event.
      */
     const create = Effect.fn("Responses.create")(function*(caller: CallerIdentity, payload: ResponsePayload) {
-      yield* refuseUnsupported(payload)
+      yield* refuseUnsupported(caller, payload)
       const partition = partitionOf(caller)
       const previous = payload.previous_response_id == null
         ? Option.none()
@@ -364,7 +416,7 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
       const tools = agent === undefined
         ? { clientTools: [], toolChoice: undefined }
         : yield* clientToolsOf({
-          tools: (payload.tools ?? []).map((tool) => ({
+          tools: (payload.tools ?? []).filter((tool) => tool.type === "function").map((tool) => ({
             type: "function" as const,
             function: { name: tool.name!, description: tool.description ?? undefined, parameters: tool.parameters ?? undefined }
           })),
@@ -378,6 +430,7 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
         sessionId = (yield* sessions.create(caller, { agent: agent.identifier })).id
       }
 
+      const fileSearch = fileSearchOf(payload.tools ?? [])
       const id = newId("resp")
       const builder = new ResponseBuilder({
         id,
@@ -386,6 +439,7 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
         previousResponseId: payload.previous_response_id ?? null,
         conversation: sessionId,
         clientTools: new Set(tools.clientTools.map((tool) => tool.name)),
+        fileSearch: fileSearch === undefined ? undefined : { includeResults: (payload.include ?? []).includes("file_search_call.results") },
         extra: {
           instructions: payload.instructions ?? null,
           tools: payload.tools ?? [],
@@ -412,6 +466,7 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
           ...runs.request(caller, agent!, conversation.message, { history }),
           clientTools: tools.clientTools,
           toolChoice: tools.toolChoice,
+          knowledge: fileSearch,
           resume: conversation.resume
         }
         events = runs.stream(request)
@@ -451,5 +506,5 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
 
     return { create, retrieve, cancel } as const
   }),
-  dependencies: [Runs.Default, Sessions.Default, ResponsesRepo.Default]
+  dependencies: [Runs.Default, Sessions.Default, ResponsesRepo.Default, KnowledgeRepo.Default]
 }) {}

@@ -15,7 +15,8 @@ export const BUILTIN_TOOLS = [
   "list_files",
   "memory_save",
   "memory_search",
-  "run_code"
+  "run_code",
+  "file_search"
 ] as const
 
 export const ToolPolicy = Schema.Struct({
@@ -72,4 +73,9 @@ export interface ExpertConfig {
   readonly billing: ExpertBilling
   /** Absent: none (configurations stored before remote tools existed, agents made by the platform). */
   readonly mcp_servers?: ReadonlyArray<McpServer> | undefined
+  /**
+   * Knowledge bases (vector store ids of the expert's owner, docs/knowledge.md) its `file_search` tool searches;
+   * absent or empty: the expert has no `file_search`.
+   */
+  readonly knowledge_bases?: ReadonlyArray<string> | undefined
 }

@@ -28,6 +28,36 @@ export class RunPayer extends Context.Tag("atrium/runtime/RunPayer")<RunPayer, {
   readonly balance: (accountId: string) => Effect.Effect<Micros>
 }>() {}
 
+/** A passage `file_search` found, with its citation: the file, the chunk and its character range in the file's text. */
+export interface KnowledgePassage {
+  readonly storeId: string
+  readonly fileId: string
+  readonly filename: string
+  readonly chunkIndex: number
+  readonly startChar: number
+  readonly endChar: number
+  readonly heading: string
+  readonly score: number
+  readonly text: string
+}
+
+/** The knowledge could not be searched (a store is gone, the database refused): the tool call fails, not the run. */
+export class KnowledgeUnavailable extends Data.TaggedError("KnowledgeUnavailable")<{ readonly message: string }> {}
+
+/**
+ * The knowledge bases a run's `file_search` searches (implemented by knowledge, above the engine): stores of
+ * `owner` (the expert's owner, or the caller of `/v1/responses`), the query's embedding paid by `payer`.
+ */
+export class KnowledgeSearch extends Context.Tag("atrium/runtime/KnowledgeSearch")<KnowledgeSearch, {
+  readonly search: (
+    owner: Partition,
+    storeIds: ReadonlyArray<string>,
+    query: string,
+    maxResults: number,
+    payer: string
+  ) => Effect.Effect<ReadonlyArray<KnowledgePassage>, KnowledgeUnavailable>
+}>() {}
+
 /** The expert `identifier` as a subagent run by `payer` sees it; none when it is not available to them. */
 export type ResolveSubagent<Agent> = (identifier: string, payer: Partition) => Effect.Effect<Option.Option<Agent>>
 

@@ -14,11 +14,12 @@ import { describeFailure } from "./models/Upstream.js"
 import { ProviderHealth, retryable } from "./models/Health.js"
 import { Models, type ResolvedModel } from "./models/Models.js"
 import { RunsRepo } from "./Repo.js"
-import { type RunLedger, RunPayer } from "./Ports.js"
+import { KnowledgeSearch, type RunLedger, RunPayer } from "./Ports.js"
 import { makeSandboxHolder, type SandboxHolder } from "./sandbox/Holder.js"
 import { McpTools, type RemoteTools } from "./tools/Mcp.js"
 import { CodeRunner, RUN_CODE, RUN_CODE_DESCRIPTION, RunCodeParameters } from "./tools/RunCode.js"
-import { definitionOf, isBuiltinTool, lenientTool, runBuiltin, type ToolContext } from "./tools/Tools.js"
+import { FILE_SEARCH, FILE_SEARCH_DESCRIPTION, FileSearchParameters, runFileSearch } from "./tools/FileSearch.js"
+import { definitionOf, isBuiltinTool, type KnowledgeScope, lenientTool, runBuiltin, type ToolContext } from "./tools/Tools.js"
 import type { Partition } from "../identity/Partition.js"
 
 /**
@@ -69,6 +70,11 @@ export interface RunRequest {
    * `message` is not added as a new user message.
    */
   readonly resume?: boolean | undefined
+  /**
+   * Knowledge bases the caller names for this run (`file_search` tools of `/v1/responses`), searched in the
+   * caller's partition; by default the agent's own (`knowledge_bases`, its owner's).
+   */
+  readonly knowledge?: { readonly storeIds: ReadonlyArray<string>; readonly maxResults?: number | undefined } | undefined
   /** Where the run's row goes; by default its own statements. Not passed on to subagents' runs. */
   readonly ledger?: RunLedger | undefined
 }
@@ -170,6 +176,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
     const approvals = yield* Approvals
     const codeRunner = yield* CodeRunner
     const mcpTools = yield* McpTools
+    const knowledgeSearch = yield* KnowledgeSearch
 
     /**
      * Runs one turn of `request`, telling every step through `emit`. It always ends with `complete` or `error` (an
@@ -265,7 +272,9 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
           }
           // The expert's remote MCP servers, connected for this run (closed when it ends).
           const remote = yield* Effect.acquireRelease(mcpTools.open(agent.config, payer, agent.ownerId), (r) => r.close)
+          const knowledge = knowledgeOf(request)
           const tools = { ...remote.definitions, ...toolsOf(agent.config, request.depth) }
+          if (knowledge !== undefined) tools[FILE_SEARCH] = lenientTool(FILE_SEARCH, FILE_SEARCH_DESCRIPTION, FileSearchParameters)
           for (const tool of request.clientTools ?? []) {
             tools[tool.name] = Tool.make(tool.name, tool.description === undefined ? {} : { description: tool.description })
               .setParameters(
@@ -282,7 +291,9 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
             ...remote.policies,
             ...agent.config.tools.map((tool) => [tool.name as string, tool.permission] as const)
           ])
-          const context: ToolContext = { agentId: agent.id ?? "", partition: payer, workspace: request.workspace }
+          // Knowledge the expert has, or the caller named, is searched unless the expert's tools say otherwise.
+          if (knowledge !== undefined && (request.knowledge !== undefined || !policies.has(FILE_SEARCH))) policies.set(FILE_SEARCH, "allow")
+          const context: ToolContext = { agentId: agent.id ?? "", partition: payer, workspace: request.workspace, knowledge }
           const conversation: Array<Prompt.MessageEncoded> = [
             { role: "system", content: agent.config.instructions.trim().length > 0 ? agent.config.instructions : DEFAULT_INSTRUCTIONS },
             ...request.history,
@@ -460,6 +471,17 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
           price: Number(billing.price)
         })
       })
+
+    /** The knowledge this run's `file_search` searches: the caller's stores, else the expert's own. */
+    const knowledgeOf = (request: RunRequest): KnowledgeScope | undefined => {
+      const citations = { next: 0 }
+      if (request.knowledge !== undefined && request.knowledge.storeIds.length > 0) {
+        return { owner: request.payer, storeIds: request.knowledge.storeIds, maxResults: request.knowledge.maxResults ?? 10, citations }
+      }
+      const own = request.agent.config.knowledge_bases ?? []
+      if (own.length === 0) return undefined
+      return { owner: { accountId: request.agent.ownerId, endUserId: "" }, storeIds: own, maxResults: 10, citations }
+    }
 
     const toolsOf = (config: ExpertConfig, depth: number) => {
       const tools: Record<string, ReturnType<typeof lenientTool>> = {}
@@ -679,6 +701,8 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
             ? delegate(id, params, request, emit, resolveSubagent, spent, addSpent)
             : remote.has(name)
             ? remote.call(name, params)
+            : name === FILE_SEARCH && context.knowledge !== undefined
+            ? Effect.provideService(runFileSearch(params, context, request.payer.accountId), KnowledgeSearch, knowledgeSearch)
             : name === RUN_CODE
             ? codeRunner.run(params, { ...context, holder: request.sandbox!, environmentId: request.environmentId ?? null })
             : isBuiltinTool(name)

@@ -6,8 +6,8 @@ import { TestServer } from "../support/TestServer.js"
 import { call, connect, ENV, failed, LIVE, newUser } from "./mcp-support.js"
 
 /**
- * The tool server's surface (spec 4.10): exactly 22 tools, named and parameterised as the spec's table says, over
- * stateless Streamable HTTP at MCP_PATH.
+ * The tool server's surface (spec 4.10): the spec's 22 tools, named and parameterised as its table says, and the
+ * 6 knowledge tools beside them (docs/knowledge.md), over stateless Streamable HTTP at MCP_PATH.
  */
 
 /** Spec 4.10, row by row: each tool's parameters, `true` for required. */
@@ -37,17 +37,29 @@ const SPEC: Record<string, Record<string, boolean>> = {
   browse_marketplace: { keyword: false, category: false, page: false, pageSize: false }
 }
 
+/** Beyond the spec's table: knowledge bases (issue 32 item 6). */
+const KNOWLEDGE: Record<string, Record<string, boolean>> = {
+  list_knowledge_bases: {},
+  create_knowledge_base: { name: true },
+  add_knowledge_text: { knowledgeBaseId: true, filename: true, text: true },
+  knowledge_status: { knowledgeBaseId: true },
+  search_knowledge: { knowledgeBaseId: true, query: true, maxResults: false },
+  attach_knowledge: { identifier: true, knowledgeBaseIds: true }
+}
+const ALL = { ...SPEC, ...KNOWLEDGE }
+const TOOL_COUNT = 28
+
 describe("mcp tools", () => {
   layer(TestServer.layer(ENV), LIVE)((it) => {
-    it.scoped("tools/list is the spec's table: 22 tools, name for name and parameter for parameter", () =>
+    it.scoped("tools/list is the spec's table (22 tools) and the knowledge tools, name for name and parameter for parameter", () =>
       Effect.gen(function*() {
         const client = yield* connect()
         const { tools } = yield* Effect.promise(() => client.listTools())
         assert.strictEqual(Object.keys(SPEC).length, 22)
-        assert.sameMembers(tools.map((t) => t.name), Object.keys(SPEC))
-        assert.strictEqual(tools.length, 22)
+        assert.sameMembers(tools.map((t) => t.name), Object.keys(ALL))
+        assert.strictEqual(tools.length, TOOL_COUNT)
         for (const tool of tools) {
-          const expected = SPEC[tool.name]!
+          const expected = ALL[tool.name]!
           assert.strictEqual(tool.inputSchema.type, "object", tool.name)
           assert.sameMembers(Object.keys(tool.inputSchema.properties ?? {}), Object.keys(expected), tool.name)
           assert.sameMembers(
@@ -75,9 +87,9 @@ describe("mcp tools", () => {
     it.scoped("tools/list needs no identity, and a bad token does not hide it", () =>
       Effect.gen(function*() {
         const anonymous = yield* connect()
-        assert.strictEqual((yield* Effect.promise(() => anonymous.listTools())).tools.length, 22)
+        assert.strictEqual((yield* Effect.promise(() => anonymous.listTools())).tools.length, TOOL_COUNT)
         const junk = yield* connect({ bearer: "not-a-token" })
-        assert.strictEqual((yield* Effect.promise(() => junk.listTools())).tools.length, 22)
+        assert.strictEqual((yield* Effect.promise(() => junk.listTools())).tools.length, TOOL_COUNT)
       }))
 
     it.scoped("stateless: no session id; GET and DELETE are 405 with a JSON-RPC error", () =>
@@ -98,7 +110,7 @@ describe("mcp tools", () => {
         // Without a session, a request that is not `initialize` is answered on its own.
         const list = yield* request("POST", "/mcp", { body: { jsonrpc: "2.0", id: 2, method: "tools/list" }, headers })
         assert.strictEqual(list.status, 200, list.text)
-        assert.strictEqual(list.body.result.tools.length, 22)
+        assert.strictEqual(list.body.result.tools.length, TOOL_COUNT)
 
         for (const method of ["GET", "DELETE"]) {
           const refused = yield* request(method, "/mcp", { headers: { accept: "text/event-stream" } })
@@ -142,7 +154,7 @@ describe("mcp tools", () => {
           })
         const listed = yield* chunked(JSON.stringify({ jsonrpc: "2.0", id: 7, method: "tools/list" }))
         assert.strictEqual(listed.status, 200, listed.text)
-        assert.strictEqual(JSON.parse(listed.text).result.tools.length, 22)
+        assert.strictEqual(JSON.parse(listed.text).result.tools.length, TOOL_COUNT)
         const tooBig = yield* chunked(JSON.stringify({ pad: "x".repeat(2 * 1024 * 1024) }))
         assert.strictEqual(tooBig.status, 413, tooBig.text)
       }))
@@ -161,7 +173,7 @@ describe("mcp tools", () => {
     it.scoped("MCP_PATH moves the server", () =>
       Effect.gen(function*() {
         const client = yield* connect(undefined, "/tools/mcp")
-        assert.strictEqual((yield* Effect.promise(() => client.listTools())).tools.length, 22)
+        assert.strictEqual((yield* Effect.promise(() => client.listTools())).tools.length, TOOL_COUNT)
         const old = yield* request("POST", "/mcp", {
           body: { jsonrpc: "2.0", id: 1, method: "tools/list" },
           headers: { accept: "application/json, text/event-stream" }

@@ -1003,7 +1003,7 @@ export interface paths {
         put?: never;
         /**
          * Step 2: record an uploaded file
-         * @description Step 2: record an uploaded file. 409 upload_incomplete while its bytes have not arrived.
+         * @description Step 2: record an uploaded file. 409 upload_incomplete while its bytes have not arrived. Or OpenAI's one-step upload: `multipart/form-data` with `file` and `purpose` (within the API's body limit), answered with OpenAI's file object.
          */
         post: operations["files.register"];
         delete?: never;
@@ -1031,6 +1031,126 @@ export interface paths {
          * @description Delete the record and the bytes. 409 file_in_use while an environment lists it.
          */
         delete: operations["files.delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/vector_stores": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List knowledge bases
+         * @description List knowledge bases
+         */
+        get: operations["knowledge.list"];
+        put?: never;
+        /**
+         * Create a knowledge base (vector store)
+         * @description A store of the caller's partition; `file_ids` are added and ingested in the background.
+         */
+        post: operations["knowledge.create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/vector_stores/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Retrieve a knowledge base
+         * @description Retrieve a knowledge base
+         */
+        get: operations["knowledge.retrieve"];
+        put?: never;
+        /**
+         * Rename a knowledge base or change its metadata
+         * @description Rename a knowledge base or change its metadata
+         */
+        post: operations["knowledge.update"];
+        /**
+         * Delete a knowledge base and its chunks (the files stay)
+         * @description Delete a knowledge base and its chunks (the files stay)
+         */
+        delete: operations["knowledge.delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/vector_stores/{id}/files": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a knowledge base's files with their status
+         * @description List a knowledge base's files with their status
+         */
+        get: operations["knowledge.listFiles"];
+        put?: never;
+        /**
+         * Add a file to a knowledge base
+         * @description Ingestion runs in the background: poll the file until its status is `completed` or `failed` (with `last_error`). Adding a file again re-ingests it, replacing its chunks.
+         */
+        post: operations["knowledge.addFile"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/vector_stores/{id}/files/{file_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A file of a knowledge base, with its ingestion status
+         * @description A file of a knowledge base, with its ingestion status
+         */
+        get: operations["knowledge.retrieveFile"];
+        put?: never;
+        post?: never;
+        /**
+         * Remove a file (and its chunks) from a knowledge base; the file itself stays
+         * @description Remove a file (and its chunks) from a knowledge base; the file itself stays
+         */
+        delete: operations["knowledge.deleteFile"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/vector_stores/{id}/search": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Search a knowledge base
+         * @description Hybrid retrieval: full-text (ts_rank_cd) and, when embeddings are configured, vector similarity, fused by reciprocal rank. Each result carries its citation: file, chunk and character range.
+         */
+        post: operations["knowledge.search"];
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -1589,6 +1709,80 @@ export interface components {
             conversation: {
                 id: string;
             } | null;
+        };
+        /** Format: binary */
+        PersistedFile: string;
+        VectorStore: {
+            id: string;
+            /** @enum {string} */
+            object: "vector_store";
+            created_at: components["schemas"]["Int"];
+            name: string;
+            usage_bytes: components["schemas"]["Int"];
+            file_counts: {
+                in_progress: components["schemas"]["Int"];
+                completed: components["schemas"]["Int"];
+                failed: components["schemas"]["Int"];
+                cancelled: components["schemas"]["Int"];
+                total: components["schemas"]["Int"];
+            };
+            /** @enum {string} */
+            status: "in_progress" | "completed" | "expired";
+            expires_after: null;
+            expires_at: null;
+            last_active_at: components["schemas"]["Int"];
+            metadata: {
+                [key: string]: string;
+            };
+            language: string;
+        };
+        VectorStoreFile: {
+            id: string;
+            /** @enum {string} */
+            object: "vector_store.file";
+            usage_bytes: components["schemas"]["Int"];
+            created_at: components["schemas"]["Int"];
+            vector_store_id: string;
+            /** @enum {string} */
+            status: "in_progress" | "completed" | "failed" | "cancelled";
+            last_error: {
+                /** @enum {string} */
+                code: "server_error" | "unsupported_file" | "invalid_file" | "insufficient_credits";
+                message: string;
+            } | null;
+            chunking_strategy: {
+                /** @enum {string} */
+                type: "static";
+                static: {
+                    max_chunk_size_tokens: components["schemas"]["Int"];
+                    chunk_overlap_tokens: components["schemas"]["Int"];
+                };
+            };
+            attributes: {
+                [key: string]: string | number | boolean;
+            };
+            progress: {
+                chunks_done: components["schemas"]["Int"];
+                chunks_total: components["schemas"]["Int"] | null;
+            };
+        };
+        SearchFilter: {
+            /** @enum {string} */
+            type: "eq" | "ne" | "gt" | "gte" | "lt" | "lte" | "in" | "nin";
+            /**
+             * maxLength(64)
+             * @description a string at most 64 character(s) long
+             */
+            key: string;
+            value: (string | number | boolean) | (string | number)[];
+        } | {
+            /** @enum {string} */
+            type: "and" | "or";
+            /**
+             * maxItems(20)
+             * @description an array of at most 20 item(s)
+             */
+            filters: components["schemas"]["SearchFilter"][];
         };
         Error: {
             error: {
@@ -3321,6 +3515,7 @@ export interface operations {
                                 allow_trial: boolean;
                             };
                             mcp_servers?: unknown[];
+                            knowledge_bases?: string[];
                             published_version: components["schemas"]["Int"] | null;
                             pending_submission: {
                                 id: string;
@@ -3405,12 +3600,12 @@ export interface operations {
                      */
                     fallback_models?: string[];
                     /**
-                     * maxItems(8)
-                     * @description an array of at most 8 item(s)
+                     * maxItems(9)
+                     * @description an array of at most 9 item(s)
                      */
                     tools?: {
                         /** @enum {string} */
-                        name: "get_time" | "calculator" | "write_file" | "read_file" | "list_files" | "memory_save" | "memory_search" | "run_code";
+                        name: "get_time" | "calculator" | "write_file" | "read_file" | "list_files" | "memory_save" | "memory_search" | "run_code" | "file_search";
                         /** @enum {string} */
                         permission: "allow" | "ask" | "deny";
                     }[];
@@ -3477,6 +3672,11 @@ export interface operations {
                         /** @enum {string} */
                         auth: "none" | "bearer" | "per_end_user";
                     }[];
+                    /**
+                     * maxItems(10)
+                     * @description an array of at most 10 item(s)
+                     */
+                    knowledge_bases?: string[];
                 };
             };
         };
@@ -3509,6 +3709,7 @@ export interface operations {
                             allow_trial: boolean;
                         };
                         mcp_servers?: unknown[];
+                        knowledge_bases?: string[];
                         published_version: components["schemas"]["Int"] | null;
                         pending_submission: {
                             id: string;
@@ -3590,6 +3791,7 @@ export interface operations {
                             allow_trial: boolean;
                         };
                         mcp_servers?: unknown[];
+                        knowledge_bases?: string[];
                         published_version: components["schemas"]["Int"] | null;
                         pending_submission: {
                             id: string;
@@ -3672,12 +3874,12 @@ export interface operations {
                      */
                     fallback_models?: string[];
                     /**
-                     * maxItems(8)
-                     * @description an array of at most 8 item(s)
+                     * maxItems(9)
+                     * @description an array of at most 9 item(s)
                      */
                     tools?: {
                         /** @enum {string} */
-                        name: "get_time" | "calculator" | "write_file" | "read_file" | "list_files" | "memory_save" | "memory_search" | "run_code";
+                        name: "get_time" | "calculator" | "write_file" | "read_file" | "list_files" | "memory_save" | "memory_search" | "run_code" | "file_search";
                         /** @enum {string} */
                         permission: "allow" | "ask" | "deny";
                     }[];
@@ -3744,6 +3946,11 @@ export interface operations {
                         /** @enum {string} */
                         auth: "none" | "bearer" | "per_end_user";
                     }[];
+                    /**
+                     * maxItems(10)
+                     * @description an array of at most 10 item(s)
+                     */
+                    knowledge_bases?: string[];
                 };
             };
         };
@@ -3776,6 +3983,7 @@ export interface operations {
                             allow_trial: boolean;
                         };
                         mcp_servers?: unknown[];
+                        knowledge_bases?: string[];
                         published_version: components["schemas"]["Int"] | null;
                         pending_submission: {
                             id: string;
@@ -4367,6 +4575,20 @@ export interface operations {
                             [key: string]: unknown;
                         } | null;
                         strict?: boolean | null;
+                        /**
+                         * maxItems(10)
+                         * @description an array of at most 10 item(s)
+                         */
+                        vector_store_ids?: string[];
+                        /**
+                         * between(1, 50)
+                         * @description a number between 1 and 50
+                         */
+                        max_num_results?: components["schemas"]["Int"];
+                        /** unknown */
+                        filters?: unknown;
+                        /** unknown */
+                        ranking_options?: unknown;
                     }[] | null;
                     tool_choice?: (("none" | "auto" | "required") | {
                         /** @enum {string} */
@@ -5516,11 +5738,23 @@ export interface operations {
                      */
                     upload_id: string;
                 };
+                "multipart/form-data": {
+                    /**
+                     * itemsCount(1)
+                     * @description an array of exactly 1 item(s)
+                     */
+                    file: components["schemas"]["PersistedFile"][];
+                    /**
+                     * maxLength(64)
+                     * @description a string at most 64 character(s) long
+                     */
+                    purpose: string;
+                };
             };
         };
         responses: {
             /** @description Success */
-            201: {
+            200: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5532,6 +5766,21 @@ export interface operations {
                         size: components["schemas"]["Int"];
                         sha256: string;
                         created_at: string;
+                    } | {
+                        id: string;
+                        /** @enum {string} */
+                        object: "file";
+                        bytes: components["schemas"]["Int"];
+                        created_at: components["schemas"]["Int"];
+                        filename: string;
+                        purpose: string;
+                        /** @enum {string} */
+                        status: "processed";
+                        status_details: null;
+                        expires_at: null;
+                        content_type: string;
+                        size: components["schemas"]["Int"];
+                        sha256: string;
                     };
                 };
             };
@@ -5690,6 +5939,657 @@ export interface operations {
             };
             /** @description FileInUse */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "knowledge.list": {
+        parameters: {
+            query?: {
+                /** @description a string to be decoded into a number */
+                limit?: string;
+                order?: "asc" | "desc";
+                after?: string;
+                before?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        object: "list";
+                        data: components["schemas"]["VectorStore"][];
+                        first_id: string | null;
+                        last_id: string | null;
+                        has_more: boolean;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "knowledge.create": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    name?: string | null;
+                    description?: string | null;
+                    /**
+                     * maxItems(500)
+                     * @description an array of at most 500 item(s)
+                     */
+                    file_ids?: string[];
+                    metadata?: {
+                        [key: string]: string;
+                    } | null;
+                    chunking_strategy?: {
+                        /** @enum {string} */
+                        type: "auto";
+                    } | {
+                        /** @enum {string} */
+                        type: "static";
+                        static: {
+                            /**
+                             * between(100, 4096)
+                             * @description a number between 100 and 4096
+                             */
+                            max_chunk_size_tokens: components["schemas"]["Int"];
+                            /**
+                             * greaterThanOrEqualTo(0)
+                             * @description a non-negative number
+                             */
+                            chunk_overlap_tokens: components["schemas"]["Int"];
+                        };
+                    };
+                    /** unknown */
+                    expires_after?: unknown;
+                    /** @description a string matching the pattern ^[a-z_]{1,63}$ */
+                    language?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description VectorStore */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VectorStore"];
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NotFound */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "knowledge.retrieve": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description VectorStore */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VectorStore"];
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NotFound */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "knowledge.update": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    name?: string | null;
+                    metadata?: {
+                        [key: string]: string;
+                    } | null;
+                    /** unknown */
+                    expires_after?: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description VectorStore */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VectorStore"];
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NotFound */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "knowledge.delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        /** @enum {string} */
+                        object: "vector_store.deleted";
+                        /** @enum {boolean} */
+                        deleted: true;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NotFound */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "knowledge.listFiles": {
+        parameters: {
+            query?: {
+                /** @description a string to be decoded into a number */
+                limit?: string;
+                order?: "asc" | "desc";
+                after?: string;
+                before?: string;
+                filter?: "in_progress" | "completed" | "failed" | "cancelled";
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        object: "list";
+                        data: components["schemas"]["VectorStoreFile"][];
+                        first_id: string | null;
+                        last_id: string | null;
+                        has_more: boolean;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NotFound */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "knowledge.addFile": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * maxLength(64)
+                     * @description a string at most 64 character(s) long
+                     */
+                    file_id: string;
+                    attributes?: {
+                        [key: string]: string | number | boolean;
+                    } | null;
+                    chunking_strategy?: {
+                        /** @enum {string} */
+                        type: "auto";
+                    } | {
+                        /** @enum {string} */
+                        type: "static";
+                        static: {
+                            /**
+                             * between(100, 4096)
+                             * @description a number between 100 and 4096
+                             */
+                            max_chunk_size_tokens: components["schemas"]["Int"];
+                            /**
+                             * greaterThanOrEqualTo(0)
+                             * @description a non-negative number
+                             */
+                            chunk_overlap_tokens: components["schemas"]["Int"];
+                        };
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description VectorStoreFile */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VectorStoreFile"];
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NotFound */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "knowledge.retrieveFile": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                file_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description VectorStoreFile */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VectorStoreFile"];
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NotFound */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "knowledge.deleteFile": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                file_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        /** @enum {string} */
+                        object: "vector_store.file.deleted";
+                        /** @enum {boolean} */
+                        deleted: true;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NotFound */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "knowledge.search": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    query: string | string[];
+                    filters?: components["schemas"]["SearchFilter"] | null;
+                    /**
+                     * between(1, 50)
+                     * @description a number between 1 and 50
+                     */
+                    max_num_results?: components["schemas"]["Int"];
+                    ranking_options?: {
+                        ranker?: string;
+                        /**
+                         * between(0, 1)
+                         * @description a number between 0 and 1
+                         */
+                        score_threshold?: number;
+                    } | null;
+                    rewrite_query?: boolean | null;
+                    /**
+                     * maxItems(100)
+                     * @description an array of at most 100 item(s)
+                     */
+                    file_ids?: string[];
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        object: "vector_store.search_results.page";
+                        search_query: string[];
+                        data: {
+                            file_id: string;
+                            filename: string;
+                            score: number;
+                            attributes: {
+                                [key: string]: string | number | boolean;
+                            };
+                            content: {
+                                /** @enum {string} */
+                                type: "text";
+                                text: string;
+                            }[];
+                            vector_store_id: string;
+                            chunk_index: components["schemas"]["Int"];
+                            start_char: components["schemas"]["Int"];
+                            end_char: components["schemas"]["Int"];
+                            heading: string;
+                        }[];
+                        has_more: boolean;
+                        next_page: null;
+                        /** @enum {string} */
+                        ranker: "hybrid" | "full_text";
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NotFound */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6906,14 +7806,14 @@ export interface operations {
                                 /** @enum {string} */
                                 type: "set_tool_permission";
                                 /** @enum {string} */
-                                tool: "get_time" | "calculator" | "write_file" | "read_file" | "list_files" | "memory_save" | "memory_search" | "run_code";
+                                tool: "get_time" | "calculator" | "write_file" | "read_file" | "list_files" | "memory_save" | "memory_search" | "run_code" | "file_search";
                                 /** @enum {string} */
                                 permission: "allow" | "ask" | "deny";
                             } | {
                                 /** @enum {string} */
                                 type: "remove_tool";
                                 /** @enum {string} */
-                                tool: "get_time" | "calculator" | "write_file" | "read_file" | "list_files" | "memory_save" | "memory_search" | "run_code";
+                                tool: "get_time" | "calculator" | "write_file" | "read_file" | "list_files" | "memory_save" | "memory_search" | "run_code" | "file_search";
                             } | {
                                 /** @enum {string} */
                                 type: "set_model";
@@ -7010,14 +7910,14 @@ export interface operations {
                                 /** @enum {string} */
                                 type: "set_tool_permission";
                                 /** @enum {string} */
-                                tool: "get_time" | "calculator" | "write_file" | "read_file" | "list_files" | "memory_save" | "memory_search" | "run_code";
+                                tool: "get_time" | "calculator" | "write_file" | "read_file" | "list_files" | "memory_save" | "memory_search" | "run_code" | "file_search";
                                 /** @enum {string} */
                                 permission: "allow" | "ask" | "deny";
                             } | {
                                 /** @enum {string} */
                                 type: "remove_tool";
                                 /** @enum {string} */
-                                tool: "get_time" | "calculator" | "write_file" | "read_file" | "list_files" | "memory_save" | "memory_search" | "run_code";
+                                tool: "get_time" | "calculator" | "write_file" | "read_file" | "list_files" | "memory_save" | "memory_search" | "run_code" | "file_search";
                             } | {
                                 /** @enum {string} */
                                 type: "set_model";
@@ -7120,14 +8020,14 @@ export interface operations {
                             /** @enum {string} */
                             type: "set_tool_permission";
                             /** @enum {string} */
-                            tool: "get_time" | "calculator" | "write_file" | "read_file" | "list_files" | "memory_save" | "memory_search" | "run_code";
+                            tool: "get_time" | "calculator" | "write_file" | "read_file" | "list_files" | "memory_save" | "memory_search" | "run_code" | "file_search";
                             /** @enum {string} */
                             permission: "allow" | "ask" | "deny";
                         } | {
                             /** @enum {string} */
                             type: "remove_tool";
                             /** @enum {string} */
-                            tool: "get_time" | "calculator" | "write_file" | "read_file" | "list_files" | "memory_save" | "memory_search" | "run_code";
+                            tool: "get_time" | "calculator" | "write_file" | "read_file" | "list_files" | "memory_save" | "memory_search" | "run_code" | "file_search";
                         } | {
                             /** @enum {string} */
                             type: "set_model";

@@ -10,11 +10,13 @@ import { StudioEditPage, StudioPage } from "./pages/Studio.js"
 import { EarningsPage } from "./pages/Earnings.js"
 import { WalletPage } from "./pages/Wallet.js"
 import { KeysPage } from "./pages/Keys.js"
+import { KnowledgePage } from "./pages/Knowledge.js"
 
 const NAV = [
   ["/marketplace", "Marketplace"],
   ["/chat", "Chats"],
   ["/studio", "Studio"],
+  ["/knowledge", "Knowledge"],
   ["/earnings", "Earnings"],
   ["/wallet", "Wallet"],
   ["/keys", "API keys"]
@@ -46,6 +48,7 @@ const Routes = () => {
   if (path === "/earnings") return <RequireLogin><EarningsPage /></RequireLogin>
   if (path === "/wallet") return <RequireLogin><WalletPage /></RequireLogin>
   if (path === "/keys") return <RequireLogin><KeysPage /></RequireLogin>
+  if (path === "/knowledge") return <RequireLogin><KnowledgePage /></RequireLogin>
   return <section><h1>Not found</h1><p>There is no page at {path}.</p></section>
 }
 

@@ -115,6 +115,14 @@ export const cookieRefusal = (
  */
 const NOT_JSON_ROUTE = /^\/(oauth|api\/payment\/notify)\//
 
+/**
+ * OpenAI's one-step file upload (`client.files.create`): `POST /v1/files` also takes `multipart/form-data`, which
+ * HttpApi reads as a multipart payload (docs/knowledge.md). Only with a bearer credential: the cookie rules above
+ * still refuse a cookie-authenticated form post.
+ */
+const MULTIPART_ROUTE = /^\/v1\/files\/?$/
+const MULTIPART = /^multipart\/form-data\s*(;|$)/i
+
 /** `application/json` and every `application/<x>+json` (RFC 6839), parameters allowed. */
 export const JSON_MEDIA_TYPE = /^application\/([\w.-]+\+)?json\s*(;|$)/i
 
@@ -131,6 +139,7 @@ export const mediaRefusal = (request: HttpServerRequest.HttpServerRequest, exemp
     return undefined
   }
   if (exempt || NOT_JSON_ROUTE.test(routePath(request.url)) || JSON_MEDIA_TYPE.test(contentType)) return undefined
+  if (request.method === "POST" && MULTIPART.test(contentType) && MULTIPART_ROUTE.test(routePath(request.url))) return undefined
   return errorResponse(415, "unsupported_media_type", `This route takes application/json, not ${contentType.split(";")[0]!.trim()}.`)
 }
 

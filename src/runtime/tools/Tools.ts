@@ -15,6 +15,16 @@ export interface ToolContext {
   readonly agentId: string
   readonly partition: Partition
   readonly workspace: string
+  /** The knowledge `file_search` searches; none: the run has no `file_search`. */
+  readonly knowledge?: KnowledgeScope | undefined
+}
+
+/** Knowledge bases of `owner` a run searches, and its citations' numbering (one count per run). */
+export interface KnowledgeScope {
+  readonly owner: Partition
+  readonly storeIds: ReadonlyArray<string>
+  readonly maxResults: number
+  readonly citations: { next: number }
 }
 
 /** A tool ran and failed: the model is told, and the run goes on (`tool_call.failed`). */
