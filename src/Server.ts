@@ -32,6 +32,7 @@ import { MarketHttpLive } from "./market/Http.js"
 import { NotificationsHttpLive } from "./notifications/Http.js"
 import { McpRoute } from "./mcp/Http.js"
 import { ClusterLive } from "./platform/Cluster.js"
+import { isOutage, RETRY_AFTER_SECONDS } from "./platform/Outage.js"
 import { AppConfig } from "./platform/Config.js"
 import { DatabaseLive } from "./platform/Database.js"
 import { errorBody, errorResponse, errorType } from "./platform/Errors.js"
@@ -336,6 +337,15 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
             }
             if (error?._tag === "RequestError") {
               return Effect.succeed(errorResponse(400, "invalid_request", "The request body could not be read as JSON."))
+            }
+            // PostgreSQL, Redis or an entity's owner unreachable: an outage, not a bug; the caller retries (issue 33).
+            if (isOutage(cause)) {
+              return Effect.as(
+                Effect.logWarning("request failed during an outage", Cause.squash(cause)),
+                errorResponse(503, "service_unavailable", "A service this request needs is unavailable; retry shortly.", {
+                  "retry-after": String(RETRY_AFTER_SECONDS)
+                })
+              )
             }
             return Effect.as(
               Effect.logError("unhandled failure", cause),

@@ -5,6 +5,7 @@ import {
   RunnerStorage,
   Sharding,
   ShardingConfig,
+  type ShardId,
   SocketRunner,
   SqlMessageStorage,
   SqlRunnerStorage
@@ -15,6 +16,7 @@ import { Cause, Config, Duration, Effect, Exit, Fiber, FiberSet, Layer, Option, 
 import * as Net from "node:net"
 import { AppConfig, WorkerIndex } from "./Config.js"
 import { withStartupLock } from "./Database.js"
+import { EntityDeadline } from "./Outage.js"
 
 /**
  * The cluster this process belongs to.
@@ -69,6 +71,61 @@ export const RunnerSettings = Config.all({
   worker: Config.map(WorkerIndex, Option.getOrElse(() => 0))
 })
 
+/**
+ * What this runner last confirmed of its shard locks, per shard (`group:id` → when): every `acquire` and `refresh`
+ * of the runner storage that names a shard confirms it; a refresh that leaves it out, a failed refresh, a release
+ * forget it. A shard is `confirmed` while its last confirmation is younger than `CONFIRMED_FOR`: one refresh
+ * interval plus the refresh's own timeout (3 s + 3 s), and a margin below the 9 s lock expiration. A runner whose database went away, or that was paused (SIGSTOP, a long
+ * GC) and woke, is past it before its next refresh can tell: its sessions stop starting turns, stop billing and stop
+ * writing until the refresh confirms the shard again, or the shard has moved (issues 26 and 33). Embedded mode has
+ * one runner that owns every shard: always confirmed.
+ */
+const confirmations = new Map<string, number>()
+let everyShardConfirmed = true
+const CONFIRMED_FOR_MS = 8_000
+const shardKey = (shardId: { readonly group: string; readonly id: number }) => `${shardId.group}:${shardId.id}`
+
+/** Whether this runner confirmed its lock on the shard recently enough to act as its owner (see above). */
+export const shardConfirmed = (shardId: { readonly group: string; readonly id: number }): boolean => {
+  if (everyShardConfirmed) return true
+  const at = confirmations.get(shardKey(shardId))
+  return at !== undefined && Date.now() - at < CONFIRMED_FOR_MS
+}
+
+const confirm = (shardIds: Iterable<ShardId.ShardId>) => {
+  const now = Date.now()
+  for (const shardId of shardIds) confirmations.set(shardKey(shardId), now)
+}
+
+/** The runner storage, recording what each of its answers confirms about this runner's shard locks. */
+const TrackedRunnerStorage = Layer.effect(
+  RunnerStorage.RunnerStorage,
+  Effect.map(RunnerStorage.RunnerStorage, (storage) => {
+    everyShardConfirmed = false
+    return RunnerStorage.RunnerStorage.of({
+      ...storage,
+      acquire: (address, shardIds) => Effect.tap(storage.acquire(address, shardIds), confirm),
+      refresh: (address, shardIds) =>
+        storage.refresh(address, shardIds).pipe(
+          Effect.tap((acquired) => {
+            const kept = new Set(acquired.map(shardKey))
+            for (const shardId of shardIds) if (!kept.has(shardKey(shardId))) confirmations.delete(shardKey(shardId))
+            confirm(acquired)
+          }),
+          Effect.tapErrorCause(() => Effect.sync(() => confirmations.clear()))
+        ),
+      release: (address, shardId) => {
+        confirmations.delete(shardKey(shardId))
+        return storage.release(address, shardId)
+      },
+      releaseAll: (address) => {
+        confirmations.clear()
+        return storage.releaseAll(address)
+      }
+    })
+  })
+)
+
 /** A dead runner refuses the connection at once; a hung one gets about 3 s before it is called unhealthy. */
 const PingHealth = Layer.scoped(
   RunnerHealth.RunnerHealth,
@@ -108,7 +165,7 @@ const clustered = Layer.unwrapEffect(Effect.gen(function*() {
     Layer.provide([NodeClusterSocket.layerSocketServer, NodeClusterSocket.layerClientProtocol]),
     Layer.provide(PingHealth),
     Layer.provideMerge(Layer.orDie(withStartupLock(SqlMessageStorage.layerWith({ prefix: "cluster" })))),
-    Layer.provide(Layer.orDie(withStartupLock(SqlRunnerStorage.layerWith({ prefix: "cluster" })))),
+    Layer.provide(TrackedRunnerStorage.pipe(Layer.provide(Layer.orDie(withStartupLock(SqlRunnerStorage.layerWith({ prefix: "cluster" })))))),
     Layer.provide(ShardingConfig.layer({
       ...shared,
       ...clusterTimings,
@@ -145,9 +202,18 @@ export const makeEntityCaller = Effect.gen(function*() {
       isCut(exit) && attempt < RESENDS_WHEN_CUT
         ? Effect.zipRight(Effect.sleep(RESEND_PAUSE), resent(call, attempt + 1))
         : Effect.succeed(exit))
-  /** `resendWhenCut`: only for idempotent messages (a charge or grant with its key, a read). */
+  /**
+   * `resendWhenCut`: only for idempotent messages (a charge or grant with its key, a read). Every call has a deadline
+   * (`ENTITY_DEADLINE`): past it the caller gets `EntityDeadline` (a defect: the HTTP edge answers 503 with
+   * `Retry-After`), never a wait without end on an owner that is not there (issue 33).
+   */
   return <A, E>(call: Effect.Effect<A, E>, options?: { readonly resendWhenCut?: boolean }): Effect.Effect<A, E> =>
-    Effect.flatten(options?.resendWhenCut === true ? resent(call, 0) : once(call))
+    Effect.flatten(options?.resendWhenCut === true ? resent(call, 0) : once(call)).pipe(
+      Effect.timeoutFailCause({
+        duration: ENTITY_DEADLINE,
+        onTimeout: () => Cause.die(new EntityDeadline({ message: `No answer from the entity within ${Duration.format(ENTITY_DEADLINE)}.` }))
+      })
+    )
 })
 
 /**
@@ -156,6 +222,12 @@ export const makeEntityCaller = Effect.gen(function*() {
  */
 const isCut = <A, E>(exit: Exit.Exit<A, E>) => Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)
 
-/** An idempotent message cut by a hand-over is sent again until its shard has an owner again (seconds): 15 s. */
+/** An idempotent message cut by a hand-over is sent again until its shard has an owner again, within the deadline. */
 const RESEND_PAUSE = Duration.millis(250)
-const RESENDS_WHEN_CUT = 60
+const RESENDS_WHEN_CUT = 40
+
+/**
+ * The most an entity call may take, resends included: longer than a failover (≤ 5 s after a kill -9, the lock
+ * expiry's 9 s for a runner whose connection lingers), shorter than the 15 s within which every request is answered.
+ */
+export const ENTITY_DEADLINE = Duration.seconds(12)
