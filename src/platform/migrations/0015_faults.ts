@@ -9,6 +9,7 @@ import { Effect } from "effect"
  *   a turn the next owner already closed.
  * - A claimed approval keeps its answer in its row until the waiting run is done with it: a runner whose listening
  *   connection was down when the answer's notification went out reads it from there when it listens again.
+ * - Create idempotency keys live here, not in Redis, so a Redis flush or loss does not make a create twice.
  */
 export default Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
@@ -16,4 +17,11 @@ export default Effect.gen(function*() {
     CREATE UNIQUE INDEX session_events_one_end ON session_events (session_id, turn)
     WHERE payload->>'type' IN ('complete', 'error')`
   yield* sql`ALTER TABLE pending_approvals ADD COLUMN answer jsonb`
+  yield* sql`
+    CREATE TABLE idempotency_keys (
+      -- the account's, end user's and key's hashes (Idempotency.ts); the value is the claim or the stored answer
+      key text PRIMARY KEY,
+      value text NOT NULL,
+      expires_at timestamptz NOT NULL
+    )`
 })
