@@ -99,6 +99,9 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     const engine = yield* RunEngine
     const runs = yield* Runs
 
+    // A write refused before this activation (the previous one's) no longer holds the log back: this one starts
+    // from the position the database has.
+    yield* log.resume(sessionId)
     const positions = yield* repo.positions(sessionId)
     // The row, kept while active: nothing a turn reads of it changes except by `Reload` (adopt) or `Stop` (delete).
     let row = yield* repo.byId(sessionId)

@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Crypto from "node:crypto"
-import { call, makeHarness, newUser, recovery, settled, startLoad, violations } from "../support/Faults.js"
+import { call, keepLogs, makeHarness, newUser, recovery, settled, startLoad, violations } from "../support/Faults.js"
 import { servicesAvailable } from "../support/Services.js"
 
 /**
@@ -99,8 +99,7 @@ describe.skipIf(!enabled)("faults (issues 26, 33)", () => {
 
       yield* pause(3_000)
       yield* Effect.promise(() => load.stop())
-      // Quiet: every turn sent has ended, and subscribers received what the log holds.
-      yield* pause(3_000)
+      keepLogs(h, "faults")
       const found = yield* Effect.promise(() => violations(h, load, sessions))
       const outages = h.answers.filter((a) => a.status === 503).length
       console.log(JSON.stringify({

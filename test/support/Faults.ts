@@ -146,6 +146,7 @@ export interface Load {
   readonly charges: Map<string, { payer: User; status: number | null }>
   readonly received: Array<{ session: string; runner: number; seqs: Array<number>; reconnects: number }>
   readonly turns: { sent: number; ended: number; cut: number }
+  /** Stops the charges and turns, waits until the runs they started have ended, then stops the subscribers. */
   readonly stop: () => Promise<void>
 }
 
@@ -198,6 +199,8 @@ const hold = (h: Harness, user: User, session: string, runner: number, out: Load
 
 export const startLoad = (h: Harness, payers: Array<User>, owner: User, sessions: Array<string>): Load => {
   let stopped = false
+  let unsubscribed = false
+  const holders: Array<Promise<void>> = []
   const charges: Load["charges"] = new Map()
   const received: Load["received"] = []
   const turns = { sent: 0, ended: 0, cut: 0 }
@@ -220,7 +223,7 @@ export const startLoad = (h: Harness, payers: Array<User>, owner: User, sessions
     for (let r = 1; r < h.runners.length; r++) {
       const out = { session, runner: (s + r) % h.runners.length, seqs: [] as Array<number>, reconnects: 0 }
       received.push(out)
-      workers.push(hold(h, owner, session, out.runner, out, () => stopped))
+      holders.push(hold(h, owner, session, out.runner, out, () => unsubscribed))
     }
     workers.push((async () => {
       for (let n = s; !stopped; n++) {
@@ -252,8 +255,28 @@ export const startLoad = (h: Harness, payers: Array<User>, owner: User, sessions
     stop: async () => {
       stopped = true
       await Promise.all(workers)
+      // Quiet: what was sent has ended (a turn whose send answered 503 may still have been queued), and the
+      // subscribers got the last of it. A wait for a state, not a timed assertion: the checks below say what is not.
+      const deadline = Date.now() + 30_000
+      while (Date.now() < deadline) {
+        const running = await h.db(`SELECT count(*)::int AS n FROM runs WHERE status = 'running'`).catch(() => [{ n: 1 }])
+        const queued = await h.db(`SELECT count(*)::int AS n FROM session_queue`).catch(() => [{ n: 1 }])
+        if (running[0].n === 0 && queued[0].n === 0) break
+        await sleep(250)
+      }
+      await sleep(1_000)
+      unsubscribed = true
+      await Promise.all(holders)
     }
   }
+}
+
+/** Writes every runner's output to `FAULTS_LOG_DIR/runner-<i>.log` when that is set (to read after a failure). */
+export const keepLogs = (h: Harness, name: string) => {
+  const dir = process.env.FAULTS_LOG_DIR
+  if (dir === undefined) return
+  Fs.mkdirSync(dir, { recursive: true })
+  h.runners.forEach((r, i) => Fs.writeFileSync(Path.join(dir, `${name}-runner-${i}.log`), r.output()))
 }
 
 /** How long after `from` every runner answers a charge and a session read again (the fault's recovery time). */
