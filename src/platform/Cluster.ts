@@ -15,7 +15,8 @@ import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import { Cause, Config, Duration, Effect, Exit, Fiber, FiberSet, Layer, Option, Schedule } from "effect"
 import * as Net from "node:net"
 import { AppConfig, WorkerIndex } from "./Config.js"
-import { withStartupLock } from "./Database.js"
+import { RunnersRepo } from "./cluster/Repo.js"
+import { PROCESS_APPLICATION_NAME, withStartupLock } from "./Database.js"
 import { EntityDeadline } from "./Outage.js"
 
 /**
@@ -85,9 +86,23 @@ let everyShardConfirmed = true
 const CONFIRMED_FOR_MS = 8_000
 const shardKey = (shardId: { readonly group: string; readonly id: number }) => `${shardId.group}:${shardId.id}`
 
+/**
+ * The process's own clock of liveness: a timer that ticks every 250 ms. A gap of over `STALL_MS` between ticks means
+ * the process did not run (SIGSTOP, a stuck host, a long GC): what it confirmed before is forgotten at once, before
+ * anything it resumes can bill or write as an owner, and a refresh must confirm its shards again.
+ */
+let lastTick = Date.now()
+const STALL_MS = 2_000
+const noticeStall = () => {
+  const now = Date.now()
+  if (now - lastTick > STALL_MS) confirmations.clear()
+  lastTick = now
+}
+
 /** Whether this runner confirmed its lock on the shard recently enough to act as its owner (see above). */
 export const shardConfirmed = (shardId: { readonly group: string; readonly id: number }): boolean => {
   if (everyShardConfirmed) return true
+  noticeStall()
   const at = confirmations.get(shardKey(shardId))
   return at !== undefined && Date.now() - at < CONFIRMED_FOR_MS
 }
@@ -102,6 +117,7 @@ const TrackedRunnerStorage = Layer.effect(
   RunnerStorage.RunnerStorage,
   Effect.map(RunnerStorage.RunnerStorage, (storage) => {
     everyShardConfirmed = false
+    setInterval(noticeStall, 250).unref()
     return RunnerStorage.RunnerStorage.of({
       ...storage,
       acquire: (address, shardIds) => Effect.tap(storage.acquire(address, shardIds), confirm),
@@ -125,6 +141,34 @@ const TrackedRunnerStorage = Layer.effect(
     })
   })
 )
+
+/** A runner whose heartbeat (written with every shard-lock refresh, each 3 s) is this old is declared dead. */
+const SILENT_SECONDS = 6
+
+/**
+ * Runners watch each other (issues 26 and 33): PostgreSQL never sees a paused process's connections close (the kernel
+ * keeps answering its keepalives), so a SIGSTOPped runner kept its advisory shard locks for the whole pause. Every
+ * runner files its connections' `application_name` under its address, and every second ends the database sessions
+ * of any other runner whose heartbeat is older than `SILENT_SECONDS` (`pg_terminate_backend`: same role). The locks
+ * go with the sessions, so the shards move; the paused runner, when it wakes, finds its connections gone and its
+ * confirmations forgotten (`shardConfirmed`), and starts, bills and writes nothing as an owner.
+ */
+const watchRunners = (address: RunnerAddress.RunnerAddress) =>
+  Layer.scopedDiscard(Effect.gen(function*() {
+    const repo = yield* RunnersRepo
+    const self = `${address.host}:${address.port}`
+    yield* Effect.acquireRelease(
+      repo.register(self, PROCESS_APPLICATION_NAME).pipe(Effect.retry(Schedule.spaced("1 second")), Effect.orDie),
+      () => Effect.ignore(repo.unregister(self))
+    )
+    yield* repo.cutSilent(self, SILENT_SECONDS).pipe(
+      Effect.tap((ended) => ended > 0 ? Effect.logWarning(`ended ${ended} database sessions of a runner silent for ${SILENT_SECONDS} s`) : Effect.void),
+      Effect.catchAllCause(() => Effect.void),
+      Effect.delay("1 second"),
+      Effect.forever,
+      Effect.forkScoped
+    )
+  })).pipe(Layer.provide(RunnersRepo.Default))
 
 /** A dead runner refuses the connection at once; a hung one gets about 3 s before it is called unhealthy. */
 const PingHealth = Layer.scoped(
@@ -161,7 +205,7 @@ const clustered = Layer.unwrapEffect(Effect.gen(function*() {
   // Listen where the others dial, on every interface when the advertised host is not a loopback one.
   const listen = RunnerAddress.make(runner.host === "127.0.0.1" || runner.host === "localhost" ? runner.host : "0.0.0.0", port)
   yield* Effect.logDebug(`cluster runner at ${address.host}:${address.port}`)
-  return SocketRunner.layer.pipe(
+  return Layer.merge(watchRunners(address), SocketRunner.layer).pipe(
     Layer.provide([NodeClusterSocket.layerSocketServer, NodeClusterSocket.layerClientProtocol]),
     Layer.provide(PingHealth),
     Layer.provideMerge(Layer.orDie(withStartupLock(SqlMessageStorage.layerWith({ prefix: "cluster" })))),

@@ -32,6 +32,10 @@ export interface Harness {
   readonly services: { readonly postgres: Effect.Effect.Success<typeof ownPostgres>; readonly redis: Effect.Effect.Success<typeof ownRedis> }
   readonly env: Record<string, string>
   readonly answers: Array<Answer>
+  /** Runners the load does not send to (paused, as a load balancer whose health check fails would skip them). */
+  readonly paused: Set<number>
+  /** Each runner's cluster port (its address is `127.0.0.1:<port>`). */
+  readonly runnerPorts: Map<PlatformProcess, number>
   /** Starts a runner (another, or one that replaces a killed one at `index`). */
   readonly startRunner: (index: number) => Effect.Effect<PlatformProcess, never, Scope.Scope>
 }
@@ -73,6 +77,7 @@ export const makeHarness = (runnerCount = 3): Effect.Effect<Harness, never, Scop
       Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "atrium-faults-"))),
       (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
     )
+    const runnerPorts = new Map<PlatformProcess, number>()
     const phones = Array.from({ length: 40 }, (_, i) => `+1555${Crypto.randomInt(1e6).toString().padStart(6, "0")}${i}`)
     const env: Record<string, string> = {
       DATABASE_URL: postgres.url,
@@ -86,7 +91,8 @@ export const makeHarness = (runnerCount = 3): Effect.Effect<Harness, never, Scop
       FAULT_PHONES: phones.join(",")
     }
     const startRunner = (_: number) =>
-      Effect.flatMap(freePort, (port) => launchPlatform({ ...env, RUNNER_PORT: String(port) }))
+      Effect.flatMap(freePort, (port) =>
+        Effect.tap(launchPlatform({ ...env, RUNNER_PORT: String(port) }), (platform) => Effect.sync(() => runnerPorts.set(platform, port))))
     // The first runner applies the migrations; the others start together.
     const first = yield* startRunner(0)
     const rest = yield* Effect.all(Array.from({ length: runnerCount - 1 }, (_, i) => startRunner(i + 1)), { concurrency: "unbounded" })
@@ -99,7 +105,7 @@ export const makeHarness = (runnerCount = 3): Effect.Effect<Harness, never, Scop
         await client.end()
       }
     }
-    return { runners: [first, ...rest], db, services: { postgres, redis }, env, answers: [], startRunner }
+    return { runners: [first, ...rest], db, services: { postgres, redis }, env, answers: [], paused: new Set<number>(), runnerPorts, startRunner }
   })
 
 /** Waits until the runners hold every shard (advisory locks), as after a start or a fault. */
@@ -204,7 +210,10 @@ export const startLoad = (h: Harness, payers: Array<User>, owner: User, sessions
   const charges: Load["charges"] = new Map()
   const received: Load["received"] = []
   const turns = { sent: 0, ended: 0, cut: 0 }
-  const runner = (n: number) => h.runners[n % h.runners.length]!
+  const runner = (n: number) => {
+    const serving = h.runners.filter((_, i) => !h.paused.has(i))
+    return serving[n % serving.length]!
+  }
   const workers: Array<Promise<void>> = []
   payers.forEach((payer, p) =>
     workers.push((async () => {
@@ -282,7 +291,7 @@ export const keepLogs = (h: Harness, name: string) => {
 /** How long after `from` every runner answers a charge and a session read again (the fault's recovery time). */
 export const recovery = async (h: Harness, payer: User, owner: User, session: string) => {
   const from = Date.now()
-  for (const r of h.runners) {
+  for (const r of h.runners.filter((_, i) => !h.paused.has(i))) {
     for (;;) {
       const charge = await call(h.answers, "probe", `${r.url}/openapi/credit/consume`, {
         token: payer.apiKey,
@@ -363,4 +372,16 @@ export const violations = async (h: Harness, load: Load, sessions: Array<string>
   const running = await h.db(`SELECT count(*)::int AS n FROM runs WHERE status = 'running'`)
   if (running[0]!.n !== 0) found.push(`${running[0]!.n} runs still running`)
   return found
+}
+
+/** The runner holding the most shard locks (by the pid of its lock connection's `application_name`). */
+export const busiestRunner = async (h: Harness) => {
+  const rows = await h.db(
+    `SELECT b.address, count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+     JOIN cluster_runner_backends b ON b.application_name = a.application_name
+     WHERE l.locktype = 'advisory' AND l.granted GROUP BY b.address ORDER BY n DESC LIMIT 1`
+  )
+  const port = Number(rows[0]?.address.split(":")[1])
+  const index = h.runners.findIndex((r) => h.runnerPorts.get(r) === port)
+  return index >= 0 ? index : 0
 }

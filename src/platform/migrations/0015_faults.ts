@@ -10,6 +10,8 @@ import { Effect } from "effect"
  * - A claimed approval keeps its answer in its row until the waiting run is done with it: a runner whose listening
  *   connection was down when the answer's notification went out reads it from there when it listens again.
  * - Create idempotency keys live here, not in Redis, so a Redis flush or loss does not make a create twice.
+ * - Each runner files its connections' `application_name` under its address, so the others can end the database
+ *   sessions of one that stopped answering (a paused process keeps its advisory locks otherwise).
  */
 export default Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
@@ -23,5 +25,11 @@ export default Effect.gen(function*() {
       key text PRIMARY KEY,
       value text NOT NULL,
       expires_at timestamptz NOT NULL
+    )`
+  yield* sql`
+    CREATE TABLE cluster_runner_backends (
+      address text PRIMARY KEY,
+      application_name text NOT NULL,
+      updated_at timestamptz NOT NULL DEFAULT now()
     )`
 })
