@@ -142,16 +142,21 @@ const TrackedRunnerStorage = Layer.effect(
   })
 )
 
-/** A runner whose heartbeat (written with every shard-lock refresh, each 3 s) is this old is declared dead. */
-const SILENT_SECONDS = 6
+/** A runner whose heartbeat (written with every shard-lock refresh, each 3 s) has not moved for this long is dead. */
+const SILENT_MS = 6_000
 
 /**
  * Runners watch each other (issues 26 and 33): PostgreSQL never sees a paused process's connections close (the kernel
  * keeps answering its keepalives), so a SIGSTOPped runner kept its advisory shard locks for the whole pause. Every
- * runner files its connections' `application_name` under its address, and every second ends the database sessions
- * of any other runner whose heartbeat is older than `SILENT_SECONDS` (`pg_terminate_backend`: same role). The locks
- * go with the sessions, so the shards move; the paused runner, when it wakes, finds its connections gone and its
- * confirmations forgotten (`shardConfirmed`), and starts, bills and writes nothing as an owner.
+ * runner files its connections' `application_name` under its address, reads the others' heartbeats every second,
+ * and ends the database sessions (`pg_terminate_backend`: same role) of one whose heartbeat has not moved for
+ * `SILENT_MS` of its own continuous watch. The locks go with the sessions, so the shards move; the paused runner, when
+ * it wakes, finds its connections gone and its confirmations forgotten (`shardConfirmed`), and starts, bills and
+ * writes nothing as an owner.
+ *
+ * Judged by what the watcher saw, not by the heartbeat's age: after a database outage every heartbeat is old, and the
+ * first runner back must not end the others. A watch that fails (the database is away), a watcher that did not run
+ * (paused itself) or whose own heartbeat is late starts over.
  */
 const watchRunners = (address: RunnerAddress.RunnerAddress) =>
   Layer.scopedDiscard(Effect.gen(function*() {
@@ -161,13 +166,27 @@ const watchRunners = (address: RunnerAddress.RunnerAddress) =>
       repo.register(self, PROCESS_APPLICATION_NAME).pipe(Effect.retry(Schedule.spaced("1 second")), Effect.orDie),
       () => Effect.ignore(repo.unregister(self))
     )
-    yield* repo.cutSilent(self, SILENT_SECONDS).pipe(
-      Effect.tap((ended) => ended > 0 ? Effect.logWarning(`ended ${ended} database sessions of a runner silent for ${SILENT_SECONDS} s`) : Effect.void),
-      Effect.catchAllCause(() => Effect.void),
-      Effect.delay("1 second"),
-      Effect.forever,
-      Effect.forkScoped
-    )
+    /** Each other runner's heartbeat as last seen, and since when (this process's clock) it has been that. */
+    const seen = new Map<string, { beat: string; since: number }>()
+    let lastWatch = Date.now()
+    const watch = Effect.gen(function*() {
+      const now = Date.now()
+      if (now - lastWatch > STALL_MS) seen.clear()
+      lastWatch = now
+      const rows = yield* repo.heartbeats(self, SILENT_MS / 2000)
+      for (const row of rows) {
+        const before = seen.get(row.address)
+        if (before === undefined || before.beat !== row.beat || !row.selfFresh) {
+          seen.set(row.address, { beat: row.beat, since: now })
+          continue
+        }
+        if (now - before.since < SILENT_MS) continue
+        const ended = yield* repo.cut(row.applicationName)
+        seen.delete(row.address)
+        if (ended > 0) yield* Effect.logWarning(`runner ${row.address} silent for ${SILENT_MS / 1000} s: ended its ${ended} database sessions`)
+      }
+    }).pipe(Effect.catchAllCause(() => Effect.sync(() => seen.clear())))
+    yield* watch.pipe(Effect.delay("1 second"), Effect.forever, Effect.forkScoped)
   })).pipe(Layer.provide(RunnersRepo.Default))
 
 /** A dead runner refuses the connection at once; a hung one gets about 3 s before it is called unhealthy. */

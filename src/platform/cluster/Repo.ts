@@ -19,24 +19,22 @@ export class RunnersRepo extends Effect.Service<RunnersRepo>()("atrium/platform/
     const unregister = (address: string) =>
       sql`DELETE FROM cluster_runner_backends WHERE address = ${address}`.pipe(Effect.asVoid)
 
-    /**
-     * Ends every database session of the runners (other than `self`) whose heartbeat is older than `silentSeconds`,
-     * when `self`'s own is fresh: their advisory shard locks go with their connections. Returns how many were ended.
-     */
-    const cutSilent = (self: string, silentSeconds: number) =>
+    /** The other runners' heartbeats as they are now (with the name of their sessions), and whether `self`'s is fresh. */
+    const heartbeats = (self: string, freshSeconds: number) =>
+      sql<{ address: string; applicationName: string; beat: string; selfFresh: boolean }>`
+        SELECT b.address, b.application_name, r.last_heartbeat::text AS beat,
+          EXISTS (SELECT 1 FROM cluster_runners me WHERE me.address = ${self}
+                    AND me.last_heartbeat >= now() - make_interval(secs => ${freshSeconds})) AS self_fresh
+        FROM cluster_runner_backends b JOIN cluster_runners r ON r.address = b.address
+        WHERE b.address <> ${self}`
+
+    /** Ends every database session named `applicationName` (a silent runner's): its advisory locks go with them. */
+    const cut = (applicationName: string) =>
       sql<{ ended: number }>`
-        SELECT count(pg_terminate_backend(a.pid))::int AS ended
-        FROM pg_stat_activity a
-        JOIN cluster_runner_backends b ON a.application_name = b.application_name
-        JOIN cluster_runners r ON r.address = b.address
-        WHERE b.address <> ${self} AND r.last_heartbeat < now() - make_interval(secs => ${silentSeconds})
-          -- Only a runner whose own heartbeat is fresh judges: when every heartbeat is late, the database is slow,
-          -- not the others dead.
-          AND EXISTS (SELECT 1 FROM cluster_runners me WHERE me.address = ${self}
-                        AND me.last_heartbeat >= now() - make_interval(secs => ${silentSeconds / 2}))`.pipe(
+        SELECT count(pg_terminate_backend(pid))::int AS ended FROM pg_stat_activity WHERE application_name = ${applicationName}`.pipe(
         Effect.map((rows) => rows[0]?.ended ?? 0)
       )
 
-    return { register, unregister, cutSilent } as const
+    return { register, unregister, heartbeats, cut } as const
   })
 }) {}
