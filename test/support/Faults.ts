@@ -4,10 +4,8 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import pg from "pg"
-import { userIdOf } from "./Billing.js"
 import { freePort, launchPlatform, type PlatformProcess } from "./Process.js"
 import { ownPostgres, ownRedis } from "./Services.js"
-import { INTERNAL_TOKEN } from "./TestServer.js"
 
 /**
  * The fault checker of issues 26 and 33, shared by `test/cluster/faults.test.ts` (short, in CI) and
@@ -16,6 +14,10 @@ import { INTERNAL_TOKEN } from "./TestServer.js"
  */
 
 const CODE = "123456"
+/** The operator's bearer for `/internal` (grants); the harness's own, so a bench need not load the test server. */
+const INTERNAL_TOKEN = "faults-internal-token-0123456789abcdef"
+const userIdOf = (loginToken: string): string =>
+  JSON.parse(Buffer.from(loginToken.split(".")[1]!, "base64url").toString("utf8")).userId as string
 const REQUEST_DEADLINE_MS = 15_000
 
 export interface Answer {
