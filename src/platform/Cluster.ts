@@ -73,43 +73,41 @@ export const RunnerSettings = Config.all({
 })
 
 /**
- * What this runner last confirmed of its shard locks, per shard (`group:id` → when): every `acquire` and `refresh`
- * of the runner storage that names a shard confirms it; a refresh that leaves it out, a failed refresh, a release
- * forget it. A shard is `confirmed` while its last confirmation is younger than `CONFIRMED_FOR`: one refresh
- * interval plus the refresh's own timeout (3 s + 3 s), and a margin below the 9 s lock expiration. A runner whose database went away, or that was paused (SIGSTOP, a long
- * GC) and woke, is past it before its next refresh can tell: its sessions stop starting turns, stop billing and stop
- * writing until the refresh confirms the shard again, or the shard has moved (issues 26 and 33). Embedded mode has
- * one runner that owns every shard: always confirmed.
+ * The shards this runner holds, as the runner storage's own answers tell (`group:id`): every `acquire` and `refresh`
+ * names the shards whose advisory locks it holds; a refresh that leaves one out, a refresh that fails (the database
+ * restarting or gone, the lock connection ended by another runner), a release, and a stall of this process forget
+ * them. A shard is `confirmed` while it is held by that evidence. A runner whose database went away, or that was
+ * paused (SIGSTOP, a stuck host, a long GC) and woke, forgets at once: its sessions stop starting turns, stop
+ * billing and stop writing until a refresh confirms the shard again, or the shard has moved (issues 26 and 33).
+ * Not a clock on the last refresh: a runner handing its shards over (SIGTERM, a runner joining) refreshes them less
+ * while its turns finish, and still holds them. Embedded mode has one runner that owns every shard: always held.
  */
-const confirmations = new Map<string, number>()
+const held = new Set<string>()
 let everyShardConfirmed = true
-const CONFIRMED_FOR_MS = 8_000
 const shardKey = (shardId: { readonly group: string; readonly id: number }) => `${shardId.group}:${shardId.id}`
 
 /**
  * The process's own clock of liveness: a timer that ticks every 250 ms. A gap of over `STALL_MS` between ticks means
- * the process did not run (SIGSTOP, a stuck host, a long GC): what it confirmed before is forgotten at once, before
- * anything it resumes can bill or write as an owner, and a refresh must confirm its shards again.
+ * the process did not run: what it held is forgotten before anything it resumes can bill or write as an owner, and a
+ * refresh must confirm its shards again. Under the 6 s after which the other runners end a silent runner's sessions.
  */
 let lastTick = Date.now()
-const STALL_MS = 2_000
+const STALL_MS = 4_000
 const noticeStall = () => {
   const now = Date.now()
-  if (now - lastTick > STALL_MS) confirmations.clear()
+  if (now - lastTick > STALL_MS) held.clear()
   lastTick = now
 }
 
-/** Whether this runner confirmed its lock on the shard recently enough to act as its owner (see above). */
+/** Whether this runner holds the shard by the runner storage's last word on it (see above). */
 export const shardConfirmed = (shardId: { readonly group: string; readonly id: number }): boolean => {
   if (everyShardConfirmed) return true
   noticeStall()
-  const at = confirmations.get(shardKey(shardId))
-  return at !== undefined && Date.now() - at < CONFIRMED_FOR_MS
+  return held.has(shardKey(shardId))
 }
 
 const confirm = (shardIds: Iterable<ShardId.ShardId>) => {
-  const now = Date.now()
-  for (const shardId of shardIds) confirmations.set(shardKey(shardId), now)
+  for (const shardId of shardIds) held.add(shardKey(shardId))
 }
 
 /** The runner storage, recording what each of its answers confirms about this runner's shard locks. */
@@ -125,19 +123,16 @@ const TrackedRunnerStorage = Layer.effect(
         storage.refresh(address, shardIds).pipe(
           Effect.tap((acquired) => {
             const kept = new Set(acquired.map(shardKey))
-            for (const shardId of shardIds) if (!kept.has(shardKey(shardId))) confirmations.delete(shardKey(shardId))
+            for (const shardId of shardIds) if (!kept.has(shardKey(shardId))) held.delete(shardKey(shardId))
             confirm(acquired)
           }),
-          Effect.tapErrorCause(() => Effect.sync(() => confirmations.clear()))
+          // A refresh that failed or timed out (the cluster interrupts it) is the end of every lock it was to renew.
+          Effect.onError(() => Effect.sync(() => held.clear()))
         ),
-      release: (address, shardId) => {
-        confirmations.delete(shardKey(shardId))
-        return storage.release(address, shardId)
-      },
-      releaseAll: (address) => {
-        confirmations.clear()
-        return storage.releaseAll(address)
-      }
+      // Effects, not calls: the cluster builds a release before it lets the shard's entities finish (hand-over).
+      release: (address, shardId) =>
+        Effect.zipRight(Effect.sync(() => held.delete(shardKey(shardId))), storage.release(address, shardId)),
+      releaseAll: (address) => Effect.zipRight(Effect.sync(() => held.clear()), storage.releaseAll(address))
     })
   })
 )
