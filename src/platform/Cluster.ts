@@ -75,10 +75,11 @@ export const RunnerSettings = Config.all({
 /**
  * The shards this runner holds, as the runner storage's own answers tell (`group:id`): every `acquire` and `refresh`
  * names the shards whose advisory locks it holds; a refresh that leaves one out, a refresh that fails (the database
- * restarting or gone, the lock connection ended by another runner), a release, and a stall of this process forget
- * them. A shard is `confirmed` while it is held by that evidence. A runner whose database went away, or that was
- * paused (SIGSTOP, a stuck host, a long GC) and woke, forgets at once: its sessions stop starting turns, stop
- * billing and stop writing until a refresh confirms the shard again, or the shard has moved (issues 26 and 33).
+ * restarting or gone, the lock connection ended by another runner) and a release forget them. A shard is
+ * `confirmed` while it is held by that evidence and verified since any stall of this process (below). A runner whose
+ * database went away forgets at once, one that was paused (SIGSTOP, a stuck host, a long GC) and woke holds nothing
+ * verified: its sessions stop starting turns, billing and writing until a refresh confirms the shard again, or the
+ * shard has moved (issues 26 and 33).
  * Not a clock on the last refresh: a runner handing its shards over (SIGTERM, a runner joining) refreshes them less
  * while its turns finish, and still holds them. Embedded mode has one runner that owns every shard: always held.
  */
@@ -88,23 +89,45 @@ const shardKey = (shardId: { readonly group: string; readonly id: number }) => `
 
 /**
  * The process's own clock of liveness: a timer that ticks every 250 ms. A gap of over `STALL_MS` between ticks means
- * the process did not run: what it held is forgotten before anything it resumes can bill or write as an owner, and a
- * refresh must confirm its shards again. Under the 6 s after which the other runners end a silent runner's sessions.
+ * the process did not run (SIGSTOP, a stuck host, a long GC or a starved CPU): what it holds is unverified from then
+ * until a lock refresh that started after the gap confirms it. Under the 6 s after which the other runners end a
+ * silent runner's sessions, so a runner they cut always finds itself unverified when it wakes.
  */
 let lastTick = Date.now()
+let unverifiedSince: number | undefined
 const STALL_MS = 4_000
 const noticeStall = () => {
   const now = Date.now()
-  if (now - lastTick > STALL_MS) held.clear()
+  if (now - lastTick > STALL_MS) unverifiedSince = now
   lastTick = now
 }
 
-/** Whether this runner holds the shard by the runner storage's last word on it (see above). */
-export const shardConfirmed = (shardId: { readonly group: string; readonly id: number }): boolean => {
-  if (everyShardConfirmed) return true
+/** `held` by the runner storage's last word and verified since any stall; `unverified` after a stall; else `lost`. */
+export const shardState = (shardId: { readonly group: string; readonly id: number }): "held" | "unverified" | "lost" => {
+  if (everyShardConfirmed) return "held"
   noticeStall()
-  return held.has(shardKey(shardId))
+  if (!held.has(shardKey(shardId))) return "lost"
+  return unverifiedSince === undefined ? "held" : "unverified"
 }
+
+/** Whether this runner holds the shard by the runner storage's last word on it, verified since any stall. */
+export const shardConfirmed = (shardId: { readonly group: string; readonly id: number }): boolean => shardState(shardId) === "held"
+
+/**
+ * Waits while the shard is unverified (a stall): true once a refresh confirms it (a healthy runner that was only slow
+ * goes on after at most one refresh interval), false when it is lost or still unverified after `UNVERIFIED_WAIT`.
+ */
+export const awaitShard = (shardId: { readonly group: string; readonly id: number }): Effect.Effect<boolean> =>
+  Effect.gen(function*() {
+    const until = Date.now() + UNVERIFIED_WAIT_MS
+    for (;;) {
+      const state = shardState(shardId)
+      if (state !== "unverified") return state === "held"
+      if (Date.now() > until) return false
+      yield* Effect.sleep("100 millis")
+    }
+  })
+const UNVERIFIED_WAIT_MS = 8_000
 
 const confirm = (shardIds: Iterable<ShardId.ShardId>) => {
   for (const shardId of shardIds) held.add(shardKey(shardId))
@@ -120,7 +143,14 @@ const TrackedRunnerStorage = Layer.effect(
       ...storage,
       acquire: (address, shardIds) => Effect.tap(storage.acquire(address, shardIds), confirm),
       refresh: (address, shardIds) =>
-        storage.refresh(address, shardIds).pipe(
+        Effect.suspend(() => {
+          noticeStall()
+          const started = Date.now()
+          return Effect.tap(storage.refresh(address, shardIds), () => {
+            // Only a refresh that began after the stall speaks for now.
+            if (unverifiedSince !== undefined && started > unverifiedSince) unverifiedSince = undefined
+          })
+        }).pipe(
           Effect.tap((acquired) => {
             const kept = new Set(acquired.map(shardKey))
             for (const shardId of shardIds) if (!kept.has(shardKey(shardId))) held.delete(shardKey(shardId))

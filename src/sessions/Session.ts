@@ -2,7 +2,7 @@ import type * as Prompt from "@effect/ai/Prompt"
 import { Entity, type Sharding } from "@effect/cluster"
 import * as Rpc from "@effect/rpc/Rpc"
 import { Cause, Effect, Exit, Fiber, Layer, Metric, Option, Queue, Runtime, Schedule, Schema, Stream, SubscriptionRef } from "effect"
-import { shardConfirmed } from "../platform/Cluster.js"
+import { awaitShard, shardConfirmed, shardState } from "../platform/Cluster.js"
 import { AppConfig } from "../platform/Config.js"
 import { newId } from "../platform/Ids.js"
 import { activeSessions, countWhileScoped, inFlight, queuedTurns, runningTurns } from "../platform/telemetry/Metrics.js"
@@ -91,8 +91,12 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
   return Session.toLayer(Effect.gen(function*() {
     const address = yield* Entity.CurrentAddress
     const sessionId = address.entityId
-    /** This runner still holds the session's shard (Cluster.ts `shardConfirmed`): it may start, bill and write. */
-    const owner = Effect.sync(() => shardConfirmed(address.shardId))
+    /**
+     * This runner still holds the session's shard (Cluster.ts `shardState`): it may start, bill and write. After a
+     * stall of the process it waits for a lock refresh to say so (a slow runner goes on, a paused one that was cut
+     * off does not).
+     */
+    const owner = Effect.suspend(() => shardConfirmed(address.shardId) ? Effect.succeed(true) : awaitShard(address.shardId))
     const repo = yield* SessionsRepo
     const log = yield* SessionLog
     const hub = yield* SessionHub
@@ -169,23 +173,23 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
      * is committed. Returns once it is queued, in order with the session's other writes; never cut in half.
      */
     const record = (turn: number, event: InternalEvent) =>
-      Effect.uninterruptible(Effect.suspend(() => {
-        if (deleted || Option.isSome(stoppedBy)) return Effect.void
+      Effect.uninterruptible(Effect.gen(function*() {
+        if (deleted || Option.isSome(stoppedBy)) return
         // A write of this session failed: `seq` cannot go on past it (a hole), so the turn stops here and its end
         // is written once the session read its position again. Nor does a runner that lost the shard write on.
         const stop = log.failed(sessionId)
           ? { code: "storage_unavailable", message: "The session's log could not be written; the turn was stopped." }
-          : !shardConfirmed(address.shardId)
+          : !(yield* owner)
           ? { code: "owner_lost", message: "This runner lost the session during the turn; the turn was stopped." }
           : undefined
         if (stop !== undefined) {
           stoppedBy = Option.some(stop)
           const running = current
           if (Option.isSome(running)) Runtime.runFork(entityRuntime)(Fiber.interrupt(running.value.fiber))
-          return Effect.void
+          return
         }
         setStatus(event.type === "Ask" ? "waiting_approval" : status === "waiting_approval" ? "running" : status)
-        return log.append({ sessionId, events: [nextLogged(turn, event)], ...pendingParts() })
+        yield* log.append({ sessionId, events: [nextLogged(turn, event)], ...pendingParts() })
       }))
 
     /** Lets go of the oldest turns that no longer fit the context budget (the prompt would leave them out). */
@@ -398,7 +402,7 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     yield* Effect.addFinalizer(() =>
       // A shard this runner lost (its locks gone, or it was paused past them) is not handed over: it is someone
       // else's already, and a turn running on would bill and write as a second owner.
-      !shardConfirmed(address.shardId) ? Effect.void : unfinished.changes.pipe(
+      shardState(address.shardId) === "lost" ? Effect.void : unfinished.changes.pipe(
         Stream.takeUntil((n) => n <= 0 || deleted),
         Stream.runDrain,
         // Finalizers are uninterruptible: without this the timeout could not stop the wait.
