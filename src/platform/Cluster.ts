@@ -277,7 +277,10 @@ export const ClusterLive = Layer.unwrapEffect(Effect.map(AppConfig, (config) => 
  * request's context, and so the request itself) for as long as the entity stays active. Awaited, not joined: joining
  * would merge the service's context into the request's. Interrupting the caller interrupts the call.
  */
-export const makeEntityCaller = Effect.gen(function*() {
+export const makeEntityCaller = Effect.suspend(() => makeEntityCallerWith(ENTITY_DEADLINE))
+
+/** `makeEntityCaller` with a deadline of the caller's (tests). */
+export const makeEntityCallerWith = (deadline: Duration.Duration) => Effect.gen(function*() {
   const runFork = yield* FiberSet.makeRuntime<never>()
   const once = <A, E>(call: Effect.Effect<A, E>): Effect.Effect<Exit.Exit<A, E>> =>
     Effect.acquireUseRelease(
@@ -298,8 +301,8 @@ export const makeEntityCaller = Effect.gen(function*() {
   return <A, E>(call: Effect.Effect<A, E>, options?: { readonly resendWhenCut?: boolean }): Effect.Effect<A, E> =>
     Effect.flatten(options?.resendWhenCut === true ? resent(call, 0) : once(call)).pipe(
       Effect.timeoutFailCause({
-        duration: ENTITY_DEADLINE,
-        onTimeout: () => Cause.die(new EntityDeadline({ message: `No answer from the entity within ${Duration.format(ENTITY_DEADLINE)}.` }))
+        duration: deadline,
+        onTimeout: () => Cause.die(new EntityDeadline({ message: `No answer from the entity within ${Duration.format(deadline)}.` }))
       })
     )
 })
