@@ -32,6 +32,8 @@ import { MarketHttpLive } from "./market/Http.js"
 import { NotificationsHttpLive } from "./notifications/Http.js"
 import { McpRoute } from "./mcp/Http.js"
 import { ClusterLive } from "./platform/Cluster.js"
+import { isOutage, RETRY_AFTER_SECONDS } from "./platform/Outage.js"
+import { IdempotencyRepo } from "./platform/http/Repo.js"
 import { AppConfig } from "./platform/Config.js"
 import { DatabaseLive } from "./platform/Database.js"
 import { errorBody, errorResponse, errorType } from "./platform/Errors.js"
@@ -41,7 +43,7 @@ import { pageHeaders, withPagePolicy } from "./platform/http/Csp.js"
 import { cookieRefusal, JSON_MEDIA_TYPE, mediaRefusal, preflight, refreshByLink, withCorsHeaders } from "./platform/http/Guards.js"
 import { idempotent } from "./platform/http/Idempotency.js"
 import { textRefusal } from "./platform/http/Text.js"
-import { KeyValue, KeyValueLive } from "./platform/KeyValue.js"
+import { KeyValueLive } from "./platform/KeyValue.js"
 import { accessLog } from "./platform/telemetry/AccessLog.js"
 import { clientAddress, isPrivateAddress, routePath, secretMatches } from "./platform/Network.js"
 import { makeWebAppRoutes } from "./platform/WebApp.js"
@@ -227,10 +229,10 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
   Effect.gen(function*() {
     const config = yield* AppConfig
     const tokens = yield* Tokens
-    const store = yield* KeyValue
+    const idempotencyStore = yield* IdempotencyRepo
     const apiKeys = yield* ApiKeys
     const oauth = yield* OAuth
-    /** The account a create's `Idempotency-Key` belongs to; a store failure is a defect (a 500), as everywhere. */
+    /** The account a create's `Idempotency-Key` belongs to; a store failure is a defect (503 in an outage, else 500). */
     const identify = (request: HttpServerRequest.HttpServerRequest) =>
       accountOf(request).pipe(
         Effect.provideService(Tokens, tokens),
@@ -323,7 +325,7 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
           Effect.provideService(HttpServerRequest.HttpServerRequest, request),
           Effect.provideService(HttpIncomingMessage.MaxBodySize, maxBodySize)
         )
-        return yield* idempotent(store, request, identify(request), served).pipe(
+        return yield* idempotent(idempotencyStore, request, identify(request), served).pipe(
           // `param` is OpenAI's field: the platform's own routes keep the envelope to `type` and `message`.
           Effect.map((response) => toEnvelope(response, OPENAI_ROUTES.test(request.url.split("?")[0]!))),
           Effect.catchAllCause((cause) => {
@@ -336,6 +338,15 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
             }
             if (error?._tag === "RequestError") {
               return Effect.succeed(errorResponse(400, "invalid_request", "The request body could not be read as JSON."))
+            }
+            // PostgreSQL, Redis or an entity's owner unreachable: an outage, not a bug; the caller retries (issue 33).
+            if (isOutage(cause)) {
+              return Effect.as(
+                Effect.logWarning("request failed during an outage", Cause.squash(cause)),
+                errorResponse(503, "service_unavailable", "A service this request needs is unavailable; retry shortly.", {
+                  "retry-after": String(RETRY_AFTER_SECONDS)
+                })
+              )
             }
             return Effect.as(
               Effect.logError("unhandled failure", cause),
@@ -395,7 +406,7 @@ const DocsRoute = HttpLayerRouter.use(Effect.fnUntraced(function*(router) {
 }))
 
 export const Routes = Layer.mergeAll(ApiRoutes, DocsRoute, OAuthRoutes, WebAppRoutes, StorageRoute, McpRoute, ErrorEnvelope).pipe(
-  Layer.provide([Tokens.Default, ApiKeys.Default, OAuth.Default])
+  Layer.provide([Tokens.Default, ApiKeys.Default, OAuth.Default, IdempotencyRepo.Default])
 )
 
 /** The entities this process runs, on one cluster runner over the database. */

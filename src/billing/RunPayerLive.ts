@@ -1,6 +1,17 @@
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Schedule } from "effect"
+import { isOutage } from "../platform/Outage.js"
 import { InsufficientFunds, PaymentFailed, RunPayer } from "../runtime/Ports.js"
 import { Wallets } from "./Wallet.js"
+
+/**
+ * A step's charge that met an outage (the database restarting, the wallet's shard between owners) is sent again with
+ * its key for up to 12 s: the key makes a charge that did commit answer from the ledger, so the run records what its
+ * payer was charged instead of failing a step that was billed (issue 33, "billed but reported failed").
+ */
+const OUTAGE_RETRY = Schedule.exponential("200 millis", 2).pipe(
+  Schedule.union(Schedule.spaced("2 seconds")),
+  Schedule.upTo("12 seconds")
+)
 
 /** The run engine's payer: the account's wallet, charged per run step as a `usage` entry of scope `run`. */
 export const RunPayerLive = Layer.effect(
@@ -9,6 +20,9 @@ export const RunPayerLive = Layer.effect(
     RunPayer.of({
       charge: (accountId, amount, charge) =>
         wallets.charge(accountId, amount, { kind: "usage", scope: "run", key: charge.key, description: charge.description }).pipe(
+          Effect.sandbox,
+          Effect.retry({ schedule: OUTAGE_RETRY, while: isOutage }),
+          Effect.unsandbox,
           Effect.asVoid,
           Effect.catchTag("InsufficientCredits", (error) => Effect.fail(new InsufficientFunds({ message: error.message }))),
           Effect.catchAll((error) => Effect.fail(new PaymentFailed({ message: error.message })))

@@ -1,6 +1,6 @@
 import { ClusterError, ClusterSchema, Entity, type Envelope } from "@effect/cluster"
 import * as Rpc from "@effect/rpc/Rpc"
-import { Cause, Chunk, Clock, Effect, Either, Exit, FiberSet, Layer, Metric, Option, Schema } from "effect"
+import { Cause, Chunk, Clock, Effect, Either, Exit, FiberSet, Layer, Metric, Option, Schedule, Schema } from "effect"
 import { InvalidRequest } from "../platform/Errors.js"
 import type { Micros } from "../platform/Money.js"
 import { makeEntityCaller } from "../platform/Cluster.js"
@@ -120,6 +120,9 @@ const itemsOf = (request: WalletRequest): ReadonlyArray<Item> => {
 
 const walletFailure = new WalletFailure({ message: "The wallet could not commit this request." })
 
+/** How a wallet that could not be read is read again: 0.1 s doubling to 2 s apart, for as long as it takes. */
+const RELOAD = Schedule.exponential("100 millis", 2).pipe(Schedule.union(Schedule.spaced("2 seconds")))
+
 
 /** At most this many wallets, and about this many entries, in one shared statement. */
 const MAX_WALLETS_PER_COMMIT = 512
@@ -226,7 +229,26 @@ export const WalletLive = Wallet.toLayerMailbox(
     const repo = yield* LedgerRepo
     const committer = yield* WalletCommitter
     const config = yield* BillingConfig
-    let state: WalletState = yield* repo.load(userId, config.signupCredits)
+    /**
+     * The wallet as the ledger holds it. An SQL error here (the database restarting or stopped) is not the end of the
+     * entity (issue 33: `orDie` killed it, and the requests it had taken were never answered): the load is tried
+     * again with backoff, and while it fails no request is decided (those waiting are answered `WalletFailure`,
+     * which the HTTP edge answers 503 with `Retry-After`).
+     */
+    const load = Effect.suspend(() => repo.load(userId, config.signupCredits)).pipe(
+      Effect.catchAllDefect((defect) => Effect.fail(defect)),
+      Effect.tapError((error) => Effect.logWarning(`wallet ${userId} could not be loaded; trying again`, error)),
+      Effect.retry(RELOAD),
+      // The schedule never ends: this is never reached.
+      Effect.orDie
+    )
+    let state: WalletState = yield* load
+    /** A failed batch left the state unknown: it is read again before anything else is decided. */
+    let stale = false
+    const reload = Effect.gen(function*() {
+      state = yield* load
+      stale = false
+    })
     /** What each capped app charged today (UTC), loaded from the ledger the first time it charges with a cap each day. */
     let spentDay = -1
     const spentToday = new Map<string, Micros>()
@@ -280,7 +302,7 @@ export const WalletLive = Wallet.toLayerMailbox(
               // Another runner wrote this wallet since it was loaded here: a shard hand-over in which the old owner
               // still committed. Its entries stand; this batch is decided again against them.
               yield* Effect.logWarning(`wallet ${userId} moved under its entity; reloading`)
-              state = yield* repo.load(userId, config.signupCredits)
+              state = yield* load
               spentToday.clear()
               spentDay = -1
               continue
@@ -303,7 +325,8 @@ export const WalletLive = Wallet.toLayerMailbox(
       Effect.gen(function*() {
         const single = yield* Effect.exit(settle([item]))
         if (Exit.isSuccess(single)) return single.value[0]!
-        state = yield* repo.load(userId, config.signupCredits)
+        // What the failed commit left is unknown until the wallet is read again (before its next decision).
+        stale = true
         spentToday.clear()
         yield* Effect.logError("wallet request failed", single.cause)
         return { ok: false, error: walletFailure } satisfies Decision
@@ -323,6 +346,7 @@ export const WalletLive = Wallet.toLayerMailbox(
           return decision.ok ? replier.succeed(request as any, decision.value as any) : replier.fail(request as any, decision.error as any)
         }
         while (true) {
+          if (stale) yield* reload
           const [chunk] = yield* mailbox.takeAll
           const requests = Chunk.toReadonlyArray(chunk) as ReadonlyArray<WalletRequest>
           if (requests.length === 0) continue
@@ -341,8 +365,18 @@ export const WalletLive = Wallet.toLayerMailbox(
           // The batch's transaction failed and rolled back. Start again from the database, and settle each item on
           // its own, so one item's failure (e.g. a key another user's wallet just took) fails only itself.
           yield* Effect.logWarning("wallet batch failed; settling one by one", Cause.squash(batch.cause))
-          state = yield* repo.load(userId, config.signupCredits)
           spentToday.clear()
+          const fresh = yield* Effect.exit(Effect.orDie(repo.load(userId, config.signupCredits)))
+          if (Exit.isFailure(fresh)) {
+            // The database does not answer: every request of the batch is answered now (retryable), and the wallet
+            // is read again, with backoff, before the next batch.
+            stale = true
+            for (let i = 0; i < requests.length; i++) {
+              yield* reply(requests[i]!, perRequest[i]!.map((): Decision => ({ ok: false, error: walletFailure })))
+            }
+            continue
+          }
+          state = fresh.value
           for (let i = 0; i < requests.length; i++) {
             const decisions: Array<Decision> = []
             for (const item of perRequest[i]!) decisions.push(yield* settleAlone(item))

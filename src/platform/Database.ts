@@ -9,6 +9,7 @@ import { Effect, Layer, Option, Redacted, String as Str } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import { AppConfig } from "./Config.js"
+import { randomBase62 } from "./Ids.js"
 import { migrations } from "./migrations/index.js"
 
 /**
@@ -64,10 +65,18 @@ const embedded = (dataDir: string) =>
     })
   }).pipe(Layer.unwrapScoped)
 
+/**
+ * The `application_name` of every connection this process opens to the deployment's database (pool and listeners):
+ * it names the process's database sessions, so another runner can end them all when this one stops answering
+ * (Cluster.ts `watchRunners`).
+ */
+export const PROCESS_APPLICATION_NAME = `atrium:${randomBase62(12)}`
+
 const external = (url: Redacted.Redacted) =>
   PgClient.layer({
     url,
     maxConnections: 20,
+    applicationName: PROCESS_APPLICATION_NAME,
     ...names
   })
 

@@ -1,6 +1,6 @@
-import * as PgClient from "@effect/sql-pg/PgClient"
-import { Deferred, Duration, Effect, Option, Schedule, Schema, Stream } from "effect"
+import { Deferred, Duration, Effect, Option, Schema, Stream } from "effect"
 import { AppConfig } from "../platform/Config.js"
+import { listenResilient } from "../platform/Listener.js"
 import { NotFound } from "../platform/Errors.js"
 import { randomBase62 } from "../platform/Ids.js"
 import { duration } from "../platform/Config.js"
@@ -35,7 +35,6 @@ export class Approvals extends Effect.Service<Approvals>()("atrium/runtime/Appro
     const timeout = yield* duration("APPROVAL_TIMEOUT", Duration.minutes(10))
     const clustered = Option.isSome((yield* AppConfig).databaseUrl)
     const repo = yield* ApprovalsRepo
-    const pg = yield* PgClient.PgClient
     const pending = new Map<string, Pending>()
 
     const resolveLocal = (id: string, decision: Decision) =>
@@ -46,16 +45,25 @@ export class Approvals extends Effect.Service<Approvals>()("atrium/runtime/Appro
         return Deferred.succeed(entry.decision, decision)
       })
 
+    const resolveFrom = (payload: string) =>
+      Schema.decodeUnknown(Answer)(payload).pipe(
+        Effect.flatMap((answer) => resolveLocal(answer.id, answer)),
+        Effect.catchAll(() => Effect.logWarning("unreadable approval notification"))
+      )
+
     if (clustered) {
-      yield* pg.listen(APPROVALS_CHANNEL).pipe(
-        Stream.runForEach((payload) =>
-          Schema.decodeUnknown(Answer)(payload).pipe(
-            Effect.flatMap((answer) => resolveLocal(answer.id, answer)),
-            Effect.catchAll(() => Effect.logWarning("unreadable approval notification"))
-          )
+      const signals = yield* listenResilient(APPROVALS_CHANNEL)
+      yield* signals.pipe(
+        Stream.runForEach((signal) =>
+          signal._tag === "Note"
+            ? resolveFrom(signal.payload)
+            // Listening again after a lost connection: answers claimed meanwhile are in their rows.
+            : signal.again && pending.size > 0
+            ? Effect.flatMap(repo.answered(Array.from(pending.keys())), Effect.forEach(resolveFrom)).pipe(
+              Effect.catchAllCause((cause) => Effect.logWarning("approvals could not be caught up after a reconnection", cause))
+            )
+            : Effect.void
         ),
-        Effect.tapErrorCause((cause) => Effect.logWarning("approval listener failed; listening again", cause)),
-        Effect.retry(Schedule.spaced("1 second")),
         Effect.forkScoped
       )
     }
@@ -113,18 +121,20 @@ export class Approvals extends Effect.Service<Approvals>()("atrium/runtime/Appro
         if (!(yield* resolveLocal(id, decision))) return yield* gone
         return
       }
+      const answer = JSON.stringify({ id, approved: decision.approved, reason: decision.reason })
       const claimed = yield* repo.claim({
         id,
         accountId: owner.accountId,
         endUserId: owner.endUserId,
-        sessionId: Option.getOrNull(throughSession)
+        sessionId: Option.getOrNull(throughSession),
+        answer
       })
       if (Option.isNone(claimed)) return yield* gone
       if (Option.isSome(local)) {
         yield* resolveLocal(id, decision)
         return
       }
-      yield* repo.notify(JSON.stringify({ id, approved: decision.approved, reason: decision.reason }))
+      yield* repo.notify(answer)
     })
 
     return { open, answer, timeout } as const

@@ -77,6 +77,16 @@ export interface RunRequest {
   readonly knowledge?: { readonly storeIds: ReadonlyArray<string>; readonly maxResults?: number | undefined } | undefined
   /** Where the run's row goes; by default its own statements. Not passed on to subagents' runs. */
   readonly ledger?: RunLedger | undefined
+  /**
+   * What the run's charges are keyed by (`<chargeKey>:<step>`): the run id by default. A session's turn passes its
+   * own identity (`session:<id>:<turn>`), so a turn that is ever run again cannot charge a step twice (issue 33).
+   */
+  readonly chargeKey?: string | undefined
+  /**
+   * Asked before every charge: false stops the run (`owner_lost`) before it bills. A session's turn passes whether its
+   * runner still holds the session's shard, so a runner that lost it (paused, cut from the database) bills nothing.
+   */
+  readonly fence?: Effect.Effect<boolean> | undefined
 }
 
 /** A function tool the caller runs: its name, description and JSON Schema of its arguments, passed on as-is. */
@@ -321,8 +331,11 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
             })
             // Charged first, told after: a `usage.token` always names credits that really left the wallet.
             if (charge > 0n) {
+              if (request.fence !== undefined && !(yield* request.fence)) {
+                return yield* Effect.fail(new Stop("owner_lost", "This runner no longer holds the session; the turn stopped before billing."))
+              }
               yield* runPayer.charge(payer.accountId, charge, {
-                key: `${request.runId}:${step}`,
+                key: `${request.chargeKey ?? request.runId}:${step}`,
                 description: `Run of ${agent.identifier} (${model.entry.id}, step ${step})`
               }).pipe(
                 Effect.catchTag("InsufficientFunds", () =>

@@ -1,7 +1,7 @@
-import * as PgClient from "@effect/sql-pg/PgClient"
-import { Effect, Option, Schedule, Scope, Stream } from "effect"
+import { Effect, Option, Scope, Stream } from "effect"
 import { AppConfig } from "../platform/Config.js"
 import { randomBase62 } from "../platform/Ids.js"
+import { listenResilient } from "../platform/Listener.js"
 import type { InternalEvent } from "../runtime/Events.js"
 import { SessionsRepo } from "./Repo.js"
 
@@ -44,45 +44,106 @@ export type HubListener = (event: HubEvent) => void
 export class SessionHub extends Effect.Service<SessionHub>()("atrium/sessions/SessionHub", {
   scoped: Effect.gen(function*() {
     const topics = new Map<string, Set<HubListener>>()
-    const clustered = Option.isSome((yield* AppConfig).databaseUrl)
+    /**
+     * The last `seq` told to each session's listeners here. A logged event at or before it is not told again (a
+     * catch-up after a reconnection may read what a notification also brought), and one past the next is preceded by
+     * the events between, read from the log: listeners get every event once, in order, whatever the notifications did.
+     */
+    const told = new Map<string, number>()
+    const config = yield* AppConfig
+    const clustered = Option.isSome(config.databaseUrl)
     const repo = yield* SessionsRepo
-    const pg = yield* PgClient.PgClient
     const self = randomBase62(12)
 
-    const publishLocal = (sessionId: string, event: HubEvent) =>
-      Effect.sync(() => {
-        const listeners = topics.get(sessionId)
-        if (listeners === undefined) return
-        for (const listener of listeners) {
-          // One subscriber's failure is its own: the others still get the event.
-          try {
-            listener(event)
-          } catch {}
+    const tellListeners = (sessionId: string, event: HubEvent) => {
+      const listeners = topics.get(sessionId)
+      if (listeners === undefined) return
+      if (event._tag === "logged") told.set(sessionId, Math.max(told.get(sessionId) ?? 0, event.seq))
+      for (const listener of listeners) {
+        // One subscriber's failure is its own: the others still get the event.
+        try {
+          listener(event)
+        } catch {}
+      }
+    }
+
+    const loggedOf = (row: { turn: number; seq: number; payload: unknown }): HubEvent => ({
+      _tag: "logged",
+      turn: row.turn,
+      seq: row.seq,
+      event: row.payload as InternalEvent & { seq: number }
+    })
+
+    /** Tells the session's listeners what the log holds after what they were told, up to `upTo` (or the end). */
+    const fillFromLog = (sessionId: string, after: number, upTo: number) =>
+      Effect.gen(function*() {
+        let last = after
+        while (last < upTo) {
+          const rows = yield* repo.eventsAfter(sessionId, last, 500)
+          for (const row of rows) {
+            if (row.seq > upTo) return
+            if (row.seq > (told.get(sessionId) ?? 0)) tellListeners(sessionId, loggedOf(row))
+            last = row.seq
+          }
+          if (rows.length < 500) return
         }
       })
 
+    const publishLocal = (sessionId: string, event: HubEvent) =>
+      Effect.sync(() => {
+        if (!topics.has(sessionId)) return
+        if (event._tag === "logged" && event.seq <= (told.get(sessionId) ?? 0)) return
+        tellListeners(sessionId, event)
+      })
+
+    /** Another runner's event: in order after what the listeners here were told, the events between from the log. */
+    const publishRemote = (sessionId: string, event: HubEvent) =>
+      Effect.gen(function*() {
+        if (!topics.has(sessionId)) return
+        const before = told.get(sessionId)
+        if (event._tag === "logged" && before !== undefined && event.seq > before + 1) {
+          yield* fillFromLog(sessionId, before, event.seq - 1)
+        }
+        yield* publishLocal(sessionId, event)
+      })
+
+    /**
+     * After the listening connection came back: whatever was logged while nobody here listened, for every session
+     * with listeners, from where each was (a session whose listeners were told nothing yet: its newest event, which
+     * every subscriber orders by `seq` and fills any gap before from the log itself).
+     */
+    const catchUp = Effect.gen(function*() {
+      for (const sessionId of Array.from(topics.keys())) {
+        const before = told.get(sessionId)
+        if (before !== undefined) {
+          yield* fillFromLog(sessionId, before, Number.MAX_SAFE_INTEGER)
+          continue
+        }
+        const position = (yield* repo.positions(sessionId)).seq
+        if (position > 0) yield* fillFromLog(sessionId, position - 1, Number.MAX_SAFE_INTEGER)
+      }
+    }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("session events could not be caught up after a reconnection", cause)))
+
     if (clustered) {
-      yield* pg.listen(CHANNEL).pipe(
-        Stream.runForEach((payload) =>
+      const signals = yield* listenResilient(CHANNEL)
+      yield* signals.pipe(
+        Stream.runForEach((signal) =>
           Effect.gen(function*() {
-            const note = JSON.parse(payload) as Note
+            if (signal._tag === "Listening") {
+              if (signal.again) yield* catchUp
+              return
+            }
+            const note = JSON.parse(signal.payload) as Note
             if (note.r === self || !topics.has(note.s)) return
-            if (note.e !== undefined) return yield* publishLocal(note.s, note.e)
+            if (note.e !== undefined) return yield* publishRemote(note.s, note.e)
             if (note.p !== undefined) {
               const rows = yield* repo.eventsAfter(note.s, note.p.seq - 1, 1)
               const row = rows[0]
               if (row === undefined || row.seq !== note.p.seq) return
-              yield* publishLocal(note.s, {
-                _tag: "logged",
-                turn: row.turn,
-                seq: row.seq,
-                event: row.payload as unknown as InternalEvent & { seq: number }
-              })
+              yield* publishRemote(note.s, loggedOf(row))
             }
           }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("unreadable session notification", cause)))
         ),
-        Effect.tapErrorCause((cause) => Effect.logWarning("session event listener failed; listening again", cause)),
-        Effect.retry(Schedule.spaced("1 second")),
         Effect.forkScoped
       )
     }
@@ -120,7 +181,10 @@ export class SessionHub extends Effect.Service<SessionHub>()("atrium/sessions/Se
         const registered = listeners
         return Scope.addFinalizer(scope, Effect.sync(() => {
           registered.delete(listener)
-          if (registered.size === 0 && topics.get(sessionId) === registered) topics.delete(sessionId)
+          if (registered.size === 0 && topics.get(sessionId) === registered) {
+            topics.delete(sessionId)
+            told.delete(sessionId)
+          }
         }))
       })
 

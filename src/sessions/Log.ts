@@ -1,4 +1,4 @@
-import { Deferred, Effect, Exit, Option, Queue } from "effect"
+import { Cause, Deferred, Effect, Exit, Option, Queue } from "effect"
 import type { InternalEvent } from "../runtime/Events.js"
 import { SessionHub } from "./Hub.js"
 import { type LogWrite, SessionsRepo } from "./Repo.js"
@@ -20,12 +20,18 @@ interface Pending {
  *
  * If a shared statement fails, each write is tried alone, so a refused write (its session was deleted meanwhile)
  * fails only itself: its events are not told to anyone, and a caller waiting for it dies with the cause.
+ *
+ * A failed write breaks its session's log: every later write of that session is refused without being tried, until
+ * the session says it has read its position again (`resume`). Otherwise a later write could commit after a lost one
+ * and leave a hole in `seq` (issue 33: resumes that went 5094, 5097). The session sees `broken` and stops its turn.
  */
 export class SessionLog extends Effect.Service<SessionLog>()("atrium/sessions/SessionLog", {
   scoped: Effect.gen(function*() {
     const repo = yield* SessionsRepo
     const hub = yield* SessionHub
     const queue = yield* Queue.unbounded<Pending>()
+    const broken = new Set<string>()
+    const refusal = (sessionId: string) => Cause.die(new Error(`an earlier write of session ${sessionId} failed; its log waits for the session to resume`))
 
     const logged = (write: LogWrite) =>
       (write.events ?? []).map((event) => ({
@@ -42,8 +48,14 @@ export class SessionLog extends Effect.Service<SessionLog>()("atrium/sessions/Se
         batch.flatMap((pending) => logged(pending.write).flatMap((event) => Option.toArray(hub.noteOf(pending.write.sessionId, event))))
       )
 
-    const flush = (batch: ReadonlyArray<Pending>): Effect.Effect<void> =>
+    const flush = (all: ReadonlyArray<Pending>): Effect.Effect<void> =>
       Effect.gen(function*() {
+        const batch: Array<Pending> = []
+        for (const pending of all) {
+          if (broken.has(pending.write.sessionId)) yield* Deferred.failCause(pending.done, refusal(pending.write.sessionId))
+          else batch.push(pending)
+        }
+        if (batch.length === 0) return
         const exit = yield* Effect.exit(commit(batch))
         if (Exit.isSuccess(exit)) {
           for (const pending of batch) {
@@ -53,6 +65,7 @@ export class SessionLog extends Effect.Service<SessionLog>()("atrium/sessions/Se
           return
         }
         if (batch.length === 1) {
+          broken.add(batch[0]!.write.sessionId)
           yield* Effect.logWarning("a session log write was refused", exit.cause)
           yield* Deferred.failCause(batch[0]!.done, exit.cause)
           return
@@ -81,7 +94,13 @@ export class SessionLog extends Effect.Service<SessionLog>()("atrium/sessions/Se
     /** Queues the write and returns once it is committed (and its events told). */
     const commitNow = (write: LogWrite) => Effect.flatMap(enqueue(write), Deferred.await)
 
-    return { append, commit: commitNow } as const
+    /** Whether a write of the session failed since it last resumed (its turn must stop: the log cannot go on). */
+    const failed = (sessionId: string) => broken.has(sessionId)
+
+    /** The session has read its position from the database again: its writes are tried again. */
+    const resume = (sessionId: string) => Effect.sync(() => void broken.delete(sessionId))
+
+    return { append, commit: commitNow, failed, resume } as const
   }),
   dependencies: [SessionsRepo.Default, SessionHub.Default]
 }) {}

@@ -193,6 +193,15 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
         Effect.orDie
       )
 
+    /** Whether the turn has its terminal event in the log (`run.completed` or `run.failed`; one at most: 0015). */
+    const turnEnded = (id: string, turn: number) =>
+      sql<{ ended: boolean }>`
+        SELECT EXISTS (SELECT 1 FROM session_events WHERE session_id = ${id} AND turn = ${turn}
+          AND payload->>'type' IN ('complete', 'error')) AS ended`.pipe(
+        Effect.map((rows) => rows[0]?.ended === true),
+        Effect.orDie
+      )
+
     const inFlightStart = (id: string) => Effect.map(inFlight(id), Option.map((turn) => turn.seq))
 
     /**
@@ -333,11 +342,20 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
     const notify = (channel: string, payload: string) =>
       sql`SELECT pg_notify(${channel}, ${payload})`.pipe(Effect.asVoid, Effect.orDie)
 
-    /** Closes the runs a dead runner left `running` in this session (the turn it was running when it died). */
-    const interruptRuns = (id: string) =>
+    /**
+     * Closes the runs a dead runner left `running` in this session (the turn it was running when it died), with the
+     * credits the ledger holds for that turn's steps (keyed `session:<id>:<turn>:<step>`, RunEngine's `chargeKey`):
+     * a run's recorded credits match what its payer was charged, even when its runner died between the two.
+     */
+    const interruptRuns = (id: string, turn: Option.Option<number>, maxSteps: number) =>
       sql`
         UPDATE runs SET status = 'failed', failure_code = 'interrupted',
-          failure_message = 'The runner of this turn stopped during it.', finished_at = now()
+          failure_message = 'The runner of this turn stopped during it.', finished_at = now(),
+          credits_charged = coalesce((
+            SELECT -sum(l.amount) FROM ledger_entries l
+            WHERE l.scope = 'run' AND l.idempotency_key IN (
+              SELECT ${`session:${id}:${Option.getOrElse(turn, () => 0)}:`} || step FROM generate_series(1, ${maxSteps}) AS step)
+          ), 0)
         WHERE session_id = ${id} AND status = 'running'`.pipe(Effect.asVoid, Effect.orDie)
 
     return {
@@ -352,6 +370,7 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
       eventsAfter,
       inFlight,
       inFlightStart,
+      turnEnded,
       dequeueEnded,
       queuedTurns,
       notify,

@@ -1,19 +1,20 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import { Entity, type Sharding } from "@effect/cluster"
 import * as Rpc from "@effect/rpc/Rpc"
-import { Effect, Exit, Fiber, Layer, Metric, Option, Queue, Runtime, Schema, Stream, SubscriptionRef } from "effect"
+import { Cause, Effect, Exit, Fiber, Layer, Metric, Option, Queue, Runtime, Schedule, Schema, Stream, SubscriptionRef } from "effect"
+import { awaitShard, shardConfirmed, shardState } from "../platform/Cluster.js"
 import { AppConfig } from "../platform/Config.js"
 import { newId } from "../platform/Ids.js"
 import { activeSessions, countWhileScoped, inFlight, queuedTurns, runningTurns } from "../platform/telemetry/Metrics.js"
 import { type InternalEvent, isTerminal } from "../runtime/Events.js"
-import { RunEngine } from "../runtime/RunEngine.js"
+import { MAX_STEPS, RunEngine } from "../runtime/RunEngine.js"
 import { makeSandboxHolder } from "../runtime/sandbox/Holder.js"
 import { Runs } from "../runs/Runs.js"
 import { SessionsConfig } from "./Config.js"
 import { SessionHub } from "./Hub.js"
 import type { RunOutcome, RunRecord } from "../runtime/Repo.js"
 import { SessionLog } from "./Log.js"
-import { type LogWrite, type QueuedTurn, type SessionStatus, SessionsRepo, type TurnRow } from "./Repo.js"
+import { type LoggedEvent, type LogWrite, type QueuedTurn, type SessionStatus, SessionsRepo, type TurnRow } from "./Repo.js"
 
 /**
  * A session as an `@effect/cluster` entity (entity id = session id): the one place its turns run, one at a time, in
@@ -48,6 +49,9 @@ const Wake = Rpc.make("Wake", { success: Schema.Boolean })
 const Reload = Rpc.make("Reload", { success: Schema.Boolean })
 
 export const Session = Entity.make("Session", [Send, Interrupt, Stop, Wake, Reload])
+
+/** How a turn's end that could not be written is tried again: 0.2 s doubling to 2 s apart, until it is written. */
+const END_RETRY = Schedule.exponential("200 millis", 2).pipe(Schedule.union(Schedule.spaced("2 seconds")))
 
 /** How long a session's worker is busy before it asks the cluster to keep the session active; < `maxIdleTime`. */
 const KEEP_ALIVE_AFTER = "1 minute"
@@ -87,12 +91,21 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
   return Session.toLayer(Effect.gen(function*() {
     const address = yield* Entity.CurrentAddress
     const sessionId = address.entityId
+    /**
+     * This runner still holds the session's shard (Cluster.ts `shardState`): it may start, bill and write. After a
+     * stall of the process it waits for a lock refresh to say so (a slow runner goes on, a paused one that was cut
+     * off does not).
+     */
+    const owner = Effect.suspend(() => shardConfirmed(address.shardId) ? Effect.succeed(true) : awaitShard(address.shardId))
     const repo = yield* SessionsRepo
     const log = yield* SessionLog
     const hub = yield* SessionHub
     const engine = yield* RunEngine
     const runs = yield* Runs
 
+    // A write refused before this activation (the previous one's) no longer holds the log back: this one starts
+    // from the position the database has.
+    yield* log.resume(sessionId)
     const positions = yield* repo.positions(sessionId)
     // The row, kept while active: nothing a turn reads of it changes except by `Reload` (adopt) or `Stop` (delete).
     let row = yield* repo.byId(sessionId)
@@ -110,6 +123,8 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
      */
     let history: Option.Option<{ turns: Array<TurnRow>; earlier: number }> = Option.none()
     let current: Option.Option<{ readonly turn: number; readonly fiber: Fiber.RuntimeFiber<unknown, unknown> }> = Option.none()
+    /** Why the running turn was stopped from inside (its log broke, or its shard was lost), if it was. */
+    let stoppedBy: Option.Option<{ readonly code: string; readonly message: string }> = Option.none()
     const queue = yield* Queue.unbounded<QueuedTurn>()
     /** Turns sent and not yet ended (queued or running): what a runner giving the session up waits for. */
     const unfinished = yield* SubscriptionRef.make(0)
@@ -158,10 +173,23 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
      * is committed. Returns once it is queued, in order with the session's other writes; never cut in half.
      */
     const record = (turn: number, event: InternalEvent) =>
-      Effect.uninterruptible(Effect.suspend(() => {
-        if (deleted) return Effect.void
+      Effect.uninterruptible(Effect.gen(function*() {
+        if (deleted || Option.isSome(stoppedBy)) return
+        // A write of this session failed: `seq` cannot go on past it (a hole), so the turn stops here and its end
+        // is written once the session read its position again. Nor does a runner that lost the shard write on.
+        const stop = log.failed(sessionId)
+          ? { code: "storage_unavailable", message: "The session's log could not be written; the turn was stopped." }
+          : !(yield* owner)
+          ? { code: "owner_lost", message: "This runner lost the session during the turn; the turn was stopped." }
+          : undefined
+        if (stop !== undefined) {
+          stoppedBy = Option.some(stop)
+          const running = current
+          if (Option.isSome(running)) Runtime.runFork(entityRuntime)(Fiber.interrupt(running.value.fiber))
+          return
+        }
         setStatus(event.type === "Ask" ? "waiting_approval" : status === "waiting_approval" ? "running" : status)
-        return log.append({ sessionId, events: [nextLogged(turn, event)], ...pendingParts() })
+        yield* log.append({ sessionId, events: [nextLogged(turn, event)], ...pendingParts() })
       }))
 
     /** Lets go of the oldest turns that no longer fit the context budget (the prompt would leave them out). */
@@ -199,11 +227,41 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
       })
     }
     // Its run, too (a runner killed mid-turn, whose shard this runner now owns, left it `running`).
-    yield* repo.interruptRuns(sessionId)
+    yield* repo.interruptRuns(sessionId, Option.map(stale, (t) => t.turn), MAX_STEPS)
     yield* repo.setStatus(sessionId, "idle")
     // Turns sent but not started when the runner that held them stopped: they run here, in the order sent.
     yield* repo.dequeueEnded(sessionId)
     for (const turn of yield* repo.queuedTurns(sessionId)) yield* enqueue(turn)
+
+    /**
+     * Writes a turn's end until it is written, as the same run (issue 33: an end lost in a database restart left the
+     * turn queued, and the next load ran it again under a new run id and charged it twice). A failed attempt may have
+     * committed all the same (its answer was lost): the log is asked first whether the turn ended. Otherwise the
+     * session reads its position again (what was not written is gone; `seq` goes on from what was) and tries again.
+     * A turn another runner closed meanwhile (it took the shard) is ended already: one end per turn, by the database.
+     */
+    const writeEnd = (turnNumber: number, terminal: Option.Option<InternalEvent>, parts: Omit<LogWrite, "sessionId" | "events">) =>
+      Effect.gen(function*() {
+        const retries = yield* Schedule.driver(END_RETRY)
+        while (true) {
+          const events: Array<LoggedEvent> = Option.match(terminal, { onNone: () => [], onSome: (event) => [nextLogged(turnNumber, event)] })
+          const exit = yield* Effect.exit(log.commit({ sessionId, ...parts, events }))
+          if (Exit.isSuccess(exit)) return
+          yield* Effect.logWarning(`the end of turn ${turnNumber} of session ${sessionId} could not be written; trying again`, Cause.squash(exit.cause))
+          yield* Effect.ignore(retries.next(undefined))
+          const again = yield* Effect.exit(Effect.gen(function*() {
+            if (yield* repo.turnEnded(sessionId, turnNumber)) return false
+            seq = (yield* repo.positions(sessionId)).seq
+            yield* log.resume(sessionId)
+            return true
+          }))
+          if (Exit.isSuccess(again) && !again.value) {
+            seq = (yield* Effect.orElseSucceed(Effect.map(repo.positions(sessionId), (p) => p.seq), () => seq))
+            yield* log.resume(sessionId)
+            return
+          }
+        }
+      })
 
     const runTurn = (turn: QueuedTurn) =>
       Effect.gen(function*() {
@@ -212,14 +270,13 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
         const partition = { accountId, endUserId }
         const agent = yield* runs.runnable(agentIdentifier, accountId)
         if (Option.isNone(agent)) {
-          yield* log.commit({
-            sessionId,
-            events: [nextLogged(turn.turn, { type: "error", code: "agent_unavailable", message: `The agent ${agentIdentifier} is not available.` })],
+          yield* writeEnd(turn.turn, Option.some({ type: "error", code: "agent_unavailable", message: `The agent ${agentIdentifier} is not available.` }), {
             dequeue: turn.turn
           })
           return
         }
         setStatus("running")
+        stoppedBy = Option.none()
         const runId = newId("run")
         let partial = ""
         // The turn's last event waits until the turn is in the history and the session is idle again: a client
@@ -252,7 +309,10 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
           depth: 0,
           environmentId,
           sandbox,
-          ledger
+          ledger,
+          // The turn's identity, not the run's: whatever happens to the run, a step of this turn is charged once.
+          chargeKey: `session:${sessionId}:${turn.turn}`,
+          fence: owner
         }, emit, runs.resolveSubagent))
         current = Option.some({ turn: turn.turn, fiber })
         const exit = yield* Fiber.await(fiber)
@@ -265,7 +325,10 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
           outcome = exit.value.status
         } else {
           // Interrupted: the stream ends with run.failed, and what was said so far stays in the history.
-          terminal = Option.some({ type: "error", code: "interrupted", message: "The turn was interrupted." })
+          terminal = Option.some(Option.match(stoppedBy, {
+            onNone: (): InternalEvent => ({ type: "error", code: "interrupted", message: "The turn was interrupted." }),
+            onSome: (stop): InternalEvent => ({ type: "error", ...stop })
+          }))
           messages = [
             { role: "user", content: [{ type: "text", text: turn.message }] },
             ...(partial.length > 0 ? [{ role: "assistant" as const, content: [{ type: "text" as const, text: partial }] }] : [])
@@ -285,14 +348,8 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
         setStatus("idle")
         const finished = run === undefined ? undefined : { record: run.record, outcome: run.outcome }
         run = undefined
-        yield* log.commit({
-          sessionId,
-          ...pendingParts(),
-          run: finished,
-          turn: saved,
-          dequeue: turn.turn,
-          events: Option.match(terminal, { onNone: () => [], onSome: (event) => [nextLogged(turn.turn, event)] })
-        })
+        yield* writeEnd(turn.turn, terminal, { ...pendingParts(), run: finished, turn: saved, dequeue: turn.turn })
+        stoppedBy = Option.none()
         remember(saved)
       })
 
@@ -326,6 +383,9 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
       const turn = yield* Queue.take(queue)
       yield* Metric.incrementBy(queuedTurns, -1)
       yield* busy
+      // A runner that cannot confirm it still holds the session starts nothing: it waits until its next shard-lock
+      // refresh confirms it, or the shard moves and this entity ends (and the next owner runs the turn).
+      while (!(yield* owner)) yield* Effect.sleep("250 millis")
       // The turn leaves the queue with its end's write. Not when interrupted: a turn cut by a shutdown is closed,
       // or run, by the next owner.
       yield* runTurn(turn).pipe(
@@ -340,7 +400,9 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     // within SHUTDOWN_GRACE rather than cutting them: the next owner could only close them as interrupted. Added
     // after the worker, so it runs before the worker is interrupted; the shard is not released until it returns.
     yield* Effect.addFinalizer(() =>
-      unfinished.changes.pipe(
+      // A shard this runner lost (its locks gone, or it was paused past them) is not handed over: it is someone
+      // else's already, and a turn running on would bill and write as a second owner.
+      shardState(address.shardId) === "lost" ? Effect.void : unfinished.changes.pipe(
         Stream.takeUntil((n) => n <= 0 || deleted),
         Stream.runDrain,
         // Finalizers are uninterruptible: without this the timeout could not stop the wait.

@@ -1,6 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber } from "effect"
-import { makeEntityCaller } from "../../src/platform/Cluster.js"
+import { SqlError } from "@effect/sql/SqlError"
+import { Cause, Duration, Effect, Exit, Fiber, Option } from "effect"
+import { makeEntityCaller, makeEntityCallerWith } from "../../src/platform/Cluster.js"
+import { EntityDeadline, isOutage } from "../../src/platform/Outage.js"
 
 /**
  * A message the cluster cuts (its shard moved mid-call) ends interrupted though its caller was not. Idempotent
@@ -45,4 +47,37 @@ describe("entity caller", () => {
       yield* Effect.sleep("600 millis")
       assert.strictEqual(sent, 1)
     }))
+
+  it.scopedLive("a message nobody answers ends at its deadline as an outage (503), not a wait without end", () =>
+    Effect.gen(function*() {
+      const toEntity = yield* makeEntityCallerWith(Duration.millis(300))
+      const caller = yield* Effect.fork(toEntity(Effect.never))
+      yield* Effect.sleep("100 millis")
+      assert.isTrue(Option.isNone(yield* Fiber.poll(caller)))
+      const exit = yield* Fiber.await(caller)
+      assert.isTrue(Exit.isFailure(exit))
+      if (Exit.isFailure(exit)) {
+        assert.instanceOf(Cause.squash(exit.cause), EntityDeadline)
+        assert.isTrue(isOutage(exit.cause))
+      }
+    }))
+})
+
+/** Issue 33: an outage answers 503 with Retry-After; a bug stays a 500. */
+describe("outages told from bugs", () => {
+  const refused = Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" })
+  const cases: Array<[string, unknown, boolean]> = [
+    ["a database that refuses connections", new SqlError({ cause: refused, message: "Failed to execute statement" }), true],
+    ["a database shutting down (57P01)", new SqlError({ cause: Object.assign(new Error("terminating connection due to administrator command"), { code: "57P01" }) }), true],
+    ["Redis offline", Object.assign(new Error("Stream isn't writeable and enableOfflineQueue options is false"), {}), true],
+    ["a wallet that could not commit", { _tag: "WalletFailure", message: "x" }, true],
+    ["a duplicate key (23505)", new SqlError({ cause: Object.assign(new Error("duplicate key value violates unique constraint"), { code: "23505" }) }), false],
+    ["a plain bug", new TypeError("undefined is not a function"), false]
+  ]
+  for (const [name, error, outage] of cases) {
+    it(`${name}: ${outage ? "an outage" : "a bug"}`, () => {
+      assert.strictEqual(isOutage(Cause.die(error)), outage)
+      assert.strictEqual(isOutage(Cause.fail(error)), outage)
+    })
+  }
 })

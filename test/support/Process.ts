@@ -12,6 +12,10 @@ export interface PlatformProcess {
   readonly url: string
   /** Everything the process printed so far. */
   readonly output: () => string
+  /** The process id (for `pg_stat_activity` and signals such as SIGSTOP/SIGCONT). */
+  readonly pid: number
+  /** Sends a signal (SIGSTOP, SIGCONT, ...) without waiting for anything. */
+  readonly signal: (signal: NodeJS.Signals) => void
   /** SIGKILL, as a crash: resolves once the process is gone. */
   readonly kill: () => Promise<void>
   /** SIGTERM; resolves with the exit code, or fails with the output if the process is still there 30 s later. */
@@ -87,6 +91,8 @@ export const launchPlatform = (
     })
     return {
       url,
+      pid: child.pid!,
+      signal: (signal) => void child.kill(signal),
       output: () => output,
       kill: async () => {
         child.kill("SIGKILL")

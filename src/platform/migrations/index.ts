@@ -13,6 +13,7 @@ import tools from "./0011_tools.js"
 import apiResponses from "./0012_api_responses.js"
 import cluster from "./0013_cluster.js"
 import sessionQueue from "./0014_session_queue.js"
+import faults from "./0015_faults.js"
 import knowledge from "./0016_knowledge.js"
 
 /** Numbered migrations, applied in order at start; a released migration is never edited, only followed. */
@@ -31,5 +32,6 @@ export const migrations = Migrator.fromRecord({
   "0012_api_responses": apiResponses,
   "0013_cluster": cluster,
   "0014_session_queue": sessionQueue,
+  "0015_faults": faults,
   "0016_knowledge": knowledge
 })

@@ -30,15 +30,28 @@ export class ApprovalsRepo extends Effect.Service<ApprovalsRepo>()("atrium/runti
       execute: (id) => sql`DELETE FROM pending_approvals WHERE id = ${id}`
     })
 
-    /** Takes the approval if it is still pending and `owner`'s: only one answer ever claims it. */
+    /**
+     * Takes the approval if it is still pending and `owner`'s: only one answer ever claims it. The answer stays in
+     * the row (migration 0015) until the waiting run is done with it, so a runner whose listening connection was
+     * down when the notification went out still finds it (`answered`).
+     */
     const claim = SqlSchema.findOne({
-      Request: Claim,
+      Request: Schema.Struct({ ...Claim.fields, answer: Schema.String }),
       Result: Schema.Struct({ id: Schema.String }),
       execute: (c) =>
-        sql`DELETE FROM pending_approvals
+        sql`UPDATE pending_approvals SET answer = ${c.answer}::jsonb
             WHERE id = ${c.id} AND account_id = ${c.accountId} AND end_user_id = ${c.endUserId} AND expires_at > now()
-              AND (${c.sessionId}::text IS NULL OR session_id = ${c.sessionId})
+              AND (${c.sessionId}::text IS NULL OR session_id = ${c.sessionId}) AND answer IS NULL
             RETURNING id`
+    })
+
+    /** The answers claimed for any of `ids` (as the JSON the notification carries). */
+    const answered = SqlSchema.findAll({
+      Request: Schema.Array(Schema.String),
+      Result: Schema.Struct({ answer: Schema.String }),
+      execute: (ids) =>
+        sql`SELECT answer::text AS answer FROM pending_approvals
+            WHERE id IN (SELECT jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb)) AND answer IS NOT NULL`
     })
 
     /** Tells every runner (transactional with nothing: the claim is already committed). */
@@ -50,7 +63,9 @@ export class ApprovalsRepo extends Effect.Service<ApprovalsRepo>()("atrium/runti
     return {
       insert: (row: typeof Claim.Type & { readonly expiresAt: Date }) => Effect.orDie(insert(row)),
       remove: (id: string) => Effect.orDie(remove(id)),
-      claim: (c: typeof Claim.Type) => Effect.orDie(claim(c)),
+      claim: (c: typeof Claim.Type & { readonly answer: string }) => Effect.orDie(claim(c)),
+      answered: (ids: ReadonlyArray<string>) =>
+        Effect.orDie(Effect.map(answered(ids), (rows) => rows.map((row) => row.answer))),
       notify: (payload: string) => Effect.orDie(notify(payload))
     } as const
   })

@@ -1,0 +1,68 @@
+import { Cause, Duration, Effect, Option, Redacted, Schedule, Stream } from "effect"
+import pg from "pg"
+import { AppConfig } from "./Config.js"
+import { PROCESS_APPLICATION_NAME } from "./Database.js"
+
+/**
+ * PostgreSQL `LISTEN` that survives the database: a restart, a stop, a connection cut by `pg_terminate_backend`.
+ *
+ * `@effect/sql-pg`'s `listen` keeps one client for good and swallows its errors: after a restart its stream stays
+ * open and silent forever (issue 26: subscribers on other runners got 0 of the events that followed). Here each
+ * channel has a connection of its own, watched three ways: its `error` and `end` events, and a probe (`SELECT 1`
+ * every `PROBE_EVERY`, answered within `PROBE_TIMEOUT`) for a connection the kernel still keeps open while nobody
+ * answers on it. A lost connection is opened again with backoff (0.1 s doubling to 2 s) and `LISTEN`s again.
+ *
+ * The stream says `Listening` after every (re)`LISTEN`: notifications sent while no connection listened are lost, so
+ * the reader catches up from the durable state (a session's log by `seq`, an approval's row) at that point.
+ */
+export type ListenSignal =
+  | { readonly _tag: "Listening"; readonly again: boolean }
+  | { readonly _tag: "Note"; readonly payload: string }
+
+const PROBE_EVERY = Duration.seconds(2)
+const PROBE_TIMEOUT = Duration.seconds(3)
+
+/** Backoff of reconnections: 0.1 s, doubling, at most 2 s apart, forever. */
+export const reconnectSchedule = Schedule.exponential("100 millis", 2).pipe(Schedule.union(Schedule.spaced("2 seconds")))
+
+const connection = (url: string, channel: string, again: () => boolean) =>
+  Stream.asyncScoped<ListenSignal, Error>((emit) =>
+    Effect.gen(function*() {
+      const client = new pg.Client({ connectionString: url, keepAlive: true, application_name: PROCESS_APPLICATION_NAME })
+      yield* Effect.addFinalizer(() =>
+        Effect.promise(() => client.end().catch(() => undefined)).pipe(Effect.timeoutOption("1 second"), Effect.ignore)
+      )
+      const lost = (cause: unknown) => void emit.fail(cause instanceof Error ? cause : new Error(String(cause)))
+      client.on("error", lost)
+      client.on("end", () => lost(new Error(`the connection listening on ${channel} ended`)))
+      client.on("notification", (message) => {
+        if (message.channel === channel && message.payload !== undefined) void emit.single({ _tag: "Note", payload: message.payload })
+      })
+      yield* Effect.tryPromise(() => client.connect())
+      yield* Effect.tryPromise(() => client.query(`LISTEN ${client.escapeIdentifier(channel)}`))
+      void emit.single({ _tag: "Listening", again: again() })
+      yield* Effect.tryPromise(() => client.query("SELECT 1")).pipe(
+        Effect.timeoutFail({ duration: PROBE_TIMEOUT, onTimeout: () => new Error(`no answer on the connection listening on ${channel}`) }),
+        Effect.delay(PROBE_EVERY),
+        Effect.forever,
+        Effect.catchAll((error) => Effect.sync(() => lost(error))),
+        Effect.forkScoped
+      )
+    }).pipe(Effect.mapError((error) => (error instanceof Error ? error : new Error(String(error)))))
+  )
+
+/** `LISTEN channel` on the deployment's database for as long as the stream is read; never fails. */
+export const listenResilient = (channel: string): Effect.Effect<Stream.Stream<ListenSignal>, never, AppConfig> =>
+  Effect.map(AppConfig, (config) => {
+    const url = Option.getOrThrow(Option.map(config.databaseUrl, Redacted.value))
+    let listened = false
+    return connection(url, channel, () => {
+      const before = listened
+      listened = true
+      return before
+    }).pipe(
+      Stream.tapErrorCause((cause) => Effect.logWarning(`lost the connection listening on ${channel}; listening again`, Cause.squash(cause))),
+      Stream.retry(reconnectSchedule),
+      Stream.orDie
+    )
+  })
