@@ -83,7 +83,9 @@ export class FilesApi extends HttpApiGroup.make("files")
   .add(
     HttpApiEndpoint.post("register", "/v1/files")
       .setPayload(Schema.Union(Schema.Struct({ upload_id: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64)) }), MultipartUpload))
-      .addSuccess(Schema.Union(FileView, OpenAiFileView), { status: 201 })
+      // Each answer with its own status, as each protocol has it: 201 for the platform's record, 200 for OpenAI's.
+      .addSuccess(FileView, { status: 201 })
+      .addSuccess(OpenAiFileView, { status: 200 })
       .addError(NotFound)
       .addError(UploadIncomplete)
       .addError(UploadSizeMismatch)
