@@ -126,6 +126,15 @@ export class PurchasesApi extends HttpApiGroup.make("purchases")
       .addError(IdempotencyConflict)
       .addError(DailyCapExceeded)
   )
+  .add(
+    HttpApiEndpoint.get("status", "/api/purchases/:agent")
+      .setPath(Schema.Struct({ agent: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64)) }))
+      .addSuccess(Schema.Struct({ agent: Schema.String, unlocked: Schema.Boolean }))
+      .annotate(
+        OpenApi.Description,
+        "Whether the logged-in user may use the expert without trials: unlocked, its creator, or a free expert. False for an unknown one."
+      )
+  )
   .middleware(UserAuthentication)
   .addError(InvalidRequest)
   .annotate(OpenApi.Title, "Purchases")

@@ -90,8 +90,11 @@ export const AgentsHttp = HttpApiBuilder.group(AtriumApi, "agents", (handlers) =
 export const PurchasesHttp = HttpApiBuilder.group(AtriumApi, "purchases", (handlers) =>
   Effect.gen(function*() {
     const agents = yield* Agents
-    return handlers.handle("purchase", ({ payload }) =>
-      Effect.flatMap(CurrentUser, (user) => agents.purchase(user.userId, payload.agent)))
+    return handlers
+      .handle("purchase", ({ payload }) => Effect.flatMap(CurrentUser, (user) => agents.purchase(user.userId, payload.agent)))
+      .handle("status", ({ path }) =>
+        Effect.flatMap(CurrentUser, (user) =>
+          Effect.map(agents.unlocked(user.userId, path.agent), (unlocked) => ({ agent: path.agent, unlocked }))))
   })).pipe(Layer.provide(AuthenticationLive))
 
 export const ReviewsHttp = HttpApiBuilder.group(AtriumApi, "reviews", (handlers) =>

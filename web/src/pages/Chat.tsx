@@ -1,135 +1,9 @@
-import { useEffect, useMemo, useRef, useState, type FormEvent, type KeyboardEvent } from "react"
+import { useEffect, useLayoutEffect, useMemo, useRef, useState, type FormEvent, type KeyboardEvent } from "react"
 import { call, itemsOf } from "../api.js"
 import { Link, navigate, useLocation } from "../router.js"
 import { formatCredits, useMe } from "../session.js"
-import { followSession, sendToSession, type SessionEvent } from "../stream.js"
-
-interface ToolCall {
-  id: string
-  name: string
-  args: string
-  status: string
-  result?: unknown
-  error?: unknown
-  reason?: unknown
-}
-
-interface Approval {
-  approval_id: string
-  tool_call_id: string
-  name: string
-  arguments: unknown
-  expires_at: string
-  answered: boolean
-}
-
-interface Turn {
-  user: string | null
-  text: string
-  thinking: string
-  tools: Array<ToolCall>
-  approvals: Array<Approval>
-  status: "running" | "completed" | "failed"
-  failure?: { code: string; message: string }
-  trial?: { price: unknown; trials_used: unknown }
-  budget?: { reason: string; spent: unknown; budget: unknown }
-  credits?: number
-}
-
-/** Folds the session's events, in order, into its turns (docs/events.md). */
-const fold = (turns: Array<Turn>, event: SessionEvent, userOf: (index: number) => string | null): Array<Turn> => {
-  if (event.type === "run.created") {
-    return [...turns, { user: userOf(turns.length), text: "", thinking: "", tools: [], approvals: [], status: "running" }]
-  }
-  const last = turns.at(-1)
-  if (!last) return turns
-  const turn: Turn = { ...last, tools: [...last.tools], approvals: [...last.approvals] }
-  const tool = (id: unknown) => {
-    const index = turn.tools.findIndex((t) => t.id === id)
-    if (index < 0) return undefined
-    const copy = { ...turn.tools[index]! }
-    turn.tools[index] = copy
-    return copy
-  }
-  const settle = (toolCallId: unknown) => {
-    turn.approvals = turn.approvals.map((a) => a.tool_call_id === toolCallId ? { ...a, answered: true } : a)
-  }
-  switch (event.type) {
-    case "output.text.delta":
-      turn.text += String(event.delta ?? "")
-      break
-    case "output.thinking.delta":
-      turn.thinking += String(event.delta ?? "")
-      break
-    case "tool_call.created":
-      turn.tools.push({
-        id: String(event.tool_call_id),
-        name: String(event.name),
-        args: event.arguments === undefined ? "" : typeof event.arguments === "string" ? event.arguments : JSON.stringify(event.arguments),
-        status: "pending"
-      })
-      break
-    case "tool_call.arguments.delta": {
-      const t = tool(event.tool_call_id)
-      if (t) t.args += String(event.delta ?? "")
-      break
-    }
-    case "tool_call.in_progress":
-    case "tool_call.completed":
-    case "tool_call.failed": {
-      const t = tool(event.tool_call_id)
-      if (t) {
-        t.status = String(event.status ?? event.type.split(".")[1])
-        if (event.error !== undefined) t.error = event.error
-      }
-      settle(event.tool_call_id)
-      break
-    }
-    case "tool_call.result": {
-      const t = tool(event.tool_call_id)
-      if (t) t.result = event.output
-      break
-    }
-    case "tool_call.denied": {
-      const t = tool(event.tool_call_id)
-      if (t) {
-        t.status = "denied"
-        t.reason = event.reason
-      }
-      settle(event.tool_call_id)
-      break
-    }
-    case "approval.required":
-      turn.approvals.push({
-        approval_id: String(event.approval_id),
-        tool_call_id: String(event.tool_call_id),
-        name: String(event.name),
-        arguments: event.arguments,
-        expires_at: String(event.expires_at),
-        answered: false
-      })
-      break
-    case "usage.trial_exhausted":
-      turn.trial = { price: event.price, trials_used: event.trials_used }
-      break
-    case "usage.budget_exhausted":
-      turn.budget = { reason: String(event.reason), spent: event.spent, budget: event.budget }
-      break
-    case "run.completed":
-      turn.status = "completed"
-      turn.credits = Number(event.credits_charged ?? 0)
-      turn.approvals = turn.approvals.map((a) => ({ ...a, answered: true }))
-      break
-    case "run.failed":
-      turn.status = "failed"
-      turn.failure = { code: String(event.code), message: String(event.message ?? "") }
-      turn.approvals = turn.approvals.map((a) => ({ ...a, answered: true }))
-      break
-    default:
-      return turns
-  }
-  return [...turns.slice(0, -1), turn]
-}
+import { followSession, sendToSession } from "../stream.js"
+import { type Approval, fold, queueMessage, type Turn, unqueueMessage, UserSide } from "../chat/fold.js"
 
 const FAILURES: Record<string, string> = {
   interrupted: "You stopped this answer.",
@@ -161,8 +35,10 @@ const pretty = (value: unknown) => {
   return JSON.stringify(value, null, 2)
 }
 
-const TurnView = ({ turn, onAnswer, onUnlock }: {
+const TurnView = ({ turn, unlocked, unlocking, onAnswer, onUnlock }: {
   turn: Turn
+  unlocked: boolean
+  unlocking: boolean
   onAnswer: (approval: Approval, decision: "approve" | "deny") => void
   onUnlock: () => void
 }) => (
@@ -198,12 +74,17 @@ const TurnView = ({ turn, onAnswer, onUnlock }: {
       ))}
       {turn.text && <p className="answer" data-testid="answer">{turn.text}</p>}
       {turn.status === "running" && <p className="typing" aria-hidden="true">…</p>}
-      {turn.trial && (
-        <div className="notice" role="alert">
-          <p>Your free trials with this expert are used up. Unlock it to keep chatting.</p>
-          <button type="button" onClick={onUnlock}>Unlock for {formatCredits(Number(turn.trial.price))}</button>
+      {turn.trial && !unlocked && (
+        <div className="notice" role="alert" data-testid="trial-notice">
+          <p>
+            You have used your {Number(turn.trial.trials_used)} free trial {Number(turn.trial.trials_used) === 1 ? "message" : "messages"} with
+            this expert, so this message was not answered. Unlock it for {formatCredits(Number(turn.trial.price))} to keep
+            chatting{turn.user ? ": your message is sent again right after" : ""}.
+          </p>
+          <button type="button" disabled={unlocking} onClick={onUnlock}>Unlock for {formatCredits(Number(turn.trial.price))}</button>
         </div>
       )}
+      {turn.trial && unlocked && <p className="muted small">You have unlocked this expert since this message.</p>}
       {turn.budget && (
         <p className="notice" role="alert">
           {turn.budget.reason === "wallet"
@@ -232,11 +113,13 @@ export const ChatPage = ({ identifier }: { identifier: string }) => {
   const [turns, setTurns] = useState<Array<Turn>>([])
   const [message, setMessage] = useState("")
   const [error, setError] = useState<string | null>(null)
+  const [failed, setFailed] = useState<Array<{ text: string; error: string }>>([])
   const [connection, setConnection] = useState<"live" | "reconnecting" | null>(null)
-  const history = useRef<Array<string>>([])
-  /** Messages sent from this page, in order: the user side of the turns the history does not have yet. */
-  const sent = useRef<Array<string>>([])
+  const [unlocked, setUnlocked] = useState(false)
+  const [unlocking, setUnlocking] = useState(false)
+  const users = useRef<UserSide | null>(null)
   const input = useRef<HTMLTextAreaElement>(null)
+  const scroller = useStickToBottom([turns, failed, error])
 
   useEffect(() => {
     call((c) => c.market.agent({ path: { identifier } })).then(
@@ -246,6 +129,7 @@ export const ChatPage = ({ identifier }: { identifier: string }) => {
         (e: Error) => setError(e.message)
       )
     )
+    call((c) => c.purchases.status({ path: { agent: identifier } })).then((s) => setUnlocked(s.unlocked), () => undefined)
   }, [identifier])
 
   // Without ?session=, continue the newest conversation with this expert, if any.
@@ -267,17 +151,16 @@ export const ChatPage = ({ identifier }: { identifier: string }) => {
     setTurns([])
     call((c) => c.sessions.get({ path: { id: sessionId } })).then((session) => {
       if (cancelled) return
-      const users = new Map<number, string>()
+      const history = new Map<number, string>()
       for (const m of session.messages as ReadonlyArray<{ turn: number; role: string; content: unknown }>) {
-        if (m.role === "user" && !users.has(m.turn)) users.set(m.turn, typeof m.content === "string" ? m.content : JSON.stringify(m.content))
+        if (m.role === "user" && !history.has(m.turn)) history.set(m.turn, textOf(m.content))
       }
-      history.current = [...users.entries()].sort((a, b) => a[0] - b[0]).map(([, text]) => text)
-      const stored = sessionStorage.getItem(`atrium.pending.${sessionId}`)
-      sent.current = []
-      const userOf = (index: number) =>
-        history.current[index] ?? sent.current[index - history.current.length] ?? (index === history.current.length ? stored : null)
+      // Messages sent before this page knew the session (its first) are already queued under its id.
+      const side = new UserSide(sessionId, history)
+      users.current = side
       follow = followSession(sessionId, 0, (event) => {
-        setTurns((old) => fold(old, event, userOf))
+        const user = event.type === "run.created" ? side.next() : null
+        setTurns((old) => fold(old, event, user))
         if (event.type === "run.completed" || event.type === "run.failed") me.refresh()
       }, setConnection)
     }, (e: Error) => setError(e.message))
@@ -289,28 +172,46 @@ export const ChatPage = ({ identifier }: { identifier: string }) => {
 
   const running = turns.at(-1)?.status === "running"
 
-  const send = async (e?: FormEvent) => {
-    e?.preventDefault()
-    const text = message.trim()
-    if (!text) return
+  const deliver = async (text: string) => {
     setError(null)
+    let id = sessionId
     try {
-      let id = sessionId
       if (id === null) {
         const session = await call((c) => c.sessions.create({ payload: { agent: identifier, title: text.slice(0, 80) } }))
         id = session.id
       }
-      sent.current.push(text)
-      sessionStorage.setItem(`atrium.pending.${id}`, text)
-      if (id !== sessionId) {
-        setSessionId(id)
-        navigate(`/chat/${identifier}?session=${id}`, true)
-      }
-      setMessage("")
+    } catch (failure) {
+      setFailed((f) => [...f, { text, error: (failure as Error).message }])
+      return
+    }
+    // Queued before the request: the turn's first events may arrive before its answer does.
+    queueMessage(users.current, id, text)
+    if (id !== sessionId) {
+      setSessionId(id)
+      navigate(`/chat/${identifier}?session=${id}`, true)
+    }
+    try {
       await sendToSession(id, { type: "message", message: text })
     } catch (failure) {
-      setError((failure as Error).message)
+      unqueueMessage(users.current, id, text)
+      setFailed((f) => [...f, { text, error: (failure as Error).message }])
     }
+  }
+
+  const send = async (e?: FormEvent) => {
+    e?.preventDefault()
+    const text = message.trim()
+    if (!text) return
+    setMessage("")
+    scroller.stick()
+    await deliver(text)
+  }
+
+  const retry = async (index: number) => {
+    const item = failed[index]
+    if (!item) return
+    setFailed((f) => f.filter((_, i) => i !== index))
+    await deliver(item.text)
   }
 
   const answer = async (approval: Approval, decision: "approve" | "deny") => {
@@ -331,13 +232,19 @@ export const ChatPage = ({ identifier }: { identifier: string }) => {
     }
   }
 
-  const unlock = async () => {
+  /** Unlocks the expert, then sends again the message the used-up trial held back. */
+  const unlock = async (blocked: string | null) => {
+    setUnlocking(true)
+    setError(null)
     try {
       await call((c) => c.purchases.purchase({ payload: { agent: identifier } }))
+      setUnlocked(true)
       me.refresh()
-      setError(null)
+      if (blocked) await deliver(blocked)
     } catch (failure) {
       setError((failure as Error).message)
+    } finally {
+      setUnlocking(false)
     }
   }
 
@@ -358,10 +265,25 @@ export const ChatPage = ({ identifier }: { identifier: string }) => {
           {connection === "reconnecting" && <span role="status"> · Reconnecting…</span>}
         </p>
       </header>
-      <ol className="turns" aria-label="Conversation" aria-live="off">
-        {opening && <li className="turn"><div className="bubble assistant">{opening}</div></li>}
-        {turns.map((turn, i) => <TurnView key={i} turn={turn} onAnswer={answer} onUnlock={unlock} />)}
-      </ol>
+      <div className="scroller" ref={scroller.ref} onScroll={scroller.onScroll} data-testid="conversation" tabIndex={0} role="region" aria-label="Conversation">
+        <ol className="turns" aria-live="off">
+          {opening && <li className="turn"><div className="bubble assistant">{opening}</div></li>}
+          {turns.map((turn, i) => (
+            <TurnView key={i} turn={turn} unlocked={unlocked} unlocking={unlocking} onAnswer={answer} onUnlock={() => void unlock(turn.user)} />
+          ))}
+          {failed.map((item, i) => (
+            <li key={`failed-${i}`} className="turn">
+              <div className="bubble user failed"><span className="visually-hidden">You: </span>{item.text}</div>
+              <p className="error" role="alert">
+                Not sent: {item.error} <button type="button" className="secondary" onClick={() => void retry(i)}>Retry</button>
+              </p>
+            </li>
+          ))}
+        </ol>
+      </div>
+      {!scroller.atBottom && (
+        <button type="button" className="jump secondary" onClick={scroller.jump}>Jump to latest ↓</button>
+      )}
       <p className="visually-hidden" aria-live="polite">{running ? "" : live}</p>
       {error && <p role="alert" className="error">{error}</p>}
       <form onSubmit={send} className="composer" aria-label="Send a message">
@@ -382,6 +304,47 @@ export const ChatPage = ({ identifier }: { identifier: string }) => {
       </form>
     </section>
   )
+}
+
+const textOf = (content: unknown): string => {
+  if (typeof content === "string") return content
+  if (Array.isArray(content)) {
+    return content.map((part) => typeof part === "object" && part !== null && "text" in part ? String((part as { text: unknown }).text) : "").join("")
+  }
+  return JSON.stringify(content)
+}
+
+/**
+ * Keeps the newest turn in view while it streams, unless the person scrolled up to read: then a "Jump to latest"
+ * button brings them back (and keeps following from there).
+ */
+const useStickToBottom = (deps: ReadonlyArray<unknown>) => {
+  const ref = useRef<HTMLDivElement>(null)
+  const stuck = useRef(true)
+  const [atBottom, setAtBottom] = useState(true)
+  const toBottom = () => {
+    const el = ref.current
+    if (el) el.scrollTop = el.scrollHeight
+  }
+  useLayoutEffect(() => {
+    if (stuck.current) toBottom()
+  }, deps)
+  const onScroll = () => {
+    const el = ref.current
+    if (!el) return
+    const near = el.scrollHeight - el.scrollTop - el.clientHeight < 48
+    stuck.current = near
+    setAtBottom(near)
+  }
+  const stick = () => {
+    stuck.current = true
+    setAtBottom(true)
+  }
+  const jump = () => {
+    stick()
+    toBottom()
+  }
+  return { ref, onScroll, atBottom, stick, jump }
 }
 
 interface SessionItem { id: string; agent: string; title: string | null; status: string; updated_at: string }

@@ -309,7 +309,7 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
           {form.billingType === "UNLOCK" && (
             <>
               <label>Price (credits) <input inputMode="decimal" {...field("price")} /></label>
-              <label>Free trial conversations per person <input type="number" min={0} {...field("trials")} /></label>
+              <label>Free trial messages per person <input type="number" min={0} {...field("trials")} /></label>
               <label className="check">
                 <input type="checkbox" checked={form.allowTrial} onChange={(e) => setForm((f) => ({ ...f, allowTrial: e.target.checked }))} />
                 Allow free trials
