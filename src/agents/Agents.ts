@@ -298,7 +298,11 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
       market: repo.published,
       marketCategories: repo.publishedCategories,
       hasPurchased: repo.hasPurchased,
-      latestSubmission: repo.latestSubmission
+      latestSubmission: repo.latestSubmission,
+      pendingSubmissions: repo.pendingSubmissions,
+      submissions: repo.submissions,
+      submission: repo.submission,
+      version: repo.version
     } as const
   }),
   dependencies: [AgentsConfig.Default, AgentsRepo.Default, ModelCatalog.Default, Notifications.Default, KnowledgeRepo.Default]

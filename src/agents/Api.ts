@@ -44,6 +44,12 @@ export const AgentView = Schema.Struct({
   knowledge_bases: Schema.optional(Schema.Array(Schema.String)),
   published_version: Schema.NullOr(Schema.Int),
   pending_submission: Schema.NullOr(SubmissionView),
+  /** The owner's single-agent view only: every submission, newest first, with the reviewer's reason. */
+  review_history: Schema.optional(Schema.Array(Schema.Struct({
+    ...SubmissionView.fields,
+    reason: Schema.NullOr(Schema.String),
+    decided_at: Schema.NullOr(Schema.String)
+  }))),
   created_at: Schema.optional(Schema.String),
   updated_at: Schema.optional(Schema.String)
 })

@@ -25,6 +25,54 @@ interface Agent {
   mcp_servers?: ReadonlyArray<unknown> | undefined
   published_version: number | null
   pending_submission: { id: string; version: number; status: string; submitted_at: string } | null
+  review_history?: ReadonlyArray<{ id: string; version: number; status: string; submitted_at: string; reason: string | null; decided_at: string | null }>
+}
+
+const REVIEW_WORDS: Record<string, string> = {
+  pending: "waiting for review",
+  approved: "approved and published",
+  rejected: "not approved",
+  superseded: "replaced by a newer submission"
+}
+
+/** Where each submitted version stands, newest first, with the reviewer's reason for a rejection. */
+const ReviewHistory = ({ agent }: { agent: Agent }) =>
+  agent.review_history && agent.review_history.length > 0
+    ? (
+      <section className="card stack" aria-labelledby="review-history">
+        <h2 id="review-history">Review</h2>
+        <ol className="list" data-testid="review-history">
+          {agent.review_history.map((s) => (
+            <li key={s.id}>
+              Version {s.version}: <strong>{REVIEW_WORDS[s.status] ?? s.status}</strong>{" "}
+              <span className="muted small">(submitted {new Date(s.submitted_at).toLocaleString()}{s.decided_at ? `, decided ${new Date(s.decided_at).toLocaleString()}` : ""})</span>
+              {s.reason && <p>Reviewer's reason: {s.reason}</p>}
+            </li>
+          ))}
+        </ol>
+      </section>
+    )
+    : null
+
+interface Notice { id: string; title: string; body: string; read: boolean; created_at: string }
+
+/** Review outcomes reach creators as in-app notifications (spec 4.10); the studio lists the latest. */
+const Notifications = () => {
+  const [items, setItems] = useState<ReadonlyArray<Notice>>([])
+  useEffect(() => {
+    call((c) => c.notifications.list()).then((l) => setItems(itemsOf<Notice>(l).slice(0, 5)), () => undefined)
+  }, [])
+  if (items.length === 0) return null
+  return (
+    <section className="card stack" aria-labelledby="notifications">
+      <h2 id="notifications">Notifications</h2>
+      <ul className="list" data-testid="notifications">
+        {items.map((n) => (
+          <li key={n.id}><strong>{n.title}</strong> <span className="muted small">{new Date(n.created_at).toLocaleString()}</span><p>{n.body}</p></li>
+        ))}
+      </ul>
+    </section>
+  )
 }
 
 const submissionText = (agent: Agent) => {
@@ -71,6 +119,7 @@ export const StudioPage = () => {
         <button type="submit">Create expert</button>
       </form>
       {error && <p role="alert" className="error">{error}</p>}
+      <Notifications />
       {agents !== null && agents.length === 0 && <p>You have no experts yet: create your first one above.</p>}
       <ul className="list" aria-label="My experts">
         {agents?.map((a) => (
@@ -177,7 +226,7 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
     if (!(await save())) return
     try {
       const result = await call((c) => c.agents.publish({ path: { identifier } }))
-      setStatus(`Version ${result.submission.version} submitted for review.`)
+      setStatus(`Version ${result.submission.version} submitted for review. An operator reviews it; you are notified of the outcome here and in the studio.`)
       load(await call((c) => c.agents.get({ path: { identifier } })) as Agent)
     } catch (failure) {
       setError((failure as Error).message)
@@ -324,6 +373,7 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
         <p role="status" aria-live="polite">{status}</p>
         {error && <p role="alert" className="error">{error}</p>}
       </form>
+      <ReviewHistory agent={agent} />
       <section className="card stack" aria-labelledby="evolution">
         <h2 id="evolution">Suggestions from its conversations</h2>
         {suggestions.length === 0 && <p className="muted">No suggestions yet: they come from the expert's recorded runs.</p>}
