@@ -152,5 +152,62 @@ describe("web app in Chromium: chat", () => {
           await context.close()
         })
       }))
+
+    it.effect("conversations: New chat, rename and delete in the sidebar; Markdown code blocks; no raw HTML", () =>
+      Effect.gen(function*() {
+        const { url: base } = yield* TestServer
+        const browser = yield* Browser
+        yield* Effect.promise(async () => {
+          const { context, page, token } = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE }, { credits: 100 })
+          const id = await draftExpert(base, token, "Sidebar Expert")
+          await page.goto(`${base}/chat/${id}`)
+          const box = page.getByRole("textbox", { name: "Message" })
+          await box.fill("x")
+          await box.press("Shift+Enter")
+          await page.keyboard.type("```js")
+          await page.keyboard.press("Shift+Enter")
+          await page.keyboard.type("let a = 1")
+          await page.keyboard.press("Shift+Enter")
+          await page.keyboard.type("```")
+          await box.press("Enter")
+          const code = page.locator(".md .code pre code")
+          await code.first().waitFor()
+          assert.strictEqual(await code.first().textContent(), "let a = 1")
+          await page.getByRole("button", { name: "Copy code" }).first().waitFor()
+          await page.waitForURL(/session=/)
+          const first = new URL(page.url()).searchParams.get("session")!
+
+          // New chat: a second conversation with the same expert.
+          const sidebar = page.getByRole("navigation", { name: "Conversations" })
+          await sidebar.getByRole("button", { name: "New chat" }).click()
+          await until(page, "an empty conversation", () => document.querySelectorAll("[data-testid=answer]").length === 0)
+          await box.fill("<img src=x onerror=alert(1)> hello")
+          await box.press("Enter")
+          await until(page, "the echo of the HTML", () =>
+            (document.querySelector("[data-testid=answer]")?.textContent ?? "").includes("<img src=x onerror=alert(1)> hello"))
+          assert.strictEqual(await page.locator(".md img").count(), 0, "the model's HTML stays text")
+          await page.waitForURL((url) => url.searchParams.get("session") !== null && url.searchParams.get("session") !== first)
+          const second = new URL(page.url()).searchParams.get("session")!
+          const items = sidebar.locator("li.conversation")
+          await until(page, "two conversations listed", () => document.querySelectorAll("li.conversation").length === 2)
+          assert.strictEqual(await items.filter({ hasText: "Sidebar Expert" }).count(), 2, "listed by the expert's name")
+
+          // Rename the first conversation, then open it.
+          await sidebar.getByRole("button", { name: /^Rename “x/ }).click()
+          await sidebar.getByLabel(/New title of/).fill("My code question")
+          await sidebar.getByRole("button", { name: "Save title" }).click()
+          await sidebar.getByRole("link", { name: /My code question/ }).click()
+          await page.waitForURL((url) => url.searchParams.get("session") === first)
+          await until(page, "the first conversation's code block", () => document.querySelector(".md .code code")?.textContent === "let a = 1")
+
+          // Delete the second one.
+          page.once("dialog", (dialog) => void dialog.accept())
+          await sidebar.getByRole("button", { name: /^Delete “<img/ }).click()
+          await until(page, "one conversation left", () => document.querySelectorAll("li.conversation").length === 1)
+          const gone = await fetch(`${base}/v1/sessions/${second}`, { headers: { authorization: `Bearer ${token}` } })
+          assert.strictEqual(gone.status, 404)
+          await context.close()
+        })
+      }))
   })
 })

@@ -805,7 +805,11 @@ export interface paths {
         delete: operations["sessions.remove"];
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Renames a session; an empty title clears it
+         * @description Renames a session; an empty title clears it.
+         */
+        patch: operations["sessions.update"];
         trace?: never;
     };
     "/v1/sessions/{id}/events": {
@@ -5241,6 +5245,81 @@ export interface operations {
                     "application/json": {
                         id: string;
                         deleted: boolean;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NotFound */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "sessions.update": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
+                "X-End-User-Id"?: string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * maxLength(200)
+                     * @description a string at most 200 character(s) long
+                     */
+                    title: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        agent: string;
+                        /** @enum {string} */
+                        status: "idle" | "running" | "waiting_approval";
+                        end_user_id: string | null;
+                        environment_id: string | null;
+                        title: string | null;
+                        metadata: {
+                            [key: string]: unknown;
+                        };
+                        created_at: string;
+                        updated_at: string;
                     };
                 };
             };

@@ -4,105 +4,8 @@ import { Link, navigate, useLocation } from "../router.js"
 import { formatCredits, useMe } from "../session.js"
 import { followSession, sendToSession } from "../stream.js"
 import { type Approval, fold, queueMessage, type Turn, unqueueMessage, UserSide } from "../chat/fold.js"
-
-const FAILURES: Record<string, string> = {
-  interrupted: "You stopped this answer.",
-  insufficient_credits: "Your wallet does not have enough credits for this. Top up in the wallet and try again.",
-  budget_exceeded: "This answer reached its spending limit and stopped.",
-  agent_unavailable: "This expert is not available any more.",
-  session_deleted: "This conversation was deleted."
-}
-
-const Countdown = ({ until }: { until: string }) => {
-  const [now, setNow] = useState(Date.now())
-  useEffect(() => {
-    const timer = setInterval(() => setNow(Date.now()), 1000)
-    return () => clearInterval(timer)
-  }, [])
-  const left = Math.max(0, Math.round((new Date(until).getTime() - now) / 1000))
-  return <span className="muted">{left > 0 ? `${Math.floor(left / 60)}:${String(left % 60).padStart(2, "0")} left to answer` : "expired"}</span>
-}
-
-const pretty = (value: unknown) => {
-  if (value === undefined || value === null || value === "") return ""
-  if (typeof value === "string") {
-    try {
-      return JSON.stringify(JSON.parse(value), null, 2)
-    } catch {
-      return value
-    }
-  }
-  return JSON.stringify(value, null, 2)
-}
-
-const TurnView = ({ turn, unlocked, unlocking, onAnswer, onUnlock }: {
-  turn: Turn
-  unlocked: boolean
-  unlocking: boolean
-  onAnswer: (approval: Approval, decision: "approve" | "deny") => void
-  onUnlock: () => void
-}) => (
-  <li className="turn">
-    {turn.user !== null && <div className="bubble user"><span className="visually-hidden">You: </span>{turn.user}</div>}
-    <div className="bubble assistant" aria-busy={turn.status === "running"}>
-      <span className="visually-hidden">Expert: </span>
-      {turn.thinking && (
-        <details className="thinking">
-          <summary>Thinking</summary>
-          <p>{turn.thinking}</p>
-        </details>
-      )}
-      {turn.tools.map((tool) => (
-        <details key={tool.id} className={`tool tool-${tool.status}`} open={tool.status === "pending"}>
-          <summary>Tool <code>{tool.name}</code>: <span data-testid="tool-status">{tool.status}</span></summary>
-          {tool.args && <><h4>Arguments</h4><pre>{pretty(tool.args)}</pre></>}
-          {tool.result !== undefined && <><h4>Result</h4><pre>{pretty(tool.result)}</pre></>}
-          {tool.error !== undefined && <><h4>Error</h4><pre>{pretty(tool.error)}</pre></>}
-          {tool.reason !== undefined && <p>Refused: {String(tool.reason)}</p>}
-        </details>
-      ))}
-      {turn.approvals.filter((a) => !a.answered).map((approval) => (
-        <div key={approval.approval_id} className="approval" role="group" aria-label={`Approve the tool ${approval.name}?`}>
-          <p>The expert wants to run <code>{approval.name}</code> with:</p>
-          <pre>{pretty(approval.arguments)}</pre>
-          <div className="row">
-            <button type="button" onClick={() => onAnswer(approval, "approve")}>Approve</button>
-            <button type="button" className="danger" onClick={() => onAnswer(approval, "deny")}>Deny</button>
-            <Countdown until={approval.expires_at} />
-          </div>
-        </div>
-      ))}
-      {turn.text && <p className="answer" data-testid="answer">{turn.text}</p>}
-      {turn.status === "running" && <p className="typing" aria-hidden="true">…</p>}
-      {turn.trial && !unlocked && (
-        <div className="notice" role="alert" data-testid="trial-notice">
-          <p>
-            You have used your {Number(turn.trial.trials_used)} free trial {Number(turn.trial.trials_used) === 1 ? "message" : "messages"} with
-            this expert, so this message was not answered. Unlock it for {formatCredits(Number(turn.trial.price))} to keep
-            chatting{turn.user ? ": your message is sent again right after" : ""}.
-          </p>
-          <button type="button" disabled={unlocking} onClick={onUnlock}>Unlock for {formatCredits(Number(turn.trial.price))}</button>
-        </div>
-      )}
-      {turn.trial && unlocked && <p className="muted small">You have unlocked this expert since this message.</p>}
-      {turn.budget && (
-        <p className="notice" role="alert">
-          {turn.budget.reason === "wallet"
-            ? "Your wallet ran out of credits during this answer. Top up in the wallet to continue."
-            : "This answer reached its budget and stopped."}
-        </p>
-      )}
-      {turn.status === "failed" && turn.failure && (
-        <p className="error" role="alert" data-testid="failure">
-          {FAILURES[turn.failure.code] ?? `The answer failed: ${turn.failure.message || turn.failure.code}`}
-        </p>
-      )}
-      {turn.status === "completed" && turn.credits !== undefined && turn.credits > 0 && (
-        <p className="muted small">Charged {formatCredits(turn.credits)}</p>
-      )}
-    </div>
-  </li>
-)
+import { Approvals, TurnView, useDetailsSetting } from "../chat/TurnView.js"
+import { type SessionItem, Sidebar, useExpertNames } from "../chat/Sidebar.js"
 
 export const ChatPage = ({ identifier }: { identifier: string }) => {
   const me = useMe()
@@ -117,6 +20,8 @@ export const ChatPage = ({ identifier }: { identifier: string }) => {
   const [connection, setConnection] = useState<"live" | "reconnecting" | null>(null)
   const [unlocked, setUnlocked] = useState(false)
   const [unlocking, setUnlocking] = useState(false)
+  const [details, setDetails] = useDetailsSetting()
+  const [listVersion, setListVersion] = useState(0)
   const users = useRef<UserSide | null>(null)
   const input = useRef<HTMLTextAreaElement>(null)
   const scroller = useStickToBottom([turns, failed, error])
@@ -132,9 +37,23 @@ export const ChatPage = ({ identifier }: { identifier: string }) => {
     call((c) => c.purchases.status({ path: { agent: identifier } })).then((s) => setUnlocked(s.unlocked), () => undefined)
   }, [identifier])
 
-  // Without ?session=, continue the newest conversation with this expert, if any.
+  // The sidebar and "New chat" change the address: follow it (a session of its own, or a new conversation).
   useEffect(() => {
-    if (sessionId !== null) return
+    const wanted = search.get("session")
+    if (wanted === sessionId || (wanted === null && !search.has("new"))) return
+    setSessionId(wanted)
+    setFailed([])
+    setError(null)
+    if (wanted === null) {
+      setTurns([])
+      users.current = null
+      input.current?.focus()
+    }
+  }, [search])
+
+  // Without ?session= (and not a new chat), continue the newest conversation with this expert, if any.
+  useEffect(() => {
+    if (sessionId !== null || search.has("new")) return
     call((c) => c.sessions.list({ urlParams: { limit: 100 } })).then((list) => {
       const found = itemsOf<{ id: string; agent: string }>(list).find((s) => s.agent === identifier)
       if (found) {
@@ -189,6 +108,7 @@ export const ChatPage = ({ identifier }: { identifier: string }) => {
     if (id !== sessionId) {
       setSessionId(id)
       navigate(`/chat/${identifier}?session=${id}`, true)
+      setListVersion((n) => n + 1)
     }
     try {
       await sendToSession(id, { type: "message", message: text })
@@ -257,6 +177,8 @@ export const ChatPage = ({ identifier }: { identifier: string }) => {
 
   const live = useMemo(() => turns.at(-1)?.text ?? "", [turns])
   return (
+    <div className="chat-layout">
+    <Sidebar identifier={identifier} current={sessionId} version={listVersion} />
     <section className="chat">
       <header className="chat-head">
         <h1>{title}</h1>
@@ -269,7 +191,7 @@ export const ChatPage = ({ identifier }: { identifier: string }) => {
         <ol className="turns" aria-live="off">
           {opening && <li className="turn"><div className="bubble assistant">{opening}</div></li>}
           {turns.map((turn, i) => (
-            <TurnView key={i} turn={turn} unlocked={unlocked} unlocking={unlocking} onAnswer={answer} onUnlock={() => void unlock(turn.user)} />
+            <TurnView key={i} turn={turn} unlocked={unlocked} unlocking={unlocking} details={details} onUnlock={() => void unlock(turn.user)} />
           ))}
           {failed.map((item, i) => (
             <li key={`failed-${i}`} className="turn">
@@ -286,6 +208,7 @@ export const ChatPage = ({ identifier }: { identifier: string }) => {
       )}
       <p className="visually-hidden" aria-live="polite">{running ? "" : live}</p>
       {error && <p role="alert" className="error">{error}</p>}
+      <Approvals turns={turns} onAnswer={answer} />
       <form onSubmit={send} className="composer" aria-label="Send a message">
         <label className="visually-hidden" htmlFor="message">Message</label>
         <textarea
@@ -300,9 +223,14 @@ export const ChatPage = ({ identifier }: { identifier: string }) => {
         <div className="row">
           <button type="submit" disabled={!message.trim()}>Send</button>
           {running && <button type="button" className="danger" onClick={() => void interrupt()}>Stop</button>}
+          <label className="check small setting">
+            <input type="checkbox" checked={details} onChange={(e) => setDetails(e.target.checked)} />
+            Always show thinking and credits
+          </label>
         </div>
       </form>
     </section>
+    </div>
   )
 }
 
@@ -347,11 +275,10 @@ const useStickToBottom = (deps: ReadonlyArray<unknown>) => {
   return { ref, onScroll, atBottom, stick, jump }
 }
 
-interface SessionItem { id: string; agent: string; title: string | null; status: string; updated_at: string }
-
 export const ChatListPage = () => {
   const [sessions, setSessions] = useState<ReadonlyArray<SessionItem> | null>(null)
   const [error, setError] = useState<string | null>(null)
+  const known = useExpertNames(sessions)
   useEffect(() => {
     call((c) => c.sessions.list({ urlParams: { limit: 100 } })).then((l) => setSessions(itemsOf<SessionItem>(l)), (e: Error) => setError(e.message))
   }, [])
@@ -363,8 +290,8 @@ export const ChatListPage = () => {
       <ul className="list">
         {sessions?.map((s) => (
           <li key={s.id} className="card">
-            <Link to={`/chat/${s.agent}?session=${s.id}`}>{s.title || s.agent}</Link>
-            <p className="muted small">{s.agent} · {s.status} · {new Date(s.updated_at).toLocaleString()}</p>
+            <Link to={`/chat/${s.agent}?session=${s.id}`}>{known[s.agent] ?? s.agent}: {s.title || "Untitled conversation"}</Link>
+            <p className="muted small">{new Date(s.updated_at).toLocaleString()}</p>
           </li>
         ))}
       </ul>
