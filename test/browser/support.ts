@@ -2,6 +2,7 @@ import { assert } from "@effect/vitest"
 import { Layer } from "effect"
 import { createHmac } from "node:crypto"
 import { existsSync } from "node:fs"
+import { createRequire } from "node:module"
 import type { BrowserContext, Page } from "playwright-core"
 import { TEST_CODE, TEST_PHONE, TestServer } from "../support/TestServer.js"
 import { Browser, CHROMIUM, chromiumAvailable, logIn, newPerson, tokenOf, userIdOfToken } from "./Browser.js"
@@ -168,4 +169,22 @@ export const JARGON = /Schema|declaration|Expected|└─/
 export const assertNoJargon = async (page: Page) => {
   const text = await page.locator("body").innerText()
   assert.notMatch(text, JARGON, `the page shows schema text:\n${text}`)
+}
+
+const AXE = createRequire(import.meta.url).resolve("axe-core/axe.min.js")
+
+/** axe-core on the page as it is now: the serious and critical violations, said by rule and element. */
+export const axeViolations = async (page: Page): Promise<Array<string>> => {
+  await page.addScriptTag({ path: AXE })
+  const found = await page.evaluate(async () => {
+    const axe = (globalThis as unknown as { axe: { run: (context: unknown, options: unknown) => Promise<{ violations: Array<{ id: string; impact: string; nodes: Array<{ target: Array<string> }> }> }> } }).axe
+    const result = await axe.run((globalThis as unknown as { document: unknown }).document, { resultTypes: ["violations"] })
+    return result.violations.map((v) => ({ id: v.id, impact: v.impact, targets: v.nodes.map((n) => n.target.join(" ")).slice(0, 3) }))
+  })
+  return found.filter((v) => v.impact === "serious" || v.impact === "critical").map((v) => `${v.impact} ${v.id}: ${v.targets.join(", ")}`)
+}
+
+export const assertAccessible = async (page: Page, state: string) => {
+  const violations = await axeViolations(page)
+  assert.deepStrictEqual(violations, [], `axe on ${state}`)
 }

@@ -67,6 +67,9 @@ const Shell = () => {
     call((c) => c.admin.queue()).then(() => setOperator(true), () => setOperator(false))
   }, [me.loggedIn])
   const nav = operator ? [...NAV, ["/admin", "Review"] as const] : NAV
+  // On a phone the menu folds behind one button, so the header stays one line; a navigation closes it.
+  const [menuOpen, setMenuOpen] = useState(false)
+  useEffect(() => setMenuOpen(false), [path])
   // After a navigation in the app, focus goes to the new page's content (a screen reader reads it, and Tab goes on
   // from there); a page load leaves focus at the top, where Tab reaches "Skip to content" first.
   useEffect(() => {
@@ -81,7 +84,16 @@ const Shell = () => {
       <a className="skip" href="#main">Skip to content</a>
       <header className="top">
         <Link to="/" className="brand">Atrium</Link>
-        <nav aria-label="Main">
+        <button
+          type="button"
+          className="menu-toggle secondary"
+          aria-expanded={menuOpen}
+          aria-controls="main-nav"
+          onClick={() => setMenuOpen((open) => !open)}
+        >
+          Menu
+        </button>
+        <nav aria-label="Main" id="main-nav" className={menuOpen ? "open" : undefined}>
           <ul>
             {nav.map(([to, label]) => (
               <li key={to}>

@@ -57,16 +57,16 @@ export const KeysPage = () => {
       {keys !== null && keys.length === 0 && <p>No keys yet.</p>}
       {keys !== null && keys.length > 0 && (
         <div className="table-wrap">
-          <table>
+          <table className="cards">
             <caption className="visually-hidden">Your API keys</caption>
             <thead><tr><th scope="col">Name</th><th scope="col">Key</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col"><span className="visually-hidden">Actions</span></th></tr></thead>
             <tbody>
               {keys.map((key) => (
                 <tr key={key.id}>
-                  <td>{key.name}</td>
-                  <td><code>{key.prefix}…{key.last4}</code></td>
-                  <td>{new Date(key.created_at).toLocaleString()}</td>
-                  <td>{key.last_used_at ? new Date(key.last_used_at).toLocaleString() : "never"}</td>
+                  <td data-label="Name">{key.name}</td>
+                  <td data-label="Key"><code>{key.prefix}…{key.last4}</code></td>
+                  <td data-label="Created">{new Date(key.created_at).toLocaleString()}</td>
+                  <td data-label="Last used">{key.last_used_at ? new Date(key.last_used_at).toLocaleString() : "never"}</td>
                   <td><button type="button" className="danger" onClick={() => void revoke(key)} aria-label={`Revoke ${key.name}`}>Revoke</button></td>
                 </tr>
               ))}
