@@ -54,17 +54,36 @@ describe("web app in Chromium: studio and review", () => {
           await page.getByLabel("Billing").selectOption("UNLOCK")
           await page.getByLabel("Price (credits)").fill("5")
           await page.getByLabel("Free trial messages per person").fill("2")
+          // Remote tools are a form; a wrong URL is said in words and nothing is saved.
+          await page.getByRole("button", { name: "Add an MCP server" }).click()
+          await page.getByLabel("Server 1 name").fill("search")
+          await page.getByLabel("Server 1 URL").fill("mcp.example.com")
+          await page.getByRole("button", { name: "Save draft" }).click()
+          await page.getByRole("alert").getByText(/server 1: the URL must start with https:\/\//).waitFor()
+          await page.getByRole("button", { name: "Remove server 1" }).click()
           await page.getByRole("button", { name: "Save draft" }).click()
           await page.getByText("Saved.").waitFor()
 
-          // --- Test chat on the draft.
+          // --- The test chat beside the editor talks to the saved draft.
+          const beside = page.getByRole("complementary", { name: "Test chat" })
+          await beside.getByText("Hello! Ask me about your taxes.").waitFor()
+          await beside.getByRole("textbox", { name: "Message" }).fill("beside the editor")
+          await beside.getByRole("textbox", { name: "Message" }).press("Enter")
+          await until(page, "the echo beside the editor", () =>
+            document.querySelector("aside [data-testid=answer]")?.textContent === "You said: beside the editor")
+          assert.match(page.url(), new RegExp(`/studio/${id}$`), "the studio stays where it is")
+
+          // --- Test chat on the draft, full page.
           await page.getByRole("link", { name: "Test chat" }).click()
           await page.waitForURL(`${base}/chat/${id}`)
           await page.getByText("Hello! Ask me about your taxes.").waitFor()
           const message = page.getByRole("textbox", { name: "Message" })
           await message.fill("hello there")
           await message.press("Enter")
-          await until(page, "the echo", () => document.querySelector("[data-testid=answer]")?.textContent === "You said: hello there")
+          // The full page continues the newest conversation: the one started beside the editor.
+          await until(page, "the echo", () =>
+            [...document.querySelectorAll("[data-testid=answer]")].map((a) => a.textContent).join("|") ===
+              "You said: beside the editor|You said: hello there")
 
           // --- Earnings before any sale.
           await page.goto(`${base}/earnings`)

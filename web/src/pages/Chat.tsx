@@ -7,9 +7,14 @@ import { type Approval, fold, queueMessage, type Turn, unqueueMessage, UserSide 
 import { Approvals, TurnView, useDetailsSetting } from "../chat/TurnView.js"
 import { type SessionItem, Sidebar, useExpertNames } from "../chat/Sidebar.js"
 
-export const ChatPage = ({ identifier }: { identifier: string }) => {
+/**
+ * A conversation with an expert. `embedded` (the studio's test chat beside the editor): no sidebar, and the
+ * conversation lives in the component, not in the address, and starts fresh.
+ */
+export const ChatPage = ({ identifier, embedded = false }: { identifier: string; embedded?: boolean }) => {
   const me = useMe()
-  const { search } = useLocation()
+  const location = useLocation()
+  const search = embedded ? NEW_CHAT : location.search
   const [sessionId, setSessionId] = useState<string | null>(search.get("session"))
   const [title, setTitle] = useState(identifier)
   const [opening, setOpening] = useState("")
@@ -58,7 +63,7 @@ export const ChatPage = ({ identifier }: { identifier: string }) => {
       const found = itemsOf<{ id: string; agent: string }>(list).find((s) => s.agent === identifier)
       if (found) {
         setSessionId(found.id)
-        navigate(`/chat/${identifier}?session=${found.id}`, true)
+        if (!embedded) navigate(`/chat/${identifier}?session=${found.id}`, true)
       }
     }, () => undefined)
   }, [identifier, sessionId])
@@ -107,7 +112,7 @@ export const ChatPage = ({ identifier }: { identifier: string }) => {
     queueMessage(users.current, id, text)
     if (id !== sessionId) {
       setSessionId(id)
-      navigate(`/chat/${identifier}?session=${id}`, true)
+      if (!embedded) navigate(`/chat/${identifier}?session=${id}`, true)
       setListVersion((n) => n + 1)
     }
     try {
@@ -177,11 +182,11 @@ export const ChatPage = ({ identifier }: { identifier: string }) => {
 
   const live = useMemo(() => turns.at(-1)?.text ?? "", [turns])
   return (
-    <div className="chat-layout">
-    <Sidebar identifier={identifier} current={sessionId} version={listVersion} />
+    <div className={embedded ? "chat-embedded" : "chat-layout"}>
+    {!embedded && <Sidebar identifier={identifier} current={sessionId} version={listVersion} />}
     <section className="chat">
       <header className="chat-head">
-        <h1>{title}</h1>
+        {embedded ? <h3>{title}</h3> : <h1>{title}</h1>}
         <p className="muted">
           <Link to={`/marketplace/${identifier}`}>About this expert</Link> · Balance {formatCredits(me.balance)}
           {connection === "reconnecting" && <span role="status"> · Reconnecting…</span>}
@@ -274,6 +279,8 @@ const useStickToBottom = (deps: ReadonlyArray<unknown>) => {
   }
   return { ref, onScroll, atBottom, stick, jump }
 }
+
+const NEW_CHAT = new URLSearchParams("new=1")
 
 export const ChatListPage = () => {
   const [sessions, setSessions] = useState<ReadonlyArray<SessionItem> | null>(null)
