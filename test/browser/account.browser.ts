@@ -132,5 +132,26 @@ describe("web app in Chromium: account", () => {
           await creator.context.close()
         })
       }))
+
+    it.effect("keys: create one (shown once, and it calls /v1), then revoke it", () =>
+      Effect.gen(function*() {
+        const { url: base } = yield* TestServer
+        const browser = yield* Browser
+        yield* Effect.promise(async () => {
+          const { context, page } = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE })
+          await page.goto(`${base}/keys`)
+          await page.getByLabel("Key name").fill("browser laptop")
+          await page.getByRole("button", { name: "Create key" }).click()
+          const key = (await page.getByTestId("new-key").textContent()) ?? ""
+          const models = await fetch(`${base}/v1/models`, { headers: { authorization: `Bearer ${key}` } })
+          assert.strictEqual(models.status, 200)
+          page.once("dialog", (dialog) => void dialog.accept())
+          await page.getByRole("button", { name: "Revoke browser laptop" }).click()
+          await until(page, "the key gone from the list", () => !(document.querySelector("table")?.textContent ?? "").includes("browser laptop"))
+          const refused = await fetch(`${base}/v1/models`, { headers: { authorization: `Bearer ${key}` } })
+          assert.strictEqual(refused.status, 401)
+          await context.close()
+        })
+      }))
   })
 })

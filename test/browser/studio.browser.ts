@@ -75,7 +75,7 @@ describe("web app in Chromium: studio and review", () => {
 
           // --- Test chat on the draft, full page.
           await page.getByRole("link", { name: "Test chat" }).click()
-          await page.waitForURL(`${base}/chat/${id}`)
+          await page.waitForURL(new RegExp(`/chat/${id}`))
           await page.getByText("Hello! Ask me about your taxes.").waitFor()
           const message = page.getByRole("textbox", { name: "Message" })
           await message.fill("hello there")

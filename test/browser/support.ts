@@ -42,7 +42,9 @@ export const Platform = Layer.merge(
     INTERNAL_TOKEN,
     PAYMENT_WEBHOOK_SECRET: PAYMENT_SECRET,
     ADMIN_PHONES: OPERATOR_PHONE,
-    SMS_TEST_OTP: `${TEST_PHONE}=${TEST_CODE},${BUYER_PHONE}=${BUYER_CODE},${OPERATOR_PHONE}=${OPERATOR_CODE}`
+    SMS_TEST_OTP: `${TEST_PHONE}=${TEST_CODE},${BUYER_PHONE}=${BUYER_CODE},${OPERATOR_PHONE}=${OPERATOR_CODE}`,
+    // Another build of the web app (say, main's, to see a test fail before its fix): WEB_DIST=/path/to/web/dist.
+    ...(process.env.WEB_DIST ? { WEB_DIST: process.env.WEB_DIST } : {})
   }),
   Browser.layer
 )
