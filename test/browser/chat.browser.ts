@@ -70,7 +70,8 @@ describe("web app in Chromium: chat", () => {
           await box.press("Enter")
           await until(page, "the third long answer under way", () =>
             (document.querySelectorAll("[data-testid=answer]")[5]?.textContent ?? "").includes("chunk 2 "))
-          await page.getByTestId("conversation").evaluate((el) => { (el as unknown as { scrollTop: number }).scrollTop = 0 })
+          await page.getByTestId("conversation").hover()
+          await page.mouse.wheel(0, -5000)
           const jump = page.getByRole("button", { name: /Jump to latest/ })
           await jump.waitFor()
           await until(page, "the third long answer done", () =>

@@ -1,4 +1,4 @@
-import { useEffect, useLayoutEffect, useMemo, useRef, useState, type FormEvent, type KeyboardEvent } from "react"
+import { useEffect, useLayoutEffect, useMemo, useRef, useState, type FormEvent, type KeyboardEvent, type WheelEvent } from "react"
 import { call, itemsOf } from "../api.js"
 import { Link, navigate, useLocation } from "../router.js"
 import { formatCredits, useMe } from "../session.js"
@@ -192,7 +192,7 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
           {connection === "reconnecting" && <span role="status"> · Reconnecting…</span>}
         </p>
       </header>
-      <div className="scroller" ref={scroller.ref} onScroll={scroller.onScroll} data-testid="conversation" tabIndex={0} role="region" aria-label="Conversation">
+      <div className="scroller" ref={scroller.ref} onScroll={scroller.onScroll} onWheel={scroller.onWheel} onKeyDown={scroller.onKeyDown} data-testid="conversation" tabIndex={0} role="region" aria-label="Conversation">
         <ol className="turns" aria-live="off">
           {opening && <li className="turn"><div className="bubble assistant">{opening}</div></li>}
           {turns.map((turn, i) => (
@@ -273,11 +273,23 @@ const useStickToBottom = (deps: ReadonlyArray<unknown>) => {
     stuck.current = true
     setAtBottom(true)
   }
+  // A wheel or key that scrolls up lets go at once: waiting for the scroll event would lose to the next streamed
+  // piece, which scrolls back to the bottom first.
+  const letGo = () => {
+    stuck.current = false
+    setAtBottom(false)
+  }
+  const onWheel = (e: WheelEvent<HTMLDivElement>) => {
+    if (e.deltaY < 0) letGo()
+  }
+  const onKeyDown = (e: KeyboardEvent<HTMLDivElement>) => {
+    if (e.key === "PageUp" || e.key === "ArrowUp" || e.key === "Home") letGo()
+  }
   const jump = () => {
     stick()
     toBottom()
   }
-  return { ref, onScroll, atBottom, stick, jump }
+  return { ref, onScroll, onWheel, onKeyDown, atBottom, stick, jump }
 }
 
 const NEW_CHAT = new URLSearchParams("new=1")
