@@ -15,16 +15,16 @@ export interface Line {
 
 export const LedgerTable = ({ lines, caption }: { lines: ReadonlyArray<Line>; caption: string }) => (
   <div className="table-wrap">
-    <table className="cards">
+    <table className="cards" role="table">
       <caption>{caption}</caption>
-      <thead><tr><th scope="col">When</th><th scope="col">What</th><th scope="col" className="num">Amount</th><th scope="col" className="num">Balance after</th></tr></thead>
-      <tbody>
+      <thead role="rowgroup"><tr role="row"><th role="columnheader" scope="col">When</th><th role="columnheader" scope="col">What</th><th role="columnheader" scope="col" className="num">Amount</th><th role="columnheader" scope="col" className="num">Balance after</th></tr></thead>
+      <tbody role="rowgroup">
         {lines.map((line) => (
-          <tr key={line.seq}>
-            <td data-label="When">{new Date(line.created_at).toLocaleString()}</td>
-            <td data-label="What">{line.description ?? line.kind}{line.metadata?.agent ? ` (${line.metadata.agent})` : ""}</td>
-            <td className={`num ${line.amount < 0 ? "neg" : "pos"}`} data-label="Amount">{line.amount > 0 ? "+" : ""}{line.amount}</td>
-            <td className="num" data-label="Balance after">{line.balance_after}</td>
+          <tr role="row" key={line.seq}>
+            <td role="cell" data-label="When">{new Date(line.created_at).toLocaleString()}</td>
+            <td role="cell" data-label="What">{line.description ?? line.kind}{line.metadata?.agent ? ` (${line.metadata.agent})` : ""}</td>
+            <td role="cell" className={`num ${line.amount < 0 ? "neg" : "pos"}`} data-label="Amount">{line.amount > 0 ? "+" : ""}{line.amount}</td>
+            <td role="cell" className="num" data-label="Balance after">{line.balance_after}</td>
           </tr>
         ))}
       </tbody>
