@@ -8,7 +8,8 @@ import { defineConfig } from "vitest/config"
 export default defineConfig({
   test: {
     include: ["test/browser/**/*.browser.ts"],
-    maxWorkers: 1,
+    // Two files at a time (each its own platform and Chromium): the suite mostly waits on streams and pages.
+    maxWorkers: 2,
     minWorkers: 1,
     testTimeout: 180_000,
     hookTimeout: 180_000

@@ -149,7 +149,7 @@ try {
     await page.getByTestId("submission").waitFor()
     await shot(page, "studio-edit")
     await page.goto(`${base}/earnings`)
-    await page.getByRole("cell", { name: ids[0], exact: true }).waitFor()
+    await page.getByText(ids[0]!, { exact: true }).first().waitFor()
     await shot(page, "earnings")
     await page.goto(`${base}/wallet`)
     await page.getByRole("table").waitFor()

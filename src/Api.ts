@@ -12,7 +12,7 @@ import { EnvironmentsApi } from "./environments/Api.js"
 import { FilesApi } from "./files/Api.js"
 import { KnowledgeApi } from "./knowledge/Api.js"
 import { AccountApi, AuthApi } from "./identity/Api.js"
-import { AgentSkillsApi, CreatorReviewsApi, CreatorsApi, MarketApi } from "./market/Api.js"
+import { AdminApi, AgentSkillsApi, CreatorReviewsApi, CreatorsApi, MarketApi } from "./market/Api.js"
 import { NotificationsApi } from "./notifications/Api.js"
 import { END_USER_ROUTES } from "./identity/Authentication.js"
 import { OAUTH_PATHS, OAUTH_TAG } from "./identity/oauth/OpenApi.js"
@@ -162,6 +162,7 @@ export class AtriumApi extends HttpApi.make("atrium")
   .add(CreatorsApi)
   .add(NotificationsApi)
   .add(CreatorReviewsApi)
+  .add(AdminApi)
   .add(AgentSkillsApi)
   .add(EvolutionApi)
   .add(DistillationsApi)

@@ -273,6 +273,15 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
 
     const pendingOf = (agent: AgentRow) => repo.pendingSubmission(agent.id)
 
+    /** Whether `userId` runs the published expert without trials: a free one, their own, or one they unlocked. */
+    const unlocked = Effect.fn("Agents.unlocked")(function*(userId: string, identifier: string) {
+      const found = yield* Effect.option(published(identifier))
+      if (Option.isNone(found)) return false
+      const { agent, config } = found.value
+      if (config.billing.type !== "UNLOCK" || agent.ownerId === userId) return true
+      return yield* repo.hasPurchased(userId, agent.id)
+    })
+
     return {
       create,
       owned,
@@ -282,13 +291,18 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
       decide,
       purchase,
       pendingOf,
+      unlocked,
       byOwner: repo.byOwner,
       byIdentifier: repo.byIdentifier,
       earnings: repo.earnings,
       market: repo.published,
       marketCategories: repo.publishedCategories,
       hasPurchased: repo.hasPurchased,
-      latestSubmission: repo.latestSubmission
+      latestSubmission: repo.latestSubmission,
+      pendingSubmissions: repo.pendingSubmissions,
+      submissions: repo.submissions,
+      submission: repo.submission,
+      version: repo.version
     } as const
   }),
   dependencies: [AgentsConfig.Default, AgentsRepo.Default, ModelCatalog.Default, Notifications.Default, KnowledgeRepo.Default]

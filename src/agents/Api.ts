@@ -44,6 +44,12 @@ export const AgentView = Schema.Struct({
   knowledge_bases: Schema.optional(Schema.Array(Schema.String)),
   published_version: Schema.NullOr(Schema.Int),
   pending_submission: Schema.NullOr(SubmissionView),
+  /** The owner's single-agent view only: every submission, newest first, with the reviewer's reason. */
+  review_history: Schema.optional(Schema.Array(Schema.Struct({
+    ...SubmissionView.fields,
+    reason: Schema.NullOr(Schema.String),
+    decided_at: Schema.NullOr(Schema.String)
+  }))),
   created_at: Schema.optional(Schema.String),
   updated_at: Schema.optional(Schema.String)
 })
@@ -125,6 +131,15 @@ export class PurchasesApi extends HttpApiGroup.make("purchases")
       .addError(InsufficientCredits)
       .addError(IdempotencyConflict)
       .addError(DailyCapExceeded)
+  )
+  .add(
+    HttpApiEndpoint.get("status", "/api/purchases/:agent")
+      .setPath(Schema.Struct({ agent: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64)) }))
+      .addSuccess(Schema.Struct({ agent: Schema.String, unlocked: Schema.Boolean }))
+      .annotate(
+        OpenApi.Description,
+        "Whether the logged-in user may use the expert without trials: unlocked, its creator, or a free expert. False for an unknown one."
+      )
   )
   .middleware(UserAuthentication)
   .addError(InvalidRequest)

@@ -46,7 +46,17 @@ export const AgentsHttp = HttpApiBuilder.group(AtriumApi, "agents", (handlers) =
         Effect.gen(function*() {
           const caller = yield* Caller
           const agent = yield* agents.byIdentifier(path.identifier)
-          if (Option.isSome(agent) && agent.value.ownerId === caller.userId) return yield* withPending(agent.value)
+          if (Option.isSome(agent) && agent.value.ownerId === caller.userId) {
+            const history = yield* agents.submissions(agent.value.id)
+            return {
+              ...(yield* withPending(agent.value)),
+              review_history: history.map((s) => ({
+                ...submissionView(s),
+                reason: s.reason,
+                decided_at: s.decidedAt === null ? null : s.decidedAt.toISOString()
+              }))
+            }
+          }
           // Anyone else sees the published version only, and nothing of what waits for review.
           const { config, version } = yield* agents.published(path.identifier)
           return {
@@ -90,8 +100,11 @@ export const AgentsHttp = HttpApiBuilder.group(AtriumApi, "agents", (handlers) =
 export const PurchasesHttp = HttpApiBuilder.group(AtriumApi, "purchases", (handlers) =>
   Effect.gen(function*() {
     const agents = yield* Agents
-    return handlers.handle("purchase", ({ payload }) =>
-      Effect.flatMap(CurrentUser, (user) => agents.purchase(user.userId, payload.agent)))
+    return handlers
+      .handle("purchase", ({ payload }) => Effect.flatMap(CurrentUser, (user) => agents.purchase(user.userId, payload.agent)))
+      .handle("status", ({ path }) =>
+        Effect.flatMap(CurrentUser, (user) =>
+          Effect.map(agents.unlocked(user.userId, path.agent), (unlocked) => ({ agent: path.agent, unlocked }))))
   })).pipe(Layer.provide(AuthenticationLive))
 
 export const ReviewsHttp = HttpApiBuilder.group(AtriumApi, "reviews", (handlers) =>

@@ -151,6 +151,31 @@ export class AgentsRepo extends Effect.Service<AgentsRepo>()("atrium/agents/Agen
         return decided
       })).pipe(Effect.orDie)
 
+    /** Every submission waiting for review, oldest first, with what the reviewer needs to place it. */
+    const pendingSubmissions = sql`
+      SELECT s.id, s.version, s.status, s.reason, s.submitted_at, s.decided_at, s.agent_id, a.identifier, a.owner_id,
+             a.published_version, v.config
+      FROM agent_submissions s JOIN agents a ON a.id = s.agent_id
+      JOIN agent_versions v ON v.agent_id = s.agent_id AND v.version = s.version
+      WHERE s.status = 'pending' ORDER BY s.submitted_at, s.id`.pipe(
+      Effect.flatMap(decodeRows(Schema.Struct({
+        ...SubmissionRow.fields,
+        ...Owned.fields,
+        publishedVersion: Schema.NullOr(Schema.Number),
+        ...Config.fields
+      }))),
+      Effect.orDie
+    )
+
+    /** The review history of an agent, newest first. */
+    const submissions = (agentId: string) =>
+      sql`
+        SELECT id, version, status, reason, submitted_at, decided_at FROM agent_submissions
+        WHERE agent_id = ${agentId} ORDER BY submitted_at DESC, version DESC LIMIT 50`.pipe(
+        Effect.flatMap(decodeRows(SubmissionRow)),
+        Effect.orDie
+      )
+
     const hasPurchased = (userId: string, agentId: string) =>
       sql`SELECT 1 FROM purchases WHERE user_id = ${userId} AND agent_id = ${agentId}`.pipe(
         Effect.map((rows) => rows.length > 0),
@@ -217,6 +242,8 @@ export class AgentsRepo extends Effect.Service<AgentsRepo>()("atrium/agents/Agen
       pendingSubmission,
       latestSubmission,
       submission,
+      pendingSubmissions,
+      submissions,
       decide,
       hasPurchased,
       recordPurchase,

@@ -190,3 +190,78 @@ export class AgentSkillsApi extends HttpApiGroup.make("agentSkills")
   .annotate(OpenApi.Title, "Skills")
   .annotate(OpenApi.Description, "The skills of an expert: those whose tools it has.")
 {}
+
+const Reason = Schema.Struct({ reason: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(2000)) })
+const Decision = Schema.Struct({ id: Schema.String, version: Schema.Int, status: Schema.String })
+
+/**
+ * The review console (issue 27 item 4): for the operators of `ADMIN_PHONES`, logged in as usual; anyone else gets
+ * 404. It decides through the same services as `/internal/reviews/*` and `/internal/creators/*`.
+ */
+export class AdminApi extends HttpApiGroup.make("admin")
+  .add(
+    HttpApiEndpoint.get("queue", "/api/admin/queue")
+      .addSuccess(Schema.Struct({
+        submissions: Schema.Array(Schema.Struct({
+          id: Schema.String,
+          agent: Schema.String,
+          name: Schema.String,
+          version: Schema.Int,
+          owner_id: Schema.String,
+          published_version: Schema.NullOr(Schema.Int),
+          submitted_at: Schema.String
+        })),
+        applications: Schema.Array(CreatorView)
+      }))
+      .addError(NotFound)
+      .annotate(OpenApi.Description, "What waits for review: expert submissions and creator applications, oldest first.")
+  )
+  .add(
+    HttpApiEndpoint.get("submission", "/api/admin/submissions/:id")
+      .setPath(Schema.Struct({ id: Schema.String }))
+      .addSuccess(Schema.Struct({
+        id: Schema.String,
+        agent: Schema.String,
+        version: Schema.Int,
+        status: Schema.String,
+        reason: Schema.NullOr(Schema.String),
+        owner_id: Schema.String,
+        submitted_at: Schema.String,
+        published_version: Schema.NullOr(Schema.Int),
+        submitted: Schema.NullOr(Schema.Unknown),
+        published: Schema.NullOr(Schema.Unknown)
+      }))
+      .addError(NotFound)
+      .annotate(OpenApi.Description, "A submission: the submitted version and the published one it would replace (null for a first one).")
+  )
+  .add(
+    HttpApiEndpoint.post("approveSubmission", "/api/admin/submissions/:id/approve")
+      .setPath(Schema.Struct({ id: Schema.String }))
+      .addSuccess(Decision)
+      .addError(NotFound)
+  )
+  .add(
+    HttpApiEndpoint.post("rejectSubmission", "/api/admin/submissions/:id/reject")
+      .setPath(Schema.Struct({ id: Schema.String }))
+      .setPayload(Reason)
+      .addSuccess(Decision)
+      .addError(NotFound)
+  )
+  .add(
+    HttpApiEndpoint.post("approveApplication", "/api/admin/applications/:id/approve")
+      .setPath(Schema.Struct({ id: Schema.String }))
+      .addSuccess(CreatorView)
+      .addError(NotFound)
+  )
+  .add(
+    HttpApiEndpoint.post("rejectApplication", "/api/admin/applications/:id/reject")
+      .setPath(Schema.Struct({ id: Schema.String }))
+      .setPayload(Reason)
+      .addSuccess(CreatorView)
+      .addError(NotFound)
+  )
+  .middleware(UserAuthentication)
+  .addError(InvalidRequest)
+  .annotate(OpenApi.Title, "Review console")
+  .annotate(OpenApi.Description, "Operators (ADMIN_PHONES) review expert submissions and creator applications.")
+{}

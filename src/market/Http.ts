@@ -4,6 +4,7 @@ import { AtriumApi } from "../Api.js"
 import { AuthenticationLive, Caller, CurrentUser } from "../identity/Authentication.js"
 import { Creators } from "./Creators.js"
 import { Market } from "./Market.js"
+import { Review } from "./Review.js"
 import { pageOf } from "../platform/http/Lists.js"
 
 const PAGE_SIZE = 20
@@ -43,6 +44,25 @@ export const CreatorReviewsHttp = HttpApiBuilder.group(AtriumApi, "creatorReview
       .handle("reject", ({ path, payload }) => creators.decide(path.id, "rejected", payload.reason))
   }))
 
+/** The review console: every route first checks that the caller is an operator (404 otherwise). */
+export const AdminHttp = HttpApiBuilder.group(AtriumApi, "admin", (handlers) =>
+  Effect.gen(function*() {
+    const review = yield* Review
+    const asOperator = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+      Effect.flatMap(CurrentUser, (user) => Effect.zipRight(review.operator(user.phone), effect))
+    const decision = (s: { id: string; version: number; status: string }) => ({ id: s.id, version: s.version, status: s.status })
+    return handlers
+      .handle("queue", () => asOperator(review.queue()))
+      .handle("submission", ({ path }) => asOperator(review.submission(path.id)))
+      .handle("approveSubmission", ({ path }) =>
+        asOperator(Effect.map(review.decideSubmission(path.id, "approved", null), decision)))
+      .handle("rejectSubmission", ({ path, payload }) =>
+        asOperator(Effect.map(review.decideSubmission(path.id, "rejected", payload.reason), decision)))
+      .handle("approveApplication", ({ path }) => asOperator(review.decideApplication(path.id, "approved", null)))
+      .handle("rejectApplication", ({ path, payload }) =>
+        asOperator(review.decideApplication(path.id, "rejected", payload.reason)))
+  })).pipe(Layer.provide(AuthenticationLive))
+
 export const AgentSkillsHttp = HttpApiBuilder.group(AtriumApi, "agentSkills", (handlers) =>
   Effect.gen(function*() {
     const market = yield* Market
@@ -57,5 +77,6 @@ export const MarketHttpLive = Layer.mergeAll(
   MarketHttp,
   CreatorsHttp,
   CreatorReviewsHttp,
+  AdminHttp,
   AgentSkillsHttp
-).pipe(Layer.provide([Market.Default, Creators.Default]))
+).pipe(Layer.provide([Market.Default, Creators.Default, Review.Default]))

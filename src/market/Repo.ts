@@ -77,6 +77,13 @@ export class MarketRepo extends Effect.Service<MarketRepo>()("atrium/market/Mark
         Effect.orDie
       )
 
+    /** Applications waiting for review, oldest first. */
+    const pendingCreators = sql`
+      SELECT ${sql.literal(CREATOR)} FROM creators WHERE status = 'pending' ORDER BY applied_at, user_id`.pipe(
+      Effect.flatMap(decodeRows(CreatorRowSchema)),
+      Effect.orDie
+    )
+
     const skills = (keyword: string | undefined) => {
       const pattern = likePattern(keyword)
       return sql`
@@ -88,6 +95,6 @@ export class MarketRepo extends Effect.Service<MarketRepo>()("atrium/market/Mark
       )
     }
 
-    return { creator, apply, decide, skills } as const
+    return { creator, apply, decide, pendingCreators, skills } as const
   })
 }) {}

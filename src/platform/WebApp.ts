@@ -17,6 +17,7 @@ export const APP_PAGES = [
   "/chat",
   "/chat/:identifier",
   "/studio",
+  "/admin",
   "/studio/:identifier",
   "/marketplace",
   "/marketplace/:identifier",

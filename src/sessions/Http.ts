@@ -41,6 +41,7 @@ export const SessionsHttp = HttpApiBuilder.group(AtriumApi, "sessions", (handler
       .handle("list", ({ urlParams }) =>
         Effect.flatMap(Caller, (caller) => sessions.list(caller, urlParams.limit ?? 20, Option.fromNullable(urlParams.after))))
       .handle("get", ({ path }) => Effect.flatMap(Caller, (caller) => sessions.get(caller, path.id)))
+      .handle("update", ({ path, payload }) => Effect.flatMap(Caller, (caller) => sessions.rename(caller, path.id, payload.title)))
       .handle("remove", ({ path }) => Effect.flatMap(Caller, (caller) => sessions.remove(caller, path.id)))
       .handle("send", ({ path, payload }) =>
         Effect.gen(function*() {

@@ -124,6 +124,9 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
         Effect.orDie
       )
 
+    const setTitle = (id: string, title: string | null) =>
+      sql`UPDATE sessions SET title = ${title}, updated_at = now() WHERE id = ${id}`.pipe(Effect.asVoid, Effect.orDie)
+
     const setStatus = (id: string, status: SessionStatus) =>
       sql`UPDATE sessions SET status = ${status}, updated_at = now() WHERE id = ${id}`.pipe(Effect.asVoid, Effect.orDie)
 
@@ -359,6 +362,7 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
         WHERE session_id = ${id} AND status = 'running'`.pipe(Effect.asVoid, Effect.orDie)
 
     return {
+      setTitle,
       insert,
       byId,
       list,

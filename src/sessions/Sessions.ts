@@ -157,6 +157,13 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       return { ...sessionView(session), messages: turns.flatMap((turn) => turn.messages.map(messageView(turn.turn))) }
     })
 
+    /** Renames a session (the web app's conversation list shows the title); an empty title clears it. */
+    const rename = Effect.fn("Sessions.rename")(function*(caller: CallerIdentity, id: string, title: string) {
+      yield* owned(caller, id)
+      yield* repo.setTitle(id, title.trim() === "" ? null : title.trim())
+      return sessionView(Option.getOrThrow(yield* repo.byId(id)))
+    })
+
     const remove = Effect.fn("Sessions.remove")(function*(caller: CallerIdentity, id: string) {
       const session = yield* owned(caller, id)
       yield* toEntity(client(id).Stop()).pipe(Effect.orDie)
@@ -396,7 +403,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
 
     const invalid = (message: string) => new InvalidRequest({ message })
 
-    return { create, list, get, remove, send, sendStream, answerApproval, interrupt, adopt, subscribe, files, fileContent, invalid } as const
+    return { create, list, get, rename, remove, send, sendStream, answerApproval, interrupt, adopt, subscribe, files, fileContent, invalid } as const
   }),
   dependencies: [SessionsRepo.Default, SessionHub.Default, Runs.Default, Approvals.Default, EnvironmentsRepo.Default, RunsRepo.Default]
 }) {}

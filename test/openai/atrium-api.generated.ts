@@ -805,7 +805,11 @@ export interface paths {
         delete: operations["sessions.remove"];
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Renames a session; an empty title clears it
+         * @description Renames a session; an empty title clears it.
+         */
+        patch: operations["sessions.update"];
         trace?: never;
     };
     "/v1/sessions/{id}/events": {
@@ -926,6 +930,26 @@ export interface paths {
          * @description POST /api/purchases
          */
         post: operations["purchases.purchase"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/purchases/{agent}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * GET /api/purchases/{agent}
+         * @description Whether the logged-in user may use the expert without trials: unlocked, its creator, or a free expert. False for an unknown one.
+         */
+        get: operations["purchases.status"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1466,6 +1490,126 @@ export interface paths {
          * @description POST /internal/creators/{id}/reject
          */
         post: operations["creatorReviews.reject"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/queue": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What waits for review: expert submissions and creator applications, oldest first
+         * @description What waits for review: expert submissions and creator applications, oldest first.
+         */
+        get: operations["admin.queue"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/submissions/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A submission: the submitted version and the published one it would replace (null for a first one)
+         * @description A submission: the submitted version and the published one it would replace (null for a first one).
+         */
+        get: operations["admin.submission"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/submissions/{id}/approve": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * POST /api/admin/submissions/{id}/approve
+         * @description POST /api/admin/submissions/{id}/approve
+         */
+        post: operations["admin.approveSubmission"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/submissions/{id}/reject": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * POST /api/admin/submissions/{id}/reject
+         * @description POST /api/admin/submissions/{id}/reject
+         */
+        post: operations["admin.rejectSubmission"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/applications/{id}/approve": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * POST /api/admin/applications/{id}/approve
+         * @description POST /api/admin/applications/{id}/approve
+         */
+        post: operations["admin.approveApplication"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/applications/{id}/reject": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * POST /api/admin/applications/{id}/reject
+         * @description POST /api/admin/applications/{id}/reject
+         */
+        post: operations["admin.rejectApplication"];
         delete?: never;
         options?: never;
         head?: never;
@@ -3524,6 +3668,15 @@ export interface operations {
                                 status: "pending" | "approved" | "rejected" | "superseded";
                                 submitted_at: string;
                             } | null;
+                            review_history?: {
+                                id: string;
+                                version: components["schemas"]["Int"];
+                                /** @enum {string} */
+                                status: "pending" | "approved" | "rejected" | "superseded";
+                                submitted_at: string;
+                                reason: string | null;
+                                decided_at: string | null;
+                            }[];
                             created_at?: string;
                             updated_at?: string;
                         }[];
@@ -3718,6 +3871,15 @@ export interface operations {
                             status: "pending" | "approved" | "rejected" | "superseded";
                             submitted_at: string;
                         } | null;
+                        review_history?: {
+                            id: string;
+                            version: components["schemas"]["Int"];
+                            /** @enum {string} */
+                            status: "pending" | "approved" | "rejected" | "superseded";
+                            submitted_at: string;
+                            reason: string | null;
+                            decided_at: string | null;
+                        }[];
                         created_at?: string;
                         updated_at?: string;
                     };
@@ -3800,6 +3962,15 @@ export interface operations {
                             status: "pending" | "approved" | "rejected" | "superseded";
                             submitted_at: string;
                         } | null;
+                        review_history?: {
+                            id: string;
+                            version: components["schemas"]["Int"];
+                            /** @enum {string} */
+                            status: "pending" | "approved" | "rejected" | "superseded";
+                            submitted_at: string;
+                            reason: string | null;
+                            decided_at: string | null;
+                        }[];
                         created_at?: string;
                         updated_at?: string;
                     };
@@ -3992,6 +4163,15 @@ export interface operations {
                             status: "pending" | "approved" | "rejected" | "superseded";
                             submitted_at: string;
                         } | null;
+                        review_history?: {
+                            id: string;
+                            version: components["schemas"]["Int"];
+                            /** @enum {string} */
+                            status: "pending" | "approved" | "rejected" | "superseded";
+                            submitted_at: string;
+                            reason: string | null;
+                            decided_at: string | null;
+                        }[];
                         created_at?: string;
                         updated_at?: string;
                     };
@@ -5097,6 +5277,81 @@ export interface operations {
             };
         };
     };
+    "sessions.update": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
+                "X-End-User-Id"?: string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * maxLength(200)
+                     * @description a string at most 200 character(s) long
+                     */
+                    title: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        agent: string;
+                        /** @enum {string} */
+                        status: "idle" | "running" | "waiting_approval";
+                        end_user_id: string | null;
+                        environment_id: string | null;
+                        title: string | null;
+                        metadata: {
+                            [key: string]: unknown;
+                        };
+                        created_at: string;
+                        updated_at: string;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NotFound */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     "sessions.subscribe": {
         parameters: {
             query?: {
@@ -5554,6 +5809,50 @@ export interface operations {
             };
             /** @description DailyCapExceeded */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "purchases.status": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a string at most 64 character(s) long */
+                agent: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        agent: string;
+                        unlocked: boolean;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7687,6 +7986,383 @@ export interface operations {
             };
             /** @description The request did not match the expected schema */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NotFound */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "admin.queue": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        submissions: {
+                            id: string;
+                            agent: string;
+                            name: string;
+                            version: components["schemas"]["Int"];
+                            owner_id: string;
+                            published_version: components["schemas"]["Int"] | null;
+                            submitted_at: string;
+                        }[];
+                        applications: {
+                            user_id: string;
+                            /** @enum {string} */
+                            status: "not_applied" | "pending" | "approved" | "rejected";
+                            display_name: string | null;
+                            bio: string | null;
+                            account_type: string | null;
+                            email: string | null;
+                            reason: string | null;
+                            applied_at: string | null;
+                            decided_at: string | null;
+                        }[];
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NotFound */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "admin.submission": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        agent: string;
+                        version: components["schemas"]["Int"];
+                        status: string;
+                        reason: string | null;
+                        owner_id: string;
+                        submitted_at: string;
+                        published_version: components["schemas"]["Int"] | null;
+                        /** unknown */
+                        submitted: unknown;
+                        /** unknown */
+                        published: unknown;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NotFound */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "admin.approveSubmission": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        version: components["schemas"]["Int"];
+                        status: string;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NotFound */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "admin.rejectSubmission": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * maxLength(2000)
+                     * @description a string at most 2000 character(s) long
+                     */
+                    reason: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        version: components["schemas"]["Int"];
+                        status: string;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NotFound */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "admin.approveApplication": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        user_id: string;
+                        /** @enum {string} */
+                        status: "not_applied" | "pending" | "approved" | "rejected";
+                        display_name: string | null;
+                        bio: string | null;
+                        account_type: string | null;
+                        email: string | null;
+                        reason: string | null;
+                        applied_at: string | null;
+                        decided_at: string | null;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NotFound */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "admin.rejectApplication": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * maxLength(2000)
+                     * @description a string at most 2000 character(s) long
+                     */
+                    reason: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        user_id: string;
+                        /** @enum {string} */
+                        status: "not_applied" | "pending" | "approved" | "rejected";
+                        display_name: string | null;
+                        bio: string | null;
+                        account_type: string | null;
+                        email: string | null;
+                        reason: string | null;
+                        applied_at: string | null;
+                        decided_at: string | null;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
                 headers: {
                     [name: string]: unknown;
                 };

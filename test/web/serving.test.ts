@@ -24,7 +24,7 @@ const build = (() => {
   return dir
 })()
 
-const PAGES = ["/", "/chat", "/chat/some-expert", "/studio", "/marketplace", "/earnings", "/wallet", "/keys", "/marketplace/x", "/studio/x"]
+const PAGES = ["/", "/chat", "/chat/some-expert", "/studio", "/admin", "/marketplace", "/earnings", "/wallet", "/keys", "/marketplace/x", "/studio/x"]
 
 const get = (path: string) => Effect.flatMap(TestServer, (server) => requestAt(server.url, "GET", path))
 

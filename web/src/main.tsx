@@ -1,4 +1,4 @@
-import { StrictMode, useEffect, useRef } from "react"
+import { StrictMode, useEffect, useRef, useState } from "react"
 import { createRoot } from "react-dom/client"
 import "./style.css"
 import { Link, LocationProvider, match, navigate, useLocation } from "./router.js"
@@ -11,6 +11,8 @@ import { EarningsPage } from "./pages/Earnings.js"
 import { WalletPage } from "./pages/Wallet.js"
 import { KeysPage } from "./pages/Keys.js"
 import { KnowledgePage } from "./pages/Knowledge.js"
+import { AdminPage } from "./pages/Admin.js"
+import { call } from "./api.js"
 
 const NAV = [
   ["/marketplace", "Marketplace"],
@@ -49,6 +51,7 @@ const Routes = () => {
   if (path === "/wallet") return <RequireLogin><WalletPage /></RequireLogin>
   if (path === "/keys") return <RequireLogin><KeysPage /></RequireLogin>
   if (path === "/knowledge") return <RequireLogin><KnowledgePage /></RequireLogin>
+  if (path === "/admin") return <RequireLogin><AdminPage /></RequireLogin>
   return <section><h1>Not found</h1><p>There is no page at {path}.</p></section>
 }
 
@@ -57,6 +60,16 @@ const Shell = () => {
   const { path } = useLocation()
   const main = useRef<HTMLElement>(null)
   const first = useRef(true)
+  // The review console is in the menu of operators only: the queue answers them, and 404 to everyone else.
+  const [operator, setOperator] = useState(false)
+  useEffect(() => {
+    if (!me.loggedIn) return setOperator(false)
+    call((c) => c.admin.queue()).then(() => setOperator(true), () => setOperator(false))
+  }, [me.loggedIn])
+  const nav = operator ? [...NAV, ["/admin", "Review"] as const] : NAV
+  // On a phone the menu folds behind one button, so the header stays one line; a navigation closes it.
+  const [menuOpen, setMenuOpen] = useState(false)
+  useEffect(() => setMenuOpen(false), [path])
   // After a navigation in the app, focus goes to the new page's content (a screen reader reads it, and Tab goes on
   // from there); a page load leaves focus at the top, where Tab reaches "Skip to content" first.
   useEffect(() => {
@@ -71,9 +84,18 @@ const Shell = () => {
       <a className="skip" href="#main">Skip to content</a>
       <header className="top">
         <Link to="/" className="brand">Atrium</Link>
-        <nav aria-label="Main">
+        <button
+          type="button"
+          className="menu-toggle secondary"
+          aria-expanded={menuOpen}
+          aria-controls="main-nav"
+          onClick={() => setMenuOpen((open) => !open)}
+        >
+          Menu
+        </button>
+        <nav aria-label="Main" id="main-nav" className={menuOpen ? "open" : undefined}>
           <ul>
-            {NAV.map(([to, label]) => (
+            {nav.map(([to, label]) => (
               <li key={to}>
                 <Link to={to} aria-current={path === to || path.startsWith(`${to}/`) ? "page" : undefined}>{label}</Link>
               </li>

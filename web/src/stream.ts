@@ -1,3 +1,4 @@
+import { failureOf } from "./api.js"
 /**
  * A session's events (docs/sessions.md, docs/events.md) over streamed `fetch`: SSE routes are not decoded by the
  * HttpApi client. It resumes from the last `seq` it saw (`?after=`) after a reload or a lost connection, and drops
@@ -93,9 +94,6 @@ export const sendToSession = async (sessionId: string, body: unknown): Promise<v
     headers: { "content-type": "application/json", accept: "text/event-stream" },
     body: JSON.stringify(body)
   })
-  if (!response.ok) {
-    const error = await response.json().catch(() => ({})) as { error?: { message?: string } }
-    throw new Error(error.error?.message ?? `The server answered ${response.status}.`)
-  }
+  if (!response.ok) throw await failureOf(response)
   void response.body?.cancel().catch(() => undefined)
 }

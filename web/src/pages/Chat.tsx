@@ -1,242 +1,35 @@
-import { useEffect, useMemo, useRef, useState, type FormEvent, type KeyboardEvent } from "react"
+import { useEffect, useLayoutEffect, useMemo, useRef, useState, type FormEvent, type KeyboardEvent, type WheelEvent } from "react"
 import { call, itemsOf } from "../api.js"
 import { Link, navigate, useLocation } from "../router.js"
 import { formatCredits, useMe } from "../session.js"
-import { followSession, sendToSession, type SessionEvent } from "../stream.js"
+import { followSession, sendToSession } from "../stream.js"
+import { type Approval, fold, queueMessage, type Turn, unqueueMessage, UserSide } from "../chat/fold.js"
+import { Approvals, TurnView, useDetailsSetting } from "../chat/TurnView.js"
+import { type SessionItem, Sidebar, useExpertNames } from "../chat/Sidebar.js"
 
-interface ToolCall {
-  id: string
-  name: string
-  args: string
-  status: string
-  result?: unknown
-  error?: unknown
-  reason?: unknown
-}
-
-interface Approval {
-  approval_id: string
-  tool_call_id: string
-  name: string
-  arguments: unknown
-  expires_at: string
-  answered: boolean
-}
-
-interface Turn {
-  user: string | null
-  text: string
-  thinking: string
-  tools: Array<ToolCall>
-  approvals: Array<Approval>
-  status: "running" | "completed" | "failed"
-  failure?: { code: string; message: string }
-  trial?: { price: unknown; trials_used: unknown }
-  budget?: { reason: string; spent: unknown; budget: unknown }
-  credits?: number
-}
-
-/** Folds the session's events, in order, into its turns (docs/events.md). */
-const fold = (turns: Array<Turn>, event: SessionEvent, userOf: (index: number) => string | null): Array<Turn> => {
-  if (event.type === "run.created") {
-    return [...turns, { user: userOf(turns.length), text: "", thinking: "", tools: [], approvals: [], status: "running" }]
-  }
-  const last = turns.at(-1)
-  if (!last) return turns
-  const turn: Turn = { ...last, tools: [...last.tools], approvals: [...last.approvals] }
-  const tool = (id: unknown) => {
-    const index = turn.tools.findIndex((t) => t.id === id)
-    if (index < 0) return undefined
-    const copy = { ...turn.tools[index]! }
-    turn.tools[index] = copy
-    return copy
-  }
-  const settle = (toolCallId: unknown) => {
-    turn.approvals = turn.approvals.map((a) => a.tool_call_id === toolCallId ? { ...a, answered: true } : a)
-  }
-  switch (event.type) {
-    case "output.text.delta":
-      turn.text += String(event.delta ?? "")
-      break
-    case "output.thinking.delta":
-      turn.thinking += String(event.delta ?? "")
-      break
-    case "tool_call.created":
-      turn.tools.push({
-        id: String(event.tool_call_id),
-        name: String(event.name),
-        args: event.arguments === undefined ? "" : typeof event.arguments === "string" ? event.arguments : JSON.stringify(event.arguments),
-        status: "pending"
-      })
-      break
-    case "tool_call.arguments.delta": {
-      const t = tool(event.tool_call_id)
-      if (t) t.args += String(event.delta ?? "")
-      break
-    }
-    case "tool_call.in_progress":
-    case "tool_call.completed":
-    case "tool_call.failed": {
-      const t = tool(event.tool_call_id)
-      if (t) {
-        t.status = String(event.status ?? event.type.split(".")[1])
-        if (event.error !== undefined) t.error = event.error
-      }
-      settle(event.tool_call_id)
-      break
-    }
-    case "tool_call.result": {
-      const t = tool(event.tool_call_id)
-      if (t) t.result = event.output
-      break
-    }
-    case "tool_call.denied": {
-      const t = tool(event.tool_call_id)
-      if (t) {
-        t.status = "denied"
-        t.reason = event.reason
-      }
-      settle(event.tool_call_id)
-      break
-    }
-    case "approval.required":
-      turn.approvals.push({
-        approval_id: String(event.approval_id),
-        tool_call_id: String(event.tool_call_id),
-        name: String(event.name),
-        arguments: event.arguments,
-        expires_at: String(event.expires_at),
-        answered: false
-      })
-      break
-    case "usage.trial_exhausted":
-      turn.trial = { price: event.price, trials_used: event.trials_used }
-      break
-    case "usage.budget_exhausted":
-      turn.budget = { reason: String(event.reason), spent: event.spent, budget: event.budget }
-      break
-    case "run.completed":
-      turn.status = "completed"
-      turn.credits = Number(event.credits_charged ?? 0)
-      turn.approvals = turn.approvals.map((a) => ({ ...a, answered: true }))
-      break
-    case "run.failed":
-      turn.status = "failed"
-      turn.failure = { code: String(event.code), message: String(event.message ?? "") }
-      turn.approvals = turn.approvals.map((a) => ({ ...a, answered: true }))
-      break
-    default:
-      return turns
-  }
-  return [...turns.slice(0, -1), turn]
-}
-
-const FAILURES: Record<string, string> = {
-  interrupted: "You stopped this answer.",
-  insufficient_credits: "Your wallet does not have enough credits for this. Top up in the wallet and try again.",
-  budget_exceeded: "This answer reached its spending limit and stopped.",
-  agent_unavailable: "This expert is not available any more.",
-  session_deleted: "This conversation was deleted."
-}
-
-const Countdown = ({ until }: { until: string }) => {
-  const [now, setNow] = useState(Date.now())
-  useEffect(() => {
-    const timer = setInterval(() => setNow(Date.now()), 1000)
-    return () => clearInterval(timer)
-  }, [])
-  const left = Math.max(0, Math.round((new Date(until).getTime() - now) / 1000))
-  return <span className="muted">{left > 0 ? `${Math.floor(left / 60)}:${String(left % 60).padStart(2, "0")} left to answer` : "expired"}</span>
-}
-
-const pretty = (value: unknown) => {
-  if (value === undefined || value === null || value === "") return ""
-  if (typeof value === "string") {
-    try {
-      return JSON.stringify(JSON.parse(value), null, 2)
-    } catch {
-      return value
-    }
-  }
-  return JSON.stringify(value, null, 2)
-}
-
-const TurnView = ({ turn, onAnswer, onUnlock }: {
-  turn: Turn
-  onAnswer: (approval: Approval, decision: "approve" | "deny") => void
-  onUnlock: () => void
-}) => (
-  <li className="turn">
-    {turn.user !== null && <div className="bubble user"><span className="visually-hidden">You: </span>{turn.user}</div>}
-    <div className="bubble assistant" aria-busy={turn.status === "running"}>
-      <span className="visually-hidden">Expert: </span>
-      {turn.thinking && (
-        <details className="thinking">
-          <summary>Thinking</summary>
-          <p>{turn.thinking}</p>
-        </details>
-      )}
-      {turn.tools.map((tool) => (
-        <details key={tool.id} className={`tool tool-${tool.status}`} open={tool.status === "pending"}>
-          <summary>Tool <code>{tool.name}</code>: <span data-testid="tool-status">{tool.status}</span></summary>
-          {tool.args && <><h4>Arguments</h4><pre>{pretty(tool.args)}</pre></>}
-          {tool.result !== undefined && <><h4>Result</h4><pre>{pretty(tool.result)}</pre></>}
-          {tool.error !== undefined && <><h4>Error</h4><pre>{pretty(tool.error)}</pre></>}
-          {tool.reason !== undefined && <p>Refused: {String(tool.reason)}</p>}
-        </details>
-      ))}
-      {turn.approvals.filter((a) => !a.answered).map((approval) => (
-        <div key={approval.approval_id} className="approval" role="group" aria-label={`Approve the tool ${approval.name}?`}>
-          <p>The expert wants to run <code>{approval.name}</code> with:</p>
-          <pre>{pretty(approval.arguments)}</pre>
-          <div className="row">
-            <button type="button" onClick={() => onAnswer(approval, "approve")}>Approve</button>
-            <button type="button" className="danger" onClick={() => onAnswer(approval, "deny")}>Deny</button>
-            <Countdown until={approval.expires_at} />
-          </div>
-        </div>
-      ))}
-      {turn.text && <p className="answer" data-testid="answer">{turn.text}</p>}
-      {turn.status === "running" && <p className="typing" aria-hidden="true">…</p>}
-      {turn.trial && (
-        <div className="notice" role="alert">
-          <p>Your free trials with this expert are used up. Unlock it to keep chatting.</p>
-          <button type="button" onClick={onUnlock}>Unlock for {formatCredits(Number(turn.trial.price))}</button>
-        </div>
-      )}
-      {turn.budget && (
-        <p className="notice" role="alert">
-          {turn.budget.reason === "wallet"
-            ? "Your wallet ran out of credits during this answer. Top up in the wallet to continue."
-            : "This answer reached its budget and stopped."}
-        </p>
-      )}
-      {turn.status === "failed" && turn.failure && (
-        <p className="error" role="alert" data-testid="failure">
-          {FAILURES[turn.failure.code] ?? `The answer failed: ${turn.failure.message || turn.failure.code}`}
-        </p>
-      )}
-      {turn.status === "completed" && turn.credits !== undefined && turn.credits > 0 && (
-        <p className="muted small">Charged {formatCredits(turn.credits)}</p>
-      )}
-    </div>
-  </li>
-)
-
-export const ChatPage = ({ identifier }: { identifier: string }) => {
+/**
+ * A conversation with an expert. `embedded` (the studio's test chat beside the editor): no sidebar, and the
+ * conversation lives in the component, not in the address, and starts fresh.
+ */
+export const ChatPage = ({ identifier, embedded = false }: { identifier: string; embedded?: boolean }) => {
   const me = useMe()
-  const { search } = useLocation()
+  const location = useLocation()
+  const search = embedded ? NEW_CHAT : location.search
   const [sessionId, setSessionId] = useState<string | null>(search.get("session"))
   const [title, setTitle] = useState(identifier)
   const [opening, setOpening] = useState("")
   const [turns, setTurns] = useState<Array<Turn>>([])
   const [message, setMessage] = useState("")
   const [error, setError] = useState<string | null>(null)
+  const [failed, setFailed] = useState<Array<{ text: string; error: string }>>([])
   const [connection, setConnection] = useState<"live" | "reconnecting" | null>(null)
-  const history = useRef<Array<string>>([])
-  /** Messages sent from this page, in order: the user side of the turns the history does not have yet. */
-  const sent = useRef<Array<string>>([])
+  const [unlocked, setUnlocked] = useState(false)
+  const [unlocking, setUnlocking] = useState(false)
+  const [details, setDetails] = useDetailsSetting()
+  const [listVersion, setListVersion] = useState(0)
+  const users = useRef<UserSide | null>(null)
   const input = useRef<HTMLTextAreaElement>(null)
+  const scroller = useStickToBottom([turns, failed, error])
 
   useEffect(() => {
     call((c) => c.market.agent({ path: { identifier } })).then(
@@ -246,16 +39,31 @@ export const ChatPage = ({ identifier }: { identifier: string }) => {
         (e: Error) => setError(e.message)
       )
     )
+    call((c) => c.purchases.status({ path: { agent: identifier } })).then((s) => setUnlocked(s.unlocked), () => undefined)
   }, [identifier])
 
-  // Without ?session=, continue the newest conversation with this expert, if any.
+  // The sidebar and "New chat" change the address: follow it (a session of its own, or a new conversation).
   useEffect(() => {
-    if (sessionId !== null) return
+    const wanted = search.get("session")
+    if (wanted === sessionId || (wanted === null && !search.has("new"))) return
+    setSessionId(wanted)
+    setFailed([])
+    setError(null)
+    if (wanted === null) {
+      setTurns([])
+      users.current = null
+      input.current?.focus()
+    }
+  }, [search])
+
+  // Without ?session= (and not a new chat), continue the newest conversation with this expert, if any.
+  useEffect(() => {
+    if (sessionId !== null || search.has("new")) return
     call((c) => c.sessions.list({ urlParams: { limit: 100 } })).then((list) => {
       const found = itemsOf<{ id: string; agent: string }>(list).find((s) => s.agent === identifier)
       if (found) {
         setSessionId(found.id)
-        navigate(`/chat/${identifier}?session=${found.id}`, true)
+        if (!embedded) navigate(`/chat/${identifier}?session=${found.id}`, true)
       }
     }, () => undefined)
   }, [identifier, sessionId])
@@ -267,17 +75,16 @@ export const ChatPage = ({ identifier }: { identifier: string }) => {
     setTurns([])
     call((c) => c.sessions.get({ path: { id: sessionId } })).then((session) => {
       if (cancelled) return
-      const users = new Map<number, string>()
+      const history = new Map<number, string>()
       for (const m of session.messages as ReadonlyArray<{ turn: number; role: string; content: unknown }>) {
-        if (m.role === "user" && !users.has(m.turn)) users.set(m.turn, typeof m.content === "string" ? m.content : JSON.stringify(m.content))
+        if (m.role === "user" && !history.has(m.turn)) history.set(m.turn, textOf(m.content))
       }
-      history.current = [...users.entries()].sort((a, b) => a[0] - b[0]).map(([, text]) => text)
-      const stored = sessionStorage.getItem(`atrium.pending.${sessionId}`)
-      sent.current = []
-      const userOf = (index: number) =>
-        history.current[index] ?? sent.current[index - history.current.length] ?? (index === history.current.length ? stored : null)
+      // Messages sent before this page knew the session (its first) are already queued under its id.
+      const side = new UserSide(sessionId, history)
+      users.current = side
       follow = followSession(sessionId, 0, (event) => {
-        setTurns((old) => fold(old, event, userOf))
+        const user = event.type === "run.created" ? side.next() : null
+        setTurns((old) => fold(old, event, user))
         if (event.type === "run.completed" || event.type === "run.failed") me.refresh()
       }, setConnection)
     }, (e: Error) => setError(e.message))
@@ -289,28 +96,47 @@ export const ChatPage = ({ identifier }: { identifier: string }) => {
 
   const running = turns.at(-1)?.status === "running"
 
-  const send = async (e?: FormEvent) => {
-    e?.preventDefault()
-    const text = message.trim()
-    if (!text) return
+  const deliver = async (text: string) => {
     setError(null)
+    let id = sessionId
     try {
-      let id = sessionId
       if (id === null) {
         const session = await call((c) => c.sessions.create({ payload: { agent: identifier, title: text.slice(0, 80) } }))
         id = session.id
       }
-      sent.current.push(text)
-      sessionStorage.setItem(`atrium.pending.${id}`, text)
-      if (id !== sessionId) {
-        setSessionId(id)
-        navigate(`/chat/${identifier}?session=${id}`, true)
-      }
-      setMessage("")
+    } catch (failure) {
+      setFailed((f) => [...f, { text, error: (failure as Error).message }])
+      return
+    }
+    // Queued before the request: the turn's first events may arrive before its answer does.
+    queueMessage(users.current, id, text)
+    if (id !== sessionId) {
+      setSessionId(id)
+      if (!embedded) navigate(`/chat/${identifier}?session=${id}`, true)
+      setListVersion((n) => n + 1)
+    }
+    try {
       await sendToSession(id, { type: "message", message: text })
     } catch (failure) {
-      setError((failure as Error).message)
+      unqueueMessage(users.current, id, text)
+      setFailed((f) => [...f, { text, error: (failure as Error).message }])
     }
+  }
+
+  const send = async (e?: FormEvent) => {
+    e?.preventDefault()
+    const text = message.trim()
+    if (!text) return
+    setMessage("")
+    scroller.stick()
+    await deliver(text)
+  }
+
+  const retry = async (index: number) => {
+    const item = failed[index]
+    if (!item) return
+    setFailed((f) => f.filter((_, i) => i !== index))
+    await deliver(item.text)
   }
 
   const answer = async (approval: Approval, decision: "approve" | "deny") => {
@@ -331,13 +157,19 @@ export const ChatPage = ({ identifier }: { identifier: string }) => {
     }
   }
 
-  const unlock = async () => {
+  /** Unlocks the expert, then sends again the message the used-up trial held back. */
+  const unlock = async (blocked: string | null) => {
+    setUnlocking(true)
+    setError(null)
     try {
       await call((c) => c.purchases.purchase({ payload: { agent: identifier } }))
+      setUnlocked(true)
       me.refresh()
-      setError(null)
+      if (blocked) await deliver(blocked)
     } catch (failure) {
       setError((failure as Error).message)
+    } finally {
+      setUnlocking(false)
     }
   }
 
@@ -350,20 +182,38 @@ export const ChatPage = ({ identifier }: { identifier: string }) => {
 
   const live = useMemo(() => turns.at(-1)?.text ?? "", [turns])
   return (
+    <div className={embedded ? "chat-embedded" : "chat-layout"}>
+    {!embedded && <Sidebar identifier={identifier} current={sessionId} version={listVersion} />}
     <section className="chat">
       <header className="chat-head">
-        <h1>{title}</h1>
+        {embedded ? <h3>{title}</h3> : <h1>{title}</h1>}
         <p className="muted">
           <Link to={`/marketplace/${identifier}`}>About this expert</Link> · Balance {formatCredits(me.balance)}
           {connection === "reconnecting" && <span role="status"> · Reconnecting…</span>}
         </p>
       </header>
-      <ol className="turns" aria-label="Conversation" aria-live="off">
-        {opening && <li className="turn"><div className="bubble assistant">{opening}</div></li>}
-        {turns.map((turn, i) => <TurnView key={i} turn={turn} onAnswer={answer} onUnlock={unlock} />)}
-      </ol>
+      <div className="scroller" ref={scroller.ref} onScroll={scroller.onScroll} onWheel={scroller.onWheel} onKeyDown={scroller.onKeyDown} data-testid="conversation" tabIndex={0} role="region" aria-label="Conversation">
+        <ol className="turns" aria-live="off">
+          {opening && <li className="turn"><div className="bubble assistant">{opening}</div></li>}
+          {turns.map((turn, i) => (
+            <TurnView key={i} turn={turn} unlocked={unlocked} unlocking={unlocking} details={details} onUnlock={() => void unlock(turn.user)} />
+          ))}
+          {failed.map((item, i) => (
+            <li key={`failed-${i}`} className="turn">
+              <div className="bubble user failed"><span className="visually-hidden">You: </span>{item.text}</div>
+              <p className="error" role="alert">
+                Not sent: {item.error} <button type="button" className="secondary" onClick={() => void retry(i)}>Retry</button>
+              </p>
+            </li>
+          ))}
+        </ol>
+      </div>
+      {!scroller.atBottom && (
+        <button type="button" className="jump secondary" onClick={scroller.jump}>Jump to latest ↓</button>
+      )}
       <p className="visually-hidden" aria-live="polite">{running ? "" : live}</p>
       {error && <p role="alert" className="error">{error}</p>}
+      <Approvals turns={turns} onAnswer={answer} />
       <form onSubmit={send} className="composer" aria-label="Send a message">
         <label className="visually-hidden" htmlFor="message">Message</label>
         <textarea
@@ -378,17 +228,76 @@ export const ChatPage = ({ identifier }: { identifier: string }) => {
         <div className="row">
           <button type="submit" disabled={!message.trim()}>Send</button>
           {running && <button type="button" className="danger" onClick={() => void interrupt()}>Stop</button>}
+          <label className="check small setting">
+            <input type="checkbox" checked={details} onChange={(e) => setDetails(e.target.checked)} />
+            Always show thinking and credits
+          </label>
         </div>
       </form>
     </section>
+    </div>
   )
 }
 
-interface SessionItem { id: string; agent: string; title: string | null; status: string; updated_at: string }
+const textOf = (content: unknown): string => {
+  if (typeof content === "string") return content
+  if (Array.isArray(content)) {
+    return content.map((part) => typeof part === "object" && part !== null && "text" in part ? String((part as { text: unknown }).text) : "").join("")
+  }
+  return JSON.stringify(content)
+}
+
+/**
+ * Keeps the newest turn in view while it streams, unless the person scrolled up to read: then a "Jump to latest"
+ * button brings them back (and keeps following from there).
+ */
+const useStickToBottom = (deps: ReadonlyArray<unknown>) => {
+  const ref = useRef<HTMLDivElement>(null)
+  const stuck = useRef(true)
+  const [atBottom, setAtBottom] = useState(true)
+  const toBottom = () => {
+    const el = ref.current
+    if (el) el.scrollTop = el.scrollHeight
+  }
+  useLayoutEffect(() => {
+    if (stuck.current) toBottom()
+  }, deps)
+  const onScroll = () => {
+    const el = ref.current
+    if (!el) return
+    const near = el.scrollHeight - el.scrollTop - el.clientHeight < 48
+    stuck.current = near
+    setAtBottom(near)
+  }
+  const stick = () => {
+    stuck.current = true
+    setAtBottom(true)
+  }
+  // A wheel or key that scrolls up lets go at once: waiting for the scroll event would lose to the next streamed
+  // piece, which scrolls back to the bottom first.
+  const letGo = () => {
+    stuck.current = false
+    setAtBottom(false)
+  }
+  const onWheel = (e: WheelEvent<HTMLDivElement>) => {
+    if (e.deltaY < 0) letGo()
+  }
+  const onKeyDown = (e: KeyboardEvent<HTMLDivElement>) => {
+    if (e.key === "PageUp" || e.key === "ArrowUp" || e.key === "Home") letGo()
+  }
+  const jump = () => {
+    stick()
+    toBottom()
+  }
+  return { ref, onScroll, onWheel, onKeyDown, atBottom, stick, jump }
+}
+
+const NEW_CHAT = new URLSearchParams("new=1")
 
 export const ChatListPage = () => {
   const [sessions, setSessions] = useState<ReadonlyArray<SessionItem> | null>(null)
   const [error, setError] = useState<string | null>(null)
+  const known = useExpertNames(sessions)
   useEffect(() => {
     call((c) => c.sessions.list({ urlParams: { limit: 100 } })).then((l) => setSessions(itemsOf<SessionItem>(l)), (e: Error) => setError(e.message))
   }, [])
@@ -400,8 +309,8 @@ export const ChatListPage = () => {
       <ul className="list">
         {sessions?.map((s) => (
           <li key={s.id} className="card">
-            <Link to={`/chat/${s.agent}?session=${s.id}`}>{s.title || s.agent}</Link>
-            <p className="muted small">{s.agent} · {s.status} · {new Date(s.updated_at).toLocaleString()}</p>
+            <Link to={`/chat/${s.agent}?session=${s.id}`}>{known[s.agent] ?? s.agent}: {s.title || "Untitled conversation"}</Link>
+            <p className="muted small">{new Date(s.updated_at).toLocaleString()}</p>
           </li>
         ))}
       </ul>

@@ -74,12 +74,12 @@ export const EarningsPage = () => {
         <>
           <PerExpert earnings={earnings} />
           <div className="table-wrap">
-            <table>
+            <table className="cards" role="table">
               <caption>Per expert</caption>
-              <thead><tr><th scope="col">Expert</th><th scope="col" className="num">Unlocks</th><th scope="col" className="num">Paid by buyers</th><th scope="col" className="num">Your share</th></tr></thead>
-              <tbody>
+              <thead role="rowgroup"><tr role="row"><th role="columnheader" scope="col">Expert</th><th role="columnheader" scope="col" className="num">Unlocks</th><th role="columnheader" scope="col" className="num">Paid by buyers</th><th role="columnheader" scope="col" className="num">Your share</th></tr></thead>
+              <tbody role="rowgroup">
                 {earnings.agents.map((a) => (
-                  <tr key={a.identifier}><td>{a.identifier}</td><td className="num">{a.unlocks}</td><td className="num">{a.gross}</td><td className="num">{a.net}</td></tr>
+                  <tr role="row" key={a.identifier}><td role="cell" data-label="Expert">{a.identifier}</td><td role="cell" className="num" data-label="Unlocks">{a.unlocks}</td><td role="cell" className="num" data-label="Paid by buyers">{a.gross}</td><td role="cell" className="num" data-label="Your share">{a.net}</td></tr>
                 ))}
               </tbody>
             </table>

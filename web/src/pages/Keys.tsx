@@ -57,17 +57,17 @@ export const KeysPage = () => {
       {keys !== null && keys.length === 0 && <p>No keys yet.</p>}
       {keys !== null && keys.length > 0 && (
         <div className="table-wrap">
-          <table>
+          <table className="cards" role="table">
             <caption className="visually-hidden">Your API keys</caption>
-            <thead><tr><th scope="col">Name</th><th scope="col">Key</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col"><span className="visually-hidden">Actions</span></th></tr></thead>
-            <tbody>
+            <thead role="rowgroup"><tr role="row"><th role="columnheader" scope="col">Name</th><th role="columnheader" scope="col">Key</th><th role="columnheader" scope="col">Created</th><th role="columnheader" scope="col">Last used</th><th role="columnheader" scope="col"><span className="visually-hidden">Actions</span></th></tr></thead>
+            <tbody role="rowgroup">
               {keys.map((key) => (
-                <tr key={key.id}>
-                  <td>{key.name}</td>
-                  <td><code>{key.prefix}…{key.last4}</code></td>
-                  <td>{new Date(key.created_at).toLocaleString()}</td>
-                  <td>{key.last_used_at ? new Date(key.last_used_at).toLocaleString() : "never"}</td>
-                  <td><button type="button" className="danger" onClick={() => void revoke(key)} aria-label={`Revoke ${key.name}`}>Revoke</button></td>
+                <tr role="row" key={key.id}>
+                  <td role="cell" data-label="Name">{key.name}</td>
+                  <td role="cell" data-label="Key"><code>{key.prefix}…{key.last4}</code></td>
+                  <td role="cell" data-label="Created">{new Date(key.created_at).toLocaleString()}</td>
+                  <td role="cell" data-label="Last used">{key.last_used_at ? new Date(key.last_used_at).toLocaleString() : "never"}</td>
+                  <td role="cell"><button type="button" className="danger" onClick={() => void revoke(key)} aria-label={`Revoke ${key.name}`}>Revoke</button></td>
                 </tr>
               ))}
             </tbody>

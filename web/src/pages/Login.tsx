@@ -1,6 +1,6 @@
 import { useEffect, useState, type FormEvent } from "react"
 import { solveChallenge } from "altcha-lib"
-import { call, ShownError } from "../api.js"
+import { call, failureOf, ShownError } from "../api.js"
 import { navigate, useLocation } from "../router.js"
 import { useMe } from "../session.js"
 
@@ -50,12 +50,11 @@ const sendWithChallenge = async (phone: string, challenge: string) => {
     headers: { "content-type": "application/json" },
     body: JSON.stringify({ phone, challenge })
   })
-  const body = await response.json().catch(() => ({}))
-  if (!response.ok) {
-    throw new ShownError(body?.error?.message ?? "The code could not be sent.", response.status, body?.error?.type ?? "http_error")
-  }
-  return body as { retry_after?: number }
+  if (!response.ok) throw await failureOf(response)
+  return await response.json().catch(() => ({})) as { retry_after?: number }
 }
+
+const PHONE = /^\+[1-9]\d{6,14}$/
 
 export const LoginPage = () => {
   const { search } = useLocation()
@@ -76,8 +75,12 @@ export const LoginPage = () => {
 
   const sendCode = async (e: FormEvent) => {
     e.preventDefault()
-    setBusy(true)
     setError(null)
+    if (!PHONE.test(phone)) {
+      setError("Phone number is not valid. Write it in international format: + and the country code, for example +8613800000000.")
+      return
+    }
+    setBusy(true)
     try {
       let result: { retry_after?: number }
       try {
@@ -92,10 +95,15 @@ export const LoginPage = () => {
       setMessage(`We sent a 6-digit code to ${phone}.`)
     } catch (failure) {
       setMessage(null)
-      setError(failure instanceof Error ? failure.message : "The code could not be sent.")
-      if (failure instanceof ShownError && failure.status === 429) {
-        const seconds = Number(/(\d+)\s*s/.exec(failure.message)?.[1] ?? 0)
-        if (seconds > 0) setCooldown(seconds)
+      if (failure instanceof ShownError && failure.status === 429 && failure.type === "rate_limited" && /moments ago/.test(failure.message)) {
+        // A code was sent to this phone within the cooldown (from another tab, or before a reload): it is still
+        // good, so the code field opens and the countdown says when a new one may be asked for.
+        setSent(true)
+        setCooldown(failure.retryAfter ?? 60)
+        setMessage(`A code was already sent to ${phone} moments ago: enter it below, or ask for a new one when the countdown ends.`)
+      } else {
+        setError(failure instanceof Error ? failure.message : "The code could not be sent.")
+        if (failure instanceof ShownError && failure.status === 429 && failure.retryAfter) setCooldown(failure.retryAfter)
       }
     } finally {
       setBusy(false)
@@ -168,6 +176,7 @@ export const LoginPage = () => {
             />
           </label>
           <button type="submit" disabled={busy}>Log in</button>
+          {cooldown > 0 && <p className="muted small" data-testid="resend-countdown">You can ask for a new code in {cooldown} s.</p>}
         </form>
       )}
       <p role="status" aria-live="polite">{message}</p>

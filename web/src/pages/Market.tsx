@@ -111,10 +111,15 @@ export const ExpertPage = ({ identifier }: { identifier: string }) => {
   const [error, setError] = useState<string | null>(null)
   const [status, setStatus] = useState<string | null>(null)
   const [busy, setBusy] = useState(false)
+  const [unlocked, setUnlocked] = useState(false)
 
   useEffect(() => {
     call((c) => c.market.agent({ path: { identifier } })).then((d) => setExpert(d as Detail), (e: Error) => setError(e.message))
   }, [identifier])
+  useEffect(() => {
+    if (!me.loggedIn) return
+    call((c) => c.purchases.status({ path: { agent: identifier } })).then((s) => setUnlocked(s.unlocked), () => undefined)
+  }, [identifier, me.loggedIn])
 
   const unlock = async () => {
     if (!me.loggedIn) return navigate(`/login?next=${encodeURIComponent(`/marketplace/${identifier}`)}`)
@@ -122,7 +127,10 @@ export const ExpertPage = ({ identifier }: { identifier: string }) => {
     setError(null)
     try {
       const result = await call((c) => c.purchases.purchase({ payload: { agent: identifier } }))
-      setStatus(`Unlocked for ${formatCredits(result.charged)}. Balance: ${formatCredits(result.balance_remaining)}.`)
+      setStatus(result.charged > 0
+        ? `Unlocked for ${formatCredits(result.charged)}. Balance: ${formatCredits(result.balance_remaining)}.`
+        : "You had already unlocked this expert: nothing was charged.")
+      setUnlocked(true)
       me.refresh()
     } catch (e) {
       setError((e as Error).message)
@@ -147,13 +155,14 @@ export const ExpertPage = ({ identifier }: { identifier: string }) => {
         {expert.billing.type === "UNLOCK" && (
           <p>
             {expert.billing.allow_trial
-              ? `${expert.billing.free_trial_per_user} free trial conversations per person before unlocking.`
+              ? `${expert.billing.free_trial_per_user} free trial ${expert.billing.free_trial_per_user === 1 ? "message" : "messages"} per person before unlocking.`
               : "No free trial."}
           </p>
         )}
         <div className="row">
           <button type="button" onClick={() => navigate(`/chat/${identifier}`)}>Chat</button>
-          {expert.billing.type === "UNLOCK" && (
+          {expert.billing.type === "UNLOCK" && unlocked && <p data-testid="unlocked">You have unlocked this expert.</p>}
+          {expert.billing.type === "UNLOCK" && !unlocked && (
             <button type="button" className="secondary" disabled={busy} onClick={unlock}>
               Unlock for {formatCredits(expert.billing.price)}
             </button>

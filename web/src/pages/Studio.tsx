@@ -3,6 +3,8 @@ import { CATEGORIES } from "../../../src/agents/Agent.js"
 import { BUILTIN_TOOLS } from "../../../src/runtime/Expert.js"
 import { call, itemsOf } from "../api.js"
 import { Link, navigate } from "../router.js"
+import { ChatPage } from "./Chat.js"
+import { McpForm, mcpProblems, type McpServerForm } from "./McpForm.js"
 
 type Category = (typeof CATEGORIES)[number]
 type ToolName = (typeof BUILTIN_TOOLS)[number]
@@ -25,6 +27,54 @@ interface Agent {
   mcp_servers?: ReadonlyArray<unknown> | undefined
   published_version: number | null
   pending_submission: { id: string; version: number; status: string; submitted_at: string } | null
+  review_history?: ReadonlyArray<{ id: string; version: number; status: string; submitted_at: string; reason: string | null; decided_at: string | null }>
+}
+
+const REVIEW_WORDS: Record<string, string> = {
+  pending: "waiting for review",
+  approved: "approved and published",
+  rejected: "not approved",
+  superseded: "replaced by a newer submission"
+}
+
+/** Where each submitted version stands, newest first, with the reviewer's reason for a rejection. */
+const ReviewHistory = ({ agent }: { agent: Agent }) =>
+  agent.review_history && agent.review_history.length > 0
+    ? (
+      <section className="card stack" aria-labelledby="review-history">
+        <h2 id="review-history">Review</h2>
+        <ol className="list" data-testid="review-history">
+          {agent.review_history.map((s) => (
+            <li key={s.id}>
+              Version {s.version}: <strong>{REVIEW_WORDS[s.status] ?? s.status}</strong>{" "}
+              <span className="muted small">(submitted {new Date(s.submitted_at).toLocaleString()}{s.decided_at ? `, decided ${new Date(s.decided_at).toLocaleString()}` : ""})</span>
+              {s.reason && <p>Reviewer's reason: {s.reason}</p>}
+            </li>
+          ))}
+        </ol>
+      </section>
+    )
+    : null
+
+interface Notice { id: string; title: string; body: string; read: boolean; created_at: string }
+
+/** Review outcomes reach creators as in-app notifications (spec 4.10); the studio lists the latest. */
+const Notifications = () => {
+  const [items, setItems] = useState<ReadonlyArray<Notice>>([])
+  useEffect(() => {
+    call((c) => c.notifications.list()).then((l) => setItems(itemsOf<Notice>(l).slice(0, 5)), () => undefined)
+  }, [])
+  if (items.length === 0) return null
+  return (
+    <section className="card stack" aria-labelledby="notifications">
+      <h2 id="notifications">Notifications</h2>
+      <ul className="list" data-testid="notifications">
+        {items.map((n) => (
+          <li key={n.id}><strong>{n.title}</strong> <span className="muted small">{new Date(n.created_at).toLocaleString()}</span><p>{n.body}</p></li>
+        ))}
+      </ul>
+    </section>
+  )
 }
 
 const submissionText = (agent: Agent) => {
@@ -71,6 +121,7 @@ export const StudioPage = () => {
         <button type="submit">Create expert</button>
       </form>
       {error && <p role="alert" className="error">{error}</p>}
+      <Notifications />
       {agents !== null && agents.length === 0 && <p>You have no experts yet: create your first one above.</p>}
       <ul className="list" aria-label="My experts">
         {agents?.map((a) => (
@@ -98,8 +149,9 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
   const [demos, setDemos] = useState<Array<Demo>>([])
   /** Models tried in order when the model's provider fails (docs/models.md). */
   const [fallbacks, setFallbacks] = useState<ReadonlyArray<string>>([])
-  /** The expert's remote MCP servers as JSON text (docs/tools.md): edited as written, checked by the API on save. */
-  const [mcpServers, setMcpServers] = useState("[]")
+  /** The expert's remote MCP servers (docs/tools.md), edited as a form; checked here in words, then by the API. */
+  const [mcpServers, setMcpServers] = useState<Array<McpServerForm>>([])
+  const [testChat, setTestChat] = useState(0)
   const [suggestions, setSuggestions] = useState<ReadonlyArray<Suggestion>>([])
   const [status, setStatus] = useState<string | null>(null)
   const [error, setError] = useState<string | null>(null)
@@ -116,7 +168,7 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
     for (const name of BUILTIN_TOOLS) t[name] = "off"
     for (const tool of a.tools as ReadonlyArray<{ name: string; permission: Permission }>) t[tool.name] = tool.permission
     setTools(t)
-    setMcpServers(JSON.stringify(a.mcp_servers ?? [], null, 2))
+    setMcpServers((a.mcp_servers ?? []) as Array<McpServerForm>)
     setFallbacks(a.fallback_models ?? [])
     setDemos((a.case_demos as ReadonlyArray<Partial<Demo>>).map((d) => ({ title: d.title ?? "", input: d.input ?? "", output: d.output ?? "" })))
   }
@@ -136,11 +188,18 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
     e?.preventDefault()
     setError(null)
     setStatus(null)
-    let servers: unknown
-    try {
-      servers = JSON.parse(mcpServers.trim() === "" ? "[]" : mcpServers)
-    } catch {
-      setError("MCP servers: not valid JSON (a list like the example).")
+    const servers = mcpServers
+    const problem = mcpProblems(servers)
+    if (problem) {
+      setError(problem)
+      return false
+    }
+    if (form.billingType === "UNLOCK" && !/^\d{1,12}(\.\d{1,6})?$/.test(form.price.trim())) {
+      setError("Price is not valid. Write a number of credits, for example 5 or 2.5.")
+      return false
+    }
+    if (!/^\d{1,4}$/.test(form.trials.trim()) || Number(form.trials) > 1000) {
+      setError("Free trial messages: write a whole number from 0 to 1000.")
       return false
     }
     try {
@@ -166,6 +225,7 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
       const updated = await call((c) => c.agents.update({ path: { identifier }, payload: payload as never }))
       load(updated as Agent)
       setStatus("Saved.")
+      setTestChat((n) => n + 1)
       return true
     } catch (failure) {
       setError((failure as Error).message)
@@ -177,7 +237,7 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
     if (!(await save())) return
     try {
       const result = await call((c) => c.agents.publish({ path: { identifier } }))
-      setStatus(`Version ${result.submission.version} submitted for review.`)
+      setStatus(`Version ${result.submission.version} submitted for review. An operator reviews it; you are notified of the outcome here and in the studio.`)
       load(await call((c) => c.agents.get({ path: { identifier } })) as Agent)
     } catch (failure) {
       setError((failure as Error).message)
@@ -205,9 +265,18 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
         <Link to={`/chat/${identifier}`} className="button secondary">Test chat</Link>
         {agent.published_version !== null && <Link to={`/marketplace/${identifier}`} className="button secondary">Public page</Link>}
       </div>
+      <nav aria-label="Sections" className="sections">
+        <ul>
+          {[["profile", "Profile"], ["instructions", "Instructions"], ["tools", "Tools"], ["remote", "Remote tools"], ["examples", "Knowledge"], ["pricing", "Pricing"], ["publish", "Publish"]].map(([id, label]) => (
+            <li key={id}><a href={`#section-${id}`}>{label}</a></li>
+          ))}
+        </ul>
+      </nav>
+      <div className="studio-layout">
+      <div className="editor stack">
       <form onSubmit={save} className="stack" aria-label="Edit the expert">
         <fieldset className="card stack">
-          <legend>Profile</legend>
+          <legend id="section-profile">Profile</legend>
           <label>Name <input required maxLength={100} {...field("name")} /></label>
           <label>Description <textarea rows={3} maxLength={2000} {...field("description")} /></label>
           <label>
@@ -217,7 +286,7 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
           <label>Opening message <textarea rows={2} maxLength={2000} {...field("opening_message")} /></label>
         </fieldset>
         <fieldset className="card stack">
-          <legend>Behaviour</legend>
+          <legend id="section-instructions">Instructions and model</legend>
           <label>Instructions <textarea rows={6} maxLength={20000} {...field("instructions")} /></label>
           <label>
             Model
@@ -242,7 +311,7 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
           </label>
         </fieldset>
         <fieldset className="card">
-          <legend>Tools</legend>
+          <legend id="section-tools">Tools</legend>
           <div className="table-wrap">
             <table>
               <thead><tr><th scope="col">Tool</th><th scope="col">Off</th><th scope="col">Allow</th><th scope="col">Ask me</th><th scope="col">Deny</th></tr></thead>
@@ -267,26 +336,15 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
             </table>
           </div>
         </fieldset>
-        <fieldset className="card stack">
+        <fieldset className="card stack" id="section-remote">
           <legend>Remote tools (MCP servers)</legend>
           <p className="muted small">
-            Tools of remote MCP servers, each with its own permission. <code>auth</code>: <code>none</code>,{" "}
-            <code>bearer</code> (your stored credential for the URL) or <code>per_end_user</code> (each user's own,
-            through <code>/v1/credentials</code>). The model sees them as <code>name__tool</code>.
+            Tools of remote MCP servers, each with its own permission. The model sees them as <code>server__tool</code>.
           </p>
-          <label>
-            MCP servers (JSON)
-            <textarea
-              rows={6}
-              spellCheck={false}
-              value={mcpServers}
-              onChange={(e) => setMcpServers(e.target.value)}
-              placeholder={'[{"name": "search", "url": "https://mcp.example.com/mcp", "auth": "per_end_user", "tools": [{"name": "lookup", "permission": "ask"}]}]'}
-            />
-          </label>
+          <McpForm servers={mcpServers} onChange={setMcpServers} />
         </fieldset>
         <fieldset className="card stack">
-          <legend>Examples (case demos)</legend>
+          <legend id="section-examples">Knowledge: examples (case demos)</legend>
           {demos.map((demo, i) => (
             <div key={i} className="demo-edit stack">
               <label>Example {i + 1} title <input value={demo.title} onChange={(e) => setDemos((d) => d.map((x, j) => j === i ? { ...x, title: e.target.value } : x))} /></label>
@@ -298,7 +356,7 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
           <button type="button" className="secondary" onClick={() => setDemos((d) => [...d, { title: "", input: "", output: "" }])}>Add an example</button>
         </fieldset>
         <fieldset className="card stack">
-          <legend>Price</legend>
+          <legend id="section-pricing">Pricing</legend>
           <label>
             Billing
             <select {...field("billingType")}>
@@ -309,7 +367,7 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
           {form.billingType === "UNLOCK" && (
             <>
               <label>Price (credits) <input inputMode="decimal" {...field("price")} /></label>
-              <label>Free trial conversations per person <input type="number" min={0} {...field("trials")} /></label>
+              <label>Free trial messages per person <input type="number" min={0} {...field("trials")} /></label>
               <label className="check">
                 <input type="checkbox" checked={form.allowTrial} onChange={(e) => setForm((f) => ({ ...f, allowTrial: e.target.checked }))} />
                 Allow free trials
@@ -317,13 +375,14 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
             </>
           )}
         </fieldset>
-        <div className="row sticky-actions">
+        <div className="row sticky-actions" id="section-publish">
           <button type="submit">Save draft</button>
           <button type="button" className="secondary" onClick={() => void publish()}>Publish</button>
         </div>
         <p role="status" aria-live="polite">{status}</p>
         {error && <p role="alert" className="error">{error}</p>}
       </form>
+      <ReviewHistory agent={agent} />
       <section className="card stack" aria-labelledby="evolution">
         <h2 id="evolution">Suggestions from its conversations</h2>
         {suggestions.length === 0 && <p className="muted">No suggestions yet: they come from the expert's recorded runs.</p>}
@@ -337,6 +396,13 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
           ))}
         </ul>
       </section>
+      </div>
+      <aside className="test-chat card" aria-label="Test chat">
+        <h2>Try it</h2>
+        <p className="muted small">A conversation with the saved draft; saving starts a fresh one.</p>
+        <ChatPage key={testChat} identifier={identifier} embedded />
+      </aside>
+      </div>
     </section>
   )
 }

@@ -1,5 +1,6 @@
 import { useEffect, useState, type FormEvent } from "react"
 import { call, itemsOf } from "../api.js"
+import { parseCredits } from "../../../src/platform/Money.js"
 import { formatCredits, useMe } from "../session.js"
 
 export interface Line {
@@ -14,16 +15,16 @@ export interface Line {
 
 export const LedgerTable = ({ lines, caption }: { lines: ReadonlyArray<Line>; caption: string }) => (
   <div className="table-wrap">
-    <table>
+    <table className="cards" role="table">
       <caption>{caption}</caption>
-      <thead><tr><th scope="col">When</th><th scope="col">What</th><th scope="col" className="num">Amount</th><th scope="col" className="num">Balance after</th></tr></thead>
-      <tbody>
+      <thead role="rowgroup"><tr role="row"><th role="columnheader" scope="col">When</th><th role="columnheader" scope="col">What</th><th role="columnheader" scope="col" className="num">Amount</th><th role="columnheader" scope="col" className="num">Balance after</th></tr></thead>
+      <tbody role="rowgroup">
         {lines.map((line) => (
-          <tr key={line.seq}>
-            <td>{new Date(line.created_at).toLocaleString()}</td>
-            <td>{line.description ?? line.kind}{line.metadata?.agent ? ` (${line.metadata.agent})` : ""}</td>
-            <td className={`num ${line.amount < 0 ? "neg" : "pos"}`}>{line.amount > 0 ? "+" : ""}{line.amount}</td>
-            <td className="num">{line.balance_after}</td>
+          <tr role="row" key={line.seq}>
+            <td role="cell" data-label="When">{new Date(line.created_at).toLocaleString()}</td>
+            <td role="cell" data-label="What">{line.description ?? line.kind}{line.metadata?.agent ? ` (${line.metadata.agent})` : ""}</td>
+            <td role="cell" className={`num ${line.amount < 0 ? "neg" : "pos"}`} data-label="Amount">{line.amount > 0 ? "+" : ""}{line.amount}</td>
+            <td role="cell" className="num" data-label="Balance after">{line.balance_after}</td>
           </tr>
         ))}
       </tbody>
@@ -54,9 +55,18 @@ export const WalletPage = () => {
   const topUp = async (e: FormEvent) => {
     e.preventDefault()
     setError(null)
+    setStatus(null)
+    // The API takes exact micro-credits (a bigint on the client's side of the schema): parsed here, said in words.
+    const micros = parseCredits(amount.trim())
+    if (micros === undefined || micros === 0n) {
+      setError("Amount is not valid. Write a positive number of credits, with at most 6 decimal places, for example 100 or 12.5.")
+      return
+    }
     try {
-      const order = await call((c) => c.wallet.createOrder({ payload: { amount: amount as never } })) as { pay_url?: string; id?: string }
-      setStatus(order.pay_url ? "Order created: continue to payment." : `Order ${order.id ?? ""} created.`)
+      const order = await call((c) => c.wallet.createOrder({ payload: { amount: micros } })) as { pay_url?: string; id?: string; amount?: number }
+      setStatus(order.pay_url
+        ? "Order created: continue to payment."
+        : `Order ${order.id ?? ""} for ${formatCredits(order.amount)} created. The credits arrive in your wallet as soon as the payment is confirmed.`)
       if (order.pay_url) location.assign(order.pay_url)
       me.refresh()
     } catch (failure) {

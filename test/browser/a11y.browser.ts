@@ -1,0 +1,100 @@
+import { describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { TestServer } from "../support/TestServer.js"
+import { Browser, DESKTOP, newPerson, PHONE } from "./Browser.js"
+import {
+  api,
+  assertAccessible,
+  BUYER_CODE,
+  BUYER_PHONE,
+  checkPrerequisites,
+  CREATOR_CODE,
+  CREATOR_PHONE,
+  OPERATOR_CODE,
+  OPERATOR_PHONE,
+  person,
+  Platform,
+  publishedExpert,
+  until
+} from "./support.js"
+
+/**
+ * Every page, in both themes (desktop light, phone dark), checked by axe-core: no serious or critical violation
+ * (issue 27 item 6). The pages carry data: a published expert, a conversation with a tool approval waiting, a
+ * sale, a key, a submission in the review queue.
+ */
+
+checkPrerequisites()
+
+describe("web app in Chromium: accessibility", () => {
+  it.layer(Platform, { timeout: 180_000 })((it) => {
+    it.effect("axe: 0 serious or critical violations on every page, light and dark, desktop and phone", () =>
+      Effect.gen(function*() {
+        const { url: base } = yield* TestServer
+        const browser = yield* Browser
+        yield* Effect.promise(async () => {
+          const creator = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE }, { credits: 100 })
+          const id = await publishedExpert(base, creator.token, {
+            name: "Axe Expert",
+            billing: { type: "UNLOCK", price: "5", free_trial_per_user: 2, allow_trial: true },
+            tools: [{ name: "calculator", permission: "ask" }],
+            opening_message: "Hello!"
+          })
+          const draft = await api(base, creator.token, "POST", "/v1/agents", { name: "Pending Expert", category: "writing" })
+          await api(base, creator.token, "POST", `/v1/agents/${draft.identifier}/publish`)
+          await api(base, creator.token, "POST", "/api/user/apiKey/create", { name: "laptop" })
+          const buyer = await person(browser, base, { phone: BUYER_PHONE, code: BUYER_CODE }, { credits: 100 })
+          await api(base, buyer.token, "POST", "/api/purchases", { agent: id })
+          const operator = await person(browser, base, { phone: OPERATOR_PHONE, code: OPERATOR_CODE })
+          for (const who of [creator, buyer, operator]) await who.context.close()
+
+          for (const view of [{ name: "desktop light", viewport: DESKTOP, scheme: "light" as const }, { name: "phone dark", viewport: PHONE, scheme: "dark" as const }]) {
+            const guest = await newPerson(browser, view.viewport, view.scheme)
+            const anon = await guest.newPage()
+            for (const path of ["/login", "/marketplace", `/marketplace/${id}`]) {
+              await anon.goto(base + path)
+              await anon.locator("main h1, main [role=status]").first().waitFor()
+              await assertAccessible(anon, `${path} (${view.name}, logged out)`)
+            }
+            await anon.getByRole("link", { name: "Log in" }).first().waitFor()
+            await guest.close()
+
+            const pages: Array<[string, Array<string>]> = [
+              [CREATOR_PHONE, ["/studio", `/studio/${id}`, "/earnings", "/wallet", "/keys", "/chat"]],
+              [OPERATOR_PHONE, ["/admin"]]
+            ]
+            for (const [phone, paths] of pages) {
+              const code = phone === CREATOR_PHONE ? CREATOR_CODE : OPERATOR_CODE
+              const who = await person(browser, base, { phone, code }, { viewport: view.viewport, colorScheme: view.scheme })
+              for (const path of paths) {
+                await who.page.goto(base + path)
+                await who.page.locator("main h1").first().waitFor()
+                await who.page.waitForLoadState("networkidle")
+                await assertAccessible(who.page, `${path} (${view.name})`)
+              }
+              if (phone === CREATOR_PHONE) {
+                // A conversation with an answer, a tool call waiting for approval, and the menu open on a phone.
+                const page = who.page
+                await page.goto(`${base}/chat/${id}?new=1`)
+                const box = page.getByRole("textbox", { name: "Message" })
+                await box.fill("hello **there**")
+                await box.press("Enter")
+                await until(page, "the answer", () => (document.querySelector("[data-testid=answer]")?.textContent ?? "").includes("there"))
+                await box.fill(`/tool calculator {"expression":"1+1"}`)
+                await box.press("Enter")
+                await page.getByRole("button", { name: "Approve" }).waitFor()
+                await assertAccessible(page, `a conversation with an approval waiting (${view.name})`)
+                await page.getByRole("button", { name: "Deny" }).click()
+                const menu = page.getByRole("button", { name: "Menu" })
+                if (await menu.isVisible()) {
+                  await menu.click()
+                  await assertAccessible(page, `the phone menu open (${view.name})`)
+                }
+              }
+              await who.context.close()
+            }
+          }
+        })
+      }))
+  })
+})

@@ -1,0 +1,215 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import type { Page } from "playwright-core"
+import { TestServer } from "../support/TestServer.js"
+import { Browser } from "./Browser.js"
+import { api, checkPrerequisites, CREATOR_CODE, CREATOR_PHONE, person, Platform, until } from "./support.js"
+
+/**
+ * The conversation page in Debian's Chromium, on an expert's draft (its creator's test chat): messages in a row,
+ * the view that follows the answer, streaming, Stop, an approval, and a reload in the middle of a turn.
+ */
+
+checkPrerequisites()
+
+const lastAnswer = (page: Page) => page.getByTestId("answer").last()
+
+/** Whether the element's box lies inside the conversation's visible part. */
+const inView = (page: Page, selector: string) =>
+  page.evaluate((selector) => {
+    const doc = (globalThis as unknown as { document: { querySelector(s: string): { getBoundingClientRect(): { top: number; bottom: number } } | null; querySelectorAll(s: string): ArrayLike<{ getBoundingClientRect(): { top: number; bottom: number } }> } }).document
+    const all = doc.querySelectorAll(selector)
+    const last = all[all.length - 1]
+    const box = doc.querySelector("[data-testid=conversation]")?.getBoundingClientRect()
+    if (!last || !box) return false
+    const r = last.getBoundingClientRect()
+    return r.bottom <= box.bottom + 2 && r.bottom >= box.top
+  }, selector)
+
+const draftExpert = async (base: string, token: string, name: string) => {
+  const created = await api(base, token, "POST", "/v1/agents", { name, category: "business" })
+  await api(base, token, "PATCH", `/v1/agents/${created.identifier}`, {
+    opening_message: "Hello! Ask me anything.",
+    tools: [{ name: "calculator", permission: "ask" }]
+  })
+  return created.identifier as string
+}
+
+describe("web app in Chromium: chat", () => {
+  it.layer(Platform, { timeout: 180_000 })((it) => {
+    it.effect("three messages in a row are all shown, and the view follows the newest turn", () =>
+      Effect.gen(function*() {
+        const { url: base } = yield* TestServer
+        const browser = yield* Browser
+        yield* Effect.promise(async () => {
+          const { context, page, token } = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE }, { credits: 100 })
+          const id = await draftExpert(base, token, "Row Expert")
+          await page.goto(`${base}/chat/${id}`)
+          await page.getByText("Hello! Ask me anything.").waitFor()
+          const box = page.getByRole("textbox", { name: "Message" })
+          for (const text of ["first", "second", "third"]) {
+            await box.fill(text)
+            await box.press("Enter")
+          }
+          await until(page, "three answers", () => document.querySelectorAll("[data-testid=answer]").length === 3 &&
+            document.querySelectorAll("[data-testid=answer]")[2]!.textContent === "You said: third")
+          for (const text of ["first", "second", "third"]) {
+            assert.strictEqual(await page.locator(".bubble.user").filter({ hasText: new RegExp(`^You: ${text}$`) }).count(), 1, text)
+          }
+          // Long answers: the newest stays in view while it streams.
+          for (const n of [40, 40]) {
+            await box.fill(`/slow ${n}`)
+            await box.press("Enter")
+          }
+          await until(page, "the second long answer done", () =>
+            (document.querySelectorAll("[data-testid=answer]")[4]?.textContent ?? "").includes("chunk 40 ") &&
+            !document.querySelector("[aria-busy=true]"))
+          assert.isTrue(await inView(page, "[data-testid=answer]"), "the newest answer is in view")
+          // Scrolled up to read, the view stays put and offers a way back.
+          await box.fill("/slow 20")
+          await box.press("Enter")
+          await until(page, "the third long answer under way", () =>
+            (document.querySelectorAll("[data-testid=answer]")[5]?.textContent ?? "").includes("chunk 2 "))
+          await page.getByTestId("conversation").hover()
+          await page.mouse.wheel(0, -5000)
+          const jump = page.getByRole("button", { name: /Jump to latest/ })
+          await jump.waitFor()
+          await until(page, "the third long answer done", () =>
+            (document.querySelectorAll("[data-testid=answer]")[5]?.textContent ?? "").includes("chunk 20 ") &&
+            !document.querySelector("[aria-busy=true]"))
+          assert.isFalse(await inView(page, "[data-testid=answer]"), "reading older turns, the view did not move")
+          await jump.click()
+          assert.isTrue(await inView(page, "[data-testid=answer]"))
+          // A reload shows the same turns, each once.
+          await page.reload()
+          await until(page, "the turns after a reload", () => document.querySelectorAll("[data-testid=answer]").length === 6)
+          assert.strictEqual(await page.locator(".bubble.user").count(), 6)
+          assert.isTrue(await inView(page, "[data-testid=answer]"), "a reloaded conversation opens at its end")
+          await context.close()
+        })
+      }))
+
+    it.effect("streaming, Stop, an approval, and a reload in the middle of a turn", () =>
+      Effect.gen(function*() {
+        const { url: base } = yield* TestServer
+        const browser = yield* Browser
+        yield* Effect.promise(async () => {
+          const { context, page, token } = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE }, { credits: 100 })
+          const id = await draftExpert(base, token, "Tax Helper")
+          await page.goto(`${base}/chat/${id}`)
+          const message = page.getByRole("textbox", { name: "Message" })
+          await message.fill("hello there")
+          await message.press("Enter")
+          await until(page, "the echo", () => document.querySelector("[data-testid=answer]")?.textContent === "You said: hello there")
+          await page.waitForURL(new RegExp(`/chat/${id}\\?session=`))
+
+          // Streaming: part of a slow answer is on the page while the turn still runs (the Stop button).
+          await message.fill("/slow 400")
+          await message.press("Enter")
+          await until(page, "a partial slow answer", () => {
+            const answers = document.querySelectorAll("[data-testid=answer]")
+            return answers.length === 2 && (answers[1]!.textContent ?? "").startsWith("chunk 1 chunk 2 ")
+          })
+          const stop = page.getByRole("button", { name: "Stop" })
+          assert.isTrue(await stop.isVisible(), "a running turn offers Stop")
+          await stop.click()
+          await page.getByText("You stopped this answer.").waitFor()
+          assert.isFalse(await stop.isVisible())
+          const cut = (await lastAnswer(page).textContent()) ?? ""
+          assert.isBelow(cut.split("chunk").length - 1, 400, "the answer was cut short")
+
+          // A tool call that asks first: approve it by clicking.
+          await message.fill(`/tool calculator {"expression":"6*7"}`)
+          await message.press("Enter")
+          const approve = page.getByRole("button", { name: "Approve" })
+          await approve.waitFor()
+          await page.getByRole("group", { name: "Approve the tool calculator?" }).getByText("6*7").waitFor()
+          await approve.click()
+          await until(page, "the tool's result in the answer", () =>
+            [...document.querySelectorAll("[data-testid=answer]")].some((a) => (a.textContent ?? "").includes("calculator returned")))
+          assert.strictEqual(await page.getByTestId("tool-status").last().textContent(), "completed")
+          assert.isFalse(await approve.isVisible())
+
+          // Reload in the middle of a turn: it completes, with nothing missing or repeated; then one more message.
+          await message.fill("/slow 30")
+          await message.press("Enter")
+          await until(page, "the slow answer under way", () =>
+            (document.querySelectorAll("[data-testid=answer]")[3]?.textContent ?? "").includes("chunk 3 "))
+          await page.reload()
+          await until(page, "the slow answer finished after the reload", () =>
+            (document.querySelectorAll("[data-testid=answer]")[3]?.textContent ?? "").includes("chunk 30 ") &&
+            !document.querySelector("[aria-busy=true]"))
+          const expected = Array.from({ length: 30 }, (_, i) => `chunk ${i + 1} `).join("")
+          assert.strictEqual(await page.getByTestId("answer").nth(3).textContent(), expected)
+          await message.fill("after the reload")
+          await message.press("Enter")
+          await until(page, "the answer after the reload", () =>
+            document.querySelectorAll("[data-testid=answer]")[4]?.textContent === "You said: after the reload")
+          // The opening message and five turns, each once, the user's messages included.
+          assert.strictEqual(await page.locator("ol.turns > li").count(), 6)
+          for (const text of ["hello there", "/slow 30", "after the reload"]) {
+            assert.strictEqual(await page.locator(".bubble.user").filter({ hasText: new RegExp(`^You: ${text.replace("/", "\\/")}$`) }).count(), 1, text)
+          }
+          await context.close()
+        })
+      }))
+
+    it.effect("conversations: New chat, rename and delete in the sidebar; Markdown code blocks; no raw HTML", () =>
+      Effect.gen(function*() {
+        const { url: base } = yield* TestServer
+        const browser = yield* Browser
+        yield* Effect.promise(async () => {
+          const { context, page, token } = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE }, { credits: 100 })
+          const id = await draftExpert(base, token, "Sidebar Expert")
+          await page.goto(`${base}/chat/${id}`)
+          const box = page.getByRole("textbox", { name: "Message" })
+          await box.fill("x")
+          await box.press("Shift+Enter")
+          await page.keyboard.type("```js")
+          await page.keyboard.press("Shift+Enter")
+          await page.keyboard.type("let a = 1")
+          await page.keyboard.press("Shift+Enter")
+          await page.keyboard.type("```")
+          await box.press("Enter")
+          const code = page.locator(".md .code pre code")
+          await code.first().waitFor()
+          assert.strictEqual(await code.first().textContent(), "let a = 1")
+          await page.getByRole("button", { name: "Copy code" }).first().waitFor()
+          await page.waitForURL(/session=/)
+          const first = new URL(page.url()).searchParams.get("session")!
+
+          // New chat: a second conversation with the same expert.
+          const sidebar = page.getByRole("navigation", { name: "Conversations" })
+          await sidebar.getByRole("button", { name: "New chat" }).click()
+          await until(page, "an empty conversation", () => document.querySelectorAll("[data-testid=answer]").length === 0)
+          await box.fill("<img src=x onerror=alert(1)> hello")
+          await box.press("Enter")
+          await until(page, "the echo of the HTML", () =>
+            (document.querySelector("[data-testid=answer]")?.textContent ?? "").includes("<img src=x onerror=alert(1)> hello"))
+          assert.strictEqual(await page.locator(".md img").count(), 0, "the model's HTML stays text")
+          await page.waitForURL((url) => url.searchParams.get("session") !== null && url.searchParams.get("session") !== first)
+          const second = new URL(page.url()).searchParams.get("session")!
+          // Listed by the expert's name (the file's other tests left conversations with other experts).
+          await until(page, "two conversations listed", () =>
+            [...document.querySelectorAll("li.conversation")].filter((li) => (li.textContent ?? "").includes("Sidebar Expert")).length === 2)
+
+          // Rename the first conversation, then open it.
+          await sidebar.getByRole("button", { name: /^Rename “x/ }).click()
+          await sidebar.getByLabel(/New title of/).fill("My code question")
+          await sidebar.getByRole("button", { name: "Save title" }).click()
+          await sidebar.getByRole("link", { name: /My code question/ }).click()
+          await page.waitForURL((url) => url.searchParams.get("session") === first)
+          await until(page, "the first conversation's code block", () => document.querySelector(".md .code code")?.textContent === "let a = 1")
+
+          // Delete the second one.
+          page.once("dialog", (dialog) => void dialog.accept())
+          await sidebar.getByRole("button", { name: /^Delete “<img/ }).click()
+          await until(page, "one conversation left", () =>
+            [...document.querySelectorAll("li.conversation")].filter((li) => (li.textContent ?? "").includes("Sidebar Expert")).length === 1)
+          const gone = await fetch(`${base}/v1/sessions/${second}`, { headers: { authorization: `Bearer ${token}` } })
+          assert.strictEqual(gone.status, 404)
+          await context.close()
+        })
+      }))
+  })
+})

@@ -1,0 +1,47 @@
+import DOMPurify from "dompurify"
+import { Marked } from "marked"
+import { type MouseEvent, useMemo } from "react"
+
+/**
+ * The expert's answers as Markdown (issue 27): paragraphs, lists, tables, links and fenced code with a copy
+ * button. Nothing the model writes becomes markup of its own: raw HTML in the Markdown is shown as text, and the
+ * rendered HTML goes through DOMPurify (no scripts, no event handlers, no `javascript:` links) before the page
+ * sees it. Links open in a new tab without access to this one.
+ */
+const escape = (text: string) => text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;")
+
+const markdown = new Marked({ gfm: true, breaks: true, async: false })
+markdown.use({
+  renderer: {
+    html: ({ text }) => escape(text),
+    code: ({ text, lang }) => {
+      const language = (lang ?? "").match(/^[\w+-]+/)?.[0] ?? ""
+      return `<div class="code"><div class="code-head"><span>${escape(language || "code")}</span></div><pre><code${language ? ` class="language-${escape(language)}"` : ""}>${escape(text)}</code></pre></div>`
+    }
+  }
+})
+
+DOMPurify.addHook("afterSanitizeAttributes", (node) => {
+  if (node.tagName === "A") {
+    node.setAttribute("target", "_blank")
+    node.setAttribute("rel", "noopener noreferrer nofollow")
+  }
+})
+
+const COPY = `<button type="button" class="copy secondary" data-copy="">Copy code</button>`
+
+/** The sanitised HTML; our own copy buttons are added after sanitising (the model's buttons are not kept). */
+export const renderMarkdown = (text: string): string =>
+  DOMPurify.sanitize((markdown.parse(text) as string).trim(), { FORBID_TAGS: ["style", "form", "input", "button", "img"] })
+    .replace(/<div class="code-head"><span>([^<]*)<\/span><\/div>/g, `<div class="code-head"><span>$1</span>${COPY}</div>`)
+
+export const Markdown = ({ text, testId }: { text: string; testId?: string }) => {
+  const html = useMemo(() => renderMarkdown(text), [text])
+  const copy = (event: MouseEvent<HTMLDivElement>) => {
+    const button = (event.target as HTMLElement).closest("button[data-copy]")
+    if (!button) return
+    const code = button.closest(".code")?.querySelector("code")?.textContent ?? ""
+    void navigator.clipboard?.writeText(code).then(() => { button.textContent = "Copied" }, () => { button.textContent = "Copy failed" })
+  }
+  return <div className="answer md" data-testid={testId} onClick={copy} dangerouslySetInnerHTML={{ __html: html }} />
+}

@@ -1,0 +1,113 @@
+import { useEffect, useState } from "react"
+import { call, itemsOf } from "../api.js"
+import { navigate } from "../router.js"
+
+export interface SessionItem { id: string; agent: string; title: string | null; status: string; updated_at: string; created_at?: string }
+
+const names = new Map<string, Promise<string>>()
+
+/** An expert's display name (its published profile, or the owner's draft), asked once per page load. */
+export const expertName = (identifier: string): Promise<string> => {
+  let found = names.get(identifier)
+  if (!found) {
+    found = call((c) => c.market.agent({ path: { identifier } })).then(
+      (a) => a.name,
+      () => call((c) => c.agents.get({ path: { identifier } })).then((a) => a.name, () => identifier)
+    )
+    names.set(identifier, found)
+  }
+  return found
+}
+
+export const useExpertNames = (sessions: ReadonlyArray<SessionItem> | null) => {
+  const [known, setKnown] = useState<Record<string, string>>({})
+  useEffect(() => {
+    for (const agent of new Set((sessions ?? []).map((s) => s.agent))) {
+      void expertName(agent).then((name) => setKnown((k) => k[agent] === name ? k : { ...k, [agent]: name }))
+    }
+  }, [sessions])
+  return known
+}
+
+const Item = ({ session, name, current, onChanged }: {
+  session: SessionItem
+  name: string
+  current: boolean
+  onChanged: () => void
+}) => {
+  const [editing, setEditing] = useState(false)
+  const [title, setTitle] = useState(session.title ?? "")
+  const [error, setError] = useState<string | null>(null)
+  const label = session.title || "Untitled conversation"
+  const rename = async () => {
+    setError(null)
+    try {
+      await call((c) => c.sessions.update({ path: { id: session.id }, payload: { title } }))
+      setEditing(false)
+      onChanged()
+    } catch (failure) {
+      setError((failure as Error).message)
+    }
+  }
+  const remove = async () => {
+    if (!window.confirm(`Delete the conversation “${label}” with ${name}? This cannot be undone.`)) return
+    try {
+      await call((c) => c.sessions.remove({ path: { id: session.id } }))
+      onChanged()
+      if (current) navigate(`/chat/${session.agent}?new=1`, true)
+    } catch (failure) {
+      setError((failure as Error).message)
+    }
+  }
+  return (
+    <li className={`conversation${current ? " current" : ""}`}>
+      {editing
+        ? (
+          <form className="stack" onSubmit={(e) => { e.preventDefault(); void rename() }}>
+            <label>New title of “{label}” <input value={title} maxLength={200} autoFocus onChange={(e) => setTitle(e.target.value)} /></label>
+            <div className="row">
+              <button type="submit">Save title</button>
+              <button type="button" className="secondary" onClick={() => setEditing(false)}>Cancel</button>
+            </div>
+          </form>
+        )
+        : (
+          <>
+            <a href={`/chat/${session.agent}?session=${session.id}`} aria-current={current ? "page" : undefined} onClick={(e) => {
+              e.preventDefault()
+              navigate(`/chat/${session.agent}?session=${session.id}`)
+            }}>
+              <strong className="expert-name">{name}</strong>
+              <span className="conversation-title">{label}</span>
+              <span className="muted small">{new Date(session.updated_at).toLocaleString()}</span>
+            </a>
+            <div className="row actions">
+              <button type="button" className="link" onClick={() => setEditing(true)} aria-label={`Rename “${label}”`}>Rename</button>
+              <button type="button" className="link danger-text" onClick={() => void remove()} aria-label={`Delete “${label}”`}>Delete</button>
+            </div>
+          </>
+        )}
+      {error && <p role="alert" className="error small">{error}</p>}
+    </li>
+  )
+}
+
+/** The person's conversations beside the chat: by expert name and title, newest first; rename and delete here. */
+export const Sidebar = ({ identifier, current, version }: { identifier: string; current: string | null; version: number }) => {
+  const [sessions, setSessions] = useState<ReadonlyArray<SessionItem> | null>(null)
+  const [reload, setReload] = useState(0)
+  const known = useExpertNames(sessions)
+  useEffect(() => {
+    call((c) => c.sessions.list({ urlParams: { limit: 50 } })).then((l) => setSessions(itemsOf<SessionItem>(l)), () => setSessions([]))
+  }, [reload, version, current])
+  return (
+    <nav className="sidebar" aria-label="Conversations">
+      <button type="button" onClick={() => navigate(`/chat/${identifier}?new=1`)}>New chat</button>
+      <ul className="conversations">
+        {sessions?.map((s) => (
+          <Item key={s.id} session={s} name={known[s.agent] ?? s.agent} current={s.id === current} onChanged={() => setReload((n) => n + 1)} />
+        ))}
+      </ul>
+    </nav>
+  )
+}

@@ -1,0 +1,144 @@
+import { useEffect, useState } from "react"
+import { formatCredits } from "../session.js"
+import type { Approval, ToolCall, Turn } from "./fold.js"
+import { Markdown } from "./Markdown.js"
+
+const FAILURES: Record<string, string> = {
+  interrupted: "You stopped this answer.",
+  insufficient_credits: "Your wallet does not have enough credits for this. Top up in the wallet and try again.",
+  budget_exceeded: "This answer reached its spending limit and stopped.",
+  agent_unavailable: "This expert is not available any more.",
+  session_deleted: "This conversation was deleted."
+}
+
+const Countdown = ({ until }: { until: string }) => {
+  const [now, setNow] = useState(Date.now())
+  useEffect(() => {
+    const timer = setInterval(() => setNow(Date.now()), 1000)
+    return () => clearInterval(timer)
+  }, [])
+  const left = Math.max(0, Math.round((new Date(until).getTime() - now) / 1000))
+  return <span className="muted">{left > 0 ? `${Math.floor(left / 60)}:${String(left % 60).padStart(2, "0")} left to answer` : "expired"}</span>
+}
+
+export const pretty = (value: unknown) => {
+  if (value === undefined || value === null || value === "") return ""
+  if (typeof value === "string") {
+    try {
+      return JSON.stringify(JSON.parse(value), null, 2)
+    } catch {
+      return value
+    }
+  }
+  return JSON.stringify(value, null, 2)
+}
+
+/** One line of the arguments, for the card's summary. */
+const brief = (args: string) => {
+  const text = pretty(args).replace(/\s+/g, " ").trim()
+  return text.length > 60 ? `${text.slice(0, 57)}…` : text
+}
+
+const STATUS_WORDS: Record<string, string> = { pending: "waiting", in_progress: "running", completed: "done", failed: "failed", denied: "denied" }
+
+/** A tool call as a compact card: name, arguments in brief and status; open it for the arguments and result. */
+const ToolCard = ({ tool }: { tool: ToolCall }) => (
+  <details className={`tool tool-${tool.status}`}>
+    <summary>
+      <span className="tool-name"><code>{tool.name}</code></span>
+      {tool.args && <span className="tool-args muted">{brief(tool.args)}</span>}
+      <span className="tool-badge" aria-label={`status: ${STATUS_WORDS[tool.status] ?? tool.status}`}>
+        <span data-testid="tool-status" hidden>{tool.status}</span>{STATUS_WORDS[tool.status] ?? tool.status}
+      </span>
+    </summary>
+    {tool.args && <><h4>Arguments</h4><pre>{pretty(tool.args)}</pre></>}
+    {tool.result !== undefined && <><h4>Result</h4><pre>{pretty(tool.result)}</pre></>}
+    {tool.error !== undefined && <><h4>Error</h4><pre>{pretty(tool.error)}</pre></>}
+    {tool.reason !== undefined && <p>Refused: {String(tool.reason)}</p>}
+  </details>
+)
+
+/** "Show thinking and credits on every answer": off by default, kept in this browser. */
+export const useDetailsSetting = () => {
+  const [always, setAlways] = useState(() => localStorage.getItem("atrium.details") === "always")
+  const set = (value: boolean) => {
+    localStorage.setItem("atrium.details", value ? "always" : "auto")
+    setAlways(value)
+  }
+  return [always, set] as const
+}
+
+export const TurnView = ({ turn, unlocked, unlocking, details, onUnlock }: {
+  turn: Turn
+  unlocked: boolean
+  unlocking: boolean
+  details: boolean
+  onUnlock: () => void
+}) => (
+  <li className="turn">
+    {turn.user !== null && <div className="bubble user"><span className="visually-hidden">You: </span>{turn.user}</div>}
+    <div className="bubble assistant" aria-busy={turn.status === "running"}>
+      <span className="visually-hidden">Expert: </span>
+      {(turn.thinking.trim() !== "" || details) && (
+        <details className="thinking">
+          <summary>Thinking</summary>
+          <p>{turn.thinking.trim() || "No reasoning was shown for this answer."}</p>
+        </details>
+      )}
+      {turn.tools.map((tool) => <ToolCard key={tool.id} tool={tool} />)}
+      {turn.approvals.some((a) => !a.answered) && <p className="muted small">Waiting for your answer below.</p>}
+      {turn.text && <Markdown text={turn.text} testId="answer" />}
+      {turn.status === "running" && <p className="typing" aria-hidden="true">…</p>}
+      {turn.trial && !unlocked && (
+        <div className="notice" role="alert" data-testid="trial-notice">
+          <p>
+            You have used your {Number(turn.trial.trials_used)} free trial {Number(turn.trial.trials_used) === 1 ? "message" : "messages"} with
+            this expert, so this message was not answered. Unlock it for {formatCredits(Number(turn.trial.price))} to keep
+            chatting{turn.user ? ": your message is sent again right after" : ""}.
+          </p>
+          <button type="button" disabled={unlocking} onClick={onUnlock}>Unlock for {formatCredits(Number(turn.trial.price))}</button>
+        </div>
+      )}
+      {turn.trial && unlocked && <p className="muted small">You have unlocked this expert since this message.</p>}
+      {turn.budget && (
+        <p className="notice" role="alert">
+          {turn.budget.reason === "wallet"
+            ? "Your wallet ran out of credits during this answer. Top up in the wallet to continue."
+            : "This answer reached its budget and stopped."}
+        </p>
+      )}
+      {turn.status === "failed" && turn.failure && (
+        <p className="error" role="alert" data-testid="failure">
+          {FAILURES[turn.failure.code] ?? `The answer failed: ${turn.failure.message || turn.failure.code}`}
+        </p>
+      )}
+      {turn.status === "completed" && turn.credits !== undefined && (turn.credits > 0 || details) && (
+        <p className="muted small">Charged {formatCredits(turn.credits)}</p>
+      )}
+    </div>
+  </li>
+)
+
+/** Approvals waiting for an answer, pinned above the composer so none waits unseen. */
+export const Approvals = ({ turns, onAnswer }: {
+  turns: ReadonlyArray<Turn>
+  onAnswer: (approval: Approval, decision: "approve" | "deny") => void
+}) => {
+  const waiting = turns.flatMap((turn) => turn.approvals.filter((a) => !a.answered))
+  if (waiting.length === 0) return null
+  return (
+    <div className="pinned" aria-label="Waiting for your approval" role="region">
+      {waiting.map((approval) => (
+        <div key={approval.approval_id} className="approval" role="group" aria-label={`Approve the tool ${approval.name}?`}>
+          <p>The expert wants to run <code>{approval.name}</code> with:</p>
+          <pre>{pretty(approval.arguments)}</pre>
+          <div className="row">
+            <button type="button" onClick={() => onAnswer(approval, "approve")}>Approve</button>
+            <button type="button" className="danger" onClick={() => onAnswer(approval, "deny")}>Deny</button>
+            <Countdown until={approval.expires_at} />
+          </div>
+        </div>
+      ))}
+    </div>
+  )
+}

@@ -1,0 +1,188 @@
+import { useEffect, useState } from "react"
+import { call } from "../api.js"
+
+/**
+ * The review console (issue 27 item 4), for the operators named by `ADMIN_PHONES`: what waits for review, the
+ * submitted version against the published one, and a decision with a reason. For anyone else the API answers 404
+ * and this page says there is nothing here, like any unknown page.
+ */
+
+interface QueueItem {
+  id: string
+  agent: string
+  name: string
+  version: number
+  owner_id: string
+  published_version: number | null
+  submitted_at: string
+}
+interface Application {
+  user_id: string
+  display_name: string | null
+  bio: string | null
+  account_type: string | null
+  email: string | null
+  applied_at: string | null
+}
+interface Detail {
+  id: string
+  agent: string
+  version: number
+  published_version: number | null
+  submitted: Record<string, unknown> | null
+  published: Record<string, unknown> | null
+}
+
+const show = (value: unknown) =>
+  value === undefined ? "(none)" : typeof value === "string" ? (value === "" ? "(empty)" : value) : JSON.stringify(value, null, 2)
+
+/** The fields that differ between the published version and the submitted one (all of them for a first version). */
+const Diff = ({ detail }: { detail: Detail }) => {
+  const after = detail.submitted ?? {}
+  const before = detail.published
+  const keys = [...new Set([...Object.keys(before ?? {}), ...Object.keys(after)])].sort()
+  const changed = keys.filter((k) => before === null || show(before[k]) !== show(after[k]))
+  return (
+    <div className="stack" data-testid="diff">
+      <h3>{before === null ? `Version ${detail.version}: first publication` : `Version ${detail.version} against published version ${detail.published_version}`}</h3>
+      {changed.length === 0 && <p>No field changed.</p>}
+      <dl className="diff">
+        {changed.map((key) => (
+          <div key={key} className="diff-row">
+            <dt>{key}</dt>
+            {before !== null && <dd className="before"><span className="visually-hidden">Before: </span><pre>{show(before[key])}</pre></dd>}
+            <dd className="after"><span className="visually-hidden">{before === null ? "Value: " : "After: "}</span><pre>{show(after[key])}</pre></dd>
+          </div>
+        ))}
+      </dl>
+    </div>
+  )
+}
+
+const Decide = ({ label, onApprove, onReject }: {
+  label: string
+  onApprove: () => Promise<void>
+  onReject: (reason: string) => Promise<void>
+}) => {
+  const [reason, setReason] = useState("")
+  const [error, setError] = useState<string | null>(null)
+  const run = async (action: () => Promise<void>) => {
+    setError(null)
+    try {
+      await action()
+    } catch (failure) {
+      setError((failure as Error).message)
+    }
+  }
+  return (
+    <div className="stack">
+      <label>Reason for {label} (required to reject; the creator reads it) <textarea rows={2} value={reason} onChange={(e) => setReason(e.target.value)} /></label>
+      <div className="row">
+        <button type="button" onClick={() => void run(onApprove)}>Approve {label}</button>
+        <button
+          type="button"
+          className="danger"
+          onClick={() => reason.trim() ? void run(() => onReject(reason.trim())) : setError("Write a reason before rejecting: the creator reads it.")}
+        >
+          Reject {label}
+        </button>
+      </div>
+      {error && <p role="alert" className="error">{error}</p>}
+    </div>
+  )
+}
+
+export const AdminPage = () => {
+  const [queue, setQueue] = useState<{ submissions: ReadonlyArray<QueueItem>; applications: ReadonlyArray<Application> } | null>(null)
+  const [missing, setMissing] = useState(false)
+  const [error, setError] = useState<string | null>(null)
+  const [open, setOpen] = useState<Detail | null>(null)
+  const [status, setStatus] = useState<string | null>(null)
+
+  const load = () =>
+    call((c) => c.admin.queue()).then((q) => setQueue(q), (e: Error & { status?: number }) => {
+      if (e.status === 404 || e.status === 401) setMissing(true)
+      else setError(e.message)
+    })
+  useEffect(() => void load(), [])
+
+  const openSubmission = async (id: string) => {
+    setError(null)
+    try {
+      setOpen(await call((c) => c.admin.submission({ path: { id } })) as Detail)
+    } catch (failure) {
+      setError((failure as Error).message)
+    }
+  }
+
+  if (missing) return <section><h1>Not found</h1><p>There is no page at /admin.</p></section>
+  if (!queue) return error ? <p role="alert" className="error">{error}</p> : <p role="status">Loading…</p>
+  return (
+    <section className="stack">
+      <h1>Review</h1>
+      <p role="status" aria-live="polite">{status}</p>
+      {error && <p role="alert" className="error">{error}</p>}
+      <section className="card stack" aria-labelledby="subs">
+        <h2 id="subs">Expert submissions ({queue.submissions.length})</h2>
+        {queue.submissions.length === 0 && <p className="muted">Nothing waits for review.</p>}
+        <ul className="list">
+          {queue.submissions.map((s) => (
+            <li key={s.id} className="card">
+              <strong>{s.name}</strong> <span className="muted small">({s.agent}) · version {s.version} · submitted {new Date(s.submitted_at).toLocaleString()}</span>
+              <div className="row">
+                <button type="button" className="secondary" onClick={() => void openSubmission(s.id)} aria-expanded={open?.id === s.id}>
+                  Review {s.name}
+                </button>
+              </div>
+              {open?.id === s.id && (
+                <div className="stack">
+                  <Diff detail={open} />
+                  <Decide
+                    label={`version ${s.version} of ${s.name}`}
+                    onApprove={async () => {
+                      await call((c) => c.admin.approveSubmission({ path: { id: s.id } }))
+                      setStatus(`Approved: version ${s.version} of ${s.name} is live.`)
+                      setOpen(null)
+                      await load()
+                    }}
+                    onReject={async (reason) => {
+                      await call((c) => c.admin.rejectSubmission({ path: { id: s.id }, payload: { reason } }))
+                      setStatus(`Rejected version ${s.version} of ${s.name}; its creator is told why.`)
+                      setOpen(null)
+                      await load()
+                    }}
+                  />
+                </div>
+              )}
+            </li>
+          ))}
+        </ul>
+      </section>
+      <section className="card stack" aria-labelledby="apps">
+        <h2 id="apps">Creator applications ({queue.applications.length})</h2>
+        {queue.applications.length === 0 && <p className="muted">No application waits.</p>}
+        <ul className="list">
+          {queue.applications.map((a) => (
+            <li key={a.user_id} className="card stack">
+              <p><strong>{a.display_name}</strong> <span className="muted small">{a.account_type} · {a.email} · applied {a.applied_at ? new Date(a.applied_at).toLocaleString() : ""}</span></p>
+              <p>{a.bio}</p>
+              <Decide
+                label={`the application of ${a.display_name}`}
+                onApprove={async () => {
+                  await call((c) => c.admin.approveApplication({ path: { id: a.user_id } }))
+                  setStatus(`${a.display_name} is now a creator.`)
+                  await load()
+                }}
+                onReject={async (reason) => {
+                  await call((c) => c.admin.rejectApplication({ path: { id: a.user_id }, payload: { reason } }))
+                  setStatus(`Rejected the application of ${a.display_name}.`)
+                  await load()
+                }}
+              />
+            </li>
+          ))}
+        </ul>
+      </section>
+    </section>
+  )
+}
