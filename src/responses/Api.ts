@@ -51,7 +51,17 @@ export const ResponsePayload = Schema.Struct({
   ))),
   // Checked, and refused when they ask for what the platform cannot do.
   background: Schema.optional(Schema.NullOr(Schema.Boolean)),
-  text: Schema.optional(Schema.NullOr(Schema.Struct({ format: Schema.optional(Schema.NullOr(Schema.Struct({ type: Schema.String }))) }))),
+  /** Structured output (`json_object`, `json_schema` with `name`, `schema`, `strict`): docs/models.md. */
+  text: Schema.optional(Schema.NullOr(Schema.Struct({
+    format: Schema.optional(Schema.NullOr(Schema.Struct({
+      type: Schema.String,
+      name: Schema.optional(Schema.Unknown),
+      description: Schema.optional(Schema.Unknown),
+      schema: Schema.optional(Schema.Unknown),
+      strict: Schema.optional(Schema.Unknown)
+    }))),
+    verbosity: Schema.optional(Schema.NullOr(Schema.String))
+  }))),
   // Accepted and not applied: the agent's model keeps its own settings (docs/runs.md).
   temperature: Schema.optional(Schema.NullOr(Schema.Number)),
   top_p: Schema.optional(Schema.NullOr(Schema.Number)),
@@ -77,7 +87,20 @@ export const ResponseObject = Schema.Struct({
   usage: Schema.NullOr(Schema.Unknown),
   error: Schema.NullOr(Schema.Struct({ code: Schema.String, message: Schema.String })),
   previous_response_id: Schema.NullOr(Schema.String),
-  conversation: Schema.NullOr(Schema.Struct({ id: Schema.String }))
+  conversation: Schema.NullOr(Schema.Struct({ id: Schema.String })),
+  // What the response was created with, echoed as OpenAI does (the SDKs' `.parse()` reads `text.format`).
+  incomplete_details: Schema.optional(Schema.Unknown),
+  instructions: Schema.optional(Schema.Unknown),
+  tools: Schema.optional(Schema.Unknown),
+  tool_choice: Schema.optional(Schema.Unknown),
+  parallel_tool_calls: Schema.optional(Schema.Unknown),
+  metadata: Schema.optional(Schema.Unknown),
+  temperature: Schema.optional(Schema.Unknown),
+  top_p: Schema.optional(Schema.Unknown),
+  max_output_tokens: Schema.optional(Schema.Unknown),
+  store: Schema.optional(Schema.Unknown),
+  text: Schema.optional(Schema.Unknown),
+  truncation: Schema.optional(Schema.Unknown)
 }).annotations({ identifier: "Response" })
 
 const ResponseId = Schema.Struct({ id: Schema.String })

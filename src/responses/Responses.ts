@@ -1,9 +1,10 @@
 import type * as Prompt from "@effect/ai/Prompt"
-import { Chunk, Effect, Option, Stream } from "effect"
+import { Chunk, Effect, Either, Option, Stream } from "effect"
 import type { CallerIdentity } from "../identity/Authentication.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { newId } from "../platform/Ids.js"
 import type { InternalEvent } from "../runtime/Events.js"
+import { fromTextFormat, toTextFormat } from "../runtime/models/OutputFormat.js"
 import type { RunRequest } from "../runtime/RunEngine.js"
 import { clientToolsOf } from "../runs/OpenAi.js"
 import { Runs } from "../runs/Runs.js"
@@ -349,10 +350,6 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
     const refuseUnsupported = (caller: CallerIdentity, payload: ResponsePayload) =>
       Effect.gen(function*() {
         if (payload.background === true) return yield* invalid("background", "background responses are not supported; stream instead")
-        const format = payload.text?.format?.type
-        if (format != null && format !== "text") {
-          return yield* invalid("text.format", `only {"type":"text"} is supported, not ${JSON.stringify(format)}`)
-        }
         for (const [index, tool] of (payload.tools ?? []).entries()) {
           if (tool.type === "file_search") {
             const ids = tool.vector_store_ids ?? []
@@ -376,6 +373,10 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
      */
     const create = Effect.fn("Responses.create")(function*(caller: CallerIdentity, payload: ResponsePayload) {
       yield* refuseUnsupported(caller, payload)
+      const outputFormat = yield* Either.match(fromTextFormat(payload.text?.format), {
+        onLeft: (problem) => Effect.fail(invalid(problem.param, problem.message)),
+        onRight: Effect.succeed
+      })
       const partition = partitionOf(caller)
       const previous = payload.previous_response_id == null
         ? Option.none()
@@ -399,7 +400,8 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
       const conversationId = payload.conversation == null
         ? undefined
         : typeof payload.conversation === "string" ? payload.conversation : payload.conversation.id
-      const hasTools = (payload.tools ?? []).length > 0
+      // A structured answer is asked of one run: like the caller's tools, it keeps the conversation with the response.
+      const hasTools = (payload.tools ?? []).length > 0 || outputFormat !== undefined
       const singleMessage = !conversation.resume && conversation.history.length === 0
 
       // Which conversation: an existing session, a new one, or one kept with the response.
@@ -450,7 +452,7 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
           top_p: payload.top_p ?? null,
           max_output_tokens: payload.max_output_tokens ?? null,
           store: payload.store ?? true,
-          text: { format: { type: "text" } },
+          text: { format: toTextFormat(outputFormat) },
           truncation: "disabled"
         }
       })
@@ -467,6 +469,7 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
           clientTools: tools.clientTools,
           toolChoice: tools.toolChoice,
           knowledge: fileSearch,
+          outputFormat,
           resume: conversation.resume
         }
         events = runs.stream(request)

@@ -10,7 +10,7 @@ import { parseCredits, toNumber } from "../platform/Money.js"
 import * as Sse from "../platform/sse/Sse.js"
 import { Approvals } from "../runtime/Approvals.js"
 import { type InternalEvent, publicFrame, publicPayload } from "../runtime/Events.js"
-import { chatConversation, clientToolsOf, refuseUnsupported } from "./OpenAi.js"
+import { chatConversation, clientToolsOf, outputFormatOf, refuseUnsupported } from "./OpenAi.js"
 import { Runs } from "./Runs.js"
 import { partitionOf } from "../identity/Partition.js"
 
@@ -145,6 +145,7 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
         Effect.gen(function*() {
           const caller = yield* Caller
           yield* refuseUnsupported(payload)
+          const outputFormat = yield* outputFormatOf(payload.response_format)
           const conversation = yield* chatConversation(payload.messages)
           const agent = yield* runs.agentOrModel(payload.model, caller)
           const tools = yield* clientToolsOf(payload, agent)
@@ -152,6 +153,7 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
             ...runs.request(caller, agent, conversation.message, { history: conversation.history }),
             clientTools: tools.clientTools,
             toolChoice: tools.toolChoice,
+            outputFormat,
             resume: conversation.resume
           }
           const meta = { id: `chatcmpl-${newId("run").slice(4)}`, created: Math.floor(Date.now() / 1000), model: payload.model }

@@ -1,6 +1,7 @@
 import type * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as Prompt from "@effect/ai/Prompt"
-import { Effect } from "effect"
+import { Effect, Either } from "effect"
+import { fromResponseFormat } from "../runtime/models/OutputFormat.js"
 import { DELEGATE_TOOL } from "../runtime/models/Builtin.js"
 import type { ClientTool, RunnableAgent } from "../runtime/RunEngine.js"
 import { InvalidRequest } from "../platform/Errors.js"
@@ -19,10 +20,6 @@ type Message = ChatPayload["messages"][number]
 export const refuseUnsupported = (payload: ChatPayload) =>
   Effect.gen(function*() {
     if (payload.n != null && payload.n !== 1) return yield* invalid("n", "only one choice (n: 1) is supported")
-    const format = payload.response_format?.type
-    if (format != null && format !== "text") {
-      return yield* invalid("response_format", `only {"type":"text"} is supported, not ${JSON.stringify(format)}`)
-    }
     if (payload.logprobs === true) return yield* invalid("logprobs", "log probabilities are not available")
     if (payload.modalities != null && payload.modalities.some((modality) => modality !== "text")) {
       return yield* invalid("modalities", "only text output is supported")
@@ -31,6 +28,13 @@ export const refuseUnsupported = (payload: ChatPayload) =>
     if (payload.functions != null || payload.function_call != null) {
       return yield* invalid(payload.functions != null ? "functions" : "function_call", "use tools and tool_choice instead")
     }
+  })
+
+/** `response_format` as the run's output format (undefined: text); a schema outside OpenAI's subset is a 400. */
+export const outputFormatOf = (responseFormat: ChatPayload["response_format"]) =>
+  Either.match(fromResponseFormat(responseFormat), {
+    onLeft: (problem) => Effect.fail(invalid(problem.param, problem.message)),
+    onRight: Effect.succeed
   })
 
 const textOf = (message: Message, index: number) =>
