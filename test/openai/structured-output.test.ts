@@ -227,7 +227,7 @@ describe("OpenAI Agents SDK", () => {
             }),
             tracingDisabled: true
           })
-          const agent = new Agent({ name: "people", model: agentId, instructions: undefined, outputType: Person })
+          const agent = new Agent({ name: "people", model: agentId, outputType: Person })
           const result = yield* Effect.promise(() => runner.run(agent, "Who is the admin?"))
           assert.deepStrictEqual(result.finalOutput, PERSON, `useResponses ${useResponses}`)
         }
