@@ -85,7 +85,12 @@ export const ResponseObject = Schema.Struct({
   output: Schema.Array(Schema.Unknown),
   output_text: Schema.String,
   usage: Schema.NullOr(Schema.Unknown),
-  error: Schema.NullOr(Schema.Struct({ code: Schema.String, message: Schema.String })),
+  error: Schema.NullOr(Schema.Struct({
+    type: Schema.optional(Schema.String),
+    code: Schema.String,
+    message: Schema.String,
+    param: Schema.optional(Schema.NullOr(Schema.String))
+  })),
   previous_response_id: Schema.NullOr(Schema.String),
   conversation: Schema.NullOr(Schema.Struct({ id: Schema.String })),
   // What the response was created with, echoed as OpenAI does (the SDKs' `.parse()` reads `text.format`).

@@ -6,7 +6,7 @@ import { newId } from "../platform/Ids.js"
 import type { InternalEvent } from "../runtime/Events.js"
 import { fromTextFormat, toTextFormat } from "../runtime/models/OutputFormat.js"
 import type { RunRequest } from "../runtime/RunEngine.js"
-import { clientToolsOf } from "../runs/OpenAi.js"
+import { clientToolsOf, runError } from "../runs/OpenAi.js"
 import { Runs } from "../runs/Runs.js"
 import { Sessions } from "../sessions/Sessions.js"
 import type { InputItem, ResponsePayload } from "./Api.js"
@@ -295,9 +295,15 @@ export class ResponseBuilder {
       case "error": {
         const frames = this.close()
         this.status = "failed"
-        this.error = { code: event.code, message: event.message }
+        const error = runError(event.code, event.message)
+        this.error = error
         // OpenAI's way: the failure is an event of the stream (the SDK does not retry a stream it already read).
+        // `response.failed` for the clients that read it (the AI SDK), then an `error` event carrying `error` both
+        // nested and flat: the `openai` SDK raises any event with an `error` field, which is how LangChain, which
+        // ignores `response.failed`, sees the failure.
         frames.push(this.frame("response.failed", { response: this.snapshot() }))
+        // A turn the caller cancelled is no error to raise.
+        if (event.code !== "interrupted") frames.push(this.frame("error", { code: error.code, message: error.message, param: null, error }))
         return frames
       }
       default:

@@ -4,13 +4,12 @@ import { Chunk, Effect, Layer, Option, Stream } from "effect"
 import { AtriumApi } from "../Api.js"
 import { AuthenticationLive, Caller } from "../identity/Authentication.js"
 import { AppConfig } from "../platform/Config.js"
-import { errorBody } from "../platform/Errors.js"
 import { newId } from "../platform/Ids.js"
 import { parseCredits, toNumber } from "../platform/Money.js"
 import * as Sse from "../platform/sse/Sse.js"
 import { Approvals } from "../runtime/Approvals.js"
 import { type InternalEvent, publicFrame, publicPayload } from "../runtime/Events.js"
-import { chatConversation, clientToolsOf, outputFormatOf, refuseUnsupported } from "./OpenAi.js"
+import { chatConversation, clientToolsOf, failedRunAnswer, outputFormatOf, refuseUnsupported, runError } from "./OpenAi.js"
 import { Runs } from "./Runs.js"
 import { partitionOf } from "../identity/Partition.js"
 
@@ -83,7 +82,7 @@ const chatChunks = (
         }
         case "error":
           // After a 200 the failure can only be told in the stream: OpenAI's clients raise it and do not retry.
-          return [data({ error: { message: event.message, type: "run_failed", code: event.code, param: null } })]
+          return [data({ error: runError(event.code, event.message) })]
         default:
           return []
       }
@@ -92,10 +91,6 @@ const chatChunks = (
   )
   return body
 }
-
-/** The HTTP status of a run that failed before answering anything, for answers that are not streamed. */
-const statusOf = (code: string) =>
-  code === "budget_exhausted" ? 402 : code.startsWith("upstream") || code.startsWith("model") ? 502 : 500
 
 export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
   Effect.gen(function*() {
@@ -165,12 +160,8 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
           const { events, result } = yield* runs.collect(request)
           if (result.status === "failed") {
             const failure = Option.getOrThrow(result.failure)
-            // The run started and failed: asking again would run (and charge) it again, so OpenAI's clients are told
-            // not to retry (they retry a 5xx otherwise). docs/runs.md.
-            return HttpServerResponse.unsafeJson(
-              { error: { ...errorBody(failure.code, failure.message).error, code: failure.code, param: null } },
-              { status: statusOf(failure.code), headers: { "x-should-retry": "false" } }
-            )
+            // The run started and failed: only a transient upstream failure invites a retry (docs/runs.md "Retries").
+            return HttpServerResponse.unsafeJson({ error: runError(failure.code, failure.message) }, failedRunAnswer(failure.code))
           }
           const trial = events.find((event) => event.type === "trial_exhausted")
           const content = trial?.type === "trial_exhausted" ? trialNotice(trial) : result.output
