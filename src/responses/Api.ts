@@ -136,6 +136,18 @@ export class ResponsesApi extends HttpApiGroup.make("responses")
       .annotate(OpenApi.Description, "A response created by this caller (account and end user).")
   )
   .add(
+    HttpApiEndpoint.del("remove", "/v1/responses/:id")
+      .setPath(ResponseId)
+      .addSuccess(Schema.Struct({ id: Schema.String, object: Schema.Literal("response"), deleted: Schema.Literal(true) }))
+      .addError(NotFound)
+      .annotate(OpenApi.Summary, "Delete a response")
+      .annotate(
+        OpenApi.Description,
+        "Deletes a response of this caller (one in progress in a session is stopped first); it is then a 404. A " +
+          "session it ran in keeps its turns."
+      )
+  )
+  .add(
     HttpApiEndpoint.post("cancel", "/v1/responses/:id/cancel")
       .setPath(ResponseId)
       .addSuccess(ResponseObject)

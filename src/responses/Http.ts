@@ -42,6 +42,7 @@ export const ResponsesHttp = HttpApiBuilder.group(AtriumApi, "responses", (handl
         }))
       .handle("retrieve", ({ path }) =>
         Effect.map(Effect.flatMap(Caller, (caller) => responses.retrieve(caller, path.id)), (row) => row.body as ResponseObject))
+      .handle("remove", ({ path }) => Effect.flatMap(Caller, (caller) => responses.remove(caller, path.id)))
       .handle("cancel", ({ path }) =>
         Effect.map(Effect.flatMap(Caller, (caller) => responses.cancel(caller, path.id)), (body) => body as ResponseObject))
       .handle("inputItems", ({ path, urlParams }) =>

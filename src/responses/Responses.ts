@@ -391,7 +391,7 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
         return yield* invalid("previous_response_id", `no response ${payload.previous_response_id} of yours`)
       }
       const previousRow = Option.getOrUndefined(previous)
-      const earlier = (previousRow?.messages as Array<Prompt.MessageEncoded> | null) ?? []
+      let earlier: ReadonlyArray<Prompt.MessageEncoded> = (previousRow?.messages as Array<Prompt.MessageEncoded> | null) ?? []
       // An `item_reference` (what the AI SDK sends for items of a stored response) is the item it names.
       const input: ResponsePayload["input"] = typeof payload.input === "string"
         ? payload.input
@@ -402,7 +402,7 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
               Option.isNone(found)
                 ? Effect.fail(invalid(`input[${index}].id`, `no output item ${item.id} of your responses`))
                 : Effect.succeed(found.value as InputItem)))
-      const conversation = yield* conversationOf(input, payload.instructions, earlier)
+      let conversation = yield* conversationOf(input, payload.instructions, earlier)
       const conversationId = payload.conversation == null
         ? undefined
         : typeof payload.conversation === "string" ? payload.conversation : payload.conversation.id
@@ -412,13 +412,16 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
 
       // Which conversation: an existing session, a new one, or one kept with the response.
       let sessionId: string | null = previousRow?.sessionId ?? conversationId ?? null
+      const missing = () => invalid(conversationId !== undefined ? "conversation" : "previous_response_id", `no conversation ${sessionId}`)
       if (sessionId !== null && (!singleMessage || hasTools)) {
-        return yield* invalid("input", "a session's conversation continues with one user message (no instructions, history or tools)")
+        // New instructions, tools, a format or items a session turn cannot carry: the conversation goes on from the
+        // session's history statelessly, kept with the response from here (the session keeps its turns so far).
+        earlier = yield* sessions.history(caller, sessionId).pipe(Effect.catchTag("NotFound", () => Effect.fail(missing())))
+        conversation = yield* conversationOf(input, payload.instructions, earlier)
+        sessionId = null
       }
       if (sessionId !== null) {
-        yield* sessions.get(caller, sessionId).pipe(
-          Effect.catchTag("NotFound", () => Effect.fail(invalid(conversationId !== undefined ? "conversation" : "previous_response_id", `no conversation ${sessionId}`)))
-        )
+        yield* sessions.get(caller, sessionId).pipe(Effect.catchTag("NotFound", () => Effect.fail(missing())))
       }
       const agent = sessionId === null ? yield* runs.agentOrModel(payload.model, caller) : undefined
       const tools = agent === undefined
@@ -513,7 +516,15 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
       return (yield* retrieve(caller, id)).body
     })
 
-    return { create, retrieve, cancel } as const
+    /** Deletes a response (OpenAI's `responses.delete`); one in progress in a session is stopped first. */
+    const remove = Effect.fn("Responses.remove")(function*(caller: CallerIdentity, id: string) {
+      const row = yield* retrieve(caller, id)
+      if (row.status === "in_progress") yield* cancel(caller, id)
+      if (!(yield* repo.remove(partitionOf(caller), id))) return yield* notFound(id)
+      return { id, object: "response" as const, deleted: true as const }
+    })
+
+    return { create, retrieve, cancel, remove } as const
   }),
   dependencies: [Runs.Default, Sessions.Default, ResponsesRepo.Default, KnowledgeRepo.Default]
 }) {}
