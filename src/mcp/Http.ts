@@ -11,6 +11,7 @@ import { Wallets } from "../billing/Wallet.js"
 import { jsonProblem } from "../platform/http/Text.js"
 import { McpConfig } from "./Config.js"
 import { McpProgress, type ProgressExtra, progressFromExtra, type ProgressReport } from "./EngineTools.js"
+import { registerExtras } from "./Extras.js"
 import { McpIdentity } from "./Identity.js"
 import { type McpCaller, type ToolDefinition, toolError, type ToolFailure, toolSuccess } from "./Tool.js"
 import { McpTools } from "./Tools.js"
@@ -162,6 +163,7 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
   const identity = yield* McpIdentity
   const { tools } = yield* McpTools
   const toolNames = new Set(tools.map((tool) => tool.name))
+  const toolsByName = new Map(tools.map((tool) => [tool.name, tool]))
   // The SDK calls tools through promises; this runtime (the layer's) is what their effects run on.
   const runtime = yield* Effect.runtime<never>()
   const runTool = Runtime.runPromise(runtime)
@@ -192,7 +194,8 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
 
   /** A server for one request, its tools bound to that request's caller. */
   const serverFor = (caller: Effect.Effect<McpCaller, ToolFailure>, parent: Option.Option<Tracer.AnySpan>) => {
-    const server = new McpServer(SERVER_INFO, { instructions: INSTRUCTIONS })
+    // `logging` lets clients set a level (`logging/setLevel`); a stateless server sends no log notifications.
+    const server = new McpServer(SERVER_INFO, { instructions: INSTRUCTIONS, capabilities: { logging: {} } })
     for (const tool of tools) {
       server.registerTool(
         tool.name,
@@ -201,8 +204,13 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
           runTool(call(tool, args, caller, parent, progressFromExtra(extra)), { signal: extra.signal })
       )
     }
-    // The tool set never changes while a server lives (one per request): nothing would ever notify a change.
-    server.server.registerCapabilities({ tools: { listChanged: false } })
+    registerExtras(server, (name, args) =>
+      runTool(Effect.gen(function*() {
+        const who = yield* caller
+        return yield* toolsByName.get(name)!.run(args, who)
+      }).pipe(Effect.mapError((failure) => new Error(failure.message)))))
+    // The sets never change while a server lives (one per request): nothing would ever notify a change.
+    server.server.registerCapabilities({ tools: { listChanged: false }, resources: { listChanged: false }, prompts: { listChanged: false } })
     return server
   }
 

@@ -80,5 +80,32 @@ describe("MCP protocol rules", () => {
         const fine = yield* rpc(initialize, { origin: "http://localhost:3000" })
         assert.strictEqual(fine.status, 200, JSON.stringify(fine.body))
       }))
+    it.scoped("resources (the caller's experts), a template whose identifier completes, prompts, logging/setLevel", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const client = yield* connect({ bearer: user.token })
+        const created = yield* Effect.promise(() =>
+          client.callTool({ name: "create_expert", arguments: { name: "Resource probe", description: "d", category: "other" } })
+        )
+        const identifier = (created.structuredContent as { identifier: string }).identifier
+        const { resources } = yield* Effect.promise(() => client.listResources())
+        assert.deepStrictEqual(resources.map((r) => r.uri), [`atrium://experts/${identifier}`])
+        const read = yield* Effect.promise(() => client.readResource({ uri: `atrium://experts/${identifier}` }))
+        assert.strictEqual(JSON.parse((read.contents[0] as { text: string }).text).identifier, identifier)
+        const { resourceTemplates } = yield* Effect.promise(() => client.listResourceTemplates())
+        assert.deepStrictEqual(resourceTemplates.map((t) => t.uriTemplate), ["atrium://experts/{identifier}"])
+        const completion = yield* Effect.promise(() =>
+          client.complete({
+            ref: { type: "ref/resource", uri: "atrium://experts/{identifier}" },
+            argument: { name: "identifier", value: identifier.slice(0, 3) }
+          })
+        )
+        assert.include(completion.completion.values, identifier)
+        const { prompts } = yield* Effect.promise(() => client.listPrompts())
+        assert.sameMembers(prompts.map((p) => p.name), ["create_expert_from_description", "improve_expert_from_runs"])
+        const prompt = yield* Effect.promise(() => client.getPrompt({ name: "improve_expert_from_runs", arguments: { identifier } }))
+        assert.include(JSON.stringify(prompt.messages), identifier)
+        yield* Effect.promise(() => client.setLoggingLevel("warning"))
+      }))
   })
 })
