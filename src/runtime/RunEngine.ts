@@ -682,7 +682,8 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
           previous = next
         }
         return yield* Effect.fail(
-          last ?? new Stop("model_unavailable", "Every provider of the expert's models is failing; try again later.")
+          // Transient (the breakers rest): a code clients may retry, unlike a model that is not offered at all.
+          last ?? new Stop("upstream_unavailable", "Every provider of the expert's models is failing; try again later.")
         )
       })
 

@@ -100,16 +100,6 @@ describe("runs through an upstream model", () => {
         const upstream = yield* Mock.Upstream
         const user = yield* newUser
         const agent = yield* mockAgent(user.token)
-        yield* upstream.script(Mock.status(429, { error: { message: "slow down" } }))
-        const limited = yield* request("POST", "/v1/chat/completions", {
-          token: user.token,
-          body: { model: agent, messages: [{ role: "user", content: "hi" }] }
-        })
-        assert.strictEqual(limited.status, 429, limited.text)
-        assert.strictEqual(limited.headers.get("retry-after"), "2")
-        assert.isNull(limited.headers.get("x-should-retry"))
-        assert.deepInclude(limited.body.error, { type: "rate_limit_error", code: "upstream_rate_limited", param: null })
-
         const schema = { type: "object", properties: { city: { type: "string" } }, required: ["city"], additionalProperties: false }
         yield* upstream.script(Mock.stream([
           Mock.sse(Mock.chatChunk({ role: "assistant", content: "{\"city\":\"Oslo\"}" })),
@@ -129,6 +119,17 @@ describe("runs through an upstream model", () => {
         assert.strictEqual(answer.body.choices[0].message.content, "{\"city\":\"Oslo\"}")
         const sent = (yield* upstream.requests).slice(before)[0]!.body as Record<string, any>
         assert.deepStrictEqual(sent.response_format, { type: "json_schema", json_schema: { name: "place", schema, strict: true } })
+
+        // Last: the 429 rests the provider's breaker.
+        yield* upstream.script(Mock.status(429, { error: { message: "slow down" } }))
+        const limited = yield* request("POST", "/v1/chat/completions", {
+          token: user.token,
+          body: { model: agent, messages: [{ role: "user", content: "hi" }] }
+        })
+        assert.strictEqual(limited.status, 429, limited.text)
+        assert.strictEqual(limited.headers.get("retry-after"), "2")
+        assert.isNull(limited.headers.get("x-should-retry"))
+        assert.deepInclude(limited.body.error, { type: "rate_limit_error", code: "upstream_rate_limited", param: null })
       }))
   })
 })
