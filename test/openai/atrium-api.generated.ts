@@ -6140,7 +6140,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description a string to be decoded into a number */
-                limit?: string;
+                limit?: number;
                 order?: "asc" | "desc";
                 after?: string;
                 before?: string;
@@ -6440,7 +6440,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description a string to be decoded into a number */
-                limit?: string;
+                limit?: number;
                 order?: "asc" | "desc";
                 after?: string;
                 before?: string;
