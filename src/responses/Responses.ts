@@ -297,13 +297,13 @@ export class ResponseBuilder {
         this.status = "failed"
         const error = runError(event.code, event.message)
         this.error = error
-        // OpenAI's way: the failure is an event of the stream (the SDK does not retry a stream it already read).
-        // `response.failed` for the clients that read it (the AI SDK), then an `error` event carrying `error` both
-        // nested and flat: the `openai` SDK raises any event with an `error` field, which is how LangChain, which
-        // ignores `response.failed`, sees the failure.
-        frames.push(this.frame("response.failed", { response: this.snapshot() }))
-        // A turn the caller cancelled is no error to raise.
+        // OpenAI's way: the failure is told in the stream. First an `error` event carrying `error` both flat and
+        // nested: the `openai` SDK raises any event with an `error` field (so LangChain, which ignores
+        // `response.failed`, sees the failure), and the AI SDK reads its `type` to decide it is final, which it must
+        // see before `response.failed` (whose fixed type it would take for a retryable 500). Then `response.failed`
+        // with the response, for clients that read the stream themselves. A turn the caller cancelled is no error.
         if (event.code !== "interrupted") frames.push(this.frame("error", { code: error.code, message: error.message, param: null, error }))
+        frames.push(this.frame("response.failed", { response: this.snapshot() }))
         return frames
       }
       default:
