@@ -76,6 +76,56 @@ const STREAMS: Record<string, { readonly only: boolean; readonly events: string 
   "get /v1/sessions/{id}/events": { only: true, events: "The session's events (docs/events.md) from `after` (or Last-Event-ID) on, then live ones, each with its seq as the SSE id." }
 }
 
+/** Answers that are plain text, not JSON (the generated document would say JSON). */
+const TEXT_ANSWERS = new Set(["get /v1/sessions/{id}/files/content"])
+
+const openAiErrorBody = (description: string) => ({
+  description,
+  content: {
+    "application/json": {
+      schema: {
+        type: "object",
+        required: ["error"],
+        properties: {
+          error: {
+            type: "object",
+            required: ["type", "code", "message", "param"],
+            properties: {
+              type: { type: "string", description: "invalid_request_error, insufficient_quota, rate_limit_error or server_error" },
+              code: { type: "string", description: "the run.failed code (docs/events.md)" },
+              message: { type: "string" },
+              param: { type: "string", nullable: true }
+            }
+          }
+        }
+      }
+    }
+  }
+})
+
+/** Statuses the handlers answer themselves (a failed run, a retry with the same key), beside the declared ones. */
+const RUN_STATUSES: Record<string, Record<string, ReturnType<typeof openAiErrorBody>>> = {
+  "post /v1/chat/completions": {
+    "402": openAiErrorBody("The run stopped: the wallet cannot pay (budget_exhausted); x-should-retry: false."),
+    "409": openAiErrorBody("Idempotency-Key sent with another body, or while its first request is still starting."),
+    "429": openAiErrorBody("The model upstream was rate limited (upstream_rate_limited); Retry-After says when to retry."),
+    "500": openAiErrorBody("The run failed on our side (internal_error); x-should-retry: false."),
+    "502": openAiErrorBody("The model upstream failed (upstream_error); Retry-After."),
+    "503": openAiErrorBody("The model upstream could not be reached (upstream_unavailable), or the platform is busy; Retry-After."),
+    "504": openAiErrorBody("The model upstream timed out (upstream_timeout); Retry-After.")
+  },
+  "post /v1/responses": { "409": openAiErrorBody("Idempotency-Key sent with another body, or while its first request is still starting.") },
+  "post /v1/agents/run": { "409": openAiErrorBody("Idempotency-Key sent with another body, or while its first request is still starting.") }
+}
+
+const IDEMPOTENCY_KEY = {
+  name: "Idempotency-Key",
+  in: "header",
+  required: false,
+  description: "A retry with the same key attaches to the run the first request started (docs/runs.md, Safe retries).",
+  schema: { type: "string", pattern: "^[\\x21-\\x7e]{1,255}$" }
+}
+
 /**
  * What the generated document cannot know: the streaming answers, the `X-End-User-Id` header that API keys must
  * send on the end-user routes, where the API is served, and a summary for every operation.
@@ -97,6 +147,34 @@ const documentTruth = (spec: Record<string, any>): Record<string, any> => {
         const ok = operation.responses["200"] ?? (operation.responses["200"] = { description: "Success" })
         const eventStream = { schema: { type: "string", description: stream.events } }
         ok.content = stream.only ? { "text/event-stream": eventStream } : { ...ok.content, "text/event-stream": eventStream }
+      }
+      if (TEXT_ANSWERS.has(`${method} ${path}`)) {
+        const ok = operation.responses["200"] ?? (operation.responses["200"] = { description: "Success" })
+        ok.content = { "text/plain": { schema: { type: "string" } } }
+      }
+      const statuses = RUN_STATUSES[`${method} ${path}`]
+      if (statuses !== undefined) {
+        operation.responses = { ...statuses, ...operation.responses }
+        operation.parameters = [...(operation.parameters ?? []), IDEMPOTENCY_KEY]
+      }
+      // Query numbers arrive as text and are decoded to integers: say what a client sends, an integer.
+      for (const parameter of operation.parameters ?? []) {
+        if (parameter.in === "query" && (parameter.name === "limit" || (parameter.name === "after" && path.endsWith("/events")))) {
+          // The ledger pages up to 200 (src/billing/Api.ts); every other list up to 100 (ListParams).
+          const { maximum, minimum } = parameter.name === "limit"
+            ? { minimum: 1, maximum: path === "/api/wallet/ledger" ? 200 : 100 }
+            : { minimum: 0, maximum: undefined }
+          parameter.schema = { type: "integer", minimum, ...(maximum === undefined ? {} : { maximum }) }
+        }
+      }
+      if (`${method} ${path}` === "get /v1/sessions/{id}/events") {
+        operation.parameters = [...(operation.parameters ?? []), {
+          name: "Last-Event-ID",
+          in: "header",
+          required: false,
+          description: "The seq of the last event received (what EventSource sends when it reconnects); `after` wins when both are given.",
+          schema: { type: "string", pattern: "^\\d{1,15}$" }
+        }]
       }
       if (END_USER_ROUTES.test(path)) {
         operation.parameters = [...(operation.parameters ?? []), {

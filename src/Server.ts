@@ -49,6 +49,7 @@ import { clientAddress, isPrivateAddress, routePath, secretMatches } from "./pla
 import { makeWebAppRoutes } from "./platform/WebApp.js"
 import * as Sse from "./platform/sse/Sse.js"
 import { ModelsHttp } from "./runtime/models/Http.js"
+import { AgentModelsLive } from "./runs/AgentModels.js"
 import { RunsHttpLive } from "./runs/Http.js"
 import { ResponsesHttpLive } from "./responses/Http.js"
 import { EvolutionHttpLive } from "./evolution/Http.js"
@@ -367,7 +368,7 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
 )
 
 const ApiRoutes = HttpLayerRouter.addHttpApi(AtriumApi, { openapiPath: "/openapi.json" }).pipe(
-  Layer.provide([HealthHttp, AuthHttp, AccountHttp, ModelsHttp, BillingHttp, AgentsHttpLive, RunsHttpLive, ResponsesHttpLive, SessionsHttpLive, MarketHttpLive, NotificationsHttpLive, FilesHttpLive, KnowledgeHttpLive, EnvironmentsHttpLive, CredentialsHttpLive, EvolutionHttpLive, DistillationsHttpLive]),
+  Layer.provide([HealthHttp, AuthHttp, AccountHttp, ModelsHttp.pipe(Layer.provide(AgentModelsLive)), BillingHttp, AgentsHttpLive, RunsHttpLive, ResponsesHttpLive, SessionsHttpLive, MarketHttpLive, NotificationsHttpLive, FilesHttpLive, KnowledgeHttpLive, EnvironmentsHttpLive, CredentialsHttpLive, EvolutionHttpLive, DistillationsHttpLive]),
   Layer.provide([RunPayerLive, KnowledgeSearchLive]),
   Layer.provide(Wallets.Default)
 )

@@ -11,11 +11,82 @@ import { Wallets } from "../billing/Wallet.js"
 import { jsonProblem } from "../platform/http/Text.js"
 import { McpConfig } from "./Config.js"
 import { McpProgress, type ProgressExtra, progressFromExtra, type ProgressReport } from "./EngineTools.js"
+import { registerExtras } from "./Extras.js"
 import { McpIdentity } from "./Identity.js"
 import { type McpCaller, type ToolDefinition, toolError, type ToolFailure, toolSuccess } from "./Tool.js"
 import { McpTools } from "./Tools.js"
 
 const SERVER_INFO = { name: "atrium", version: "1.0.0" }
+
+/** A tool's human title: its name as words ("create_expert" -> "Create expert"). */
+const titleOf = (name: string) => name.charAt(0).toUpperCase() + name.slice(1).replace(/_/g, " ")
+
+/** Tools that only read: safe to call again, change nothing. */
+const READ_ONLY = new Set([
+  "get_creator_profile",
+  "get_expert_detail",
+  "list_my_experts",
+  "list_expert_skills",
+  "list_marketplace_skills",
+  "get_submission_status",
+  "open_expert_chat",
+  "open_platform_page",
+  "list_evolution_suggestions",
+  "get_evolution_stats",
+  "get_earnings",
+  "browse_marketplace"
+])
+/** Tools that overwrite what an expert was (its fields, its billing, an accepted suggestion's change). */
+const DESTRUCTIVE = new Set(["update_expert", "set_billing", "accept_evolution"])
+/** Writes whose repetition with the same arguments changes nothing more. */
+const IDEMPOTENT = new Set(["update_expert", "set_billing", "install_skill"])
+
+/**
+ * MCP's tool annotations (hints an IDE shows or uses to ask before a call): read-only, destructive, idempotent, and
+ * open-world only for `test_expert`, whose run reaches a model and the expert's remote tools.
+ */
+const annotationsOf = (name: string) => {
+  const readOnly = READ_ONLY.has(name)
+  return {
+    title: titleOf(name),
+    readOnlyHint: readOnly,
+    destructiveHint: !readOnly && DESTRUCTIVE.has(name),
+    idempotentHint: readOnly || IDEMPOTENT.has(name),
+    openWorldHint: name === "test_expert"
+  }
+}
+
+/** The messages of a request body (one, or a batch); none when it is not JSON (the SDK answers that). */
+const messagesOf = (body: ArrayBuffer): ReadonlyArray<any> => {
+  try {
+    const parsed: unknown = JSON.parse(new TextDecoder().decode(body))
+    return Array.isArray(parsed) ? parsed : [parsed]
+  } catch {
+    return []
+  }
+}
+
+const jsonRpcError = (status: number, code: number, message: string, id: unknown = null) =>
+  HttpServerResponse.unsafeJson({ jsonrpc: "2.0", error: { code, message }, id: id ?? null }, { status })
+
+const LOOPBACK = /^(localhost|127(?:\.\d{1,3}){3}|\[::1\])(?::\d+)?$/i
+
+/**
+ * What the SDK leaves to its server: a call of a tool that does not exist is JSON-RPC's invalid params (-32602), not
+ * a tool result; a `cursor` is refused, since every list fits one page and no cursor was ever handed out.
+ */
+const refusal = (messages: ReadonlyArray<any>, names: ReadonlySet<string>) => {
+  for (const message of messages) {
+    if (typeof message !== "object" || message === null) continue
+    if (message.method === "tools/call" && !names.has(message.params?.name)) {
+      return jsonRpcError(200, -32602, `Unknown tool: ${String(message.params?.name).slice(0, 100)}`, message.id)
+    }
+    if (typeof message.method === "string" && message.method.endsWith("/list") && message.params?.cursor !== undefined) {
+      return jsonRpcError(200, -32602, "Invalid cursor: every list is one page, with no nextCursor", message.id)
+    }
+  }
+  return undefined
+}
 
 /** Whether a request (or a batch) carries a `progressToken`: the client wants `notifications/progress`. */
 const asksForProgress = (body: ArrayBuffer) => {
@@ -91,6 +162,8 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
   const config = yield* McpConfig
   const identity = yield* McpIdentity
   const { tools } = yield* McpTools
+  const toolNames = new Set(tools.map((tool) => tool.name))
+  const toolsByName = new Map(tools.map((tool) => [tool.name, tool]))
   // The SDK calls tools through promises; this runtime (the layer's) is what their effects run on.
   const runtime = yield* Effect.runtime<never>()
   const runTool = Runtime.runPromise(runtime)
@@ -121,15 +194,23 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
 
   /** A server for one request, its tools bound to that request's caller. */
   const serverFor = (caller: Effect.Effect<McpCaller, ToolFailure>, parent: Option.Option<Tracer.AnySpan>) => {
-    const server = new McpServer(SERVER_INFO, { instructions: INSTRUCTIONS })
+    // `logging` lets clients set a level (`logging/setLevel`); a stateless server sends no log notifications.
+    const server = new McpServer(SERVER_INFO, { instructions: INSTRUCTIONS, capabilities: { logging: {} } })
     for (const tool of tools) {
       server.registerTool(
         tool.name,
-        { description: tool.description, inputSchema: tool.input },
+        { title: titleOf(tool.name), description: tool.description, inputSchema: tool.input, annotations: annotationsOf(tool.name) },
         (args: unknown, extra: { signal: AbortSignal } & ProgressExtra): Promise<CallToolResult> =>
           runTool(call(tool, args, caller, parent, progressFromExtra(extra)), { signal: extra.signal })
       )
     }
+    registerExtras(server, (name, args) =>
+      runTool(Effect.gen(function*() {
+        const who = yield* caller
+        return yield* toolsByName.get(name)!.run(args, who)
+      }).pipe(Effect.mapError((failure) => new Error(failure.message)))))
+    // The sets never change while a server lives (one per request): nothing would ever notify a change.
+    server.server.registerCapabilities({ tools: { listChanged: false }, resources: { listChanged: false }, prompts: { listChanged: false } })
     return server
   }
 
@@ -165,11 +246,19 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
 
   const handle = Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
+    // DNS rebinding (MCP's transport rules): a page on another site must not reach the tools through a name that
+    // resolves here. The Host must be the platform's or a loopback one; a browser's Origin, one allowed.
+    const host = request.headers["host"] ?? ""
+    if (host !== config.publicHost && !LOOPBACK.test(host)) return jsonRpcError(403, -32000, "Forbidden: this Host is not served here")
+    const origin = request.headers["origin"]
+    if (origin !== undefined && !config.allowedOrigins.has(origin) && !LOOPBACK.test(origin.replace(/^https?:\/\//, ""))) {
+      return jsonRpcError(403, -32000, "Forbidden: this Origin may not call the tool server")
+    }
     if (request.method !== "POST") return methodNotAllowed
     // Read under the platform's body limit (`MAX_BODY_BYTES`, set by the error middleware). A failed read goes on
     // as a defect, as HttpApi's do: the middleware answers it 413 (too large) or 400, in the platform's error body.
     const body = yield* Effect.orDie(request.arrayBuffer)
-    const refused = textRefusal(body)
+    const refused = textRefusal(body) ?? refusal(messagesOf(body), toolNames)
     if (refused !== undefined) return refused
     const headers = new Headers()
     for (const [name, value] of Object.entries(request.headers)) {

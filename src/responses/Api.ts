@@ -51,7 +51,17 @@ export const ResponsePayload = Schema.Struct({
   ))),
   // Checked, and refused when they ask for what the platform cannot do.
   background: Schema.optional(Schema.NullOr(Schema.Boolean)),
-  text: Schema.optional(Schema.NullOr(Schema.Struct({ format: Schema.optional(Schema.NullOr(Schema.Struct({ type: Schema.String }))) }))),
+  /** Structured output (`json_object`, `json_schema` with `name`, `schema`, `strict`): docs/models.md. */
+  text: Schema.optional(Schema.NullOr(Schema.Struct({
+    format: Schema.optional(Schema.NullOr(Schema.Struct({
+      type: Schema.String,
+      name: Schema.optional(Schema.Unknown),
+      description: Schema.optional(Schema.Unknown),
+      schema: Schema.optional(Schema.Unknown),
+      strict: Schema.optional(Schema.Unknown)
+    }))),
+    verbosity: Schema.optional(Schema.NullOr(Schema.String))
+  }))),
   // Accepted and not applied: the agent's model keeps its own settings (docs/runs.md).
   temperature: Schema.optional(Schema.NullOr(Schema.Number)),
   top_p: Schema.optional(Schema.NullOr(Schema.Number)),
@@ -75,9 +85,27 @@ export const ResponseObject = Schema.Struct({
   output: Schema.Array(Schema.Unknown),
   output_text: Schema.String,
   usage: Schema.NullOr(Schema.Unknown),
-  error: Schema.NullOr(Schema.Struct({ code: Schema.String, message: Schema.String })),
+  error: Schema.NullOr(Schema.Struct({
+    type: Schema.optional(Schema.String),
+    code: Schema.String,
+    message: Schema.String,
+    param: Schema.optional(Schema.NullOr(Schema.String))
+  })),
   previous_response_id: Schema.NullOr(Schema.String),
-  conversation: Schema.NullOr(Schema.Struct({ id: Schema.String }))
+  conversation: Schema.NullOr(Schema.Struct({ id: Schema.String })),
+  // What the response was created with, echoed as OpenAI does (the SDKs' `.parse()` reads `text.format`).
+  incomplete_details: Schema.optional(Schema.Unknown),
+  instructions: Schema.optional(Schema.Unknown),
+  tools: Schema.optional(Schema.Unknown),
+  tool_choice: Schema.optional(Schema.Unknown),
+  parallel_tool_calls: Schema.optional(Schema.Unknown),
+  metadata: Schema.optional(Schema.Unknown),
+  temperature: Schema.optional(Schema.Unknown),
+  top_p: Schema.optional(Schema.Unknown),
+  max_output_tokens: Schema.optional(Schema.Unknown),
+  store: Schema.optional(Schema.Unknown),
+  text: Schema.optional(Schema.Unknown),
+  truncation: Schema.optional(Schema.Unknown)
 }).annotations({ identifier: "Response" })
 
 const ResponseId = Schema.Struct({ id: Schema.String })
@@ -106,6 +134,18 @@ export class ResponsesApi extends HttpApiGroup.make("responses")
       .addError(NotFound)
       .annotate(OpenApi.Summary, "Retrieve a response")
       .annotate(OpenApi.Description, "A response created by this caller (account and end user).")
+  )
+  .add(
+    HttpApiEndpoint.del("remove", "/v1/responses/:id")
+      .setPath(ResponseId)
+      .addSuccess(Schema.Struct({ id: Schema.String, object: Schema.Literal("response"), deleted: Schema.Literal(true) }))
+      .addError(NotFound)
+      .annotate(OpenApi.Summary, "Delete a response")
+      .annotate(
+        OpenApi.Description,
+        "Deletes a response of this caller (one in progress in a session is stopped first); it is then a 404. A " +
+          "session it ran in keeps its turns."
+      )
   )
   .add(
     HttpApiEndpoint.post("cancel", "/v1/responses/:id/cancel")

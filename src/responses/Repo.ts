@@ -82,7 +82,19 @@ export class ResponsesRepo extends Effect.Service<ResponsesRepo>()("atrium/respo
           LIMIT 1`
     })
 
+    /** Deletes one of the partition's responses: false when it has none by that id. */
+    const remove = SqlSchema.findAll({
+      Request: Schema.Struct({ id: Schema.String, accountId: Schema.String, endUserId: Schema.String }),
+      Result: Schema.Struct({ id: Schema.String }),
+      execute: ({ accountId, endUserId, id }) =>
+        sql`
+          DELETE FROM api_responses WHERE id = ${id} AND account_id = ${accountId} AND end_user_id = ${endUserId}
+          RETURNING id`
+    })
+
     return {
+      remove: (partition: Partition, id: string) =>
+        Effect.map(remove({ id, accountId: partition.accountId, endUserId: partition.endUserId }), (rows) => rows.length > 0).pipe(Effect.orDie),
       item: (partition: Partition, itemId: string) =>
         findItem({ itemId, accountId: partition.accountId, endUserId: partition.endUserId }).pipe(
           Effect.map(Option.map((row) => parsed(row.item) as Record<string, unknown>)),

@@ -1,11 +1,12 @@
 import type * as Prompt from "@effect/ai/Prompt"
-import { Chunk, Effect, Option, Stream } from "effect"
+import { Chunk, Effect, Either, Option, Stream } from "effect"
 import type { CallerIdentity } from "../identity/Authentication.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { newId } from "../platform/Ids.js"
 import type { InternalEvent } from "../runtime/Events.js"
+import { fromTextFormat, toTextFormat } from "../runtime/models/OutputFormat.js"
 import type { RunRequest } from "../runtime/RunEngine.js"
-import { clientToolsOf } from "../runs/OpenAi.js"
+import { clientToolsOf, runError } from "../runs/OpenAi.js"
 import { Runs } from "../runs/Runs.js"
 import { Sessions } from "../sessions/Sessions.js"
 import type { InputItem, ResponsePayload } from "./Api.js"
@@ -294,8 +295,14 @@ export class ResponseBuilder {
       case "error": {
         const frames = this.close()
         this.status = "failed"
-        this.error = { code: event.code, message: event.message }
-        // OpenAI's way: the failure is an event of the stream (the SDK does not retry a stream it already read).
+        const error = runError(event.code, event.message)
+        this.error = error
+        // OpenAI's way: the failure is told in the stream. First an `error` event carrying `error` both flat and
+        // nested: the `openai` SDK raises any event with an `error` field (so LangChain, which ignores
+        // `response.failed`, sees the failure), and the AI SDK reads its `type` to decide it is final, which it must
+        // see before `response.failed` (whose fixed type it would take for a retryable 500). Then `response.failed`
+        // with the response, for clients that read the stream themselves. A turn the caller cancelled is no error.
+        if (event.code !== "interrupted") frames.push(this.frame("error", { code: error.code, message: error.message, param: null, error }))
         frames.push(this.frame("response.failed", { response: this.snapshot() }))
         return frames
       }
@@ -349,10 +356,6 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
     const refuseUnsupported = (caller: CallerIdentity, payload: ResponsePayload) =>
       Effect.gen(function*() {
         if (payload.background === true) return yield* invalid("background", "background responses are not supported; stream instead")
-        const format = payload.text?.format?.type
-        if (format != null && format !== "text") {
-          return yield* invalid("text.format", `only {"type":"text"} is supported, not ${JSON.stringify(format)}`)
-        }
         for (const [index, tool] of (payload.tools ?? []).entries()) {
           if (tool.type === "file_search") {
             const ids = tool.vector_store_ids ?? []
@@ -376,6 +379,10 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
      */
     const create = Effect.fn("Responses.create")(function*(caller: CallerIdentity, payload: ResponsePayload) {
       yield* refuseUnsupported(caller, payload)
+      const outputFormat = yield* Either.match(fromTextFormat(payload.text?.format), {
+        onLeft: (problem) => Effect.fail(invalid(problem.param, problem.message)),
+        onRight: Effect.succeed
+      })
       const partition = partitionOf(caller)
       const previous = payload.previous_response_id == null
         ? Option.none()
@@ -384,7 +391,7 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
         return yield* invalid("previous_response_id", `no response ${payload.previous_response_id} of yours`)
       }
       const previousRow = Option.getOrUndefined(previous)
-      const earlier = (previousRow?.messages as Array<Prompt.MessageEncoded> | null) ?? []
+      let earlier: ReadonlyArray<Prompt.MessageEncoded> = (previousRow?.messages as Array<Prompt.MessageEncoded> | null) ?? []
       // An `item_reference` (what the AI SDK sends for items of a stored response) is the item it names.
       const input: ResponsePayload["input"] = typeof payload.input === "string"
         ? payload.input
@@ -395,22 +402,26 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
               Option.isNone(found)
                 ? Effect.fail(invalid(`input[${index}].id`, `no output item ${item.id} of your responses`))
                 : Effect.succeed(found.value as InputItem)))
-      const conversation = yield* conversationOf(input, payload.instructions, earlier)
+      let conversation = yield* conversationOf(input, payload.instructions, earlier)
       const conversationId = payload.conversation == null
         ? undefined
         : typeof payload.conversation === "string" ? payload.conversation : payload.conversation.id
-      const hasTools = (payload.tools ?? []).length > 0
+      // A structured answer is asked of one run: like the caller's tools, it keeps the conversation with the response.
+      const hasTools = (payload.tools ?? []).length > 0 || outputFormat !== undefined
       const singleMessage = !conversation.resume && conversation.history.length === 0
 
       // Which conversation: an existing session, a new one, or one kept with the response.
       let sessionId: string | null = previousRow?.sessionId ?? conversationId ?? null
+      const missing = () => invalid(conversationId !== undefined ? "conversation" : "previous_response_id", `no conversation ${sessionId}`)
       if (sessionId !== null && (!singleMessage || hasTools)) {
-        return yield* invalid("input", "a session's conversation continues with one user message (no instructions, history or tools)")
+        // New instructions, tools, a format or items a session turn cannot carry: the conversation goes on from the
+        // session's history statelessly, kept with the response from here (the session keeps its turns so far).
+        earlier = yield* sessions.history(caller, sessionId).pipe(Effect.catchTag("NotFound", () => Effect.fail(missing())))
+        conversation = yield* conversationOf(input, payload.instructions, earlier)
+        sessionId = null
       }
       if (sessionId !== null) {
-        yield* sessions.get(caller, sessionId).pipe(
-          Effect.catchTag("NotFound", () => Effect.fail(invalid(conversationId !== undefined ? "conversation" : "previous_response_id", `no conversation ${sessionId}`)))
-        )
+        yield* sessions.get(caller, sessionId).pipe(Effect.catchTag("NotFound", () => Effect.fail(missing())))
       }
       const agent = sessionId === null ? yield* runs.agentOrModel(payload.model, caller) : undefined
       const tools = agent === undefined
@@ -450,7 +461,7 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
           top_p: payload.top_p ?? null,
           max_output_tokens: payload.max_output_tokens ?? null,
           store: payload.store ?? true,
-          text: { format: { type: "text" } },
+          text: { format: toTextFormat(outputFormat) },
           truncation: "disabled"
         }
       })
@@ -467,6 +478,7 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
           clientTools: tools.clientTools,
           toolChoice: tools.toolChoice,
           knowledge: fileSearch,
+          outputFormat,
           resume: conversation.resume
         }
         events = runs.stream(request)
@@ -504,7 +516,15 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
       return (yield* retrieve(caller, id)).body
     })
 
-    return { create, retrieve, cancel } as const
+    /** Deletes a response (OpenAI's `responses.delete`); one in progress in a session is stopped first. */
+    const remove = Effect.fn("Responses.remove")(function*(caller: CallerIdentity, id: string) {
+      const row = yield* retrieve(caller, id)
+      if (row.status === "in_progress") yield* cancel(caller, id)
+      if (!(yield* repo.remove(partitionOf(caller), id))) return yield* notFound(id)
+      return { id, object: "response" as const, deleted: true as const }
+    })
+
+    return { create, retrieve, cancel, remove } as const
   }),
   dependencies: [Runs.Default, Sessions.Default, ResponsesRepo.Default, KnowledgeRepo.Default]
 }) {}

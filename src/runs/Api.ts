@@ -92,7 +92,11 @@ export const ChatPayload = Schema.Struct({
   tool_choice: Schema.optional(Schema.NullOr(ChatToolChoice)),
   // Checked, and refused when they ask for what the platform cannot do (never ignored): only `n: 1`, text answers.
   n: Schema.optional(Schema.NullOr(Schema.Int)),
-  response_format: Schema.optional(Schema.NullOr(Schema.Struct({ type: Schema.String }))),
+  /** Structured output (`json_object`, `json_schema` with `strict`): checked in OpenAi.ts, docs/models.md. */
+  response_format: Schema.optional(Schema.NullOr(Schema.Struct({
+    type: Schema.String,
+    json_schema: Schema.optional(Schema.Unknown)
+  }))),
   logprobs: Schema.optional(Schema.NullOr(Schema.Boolean)),
   modalities: Schema.optional(Schema.NullOr(Schema.Array(Schema.String))),
   audio: Schema.optional(Schema.NullOr(Schema.Unknown)),
@@ -134,8 +138,9 @@ export class RunsApi extends HttpApiGroup.make("runs")
         "OpenAI-compatible chat completions; `model` is an agent identifier or a model id from GET /v1/models. " +
           "With `stream: true`, `chat.completion.chunk` data lines and `data: [DONE]`. `tools` (functions the " +
           "caller runs) are offered to the model; a call of one ends the answer with `tool_calls` and " +
-          "`finish_reason: \"tool_calls\"`, and a `tool` message continues. Parameters the platform cannot honour " +
-          "(`n` > 1, a `response_format` other than text, image or audio parts, `logprobs`) are a 400 naming `param`."
+          "`finish_reason: \"tool_calls\"`, and a `tool` message continues. `response_format` `json_object` or " +
+          "`json_schema` (OpenAI's strict subset) makes the answer JSON, checked before the run completes. " +
+          "Parameters the platform cannot honour (`n` > 1, image or audio parts, `logprobs`) are a 400 naming `param`."
       )
   )
   .add(

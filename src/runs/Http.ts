@@ -1,16 +1,17 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Chunk, Effect, Layer, Option, Stream } from "effect"
+import { Chunk, Effect, Either, Exit, Layer, Option, Stream } from "effect"
 import { AtriumApi } from "../Api.js"
-import { AuthenticationLive, Caller } from "../identity/Authentication.js"
+import { AuthenticationLive, Caller, type CallerIdentity } from "../identity/Authentication.js"
 import { AppConfig } from "../platform/Config.js"
-import { errorBody } from "../platform/Errors.js"
+import { Attachments } from "../platform/http/Attach.js"
 import { newId } from "../platform/Ids.js"
 import { parseCredits, toNumber } from "../platform/Money.js"
 import * as Sse from "../platform/sse/Sse.js"
 import { Approvals } from "../runtime/Approvals.js"
 import { type InternalEvent, publicFrame, publicPayload } from "../runtime/Events.js"
-import { chatConversation, clientToolsOf, refuseUnsupported } from "./OpenAi.js"
+import { chatConversation, clientToolsOf, failedRunAnswer, outputFormatOf, refuseUnsupported, runError } from "./OpenAi.js"
 import { Runs } from "./Runs.js"
 import { partitionOf } from "../identity/Partition.js"
 
@@ -83,7 +84,7 @@ const chatChunks = (
         }
         case "error":
           // After a 200 the failure can only be told in the stream: OpenAI's clients raise it and do not retry.
-          return [data({ error: { message: event.message, type: "run_failed", code: event.code, param: null } })]
+          return [data({ error: runError(event.code, event.message) })]
         default:
           return []
       }
@@ -93,14 +94,41 @@ const chatChunks = (
   return body
 }
 
-/** The HTTP status of a run that failed before answering anything, for answers that are not streamed. */
-const statusOf = (code: string) =>
-  code === "budget_exhausted" ? 402 : code.startsWith("upstream") || code.startsWith("model") ? 502 : 500
-
 export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
   Effect.gen(function*() {
     const runs = yield* Runs
     const approvals = yield* Approvals
+    const attachments = yield* Attachments
+
+    /**
+     * With an `Idempotency-Key`, what `answer` gives is shared by every request with that key (Attach.ts): a stream's
+     * frames from the start, or a whole answer once it is ready. Without one, `answer` as it is.
+     */
+    const shared = <A>(
+      route: string,
+      caller: CallerIdentity,
+      payload: unknown,
+      answer: Stream.Stream<A>
+    ): Effect.Effect<Either.Either<Stream.Stream<A>, HttpServerResponse.HttpServerResponse>, never, HttpServerRequest.HttpServerRequest> =>
+      Effect.gen(function*() {
+        const partition = partitionOf(caller)
+        return yield* attachments.attach(
+          yield* HttpServerRequest.HttpServerRequest,
+          `${route}\n${partition.accountId}\n${partition.endUserId}`,
+          payload,
+          Effect.succeed(answer)
+        )
+      })
+    const sharedAnswer = <A>(
+      route: string,
+      caller: CallerIdentity,
+      payload: unknown,
+      answer: Effect.Effect<A>
+    ): Effect.Effect<Either.Either<A, HttpServerResponse.HttpServerResponse>, never, HttpServerRequest.HttpServerRequest> =>
+      Effect.flatMap(shared(route, caller, payload, Stream.fromEffect(answer)), (attached): Effect.Effect<Either.Either<A, HttpServerResponse.HttpServerResponse>> =>
+        Either.isLeft(attached)
+          ? Effect.succeed(Either.left(attached.left))
+          : Effect.map(Stream.runHead(attached.right), (head) => Either.right<A>(Option.getOrThrow(head))))
     // How long a stream may stay quiet before a `: ping` comment; tests shorten it to see one.
     const { sseHeartbeat: heartbeat } = yield* AppConfig
 
@@ -120,8 +148,7 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
           const agent = yield* runs.agentFor(payload.agent, caller)
           const request = runs.request(caller, agent, payload.message, { budget })
           if (payload.stream === false) {
-            const { events, result } = yield* runs.collect(request)
-            return {
+            const answer = yield* sharedAnswer("run", caller, payload, Effect.map(runs.collect(request), ({ events, result }) => ({
               id: request.runId,
               object: "run" as const,
               agent: agent.identifier,
@@ -131,7 +158,14 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
               credits_charged: toNumber(result.creditsCharged),
               error: Option.getOrNull(result.failure),
               events: summaryOf(events)
-            }
+            })))
+            return Either.isLeft(answer) ? answer.left : answer.right
+          }
+          if ((yield* HttpServerRequest.HttpServerRequest).headers["idempotency-key"] !== undefined) {
+            let id = 0
+            const frames = runs.stream(request).pipe(Stream.map((event) => publicFrame(event as Wire, ++id)))
+            const attached = yield* shared("run", caller, payload, frames)
+            return Either.isLeft(attached) ? attached.left : Sse.response(Sse.encode(attached.right, { done: true, heartbeat }))
           }
           let eventId = 0
           return yield* Sse.written((outlet) =>
@@ -145,6 +179,7 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
         Effect.gen(function*() {
           const caller = yield* Caller
           yield* refuseUnsupported(payload)
+          const outputFormat = yield* outputFormatOf(payload.response_format)
           const conversation = yield* chatConversation(payload.messages)
           const agent = yield* runs.agentOrModel(payload.model, caller)
           const tools = yield* clientToolsOf(payload, agent)
@@ -152,23 +187,24 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
             ...runs.request(caller, agent, conversation.message, { history: conversation.history }),
             clientTools: tools.clientTools,
             toolChoice: tools.toolChoice,
+            outputFormat,
             resume: conversation.resume
           }
           const meta = { id: `chatcmpl-${newId("run").slice(4)}`, created: Math.floor(Date.now() / 1000), model: payload.model }
           const clientTools = new Set(tools.clientTools.map((tool) => tool.name))
           if (payload.stream === true) {
             const chunks = chatChunks(runs.stream(request), { ...meta, includeUsage: payload.stream_options?.include_usage === true, clientTools })
-            return Sse.response(Sse.encode(chunks, { done: true, heartbeat }))
+            const attached = yield* shared("chat", caller, payload, chunks)
+            return Either.isLeft(attached) ? attached.left : Sse.response(Sse.encode(attached.right, { done: true, heartbeat }))
           }
-          const { events, result } = yield* runs.collect(request)
+          const answer = yield* sharedAnswer("chat", caller, payload, Effect.exit(runs.collect(request)))
+          if (Either.isLeft(answer)) return answer.left
+          if (Exit.isFailure(answer.right)) return yield* Effect.failCause(answer.right.cause)
+          const { events, result } = answer.right.value
           if (result.status === "failed") {
             const failure = Option.getOrThrow(result.failure)
-            // The run started and failed: asking again would run (and charge) it again, so OpenAI's clients are told
-            // not to retry (they retry a 5xx otherwise). docs/runs.md.
-            return HttpServerResponse.unsafeJson(
-              { error: { ...errorBody(failure.code, failure.message).error, code: failure.code, param: null } },
-              { status: statusOf(failure.code), headers: { "x-should-retry": "false" } }
-            )
+            // The run started and failed: only a transient upstream failure invites a retry (docs/runs.md "Retries").
+            return HttpServerResponse.unsafeJson({ error: runError(failure.code, failure.message) }, failedRunAnswer(failure.code))
           }
           const trial = events.find((event) => event.type === "trial_exhausted")
           const content = trial?.type === "trial_exhausted" ? trialNotice(trial) : result.output
@@ -209,4 +245,4 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
         }))
   })).pipe(Layer.provide(AuthenticationLive))
 
-export const RunsHttpLive = RunsHttp.pipe(Layer.provide([Runs.Default, Approvals.Default]))
+export const RunsHttpLive = RunsHttp.pipe(Layer.provide([Runs.Default, Approvals.Default, Attachments.Default]))

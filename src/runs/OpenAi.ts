@@ -1,6 +1,7 @@
 import type * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as Prompt from "@effect/ai/Prompt"
-import { Effect } from "effect"
+import { Effect, Either } from "effect"
+import { fromResponseFormat } from "../runtime/models/OutputFormat.js"
 import { DELEGATE_TOOL } from "../runtime/models/Builtin.js"
 import type { ClientTool, RunnableAgent } from "../runtime/RunEngine.js"
 import { InvalidRequest } from "../platform/Errors.js"
@@ -19,10 +20,6 @@ type Message = ChatPayload["messages"][number]
 export const refuseUnsupported = (payload: ChatPayload) =>
   Effect.gen(function*() {
     if (payload.n != null && payload.n !== 1) return yield* invalid("n", "only one choice (n: 1) is supported")
-    const format = payload.response_format?.type
-    if (format != null && format !== "text") {
-      return yield* invalid("response_format", `only {"type":"text"} is supported, not ${JSON.stringify(format)}`)
-    }
     if (payload.logprobs === true) return yield* invalid("logprobs", "log probabilities are not available")
     if (payload.modalities != null && payload.modalities.some((modality) => modality !== "text")) {
       return yield* invalid("modalities", "only text output is supported")
@@ -31,6 +28,13 @@ export const refuseUnsupported = (payload: ChatPayload) =>
     if (payload.functions != null || payload.function_call != null) {
       return yield* invalid(payload.functions != null ? "functions" : "function_call", "use tools and tool_choice instead")
     }
+  })
+
+/** `response_format` as the run's output format (undefined: text); a schema outside OpenAI's subset is a 400. */
+export const outputFormatOf = (responseFormat: ChatPayload["response_format"]) =>
+  Either.match(fromResponseFormat(responseFormat), {
+    onLeft: (problem) => Effect.fail(invalid(problem.param, problem.message)),
+    onRight: Effect.succeed
   })
 
 const textOf = (message: Message, index: number) =>
@@ -136,3 +140,56 @@ export const clientToolsOf = (
     }
     return { clientTools, toolChoice: { tool: choice.function.name } as LanguageModel.ToolChoice<string> }
   })
+
+/** How long a client should wait before retrying a run that failed on a transient upstream failure. */
+const RETRY_AFTER_SECONDS = "2"
+
+/**
+ * The HTTP answer of a run that failed before it answered anything (docs/runs.md "Retries", with the table of what
+ * each client retries). A failure that retrying cannot fix is a status every client treats as final (400, or 402
+ * when money ran out; the `openai` SDK, the AI SDK and LangChain retry none of them) with `x-should-retry: false`;
+ * an upstream that was rate limited or failed stays retryable (429, 502, 503, 504) with `Retry-After`.
+ */
+export const failedRunAnswer = (code: string): { readonly status: number; readonly headers: Record<string, string> } => {
+  const retryable = (status: number) => ({ status, headers: { "retry-after": RETRY_AFTER_SECONDS } })
+  switch (code) {
+    case "upstream_rate_limited":
+      return retryable(429)
+    case "upstream_error":
+      return retryable(502)
+    case "upstream_unavailable":
+      return retryable(503)
+    case "upstream_timeout":
+      return retryable(504)
+    case "budget_exhausted":
+      return { status: 402, headers: { "x-should-retry": "false" } }
+    case "internal_error":
+      return { status: 500, headers: { "x-should-retry": "false" } }
+    default:
+      return { status: 400, headers: { "x-should-retry": "false" } }
+  }
+}
+
+/**
+ * The `type` of a failed run's error, OpenAI's classes: clients read it where there is no status to read (the AI SDK
+ * derives a status from it for an error inside a stream, and retries what it maps to 5xx or 429), so it must say
+ * retryable exactly when the HTTP status does.
+ */
+const errorTypeOf = (code: string): string => {
+  switch (code) {
+    case "upstream_rate_limited":
+      return "rate_limit_error"
+    case "upstream_error":
+    case "upstream_unavailable":
+    case "upstream_timeout":
+    case "internal_error":
+      return "server_error"
+    case "budget_exhausted":
+      return "insufficient_quota"
+    default:
+      return "invalid_request_error"
+  }
+}
+
+/** OpenAI's error object for a failed run: `type` (the class), `code` (the `run.failed` code), `message`, `param`. */
+export const runError = (code: string, message: string) => ({ type: errorTypeOf(code), code, message, param: null })

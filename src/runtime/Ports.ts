@@ -69,3 +69,17 @@ export interface RunLedger {
   readonly start: (run: RunRecord) => Effect.Effect<void>
   readonly finish: (runId: string, outcome: RunOutcome) => Effect.Effect<void>
 }
+
+/** An agent as `GET /v1/models` lists it: what a caller can name as `model` besides the models. */
+export interface AgentModel {
+  readonly identifier: string
+  readonly description: string
+  /** The model the agent runs on (its rates and context window are the entry's). */
+  readonly model: string
+}
+
+/** The agents a user can run (their own, and the published ones), given by the layer that knows the agents. */
+export class RunnableAgents extends Context.Tag("atrium/runtime/RunnableAgents")<RunnableAgents, {
+  readonly list: (userId: string) => Effect.Effect<ReadonlyArray<AgentModel>>
+  readonly find: (identifier: string, userId: string) => Effect.Effect<Option.Option<AgentModel>>
+}>() {}

@@ -4,6 +4,7 @@ import type * as Prompt from "@effect/ai/Prompt"
 import * as Tool from "@effect/ai/Tool"
 import type * as Toolkit from "@effect/ai/Toolkit"
 import { Cause, Clock, Duration, Effect, Exit, Mailbox, Option, Schema, Stream } from "effect"
+import { checkOutput, CurrentOutputFormat, type OutputFormat } from "./models/OutputFormat.js"
 import { newId } from "../platform/Ids.js"
 import { type Micros, parseCredits, toNumber } from "../platform/Money.js"
 import { Approvals } from "./Approvals.js"
@@ -64,7 +65,13 @@ export interface RunRequest {
    * (`RunResult.clientToolCalls`) instead of running it here.
    */
   readonly clientTools?: ReadonlyArray<ClientTool> | undefined
+  /** Applies to the run's first model call only, as the Agents SDK resets it, so `required` cannot loop. */
   readonly toolChoice?: LanguageModel.ToolChoice<string> | undefined
+  /**
+   * The form the answer must take (structured output): every model call is asked for it, and the final answer is
+   * checked against it before the run completes (a mismatch fails the run with `model_output_invalid`).
+   */
+  readonly outputFormat?: OutputFormat | undefined
   /**
    * The conversation in `history` already ends where the model must go on (tool results the caller sent back):
    * `message` is not added as a new user message.
@@ -316,7 +323,9 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
             const estimate = costOf(chain[0]!, tokensOf(JSON.stringify(conversation)), lastOutputTokens)
             yield* affordable(request, spent, estimate)
 
-            const { call, model } = yield* callChain(chain, conversation, toolkit, emit, request.toolChoice)
+            const { call, model } = yield* callChain(chain, conversation, toolkit, emit, step === 1 ? request.toolChoice : undefined).pipe(
+              Effect.locally(CurrentOutputFormat, request.outputFormat)
+            )
             inputTokens += call.inputTokens
             outputTokens += call.outputTokens
             lastOutputTokens = call.outputTokens
@@ -380,7 +389,13 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
               added.push({ role: "assistant", content: assistant })
               conversation.push({ role: "assistant", content: assistant })
             }
-            if (call.toolCalls.length === 0) return "completed" as const
+            if (call.toolCalls.length === 0) {
+              const wrong = request.outputFormat === undefined ? undefined : checkOutput(request.outputFormat, call.text)
+              if (wrong !== undefined) {
+                return yield* Effect.fail(new Stop("model_output_invalid", `The model's answer was refused: ${wrong}.`))
+              }
+              return "completed" as const
+            }
             // The caller runs its own tools: the run ends here and hands the calls back. Calls of the agent's own
             // tools in the same step are not run (the caller's next request continues from its tools' results).
             const forCaller = call.toolCalls.filter((toolCall) => clientNames.has(toolCall.name))
@@ -667,7 +682,8 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
           previous = next
         }
         return yield* Effect.fail(
-          last ?? new Stop("model_unavailable", "Every provider of the expert's models is failing; try again later.")
+          // Transient (the breakers rest): a code clients may retry, unlike a model that is not offered at all.
+          last ?? new Stop("upstream_unavailable", "Every provider of the expert's models is failing; try again later.")
         )
       })
 

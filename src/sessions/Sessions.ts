@@ -164,6 +164,13 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       return sessionView(Option.getOrThrow(yield* repo.byId(id)))
     })
 
+    /** The conversation so far as the model sees it (a Responses request that goes on from it statelessly). */
+    const history = Effect.fn("Sessions.history")(function*(caller: CallerIdentity, id: string) {
+      yield* owned(caller, id)
+      const turns = yield* repo.turns(id)
+      return turns.flatMap((turn) => turn.messages) as ReadonlyArray<Prompt.MessageEncoded>
+    })
+
     const remove = Effect.fn("Sessions.remove")(function*(caller: CallerIdentity, id: string) {
       const session = yield* owned(caller, id)
       yield* toEntity(client(id).Stop()).pipe(Effect.orDie)
@@ -403,7 +410,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
 
     const invalid = (message: string) => new InvalidRequest({ message })
 
-    return { create, list, get, rename, remove, send, sendStream, answerApproval, interrupt, adopt, subscribe, files, fileContent, invalid } as const
+    return { create, list, get, rename, history, remove, send, sendStream, answerApproval, interrupt, adopt, subscribe, files, fileContent, invalid } as const
   }),
   dependencies: [SessionsRepo.Default, SessionHub.Default, Runs.Default, Approvals.Default, EnvironmentsRepo.Default, RunsRepo.Default]
 }) {}

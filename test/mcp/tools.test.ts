@@ -159,11 +159,12 @@ describe("mcp tools", () => {
         assert.strictEqual(tooBig.status, 413, tooBig.text)
       }))
 
-    it.scoped("unknown tools and bad arguments are tool errors, not transport errors", () =>
+    it.scoped("bad arguments are tool errors; an unknown tool is JSON-RPC invalid params (issue 30)", () =>
       Effect.gen(function*() {
         const user = yield* newUser
         const client = yield* connect({ bearer: user.token })
-        failed(yield* call(client, "no_such_tool"), "no_such_tool")
+        const unknown = yield* Effect.promise(() => client.callTool({ name: "no_such_tool", arguments: {} }).then(() => undefined, (e: unknown) => e))
+        assert.strictEqual((unknown as { code?: number }).code, -32602)
         failed(yield* call(client, "create_expert", { name: "x", description: "d", category: "astrology" }), "category")
         failed(yield* call(client, "create_expert", { description: "no name", category: "other" }), "name")
       }))

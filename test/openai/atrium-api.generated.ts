@@ -651,7 +651,7 @@ export interface paths {
         put?: never;
         /**
          * OpenAI-compatible chat completions; `model` is an agent identifier or a model id from GET /v1/models
-         * @description OpenAI-compatible chat completions; `model` is an agent identifier or a model id from GET /v1/models. With `stream: true`, `chat.completion.chunk` data lines and `data: [DONE]`. `tools` (functions the caller runs) are offered to the model; a call of one ends the answer with `tool_calls` and `finish_reason: "tool_calls"`, and a `tool` message continues. Parameters the platform cannot honour (`n` > 1, a `response_format` other than text, image or audio parts, `logprobs`) are a 400 naming `param`.
+         * @description OpenAI-compatible chat completions; `model` is an agent identifier or a model id from GET /v1/models. With `stream: true`, `chat.completion.chunk` data lines and `data: [DONE]`. `tools` (functions the caller runs) are offered to the model; a call of one ends the answer with `tool_calls` and `finish_reason: "tool_calls"`, and a `tool` message continues. `response_format` `json_object` or `json_schema` (OpenAI's strict subset) makes the answer JSON, checked before the run completes. Parameters the platform cannot honour (`n` > 1, image or audio parts, `logprobs`) are a 400 naming `param`.
          */
         post: operations["runs.chatCompletions"];
         delete?: never;
@@ -714,7 +714,11 @@ export interface paths {
         get: operations["responses.retrieve"];
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * Delete a response
+         * @description Deletes a response of this caller (one in progress in a session is stopped first); it is then a 404. A session it ran in keeps its turns.
+         */
+        delete: operations["responses.remove"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1846,13 +1850,39 @@ export interface components {
             /** unknown */
             usage: unknown;
             error: {
+                type?: string;
                 code: string;
                 message: string;
+                param?: string | null;
             } | null;
             previous_response_id: string | null;
             conversation: {
                 id: string;
             } | null;
+            /** unknown */
+            incomplete_details?: unknown;
+            /** unknown */
+            instructions?: unknown;
+            /** unknown */
+            tools?: unknown;
+            /** unknown */
+            tool_choice?: unknown;
+            /** unknown */
+            parallel_tool_calls?: unknown;
+            /** unknown */
+            metadata?: unknown;
+            /** unknown */
+            temperature?: unknown;
+            /** unknown */
+            top_p?: unknown;
+            /** unknown */
+            max_output_tokens?: unknown;
+            /** unknown */
+            store?: unknown;
+            /** unknown */
+            text?: unknown;
+            /** unknown */
+            truncation?: unknown;
         };
         /** Format: binary */
         PersistedFile: string;
@@ -2425,7 +2455,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description a string to be decoded into a number */
-                limit?: string;
+                limit?: number;
                 /** @description a string at most 200 character(s) long */
                 after?: string;
             };
@@ -2632,7 +2662,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description a string to be decoded into a number */
-                limit?: string;
+                limit?: number;
                 /** @description a string at most 200 character(s) long */
                 after?: string;
             };
@@ -2989,7 +3019,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description a string to be decoded into a number */
-                limit?: string;
+                limit?: number;
                 /** @description a string to be decoded into a number */
                 before?: string;
             };
@@ -3152,7 +3182,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description a string to be decoded into a number */
-                limit?: string;
+                limit?: number;
                 /** @description a string at most 200 character(s) long */
                 after?: string;
             };
@@ -3347,7 +3377,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description a string to be decoded into a number */
-                limit?: string;
+                limit?: number;
                 /** @description a string at most 200 character(s) long */
                 after?: string;
             };
@@ -3620,7 +3650,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description a string to be decoded into a number */
-                limit?: string;
+                limit?: number;
                 /** @description a string at most 200 character(s) long */
                 after?: string;
             };
@@ -4401,6 +4431,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description A retry with the same key attaches to the run the first request started (docs/runs.md, Safe retries). */
+                "Idempotency-Key"?: string;
                 /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
                 "X-End-User-Id"?: string;
             };
@@ -4482,12 +4514,23 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description Idempotency-Key sent with another body, or while its first request is still starting. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     "runs.chatCompletions": {
         parameters: {
             query?: never;
             header?: {
+                /** @description A retry with the same key attaches to the run the first request started (docs/runs.md, Safe retries). */
+                "Idempotency-Key"?: string;
                 /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
                 "X-End-User-Id"?: string;
             };
@@ -4560,6 +4603,8 @@ export interface operations {
                     n?: components["schemas"]["Int"] | null;
                     response_format?: {
                         type: string;
+                        /** unknown */
+                        json_schema?: unknown;
                     } | null;
                     logprobs?: boolean | null;
                     modalities?: string[] | null;
@@ -4627,8 +4672,71 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The run stopped: the wallet cannot pay (budget_exhausted); x-should-retry: false. */
+            402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description NotFound */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Idempotency-Key sent with another body, or while its first request is still starting. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The model upstream was rate limited (upstream_rate_limited); Retry-After says when to retry. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The run failed on our side (internal_error); x-should-retry: false. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The model upstream failed (upstream_error); Retry-After. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The model upstream could not be reached (upstream_unavailable), or the platform is busy; Retry-After. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The model upstream timed out (upstream_timeout); Retry-After. */
+            504: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4707,6 +4815,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description A retry with the same key attaches to the run the first request started (docs/runs.md, Safe retries). */
+                "Idempotency-Key"?: string;
                 /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
                 "X-End-User-Id"?: string;
             };
@@ -4779,7 +4889,16 @@ export interface operations {
                     text?: {
                         format?: {
                             type: string;
+                            /** unknown */
+                            name?: unknown;
+                            /** unknown */
+                            description?: unknown;
+                            /** unknown */
+                            schema?: unknown;
+                            /** unknown */
+                            strict?: unknown;
                         } | null;
+                        verbosity?: string | null;
                     } | null;
                     temperature?: number | null;
                     top_p?: number | null;
@@ -4834,6 +4953,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description Idempotency-Key sent with another body, or while its first request is still starting. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     "responses.retrieve": {
@@ -4857,6 +4985,64 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Response"];
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description NotFound */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    "responses.remove": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
+                "X-End-User-Id"?: string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        /** @enum {string} */
+                        object: "response";
+                        /** @enum {boolean} */
+                        deleted: true;
+                    };
                 };
             };
             /** @description The request did not match the expected schema */
@@ -4944,7 +5130,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description a string to be decoded into a number */
-                limit?: string;
+                limit?: number;
                 after?: string;
                 order?: "asc" | "desc";
             };
@@ -5008,7 +5194,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description a string to be decoded into a number */
-                limit?: string;
+                limit?: number;
                 after?: string;
             };
             header?: {
@@ -5356,9 +5542,11 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description a string to be decoded into a number */
-                after?: string;
+                after?: number;
             };
             header?: {
+                /** @description The seq of the last event received (what EventSource sends when it reconnects); `after` wins when both are given. */
+                "Last-Event-ID"?: string;
                 /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
                 "X-End-User-Id"?: string;
             };
@@ -5615,7 +5803,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description a string to be decoded into a number */
-                limit?: string;
+                limit?: number;
                 /** @description a string at most 200 character(s) long */
                 after?: string;
             };
@@ -5698,7 +5886,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": string;
+                    "text/plain": string;
                 };
             };
             /** @description The request did not match the expected schema */
@@ -6251,7 +6439,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description a string to be decoded into a number */
-                limit?: string;
+                limit?: number;
                 order?: "asc" | "desc";
                 after?: string;
                 before?: string;
@@ -6551,7 +6739,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description a string to be decoded into a number */
-                limit?: string;
+                limit?: number;
                 order?: "asc" | "desc";
                 after?: string;
                 before?: string;
@@ -6902,7 +7090,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description a string to be decoded into a number */
-                limit?: string;
+                limit?: number;
                 /** @description a string at most 200 character(s) long */
                 after?: string;
             };
@@ -7229,7 +7417,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description a string to be decoded into a number */
-                limit?: string;
+                limit?: number;
                 /** @description a string at most 200 character(s) long */
                 after?: string;
             };
@@ -7555,7 +7743,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description a string to be decoded into a number */
-                limit?: string;
+                limit?: number;
                 /** @description a string at most 200 character(s) long */
                 after?: string;
                 /** @description a string at most 100 character(s) long */
@@ -8385,7 +8573,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description a string to be decoded into a number */
-                limit?: string;
+                limit?: number;
                 /** @description a string at most 200 character(s) long */
                 after?: string;
             };
@@ -8447,7 +8635,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description a string to be decoded into a number */
-                limit?: string;
+                limit?: number;
                 /** @description a string at most 200 character(s) long */
                 after?: string;
             };
@@ -8879,7 +9067,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description a string to be decoded into a number */
-                limit?: string;
+                limit?: number;
                 /** @description a string at most 200 character(s) long */
                 after?: string;
             };

@@ -105,7 +105,7 @@ describe("openai: chat completions with tools", () => {
         const base = { model: "builtin", messages: [{ role: "user" as const, content: "hi" }] }
         const cases: Array<[string, Record<string, unknown>]> = [
           ["n", { n: 2 }],
-          ["response_format", { response_format: { type: "json_object" } }],
+          ["response_format.type", { response_format: { type: "xml" } }],
           ["logprobs", { logprobs: true }],
           ["tool_choice", { tool_choice: "required" }],
           ["tool_choice", { tools: [WEATHER], tool_choice: { type: "function", function: { name: "other" } } }],
@@ -160,8 +160,8 @@ describe("openai: chat completions with tools", () => {
         const whole = yield* rejection(() =>
           client.chat.completions.create({ model: agent, messages: [{ role: "user", content: "/fail the model broke" }] })
         )
-        assert.instanceOf(whole, OpenAI.InternalServerError)
-        assert.strictEqual((whole as any).status, 502)
+        assert.instanceOf(whole, OpenAI.BadRequestError)
+        assert.strictEqual((whole as any).status, 400)
         assert.strictEqual((whole as any).headers.get("x-should-retry"), "false")
         assert.strictEqual((whole as any).code, "model_error")
         assert.deepStrictEqual(calls.length, 1, calls.join(", "))

@@ -63,7 +63,12 @@ describe("LangChain ChatOpenAI", () => {
         const toolCall = call.tool_calls![0]!
         const result = yield* Effect.promise(() => weather.invoke(toolCall))
         assert.instanceOf(result, ToolMessage)
-        const final = yield* Effect.promise(() => withTools.invoke([question, call, result]))
+        // `tool_choice: "required"` is honoured exactly (issue 30): asked again with it, the model calls a tool again,
+        // as OpenAI's would; the answer from the result comes with the tools bound without it, LangChain's usual loop.
+        const again = yield* Effect.promise(() => withTools.invoke([question, call, result]))
+        assert.strictEqual(again.tool_calls?.[0]?.name, "get_weather")
+        const answering = (yield* chatModel(apiKey, "builtin")).bindTools([weather])
+        const final = yield* Effect.promise(() => answering.invoke([question, call, result]))
         assert.strictEqual(final.content, "get_weather returned: sunny in Oslo")
 
         // Streamed, the tool call arrives as chunks LangChain assembles into the same call.

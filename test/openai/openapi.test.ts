@@ -164,6 +164,33 @@ describe("the OpenAPI document passes the lint and generates a working typed cli
         for (const category of ["writing", "coding", "research", "education", "business", "design", "productivity", "lifestyle", "other"]) {
           assert.include(refused.error!.error.message, category)
         }
+
+        // Issue 30 item 5: `limit` is an integer (the typed client takes a number), a failed run's status and body
+        // are documented, a workspace file is text/plain, Last-Event-ID is declared, streams start with retry: 1000.
+        const page = yield* Effect.promise(() => client.GET("/v1/agents", { params: { query: { limit: 1 } } }))
+        assert.strictEqual(page.response.status, 200)
+        conforms("/v1/agents", "get", 200, page.data)
+        const failed = yield* Effect.promise(() =>
+          client.POST("/v1/chat/completions", { body: { model: identifier, messages: [{ role: "user", content: "/fail typed" }] } })
+        )
+        assert.strictEqual(failed.response.status, 400)
+        conforms("/v1/chat/completions", "post", 400, failed.error)
+        const chat = document.paths["/v1/chat/completions"].post
+        for (const status of ["400", "402", "409", "429", "500", "502", "503", "504"]) assert.property(chat.responses, status)
+        assert.include(chat.parameters.map((p: { name: string }) => p.name), "Idempotency-Key")
+        assert.deepStrictEqual(Object.keys(document.paths["/v1/sessions/{id}/files/content"].get.responses["200"].content), ["text/plain"])
+        const subscribe = document.paths["/v1/sessions/{id}/events"].get
+        assert.include(subscribe.parameters.map((p: { name: string }) => p.name), "Last-Event-ID")
+        assert.strictEqual(subscribe.parameters.find((p: { name: string }) => p.name === "after").schema.type, "integer")
+        const raw = yield* Effect.promise(() =>
+          fetch(`${url}/v1/agents/run`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${user.token}`, "content-type": "application/json" },
+            body: JSON.stringify({ agent: identifier, message: "hi" })
+          }).then((reply) => reply.text())
+        )
+        assert.isTrue(raw.startsWith("retry: 1000\n\n"), raw.slice(0, 40))
+        assert.strictEqual(raw.split("retry:").length, 2, "retry: comes once")
       }))
   })
 })

@@ -166,12 +166,15 @@ describe("openai: responses", () => {
         assert.strictEqual(failed.status, "failed")
         assert.strictEqual(failed.error?.code as string, "model_error")
         assert.strictEqual(calls.length, 1, calls.join(", "))
-        const streamed = yield* Effect.promise(async () => {
-          const types: Array<string> = []
+        // The stream tells an `error` event (then `response.failed`): the SDK raises the first.
+        const types: Array<string> = []
+        const raised = yield* rejection(async () => {
           for await (const event of await client.responses.create({ model: agent, input: "/fail again", stream: true })) types.push(event.type)
-          return types
         })
-        assert.strictEqual(streamed[streamed.length - 1], "response.failed")
+        assert.strictEqual(types[0], "response.created")
+        assert.notInclude(types, "response.completed")
+        assert.instanceOf(raised, OpenAI.APIError)
+        assert.strictEqual((raised as any).code, "model_error")
         assert.strictEqual(calls.length, 2, calls.join(", "))
       }))
 

@@ -189,8 +189,9 @@ describe("chat completions", () => {
 
         const whole = yield* rejection(() => client.chat.completions.create({ model: agent, messages: [{ role: "user", content: "/fail again" }] }))
         assert.instanceOf(whole, OpenAI.APIError)
-        assert.strictEqual((whole as InstanceType<typeof OpenAI.APIError>).status, 502)
-        assert.strictEqual((whole as any).error.type, "model_error")
+        assert.strictEqual((whole as InstanceType<typeof OpenAI.APIError>).status, 400)
+        assert.strictEqual((whole as any).error.type, "invalid_request_error")
+        assert.strictEqual((whole as any).error.code, "model_error")
         assert.match((whole as any).error.message, /again/i)
       }))
 

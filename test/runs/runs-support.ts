@@ -97,8 +97,12 @@ export const parseChatStream = (raw: string) => {
   const chunks: Array<Record<string, any>> = []
   let done = false
   let pings = 0
-  for (const block of blocks) {
+  for (const [index, block] of blocks.entries()) {
     assert.isFalse(done, "nothing follows data: [DONE]")
+    if (block === "retry: 1000") {
+      assert.strictEqual(index, 0, "retry: comes once, first")
+      continue
+    }
     if (block === ": ping") {
       pings++
       continue

@@ -1,5 +1,6 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
+import { request } from "../support/Client.js"
 import { names, streamOf, textOf } from "../support/Sse.js"
 import * as Mock from "../support/MockUpstream.js"
 import { agentWith, ENV, LIVE, newUser } from "./runs-support.js"
@@ -93,6 +94,42 @@ describe("runs through an upstream model", () => {
         const stream = yield* streamOf("/v1/agents/run", { token: user.token, body: { agent, message: "hi" } })
         assert.strictEqual(textOf(stream), "Hel")
         assert.strictEqual(stream.events[stream.events.length - 1]!.data.code, "upstream_timeout")
+      }))
+    it.effect("chat completions: an upstream 429 stays retryable (429 with Retry-After); response_format goes upstream", () =>
+      Effect.gen(function*() {
+        const upstream = yield* Mock.Upstream
+        const user = yield* newUser
+        const agent = yield* mockAgent(user.token)
+        const schema = { type: "object", properties: { city: { type: "string" } }, required: ["city"], additionalProperties: false }
+        yield* upstream.script(Mock.stream([
+          Mock.sse(Mock.chatChunk({ role: "assistant", content: "{\"city\":\"Oslo\"}" })),
+          Mock.sse(Mock.chatChunk({}, "stop")),
+          Mock.DONE
+        ]))
+        const before = (yield* upstream.requests).length
+        const answer = yield* request("POST", "/v1/chat/completions", {
+          token: user.token,
+          body: {
+            model: agent,
+            messages: [{ role: "user", content: "where?" }],
+            response_format: { type: "json_schema", json_schema: { name: "place", strict: true, schema } }
+          }
+        })
+        assert.strictEqual(answer.status, 200, answer.text)
+        assert.strictEqual(answer.body.choices[0].message.content, "{\"city\":\"Oslo\"}")
+        const sent = (yield* upstream.requests).slice(before)[0]!.body as Record<string, any>
+        assert.deepStrictEqual(sent.response_format, { type: "json_schema", json_schema: { name: "place", schema, strict: true } })
+
+        // Last: the 429 rests the provider's breaker.
+        yield* upstream.script(Mock.status(429, { error: { message: "slow down" } }))
+        const limited = yield* request("POST", "/v1/chat/completions", {
+          token: user.token,
+          body: { model: agent, messages: [{ role: "user", content: "hi" }] }
+        })
+        assert.strictEqual(limited.status, 429, limited.text)
+        assert.strictEqual(limited.headers.get("retry-after"), "2")
+        assert.isNull(limited.headers.get("x-should-retry"))
+        assert.deepInclude(limited.body.error, { type: "rate_limit_error", code: "upstream_rate_limited", param: null })
       }))
   })
 })

@@ -2,7 +2,7 @@ import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequ
 import * as HttpApp from "@effect/platform/HttpApp"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Duration, Effect, Exit, GlobalValue, Metric, Runtime, Scope, Stream } from "effect"
+import { Chunk, Duration, Effect, Exit, GlobalValue, Metric, Runtime, Scope, Stream } from "effect"
 import type * as Http from "node:http"
 import { Readable } from "node:stream"
 import { countWhileScoped, openSubscriptions } from "../telemetry/Metrics.js"
@@ -35,6 +35,11 @@ export const frame = ({ data, event, id }: Frame): string =>
 export const DONE = "data: [DONE]\n\n"
 export const PING = ": ping\n\n"
 export const GREETING = ": connected\n\n"
+/**
+ * Sent once, first: how long a client waits before it reconnects (EventSource and eventsource-parser read it), one
+ * second instead of their own 3 s default; a block without `data` is no event to any client.
+ */
+export const RETRY = "retry: 1000\n\n"
 
 export interface EncodeOptions {
   /** Write `data: [DONE]` when the frames end (a chat completion's stream; the Responses stream has none). */
@@ -46,6 +51,7 @@ export interface EncodeOptions {
 export const encode = <E, R>(frames: Stream.Stream<Frame, E, R>, options: EncodeOptions): Stream.Stream<Uint8Array, E, R> => {
   const text = frames.pipe(
     Stream.map(frame),
+    Stream.prepend(Chunk.of(RETRY)),
     options.done ? Stream.concat(Stream.make(DONE)) : (s) => s
   )
   const encoded = Heartbeat.during(text, options.heartbeat ?? HEARTBEAT_INTERVAL, PING).pipe(
@@ -129,6 +135,7 @@ export const written = <E, R>(
         body.push(null)
       }
     }
+    write(RETRY)
     if (options.greet) write(GREETING)
     const runFork = Runtime.runFork(yield* Effect.runtime<never>())
     yield* openIn(scope, open, outlet)
@@ -177,7 +184,7 @@ export const held = <E, R>(
     if ((yield* HttpServerRequest.HttpServerRequest).method === "HEAD") return HttpServerResponse.empty(STREAM_HEADERS)
     const scope = yield* Scope.make()
     let socket: Http.ServerResponse | undefined
-    const buffered: Array<string> = [GREETING]
+    const buffered: Array<string> = [RETRY, GREETING]
     let writable = true
     const write = (text: string) => {
       if (!writable) return

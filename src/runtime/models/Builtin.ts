@@ -2,14 +2,19 @@ import * as AiError from "@effect/ai/AiError"
 import * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as Prompt from "@effect/ai/Prompt"
 import type * as Response from "@effect/ai/Response"
-import { Chunk, Effect, Stream } from "effect"
+import * as Tool from "@effect/ai/Tool"
+import { Chunk, Effect, FiberRef, Stream } from "effect"
 import { randomBase62 } from "../../platform/Ids.js"
+import { instanceOf } from "./JsonSchema.js"
+import { CurrentOutputFormat, type OutputFormat } from "./OutputFormat.js"
 
 /**
  * The built-in model: deterministic and offline, for development and tests. It thinks briefly, echoes the message
  * in several increments, and obeys directives on the first line of the user message (documented in
- * docs/runs.md): `/tool NAME {json}`, `/delegate IDENTIFIER message`, `/fail message`, `/slow N`, `/history`.
- * Token counts are a pure function of the text: a token is four characters, rounded up.
+ * docs/runs.md): `/tool NAME {json}`, `/delegate IDENTIFIER message`, `/fail message`, `/slow N`, `/history`,
+ * `/say text`. It honours `tool_choice` exactly and answers a structured-output request with the deterministic
+ * instance of its schema (docs/models.md). Token counts are a pure function of the text: a token is four
+ * characters, rounded up.
  */
 
 export const BUILTIN_MODEL_ID = "builtin"
@@ -55,6 +60,8 @@ interface Reply {
   readonly toolCall?: { readonly name: string; readonly params: unknown; readonly raw: string }
   readonly delay?: boolean
   readonly fail?: string
+  /** Said as it is, whatever the output format (`/say`): how tests make a model break a schema. */
+  readonly verbatim?: boolean
 }
 
 const toolResultReply = (results: ReadonlyArray<Prompt.ToolResultPart>): Reply => ({
@@ -81,6 +88,8 @@ const directiveReply = (message: string, earlier: number, tools: ReadonlyArray<s
     }
     case "history":
       return { thinking, text: increments(`I see ${earlier} earlier messages.`) }
+    case "say":
+      return { thinking, text: increments(argument), verbatim: true }
     case "tool": {
       const [, name = "", raw = "{}"] = /^(\S+)\s*(.*)$/s.exec(argument) ?? []
       if (!tools.includes(name)) return { thinking, text: increments(`The tool ${name} is not available to this agent.`) }
@@ -105,7 +114,7 @@ const directiveReply = (message: string, earlier: number, tools: ReadonlyArray<s
   }
 }
 
-const reply = (options: LanguageModel.ProviderOptions): Reply => {
+const unformatted = (options: LanguageModel.ProviderOptions): Reply => {
   const messages = options.prompt.content
   const last = messages[messages.length - 1]
   if (last?.role === "tool") {
@@ -118,6 +127,54 @@ const reply = (options: LanguageModel.ProviderOptions): Reply => {
     .length
   return directiveReply(message, earlier, options.tools.map((tool) => tool.name))
 }
+
+/** A call of `tool` with the deterministic instance of its parameters' schema. */
+const forcedCall = (tool: Tool.Any): NonNullable<Reply["toolCall"]> => {
+  const params = instanceOf(Tool.getJsonSchema(tool as any))
+  return { name: tool.name, params: params ?? {}, raw: JSON.stringify(params ?? {}) }
+}
+
+/**
+ * `tool_choice` honoured exactly: `none` never calls a tool; `required` always calls one (the directive's when it
+ * names an offered tool, else the first offered); `{tool}` always calls that tool (with the directive's arguments
+ * when the directive names it, else an instance of its schema).
+ */
+const withToolChoice = (answer: Reply, options: LanguageModel.ProviderOptions): Reply => {
+  const choice = options.toolChoice
+  if (choice === "none") {
+    if (answer.toolCall === undefined) return answer
+    return { thinking: answer.thinking, text: increments(`Not calling ${answer.toolCall.name}: tool_choice is none.`) }
+  }
+  const named = typeof choice === "object" && "tool" in choice ? choice.tool : undefined
+  if (choice !== "required" && named === undefined) return answer
+  if (answer.toolCall !== undefined && (named === undefined || answer.toolCall.name === named)) return answer
+  const tool = named === undefined ? options.tools[0] : options.tools.find((t) => t.name === named)
+  if (tool === undefined || answer.fail !== undefined) return answer
+  return { thinking: answer.thinking, text: increments(`Calling ${tool.name}.`), toolCall: forcedCall(tool) }
+}
+
+/** Pieces of a JSON text, a few characters each, so that a structured answer streams like any other. */
+const jsonIncrements = (json: string): Array<string> => {
+  const pieces: Array<string> = []
+  for (let i = 0; i < json.length; i += 16) pieces.push(json.slice(i, i + 16))
+  return pieces
+}
+
+/**
+ * The answer in the asked form: `json_schema` is the deterministic instance of its schema, `json_object` is
+ * `{"answer": <the text it would have said>}`; a step that calls a tool says nothing beside the call.
+ */
+const withFormat = (answer: Reply, format: OutputFormat | undefined): Reply => {
+  if (format === undefined || answer.verbatim === true || answer.fail !== undefined) return answer
+  if (answer.toolCall !== undefined) return { ...answer, text: [] }
+  const json = format.type === "json_schema"
+    ? JSON.stringify(instanceOf(format.schema))
+    : JSON.stringify({ answer: answer.text.join("") })
+  return { ...answer, text: jsonIncrements(json) }
+}
+
+const reply = (options: LanguageModel.ProviderOptions, format: OutputFormat | undefined): Reply =>
+  withFormat(withToolChoice(unformatted(options), options), format)
 
 const partsOf = (reply: Reply, inputTokens: number): Array<Part> => {
   const textId = `txt_${randomBase62(8)}`
@@ -155,8 +212,8 @@ const partsOf = (reply: Reply, inputTokens: number): Array<Part> => {
 }
 
 const streamText = (options: LanguageModel.ProviderOptions): Stream.Stream<Part, AiError.AiError> =>
-  Stream.suspend(() => {
-    const answer = reply(options)
+  Stream.unwrap(Effect.map(FiberRef.get(CurrentOutputFormat), (format) => {
+    const answer = reply(options, format)
     const inputTokens = Math.max(tokensOf(options.prompt.content.map(textOf).join("\n")), 1)
     if (answer.fail !== undefined) {
       const thinking = partsOf({ thinking: answer.thinking, text: [] }, inputTokens).filter((p) => p.type !== "finish")
@@ -169,7 +226,7 @@ const streamText = (options: LanguageModel.ProviderOptions): Stream.Stream<Part,
     return answer.delay === true
       ? parts.pipe(Stream.tap((part) => part.type === "text-delta" ? Effect.sleep(SLOW_INTERVAL) : Effect.void))
       : parts
-  })
+  }))
 
 export const make: Effect.Effect<LanguageModel.Service> = LanguageModel.make({
   streamText,

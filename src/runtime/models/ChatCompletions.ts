@@ -7,7 +7,8 @@ import type * as Response from "@effect/ai/Response"
 import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientError from "@effect/platform/HttpClientError"
-import { Duration, Effect, Either, Encoding, Option, Redacted, Stream } from "effect"
+import { Duration, Effect, Either, Encoding, FiberRef, Option, Redacted, Stream } from "effect"
+import { CurrentOutputFormat, toResponseFormat } from "./OutputFormat.js"
 import {
   displayUrl,
   excerpt,
@@ -86,6 +87,8 @@ export interface ChatRequest {
     readonly type: "function"
     readonly function: { readonly name: string }
   }
+  /** Structured output, when the run asks for it (`CurrentOutputFormat`). */
+  readonly response_format?: ReturnType<typeof toResponseFormat>
 }
 
 const malformedInput = (method: string, description: string) =>
@@ -577,7 +580,9 @@ export const make = (options: Options): Effect.Effect<LanguageModel.Service, nev
 
     const parts = (provider: LanguageModel.ProviderOptions, method: string) =>
       Stream.unwrap(Effect.gen(function*() {
-        const body = yield* encodeRequest(options.model, provider, method)
+        const format = yield* FiberRef.get(CurrentOutputFormat)
+        const encoded = yield* encodeRequest(options.model, provider, method)
+        const body: ChatRequest = format === undefined ? encoded : { ...encoded, response_format: toResponseFormat(format) }
         const streamId = yield* Effect.flatMap(IdGenerator.IdGenerator, (ids) => ids.generateId())
         provider.span.attribute("gen_ai.system", "openai-chat")
         provider.span.attribute("gen_ai.request.model", options.model)

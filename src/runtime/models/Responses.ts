@@ -3,10 +3,11 @@ import type * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Sse from "@effect/experimental/Sse"
 import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientError from "@effect/platform/HttpClientError"
-import type * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
-import { Data, Duration, Effect, Option, Stream } from "effect"
+import { Data, Duration, Effect, FiberRef, Option, Stream } from "effect"
 import type { Options } from "./ChatCompletions.js"
+import { CurrentOutputFormat, toTextFormat } from "./OutputFormat.js"
 import {
   displayUrl,
   findCause,
@@ -118,6 +119,22 @@ const guardResponse = (
   return guarded
 }
 
+/**
+ * Structured output for the Responses upstream: `@effect/ai`'s `streamText` always asks the library for text, so the
+ * run's format (`CurrentOutputFormat`, read in the calling fiber) is written into the request's `text.format` here.
+ */
+const withOutputFormat = (client: HttpClient.HttpClient): HttpClient.HttpClient =>
+  HttpClient.mapRequestEffect(client, (request) =>
+    Effect.map(FiberRef.get(CurrentOutputFormat), (format) => {
+      if (format === undefined || request.body._tag !== "Uint8Array") return request
+      try {
+        const body = JSON.parse(new TextDecoder().decode(request.body.body))
+        return HttpClientRequest.bodyUnsafeJson(request, { ...body, text: { ...body.text, format: toTextFormat(format) } })
+      } catch {
+        return request
+      }
+    }))
+
 export const idleGuard = (idle: Duration.Duration) => (client: HttpClient.HttpClient): HttpClient.HttpClient =>
   HttpClient.transform(client, (effect, request) =>
     effect.pipe(
@@ -142,7 +159,7 @@ export const make = (options: Options): Effect.Effect<LanguageModel.Service, nev
     const client = yield* Effect.scoped(OpenAiClient.make({
       apiKey: Option.getOrUndefined(options.apiKey),
       apiUrl: baseUrl,
-      transformClient: idleGuard(idle)
+      transformClient: (http) => idleGuard(idle)(withOutputFormat(http))
     }))
     const model = yield* OpenAiLanguageModel.make({ model: options.model }).pipe(
       Effect.provideService(OpenAiClient.OpenAiClient, client)

@@ -3,6 +3,7 @@ import { NodeHttpClient } from "@effect/platform-node"
 import { assert, describe, layer } from "@effect/vitest"
 import { Duration, Effect, Either, Layer, Option, Redacted, Stream } from "effect"
 import { describeFailure } from "../../../src/runtime/models/Upstream.js"
+import { CurrentOutputFormat } from "../../../src/runtime/models/OutputFormat.js"
 import * as Responses from "../../../src/runtime/models/Responses.js"
 import * as Mock from "../../support/MockUpstream.js"
 
@@ -106,6 +107,19 @@ layer(Layer.merge(NodeHttpClient.layerUndici, Mock.ToolsLayer), { excludeTestSer
           assert.strictEqual(request?.body.stream, true)
           assert.strictEqual(request?.headers.authorization, `Bearer ${KEY}`)
           assert.include(JSON.stringify(request?.body.input), "hi")
+        }))
+
+      it.scoped("a structured-output format goes upstream as text.format (issue 30)", () =>
+        Effect.gen(function*() {
+          const { model, upstream } = yield* setup()
+          yield* upstream.script(Mock.stream([created(), ...message(["{\"city\":\"Oslo\"}"]), completed(1, 1)]))
+          const schema = { type: "object", properties: { city: { type: "string" } }, required: ["city"], additionalProperties: false }
+          const parts = yield* Mock.streamPlain(model, "where?").pipe(
+            Effect.locally(CurrentOutputFormat, { type: "json_schema", name: "place", schema, strict: true })
+          )
+          assert.strictEqual(Mock.textOf(parts), "{\"city\":\"Oslo\"}")
+          const [request] = yield* upstream.requests
+          assert.deepStrictEqual(request?.body.text.format, { type: "json_schema", name: "place", schema, strict: true })
         }))
 
       it.scoped("without a key no Authorization header is sent", () =>
