@@ -6248,13 +6248,6 @@ export interface operations {
                 content: {
                     "application/json": {
                         id: string;
-                        filename: string;
-                        content_type: string;
-                        size: components["schemas"]["Int"];
-                        sha256: string;
-                        created_at: string;
-                    } | {
-                        id: string;
                         /** @enum {string} */
                         object: "file";
                         bytes: components["schemas"]["Int"];
@@ -6268,6 +6261,22 @@ export interface operations {
                         content_type: string;
                         size: components["schemas"]["Int"];
                         sha256: string;
+                    };
+                };
+            };
+            /** @description Success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        filename: string;
+                        content_type: string;
+                        size: components["schemas"]["Int"];
+                        sha256: string;
+                        created_at: string;
                     };
                 };
             };

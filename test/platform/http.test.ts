@@ -522,10 +522,12 @@ describe("HTTP", () => {
           assertNoInternals(reply)
         }))
 
-      it.effect("a defect is 500 internal_error with no details", () =>
+      // An outage is not a bug (issue 33): a request that needs the store is a 503 the client may retry, with no details.
+      it.effect("a request that needs the store is 503 service_unavailable with Retry-After, no details", () =>
         Effect.gen(function*() {
           const reply = yield* postJson("/api/auth/sms/sendCode", JSON.stringify({ phone: freshPhone() }))
-          assertEnvelope(reply, 500, "internal_error")
+          assertEnvelope(reply, 503, "service_unavailable")
+          assert.isNotNull(reply.headers.get("retry-after"), reply.text)
           assertNoInternals(reply)
         }))
     })

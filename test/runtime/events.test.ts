@@ -149,7 +149,7 @@ describe("SSE encoder", () => {
       assert.strictEqual(parsed.events[3]!.data.delta, "line one\nline two\r\n\n")
       assert.strictEqual(parsed.events[3]!.data.content, "line one\nline two\r\n\n")
       for (const line of raw.split("\n")) {
-        assert.match(line, /^(event: \S+|data: .*|)$/, JSON.stringify(line))
+        assert.match(line, /^(event: \S+|data: .*|retry: 1000|)$/, JSON.stringify(line))
       }
       assert.isTrue(raw.endsWith("data: [DONE]\n\n"))
       assert.strictEqual(raw.split("data: [DONE]").length, 2, "exactly one [DONE]")
@@ -171,13 +171,14 @@ describe("SSE encoder", () => {
       const second = parseStream(yield* encodeAll(run.slice(1), { done: true }))
       assert.strictEqual(first.events[0]!.data.event_id, 1)
       assert.strictEqual(second.events[0]!.data.event_id, 1)
-      assert.strictEqual(yield* encodeAll([], { done: true }), "data: [DONE]\n\n")
+      // Every stream opens with the reconnection delay, once (issue 30).
+      assert.strictEqual(yield* encodeAll([], { done: true }), "retry: 1000\n\ndata: [DONE]\n\n")
     }))
 
   it.effect("writes an id: line only when asked (a session's seq)", () =>
     Effect.gen(function*() {
       const raw = yield* encodeAll([{ type: "text", delta: "x", seq: 41 }], { done: false, idOf: (e) => e.seq as number })
-      assert.strictEqual(raw, `event: output.text.delta\nid: 41\ndata: {"type":"output.text.delta","event_id":1,"delta":"x","seq":41,"content":"x"}\n\n`)
+      assert.strictEqual(raw, `retry: 1000\n\nevent: output.text.delta\nid: 41\ndata: {"type":"output.text.delta","event_id":1,"delta":"x","seq":41,"content":"x"}\n\n`)
       parseStream(raw, { expectDone: false })
     }))
 
