@@ -3,12 +3,11 @@ import * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as Response from "@effect/ai/Response"
 import * as Tool from "@effect/ai/Tool"
 import * as HttpClient from "@effect/platform/HttpClient"
-import type * as HttpClientError from "@effect/platform/HttpClientError"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import { Clock, Duration, Effect, Either, Encoding, Option, Redacted, Stream } from "effect"
 import { type AwsCredentials, EventStreamDecoder, signV4 } from "./AwsEventStream.js"
 import { collectParts, mapFinishReason, type Options } from "./ChatCompletions.js"
-import { displayUrl, excerpt, parseToolArguments, requestDetails, scrubber, timeoutError, tolerateToolArguments, transportCause, upstreamMessage, UpstreamTimeout } from "./Upstream.js"
+import { displayUrl, excerpt, executeUpstream, parseToolArguments, scrubber, statusError, timeoutError, tolerateToolArguments, transportCause, upstreamMessage, UpstreamTimeout } from "./Upstream.js"
 
 /**
  * Amazon Bedrock's Converse API, streamed: `POST {baseUrl}/model/{modelId}/converse-stream`, answered in the binary
@@ -273,34 +272,9 @@ export const make = (
           HttpClientRequest.setHeaders({ ...base, ...auth }),
           HttpClientRequest.bodyText(body, "application/json")
         )
-        const response = yield* client.execute(request).pipe(
-          Effect.timeoutFail({ duration: idle, onTimeout: idleError }),
-          Effect.catchIf(
-            (error): error is HttpClientError.HttpClientError => !AiError.isAiError(error),
-            (error) =>
-              Effect.fail(new AiError.HttpRequestError({
-                module: MODULE,
-                method,
-                reason: error._tag === "RequestError" ? error.reason : "Transport",
-                request: requestDetails(shownUrl),
-                description: `could not reach the model upstream at ${shownUrl}: ${scrub(transportCause(error))}`
-              }))
-          )
-        )
-        if (response.status >= 300) {
-          const text = yield* response.text.pipe(Effect.timeout(idle), Effect.orElseSucceed(() => ""))
-          const message = upstreamMessage(scrub(text))
-          const retryAfter = response.headers["retry-after"]
-          return yield* new AiError.HttpResponseError({
-            module: MODULE,
-            method,
-            reason: "StatusCode",
-            request: requestDetails(shownUrl),
-            response: { status: response.status, headers: retryAfter === undefined ? {} : { "retry-after": retryAfter } },
-            ...(message !== undefined ? { body: message } : {}),
-            description: `the model upstream returned ${response.status}${message === undefined ? "" : `: ${message}`}`
-          })
-        }
+        const call = { module: MODULE, method, shownUrl, idle, idleError, scrub }
+        const response = yield* executeUpstream(client, request, call)
+        if (response.status >= 300) return yield* statusError(response, call)
         const converse = new ConverseDecoder(`bedrock-${++streams}`, new Set(provider.tools.map((tool) => tool.name)), method)
         const frames = new EventStreamDecoder()
         const text = new TextDecoder()

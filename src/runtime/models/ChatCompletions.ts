@@ -12,6 +12,7 @@ import { CurrentOutputFormat, toResponseFormat } from "./OutputFormat.js"
 import {
   displayUrl,
   excerpt,
+  executeUpstream,
   parseToolArguments,
   requestDetails,
   scrubber,
@@ -596,22 +597,7 @@ export const make = (options: Options): Effect.Effect<LanguageModel.Service, nev
         )
         const idleError = () => timeoutError(MODULE, method, new UpstreamTimeout({ phase: "idle", after: idle }))
 
-        const response = yield* client.execute(request).pipe(
-          Effect.timeoutFail({ duration: idle, onTimeout: idleError }),
-          Effect.catchIf(
-            (error): error is HttpClientError.HttpClientError => !AiError.isAiError(error),
-            (error) =>
-              Effect.fail(
-                new AiError.HttpRequestError({
-                  module: MODULE,
-                  method,
-                  reason: error._tag === "RequestError" ? error.reason : "Transport",
-                  request: requestDetails(shownUrl),
-                  description: `could not reach the model upstream at ${shownUrl}: ${scrub(transportCause(error))}`
-                })
-              )
-          )
-        )
+        const response = yield* executeUpstream(client, request, { module: MODULE, method, shownUrl, idle, idleError, scrub })
 
         if (response.status >= 300) {
           // The body of an error is read under the same idle rule: a 500 that then stalls must not hang us.

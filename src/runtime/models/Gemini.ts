@@ -4,22 +4,10 @@ import type * as Prompt from "@effect/ai/Prompt"
 import type * as Response from "@effect/ai/Response"
 import * as Tool from "@effect/ai/Tool"
 import * as HttpClient from "@effect/platform/HttpClient"
-import type * as HttpClientError from "@effect/platform/HttpClientError"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import { Duration, Effect, Either, Encoding, Option, Redacted, Stream } from "effect"
 import { collectParts, mapFinishReason, type Options } from "./ChatCompletions.js"
-import {
-  displayUrl,
-  excerpt,
-  requestDetails,
-  scrubber,
-  sseEvents,
-  timeoutError,
-  tolerateToolArguments,
-  transportCause,
-  upstreamMessage,
-  UpstreamTimeout
-} from "./Upstream.js"
+import { displayUrl, excerpt, executeUpstream, scrubber, sseEvents, statusError, timeoutError, tolerateToolArguments, transportCause, upstreamMessage, UpstreamTimeout } from "./Upstream.js"
 
 /**
  * Google's Gemini API: `POST {baseUrl}/v1beta/models/{model}:streamGenerateContent?alt=sse`, key in
@@ -248,34 +236,9 @@ export const make = (
             onSome: (key) => HttpClientRequest.setHeader("x-goog-api-key", Redacted.value(key))
           })
         )
-        const response = yield* client.execute(request).pipe(
-          Effect.timeoutFail({ duration: idle, onTimeout: idleError }),
-          Effect.catchIf(
-            (error): error is HttpClientError.HttpClientError => !AiError.isAiError(error),
-            (error) =>
-              Effect.fail(new AiError.HttpRequestError({
-                module: MODULE,
-                method,
-                reason: error._tag === "RequestError" ? error.reason : "Transport",
-                request: requestDetails(shownUrl),
-                description: `could not reach the model upstream at ${shownUrl}: ${scrub(transportCause(error))}`
-              }))
-          )
-        )
-        if (response.status >= 300) {
-          const text = yield* response.text.pipe(Effect.timeout(idle), Effect.orElseSucceed(() => ""))
-          const message = upstreamMessage(scrub(text))
-          const retryAfter = response.headers["retry-after"]
-          return yield* new AiError.HttpResponseError({
-            module: MODULE,
-            method,
-            reason: "StatusCode",
-            request: requestDetails(shownUrl),
-            response: { status: response.status, headers: retryAfter === undefined ? {} : { "retry-after": retryAfter } },
-            ...(message !== undefined ? { body: message } : {}),
-            description: `the model upstream returned ${response.status}${message === undefined ? "" : `: ${message}`}`
-          })
-        }
+        const call = { module: MODULE, method, shownUrl, idle, idleError, scrub }
+        const response = yield* executeUpstream(client, request, call)
+        if (response.status >= 300) return yield* statusError(response, call)
         const decoder = new EventDecoder(`gemini-${++streams}`, new Set(provider.tools.map((tool) => tool.name)), method)
         const bytes = response.stream.pipe(
           Stream.mapError((error) =>

@@ -3,6 +3,10 @@ import * as Tool from "@effect/ai/Tool"
 import type * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as Toolkit from "@effect/ai/Toolkit"
 import * as Sse from "@effect/experimental/Sse"
+import type * as HttpClient from "@effect/platform/HttpClient"
+import type * as HttpClientError from "@effect/platform/HttpClientError"
+import type * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import { Data, Duration, Effect, Option, ParseResult, Predicate, Redacted, Schema, Stream } from "effect"
 
 /**
@@ -277,4 +281,62 @@ export const sseEvents = <E, R>(
         parser.feed(text) === undefined ? Effect.succeed(pending.splice(0)) : Effect.fail(onTooLarge())
       )
     )
+  })
+
+/** Who sends a request upstream, for the errors it may become: the provider's module, the call, the URL shown. */
+export interface UpstreamCall {
+  readonly module: string
+  readonly method: string
+  /** The URL without credentials (`displayUrl`). */
+  readonly shownUrl: string
+  readonly idle: Duration.Duration
+  readonly idleError: () => AiError.AiError
+  readonly scrub: (text: string) => string
+}
+
+/**
+ * Sends one request to a model upstream under the idle rule. A transport failure becomes an `HttpRequestError` naming
+ * the shown URL and the cause on the wire; the response comes back whatever its status.
+ */
+export const executeUpstream = (
+  client: HttpClient.HttpClient,
+  request: HttpClientRequest.HttpClientRequest,
+  call: UpstreamCall
+): Effect.Effect<HttpClientResponse.HttpClientResponse, AiError.AiError> =>
+  client.execute(request).pipe(
+    Effect.timeoutFail({ duration: call.idle, onTimeout: call.idleError }),
+    Effect.catchIf(
+      (error): error is HttpClientError.HttpClientError => !AiError.isAiError(error),
+      (error) =>
+        Effect.fail(
+          new AiError.HttpRequestError({
+            module: call.module,
+            method: call.method,
+            reason: error._tag === "RequestError" ? error.reason : "Transport",
+            request: requestDetails(call.shownUrl),
+            description: `could not reach the model upstream at ${call.shownUrl}: ${call.scrub(transportCause(error))}`
+          })
+        )
+    )
+  )
+
+/**
+ * A non-2xx answer as an `HttpResponseError`: its status, its `Retry-After` (fallbacks and clients honour it) and the
+ * upstream's own message, credentials scrubbed. The body is read under the same idle rule: a 500 that then stalls must
+ * not hang the run.
+ */
+export const statusError = (response: HttpClientResponse.HttpClientResponse, call: UpstreamCall) =>
+  Effect.gen(function*() {
+    const text = yield* response.text.pipe(Effect.timeout(call.idle), Effect.orElseSucceed(() => ""))
+    const message = upstreamMessage(call.scrub(text))
+    const retryAfter = response.headers["retry-after"]
+    return yield* new AiError.HttpResponseError({
+      module: call.module,
+      method: call.method,
+      reason: "StatusCode",
+      request: requestDetails(call.shownUrl),
+      response: { status: response.status, headers: retryAfter === undefined ? {} : { "retry-after": retryAfter } },
+      ...(message !== undefined ? { body: message } : {}),
+      description: `the model upstream returned ${response.status}${message === undefined ? "" : `: ${message}`}`
+    })
   })
