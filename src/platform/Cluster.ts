@@ -16,7 +16,7 @@ import { Cause, Config, Duration, Effect, Exit, Fiber, FiberSet, Layer, Option, 
 import * as Net from "node:net"
 import { AppConfig, WorkerIndex } from "./Config.js"
 import { RunnersRepo } from "./cluster/Repo.js"
-import { PROCESS_APPLICATION_NAME, withStartupLock } from "./Database.js"
+import { processApplicationName, withStartupLock } from "./Database.js"
 import { EntityDeadline } from "./Outage.js"
 
 /**
@@ -188,7 +188,7 @@ const watchRunners = (address: RunnerAddress.RunnerAddress) =>
     const repo = yield* RunnersRepo
     const self = `${address.host}:${address.port}`
     yield* Effect.acquireRelease(
-      repo.register(self, PROCESS_APPLICATION_NAME).pipe(Effect.retry(Schedule.spaced("1 second")), Effect.orDie),
+      repo.register(self, processApplicationName()).pipe(Effect.retry(Schedule.spaced("1 second")), Effect.orDie),
       () => Effect.ignore(repo.unregister(self))
     )
     /** Each other runner's heartbeat as last seen, and since when (this process's clock) it has been that. */

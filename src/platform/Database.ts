@@ -70,13 +70,18 @@ const embedded = (dataDir: string) =>
  * it names the process's database sessions, so another runner can end them all when this one stops answering
  * (Cluster.ts `watchRunners`).
  */
-export const PROCESS_APPLICATION_NAME = `atrium:${randomBase62(12)}`
+export const processApplicationName: () => string = (() => {
+  // Made on first use, not at import: the web bundle still imports this module (issue 25), and there the random
+  // source is a stub under which making the name would never end.
+  let name: string | undefined
+  return () => (name ??= `atrium:${randomBase62(12)}`)
+})()
 
 const external = (url: Redacted.Redacted) =>
   PgClient.layer({
     url,
     maxConnections: 20,
-    applicationName: PROCESS_APPLICATION_NAME,
+    applicationName: processApplicationName(),
     ...names
   })
 

@@ -1,7 +1,7 @@
 import { Cause, Duration, Effect, Option, Redacted, Schedule, Stream } from "effect"
 import pg from "pg"
 import { AppConfig } from "./Config.js"
-import { PROCESS_APPLICATION_NAME } from "./Database.js"
+import { processApplicationName } from "./Database.js"
 
 /**
  * PostgreSQL `LISTEN` that survives the database: a restart, a stop, a connection cut by `pg_terminate_backend`.
@@ -28,7 +28,7 @@ export const reconnectSchedule = Schedule.exponential("100 millis", 2).pipe(Sche
 const connection = (url: string, channel: string, again: () => boolean) =>
   Stream.asyncScoped<ListenSignal, Error>((emit) =>
     Effect.gen(function*() {
-      const client = new pg.Client({ connectionString: url, keepAlive: true, application_name: PROCESS_APPLICATION_NAME })
+      const client = new pg.Client({ connectionString: url, keepAlive: true, application_name: processApplicationName() })
       yield* Effect.addFinalizer(() =>
         Effect.promise(() => client.end().catch(() => undefined)).pipe(Effect.timeoutOption("1 second"), Effect.ignore)
       )
