@@ -407,7 +407,9 @@ describe("files", () => {
 })
 
 describe("files: expiry", () => {
-  layer(serverWith({ FILE_UPLOAD_TTL: "1 second", FILE_DOWNLOAD_TTL: "1 second" }), LIVE)((it) => {
+  // Download URLs live 3 s (whole seconds: a URL made late in a second would otherwise have a fraction of one left
+  // when the last step fetches it), upload URLs 1 s; the wait outlasts both.
+  layer(serverWith({ FILE_UPLOAD_TTL: "1 second", FILE_DOWNLOAD_TTL: "3 seconds" }), LIVE)((it) => {
     it.effect("an expired upload or download URL is 403 forbidden", () =>
       Effect.gen(function*() {
         const alice = (yield* newAccount).asEndUser("alice")
@@ -419,7 +421,7 @@ describe("files: expiry", () => {
           content_type: "text/plain",
           size: bytes.length
         })
-        yield* Effect.sleep("2100 millis")
+        yield* Effect.sleep("4100 millis")
         const put = yield* fetchUrl(late.body.upload_url, { method: "PUT", headers: late.body.headers, body: bytes })
         assertError(put, 403, "forbidden")
         assert.include(put.body.error.message, "expired")
