@@ -1,4 +1,5 @@
 import { Config, Effect } from "effect"
+import { optionalSecret } from "../platform/Config.js"
 import { parseCredits } from "../platform/Money.js"
 
 const credits = (name: string, fallback: string) =>
@@ -16,6 +17,6 @@ export class BillingConfig extends Effect.Service<BillingConfig>()("atrium/billi
     /** Credits every new user receives once. */
     signupCredits: credits("SIGNUP_CREDITS", "100"),
     /** Verifies `POST /api/payment/notify/:provider` bodies (HMAC-SHA256 of the raw body). */
-    paymentWebhookSecret: Config.option(Config.redacted("PAYMENT_WEBHOOK_SECRET"))
+    paymentWebhookSecret: optionalSecret("PAYMENT_WEBHOOK_SECRET")
   })
 }) {}

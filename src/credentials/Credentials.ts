@@ -1,9 +1,11 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto"
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import * as Path from "node:path"
-import { Config, Effect, Option, Redacted } from "effect"
+import { Effect, Option, Redacted } from "effect"
+import { AppConfig } from "../platform/Config.js"
 import { NotFound, ServiceUnavailable } from "../platform/Errors.js"
 import { randomBase62 } from "../platform/Ids.js"
+import { CredentialsConfig } from "./Config.js"
 import { CredentialsRepo } from "./Repo.js"
 
 /**
@@ -28,21 +30,21 @@ export const serverKey = (url: string) => {
   return parsed.toString().replace(/\/$/, "")
 }
 
+/** The AES key: `SECRETS_KEY`'s SHA-256 when set (any text works, a 32-byte base64 key as well as a passphrase);
+ * else, embedded, the key kept in `DATA_DIR/secrets.key` (made once); else none. */
 const keyOf = Effect.gen(function*() {
-  const configured = yield* Config.option(Config.redacted("SECRETS_KEY"))
-  if (Option.isSome(configured)) {
-    // Any text is accepted; its SHA-256 is the AES key (a 32-byte base64 key works as well as a passphrase).
-    return Option.some(createHash("sha256").update(Redacted.value(configured.value)).digest())
+  const config = yield* CredentialsConfig
+  if (Option.isSome(config.secretsKey)) {
+    return Option.some(createHash("sha256").update(Redacted.value(config.secretsKey.value)).digest())
   }
-  const databaseUrl = yield* Config.option(Config.string("DATABASE_URL"))
-  if (Option.isSome(databaseUrl)) return Option.none<Buffer>()
-  const dataDir = yield* Config.string("DATA_DIR").pipe(Config.withDefault("./data"))
-  const file = Path.resolve(dataDir, "secrets.key")
+  const app = yield* AppConfig
+  if (Option.isSome(app.databaseUrl)) return Option.none<Buffer>()
+  const file = Path.resolve(app.dataDir, "secrets.key")
   try {
     return Option.some(Buffer.from(readFileSync(file, "utf8").trim(), "base64"))
   } catch {
     const key = randomBytes(32)
-    mkdirSync(dataDir, { recursive: true })
+    mkdirSync(app.dataDir, { recursive: true })
     writeFileSync(file, key.toString("base64"), { mode: 0o600, flag: "wx" })
     return Option.some(key)
   }
@@ -51,7 +53,7 @@ const keyOf = Effect.gen(function*() {
 export class Credentials extends Effect.Service<Credentials>()("atrium/credentials/Credentials", {
   effect: Effect.gen(function*() {
     const repo = yield* CredentialsRepo
-    const key = yield* Effect.orDie(keyOf)
+    const key = yield* keyOf
 
     const unavailable = () =>
       new ServiceUnavailable({ message: "Credentials need SECRETS_KEY: set it on every process of this deployment." })
@@ -115,5 +117,5 @@ export class Credentials extends Effect.Service<Credentials>()("atrium/credentia
 
     return { create, list, remove, secretFor } as const
   }),
-  dependencies: [CredentialsRepo.Default]
+  dependencies: [CredentialsRepo.Default, CredentialsConfig.Default, AppConfig.Default]
 }) {}

@@ -1,5 +1,5 @@
 import { Config, ConfigError, Effect, Either, Option, Redacted } from "effect"
-import { duration, optionalRedacted, optionalString } from "../platform/Config.js"
+import { duration, optionalSecret, optionalString } from "../platform/Config.js"
 
 export interface S3Settings {
   readonly endpoint: URL
@@ -19,7 +19,7 @@ const s3 = Config.all({
   endpoint: optionalString("STORAGE_ENDPOINT"),
   bucket: optionalString("STORAGE_BUCKET"),
   accessKeyId: optionalString("STORAGE_ACCESS_KEY_ID"),
-  secretAccessKey: optionalRedacted("STORAGE_SECRET_ACCESS_KEY"),
+  secretAccessKey: optionalSecret("STORAGE_SECRET_ACCESS_KEY"),
   region: Config.string("STORAGE_REGION").pipe(Config.withDefault("us-east-1")),
   forcePathStyle: Config.boolean("STORAGE_FORCE_PATH_STYLE").pipe(Config.withDefault(true))
 }).pipe(
@@ -62,7 +62,7 @@ export class FilesConfig extends Effect.Service<FilesConfig>()("atrium/files/Fil
     /** How long a download URL from `GET /v1/files/:id` stays valid. */
     downloadTtl: duration("FILE_DOWNLOAD_TTL", "15 minutes"),
     /** HMAC key of the embedded storage route's URLs; unset, one is derived from the JWT key. */
-    signingSecret: optionalRedacted("STORAGE_SIGNING_SECRET"),
+    signingSecret: optionalSecret("STORAGE_SIGNING_SECRET"),
     s3
   })
 }) {}

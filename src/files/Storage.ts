@@ -9,7 +9,7 @@ import { JwtKey } from "../identity/Tokens.js"
 import { AppConfig } from "../platform/Config.js"
 import { randomBase62 } from "../platform/Ids.js"
 import { FilesConfig, type S3Settings } from "./Config.js"
-import { presign, uriEncode } from "./SigV4.js"
+import { presign, uriEncode } from "./Presign.js"
 
 /**
  * The object-storage port (DESIGN.md §4): file bytes go from the client straight to storage through URLs this port
@@ -326,8 +326,8 @@ const makeS3 = (settings: S3Settings) =>
       expiresAt: Date,
       extra: { headers?: Record<string, string>; query?: Record<string, string> } = {}
     ) =>
-      Effect.map(Clock.currentTimeMillis, (now) =>
-        presign({
+      Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        Effect.promise(() => presign({
           method,
           url: objectUrl(key),
           region: settings.region,
@@ -336,7 +336,7 @@ const makeS3 = (settings: S3Settings) =>
           date: new Date(now),
           expiresIn: Math.min(MAX_PRESIGN_SECONDS, Math.max(1, Math.ceil((expiresAt.getTime() - now) / 1000))),
           ...extra
-        }).url)
+        })))
 
     /** The server's own short-lived requests (stat, delete). */
     const soon = Effect.map(Clock.currentTimeMillis, (now) => new Date(now + Duration.toMillis("5 minutes")))

@@ -2,7 +2,7 @@ import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { createChallenge, verifySolution } from "altcha-lib"
 import { Clock, Config, Duration, Effect, Option, Redacted, Schema } from "effect"
 import * as Crypto from "node:crypto"
-import { duration, optionalRedacted } from "../platform/Config.js"
+import { duration, optionalSecret } from "../platform/Config.js"
 import { KeyValue } from "../platform/KeyValue.js"
 import { JwtKey } from "./Tokens.js"
 
@@ -22,7 +22,7 @@ export const ChallengeSchema = Schema.Struct({
 })
 
 const ChallengeConfig = Config.all({
-  hmacKey: optionalRedacted("SMS_CHALLENGE_KEY"),
+  hmacKey: optionalSecret("SMS_CHALLENGE_KEY"),
   /** Upper bound of the number the client searches for: the work a solver does is half of it on average. */
   maxNumber: Config.integer("SMS_CHALLENGE_MAX_NUMBER").pipe(Config.withDefault(100_000)),
   lifetime: duration("SMS_CHALLENGE_TTL", "10 minutes")

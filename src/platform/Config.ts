@@ -21,6 +21,21 @@ export const optionalRedacted = (name: string) =>
     Config.map(Option.filter((value) => Redacted.value(value).trim().length > 0))
   )
 
+/**
+ * A key the platform signs, verifies or encrypts with. Unset, the feature it guards falls back as documented
+ * (generated, or closed); set but empty (`PAYMENT_WEBHOOK_SECRET=` in an env file), start-up stops and names it,
+ * because reading it as unset would hide a deployment mistake and reading it as given would make the empty
+ * string a key anyone can sign with.
+ */
+export const optionalSecret = (name: string) =>
+  Config.option(Config.redacted(name)).pipe(
+    Config.mapOrFail((value) =>
+      Option.isSome(value) && Redacted.value(value.value).trim().length === 0
+        ? Either.left(ConfigError.InvalidData([name], `${name} is set but empty: give it a value, or unset it`))
+        : Either.right(value)
+    )
+  )
+
 /** `+8613800000000=123456,+15550001111=000000`: numbers that send nothing and always accept their fixed code. */
 const testOtp = Config.string("SMS_TEST_OTP").pipe(
   Config.withDefault(""),
@@ -53,7 +68,7 @@ export const PlatformConfig = Config.all({
   redisUrl: optionalRedacted("REDIS_URL"),
   /** Prefix of every key this instance writes to the key-value store, so several instances can share one Redis. */
   keyPrefix: Config.string("KEY_PREFIX").pipe(Config.withDefault("atrium:")),
-  jwtSecret: optionalRedacted("JWT_SECRET"),
+  jwtSecret: optionalSecret("JWT_SECRET"),
   publicUrl: optionalString("PUBLIC_URL"),
   mcpPath: Config.string("MCP_PATH").pipe(Config.withDefault("/mcp")),
   maxBodyBytes: Config.integer("MAX_BODY_BYTES").pipe(Config.withDefault(1024 * 1024)),
@@ -67,7 +82,7 @@ export const PlatformConfig = Config.all({
    * The operator's bearer for `/internal/*` (grants, reviews). Unset, those routes are closed: behind a reverse
    * proxy on the same host every internet client is a loopback peer, so the address alone proves nothing.
    */
-  internalToken: optionalRedacted("INTERNAL_TOKEN"),
+  internalToken: optionalSecret("INTERNAL_TOKEN"),
   /** Web apps on other origins allowed to call the API with a bearer (comma-separated; empty: none). */
   corsOrigins: Config.string("CORS_ORIGINS").pipe(
     Config.withDefault(""),
@@ -81,7 +96,7 @@ export const PlatformConfig = Config.all({
   sms: Config.all({
     provider: Config.literal("console", "http")("SMS_PROVIDER").pipe(Config.withDefault("console" as const)),
     httpUrl: optionalString("SMS_HTTP_URL"),
-    httpToken: optionalRedacted("SMS_HTTP_TOKEN"),
+    httpToken: optionalSecret("SMS_HTTP_TOKEN"),
     testOtp,
     codeTtl: duration("SMS_CODE_TTL", "5 minutes"),
     cooldown: duration("SMS_COOLDOWN", "60 seconds"),

@@ -8,20 +8,28 @@ const load = (settings: Record<string, string>) =>
 describe("configuration", () => {
   it.effect("an optional setting set to the empty string counts as unset", () =>
     Effect.gen(function*() {
-      // What `JWT_SECRET=` in an env file or `JWT_SECRET: ${JWT_SECRET}` in a compose file hands the process.
+      // What `PUBLIC_URL=` in an env file or `PUBLIC_URL: ${PUBLIC_URL}` in a compose file hands the process.
       const config = yield* load({
-        JWT_SECRET: "",
         DATABASE_URL: "",
         REDIS_URL: " ",
         PUBLIC_URL: "",
-        SMS_HTTP_URL: "",
-        SMS_HTTP_TOKEN: ""
+        SMS_HTTP_URL: ""
       })
-      assert.isTrue(Option.isNone(config.jwtSecret), "JWT_SECRET")
       assert.isTrue(Option.isNone(config.databaseUrl), "DATABASE_URL")
       assert.isTrue(Option.isNone(config.redisUrl), "REDIS_URL")
       assert.isTrue(Option.isNone(config.publicUrl), "PUBLIC_URL")
       assert.isTrue(Option.isNone(config.sms.httpUrl), "SMS_HTTP_URL")
+    }))
+
+  it.effect("a key set to the empty string is refused, naming it (unset, it is none)", () =>
+    Effect.gen(function*() {
+      for (const name of ["JWT_SECRET", "INTERNAL_TOKEN", "SMS_HTTP_TOKEN"]) {
+        const refused = yield* Effect.flip(load({ [name]: "" }))
+        assert.include(String(refused), `${name} is set but empty`)
+      }
+      const config = yield* load({})
+      assert.isTrue(Option.isNone(config.jwtSecret), "JWT_SECRET")
+      assert.isTrue(Option.isNone(config.internalToken), "INTERNAL_TOKEN")
       assert.isTrue(Option.isNone(config.sms.httpToken), "SMS_HTTP_TOKEN")
     }))
 

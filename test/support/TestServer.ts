@@ -160,8 +160,11 @@ export const startServer = <R = never>(
       ...storage.env,
       ...env
     }
+    // `NAME: ""` in a test's env unsets a default above: a key set to the empty string would stop start-up
+    // (test/platform/secrets-config.test.ts), as an unfilled line in an operator's env file does.
+    const given = Object.entries(settings).filter(([, value]) => value !== "")
     const layer = makeServer(Layer.mergeAll(Routes, extraRoutes)).pipe(
-      Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(settings))))),
+      Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(given)))),
       Layer.provide(Logger.minimumLogLevel(process.env.TEST_LOG ? LogLevel.Debug : LogLevel.Warning))
     )
     // A server runs on the real clock even inside `it.effect`/`it.layer`, whose TestClock stands still at 0:
