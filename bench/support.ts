@@ -7,10 +7,10 @@ import * as ChildProcess from "node:child_process"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Http from "node:http"
-import * as Net from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import pg from "pg"
+import { buildIsStale, freePort } from "../test/support/Local.js"
 
 /** One request through `agent`, its answer's body parsed as JSON when it is JSON. */
 export const call = (
@@ -49,15 +49,7 @@ export const call = (
   })
 
 
-export const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = Net.createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as Net.AddressInfo
-      server.close(() => resolve(port))
-    })
-  })
+export { freePort }
 
 export const percentile = (sorted: ReadonlyArray<number>, p: number) =>
   sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!
@@ -206,14 +198,8 @@ export const platformNodeArgs = (): Array<string> => {
 
 /** The platform as `npm start` runs it; a bench refuses to measure a build older than the sources. */
 const BUILT_MAIN = Path.resolve(import.meta.dirname, "../dist/main.js")
-const newestSource = (dir: string): number =>
-  Fs.readdirSync(dir, { withFileTypes: true }).reduce((latest, entry) => {
-    const path = Path.join(dir, entry.name)
-    return Math.max(latest, entry.isDirectory() ? newestSource(path) : Fs.statSync(path).mtimeMs)
-  }, 0)
 const assertBuilt = () => {
-  const sources = Path.resolve(import.meta.dirname, "../src")
-  if (!Fs.existsSync(BUILT_MAIN) || Fs.statSync(BUILT_MAIN).mtimeMs < newestSource(sources)) {
+  if (buildIsStale()) {
     throw new Error("dist/ is missing or older than src/: run `npm run build` first (benches measure what users run)")
   }
 }

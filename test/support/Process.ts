@@ -1,7 +1,7 @@
 import { Effect, type Scope } from "effect"
 import * as ChildProcess from "node:child_process"
-import * as Net from "node:net"
 import * as Path from "node:path"
+import { freePort as freePortOnce } from "./Local.js"
 
 /**
  * The platform as its own process, the entry point `npm start` runs: for tests of start-up, shutdown, crashes,
@@ -22,15 +22,7 @@ export interface PlatformProcess {
   readonly terminate: Effect.Effect<number | null>
 }
 
-export const freePort = Effect.promise(() =>
-  new Promise<number>((resolve) => {
-    const server = Net.createServer()
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as Net.AddressInfo
-      server.close(() => resolve(port))
-    })
-  })
-)
+export const freePort = Effect.promise(freePortOnce)
 
 const ROOT = Path.resolve(import.meta.dirname, "../..")
 

@@ -1,7 +1,7 @@
 import { spawnSync } from "node:child_process"
-import * as Fs from "node:fs"
 import * as Path from "node:path"
 import type { TestProject } from "vitest/node"
+import { buildIsStale } from "./Local.js"
 import { ensurePgliteTemplate, ensurePostgresTemplate, templateKey } from "./Templates.js"
 
 /**
@@ -10,19 +10,12 @@ import { ensurePgliteTemplate, ensurePostgresTemplate, templateKey } from "./Tem
  */
 const ROOT = Path.resolve(import.meta.dirname, "../..")
 
-const newest = (dir: string): number =>
-  Fs.readdirSync(dir, { withFileTypes: true }).reduce((latest, entry) => {
-    const path = Path.join(dir, entry.name)
-    return Math.max(latest, entry.isDirectory() ? newest(path) : Fs.statSync(path).mtimeMs)
-  }, 0)
-
 /**
  * Tests that start the platform as a process run `dist/main.js`, what users run (`test/support/Process.ts`): a build
  * older than any source is made again first, so no test runs stale code (CI's `npm ci` has just built it).
  */
 const buildIfStale = () => {
-  const built = Path.join(ROOT, "dist", "main.js")
-  if (Fs.existsSync(built) && Fs.statSync(built).mtimeMs >= newest(Path.join(ROOT, "src"))) return
+  if (!buildIsStale(ROOT)) return
   const result = spawnSync("npm", ["run", "build:server"], { cwd: ROOT, stdio: "inherit" })
   if (result.status !== 0) throw new Error("npm run build:server failed: the process tests need dist/")
 }

@@ -1,0 +1,33 @@
+import * as Fs from "node:fs"
+import * as Net from "node:net"
+import * as Path from "node:path"
+
+/**
+ * What tests and benches both need of this machine (bench/support.ts imports it too): a free port, and whether
+ * `dist/` is the build of the current sources.
+ */
+
+const ROOT = Path.resolve(import.meta.dirname, "../..")
+
+/** A port nothing listens on now (for a process told its port; the platform itself binds port 0 and says which). */
+export const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const server = Net.createServer()
+    server.once("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as Net.AddressInfo
+      server.close(() => resolve(port))
+    })
+  })
+
+const newest = (dir: string): number =>
+  Fs.readdirSync(dir, { withFileTypes: true }).reduce((latest, entry) => {
+    const path = Path.join(dir, entry.name)
+    return Math.max(latest, entry.isDirectory() ? newest(path) : Fs.statSync(path).mtimeMs)
+  }, 0)
+
+/** True when `dist/main.js` is missing or older than any file under `src/`. */
+export const buildIsStale = (root = ROOT): boolean => {
+  const built = Path.join(root, "dist", "main.js")
+  return !Fs.existsSync(built) || Fs.statSync(built).mtimeMs < newest(Path.join(root, "src"))
+}
