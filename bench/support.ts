@@ -256,6 +256,8 @@ export const launchBenchPlatform = async (options: {
   readonly env: Record<string, string>
   readonly services?: { readonly adminUrl: string; readonly redisUrl: string }
   readonly nodeArgs?: ReadonlyArray<string>
+  /** Health checks (100 ms apart) before giving up on the start: 1200 (two minutes) unless said. */
+  readonly startTries?: number
 }): Promise<BenchPlatform> => {
   const port = await freePort()
   const env: Record<string, string> = { ...(process.env as Record<string, string>) }
@@ -290,7 +292,7 @@ export const launchBenchPlatform = async (options: {
   }
   const base = `http://127.0.0.1:${port}`
   try {
-    await untilAnswers(base, "/api/health", { tries: 1200, gone: () => child.exitCode !== null, what: "the platform" })
+    await untilAnswers(base, "/api/health", { tries: options.startTries ?? 1200, gone: () => child.exitCode !== null, what: "the platform" })
   } catch (error) {
     await stop()
     throw error

@@ -1,6 +1,7 @@
 import { useEffect, useState } from "react"
 import { formatCredits } from "../session.js"
 import type { Approval, ToolCall, Turn } from "./fold.js"
+import { Footnotes, footnotes } from "./Citations.js"
 import { Markdown } from "./Markdown.js"
 
 const FAILURES: Record<string, string> = {
@@ -87,7 +88,7 @@ export const TurnView = ({ turn, unlocked, unlocking, details, onUnlock }: {
       )}
       {turn.tools.map((tool) => <ToolCard key={tool.id} tool={tool} />)}
       {turn.approvals.some((a) => !a.answered) && <p className="muted small">Waiting for your answer below.</p>}
-      {turn.text && <Markdown text={turn.text} testId="answer" />}
+      {turn.text && <Cited turn={turn} />}
       {turn.status === "running" && <p className="typing" aria-hidden="true">…</p>}
       {turn.trial && !unlocked && (
         <div className="notice" role="alert" data-testid="trial-notice">
@@ -118,6 +119,12 @@ export const TurnView = ({ turn, unlocked, unlocking, details, onUnlock }: {
     </div>
   </li>
 )
+
+/** The answer, its citations as numbered footnotes that open the passage (Citations.tsx). */
+const Cited = ({ turn }: { turn: Turn }) => {
+  const { text, notes } = footnotes(turn)
+  return <><Markdown text={text} testId="answer" /><Footnotes notes={notes} /></>
+}
 
 /** Approvals waiting for an answer, pinned above the composer so none waits unseen. */
 export const Approvals = ({ turns, onAnswer }: {

@@ -8,22 +8,22 @@ import { call, itemsOf } from "../api.js"
  * Self-contained: it talks to the API only through the derived client.
  */
 
-interface Store {
+export interface Store {
   id: string
   name: string
   file_counts: { in_progress: number; completed: number; failed: number; total: number }
   usage_bytes: number
 }
-interface StoreFile {
+export interface StoreFile {
   id: string
   status: "in_progress" | "completed" | "failed" | "cancelled"
   last_error: { code: string; message: string } | null
   progress: { chunks_done: number; chunks_total: number | null }
 }
-interface Passage { file_id: string; filename: string; score: number; start_char: number; end_char: number; heading: string; content: ReadonlyArray<{ text: string }> }
+export interface Passage { file_id: string; filename: string; score: number; start_char: number; end_char: number; heading: string; content: ReadonlyArray<{ text: string }> }
 
-const upload = async (file: File) => {
-  const contentType = file.type || (/\.md$/i.test(file.name) ? "text/markdown" : "application/octet-stream")
+export const upload = async (file: File) => {
+  const contentType = file.type || (/\.md$/i.test(file.name) ? "text/markdown" : /\.pdf$/i.test(file.name) ? "application/pdf" : "application/octet-stream")
   const ticket = await call((c) => c.files.uploadUrl({ payload: { filename: file.name, content_type: contentType, size: file.size } }))
   const put = await fetch(ticket.upload_url, { method: "PUT", headers: ticket.headers, body: file })
   if (!put.ok) throw new Error(`The upload failed (${put.status}).`)
@@ -84,7 +84,7 @@ const StoreDetail = ({ store, onChange }: { store: Store; onChange: () => void }
       <h2>{store.name || store.id}</h2>
       <p>Id <code>{store.id}</code>: list it in an expert's <code>knowledge_bases</code> to give the expert a <code>file_search</code> tool.</p>
       <label>
-        Add documents (text, Markdown, HTML, CSV, JSON)
+        Add documents (text, Markdown, HTML, PDF, CSV, JSON)
         <input type="file" multiple disabled={busy} onChange={(e) => void add(e.target.files)} />
       </label>
       {error && <p role="alert" className="error">{error}</p>}

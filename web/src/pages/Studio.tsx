@@ -5,6 +5,7 @@ import { call, itemsOf } from "../api.js"
 import { Link, navigate } from "../router.js"
 import { ChatPage } from "./Chat.js"
 import { McpForm, mcpProblems, type McpServerForm } from "./McpForm.js"
+import { StudioKnowledge } from "./StudioKnowledge.js"
 
 type Category = (typeof CATEGORIES)[number]
 type ToolName = (typeof BUILTIN_TOOLS)[number]
@@ -25,6 +26,7 @@ interface Agent {
   case_demos: ReadonlyArray<unknown>
   billing: { type: "FREE" | "UNLOCK"; price: number | string; free_trial_per_user: number; allow_trial: boolean }
   mcp_servers?: ReadonlyArray<unknown> | undefined
+  knowledge_bases?: ReadonlyArray<string> | undefined
   published_version: number | null
   pending_submission: { id: string; version: number; status: string; submitted_at: string } | null
   review_history?: ReadonlyArray<{ id: string; version: number; status: string; submitted_at: string; reason: string | null; decided_at: string | null }>
@@ -151,6 +153,8 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
   const [fallbacks, setFallbacks] = useState<ReadonlyArray<string>>([])
   /** The expert's remote MCP servers (docs/tools.md), edited as a form; checked here in words, then by the API. */
   const [mcpServers, setMcpServers] = useState<Array<McpServerForm>>([])
+  /** The knowledge bases its `file_search` searches (docs/knowledge.md), saved with the draft. */
+  const [knowledgeBases, setKnowledgeBases] = useState<ReadonlyArray<string>>([])
   const [testChat, setTestChat] = useState(0)
   const [suggestions, setSuggestions] = useState<ReadonlyArray<Suggestion>>([])
   const [status, setStatus] = useState<string | null>(null)
@@ -170,6 +174,7 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
     setTools(t)
     setMcpServers((a.mcp_servers ?? []) as Array<McpServerForm>)
     setFallbacks(a.fallback_models ?? [])
+    setKnowledgeBases(a.knowledge_bases ?? [])
     setDemos((a.case_demos as ReadonlyArray<Partial<Demo>>).map((d) => ({ title: d.title ?? "", input: d.input ?? "", output: d.output ?? "" })))
   }
 
@@ -214,6 +219,7 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
         subagents: form.subagents.split(",").map((s) => s.trim()).filter(Boolean),
         tools: Object.entries(tools).filter(([, p]) => p !== "off").map(([name, permission]) => ({ name: name as ToolName, permission: permission as Permission })),
         mcp_servers: servers,
+        knowledge_bases: knowledgeBases,
         case_demos: demos.filter((d) => d.input || d.output).map((d) => ({ ...(d.title ? { title: d.title } : {}), input: d.input, output: d.output })),
         billing: {
           type: form.billingType,
@@ -267,7 +273,7 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
       </div>
       <nav aria-label="Sections" className="sections">
         <ul>
-          {[["profile", "Profile"], ["instructions", "Instructions"], ["tools", "Tools"], ["remote", "Remote tools"], ["examples", "Knowledge"], ["pricing", "Pricing"], ["publish", "Publish"]].map(([id, label]) => (
+          {[["profile", "Profile"], ["instructions", "Instructions"], ["tools", "Tools"], ["remote", "Remote tools"], ["knowledge", "Knowledge"], ["examples", "Examples"], ["pricing", "Pricing"], ["publish", "Publish"]].map(([id, label]) => (
             <li key={id}><a href={`#section-${id}`}>{label}</a></li>
           ))}
         </ul>
@@ -343,8 +349,9 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
           </p>
           <McpForm servers={mcpServers} onChange={setMcpServers} />
         </fieldset>
+        <StudioKnowledge attached={knowledgeBases} onAttach={setKnowledgeBases} />
         <fieldset className="card stack">
-          <legend id="section-examples">Knowledge: examples (case demos)</legend>
+          <legend id="section-examples">Examples (case demos)</legend>
           {demos.map((demo, i) => (
             <div key={i} className="demo-edit stack">
               <label>Example {i + 1} title <input value={demo.title} onChange={(e) => setDemos((d) => d.map((x, j) => j === i ? { ...x, title: e.target.value } : x))} /></label>
