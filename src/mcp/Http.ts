@@ -13,6 +13,7 @@ import { McpConfig } from "./Config.js"
 import { McpProgress, type ProgressExtra, progressFromExtra, type ProgressReport } from "./EngineTools.js"
 import { registerExtras } from "./Extras.js"
 import { McpIdentity } from "./Identity.js"
+import { TOOL_OUTPUTS } from "./Outputs.js"
 import { type McpCaller, type ToolDefinition, toolError, type ToolFailure, toolSuccess } from "./Tool.js"
 import { McpTools } from "./Tools.js"
 
@@ -199,7 +200,13 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
     for (const tool of tools) {
       server.registerTool(
         tool.name,
-        { title: titleOf(tool.name), description: tool.description, inputSchema: tool.input, annotations: annotationsOf(tool.name) },
+        {
+          title: titleOf(tool.name),
+          description: tool.description,
+          inputSchema: tool.input,
+          ...(TOOL_OUTPUTS[tool.name] === undefined ? {} : { outputSchema: TOOL_OUTPUTS[tool.name] }),
+          annotations: annotationsOf(tool.name)
+        },
         (args: unknown, extra: { signal: AbortSignal } & ProgressExtra): Promise<CallToolResult> =>
           runTool(call(tool, args, caller, parent, progressFromExtra(extra)), { signal: extra.signal })
       )

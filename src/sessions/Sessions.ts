@@ -280,15 +280,18 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       budget: Option.Option<Micros>,
       sink: SessionSink,
       /** Told the turn's number once the session has accepted it (and before its events are delivered). */
-      onTurn: (turn: number) => Effect.Effect<void> = () => Effect.void
+      onTurn?: (turn: number) => Effect.Effect<void>
     ) {
       yield* owned(caller, id)
       const follow = yield* followTurn(id, sink)
-      const sent = yield* toEntity(client(id).Send({ message, budget: Option.getOrNull(budget) })).pipe(
+      const sending = toEntity(client(id).Send({ message, budget: Option.getOrNull(budget) })).pipe(
         // The session went away between the check and the send: 404. The cluster's own failures are ours: a 500.
-        Effect.catchAll((error) => error._tag === "SessionGone" ? Effect.fail(notFound(id)) : Effect.die(error))
+        Effect.catchAll((error) => error._tag === "SessionGone" ? Effect.fail(notFound(id)) : Effect.die(error)),
+        Effect.tap((sent) => onTurn === undefined ? Effect.void : onTurn(sent.turn))
       )
-      yield* onTurn(sent.turn)
+      // With a key, a client that leaves does not cut the send short: the session may have taken the message, and
+      // the key must learn its turn (the entity call has its deadline, so this wait has an end).
+      const sent = yield* onTurn === undefined ? sending : Effect.uninterruptible(sending)
       yield* follow(Option.some(sent.turn))
     })
 
