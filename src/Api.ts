@@ -122,7 +122,7 @@ const IDEMPOTENCY_KEY = {
   name: "Idempotency-Key",
   in: "header",
   required: false,
-  description: "A retry with the same key attaches to the run the first request started (docs/runs.md, Safe retries).",
+  description: "A retry with the same key attaches to the run (or session turn) the first request started (docs/runs.md, Safe retries).",
   schema: { type: "string", pattern: "^[\\x21-\\x7e]{1,255}$" }
 }
 
@@ -153,8 +153,8 @@ const documentTruth = (spec: Record<string, any>): Record<string, any> => {
         ok.content = { "text/plain": { schema: { type: "string" } } }
       }
       const statuses = RUN_STATUSES[`${method} ${path}`]
-      if (statuses !== undefined) {
-        operation.responses = { ...statuses, ...operation.responses }
+      if (statuses !== undefined) operation.responses = { ...statuses, ...operation.responses }
+      if (statuses !== undefined || `${method} ${path}` === "post /v1/sessions/{id}/events") {
         operation.parameters = [...(operation.parameters ?? []), IDEMPOTENCY_KEY]
       }
       // Query numbers arrive as text and are decoded to integers: say what a client sends, an integer.

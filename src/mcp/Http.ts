@@ -13,6 +13,8 @@ import { McpConfig } from "./Config.js"
 import { McpProgress, type ProgressExtra, progressFromExtra, type ProgressReport } from "./EngineTools.js"
 import { registerExtras } from "./Extras.js"
 import { McpIdentity } from "./Identity.js"
+import { TOOL_OUTPUTS } from "./Outputs.js"
+import { McpResources } from "./Resources.js"
 import { type McpCaller, type ToolDefinition, toolError, type ToolFailure, toolSuccess } from "./Tool.js"
 import { McpTools } from "./Tools.js"
 
@@ -162,6 +164,7 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
   const config = yield* McpConfig
   const identity = yield* McpIdentity
   const { tools } = yield* McpTools
+  const resources = yield* McpResources
   const toolNames = new Set(tools.map((tool) => tool.name))
   const toolsByName = new Map(tools.map((tool) => [tool.name, tool]))
   // The SDK calls tools through promises; this runtime (the layer's) is what their effects run on.
@@ -199,16 +202,27 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
     for (const tool of tools) {
       server.registerTool(
         tool.name,
-        { title: titleOf(tool.name), description: tool.description, inputSchema: tool.input, annotations: annotationsOf(tool.name) },
+        {
+          title: titleOf(tool.name),
+          description: tool.description,
+          inputSchema: tool.input,
+          ...(TOOL_OUTPUTS[tool.name] === undefined ? {} : { outputSchema: TOOL_OUTPUTS[tool.name] }),
+          annotations: annotationsOf(tool.name)
+        },
         (args: unknown, extra: { signal: AbortSignal } & ProgressExtra): Promise<CallToolResult> =>
           runTool(call(tool, args, caller, parent, progressFromExtra(extra)), { signal: extra.signal })
       )
     }
-    registerExtras(server, (name, args) =>
-      runTool(Effect.gen(function*() {
-        const who = yield* caller
-        return yield* toolsByName.get(name)!.run(args, who)
-      }).pipe(Effect.mapError((failure) => new Error(failure.message)))))
+    const asCaller = <A>(read: (who: McpCaller) => Effect.Effect<A, ToolFailure>) =>
+      runTool(Effect.flatMap(caller, read).pipe(Effect.mapError((failure) => new Error(failure.message))))
+    registerExtras(
+      server,
+      (name, args) => asCaller((who) => toolsByName.get(name)!.run(args, who)),
+      (what, identifier) =>
+        asCaller((who): Effect.Effect<unknown, ToolFailure> =>
+          what === "versions" ? resources.versions(identifier, who) : resources.runs(identifier, who)
+        )
+    )
     // The sets never change while a server lives (one per request): nothing would ever notify a change.
     server.server.registerCapabilities({ tools: { listChanged: false }, resources: { listChanged: false }, prompts: { listChanged: false } })
     return server
@@ -300,7 +314,7 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
 
   yield* router.add("*", config.path, handle)
 })).pipe(
-  Layer.provide([McpConfig.Default, McpIdentity.Default, McpTools.Default]),
+  Layer.provide([McpConfig.Default, McpIdentity.Default, McpTools.Default, McpResources.Default]),
   // The same layer values the API routes use, so the process keeps one set of wallet clients.
   Layer.provide([RunPayerLive, KnowledgeSearchLive]),
   Layer.provide(Wallets.Default)

@@ -65,9 +65,16 @@ export const toolSuccess = (value: unknown): CallToolResult => ({
   ...(isRecord(value) ? { structuredContent: value } : {})
 })
 
-/** The message as text (what a model reads), and the platform's error body as structured content. */
+/** Where a tool error result carries the platform's error body (`_meta`, MCP's room for extensions). */
+export const ERROR_META = "atrium/error"
+
+/**
+ * The message as text (what a model reads), and the platform's error body in `_meta["atrium/error"]`. Not as
+ * `structuredContent`: every tool declares an `outputSchema`, and the SDK's client checks any `structuredContent`
+ * against it, an error's too, so an error body there would make the client throw instead of showing the message.
+ */
 export const toolError = (type: string, message: string): CallToolResult => ({
   content: [{ type: "text", text: message }],
-  structuredContent: { error: { type, message } },
-  isError: true
+  isError: true,
+  _meta: { [ERROR_META]: { type, message } }
 })

@@ -4,6 +4,7 @@ import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { PlatformAuthentication } from "../identity/Authentication.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
+import { IdempotencyConflict } from "../billing/Decide.js"
 import { SessionBusy } from "./Sessions.js"
 import { ListParams } from "../platform/http/Lists.js"
 
@@ -86,7 +87,12 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
       .setPayload(Schema.Union(MessageEvent, ApprovalEvent))
       .addSuccess(Schema.String)
       .addError(NotFound)
-      .annotate(OpenApi.Description, `Send a message (one turn) or answer an approval (the rest of the turn). ${streamed}`)
+      .addError(IdempotencyConflict)
+      .annotate(
+        OpenApi.Description,
+        `Send a message (one turn) or answer an approval (the rest of the turn). ${streamed} A message's retry with the ` +
+          "same `Idempotency-Key` streams the turn the first request sent, from its start (docs/sessions.md)."
+      )
   )
   .add(
     HttpApiEndpoint.get("subscribe", "/v1/sessions/:id/events")

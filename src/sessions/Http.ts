@@ -11,6 +11,8 @@ import { publicFrame } from "../runtime/Events.js"
 import { Sessions, type SessionSink } from "./Sessions.js"
 import { pageOf } from "../platform/http/Lists.js"
 
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/
+
 type Wire = { readonly type: string; readonly [key: string]: unknown }
 
 /**
@@ -62,7 +64,20 @@ export const SessionsHttp = HttpApiBuilder.group(AtriumApi, "sessions", (handler
             }
             budget = Option.some(micros)
           }
-          return yield* sessionStream((sink) => sessions.send(caller, path.id, payload.message, budget, sink), { heartbeat, done: true })
+          const key = (yield* HttpServerRequest.HttpServerRequest).headers["idempotency-key"]
+          if (key === undefined) {
+            return yield* sessionStream((sink) => sessions.send(caller, path.id, payload.message, budget, sink), { heartbeat, done: true })
+          }
+          if (!IDEMPOTENCY_KEY.test(key)) {
+            return yield* sessions.invalid("Invalid request: Idempotency-Key: 1-255 visible ASCII characters.")
+          }
+          // A retry with the key reads the turn the first request sent, on whichever runner (Sessions.sendOnce).
+          let first = true
+          const response = yield* sessionStream(
+            (sink) => Effect.map(sessions.sendOnce(caller, path.id, key, payload.message, budget, sink), (was) => void (first = was)),
+            { heartbeat, done: true }
+          )
+          return first ? response : HttpServerResponse.setHeader(response, "idempotent-replayed", "true")
         }))
       .handle("subscribe", ({ path, urlParams }) =>
         Effect.gen(function*() {

@@ -208,6 +208,19 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
     const inFlightStart = (id: string) => Effect.map(inFlight(id), Option.map((turn) => turn.seq))
 
     /**
+     * Where a reader of one turn starts: the `seq` before the turn's first event, or, when the turn has logged nothing
+     * yet (it waits behind another), the log's last `seq`. One statement, so both are of one snapshot: a turn's first
+     * event that was not in it comes after that last `seq`.
+     */
+    const turnStart = (id: string, turn: number) =>
+      sql<{ seq: string | null }>`
+        SELECT COALESCE((SELECT min(seq) - 1 FROM session_events WHERE session_id = ${id} AND turn = ${turn}),
+                        (SELECT max(seq) FROM session_events WHERE session_id = ${id}), 0)::text AS seq`.pipe(
+        Effect.map((rows) => Number(rows[0]?.seq ?? 0)),
+        Effect.orDie
+      )
+
+    /**
      * Forgets the sent turns that did end (in the history, or with a last event in the log) though their row stayed:
      * a runner that stopped between the two. They must not run again.
      */
@@ -374,6 +387,7 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
       eventsAfter,
       inFlight,
       inFlightStart,
+      turnStart,
       turnEnded,
       dequeueEnded,
       queuedTurns,

@@ -1,6 +1,9 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Effect, Exit, Option, Queue, RcMap, Runtime, Schedule, Schema, Scope, Stream } from "effect"
+import * as Crypto from "node:crypto"
+import { IdempotencyConflict } from "../billing/Decide.js"
+import { IdempotencyRepo } from "../platform/http/Repo.js"
 import { EnvironmentsRepo } from "../environments/Repo.js"
 import type { CallerIdentity } from "../identity/Authentication.js"
 import * as EntityId from "@effect/cluster/EntityId"
@@ -34,6 +37,21 @@ export interface SessionSink {
 }
 
 const REPLAY_PAGE = 500
+
+/** How long a message's `Idempotency-Key` names its turn (as a create's key, Idempotency.ts). */
+const KEY_KEPT = "24 hours"
+/** A request that claimed a key and died before its turn was numbered frees it after this. */
+const KEY_CLAIMED = "1 minute"
+/** How long a retry waits for the first request to number its turn before it is told to retry (409). */
+const CLAIM_WAIT_MS = 5_000
+
+const sha256 = (text: string) => Crypto.createHash("sha256").update(text).digest("base64url")
+
+const KeyRecord = Schema.parseJson(Schema.Union(
+  Schema.Struct({ state: Schema.Literal("claimed"), fingerprint: Schema.String }),
+  Schema.Struct({ state: Schema.Literal("turn"), fingerprint: Schema.String, turn: Schema.Number })
+))
+const decodeKeyRecord = Schema.decodeUnknownOption(KeyRecord)
 
 /** How often a stream in cluster mode wakes its session (see `owners`). */
 const OWNER_CHECK = "3 seconds"
@@ -88,6 +106,8 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
     const environments = yield* EnvironmentsRepo
     const workspace = yield* RunsRepo
     const client = yield* Session.client
+    /** Message keys (`Idempotency-Key`) in PostgreSQL, with the creates': any runner resolves a retry's key. */
+    const keys = yield* IdempotencyRepo
     /** Session messages leave from this service's fibers, so an active session does not keep a request alive. */
     const toEntity = yield* makeEntityCaller
 
@@ -258,15 +278,72 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       id: string,
       message: string,
       budget: Option.Option<Micros>,
-      sink: SessionSink
+      sink: SessionSink,
+      /** Told the turn's number once the session has accepted it (and before its events are delivered). */
+      onTurn?: (turn: number) => Effect.Effect<void>
     ) {
       yield* owned(caller, id)
       const follow = yield* followTurn(id, sink)
-      const sent = yield* toEntity(client(id).Send({ message, budget: Option.getOrNull(budget) })).pipe(
+      const sending = toEntity(client(id).Send({ message, budget: Option.getOrNull(budget) })).pipe(
         // The session went away between the check and the send: 404. The cluster's own failures are ours: a 500.
-        Effect.catchAll((error) => error._tag === "SessionGone" ? Effect.fail(notFound(id)) : Effect.die(error))
+        Effect.catchAll((error) => error._tag === "SessionGone" ? Effect.fail(notFound(id)) : Effect.die(error)),
+        Effect.tap((sent) => onTurn === undefined ? Effect.void : onTurn(sent.turn))
       )
+      // With a key, a client that leaves does not cut the send short: the session may have taken the message, and
+      // the key must learn its turn (the entity call has its deadline, so this wait has an end).
+      const sent = yield* onTurn === undefined ? sending : Effect.uninterruptible(sending)
       yield* follow(Option.some(sent.turn))
+    })
+
+    /**
+     * `send` under an `Idempotency-Key` (docs/sessions.md, Safe retries). The key names the turn the first request
+     * sent, in PostgreSQL (`idempotency_keys`, with the creates' keys), so a retry on any runner finds it: it then
+     * reads that turn from its first event in the session's log and follows it live to its end (a finished turn is
+     * replayed whole), and sends nothing. The same key with another body is a 409 `idempotency_conflict`, as is a
+     * retry that arrives while the first request has not yet had its turn numbered (after waiting up to 5 s for it).
+     * Keys belong to the session's partition and the session. Answers whether the turn was the first request's.
+     */
+    const sendOnce = Effect.fn("Sessions.sendOnce")(function*(
+      caller: CallerIdentity,
+      id: string,
+      key: string,
+      message: string,
+      budget: Option.Option<Micros>,
+      sink: SessionSink
+    ) {
+      yield* owned(caller, id)
+      const partition = partitionOf(caller)
+      const storeKey = `turn:${sha256(`${partition.accountId}\n${partition.endUserId}\n${id}`)}:${sha256(key)}`
+      const fingerprint = sha256(JSON.stringify([message, Option.getOrNull(budget)?.toString() ?? null]))
+      const deadline = Date.now() + CLAIM_WAIT_MS
+      for (;;) {
+        const claimed = yield* keys.setIfAbsent(storeKey, JSON.stringify({ state: "claimed", fingerprint }), KEY_CLAIMED)
+        if (claimed) {
+          let numbered = false
+          yield* send(caller, id, message, budget, sink, (turn) => {
+            numbered = true
+            return keys.set(storeKey, JSON.stringify({ state: "turn", fingerprint, turn }), KEY_KEPT)
+          }).pipe(
+            // Refused or cut before the session took the message: the key is free for a corrected retry.
+            Effect.onExit((exit) => Exit.isSuccess(exit) || numbered ? Effect.void : keys.delete(storeKey))
+          )
+          return true
+        }
+        const record = Option.flatMap(yield* keys.get(storeKey), decodeKeyRecord)
+        // Freed meanwhile (the first request was refused): claim it again.
+        if (Option.isNone(record)) continue
+        if (record.value.fingerprint !== fingerprint) {
+          return yield* new IdempotencyConflict({ message: "This Idempotency-Key was sent with a different message." })
+        }
+        if (record.value.state === "turn") {
+          yield* followLoggedTurn(id, record.value.turn, sink)
+          return false
+        }
+        if (Date.now() >= deadline) {
+          return yield* new IdempotencyConflict({ message: "A message with this Idempotency-Key is being sent; retry shortly." })
+        }
+        yield* Effect.sleep("50 millis")
+      }
     })
 
     /** `send` as a pulled stream, for a reader that folds the turn into something else (the Responses API). */
@@ -340,59 +417,96 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       yield* owned(caller, id)
       yield* wake(id)
       const inFlight = Option.isSome(after) ? Option.none<number>() : yield* repo.inFlightStart(id)
-      let last = Option.isSome(after)
+      const start = Option.isSome(after)
         ? after.value
         : Option.isSome(inFlight)
         ? inFlight.value
         : (yield* repo.positions(id)).seq
-      let ended = false
-      /** Set while the log is read; live events meanwhile wait in `pending`, and those it covered are dropped. */
-      let reading = true
-      const pending: Array<HubEvent> = []
-      const scope = yield* Effect.scope
-
-      const end = () => {
-        ended = true
-        sink.end()
-      }
-      const readLog: Effect.Effect<void> = Effect.gen(function*() {
-        for (;;) {
-          const rows = yield* repo.eventsAfter(id, last, REPLAY_PAGE)
-          for (const row of rows) {
-            if (ended || row.seq <= last) continue
-            last = row.seq
-            sink.event(row.payload as unknown as SessionEvent)
-          }
-          if (rows.length < REPLAY_PAGE) break
-        }
-        reading = false
-        while (pending.length > 0 && !reading && !ended) deliver(pending.shift()!)
-      }).pipe(
-        // The log cannot be read: end the stream rather than leave a hole in it; the client resumes from its last seq.
-        Effect.catchAllCause((cause) => Effect.zipRight(Effect.logWarning("session subscription could not read the log", cause), Effect.sync(end)))
-      )
-      const deliver = (event: HubEvent): void => {
-        if (ended) return
-        if (reading) {
-          pending.push(event)
-          return
-        }
-        if (event._tag === "closed") return end()
-        if (event._tag !== "logged" || event.seq <= last) return
-        if (event.seq === last + 1) {
-          last = event.seq
-          return sink.event(event.event as SessionEvent)
-        }
-        // Past the next `seq` (a notification lost between runners): the ones before it are in the log.
-        reading = true
-        pending.push(event)
-        runInService(readLog, { scope })
-      }
-
-      yield* hub.listen(id, deliver)
-      yield* watchOwner(id)
-      yield* Effect.forkIn(readLog, scope)
+      yield* followLog(id, start, Option.none(), sink)
     })
+
+    /**
+     * One turn read from the log: from its first event (replayed), then live, until its last event (then `end`). What
+     * a retry with the message's `Idempotency-Key` reads, on whichever runner it lands. The session is woken first, so
+     * a turn whose runner died is closed by its next owner rather than waited for.
+     */
+    const followLoggedTurn = (id: string, turn: number, sink: SessionSink) =>
+      Effect.gen(function*() {
+        yield* wake(id)
+        yield* followLog(id, yield* repo.turnStart(id, turn), Option.some(turn), sink)
+      })
+
+    /**
+     * The session's events after `start`, to `sink`, for the life of the scope: from the log first, then live; across
+     * turns until the session is deleted, or, given `turn`, that turn's only, until its last. The log is read after
+     * listening, so every event is either replayed or live; `seq` drops duplicates.
+     */
+    const followLog = (id: string, start: number, turn: Option.Option<number>, sink: SessionSink) =>
+      Effect.gen(function*() {
+        let last = start
+        let ended = false
+        /** Set while the log is read; live events meanwhile wait in `pending`, and those it covered are dropped. */
+        let reading = true
+        const pending: Array<HubEvent> = []
+        const scope = yield* Effect.scope
+
+        const end = () => {
+          ended = true
+          sink.end()
+        }
+        const ours = (eventTurn: number) => Option.isNone(turn) || turn.value === eventTurn
+        /** Tells one logged event, if it is the followed turn's, and ends after that turn's last. */
+        const tell = (eventTurn: number, event: SessionEvent) => {
+          if (!ours(eventTurn)) return
+          sink.event(event)
+          if (Option.isSome(turn) && isTerminal(event)) end()
+        }
+        const readLog: Effect.Effect<void> = Effect.gen(function*() {
+          for (;;) {
+            const rows = yield* repo.eventsAfter(id, last, REPLAY_PAGE)
+            for (const row of rows) {
+              if (ended || row.seq <= last) continue
+              last = row.seq
+              tell(row.turn, row.payload as unknown as SessionEvent)
+            }
+            if (rows.length < REPLAY_PAGE || ended) break
+          }
+          reading = false
+          while (pending.length > 0 && !reading && !ended) deliver(pending.shift()!)
+        }).pipe(
+          // The log cannot be read: end the stream rather than leave a hole in it; the client resumes from its last seq.
+          Effect.catchAllCause((cause) => Effect.zipRight(Effect.logWarning("session subscription could not read the log", cause), Effect.sync(end)))
+        )
+        const deliver = (event: HubEvent): void => {
+          if (ended) return
+          if (reading) {
+            pending.push(event)
+            return
+          }
+          if (event._tag === "closed") return end()
+          // A turn that never ran (the session was deleted while it waited) is ended without a log entry.
+          if (event._tag === "dropped") {
+            if (Option.isSome(turn) && turn.value === event.turn) {
+              sink.event(event.event as SessionEvent)
+              end()
+            }
+            return
+          }
+          if (event.seq <= last) return
+          if (event.seq === last + 1) {
+            last = event.seq
+            return tell(event.turn, event.event as SessionEvent)
+          }
+          // Past the next `seq` (a notification lost between runners): the ones before it are in the log.
+          reading = true
+          pending.push(event)
+          runInService(readLog, { scope })
+        }
+
+        yield* hub.listen(id, deliver)
+        yield* watchOwner(id)
+        yield* Effect.forkIn(readLog, scope)
+      })
 
     /** The session's workspace (its turns' files), for its partition (the caller's: `owned`): what `list_files` shows. */
     const files = Effect.fn("Sessions.files")(function*(caller: CallerIdentity, id: string) {
@@ -410,7 +524,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
 
     const invalid = (message: string) => new InvalidRequest({ message })
 
-    return { create, list, get, rename, history, remove, send, sendStream, answerApproval, interrupt, adopt, subscribe, files, fileContent, invalid } as const
+    return { create, list, get, rename, history, remove, send, sendOnce, sendStream, answerApproval, interrupt, adopt, subscribe, files, fileContent, invalid } as const
   }),
-  dependencies: [SessionsRepo.Default, SessionHub.Default, Runs.Default, Approvals.Default, EnvironmentsRepo.Default, RunsRepo.Default]
+  dependencies: [IdempotencyRepo.Default, SessionsRepo.Default, SessionHub.Default, Runs.Default, Approvals.Default, EnvironmentsRepo.Default, RunsRepo.Default]
 }) {}

@@ -308,6 +308,20 @@ describe.skipIf(databaseUrl === undefined)("cluster (issue 13)", () => {
       assert.strictEqual(lastEvent(yield* run.rest).event, "run.completed")
       const again = yield* requestAt(b.url, "POST", `/v1/approvals/${runApproval}`, { token: user.token, body: { decision: "approve" } })
       assert.strictEqual(again.status, 404, again.text)
+
+      // Issue 30: a message with an Idempotency-Key sent to A and cut off; its retry lands on B and streams the same
+      // turn from its first event (the key is in PostgreSQL, the turn in the session's log), sending nothing more.
+      const keyed = { token: user.token, body: { type: "message", message: "/slow 10" }, headers: { "idempotency-key": "cluster-retry" } }
+      const cutOff = yield* at(a)(openStream(`/v1/sessions/${session}/events`, keyed))
+      yield* cutOff.until("output.text.delta")
+      yield* cutOff.cancel
+      const retried = yield* at(b)(openStream(`/v1/sessions/${session}/events`, keyed))
+      assert.strictEqual(retried.headers.get("idempotent-replayed"), "true")
+      const whole = yield* retried.rest
+      assert.strictEqual(whole.events[0]!.event, "run.created")
+      assert.strictEqual(lastEvent(whole).event, "run.completed")
+      const asked10 = yield* requestAt(b.url, "GET", `/v1/sessions/${session}`, { token: user.token })
+      assert.strictEqual(asked10.body.messages.filter((m: any) => m.role === "user" && m.content === "/slow 10").length, 1)
     }), { timeout: 240_000 })
 
   it.scopedLive("a runner that joins takes its shards without cutting the turns running on the others", () =>

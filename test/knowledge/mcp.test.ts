@@ -36,7 +36,7 @@ describe("knowledge: MCP tools", () => {
         const stranger = yield* connect({ bearer: other.token })
         const refused = yield* call(stranger, "search_knowledge", { knowledgeBaseId: store.id, query: "warranty" })
         assert.isTrue(refused.isError)
-        assert.strictEqual((refused.structuredContent as any).error.type, "not_found")
+        assert.strictEqual((refused._meta as any)["atrium/error"].type, "not_found")
         assert.deepStrictEqual(ok(yield* call(stranger, "list_knowledge_bases")).knowledge_bases, [])
       }))
   })

@@ -58,7 +58,7 @@ const ENGINE_ARGS = (identifier: string): Record<string, Record<string, unknown>
   get_evolution_stats: { identifier }
 })
 
-const errorTypeOf = (result: CallToolResult) => (result.structuredContent as any).error.type as string
+const errorTypeOf = (result: CallToolResult) => (result._meta as any)["atrium/error"].type as string
 
 /**
  * Progress notifications need the tool route to hand each call its progress channel (`McpProgress`) and to answer a

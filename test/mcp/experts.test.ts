@@ -92,7 +92,7 @@ describe("mcp experts", () => {
         const draft = yield* createAgent(other.token, { name: "Hidden draft" })
         const missing = yield* call(me.client, "get_expert_detail", { identifier: draft.identifier })
         failed(missing, `No agent ${draft.identifier}`)
-        assert.strictEqual((missing.structuredContent as any).error.type, "not_found")
+        assert.strictEqual((missing._meta as any)["atrium/error"].type, "not_found")
         failed(yield* call(me.client, "get_expert_detail", { identifier: "no-such-agent" }), "No agent no-such-agent")
         // Nobody else's agents in my list.
         assert.strictEqual((yield* callOk(me.client, "list_my_experts")).data.length, 2)
@@ -152,7 +152,7 @@ describe("mcp experts", () => {
         const theirs = yield* liveAgent(other.token, { name: "Theirs" })
         const forbidden = yield* call(me.client, "update_expert", { identifier: theirs, name: "Mine now" })
         failed(forbidden, "Only the creator")
-        assert.strictEqual((forbidden.structuredContent as any).error.type, "forbidden")
+        assert.strictEqual((forbidden._meta as any)["atrium/error"].type, "forbidden")
         assert.strictEqual((yield* getAgent(other.token, theirs)).body.name, "Theirs")
         failed(yield* call(me.client, "update_expert", { identifier: agent.identifier, category: "astrology" }), "category")
       }))
@@ -365,7 +365,7 @@ describe("mcp experts", () => {
           email: "o@example.com"
         })
         failed(again, "under review")
-        assert.strictEqual((again.structuredContent as any).error.type, "already_applied")
+        assert.strictEqual((again._meta as any)["atrium/error"].type, "already_applied")
         failed(yield* call(me.client, "apply_creator", { displayName: "X", bio: "", accountType: "company", email: "x@example.com" }))
         failed(yield* call(me.client, "apply_creator", { displayName: "X", bio: "", accountType: "individual", email: "nope" }))
 

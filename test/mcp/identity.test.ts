@@ -50,7 +50,7 @@ const refusedEverywhere = (client: Client, identifier: string, message: string) 
     for (const [name, args] of Object.entries(tools)) {
       const result = yield* call(client, name, args)
       failed(result, message)
-      assert.strictEqual((result.structuredContent as any).error.type, "unauthorized", name)
+      assert.strictEqual((result._meta as any)["atrium/error"].type, "unauthorized", name)
     }
   })
 

@@ -36,6 +36,9 @@ export const connect = (credentials?: Credentials, path = "/mcp") =>
           requestInit: { headers: headersOf(credentials) }
         })
         await client.connect(transport)
+        // As an IDE does: the client keeps each tool's outputSchema and checks every result's structuredContent
+        // against it (a mismatch throws), so every tool call of the MCP tests checks the declared shapes.
+        await client.listTools()
         return client
       }),
       (client) => Effect.promise(() => client.close())

@@ -40,6 +40,8 @@ describe("MCP protocol rules", () => {
         for (const tool of tools) {
           assert.isString(tool.title, tool.name)
           assert.isBoolean(tool.annotations?.readOnlyHint, tool.name)
+          // Every tool declares the shape of its structuredContent (the client checks each result against it).
+          assert.strictEqual(tool.outputSchema?.type, "object", tool.name)
         }
         const browse = tools.find((tool) => tool.name === "browse_marketplace")!
         assert.deepInclude(browse.annotations as object, { readOnlyHint: true, destructiveHint: false })
@@ -88,12 +90,52 @@ describe("MCP protocol rules", () => {
           client.callTool({ name: "create_expert", arguments: { name: "Resource probe", description: "d", category: "other" } })
         )
         const identifier = (created.structuredContent as { identifier: string }).identifier
-        const { resources } = yield* Effect.promise(() => client.listResources())
-        assert.deepStrictEqual(resources.map((r) => r.uri), [`atrium://experts/${identifier}`])
+        const before = yield* Effect.promise(() => client.listResources())
+        assert.deepStrictEqual(before.resources.map((r) => r.uri), [`atrium://experts/${identifier}`, `atrium://experts/${identifier}/runs`])
         const read = yield* Effect.promise(() => client.readResource({ uri: `atrium://experts/${identifier}` }))
         assert.strictEqual(JSON.parse((read.contents[0] as { text: string }).text).identifier, identifier)
         const { resourceTemplates } = yield* Effect.promise(() => client.listResourceTemplates())
-        assert.deepStrictEqual(resourceTemplates.map((t) => t.uriTemplate), ["atrium://experts/{identifier}"])
+        assert.deepStrictEqual(resourceTemplates.map((t) => t.uriTemplate), [
+          "atrium://experts/{identifier}",
+          "atrium://experts/{identifier}/versions/{version}",
+          "atrium://experts/{identifier}/runs"
+        ])
+
+        // Its versions (one per publish) and its last runs, as JSON resources.
+        yield* Effect.promise(() => client.callTool({ name: "publish_expert", arguments: { identifier } }))
+        yield* Effect.promise(() => client.callTool({ name: "test_expert", arguments: { identifier, message: "/fail broke" } }))
+        yield* Effect.promise(() => client.callTool({ name: "test_expert", arguments: { identifier, message: "hello" } }))
+        const { resources } = yield* Effect.promise(() => client.listResources())
+        const version = `atrium://experts/${identifier}/versions/1`
+        assert.deepStrictEqual(resources.map((r) => r.uri), [`atrium://experts/${identifier}`, version, `atrium://experts/${identifier}/runs`])
+        const readJson = (uri: string) =>
+          Effect.map(Effect.promise(() => client.readResource({ uri })), (result) => {
+            assert.strictEqual(result.contents[0]!.mimeType, "application/json")
+            return JSON.parse((result.contents[0] as { text: string }).text)
+          })
+        const v1 = yield* readJson(version)
+        assert.deepInclude(v1, { identifier, version: 1, published: false, name: "Resource probe", category: "other" })
+        assert.strictEqual(v1.submission.status, "pending")
+        assert.notProperty(v1, "instructions", "prompt layers stay out of the tools (rule 2)")
+        const runs = yield* readJson(`atrium://experts/${identifier}/runs`)
+        assert.deepStrictEqual(runs.data.map((r: any) => [r.status, r.error_code, r.by_you]), [["completed", null, true], ["failed", "model_error", true]])
+        assert.isFalse(runs.has_more)
+        const missing = yield* Effect.promise(() => client.readResource({ uri: `atrium://experts/${identifier}/versions/9` }).then(() => undefined, (e: unknown) => e))
+        assert.instanceOf(missing, Error)
+        const versionCompletion = yield* Effect.promise(() =>
+          client.complete({
+            ref: { type: "ref/resource", uri: "atrium://experts/{identifier}/versions/{version}" },
+            argument: { name: "version", value: "" },
+            context: { arguments: { identifier } }
+          })
+        )
+        assert.deepStrictEqual(versionCompletion.completion.values, ["1"])
+        // Another user reads none of it.
+        const other = yield* newUser
+        const stranger = yield* connect({ bearer: other.token })
+        assert.deepStrictEqual((yield* Effect.promise(() => stranger.listResources())).resources, [])
+        const refused = yield* Effect.promise(() => stranger.readResource({ uri: `atrium://experts/${identifier}/runs` }).then(() => undefined, (e: unknown) => e))
+        assert.instanceOf(refused, Error)
         const completion = yield* Effect.promise(() =>
           client.complete({
             ref: { type: "ref/resource", uri: "atrium://experts/{identifier}" },

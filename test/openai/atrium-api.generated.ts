@@ -831,7 +831,7 @@ export interface paths {
         put?: never;
         /**
          * Send a message (one turn) or answer an approval (the rest of the turn)
-         * @description Send a message (one turn) or answer an approval (the rest of the turn). The answer is a `text/event-stream` (docs/events.md); every event carries the session-wide `seq`.
+         * @description Send a message (one turn) or answer an approval (the rest of the turn). The answer is a `text/event-stream` (docs/events.md); every event carries the session-wide `seq`. A message's retry with the same `Idempotency-Key` streams the turn the first request sent, from its start (docs/sessions.md).
          */
         post: operations["sessions.send"];
         delete?: never;
@@ -4431,7 +4431,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description A retry with the same key attaches to the run the first request started (docs/runs.md, Safe retries). */
+                /** @description A retry with the same key attaches to the run (or session turn) the first request started (docs/runs.md, Safe retries). */
                 "Idempotency-Key"?: string;
                 /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
                 "X-End-User-Id"?: string;
@@ -4529,7 +4529,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description A retry with the same key attaches to the run the first request started (docs/runs.md, Safe retries). */
+                /** @description A retry with the same key attaches to the run (or session turn) the first request started (docs/runs.md, Safe retries). */
                 "Idempotency-Key"?: string;
                 /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
                 "X-End-User-Id"?: string;
@@ -4815,7 +4815,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description A retry with the same key attaches to the run the first request started (docs/runs.md, Safe retries). */
+                /** @description A retry with the same key attaches to the run (or session turn) the first request started (docs/runs.md, Safe retries). */
                 "Idempotency-Key"?: string;
                 /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
                 "X-End-User-Id"?: string;
@@ -5599,6 +5599,8 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
+                /** @description A retry with the same key attaches to the run (or session turn) the first request started (docs/runs.md, Safe retries). */
+                "Idempotency-Key"?: string;
                 /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
                 "X-End-User-Id"?: string;
             };
@@ -5662,6 +5664,15 @@ export interface operations {
             };
             /** @description NotFound */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description IdempotencyConflict */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
