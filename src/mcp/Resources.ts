@@ -1,9 +1,8 @@
-import * as SqlClient from "@effect/sql/SqlClient"
-import { Effect, Schema } from "effect"
+import { Effect } from "effect"
 import { Agents } from "../agents/Agents.js"
 import { errorType } from "../platform/Errors.js"
 import { toNumber } from "../platform/Money.js"
-import { decodeRows } from "../platform/Rows.js"
+import { McpRepo } from "./Repo.js"
 import { type McpCaller, ToolFailure } from "./Tool.js"
 
 /**
@@ -16,49 +15,18 @@ import { type McpCaller, ToolFailure } from "./Tool.js"
 /** How many of an expert's runs its `runs` resource shows, newest first. */
 export const LAST_RUNS = 20
 
-const VersionRow = Schema.Struct({
-  version: Schema.Number,
-  config: Schema.Unknown,
-  createdAt: Schema.DateFromSelf,
-  submissionId: Schema.NullOr(Schema.String),
-  submissionStatus: Schema.NullOr(Schema.String),
-  reason: Schema.NullOr(Schema.String),
-  submittedAt: Schema.NullOr(Schema.DateFromSelf),
-  decidedAt: Schema.NullOr(Schema.DateFromSelf)
-})
-
-const RunRow = Schema.Struct({
-  id: Schema.String,
-  agentVersion: Schema.NullOr(Schema.Number),
-  status: Schema.String,
-  failureCode: Schema.NullOr(Schema.String),
-  failureMessage: Schema.NullOr(Schema.String),
-  payerId: Schema.String,
-  sessionId: Schema.NullOr(Schema.String),
-  inputTokens: Schema.Number,
-  outputTokens: Schema.Number,
-  creditsCharged: Schema.String,
-  createdAt: Schema.DateFromSelf,
-  finishedAt: Schema.NullOr(Schema.DateFromSelf)
-})
-
 const proxy = <A, E extends { readonly _tag: string; readonly message: string }, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.mapError(effect, (error) => new ToolFailure({ type: errorType(error._tag), message: error.message }))
 
 export class McpResources extends Effect.Service<McpResources>()("atrium/mcp/McpResources", {
   effect: Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
+    const repo = yield* McpRepo
     const agents = yield* Agents
 
     const versions = (identifier: string, caller: McpCaller) =>
       Effect.gen(function*() {
         const agent = yield* proxy(agents.owned(identifier, caller.userId))
-        const rows = yield* sql`
-          SELECT v.version, v.config, v.created_at, s.id AS submission_id, s.status AS submission_status, s.reason,
-                 s.submitted_at, s.decided_at
-          FROM agent_versions v
-          LEFT JOIN agent_submissions s ON s.agent_id = v.agent_id AND s.version = v.version
-          WHERE v.agent_id = ${agent.id} ORDER BY v.version DESC LIMIT 100`.pipe(Effect.flatMap(decodeRows(VersionRow)), Effect.orDie)
+        const rows = yield* repo.versions(agent.id)
         return {
           identifier,
           published_version: agent.publishedVersion,
@@ -98,13 +66,7 @@ export class McpResources extends Effect.Service<McpResources>()("atrium/mcp/Mcp
     const runs = (identifier: string, caller: McpCaller) =>
       Effect.gen(function*() {
         const agent = yield* proxy(agents.owned(identifier, caller.userId))
-        const rows = yield* sql`
-          SELECT id, agent_version, status, failure_code, failure_message, payer_id, session_id, input_tokens,
-                 output_tokens, credits_charged::text AS credits_charged, created_at, finished_at
-          FROM runs WHERE agent_id = ${agent.id} ORDER BY created_at DESC, id DESC LIMIT ${LAST_RUNS + 1}`.pipe(
-          Effect.flatMap(decodeRows(RunRow)),
-          Effect.orDie
-        )
+        const rows = yield* repo.lastRuns(agent.id, LAST_RUNS + 1)
         return {
           identifier,
           data: rows.slice(0, LAST_RUNS).map((row) => {
@@ -129,5 +91,5 @@ export class McpResources extends Effect.Service<McpResources>()("atrium/mcp/Mcp
 
     return { versions, runs } as const
   }),
-  dependencies: [Agents.Default]
+  dependencies: [Agents.Default, McpRepo.Default]
 }) {}
