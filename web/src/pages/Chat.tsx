@@ -310,6 +310,7 @@ export const ChatListPage = () => {
         {sessions?.map((s) => (
           <li key={s.id} className="card">
             <Link to={`/chat/${s.agent}?session=${s.id}`}>{known[s.agent] ?? s.agent}: {s.title || "Untitled conversation"}</Link>
+            {s.last_message && <p className="conversation-last" data-testid="last-message">{s.last_message}</p>}
             <p className="muted small">{new Date(s.updated_at).toLocaleString()}</p>
           </li>
         ))}
