@@ -154,7 +154,7 @@ describe("web app in Chromium: chat", () => {
         })
       }))
 
-    it.effect("conversations: New chat, rename and delete in the sidebar; Markdown code blocks; no raw HTML", () =>
+    it.effect("conversations: New chat, rename and delete in the sidebar, listed with the last message; Markdown code blocks coloured, with Copy; no raw HTML", () =>
       Effect.gen(function*() {
         const { url: base } = yield* TestServer
         const browser = yield* Browser
@@ -174,7 +174,15 @@ describe("web app in Chromium: chat", () => {
           const code = page.locator(".md .code pre code")
           await code.first().waitFor()
           assert.strictEqual(await code.first().textContent(), "let a = 1")
-          await page.getByRole("button", { name: "Copy code" }).first().waitFor()
+          // Coloured by highlight.js once its chunk has loaded: `let` is a keyword, `1` a number; the text is unchanged.
+          await until(page, "the code block coloured", () =>
+            document.querySelector(".md .code code.hljs .hljs-keyword")?.textContent === "let" &&
+            document.querySelector(".md .code code.hljs .hljs-number")?.textContent === "1")
+          assert.strictEqual(await code.first().textContent(), "let a = 1")
+          await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: base })
+          await page.getByRole("button", { name: "Copy code" }).first().click()
+          await page.getByRole("button", { name: "Copied" }).first().waitFor()
+          assert.strictEqual(await page.evaluate(() => (globalThis as unknown as { navigator: { clipboard: { readText(): Promise<string> } } }).navigator.clipboard.readText()), "let a = 1")
           await page.waitForURL(/session=/)
           const first = new URL(page.url()).searchParams.get("session")!
 
@@ -189,9 +197,14 @@ describe("web app in Chromium: chat", () => {
           assert.strictEqual(await page.locator(".md img").count(), 0, "the model's HTML stays text")
           await page.waitForURL((url) => url.searchParams.get("session") !== null && url.searchParams.get("session") !== first)
           const second = new URL(page.url()).searchParams.get("session")!
-          // Listed by the expert's name (the file's other tests left conversations with other experts).
+          // Listed by the expert's name (the file's other tests left conversations with other experts) and the start
+          // of the last message.
           await until(page, "two conversations listed", () =>
             [...document.querySelectorAll("li.conversation")].filter((li) => (li.textContent ?? "").includes("Sidebar Expert")).length === 2)
+          await until(page, "the last message in the list", () =>
+            [...document.querySelectorAll("li.conversation [data-testid=last-message]")]
+              .some((p) => p.textContent === "You said: <img src=x onerror=alert(1)> hello"))
+          assert.strictEqual(await page.locator("li.conversation img").count(), 0)
 
           // Rename the first conversation, then open it.
           await sidebar.getByRole("button", { name: /^Rename “x/ }).click()

@@ -85,7 +85,11 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
       follow = followSession(sessionId, 0, (event) => {
         const user = event.type === "run.created" ? side.next() : null
         setTurns((old) => fold(old, event, user))
-        if (event.type === "run.completed" || event.type === "run.failed") me.refresh()
+        if (event.type === "run.completed" || event.type === "run.failed") {
+          me.refresh()
+          // The sidebar shows each conversation's last message: read the list again after each turn.
+          setListVersion((n) => n + 1)
+        }
       }, setConnection)
     }, (e: Error) => setError(e.message))
     return () => {
