@@ -224,5 +224,44 @@ describe("web app in Chromium: chat", () => {
           await context.close()
         })
       }))
+
+    it.effect("the Thinking fold and the credits line only when they carry something, and always with the setting (kept)", () =>
+      Effect.gen(function*() {
+        const { url: base } = yield* TestServer
+        const browser = yield* Browser
+        yield* Effect.promise(async () => {
+          const { context, page, token } = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE }, { credits: 100 })
+          const id = await draftExpert(base, token, "Details Expert")
+          await page.goto(`${base}/chat/${id}?new=1`)
+          const setting = page.getByLabel("Always show thinking and credits")
+          if (await setting.isChecked()) await setting.uncheck()
+          const balance = async () => Number((await api(base, token, "GET", "/api/wallet")).balance)
+          const before = await balance()
+          const box = page.getByRole("textbox", { name: "Message" })
+          await box.fill("details please")
+          await box.press("Enter")
+          await until(page, "the answer", () => document.querySelector("[data-testid=answer]")?.textContent === "You said: details please")
+          await until(page, "the turn done", () => !document.querySelector("[aria-busy=true]"))
+          // The built-in model thinks aloud: the fold is there, folded, with its words.
+          const fold = page.locator("details.thinking")
+          assert.strictEqual(await fold.count(), 1)
+          assert.isFalse(await fold.evaluate((d) => (d as unknown as { open: boolean }).open))
+          assert.include(await fold.textContent(), "Choosing what to do.")
+          // The credits line only when the turn cost something (a creator's own draft may cost nothing).
+          const charged = page.getByText(/^Charged /)
+          const cost = before - (await balance())
+          assert.strictEqual(await charged.count(), cost > 0 ? 1 : 0, `cost ${cost}`)
+          // The setting shows it on every answer, and is kept across a reload.
+          await setting.check()
+          await page.getByText(/^Charged /).first().waitFor()
+          await page.reload()
+          await until(page, "the answer again", () => document.querySelector("[data-testid=answer]")?.textContent === "You said: details please")
+          assert.isTrue(await page.getByLabel("Always show thinking and credits").isChecked())
+          await page.getByText(/^Charged /).first().waitFor()
+          await page.getByLabel("Always show thinking and credits").uncheck()
+          assert.strictEqual(await page.getByText(/^Charged /).count(), cost > 0 ? 1 : 0)
+          await context.close()
+        })
+      }))
   })
 })
