@@ -62,6 +62,11 @@ try {
   const setup = await browser.newContext()
   const creatorToken = await logIn(setup, CREATOR)
 
+  // An approved creator: the marketplace cards name them.
+  await api(creatorToken, "POST", "/api/creator/apply", { displayName: "Lin Wei", bio: "Tax adviser.", accountType: "individual", email: "lin@example.com" })
+  const creatorId = JSON.parse(Buffer.from(creatorToken.split(".")[1]!, "base64url").toString()).userId as string
+  await internal(`/internal/creators/${creatorId}/approve`)
+
   const experts = [
     { name: "Tax Helper", category: "business", description: "Answers questions about personal taxes and does the arithmetic with a calculator.", price: "5" },
     { name: "Essay Coach", category: "writing", description: "Reads your draft and suggests a clearer structure, paragraph by paragraph.", price: "0" },
@@ -96,6 +101,8 @@ try {
   const buyerToken = await logIn(buyerSetup, BUYER)
   await api(buyerToken, "POST", "/api/purchases", { agent: ids[0] })
   await api(buyerToken, "POST", "/api/purchases", { agent: ids[2] })
+  // A few conversations, so the cards count them.
+  for (const agent of [ids[0], ids[0], ids[2], ids[1]]) await api(buyerToken, "POST", "/v1/sessions", { agent })
   await buyerSetup.close()
 
   const views = [

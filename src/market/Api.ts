@@ -29,7 +29,13 @@ const MarketItem = Schema.Struct({
   name: Schema.String,
   description: Schema.String,
   category: Schema.String,
-  billing: BillingView
+  billing: BillingView,
+  creator: Schema.NullOr(Schema.Struct({ display_name: Schema.String })).annotations({
+    description: "The owner's public name when they are an approved creator; null otherwise."
+  }),
+  usage: Schema.Struct({ conversations: Schema.Int, people: Schema.Int }).annotations({
+    description: "Conversations held with the expert so far, and how many different people (or end users) held them."
+  })
 })
 
 const PageNumber = (name: string, max: number) =>

@@ -47,15 +47,19 @@ export class Market extends Effect.Service<Market>()("atrium/market/Market", {
         offset: (filter.page - 1) * filter.pageSize,
         limit: filter.pageSize
       })
+      const facts = yield* repo.cardFacts(rows.map((row) => row.identifier))
       return {
         data: rows.map(({ config, identifier }) => {
           const view = publicView(identifier, config)
+          const fact = facts.get(identifier)
           return {
             identifier,
             name: view.name,
             description: view.description,
             category: view.category,
-            billing: view.billing
+            billing: view.billing,
+            creator: fact?.creatorName ? { display_name: fact.creatorName } : null,
+            usage: { conversations: fact?.conversations ?? 0, people: fact?.people ?? 0 }
           }
         }),
         page: filter.page,

@@ -24,6 +24,13 @@ const SkillRow = Schema.Struct({
 })
 export type Skill = typeof SkillRow.Type
 
+const CardFactsRow = Schema.Struct({
+  identifier: Schema.String,
+  creatorName: Schema.NullOr(Schema.String),
+  conversations: Schema.Number,
+  people: Schema.Number
+})
+
 const firstCreator = decodeFirst(CreatorRowSchema)
 
 const CREATOR = "user_id, display_name, bio, account_type, email, status, reason, applied_at, decided_at"
@@ -95,6 +102,24 @@ export class MarketRepo extends Effect.Service<MarketRepo>()("atrium/market/Mark
       )
     }
 
-    return { creator, apply, decide, pendingCreators, skills } as const
+    /**
+     * What a marketplace card shows beside the published profile, per identifier: the owner's display name when they
+     * are an approved creator, and how much the expert is used (conversations, and the people who had them).
+     */
+    const cardFacts = (identifiers: ReadonlyArray<string>) =>
+      identifiers.length === 0
+        ? Effect.succeed(new Map<string, typeof CardFactsRow.Type>())
+        : sql`
+            SELECT a.identifier, c.display_name AS creator_name,
+              (SELECT count(*)::int FROM sessions s WHERE s.agent_id = a.id) AS conversations,
+              (SELECT count(DISTINCT (s.account_id, s.end_user_id))::int FROM sessions s WHERE s.agent_id = a.id) AS people
+            FROM agents a LEFT JOIN creators c ON c.user_id = a.owner_id AND c.status = 'approved'
+            WHERE ${sql.in("a.identifier", identifiers)}`.pipe(
+            Effect.flatMap(decodeRows(CardFactsRow)),
+            Effect.map((rows) => new Map(rows.map((row) => [row.identifier, row]))),
+            Effect.orDie
+          )
+
+    return { creator, apply, decide, pendingCreators, skills, cardFacts } as const
   })
 }) {}

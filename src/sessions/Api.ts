@@ -20,6 +20,9 @@ export const SessionView = Schema.Struct({
   updated_at: Schema.String
 })
 
+/** A session in the list: its view and a preview of its last message (the web app's conversation list). */
+export const SessionListItem = SessionView.pipe(Schema.extend(Schema.Struct({ last_message: Schema.NullOr(Schema.String) })))
+
 const Path = Schema.Struct({ id: Schema.String })
 
 const MessageEvent = Schema.Struct({
@@ -56,9 +59,13 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
         limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 100))),
         after: Schema.optional(Schema.String)
       }))
-      .addSuccess(Schema.Struct({ data: Schema.Array(SessionView), has_more: Schema.Boolean }))
+      .addSuccess(Schema.Struct({ data: Schema.Array(SessionListItem), has_more: Schema.Boolean }))
       .addError(NotFound)
-      .annotate(OpenApi.Description, "The caller's sessions (for its end user), newest first; `after` is a session id.")
+      .annotate(
+        OpenApi.Description,
+        "The caller's sessions (for its end user), newest first; `after` is a session id. Each carries `last_message`, " +
+          "the start of the conversation's last message with text (up to 140 characters), or null before the first turn."
+      )
   )
   .add(
     HttpApiEndpoint.get("get", "/v1/sessions/:id")

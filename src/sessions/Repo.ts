@@ -124,6 +124,20 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
         Effect.orDie
       )
 
+    /** The messages of each session's last turn in the history (sessions without a turn are absent). */
+    const lastTurns = (ids: ReadonlyArray<string>) =>
+      ids.length === 0
+        ? Effect.succeed(new Map<string, ReadonlyArray<Prompt.MessageEncoded>>())
+        : sql<{ sessionId: string; messages: unknown }>`
+            SELECT DISTINCT ON (session_id) session_id, messages FROM session_turns
+            WHERE ${sql.in("session_id", ids)} ORDER BY session_id, turn DESC`.pipe(
+            Effect.map((rows) => new Map(rows.map((row) => [
+              row.sessionId,
+              (typeof row.messages === "string" ? JSON.parse(row.messages) : row.messages) as ReadonlyArray<Prompt.MessageEncoded>
+            ]))),
+            Effect.orDie
+          )
+
     const setTitle = (id: string, title: string | null) =>
       sql`UPDATE sessions SET title = ${title}, updated_at = now() WHERE id = ${id}`.pipe(Effect.asVoid, Effect.orDie)
 
@@ -379,6 +393,7 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
       insert,
       byId,
       list,
+      lastTurns,
       setStatus,
       adopt,
       remove,

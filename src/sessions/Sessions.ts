@@ -74,6 +74,16 @@ const textOf = (content: Prompt.MessageEncoded["content"]) =>
     : (content as ReadonlyArray<{ type: string; text?: string }>).flatMap((part) => part.type === "text" ? [part.text ?? ""] : []).join("")
 
 /** A history message as a client reads it: the text, and the tool calls and results where there are any. */
+/** The start of the last message with text (the answer, or the question of a turn that has none), one line. */
+const preview = (messages: ReadonlyArray<Prompt.MessageEncoded>): string | null => {
+  for (const message of [...messages].reverse()) {
+    if (message.role !== "user" && message.role !== "assistant") continue
+    const text = textOf(message.content).replace(/\s+/g, " ").trim()
+    if (text !== "") return text.length > 140 ? `${text.slice(0, 139)}…` : text
+  }
+  return null
+}
+
 const messageView = (turn: number) => (message: Prompt.MessageEncoded) => {
   const parts = typeof message.content === "string" ? [] : (message.content as ReadonlyArray<any>)
   const toolCalls = parts.filter((part) => part.type === "tool-call").map((part) => ({ id: part.id, name: part.name, arguments: part.params }))
@@ -164,7 +174,12 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
         onSome: (id) => Effect.map(owned(caller, id), (row) => Option.some({ createdAt: row.createdAt, id: row.id }))
       })
       const rows = yield* repo.list(partition, limit, cursor)
-      return { data: rows.slice(0, limit).map(sessionView), has_more: rows.length > limit }
+      const shown = rows.slice(0, limit)
+      const lastTurns = yield* repo.lastTurns(shown.map((row) => row.id))
+      return {
+        data: shown.map((row) => ({ ...sessionView(row), last_message: preview(lastTurns.get(row.id) ?? []) })),
+        has_more: rows.length > limit
+      }
     })
 
     const wake = (id: string) => Effect.asVoid(Effect.orDie(toEntity(client(id).Wake())))

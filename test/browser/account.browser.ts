@@ -90,7 +90,7 @@ describe("web app in Chromium: account", () => {
         })
       }))
 
-    it.effect("trial → unlock: the right words, the held-back message sent again, the notice gone", () =>
+    it.effect("marketplace search → expert page → trial → unlock → chat: the right words, the held-back message sent again, the notice gone", () =>
       Effect.gen(function*() {
         const { url: base } = yield* TestServer
         const browser = yield* Browser
@@ -102,7 +102,16 @@ describe("web app in Chromium: account", () => {
           })
           const buyer = await person(browser, base, { phone: BUYER_PHONE, code: BUYER_CODE }, { credits: 50 })
           const page = buyer.page
-          await page.goto(`${base}/marketplace/${id}`)
+          // Found by searching the marketplace: the card says who made it and how much it is used.
+          await page.goto(`${base}/marketplace`)
+          await page.getByLabel("Search experts").fill("Trial Expert")
+          await page.getByRole("button", { name: "Search" }).click()
+          await page.waitForURL(/\?q=Trial\+Expert|\?q=Trial%20Expert/)
+          const card = page.getByRole("list", { name: "Experts" }).getByRole("listitem").filter({ hasText: "Trial Expert" })
+          await card.getByTestId("usage").getByText("New: no conversations yet").waitFor()
+          await card.getByTestId("creator").getByText("By an unverified creator").waitFor()
+          await card.getByRole("link", { name: "Trial Expert" }).click()
+          await page.waitForURL(`${base}/marketplace/${id}`)
           await page.getByText("1 free trial message per person before unlocking.").waitFor()
           await page.getByRole("button", { name: "Chat" }).click()
           await page.waitForURL(`${base}/chat/${id}`)
@@ -127,6 +136,9 @@ describe("web app in Chromium: account", () => {
           }, before - 5)
           await page.goto(`${base}/marketplace/${id}`)
           await page.getByTestId("unlocked").getByText("You have unlocked this expert.").waitFor()
+          // The card now counts the conversation.
+          await page.goto(`${base}/marketplace?q=Trial+Expert`)
+          await page.getByTestId("usage").getByText("1 conversation by 1 person").waitFor()
           assert.strictEqual(await page.getByRole("button", { name: /Unlock for/ }).count(), 0)
           await buyer.context.close()
           await creator.context.close()

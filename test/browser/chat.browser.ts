@@ -154,7 +154,7 @@ describe("web app in Chromium: chat", () => {
         })
       }))
 
-    it.effect("conversations: New chat, rename and delete in the sidebar; Markdown code blocks; no raw HTML", () =>
+    it.effect("conversations: New chat, rename and delete in the sidebar, listed with the last message; Markdown code blocks coloured, with Copy; no raw HTML", () =>
       Effect.gen(function*() {
         const { url: base } = yield* TestServer
         const browser = yield* Browser
@@ -174,7 +174,15 @@ describe("web app in Chromium: chat", () => {
           const code = page.locator(".md .code pre code")
           await code.first().waitFor()
           assert.strictEqual(await code.first().textContent(), "let a = 1")
-          await page.getByRole("button", { name: "Copy code" }).first().waitFor()
+          // Coloured by highlight.js once its chunk has loaded: `let` is a keyword, `1` a number; the text is unchanged.
+          await until(page, "the code block coloured", () =>
+            document.querySelector(".md .code code.hljs .hljs-keyword")?.textContent === "let" &&
+            document.querySelector(".md .code code.hljs .hljs-number")?.textContent === "1")
+          assert.strictEqual(await code.first().textContent(), "let a = 1")
+          await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: base })
+          await page.getByRole("button", { name: "Copy code" }).first().click()
+          await page.getByRole("button", { name: "Copied" }).first().waitFor()
+          assert.strictEqual(await page.evaluate(() => (globalThis as unknown as { navigator: { clipboard: { readText(): Promise<string> } } }).navigator.clipboard.readText()), "let a = 1")
           await page.waitForURL(/session=/)
           const first = new URL(page.url()).searchParams.get("session")!
 
@@ -189,9 +197,14 @@ describe("web app in Chromium: chat", () => {
           assert.strictEqual(await page.locator(".md img").count(), 0, "the model's HTML stays text")
           await page.waitForURL((url) => url.searchParams.get("session") !== null && url.searchParams.get("session") !== first)
           const second = new URL(page.url()).searchParams.get("session")!
-          // Listed by the expert's name (the file's other tests left conversations with other experts).
+          // Listed by the expert's name (the file's other tests left conversations with other experts) and the start
+          // of the last message.
           await until(page, "two conversations listed", () =>
             [...document.querySelectorAll("li.conversation")].filter((li) => (li.textContent ?? "").includes("Sidebar Expert")).length === 2)
+          await until(page, "the last message in the list", () =>
+            [...document.querySelectorAll("li.conversation [data-testid=last-message]")]
+              .some((p) => p.textContent === "You said: <img src=x onerror=alert(1)> hello"))
+          assert.strictEqual(await page.locator("li.conversation img").count(), 0)
 
           // Rename the first conversation, then open it.
           await sidebar.getByRole("button", { name: /^Rename “x/ }).click()
@@ -208,6 +221,45 @@ describe("web app in Chromium: chat", () => {
             [...document.querySelectorAll("li.conversation")].filter((li) => (li.textContent ?? "").includes("Sidebar Expert")).length === 1)
           const gone = await fetch(`${base}/v1/sessions/${second}`, { headers: { authorization: `Bearer ${token}` } })
           assert.strictEqual(gone.status, 404)
+          await context.close()
+        })
+      }))
+
+    it.effect("the Thinking fold and the credits line only when they carry something, and always with the setting (kept)", () =>
+      Effect.gen(function*() {
+        const { url: base } = yield* TestServer
+        const browser = yield* Browser
+        yield* Effect.promise(async () => {
+          const { context, page, token } = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE }, { credits: 100 })
+          const id = await draftExpert(base, token, "Details Expert")
+          await page.goto(`${base}/chat/${id}?new=1`)
+          const setting = page.getByLabel("Always show thinking and credits")
+          if (await setting.isChecked()) await setting.uncheck()
+          const balance = async () => Number((await api(base, token, "GET", "/api/wallet")).balance)
+          const before = await balance()
+          const box = page.getByRole("textbox", { name: "Message" })
+          await box.fill("details please")
+          await box.press("Enter")
+          await until(page, "the answer", () => document.querySelector("[data-testid=answer]")?.textContent === "You said: details please")
+          await until(page, "the turn done", () => !document.querySelector("[aria-busy=true]"))
+          // The built-in model thinks aloud: the fold is there, folded, with its words.
+          const fold = page.locator("details.thinking")
+          assert.strictEqual(await fold.count(), 1)
+          assert.isFalse(await fold.evaluate((d) => (d as unknown as { open: boolean }).open))
+          assert.include(await fold.textContent(), "Choosing what to do.")
+          // The credits line only when the turn cost something (a creator's own draft may cost nothing).
+          const charged = page.getByText(/^Charged /)
+          const cost = before - (await balance())
+          assert.strictEqual(await charged.count(), cost > 0 ? 1 : 0, `cost ${cost}`)
+          // The setting shows it on every answer, and is kept across a reload.
+          await setting.check()
+          await page.getByText(/^Charged /).first().waitFor()
+          await page.reload()
+          await until(page, "the answer again", () => document.querySelector("[data-testid=answer]")?.textContent === "You said: details please")
+          assert.isTrue(await page.getByLabel("Always show thinking and credits").isChecked())
+          await page.getByText(/^Charged /).first().waitFor()
+          await page.getByLabel("Always show thinking and credits").uncheck()
+          assert.strictEqual(await page.getByText(/^Charged /).count(), cost > 0 ? 1 : 0)
           await context.close()
         })
       }))

@@ -66,7 +66,7 @@ describe("market", () => {
         assert.strictEqual((yield* categoryCounts).get("design"), before.get("design"))
       }))
 
-    it.effect("a listing is {data, page, pageSize, total}; items carry identifier, name, description, category, billing", () =>
+    it.effect("a listing is {data, page, pageSize, total}; items carry identifier, name, description, category, billing, creator, usage", () =>
       Effect.gen(function*() {
         const owner = yield* newUser
         const word = uniqueWord()
@@ -85,13 +85,23 @@ describe("market", () => {
             name: `Listed ${word}`,
             description: "Shows up",
             category: "writing",
-            billing: { type: "UNLOCK", price: 4.5, free_trial_per_user: 2, allow_trial: true }
+            billing: { type: "UNLOCK", price: 4.5, free_trial_per_user: 2, allow_trial: true },
+            creator: null,
+            usage: { conversations: 0, people: 0 }
           }],
           page: 1,
           pageSize: 20,
           total: 1
         })
         assert.notInclude(reply.text, "secret sauce")
+        // Usage counts conversations and the people who had them (issue 27: the cards show them).
+        const buyer = yield* newUser
+        for (const token of [buyer.token, buyer.token, owner.token]) {
+          const made = yield* request("POST", "/v1/sessions", { token, body: { agent: identifier } })
+          assert.strictEqual(made.status, 201, made.text)
+        }
+        const used = yield* browse({ keyword: word })
+        assert.deepStrictEqual(used.body.data[0].usage, { conversations: 3, people: 2 })
         // No login needed, and a bad token does not matter either.
         const withJunk = yield* request("GET", `/api/market/agents?keyword=${word}`, { token: "not-a-token" })
         assert.strictEqual(withJunk.status, 200, withJunk.text)

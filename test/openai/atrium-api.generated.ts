@@ -773,7 +773,7 @@ export interface paths {
         };
         /**
          * The caller's sessions (for its end user), newest first; `after` is a session id
-         * @description The caller's sessions (for its end user), newest first; `after` is a session id.
+         * @description The caller's sessions (for its end user), newest first; `after` is a session id. Each carries `last_message`, the start of the conversation's last message with text (up to 140 characters), or null before the first turn.
          */
         get: operations["sessions.list"];
         put?: never;
@@ -5226,6 +5226,7 @@ export interface operations {
                             };
                             created_at: string;
                             updated_at: string;
+                            last_message: string | null;
                         }[];
                         has_more: boolean;
                     };
@@ -7640,6 +7641,15 @@ export interface operations {
                                 price: number;
                                 free_trial_per_user: components["schemas"]["Int"];
                                 allow_trial: boolean;
+                            };
+                            /** @description The owner's public name when they are an approved creator; null otherwise. */
+                            creator: {
+                                display_name: string;
+                            } | null;
+                            /** @description Conversations held with the expert so far, and how many different people (or end users) held them. */
+                            usage: {
+                                conversations: components["schemas"]["Int"];
+                                people: components["schemas"]["Int"];
                             };
                         }[];
                         page: components["schemas"]["Int"];

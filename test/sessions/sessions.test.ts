@@ -48,6 +48,13 @@ describe("sessions", () => {
         assert.strictEqual(detail.body.messages.length, 6)
         assert.strictEqual(detail.body.messages[1].content, "You said: hello")
         assert.strictEqual(detail.body.status, "idle")
+        // The list carries the start of the last message (the web app's conversation list shows it).
+        const fresh = yield* createSession(user.token, agent)
+        const list = yield* request("GET", "/v1/sessions", { token: user.token })
+        assert.strictEqual(list.status, 200, list.text)
+        const previews = new Map(list.body.data.map((s: { id: string; last_message: string | null }) => [s.id, s.last_message]))
+        assert.strictEqual(previews.get(session.id), "I see 4 earlier messages.")
+        assert.strictEqual(previews.get(fresh.id), null)
       }))
 
     it.effect("two messages sent at once are answered in order", () =>

@@ -53,8 +53,13 @@ export const call = <A>(f: (client: Client) => Effect.Effect<A, unknown>): Promi
 export class ShownError extends Error {
   constructor(message: string, readonly status: number, readonly type: string, readonly retryAfter?: number) {
     super(message)
+    // A 401 tells the whole app that this browser's login no longer counts (session.tsx says so on every page).
+    if (status === 401 && typeof dispatchEvent === "function") dispatchEvent(new Event(UNAUTHORIZED))
   }
 }
+
+/** The window event of a request answered 401. */
+export const UNAUTHORIZED = "atrium:unauthorized"
 
 /** Words a person should never read: the texts of Schema's parse errors. */
 const JARGON = /Schema|declaration|Expected|└─|<->|readonly |ParseError|Type side|Encoded side|\{ *\}|\bactual\b/

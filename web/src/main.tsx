@@ -55,6 +55,39 @@ const Routes = () => {
   return <section><h1>Not found</h1><p>There is no page at {path}.</p></section>
 }
 
+/**
+ * What a tab says when its login changed under it (docs/web.md, "Logins and tabs"): ended by a login elsewhere
+ * (one login at a time), with the way back to this very page; or replaced by another person's login in another tab.
+ */
+const LoginNotice = () => {
+  const me = useMe()
+  const location = useLocation()
+  const here = location.path + (location.search.size ? `?${location.search}` : "")
+  if (me.ended && location.path !== "/login") {
+    return (
+      <div role="alert" className="card notice login-notice" data-testid="login-ended">
+        <p>
+          <strong>Your login here has ended.</strong> Your account logged in on another device or browser, and Atrium
+          keeps one login at a time (or this login expired). Nothing you did here is lost.
+        </p>
+        <Link to={`/login?next=${encodeURIComponent(here)}`} className="button">Log in again</Link>
+      </div>
+    )
+  }
+  if (me.switchedTo !== null) {
+    return (
+      <div role="alert" className="card notice login-notice" data-testid="login-switched">
+        <p>
+          <strong>This browser is now logged in as {me.switchedTo}</strong> (from another tab), so this tab acts as that
+          account too. Reload to see its pages.
+        </p>
+        <button type="button" onClick={() => window.location.reload()}>Reload</button>
+      </div>
+    )
+  }
+  return null
+}
+
 const Shell = () => {
   const me = useMe()
   const { path } = useLocation()
@@ -109,6 +142,7 @@ const Shell = () => {
         </div>
       </header>
       <main id="main" ref={main} tabIndex={-1}>
+        <LoginNotice />
         <Routes />
       </main>
     </>

@@ -16,11 +16,36 @@ import { Tokens } from "../Tokens.js"
 const escapeHtml = (text: string) =>
   text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;" })[c]!)
 
+/**
+ * The look of the web app (web/src/style.css: its colours in light and dark, its header, cards and buttons), inline:
+ * these pages are written by the server, also when the web app is not built, and load nothing.
+ */
+const STYLE = `:root{color-scheme:light dark;--bg:#f7f7f9;--fg:#1b1d22;--muted:#5b6170;--card:#fff;--line:#d8dbe2;` +
+  `--accent:#3b4fd8;--accent-fg:#fff;--danger:#b42318;--focus:#ff9f1c;` +
+  `font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;font-size:16px;line-height:1.5}` +
+  `@media (prefers-color-scheme:dark){:root{--bg:#111318;--fg:#e8eaf0;--muted:#a3a9b8;--card:#1b1e26;--line:#343947;` +
+  `--accent:#8c9bff;--accent-fg:#0d1024;--danger:#ff8a80}}` +
+  `*{box-sizing:border-box}body{margin:0;background:var(--bg);color:var(--fg)}a{color:var(--accent)}` +
+  `:focus-visible{outline:3px solid var(--focus);outline-offset:2px}` +
+  `header{padding:.6rem 1rem;background:var(--card);border-bottom:1px solid var(--line)}` +
+  `.brand{font-weight:700;font-size:1.2rem;text-decoration:none;color:var(--fg)}` +
+  `main{max-width:30rem;margin:2.5rem auto;padding:0 1rem}` +
+  `.card{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:1.2rem}` +
+  `h1{font-size:1.35rem;margin:0 0 .8rem}p{margin:.5rem 0}.muted{color:var(--muted)}.small{font-size:.85rem}` +
+  `ul{padding-left:1.2rem}li{margin:.3rem 0}` +
+  `.row{display:flex;flex-wrap:wrap;gap:.5rem;margin-top:1rem}` +
+  `label{display:flex;flex-direction:column;gap:.25rem;font-weight:600;margin:.6rem 0}` +
+  `input{font:inherit;color:inherit;background:var(--bg);border:1px solid var(--line);border-radius:6px;` +
+  `padding:.45rem .6rem;min-height:2.5rem}` +
+  `button{font:inherit;font-weight:600;border:1px solid var(--accent);background:var(--accent);color:var(--accent-fg);` +
+  `border-radius:6px;padding:.45rem 1.2rem;min-height:2.5rem;cursor:pointer}` +
+  `button.secondary{background:transparent;color:var(--accent)}.error{color:var(--danger);font-weight:600}`
+
 const page = (title: string, body: string, status = 200) => {
-  const html = `<!doctype html><html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">` +
-    `<title>${escapeHtml(title)}</title><style>body{font-family:system-ui,sans-serif;max-width:28rem;margin:4rem auto;` +
-    `padding:0 1rem;color:#222}button{font-size:1rem;padding:.5rem 1.2rem;margin-right:.5rem}li{margin:.3rem 0}</style>` +
-    `</head><body>${body}</body></html>`
+  const html = `<!doctype html><html lang="en"><head><meta charset="utf-8">` +
+    `<meta name="viewport" content="width=device-width, initial-scale=1">` +
+    `<title>${escapeHtml(title)}</title><style>${STYLE}</style></head><body>` +
+    `<header><a class="brand" href="/">Atrium</a></header><main><div class="card">${body}</div></main></body></html>`
   return HttpServerResponse.html(html).pipe(
     HttpServerResponse.setStatus(status),
     HttpServerResponse.setHeader("cache-control", "no-store"),
@@ -99,7 +124,12 @@ export const OAuthRoutes = Layer.effectDiscard(Effect.gen(function*() {
       return { app, scope, codeChallenge: params.codeChallenge }
     }).pipe(
       Effect.catchTag("OAuthError", (e) =>
-        Effect.fail(page("Authorization error", `<h1>This app's request is invalid</h1><p>${escapeHtml(e.description)}</p>`, 400)))
+        Effect.fail(page(
+          "Authorization error",
+          `<h1>This app's request is invalid</h1><p class="error">${escapeHtml(e.description)}</p>` +
+            `<p class="muted">Go back to the app and try again, or tell its developer. <a href="/">Go to Atrium</a></p>`,
+          400
+        )))
     )
 
   yield* router.add("GET", "/oauth/authorize", Effect.gen(function*() {
@@ -122,10 +152,12 @@ export const OAuthRoutes = Layer.effectDiscard(Effect.gen(function*() {
     return page(
       `Authorize ${checked.app.name}`,
       `<h1>${escapeHtml(checked.app.name)} wants access to your Atrium account</h1>` +
-        `<p>Signed in as ${escapeHtml(user.value.phone)}. It asks to:</p><ul>` +
+        `<p class="muted small">Signed in as ${escapeHtml(user.value.phone)}.</p><p>It asks to:</p><ul>` +
         checked.scope.split(" ").map((s) => `<li>${escapeHtml(SCOPE_TEXT[s] ?? s)}</li>`).join("") +
-        `</ul><form method="post" action="/oauth/authorize">${hidden}` +
-        `<button name="decision" value="approve">Allow</button><button name="decision" value="deny">Deny</button></form>`
+        `</ul><p class="muted small">You go back to ${escapeHtml(new URL(params.redirectUri).host)}, whichever you choose.</p>` +
+        `<form method="post" action="/oauth/authorize">${hidden}<div class="row">` +
+        `<button name="decision" value="approve">Allow</button>` +
+        `<button class="secondary" name="decision" value="deny">Deny</button></div></form>`
     )
   }).pipe(Effect.catchAll(Effect.succeed)))
 

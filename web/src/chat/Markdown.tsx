@@ -1,14 +1,23 @@
 import DOMPurify from "dompurify"
 import { Marked } from "marked"
-import { type MouseEvent, useMemo } from "react"
+import { type MouseEvent, useEffect, useMemo, useState } from "react"
 
 /**
  * The expert's answers as Markdown (issue 27): paragraphs, lists, tables, links and fenced code with a copy
  * button. Nothing the model writes becomes markup of its own: raw HTML in the Markdown is shown as text, and the
  * rendered HTML goes through DOMPurify (no scripts, no event handlers, no `javascript:` links) before the page
- * sees it. Links open in a new tab without access to this one.
+ * sees it. Links open in a new tab without access to this one. Code blocks that name their language are coloured
+ * by highlight.js, loaded on first use (`highlight.ts`, its own chunk): until it arrives the block is plain text.
  */
 const escape = (text: string) => text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;")
+
+type Highlight = (code: string, language: string) => string | null
+let highlighter: Highlight | null = null
+let loading: Promise<void> | null = null
+const loadHighlighter = () => {
+  loading ??= import("./highlight.js").then((m) => { highlighter = m.highlight }, () => { loading = null })
+  return loading
+}
 
 const markdown = new Marked({ gfm: true, breaks: true, async: false })
 markdown.use({
@@ -16,7 +25,9 @@ markdown.use({
     html: ({ text }) => escape(text),
     code: ({ text, lang }) => {
       const language = (lang ?? "").match(/^[\w+-]+/)?.[0] ?? ""
-      return `<div class="code"><div class="code-head"><span>${escape(language || "code")}</span></div><pre><code${language ? ` class="language-${escape(language)}"` : ""}>${escape(text)}</code></pre></div>`
+      const coloured = highlighter?.(text, language.toLowerCase()) ?? null
+      const classes = [...(language ? [`language-${escape(language)}`] : []), ...(coloured === null ? [] : ["hljs"])].join(" ")
+      return `<div class="code"><div class="code-head"><span>${escape(language || "code")}</span></div><pre tabindex="0"><code${classes ? ` class="${classes}"` : ""}>${coloured ?? escape(text)}</code></pre></div>`
     }
   }
 })
@@ -35,8 +46,16 @@ export const renderMarkdown = (text: string): string =>
   DOMPurify.sanitize((markdown.parse(text) as string).trim(), { FORBID_TAGS: ["style", "form", "input", "button", "img"] })
     .replace(/<div class="code-head"><span>([^<]*)<\/span><\/div>/g, `<div class="code-head"><span>$1</span>${COPY}</div>`)
 
+/** Whether the text has a fenced code block that names its language (worth loading the highlighter for). */
+const namesLanguage = (text: string) => /^ {0,3}(`{3,}|~{3,}) *[\w+-]/m.test(text)
+
 export const Markdown = ({ text, testId }: { text: string; testId?: string }) => {
-  const html = useMemo(() => renderMarkdown(text), [text])
+  const [coloured, setColoured] = useState(highlighter !== null)
+  const wanted = !coloured && namesLanguage(text)
+  useEffect(() => {
+    if (wanted) void loadHighlighter().then(() => setColoured(highlighter !== null))
+  }, [wanted])
+  const html = useMemo(() => renderMarkdown(text), [text, coloured])
   const copy = (event: MouseEvent<HTMLDivElement>) => {
     const button = (event.target as HTMLElement).closest("button[data-copy]")
     if (!button) return

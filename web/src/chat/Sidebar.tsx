@@ -2,7 +2,7 @@ import { useEffect, useState } from "react"
 import { call, itemsOf } from "../api.js"
 import { navigate } from "../router.js"
 
-export interface SessionItem { id: string; agent: string; title: string | null; status: string; updated_at: string; created_at?: string }
+export interface SessionItem { id: string; agent: string; title: string | null; last_message?: string | null; status: string; updated_at: string; created_at?: string }
 
 const names = new Map<string, Promise<string>>()
 
@@ -79,6 +79,7 @@ const Item = ({ session, name, current, onChanged }: {
             }}>
               <strong className="expert-name">{name}</strong>
               <span className="conversation-title">{label}</span>
+              {session.last_message && <span className="conversation-last" data-testid="last-message">{session.last_message}</span>}
               <span className="muted small">{new Date(session.updated_at).toLocaleString()}</span>
             </a>
             <div className="row actions">
@@ -92,7 +93,10 @@ const Item = ({ session, name, current, onChanged }: {
   )
 }
 
-/** The person's conversations beside the chat: by expert name and title, newest first; rename and delete here. */
+/**
+ * The person's conversations beside the chat: by expert name, title and the start of the last message, newest first;
+ * rename and delete here.
+ */
 export const Sidebar = ({ identifier, current, version }: { identifier: string; current: string | null; version: number }) => {
   const [sessions, setSessions] = useState<ReadonlyArray<SessionItem> | null>(null)
   const [reload, setReload] = useState(0)

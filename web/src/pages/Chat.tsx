@@ -85,7 +85,11 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
       follow = followSession(sessionId, 0, (event) => {
         const user = event.type === "run.created" ? side.next() : null
         setTurns((old) => fold(old, event, user))
-        if (event.type === "run.completed" || event.type === "run.failed") me.refresh()
+        if (event.type === "run.completed" || event.type === "run.failed") {
+          me.refresh()
+          // The sidebar shows each conversation's last message: read the list again after each turn.
+          setListVersion((n) => n + 1)
+        }
       }, setConnection)
     }, (e: Error) => setError(e.message))
     return () => {
@@ -310,6 +314,7 @@ export const ChatListPage = () => {
         {sessions?.map((s) => (
           <li key={s.id} className="card">
             <Link to={`/chat/${s.agent}?session=${s.id}`}>{known[s.agent] ?? s.agent}: {s.title || "Untitled conversation"}</Link>
+            {s.last_message && <p className="conversation-last" data-testid="last-message">{s.last_message}</p>}
             <p className="muted small">{new Date(s.updated_at).toLocaleString()}</p>
           </li>
         ))}

@@ -2,7 +2,7 @@ import { useEffect, useState, type FormEvent } from "react"
 import { solveChallenge } from "altcha-lib"
 import { call, failureOf, ShownError } from "../api.js"
 import { navigate, useLocation } from "../router.js"
-import { useMe } from "../session.js"
+import { announceLogin, useMe } from "../session.js"
 
 declare global {
   interface Window {
@@ -124,7 +124,7 @@ export const LoginPage = () => {
         const challenge = await solve()
         await call((c) => c.auth.login({ payload: { phone, code, challenge } }))
       }
-      localStorage.setItem("atrium.phone", phone)
+      announceLogin(phone)
       await me.refresh()
       const next = nextTarget(search)
       // A page of this app opens in place; anything else (the OAuth consent page) is the server's: load it.

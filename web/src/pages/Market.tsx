@@ -12,6 +12,19 @@ interface Item {
   billing: { type: string; price: number; free_trial_per_user: number; allow_trial: boolean }
 }
 
+interface Card extends Item {
+  creator: { display_name: string } | null
+  usage?: { conversations: number; people: number }
+}
+
+const count = (n: number, one: string, many: string) => `${n.toLocaleString("en-US")} ${n === 1 ? one : many}`
+
+/** How much an expert is used, in words: "12 conversations by 5 people", or "New" before the first. */
+export const usageText = (usage: Card["usage"]) =>
+  !usage || usage.conversations === 0
+    ? "New: no conversations yet"
+    : `${count(usage.conversations, "conversation", "conversations")} by ${count(usage.people, "person", "people")}`
+
 export const priceText = (billing: Item["billing"]) =>
   billing.type === "FREE" ? "Free" : `${formatCredits(billing.price)} to unlock`
 
@@ -23,7 +36,7 @@ export const MarketPage = () => {
   const category = search.get("category") ?? ""
   const page = Math.max(1, Number(search.get("page") ?? "1") || 1)
   const [draft, setDraft] = useState(keyword)
-  const [items, setItems] = useState<ReadonlyArray<Item> | null>(null)
+  const [items, setItems] = useState<ReadonlyArray<Card> | null>(null)
   const [total, setTotal] = useState(0)
   const [error, setError] = useState<string | null>(null)
 
@@ -39,7 +52,7 @@ export const MarketPage = () => {
       }
     })).then(
       (result) => {
-        setItems(itemsOf<Item>(result))
+        setItems(itemsOf<Card>(result))
         setTotal((result as { total?: number }).total ?? 0)
       },
       (e: Error) => setError(e.message)
@@ -83,6 +96,11 @@ export const MarketPage = () => {
             <h2><Link to={`/marketplace/${item.identifier}`}>{item.name}</Link></h2>
             <p className="muted">{item.category} · {priceText(item.billing)}</p>
             <p>{item.description}</p>
+            <p className="muted small card-facts">
+              <span data-testid="creator">{item.creator ? `By ${item.creator.display_name}` : "By an unverified creator"}</span>
+              {" · "}
+              <span data-testid="usage">{usageText(item.usage)}</span>
+            </p>
           </li>
         ))}
       </ul>

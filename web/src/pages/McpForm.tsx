@@ -29,6 +29,35 @@ export const mcpProblems = (servers: ReadonlyArray<McpServerForm>): string | nul
 }
 
 /**
+ * The servers written in the JSON view, in the form's shape, or the first thing wrong with them in words: the form
+ * can only show a list of objects with a text name and URL, a known authentication and a list of tools.
+ */
+export const serversFromJson = (parsed: unknown): { servers: Array<McpServerForm> } | { problem: string } => {
+  if (!Array.isArray(parsed)) return { problem: "The JSON must be a list of servers: [ { \"name\": …, \"url\": …, \"auth\": …, \"tools\": [ … ] } ]." }
+  const servers: Array<McpServerForm> = []
+  for (const [i, item] of parsed.entries()) {
+    const which = `Server ${i + 1} in the JSON`
+    if (typeof item !== "object" || item === null || Array.isArray(item)) return { problem: `${which} is not an object with a name, a URL, an auth and tools.` }
+    const { name, url, auth = "none", tools = [] } = item as Record<string, unknown>
+    if (typeof name !== "string") return { problem: `${which}: "name" must be text, like "search".` }
+    if (typeof url !== "string") return { problem: `${which}: "url" must be text, like "https://mcp.example.com/mcp".` }
+    if (!AUTH.some(([value]) => value === auth)) return { problem: `${which}: "auth" must be "none", "bearer" or "per_end_user".` }
+    if (!Array.isArray(tools)) return { problem: `${which}: "tools" must be a list, like [{ "name": "search", "permission": "ask" }].` }
+    const shaped: Array<McpTool> = []
+    for (const [k, tool] of tools.entries()) {
+      const t = tool as Record<string, unknown> | null
+      const permission = t?.permission ?? "ask"
+      if (typeof t !== "object" || t === null || typeof t.name !== "string" || !["allow", "ask", "deny"].includes(permission as string)) {
+        return { problem: `${which}, tool ${k + 1}: each tool has a "name" and a "permission" of "allow", "ask" or "deny".` }
+      }
+      shaped.push({ name: t.name, permission: permission as Permission })
+    }
+    servers.push({ name, url, auth: auth as McpServerForm["auth"], tools: shaped })
+  }
+  return { servers }
+}
+
+/**
  * An expert's remote MCP servers as a form (URL, auth, each tool with its permission), with the JSON as an
  * advanced view. The JSON view edits the same list: leaving it with JSON that does not parse says so and stays.
  */
@@ -48,15 +77,17 @@ export const McpForm = ({ servers, onChange }: { servers: Array<McpServerForm>; 
         </label>
         {jsonError && <p role="alert" className="error">{jsonError}</p>}
         <button type="button" className="secondary" onClick={() => {
+          let parsed: unknown
           try {
-            const parsed = JSON.parse(json.trim() === "" ? "[]" : json) as unknown
-            if (!Array.isArray(parsed)) throw new Error()
-            onChange(parsed as Array<McpServerForm>)
-            setJson(null)
-            setJsonError(null)
+            parsed = JSON.parse(json.trim() === "" ? "[]" : json)
           } catch {
-            setJsonError("This is not valid JSON for a list of servers: fix it, or undo your change.")
+            return setJsonError("This is not valid JSON for a list of servers: fix it, or undo your change.")
           }
+          const read = serversFromJson(parsed)
+          if ("problem" in read) return setJsonError(read.problem)
+          onChange(read.servers)
+          setJson(null)
+          setJsonError(null)
         }}>Back to the form</button>
       </div>
     )
