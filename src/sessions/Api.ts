@@ -21,13 +21,13 @@ export const SessionView = Schema.Struct({
 
 const Path = Schema.Struct({ id: Schema.String })
 
-const MessageEvent = Schema.Struct({
+export const MessageEvent = Schema.Struct({
   type: Schema.Literal("message"),
   message: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100_000)),
   budget: Schema.optional(Schema.Union(Schema.Number, Schema.String))
 })
 
-const ApprovalEvent = Schema.Struct({
+export const ApprovalEvent = Schema.Struct({
   type: Schema.Literal("approval"),
   approval_id: Schema.String,
   decision: Schema.Literal("approve", "deny"),
