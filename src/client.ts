@@ -171,16 +171,60 @@ export interface SubscribeRequest {
   readonly reconnects?: number
 }
 
-export const makeAtriumClient = (options: AtriumClientOptions) =>
+const authorizer = (options: AtriumClientOptions) => (request: HttpClientRequest.HttpClientRequest) => {
+  const withToken = options.token === undefined ? request : HttpClientRequest.bearerToken(request, options.token)
+  return options.endUserId === undefined ? withToken : HttpClientRequest.setHeader(withToken, "x-end-user-id", options.endUserId)
+}
+
+/** The client HttpApi derives from the API's contract. */
+const derive = (options: AtriumClientOptions) =>
+  HttpApiClient.make(AtriumApi, {
+    baseUrl: options.baseUrl,
+    transformClient: (client) =>
+      client.pipe(HttpClient.mapRequest(authorizer(options)), HttpClient.transformResponse(Effect.flatMap(asTaggedError)))
+  })
+type Derived = Effect.Effect.Success<ReturnType<typeof derive>>
+
+/** An endpoint's call without `withResponse`: its answer, its errors. */
+type Call<F> = F extends (request: infer Q) => Effect.Effect<infer A, infer E, infer R>
+  ? (request: Omit<Exclude<Q, undefined>, "withResponse">) => Effect.Effect<Exclude<A, readonly [unknown, unknown]>, E, R>
+  : never
+type RunView = Effect.Effect.Success<ReturnType<Call<Derived["runs"]["run"]>>>
+type RunError = Effect.Effect.Error<ReturnType<Call<Derived["runs"]["run"]>>>
+
+/** `runs.run`: one result with `stream: false`, else the run's events. */
+export interface Run {
+  (request: { readonly payload: typeof RunPayload.Encoded & { readonly stream: false } }): Effect.Effect<RunView, RunError>
+  (request: { readonly payload: typeof RunPayload.Encoded }): RunEvents
+}
+
+/** A call that may fail as a failed run. */
+type OrRunFailed<F> = F extends (request: infer Q) => Effect.Effect<infer A, infer E, infer R>
+  ? (request: Q) => Effect.Effect<A, E | StreamError | RunFailed | HttpClientError.ResponseError, R>
+  : never
+
+/** The typed client: the derived one, with the streamed endpoints as `Stream`s. */
+export type AtriumClient = Omit<Derived, "runs" | "responses" | "sessions"> & {
+  readonly runs: Omit<Derived["runs"], "run" | "chatCompletions"> & {
+    readonly run: Run
+    readonly chatCompletions: OrRunFailed<Call<Derived["runs"]["chatCompletions"]>>
+  }
+  readonly responses: Omit<Derived["responses"], "create"> & {
+    readonly create: OrRunFailed<Call<Derived["responses"]["create"]>>
+  }
+  readonly sessions: Omit<Derived["sessions"], "send" | "subscribe"> & {
+    readonly send: (request: {
+      readonly path: { readonly id: string }
+      readonly payload: typeof MessageEvent.Encoded | typeof ApprovalEvent.Encoded
+    }) => RunEvents
+    readonly subscribe: (request: SubscribeRequest) => SessionEvents
+  }
+}
+
+export const makeAtriumClient = (options: AtriumClientOptions): Effect.Effect<AtriumClient, never, HttpClient.HttpClient> =>
   Effect.gen(function*() {
-    const authorize = (request: HttpClientRequest.HttpClientRequest) => {
-      const withToken = options.token === undefined ? request : HttpClientRequest.bearerToken(request, options.token)
-      return options.endUserId === undefined ? withToken : HttpClientRequest.setHeader(withToken, "x-end-user-id", options.endUserId)
-    }
-    const api = yield* HttpApiClient.make(AtriumApi, {
-      baseUrl: options.baseUrl,
-      transformClient: (client) => client.pipe(HttpClient.mapRequest(authorize), HttpClient.transformResponse(Effect.flatMap(asTaggedError)))
-    })
+    const authorize = authorizer(options)
+    const api = yield* derive(options)
     const http = (yield* HttpClient.HttpClient).pipe(HttpClient.mapRequest(authorize))
     const base = options.baseUrl.replace(/\/+$/, "")
 
@@ -210,12 +254,10 @@ export const makeAtriumClient = (options: AtriumClientOptions) =>
         (error) => failureOf(error.response)
       )
 
-    function run(request: { readonly payload: typeof RunPayload.Encoded & { readonly stream: false } }): ReturnType<typeof api.runs.run<false>>
-    function run(request: { readonly payload: typeof RunPayload.Encoded }): RunEvents
-    function run(request: { readonly payload: typeof RunPayload.Encoded }): ReturnType<typeof api.runs.run<false>> | RunEvents {
-      if (request.payload.stream === false) return api.runs.run<false>({ payload: { ...request.payload, stream: false } })
-      return untilFailed(open(HttpClientRequest.bodyUnsafeJson(HttpClientRequest.post(`${base}/v1/agents/run`), request.payload)))
-    }
+    const run = ((request: { readonly payload: typeof RunPayload.Encoded }) =>
+      request.payload.stream === false
+        ? api.runs.run({ payload: { ...request.payload, stream: false } })
+        : untilFailed(open(HttpClientRequest.bodyUnsafeJson(HttpClientRequest.post(`${base}/v1/agents/run`), request.payload)))) as Run
 
     /** One turn (a message) or the rest of one (an approval's answer), as its events. */
     const send = (request: {
@@ -249,11 +291,11 @@ export const makeAtriumClient = (options: AtriumClientOptions) =>
       runs: {
         ...api.runs,
         run,
-        chatCompletions: (request: Parameters<typeof api.runs.chatCompletions<false>>[0]) => runFailure(api.runs.chatCompletions<false>(request))
+        chatCompletions: (request: Parameters<AtriumClient["runs"]["chatCompletions"]>[0]) => runFailure(api.runs.chatCompletions(request))
       },
       responses: {
         ...api.responses,
-        create: (request: Parameters<typeof api.responses.create<false>>[0]) => runFailure(api.responses.create<false>(request))
+        create: (request: Parameters<AtriumClient["responses"]["create"]>[0]) => runFailure(api.responses.create(request))
       },
       sessions: { ...api.sessions, send, subscribe }
     }
