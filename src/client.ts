@@ -55,19 +55,34 @@ const envelopeOf = (body: unknown): Envelope | undefined => {
     : undefined
 }
 
+/** The routes whose failed runs answer an error status with the run's `code` (docs/runs.md). */
+const RUN_ROUTES = /^\/v1\/(chat\/completions|responses)\/?$/
+/** OpenAI's error classes, which a failed run's answer has for `type` there (src/runs/OpenAi.ts `runError`). */
+const RUN_FAILURE_TYPES: ReadonlySet<string> = new Set(["invalid_request_error", "rate_limit_error", "server_error", "insufficient_quota"])
+
 /** An error answer in the envelope, re-encoded as HttpApi's tagged error body; anything else as it came. */
 const asTaggedError = (response: HttpClientResponse.HttpClientResponse) =>
   response.status < 400 || !/json/i.test(response.headers["content-type"] ?? "")
     ? Effect.succeed(response)
     : Effect.map(Effect.orElseSucceed(response.json, () => undefined), (body) => {
       const error = envelopeOf(body)
-      if (error === undefined) return response
-      const tagged = { ...error, _tag: tagOf(error.type) }
-      return HttpClientResponse.fromWeb(
+      if (error === undefined) return Effect.succeed(response)
+      // A failed run on the OpenAI-compatible routes answers a status its endpoint does not declare, with the run's
+      // `code`: it goes on as the transport's error, with the body, for `runFailure` to read (`RunFailed`).
+      if (RUN_ROUTES.test(new URL(response.request.url).pathname) && RUN_FAILURE_TYPES.has(error.type)) {
+        const again = HttpClientResponse.fromWeb(
+          response.request,
+          new Response(JSON.stringify(body), { status: response.status, headers: { "content-type": "application/json" } })
+        )
+        return Effect.fail(new HttpClientError.ResponseError({ request: response.request, response: again, reason: "StatusCode" }))
+      }
+      // OpenAI's clients read `param: null`, `code`; the tagged errors know `param` only as a string.
+      const tagged = Object.fromEntries(Object.entries({ ...error, _tag: tagOf(error.type) }).filter(([, value]) => value !== null))
+      return Effect.succeed(HttpClientResponse.fromWeb(
         response.request,
         new Response(JSON.stringify(tagged), { status: response.status, headers: { "content-type": "application/json" } })
-      )
-    })
+      ))
+    }).pipe(Effect.flatten)
 
 /** What a stream's request may fail with before its first event: the platform's errors, by their tags. */
 const StreamError = Schema.Union(
