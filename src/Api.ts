@@ -14,9 +14,9 @@ import { KnowledgeApi } from "./knowledge/Api.js"
 import { AccountApi, AuthApi } from "./identity/Api.js"
 import { AdminApi, AgentSkillsApi, CreatorReviewsApi, CreatorsApi, MarketApi } from "./market/Api.js"
 import { NotificationsApi } from "./notifications/Api.js"
-import { END_USER_ROUTES } from "./identity/Authentication.js"
+import { END_USER_ROUTES } from "./identity/Domain.js"
 import { OAUTH_PATHS, OAUTH_TAG } from "./identity/oauth/OpenApi.js"
-import { HealthApi } from "./platform/Health.js"
+import { HealthApi } from "./platform/Api.js"
 import { ModelsApi } from "./runtime/models/Api.js"
 
 /**

@@ -1,19 +1,33 @@
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import * as HttpApiClient from "@effect/platform/HttpApiClient"
 import * as HttpClient from "@effect/platform/HttpClient"
+import * as HttpClientError from "@effect/platform/HttpClientError"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import * as HttpClientResponse from "@effect/platform/HttpClientResponse"
-import { Effect } from "effect"
+import { Effect, Option, type ParseResult, Ref, Schedule, Schema, type Scope, Stream } from "effect"
 import { AtriumApi } from "./Api.js"
+import { IdempotencyConflict, InsufficientCredits } from "./billing/Domain.js"
+import { Forbidden, InvalidRequest, NotFound, RateLimited, ServiceUnavailable, Unauthorized } from "./platform/Errors.js"
+import type { RunPayload } from "./runs/Api.js"
+import { PublicEvent, RunFailed } from "./runtime/Domain.js"
+import type { ApprovalEvent, MessageEvent } from "./sessions/Api.js"
+import { SessionBusy } from "./sessions/Domain.js"
+
+export { PublicEvent, RunFailed } from "./runtime/Domain.js"
 
 /**
  * A typed client of the platform's API for TypeScript callers, derived from the same `HttpApi` the server serves
  * (`import { makeAtriumClient } from "atrium/client"`): every group and endpoint with its request and answer types.
- * The README shows it in use.
+ * It imports the API's contract only (docs/architecture.md, "Contracts"), so it runs wherever `fetch` does.
  *
  * Failures arrive as the endpoint's tagged errors (`NotFound`, `InsufficientCredits`, ...): the wire carries the
  * platform's envelope (`{"error": {"type": "not_found", "message"}}`), which the client turns back into the tagged
  * form (`{"_tag": "NotFound", "message"}`) before HttpApi decodes it.
+ *
+ * The streamed answers (docs/events.md) are `Stream`s of the typed public events: `runs.run` (unless
+ * `stream: false`), `sessions.send` and `sessions.subscribe` (which resumes from the last `seq` it saw, with
+ * `Last-Event-ID`, when the connection drops). A run that ends in `run.failed` fails its stream with `RunFailed`;
+ * so does a failed run on `runs.chatCompletions` and `responses.create`.
  */
 export interface AtriumClientOptions {
   /** Where the platform is, e.g. `http://127.0.0.1:8080`. */
@@ -27,31 +41,279 @@ export interface AtriumClientOptions {
 /** `not_found` -> `NotFound`: the inverse of the server's `errorType`. */
 const tagOf = (type: string) => type.split("_").map((word) => word.charAt(0).toUpperCase() + word.slice(1)).join("")
 
+interface Envelope {
+  readonly type: string
+  readonly message: string
+  readonly code?: string
+  readonly [key: string]: unknown
+}
+
+const envelopeOf = (body: unknown): Envelope | undefined => {
+  const error = (body as { error?: { type?: unknown; message?: unknown } } | undefined)?.error
+  return typeof error?.type === "string"
+    ? { ...error, type: error.type, message: typeof error.message === "string" ? error.message : "" }
+    : undefined
+}
+
+/** The routes whose failed runs answer an error status with the run's `code` (docs/runs.md). */
+const RUN_ROUTES = /^\/v1\/(chat\/completions|responses)\/?$/
+/** OpenAI's error classes, which a failed run's answer has for `type` there (src/runs/OpenAi.ts `runError`). */
+const RUN_FAILURE_TYPES: ReadonlySet<string> = new Set(["invalid_request_error", "rate_limit_error", "server_error", "insufficient_quota"])
+
 /** An error answer in the envelope, re-encoded as HttpApi's tagged error body; anything else as it came. */
 const asTaggedError = (response: HttpClientResponse.HttpClientResponse) =>
   response.status < 400 || !/json/i.test(response.headers["content-type"] ?? "")
     ? Effect.succeed(response)
     : Effect.map(Effect.orElseSucceed(response.json, () => undefined), (body) => {
-      const error = (body as { error?: { type?: unknown; message?: unknown } } | undefined)?.error
-      if (typeof error?.type !== "string") return response
-      const tagged = { ...error, _tag: tagOf(error.type), message: typeof error.message === "string" ? error.message : "" }
-      return HttpClientResponse.fromWeb(
+      const error = envelopeOf(body)
+      if (error === undefined) return Effect.succeed(response)
+      // A failed run on the OpenAI-compatible routes answers a status its endpoint does not declare, with the run's
+      // `code`: it goes on as the transport's error, with the body, for `runFailure` to read (`RunFailed`).
+      if (RUN_ROUTES.test(new URL(response.request.url).pathname) && RUN_FAILURE_TYPES.has(error.type)) {
+        const again = HttpClientResponse.fromWeb(
+          response.request,
+          new Response(JSON.stringify(body), { status: response.status, headers: { "content-type": "application/json" } })
+        )
+        return Effect.fail(new HttpClientError.ResponseError({ request: response.request, response: again, reason: "StatusCode" }))
+      }
+      // OpenAI's clients read `param: null`, `code`; the tagged errors know `param` only as a string.
+      const tagged = Object.fromEntries(Object.entries({ ...error, _tag: tagOf(error.type) }).filter(([, value]) => value !== null))
+      return Effect.succeed(HttpClientResponse.fromWeb(
         response.request,
         new Response(JSON.stringify(tagged), { status: response.status, headers: { "content-type": "application/json" } })
-      )
-    })
+      ))
+    }).pipe(Effect.flatten)
 
-export const makeAtriumClient = (options: AtriumClientOptions) =>
+/** What a stream's request may fail with before its first event: the platform's errors, by their tags. */
+const StreamError = Schema.Union(
+  InvalidRequest,
+  Unauthorized,
+  Forbidden,
+  NotFound,
+  RateLimited,
+  ServiceUnavailable,
+  InsufficientCredits,
+  IdempotencyConflict,
+  SessionBusy
+)
+type StreamError = typeof StreamError.Type
+const decodeStreamError = Schema.decodeUnknownOption(StreamError)
+
+/** A failed answer as its tagged error; an answer that is not the envelope stays the transport's `ResponseError`. */
+const failureOf = (
+  response: HttpClientResponse.HttpClientResponse
+): Effect.Effect<never, StreamError | RunFailed | HttpClientError.ResponseError> =>
+  Effect.flatMap(Effect.orElseSucceed(response.json, () => undefined), (body): Effect.Effect<never, StreamError | RunFailed | HttpClientError.ResponseError> => {
+    const error = envelopeOf(body)
+    const tagged = error === undefined ? Option.none() : decodeStreamError({ ...error, _tag: tagOf(error.type) })
+    if (Option.isSome(tagged)) return Effect.fail(tagged.value)
+    if (typeof error?.code === "string") return Effect.fail(new RunFailed({ code: error.code, message: error.message }))
+    return Effect.fail(new HttpClientError.ResponseError({ request: response.request, response, reason: "StatusCode" }))
+  })
+
+/** One frame of an SSE stream; `done` for `data: [DONE]`. */
+interface Frame {
+  readonly event?: string
+  readonly id?: string
+  readonly data: string
+}
+
+interface Pending {
+  readonly event?: string
+  readonly id?: string
+  readonly data: ReadonlyArray<string>
+}
+
+/** One line of an SSE body: the frame so far, and the frame a blank line completes. */
+const step = (pending: Pending, line: string): readonly [Pending, Option.Option<Frame>] => {
+  if (line === "") {
+    if (pending.data.length === 0) return [{ data: [] }, Option.none()]
+    const { data, ...rest } = pending
+    return [{ data: [] }, Option.some({ ...rest, data: data.join("\n") })]
+  }
+  if (line.startsWith(":")) return [pending, Option.none()]
+  const colon = line.indexOf(":")
+  const field = colon < 0 ? line : line.slice(0, colon)
+  const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "")
+  if (field === "data") return [{ ...pending, data: [...pending.data, value] }, Option.none()]
+  if (field === "event") return [{ ...pending, event: value }, Option.none()]
+  if (field === "id") return [{ ...pending, id: value }, Option.none()]
+  return [pending, Option.none()]
+}
+
+/** The frames of an SSE body (comments and heartbeats dropped), up to `data: [DONE]`. */
+const framesOf = <E>(bytes: Stream.Stream<Uint8Array, E>): Stream.Stream<Frame, E> =>
+  bytes.pipe(
+    Stream.decodeText(),
+    Stream.splitLines,
+    Stream.mapAccum<Pending, string, Option.Option<Frame>>({ data: [] }, step),
+    Stream.filterMap((frame) => frame),
+    Stream.takeWhile((frame) => frame.data !== "[DONE]")
+  )
+
+const KNOWN_EVENTS: ReadonlySet<string> = new Set(
+  PublicEvent.members.map((member) => (member.fields.type.literals as ReadonlyArray<string>)[0]!)
+)
+const decodeEvent = Schema.decodeUnknown(Schema.parseJson(PublicEvent))
+
+/** The public events of a stream: names the client does not know are skipped (docs/events.md: consumers ignore them). */
+const eventsOf = <E>(frames: Stream.Stream<Frame, E>): Stream.Stream<PublicEvent, E | ParseResult.ParseError> =>
+  frames.pipe(
+    Stream.filter((frame) => frame.event === undefined || KNOWN_EVENTS.has(frame.event)),
+    Stream.mapEffect((frame) =>
+      Effect.map(decodeEvent(frame.data), (event) =>
+        event.seq === undefined && frame.id !== undefined && /^\d+$/.test(frame.id) ? { ...event, seq: Number(frame.id) } : event
+      )
+    )
+  )
+
+/** A run's events, failing with `RunFailed` where the run failed. */
+const untilFailed = <E>(events: Stream.Stream<PublicEvent, E>): Stream.Stream<PublicEvent, E | RunFailed> =>
+  Stream.mapEffect(events, (event) =>
+    event.type === "run.failed" ? Effect.fail(new RunFailed({ code: event.code, message: event.message })) : Effect.succeed(event)
+  )
+
+export type RunEvents = Stream.Stream<PublicEvent, StreamError | RunFailed | HttpClientError.HttpClientError | ParseResult.ParseError>
+/** A session's events: a `run.failed` there is an event like the others (the session goes on). */
+export type SessionEvents = Stream.Stream<PublicEvent, StreamError | RunFailed | HttpClientError.HttpClientError | ParseResult.ParseError>
+
+export interface SubscribeRequest {
+  readonly path: { readonly id: string }
+  readonly urlParams?: { readonly after?: number }
+  /** The `seq` of the last event already seen: the stream starts after it. */
+  readonly lastEventId?: number
+  /** How many times a dropped connection is opened again (from the last `seq` seen); 5 unless given. */
+  readonly reconnects?: number
+}
+
+const authorizer = (options: AtriumClientOptions) => (request: HttpClientRequest.HttpClientRequest) => {
+  const withToken = options.token === undefined ? request : HttpClientRequest.bearerToken(request, options.token)
+  return options.endUserId === undefined ? withToken : HttpClientRequest.setHeader(withToken, "x-end-user-id", options.endUserId)
+}
+
+/** The client HttpApi derives from the API's contract. */
+const derive = (options: AtriumClientOptions) =>
   HttpApiClient.make(AtriumApi, {
     baseUrl: options.baseUrl,
     transformClient: (client) =>
-      client.pipe(
-        HttpClient.mapRequest((request) => {
-          const withToken = options.token === undefined ? request : HttpClientRequest.bearerToken(request, options.token)
-          return options.endUserId === undefined ? withToken : HttpClientRequest.setHeader(withToken, "x-end-user-id", options.endUserId)
-        }),
-        HttpClient.transformResponse(Effect.flatMap(asTaggedError))
+      client.pipe(HttpClient.mapRequest(authorizer(options)), HttpClient.transformResponse(Effect.flatMap(asTaggedError)))
+  })
+type Derived = Effect.Effect.Success<ReturnType<typeof derive>>
+
+/** An endpoint's call without `withResponse`: its answer, its errors. */
+type Call<F> = F extends (request: infer Q) => Effect.Effect<infer A, infer E, infer R>
+  ? (request: Omit<Exclude<Q, undefined>, "withResponse">) => Effect.Effect<Exclude<A, readonly [unknown, unknown]>, E, R>
+  : never
+type RunView = Effect.Effect.Success<ReturnType<Call<Derived["runs"]["run"]>>>
+type RunError = Effect.Effect.Error<ReturnType<Call<Derived["runs"]["run"]>>>
+
+/** `runs.run`: one result with `stream: false`, else the run's events. */
+export interface Run {
+  (request: { readonly payload: typeof RunPayload.Encoded & { readonly stream: false } }): Effect.Effect<RunView, RunError>
+  (request: { readonly payload: typeof RunPayload.Encoded }): RunEvents
+}
+
+/** A call that may fail as a failed run. */
+type OrRunFailed<F> = F extends (request: infer Q) => Effect.Effect<infer A, infer E, infer R>
+  ? (request: Q) => Effect.Effect<A, E | StreamError | RunFailed | HttpClientError.ResponseError, R>
+  : never
+
+/** The typed client: the derived one, with the streamed endpoints as `Stream`s. */
+export type AtriumClient = Omit<Derived, "runs" | "responses" | "sessions"> & {
+  readonly runs: Omit<Derived["runs"], "run" | "chatCompletions"> & {
+    readonly run: Run
+    readonly chatCompletions: OrRunFailed<Call<Derived["runs"]["chatCompletions"]>>
+  }
+  readonly responses: Omit<Derived["responses"], "create"> & {
+    readonly create: OrRunFailed<Call<Derived["responses"]["create"]>>
+  }
+  readonly sessions: Omit<Derived["sessions"], "send" | "subscribe"> & {
+    readonly send: (request: {
+      readonly path: { readonly id: string }
+      readonly payload: typeof MessageEvent.Encoded | typeof ApprovalEvent.Encoded
+    }) => RunEvents
+    readonly subscribe: (request: SubscribeRequest) => SessionEvents
+  }
+}
+
+export const makeAtriumClient = (options: AtriumClientOptions): Effect.Effect<AtriumClient, never, HttpClient.HttpClient> =>
+  Effect.gen(function*() {
+    const authorize = authorizer(options)
+    const api = yield* derive(options)
+    const http = (yield* HttpClient.HttpClient).pipe(HttpClient.mapRequest(authorize))
+    const base = options.baseUrl.replace(/\/+$/, "")
+
+    /** Opens an SSE answer: its events once the status is 2xx, its tagged error otherwise. */
+    const open = (request: HttpClientRequest.HttpClientRequest): SessionEvents =>
+      Stream.unwrapScoped(
+        Effect.gen(function*(): Effect.fn.Return<
+          Stream.Stream<PublicEvent, HttpClientError.HttpClientError | ParseResult.ParseError>,
+          StreamError | RunFailed | HttpClientError.HttpClientError,
+          Scope.Scope
+        > {
+          const response = yield* http.execute(HttpClientRequest.setHeader(request, "accept", "text/event-stream"))
+          if (response.status >= 400) return yield* failureOf(response)
+          if (response.status >= 300) {
+            return yield* new HttpClientError.ResponseError({ request, response, reason: "StatusCode" })
+          }
+          return eventsOf(framesOf(response.stream))
+        })
       )
+
+    /** A failed run on the OpenAI-compatible routes (a 402, 429, 5xx with the run's `code`) as `RunFailed`. */
+    const runFailure = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+      Effect.catchIf(
+        effect,
+        (error): error is E & HttpClientError.ResponseError =>
+          HttpClientError.isHttpClientError(error) && error._tag === "ResponseError" && error.reason === "StatusCode",
+        (error) => failureOf(error.response)
+      )
+
+    const run = ((request: { readonly payload: typeof RunPayload.Encoded }) =>
+      request.payload.stream === false
+        ? api.runs.run({ payload: { ...request.payload, stream: false } })
+        : untilFailed(open(HttpClientRequest.bodyUnsafeJson(HttpClientRequest.post(`${base}/v1/agents/run`), request.payload)))) as Run
+
+    /** One turn (a message) or the rest of one (an approval's answer), as its events. */
+    const send = (request: {
+      readonly path: { readonly id: string }
+      readonly payload: typeof MessageEvent.Encoded | typeof ApprovalEvent.Encoded
+    }): RunEvents =>
+      untilFailed(open(HttpClientRequest.bodyUnsafeJson(
+        HttpClientRequest.post(`${base}/v1/sessions/${encodeURIComponent(request.path.id)}/events`),
+        request.payload
+      )))
+
+    /** The session's events from `after` (or `lastEventId`) on, then live ones; a dropped connection resumes. */
+    const subscribe = (request: SubscribeRequest): SessionEvents =>
+      Stream.unwrap(Effect.map(Ref.make(request.lastEventId ?? request.urlParams?.after), (last) => {
+        const connect = Stream.unwrap(Effect.map(Ref.get(last), (seq) => {
+          const url = `${base}/v1/sessions/${encodeURIComponent(request.path.id)}/events`
+          const get = HttpClientRequest.get(url)
+          return open(seq === undefined ? get : HttpClientRequest.setHeader(get, "last-event-id", String(seq)))
+        }))
+        return connect.pipe(
+          Stream.tap((event) => event.seq === undefined ? Effect.void : Ref.set(last, event.seq)),
+          Stream.retry(Schedule.intersect(
+            Schedule.recurWhile((error: unknown) => HttpClientError.isHttpClientError(error) && error._tag === "RequestError"),
+            Schedule.intersect(Schedule.recurs(request.reconnects ?? 5), Schedule.spaced("1 second"))
+          ))
+        )
+      }))
+
+    return {
+      ...api,
+      runs: {
+        ...api.runs,
+        run,
+        chatCompletions: (request: Parameters<AtriumClient["runs"]["chatCompletions"]>[0]) => runFailure(api.runs.chatCompletions(request))
+      },
+      responses: {
+        ...api.responses,
+        create: (request: Parameters<AtriumClient["responses"]["create"]>[0]) => runFailure(api.responses.create(request))
+      },
+      sessions: { ...api.sessions, send, subscribe }
+    }
   })
 
 /** `makeAtriumClient` on the platform's `fetch`, for callers that run it with `Effect.runPromise`. */

@@ -1,4 +1,3 @@
-import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Effect, Option, Schema } from "effect"
 import { Wallets } from "../billing/Wallet.js"
 import { AgentsConfig } from "./Config.js"
@@ -10,12 +9,8 @@ import { parseCredits, toNumber } from "../platform/Money.js"
 import { ModelCatalog } from "../runtime/models/Catalog.js"
 import { type AgentConfig, type AgentFields, defaultBilling, normalizeBilling } from "./Agent.js"
 import { type AgentRow, AgentsRepo, type Submission } from "./Repo.js"
-
-export class IdentifierTaken extends Schema.TaggedError<IdentifierTaken>()(
-  "IdentifierTaken",
-  { message: Schema.String },
-  HttpApiSchema.annotations({ status: 409 })
-) {}
+import { IdentifierTaken } from "./Domain.js"
+export { IdentifierTaken } from "./Domain.js"
 
 type Fields = { readonly [K in keyof typeof AgentFields]?: Schema.Schema.Type<(typeof AgentFields)[K]> | undefined }
 

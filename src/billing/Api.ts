@@ -3,10 +3,10 @@ import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
-import { ApiKeyAuthentication, AppAuthentication, UserAuthentication } from "../identity/Authentication.js"
+import { ApiKeyAuthentication, AppAuthentication, UserAuthentication } from "../identity/Domain.js"
 import { InvalidRequest, NotFound, Unauthorized } from "../platform/Errors.js"
 import { CreditAmount, CreditPrice } from "../platform/Money.js"
-import { DailyCapExceeded, IdempotencyConflict, InsufficientCredits } from "./Decide.js"
+import { DailyCapExceeded, IdempotencyConflict, InsufficientCredits } from "./Domain.js"
 import { ListParams } from "../platform/http/Lists.js"
 
 /** One metering unit of the platform: model usage per 1k tokens (later also per-use prices). */

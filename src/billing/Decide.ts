@@ -1,8 +1,8 @@
-import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
-import { Schema } from "effect"
 import { InvalidRequest } from "../platform/Errors.js"
 import type { Micros } from "../platform/Money.js"
 import { entryKey, type EntryInfo, type KeyedEntry, type NewEntry, type WalletState } from "./Repo.js"
+import { InsufficientCredits, DailyCapExceeded, IdempotencyConflict, WalletFailure, Movement } from "./Domain.js"
+export { InsufficientCredits, DailyCapExceeded, IdempotencyConflict, WalletFailure, Movement } from "./Domain.js"
 
 /**
  * What a wallet decides, apart from how it is asked (the entity) and how it commits (the committer): given its
@@ -11,39 +11,6 @@ import { entryKey, type EntryInfo, type KeyedEntry, type NewEntry, type WalletSt
  * (test/billing/decide.test.ts).
  */
 
-export class InsufficientCredits extends Schema.TaggedError<InsufficientCredits>()(
-  "InsufficientCredits",
-  { message: Schema.String },
-  HttpApiSchema.annotations({ status: 402 })
-) {}
-
-export class DailyCapExceeded extends Schema.TaggedError<DailyCapExceeded>()(
-  "DailyCapExceeded",
-  { message: Schema.String, retry_after: Schema.Int },
-  HttpApiSchema.annotations({ status: 429 })
-) {}
-
-/** The key was already used for another user's entry: replaying it would show them someone else's balance. */
-export class IdempotencyConflict extends Schema.TaggedError<IdempotencyConflict>()(
-  "IdempotencyConflict",
-  { message: Schema.String },
-  HttpApiSchema.annotations({ status: 409 })
-) {}
-
-/**
- * The wallet could not commit this request (the database refused or failed it). Answered as a failure, not a
- * defect: the cluster treats a defect as the entity's crash, restarts it and delivers the same request again, so one
- * request the database always refuses would restart the wallet forever and never be answered. The caller turns it
- * into a 500.
- */
-export class WalletFailure extends Schema.TaggedError<WalletFailure>()(
-  "WalletFailure",
-  { message: Schema.String }
-) {}
-
-/** The outcome of a charge or a credit: `replay` when the key had been used before and nothing moved. */
-export const Movement = Schema.Struct({ amount: Schema.BigInt, balance: Schema.BigInt, replay: Schema.Boolean })
-export type Movement = typeof Movement.Type
 
 /** One thing a wallet is asked to do: a request, or one charge of a `Charges` request. */
 export type Item =

@@ -2,10 +2,10 @@ import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
-import { IdentifierTaken } from "../agents/Agents.js"
-import { PlatformAuthentication } from "../identity/Authentication.js"
+import { IdentifierTaken } from "../agents/Domain.js"
+import { PlatformAuthentication } from "../identity/Domain.js"
 import { Forbidden, InvalidRequest, NotFound } from "../platform/Errors.js"
-import { DistillationBusy, DistillationFailed, DistillationTimedOut } from "./Distillations.js"
+import { DistillationBusy, DistillationFailed, DistillationTimedOut } from "./Domain.js"
 import { ListParams } from "../platform/http/Lists.js"
 
 const Material = Schema.Struct({

@@ -1,6 +1,5 @@
 import type * as Prompt from "@effect/ai/Prompt"
-import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
-import { Duration, Effect, Option, Schema } from "effect"
+import { Duration, Effect, Option } from "effect"
 import { type AgentConfig, type CATEGORIES, defaultBilling } from "../agents/Agent.js"
 import { Agents } from "../agents/Agents.js"
 import type { CallerIdentity } from "../identity/Authentication.js"
@@ -27,26 +26,8 @@ import { DistillationConfig } from "./Config.js"
 import { type DistillationRow, DistillationsRepo, type TranscriptEntry } from "./Repo.js"
 import { foldRun, noProgress, type ProgressReport } from "./RunFold.js"
 import { partitionOf } from "../identity/Partition.js"
-
-/** The distiller's run failed (its model failed, the caller's credits ran out, ...); `code` is the run's. */
-export class DistillationFailed extends Schema.TaggedError<DistillationFailed>()(
-  "DistillationFailed",
-  { message: Schema.String, code: Schema.String },
-  HttpApiSchema.annotations({ status: 502 })
-) {}
-
-export class DistillationTimedOut extends Schema.TaggedError<DistillationTimedOut>()(
-  "DistillationTimedOut",
-  { message: Schema.String },
-  HttpApiSchema.annotations({ status: 504 })
-) {}
-
-/** Another message of the same distillation is being answered. */
-export class DistillationBusy extends Schema.TaggedError<DistillationBusy>()(
-  "DistillationBusy",
-  { message: Schema.String },
-  HttpApiSchema.annotations({ status: 409 })
-) {}
+import { DistillationFailed, DistillationTimedOut, DistillationBusy } from "./Domain.js"
+export { DistillationFailed, DistillationTimedOut, DistillationBusy } from "./Domain.js"
 
 export interface StartInput {
   readonly topic: string

@@ -2,9 +2,9 @@ import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
-import { PlatformAuthentication } from "../identity/Authentication.js"
+import { PlatformAuthentication } from "../identity/Domain.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
-import { EnvironmentInUse } from "./Environments.js"
+import { EnvironmentInUse } from "./Domain.js"
 import { ListParams } from "../platform/http/Lists.js"
 
 const bounded = (min: number, max: number) =>

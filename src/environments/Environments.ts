@@ -1,15 +1,10 @@
-import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
-import { Effect, Schema } from "effect"
+import { Effect } from "effect"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { randomBase62 } from "../platform/Ids.js"
 import { type EnvironmentConfig, type EnvironmentRow, EnvironmentsRepo, type WriteResult } from "./Repo.js"
 import type { Partition } from "../identity/Partition.js"
-
-export class EnvironmentInUse extends Schema.TaggedError<EnvironmentInUse>()(
-  "EnvironmentInUse",
-  { message: Schema.String },
-  HttpApiSchema.annotations({ status: 409 })
-) {}
+import { EnvironmentInUse } from "./Domain.js"
+export { EnvironmentInUse } from "./Domain.js"
 
 /** What `POST` takes; `PATCH` takes any of it, with `env` as a merge patch (a `null` value removes the name). */
 export interface EnvironmentInput {

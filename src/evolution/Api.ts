@@ -2,9 +2,9 @@ import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
-import { PlatformAuthentication } from "../identity/Authentication.js"
+import { PlatformAuthentication } from "../identity/Domain.js"
 import { Forbidden, InvalidRequest, NotFound } from "../platform/Errors.js"
-import { Change } from "./Suggestions.js"
+import { Change } from "./Domain.js"
 import { ListParams } from "../platform/http/Lists.js"
 
 export const SuggestionView = Schema.Struct({

@@ -1,6 +1,6 @@
-import { Schema } from "effect"
 import type { AgentConfig } from "../agents/Agent.js"
-import { BUILTIN_TOOLS } from "../runtime/Expert.js"
+import { Change } from "./Domain.js"
+export { Change } from "./Domain.js"
 
 /**
  * What self-evolution suggests, as pure functions: the evidence an agent's recorded runs give (`Evidence`), the
@@ -9,19 +9,6 @@ import { BUILTIN_TOOLS } from "../runtime/Expert.js"
  * nothing could write better prose; `drafted_by` records who wrote a suggestion's text).
  */
 
-/** A change to an agent's configuration: what accepting a suggestion does, to the draft and the published version. */
-export const Change = Schema.Union(
-  Schema.Struct({ type: Schema.Literal("append_instructions"), text: Schema.String }),
-  Schema.Struct({
-    type: Schema.Literal("set_tool_permission"),
-    tool: Schema.Literal(...BUILTIN_TOOLS),
-    permission: Schema.Literal("allow", "ask", "deny")
-  }),
-  Schema.Struct({ type: Schema.Literal("remove_tool"), tool: Schema.Literal(...BUILTIN_TOOLS) }),
-  Schema.Struct({ type: Schema.Literal("set_model"), model: Schema.String }),
-  Schema.Struct({ type: Schema.Literal("append_opening_message"), text: Schema.String })
-)
-export type Change = typeof Change.Type
 
 export const KINDS = [
   "failed_runs",

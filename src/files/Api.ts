@@ -4,9 +4,9 @@ import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as Multipart from "@effect/platform/Multipart"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
-import { PlatformAuthentication } from "../identity/Authentication.js"
+import { PlatformAuthentication } from "../identity/Domain.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
-import { FileInUse, UploadIncomplete, UploadSizeMismatch } from "./Files.js"
+import { FileInUse, UploadIncomplete, UploadSizeMismatch } from "./Domain.js"
 
 /** A name to show and to download as: no path, no control characters. */
 const Filename = Schema.String.pipe(

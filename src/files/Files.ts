@@ -1,4 +1,3 @@
-import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Clock, Duration, Effect, Option, Schema } from "effect"
 import * as Fs from "node:fs/promises"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
@@ -8,24 +7,8 @@ import { FilesConfig } from "./Config.js"
 import { type FileRow, FilesRepo } from "./Repo.js"
 import { newStorageKey, ObjectStorage, ObjectStorageLive } from "./Storage.js"
 import type { Partition } from "../identity/Partition.js"
-
-export class UploadIncomplete extends Schema.TaggedError<UploadIncomplete>()(
-  "UploadIncomplete",
-  { message: Schema.String },
-  HttpApiSchema.annotations({ status: 409 })
-) {}
-
-export class UploadSizeMismatch extends Schema.TaggedError<UploadSizeMismatch>()(
-  "UploadSizeMismatch",
-  { message: Schema.String },
-  HttpApiSchema.annotations({ status: 409 })
-) {}
-
-export class FileInUse extends Schema.TaggedError<FileInUse>()(
-  "FileInUse",
-  { message: Schema.String },
-  HttpApiSchema.annotations({ status: 409 })
-) {}
+import { UploadIncomplete, UploadSizeMismatch, FileInUse } from "./Domain.js"
+export { UploadIncomplete, UploadSizeMismatch, FileInUse } from "./Domain.js"
 
 /** An upload URL handed out and not yet registered; it lives in the key-value store as long as the URL. */
 const PendingUpload = Schema.parseJson(Schema.Struct({

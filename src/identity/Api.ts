@@ -4,9 +4,7 @@ import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { InvalidRequest, NotFound, RateLimited } from "../platform/Errors.js"
 import { ApiKeyId } from "../platform/Ids.js"
-import { UserAuthentication } from "./Authentication.js"
-import { ChallengeRequired, ChallengeSchema } from "./Challenge.js"
-import { InvalidCode, SmsNotDelivered } from "./Login.js"
+import { ChallengeRequired, ChallengeSchema, InvalidCode, SmsNotDelivered, UserAuthentication } from "./Domain.js"
 
 export const Phone = Schema.String.pipe(
   Schema.pattern(/^\+[1-9]\d{6,14}$/, {

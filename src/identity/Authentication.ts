@@ -1,73 +1,19 @@
-import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
-import * as HttpApiSecurity from "@effect/platform/HttpApiSecurity"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { Effect, Layer, Option, Redacted } from "effect"
 import { InvalidRequest, Unauthorized } from "../platform/Errors.js"
 import { routePath } from "../platform/Network.js"
 import { noteAccount } from "../platform/telemetry/AccessLog.js"
-import type { ApiKeyId, UserId } from "../platform/Ids.js"
+import type { UserId } from "../platform/Ids.js"
 import { API_KEY_PREFIX, ApiKeys } from "./ApiKeys.js"
-import { OAuth, type AppCaller as OAuthCaller } from "./oauth/OAuth.js"
-import { Tokens, type LoginIdentity } from "./Tokens.js"
+import { OAuth } from "./oauth/OAuth.js"
+import { Tokens } from "./Tokens.js"
+import { Caller, UserAuthentication, PlatformAuthentication, AppCaller, AppAuthentication, ApiKeyAuthentication, END_USER_ROUTES, MISSING_END_USER } from "./Domain.js"
+export type { CallerIdentity } from "./Domain.js"
+export { CurrentUser, Caller, UserAuthentication, PlatformAuthentication, AppCaller, AppAuthentication, ApiKeyAuthentication, END_USER_ROUTES, MISSING_END_USER } from "./Domain.js"
 
-/** The logged-in end user of an `/api` route. */
-export class CurrentUser extends Context.Tag("atrium/identity/CurrentUser")<CurrentUser, LoginIdentity>() {}
-
-/**
- * Who calls `/v1` or `/openapi`, and on whose behalf. The account pays and owns; with an API key, the end user
- * (`X-End-User-Id`) partitions sessions, files and memory inside that account (spec 2.7, 5.1).
- */
-export interface CallerIdentity {
-  readonly userId: UserId
-  /** An OAuth app's caller acts for its user directly: no end user, and only with the `agents:write` scope. */
-  readonly via: "api_key" | "login" | "oauth"
-  readonly apiKeyId: Option.Option<ApiKeyId>
-  readonly endUserId: Option.Option<string>
-}
-export class Caller extends Context.Tag("atrium/identity/Caller")<Caller, CallerIdentity>() {}
-
-const bearer = HttpApiSecurity.bearer
-
-/**
- * One security scheme, not `{ bearer, cookie }`: HttpApi tries the schemes in turn and answers with the last one's
- * failure, so a bearer refused for a good reason (an invalid `X-End-User-Id`, a revoked key) came back as the
- * cookie's "no credentials", and a bad bearer was rescued by a cookie. The bearer handler reads the `token` cookie
- * itself when there is no `Authorization` header (see `credentialOf`).
- */
-export class UserAuthentication extends HttpApiMiddleware.Tag<UserAuthentication>()(
-  "atrium/identity/UserAuthentication",
-  { failure: Unauthorized, provides: CurrentUser, security: { bearer } }
-) {}
-
-export class PlatformAuthentication extends HttpApiMiddleware.Tag<PlatformAuthentication>()(
-  "atrium/identity/PlatformAuthentication",
-  { failure: Schema.Union(Unauthorized, InvalidRequest), provides: Caller, security: { bearer } }
-) {}
-
-/** The user and app behind an OAuth access token (spec 4.1: `POST /v1/events`). */
-export class AppCaller extends Context.Tag("atrium/identity/AppCaller")<AppCaller, OAuthCaller>() {}
-
-/** OAuth access tokens only: an API key or a login token is 401 here (spec 4.1, 5.1 rule 3). */
-export class AppAuthentication extends HttpApiMiddleware.Tag<AppAuthentication>()(
-  "atrium/identity/AppAuthentication",
-  { failure: Unauthorized, provides: AppCaller, security: { bearer } }
-) {}
-
-export class ApiKeyAuthentication extends HttpApiMiddleware.Tag<ApiKeyAuthentication>()(
-  "atrium/identity/ApiKeyAuthentication",
-  { failure: Unauthorized, provides: Caller, security: { bearer } }
-) {}
-
-/** Spec 5.1 rule 4: the routes where an API key must say which end user it acts for. */
-// `/v1/responses` too: its conversations are sessions (issue 16).
-export const END_USER_ROUTES = /^\/v1\/(chat\/|agents\/run(\/|$)|sessions(\/|$)|files(\/|$)|responses(\/|$))/
 /** Judged on the path as the router will match it (decoded, `//` collapsed, case folded), not the raw URL. */
 const isEndUserRoute = (url: string) => END_USER_ROUTES.test(routePath(url))
 const END_USER_ID = /^[A-Za-z0-9._:@-]{1,128}$/
-
-export const MISSING_END_USER =
-  "Missing required header: X-End-User-Id. Requests with an API key to this route must send a stable id of " +
-  "your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -), so their sessions, files and memory stay apart."
 
 /**
  * Spec 5.1 rule 4 is a rule of the route family, not of one handler: an API key (`Bearer sk_...`) on these paths

@@ -1,25 +1,10 @@
-import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { createChallenge, verifySolution } from "altcha-lib"
-import { Clock, Config, Duration, Effect, Option, Redacted, Schema } from "effect"
+import { Clock, Config, Duration, Effect, Option, Redacted } from "effect"
 import * as Crypto from "node:crypto"
 import { duration, optionalSecret } from "../platform/Config.js"
 import { KeyValue } from "../platform/KeyValue.js"
 import { JwtKey } from "./Tokens.js"
-
-export class ChallengeRequired extends Schema.TaggedError<ChallengeRequired>()(
-  "ChallengeRequired",
-  { message: Schema.String },
-  HttpApiSchema.annotations({ status: 403 })
-) {}
-
-/** What `GET /api/auth/challenge` answers: `altcha-lib`'s `createChallenge` output, as the ALTCHA widget expects. */
-export const ChallengeSchema = Schema.Struct({
-  algorithm: Schema.Literal("SHA-1", "SHA-256", "SHA-512"),
-  challenge: Schema.String,
-  maxnumber: Schema.optional(Schema.Int),
-  salt: Schema.String,
-  signature: Schema.String
-})
+export { ChallengeRequired, ChallengeSchema } from "./Domain.js"
 
 const ChallengeConfig = Config.all({
   hmacKey: optionalSecret("SMS_CHALLENGE_KEY"),

@@ -1,5 +1,4 @@
-import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
-import { Clock, Duration, Effect, Option, Schema } from "effect"
+import { Clock, Duration, Effect, Option } from "effect"
 import * as Crypto from "node:crypto"
 import { AppConfig } from "../platform/Config.js"
 import { RateLimited } from "../platform/Errors.js"
@@ -8,18 +7,8 @@ import { ChallengeRequired, LoginChallenge } from "./Challenge.js"
 import { IdentityRepo } from "./Repo.js"
 import { SmsDeliveryFailed, SmsSender, SmsSenderLive } from "./Sms.js"
 import { JwtKey, Tokens, type LoginIdentity } from "./Tokens.js"
-
-export class InvalidCode extends Schema.TaggedError<InvalidCode>()(
-  "InvalidCode",
-  { message: Schema.String },
-  HttpApiSchema.annotations({ status: 401 })
-) {}
-
-export class SmsNotDelivered extends Schema.TaggedError<SmsNotDelivered>()(
-  "SmsNotDelivered",
-  { message: Schema.String },
-  HttpApiSchema.annotations({ status: 502 })
-) {}
+import { InvalidCode, SmsNotDelivered } from "./Domain.js"
+export { InvalidCode, SmsNotDelivered } from "./Domain.js"
 
 /**
  * The source a client's counters belong to: its IPv4 address, or the /64 of its IPv6 address (one subscriber gets a

@@ -7,6 +7,8 @@ import { UserId } from "../platform/Ids.js"
 import { Unauthorized } from "../platform/Errors.js"
 import { KeyValue } from "../platform/KeyValue.js"
 import { IdentityRepo, PlatformSecretsRepo } from "./Repo.js"
+import type { LoginIdentity } from "./Domain.js"
+export type { LoginIdentity } from "./Domain.js"
 
 export const sha256 = (text: string) => Crypto.createHash("sha256").update(text).digest("hex")
 
@@ -18,11 +20,6 @@ const LoginClaims = Schema.Struct({
   exp: Schema.Int
 })
 const decodeClaims = Schema.decodeUnknownOption(LoginClaims, { onExcessProperty: "error" })
-
-export interface LoginIdentity {
-  readonly userId: UserId
-  readonly phone: string
-}
 
 /** A session-store entry: the identity, and the token's `exp`, which no renewal may outlive. */
 const Session = Schema.parseJson(Schema.Struct({ userId: UserId, phone: Schema.String, exp: Schema.Int }))

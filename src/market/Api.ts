@@ -3,9 +3,9 @@ import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { Category } from "../agents/Agent.js"
-import { PlatformAuthentication, UserAuthentication } from "../identity/Authentication.js"
+import { PlatformAuthentication, UserAuthentication } from "../identity/Domain.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
-import { AlreadyApplied } from "./Creators.js"
+import { AlreadyApplied } from "./Domain.js"
 import { ListParams } from "../platform/http/Lists.js"
 
 const BillingView = Schema.Struct({

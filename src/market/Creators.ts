@@ -1,16 +1,11 @@
-import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
-import { Effect, Option, Schema } from "effect"
+import { Effect, Option } from "effect"
 import { Agents } from "../agents/Agents.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { toNumber } from "../platform/Money.js"
 import { Notifications } from "../notifications/Notifications.js"
 import { type CreatorRow, MarketRepo } from "./Repo.js"
-
-export class AlreadyApplied extends Schema.TaggedError<AlreadyApplied>()(
-  "AlreadyApplied",
-  { message: Schema.String },
-  HttpApiSchema.annotations({ status: 409 })
-) {}
+import { AlreadyApplied } from "./Domain.js"
+export { AlreadyApplied } from "./Domain.js"
 
 export const creatorView = (userId: string, creator: Option.Option<CreatorRow>) =>
   Option.match(creator, {

@@ -1,4 +1,4 @@
-import { Effect, Schema } from "effect"
+import { Effect } from "effect"
 
 /**
  * What this process can offer beyond answering, as found at start (for example `run_code`, which needs its
@@ -6,11 +6,8 @@ import { Effect, Schema } from "effect"
  * unavailable names why, so an operator can fix it without reading the code.
  */
 
-export const CapabilityStatus = Schema.Struct({
-  status: Schema.Literal("available", "unavailable", "checking"),
-  detail: Schema.String
-})
-export type CapabilityStatus = typeof CapabilityStatus.Type
+import type { CapabilityStatus } from "./Api.js"
+export { CapabilityStatus } from "./Api.js"
 
 export class Capabilities extends Effect.Service<Capabilities>()("atrium/platform/Capabilities", {
   sync: () => {

@@ -1,5 +1,4 @@
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
-import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Schema } from "effect"
 
 /**
@@ -52,7 +51,3 @@ export const errorType = (tag: string): string =>
 
 /** The one error body of the platform (DESIGN.md §6). */
 export const errorBody = (type: string, message: string) => ({ error: { type, message } })
-
-/** An error answer written outside HttpApi (guards, plain routes): the one body, with its status. */
-export const errorResponse = (status: number, type: string, message: string, headers?: Record<string, string>) =>
-  HttpServerResponse.unsafeJson(errorBody(type, message), { status, ...(headers ? { headers } : {}) })

@@ -1,15 +1,17 @@
 import { Schema } from "effect"
-import * as Crypto from "node:crypto"
 
 /** Ids are prefixed strings (DESIGN.md §6); the prefix says what a bare id in a log line is. */
 
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
-/** Uniform base62 from the system CSPRNG (rejection sampling, so no character is likelier than another). */
+/**
+ * Uniform base62 from the system CSPRNG (rejection sampling, so no character is likelier than another). Web Crypto's
+ * `getRandomValues` (a global in Node and browsers alike) keeps this module free of `node:*`: it is a contract.
+ */
 export const randomBase62 = (length: number): string => {
   let out = ""
   while (out.length < length) {
-    for (const byte of Crypto.randomBytes(length * 2)) {
+    for (const byte of globalThis.crypto.getRandomValues(new Uint8Array(length * 2))) {
       if (byte < 248 && out.length < length) out += BASE62[byte % 62]
     }
   }

@@ -5,7 +5,8 @@ import { Config, Effect } from "effect"
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs"
 import { extname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
-import { errorBody, errorResponse } from "./Errors.js"
+import { errorBody } from "./Errors.js"
+import { errorResponse } from "./http/ErrorResponse.js"
 import { pageHeaders } from "./http/Csp.js"
 
 /**

@@ -2,10 +2,10 @@ import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
-import { PlatformAuthentication } from "../identity/Authentication.js"
+import { PlatformAuthentication } from "../identity/Domain.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
-import { IdempotencyConflict } from "../billing/Decide.js"
-import { SessionBusy } from "./Sessions.js"
+import { IdempotencyConflict } from "../billing/Domain.js"
+import { SessionBusy } from "./Domain.js"
 import { ListParams } from "../platform/http/Lists.js"
 
 export const SessionView = Schema.Struct({
@@ -25,13 +25,13 @@ export const SessionListItem = SessionView.pipe(Schema.extend(Schema.Struct({ la
 
 const Path = Schema.Struct({ id: Schema.String })
 
-const MessageEvent = Schema.Struct({
+export const MessageEvent = Schema.Struct({
   type: Schema.Literal("message"),
   message: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100_000)),
   budget: Schema.optional(Schema.Union(Schema.Number, Schema.String))
 })
 
-const ApprovalEvent = Schema.Struct({
+export const ApprovalEvent = Schema.Struct({
   type: Schema.Literal("approval"),
   approval_id: Schema.String,
   decision: Schema.Literal("approve", "deny"),

@@ -1,7 +1,6 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import { Entity, type Sharding } from "@effect/cluster"
-import * as Rpc from "@effect/rpc/Rpc"
-import { Cause, Effect, Exit, Fiber, Layer, Metric, Option, Queue, Runtime, Schedule, Schema, Stream, SubscriptionRef } from "effect"
+import { Cause, Effect, Exit, Fiber, Layer, Metric, Option, Queue, Runtime, Schedule, Stream, SubscriptionRef } from "effect"
 import { awaitShard, shardConfirmed, shardState } from "../platform/Cluster.js"
 import { AppConfig } from "../platform/Config.js"
 import { newId } from "../platform/Ids.js"
@@ -15,40 +14,9 @@ import { SessionHub } from "./Hub.js"
 import type { RunOutcome, RunRecord } from "../runtime/Repo.js"
 import { SessionLog } from "./Log.js"
 import { type LoggedEvent, type LogWrite, type QueuedTurn, type SessionStatus, SessionsRepo, type TurnRow } from "./Repo.js"
+import { Session, SessionGone } from "./SessionRpc.js"
 
-/**
- * A session as an `@effect/cluster` entity (entity id = session id): the one place its turns run, one at a time, in
- * the order they were sent. A turn runs in a fiber the entity owns, not in the request that sent it, so a client
- * that disconnects does not stop it; every event of the turn is written to the session's log (with a session-wide
- * `seq`) before live subscribers see it. An idle session passivates and is reloaded from the database, so a
- * conversation can go on after a restart or days later.
- */
-
-export class SessionGone extends Schema.TaggedError<SessionGone>()("SessionGone", { message: Schema.String }) {}
-
-/** Queues a turn; answers at once with the turn's number (its events carry it), not when the turn ends. */
-const Send = Rpc.make("Send", {
-  payload: { message: Schema.String, budget: Schema.NullOr(Schema.BigInt) },
-  success: Schema.Struct({ turn: Schema.Number }),
-  error: SessionGone
-})
-
-/** Stops the running turn, if any: true when one was stopped. */
-const Interrupt = Rpc.make("Interrupt", { success: Schema.Boolean })
-
-/** Stops everything before the session is deleted: the running turn and every queued one. */
-const Stop = Rpc.make("Stop", { success: Schema.Boolean })
-
-/**
- * Loads the session if it is not loaded (nothing else): loading closes a turn a crash left open, so a reader that
- * wakes the session first never waits for a turn that will not finish.
- */
-const Wake = Rpc.make("Wake", { success: Schema.Boolean })
-
-/** Reads the session's row again: its end user changed (adopt), and the next turn is paid and filed for the new one. */
-const Reload = Rpc.make("Reload", { success: Schema.Boolean })
-
-export const Session = Entity.make("Session", [Send, Interrupt, Stop, Wake, Reload])
+export { Session, SessionGone } from "./SessionRpc.js"
 
 /** How a turn's end that could not be written is tried again: 0.2 s doubling to 2 s apart, until it is written. */
 const END_RETRY = Schedule.exponential("200 millis", 2).pipe(Schedule.union(Schedule.spaced("2 seconds")))

@@ -1,5 +1,4 @@
 import type * as Prompt from "@effect/ai/Prompt"
-import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Effect, Exit, Option, Queue, RcMap, Runtime, Schedule, Schema, Scope, Stream } from "effect"
 import * as Crypto from "node:crypto"
 import { IdempotencyConflict } from "../billing/Decide.js"
@@ -20,12 +19,8 @@ import { type HubEvent, SessionHub } from "./Hub.js"
 import { type SessionRow, SessionsRepo } from "./Repo.js"
 import { Session } from "./Session.js"
 import { type Partition, partitionOf } from "../identity/Partition.js"
-
-export class SessionBusy extends Schema.TaggedError<SessionBusy>()(
-  "SessionBusy",
-  { message: Schema.String },
-  HttpApiSchema.annotations({ status: 409 })
-) {}
+import { SessionBusy } from "./Domain.js"
+export { SessionBusy } from "./Domain.js"
 
 export type SessionEvent = InternalEvent & { readonly seq: number }
 

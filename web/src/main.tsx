@@ -1,18 +1,28 @@
-import { StrictMode, useEffect, useRef, useState } from "react"
+import { lazy, StrictMode, Suspense, useEffect, useRef, useState } from "react"
 import { createRoot } from "react-dom/client"
 import "./style.css"
 import { Link, LocationProvider, match, navigate, useLocation } from "./router.js"
 import { formatCredits, MeProvider, useMe } from "./session.js"
-import { LoginPage } from "./pages/Login.js"
-import { ExpertPage, MarketPage } from "./pages/Market.js"
-import { ChatListPage, ChatPage } from "./pages/Chat.js"
-import { StudioEditPage, StudioPage } from "./pages/Studio.js"
-import { EarningsPage } from "./pages/Earnings.js"
-import { WalletPage } from "./pages/Wallet.js"
-import { KeysPage } from "./pages/Keys.js"
-import { KnowledgePage } from "./pages/Knowledge.js"
-import { AdminPage } from "./pages/Admin.js"
 import { call } from "./api.js"
+
+/**
+ * Each page is its own chunk (issue 25): the first load fetches the shell and the page it opens on, the rest as
+ * they are visited.
+ */
+const page = <K extends string, M extends Record<K, React.ComponentType<any>>>(load: () => Promise<M>, name: K) =>
+  lazy(() => load().then((module) => ({ default: module[name] })))
+const LoginPage = page(() => import("./pages/Login.js"), "LoginPage")
+const MarketPage = page(() => import("./pages/Market.js"), "MarketPage")
+const ExpertPage = page(() => import("./pages/Market.js"), "ExpertPage")
+const ChatListPage = page(() => import("./pages/Chat.js"), "ChatListPage")
+const ChatPage = page(() => import("./pages/Chat.js"), "ChatPage")
+const StudioPage = page(() => import("./pages/Studio.js"), "StudioPage")
+const StudioEditPage = page(() => import("./pages/Studio.js"), "StudioEditPage")
+const EarningsPage = page(() => import("./pages/Earnings.js"), "EarningsPage")
+const WalletPage = page(() => import("./pages/Wallet.js"), "WalletPage")
+const KeysPage = page(() => import("./pages/Keys.js"), "KeysPage")
+const KnowledgePage = page(() => import("./pages/Knowledge.js"), "KnowledgePage")
+const AdminPage = page(() => import("./pages/Admin.js"), "AdminPage")
 
 const NAV = [
   ["/marketplace", "Marketplace"],
@@ -143,7 +153,9 @@ const Shell = () => {
       </header>
       <main id="main" ref={main} tabIndex={-1}>
         <LoginNotice />
-        <Routes />
+        <Suspense fallback={<p role="status">Loading…</p>}>
+          <Routes />
+        </Suspense>
       </main>
     </>
   )

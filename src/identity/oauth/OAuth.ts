@@ -5,6 +5,8 @@ import { randomBase62 } from "../../platform/Ids.js"
 import { KeyValue } from "../../platform/KeyValue.js"
 import { JwtKey, sha256, verifyHs256 } from "../Tokens.js"
 import { type AppRow, OAuthRepo } from "./Repo.js"
+import type { AppCallerIdentity as AppCaller } from "../Domain.js"
+export type { AppCallerIdentity as AppCaller } from "../Domain.js"
 
 /** Scopes an app may ask for (spec 5.1 rule 5: sessions and environments reuse `agents:write`). */
 export const SCOPES = ["events", "agents:write"] as const
@@ -34,12 +36,6 @@ const AccessClaims = Schema.Struct({
   exp: Schema.Number
 })
 const decodeAccessClaims = Schema.decodeUnknownOption(AccessClaims)
-
-export interface AppCaller {
-  readonly userId: string
-  readonly appId: string
-  readonly scopes: ReadonlyArray<string>
-}
 
 interface PendingCode {
   readonly appId: string

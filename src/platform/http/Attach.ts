@@ -2,7 +2,7 @@ import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import type * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Chunk, Deferred, Effect, Either, Exit, FiberId, FiberSet, Option, Stream } from "effect"
 import * as Crypto from "node:crypto"
-import { errorResponse } from "../Errors.js"
+import { errorResponse } from "./ErrorResponse.js"
 
 /**
  * `Idempotency-Key` on the requests that start a run (`POST /v1/chat/completions`, `/v1/responses`,

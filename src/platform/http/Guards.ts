@@ -1,6 +1,6 @@
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { errorResponse } from "../Errors.js"
+import { errorResponse } from "./ErrorResponse.js"
 import { routePath } from "../Network.js"
 
 /**

@@ -2,7 +2,7 @@ import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect, Exit, Option, Schema } from "effect"
 import * as Crypto from "node:crypto"
-import { errorResponse } from "../Errors.js"
+import { errorResponse } from "./ErrorResponse.js"
 import type { KeyValueStore } from "../KeyValue.js"
 
 /**

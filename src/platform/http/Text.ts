@@ -3,7 +3,7 @@ import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect, Option } from "effect"
-import { errorResponse } from "../Errors.js"
+import { errorResponse } from "./ErrorResponse.js"
 import { routePath } from "../Network.js"
 import { JSON_MEDIA_TYPE } from "./Guards.js"
 

@@ -1,0 +1,76 @@
+import * as ClusterSchema from "@effect/cluster/ClusterSchema"
+import * as Entity from "@effect/cluster/Entity"
+import * as Rpc from "@effect/rpc/Rpc"
+import { Schema } from "effect"
+import { InvalidRequest } from "../platform/Errors.js"
+import { DailyCapExceeded, IdempotencyConflict, InsufficientCredits, Movement, WalletFailure } from "./Domain.js"
+
+/**
+ * The wallet entity's contract (docs/architecture.md, "Contracts"): its RPCs and their schemas, apart from the
+ * entity's implementation (`Wallet.ts`), as Effect-TS/discord-bot keeps entity contracts apart from their runners.
+ */
+
+const Entry = Schema.Struct({
+  kind: Schema.String,
+  scope: Schema.String,
+  key: Schema.String,
+  appId: Schema.NullOr(Schema.String),
+  event: Schema.NullOr(Schema.String),
+  metadata: Schema.NullOr(Schema.Record({ key: Schema.String, value: Schema.String })),
+  description: Schema.NullOr(Schema.String)
+})
+
+/** Why a charge was refused (or, `WalletFailure`, could not be committed). */
+export const ChargeError = Schema.Union(InsufficientCredits, DailyCapExceeded, IdempotencyConflict, WalletFailure)
+export type ChargeError = typeof ChargeError.Type
+
+export const ChargeRequest = Schema.Struct({ amount: Schema.BigInt, entry: Entry, dailyCap: Schema.NullOr(Schema.BigInt) })
+export type ChargeRequest = typeof ChargeRequest.Type
+
+/**
+ * A payload schema without `make`. The RPC client calls a Struct payload's `make` on every request, which validates
+ * it against a type AST it derives anew each time (so nothing is memoized): for a `Charges` message that is most of
+ * the cost of sending it. Payloads are built here from typed values, so the compiler has checked them already; the
+ * schema still says how they travel to another runner.
+ */
+const unvalidated = <S extends Schema.Schema.AnyNoContext>(schema: S): Schema.Schema<S["Type"], S["Encoded"]> =>
+  Schema.make<S["Type"], S["Encoded"], never>(schema.ast)
+
+/** Takes `amount` from the wallet, unless the balance (or the app's daily cap) cannot cover it. */
+const Charge = Rpc.make("Charge", {
+  payload: unvalidated(ChargeRequest),
+  success: Movement,
+  error: ChargeError
+})
+
+/**
+ * Several charges of one wallet in one message, each answered on its own (in order): exactly as if each had been
+ * its own `Charge`, arriving in this order. `Wallets.charge` sends these: the charges a process has for one wallet
+ * while its previous message is on its way travel together, so a hot wallet costs one message per batch.
+ */
+const Charges = Rpc.make("Charges", {
+  payload: unvalidated(Schema.Struct({ charges: Schema.Array(ChargeRequest) })),
+  success: Schema.Array(Schema.Either({ right: Movement, left: ChargeError }))
+})
+
+/** Adds `amount`: grants, top-ups, earnings. */
+const Credit = Rpc.make("Credit", {
+  payload: unvalidated(Schema.Struct({ amount: Schema.BigInt, entry: Entry })),
+  success: Movement,
+  error: Schema.Union(IdempotencyConflict, WalletFailure, InvalidRequest)
+})
+
+const Balance = Rpc.make("Balance", { success: Schema.Struct({ balance: Schema.BigInt }) })
+
+/**
+ * One user's wallet as an `@effect/cluster` entity (entity id = user id): exactly one instance in the cluster owns
+ * the balance and is the only writer, which is what makes strong consistency cheap. It takes its mailbox in batches:
+ * every request that arrived while the previous batch committed is decided in order against the in-memory balance,
+ * then all of them are written together (group commit), and only then answered. A hot wallet therefore pays one
+ * commit per batch, not per charge; and the batches of all wallets of this process that are ready at the same
+ * moment share one statement (`WalletCommitter`), so many wallets do not pay one commit each either.
+ *
+ * Client tracing is off: a span per charge on the caller's side costs more than the charge's share of the commit.
+ */
+export const Wallet = Entity.make("Wallet", [Charge, Charges, Credit, Balance])
+  .annotate(ClusterSchema.ClientTracingEnabled, false)

@@ -1,0 +1,41 @@
+import * as Entity from "@effect/cluster/Entity"
+import * as Rpc from "@effect/rpc/Rpc"
+import { Schema } from "effect"
+
+/**
+ * The session entity's contract (docs/architecture.md, "Contracts"): its RPCs, apart from the entity's
+ * implementation (`Session.ts`), as Effect-TS/discord-bot keeps entity contracts apart from their runners.
+ */
+
+export class SessionGone extends Schema.TaggedError<SessionGone>()("SessionGone", { message: Schema.String }) {}
+
+/** Queues a turn; answers at once with the turn's number (its events carry it), not when the turn ends. */
+const Send = Rpc.make("Send", {
+  payload: { message: Schema.String, budget: Schema.NullOr(Schema.BigInt) },
+  success: Schema.Struct({ turn: Schema.Number }),
+  error: SessionGone
+})
+
+/** Stops the running turn, if any: true when one was stopped. */
+const Interrupt = Rpc.make("Interrupt", { success: Schema.Boolean })
+
+/** Stops everything before the session is deleted: the running turn and every queued one. */
+const Stop = Rpc.make("Stop", { success: Schema.Boolean })
+
+/**
+ * Loads the session if it is not loaded (nothing else): loading closes a turn a crash left open, so a reader that
+ * wakes the session first never waits for a turn that will not finish.
+ */
+const Wake = Rpc.make("Wake", { success: Schema.Boolean })
+
+/** Reads the session's row again: its end user changed (adopt), and the next turn is paid and filed for the new one. */
+const Reload = Rpc.make("Reload", { success: Schema.Boolean })
+
+/**
+ * A session as an `@effect/cluster` entity (entity id = session id): the one place its turns run, one at a time, in
+ * the order they were sent. A turn runs in a fiber the entity owns, not in the request that sent it, so a client
+ * that disconnects does not stop it; every event of the turn is written to the session's log (with a session-wide
+ * `seq`) before live subscribers see it. An idle session passivates and is reloaded from the database, so a
+ * conversation can go on after a restart or days later.
+ */
+export const Session = Entity.make("Session", [Send, Interrupt, Stop, Wake, Reload])
