@@ -181,7 +181,15 @@ export const TOOL_OUTPUTS: Readonly<Record<string, z.ZodObject>> = {
     agents: z.array(z.object({ identifier: z.string(), unlocks: int, gross: z.number(), net: z.number() }))
   }),
   browse_marketplace: z.object({
-    data: z.array(z.object({ identifier: z.string(), name: z.string(), description: z.string(), category: z.string(), billing: Billing })),
+    data: z.array(z.object({
+      identifier: z.string(),
+      name: z.string(),
+      description: z.string(),
+      category: z.string(),
+      billing: Billing,
+      creator: z.object({ display_name: z.string() }).nullable().describe("The owner's public name when an approved creator"),
+      usage: z.object({ conversations: int, people: int })
+    })),
     page: int,
     pageSize: int,
     total: int

@@ -134,7 +134,10 @@ describe("mcp identity", () => {
               name: `Guarded ${word}`,
               description: "Someone else's",
               category: "other",
-              billing: { type: "FREE", price: 0, free_trial_per_user: 3, allow_trial: true }
+              billing: { type: "FREE", price: 0, free_trial_per_user: 3, allow_trial: true },
+              // Not an approved creator, and nobody talked to it yet.
+              creator: null,
+              usage: { conversations: 0, people: 0 }
             }],
             page: 1,
             pageSize: 20,

@@ -13,8 +13,9 @@ import { build } from "vite"
 const ROOT = Path.resolve(import.meta.dirname, "../..")
 
 const SERVER_MARKERS: ReadonlyArray<readonly [string, RegExp]> = [
-  ["a migration", /CREATE TABLE/i],
-  ["a SQL write", /INSERT INTO/i],
+  // Upper case, as our SQL is written: a syntax highlighter's SQL keyword list has them in lower case.
+  ["a migration", /CREATE TABLE/],
+  ["a SQL write", /INSERT INTO/],
   ["the session log's notify", /pg_notify/],
   ["a server setting", /SECRETS_KEY/],
   ["the Python sandbox", /pyodide/i],
