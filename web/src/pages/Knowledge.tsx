@@ -30,10 +30,12 @@ export const upload = async (file: File) => {
   return call((c) => c.files.register({ payload: { upload_id: ticket.upload_id } }))
 }
 
-const StoreDetail = ({ store, onChange }: { store: Store; onChange: () => void }) => {
+/**
+ * A knowledge base's documents as the Knowledge page and the studio's section both show them: listed, polled while one
+ * is being read, added by upload (each added file is also handed to `uploaded`), and searched.
+ */
+export const useStoreDocuments = (store: Store, onChange: () => void) => {
   const [files, setFiles] = useState<ReadonlyArray<StoreFile>>([])
-  const [query, setQuery] = useState("")
-  const [passages, setPassages] = useState<ReadonlyArray<Passage> | null>(null)
   const [error, setError] = useState<string | null>(null)
   const [busy, setBusy] = useState(false)
 
@@ -42,7 +44,6 @@ const StoreDetail = ({ store, onChange }: { store: Store; onChange: () => void }
       (r) => setFiles(itemsOf<StoreFile>(r)),
       (e: Error) => setError(e.message)
     )
-  useEffect(() => void load(), [store.id])
   // While a document is being ingested, its status is polled.
   useEffect(() => {
     if (!files.some((f) => f.status === "in_progress")) return
@@ -50,13 +51,14 @@ const StoreDetail = ({ store, onChange }: { store: Store; onChange: () => void }
     return () => clearTimeout(timer)
   }, [files])
 
-  const add = async (list: FileList | null) => {
+  const add = async (list: FileList | null, uploaded: (record: { id: string; filename: string }) => void = () => {}) => {
     if (list === null || list.length === 0) return
     setBusy(true)
     setError(null)
     try {
       for (const file of Array.from(list)) {
         const record = await upload(file)
+        uploaded(record)
         await call((c) => c.knowledge.addFile({ path: { id: store.id }, payload: { file_id: record.id } }))
       }
       await load()
@@ -68,15 +70,31 @@ const StoreDetail = ({ store, onChange }: { store: Store; onChange: () => void }
     }
   }
 
-  const search = async (e: FormEvent) => {
-    e.preventDefault()
+  /** The ranked passages for `query`, or null when the search failed (then `error` says why). */
+  const search = async (query: string): Promise<ReadonlyArray<Passage> | null> => {
     setError(null)
     try {
       const page = await call((c) => c.knowledge.search({ path: { id: store.id }, payload: { query } }))
-      setPassages(page.data as unknown as ReadonlyArray<Passage>)
+      return page.data as unknown as ReadonlyArray<Passage>
     } catch (failure) {
       setError((failure as Error).message)
+      return null
     }
+  }
+
+  return { files, error, setError, busy, load, add, search } as const
+}
+
+const StoreDetail = ({ store, onChange }: { store: Store; onChange: () => void }) => {
+  const { files, error, busy, load, add, search } = useStoreDocuments(store, onChange)
+  const [query, setQuery] = useState("")
+  const [passages, setPassages] = useState<ReadonlyArray<Passage> | null>(null)
+  useEffect(() => void load(), [store.id])
+
+  const find = async (e: FormEvent) => {
+    e.preventDefault()
+    const found = await search(query)
+    if (found !== null) setPassages(found)
   }
 
   return (
@@ -104,7 +122,7 @@ const StoreDetail = ({ store, onChange }: { store: Store; onChange: () => void }
           </table>
         </div>
       )}
-      <form onSubmit={search} className="toolbar" aria-label="Try a query">
+      <form onSubmit={find} className="toolbar" aria-label="Try a query">
         <label>
           Try a query
           <input value={query} maxLength={4000} onChange={(e) => setQuery(e.target.value)} placeholder="How long is the warranty?" />

@@ -1,6 +1,6 @@
 import { useEffect, useRef, useState, type KeyboardEvent } from "react"
 import { call, itemsOf } from "../api.js"
-import { type Passage, type Store, type StoreFile, upload } from "./Knowledge.js"
+import { type Passage, type Store, useStoreDocuments } from "./Knowledge.js"
 
 /**
  * The studio's Knowledge section (docs/knowledge.md): which of the creator's knowledge bases the expert answers
@@ -19,19 +19,12 @@ const onEnter = (action: () => void) => (e: KeyboardEvent<HTMLInputElement>) => 
 const STATUS_WORDS: Record<string, string> = { in_progress: "reading", completed: "ready", failed: "failed", cancelled: "cancelled" }
 
 const Documents = ({ store, onChange }: { store: Store; onChange: () => void }) => {
-  const [files, setFiles] = useState<ReadonlyArray<StoreFile>>([])
+  const { files, error, setError, busy, load, add: addFiles, search: searchStore } = useStoreDocuments(store, onChange)
   const [names, setNames] = useState<Record<string, string>>({})
   const [query, setQuery] = useState("")
   const [passages, setPassages] = useState<ReadonlyArray<Passage> | null>(null)
-  const [error, setError] = useState<string | null>(null)
-  const [busy, setBusy] = useState(false)
   const picker = useRef<HTMLInputElement>(null)
 
-  const load = () =>
-    call((c) => c.knowledge.listFiles({ path: { id: store.id }, urlParams: { limit: 100 } })).then(
-      (r) => setFiles(itemsOf<StoreFile>(r)),
-      (e: Error) => setError(e.message)
-    )
   useEffect(() => {
     setPassages(null)
     void load()
@@ -46,41 +39,16 @@ const Documents = ({ store, onChange }: { store: Store; onChange: () => void }) 
       )
     }
   }, [files])
-  useEffect(() => {
-    if (!files.some((f) => f.status === "in_progress")) return
-    const timer = setTimeout(() => void load().then(onChange), 1000)
-    return () => clearTimeout(timer)
-  }, [files])
 
   const add = async (list: FileList | null) => {
-    if (list === null || list.length === 0) return
-    setBusy(true)
-    setError(null)
-    try {
-      for (const file of Array.from(list)) {
-        const record = await upload(file)
-        setNames((n) => ({ ...n, [record.id]: record.filename }))
-        await call((c) => c.knowledge.addFile({ path: { id: store.id }, payload: { file_id: record.id } }))
-      }
-      await load()
-      onChange()
-    } catch (failure) {
-      setError((failure as Error).message)
-    } finally {
-      setBusy(false)
-      if (picker.current) picker.current.value = ""
-    }
+    await addFiles(list, (record) => setNames((n) => ({ ...n, [record.id]: record.filename })))
+    if (picker.current) picker.current.value = ""
   }
 
   const search = async () => {
     if (query.trim().length === 0) return
-    setError(null)
-    try {
-      const page = await call((c) => c.knowledge.search({ path: { id: store.id }, payload: { query } }))
-      setPassages(page.data as unknown as ReadonlyArray<Passage>)
-    } catch (failure) {
-      setError((failure as Error).message)
-    }
+    const found = await searchStore(query)
+    if (found !== null) setPassages(found)
   }
 
   const remove = async (fileId: string) => {
