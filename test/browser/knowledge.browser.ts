@@ -101,5 +101,36 @@ describe("web app in Chromium: knowledge", () => {
           await creator.context.close()
         })
       }))
+
+    it.effect("the Knowledge page: create a knowledge base, upload a manual, watch it read, and try a query", () =>
+      Effect.gen(function*() {
+        const { url: base } = yield* TestServer
+        const browser = yield* Browser
+        yield* Effect.promise(async () => {
+          const creator = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE }, { credits: 100 })
+          const page = creator.page
+          await page.goto(`${base}/knowledge`)
+          await page.getByRole("heading", { name: "Knowledge", level: 1 }).waitFor()
+          const create = page.getByRole("form", { name: "Create a knowledge base" })
+          await create.getByLabel("Name").fill("Warranty docs")
+          await create.getByRole("button", { name: "Create knowledge base" }).click()
+          await page.getByRole("heading", { name: "Warranty docs", level: 2 }).waitFor()
+          await page.getByText("No documents yet.").waitFor()
+
+          await page.getByLabel(/^Add documents/).setInputFiles([{ name: "manual.md", mimeType: "text/markdown", buffer: Buffer.from(MANUAL) }])
+          await until(page, "the manual read", () => [...document.querySelectorAll("td")].some((cell) => cell.textContent === "completed"))
+
+          const query = page.getByRole("form", { name: "Try a query" })
+          await query.getByLabel("Try a query").fill("how long is the warranty")
+          await query.getByRole("button", { name: "Search" }).click()
+          const best = page.getByRole("list", { name: "Ranked passages" }).getByRole("listitem").first()
+          await best.waitFor()
+          const text = await best.innerText()
+          assert.match(text, /manual\.md/)
+          assert.match(text, /warranty lasts two years/)
+          await assertAccessible(page, "the Knowledge page with a query's passages")
+          await creator.context.close()
+        })
+      }))
   })
 })
