@@ -76,6 +76,8 @@ describe("web app in Chromium: studio and review", () => {
           // --- Test chat on the draft, full page.
           await page.getByRole("link", { name: "Test chat" }).click()
           await page.waitForURL(new RegExp(`/chat/${id}`))
+          // The chat page is its own chunk: until it has loaded, the studio (with the same greeting beside it) is shown.
+          await page.getByLabel(/^Opening message/).waitFor({ state: "detached" })
           await page.getByText("Hello! Ask me about your taxes.").waitFor()
           const message = page.getByRole("textbox", { name: "Message" })
           await message.fill("hello there")
