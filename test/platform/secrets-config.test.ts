@@ -1,12 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, ConfigProvider, Effect, Exit, Layer, Option, Redacted } from "effect"
-import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { BillingConfig } from "../../src/billing/Config.js"
 import { CredentialsConfig } from "../../src/credentials/Config.js"
 import { optionalSecret } from "../../src/platform/Config.js"
+import { spawnPlatform } from "../support/Process.js"
 import { seedDataDir } from "../support/Templates.js"
 
 /**
@@ -56,15 +56,7 @@ describe("secret settings", () => {
         // Already migrated (a copy of the run's template): the test is about the setting, not a first start.
         await seedDataDir(dataDir)
         try {
-          const env: Record<string, string> = {}
-          for (const [key, value] of Object.entries(process.env)) {
-            if (value !== undefined && !["DATABASE_URL", "REDIS_URL"].includes(key)) env[key] = value
-          }
-          Object.assign(env, { PORT: "0", HOST: "127.0.0.1", DATA_DIR: dataDir, [name]: "" })
-          const root = Path.resolve(import.meta.dirname, "../..")
-          const child = ChildProcess.spawn(process.execPath, ["--enable-source-maps", Path.join(root, "dist", "main.js")], {
-            cwd: root, env, stdio: ["ignore", "pipe", "pipe"]
-          })
+          const child = spawnPlatform({ DATA_DIR: dataDir, [name]: "" })
           let output = ""
           child.stdout.on("data", (chunk) => (output += chunk))
           child.stderr.on("data", (chunk) => (output += chunk))

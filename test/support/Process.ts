@@ -36,6 +36,26 @@ const NOT_INHERITED = ["DATABASE_URL", "REDIS_URL", "KEY_PREFIX", "JWT_SECRET", 
 const LISTENING = /Listening on http:\/\/[^\s":]+:(\d+)/
 
 /**
+ * `dist/main.js` as its own process with `env` on top of this process's environment (less what must not leak in),
+ * on port 0 of 127.0.0.1, its output piped: for a test of a start that must fail, without waiting for health.
+ */
+export const spawnPlatform = (
+  env: Record<string, string>,
+  where: { readonly root?: string; readonly cwd?: string } = {}
+) => {
+  const childEnv: Record<string, string> = {}
+  for (const [key, value] of Object.entries(process.env)) {
+    if (value !== undefined && !NOT_INHERITED.includes(key)) childEnv[key] = value
+  }
+  Object.assign(childEnv, { PORT: "0", HOST: "127.0.0.1", ...env })
+  return ChildProcess.spawn(process.execPath, entryPoint(where.root), {
+    cwd: where.cwd ?? ROOT,
+    env: childEnv,
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+}
+
+/**
  * Starts the platform with `env` and waits until it is healthy; it is killed with the scope. The platform binds
  * port 0 and the test reads the port it got from its log, so no other process can take the port between a test
  * choosing it and the platform binding it (and answer the health check in its place).
@@ -46,19 +66,8 @@ export const launchPlatform = (
   where: { readonly root?: string; readonly cwd?: string } = {}
 ): Effect.Effect<PlatformProcess, never, Scope.Scope> =>
   Effect.gen(function*() {
-    const childEnv: Record<string, string> = {}
-    for (const [key, value] of Object.entries(process.env)) {
-      if (value !== undefined && !NOT_INHERITED.includes(key)) childEnv[key] = value
-    }
-    Object.assign(childEnv, { PORT: "0", HOST: "127.0.0.1", ...env })
     const child = yield* Effect.acquireRelease(
-      Effect.sync(() =>
-        ChildProcess.spawn(process.execPath, entryPoint(where.root), {
-          cwd: where.cwd ?? ROOT,
-          env: childEnv,
-          stdio: ["ignore", "pipe", "pipe"]
-        })
-      ),
+      Effect.sync(() => spawnPlatform(env, where)),
       (child) => Effect.sync(() => child.exitCode === null && child.signalCode === null && child.kill("SIGKILL"))
     )
     let output = ""
