@@ -49,6 +49,9 @@ describe("web app in Chromium: login, OAuth consent, other tabs", () => {
           await developer.context.close()
 
           const context = await newPerson(browser)
+          // The app's callback answers (nothing listens on port 9), so the browser settles on a page there instead
+          // of navigating to its error page later, which would interrupt the next navigation.
+          await context.route(`${CALLBACK}**`, (route) => route.fulfill({ status: 200, contentType: "text/html", body: "<title>Budget Buddy</title>" }))
           const page = await context.newPage()
           page.setDefaultTimeout(20_000)
           const verifier = randomBytes(32).toString("base64url")
@@ -84,6 +87,7 @@ describe("web app in Chromium: login, OAuth consent, other tabs", () => {
           const allowed = page.waitForRequest((request) => request.url().startsWith(CALLBACK))
           await page.getByRole("button", { name: "Allow" }).click()
           const back = new URL((await allowed).url())
+          await page.waitForURL((url) => url.href.startsWith(CALLBACK))
           assert.strictEqual(back.searchParams.get("state"), "st4te")
           const code = back.searchParams.get("code")
           assert.isString(code)
@@ -107,6 +111,7 @@ describe("web app in Chromium: login, OAuth consent, other tabs", () => {
           const denied = page.waitForRequest((request) => request.url().startsWith(CALLBACK))
           await page.getByRole("button", { name: "Deny" }).click()
           assert.strictEqual(new URL((await denied).url()).searchParams.get("error"), "access_denied")
+          await page.waitForURL((url) => url.href.startsWith(CALLBACK))
           await context.close()
         })
       }))
