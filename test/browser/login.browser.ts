@@ -1,6 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { createHash, randomBytes } from "node:crypto"
+import { createServer } from "node:http"
+import type { AddressInfo } from "node:net"
 import type { Page } from "playwright-core"
 import { TestServer } from "../support/TestServer.js"
 import { Browser, logIn, newPerson, tokenOf } from "./Browser.js"
@@ -26,8 +28,21 @@ import {
 
 checkPrerequisites()
 
-/** The app's callback: no server listens there, so the browser is answered by the test. */
-const CALLBACK = "http://127.0.0.1:9/callback"
+/**
+ * The app's callback, a server of the test's own: the browser lands on a real page there, as with a real app.
+ * (A callback nobody listens on ends on Chromium's error page, a navigation that can interrupt the test's next one.)
+ */
+const callbackServer = () =>
+  new Promise<{ url: string; close: () => void }>((resolve) => {
+    const server = createServer((_request, response) => {
+      response.writeHead(200, { "content-type": "text/html" })
+      response.end("<!doctype html><title>Budget Buddy</title>")
+    })
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as AddressInfo
+      resolve({ url: `http://127.0.0.1:${port}/callback`, close: () => server.close() })
+    })
+  })
 
 const answer = async (page: Page, text: string) => {
   const box = page.getByRole("textbox", { name: "Message" })
@@ -44,14 +59,13 @@ describe("web app in Chromium: login, OAuth consent, other tabs", () => {
         const { url: base } = yield* TestServer
         const browser = yield* Browser
         yield* Effect.promise(async () => {
+          const callback = await callbackServer()
+          const CALLBACK = callback.url
           const developer = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE })
           const app = await api(base, developer.token, "POST", "/api/apps", { name: "Budget Buddy", redirect_uris: [CALLBACK] })
           await developer.context.close()
 
           const context = await newPerson(browser)
-          // The app's callback answers (nothing listens on port 9), so the browser settles on a page there instead
-          // of navigating to its error page later, which would interrupt the next navigation.
-          await context.route(`${CALLBACK}**`, (route) => route.fulfill({ status: 200, contentType: "text/html", body: "<title>Budget Buddy</title>" }))
           const page = await context.newPage()
           page.setDefaultTimeout(20_000)
           const verifier = randomBytes(32).toString("base64url")
@@ -113,6 +127,7 @@ describe("web app in Chromium: login, OAuth consent, other tabs", () => {
           assert.strictEqual(new URL((await denied).url()).searchParams.get("error"), "access_denied")
           await page.waitForURL((url) => url.href.startsWith(CALLBACK))
           await context.close()
+          callback.close()
         })
       }))
 
