@@ -7,6 +7,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { requestAt } from "../support/Client.js"
 import { freePort, launchPlatform, type PlatformProcess } from "../support/Process.js"
+import { servicesMode } from "../support/TestServer.js"
 
 /**
  * What an operator sees of a running process (issue 17), through the real entry point as its own process with its
@@ -100,7 +101,8 @@ const waitFor = <A>(what: string, probe: () => Promise<A | undefined>) =>
 const PHONE = "+8613700001717"
 const CODE = "171717"
 
-describe("operations: logs, metrics and traces of the real process", () => {
+// A process runs embedded whatever the mode (it is given no DATABASE_URL): once, in the embedded suite.
+describe.skipIf(servicesMode)("operations: logs, metrics and traces of the real process", () => {
   it.scopedLive("JSON access lines with request ids, /metrics on its own loopback listener, spans over OTLP", () =>
     Effect.gen(function*() {
       const collector = yield* makeCollector
