@@ -7,7 +7,8 @@ import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { newId } from "../platform/Ids.js"
 import { toNumber } from "../platform/Money.js"
 import { BUILTIN_MODEL_ID } from "../runtime/models/Builtin.js"
-import { RunEngine, type RunnableAgent, type RunResult } from "../runtime/RunEngine.js"
+import type { RunnableAgent, RunResult } from "../runtime/Run.js"
+import { RunEngine } from "../runtime/RunEngine.js"
 import {
   agentLine,
   applyRequests,

@@ -1,6 +1,7 @@
 import { type Duration, Effect, Option } from "effect"
 import type { InternalEvent } from "../runtime/Events.js"
-import type { RunEngine, RunnableAgent, RunRequest, RunResult } from "../runtime/RunEngine.js"
+import type { RunnableAgent, RunRequest, RunResult } from "../runtime/Run.js"
+import type { RunEngine } from "../runtime/RunEngine.js"
 import type { Partition } from "../identity/Partition.js"
 
 /**

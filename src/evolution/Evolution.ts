@@ -6,7 +6,8 @@ import { duration } from "../platform/Config.js"
 import { Forbidden, InvalidRequest, NotFound } from "../platform/Errors.js"
 import { newId } from "../platform/Ids.js"
 import { ModelCatalog } from "../runtime/models/Catalog.js"
-import { RunEngine, type RunnableAgent } from "../runtime/RunEngine.js"
+import type { RunnableAgent } from "../runtime/Run.js"
+import { RunEngine } from "../runtime/RunEngine.js"
 import { EvolutionRepo, type SuggestionRow } from "./Repo.js"
 import {
   alternativesOf,

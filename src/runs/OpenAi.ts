@@ -3,7 +3,7 @@ import type * as Prompt from "@effect/ai/Prompt"
 import { Effect, Either } from "effect"
 import { fromResponseFormat } from "../runtime/models/OutputFormat.js"
 import { DELEGATE_TOOL } from "../runtime/models/Builtin.js"
-import type { ClientTool, RunnableAgent } from "../runtime/RunEngine.js"
+import type { ClientTool, RunnableAgent } from "../runtime/Run.js"
 import { InvalidRequest } from "../platform/Errors.js"
 import type { ChatPayload } from "./Api.js"
 

@@ -8,7 +8,8 @@ import { newId } from "../platform/Ids.js"
 import type { Micros } from "../platform/Money.js"
 import type { InternalEvent } from "../runtime/Events.js"
 import { ModelCatalog } from "../runtime/models/Catalog.js"
-import { RunEngine, type RunnableAgent, type RunRequest, type RunResult } from "../runtime/RunEngine.js"
+import type { RunnableAgent, RunRequest, RunResult } from "../runtime/Run.js"
+import { RunEngine } from "../runtime/RunEngine.js"
 import { type Partition, partitionOf } from "../identity/Partition.js"
 
 /**

@@ -1,0 +1,210 @@
+import type * as LanguageModel from "@effect/ai/LanguageModel"
+import type * as Prompt from "@effect/ai/Prompt"
+import type * as Toolkit from "@effect/ai/Toolkit"
+import { Clock, Duration, Effect, Option, Stream } from "effect"
+import { ProviderHealth, retryable } from "./models/Health.js"
+import type { ResolvedModel } from "./models/Models.js"
+import { type Emit, MAX_CHAIN_WAIT_MS } from "./Run.js"
+import { type ModelCallFailed, modelCallFailed, UpstreamUnavailable } from "./RunStop.js"
+import { tokensOf } from "./models/Builtin.js"
+
+/** What a step's model call answered. */
+export interface ModelCall {
+  readonly text: string
+  readonly reasoning: string
+  readonly signature: string | undefined
+  readonly inputTokens: number
+  readonly outputTokens: number
+  readonly cachedInputTokens: number
+  readonly toolCalls: ReadonlyArray<{ id: string; name: string; params: unknown; options?: { google: { thoughtSignature: string } } }>
+}
+
+/** A call's answer as the assistant's message of the conversation, in the form the next call sends back. */
+export const assistantContent = (call: ModelCall): Array<any> => {
+  const assistant: Array<any> = []
+  // Anthropic wants a step's signed thinking back before its tool calls when thinking is on.
+  if (call.signature !== undefined && call.reasoning.length > 0) {
+    assistant.push({ type: "reasoning", text: call.reasoning, options: { anthropic: { type: "thinking", signature: call.signature } } })
+  }
+  if (call.text.length > 0) assistant.push({ type: "text", text: call.text })
+  for (const toolCall of call.toolCalls) {
+    assistant.push({
+      type: "tool-call",
+      id: toolCall.id,
+      name: toolCall.name,
+      params: toolCall.params,
+      ...(toolCall.options === undefined ? {} : { options: toolCall.options })
+    })
+  }
+  return assistant
+}
+
+/**
+ * A run step's model call: streamed into the run's events, and through the expert's chain of models when a
+ * provider fails or rests (docs/models.md).
+ */
+export class ModelChain extends Effect.Service<ModelChain>()("atrium/runtime/ModelChain", {
+  effect: Effect.gen(function*() {
+    const health = yield* ProviderHealth
+
+    /** One model call, streamed: text, thinking and tool-call arguments are emitted as they arrive. */
+    const callModel = (
+      model: LanguageModel.Service,
+      conversation: ReadonlyArray<Prompt.MessageEncoded>,
+      toolkit: Toolkit.WithHandler<any> | undefined,
+      emit: Emit,
+      toolChoice?: LanguageModel.ToolChoice<string> | undefined
+    ) =>
+      Effect.gen(function*() {
+        let text = ""
+        let thinking = ""
+        let inputTokens = 0
+        let outputTokens = 0
+        let cachedInputTokens = 0
+        let signature: string | undefined
+        let thinkingOpen = false
+        const announced = new Set<string>()
+        const toolCalls: Array<{ id: string; name: string; params: unknown; options?: { google: { thoughtSignature: string } } }> = []
+        yield* model.streamText({
+          prompt: conversation,
+          ...(toolkit === undefined ? {} : { toolkit, disableToolCallResolution: true }),
+          ...(toolkit === undefined || toolChoice === undefined ? {} : { toolChoice: toolChoice as any })
+        }).pipe(
+          Stream.runForEach((part) => {
+            switch (part.type) {
+              case "reasoning-start":
+                if (thinkingOpen) return Effect.void
+                thinkingOpen = true
+                return emit({ type: "thinking_status", status: "started" })
+              case "reasoning-delta":
+                {
+                  const signed = (part.metadata as { anthropic?: { signature?: unknown } } | undefined)?.anthropic?.signature
+                  if (typeof signed === "string") signature = signed
+                }
+                thinking += part.delta
+                return part.delta.length === 0 ? Effect.void : emit({ type: "reasoning", delta: part.delta })
+              case "reasoning-end":
+                if (!thinkingOpen) return Effect.void
+                thinkingOpen = false
+                return emit({ type: "thinking_status", status: "finished" })
+              case "text-delta":
+                text += part.delta
+                return part.delta.length === 0 ? Effect.void : emit({ type: "text", delta: part.delta })
+              case "tool-params-start":
+                announced.add(part.id)
+                return emit({ type: "tool_call", tool_call_id: part.id, name: part.name, status: "pending" })
+              case "tool-params-delta":
+                return emit({ type: "tool_call_chunk", tool_call_id: part.id, delta: part.delta })
+              case "tool-call": {
+                {
+                  // Gemini signs a call made while thinking; the signature must go back with the call.
+                  const signed = (part.metadata as { google?: { thoughtSignature?: unknown } } | undefined)?.google?.thoughtSignature
+                  toolCalls.push({
+                    id: part.id,
+                    name: part.name,
+                    params: part.params,
+                    ...(typeof signed === "string" ? { options: { google: { thoughtSignature: signed } } } : {})
+                  })
+                }
+                if (announced.has(part.id)) return Effect.void
+                return emit({ type: "tool_call", tool_call_id: part.id, name: part.name, status: "pending", arguments: part.params })
+              }
+              case "finish":
+                inputTokens = part.usage.inputTokens ?? inputTokens
+                outputTokens = part.usage.outputTokens ?? outputTokens
+                cachedInputTokens = part.usage.cachedInputTokens ?? cachedInputTokens
+                return Effect.void
+              case "error":
+                return Effect.fail(part.error)
+              default:
+                return Effect.void
+            }
+          }),
+          Effect.mapError(modelCallFailed)
+        )
+        if (thinkingOpen) yield* emit({ type: "thinking_status", status: "finished" })
+        // A provider that reports no usage is billed by the same estimate the builtin model uses.
+        if (inputTokens === 0) inputTokens = tokensOf(JSON.stringify(conversation))
+        if (outputTokens === 0) outputTokens = tokensOf(text + thinking + JSON.stringify(toolCalls.map((c) => c.params)))
+        return { text, reasoning: thinking, signature, inputTokens, outputTokens, cachedInputTokens, toolCalls }
+      })
+
+    /**
+     * One step's model call through the expert's chain (docs/models.md): the first model whose provider's breaker
+     * admits it; a retryable failure before anything of the step was streamed moves to the next model, told as
+     * `run.model_fallback`. Once the step has streamed output a failure ends the run, since a client cannot take
+     * back text it was shown. When every provider of the chain rests for a short while (a `Retry-After`, an open
+     * breaker), the step waits for the first of them, once.
+     */
+    const callChain = (
+      chain: ReadonlyArray<ResolvedModel>,
+      conversation: ReadonlyArray<Prompt.MessageEncoded>,
+      toolkit: Toolkit.WithHandler<any> | undefined,
+      emit: Emit,
+      toolChoice?: LanguageModel.ToolChoice<string> | undefined
+    ) =>
+      Effect.gen(function*() {
+        let last: ModelCallFailed | undefined
+        let previous: ResolvedModel | undefined
+        let waited = false
+        const tried = new Set<string>()
+        // Each pass tries every model once; a second pass only after waiting out a short rest (bounded loop).
+        while (true) {
+          let next: ResolvedModel | undefined
+          for (const candidate of chain) {
+            if (tried.has(candidate.entry.id)) continue
+            if (candidate.entry.kind === "builtin" || (yield* health.admit(candidate.entry.provider))) {
+              next = candidate
+              break
+            }
+          }
+          if (next === undefined) {
+            const waits = (yield* Effect.forEach(chain, (m) => health.waitFor(m.entry.provider))).filter((ms) => ms > 0)
+            const soonest = waits.length === 0 ? Infinity : Math.min(...waits)
+            if (waited || soonest > MAX_CHAIN_WAIT_MS) break
+            waited = true
+            tried.clear()
+            yield* Effect.sleep(Duration.millis(soonest))
+            continue
+          }
+          if (previous !== undefined && last !== undefined) {
+            const rest = Option.flatMap(retryable(last.error, yield* Clock.currentTimeMillis), (r) => r.retryAfter)
+            yield* emit({
+              type: "model_fallback",
+              from: previous.entry.id,
+              to: next.entry.id,
+              code: last.code,
+              message: last.message,
+              ...(Option.isSome(rest) ? { retry_after_ms: Duration.toMillis(rest.value) } : {})
+            })
+          }
+          tried.add(next.entry.id)
+          let streamed = false
+          const outcome = yield* Effect.either(
+            callModel(next.model, conversation, toolkit, (event) => {
+              streamed = true
+              return emit(event)
+            }, toolChoice)
+          )
+          if (outcome._tag === "Right") {
+            if (next.entry.kind !== "builtin") yield* health.succeeded(next.entry.provider)
+            return { call: outcome.right, model: next }
+          }
+          const failure = outcome.left
+          const again = retryable(failure.error, yield* Clock.currentTimeMillis)
+          if (Option.isNone(again)) return yield* Effect.fail(failure)
+          yield* health.failed(next.entry.provider, again.value.retryAfter)
+          if (streamed) return yield* Effect.fail(failure)
+          last = failure
+          previous = next
+        }
+        return yield* Effect.fail(
+          // Transient (the breakers rest): a code clients may retry, unlike a model that is not offered at all.
+          last ?? new UpstreamUnavailable({ message: "Every provider of the expert's models is failing; try again later." })
+        )
+      })
+
+    return { call: callChain } as const
+  }),
+  dependencies: [ProviderHealth.Default]
+}) {}

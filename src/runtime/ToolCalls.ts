@@ -1,0 +1,93 @@
+import { Effect } from "effect"
+import { Approvals } from "./Approvals.js"
+import { DELEGATE_TOOL } from "./models/Builtin.js"
+import { KnowledgeSearch } from "./Ports.js"
+import { RunsRepo } from "./Repo.js"
+import type { Emit, RunRequest } from "./Run.js"
+import type { RemoteTools } from "./tools/Mcp.js"
+import { CodeRunner, RUN_CODE } from "./tools/RunCode.js"
+import { FILE_SEARCH, runFileSearch } from "./tools/FileSearch.js"
+import { isBuiltinTool, runBuiltin, type ToolContext } from "./tools/Tools.js"
+
+/**
+ * A run's tool calls: each through the expert's policy (denied, asked for, or run), and its outcome told as events
+ * and handed back to the model.
+ */
+export class ToolCalls extends Effect.Service<ToolCalls>()("atrium/runtime/ToolCalls", {
+  effect: Effect.gen(function*() {
+    const repo = yield* RunsRepo
+    const approvals = yield* Approvals
+    const codeRunner = yield* CodeRunner
+    const knowledgeSearch = yield* KnowledgeSearch
+
+    /** A tool call through the agent's policy: denied, asked for, or run; the result goes back to the model. */
+    const runToolCall = (
+      toolCall: { id: string; name: string; params: unknown },
+      policies: ReadonlyMap<string, "allow" | "ask" | "deny">,
+      context: ToolContext,
+      request: RunRequest,
+      remote: RemoteTools,
+      emit: Emit,
+      /** Runs a `delegate` call: a child run, which only the engine can start. */
+      delegate: (id: string, params: unknown) => Effect.Effect<unknown, { message: string }>
+    ) =>
+      Effect.gen(function*() {
+        const { id, name, params } = toolCall
+        const deny = (reason: string) =>
+          Effect.as(emit({ type: "tool_denied", tool_call_id: id, name, reason }), {
+            isFailure: true,
+            denied: true,
+            result: `The tool call was denied: ${reason}`
+          })
+        const policy = name === DELEGATE_TOOL ? "allow" : policies.get(name)
+        if (policy === undefined) return yield* deny("the agent does not have this tool")
+        if (policy === "deny") return yield* deny("denied by the agent's tool policy")
+        if (policy === "ask") {
+          const approval = yield* approvals.open(request.payer, request.sessionId)
+          yield* emit({
+            type: "Ask",
+            approval_id: approval.id,
+            tool_call_id: id,
+            name,
+            arguments: params,
+            expires_at: approval.expiresAt.toISOString()
+          })
+          const decision = yield* approval.wait
+          if (!decision.approved) return yield* deny(decision.reason.length > 0 ? decision.reason : "denied by the user")
+        }
+
+        yield* emit({ type: "tool_call", tool_call_id: id, name, status: "running" })
+        const outcome = yield* Effect.either(
+          name === DELEGATE_TOOL
+            ? delegate(id, params)
+            : remote.has(name)
+            ? remote.call(name, params)
+            : name === FILE_SEARCH && context.knowledge !== undefined
+            ? Effect.provideService(runFileSearch(params, context, request.payer.accountId), KnowledgeSearch, knowledgeSearch)
+            : name === RUN_CODE
+            ? codeRunner.run(params, { ...context, holder: request.sandbox!, environmentId: request.environmentId ?? null })
+            : isBuiltinTool(name)
+            ? Effect.provideService(runBuiltin(name, params, context), RunsRepo, repo)
+            : Effect.fail({ message: `Unknown tool ${name}.` })
+        )
+        if (outcome._tag === "Left") {
+          const code = (outcome.left as { code?: unknown }).code
+          yield* emit({
+            type: "tool_call",
+            tool_call_id: id,
+            name,
+            status: "failed",
+            error: outcome.left.message,
+            ...(typeof code === "string" ? { code } : {})
+          })
+          return { isFailure: true, denied: false, result: outcome.left.message }
+        }
+        yield* emit({ type: "tool_call", tool_call_id: id, name, status: "completed" })
+        yield* emit({ type: "tool_call_result", tool_call_id: id, output: outcome.right })
+        return { isFailure: false, denied: false, result: outcome.right }
+      })
+
+    return { run: runToolCall } as const
+  }),
+  dependencies: [RunsRepo.Default, Approvals.Default, CodeRunner.Default]
+}) {}
