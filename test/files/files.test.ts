@@ -429,6 +429,7 @@ describe("files: expiry", () => {
           content_type: "text/plain",
           size: bytes.length
         })
+        // Real wait: the URLs' expiry is wall-clock time, signed into them and checked by the server.
         yield* Effect.sleep("4100 millis")
         const put = yield* fetchUrl(late.body.upload_url, { method: "PUT", headers: late.body.headers, body: bytes })
         assertError(put, 403, "forbidden")

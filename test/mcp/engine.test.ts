@@ -1,6 +1,6 @@
 import { assert, describe, layer } from "@effect/vitest"
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
-import { Effect } from "effect"
+import { Deferred, Effect } from "effect"
 import { balanceOf, createAgent, getAgent, liveAgent } from "../agents/agents-support.js"
 import { micros } from "../billing/billing-support.js"
 import { createApiKey, request } from "../support/Client.js"
@@ -293,9 +293,16 @@ describe("mcp engine tools", () => {
         const me = yield* signedIn
         const started = yield* callOk(me.client, "start_distillation", { topic: "Tea", materials })
         const second = yield* connect({ bearer: me.token })
+        // The second message is sent once the first is under way: its first progress notification, not a pause.
+        const underWay = yield* Deferred.make<void>()
         const [slow, busy] = yield* Effect.all([
-          callOk(me.client, "continue_distillation", { sessionId: started.sessionId, message: "/slow 15" }),
-          Effect.sleep("400 millis").pipe(
+          Effect.promise(() =>
+            me.client.callTool({ name: "continue_distillation", arguments: { sessionId: started.sessionId, message: "/slow 15" } }, undefined, {
+              onprogress: () => void Effect.runSync(Deferred.succeed(underWay, undefined)),
+              resetTimeoutOnProgress: true
+            })
+          ).pipe(Effect.map((result) => ok(result as CallToolResult))),
+          Deferred.await(underWay).pipe(
             Effect.zipRight(call(second, "continue_distillation", { sessionId: started.sessionId, message: "name: Fast" }))
           )
         ], { concurrency: "unbounded" })

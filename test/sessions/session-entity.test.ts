@@ -1,4 +1,3 @@
-import { NodeHttpClient } from "@effect/platform-node"
 import { Entity, ShardingConfig } from "@effect/cluster"
 import { SqlClient } from "@effect/sql"
 import { assert, layer } from "@effect/vitest"
@@ -6,7 +5,7 @@ import { Deferred, Effect, Layer, Queue } from "effect"
 import { AppConfig } from "../../src/platform/Config.js"
 import { Session, SessionLive } from "../../src/sessions/Session.js"
 import { insertUser, TestDatabase } from "../support/Database.js"
-import { KeyValueTest, KnowledgeGate, ObjectStorageTest, RunPayerTest } from "../support/Ports.js"
+import { KnowledgeGate, RunPayerTest } from "../support/Ports.js"
 
 /**
  * The session entity on its own (issue 29 item 5): `Entity.makeTestClient` runs its behaviour in the test, with no
@@ -21,10 +20,7 @@ const Env = Layer.mergeAll(
   AppConfig.Default,
   ShardingConfig.layer(),
   RunPayerTest.layer(),
-  KnowledgeGate.layer,
-  ObjectStorageTest,
-  KeyValueTest,
-  NodeHttpClient.layerUndici
+  KnowledgeGate.layer
 ).pipe(Layer.provideMerge(TestDatabase({ SHUTDOWN_GRACE: "0 millis" })))
 
 let made = 0

@@ -1,24 +1,12 @@
-import { Context, Deferred, Effect, Layer, Option, Queue } from "effect"
-import * as Crypto from "node:crypto"
-import * as Fs from "node:fs/promises"
-import { ObjectStorage, type ObjectStorageService } from "../../src/files/Storage.js"
-import { SmsSender } from "../../src/identity/Sms.js"
-import { KeyValue, makeMemory } from "../../src/platform/KeyValue.js"
+import { Context, Deferred, Effect, Layer, Queue } from "effect"
 import type { Micros } from "../../src/platform/Money.js"
-import {
-  type AgentModel,
-  InsufficientFunds,
-  type KnowledgePassage,
-  KnowledgeSearch,
-  RunnableAgents,
-  RunPayer
-} from "../../src/runtime/Ports.js"
+import { InsufficientFunds, type KnowledgePassage, KnowledgeSearch, RunPayer } from "../../src/runtime/Ports.js"
 
 /**
- * Test implementations of the platform's ports (its `Context.Tag`s), for tests of one module's layers: each is the
- * smallest thing that keeps the port's contract, in memory, and lets the test see what was asked of it. The live
- * implementations are tested against the same contract elsewhere (test/platform/keyValue.test.ts,
- * test/files/*, test/security/sandbox-*.test.ts). See docs/testing.md, "Ports".
+ * Test implementations of the run engine's ports (`src/runtime/Ports.ts`), for tests of one module's layers: each is
+ * the smallest thing that keeps the port's contract, in memory, and lets the test see what was asked of it. The live
+ * implementations (billing's `RunPayerLive`, knowledge's `KnowledgeSearchLive`) are tested through the platform.
+ * See docs/testing.md, "Ports". (The key-value port has its own in-memory implementation in src, `makeMemory`.)
  */
 
 /** `RunPayer`: balances in memory (every account starts with `initial`), each charge recorded once per key. */
@@ -45,53 +33,6 @@ export class RunPayerTest extends Context.Tag("test/RunPayerTest")<RunPayerTest,
       }).pipe(Context.add(RunPayerTest, { charges }))
     }))
 }
-
-/** `KnowledgeSearch`: the same passages for every query (none by default). */
-export const KnowledgeSearchTest = (passages: ReadonlyArray<KnowledgePassage> = []) =>
-  Layer.succeed(KnowledgeSearch, { search: (_owner, _stores, _query, maxResults) => Effect.succeed(passages.slice(0, maxResults)) })
-
-/** `RunnableAgents`: a fixed list, the same for every user. */
-export const RunnableAgentsTest = (agents: ReadonlyArray<AgentModel> = []) =>
-  Layer.succeed(RunnableAgents, {
-    list: () => Effect.succeed(agents),
-    find: (identifier) => Effect.succeed(Option.fromNullable(agents.find((a) => a.identifier === identifier)))
-  })
-
-/** `KeyValue`: the in-memory store (its TTLs follow Effect's `Clock`, so the `TestClock` moves them). */
-export const KeyValueTest = Layer.effect(KeyValue, makeMemory("test:"))
-
-/** `SmsSender`: every message kept, in order. */
-export class SmsSenderTest extends Context.Tag("test/SmsSenderTest")<SmsSenderTest, {
-  readonly sent: ReadonlyArray<{ readonly phone: string; readonly text: string }>
-}>() {
-  static layer = Layer.effectContext(Effect.sync(() => {
-    const sent: Array<{ readonly phone: string; readonly text: string }> = []
-    return Context.make(SmsSender, { send: (phone, text) => Effect.sync(() => void sent.push({ phone, text })) }).pipe(
-      Context.add(SmsSenderTest, { sent })
-    )
-  }))
-}
-
-/** `ObjectStorage`: objects in memory; its URLs are never served (a test of the storage route uses the real one). */
-export const ObjectStorageTest = Layer.sync(ObjectStorage, (): ObjectStorageService => {
-  const objects = new Map<string, Uint8Array>()
-  const signed = (key: string, method: "PUT" | "GET", expiresAt: Date) =>
-    Effect.succeed({ url: `memory://${key}`, method, headers: {}, expiresAt })
-  return {
-    uploadUrl: (key, options) => signed(key, "PUT", options.expiresAt),
-    downloadUrl: (key, options) => signed(key, "GET", options.expiresAt),
-    stat: (key) =>
-      Effect.sync(() =>
-        Option.map(Option.fromNullable(objects.get(key)), (bytes) => ({
-          size: bytes.length,
-          sha256: Crypto.createHash("sha256").update(bytes).digest("hex")
-        }))
-      ),
-    remove: (key) => Effect.sync(() => void objects.delete(key)),
-    read: (key, maxBytes) => Effect.sync(() => Option.filter(Option.fromNullable(objects.get(key)), (b) => b.length <= maxBytes)),
-    put: (key, path) => Effect.promise(() => Fs.readFile(path)).pipe(Effect.map((bytes) => void objects.set(key, new Uint8Array(bytes))))
-  }
-})
 
 /** One search of a gated knowledge base, waiting for the test to answer it. */
 export interface GatedSearch {
