@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { SqlError } from "@effect/sql/SqlError"
-import { Cause, Deferred, Duration, Effect, Exit, Fiber, Option, TestClock } from "effect"
+import { Cause, Deferred, Duration, Effect, Exit, Fiber, Option, TestClock, TestContext } from "effect"
 import { makeEntityCaller, makeEntityCallerWith } from "../../src/platform/Cluster.js"
 import { EntityDeadline, isOutage } from "../../src/platform/Outage.js"
 
@@ -48,7 +48,7 @@ describe("entity caller", () => {
       // Far past any pause before a resend, and past the deadline: nothing was sent again.
       yield* TestClock.adjust("1 minute")
       assert.strictEqual(sent, 1)
-    }))
+    }).pipe(Effect.provide(TestContext.TestContext)))
 
   it.scoped("a message nobody answers ends at its deadline as an outage (503), not a wait without end", () =>
     Effect.gen(function*() {
@@ -65,7 +65,7 @@ describe("entity caller", () => {
         assert.instanceOf(Cause.squash(exit.cause), EntityDeadline)
         assert.isTrue(isOutage(exit.cause))
       }
-    }))
+    }).pipe(Effect.provide(TestContext.TestContext)))
 })
 
 /** Issue 33: an outage answers 503 with Retry-After; a bug stays a 500. */
