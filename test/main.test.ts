@@ -32,6 +32,7 @@ const codeFromLog = (platform: { readonly output: () => string }, phone: string)
       const line = platform.output().split("\n").reverse().find((l) => l.includes(`SMS to ${phone}`))
       const code = line?.match(/\b(\d{6})\b/)?.[1]
       if (code !== undefined) return code
+      // Polled: the code is in a real process's output, read as it arrives.
       await new Promise((r) => setTimeout(r, 50))
     }
     throw new Error(`no SMS line for ${phone} in:\n${platform.output()}`)
@@ -79,6 +80,7 @@ describe.skipIf(servicesMode)("the platform process (npm start)", () => {
         (socket) => Effect.sync(() => socket.destroy())
       )
       socket.write("POST /api/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+      // Real time for a real process: its server must have taken the half-sent request before it is told to stop.
       yield* Effect.sleep("200 millis")
       const exitCode = yield* platform.terminate
       assert.strictEqual(exitCode, 0, platform.output())

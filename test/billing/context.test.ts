@@ -35,6 +35,7 @@ const ServerWithProbe = TestServer.layer(BILLING_ENV, Probe)
 const collected = (entry: { readonly message: WeakRef<object> }) =>
   Effect.gen(function*() {
     for (let attempt = 0; attempt < 20 && entry.message.deref() !== undefined; attempt++) {
+      // The garbage collector clears a WeakRef in its own time: no event tells when.
       yield* Effect.sleep("50 millis")
       gc()
     }

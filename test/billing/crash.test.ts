@@ -226,8 +226,10 @@ const loadAndKill = async (platform: Platform, actors: ReadonlyArray<Actor>, ops
   }
   const callers = Array.from({ length: CONCURRENCY }, caller)
   let timer: NodeJS.Timeout | undefined
+  // A bound, not a pause: warm once every caller was answered, or after 15 s on a very slow machine.
   await Promise.race([warmedUp, new Promise((r) => (timer = setTimeout(r, 15_000)))])
   clearTimeout(timer)
+  // Real time for a real process: it is killed this long into the load, wherever its charges are then.
   await new Promise((r) => setTimeout(r, killAfter))
   const killed = platform.kill()
   stopped = true

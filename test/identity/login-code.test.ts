@@ -185,7 +185,7 @@ describe("SMS codes, short cooldown and small caps", () => {
     }),
     LIVE
   )((it) => {
-    /** Past the 1 ms cooldown, without asserting anything about time. */
+    /** Past the 1 ms cooldown (on the server's wall clock), without asserting anything about time. */
     const pause = sleep(20)
 
     it.effect("a resend replaces the earlier code: the old one is 401, the new one logs in", () =>

@@ -38,6 +38,7 @@ describe("short lifetimes behind https", () => {
         assert.strictEqual(sent.status, 200, sent.text)
         assert.strictEqual(sent.body.expires_in, 1)
         const code = yield* server.inbox.codeFor(phone)
+        // Real wait: the code's 1 s lifetime runs on the server's wall clock.
         yield* sleep(1_500)
         assertError(yield* login(phone, code), 401, "invalid_code")
       }))
@@ -49,6 +50,7 @@ describe("short lifetimes behind https", () => {
         // Using it keeps renewing the session; the JWT's expiry must still end it.
         yield* statusWith(token)
         const wait = exp * 1000 + 200 - Date.now()
+        // Real wait: the token's exp is wall-clock time, checked by the server.
         if (wait > 0) yield* sleep(wait)
         assertError(yield* request("POST", "/api/user/apiKey/list", { token }), 401, "unauthorized")
         assertError(yield* request("POST", "/api/user/apiKey/list", { token }), 401, "unauthorized")

@@ -81,4 +81,5 @@ export const signWith = (
 
 /** Wall-clock time passing, whatever clock the test fiber carries: the server's TTLs run on real time. */
 export const sleep = (millis: number) =>
+  // Real time: the server under test keeps code lifetimes, cooldowns and token expiry on the wall clock.
   Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, millis)))

@@ -20,6 +20,7 @@ describe("knowledge: MCP tools", () => {
         for (let i = 0; i < 400; i++) {
           status = ok(yield* call(client, "knowledge_status", { knowledgeBaseId: store.id }))
           if (status.files[0].status !== "in_progress") break
+          // Polled: ingestion runs in the background and is seen only through knowledge_status.
           yield* Effect.promise(() => new Promise((r) => setTimeout(r, 50)))
         }
         assert.strictEqual(status.files[0].status, "completed", JSON.stringify(status))

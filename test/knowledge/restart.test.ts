@@ -83,6 +83,7 @@ describe("knowledge: ingestion across a crash", () => {
 
       // Two steps written, the third one waiting on the upstream: the process dies there.
       const midway = yield* Effect.promise(async () => {
+        // Polled: a real process reaches the upstream in its own time; the mock only counts who waits.
         for (let i = 0; i < 2400 && upstream.waiting() === 0; i++) await new Promise((r) => setTimeout(r, 25))
         return upstream.waiting()
       })
@@ -102,6 +103,7 @@ describe("knowledge: ingestion across a crash", () => {
         for (let i = 0; i < 1200; i++) {
           const reply = await fetch(`${second.url}${path}`, { headers: { authorization: `Bearer ${token}` } }).then((r) => r.json() as Promise<any>)
           if (reply.status !== "in_progress") return reply
+          // Polled: the restarted process resumes ingestion in the background, seen only through the file's status.
           await new Promise((r) => setTimeout(r, 50))
         }
         throw new Error(`still in progress:\n${second.output().slice(-3000)}`)
@@ -171,6 +173,7 @@ describe("knowledge: ingestion across a crash", () => {
         for (let i = 0; i < 2400; i++) {
           const blocked = await db.query("SELECT count(*)::int AS n FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE c.relname = 'knowledge_chunks' AND NOT l.granted")
           if (blocked.rows[0].n > 0) return true
+          // Polled: the real process's lock wait is seen only in pg_locks.
           await new Promise((r) => setTimeout(r, 25))
         }
         return false
@@ -190,6 +193,7 @@ describe("knowledge: ingestion across a crash", () => {
         for (let i = 0; i < 1200; i++) {
           const reply = await fetch(`${second.url}${path}`, { headers: { authorization: `Bearer ${token}` } }).then((r) => r.json() as Promise<any>)
           if (reply.status !== "in_progress") return reply
+          // Polled: the restarted process resumes ingestion in the background, seen only through the file's status.
           await new Promise((r) => setTimeout(r, 50))
         }
         throw new Error(`still in progress:\n${second.output().slice(-3000)}`)

@@ -38,6 +38,7 @@ export const untilIngested = (client: OpenAI, storeId: string, fileId: string) =
     for (let i = 0; i < 600; i++) {
       const file = yield* Effect.promise(() => client.vectorStores.files.retrieve(fileId, { vector_store_id: storeId }))
       if (file.status !== "in_progress") return file
+      // Polled: ingestion runs in the background and is seen only through the file's status.
       yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 50)))
     }
     return assert.fail(`${fileId} was still in progress`)

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { SqlError } from "@effect/sql/SqlError"
-import { Cause, Duration, Effect, Exit, Fiber, Option } from "effect"
+import { Cause, Deferred, Duration, Effect, Exit, Fiber, Option, TestClock, TestContext } from "effect"
 import { makeEntityCaller, makeEntityCallerWith } from "../../src/platform/Cluster.js"
 import { EntityDeadline, isOutage } from "../../src/platform/Outage.js"
 
@@ -33,34 +33,39 @@ describe("entity caller", () => {
       assert.strictEqual(message.sent(), 1)
     }))
 
-  it.scopedLive("a caller that gives up stops the message and does not send it again", () =>
+  it.scoped("a caller that gives up stops the message and does not send it again", () =>
     Effect.gen(function*() {
       const toEntity = yield* makeEntityCaller
       let sent = 0
+      const reached = yield* Deferred.make<void>()
       const call = Effect.suspend(() => {
         sent++
-        return Effect.never
+        return Effect.zipRight(Deferred.succeed(reached, undefined), Effect.never)
       })
       const caller = yield* Effect.fork(toEntity(call, { resendWhenCut: true }))
-      yield* Effect.sleep("50 millis")
+      yield* Deferred.await(reached)
       yield* Fiber.interrupt(caller)
-      yield* Effect.sleep("600 millis")
+      // Far past any pause before a resend, and past the deadline: nothing was sent again.
+      yield* TestClock.adjust("1 minute")
       assert.strictEqual(sent, 1)
-    }))
+    }).pipe(Effect.provide(TestContext.TestContext)))
 
-  it.scopedLive("a message nobody answers ends at its deadline as an outage (503), not a wait without end", () =>
+  it.scoped("a message nobody answers ends at its deadline as an outage (503), not a wait without end", () =>
     Effect.gen(function*() {
       const toEntity = yield* makeEntityCallerWith(Duration.millis(300))
-      const caller = yield* Effect.fork(toEntity(Effect.never))
-      yield* Effect.sleep("100 millis")
-      assert.isTrue(Option.isNone(yield* Fiber.poll(caller)))
+      const reached = yield* Deferred.make<void>()
+      const caller = yield* Effect.fork(toEntity(Effect.zipRight(Deferred.succeed(reached, undefined), Effect.never)))
+      yield* Deferred.await(reached)
+      yield* TestClock.adjust("299 millis")
+      assert.isTrue(Option.isNone(yield* Fiber.poll(caller)), "not before its deadline")
+      yield* TestClock.adjust("1 millis")
       const exit = yield* Fiber.await(caller)
       assert.isTrue(Exit.isFailure(exit))
       if (Exit.isFailure(exit)) {
         assert.instanceOf(Cause.squash(exit.cause), EntityDeadline)
         assert.isTrue(isOutage(exit.cause))
       }
-    }))
+    }).pipe(Effect.provide(TestContext.TestContext)))
 })
 
 /** Issue 33: an outage answers 503 with Retry-After; a bug stays a 500. */

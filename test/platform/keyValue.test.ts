@@ -1,12 +1,13 @@
 import { assert, describe, layer } from "@effect/vitest"
-import { Effect, Layer, Option, Redacted, type Scope } from "effect"
+import { Effect, Layer, Option, Redacted, type Scope, TestClock } from "effect"
 import { Redis } from "ioredis"
 import { KeyValue, type KeyValueStore, makeMemory, makeRedis } from "../../src/platform/KeyValue.js"
 
 /**
  * The key-value port's contract, run against both implementations: the in-memory store always, Redis when
- * `REDIS_URL` is set (with a key prefix of its own, removed afterwards). The tests run on the real clock: they
- * check that TTLs are honoured by waiting past them (a few hundred milliseconds), never how fast anything is.
+ * `REDIS_URL` is set (with a key prefix of its own, removed afterwards). The memory store reads Effect's `Clock`, so
+ * its tests run on the `TestClock` and move it by hand: its TTLs are checked to the millisecond. Redis expires keys
+ * by its own clock, which no test can move: there time really passes (`pass`), and the checks are bounds.
  */
 
 const randomName = () => Math.random().toString(36).slice(2, 10)
@@ -28,14 +29,17 @@ interface Implementation {
   readonly name: string
   /** A store whose keys carry `prefix`. */
   readonly make: (prefix: string) => Effect.Effect<KeyValueStore, never, Scope.Scope>
+  /** Whether the store keeps time by Effect's `Clock` (then the tests move the `TestClock`). */
+  readonly effectClock: boolean
 }
 
 const redisUrl = process.env.REDIS_URL
 const implementations: Array<Implementation> = [
-  { name: "memory", make: makeMemory },
+  { name: "memory", make: makeMemory, effectClock: true },
   ...(redisUrl
     ? [{
       name: "redis",
+      effectClock: false,
       make: (prefix: string) =>
         Effect.tap(
           makeRedis(Redacted.make(redisUrl), prefix),
@@ -45,14 +49,19 @@ const implementations: Array<Implementation> = [
     : [])
 ]
 
-const sleep = (millis: number) => Effect.sleep(`${millis} millis`)
-
 for (const implementation of implementations) {
   const prefix = `atrium-test:kv:${randomName()}:`
   const StoreLive = Layer.scoped(KeyValue, implementation.make(prefix))
+  const exact = implementation.effectClock
+  /**
+   * Lets `millis` pass for the store: the TestClock moved for the memory store; for Redis, a real wait (Redis expires
+   * keys by its own clock), with 100 ms of slack past the TTL for its expiry.
+   */
+  const pass = (millis: number) =>
+    exact ? TestClock.adjust(`${millis} millis`) : Effect.sleep(`${millis + 100} millis`)
 
   describe(`key-value store (${implementation.name})`, () => {
-    layer(StoreLive, { excludeTestServices: true })((it) => {
+    layer(StoreLive, { excludeTestServices: !exact })((it) => {
       it.scoped("a store answers its first command as soon as it is made", () =>
         Effect.gen(function*() {
           const fresh = yield* implementation.make(`atrium-test:kv:${randomName()}:`)
@@ -81,7 +90,13 @@ for (const implementation of implementations) {
           yield* kv.set("ttl:short", "v", "200 millis")
           yield* kv.set("ttl:long", "v", "1 minute")
           assert.deepStrictEqual(yield* kv.get("ttl:short"), Option.some("v"))
-          yield* sleep(400)
+          if (exact) {
+            yield* pass(199)
+            assert.deepStrictEqual(yield* kv.get("ttl:short"), Option.some("v"), "still there 1 ms before its TTL")
+            yield* pass(1)
+          } else {
+            yield* pass(200)
+          }
           assert.isTrue(Option.isNone(yield* kv.get("ttl:short")))
           assert.isTrue(Option.isNone(yield* kv.ttl("ttl:short")))
           assert.isTrue(Option.isNone(yield* kv.take("ttl:short")))
@@ -94,8 +109,15 @@ for (const implementation of implementations) {
           const kv = yield* KeyValue
           yield* kv.set("ttl:ten", "v", "10 seconds")
           const left = Option.getOrThrow(yield* kv.ttl("ttl:ten"))
-          assert.isAbove(left, 8_000)
-          assert.isAtMost(left, 10_000)
+          if (exact) {
+            assert.strictEqual(left, 10_000)
+            yield* pass(2_500)
+            assert.deepStrictEqual(yield* kv.ttl("ttl:ten"), Option.some(7_500))
+          } else {
+            // Redis counts from when it received the command: a little of the 10 s may be gone.
+            assert.isAbove(left, 8_000)
+            assert.isAtMost(left, 10_000)
+          }
           assert.isTrue(Option.isNone(yield* kv.ttl("ttl:missing")))
         }))
 
@@ -106,8 +128,9 @@ for (const implementation of implementations) {
           assert.isFalse(yield* kv.setIfAbsent("nx:a", "second", "1 minute"))
           assert.deepStrictEqual(yield* kv.get("nx:a"), Option.some("first"))
           // The refused call did not extend the key's lifetime either.
-          assert.isAtMost(Option.getOrThrow(yield* kv.ttl("nx:a")), 200)
-          yield* sleep(400)
+          if (exact) assert.deepStrictEqual(yield* kv.ttl("nx:a"), Option.some(200))
+          else assert.isAtMost(Option.getOrThrow(yield* kv.ttl("nx:a")), 200)
+          yield* pass(200)
           assert.isTrue(yield* kv.setIfAbsent("nx:a", "third", "1 minute"))
           assert.deepStrictEqual(yield* kv.get("nx:a"), Option.some("third"))
         }))
@@ -170,14 +193,16 @@ for (const implementation of implementations) {
         Effect.gen(function*() {
           const kv = yield* KeyValue
           assert.strictEqual(yield* kv.increment("inc:window", "300 millis"), 1)
-          yield* sleep(100)
+          yield* pass(100)
           // A later increment with a longer TTL must not stretch the window.
           assert.strictEqual(yield* kv.increment("inc:window", "1 minute"), 2)
-          assert.isAtMost(Option.getOrThrow(yield* kv.ttl("inc:window")), 300)
-          yield* sleep(400)
+          if (exact) assert.deepStrictEqual(yield* kv.ttl("inc:window"), Option.some(200))
+          else assert.isAtMost(Option.getOrThrow(yield* kv.ttl("inc:window")), 300)
+          yield* pass(exact ? 200 : 300)
           assert.isTrue(Option.isNone(yield* kv.get("inc:window")))
           assert.strictEqual(yield* kv.increment("inc:window", "1 minute"), 1)
-          assert.isAbove(Option.getOrThrow(yield* kv.ttl("inc:window")), 50_000)
+          if (exact) assert.deepStrictEqual(yield* kv.ttl("inc:window"), Option.some(60_000))
+          else assert.isAbove(Option.getOrThrow(yield* kv.ttl("inc:window")), 50_000)
         }))
 
       it.effect("increment under concurrency loses no count", () =>
@@ -194,12 +219,13 @@ for (const implementation of implementations) {
           const kv = yield* KeyValue
           yield* kv.set("touch:a", "v", "300 millis")
           assert.isTrue(yield* kv.touch("touch:a", "1 minute"))
-          assert.isAbove(Option.getOrThrow(yield* kv.ttl("touch:a")), 50_000)
-          yield* sleep(400)
+          if (exact) assert.deepStrictEqual(yield* kv.ttl("touch:a"), Option.some(60_000))
+          else assert.isAbove(Option.getOrThrow(yield* kv.ttl("touch:a")), 50_000)
+          yield* pass(300)
           assert.deepStrictEqual(yield* kv.get("touch:a"), Option.some("v"))
           // Touch may also shorten: it sets the lifetime, it does not add to it.
           assert.isTrue(yield* kv.touch("touch:a", "200 millis"))
-          yield* sleep(400)
+          yield* pass(200)
           assert.isTrue(Option.isNone(yield* kv.get("touch:a")))
           assert.isFalse(yield* kv.touch("touch:missing", "1 minute"))
           assert.isTrue(Option.isNone(yield* kv.get("touch:missing")))

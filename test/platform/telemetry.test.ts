@@ -83,6 +83,7 @@ const accessLine = (platform: PlatformProcess, requestId: string) =>
     for (let i = 0; i < 200; i++) {
       const line = jsonLines(platform).find((l) => l.msg === "request" && l.request_id === requestId)
       if (line !== undefined) return line
+      // Polled: a real process's output pipe may trail its answer.
       await new Promise((r) => setTimeout(r, 50))
     }
     throw new Error(`no access line for ${requestId} in:\n${platform.output()}`)
@@ -93,6 +94,7 @@ const waitFor = <A>(what: string, probe: () => Promise<A | undefined>) =>
     for (let i = 0; i < 300; i++) {
       const found = await probe()
       if (found !== undefined) return found
+      // Polled: what a real process exports (its metrics, its spans) is read from outside it.
       await new Promise((r) => setTimeout(r, 100))
     }
     throw new Error(`gave up waiting for ${what}`)

@@ -175,6 +175,7 @@ describe("approvals", () => {
         yield* live.cancel
         let status: unknown = "running"
         for (let i = 0; i < 100 && status === "running"; i++) {
+          // Polled: the server records a cancelled run after the client left, and tells no one.
           yield* Effect.sleep("20 millis")
           status = (yield* server.query(`SELECT status FROM runs WHERE id = '${runId}'`))[0]?.status
         }

@@ -56,6 +56,7 @@ const evidenceOf = (runId: string) =>
           toolsDenied: Number(row.tools_denied)
         } satisfies Evidence
       }
+      // Polled: the run's row is finished by the server after the answer was sent.
       yield* Effect.sleep("20 millis")
     }
     return assert.fail(`run ${runId} was not finished`)

@@ -114,6 +114,7 @@ describe("streams", () => {
 
         let row = yield* runStatus(runId)
         for (let i = 0; i < 100 && row.status === "running"; i++) {
+          // Polled: the server records a cancelled run after the client left, and tells no one.
           yield* Effect.sleep("20 millis")
           row = yield* runStatus(runId)
         }
@@ -122,6 +123,7 @@ describe("streams", () => {
         assert.isNotNull(row.finished_at)
         assert.strictEqual(Number(row.credits_charged), 0)
         // Had the run gone on, its one model call (50 increments, 100 ms apart) would have been charged by now.
+        // Real wait (the server runs on the wall clock): past when the step would have been charged, nothing was.
         yield* Effect.sleep("5500 millis")
         assert.strictEqual(yield* balanceOf(user.token), before, "billing stopped with the run")
         assert.strictEqual((yield* runStatus(runId)).status, "cancelled")

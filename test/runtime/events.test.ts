@@ -1,7 +1,9 @@
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Effect, Stream } from "effect"
+import type { Readable } from "node:stream"
 import * as Sse from "../../src/platform/sse/Sse.js"
-import { isTerminal, PUBLIC_EVENTS, publicFrames, publicName, publicPayload } from "../../src/runtime/Events.js"
+import { isTerminal, PUBLIC_EVENTS, publicFrame, publicName, publicPayload } from "../../src/runtime/Events.js"
 import { parseStream } from "../support/Sse.js"
 
 /**
@@ -40,8 +42,37 @@ const decode = (chunks: Chunk.Chunk<Uint8Array>) => {
 
 type Event = { readonly type: string; readonly [key: string]: unknown }
 
-const encodeAll = (events: ReadonlyArray<Event>, options: Sse.EncodeOptions & { idOf?: (event: Event) => number }) =>
-  Effect.map(Stream.runCollect(Sse.encode(publicFrames(Stream.fromIterable(events), options.idOf), options)), decode)
+/**
+ * A run's stream as `POST /v1/agents/run` writes it (src/runs/Http.ts): each event pushed to `Sse.written`'s outlet as
+ * `publicFrame(event, ++eventId)`, the outlet ended after the last. `seq` as the `id:` line, as a session's stream
+ * (src/sessions/Http.ts) does, when `withSeq`.
+ */
+const writeAll = (events: ReadonlyArray<Event>, options: { readonly withSeq?: boolean; readonly greet?: boolean } = {}) =>
+  Effect.gen(function*() {
+    let eventId = 0
+    const response = yield* Sse.written((outlet) =>
+      Effect.sync(() => {
+        for (const event of events) outlet.send(publicFrame(event, ++eventId, options.withSeq ? event.seq as number : undefined))
+        outlet.end()
+      }), { heartbeat: "15 seconds", greet: options.greet ?? false })
+    assert.strictEqual(response.body._tag, "Raw")
+    const body = (response.body as { readonly body: Readable }).body
+    return yield* Effect.promise(async () => {
+      let text = ""
+      for await (const chunk of body) text += String(chunk)
+      return text
+    })
+  }).pipe(Effect.provideService(HttpServerRequest.HttpServerRequest, HttpServerRequest.fromWeb(new Request("http://localhost/v1/agents/run", { method: "POST" }))))
+
+/**
+ * A run's stream as a repeated idempotent request gets it (src/runs/Http.ts): the shared events as frames, counted
+ * from 1 (`Stream.map(publicFrame)`), through `Sse.encode`.
+ */
+const encodeAll = (events: ReadonlyArray<Event>, options: Sse.EncodeOptions) => {
+  let eventId = 0
+  const frames = Stream.fromIterable(events).pipe(Stream.map((event) => publicFrame(event, ++eventId)))
+  return Effect.map(Stream.runCollect(Sse.encode(frames, options)), decode)
+}
 
 describe("event vocabulary", () => {
   it("maps each of the 20 internal names of spec 6.2 to its public name", () => {
@@ -119,7 +150,7 @@ describe("event vocabulary", () => {
   })
 })
 
-describe("SSE encoder", () => {
+describe("SSE streams of runs and sessions", () => {
   const run = [
     { type: "preparing", run_id: "run_1", agent: "a" },
     { type: "turn_start", turn: 1 },
@@ -130,33 +161,42 @@ describe("SSE encoder", () => {
     { type: "complete", usage: { input_tokens: 1, output_tokens: 2 }, credits_charged: 0.001 }
   ]
 
-  it.effect("writes event/data/blank blocks, event_id from 1, and [DONE] after the last event when done: true", () =>
+  const assertRunStream = (raw: string) => {
+    const parsed = parseStream(raw)
+    assert.isTrue(parsed.done)
+    assert.deepStrictEqual(parsed.events.map((e) => e.event), [
+      "run.created",
+      "run.in_progress",
+      "output.thinking.delta",
+      "output.text.delta",
+      "tool_call.created",
+      "something_internal",
+      "run.completed"
+    ])
+    assert.deepStrictEqual(parsed.events.map((e) => e.data.event_id), [1, 2, 3, 4, 5, 6, 7])
+    // Newlines inside text stay inside the JSON string: every data line is one line.
+    assert.strictEqual(parsed.events[3]!.data.delta, "line one\nline two\r\n\n")
+    assert.strictEqual(parsed.events[3]!.data.content, "line one\nline two\r\n\n")
+    for (const line of raw.split("\n")) {
+      assert.match(line, /^(event: \S+|data: .*|retry: 1000|)$/, JSON.stringify(line))
+    }
+    assert.isTrue(raw.startsWith("retry: 1000\n\n"), "the reconnection delay comes first (issue 30)")
+    assert.isTrue(raw.endsWith("data: [DONE]\n\n"))
+    assert.strictEqual(raw.split("data: [DONE]").length, 2, "exactly one [DONE]")
+    assert.notInclude(raw, "\r")
+  }
+
+  it.effect("a written run stream: event/data/blank blocks, event_id from 1, [DONE] when the outlet ends", () =>
+    Effect.map(writeAll(run), assertRunStream))
+
+  it.effect("a shared (idempotent) run stream through Sse.encode reads the same, byte for byte", () =>
     Effect.gen(function*() {
-      const raw = yield* encodeAll(run, { done: true })
-      const parsed = parseStream(raw)
-      assert.isTrue(parsed.done)
-      assert.deepStrictEqual(parsed.events.map((e) => e.event), [
-        "run.created",
-        "run.in_progress",
-        "output.thinking.delta",
-        "output.text.delta",
-        "tool_call.created",
-        "something_internal",
-        "run.completed"
-      ])
-      assert.deepStrictEqual(parsed.events.map((e) => e.data.event_id), [1, 2, 3, 4, 5, 6, 7])
-      // Newlines inside text stay inside the JSON string: every data line is one line.
-      assert.strictEqual(parsed.events[3]!.data.delta, "line one\nline two\r\n\n")
-      assert.strictEqual(parsed.events[3]!.data.content, "line one\nline two\r\n\n")
-      for (const line of raw.split("\n")) {
-        assert.match(line, /^(event: \S+|data: .*|retry: 1000|)$/, JSON.stringify(line))
-      }
-      assert.isTrue(raw.endsWith("data: [DONE]\n\n"))
-      assert.strictEqual(raw.split("data: [DONE]").length, 2, "exactly one [DONE]")
-      assert.notInclude(raw, "\r")
+      const encoded = yield* encodeAll(run, { done: true })
+      assertRunStream(encoded)
+      assert.strictEqual(encoded, yield* writeAll(run))
     }))
 
-  it.effect("writes no [DONE] when done: false (a subscription that does not finish by itself)", () =>
+  it.effect("the Responses stream (Sse.encode, done: false) has no [DONE]", () =>
     Effect.gen(function*() {
       const raw = yield* encodeAll(run, { done: false })
       assert.notInclude(raw, "[DONE]")
@@ -165,42 +205,34 @@ describe("SSE encoder", () => {
       assert.strictEqual(parsed.events.length, run.length)
     }))
 
-  it.effect("numbers each stream from 1, and an empty run stream is just [DONE]", () =>
+  it.effect("numbers each stream from 1, and an empty run stream is the retry line and [DONE]", () =>
     Effect.gen(function*() {
-      const first = parseStream(yield* encodeAll(run, { done: true }))
-      const second = parseStream(yield* encodeAll(run.slice(1), { done: true }))
+      const first = parseStream(yield* writeAll(run))
+      const second = parseStream(yield* writeAll(run.slice(1)))
       assert.strictEqual(first.events[0]!.data.event_id, 1)
       assert.strictEqual(second.events[0]!.data.event_id, 1)
-      // Every stream opens with the reconnection delay, once (issue 30).
+      assert.strictEqual(yield* writeAll([]), "retry: 1000\n\ndata: [DONE]\n\n")
       assert.strictEqual(yield* encodeAll([], { done: true }), "retry: 1000\n\ndata: [DONE]\n\n")
     }))
 
-  it.effect("writes an id: line only when asked (a session's seq)", () =>
+  it.effect("a session's turn stream greets first and carries seq as the id: line", () =>
     Effect.gen(function*() {
-      const raw = yield* encodeAll([{ type: "text", delta: "x", seq: 41 }], { done: false, idOf: (e) => e.seq as number })
-      assert.strictEqual(raw, `retry: 1000\n\nevent: output.text.delta\nid: 41\ndata: {"type":"output.text.delta","event_id":1,"delta":"x","seq":41,"content":"x"}\n\n`)
-      parseStream(raw, { expectDone: false })
-    }))
-
-  it.live("sends : ping comments while the source is quiet", () =>
-    Effect.gen(function*() {
-      const quiet = Stream.concat(
-        Stream.make({ type: "preparing", run_id: "run_1", agent: "a" } as { type: string; [key: string]: unknown }),
-        Stream.fromEffect(Effect.as(Effect.sleep("400 millis"), { type: "complete", usage: { input_tokens: 0, output_tokens: 0 }, credits_charged: 0 }))
+      const raw = yield* writeAll([{ type: "text", delta: "x", seq: 41 }], { withSeq: true, greet: true })
+      assert.strictEqual(
+        raw,
+        `retry: 1000\n\n: connected\n\nevent: output.text.delta\nid: 41\ndata: {"type":"output.text.delta","event_id":1,"delta":"x","seq":41,"content":"x"}\n\ndata: [DONE]\n\n`
       )
-      const raw = decode(yield* Stream.runCollect(Sse.encode(publicFrames(quiet), { done: true, heartbeat: "20 millis" })))
-      const parsed = parseStream(raw)
-      assert.isAbove(parsed.pings, 0, raw)
-      assert.include(raw, "\n\n: ping\n\n")
-      assert.deepStrictEqual(parsed.events.map((e) => e.event), ["run.created", "run.completed"])
-      // The pings stop with the stream: nothing follows [DONE].
-      assert.isTrue(raw.endsWith("data: [DONE]\n\n"))
     }))
 
-  it.live("sends no ping when the events keep coming (the default heartbeat is 15 s)", () =>
+  it.effect("a HEAD request gets the stream's headers and no body (nothing is started)", () =>
     Effect.gen(function*() {
-      const raw = yield* encodeAll(run, { done: true })
-      assert.strictEqual(parseStream(raw).pings, 0)
-      assert.notInclude(raw, ": ping")
+      let started = false
+      const response = yield* Sse.written(() => Effect.sync(() => void (started = true)), { heartbeat: "15 seconds", greet: false }).pipe(
+        Effect.provideService(HttpServerRequest.HttpServerRequest, HttpServerRequest.fromWeb(new Request("http://localhost/v1/agents/run", { method: "HEAD" })))
+      )
+      assert.isFalse(started)
+      assert.strictEqual(response.body._tag, "Empty")
+      assert.strictEqual(response.headers["cache-control"], "no-cache, no-transform")
+      assert.strictEqual(response.headers["x-accel-buffering"], "no")
     }))
 })

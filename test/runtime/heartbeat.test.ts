@@ -1,98 +1,164 @@
-import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Fiber, Ref, Stream } from "effect"
+import { afterEach, assert, beforeEach, describe, it } from "@effect/vitest"
+import { Deferred, type Duration, Effect, Fiber, Queue, Stream } from "effect"
+import { vi } from "vitest"
 import * as Heartbeat from "../../src/platform/sse/Heartbeat.js"
 import * as Sse from "../../src/platform/sse/Sse.js"
-import { publicFrames } from "../../src/runtime/Events.js"
+import { publicFrame } from "../../src/runtime/Events.js"
 
 /**
- * The shared heartbeat ticker behind every SSE stream (src/platform/sse/Heartbeat.ts): pings at the configured interval
- * and never sooner, one timer however many streams, and no subscriber
- * left behind by a stream that ends, fails or loses its client. Live clocks, since the ticker is a real timer; each
- * test uses its own interval so the counts are its own.
+ * The shared heartbeat ticker behind every SSE stream (src/platform/sse/Heartbeat.ts): pings at the configured
+ * interval and never sooner, one timer however many streams, and no subscriber left behind by a stream that ends,
+ * fails or loses its client. The ticker is a Node `setInterval`, so these tests fake that timer (and only that one:
+ * Effect's own scheduling stays real) and move time by hand: every count below is exact.
+ *
+ * `Heartbeat.every` is what the written and held streams of runs and sessions use (`Sse.written`, `Sse.held`);
+ * `Heartbeat.during`, through `Sse.encode`, is what the Chat Completions and Responses streams use.
  */
+
+beforeEach(() => {
+  vi.useFakeTimers({ toFake: ["setInterval", "clearInterval"] })
+})
+afterEach(() => {
+  vi.useRealTimers()
+})
 
 type Wire = { readonly type: string; readonly [key: string]: unknown }
 const created: Wire = { type: "preparing", run_id: "run_1", agent: "a" }
 const completed: Wire = { type: "complete", usage: { input_tokens: 0, output_tokens: 0 }, credits_charged: 0 }
 
-/** The encoded stream's pieces with the time each arrived. */
-const timed = (stream: Stream.Stream<Uint8Array>) => {
-  const decoder = new TextDecoder()
-  return stream.pipe(
-    Stream.map((bytes) => ({ text: decoder.decode(bytes), at: performance.now() })),
-    Stream.runCollect,
-    Effect.map(Chunk.toReadonlyArray)
-  )
-}
+/**
+ * `Sse.encode` over events the test offers one by one (a queue), as a Chat Completions stream encodes its chunks:
+ * each piece written is put in `pieces`, so the test waits for the next piece instead of for time.
+ */
+const encodedStream = (interval: Duration.DurationInput) =>
+  Effect.gen(function*() {
+    const events = yield* Queue.unbounded<Wire>()
+    const end = yield* Deferred.make<void, string>()
+    const pieces = yield* Queue.unbounded<string>()
+    let eventId = 0
+    const source = Stream.fromQueue(events).pipe(
+      Stream.map((event) => publicFrame(event, ++eventId)),
+      Stream.interruptWhen(end)
+    )
+    const decoder = new TextDecoder()
+    const fiber = yield* Sse.encode(source, { done: true, heartbeat: interval }).pipe(
+      Stream.runForEach((bytes) => Queue.offer(pieces, decoder.decode(bytes))),
+      Effect.exit,
+      Effect.fork
+    )
+    return { events, end, pieces, fiber }
+  })
 
-const until = (condition: () => boolean) =>
-  Effect.sleep("5 millis").pipe(Effect.repeat({ until: condition }), Effect.timeout("5 seconds"), Effect.orDie)
+const next = (q: Queue.Queue<string>, what: string) => Queue.take(q).pipe(Effect.timeoutFail({ duration: "3 seconds", onTimeout: () => new Error(`no ${what}`) }))
 
-describe("Heartbeat", () => {
-  it.live("a quiet stream pings every interval, never before a whole interval of quiet", () =>
+describe("Heartbeat.every (written and held streams)", () => {
+  it("pings once a whole interval has passed, at most a fifth of one late, then exactly every interval", () => {
+    let pings = 0
+    const stop = Heartbeat.every("100 millis", () => void pings++)
+    vi.advanceTimersByTime(99)
+    assert.strictEqual(pings, 0, "never before a whole interval")
+    vi.advanceTimersByTime(21)
+    assert.strictEqual(pings, 1, "the first ping by 1 + 1/5 intervals")
+    vi.advanceTimersByTime(99)
+    assert.strictEqual(pings, 1)
+    vi.advanceTimersByTime(1)
+    assert.strictEqual(pings, 2, "then every interval")
+    vi.advanceTimersByTime(1_000)
+    assert.strictEqual(pings, 12)
+    stop()
+    vi.advanceTimersByTime(1_000)
+    assert.strictEqual(pings, 12, "nothing after stop")
+  })
+
+  it("streams share one timer per interval, and the timer stops with the last stream", () => {
+    const counts = Array.from({ length: 200 }, () => 0)
+    const stops = counts.map((_, i) => Heartbeat.every("70 millis", () => void counts[i]!++))
+    const other = Heartbeat.every("30 millis", () => {})
+    assert.strictEqual(Heartbeat.subscribers("70 millis"), 200)
+    assert.strictEqual(Heartbeat.timers(), 2, "one timer for 200 streams, one for the other interval")
+    assert.strictEqual(vi.getTimerCount(), 2)
+    vi.advanceTimersByTime(84)
+    // Every stream pinged, each once: a shared tick sends no stream a ping sooner than its own timer would.
+    assert.deepStrictEqual(new Set(counts), new Set([1]))
+    stops.forEach((stop) => stop())
+    assert.strictEqual(Heartbeat.subscribers("70 millis"), 0)
+    assert.strictEqual(Heartbeat.timers(), 1)
+    other()
+    assert.strictEqual(Heartbeat.timers(), 0)
+    assert.strictEqual(vi.getTimerCount(), 0)
+  })
+
+  it("a stream that joins a running ticker counts its interval from when it joined", () => {
+    let early = 0
+    let late = 0
+    const stopEarly = Heartbeat.every("100 millis", () => void early++)
+    vi.advanceTimersByTime(60)
+    const stopLate = Heartbeat.every("100 millis", () => void late++)
+    vi.advanceTimersByTime(60)
+    assert.deepStrictEqual([early, late], [1, 0])
+    vi.advanceTimersByTime(59)
+    assert.deepStrictEqual([early, late], [1, 0], "not a whole interval since the late one joined (at 60 ms)")
+    vi.advanceTimersByTime(1)
+    assert.deepStrictEqual([early, late], [1, 1], "the late one's first: 120 ms after it joined")
+    vi.advanceTimersByTime(40)
+    assert.deepStrictEqual([early, late], [2, 1], "the early one's second, on its own cadence")
+    stopEarly()
+    stopLate()
+  })
+})
+
+describe("Heartbeat.during (Sse.encode: Chat Completions and Responses streams)", () => {
+  it.live("a quiet stream pings every interval, events do not restart it, and nothing follows [DONE]", () =>
     Effect.gen(function*() {
-      const quiet = Stream.concat(Stream.make(created), Stream.fromEffect(Effect.as(Effect.sleep("750 millis"), completed)))
-      const pieces = yield* timed(Sse.encode(publicFrames(quiet), { done: true, heartbeat: "100 millis" }))
-      const pings = pieces.filter((p) => p.text === Sse.PING).map((p) => p.at)
-      const first = pieces[0]!
-      assert.notStrictEqual(first.text, Sse.PING)
-      // Nominally 7 (the first between 100 and 120 ms, then every 100 ms); fewer only if the machine stalls.
-      assert.isAtLeast(pings.length, 3, JSON.stringify(pieces))
-      assert.isAtMost(pings.length, 8, JSON.stringify(pieces))
-      // Slack for the fiber that delivers a ping, not for the ticker: it never fires early.
-      assert.isAtLeast(pings[0]! - first.at, 90)
-      for (let i = 1; i < pings.length; i++) assert.isAtLeast(pings[i]! - pings[i - 1]!, 85)
-      assert.strictEqual(pieces[pieces.length - 1]!.text, Sse.DONE, "nothing follows [DONE]")
-      assert.strictEqual(Heartbeat.subscribers("100 millis"), 0)
-    }))
-
-  it.live("a stream that keeps writing keeps its cadence: events do not restart the interval", () =>
-    Effect.gen(function*() {
-      const busy = Stream.repeatEffect(Effect.as(Effect.sleep("10 millis"), created)).pipe(Stream.take(60))
-      const pieces = yield* timed(Sse.encode(publicFrames(busy), { done: true, heartbeat: "150 millis" }))
-      assert.isAbove(pieces.filter((p) => p.text === Sse.PING).length, 0)
-      // The retry line, 60 events and [DONE].
-      assert.strictEqual(pieces.filter((p) => p.text !== Sse.PING).length, 62)
-    }))
-
-  it.live("idle streams share one timer and leave it when they end", () =>
-    Effect.gen(function*() {
-      const quiet = Stream.concat(Stream.make(created), Stream.fromEffect(Effect.as(Effect.sleep("600 millis"), completed)))
-      const all = yield* Effect.forEach(
-        Array.from({ length: 200 }),
-        () => timed(Sse.encode(publicFrames(quiet), { done: true, heartbeat: "70 millis" })),
-        { concurrency: "unbounded" }
-      ).pipe(Effect.fork)
-      yield* until(() => Heartbeat.subscribers("70 millis") === 200)
-      assert.strictEqual(Heartbeat.timers(), 1, "one timer for 200 streams")
-      const streams = yield* Fiber.join(all)
-      // Every stream should have pinged; a starved event loop (the ticker skips ticks it missed) may leave a few out.
-      const pinged = streams.filter((pieces) => pieces.some((p) => p.text === Sse.PING)).length
-      assert.isAbove(pinged, 0)
-      assert.strictEqual(Heartbeat.subscribers("70 millis"), 0)
-      assert.strictEqual(Heartbeat.timers(), 0, "the timer stops with the last stream")
+      const stream = yield* encodedStream("100 millis")
+      assert.strictEqual(yield* next(stream.pieces, "retry"), Sse.RETRY)
+      yield* Queue.offer(stream.events, created)
+      assert.match(yield* next(stream.pieces, "created"), /^event: run.created\n/)
+      // Events every 50 ms (of the ticker's time) do not hold the ping back: it comes at 120 ms as if all were quiet.
+      vi.advanceTimersByTime(50)
+      yield* Queue.offer(stream.events, { type: "text", delta: "a" })
+      assert.match(yield* Queue.take(stream.pieces), /^event: output.text.delta\n/)
+      vi.advanceTimersByTime(50)
+      yield* Queue.offer(stream.events, { type: "text", delta: "b" })
+      assert.match(yield* Queue.take(stream.pieces), /^event: output.text.delta\n/)
+      vi.advanceTimersByTime(20)
+      assert.strictEqual(yield* next(stream.pieces, "ping"), Sse.PING)
+      vi.advanceTimersByTime(100)
+      assert.strictEqual(yield* Queue.take(stream.pieces), Sse.PING)
+      yield* Queue.offer(stream.events, completed)
+      assert.match(yield* Queue.take(stream.pieces), /^event: run.completed\n/)
+      yield* Deferred.succeed(stream.end, undefined)
+      assert.strictEqual(yield* Queue.take(stream.pieces), Sse.DONE)
+      const exit = yield* Fiber.join(stream.fiber)
+      assert.strictEqual(exit._tag, "Success")
+      vi.advanceTimersByTime(1_000)
+      assert.strictEqual(yield* Queue.size(stream.pieces), 0, "no ping after [DONE]")
+      assert.strictEqual(Heartbeat.subscribers(), 0)
+      assert.strictEqual(Heartbeat.timers(), 0)
     }))
 
   it.live("a client that disconnects leaves no subscriber behind", () =>
     Effect.gen(function*() {
-      const pings = yield* Ref.make(0)
-      const fiber = yield* Sse.encode(Stream.never, { done: false, heartbeat: "30 millis" }).pipe(
-        Stream.runForEach((bytes) => new TextDecoder().decode(bytes) === Sse.PING ? Ref.update(pings, (n) => n + 1) : Effect.void),
-        Effect.fork
-      )
-      yield* until(() => Effect.runSync(Ref.get(pings)) >= 2)
+      const stream = yield* encodedStream("30 millis")
+      assert.strictEqual(yield* Queue.take(stream.pieces), Sse.RETRY)
+      vi.advanceTimersByTime(36)
+      assert.strictEqual(yield* Queue.take(stream.pieces), Sse.PING)
       assert.strictEqual(Heartbeat.subscribers("30 millis"), 1)
       // What the HTTP server does to a response body whose client went away.
-      yield* Fiber.interrupt(fiber)
+      yield* Fiber.interrupt(stream.fiber)
       assert.strictEqual(Heartbeat.subscribers(), 0)
       assert.strictEqual(Heartbeat.timers(), 0)
     }))
 
   it.live("a stream that fails leaves no subscriber behind", () =>
     Effect.gen(function*() {
-      const failing = Stream.concat(Stream.make(created), Stream.fromEffect(Effect.zipRight(Effect.sleep("100 millis"), Effect.fail("boom"))))
-      const exit = yield* Sse.encode(publicFrames(failing), { done: true, heartbeat: "40 millis" }).pipe(Stream.runDrain, Effect.exit)
-      assert.isTrue(exit._tag === "Failure")
+      const stream = yield* encodedStream("40 millis")
+      assert.strictEqual(yield* Queue.take(stream.pieces), Sse.RETRY)
+      yield* Queue.offer(stream.events, created)
+      yield* Queue.take(stream.pieces)
+      yield* Deferred.fail(stream.end, "boom")
+      const exit = yield* Fiber.join(stream.fiber)
+      assert.strictEqual(exit._tag, "Failure")
       assert.strictEqual(Heartbeat.subscribers(), 0)
       assert.strictEqual(Heartbeat.timers(), 0)
     }))

@@ -36,6 +36,7 @@ describe.skipIf(process.env.SANDBOX_FAIRNESS !== "1")("sandbox fair share (alone
             { concurrency: "unbounded" }
           )
           // The loops' sandboxes load Pyodide first; the victim is timed once they spin.
+          // Real time for real processes: the attackers' sandboxes load Pyodide and spin before the victim is timed.
           yield* Effect.sleep("8 seconds")
           const contended = yield* median
           const outcomes = yield* Effect.forEach(loops, (fiber) => Effect.orDie(fiber.await).pipe(Effect.flatten))

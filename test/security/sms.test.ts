@@ -4,6 +4,8 @@ import { freshPhone, request, solvedChallenge } from "../support/Client.js"
 import { TestServer } from "../support/TestServer.js"
 import { assertError, freshIp, LIVE, login, loginOk, sendCode, sleep, wrongCode } from "../identity/login-support.js"
 
+// `sleep(20)` below: past the server's 1 ms resend cooldown (SMS_COOLDOWN), which runs on its wall clock.
+
 /**
  * Issue 15 item 3, replayed: a stranger must not lock a phone out of login or flood it. Wrong guesses count per
  * phone and client, the daily cap per phone and client, a refused request starts no cooldown, and past

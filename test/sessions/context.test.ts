@@ -98,6 +98,7 @@ const running = (entry: Probed) =>
 /** Waits a little for the fibers started under `entry` to end (a handler's end just after its reply): none may stay. */
 const assertNoneStillRuns = (entry: Probed) =>
   Effect.gen(function*() {
+    // Polled: a fiber ending after its handler replied signals nothing the test can wait on.
     for (let attempt = 0; attempt < 40 && running(entry).length > 0; attempt++) yield* Effect.sleep("50 millis")
     assert.deepStrictEqual(
       running(entry).map((fiber) => ({ fiber: fiber.id().id, holdsTheRequest: holdsARequest(fiber) })),
@@ -162,6 +163,7 @@ describe("session context", () => {
         const [first] = probed
         assert.isDefined(first)
         for (let attempt = 0; attempt < 20 && first!.message.deref() !== undefined; attempt++) {
+          // The garbage collector clears a WeakRef in its own time: no event tells when.
           yield* Effect.sleep("50 millis")
           gc()
         }

@@ -100,6 +100,7 @@ describe("session lifecycle", () => {
           const server = yield* TestServer
           const queuedNow = server.query(`SELECT turn FROM session_queue WHERE session_id = '${session}' ORDER BY turn`)
           let queued = yield* queuedNow
+          // Polled: the queued turn's row is the only sign it was written (its stream says nothing yet).
           while (queued.length < 2) queued = yield* Effect.zipRight(Effect.sleep("50 millis"), queuedNow)
           assert.deepStrictEqual(queued.map((row) => Number(row.turn)), [1, 2])
         }))

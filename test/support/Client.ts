@@ -106,6 +106,7 @@ export const runCodeCapability = Effect.gen(function*() {
     const health = yield* request("GET", "/api/health")
     const status = health.body?.capabilities?.run_code
     if (status?.status !== "checking" || Date.now() > deadline) return status as { status: string; detail: string }
+    // Polled: the server checks run_code in the background at start and tells only through /api/health.
     yield* Effect.sleep("200 millis")
   }
 })

@@ -135,6 +135,7 @@ export const chatText = (deltas: ReadonlyArray<string>, usage?: readonly [number
 // Server
 // -----------------------------------------------------------------------------
 
+/** Real pauses of the mock upstream: a trickling or stalling model over real HTTP is the scenario under test. */
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
 const headerRecord = (headers: Http.IncomingHttpHeaders): Record<string, string | undefined> => {

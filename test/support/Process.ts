@@ -86,6 +86,7 @@ export const launchPlatform = (
           const ok = await fetch(`${url}/api/health`, { signal: AbortSignal.timeout(2_000) }).then((r) => r.ok, () => false)
           if (ok) return url
         }
+        // Polled: a real process's output, read as it arrives.
         await new Promise((r) => setTimeout(r, 50))
       }
       throw new Error(`platform did not become healthy:\n${output}`)

@@ -78,6 +78,8 @@ export interface LiveStream {
   readonly headers: Headers
   /** Reads until an event with this name arrives (or the stream ends); returns everything read so far. */
   readonly until: (name: string) => Effect.Effect<ParsedStream>
+  /** Reads until `count` `: ping` comments have arrived in all (or the stream ends); returns everything read so far. */
+  readonly untilPings: (count: number) => Effect.Effect<ParsedStream>
   /** Reads to the end. */
   readonly rest: Effect.Effect<ParsedStream>
   /** Cuts the connection, as a client that leaves. */
@@ -116,12 +118,17 @@ export const openStream = (
         while (!ended && !complete(raw).includes(`event: ${name}\n`)) yield* readMore
         return parseStream(complete(raw), { expectDone: false })
       })
+    const untilPings = (count: number) =>
+      Effect.gen(function*() {
+        while (!ended && complete(raw).split(": ping\n\n").length - 1 < count) yield* readMore
+        return parseStream(complete(raw), { expectDone: false })
+      })
     const rest = Effect.gen(function*() {
       while (!ended) yield* readMore
       return parseStream(raw)
     })
     const cancel = Effect.sync(() => controller.abort())
-    return { status: response.status, headers: response.headers, until, rest, cancel } satisfies LiveStream
+    return { status: response.status, headers: response.headers, until, untilPings, rest, cancel } satisfies LiveStream
   })
 
 /** POSTs and reads the whole stream. */

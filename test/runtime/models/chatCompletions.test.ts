@@ -367,15 +367,13 @@ layer(Layer.merge(NodeHttpClient.layerUndici, Mock.ToolsLayer), { excludeTestSer
         const { model, upstream } = yield* setup({ idleTimeout: "300 millis" })
         yield* upstream.script(Mock.stream([Mock.sse(Mock.chatChunk({ content: "Hel" }))], { stallAfter: true }))
         const seen: Array<string> = []
-        const started = Date.now()
         const error = yield* fail(
           model.streamText({ prompt: "hi" }).pipe(
             Stream.runForEach((part) => Effect.sync(() => seen.push(part.type)))
           )
         )
-        const elapsed = Date.now() - started
+        // Which timer ended the call is in its error (the idle timeout, not the request timeout), not in a stopwatch.
         assert.deepStrictEqual(seen, ["text-start", "text-delta"])
-        assert.isTrue(elapsed >= 250 && elapsed < 3_000, `failed after ${elapsed} ms`)
         assert.strictEqual(error._tag, "UnknownError")
         const failure = Upstream.describeFailure(error)
         assert.strictEqual(failure.code, "upstream_timeout")
@@ -398,9 +396,8 @@ layer(Layer.merge(NodeHttpClient.layerUndici, Mock.ToolsLayer), { excludeTestSer
         const writes: Array<Mock.Write> = []
         for (let i = 0; i < 100; i++) writes.push(Mock.sse(Mock.chatChunk({ content: "." })), { pause: 50 })
         yield* upstream.script(Mock.stream(writes))
-        const started = Date.now()
         const error = yield* fail(Mock.streamPlain(model, "hi"))
-        assert.isBelow(Date.now() - started, 3_000)
+        // The request timeout ended it (its message says so), though chunks kept the idle timeout from firing.
         const failure = Upstream.describeFailure(error)
         assert.strictEqual(failure.code, "upstream_timeout")
         assert.strictEqual(failure.message, "The model call timed out: not finished within 600ms")
