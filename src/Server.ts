@@ -8,7 +8,7 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
-import { Cause, Context, Duration, Effect, Layer, Option, Redacted, Scope } from "effect"
+import { Cause, Context, Duration, Effect, FiberRef, Layer, Option, Redacted, Scope } from "effect"
 import { createServer } from "node:http"
 import type { Readable } from "node:stream"
 import { AgentsHttpLive } from "./agents/Http.js"
@@ -36,8 +36,19 @@ import { isOutage, RETRY_AFTER_SECONDS } from "./platform/Outage.js"
 import { IdempotencyRepo } from "./platform/http/Repo.js"
 import { AppConfig } from "./platform/Config.js"
 import { DatabaseLive } from "./platform/Database.js"
-import { errorBody, errorType } from "./platform/Errors.js"
-import { errorResponse } from "./platform/http/ErrorResponse.js"
+import {
+  ErrorHeaders,
+  Forbidden,
+  InternalError,
+  InvalidRequest,
+  MethodNotAllowed,
+  NotFound,
+  OpenAiFields,
+  PayloadTooLarge,
+  ServiceUnavailable,
+  Unauthorized
+} from "./platform/Errors.js"
+import { wireErrorResponse } from "./platform/http/ErrorResponse.js"
 import { HealthHttp } from "./platform/HealthHttp.js"
 import { conditionalAndCompressed } from "./platform/http/Compression.js"
 import { pageHeaders, withPagePolicy } from "./platform/http/Csp.js"
@@ -67,44 +78,6 @@ const FORM_ROUTE = /^\/oauth\//
 /** Routes under `/api` that need no login token (spec 5.2 rule 5). */
 const PUBLIC_API = /^\/api\/(auth\/login|auth\/challenge|auth\/sms\/sendCode|health|market\/.*|payment\/notify\/.*)\/?$/i
 
-/**
- * Turns what HttpApi writes for a failure (`{"_tag": ..., ...}`, including its own `HttpApiDecodeError`) into the
- * platform's one error body, `{"error":{"type","message"}}`, and `retry_after` into a `Retry-After` header.
- */
-const toEnvelope = (response: HttpServerResponse.HttpServerResponse, withParam: boolean) => {
-  if (response.status < 400 || response.body._tag !== "Uint8Array") return response
-  let parsed: { _tag?: unknown; message?: unknown; issues?: unknown; retry_after?: unknown; param?: unknown }
-  try {
-    parsed = JSON.parse(new TextDecoder().decode(response.body.body))
-  } catch {
-    return response
-  }
-  if (typeof parsed?._tag !== "string") return response
-  if (parsed._tag === "HttpApiDecodeError") {
-    const param = withParam ? paramOf(parsed.issues) : undefined
-    return HttpServerResponse.unsafeJson({
-      error: {
-        ...errorBody("invalid_request", describeDecodeIssues(parsed.issues, parsed.message)).error,
-        ...(param === undefined ? {} : { param })
-      }
-    }, { status: 400 })
-  }
-  const headers: Record<string, string> = {}
-  if (typeof parsed.retry_after === "number") headers["retry-after"] = String(parsed.retry_after)
-  const body = errorBody(errorType(parsed._tag), typeof parsed.message === "string" ? parsed.message : "Request failed.")
-  return HttpServerResponse.unsafeJson(
-    withParam && typeof parsed.param === "string" ? { error: { ...body.error, param: parsed.param } } : body,
-    { status: response.status, headers }
-  )
-}
-
-/** The field of the first decode issue, as OpenAI's clients name it (`messages[0].role`). */
-const paramOf = (issues: unknown): string | undefined => {
-  const path = Array.isArray(issues) ? (issues[0] as { path?: Array<unknown> } | undefined)?.path : undefined
-  if (!Array.isArray(path) || path.length === 0) return undefined
-  return path.map((key, index) => typeof key === "number" ? `[${key}]` : index === 0 ? String(key) : `.${String(key)}`).join("")
-}
-
 /** Every route of the API as a path pattern and its methods, for a 405 that says which methods a path serves. */
 const ROUTES: ReadonlyArray<{ readonly pattern: RegExp; readonly method: string }> = (() => {
   const routes: Array<{ pattern: RegExp; method: string }> = []
@@ -126,48 +99,19 @@ const allowedMethods = (path: string) => [...new Set(ROUTES.filter((route) => ro
 /** The routes OpenAI's clients call: their errors also carry `code` and `param`, which those clients read. */
 const OPENAI_ROUTES = /^\/v1\/(chat\/completions|responses|models|vector_stores)(\/|$)/
 
-/**
- * What every error answer adds for the clients that read it: `WWW-Authenticate` on a 401 (RFC 6750), and on the
- * OpenAI-compatible routes OpenAI's error fields beside the platform's (`code`, `param`; `type` stays the
- * platform's).
- */
-const forClients = (request: HttpServerRequest.HttpServerRequest, response: HttpServerResponse.HttpServerResponse) => {
-  if (response.status < 400) return response
-  let answer = response
-  if (answer.status === 401 && answer.headers["www-authenticate"] === undefined) {
-    answer = HttpServerResponse.setHeader(answer, "www-authenticate", 'Bearer realm="atrium"')
-  }
-  if (!OPENAI_ROUTES.test(request.url.split("?")[0]!) || answer.body._tag !== "Uint8Array") return answer
-  try {
-    const parsed = JSON.parse(new TextDecoder().decode(answer.body.body)) as { error?: Record<string, unknown> }
-    if (typeof parsed?.error !== "object" || parsed.error === null) return answer
-    const error = { ...parsed.error, code: parsed.error.code ?? parsed.error.type ?? null, param: parsed.error.param ?? null }
-    return HttpServerResponse.unsafeJson({ ...parsed, error }, { status: answer.status, headers: answer.headers })
-  } catch {
-    return answer
-  }
-}
+/** A 401 names its scheme (RFC 6750 `WWW-Authenticate`) for the clients that read it. */
+const withAuthenticateHeader = (response: HttpServerResponse.HttpServerResponse) =>
+  response.status === 401 && response.headers["www-authenticate"] === undefined
+    ? HttpServerResponse.setHeader(response, "www-authenticate", 'Bearer realm="atrium"')
+    : response
 
-/** "Invalid request: phone: is missing" — the field first, so a caller sees at once what to fix. */
-const describeDecodeIssues = (issues: unknown, fallback: unknown): string => {
-  if (!Array.isArray(issues) || issues.length === 0) {
-    return `Invalid request: ${typeof fallback === "string" ? fallback.split("\n")[0] : "malformed input"}`
-  }
-  // A value outside a union of literals is one issue per literal: told as one, listing every allowed value.
-  const byPath = new Map<string, Array<string>>()
-  for (const issue of issues as Array<{ path?: Array<unknown>; message?: string }>) {
-    const path = Array.isArray(issue.path) && issue.path.length > 0 ? issue.path.join(".") : "body"
-    byPath.set(path, [...(byPath.get(path) ?? []), issue.message ?? "invalid"])
-  }
-  const parts = [...byPath].slice(0, 3).map(([path, messages]) => {
-    const expected = messages.map((message) => /^Expected (.+), actual (.+)$/s.exec(message))
-    if (messages.length > 1 && expected.every((match) => match !== null)) {
-      return `${path}: Expected one of ${expected.map((match) => match![1]).join(", ")}; actual ${expected[0]![2]}`
-    }
-    return `${path}: ${messages.join("; or ")}`
-  })
-  return `Invalid request: ${parts.join("; ")}`
-}
+/** An error answer with the headers its error's encoding left out of the body (`Retry-After`). */
+const withErrorHeaders = <E, R>(answer: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
+  Effect.flatMap(answer, (response) =>
+    response.status < 400 ? Effect.succeed(response) : Effect.map(
+      FiberRef.get(ErrorHeaders),
+      (headers) => Object.keys(headers).length === 0 ? response : HttpServerResponse.setHeaders(response, headers)
+    ))
 
 /**
  * Reads a body of unknown length (`Transfer-Encoding: chunked`) up to `limit` bytes; none when it is longer. Past
@@ -252,15 +196,16 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
         if (routed.startsWith("/api/") && !PUBLIC_API.test(routed)) {
           const token = request.headers["authorization"]?.replace(/^Bearer\s+/i, "") ?? request.cookies["token"] ?? ""
           const valid = yield* Effect.isSuccess(tokens.authenticate(token))
-          if (!valid) return errorResponse(401, "unauthorized", "A valid login token is required.")
+          if (!valid) return yield* wireErrorResponse(new Unauthorized({ message: "A valid login token is required." }))
         }
         const allowed = allowedMethods(path)
         if (allowed.length > 0) {
-          return errorResponse(405, "method_not_allowed", `${path} does not serve ${request.method}; it serves ${allowed.join(", ")}.`, {
-            allow: allowed.join(", ")
-          })
+          return yield* wireErrorResponse(
+            new MethodNotAllowed({ message: `${path} does not serve ${request.method}; it serves ${allowed.join(", ")}.` }),
+            { allow: allowed.join(", ") }
+          )
         }
-        return errorResponse(404, "not_found", `No route ${request.method} ${path}.`)
+        return yield* wireErrorResponse(new NotFound({ message: `No route ${request.method} ${path}.` }))
       })
 
     /**
@@ -270,14 +215,14 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
      */
     const internalRefusal = (request: HttpServerRequest.HttpServerRequest) => {
       if (!isPrivateAddress(clientAddress(request, config.trustProxy))) {
-        return errorResponse(403, "forbidden", "Internal routes answer the private network only.")
+        return wireErrorResponse(new Forbidden({ message: "Internal routes answer the private network only." }))
       }
       if (Option.isNone(config.internalToken)) {
-        return errorResponse(403, "forbidden", "Internal routes are closed: INTERNAL_TOKEN is not set.")
+        return wireErrorResponse(new Forbidden({ message: "Internal routes are closed: INTERNAL_TOKEN is not set." }))
       }
       const presented = /^Bearer\s+(.+)$/i.exec(request.headers["authorization"] ?? "")?.[1]?.trim()
       if (presented === undefined || !secretMatches(presented, Redacted.value(config.internalToken.value))) {
-        return errorResponse(401, "unauthorized", "Internal routes require the operator's bearer token.", {
+        return wireErrorResponse(new Unauthorized({ message: "Internal routes require the operator's bearer token." }), {
           "www-authenticate": "Bearer"
         })
       }
@@ -290,28 +235,30 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
     const guarded = <E, R>(app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
       Effect.gen(function*() {
         let request = yield* HttpServerRequest.HttpServerRequest
-        const tooLarge = errorResponse(413, "payload_too_large", `Request body exceeds ${config.maxBodyBytes} bytes.`)
+        const tooLarge = wireErrorResponse(new PayloadTooLarge({ message: `Request body exceeds ${config.maxBodyBytes} bytes.` }))
         const declaredLength = Number(request.headers["content-length"] ?? "0")
         // File bytes go to the storage route, which streams them to disk under its own, signed limit.
         const exempt = isStorageRoute(request.url)
-        if (declaredLength > config.maxBodyBytes && !exempt) return tooLarge
+        if (declaredLength > config.maxBodyBytes && !exempt) return yield* tooLarge
         if (request.headers["content-length"] === undefined && request.headers["transfer-encoding"] !== undefined && !exempt) {
           const buffered = yield* Effect.either(bufferUnknownLength(request, config.maxBodyBytes))
-          if (buffered._tag === "Left") return errorResponse(400, "invalid_request", "The request body could not be read.")
-          if (Option.isNone(buffered.right)) return tooLarge
+          if (buffered._tag === "Left") {
+            return yield* wireErrorResponse(new InvalidRequest({ message: "The request body could not be read." }))
+          }
+          if (Option.isNone(buffered.right)) return yield* tooLarge
           request = buffered.right.value
         }
         const cors = preflight(request, config.corsOrigins)
-        if (cors === "refused") return errorResponse(403, "forbidden", "This origin may not call the API.")
+        if (cors === "refused") return yield* wireErrorResponse(new Forbidden({ message: "This origin may not call the API." }))
         if (cors !== undefined) return cors
         const refusedCookie = cookieRefusal(request, config.baseUrl, FORM_ROUTE.test(routePath(request.url)) || exempt)
-        if (refusedCookie !== undefined) return errorResponse(refusedCookie.status, refusedCookie.type, refusedCookie.message)
-        if (missingEndUser(request)) return errorResponse(400, "invalid_request", MISSING_END_USER)
+        if (refusedCookie !== undefined) return yield* wireErrorResponse(refusedCookie)
+        if (missingEndUser(request)) return yield* wireErrorResponse(new InvalidRequest({ message: MISSING_END_USER }))
         const byLink = refreshByLink(request)
-        if (byLink !== undefined) return byLink
+        if (byLink !== undefined) return yield* wireErrorResponse(byLink, { allow: "POST" })
         const badMedia = mediaRefusal(request, exempt || isMcp(request))
         // A path the API does not serve stays a 404, whatever its body.
-        if (badMedia !== undefined && allowedMethods(request.url.split("?")[0]!).length > 0) return badMedia
+        if (badMedia !== undefined && allowedMethods(request.url.split("?")[0]!).length > 0) return yield* wireErrorResponse(badMedia)
         const contentType = request.headers["content-type"]
         if (contentType !== undefined && !/^application\/json\s*(;|$)/i.test(contentType) && JSON_MEDIA_TYPE.test(contentType)) {
           // HttpApi reads only `application/json` as JSON: an `application/<x>+json` body is the same JSON to it.
@@ -321,38 +268,35 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
         if (badText !== undefined) return badText
         if (INTERNAL.test(routePath(request.url))) {
           const refused = internalRefusal(request)
-          if (refused !== undefined) return refused
+          if (refused !== undefined) return yield* refused
         }
         const served = app.pipe(
           Effect.provideService(HttpServerRequest.HttpServerRequest, request),
           Effect.provideService(HttpIncomingMessage.MaxBodySize, maxBodySize)
         )
         return yield* idempotent(idempotencyStore, request, identify(request), served).pipe(
-          // `param` is OpenAI's field: the platform's own routes keep the envelope to `type` and `message`.
-          Effect.map((response) => toEnvelope(response, OPENAI_ROUTES.test(request.url.split("?")[0]!))),
           Effect.catchAllCause((cause) => {
             if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
             // HttpApi lets a body it could not read escape as a defect: it is still the caller's bad input.
             const error = Cause.squash(cause) as { _tag?: string } | undefined
             if (error?._tag === "RouteNotFound") return notFound(request)
-            if (error?._tag === "RequestError" && String((error as { cause?: unknown }).cause).includes("maxBytes")) {
-              return Effect.succeed(tooLarge)
-            }
+            // Bodies over the limit were answered 413 above (declared, or read here under the limit).
             if (error?._tag === "RequestError") {
-              return Effect.succeed(errorResponse(400, "invalid_request", "The request body could not be read as JSON."))
+              return wireErrorResponse(new InvalidRequest({ message: "The request body could not be read as JSON." }))
             }
             // PostgreSQL, Redis or an entity's owner unreachable: an outage, not a bug; the caller retries (issue 33).
             if (isOutage(cause)) {
-              return Effect.as(
+              return Effect.zipRight(
                 Effect.logWarning("request failed during an outage", Cause.squash(cause)),
-                errorResponse(503, "service_unavailable", "A service this request needs is unavailable; retry shortly.", {
-                  "retry-after": String(RETRY_AFTER_SECONDS)
-                })
+                wireErrorResponse(new ServiceUnavailable({
+                  message: "A service this request needs is unavailable; retry shortly.",
+                  retry_after: RETRY_AFTER_SECONDS
+                }))
               )
             }
-            return Effect.as(
+            return Effect.zipRight(
               Effect.logError("unhandled failure", cause),
-              errorResponse(500, "internal_error", "Something went wrong on our side.")
+              wireErrorResponse(new InternalError({ message: "Something went wrong on our side." }))
             )
           }),
           Effect.map((response) => withCorsHeaders(request, config.corsOrigins, response))
@@ -362,7 +306,12 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
     return (app) =>
       Effect.gen(function*() {
         const original = yield* HttpServerRequest.HttpServerRequest
-        return yield* conditionalAndCompressed(original, withPagePolicy(forClients(original, yield* guarded(app))))
+        // Every error written below (by HttpApi or the guards) carries OpenAI's fields on OpenAI's routes.
+        const answer = yield* withErrorHeaders(guarded(app)).pipe(
+          Effect.locally(OpenAiFields, OPENAI_ROUTES.test(original.url.split("?")[0]!)),
+          Effect.locally(ErrorHeaders, {})
+        )
+        return yield* conditionalAndCompressed(original, withPagePolicy(withAuthenticateHeader(answer)))
       })
   }),
   { global: true }
