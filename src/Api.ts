@@ -1,6 +1,7 @@
 import * as HttpApi from "@effect/platform/HttpApi"
 import type * as HttpApiError from "@effect/platform/HttpApiError"
 import * as OpenApi from "@effect/platform/OpenApi"
+import { Option, Schema, type SchemaAST } from "effect"
 import { AgentsApi, PurchasesApi, ReviewsApi } from "./agents/Api.js"
 import { RunsApi } from "./runs/Api.js"
 import { ResponsesApi } from "./responses/Api.js"
@@ -18,7 +19,21 @@ import { NotificationsApi } from "./notifications/Api.js"
 import { END_USER_ROUTES } from "./identity/Domain.js"
 import { OAUTH_PATHS, OAUTH_TAG } from "./identity/oauth/OpenApi.js"
 import { HealthApi } from "./platform/Api.js"
-import { DecodeFailure } from "./platform/Errors.js"
+import { DailyCapExceeded, IdempotencyConflict, InsufficientCredits } from "./billing/Domain.js"
+import {
+  DecodeFailure,
+  Forbidden,
+  InternalError,
+  InvalidRequest,
+  MethodNotAllowed,
+  NotFound,
+  PayloadTooLarge,
+  RateLimited,
+  ServiceUnavailable,
+  Unauthorized,
+  UnsupportedMediaType
+} from "./platform/Errors.js"
+import { SessionBusy } from "./sessions/Domain.js"
 import { ModelsApi } from "./runtime/models/Api.js"
 
 /** Operations that answer `text/event-stream` (always, or with `stream: true`), and what their events are. */
@@ -234,3 +249,37 @@ export class AtriumApi extends makeApi("atrium")
     "Run and publish AI experts, paid with credits. Errors are {\"error\":{\"type\",\"message\"}}."
   )
 {}
+
+/** What the platform's edge answers outside any endpoint's declared errors (a guard, an outage, an unknown route). */
+export const EdgeError = Schema.Union(
+  InvalidRequest,
+  Unauthorized,
+  Forbidden,
+  NotFound,
+  MethodNotAllowed,
+  PayloadTooLarge,
+  UnsupportedMediaType,
+  RateLimited,
+  InternalError,
+  ServiceUnavailable,
+  InsufficientCredits,
+  DailyCapExceeded,
+  IdempotencyConflict,
+  SessionBusy
+)
+export type EdgeError = typeof EdgeError.Type
+
+/** Every wire error the API declares, then the edge's: the schemas a failed answer is decoded through. */
+export const AnyError: Schema.Schema<EdgeError, unknown> = (() => {
+  const members = new Set<SchemaAST.AST>()
+  HttpApi.reflect(AtriumApi, {
+    onGroup: () => {},
+    onEndpoint: ({ errors }) =>
+      errors.forEach(({ ast }) => {
+        if (Option.isNone(ast)) return
+        for (const member of ast.value._tag === "Union" ? ast.value.types : [ast.value]) members.add(member)
+      })
+  })
+  return Schema.Union(...[...members].map((ast) => Schema.make(ast)), EdgeError) as any
+})()
+
