@@ -63,7 +63,7 @@ const openAiErrorBody = (description: string) => ({
               type: { type: "string", description: "invalid_request_error, insufficient_quota, rate_limit_error or server_error" },
               code: { type: "string", description: "the run.failed code (docs/events.md)" },
               message: { type: "string" },
-              param: { type: "string", nullable: true }
+              param: { anyOf: [{ type: "string" }, { type: "null" }] }
             }
           }
         }
