@@ -1,5 +1,7 @@
 import * as HttpApi from "@effect/platform/HttpApi"
+import type * as HttpApiError from "@effect/platform/HttpApiError"
 import * as OpenApi from "@effect/platform/OpenApi"
+import { Option, Schema, type SchemaAST } from "effect"
 import { AgentsApi, PurchasesApi, ReviewsApi } from "./agents/Api.js"
 import { RunsApi } from "./runs/Api.js"
 import { ResponsesApi } from "./responses/Api.js"
@@ -17,55 +19,22 @@ import { NotificationsApi } from "./notifications/Api.js"
 import { END_USER_ROUTES } from "./identity/Domain.js"
 import { OAUTH_PATHS, OAUTH_TAG } from "./identity/oauth/OpenApi.js"
 import { HealthApi } from "./platform/Api.js"
+import { DailyCapExceeded, IdempotencyConflict, InsufficientCredits } from "./billing/Domain.js"
+import {
+  DecodeFailure,
+  Forbidden,
+  InternalError,
+  InvalidRequest,
+  MethodNotAllowed,
+  NotFound,
+  PayloadTooLarge,
+  RateLimited,
+  ServiceUnavailable,
+  Unauthorized,
+  UnsupportedMediaType
+} from "./platform/Errors.js"
+import { SessionBusy } from "./sessions/Domain.js"
 import { ModelsApi } from "./runtime/models/Api.js"
-
-/**
- * HttpApi documents an error as it encodes it (`{_tag, ...}`); the wire carries the envelope that `Server.ts` writes.
- * This makes the document say what a client really receives.
- */
-const documentErrorEnvelope = (spec: Record<string, any>): Record<string, any> => {
-  const envelope = {
-    type: "object",
-    required: ["error"],
-    properties: {
-      error: {
-        type: "object",
-        required: ["type", "message"],
-        properties: {
-          type: { type: "string", description: "snake_case error type, e.g. invalid_request" },
-          message: { type: "string" }
-        }
-      }
-    }
-  }
-  for (const operations of Object.values<Record<string, any>>(spec.paths ?? {})) {
-    for (const operation of Object.values<any>(operations)) {
-      for (const [status, response] of Object.entries<any>(operation?.responses ?? {})) {
-        if (Number(status) >= 400 && response?.content?.["application/json"]) {
-          response.content["application/json"].schema = { $ref: "#/components/schemas/Error" }
-        }
-      }
-    }
-  }
-  spec.components = { ...spec.components, schemas: { ...spec.components?.schemas, Error: envelope } }
-  return withoutUnusedSchemas(spec)
-}
-
-/** The `{_tag}` error schemas the envelope replaced are referenced by nothing now; a document should not carry them. */
-const withoutUnusedSchemas = (spec: Record<string, any>): Record<string, any> => {
-  const schemas: Record<string, unknown> = spec.components?.schemas ?? {}
-  const refsIn = (value: unknown): Array<string> => [...JSON.stringify(value).matchAll(/"#\/components\/schemas\/([^"]+)"/g)].map((m) => m[1]!)
-  const used = new Set<string>()
-  const pending = refsIn({ ...spec, components: { ...spec.components, schemas: {} } })
-  while (pending.length > 0) {
-    const name = pending.pop()!
-    if (used.has(name)) continue
-    used.add(name)
-    pending.push(...refsIn(schemas[name] ?? null))
-  }
-  spec.components.schemas = Object.fromEntries(Object.entries(schemas).filter(([name]) => used.has(name)))
-  return spec
-}
 
 /** Operations that answer `text/event-stream` (always, or with `stream: true`), and what their events are. */
 const STREAMS: Record<string, { readonly only: boolean; readonly events: string }> = {
@@ -94,7 +63,7 @@ const openAiErrorBody = (description: string) => ({
               type: { type: "string", description: "invalid_request_error, insufficient_quota, rate_limit_error or server_error" },
               code: { type: "string", description: "the run.failed code (docs/events.md)" },
               message: { type: "string" },
-              param: { type: "string", nullable: true }
+              param: { anyOf: [{ type: "string" }, { type: "null" }] }
             }
           }
         }
@@ -106,6 +75,7 @@ const openAiErrorBody = (description: string) => ({
 /** Statuses the handlers answer themselves (a failed run, a retry with the same key), beside the declared ones. */
 const RUN_STATUSES: Record<string, Record<string, ReturnType<typeof openAiErrorBody>>> = {
   "post /v1/chat/completions": {
+    "400": openAiErrorBody("Also a run that failed for a reason retrying cannot fix (its code, e.g. model_refused); x-should-retry: false."),
     "402": openAiErrorBody("The run stopped: the wallet cannot pay (budget_exhausted); x-should-retry: false."),
     "409": openAiErrorBody("Idempotency-Key sent with another body, or while its first request is still starting."),
     "429": openAiErrorBody("The model upstream was rate limited (upstream_rate_limited); Retry-After says when to retry."),
@@ -116,6 +86,26 @@ const RUN_STATUSES: Record<string, Record<string, ReturnType<typeof openAiErrorB
   },
   "post /v1/responses": { "409": openAiErrorBody("Idempotency-Key sent with another body, or while its first request is still starting.") },
   "post /v1/agents/run": { "409": openAiErrorBody("Idempotency-Key sent with another body, or while its first request is still starting.") }
+}
+
+/**
+ * The declared answers with a failed run's beside them: a status both give (400) takes either body; its description
+ * stays the declared one's.
+ */
+const withRunStatuses = (
+  declared: Record<string, any>,
+  statuses: Record<string, ReturnType<typeof openAiErrorBody>>
+): Record<string, any> => {
+  const merged: Record<string, any> = { ...statuses, ...declared }
+  for (const [status, run] of Object.entries(statuses)) {
+    const schema = declared[status]?.content?.["application/json"]?.schema
+    if (schema === undefined) continue
+    merged[status] = {
+      ...declared[status],
+      content: { "application/json": { schema: { anyOf: [schema, run.content["application/json"].schema] } } }
+    }
+  }
+  return merged
 }
 
 const IDEMPOTENCY_KEY = {
@@ -153,7 +143,7 @@ const documentTruth = (spec: Record<string, any>): Record<string, any> => {
         ok.content = { "text/plain": { schema: { type: "string" } } }
       }
       const statuses = RUN_STATUSES[`${method} ${path}`]
-      if (statuses !== undefined) operation.responses = { ...statuses, ...operation.responses }
+      if (statuses !== undefined) operation.responses = withRunStatuses(operation.responses, statuses)
       if (statuses !== undefined || `${method} ${path}` === "post /v1/sessions/{id}/events") {
         operation.parameters = [...(operation.parameters ?? []), IDEMPOTENCY_KEY]
       }
@@ -188,7 +178,7 @@ const documentTruth = (spec: Record<string, any>): Record<string, any> => {
       }
     }
   }
-  return withoutAnonymousIds(withOAuth(documentErrorEnvelope(spec)))
+  return withoutAnonymousIds(withOAuth(spec))
 }
 
 /** The OAuth routes are not HttpApi endpoints (their errors are RFC 6749's, not the envelope), so they join last. */
@@ -213,8 +203,15 @@ const withoutAnonymousIds = <A>(value: A): A => {
   return value
 }
 
+/**
+ * HttpApi starts every API with its own decode failure, `HttpApiDecodeError`, which it writes as `{_tag, issues}`.
+ * This API starts from `DecodeFailure` instead: the same error, written as the envelope (platform/Errors.ts).
+ */
+const makeApi = <const Id extends string>(identifier: Id): HttpApi.HttpApi<Id, never, HttpApiError.HttpApiDecodeError> =>
+  Object.assign(HttpApi.make(identifier), { errorSchema: DecodeFailure })
+
 /** The whole HTTP API: one group per domain. Handlers live in each domain's `Http.ts`. */
-export class AtriumApi extends HttpApi.make("atrium")
+export class AtriumApi extends makeApi("atrium")
   .add(HealthApi)
   .add(AuthApi)
   .add(AccountApi)
@@ -252,3 +249,37 @@ export class AtriumApi extends HttpApi.make("atrium")
     "Run and publish AI experts, paid with credits. Errors are {\"error\":{\"type\",\"message\"}}."
   )
 {}
+
+/** What the platform's edge answers outside any endpoint's declared errors (a guard, an outage, an unknown route). */
+export const EdgeError = Schema.Union(
+  InvalidRequest,
+  Unauthorized,
+  Forbidden,
+  NotFound,
+  MethodNotAllowed,
+  PayloadTooLarge,
+  UnsupportedMediaType,
+  RateLimited,
+  InternalError,
+  ServiceUnavailable,
+  InsufficientCredits,
+  DailyCapExceeded,
+  IdempotencyConflict,
+  SessionBusy
+)
+export type EdgeError = typeof EdgeError.Type
+
+/** Every wire error the API declares, then the edge's: the schemas a failed answer is decoded through. */
+export const AnyError: Schema.Schema<EdgeError, unknown> = (() => {
+  const members = new Set<SchemaAST.AST>()
+  HttpApi.reflect(AtriumApi, {
+    onGroup: () => {},
+    onEndpoint: ({ errors }) =>
+      errors.forEach(({ ast }) => {
+        if (Option.isNone(ast)) return
+        for (const member of ast.value._tag === "Union" ? ast.value.types : [ast.value]) members.add(member)
+      })
+  })
+  return Schema.Union(...[...members].map((ast) => Schema.make(ast)), EdgeError) as any
+})()
+

@@ -4,14 +4,13 @@ import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientError from "@effect/platform/HttpClientError"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import * as HttpClientResponse from "@effect/platform/HttpClientResponse"
-import { Effect, Option, type ParseResult, Ref, Schedule, Schema, type Scope, Stream } from "effect"
-import { AtriumApi } from "./Api.js"
-import { IdempotencyConflict, InsufficientCredits } from "./billing/Domain.js"
-import { Forbidden, InvalidRequest, NotFound, RateLimited, ServiceUnavailable, Unauthorized } from "./platform/Errors.js"
+import { Effect, FiberRef, Option, ParseResult, Ref, Schedule, Schema, type Scope, Stream } from "effect"
+import { globalValue } from "effect/GlobalValue"
+import { AnyError, AtriumApi, type EdgeError } from "./Api.js"
+export type { EdgeError } from "./Api.js"
 import type { RunPayload } from "./runs/Api.js"
 import { PublicEvent, RunFailed } from "./runtime/Domain.js"
 import type { ApprovalEvent, MessageEvent } from "./sessions/Api.js"
-import { SessionBusy } from "./sessions/Domain.js"
 
 export { PublicEvent, RunFailed } from "./runtime/Domain.js"
 
@@ -20,9 +19,11 @@ export { PublicEvent, RunFailed } from "./runtime/Domain.js"
  * (`import { makeAtriumClient } from "atrium/client"`): every group and endpoint with its request and answer types.
  * It imports the API's contract only (docs/architecture.md, "Contracts"), so it runs wherever `fetch` does.
  *
- * Failures arrive as the endpoint's tagged errors (`NotFound`, `InsufficientCredits`, ...): the wire carries the
- * platform's envelope (`{"error": {"type": "not_found", "message"}}`), which the client turns back into the tagged
- * form (`{"_tag": "NotFound", "message"}`) before HttpApi decodes it.
+ * Failures arrive as their tagged errors (`NotFound`, `InsufficientCredits`, ...): the wire carries the platform's
+ * envelope (`{"error": {"type": "not_found", "message"}}`), which is each error's own encoding, so HttpApi decodes
+ * it by the endpoint's declared errors. What the platform's edge answers beside them (a 415, a 404 for an unknown
+ * route, a 503 in an outage) is decoded through every wire error's schema (`EdgeError`); `Retry-After` fills
+ * `retry_after` where the error has one.
  *
  * The streamed answers (docs/events.md) are `Stream`s of the typed public events: `runs.run` (unless
  * `stream: false`), `sessions.send` and `sessions.subscribe` (which resumes from the last `seq` it saw, with
@@ -38,78 +39,63 @@ export interface AtriumClientOptions {
   readonly endUserId?: string
 }
 
-/** `not_found` -> `NotFound`: the inverse of the server's `errorType`. */
-const tagOf = (type: string) => type.split("_").map((word) => word.charAt(0).toUpperCase() + word.slice(1)).join("")
+const decodeAnyError = Schema.decodeUnknownOption(Schema.parseJson(AnyError))
 
-interface Envelope {
-  readonly type: string
-  readonly message: string
-  readonly code?: string
-  readonly [key: string]: unknown
-}
-
-const envelopeOf = (body: unknown): Envelope | undefined => {
-  const error = (body as { error?: { type?: unknown; message?: unknown } } | undefined)?.error
-  return typeof error?.type === "string"
-    ? { ...error, type: error.type, message: typeof error.message === "string" ? error.message : "" }
-    : undefined
+/**
+ * The `Retry-After` of the answer, on the errors that carry it (`retry_after`): the envelope's body leaves it to the
+ * header.
+ */
+const withRetryAfter = <E>(error: E, response: HttpClientResponse.HttpClientResponse): E => {
+  const seconds = Number(response.headers["retry-after"])
+  const constructor = (error as { constructor?: { fields?: Record<string, unknown> } } | null)?.constructor
+  if (!Number.isInteger(seconds) || constructor?.fields?.["retry_after"] === undefined) return error
+  if ((error as { retry_after?: unknown }).retry_after !== undefined) return error
+  return new (constructor as unknown as new(props: object) => E)({ ...(error as object), retry_after: seconds })
 }
 
 /** The routes whose failed runs answer an error status with the run's `code` (docs/runs.md). */
 const RUN_ROUTES = /^\/v1\/(chat\/completions|responses)\/?$/
-/** OpenAI's error classes, which a failed run's answer has for `type` there (src/runs/OpenAi.ts `runError`). */
-const RUN_FAILURE_TYPES: ReadonlySet<string> = new Set(["invalid_request_error", "rate_limit_error", "server_error", "insufficient_quota"])
+/** A failed run's answer there: OpenAI's error object with the run's `code` (src/runs/OpenAi.ts `runError`). */
+const RunFailure = Schema.parseJson(Schema.Struct({ error: Schema.Struct({ code: Schema.String, message: Schema.String }) }))
+const decodeRunFailure = Schema.decodeUnknownOption(RunFailure)
 
-/** An error answer in the envelope, re-encoded as HttpApi's tagged error body; anything else as it came. */
-const asTaggedError = (response: HttpClientResponse.HttpClientResponse) =>
-  response.status < 400 || !/json/i.test(response.headers["content-type"] ?? "")
-    ? Effect.succeed(response)
-    : Effect.map(Effect.orElseSucceed(response.json, () => undefined), (body) => {
-      const error = envelopeOf(body)
-      if (error === undefined) return Effect.succeed(response)
-      // A failed run on the OpenAI-compatible routes answers a status its endpoint does not declare, with the run's
-      // `code`: it goes on as the transport's error, with the body, for `runFailure` to read (`RunFailed`).
-      if (RUN_ROUTES.test(new URL(response.request.url).pathname) && RUN_FAILURE_TYPES.has(error.type)) {
-        const again = HttpClientResponse.fromWeb(
-          response.request,
-          new Response(JSON.stringify(body), { status: response.status, headers: { "content-type": "application/json" } })
-        )
-        return Effect.fail(new HttpClientError.ResponseError({ request: response.request, response: again, reason: "StatusCode" }))
-      }
-      // OpenAI's clients read `param: null`, `code`; the tagged errors know `param` only as a string.
-      const tagged = Object.fromEntries(Object.entries({ ...error, _tag: tagOf(error.type) }).filter(([, value]) => value !== null))
-      return Effect.succeed(HttpClientResponse.fromWeb(
-        response.request,
-        new Response(JSON.stringify(tagged), { status: response.status, headers: { "content-type": "application/json" } })
-      ))
-    }).pipe(Effect.flatten)
-
-/** What a stream's request may fail with before its first event: the platform's errors, by their tags. */
-const StreamError = Schema.Union(
-  InvalidRequest,
-  Unauthorized,
-  Forbidden,
-  NotFound,
-  RateLimited,
-  ServiceUnavailable,
-  InsufficientCredits,
-  IdempotencyConflict,
-  SessionBusy
-)
-type StreamError = typeof StreamError.Type
-const decodeStreamError = Schema.decodeUnknownOption(StreamError)
-
-/** A failed answer as its tagged error; an answer that is not the envelope stays the transport's `ResponseError`. */
+/**
+ * A failed answer as its tagged error, decoded through the wire errors' own schemas (a failed run's as `RunFailed`);
+ * an answer that is neither stays the transport's `ResponseError`.
+ */
 const failureOf = (
   response: HttpClientResponse.HttpClientResponse
-): Effect.Effect<never, StreamError | RunFailed | HttpClientError.ResponseError> =>
-  Effect.flatMap(Effect.orElseSucceed(response.json, () => undefined), (body): Effect.Effect<never, StreamError | RunFailed | HttpClientError.ResponseError> => {
-    const error = envelopeOf(body)
-    const tagged = error === undefined ? Option.none() : decodeStreamError({ ...error, _tag: tagOf(error.type) })
-    if (Option.isSome(tagged)) return Effect.fail(tagged.value)
-    if (typeof error?.code === "string") return Effect.fail(new RunFailed({ code: error.code, message: error.message }))
-    return Effect.fail(new HttpClientError.ResponseError({ request: response.request, response, reason: "StatusCode" }))
-  })
+): Effect.Effect<never, EdgeError | RunFailed | HttpClientError.ResponseError> =>
+  Effect.flatMap(
+    Effect.orElseSucceed(response.arrayBuffer, () => new ArrayBuffer(0)),
+    (bytes): Effect.Effect<never, EdgeError | RunFailed | HttpClientError.ResponseError> => {
+      const text = new TextDecoder().decode(bytes)
+      const tagged = decodeAnyError(text)
+      if (Option.isSome(tagged)) return Effect.fail(withRetryAfter(tagged.value, response))
+      const run = RUN_ROUTES.test(new URL(response.request.url).pathname) ? decodeRunFailure(text) : Option.none()
+      if (Option.isSome(run)) return Effect.fail(new RunFailed({ code: run.value.error.code, message: run.value.error.message }))
+      return Effect.fail(new HttpClientError.ResponseError({ request: response.request, response, reason: "StatusCode" }))
+    }
+  )
+
+/**
+ * The answer the current call got, kept by the client's transport for the call's own decoding (the same fiber): a
+ * failure HttpApi could not decode by the endpoint's declared errors is decoded again through every wire error.
+ */
+const currentResponse = globalValue(
+  Symbol.for("atrium/client/currentResponse"),
+  () => FiberRef.unsafeMake<Option.Option<HttpClientResponse.HttpClientResponse>>(Option.none())
+)
+
+/** A call's failure as its tagged error: the declared one (with its `Retry-After`), or one decoded again. */
+const decodedFailure = <A>(effect: Effect.Effect<A, unknown>): Effect.Effect<A, unknown> =>
+  Effect.catchAll(effect, (error) =>
+    Effect.flatMap(FiberRef.get(currentResponse), (response) => {
+      if (Option.isNone(response) || response.value.status < 400) return Effect.fail(error)
+      const undecoded = ParseResult.isParseError(error) ||
+        (HttpClientError.isHttpClientError(error) && error._tag === "ResponseError" && error.reason === "Decode")
+      return undecoded ? failureOf(response.value) : Effect.fail(withRetryAfter(error, response.value))
+    }))
 
 /** One frame of an SSE stream; `done` for `data: [DONE]`. */
 interface Frame {
@@ -173,9 +159,9 @@ const untilFailed = <E>(events: Stream.Stream<PublicEvent, E>): Stream.Stream<Pu
     event.type === "run.failed" ? Effect.fail(new RunFailed({ code: event.code, message: event.message })) : Effect.succeed(event)
   )
 
-export type RunEvents = Stream.Stream<PublicEvent, StreamError | RunFailed | HttpClientError.HttpClientError | ParseResult.ParseError>
+export type RunEvents = Stream.Stream<PublicEvent, EdgeError | RunFailed | HttpClientError.HttpClientError | ParseResult.ParseError>
 /** A session's events: a `run.failed` there is an event like the others (the session goes on). */
-export type SessionEvents = Stream.Stream<PublicEvent, StreamError | RunFailed | HttpClientError.HttpClientError | ParseResult.ParseError>
+export type SessionEvents = Stream.Stream<PublicEvent, EdgeError | RunFailed | HttpClientError.HttpClientError | ParseResult.ParseError>
 
 export interface SubscribeRequest {
   readonly path: { readonly id: string }
@@ -196,7 +182,11 @@ const derive = (options: AtriumClientOptions) =>
   HttpApiClient.make(AtriumApi, {
     baseUrl: options.baseUrl,
     transformClient: (client) =>
-      client.pipe(HttpClient.mapRequest(authorizer(options)), HttpClient.transformResponse(Effect.flatMap(asTaggedError)))
+      client.pipe(
+        HttpClient.mapRequest(authorizer(options)),
+        HttpClient.tap((response) => FiberRef.set(currentResponse, Option.some(response)))
+      ),
+    transformResponse: decodedFailure
   })
 type Derived = Effect.Effect.Success<ReturnType<typeof derive>>
 
@@ -215,7 +205,7 @@ export interface Run {
 
 /** A call that may fail as a failed run. */
 type OrRunFailed<F> = F extends (request: infer Q) => Effect.Effect<infer A, infer E, infer R>
-  ? (request: Q) => Effect.Effect<A, E | StreamError | RunFailed | HttpClientError.ResponseError, R>
+  ? (request: Q) => Effect.Effect<A, E | EdgeError | RunFailed | HttpClientError.ResponseError, R>
   : never
 
 /** The typed client: the derived one, with the streamed endpoints as `Stream`s. */
@@ -248,7 +238,7 @@ export const makeAtriumClient = (options: AtriumClientOptions): Effect.Effect<At
       Stream.unwrapScoped(
         Effect.gen(function*(): Effect.fn.Return<
           Stream.Stream<PublicEvent, HttpClientError.HttpClientError | ParseResult.ParseError>,
-          StreamError | RunFailed | HttpClientError.HttpClientError,
+          EdgeError | RunFailed | HttpClientError.HttpClientError,
           Scope.Scope
         > {
           const response = yield* http.execute(HttpClientRequest.setHeader(request, "accept", "text/event-stream"))

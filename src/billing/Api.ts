@@ -1,10 +1,9 @@
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
-import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { ApiKeyAuthentication, AppAuthentication, UserAuthentication } from "../identity/Domain.js"
-import { InvalidRequest, NotFound, Unauthorized } from "../platform/Errors.js"
+import { InvalidRequest, NotFound, Unauthorized, WireError } from "../platform/Errors.js"
 import { CreditAmount, CreditPrice } from "../platform/Money.js"
 import { DailyCapExceeded, IdempotencyConflict, InsufficientCredits } from "./Domain.js"
 import { ListParams } from "../platform/http/Lists.js"
@@ -32,22 +31,22 @@ export class MetersApi extends HttpApiGroup.make("meters")
   .annotate(OpenApi.Description, "Metering units and rates: what a run costs in credits.")
 {}
 
-export class UnknownEvent extends Schema.TaggedError<UnknownEvent>()(
+export class UnknownEvent extends WireError<UnknownEvent>()(
   "UnknownEvent",
   { message: Schema.String },
-  HttpApiSchema.annotations({ status: 400 })
+  { status: 400 }
 ) {}
 
-export class MeterDisabled extends Schema.TaggedError<MeterDisabled>()(
+export class MeterDisabled extends WireError<MeterDisabled>()(
   "MeterDisabled",
   { message: Schema.String },
-  HttpApiSchema.annotations({ status: 400 })
+  { status: 400 }
 ) {}
 
-export class InsufficientScope extends Schema.TaggedError<InsufficientScope>()(
+export class InsufficientScope extends WireError<InsufficientScope>()(
   "InsufficientScope",
   { message: Schema.String },
-  HttpApiSchema.annotations({ status: 403 })
+  { status: 403 }
 ) {}
 
 /**

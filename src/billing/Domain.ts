@@ -1,29 +1,25 @@
-import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Schema } from "effect"
+import { IdempotencyConflict, WireError } from "../platform/Errors.js"
+
+export { IdempotencyConflict }
 
 /**
  * The billing domain's contract (docs/architecture.md, "Contracts"): the wallet's errors on the wire and what a
  * movement of credits answers. Imports only `effect` and `@effect/platform` contract modules.
  */
 
-export class InsufficientCredits extends Schema.TaggedError<InsufficientCredits>()(
+export class InsufficientCredits extends WireError<InsufficientCredits>()(
   "InsufficientCredits",
   { message: Schema.String },
-  HttpApiSchema.annotations({ status: 402 })
+  { status: 402 }
 ) {}
 
-export class DailyCapExceeded extends Schema.TaggedError<DailyCapExceeded>()(
+export class DailyCapExceeded extends WireError<DailyCapExceeded>()(
   "DailyCapExceeded",
-  { message: Schema.String, retry_after: Schema.Int },
-  HttpApiSchema.annotations({ status: 429 })
+  { message: Schema.String, retry_after: Schema.optional(Schema.Int) },
+  { status: 429 }
 ) {}
 
-/** The key was already used for another user's entry: replaying it would show them someone else's balance. */
-export class IdempotencyConflict extends Schema.TaggedError<IdempotencyConflict>()(
-  "IdempotencyConflict",
-  { message: Schema.String },
-  HttpApiSchema.annotations({ status: 409 })
-) {}
 
 /**
  * The wallet could not commit this request (the database refused or failed it). Answered as a failure, not a

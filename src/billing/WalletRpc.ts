@@ -21,7 +21,7 @@ const Entry = Schema.Struct({
 })
 
 /** Why a charge was refused (or, `WalletFailure`, could not be committed). */
-export const ChargeError = Schema.Union(InsufficientCredits, DailyCapExceeded, IdempotencyConflict, WalletFailure)
+export const ChargeError = Schema.Union(InsufficientCredits.tagged, DailyCapExceeded.tagged, IdempotencyConflict.tagged, WalletFailure)
 export type ChargeError = typeof ChargeError.Type
 
 export const ChargeRequest = Schema.Struct({ amount: Schema.BigInt, entry: Entry, dailyCap: Schema.NullOr(Schema.BigInt) })
@@ -57,7 +57,7 @@ const Charges = Rpc.make("Charges", {
 const Credit = Rpc.make("Credit", {
   payload: unvalidated(Schema.Struct({ amount: Schema.BigInt, entry: Entry })),
   success: Movement,
-  error: Schema.Union(IdempotencyConflict, WalletFailure, InvalidRequest)
+  error: Schema.Union(IdempotencyConflict.tagged, WalletFailure, InvalidRequest.tagged)
 })
 
 const Balance = Rpc.make("Balance", { success: Schema.Struct({ balance: Schema.BigInt }) })

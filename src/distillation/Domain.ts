@@ -1,5 +1,5 @@
-import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Schema } from "effect"
+import { WireError } from "../platform/Errors.js"
 
 /**
  * The distillation domain's contract (docs/architecture.md, "Contracts"): its errors on the wire. Imports only `effect`,
@@ -7,21 +7,22 @@ import { Schema } from "effect"
  */
 
 /** The distiller's run failed (its model failed, the caller's credits ran out, ...); `code` is the run's. */
-export class DistillationFailed extends Schema.TaggedError<DistillationFailed>()(
+export class DistillationFailed extends WireError<DistillationFailed>()(
   "DistillationFailed",
-  { message: Schema.String, code: Schema.String },
-  HttpApiSchema.annotations({ status: 502 })
+  // `code`: the distiller's `run.failed` code, kept for the logs; the envelope carries `type` and `message` (the message names it).
+  { message: Schema.String, code: Schema.optional(Schema.String) },
+  { status: 502 }
 ) {}
 
-export class DistillationTimedOut extends Schema.TaggedError<DistillationTimedOut>()(
+export class DistillationTimedOut extends WireError<DistillationTimedOut>()(
   "DistillationTimedOut",
   { message: Schema.String },
-  HttpApiSchema.annotations({ status: 504 })
+  { status: 504 }
 ) {}
 
 /** Another message of the same distillation is being answered. */
-export class DistillationBusy extends Schema.TaggedError<DistillationBusy>()(
+export class DistillationBusy extends WireError<DistillationBusy>()(
   "DistillationBusy",
   { message: Schema.String },
-  HttpApiSchema.annotations({ status: 409 })
+  { status: 409 }
 ) {}

@@ -1,13 +1,13 @@
-import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Schema } from "effect"
+import { WireError } from "../platform/Errors.js"
 
 /**
  * The environments domain's contract (docs/architecture.md, "Contracts"): its errors on the wire. Imports only `effect`,
  * `@effect/platform` contract modules and other contracts.
  */
 
-export class EnvironmentInUse extends Schema.TaggedError<EnvironmentInUse>()(
+export class EnvironmentInUse extends WireError<EnvironmentInUse>()(
   "EnvironmentInUse",
   { message: Schema.String },
-  HttpApiSchema.annotations({ status: 409 })
+  { status: 409 }
 ) {}

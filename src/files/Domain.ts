@@ -1,25 +1,25 @@
-import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Schema } from "effect"
+import { WireError } from "../platform/Errors.js"
 
 /**
  * The files domain's contract (docs/architecture.md, "Contracts"): its errors on the wire. Imports only `effect`,
  * `@effect/platform` contract modules and other contracts.
  */
 
-export class UploadIncomplete extends Schema.TaggedError<UploadIncomplete>()(
+export class UploadIncomplete extends WireError<UploadIncomplete>()(
   "UploadIncomplete",
   { message: Schema.String },
-  HttpApiSchema.annotations({ status: 409 })
+  { status: 409 }
 ) {}
 
-export class UploadSizeMismatch extends Schema.TaggedError<UploadSizeMismatch>()(
+export class UploadSizeMismatch extends WireError<UploadSizeMismatch>()(
   "UploadSizeMismatch",
   { message: Schema.String },
-  HttpApiSchema.annotations({ status: 409 })
+  { status: 409 }
 ) {}
 
-export class FileInUse extends Schema.TaggedError<FileInUse>()(
+export class FileInUse extends WireError<FileInUse>()(
   "FileInUse",
   { message: Schema.String },
-  HttpApiSchema.annotations({ status: 409 })
+  { status: 409 }
 ) {}

@@ -16,7 +16,7 @@ import { contentDisposition, EmbeddedObjects, STORAGE_KEY } from "./Storage.js"
  * and is exempt from the API's `MAX_BODY_BYTES`; its limit is the size signed into the URL (at most `FILE_MAX_BYTES`).
  */
 
-/** Whether `url` is the storage route's: `ErrorEnvelope` exempts it from the API body limit. */
+/** Whether `url` is the storage route's: the HTTP edge (platform/http/Edge.ts) exempts it from the API body limit. */
 export const isStorageRoute = (url: string) => routePath(url).startsWith("/storage/")
 
 /** Storage answers are never cached: a URL's verdict changes when it expires. */

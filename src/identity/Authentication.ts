@@ -114,7 +114,7 @@ export const AuthenticationLive = Layer.effect(
             const key = yield* apiKeys.authenticate(value)
             if (Option.isNone(key)) return yield* new Unauthorized({ message: "Invalid or revoked API key." })
             const endUserId = yield* endUserOf(request)
-            // Spec 5.1 rule 4 again, after authentication: the global check in Server.ts refuses it before routing,
+            // Spec 5.1 rule 4 again, after authentication: the global check in platform/http/Edge.ts refuses it before routing,
             // this keeps the rule true of every route behind this middleware whatever reaches it.
             if (Option.isNone(endUserId) && isEndUserRoute(request.url)) {
               return yield* new InvalidRequest({ message: MISSING_END_USER })

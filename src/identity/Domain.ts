@@ -1,8 +1,7 @@
 import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
-import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as HttpApiSecurity from "@effect/platform/HttpApiSecurity"
 import { Context, type Option, Schema } from "effect"
-import { InvalidRequest, Unauthorized } from "../platform/Errors.js"
+import { InvalidRequest, Unauthorized, WireError } from "../platform/Errors.js"
 import type { ApiKeyId, UserId } from "../platform/Ids.js"
 
 /**
@@ -80,10 +79,10 @@ export const MISSING_END_USER =
   "Missing required header: X-End-User-Id. Requests with an API key to this route must send a stable id of " +
   "your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -), so their sessions, files and memory stay apart."
 
-export class ChallengeRequired extends Schema.TaggedError<ChallengeRequired>()(
+export class ChallengeRequired extends WireError<ChallengeRequired>()(
   "ChallengeRequired",
   { message: Schema.String },
-  HttpApiSchema.annotations({ status: 403 })
+  { status: 403 }
 ) {}
 
 /** What `GET /api/auth/challenge` answers: `altcha-lib`'s `createChallenge` output, as the ALTCHA widget expects. */
@@ -95,14 +94,14 @@ export const ChallengeSchema = Schema.Struct({
   signature: Schema.String
 })
 
-export class InvalidCode extends Schema.TaggedError<InvalidCode>()(
+export class InvalidCode extends WireError<InvalidCode>()(
   "InvalidCode",
   { message: Schema.String },
-  HttpApiSchema.annotations({ status: 401 })
+  { status: 401 }
 ) {}
 
-export class SmsNotDelivered extends Schema.TaggedError<SmsNotDelivered>()(
+export class SmsNotDelivered extends WireError<SmsNotDelivered>()(
   "SmsNotDelivered",
   { message: Schema.String },
-  HttpApiSchema.annotations({ status: 502 })
+  { status: 502 }
 ) {}

@@ -1833,10 +1833,217 @@ export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
         /**
+         * DecodeFailure
+         * @description The request did not match the endpoint's schema: the message names the field first.
+         */
+        HttpApiDecodeError: {
+            error: {
+                /** @enum {string} */
+                type: "invalid_request";
+                message: string;
+                /** @description On the OpenAI-compatible routes (/v1/chat/completions, /v1/responses, /v1/models, /v1/vector_stores): the type again, as OpenAI's clients read it. */
+                code?: string;
+                /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
+                param?: string | null;
+            };
+        };
+        /** ServiceUnavailable */
+        ServiceUnavailable: {
+            error: {
+                /** @enum {string} */
+                type: "service_unavailable";
+                message: string;
+                /** @description On the OpenAI-compatible routes (/v1/chat/completions, /v1/responses, /v1/models, /v1/vector_stores): the type again, as OpenAI's clients read it. */
+                code?: string;
+                /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
+                param?: string | null;
+            };
+        };
+        /**
          * int
          * @description an integer
          */
         Int: number;
+        /** RateLimited */
+        RateLimited: {
+            error: {
+                /** @enum {string} */
+                type: "rate_limited";
+                message: string;
+                /** @description On the OpenAI-compatible routes (/v1/chat/completions, /v1/responses, /v1/models, /v1/vector_stores): the type again, as OpenAI's clients read it. */
+                code?: string;
+                /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
+                param?: string | null;
+            };
+        };
+        /** ChallengeRequired */
+        ChallengeRequired: {
+            error: {
+                /** @enum {string} */
+                type: "challenge_required";
+                message: string;
+                /** @description On the OpenAI-compatible routes (/v1/chat/completions, /v1/responses, /v1/models, /v1/vector_stores): the type again, as OpenAI's clients read it. */
+                code?: string;
+                /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
+                param?: string | null;
+            };
+        };
+        /** SmsNotDelivered */
+        SmsNotDelivered: {
+            error: {
+                /** @enum {string} */
+                type: "sms_not_delivered";
+                message: string;
+                /** @description On the OpenAI-compatible routes (/v1/chat/completions, /v1/responses, /v1/models, /v1/vector_stores): the type again, as OpenAI's clients read it. */
+                code?: string;
+                /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
+                param?: string | null;
+            };
+        };
+        /** InvalidCode */
+        InvalidCode: {
+            error: {
+                /** @enum {string} */
+                type: "invalid_code";
+                message: string;
+                /** @description On the OpenAI-compatible routes (/v1/chat/completions, /v1/responses, /v1/models, /v1/vector_stores): the type again, as OpenAI's clients read it. */
+                code?: string;
+                /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
+                param?: string | null;
+            };
+        };
+        /** InvalidRequest */
+        InvalidRequest: {
+            error: {
+                /** @enum {string} */
+                type: "invalid_request";
+                message: string;
+                /** @description On the OpenAI-compatible routes (/v1/chat/completions, /v1/responses, /v1/models, /v1/vector_stores): the type again, as OpenAI's clients read it. */
+                code?: string;
+                /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
+                param?: string | null;
+            };
+        };
+        /** Unauthorized */
+        Unauthorized: {
+            error: {
+                /** @enum {string} */
+                type: "unauthorized";
+                message: string;
+                /** @description On the OpenAI-compatible routes (/v1/chat/completions, /v1/responses, /v1/models, /v1/vector_stores): the type again, as OpenAI's clients read it. */
+                code?: string;
+                /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
+                param?: string | null;
+            };
+        };
+        /** NotFound */
+        NotFound: {
+            error: {
+                /** @enum {string} */
+                type: "not_found";
+                message: string;
+                /** @description On the OpenAI-compatible routes (/v1/chat/completions, /v1/responses, /v1/models, /v1/vector_stores): the type again, as OpenAI's clients read it. */
+                code?: string;
+                /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
+                param?: string | null;
+            };
+        };
+        /** UnknownEvent */
+        UnknownEvent: {
+            error: {
+                /** @enum {string} */
+                type: "unknown_event";
+                message: string;
+                /** @description On the OpenAI-compatible routes (/v1/chat/completions, /v1/responses, /v1/models, /v1/vector_stores): the type again, as OpenAI's clients read it. */
+                code?: string;
+                /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
+                param?: string | null;
+            };
+        };
+        /** MeterDisabled */
+        MeterDisabled: {
+            error: {
+                /** @enum {string} */
+                type: "meter_disabled";
+                message: string;
+                /** @description On the OpenAI-compatible routes (/v1/chat/completions, /v1/responses, /v1/models, /v1/vector_stores): the type again, as OpenAI's clients read it. */
+                code?: string;
+                /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
+                param?: string | null;
+            };
+        };
+        /** InsufficientScope */
+        InsufficientScope: {
+            error: {
+                /** @enum {string} */
+                type: "insufficient_scope";
+                message: string;
+                /** @description On the OpenAI-compatible routes (/v1/chat/completions, /v1/responses, /v1/models, /v1/vector_stores): the type again, as OpenAI's clients read it. */
+                code?: string;
+                /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
+                param?: string | null;
+            };
+        };
+        /** InsufficientCredits */
+        InsufficientCredits: {
+            error: {
+                /** @enum {string} */
+                type: "insufficient_credits";
+                message: string;
+                /** @description On the OpenAI-compatible routes (/v1/chat/completions, /v1/responses, /v1/models, /v1/vector_stores): the type again, as OpenAI's clients read it. */
+                code?: string;
+                /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
+                param?: string | null;
+            };
+        };
+        /** DailyCapExceeded */
+        DailyCapExceeded: {
+            error: {
+                /** @enum {string} */
+                type: "daily_cap_exceeded";
+                message: string;
+                /** @description On the OpenAI-compatible routes (/v1/chat/completions, /v1/responses, /v1/models, /v1/vector_stores): the type again, as OpenAI's clients read it. */
+                code?: string;
+                /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
+                param?: string | null;
+            };
+        };
+        /** IdempotencyConflict */
+        IdempotencyConflict: {
+            error: {
+                /** @enum {string} */
+                type: "idempotency_conflict";
+                message: string;
+                /** @description On the OpenAI-compatible routes (/v1/chat/completions, /v1/responses, /v1/models, /v1/vector_stores): the type again, as OpenAI's clients read it. */
+                code?: string;
+                /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
+                param?: string | null;
+            };
+        };
+        /** IdentifierTaken */
+        IdentifierTaken: {
+            error: {
+                /** @enum {string} */
+                type: "identifier_taken";
+                message: string;
+                /** @description On the OpenAI-compatible routes (/v1/chat/completions, /v1/responses, /v1/models, /v1/vector_stores): the type again, as OpenAI's clients read it. */
+                code?: string;
+                /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
+                param?: string | null;
+            };
+        };
+        /** Forbidden */
+        Forbidden: {
+            error: {
+                /** @enum {string} */
+                type: "forbidden";
+                message: string;
+                /** @description On the OpenAI-compatible routes (/v1/chat/completions, /v1/responses, /v1/models, /v1/vector_stores): the type again, as OpenAI's clients read it. */
+                code?: string;
+                /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
+                param?: string | null;
+            };
+        };
         Response: {
             id: string;
             /** @enum {string} */
@@ -1884,8 +2091,56 @@ export interface components {
             /** unknown */
             truncation?: unknown;
         };
+        /** SessionBusy */
+        SessionBusy: {
+            error: {
+                /** @enum {string} */
+                type: "session_busy";
+                message: string;
+                /** @description On the OpenAI-compatible routes (/v1/chat/completions, /v1/responses, /v1/models, /v1/vector_stores): the type again, as OpenAI's clients read it. */
+                code?: string;
+                /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
+                param?: string | null;
+            };
+        };
         /** Format: binary */
         PersistedFile: string;
+        /** UploadIncomplete */
+        UploadIncomplete: {
+            error: {
+                /** @enum {string} */
+                type: "upload_incomplete";
+                message: string;
+                /** @description On the OpenAI-compatible routes (/v1/chat/completions, /v1/responses, /v1/models, /v1/vector_stores): the type again, as OpenAI's clients read it. */
+                code?: string;
+                /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
+                param?: string | null;
+            };
+        };
+        /** UploadSizeMismatch */
+        UploadSizeMismatch: {
+            error: {
+                /** @enum {string} */
+                type: "upload_size_mismatch";
+                message: string;
+                /** @description On the OpenAI-compatible routes (/v1/chat/completions, /v1/responses, /v1/models, /v1/vector_stores): the type again, as OpenAI's clients read it. */
+                code?: string;
+                /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
+                param?: string | null;
+            };
+        };
+        /** FileInUse */
+        FileInUse: {
+            error: {
+                /** @enum {string} */
+                type: "file_in_use";
+                message: string;
+                /** @description On the OpenAI-compatible routes (/v1/chat/completions, /v1/responses, /v1/models, /v1/vector_stores): the type again, as OpenAI's clients read it. */
+                code?: string;
+                /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
+                param?: string | null;
+            };
+        };
         VectorStore: {
             id: string;
             /** @enum {string} */
@@ -1958,11 +2213,64 @@ export interface components {
              */
             filters: components["schemas"]["SearchFilter"][];
         };
-        Error: {
+        /** EnvironmentInUse */
+        EnvironmentInUse: {
             error: {
-                /** @description snake_case error type, e.g. invalid_request */
-                type: string;
+                /** @enum {string} */
+                type: "environment_in_use";
                 message: string;
+                /** @description On the OpenAI-compatible routes (/v1/chat/completions, /v1/responses, /v1/models, /v1/vector_stores): the type again, as OpenAI's clients read it. */
+                code?: string;
+                /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
+                param?: string | null;
+            };
+        };
+        /** AlreadyApplied */
+        AlreadyApplied: {
+            error: {
+                /** @enum {string} */
+                type: "already_applied";
+                message: string;
+                /** @description On the OpenAI-compatible routes (/v1/chat/completions, /v1/responses, /v1/models, /v1/vector_stores): the type again, as OpenAI's clients read it. */
+                code?: string;
+                /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
+                param?: string | null;
+            };
+        };
+        /** DistillationFailed */
+        DistillationFailed: {
+            error: {
+                /** @enum {string} */
+                type: "distillation_failed";
+                message: string;
+                /** @description On the OpenAI-compatible routes (/v1/chat/completions, /v1/responses, /v1/models, /v1/vector_stores): the type again, as OpenAI's clients read it. */
+                code?: string;
+                /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
+                param?: string | null;
+            };
+        };
+        /** DistillationTimedOut */
+        DistillationTimedOut: {
+            error: {
+                /** @enum {string} */
+                type: "distillation_timed_out";
+                message: string;
+                /** @description On the OpenAI-compatible routes (/v1/chat/completions, /v1/responses, /v1/models, /v1/vector_stores): the type again, as OpenAI's clients read it. */
+                code?: string;
+                /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
+                param?: string | null;
+            };
+        };
+        /** DistillationBusy */
+        DistillationBusy: {
+            error: {
+                /** @enum {string} */
+                type: "distillation_busy";
+                message: string;
+                /** @description On the OpenAI-compatible routes (/v1/chat/completions, /v1/responses, /v1/models, /v1/vector_stores): the type again, as OpenAI's clients read it. */
+                code?: string;
+                /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
+                param?: string | null;
             };
         };
     };
@@ -2013,16 +2321,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"];
                 };
             };
-            /** @description ServiceUnavailable */
+            /** @description Error */
             503: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["ServiceUnavailable"];
                 };
             };
         };
@@ -2068,34 +2376,34 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"];
                 };
             };
-            /** @description ChallengeRequired */
+            /** @description Error */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["ChallengeRequired"];
                 };
             };
-            /** @description RateLimited */
+            /** @description Error */
             429: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description SmsNotDelivered */
+            /** @description Error */
             502: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["SmsNotDelivered"];
                 };
             };
         };
@@ -2131,7 +2439,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"];
                 };
             };
         };
@@ -2180,25 +2488,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"];
                 };
             };
-            /** @description InvalidCode */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["InvalidCode"];
                 };
             };
-            /** @description ChallengeRequired */
+            /** @description Error */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["ChallengeRequired"];
                 };
             };
         };
@@ -2229,16 +2537,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
         };
@@ -2269,16 +2577,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
         };
@@ -2326,16 +2634,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
         };
@@ -2377,16 +2685,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
         };
@@ -2428,25 +2736,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -2502,25 +2810,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -2568,25 +2876,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -2635,25 +2943,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -2699,16 +3007,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -2760,52 +3068,52 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"] | components["schemas"]["UnknownEvent"] | components["schemas"]["MeterDisabled"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description InsufficientCredits */
+            /** @description Error */
             402: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["InsufficientCredits"];
                 };
             };
-            /** @description InsufficientScope */
+            /** @description Error */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["InsufficientScope"];
                 };
             };
-            /** @description IdempotencyConflict */
+            /** @description Error */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["IdempotencyConflict"];
                 };
             };
-            /** @description DailyCapExceeded */
+            /** @description Error */
             429: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["DailyCapExceeded"];
                 };
             };
         };
@@ -2836,16 +3144,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
         };
@@ -2883,16 +3191,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
         };
@@ -2942,34 +3250,34 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description InsufficientCredits */
+            /** @description Error */
             402: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["InsufficientCredits"];
                 };
             };
-            /** @description IdempotencyConflict */
+            /** @description Error */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["IdempotencyConflict"];
                 };
             };
         };
@@ -3001,16 +3309,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
         };
@@ -3060,16 +3368,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
         };
@@ -3110,16 +3418,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
         };
@@ -3155,25 +3463,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -3217,25 +3525,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -3287,16 +3595,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
         };
@@ -3350,25 +3658,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -3414,25 +3722,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -3481,34 +3789,34 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description IdempotencyConflict */
+            /** @description Error */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["IdempotencyConflict"];
                 };
             };
         };
@@ -3554,25 +3862,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -3623,25 +3931,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description IdempotencyConflict */
+            /** @description Error */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["IdempotencyConflict"];
                 };
             };
         };
@@ -3720,25 +4028,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -3921,25 +4229,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description IdentifierTaken */
+            /** @description Error */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["IdentifierTaken"];
                 };
             };
         };
@@ -4012,25 +4320,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -4213,34 +4521,34 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Forbidden */
+            /** @description Error */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Forbidden"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -4278,34 +4586,34 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Forbidden */
+            /** @description Error */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Forbidden"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -4353,25 +4661,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -4404,25 +4712,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -4493,25 +4801,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
             /** @description Idempotency-Key sent with another body, or while its first request is still starting. */
@@ -4520,7 +4828,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": {
+                        error: {
+                            /** @description invalid_request_error, insufficient_quota, rate_limit_error or server_error */
+                            type: string;
+                            /** @description the run.failed code (docs/events.md) */
+                            code: string;
+                            message: string;
+                            param: string | null;
+                        };
+                    };
                 };
             };
         };
@@ -4660,16 +4977,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": (components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"]) | {
+                        error: {
+                            /** @description invalid_request_error, insufficient_quota, rate_limit_error or server_error */
+                            type: string;
+                            /** @description the run.failed code (docs/events.md) */
+                            code: string;
+                            message: string;
+                            param: string | null;
+                        };
+                    };
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
             /** @description The run stopped: the wallet cannot pay (budget_exhausted); x-should-retry: false. */
@@ -4678,16 +5004,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": {
+                        error: {
+                            /** @description invalid_request_error, insufficient_quota, rate_limit_error or server_error */
+                            type: string;
+                            /** @description the run.failed code (docs/events.md) */
+                            code: string;
+                            message: string;
+                            param: string | null;
+                        };
+                    };
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
             /** @description Idempotency-Key sent with another body, or while its first request is still starting. */
@@ -4696,7 +5031,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": {
+                        error: {
+                            /** @description invalid_request_error, insufficient_quota, rate_limit_error or server_error */
+                            type: string;
+                            /** @description the run.failed code (docs/events.md) */
+                            code: string;
+                            message: string;
+                            param: string | null;
+                        };
+                    };
                 };
             };
             /** @description The model upstream was rate limited (upstream_rate_limited); Retry-After says when to retry. */
@@ -4705,7 +5049,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": {
+                        error: {
+                            /** @description invalid_request_error, insufficient_quota, rate_limit_error or server_error */
+                            type: string;
+                            /** @description the run.failed code (docs/events.md) */
+                            code: string;
+                            message: string;
+                            param: string | null;
+                        };
+                    };
                 };
             };
             /** @description The run failed on our side (internal_error); x-should-retry: false. */
@@ -4714,7 +5067,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": {
+                        error: {
+                            /** @description invalid_request_error, insufficient_quota, rate_limit_error or server_error */
+                            type: string;
+                            /** @description the run.failed code (docs/events.md) */
+                            code: string;
+                            message: string;
+                            param: string | null;
+                        };
+                    };
                 };
             };
             /** @description The model upstream failed (upstream_error); Retry-After. */
@@ -4723,7 +5085,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": {
+                        error: {
+                            /** @description invalid_request_error, insufficient_quota, rate_limit_error or server_error */
+                            type: string;
+                            /** @description the run.failed code (docs/events.md) */
+                            code: string;
+                            message: string;
+                            param: string | null;
+                        };
+                    };
                 };
             };
             /** @description The model upstream could not be reached (upstream_unavailable), or the platform is busy; Retry-After. */
@@ -4732,7 +5103,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": {
+                        error: {
+                            /** @description invalid_request_error, insufficient_quota, rate_limit_error or server_error */
+                            type: string;
+                            /** @description the run.failed code (docs/events.md) */
+                            code: string;
+                            message: string;
+                            param: string | null;
+                        };
+                    };
                 };
             };
             /** @description The model upstream timed out (upstream_timeout); Retry-After. */
@@ -4741,7 +5121,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": {
+                        error: {
+                            /** @description invalid_request_error, insufficient_quota, rate_limit_error or server_error */
+                            type: string;
+                            /** @description the run.failed code (docs/events.md) */
+                            code: string;
+                            message: string;
+                            param: string | null;
+                        };
+                    };
                 };
             };
         };
@@ -4788,25 +5177,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -4932,25 +5321,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
             /** @description Idempotency-Key sent with another body, or while its first request is still starting. */
@@ -4959,7 +5348,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": {
+                        error: {
+                            /** @description invalid_request_error, insufficient_quota, rate_limit_error or server_error */
+                            type: string;
+                            /** @description the run.failed code (docs/events.md) */
+                            code: string;
+                            message: string;
+                            param: string | null;
+                        };
+                    };
                 };
             };
         };
@@ -4993,25 +5391,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -5051,25 +5449,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -5103,25 +5501,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -5167,25 +5565,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -5238,25 +5636,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -5320,25 +5718,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -5386,25 +5784,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -5441,25 +5839,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -5516,25 +5914,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -5573,25 +5971,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -5651,34 +6049,34 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description IdempotencyConflict */
+            /** @description Error */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["IdempotencyConflict"];
                 };
             };
         };
@@ -5714,25 +6112,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -5779,34 +6177,34 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description SessionBusy */
+            /** @description Error */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["SessionBusy"];
                 };
             };
         };
@@ -5852,25 +6250,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -5907,25 +6305,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -5968,52 +6366,52 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description InsufficientCredits */
+            /** @description Error */
             402: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["InsufficientCredits"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description IdempotencyConflict */
+            /** @description Error */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["IdempotencyConflict"];
                 };
             };
-            /** @description DailyCapExceeded */
+            /** @description Error */
             429: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["DailyCapExceeded"];
                 };
             };
         };
@@ -6048,16 +6446,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
         };
@@ -6092,16 +6490,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -6146,16 +6544,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -6204,16 +6602,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
         };
@@ -6298,34 +6696,34 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description UploadIncomplete */
+            /** @description Error */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["UploadIncomplete"] | components["schemas"]["UploadSizeMismatch"];
                 };
             };
         };
@@ -6368,25 +6766,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -6424,34 +6822,34 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description FileInUse */
+            /** @description Error */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["FileInUse"];
                 };
             };
         };
@@ -6493,16 +6891,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
         };
@@ -6569,25 +6967,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -6618,25 +7016,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -6678,25 +7076,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -6733,25 +7131,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -6796,25 +7194,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -6877,25 +7275,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -6927,25 +7325,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -6983,25 +7381,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -7084,25 +7482,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -7151,25 +7549,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -7223,16 +7621,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
         };
@@ -7275,25 +7673,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -7328,34 +7726,34 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description EnvironmentInUse */
+            /** @description Error */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["EnvironmentInUse"];
                 };
             };
         };
@@ -7411,25 +7809,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -7471,25 +7869,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -7530,25 +7928,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description ServiceUnavailable */
+            /** @description Error */
             503: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["ServiceUnavailable"];
                 };
             };
         };
@@ -7583,25 +7981,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -7664,7 +8062,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
         };
@@ -7721,16 +8119,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -7764,7 +8162,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
         };
@@ -7808,16 +8206,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -7857,16 +8255,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
         };
@@ -7928,25 +8326,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description AlreadyApplied */
+            /** @description Error */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["AlreadyApplied"];
                 };
             };
         };
@@ -7983,16 +8381,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
         };
@@ -8036,16 +8434,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
         };
@@ -8087,25 +8485,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -8147,16 +8545,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -8208,16 +8606,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -8268,25 +8666,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -8330,25 +8728,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -8383,25 +8781,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -8446,25 +8844,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -8506,25 +8904,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -8576,25 +8974,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -8638,25 +9036,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -8739,34 +9137,34 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Forbidden */
+            /** @description Error */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Forbidden"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -8850,34 +9248,34 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Forbidden */
+            /** @description Error */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Forbidden"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -8951,25 +9349,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -9061,34 +9459,34 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Forbidden */
+            /** @description Error */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Forbidden"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -9145,25 +9543,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -9238,34 +9636,34 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description DistillationFailed */
+            /** @description Error */
             502: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["DistillationFailed"];
                 };
             };
-            /** @description DistillationTimedOut */
+            /** @description Error */
             504: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["DistillationTimedOut"];
                 };
             };
         };
@@ -9336,61 +9734,61 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Forbidden */
+            /** @description Error */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Forbidden"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description IdentifierTaken */
+            /** @description Error */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["IdentifierTaken"] | components["schemas"]["DistillationBusy"];
                 };
             };
-            /** @description DistillationFailed */
+            /** @description Error */
             502: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["DistillationFailed"];
                 };
             };
-            /** @description DistillationTimedOut */
+            /** @description Error */
             504: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["DistillationTimedOut"];
                 };
             };
         };
@@ -9448,25 +9846,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
                 };
             };
-            /** @description Unauthorized */
+            /** @description Error */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description NotFound */
+            /** @description Error */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };
@@ -9567,7 +9965,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Error"];
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
         };

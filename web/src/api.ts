@@ -1,35 +1,50 @@
-import { FetchHttpClient, HttpApiClient, HttpClient, HttpClientError } from "@effect/platform"
-import { Effect, ParseResult } from "effect"
-import { AtriumApi } from "../../src/Api.js"
+import { FetchHttpClient, HttpApiClient, HttpClient, HttpClientError, type HttpClientResponse } from "@effect/platform"
+import { Effect, FiberRef, Option, ParseResult, Schema } from "effect"
+import { AnyError, AtriumApi } from "../../src/Api.js"
+import { errorType } from "../../src/platform/Errors.js"
 
 /**
- * The platform's one error envelope (`{"error":{"type","message"}}`, Server.ts) replaces HttpApi's `{_tag}` encoding
- * on the wire, so the derived client would not recognise it: every response >= 400 becomes a `ResponseError` whose
- * description carries the envelope, before HttpApi tries to decode it.
+ * A failed answer as the page shows it: its status, its envelope's `type` and `message`, and `Retry-After`. The
+ * envelope is each wire error's own encoding (src/platform/Errors.ts), so HttpApi decodes a declared error into its
+ * class; what the platform's edge answers beside them (a 415, a 503 in an outage) is decoded through every wire
+ * error's schema (`AnyError`). The status and `Retry-After` are the answer's own.
  */
-const envelope = (client: HttpClient.HttpClient): HttpClient.HttpClient =>
-  HttpClient.transformResponse(client, (effect) => Effect.flatMap(effect, (response) =>
-    response.status < 400 ? Effect.succeed(response) : Effect.flatMap(
-      Effect.orElseSucceed(response.json, () => ({})),
-      (body) => {
-        const error = (body as { error?: { type?: string; message?: string } }).error
-        return Effect.fail(new HttpClientError.ResponseError({
-          request: response.request,
-          response,
-          reason: "StatusCode",
-          description: JSON.stringify({
-            status: response.status,
-            retryAfter: Number(response.headers["retry-after"] ?? 0) || undefined,
-            type: error?.type ?? "http_error",
-            message: error?.message ?? `The server answered ${response.status}.`
-          })
-        }))
-      }
-    )))
+interface Failure {
+  readonly status: number
+  readonly retryAfter: number | undefined
+  readonly error: unknown
+}
+
+/** The answer the current call got, kept by the transport for the call's own failure (the same fiber). */
+const currentResponse = FiberRef.unsafeMake<Option.Option<HttpClientResponse.HttpClientResponse>>(Option.none())
+
+const decodeAnyError = Schema.decodeUnknownOption(Schema.parseJson(AnyError))
+const isWireError = Schema.is(AnyError)
+
+/** A call's failure with the answer it came with: the declared error, or the body decoded through every wire error. */
+const withAnswer = (effect: Effect.Effect<unknown, unknown>): Effect.Effect<unknown, unknown> =>
+  Effect.catchAll(effect, (error) =>
+    Effect.flatMap(FiberRef.get(currentResponse), (last): Effect.Effect<never, unknown> => {
+      if (Option.isNone(last) || last.value.status < 400) return Effect.fail(error)
+      const response = last.value
+      const failure = (decoded: unknown): Failure => ({
+        status: response.status,
+        retryAfter: Number(response.headers["retry-after"] ?? 0) || undefined,
+        error: decoded
+      })
+      const undecoded = ParseResult.isParseError(error) ||
+        (HttpClientError.isHttpClientError(error) && error._tag === "ResponseError" && error.reason === "Decode")
+      if (!undecoded) return Effect.fail(failure(error))
+      return Effect.flatMap(
+        Effect.orElseSucceed(response.arrayBuffer, () => new ArrayBuffer(0)),
+        (bytes) => Effect.fail(failure(Option.getOrElse(decodeAnyError(new TextDecoder().decode(bytes)), () => error)))
+      )
+    }))
 
 const makeClient = HttpApiClient.make(AtriumApi, {
   baseUrl: typeof location === "undefined" ? "http://localhost" : location.origin,
-  transformClient: envelope
+  transformClient: HttpClient.tap((response) => FiberRef.set(currentResponse, Option.some(response))),
+  transformResponse: withAnswer
 })
 
 export type Client = Effect.Effect.Success<typeof makeClient>
@@ -125,16 +140,19 @@ const parseErrorSentence = (error: ParseResult.ParseError) => {
   return path ? fieldSentence(path, "") : "Some of what you entered is not valid. Check the form and try again."
 }
 
+const isFailure = (e: unknown): e is Failure =>
+  typeof e === "object" && e !== null && "status" in e && "error" in e && typeof (e as Failure).status === "number"
+
 const toError = (e: unknown): ShownError => {
-  const tagged = e as { _tag?: string; message?: string; reason?: string; description?: string }
-  if (tagged?._tag === "ResponseError" && tagged.reason === "StatusCode" && tagged.description) {
-    try {
-      const failure = JSON.parse(tagged.description) as { status: number; type: string; message: string; retryAfter?: number }
-      return new ShownError(humanize(failure.type, failure.message), failure.status, failure.type, failure.retryAfter)
-    } catch {
-      // Not ours: fall through.
+  if (isFailure(e)) {
+    if (isWireError(e.error)) {
+      const error = e.error as { readonly _tag: string; readonly message: string }
+      const type = errorType(error._tag)
+      return new ShownError(humanize(type, error.message), e.status, type, e.retryAfter)
     }
+    return new ShownError(`The server answered ${e.status}. Try again in a moment.`, e.status, "http_error", e.retryAfter)
   }
+  const tagged = e as { _tag?: string; message?: string; reason?: string; description?: string }
   if (tagged?._tag === "RequestError") return new ShownError(BY_TYPE.network!, 0, "network")
   if (ParseResult.isParseError(e)) return new ShownError(parseErrorSentence(e), 0, "invalid_request")
   if (tagged?._tag === "ResponseError") return new ShownError("The server's answer could not be read. Reload the page and try again.", 0, "decode")

@@ -81,7 +81,7 @@ export const OAUTH_PATHS: Record<string, Record<string, unknown>> = {
         "400": notARegisteredApp,
         "401": {
           description: "Nobody is logged in",
-          content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } }
+          content: { "application/json": { schema: { $ref: "#/components/schemas/Unauthorized" } } }
         }
       }
     }

@@ -2,7 +2,8 @@ import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import type * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Chunk, Deferred, Effect, Either, Exit, FiberId, FiberSet, Option, Stream } from "effect"
 import * as Crypto from "node:crypto"
-import { errorResponse } from "./ErrorResponse.js"
+import { IdempotencyConflict, InvalidRequest } from "../Errors.js"
+import { wireErrorResponse } from "./ErrorResponse.js"
 
 /**
  * `Idempotency-Key` on the requests that start a run (`POST /v1/chat/completions`, `/v1/responses`,
@@ -83,7 +84,7 @@ export class Attachments extends Effect.Service<Attachments>()("atrium/platform/
         const header = request.headers["idempotency-key"]
         if (header === undefined) return Either.right(yield* start)
         if (!KEY.test(header)) {
-          return Either.left(errorResponse(400, "invalid_request", "Invalid request: Idempotency-Key: 1-255 visible ASCII characters."))
+          return Either.left(yield* wireErrorResponse(new InvalidRequest({ message: "Invalid request: Idempotency-Key: 1-255 visible ASCII characters." })))
         }
         prune()
         const key = `${sha256(scope)}:${sha256(header)}`
@@ -91,10 +92,10 @@ export class Attachments extends Effect.Service<Attachments>()("atrium/platform/
         const found = entries.get(key)
         if (found !== undefined) {
           if (found.fingerprint !== fingerprint) {
-            return Either.left(errorResponse(409, "idempotency_conflict", "This Idempotency-Key was sent with a different request."))
+            return Either.left(yield* wireErrorResponse(new IdempotencyConflict({ message: "This Idempotency-Key was sent with a different request." })))
           }
           if (!found.started) {
-            return Either.left(errorResponse(409, "idempotency_conflict", "A request with this Idempotency-Key is being answered; retry shortly."))
+            return Either.left(yield* wireErrorResponse(new IdempotencyConflict({ message: "A request with this Idempotency-Key is being answered; retry shortly." })))
           }
           return Either.right(found.follow())
         }

@@ -1,6 +1,6 @@
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { errorResponse } from "./ErrorResponse.js"
+import { Forbidden, MethodNotAllowed, UnsupportedMediaType } from "../Errors.js"
 import { routePath } from "../Network.js"
 
 /**
@@ -90,21 +90,17 @@ export const cookieRefusal = (
   request: HttpServerRequest.HttpServerRequest,
   baseUrl: string,
   formRoute: boolean
-): { readonly status: number; readonly type: string; readonly message: string } | undefined => {
+): Forbidden | UnsupportedMediaType | undefined => {
   if (!STATE_CHANGING.has(request.method)) return undefined
   if (request.headers["authorization"] !== undefined || request.cookies["token"] === undefined) return undefined
   const origin = request.headers["origin"]
   if (origin !== undefined && !sameOrigin(request, origin, baseUrl)) {
-    return { status: 403, type: "forbidden", message: "Cookie-authenticated changes are accepted from this site only." }
+    return new Forbidden({ message: "Cookie-authenticated changes are accepted from this site only." })
   }
   if (formRoute) return undefined
   const contentType = request.headers["content-type"]
   if (contentType !== undefined && !/^application\/([\w.+-]+\+)?json\s*(;|$)/i.test(contentType)) {
-    return {
-      status: 415,
-      type: "unsupported_media_type",
-      message: "Send the body as application/json (or authenticate with a bearer token)."
-    }
+    return new UnsupportedMediaType({ message: "Send the body as application/json (or authenticate with a bearer token)." })
   }
   return undefined
 }
@@ -140,7 +136,7 @@ export const mediaRefusal = (request: HttpServerRequest.HttpServerRequest, exemp
   }
   if (exempt || NOT_JSON_ROUTE.test(routePath(request.url)) || JSON_MEDIA_TYPE.test(contentType)) return undefined
   if (request.method === "POST" && MULTIPART.test(contentType) && MULTIPART_ROUTE.test(routePath(request.url))) return undefined
-  return errorResponse(415, "unsupported_media_type", `This route takes application/json, not ${contentType.split(";")[0]!.trim()}.`)
+  return new UnsupportedMediaType({ message: `This route takes application/json, not ${contentType.split(";")[0]!.trim()}.` })
 }
 
 /**
@@ -151,7 +147,5 @@ export const mediaRefusal = (request: HttpServerRequest.HttpServerRequest, exemp
 export const refreshByLink = (request: HttpServerRequest.HttpServerRequest) =>
   request.method === "GET" && routePath(request.url).replace(/\/$/, "") === "/api/token/refresh" &&
     request.headers["authorization"] === undefined && request.cookies["token"] !== undefined
-    ? errorResponse(405, "method_not_allowed", "GET /api/token/refresh takes a bearer token; with the cookie, POST it.", {
-      allow: "POST"
-    })
+    ? new MethodNotAllowed({ message: "GET /api/token/refresh takes a bearer token; with the cookie, POST it." })
     : undefined

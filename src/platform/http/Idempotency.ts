@@ -2,7 +2,8 @@ import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect, Exit, Option, Schema } from "effect"
 import * as Crypto from "node:crypto"
-import { errorResponse } from "./ErrorResponse.js"
+import { IdempotencyConflict, InvalidRequest } from "../Errors.js"
+import { wireErrorResponse } from "./ErrorResponse.js"
 import type { KeyValueStore } from "../KeyValue.js"
 
 /**
@@ -72,7 +73,7 @@ export const idempotent = <E, R, R2>(
       return yield* create
     }
     if (!KEY.test(key)) {
-      return errorResponse(400, "invalid_request", "Invalid request: Idempotency-Key: 1-255 visible ASCII characters.")
+      return yield* wireErrorResponse(new InvalidRequest({ message: "Invalid request: Idempotency-Key: 1-255 visible ASCII characters." }))
     }
     const account = yield* accountOf
     if (Option.isNone(account)) return yield* create
@@ -84,11 +85,11 @@ export const idempotent = <E, R, R2>(
     if (!claimed) {
       const record = Option.flatMap(yield* store.get(storeKey), decodeRecord)
       if (Option.isSome(record) && record.value.fingerprint !== fingerprint) {
-        return errorResponse(409, "idempotency_conflict", "This Idempotency-Key was sent with a different request.")
+        return yield* wireErrorResponse(new IdempotencyConflict({ message: "This Idempotency-Key was sent with a different request." }))
       }
       // Claimed and not answered yet (or gone between the claim and this read): the first request is still at it.
       if (Option.isNone(record) || record.value.state === "claimed") {
-        return errorResponse(409, "idempotency_conflict", "A request with this Idempotency-Key is being answered; retry shortly.")
+        return yield* wireErrorResponse(new IdempotencyConflict({ message: "A request with this Idempotency-Key is being answered; retry shortly." }))
       }
       const stored = record.value
       return HttpServerResponse.uint8Array(Buffer.from(stored.body, "base64"), {

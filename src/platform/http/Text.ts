@@ -3,7 +3,8 @@ import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect, Option } from "effect"
-import { errorResponse } from "./ErrorResponse.js"
+import { InvalidRequest } from "../Errors.js"
+import { wireErrorResponse } from "./ErrorResponse.js"
 import { routePath } from "../Network.js"
 import { JSON_MEDIA_TYPE } from "./Guards.js"
 
@@ -112,14 +113,14 @@ export const textRefusal = (
     const invalid = (found: Problem) => {
       const message = `Invalid request: ${found.field}: ${found.problem}`
       return routePath(request.url) === "/oauth/token"
-        ? HttpServerResponse.unsafeJson({ error: "invalid_request", error_description: message }, {
+        ? Effect.succeed(HttpServerResponse.unsafeJson({ error: "invalid_request", error_description: message }, {
           status: 400,
           headers: { "cache-control": "no-store" }
-        })
-        : errorResponse(400, "invalid_request", message)
+        }))
+        : wireErrorResponse(new InvalidRequest({ message }))
     }
     const inTarget = targetProblem(request.url)
-    if (inTarget !== undefined) return invalid(inTarget)
+    if (inTarget !== undefined) return yield* invalid(inTarget)
     const contentType = request.headers["content-type"] ?? ""
     const json = JSON_MEDIA_TYPE.test(contentType)
     const form = /^application\/x-www-form-urlencoded\s*(;|$)/i.test(contentType)
@@ -131,7 +132,7 @@ export const textRefusal = (
     if (Option.isNone(text) || text.value === "") return undefined
     if (form) {
       const inForm = formProblem(text.value)
-      return inForm === undefined ? undefined : invalid(inForm)
+      return inForm === undefined ? undefined : yield* invalid(inForm)
     }
     let parsed: unknown
     try {
@@ -140,5 +141,5 @@ export const textRefusal = (
       return undefined
     }
     const inBody = jsonProblem(parsed)
-    return inBody === undefined ? undefined : invalid(inBody)
+    return inBody === undefined ? undefined : yield* invalid(inBody)
   })
