@@ -8,7 +8,8 @@ import { AppConfig } from "../platform/Config.js"
 import { Attachments } from "../platform/http/Attach.js"
 import * as Sse from "../platform/sse/Sse.js"
 import { type ResponseObject as ResponseSchema } from "./Api.js"
-import { type Frame, Responses } from "./Responses.js"
+import type { Frame } from "./Builder.js"
+import { Responses } from "./Responses.js"
 
 type ResponseObject = typeof ResponseSchema.Type
 

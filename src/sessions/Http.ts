@@ -8,7 +8,8 @@ import { AppConfig } from "../platform/Config.js"
 import { parseCredits } from "../platform/Money.js"
 import * as Sse from "../platform/sse/Sse.js"
 import { publicFrame } from "../runtime/Events.js"
-import { Sessions, type SessionSink } from "./Sessions.js"
+import type { SessionSink } from "./Follow.js"
+import { Sessions } from "./Sessions.js"
 import { pageOf } from "../platform/http/Lists.js"
 
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/

@@ -1,37 +1,25 @@
 import type * as Prompt from "@effect/ai/Prompt"
-import { Effect, Exit, Option, Queue, RcMap, Runtime, Schedule, Schema, Scope, Stream } from "effect"
+import { Effect, Exit, Option, Queue, Schema, Scope, Stream } from "effect"
 import * as Crypto from "node:crypto"
 import { IdempotencyConflict } from "../billing/Decide.js"
 import { IdempotencyRepo } from "../platform/http/Repo.js"
 import { EnvironmentsRepo } from "../environments/Repo.js"
 import type { CallerIdentity } from "../identity/Authentication.js"
-import * as EntityId from "@effect/cluster/EntityId"
-import * as Sharding from "@effect/cluster/Sharding"
 import { makeEntityCaller } from "../platform/Cluster.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { newId } from "../platform/Ids.js"
 import type { Micros } from "../platform/Money.js"
 import { Approvals } from "../runtime/Approvals.js"
-import { type InternalEvent, isTerminal } from "../runtime/Events.js"
 import { RunsRepo } from "../runtime/Repo.js"
 import { Runs } from "../runs/Runs.js"
-import { type HubEvent, SessionHub } from "./Hub.js"
-import { type SessionRow, SessionsRepo } from "./Repo.js"
+import { SessionFollow, type SessionEvent, type SessionSink } from "./Follow.js"
+import { SessionsRepo } from "./Repo.js"
+import { messageView, preview, sessionView } from "./Views.js"
 import { Session } from "./Session.js"
 import { type Partition, partitionOf } from "../identity/Partition.js"
 import { SessionBusy } from "./Domain.js"
 export { SessionBusy } from "./Domain.js"
 
-export type SessionEvent = InternalEvent & { readonly seq: number }
-
-/** Where a subscription's events go, each once and in order, as they happen. */
-export interface SessionSink {
-  readonly event: (event: SessionEvent) => void
-  /** No more events: the session was deleted (or its log could not be read; the client resumes from its last seq). */
-  readonly end: () => void
-}
-
-const REPLAY_PAGE = 500
 
 /** How long a message's `Idempotency-Key` names its turn (as a create's key, Idempotency.ts). */
 const KEY_KEPT = "24 hours"
@@ -48,55 +36,6 @@ const KeyRecord = Schema.parseJson(Schema.Union(
 ))
 const decodeKeyRecord = Schema.decodeUnknownOption(KeyRecord)
 
-/** How often a stream in cluster mode wakes its session (see `owners`). */
-const OWNER_CHECK = "3 seconds"
-
-const sessionView = (session: SessionRow) => ({
-  id: session.id,
-  agent: session.agentIdentifier,
-  status: session.status,
-  end_user_id: session.endUserId === "" ? null : session.endUserId,
-  environment_id: session.environmentId,
-  title: session.title,
-  metadata: session.metadata,
-  created_at: session.createdAt.toISOString(),
-  updated_at: session.updatedAt.toISOString()
-})
-
-const textOf = (content: Prompt.MessageEncoded["content"]) =>
-  typeof content === "string"
-    ? content
-    : (content as ReadonlyArray<{ type: string; text?: string }>).flatMap((part) => part.type === "text" ? [part.text ?? ""] : []).join("")
-
-/** A history message as a client reads it: the text, and the tool calls and results where there are any. */
-/** The start of the last message with text (the answer, or the question of a turn that has none), one line. */
-const preview = (messages: ReadonlyArray<Prompt.MessageEncoded>): string | null => {
-  for (const message of [...messages].reverse()) {
-    if (message.role !== "user" && message.role !== "assistant") continue
-    const text = textOf(message.content).replace(/\s+/g, " ").trim()
-    if (text !== "") return text.length > 140 ? `${text.slice(0, 139)}…` : text
-  }
-  return null
-}
-
-const messageView = (turn: number) => (message: Prompt.MessageEncoded) => {
-  const parts = typeof message.content === "string" ? [] : (message.content as ReadonlyArray<any>)
-  const toolCalls = parts.filter((part) => part.type === "tool-call").map((part) => ({ id: part.id, name: part.name, arguments: part.params }))
-  const toolResults = parts.filter((part) => part.type === "tool-result").map((part) => ({
-    id: part.id,
-    name: part.name,
-    is_error: part.isFailure === true,
-    output: part.result
-  }))
-  return {
-    turn,
-    role: message.role,
-    content: textOf(message.content),
-    ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
-    ...(toolResults.length > 0 ? { tool_results: toolResults } : {})
-  }
-}
-
 /**
  * Sessions as the API offers them (spec 4.2): create, list, read, delete, send a message or an approval and stream
  * that turn, interrupt, adopt, subscribe. A session belongs to an account and one of its end users (`''` for a
@@ -105,7 +44,6 @@ const messageView = (turn: number) => (message: Prompt.MessageEncoded) => {
 export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessions", {
   scoped: Effect.gen(function*() {
     const repo = yield* SessionsRepo
-    const hub = yield* SessionHub
     const runs = yield* Runs
     const approvals = yield* Approvals
     const environments = yield* EnvironmentsRepo
@@ -115,12 +53,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
     const keys = yield* IdempotencyRepo
     /** Session messages leave from this service's fibers, so an active session does not keep a request alive. */
     const toEntity = yield* makeEntityCaller
-
-    /**
-     * Runs what a subscription starts from the hub's callback (reading a gap from the log) with the service's context,
-     * not the subscribing request's, which would otherwise stay reachable for as long as the stream is held.
-     */
-    const runInService = Runtime.runFork(yield* Effect.runtime<never>())
+    const { followLog, followLoggedTurn, followTurn, wake } = yield* SessionFollow
 
     const notFound = (id: string) => new NotFound({ message: `No session ${id}.` })
 
@@ -177,8 +110,6 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       }
     })
 
-    const wake = (id: string) => Effect.asVoid(Effect.orDie(toEntity(client(id).Wake())))
-
     const get = Effect.fn("Sessions.get")(function*(caller: CallerIdentity, id: string) {
       yield* owned(caller, id)
       yield* wake(id)
@@ -207,80 +138,6 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       yield* repo.remove(session)
       return { id, deleted: true }
     })
-
-    /**
-     * Cluster mode: while streams wait for a session's events, the session is woken now and then. If its runner
-     * died, that message reaches the next owner, which closes the cut turn (`run.failed` `interrupted`), and the
-     * streams end instead of waiting for a turn no runner runs any more. One waker per session in this process,
-     * however many of its streams wait here: one per stream was a wake every 3 s per subscriber (2,000 idle
-     * subscriptions on 200 sessions kept half a core busy).
-     */
-    const sharding = yield* Sharding.Sharding
-    /**
-     * A session whose shard this runner has held since the last check needs no waking from here: if this runner
-     * dies, its streams die with it. So a single runner wakes nothing once its streams are settled, and a subscription
-     * on the owner's runner costs no message. The check after the shard came here still wakes it: that is what
-     * starts the entity that closes a turn the previous owner's death cut. Asked at every check, since shards move.
-     */
-    const ownedHere = (id: string) => {
-      const entityId = EntityId.make(id)
-      return sharding.hasShardId(sharding.getShardId(entityId, Session.getShardGroup(entityId)))
-    }
-    const owners = yield* RcMap.make({
-      lookup: (id: string) => {
-        let heldBefore = false
-        const check = Effect.suspend(() => {
-          const held = ownedHere(id)
-          const settled = held && heldBefore
-          heldBefore = held
-          // Every cause: while the owner's runner is dead the wake dies (no runner for the shard yet), and that must
-          // not stop the waker, which the next owner needs.
-          return settled ? Effect.void : Effect.catchAllCause(wake(id), () => Effect.void)
-        })
-        return Effect.forkScoped(Effect.repeat(check, Schedule.spaced(OWNER_CHECK)))
-      }
-    })
-
-    /** For the life of the scope, this process's streams of the session keep its owner checked (cluster mode). */
-    const watchOwner = (id: string) => hub.clustered ? Effect.asVoid(RcMap.get(owners, id)) : Effect.void
-
-    /**
-     * Follows one turn for the life of the scope: its live events to `sink` until its last (then `end`), from a
-     * listener added before the turn could start. Until `turn` is known (a message's turn is numbered when the
-     * session accepts it) events wait; then those of other turns are dropped. No turn number: the next turn's
-     * events, whichever it is (an approval's answer continues the waiting turn).
-     */
-    const followTurn = (id: string, sink: SessionSink) =>
-      Effect.gen(function*() {
-        let turn: Option.Option<number> | undefined
-        let ended = false
-        const early: Array<HubEvent> = []
-        const deliver = (event: HubEvent): void => {
-          if (ended) return
-          if (turn === undefined) {
-            early.push(event)
-            return
-          }
-          if (event._tag === "closed") {
-            ended = true
-            return sink.end()
-          }
-          if (Option.isSome(turn) && event.turn !== turn.value) return
-          sink.event(event.event as SessionEvent)
-          if (isTerminal(event.event)) {
-            ended = true
-            sink.end()
-          }
-        }
-        yield* hub.listen(id, deliver)
-        yield* watchOwner(id)
-        /** Now that the turn is known, what arrived before it is delivered, in order. */
-        return (known: Option.Option<number>) =>
-          Effect.sync(() => {
-            turn = known
-            for (const event of early.splice(0)) deliver(event)
-          })
-      })
 
     /** Sends a message: the turn waits behind any running one, and `sink` gets that turn only. */
     const send = Effect.fn("Sessions.send")(function*(
@@ -435,89 +292,6 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       yield* followLog(id, start, Option.none(), sink)
     })
 
-    /**
-     * One turn read from the log: from its first event (replayed), then live, until its last event (then `end`). What
-     * a retry with the message's `Idempotency-Key` reads, on whichever runner it lands. The session is woken first, so
-     * a turn whose runner died is closed by its next owner rather than waited for.
-     */
-    const followLoggedTurn = (id: string, turn: number, sink: SessionSink) =>
-      Effect.gen(function*() {
-        yield* wake(id)
-        yield* followLog(id, yield* repo.turnStart(id, turn), Option.some(turn), sink)
-      })
-
-    /**
-     * The session's events after `start`, to `sink`, for the life of the scope: from the log first, then live; across
-     * turns until the session is deleted, or, given `turn`, that turn's only, until its last. The log is read after
-     * listening, so every event is either replayed or live; `seq` drops duplicates.
-     */
-    const followLog = (id: string, start: number, turn: Option.Option<number>, sink: SessionSink) =>
-      Effect.gen(function*() {
-        let last = start
-        let ended = false
-        /** Set while the log is read; live events meanwhile wait in `pending`, and those it covered are dropped. */
-        let reading = true
-        const pending: Array<HubEvent> = []
-        const scope = yield* Effect.scope
-
-        const end = () => {
-          ended = true
-          sink.end()
-        }
-        const ours = (eventTurn: number) => Option.isNone(turn) || turn.value === eventTurn
-        /** Tells one logged event, if it is the followed turn's, and ends after that turn's last. */
-        const tell = (eventTurn: number, event: SessionEvent) => {
-          if (!ours(eventTurn)) return
-          sink.event(event)
-          if (Option.isSome(turn) && isTerminal(event)) end()
-        }
-        const readLog: Effect.Effect<void> = Effect.gen(function*() {
-          for (;;) {
-            const rows = yield* repo.eventsAfter(id, last, REPLAY_PAGE)
-            for (const row of rows) {
-              if (ended || row.seq <= last) continue
-              last = row.seq
-              tell(row.turn, row.payload as unknown as SessionEvent)
-            }
-            if (rows.length < REPLAY_PAGE || ended) break
-          }
-          reading = false
-          while (pending.length > 0 && !reading && !ended) deliver(pending.shift()!)
-        }).pipe(
-          // The log cannot be read: end the stream rather than leave a hole in it; the client resumes from its last seq.
-          Effect.catchAllCause((cause) => Effect.zipRight(Effect.logWarning("session subscription could not read the log", cause), Effect.sync(end)))
-        )
-        const deliver = (event: HubEvent): void => {
-          if (ended) return
-          if (reading) {
-            pending.push(event)
-            return
-          }
-          if (event._tag === "closed") return end()
-          // A turn that never ran (the session was deleted while it waited) is ended without a log entry.
-          if (event._tag === "dropped") {
-            if (Option.isSome(turn) && turn.value === event.turn) {
-              sink.event(event.event as SessionEvent)
-              end()
-            }
-            return
-          }
-          if (event.seq <= last) return
-          if (event.seq === last + 1) {
-            last = event.seq
-            return tell(event.turn, event.event as SessionEvent)
-          }
-          // Past the next `seq` (a notification lost between runners): the ones before it are in the log.
-          reading = true
-          pending.push(event)
-          runInService(readLog, { scope })
-        }
-
-        yield* hub.listen(id, deliver)
-        yield* watchOwner(id)
-        yield* Effect.forkIn(readLog, scope)
-      })
-
     /** The session's workspace (its turns' files), for its partition (the caller's: `owned`): what `list_files` shows. */
     const files = Effect.fn("Sessions.files")(function*(caller: CallerIdentity, id: string) {
       yield* owned(caller, id)
@@ -536,5 +310,5 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
 
     return { create, list, get, rename, history, remove, send, sendOnce, sendStream, answerApproval, interrupt, adopt, subscribe, files, fileContent, invalid } as const
   }),
-  dependencies: [IdempotencyRepo.Default, SessionsRepo.Default, SessionHub.Default, Runs.Default, Approvals.Default, EnvironmentsRepo.Default, RunsRepo.Default]
+  dependencies: [IdempotencyRepo.Default, SessionsRepo.Default, SessionFollow.Default, Runs.Default, Approvals.Default, EnvironmentsRepo.Default, RunsRepo.Default]
 }) {}

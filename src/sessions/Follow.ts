@@ -1,0 +1,205 @@
+import * as EntityId from "@effect/cluster/EntityId"
+import * as Sharding from "@effect/cluster/Sharding"
+import { Effect, Option, RcMap, Runtime, Schedule } from "effect"
+import { makeEntityCaller } from "../platform/Cluster.js"
+import { type InternalEvent, isTerminal } from "../runtime/Events.js"
+import { type HubEvent, SessionHub } from "./Hub.js"
+import { SessionsRepo } from "./Repo.js"
+import { Session } from "./Session.js"
+
+export type SessionEvent = InternalEvent & { readonly seq: number }
+
+/** Where a subscription's events go, each once and in order, as they happen. */
+export interface SessionSink {
+  readonly event: (event: SessionEvent) => void
+  /** No more events: the session was deleted (or its log could not be read; the client resumes from its last seq). */
+  readonly end: () => void
+}
+
+/**
+ * Following a session's events for a stream: a turn live from the hub, or the log replayed and then live, each
+ * event once and in order; and, in cluster mode, keeping the session's owner awake while streams wait on it.
+ */
+
+/** How often a stream in cluster mode wakes its session (see `owners`). */
+const OWNER_CHECK = "3 seconds"
+
+const REPLAY_PAGE = 500
+
+export class SessionFollow extends Effect.Service<SessionFollow>()("atrium/sessions/SessionFollow", {
+  scoped: Effect.gen(function*() {
+    const repo = yield* SessionsRepo
+    const hub = yield* SessionHub
+    const client = yield* Session.client
+    /** Wakes leave from this service's fibers, so an active session does not keep a request alive. */
+    const toEntity = yield* makeEntityCaller
+    /**
+     * Runs what a subscription starts from the hub's callback (reading a gap from the log) with the service's context,
+     * not the subscribing request's, which would otherwise stay reachable for as long as the stream is held.
+     */
+    const runInService = Runtime.runFork(yield* Effect.runtime<never>())
+
+    /** A message to the session's entity: it starts on (or moves to) its owner, which closes a turn a dead runner cut. */
+    const wake = (id: string) => Effect.asVoid(Effect.orDie(toEntity(client(id).Wake())))
+
+    /**
+     * Cluster mode: while streams wait for a session's events, the session is woken now and then. If its runner
+     * died, that message reaches the next owner, which closes the cut turn (`run.failed` `interrupted`), and the
+     * streams end instead of waiting for a turn no runner runs any more. One waker per session in this process,
+     * however many of its streams wait here: one per stream was a wake every 3 s per subscriber (2,000 idle
+     * subscriptions on 200 sessions kept half a core busy).
+     */
+    const sharding = yield* Sharding.Sharding
+    /**
+     * A session whose shard this runner has held since the last check needs no waking from here: if this runner
+     * dies, its streams die with it. So a single runner wakes nothing once its streams are settled, and a subscription
+     * on the owner's runner costs no message. The check after the shard came here still wakes it: that is what
+     * starts the entity that closes a turn the previous owner's death cut. Asked at every check, since shards move.
+     */
+    const ownedHere = (id: string) => {
+      const entityId = EntityId.make(id)
+      return sharding.hasShardId(sharding.getShardId(entityId, Session.getShardGroup(entityId)))
+    }
+    const owners = yield* RcMap.make({
+      lookup: (id: string) => {
+        let heldBefore = false
+        const check = Effect.suspend(() => {
+          const held = ownedHere(id)
+          const settled = held && heldBefore
+          heldBefore = held
+          // Every cause: while the owner's runner is dead the wake dies (no runner for the shard yet), and that must
+          // not stop the waker, which the next owner needs.
+          return settled ? Effect.void : Effect.catchAllCause(wake(id), () => Effect.void)
+        })
+        return Effect.forkScoped(Effect.repeat(check, Schedule.spaced(OWNER_CHECK)))
+      }
+    })
+
+    /** For the life of the scope, this process's streams of the session keep its owner checked (cluster mode). */
+    const watchOwner = (id: string) => hub.clustered ? Effect.asVoid(RcMap.get(owners, id)) : Effect.void
+
+    /**
+     * Follows one turn for the life of the scope: its live events to `sink` until its last (then `end`), from a
+     * listener added before the turn could start. Until `turn` is known (a message's turn is numbered when the
+     * session accepts it) events wait; then those of other turns are dropped. No turn number: the next turn's
+     * events, whichever it is (an approval's answer continues the waiting turn).
+     */
+    const followTurn = (id: string, sink: SessionSink) =>
+      Effect.gen(function*() {
+        let turn: Option.Option<number> | undefined
+        let ended = false
+        const early: Array<HubEvent> = []
+        const deliver = (event: HubEvent): void => {
+          if (ended) return
+          if (turn === undefined) {
+            early.push(event)
+            return
+          }
+          if (event._tag === "closed") {
+            ended = true
+            return sink.end()
+          }
+          if (Option.isSome(turn) && event.turn !== turn.value) return
+          sink.event(event.event as SessionEvent)
+          if (isTerminal(event.event)) {
+            ended = true
+            sink.end()
+          }
+        }
+        yield* hub.listen(id, deliver)
+        yield* watchOwner(id)
+        /** Now that the turn is known, what arrived before it is delivered, in order. */
+        return (known: Option.Option<number>) =>
+          Effect.sync(() => {
+            turn = known
+            for (const event of early.splice(0)) deliver(event)
+          })
+      })
+
+    /**
+     * One turn read from the log: from its first event (replayed), then live, until its last event (then `end`). What
+     * a retry with the message's `Idempotency-Key` reads, on whichever runner it lands. The session is woken first, so
+     * a turn whose runner died is closed by its next owner rather than waited for.
+     */
+    const followLoggedTurn = (id: string, turn: number, sink: SessionSink) =>
+      Effect.gen(function*() {
+        yield* wake(id)
+        yield* followLog(id, yield* repo.turnStart(id, turn), Option.some(turn), sink)
+      })
+
+    /**
+     * The session's events after `start`, to `sink`, for the life of the scope: from the log first, then live; across
+     * turns until the session is deleted, or, given `turn`, that turn's only, until its last. The log is read after
+     * listening, so every event is either replayed or live; `seq` drops duplicates.
+     */
+    const followLog = (id: string, start: number, turn: Option.Option<number>, sink: SessionSink) =>
+      Effect.gen(function*() {
+        let last = start
+        let ended = false
+        /** Set while the log is read; live events meanwhile wait in `pending`, and those it covered are dropped. */
+        let reading = true
+        const pending: Array<HubEvent> = []
+        const scope = yield* Effect.scope
+
+        const end = () => {
+          ended = true
+          sink.end()
+        }
+        const ours = (eventTurn: number) => Option.isNone(turn) || turn.value === eventTurn
+        /** Tells one logged event, if it is the followed turn's, and ends after that turn's last. */
+        const tell = (eventTurn: number, event: SessionEvent) => {
+          if (!ours(eventTurn)) return
+          sink.event(event)
+          if (Option.isSome(turn) && isTerminal(event)) end()
+        }
+        const readLog: Effect.Effect<void> = Effect.gen(function*() {
+          for (;;) {
+            const rows = yield* repo.eventsAfter(id, last, REPLAY_PAGE)
+            for (const row of rows) {
+              if (ended || row.seq <= last) continue
+              last = row.seq
+              tell(row.turn, row.payload as unknown as SessionEvent)
+            }
+            if (rows.length < REPLAY_PAGE || ended) break
+          }
+          reading = false
+          while (pending.length > 0 && !reading && !ended) deliver(pending.shift()!)
+        }).pipe(
+          // The log cannot be read: end the stream rather than leave a hole in it; the client resumes from its last seq.
+          Effect.catchAllCause((cause) => Effect.zipRight(Effect.logWarning("session subscription could not read the log", cause), Effect.sync(end)))
+        )
+        const deliver = (event: HubEvent): void => {
+          if (ended) return
+          if (reading) {
+            pending.push(event)
+            return
+          }
+          if (event._tag === "closed") return end()
+          // A turn that never ran (the session was deleted while it waited) is ended without a log entry.
+          if (event._tag === "dropped") {
+            if (Option.isSome(turn) && turn.value === event.turn) {
+              sink.event(event.event as SessionEvent)
+              end()
+            }
+            return
+          }
+          if (event.seq <= last) return
+          if (event.seq === last + 1) {
+            last = event.seq
+            return tell(event.turn, event.event as SessionEvent)
+          }
+          // Past the next `seq` (a notification lost between runners): the ones before it are in the log.
+          reading = true
+          pending.push(event)
+          runInService(readLog, { scope })
+        }
+
+        yield* hub.listen(id, deliver)
+        yield* watchOwner(id)
+        yield* Effect.forkIn(readLog, scope)
+      })
+
+    return { wake, followTurn, followLog, followLoggedTurn } as const
+  }),
+  dependencies: [SessionsRepo.Default, SessionHub.Default]
+}) {}
