@@ -1,10 +1,9 @@
 import { Config, Effect } from "effect"
-import { optionalSecret } from "../platform/Config.js"
+import { optionalSecret, setting } from "../platform/Config.js"
 import { parseCredits } from "../platform/Money.js"
 
 const credits = (name: string, fallback: string) =>
-  Config.string(name).pipe(
-    Config.withDefault(fallback),
+  setting(name, Config.string, fallback).pipe(
     Config.validate({
       message: `${name} must be a non-negative amount with at most 6 decimal places`,
       validation: (text) => parseCredits(text) !== undefined

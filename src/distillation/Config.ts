@@ -1,5 +1,5 @@
 import { Config, Effect } from "effect"
-import { duration } from "../platform/Config.js"
+import { duration, setting } from "../platform/Config.js"
 import { BUILTIN_MODEL_ID } from "../runtime/models/Builtin.js"
 
 export class DistillationConfig extends Effect.Service<DistillationConfig>()("atrium/distillation/DistillationConfig", {
@@ -7,6 +7,6 @@ export class DistillationConfig extends Effect.Service<DistillationConfig>()("at
     /** How long one distillation may run. */
     timeout: duration("DISTILLATION_TIMEOUT", "2 minutes"),
     /** The model the distiller runs on; the builtin one only echoes, so the platform words the draft itself then. */
-    model: Config.string("DISTILLATION_MODEL").pipe(Config.withDefault(BUILTIN_MODEL_ID))
+    model: setting("DISTILLATION_MODEL", Config.string, BUILTIN_MODEL_ID)
   })
 }) {}

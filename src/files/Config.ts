@@ -1,5 +1,5 @@
 import { Config, ConfigError, Effect, Either, Option, Redacted } from "effect"
-import { duration, optionalSecret, optionalString } from "../platform/Config.js"
+import { duration, optionalSecret, optionalString, setting } from "../platform/Config.js"
 
 export interface S3Settings {
   readonly endpoint: URL
@@ -20,8 +20,8 @@ const s3 = Config.all({
   bucket: optionalString("STORAGE_BUCKET"),
   accessKeyId: optionalString("STORAGE_ACCESS_KEY_ID"),
   secretAccessKey: optionalSecret("STORAGE_SECRET_ACCESS_KEY"),
-  region: Config.string("STORAGE_REGION").pipe(Config.withDefault("us-east-1")),
-  forcePathStyle: Config.boolean("STORAGE_FORCE_PATH_STYLE").pipe(Config.withDefault(true))
+  region: setting("STORAGE_REGION", Config.string, "us-east-1"),
+  forcePathStyle: setting("STORAGE_FORCE_PATH_STYLE", Config.boolean, true)
 }).pipe(
   Config.mapOrFail((raw): Either.Either<Option.Option<S3Settings>, ConfigError.ConfigError> => {
     if (Option.isNone(raw.endpoint)) return Either.right(Option.none())
@@ -53,8 +53,7 @@ const s3 = Config.all({
 export class FilesConfig extends Effect.Service<FilesConfig>()("atrium/files/FilesConfig", {
   effect: Config.all({
     /** The largest file accepted, in bytes (100 MiB). */
-    maxBytes: Config.integer("FILE_MAX_BYTES").pipe(
-      Config.withDefault(100 * 1024 * 1024),
+    maxBytes: setting("FILE_MAX_BYTES", Config.integer, 100 * 1024 * 1024).pipe(
       Config.validate({ message: "FILE_MAX_BYTES must be a positive number of bytes", validation: (n) => n > 0 })
     ),
     /** How long an upload URL, and the pending upload behind it, stay valid. */

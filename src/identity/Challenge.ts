@@ -1,17 +1,10 @@
 import { createChallenge, verifySolution } from "altcha-lib"
-import { Clock, Config, Duration, Effect, Option, Redacted } from "effect"
+import { Clock, Duration, Effect, Option, Redacted } from "effect"
 import * as Crypto from "node:crypto"
-import { duration, optionalSecret } from "../platform/Config.js"
 import { KeyValue } from "../platform/KeyValue.js"
+import { ChallengeConfig } from "./Config.js"
 import { JwtKey } from "./Tokens.js"
 export { ChallengeRequired, ChallengeSchema } from "./Domain.js"
-
-const ChallengeConfig = Config.all({
-  hmacKey: optionalSecret("SMS_CHALLENGE_KEY"),
-  /** Upper bound of the number the client searches for: the work a solver does is half of it on average. */
-  maxNumber: Config.integer("SMS_CHALLENGE_MAX_NUMBER").pipe(Config.withDefault(100_000)),
-  lifetime: duration("SMS_CHALLENGE_TTL", "10 minutes")
-})
 
 /**
  * The login page's proof of work (spec 4.7's optional challenge): self-hosted ALTCHA, nothing leaves the platform.
@@ -46,5 +39,5 @@ export class LoginChallenge extends Effect.Service<LoginChallenge>()("atrium/ide
 
     return { create, redeem } as const
   }),
-  dependencies: [JwtKey.Default]
+  dependencies: [JwtKey.Default, ChallengeConfig.Default]
 }) {}

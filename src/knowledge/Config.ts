@@ -1,5 +1,5 @@
 import { Config, ConfigError, Effect, Either, Option, type Redacted } from "effect"
-import { duration, optionalRedacted, optionalString } from "../platform/Config.js"
+import { duration, optional, optionalRedacted, optionalString, setting } from "../platform/Config.js"
 import { parseCredits } from "../platform/Money.js"
 import type { Micros } from "../platform/Money.js"
 
@@ -21,9 +21,9 @@ const embeddings = Config.all({
   baseUrl: optionalString("EMBEDDINGS_BASE_URL"),
   apiKey: optionalRedacted("EMBEDDINGS_API_KEY"),
   model: optionalString("EMBEDDINGS_MODEL"),
-  dimensions: Config.option(Config.integer("EMBEDDINGS_DIMENSIONS")),
-  price: Config.string("EMBEDDINGS_PRICE_PER_1K").pipe(Config.withDefault("0.0001")),
-  batchSize: Config.integer("EMBEDDINGS_BATCH_SIZE").pipe(Config.withDefault(64))
+  dimensions: optional("EMBEDDINGS_DIMENSIONS", Config.integer),
+  price: setting("EMBEDDINGS_PRICE_PER_1K", Config.string, "0.0001"),
+  batchSize: setting("EMBEDDINGS_BATCH_SIZE", Config.integer, 64)
 }).pipe(
   Config.mapOrFail((raw): Either.Either<Option.Option<EmbeddingsSettings>, ConfigError.ConfigError> => {
     if (Option.isNone(raw.baseUrl) && Option.isNone(raw.model)) return Either.right(Option.none())
@@ -58,20 +58,20 @@ export class KnowledgeConfig extends Effect.Service<KnowledgeConfig>()("atrium/k
     embeddings,
     embeddingsTimeout: duration("EMBEDDINGS_TIMEOUT", "60 seconds"),
     /** The largest file a store ingests (its bytes; the API's upload limit is separate). */
-    maxFileBytes: Config.integer("KNOWLEDGE_FILE_MAX_BYTES").pipe(Config.withDefault(20 * 1024 * 1024)),
+    maxFileBytes: setting("KNOWLEDGE_FILE_MAX_BYTES", Config.integer, 20 * 1024 * 1024),
     /** The most bytes of files one store holds. */
-    maxStoreBytes: Config.integer("KNOWLEDGE_STORE_MAX_BYTES").pipe(Config.withDefault(512 * 1024 * 1024)),
+    maxStoreBytes: setting("KNOWLEDGE_STORE_MAX_BYTES", Config.integer, 512 * 1024 * 1024),
     /** The most files one store holds. */
-    maxStoreFiles: Config.integer("KNOWLEDGE_STORE_MAX_FILES").pipe(Config.withDefault(10_000)),
+    maxStoreFiles: setting("KNOWLEDGE_STORE_MAX_FILES", Config.integer, 10_000),
     /** The text search configuration of a new store when it names none. */
-    language: Config.string("KNOWLEDGE_LANGUAGE").pipe(Config.withDefault("english")),
+    language: setting("KNOWLEDGE_LANGUAGE", Config.string, "english"),
     /** How long a runner's claim on a file being ingested lasts without renewal: a dead runner's file waits this. */
     lease: duration("KNOWLEDGE_INGEST_LEASE", "1 minute"),
     /** How often a runner looks for files to ingest that it was not told about (other runners', expired claims). */
     poll: duration("KNOWLEDGE_INGEST_POLL", "5 seconds"),
     /** Chunks written (and embedded) per step; a restart resumes after the last step written. */
-    stepChunks: Config.integer("KNOWLEDGE_INGEST_STEP_CHUNKS").pipe(Config.withDefault(64)),
+    stepChunks: setting("KNOWLEDGE_INGEST_STEP_CHUNKS", Config.integer, 64),
     /** A file that failed this many claims (its runner died each time) fails for good. */
-    maxAttempts: Config.integer("KNOWLEDGE_INGEST_MAX_ATTEMPTS").pipe(Config.withDefault(5))
+    maxAttempts: setting("KNOWLEDGE_INGEST_MAX_ATTEMPTS", Config.integer, 5)
   })
 }) {}

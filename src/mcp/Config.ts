@@ -1,5 +1,5 @@
 import { Config, Effect } from "effect"
-import { AppConfig } from "../platform/Config.js"
+import { AppConfig, setting } from "../platform/Config.js"
 
 /**
  * Where the tool server listens and what its links point at. `MCP_PATH` is also read by `AppConfig` (the platform's
@@ -9,8 +9,7 @@ import { AppConfig } from "../platform/Config.js"
 export class McpConfig extends Effect.Service<McpConfig>()("atrium/mcp/McpConfig", {
   effect: Effect.gen(function*() {
     const app = yield* AppConfig
-    const path = yield* Config.string("MCP_PATH").pipe(
-      Config.withDefault("/mcp"),
+    const path = yield* setting("MCP_PATH", Config.string, "/mcp").pipe(
       Config.validate({
         message: "MCP_PATH must be a path such as /mcp: a leading '/', no trailing '/', no query, no spaces",
         validation: (path) => /^\/[A-Za-z0-9._~\-/]*[A-Za-z0-9._~-]$/.test(path) && !path.includes("//")

@@ -1,4 +1,4 @@
-import { Config, ConfigError, Duration, Effect, Either, Option, Redacted } from "effect"
+import { Config, ConfigError, ConfigProvider, Duration, Effect, Either, LogLevel, Option, Redacted } from "effect"
 import { parseOrigins } from "./http/Guards.js"
 
 /**
@@ -7,7 +7,7 @@ import { parseOrigins } from "./http/Guards.js"
  */
 
 export const duration = (name: string, fallback: Duration.DurationInput) =>
-  Config.duration(name).pipe(Config.withDefault(Duration.decode(fallback)))
+  setting(name, Config.duration, Duration.decode(fallback))
 
 /**
  * An optional setting. Set to the empty string it counts as unset: `JWT_SECRET=` in an env file or
@@ -15,6 +15,28 @@ export const duration = (name: string, fallback: Duration.DurationInput) =>
  */
 export const optionalString = (name: string) =>
   Config.option(Config.string(name)).pipe(Config.map(Option.filter((value) => value.trim().length > 0)))
+
+/**
+ * An optional setting of any type (`Config.integer`, `Config.literal(...)`, ...), with the same rule: the empty
+ * string counts as unset (`METRICS_PORT=` is "no metrics", not "an invalid port").
+ */
+export const optional = <A>(name: string, read: (name: string) => Config.Config<A>): Config.Config<Option.Option<A>> =>
+  optionalString(name).pipe(
+    Config.mapOrFail((raw) =>
+      Option.isNone(raw)
+        ? Either.right(Option.none<A>())
+        // The text given, parsed as `read` parses it (so a bad value fails with its own message, naming the
+        // setting): `Config` has no flatMap, and this provider of one value is pure and synchronous.
+        : Either.map(
+          Effect.runSync(Effect.either(ConfigProvider.fromMap(new Map([[name, raw.value]])).load(read(name)))),
+          Option.some
+        )
+    )
+  )
+
+/** A setting with a default, the empty string counting as unset: `DATA_DIR=` keeps `./data`, not the current folder. */
+export const setting = <A>(name: string, read: (name: string) => Config.Config<A>, fallback: A): Config.Config<A> =>
+  Config.map(optional(name, read), Option.getOrElse(() => fallback))
 
 export const optionalRedacted = (name: string) =>
   Config.option(Config.redacted(name)).pipe(
@@ -58,26 +80,61 @@ const testOtp = Config.string("SMS_TEST_OTP").pipe(
  * Which worker of `WORKERS=N` this process is (`Workers.ts` sets it for each one it forks); none for a process
  * started on its own. The runner port and the metrics port of a worker derive from it.
  */
-export const WorkerIndex = Config.option(Config.integer("WORKER_INDEX"))
+export const WorkerIndex = optional("WORKER_INDEX", Config.integer)
+
+/**
+ * What the process tells its operator (platform/telemetry): read once, by `withTelemetry` around the whole program
+ * (before any layer exists, so a plain `Config` rather than a service).
+ */
+export const TelemetryConfig = Config.all({
+  logFormat: optional("LOG_FORMAT", Config.literal("json", "pretty")),
+  logLevel: setting("LOG_LEVEL", Config.logLevel, LogLevel.Info),
+  /** The Prometheus listener: off unless a port is given; loopback unless told otherwise (it has no auth). */
+  metricsPort: optional("METRICS_PORT", Config.port),
+  metricsHost: setting("METRICS_HOST", Config.string, "127.0.0.1"),
+  /** OTLP/HTTP per the OpenTelemetry spec: the base endpoint gets `/v1/traces`; the traces endpoint is used as is. */
+  otlpEndpoint: optionalString("OTEL_EXPORTER_OTLP_ENDPOINT"),
+  otlpTracesEndpoint: optionalString("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
+  otlpHeaders: optionalRedacted("OTEL_EXPORTER_OTLP_HEADERS"),
+  serviceName: setting("OTEL_SERVICE_NAME", Config.string, "atrium"),
+  worker: WorkerIndex
+})
+export type TelemetryConfig = Config.Config.Success<typeof TelemetryConfig>
 
 export const PlatformConfig = Config.all({
-  port: Config.integer("PORT").pipe(Config.withDefault(8080)),
-  host: Config.string("HOST").pipe(Config.withDefault("0.0.0.0")),
-  dataDir: Config.string("DATA_DIR").pipe(Config.withDefault("./data")),
+  port: setting("PORT", Config.integer, 8080),
+  host: setting("HOST", Config.string, "0.0.0.0"),
+  dataDir: setting("DATA_DIR", Config.string, "./data"),
   databaseUrl: optionalRedacted("DATABASE_URL"),
   redisUrl: optionalRedacted("REDIS_URL"),
   /** Prefix of every key this instance writes to the key-value store, so several instances can share one Redis. */
-  keyPrefix: Config.string("KEY_PREFIX").pipe(Config.withDefault("atrium:")),
+  keyPrefix: setting("KEY_PREFIX", Config.string, "atrium:"),
   jwtSecret: optionalSecret("JWT_SECRET"),
   publicUrl: optionalString("PUBLIC_URL"),
-  mcpPath: Config.string("MCP_PATH").pipe(Config.withDefault("/mcp")),
-  maxBodyBytes: Config.integer("MAX_BODY_BYTES").pipe(Config.withDefault(1024 * 1024)),
+  mcpPath: setting("MCP_PATH", Config.string, "/mcp"),
+  maxBodyBytes: setting("MAX_BODY_BYTES", Config.integer, 1024 * 1024),
   /** How long an SSE stream may stay quiet before a `: ping` comment (tests shorten it to see one). */
   sseHeartbeat: duration("SSE_HEARTBEAT", "15 seconds"),
   /** How long shutdown waits for open requests and streams before it closes their connections. */
   shutdownGrace: duration("SHUTDOWN_GRACE", "10 seconds"),
   /** Whether `X-Forwarded-For` from the connecting proxy names the real client (set behind a reverse proxy). */
-  trustProxy: Config.boolean("TRUST_PROXY").pipe(Config.withDefault(false)),
+  trustProxy: setting("TRUST_PROXY", Config.boolean, false),
+  /**
+   * The built web app the platform serves (platform/WebApp.ts); a relative path is the package's, wherever the
+   * process was started from.
+   */
+  webDist: setting("WEB_DIST", Config.string, "web/dist"),
+  /** `WORKERS=N|auto`: how many processes `npm start` runs (platform/Workers.ts); anything else is one. */
+  workers: setting("WORKERS", Config.string, "1"),
+  /** This process as a runner of the cluster (platform/Cluster.ts; cluster mode only). */
+  runner: Config.all({
+    /** The address other runners dial to reach this one. */
+    host: setting("RUNNER_HOST", Config.string, "127.0.0.1"),
+    /** The runner-to-runner port; unset, one derived from `PORT` (Cluster.ts `runnerPortOf`). */
+    port: optional("RUNNER_PORT", Config.integer),
+    /** Set by the primary process of `WORKERS=N` for each worker it starts (0 for the first). */
+    worker: Config.map(WorkerIndex, Option.getOrElse(() => 0))
+  }),
   /**
    * The operator's bearer for `/internal/*` (grants, reviews). Unset, those routes are closed: behind a reverse
    * proxy on the same host every internet client is a loopback peer, so the address alone proves nothing.
@@ -94,22 +151,22 @@ export const PlatformConfig = Config.all({
     })
   ),
   sms: Config.all({
-    provider: Config.literal("console", "http")("SMS_PROVIDER").pipe(Config.withDefault("console" as const)),
+    provider: setting("SMS_PROVIDER", Config.literal("console", "http"), "console" as const),
     httpUrl: optionalString("SMS_HTTP_URL"),
     httpToken: optionalSecret("SMS_HTTP_TOKEN"),
     testOtp,
     codeTtl: duration("SMS_CODE_TTL", "5 minutes"),
     cooldown: duration("SMS_COOLDOWN", "60 seconds"),
-    maxAttempts: Config.integer("SMS_MAX_ATTEMPTS").pipe(Config.withDefault(5)),
+    maxAttempts: setting("SMS_MAX_ATTEMPTS", Config.integer, 5),
     /**
      * Tries of a code from all sources together past which only the source that asked for it may still try it (each
      * source alone gets `SMS_MAX_ATTEMPTS`; guesses never void a code: docs/identity.md).
      */
-    maxAttemptsTotal: Config.integer("SMS_MAX_ATTEMPTS_TOTAL").pipe(Config.withDefault(50)),
+    maxAttemptsTotal: setting("SMS_MAX_ATTEMPTS_TOTAL", Config.integer, 50),
     /** Codes a phone got today, or a client asked for this hour, after which `sendCode` needs a solved challenge. */
-    challengeAfter: Config.integer("SMS_CHALLENGE_AFTER").pipe(Config.withDefault(3)),
-    dailyLimitPerPhone: Config.integer("SMS_DAILY_LIMIT").pipe(Config.withDefault(10)),
-    hourlyLimitPerIp: Config.integer("SMS_IP_HOURLY_LIMIT").pipe(Config.withDefault(30))
+    challengeAfter: setting("SMS_CHALLENGE_AFTER", Config.integer, 3),
+    dailyLimitPerPhone: setting("SMS_DAILY_LIMIT", Config.integer, 10),
+    hourlyLimitPerIp: setting("SMS_IP_HOURLY_LIMIT", Config.integer, 30)
   }),
   login: Config.all({
     tokenTtl: duration("JWT_TTL", "7 days"),

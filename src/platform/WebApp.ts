@@ -1,10 +1,11 @@
 import * as HttpLayerRouter from "@effect/platform/HttpLayerRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Config, Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs"
 import { extname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
+import { AppConfig } from "./Config.js"
 import { errorBody } from "./Errors.js"
 import { errorResponse } from "./http/ErrorResponse.js"
 import { pageHeaders } from "./http/Csp.js"
@@ -121,7 +122,7 @@ export const makeWebAppRoutes = <E, R>(
 ) =>
   HttpLayerRouter.use((router) =>
     Effect.gen(function*() {
-      const dir = resolve(PACKAGE_ROOT, yield* Config.string("WEB_DIST").pipe(Config.withDefault("web/dist")))
+      const dir = resolve(PACKAGE_ROOT, (yield* AppConfig).webDist)
       const build = readWebBuild(dir)
       const page = build === undefined
         ? Effect.sync(notBuilt)
@@ -149,4 +150,4 @@ export const makeWebAppRoutes = <E, R>(
         })
       }))
     }).pipe(Effect.orDie)
-  )
+  ).pipe(Layer.provide(AppConfig.Default))

@@ -1,7 +1,7 @@
-import { Config, Deferred, Duration, Effect, Option } from "effect"
+import { Deferred, Duration, Effect, Option } from "effect"
 import Cluster from "node:cluster"
 import * as Os from "node:os"
-import { duration, optionalRedacted } from "./Config.js"
+import { AppConfig } from "./Config.js"
 
 /**
  * `WORKERS=N|auto`: `npm start` as N processes that share the HTTP port (node:cluster hands each connection to one of
@@ -9,12 +9,6 @@ import { duration, optionalRedacted } from "./Config.js"
  * primary only supervises: it starts the workers, starts again one that dies, and on SIGTERM passes the signal on and
  * waits for all of them. Workers need cluster mode (`DATABASE_URL`): embedded PGlite is one process.
  */
-const WorkersSettings = Config.all({
-  workers: Config.string("WORKERS").pipe(Config.withDefault("1")),
-  databaseUrl: optionalRedacted("DATABASE_URL"),
-  shutdownGrace: duration("SHUTDOWN_GRACE", "10 seconds")
-})
-
 const countOf = (raw: string) => {
   const value = raw.trim().toLowerCase()
   if (value === "auto") return Os.availableParallelism()
@@ -26,7 +20,8 @@ const countOf = (raw: string) => {
 export const withWorkers = <E, R>(server: Effect.Effect<never, E, R>) =>
   Effect.gen(function*() {
     if (Cluster.isWorker) return yield* server
-    const settings = yield* Effect.orDie(WorkersSettings)
+    // The primary reads the settings the workers will read: a setting that stops them stops it, once, here.
+    const settings = yield* Effect.provide(AppConfig, AppConfig.Default)
     const count = countOf(settings.workers)
     if (count <= 1) return yield* server
     if (Option.isNone(settings.databaseUrl)) {

@@ -4,9 +4,9 @@ import * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
 import * as OtlpTracer from "@effect/opentelemetry/OtlpTracer"
 import * as OtelResource from "@effect/opentelemetry/Resource"
 import { PrometheusExporter } from "@opentelemetry/exporter-prometheus"
-import { Config, Effect, Layer, LogLevel, Metric, Option, Redacted, Schedule } from "effect"
+import { Effect, Layer, Metric, Option, Redacted, Schedule } from "effect"
 import { monitorEventLoopDelay } from "node:perf_hooks"
-import { WorkerIndex } from "../Config.js"
+import { TelemetryConfig } from "../Config.js"
 import * as Logging from "./Logging.js"
 import { eventLoopDelay, residentMemory, startsAtZero } from "./Metrics.js"
 
@@ -15,25 +15,6 @@ import { eventLoopDelay, residentMemory, startsAtZero } from "./Metrics.js"
  * and traces over OTLP/HTTP. Wrapped around the whole program in main.ts; tests that boot the platform in-process
  * do without it (they keep Effect's logger and no exporter), a test of the real process gets all of it.
  */
-
-const optional = <A>(config: Config.Config<A>) => Config.option(config)
-const nonEmpty = (name: string) =>
-  optional(Config.string(name)).pipe(Config.map(Option.filter((value) => value.trim().length > 0)))
-
-export const TelemetryConfig = Config.all({
-  logFormat: optional(Config.literal("json", "pretty")("LOG_FORMAT")),
-  logLevel: Config.logLevel("LOG_LEVEL").pipe(Config.withDefault(LogLevel.Info)),
-  /** The Prometheus listener: off unless a port is given; loopback unless told otherwise (it has no auth). */
-  metricsPort: optional(Config.port("METRICS_PORT")),
-  metricsHost: Config.string("METRICS_HOST").pipe(Config.withDefault("127.0.0.1")),
-  /** OTLP/HTTP per the OpenTelemetry spec: the base endpoint gets `/v1/traces`; the traces endpoint is used as is. */
-  otlpEndpoint: nonEmpty("OTEL_EXPORTER_OTLP_ENDPOINT"),
-  otlpTracesEndpoint: nonEmpty("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
-  otlpHeaders: Config.redacted("OTEL_EXPORTER_OTLP_HEADERS").pipe(Config.option),
-  serviceName: Config.string("OTEL_SERVICE_NAME").pipe(Config.withDefault("atrium")),
-  worker: WorkerIndex
-})
-export type TelemetryConfig = Config.Config.Success<typeof TelemetryConfig>
 
 /** Where spans go, if anywhere. */
 export const tracesUrl = (config: TelemetryConfig): Option.Option<string> =>

@@ -1,8 +1,9 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import { Config, Effect, Option, Redacted, Schema } from "effect"
+import { Effect, Option, Redacted, Schema } from "effect"
 import { Credentials } from "../../credentials/Credentials.js"
 import type { ExpertConfig, McpServer } from "../Expert.js"
+import { ToolsConfig } from "./Config.js"
 import { SafeFetch } from "./Outbound.js"
 import { lenientTool, ToolFailure } from "./Tools.js"
 import type { Partition } from "../../identity/Partition.js"
@@ -45,7 +46,7 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/runtime/tools/M
   effect: Effect.gen(function*() {
     const credentials = yield* Credentials
     const safeFetch = yield* SafeFetch
-    const timeoutMs = yield* Effect.orDie(Config.integer("MCP_TOOL_TIMEOUT_MS").pipe(Config.withDefault(30_000)))
+    const { mcpTimeoutMs: timeoutMs } = yield* ToolsConfig
 
     /** Whose credential a server gets: none, the expert owner's (`bearer`), or the caller's end user's. */
     const tokenFor = (server: McpServer, payer: Partition, ownerId: string) =>
@@ -165,5 +166,5 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/runtime/tools/M
 
     return { open } as const
   }),
-  dependencies: [Credentials.Default]
+  dependencies: [Credentials.Default, ToolsConfig.Default]
 }) {}

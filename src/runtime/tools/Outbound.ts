@@ -1,7 +1,8 @@
 import { lookup } from "node:dns/promises"
 import { BlockList, isIP } from "node:net"
 import { networkInterfaces } from "node:os"
-import { Config, Effect } from "effect"
+import { Effect } from "effect"
+import { ToolsConfig } from "./Config.js"
 
 /**
  * Outbound safety for tool traffic (docs/tools.md): a tool URL whose host resolves to a special-purpose address
@@ -10,11 +11,6 @@ import { Config, Effect } from "effect"
  * refused unless `TOOL_ALLOWED_HOSTS` names the host (or the address). Redirects are followed by hand, each hop checked the same way, so a public server cannot bounce a
  * call to an internal one.
  */
-
-export const ToolAllowedHosts = Config.map(
-  Config.string("TOOL_ALLOWED_HOSTS").pipe(Config.withDefault("")),
-  (raw) => new Set(raw.split(",").map((host) => host.trim().toLowerCase()).filter((host) => host.length > 0))
-)
 
 /**
  * IANA's IPv4 special-purpose address registry, every entry (the globally reachable anycast ones too: no tool has a
@@ -199,5 +195,5 @@ async (input: string | URL, init?: RequestInit): Promise<Response> => {
 }
 
 /** The safe fetch of a service: this host's addresses are read when it is built, and refreshed as it is used. */
-export const SafeFetch = Effect.flatMap(Effect.orDie(ToolAllowedHosts), (allowed) =>
-  Effect.sync(() => makeSafeFetch(allowed, makeHostAddresses())))
+export const SafeFetch = Effect.flatMap(ToolsConfig, ({ allowedHosts }) =>
+  Effect.sync(() => makeSafeFetch(allowedHosts, makeHostAddresses())))
