@@ -34,6 +34,7 @@ import { McpRoute } from "./mcp/Http.js"
 import { ClusterLive } from "./platform/Cluster.js"
 import { isOutage, RETRY_AFTER_SECONDS } from "./platform/Outage.js"
 import { IdempotencyRepo } from "./platform/http/Repo.js"
+import { bearerTokenOf, credentialOf, credentialText } from "./platform/http/Bearer.js"
 import { AppConfig } from "./platform/Config.js"
 import { DatabaseLive } from "./platform/Database.js"
 import { errorBody, errorType } from "./platform/Errors.js"
@@ -250,7 +251,7 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
         const path = request.url.split("?")[0]!
         const routed = routePath(request.url)
         if (routed.startsWith("/api/") && !PUBLIC_API.test(routed)) {
-          const token = request.headers["authorization"]?.replace(/^Bearer\s+/i, "") ?? request.cookies["token"] ?? ""
+          const token = credentialText(credentialOf(request))
           const valid = yield* Effect.isSuccess(tokens.authenticate(token))
           if (!valid) return errorResponse(401, "unauthorized", "A valid login token is required.")
         }
@@ -275,7 +276,7 @@ const ErrorEnvelope = HttpLayerRouter.middleware(
       if (Option.isNone(config.internalToken)) {
         return errorResponse(403, "forbidden", "Internal routes are closed: INTERNAL_TOKEN is not set.")
       }
-      const presented = /^Bearer\s+(.+)$/i.exec(request.headers["authorization"] ?? "")?.[1]?.trim()
+      const presented = bearerTokenOf(request)
       if (presented === undefined || !secretMatches(presented, Redacted.value(config.internalToken.value))) {
         return errorResponse(401, "unauthorized", "Internal routes require the operator's bearer token.", {
           "www-authenticate": "Bearer"
