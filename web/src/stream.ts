@@ -1,3 +1,4 @@
+import * as Sse from "@effect/experimental/Sse"
 import { failureOf } from "./api.js"
 /**
  * A session's events (docs/sessions.md, docs/events.md) over streamed `fetch`: SSE routes are not decoded by the
@@ -14,23 +15,21 @@ export interface Follow {
   readonly close: () => void
 }
 
-/** Parses `text/event-stream` blocks; comments (`: ping`) and `[DONE]` are skipped. */
-export const parseBlocks = (buffer: string): { events: Array<SessionEvent>; rest: string } => {
-  const events: Array<SessionEvent> = []
-  const blocks = buffer.split("\n\n")
-  const rest = blocks.pop() ?? ""
-  for (const block of blocks) {
-    const data = block.split("\n").filter((line) => line.startsWith("data:")).map((line) => line.slice(5).trimStart()).join("\n")
-    if (data === "" || data === "[DONE]") continue
+/**
+ * A `text/event-stream` reader of a session's events: `@effect/experimental`'s SSE parser (the one the server's
+ * model clients and the typed client use), fed text as it arrives; comments (`: ping`), `[DONE]` and anything that
+ * is not one of our events are skipped.
+ */
+export const sessionEventParser = (onEvent: (event: SessionEvent) => void): Sse.Parser =>
+  Sse.makeParser((event) => {
+    if (event._tag !== "Event" || event.data === "[DONE]") return
     try {
-      const event = JSON.parse(data) as SessionEvent
-      if (typeof event.seq === "number") events.push(event)
+      const parsed = JSON.parse(event.data) as SessionEvent
+      if (typeof parsed?.seq === "number") onEvent(parsed)
     } catch {
       // A line that is not JSON is not an event of ours.
     }
-  }
-  return { events, rest }
-}
+  })
 
 export const followSession = (
   sessionId: string,
@@ -53,18 +52,15 @@ export const followSession = (
         if (!response.ok || response.body === null) throw new Error(`status ${response.status}`)
         onState("live")
         const reader = response.body.pipeThrough(new TextDecoderStream()).getReader()
-        let buffer = ""
+        const parser = sessionEventParser((event) => {
+          if (event.seq <= lastSeq) return
+          lastSeq = event.seq
+          onEvent(event)
+        })
         for (;;) {
           const { done, value } = await reader.read()
           if (done) break
-          buffer = (buffer + value).replace(/\r\n/g, "\n")
-          const parsed = parseBlocks(buffer)
-          buffer = parsed.rest
-          for (const event of parsed.events) {
-            if (event.seq <= lastSeq) continue
-            lastSeq = event.seq
-            onEvent(event)
-          }
+          parser.feed(value)
         }
       } catch {
         // Lost connection or a refused request: try again from the last seq.
