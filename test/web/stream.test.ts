@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { type SessionEvent, sessionEventParser } from "../../web/src/stream.js"
+import { type SessionEvent, sessionEventParser } from "../../web/src/sse.js"
 
 /** The chat page's reader of a session's stream (web/src/stream.ts), on the library's SSE parser. */
 describe("web session stream reader", () => {

@@ -1,35 +1,16 @@
-import * as Sse from "@effect/experimental/Sse"
 import { failureOf } from "./api.js"
+import { type SessionEvent, sessionEventParser } from "./sse.js"
+
+export type { SessionEvent } from "./sse.js"
 /**
  * A session's events (docs/sessions.md, docs/events.md) over streamed `fetch`: SSE routes are not decoded by the
  * HttpApi client. It resumes from the last `seq` it saw (`?after=`) after a reload or a lost connection, and drops
  * anything at or below it, so nothing is missing or repeated.
  */
-export interface SessionEvent {
-  readonly type: string
-  readonly seq: number
-  readonly [key: string]: unknown
-}
 
 export interface Follow {
   readonly close: () => void
 }
-
-/**
- * A `text/event-stream` reader of a session's events: `@effect/experimental`'s SSE parser (the one the server's
- * model clients and the typed client use), fed text as it arrives; comments (`: ping`), `[DONE]` and anything that
- * is not one of our events are skipped.
- */
-export const sessionEventParser = (onEvent: (event: SessionEvent) => void): Sse.Parser =>
-  Sse.makeParser((event) => {
-    if (event._tag !== "Event" || event.data === "[DONE]") return
-    try {
-      const parsed = JSON.parse(event.data) as SessionEvent
-      if (typeof parsed?.seq === "number") onEvent(parsed)
-    } catch {
-      // A line that is not JSON is not an event of ours.
-    }
-  })
 
 export const followSession = (
   sessionId: string,
