@@ -28,6 +28,9 @@ export const Identifier = Schema.String.pipe(
   })
 )
 
+/** An agent as a caller names it (a purchase, an MCP tool's argument): looked up as given, 1-64 characters. */
+export const AgentRef = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64))
+
 export const CaseDemo = Schema.Struct({
   title: Schema.optional(Schema.String.pipe(Schema.maxLength(200))),
   input: Schema.String.pipe(Schema.maxLength(4000)),

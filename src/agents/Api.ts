@@ -5,7 +5,7 @@ import { Schema } from "effect"
 import { DailyCapExceeded, IdempotencyConflict, InsufficientCredits } from "../billing/Domain.js"
 import { PlatformAuthentication, UserAuthentication } from "../identity/Domain.js"
 import { Forbidden, InvalidRequest, NotFound } from "../platform/Errors.js"
-import { AgentFields, Identifier } from "./Agent.js"
+import { AgentFields, AgentRef, Identifier } from "./Agent.js"
 import { IdentifierTaken } from "./Domain.js"
 import { ListParams } from "../platform/http/Lists.js"
 
@@ -125,7 +125,7 @@ export class AgentsApi extends HttpApiGroup.make("agents")
 export class PurchasesApi extends HttpApiGroup.make("purchases")
   .add(
     HttpApiEndpoint.post("purchase", "/api/purchases")
-      .setPayload(Schema.Struct({ agent: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64)) }))
+      .setPayload(Schema.Struct({ agent: AgentRef }))
       .addSuccess(Schema.Struct({ agent: Schema.String, charged: Schema.Number, balance_remaining: Schema.Number }))
       .addError(NotFound)
       .addError(InsufficientCredits)

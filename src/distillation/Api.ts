@@ -54,14 +54,21 @@ const Transcript = Schema.Struct({
 
 const Path = Schema.Struct({ id: Schema.String })
 
+/**
+ * What starts a distillation and what continues one (HTTP and the MCP tools). The materials' limits are the
+ * service's, so a breach gets a message that says what to fix.
+ */
+export const StartDistillation = Schema.Struct({
+  topic: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(500)),
+  materials: Schema.Array(Material)
+})
+export const DistillationMessage = Schema.Struct({ message: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(20_000)) })
+
 /** Distillation (docs/distillation.md): the same conversations as the MCP tools, over HTTP. */
 export class DistillationsApi extends HttpApiGroup.make("distillations")
   .add(
     HttpApiEndpoint.post("start", "/v1/distillations")
-      .setPayload(Schema.Struct({
-        topic: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(500)),
-        materials: Schema.Array(Material)
-      }))
+      .setPayload(StartDistillation)
       .addSuccess(TurnView, { status: 201 })
       .addError(DistillationFailed)
       .addError(DistillationTimedOut)
@@ -74,7 +81,7 @@ export class DistillationsApi extends HttpApiGroup.make("distillations")
   .add(
     HttpApiEndpoint.post("message", "/v1/distillations/:id/messages")
       .setPath(Path)
-      .setPayload(Schema.Struct({ message: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(20_000)) }))
+      .setPayload(DistillationMessage)
       .addSuccess(TurnView)
       .addError(NotFound)
       .addError(Forbidden)

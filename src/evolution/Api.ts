@@ -39,7 +39,7 @@ const OutcomesView = Schema.Struct({
   unanswered: Schema.Int
 })
 
-const AcceptedView = Schema.Struct({
+export const AcceptedView = Schema.Struct({
   suggestion: SuggestionView,
   agent: Schema.Struct({
     identifier: Schema.String,
@@ -51,7 +51,7 @@ const AcceptedView = Schema.Struct({
   message: Schema.String
 })
 
-const StatsView = Schema.Struct({
+export const StatsView = Schema.Struct({
   identifier: Schema.String,
   suggestions: Schema.Struct({ made: Schema.Int, pending: Schema.Int, accepted: Schema.Int, dismissed: Schema.Int }),
   last_accepted_at: Schema.NullOr(Schema.String),

@@ -1,6 +1,7 @@
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import { Effect, Layer, Option, Redacted } from "effect"
+import { Effect, Layer, Option } from "effect"
 import { InvalidRequest, Unauthorized } from "../platform/Errors.js"
+import { bearerTokenOf, credentialOf as credentialOfRequest, credentialText, isMalformed } from "../platform/http/Bearer.js"
 import { routePath } from "../platform/Network.js"
 import { noteAccount } from "../platform/telemetry/AccessLog.js"
 import type { UserId } from "../platform/Ids.js"
@@ -23,7 +24,7 @@ export const missingEndUser = (request: HttpServerRequest.HttpServerRequest): bo
   const header = request.headers["x-end-user-id"]
   return (header === undefined || header === "") &&
     isEndUserRoute(request.url) &&
-    /^Bearer\s+sk_/i.test(request.headers["authorization"] ?? "")
+    bearerTokenOf(request)?.startsWith(API_KEY_PREFIX) === true
 }
 
 /** The end user an authenticated caller acts for, when it names one. */
@@ -42,25 +43,18 @@ const endUserOf = (request: HttpServerRequest.HttpServerRequest) => {
 const noCredentials = new Unauthorized({ message: "Authentication required: send Authorization: Bearer <API key>." })
 
 /**
- * HttpApi's bearer decoder cuts seven characters off any `Authorization` header, whatever its scheme; only a real
- * `Bearer` counts here (otherwise `Token: sk_...` would authenticate while passing unseen by the check of
- * `missingEndUser`, which looks for `Bearer sk_`).
+ * HttpApi's bearer decoder cuts seven characters off any `Authorization` header, whatever its scheme, so the token
+ * it hands the middlewares is not used: the header is read again by the platform's one parser (`Bearer.ts`), and
+ * only a real `Bearer` counts (otherwise `Token: sk_...` would authenticate while passing unseen by the check of
+ * `missingEndUser`, which looks for a Bearer API key).
  */
-const notBearer = (request: HttpServerRequest.HttpServerRequest): boolean => {
-  const header = request.headers["authorization"]
-  return header !== undefined && header !== "" && !/^Bearer /i.test(header)
-}
 const wrongScheme = new Unauthorized({ message: "Use the Authorization scheme Bearer: Authorization: Bearer <token>." })
 
-/** The credential of a request: the bearer token, or the `token` cookie when no bearer is sent. */
-const credentialOf = (request: HttpServerRequest.HttpServerRequest, bearerToken: Redacted.Redacted) => {
-  if (notBearer(request)) return Effect.fail(wrongScheme)
-  const fromBearer = Redacted.value(bearerToken)
-  return Effect.succeed(
-    fromBearer.length > 0
-      ? { value: fromBearer, fromCookie: false }
-      : { value: request.cookies["token"] ?? "", fromCookie: true }
-  )
+/** The credential of a request: the bearer token, or the `token` cookie when no `Authorization` is sent. */
+const credentialOf = (request: HttpServerRequest.HttpServerRequest) => {
+  const credential = credentialOfRequest(request)
+  if (credential._tag === "Malformed") return Effect.fail(wrongScheme)
+  return Effect.succeed({ value: credentialText(credential), fromCookie: credential._tag !== "Bearer" })
 }
 
 /**
@@ -70,8 +64,7 @@ const credentialOf = (request: HttpServerRequest.HttpServerRequest, bearerToken:
  */
 export const accountOf = (request: HttpServerRequest.HttpServerRequest) =>
   Effect.gen(function*() {
-    const bearer = request.headers["authorization"]?.match(/^Bearer\s+(.+)$/i)?.[1]?.trim()
-    const credential = bearer ?? request.cookies["token"] ?? ""
+    const credential = credentialText(credentialOfRequest(request))
     if (credential.length === 0) return Option.none<string>()
     if (credential.startsWith(API_KEY_PREFIX)) {
       return Option.map(yield* (yield* ApiKeys).authenticate(credential), (key) => key.userId as string)
@@ -86,9 +79,9 @@ export const AuthenticationLive = Layer.effect(
   Effect.gen(function*() {
     const tokens = yield* Tokens
     return {
-      bearer: (token) =>
+      bearer: () =>
         HttpServerRequest.HttpServerRequest.pipe(
-          Effect.flatMap((request) => credentialOf(request, token)),
+          Effect.flatMap(credentialOf),
           Effect.flatMap((credential) => tokens.authenticate(credential.value)),
           Effect.tap((identity) => noteAccount(identity.userId))
         )
@@ -101,46 +94,45 @@ export const AuthenticationLive = Layer.effect(
       const tokens = yield* Tokens
       const apiKeys = yield* ApiKeys
       const oauth = yield* OAuth
-      const resolve = (bearerToken: Redacted.Redacted) =>
-        Effect.gen(function*() {
-          const request = yield* HttpServerRequest.HttpServerRequest
-          const { fromCookie, value } = yield* credentialOf(request, bearerToken)
-          if (value.length === 0) return yield* noCredentials
-          if (value.startsWith(API_KEY_PREFIX)) {
-            // The cookie is the login session's; an API key there would also pass unseen by the end-user check.
-            if (fromCookie) {
-              return yield* new Unauthorized({ message: "Send an API key as Authorization: Bearer, not as a cookie." })
-            }
-            const key = yield* apiKeys.authenticate(value)
-            if (Option.isNone(key)) return yield* new Unauthorized({ message: "Invalid or revoked API key." })
-            const endUserId = yield* endUserOf(request)
-            // Spec 5.1 rule 4 again, after authentication: the global check in platform/http/Edge.ts refuses it before routing,
-            // this keeps the rule true of every route behind this middleware whatever reaches it.
-            if (Option.isNone(endUserId) && isEndUserRoute(request.url)) {
-              return yield* new InvalidRequest({ message: MISSING_END_USER })
-            }
-            return Caller.of({ userId: key.value.userId, via: "api_key", apiKeyId: Option.some(key.value.id), endUserId })
+      const resolve = Effect.gen(function*() {
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const { fromCookie, value } = yield* credentialOf(request)
+        if (value.length === 0) return yield* noCredentials
+        if (value.startsWith(API_KEY_PREFIX)) {
+          // The cookie is the login session's; an API key there would also pass unseen by the end-user check.
+          if (fromCookie) {
+            return yield* new Unauthorized({ message: "Send an API key as Authorization: Bearer, not as a cookie." })
           }
-          const identity = yield* Effect.either(tokens.authenticate(value))
-          if (identity._tag === "Left") {
-            // Spec 5.1 rules 4-5: an OAuth app's access token works on /v1 with the `agents:write` scope, for its
-            // user and no one else (no end-user partition, so `X-End-User-Id` is not read).
-            const app = fromCookie ? Option.none() : yield* oauth.verifyAccessToken(value)
-            if (Option.isNone(app)) return yield* identity.left
-            if (!app.value.scopes.includes("agents:write")) {
-              return yield* new Unauthorized({ message: "This OAuth access token lacks the agents:write scope." })
-            }
-            return Caller.of({
-              userId: app.value.userId as UserId,
-              via: "oauth",
-              apiKeyId: Option.none(),
-              endUserId: Option.none()
-            })
-          }
+          const key = yield* apiKeys.authenticate(value)
+          if (Option.isNone(key)) return yield* new Unauthorized({ message: "Invalid or revoked API key." })
           const endUserId = yield* endUserOf(request)
-          return Caller.of({ userId: identity.right.userId, via: "login", apiKeyId: Option.none(), endUserId })
-        })
-      return { bearer: (token: Redacted.Redacted) => Effect.tap(resolve(token), (caller) => noteAccount(caller.userId)) }
+          // Spec 5.1 rule 4 again, after authentication: the global check in platform/http/Edge.ts refuses it before routing,
+          // this keeps the rule true of every route behind this middleware whatever reaches it.
+          if (Option.isNone(endUserId) && isEndUserRoute(request.url)) {
+            return yield* new InvalidRequest({ message: MISSING_END_USER })
+          }
+          return Caller.of({ userId: key.value.userId, via: "api_key", apiKeyId: Option.some(key.value.id), endUserId })
+        }
+        const identity = yield* Effect.either(tokens.authenticate(value))
+        if (identity._tag === "Left") {
+          // Spec 5.1 rules 4-5: an OAuth app's access token works on /v1 with the `agents:write` scope, for its
+          // user and no one else (no end-user partition, so `X-End-User-Id` is not read).
+          const app = fromCookie ? Option.none() : yield* oauth.verifyAccessToken(value)
+          if (Option.isNone(app)) return yield* identity.left
+          if (!app.value.scopes.includes("agents:write")) {
+            return yield* new Unauthorized({ message: "This OAuth access token lacks the agents:write scope." })
+          }
+          return Caller.of({
+            userId: app.value.userId as UserId,
+            via: "oauth",
+            apiKeyId: Option.none(),
+            endUserId: Option.none()
+          })
+        }
+        const endUserId = yield* endUserOf(request)
+        return Caller.of({ userId: identity.right.userId, via: "login", apiKeyId: Option.none(), endUserId })
+      })
+      return { bearer: () => Effect.tap(resolve, (caller) => noteAccount(caller.userId)) }
     })
   )),
   Layer.merge(Layer.effect(
@@ -148,10 +140,11 @@ export const AuthenticationLive = Layer.effect(
     Effect.gen(function*() {
       const apiKeys = yield* ApiKeys
       return {
-        bearer: (token) =>
+        bearer: () =>
           Effect.gen(function*() {
-            if (notBearer(yield* HttpServerRequest.HttpServerRequest)) return yield* wrongScheme
-            const key = yield* apiKeys.authenticate(Redacted.value(token))
+            const request = yield* HttpServerRequest.HttpServerRequest
+            if (isMalformed(request)) return yield* wrongScheme
+            const key = yield* apiKeys.authenticate(bearerTokenOf(request) ?? "")
             if (Option.isNone(key)) {
               return yield* new Unauthorized({ message: "A valid API key (sk_...) is required for /openapi routes." })
             }
@@ -174,10 +167,11 @@ export const AuthenticationLive = Layer.effect(
         message: "An OAuth access token is required (POST /oauth/token); API keys and login tokens are not accepted."
       })
       return {
-        bearer: (token) =>
+        bearer: () =>
           Effect.gen(function*() {
-            if (notBearer(yield* HttpServerRequest.HttpServerRequest)) return yield* wrongScheme
-            const caller = yield* oauth.verifyAccessToken(Redacted.value(token))
+            const request = yield* HttpServerRequest.HttpServerRequest
+            if (isMalformed(request)) return yield* wrongScheme
+            const caller = yield* oauth.verifyAccessToken(bearerTokenOf(request) ?? "")
             if (Option.isNone(caller)) return yield* refused
             yield* noteAccount(caller.value.userId)
             return AppCaller.of(caller.value)

@@ -59,8 +59,13 @@ export const Language = Schema.String.pipe(
   Schema.pattern(/^[a-z_]{1,63}$/, { message: () => "must be a text search configuration such as english, simple, german" })
 )
 
+/** A knowledge base's name, and a search's query (HTTP and the MCP tools). */
+export const StoreName = Schema.String.pipe(Schema.maxLength(256))
+export const SearchQuery = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(4000))
+export const MaxResults = Schema.Int.pipe(Schema.between(1, 50))
+
 export const CreateVectorStore = Schema.Struct({
-  name: Schema.optional(Schema.NullOr(Schema.String.pipe(Schema.maxLength(256)))),
+  name: Schema.optional(Schema.NullOr(StoreName)),
   description: Schema.optional(Schema.NullOr(Schema.String.pipe(Schema.maxLength(2000)))),
   file_ids: Schema.optional(Schema.Array(Schema.String.pipe(Schema.maxLength(64))).pipe(Schema.maxItems(500))),
   metadata: Schema.optional(Schema.NullOr(Metadata)),
@@ -71,7 +76,7 @@ export const CreateVectorStore = Schema.Struct({
 })
 
 export const UpdateVectorStore = Schema.Struct({
-  name: Schema.optional(Schema.NullOr(Schema.String.pipe(Schema.maxLength(256)))),
+  name: Schema.optional(Schema.NullOr(StoreName)),
   metadata: Schema.optional(Schema.NullOr(Metadata)),
   expires_after: Schema.optional(Schema.NullOr(Schema.Unknown))
 })
@@ -128,9 +133,9 @@ export const AddVectorStoreFile = Schema.Struct({
 })
 
 export const SearchRequest = Schema.Struct({
-  query: Schema.Union(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(4000)), Schema.Array(Schema.String.pipe(Schema.maxLength(4000))).pipe(Schema.minItems(1), Schema.maxItems(10))),
+  query: Schema.Union(SearchQuery, Schema.Array(Schema.String.pipe(Schema.maxLength(4000))).pipe(Schema.minItems(1), Schema.maxItems(10))),
   filters: Schema.optional(Schema.NullOr(SearchFilter)),
-  max_num_results: Schema.optional(Schema.Int.pipe(Schema.between(1, 50))),
+  max_num_results: Schema.optional(MaxResults),
   ranking_options: Schema.optional(Schema.NullOr(Schema.Struct({
     ranker: Schema.optional(Schema.String),
     score_threshold: Schema.optional(Schema.Number.pipe(Schema.between(0, 1)))

@@ -8,7 +8,7 @@ import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { AlreadyApplied } from "./Domain.js"
 import { ListParams } from "../platform/http/Lists.js"
 
-const BillingView = Schema.Struct({
+export const BillingView = Schema.Struct({
   type: Schema.Literal("FREE", "UNLOCK"),
   price: Schema.Number,
   free_trial_per_user: Schema.Int,
@@ -22,9 +22,9 @@ export const SkillView = Schema.Struct({
   tools: Schema.Array(Schema.String)
 })
 
-const SkillList = Schema.Struct({ data: Schema.Array(SkillView), has_more: Schema.Boolean })
+export const SkillList = Schema.Struct({ data: Schema.Array(SkillView), has_more: Schema.Boolean })
 
-const MarketItem = Schema.Struct({
+export const MarketItem = Schema.Struct({
   identifier: Schema.String,
   name: Schema.String,
   description: Schema.String,
@@ -38,6 +38,11 @@ const MarketItem = Schema.Struct({
   })
 })
 
+/** What a marketplace search may carry: the keyword's length, and how far pages go (HTTP and the MCP tools). */
+export const MarketKeyword = Schema.String.pipe(Schema.maxLength(100))
+export const MAX_PAGE = 100_000
+export const MAX_PAGE_SIZE = 100
+
 const PageNumber = (name: string, max: number) =>
   Schema.NumberFromString.pipe(
     Schema.int({ message: () => `${name} must be a whole number` }),
@@ -49,10 +54,10 @@ export class MarketApi extends HttpApiGroup.make("market")
   .add(
     HttpApiEndpoint.get("agents", "/api/market/agents")
       .setUrlParams(Schema.Struct({
-        keyword: Schema.optional(Schema.String.pipe(Schema.maxLength(100))),
+        keyword: Schema.optional(MarketKeyword),
         category: Schema.optional(Category),
-        page: Schema.optional(PageNumber("page", 100_000)),
-        pageSize: Schema.optional(PageNumber("pageSize", 100))
+        page: Schema.optional(PageNumber("page", MAX_PAGE)),
+        pageSize: Schema.optional(PageNumber("pageSize", MAX_PAGE_SIZE))
       }))
       .addSuccess(Schema.Struct({
         data: Schema.Array(MarketItem),
@@ -92,7 +97,7 @@ export class MarketApi extends HttpApiGroup.make("market")
   )
   .add(
     HttpApiEndpoint.get("skills", "/api/market/skills")
-      .setUrlParams(Schema.Struct({ ...ListParams.fields, keyword: Schema.optional(Schema.String.pipe(Schema.maxLength(100))) }))
+      .setUrlParams(Schema.Struct({ ...ListParams.fields, keyword: Schema.optional(MarketKeyword) }))
       .addSuccess(SkillList)
       .addError(NotFound)
       .annotate(OpenApi.Description, "Search the skills catalogue by name, title or description.")
@@ -102,7 +107,7 @@ export class MarketApi extends HttpApiGroup.make("market")
   .annotate(OpenApi.Description, "Browse, search and rate published experts.")
 {}
 
-const CreatorView = Schema.Struct({
+export const CreatorView = Schema.Struct({
   user_id: Schema.String,
   status: Schema.Literal("not_applied", "pending", "approved", "rejected"),
   display_name: Schema.NullOr(Schema.String),
@@ -121,19 +126,22 @@ const Email = Schema.String.pipe(
   Schema.pattern(/^[^\s@]+@[^\s@]+\.[^\s@]+$/, { message: () => "email must be an email address" })
 )
 
+/** An application to become a creator (`POST /api/creator/apply`, the MCP tool `apply_creator`). */
+export const CreatorApplication = Schema.Struct({
+  displayName: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)),
+  bio: Schema.String.pipe(Schema.maxLength(2000)),
+  accountType: Schema.Literal(...ACCOUNT_TYPES).annotations({
+    message: () => `accountType must be one of: ${ACCOUNT_TYPES.join(", ")}`
+  }),
+  email: Email
+})
+
 /** Creators: apply for review, see where the application stands, and what their agents earned. */
 export class CreatorsApi extends HttpApiGroup.make("creators")
   .add(HttpApiEndpoint.get("profile", "/api/creator/profile").addSuccess(CreatorView))
   .add(
     HttpApiEndpoint.post("apply", "/api/creator/apply")
-      .setPayload(Schema.Struct({
-        displayName: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)),
-        bio: Schema.String.pipe(Schema.maxLength(2000)),
-        accountType: Schema.Literal(...ACCOUNT_TYPES).annotations({
-          message: () => `accountType must be one of: ${ACCOUNT_TYPES.join(", ")}`
-        }),
-        email: Email
-      }))
+      .setPayload(CreatorApplication)
       .addSuccess(CreatorView, { status: 201 })
       .addError(AlreadyApplied)
       .annotate(OpenApi.Description, "Apply to become a creator; the application enters human review.")

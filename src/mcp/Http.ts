@@ -3,8 +3,15 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js"
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
-import { Effect, Layer, Option, Runtime, Stream, type Tracer } from "effect"
+import {
+  CallToolRequestSchema,
+  type CallToolResult,
+  ErrorCode,
+  ListToolsRequestSchema,
+  McpError,
+  type Tool
+} from "@modelcontextprotocol/sdk/types.js"
+import { Effect, Either, Layer, Option, Runtime, Schema, Stream, type Tracer } from "effect"
 import { RunPayerLive } from "../billing/RunPayerLive.js"
 import { KnowledgeSearchLive } from "../knowledge/KnowledgeSearchLive.js"
 import { Wallets } from "../billing/Wallet.js"
@@ -15,7 +22,16 @@ import { registerExtras } from "./Extras.js"
 import { McpIdentity } from "./Identity.js"
 import { TOOL_OUTPUTS } from "./Outputs.js"
 import { McpResources } from "./Resources.js"
-import { type McpCaller, type ToolDefinition, toolError, type ToolFailure, toolSuccess } from "./Tool.js"
+import {
+  decodeInput,
+  describeIssues,
+  jsonSchemaOf,
+  type McpCaller,
+  type ToolDefinition,
+  toolError,
+  type ToolFailure,
+  toolSuccess
+} from "./Tool.js"
 import { McpTools } from "./Tools.js"
 
 const SERVER_INFO = { name: "atrium", version: "1.0.0" }
@@ -167,6 +183,30 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
   const resources = yield* McpResources
   const toolNames = new Set(tools.map((tool) => tool.name))
   const toolsByName = new Map(tools.map((tool) => [tool.name, tool]))
+  /** `tools/list`, made once: each tool's JSON Schemas come from its Effect Schemas (`Tool.ts`, `Outputs.ts`). */
+  const listed: Array<Tool> = tools.map((tool) => {
+    const output = TOOL_OUTPUTS[tool.name]
+    return {
+      name: tool.name,
+      title: titleOf(tool.name),
+      description: tool.description,
+      inputSchema: jsonSchemaOf(tool.input),
+      ...(output === undefined ? {} : { outputSchema: jsonSchemaOf(output) }),
+      annotations: annotationsOf(tool.name)
+    }
+  })
+  /** A result checked against the tool's output schema before it leaves, as the SDK's own tool server does. */
+  const checkOutput = (tool: ToolDefinition, value: unknown): Either.Either<unknown, string> => {
+    const output = TOOL_OUTPUTS[tool.name]
+    if (output === undefined) return Either.right(value)
+    if (typeof value !== "object" || value === null || Array.isArray(value)) {
+      return Either.left(`Tool ${tool.name} has an output schema but no structured content was provided`)
+    }
+    return Either.mapLeft(
+      Schema.validateEither(output, { errors: "all" })(value),
+      (error) => `Invalid structured content for tool ${tool.name}: ${describeIssues(error)}`
+    ).pipe(Either.map(() => value))
+  }
   // The SDK calls tools through promises; this runtime (the layer's) is what their effects run on.
   const runtime = yield* Effect.runtime<never>()
   const runTool = Runtime.runPromise(runtime)
@@ -180,9 +220,17 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
     progress: ProgressReport
   ) =>
     Effect.gen(function*() {
-      // Spec 5.4: an identity-bound tool without a valid caller fails here and never runs.
+      // The arguments first (as the SDK's tool server checks them), then, spec 5.4: an identity-bound tool without a
+      // valid caller fails here and never runs.
+      const input = yield* decodeInput(tool, args)
       const who = tool.identity === "required" ? yield* caller : undefined
-      return toolSuccess(yield* tool.run(args, who))
+      const value = yield* tool.run(input, who)
+      const checked = checkOutput(tool, value)
+      if (Either.isLeft(checked)) {
+        yield* Effect.logError(`MCP tool ${tool.name}: output validation error`, checked.left)
+        return toolError("internal_error", `Output validation error: ${checked.left}`)
+      }
+      return toolSuccess(value)
     }).pipe(
       Effect.catchAll((failure) => Effect.succeed(toolError(failure.type, failure.message))),
       Effect.catchAllDefect((defect) =>
@@ -199,20 +247,17 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
   const serverFor = (caller: Effect.Effect<McpCaller, ToolFailure>, parent: Option.Option<Tracer.AnySpan>) => {
     // `logging` lets clients set a level (`logging/setLevel`); a stateless server sends no log notifications.
     const server = new McpServer(SERVER_INFO, { instructions: INSTRUCTIONS, capabilities: { logging: {} } })
-    for (const tool of tools) {
-      server.registerTool(
-        tool.name,
-        {
-          title: titleOf(tool.name),
-          description: tool.description,
-          inputSchema: tool.input,
-          ...(TOOL_OUTPUTS[tool.name] === undefined ? {} : { outputSchema: TOOL_OUTPUTS[tool.name] }),
-          annotations: annotationsOf(tool.name)
-        },
-        (args: unknown, extra: { signal: AbortSignal } & ProgressExtra): Promise<CallToolResult> =>
-          runTool(call(tool, args, caller, parent, progressFromExtra(extra)), { signal: extra.signal })
-      )
-    }
+    // The tools capability before their handlers (the SDK checks it when a handler is set).
+    server.server.registerCapabilities({ tools: { listChanged: false } })
+    // Tools through the SDK's low-level handlers, which take JSON Schema: `registerTool` would want zod schemas.
+    server.server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listed }))
+    server.server.setRequestHandler(CallToolRequestSchema, (request, extra): Promise<CallToolResult> => {
+      const tool = toolsByName.get(request.params.name)
+      // `refusal` answers an unknown name before the SDK is reached; this is the same answer, should one get here.
+      if (tool === undefined) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${request.params.name}`)
+      const progress = progressFromExtra(extra as unknown as ProgressExtra)
+      return runTool(call(tool, request.params.arguments, caller, parent, progress), { signal: extra.signal })
+    })
     const asCaller = <A>(read: (who: McpCaller) => Effect.Effect<A, ToolFailure>) =>
       runTool(Effect.flatMap(caller, read).pipe(Effect.mapError((failure) => new Error(failure.message))))
     registerExtras(

@@ -2,6 +2,7 @@ import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { Effect, Option } from "effect"
 import { API_KEY_PREFIX, ApiKeys } from "../identity/ApiKeys.js"
 import { Tokens } from "../identity/Tokens.js"
+import { type Credential, credentialOf } from "../platform/http/Bearer.js"
 import { type McpCaller, ToolFailure } from "./Tool.js"
 
 export const SIGN_IN_REQUIRED =
@@ -9,26 +10,6 @@ export const SIGN_IN_REQUIRED =
 
 const refused = (message: string) => new ToolFailure({ type: "unauthorized", message })
 
-type Credential =
-  | { readonly _tag: "None" }
-  | { readonly _tag: "NotBearer" }
-  | { readonly _tag: "Bearer"; readonly value: string }
-  | { readonly _tag: "Cookie"; readonly value: string }
-
-/**
- * The credential a request carries: the `Authorization: Bearer` value, else the `token` cookie (spec 5.2 rule 3,
- * 5.4). An `Authorization` header of another scheme is a credential gone wrong, not an absent one: falling back to
- * the cookie, or to no one, would act for someone the caller did not name.
- */
-const credentialOf = (request: HttpServerRequest.HttpServerRequest): Credential => {
-  const header = request.headers["authorization"]?.trim()
-  if (header !== undefined && header !== "") {
-    const bearer = /^Bearer\s+(\S+)$/i.exec(header)
-    return bearer ? { _tag: "Bearer", value: bearer[1]! } : { _tag: "NotBearer" }
-  }
-  const cookie = request.cookies["token"]
-  return cookie !== undefined && cookie !== "" ? { _tag: "Cookie", value: cookie } : { _tag: "None" }
-}
 
 /**
  * Who a tool-server request acts for, resolved the way `/v1` resolves it (`PlatformAuthentication`): an API key
@@ -44,7 +25,9 @@ export class McpIdentity extends Effect.Service<McpIdentity>()("atrium/mcp/McpId
       switch (credential._tag) {
         case "None":
           return yield* refused(SIGN_IN_REQUIRED)
-        case "NotBearer":
+        // An `Authorization` header of another scheme is a credential gone wrong, not an absent one: falling back to
+        // the cookie, or to no one, would act for someone the caller did not name (`Bearer.ts`).
+        case "Malformed":
           return yield* refused("Use the Authorization scheme Bearer: Authorization: Bearer <login token or API key>.")
         case "Cookie":
         case "Bearer": {

@@ -1,10 +1,11 @@
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { z } from "zod"
+import { AgentFields, AgentRef } from "../agents/Agent.js"
 import { Agents } from "../agents/Agents.js"
 import { Files } from "../files/Files.js"
+import { MaxResults, SearchQuery, StoreName } from "../knowledge/Domain.js"
 import { Knowledge } from "../knowledge/Knowledge.js"
 import { errorType } from "../platform/Errors.js"
 import { type ToolDefinition, ToolFailure, userTool } from "./Tool.js"
@@ -17,7 +18,8 @@ import { type ToolDefinition, ToolFailure, userTool } from "./Tool.js"
 const proxy = <A, E extends { readonly _tag: string; readonly message: string }, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.mapError(effect, (error) => new ToolFailure({ type: errorType(error._tag), message: error.message }))
 
-const storeId = z.string().min(1).max(64).describe("The knowledge base's id (vs_...)")
+const storeId = Schema.propertySignature(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64)))
+  .annotations({ description: "The knowledge base's id (vs_...)" })
 
 /** The most text `add_knowledge_text` takes in one call. */
 const MAX_TEXT = 1_000_000
@@ -47,24 +49,29 @@ export class KnowledgeTools extends Effect.Service<KnowledgeTools>()("atrium/mcp
       userTool(
         "list_knowledge_bases",
         "Your knowledge bases (document collections your experts answer from, with citations): id, name, file counts.",
-        z.object({}).strict(),
+        Schema.Struct({}),
         (_args, caller) => Effect.map(proxy(knowledge.list(account(caller.userId), { limit: 100 })), (page) => ({ knowledge_bases: page.data }))
       ),
       userTool(
         "create_knowledge_base",
         "Create a knowledge base. Add documents with add_knowledge_text, then attach it to an expert with attach_knowledge.",
-        z.object({ name: z.string().min(1).max(256).describe("Its name") }).strict(),
+        Schema.Struct({ name: Schema.propertySignature(StoreName.pipe(Schema.minLength(1))).annotations({ description: "Its name" }) }),
         ({ name }, caller) => proxy(knowledge.create(account(caller.userId), { name }))
       ),
       userTool(
         "add_knowledge_text",
         "Add a document (text, Markdown or HTML, up to 1 MB) to a knowledge base. It is chunked and indexed in the " +
           "background: see knowledge_status.",
-        z.object({
+        Schema.Struct({
           knowledgeBaseId: storeId,
-          filename: z.string().min(1).max(255).regex(/^[^/\\\u0000-\u001f]+$/, "a file name without / or \\").describe("e.g. manual.md"),
-          text: z.string().min(1).max(MAX_TEXT).describe("The document's text")
-        }).strict(),
+          filename: Schema.propertySignature(Schema.String.pipe(
+            Schema.minLength(1),
+            Schema.maxLength(255),
+            Schema.pattern(/^[^/\\\u0000-\u001f]+$/, { message: () => "a file name without / or \\" })
+          )).annotations({ description: "e.g. manual.md" }),
+          text: Schema.propertySignature(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(MAX_TEXT)))
+            .annotations({ description: "The document's text" })
+        }),
         ({ filename, knowledgeBaseId, text }, caller) =>
           Effect.gen(function*() {
             yield* proxy(knowledge.retrieve(account(caller.userId), knowledgeBaseId))
@@ -75,7 +82,7 @@ export class KnowledgeTools extends Effect.Service<KnowledgeTools>()("atrium/mcp
       userTool(
         "knowledge_status",
         "A knowledge base and its documents' ingestion status (in_progress, completed, failed with the reason).",
-        z.object({ knowledgeBaseId: storeId }).strict(),
+        Schema.Struct({ knowledgeBaseId: storeId }),
         ({ knowledgeBaseId }, caller) =>
           Effect.gen(function*() {
             const store = yield* proxy(knowledge.retrieve(account(caller.userId), knowledgeBaseId))
@@ -86,11 +93,12 @@ export class KnowledgeTools extends Effect.Service<KnowledgeTools>()("atrium/mcp
       userTool(
         "search_knowledge",
         "Search a knowledge base: the best passages, each with its file and character range.",
-        z.object({
+        Schema.Struct({
           knowledgeBaseId: storeId,
-          query: z.string().min(1).max(4000).describe("What to look for"),
-          maxResults: z.number().int().min(1).max(50).default(5).describe("Passages, 1-50 (default 5)")
-        }).strict(),
+          query: Schema.propertySignature(SearchQuery).annotations({ description: "What to look for" }),
+          maxResults: Schema.optionalWith(MaxResults, { default: () => 5 })
+            .annotations({ description: "Passages, 1-50 (default 5)", default: 5 })
+        }),
         ({ knowledgeBaseId, maxResults, query }, caller) =>
           proxy(knowledge.search(account(caller.userId), knowledgeBaseId, { query, max_num_results: maxResults }))
       ),
@@ -98,10 +106,10 @@ export class KnowledgeTools extends Effect.Service<KnowledgeTools>()("atrium/mcp
         "attach_knowledge",
         "Give one of your experts these knowledge bases (replacing its list; [] removes them): it then gets a " +
           "file_search tool and answers from them with citations.",
-        z.object({
-          identifier: z.string().min(1).max(64).describe("The expert's identifier"),
-          knowledgeBaseIds: z.array(storeId).max(10).describe("Knowledge base ids")
-        }).strict(),
+        Schema.Struct({
+          identifier: Schema.propertySignature(AgentRef).annotations({ description: "The expert's identifier" }),
+          knowledgeBaseIds: Schema.propertySignature(AgentFields.knowledge_bases).annotations({ description: "Knowledge base ids" })
+        }),
         ({ identifier, knowledgeBaseIds }, caller) =>
           Effect.map(proxy(agents.update(identifier, caller.userId, { knowledge_bases: knowledgeBaseIds })), (agent) => ({
             identifier: agent.identifier,

@@ -1,21 +1,23 @@
-import { Effect, Option } from "effect"
-import { z } from "zod"
-import { CATEGORIES } from "../agents/Agent.js"
+import { Effect, Option, Schema } from "effect"
+import { AgentFields, AgentRef, Category } from "../agents/Agent.js"
 import { Agents, type Submission } from "../agents/Agents.js"
 import type { AgentRow } from "../agents/Repo.js"
 import { billingView, submissionView } from "../agents/Http.js"
-import { ACCOUNT_TYPES } from "../market/Api.js"
+import { DistillationMessage, StartDistillation } from "../distillation/Api.js"
+import { CreatorApplication, MAX_PAGE, MAX_PAGE_SIZE, MarketKeyword } from "../market/Api.js"
 import { Creators } from "../market/Creators.js"
 import { Market } from "../market/Market.js"
 import { errorType } from "../platform/Errors.js"
+import { RunPayload } from "../runs/Api.js"
 import { McpConfig } from "./Config.js"
 import { EngineTools } from "./EngineTools.js"
 import { KnowledgeTools } from "./KnowledgeTools.js"
 import { publicTool, type ToolDefinition, ToolFailure, userTool } from "./Tool.js"
 
 /**
- * The 22 tools of spec 4.10, as one table: name, description, parameters (a strict zod object, published as JSON
- * Schema) and what runs. Each is a thin proxy over a platform service; the six that need the run engine go to
+ * The 22 tools of spec 4.10, as one table: name, description, parameters (an Effect Schema struct, published as JSON
+ * Schema; its fields are the HTTP contracts' own where HTTP asks the same, so each limit is written once) and what
+ * runs. Each is a thin proxy over a platform service; the six that need the run engine go to
  * `EngineTools`. Names and parameters are the spec's, exactly; `test/mcp/tools.test.ts` holds the same table.
  */
 
@@ -34,7 +36,18 @@ export const chatPath = (identifier: string) => `/chat/${encodeURIComponent(iden
 const proxy = <A, E extends { readonly _tag: string; readonly message: string }, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.mapError(effect, (error) => new ToolFailure({ type: errorType(error._tag), message: error.message }))
 
-const identifier = z.string().min(1).max(64).describe("The agent's identifier (its URL slug, e.g. travel-planner-k3x9qa)")
+/**
+ * A field with its description, as the tool's JSON Schema shows it. On the property, not on its schema: there the
+ * description would replace the schema's own wording in an error ("Expected Display name").
+ */
+const described = <S extends Schema.Schema.Any>(schema: S, description: string) =>
+  Schema.propertySignature(schema).annotations({ description })
+const optional = <S extends Schema.Schema.Any>(schema: S, description: string) => Schema.optional(schema).annotations({ description })
+
+const identifier = described(AgentRef, "The agent's identifier (its URL slug, e.g. travel-planner-k3x9qa)")
+
+/** A tool without parameters. */
+const none = Schema.Struct({})
 
 /**
  * An agent as the tools show it: basic metadata, billing and review state. Prompt layers (`instructions`),
@@ -72,19 +85,18 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
       userTool(
         "get_creator_profile",
         "Your creator profile: status (not_applied, pending, approved, rejected), display name, bio, account type, email.",
-        z.object({}).strict(),
+        none,
         (_args, caller) => creators.profile(caller.userId)
       ),
       userTool(
         "apply_creator",
         "Apply to become a creator. The application enters human review; the outcome arrives as an in-app notification.",
-        z.object({
-          displayName: z.string().min(1).max(100).describe("Name shown beside your published agents"),
-          bio: z.string().max(2000).describe("A short description of you"),
-          accountType: z.enum(ACCOUNT_TYPES).describe("individual or organization"),
-          email: z.string().max(254).regex(/^[^\s@]+@[^\s@]+\.[^\s@]+$/, "email must be an email address")
-            .describe("Contact email for the review")
-        }).strict(),
+        Schema.Struct({
+          displayName: described(CreatorApplication.fields.displayName, "Name shown beside your published agents"),
+          bio: described(CreatorApplication.fields.bio, "A short description of you"),
+          accountType: described(CreatorApplication.fields.accountType, "individual or organization"),
+          email: described(CreatorApplication.fields.email, "Contact email for the review")
+        }),
         (args, caller) =>
           Effect.map(
             proxy(creators.apply({ userId: caller.userId, ...args })),
@@ -99,11 +111,11 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
       userTool(
         "create_expert",
         "Create a new expert (agent) draft with a name, a description and a category. Returns the draft.",
-        z.object({
-          name: z.string().min(1).max(100).describe("Display name"),
-          description: z.string().max(2000).describe("What the expert does"),
-          category: z.enum(CATEGORIES).describe("Marketplace category")
-        }).strict(),
+        Schema.Struct({
+          name: described(AgentFields.name, "Display name"),
+          description: described(AgentFields.description, "What the expert does"),
+          category: described(Category, "Marketplace category")
+        }),
         (args, caller) => Effect.flatMap(proxy(agents.create(caller.userId, args)), withPending)
       ),
       userTool(
@@ -111,15 +123,17 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
         "Change an expert's basic metadata (name, description, category) and its model with fallbacks. Only these fields: prompt layers, subagents, " +
           "case demos and tools (the built-ins, run_code for Python and JavaScript in a sandbox, and remote MCP servers " +
           "with per-tool permissions) are edited in the studio or through PATCH /v1/agents/{identifier}.",
-        z.object({
+        Schema.Struct({
           identifier,
-          name: z.string().min(1).max(100).optional().describe("New display name"),
-          description: z.string().max(2000).optional().describe("New description"),
-          category: z.enum(CATEGORIES).optional().describe("New category"),
-          model: z.string().min(1).max(200).optional().describe("Model as <provider>/<model> from GET /v1/models"),
-          fallback_models: z.array(z.string().min(1).max(200)).max(3).optional()
-            .describe("Models tried in order when the model's provider fails (each <provider>/<model>)")
-        }).strict(),
+          name: optional(AgentFields.name, "New display name"),
+          description: optional(AgentFields.description, "New description"),
+          category: optional(Category, "New category"),
+          model: optional(AgentFields.model, "Model as <provider>/<model> from GET /v1/models"),
+          fallback_models: optional(
+            AgentFields.fallback_models,
+            "Models tried in order when the model's provider fails (each <provider>/<model>)"
+          )
+        }),
         ({ category, description, fallback_models, identifier, model, name }, caller) =>
           // Only these fields are passed on: whatever else a caller sends never reaches the service (rule 2; the model
           // counts as basic metadata, issue 31).
@@ -132,7 +146,7 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
         "get_expert_detail",
         "An expert's metadata, billing and review state (published version, pending submission). Others' experts " +
           "show their published version.",
-        z.object({ identifier }).strict(),
+        Schema.Struct({ identifier }),
         ({ identifier }, caller) =>
           Effect.gen(function*() {
             const agent = yield* agents.byIdentifier(identifier)
@@ -153,7 +167,7 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
       userTool(
         "list_my_experts",
         "Every expert you created, drafts included, newest first.",
-        z.object({}).strict(),
+        none,
         (_args, caller) =>
           Effect.map(
             Effect.flatMap(agents.byOwner(caller.userId), Effect.forEach(withPending)),
@@ -166,7 +180,10 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
         "install_skill",
         "Acknowledges a skill for an expert. Installs nothing: an expert's skills follow from its tools, which are " +
           "configured in the studio.",
-        z.object({ identifier, skillName: z.string().min(1).max(100).describe("Name of a marketplace skill") }).strict(),
+        Schema.Struct({
+          identifier,
+          skillName: described(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)), "Name of a marketplace skill")
+        }),
         // Spec 4.10 rule 3, literally: no lookup, no write; `list_expert_skills` is unchanged afterwards.
         ({ skillName }) => Effect.succeed({ success: true, installed: skillName })
       ),
@@ -174,13 +191,13 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
         "list_expert_skills",
         "The skills an expert has (those whose tools it has, none denied): the draft's for its owner, the published " +
           "version's for others.",
-        z.object({ identifier }).strict(),
+        Schema.Struct({ identifier }),
         ({ identifier }, caller) => proxy(market.agentSkills(identifier, caller.userId))
       ),
       userTool(
         "list_marketplace_skills",
         "Search the skills catalogue by name, title or description; an empty keyword lists every skill.",
-        z.object({ keyword: z.string().max(100).optional().describe("Words to search for") }).strict(),
+        Schema.Struct({ keyword: optional(MarketKeyword, "Words to search for") }),
         ({ keyword }) => market.skills(keyword?.trim() || undefined)
       ),
 
@@ -189,13 +206,16 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
         "set_billing",
         "Set an expert's pricing. METERED makes it free (price 0); ONE_TIME makes buyers unlock it once for `price` " +
           "credits. Applies to the draft: buyers see it once a version carrying it is published and approved.",
-        z.object({
+        // The agent contract's billing, in the spec's words (METERED, ONE_TIME, camelCase).
+        Schema.Struct({
           identifier,
-          billingType: z.enum(["METERED", "ONE_TIME"]).describe("METERED: free, price 0. ONE_TIME: unlock on purchase"),
-          price: z.number().nonnegative().optional().describe("Credits to unlock (ONE_TIME, required, > 0); ignored for METERED"),
-          freeTrialPerUser: z.number().int().min(0).max(1000).default(3).describe("Free trial turns per user (default 3)"),
-          allowTrial: z.boolean().default(true).describe("Whether users may try before buying (default true)")
-        }).strict(),
+          billingType: described(Schema.Literal("METERED", "ONE_TIME"), "METERED: free, price 0. ONE_TIME: unlock on purchase"),
+          price: optional(Schema.NonNegative, "Credits to unlock (ONE_TIME, required, > 0); ignored for METERED"),
+          freeTrialPerUser: Schema.optionalWith(AgentFields.billing.fields.free_trial_per_user.from, { default: () => 3 })
+            .annotations({ description: "Free trial turns per user (default 3)", default: 3 }),
+          allowTrial: Schema.optionalWith(Schema.Boolean, { default: () => true })
+            .annotations({ description: "Whether users may try before buying (default true)", default: true })
+        }),
         (args, caller) =>
           Effect.gen(function*() {
             if (args.billingType === "ONE_TIME" && (args.price === undefined || args.price <= 0)) {
@@ -219,7 +239,7 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
         "publish_expert",
         "Submit the expert's current draft for review as a new version. Nothing goes live until it is approved; a " +
           "version already published stays online meanwhile.",
-        z.object({ identifier }).strict(),
+        Schema.Struct({ identifier }),
         ({ identifier }, caller) =>
           Effect.gen(function*() {
             const submission = yield* proxy(agents.publish(identifier, caller.userId))
@@ -238,7 +258,7 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
         "get_submission_status",
         "Where an expert stands in review: its published version, the submission waiting for review (if any) and the " +
           "latest decision with its reason.",
-        z.object({ identifier }).strict(),
+        Schema.Struct({ identifier }),
         ({ identifier }, caller) =>
           Effect.gen(function*() {
             const agent = yield* owned(identifier, caller.userId)
@@ -267,16 +287,11 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
         "Start distilling an expert from a topic and source materials (file contents, not paths): the distiller reads " +
           "them and drafts an agent. Returns a sessionId for continue_distillation, its answer and the draft. Runs once " +
           "and bills credits; can be slow (sends progress notifications when asked).",
-        z.object({
-          topic: z.string().min(1).max(500).describe("What the expert should know and do"),
+        Schema.Struct({
+          topic: described(StartDistillation.fields.topic, "What the expert should know and do"),
           // Limits are checked by the service, so a breach gets a message that says what to fix.
-          materials: z.array(
-            z.object({
-              filename: z.string().describe("Name of the source file (1-200 characters)"),
-              content: z.string().describe("The file's text, not its path (at most 200 KB)")
-            }).strict()
-          ).describe("Source materials, by content: 1-20 files, 1 MB in all")
-        }).strict(),
+          materials: described(StartDistillation.fields.materials, "Source materials, by content: 1-20 files, 1 MB in all")
+        }),
         (args, caller) => engine.startDistillation(args, caller)
       ),
       userTool(
@@ -284,10 +299,10 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
         "Continue a distillation started with start_distillation: ask for changes (\"name: ...\", \"description: " +
           "...\", \"category: coding\", any other text is added to the instructions), or say \"create\" to create the " +
           "agent draft. Runs once and bills credits; can be slow.",
-        z.object({
-          sessionId: z.string().min(1).max(128).describe("The sessionId from start_distillation"),
-          message: z.string().min(1).max(20_000).describe("What to change, or \"create\"")
-        }).strict(),
+        Schema.Struct({
+          sessionId: described(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(128)), "The sessionId from start_distillation"),
+          message: described(DistillationMessage.fields.message, "What to change, or \"create\"")
+        }),
         (args, caller) => engine.continueDistillation(args, caller)
       ),
 
@@ -296,13 +311,13 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
         "test_expert",
         "Run an expert once with a message and return its answer (your own expert's draft; others' published " +
           "version). Really executes and bills credits.",
-        z.object({ identifier, message: z.string().min(1).max(20_000).describe("The message to send") }).strict(),
+        Schema.Struct({ identifier, message: described(RunPayload.fields.message, "The message to send") }),
         (args, caller) => engine.testExpert(args, caller)
       ),
       userTool(
         "open_expert_chat",
         "A browser URL for chatting with the expert. Free: nothing runs until you chat.",
-        z.object({ identifier }).strict(),
+        Schema.Struct({ identifier }),
         ({ identifier }, caller) =>
           Effect.gen(function*() {
             // Only an expert the caller can see gets a link: their own, or a published one.
@@ -317,10 +332,12 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
       userTool(
         "open_platform_page",
         "A browser URL of a platform page: studio, chat, marketplace or earnings. Returns the URL only.",
-        z.object({
-          page: z.enum(Object.keys(PLATFORM_PAGES) as ["studio", "chat", "marketplace", "earnings"])
-            .describe("studio, chat, marketplace or earnings")
-        }).strict(),
+        Schema.Struct({
+          page: described(
+            Schema.Literal(...(Object.keys(PLATFORM_PAGES) as Array<keyof typeof PLATFORM_PAGES>)),
+            "studio, chat, marketplace or earnings"
+          )
+        }),
         ({ page }) => Effect.succeed({ page, url: `${config.baseUrl}${PLATFORM_PAGES[page]}` })
       ),
 
@@ -329,21 +346,23 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
         "list_evolution_suggestions",
         "Improvements the platform suggests for your expert, derived from its recorded runs (failures, denied " +
           "tools, interrupted runs, unanswered questions), each with the concrete change it would make.",
-        z.object({ identifier }).strict(),
+        Schema.Struct({ identifier }),
         (args, caller) => engine.listEvolutionSuggestions(args, caller)
       ),
       userTool(
         "accept_evolution",
         "Apply a suggested improvement. Takes effect immediately, without another review: the draft and the " +
           "published version both get the change.",
-        z.object({ suggestionId: z.string().min(1).max(128).describe("The id of a suggestion") }).strict(),
+        Schema.Struct({
+          suggestionId: described(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(128)), "The id of a suggestion")
+        }),
         (args, caller) => engine.acceptEvolution(args, caller)
       ),
       userTool(
         "get_evolution_stats",
         "How an expert has evolved: suggestions made and accepted, and its run outcomes before and after the last " +
           "accepted suggestion.",
-        z.object({ identifier }).strict(),
+        Schema.Struct({ identifier }),
         (args, caller) => engine.getEvolutionStats(args, caller)
       ),
 
@@ -352,18 +371,20 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
         "get_earnings",
         "Your earnings as a creator: per expert, unlocks, what buyers paid (gross) and your share (net); total is the " +
           "sum of net.",
-        z.object({}).strict(),
+        none,
         (_args, caller) => creators.earnings(caller.userId)
       ),
       publicTool(
         "browse_marketplace",
         "Browse published experts, newest first. Needs no sign-in.",
-        z.object({
-          keyword: z.string().max(100).optional().describe("Matches name or description"),
-          category: z.enum(CATEGORIES).optional().describe("Only this category"),
-          page: z.number().int().min(1).max(100_000).default(1).describe("Page, from 1"),
-          pageSize: z.number().int().min(1).max(100).default(20).describe("Items per page, 1-100 (default 20)")
-        }).strict(),
+        Schema.Struct({
+          keyword: optional(MarketKeyword, "Matches name or description"),
+          category: optional(Category, "Only this category"),
+          page: Schema.optionalWith(Schema.Int.pipe(Schema.between(1, MAX_PAGE)), { default: () => 1 })
+            .annotations({ description: "Page, from 1", default: 1 }),
+          pageSize: Schema.optionalWith(Schema.Int.pipe(Schema.between(1, MAX_PAGE_SIZE)), { default: () => 20 })
+            .annotations({ description: `Items per page, 1-${MAX_PAGE_SIZE} (default 20)`, default: 20 })
+        }),
         (args) =>
           market.browse({
             keyword: args.keyword?.trim() || undefined,

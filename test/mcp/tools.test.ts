@@ -1,4 +1,5 @@
 import { assert, describe, it as plain, layer } from "@effect/vitest"
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import { ConfigProvider, Effect, Exit } from "effect"
 import { McpConfig } from "../../src/mcp/Config.js"
 import { request } from "../support/Client.js"
@@ -167,6 +168,33 @@ describe("mcp tools", () => {
         assert.strictEqual((unknown as { code?: number }).code, -32602)
         failed(yield* call(client, "create_expert", { name: "x", description: "d", category: "astrology" }), "category")
         failed(yield* call(client, "create_expert", { description: "no name", category: "other" }), "name")
+      }))
+
+    it.scoped("the tools' limits are the HTTP contracts': the same value is refused on both, as invalid_request naming the field", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const client = yield* connect({ bearer: user.token })
+        const auth = { authorization: `Bearer ${user.token}` }
+        const typeOf = (result: CallToolResult) => (result._meta?.["atrium/error"] as { type?: string } | undefined)?.type
+        // An agent's name: 100 characters at most (agents/Agent.ts AgentFields), over HTTP and as a tool.
+        const long = "n".repeat(101)
+        const http = yield* request("POST", "/v1/agents", { body: { name: long, description: "d", category: "other" }, headers: auth })
+        assert.strictEqual(http.status, 400, http.text)
+        const tool = yield* call(client, "create_expert", { name: long, description: "d", category: "other" })
+        assert.include(failed(tool, "name"), "at most 100")
+        assert.strictEqual(typeOf(tool), "invalid_request")
+        // 100 is fine on both.
+        const fine = yield* call(client, "create_expert", { name: "n".repeat(100), description: "d", category: "other" })
+        assert.notStrictEqual(fine.isError, true, JSON.stringify(fine))
+        // A creator's email (market/Api.ts CreatorApplication): the contract's own message.
+        const email = yield* call(client, "apply_creator", { displayName: "D", bio: "", accountType: "individual", email: "nope" })
+        assert.include(failed(email, "email"), "email must be an email address")
+        // An unknown field and a wrong type, each named.
+        const extra = yield* call(client, "browse_marketplace", { pageSize: 101, colour: "red" })
+        const text = failed(extra)
+        assert.include(text, "pageSize")
+        assert.include(text, "colour")
+        assert.strictEqual(typeOf(extra), "invalid_request")
       }))
   })
 

@@ -1,35 +1,15 @@
 import { failureOf } from "./api.js"
+import { type SessionEvent, sessionEventParser } from "./sse.js"
+
+export type { SessionEvent } from "./sse.js"
 /**
  * A session's events (docs/sessions.md, docs/events.md) over streamed `fetch`: SSE routes are not decoded by the
  * HttpApi client. It resumes from the last `seq` it saw (`?after=`) after a reload or a lost connection, and drops
  * anything at or below it, so nothing is missing or repeated.
  */
-export interface SessionEvent {
-  readonly type: string
-  readonly seq: number
-  readonly [key: string]: unknown
-}
 
 export interface Follow {
   readonly close: () => void
-}
-
-/** Parses `text/event-stream` blocks; comments (`: ping`) and `[DONE]` are skipped. */
-export const parseBlocks = (buffer: string): { events: Array<SessionEvent>; rest: string } => {
-  const events: Array<SessionEvent> = []
-  const blocks = buffer.split("\n\n")
-  const rest = blocks.pop() ?? ""
-  for (const block of blocks) {
-    const data = block.split("\n").filter((line) => line.startsWith("data:")).map((line) => line.slice(5).trimStart()).join("\n")
-    if (data === "" || data === "[DONE]") continue
-    try {
-      const event = JSON.parse(data) as SessionEvent
-      if (typeof event.seq === "number") events.push(event)
-    } catch {
-      // A line that is not JSON is not an event of ours.
-    }
-  }
-  return { events, rest }
 }
 
 export const followSession = (
@@ -53,18 +33,15 @@ export const followSession = (
         if (!response.ok || response.body === null) throw new Error(`status ${response.status}`)
         onState("live")
         const reader = response.body.pipeThrough(new TextDecoderStream()).getReader()
-        let buffer = ""
+        const parser = sessionEventParser((event) => {
+          if (event.seq <= lastSeq) return
+          lastSeq = event.seq
+          onEvent(event)
+        })
         for (;;) {
           const { done, value } = await reader.read()
           if (done) break
-          buffer = (buffer + value).replace(/\r\n/g, "\n")
-          const parsed = parseBlocks(buffer)
-          buffer = parsed.rest
-          for (const event of parsed.events) {
-            if (event.seq <= lastSeq) continue
-            lastSeq = event.seq
-            onEvent(event)
-          }
+          parser.feed(value)
         }
       } catch {
         // Lost connection or a refused request: try again from the last seq.

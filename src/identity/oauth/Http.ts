@@ -4,6 +4,7 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as UrlParams from "@effect/platform/UrlParams"
 import { Effect, Layer, Option } from "effect"
 import { pageHeaders } from "../../platform/http/Csp.js"
+import { credentialOf, credentialText } from "../../platform/http/Bearer.js"
 import { OAuth, OAuthError } from "./OAuth.js"
 import { Tokens } from "../Tokens.js"
 
@@ -101,8 +102,7 @@ export const OAuthRoutes = Layer.effectDiscard(Effect.gen(function*() {
 
   /** The logged-in user of a browser request (cookie) or an API call (Bearer login token). */
   const loginOf = (request: HttpServerRequest.HttpServerRequest) => {
-    const bearer = request.headers["authorization"]?.match(/^Bearer\s+(.+)$/i)?.[1]
-    return Effect.option(tokens.authenticate(bearer ?? request.cookies["token"] ?? ""))
+    return Effect.option(tokens.authenticate(credentialText(credentialOf(request))))
   }
 
   /**

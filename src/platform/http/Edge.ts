@@ -28,6 +28,7 @@ import { wireErrorResponse } from "./ErrorResponse.js"
 import { cookieRefusal, JSON_MEDIA_TYPE, mediaRefusal, preflight, refreshByLink, withCorsHeaders } from "./Guards.js"
 import { idempotent } from "./Idempotency.js"
 import { textRefusal } from "./Text.js"
+import { bearerTokenOf, credentialOf, credentialText } from "./Bearer.js"
 
 /**
  * The platform's HTTP edge (DESIGN.md §6): the global middleware's policies, apart from the layers `Server.ts`
@@ -174,7 +175,7 @@ export const makeEdge = (options: EdgeOptions) => {
       const path = request.url.split("?")[0]!
       const routed = routePath(request.url)
       if (routed.startsWith("/api/") && !PUBLIC_API.test(routed)) {
-        const token = request.headers["authorization"]?.replace(/^Bearer\s+/i, "") ?? request.cookies["token"] ?? ""
+        const token = credentialText(credentialOf(request))
         const valid = yield* options.isLoggedIn(token)
         if (!valid) return yield* wireErrorResponse(new Unauthorized({ message: "A valid login token is required." }))
       }
@@ -200,7 +201,7 @@ export const makeEdge = (options: EdgeOptions) => {
     if (Option.isNone(config.internalToken)) {
       return wireErrorResponse(new Forbidden({ message: "Internal routes are closed: INTERNAL_TOKEN is not set." }))
     }
-    const presented = /^Bearer\s+(.+)$/i.exec(request.headers["authorization"] ?? "")?.[1]?.trim()
+    const presented = bearerTokenOf(request)
     if (presented === undefined || !secretMatches(presented, Redacted.value(config.internalToken.value))) {
       return wireErrorResponse(new Unauthorized({ message: "Internal routes require the operator's bearer token." }), {
         "www-authenticate": "Bearer"
