@@ -1,10 +1,19 @@
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Schema } from "effect"
+import { newId } from "../platform/Ids.js"
 
 /**
  * The billing domain's contract (docs/architecture.md, "Contracts"): the wallet's errors on the wire and what a
  * movement of credits answers. Imports only `effect` and `@effect/platform` contract modules.
  */
+
+/**
+ * An OAuth app's id (`app_…`, DESIGN.md §6). The brand is a compile-time name only: the wire carries the same string, and a
+ * path or body that names a wrong id still answers "not found", as before.
+ */
+export const AppId = Schema.String.pipe(Schema.brand("AppId"))
+export type AppId = typeof AppId.Type
+export const newAppId = (): AppId => AppId.make(newId("app"))
 
 export class InsufficientCredits extends Schema.TaggedError<InsufficientCredits>()(
   "InsufficientCredits",
