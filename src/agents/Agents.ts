@@ -4,12 +4,12 @@ import { AgentsConfig } from "./Config.js"
 import { KnowledgeRepo } from "../knowledge/Repo.js"
 import { Notifications } from "../notifications/Notifications.js"
 import { Forbidden, InvalidRequest, NotFound } from "../platform/Errors.js"
-import { randomBase62 } from "../platform/Ids.js"
+import { randomBase62, type UserId } from "../platform/Ids.js"
 import { parseCredits, toNumber } from "../platform/Money.js"
 import { ModelCatalog } from "../runtime/models/Catalog.js"
 import { type AgentConfig, type AgentFields, defaultBilling, normalizeBilling } from "./Agent.js"
 import { type AgentRow, AgentsRepo, type Submission } from "./Repo.js"
-import { IdentifierTaken } from "./Domain.js"
+import { IdentifierTaken, newAgentId } from "./Domain.js"
 export { IdentifierTaken } from "./Domain.js"
 
 type Fields = { readonly [K in keyof typeof AgentFields]?: Schema.Schema.Type<(typeof AgentFields)[K]> | undefined }
@@ -42,7 +42,7 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
     const merge = Effect.fn("Agents.merge")(function*(
       base: AgentConfig,
       fields: Fields,
-      ownerId: string,
+      ownerId: UserId,
       selfIdentifier?: string
     ) {
       const next = { ...base }
@@ -130,7 +130,7 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
     })
 
     const create = Effect.fn("Agents.create")(function*(
-      ownerId: string,
+      ownerId: UserId,
       fields: Fields & { readonly name: string; readonly identifier?: string | undefined }
     ) {
       const base: AgentConfig = {
@@ -151,7 +151,7 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
       for (let attempt = 0; attempt < 5; attempt++) {
         const stem = slugify(fields.name)
         const identifier = wanted ?? `${stem.length >= 3 ? stem : "agent"}-${randomBase62(6).toLowerCase()}`
-        const inserted = yield* repo.insert({ id: `agt_${randomBase62(20)}`, identifier, ownerId, draft })
+        const inserted = yield* repo.insert({ id: newAgentId(), identifier, ownerId, draft })
         if (Option.isSome(inserted)) return inserted.value
         if (wanted !== undefined) {
           return yield* new IdentifierTaken({ message: `The identifier "${wanted}" is taken.` })
@@ -182,13 +182,13 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
         return { agent: agent.value, config: Option.getOrThrow(config), version: agent.value.publishedVersion }
       })
 
-    const update = Effect.fn("Agents.update")(function*(identifier: string, ownerId: string, fields: Fields) {
+    const update = Effect.fn("Agents.update")(function*(identifier: string, ownerId: UserId, fields: Fields) {
       const agent = yield* owned(identifier, ownerId)
       const draft = yield* merge(agent.draft, fields, ownerId, agent.identifier)
       return yield* repo.updateDraft(agent.id, draft)
     })
 
-    const publish = Effect.fn("Agents.publish")(function*(identifier: string, ownerId: string) {
+    const publish = Effect.fn("Agents.publish")(function*(identifier: string, ownerId: UserId) {
       const agent = yield* owned(identifier, ownerId)
       // A model removed from the providers setting since the draft named it: a version that could never run is not
       // sent to review.
@@ -230,7 +230,7 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
      * Unlocks an UNLOCK agent for `buyerId`. The charge is keyed by buyer and agent, so a repeat (or a retry after a
      * crash) charges nothing more, and the creator's credit carries the same key, so it is paid exactly once.
      */
-    const purchase = Effect.fn("Agents.purchase")(function*(buyerId: string, identifier: string) {
+    const purchase = Effect.fn("Agents.purchase")(function*(buyerId: UserId, identifier: string) {
       const { agent, config } = yield* published(identifier)
       if (config.billing.type !== "UNLOCK") {
         return yield* new InvalidRequest({ message: `${identifier} is free: there is nothing to unlock.` })
@@ -269,7 +269,7 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
     const pendingOf = (agent: AgentRow) => repo.pendingSubmission(agent.id)
 
     /** Whether `userId` runs the published expert without trials: a free one, their own, or one they unlocked. */
-    const unlocked = Effect.fn("Agents.unlocked")(function*(userId: string, identifier: string) {
+    const unlocked = Effect.fn("Agents.unlocked")(function*(userId: UserId, identifier: string) {
       const found = yield* Effect.option(published(identifier))
       if (Option.isNone(found)) return false
       const { agent, config } = found.value

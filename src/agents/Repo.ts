@@ -1,7 +1,10 @@
 import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
-import { decodeFirst, decodeRows, Json } from "../platform/Rows.js"
+import { UserId } from "../platform/Ids.js"
+import { Json } from "../platform/Rows.js"
 import { AgentConfig } from "./Agent.js"
+import { AgentId } from "./Domain.js"
 
 const SubmissionRow = Schema.Struct({
   id: Schema.String,
@@ -14,9 +17,9 @@ const SubmissionRow = Schema.Struct({
 export type Submission = typeof SubmissionRow.Type
 
 const AgentRowSchema = Schema.Struct({
-  id: Schema.String,
+  id: AgentId,
   identifier: Schema.String,
-  ownerId: Schema.String,
+  ownerId: UserId,
   draft: Json(AgentConfig),
   publishedVersion: Schema.NullOr(Schema.Number),
   publishedAt: Schema.NullOr(Schema.DateFromSelf),
@@ -26,8 +29,8 @@ const AgentRowSchema = Schema.Struct({
 export type AgentRow = typeof AgentRowSchema.Type
 
 const Config = Schema.Struct({ config: Json(AgentConfig) })
-const Owned = Schema.Struct({ agentId: Schema.String, identifier: Schema.String, ownerId: Schema.String })
-const Decided = Schema.Struct({ ...SubmissionRow.fields, agentId: Schema.String })
+const Owned = Schema.Struct({ agentId: AgentId, identifier: Schema.String, ownerId: UserId })
+const Decided = Schema.Struct({ ...SubmissionRow.fields, agentId: AgentId })
 
 const Earnings = Schema.Struct({
   identifier: Schema.String,
@@ -36,198 +39,289 @@ const Earnings = Schema.Struct({
   net: Schema.BigInt
 })
 
-const agentRows = decodeRows(AgentRowSchema)
-const firstAgent = decodeFirst(AgentRowSchema)
-const firstSubmission = decodeFirst(SubmissionRow)
-
 const AGENT = "id, identifier, owner_id, draft, published_version, published_at, created_at, updated_at"
+
+const SUBMISSION = "id, version, status, reason, submitted_at, decided_at"
+const AgentVersion = Schema.Struct({ agentId: AgentId, version: Schema.Number })
+const PendingReview = Schema.Struct({
+  ...SubmissionRow.fields,
+  ...Owned.fields,
+  publishedVersion: Schema.NullOr(Schema.Number),
+  ...Config.fields
+})
+const Purchase = Schema.Struct({ userId: UserId, agentId: AgentId })
+const MarketFilter = Schema.Struct({
+  keyword: Schema.NullOr(Schema.String),
+  category: Schema.NullOr(Schema.String),
+  offset: Schema.Number,
+  limit: Schema.Number
+})
 
 /** Agents, their versions and review submissions. SQL errors are defects here. */
 export class AgentsRepo extends Effect.Service<AgentsRepo>()("atrium/agents/AgentsRepo", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
+    const insertAgent = SqlSchema.findOne({
+      Request: Schema.Struct({ id: AgentId, identifier: Schema.String, ownerId: UserId, draft: Schema.parseJson(AgentConfig) }),
+      Result: AgentRowSchema,
+      execute: (agent) =>
+        sql`
+          INSERT INTO agents (id, identifier, owner_id, draft)
+          VALUES (${agent.id}, ${agent.identifier}, ${agent.ownerId}, ${agent.draft}::jsonb)
+          ON CONFLICT (identifier) DO NOTHING RETURNING ${sql.literal(AGENT)}`
+    })
     /** Inserts a draft; none when the identifier is taken. */
-    const insert = (agent: { id: string; identifier: string; ownerId: string; draft: AgentConfig }) =>
-      sql`
-        INSERT INTO agents (id, identifier, owner_id, draft)
-        VALUES (${agent.id}, ${agent.identifier}, ${agent.ownerId}, ${JSON.stringify(agent.draft)}::jsonb)
-        ON CONFLICT (identifier) DO NOTHING RETURNING ${sql.literal(AGENT)}`.pipe(
-        Effect.flatMap(firstAgent),
-        Effect.orDie
-      )
+    const insert = (agent: { id: AgentId; identifier: string; ownerId: UserId; draft: AgentConfig }) =>
+      Effect.orDie(insertAgent(agent))
 
-    const byIdentifier = (identifier: string) =>
-      sql`SELECT ${sql.literal(AGENT)} FROM agents WHERE identifier = ${identifier}`.pipe(
-        Effect.flatMap(firstAgent),
-        Effect.orDie
-      )
+    const agentByIdentifier = SqlSchema.findOne({
+      Request: Schema.String,
+      Result: AgentRowSchema,
+      execute: (identifier) => sql`SELECT ${sql.literal(AGENT)} FROM agents WHERE identifier = ${identifier}`
+    })
+    const byIdentifier = (identifier: string) => Effect.orDie(agentByIdentifier(identifier))
 
-    const byOwner = (ownerId: string) =>
-      sql`SELECT ${sql.literal(AGENT)} FROM agents WHERE owner_id = ${ownerId} ORDER BY created_at DESC, id`.pipe(
-        Effect.flatMap(agentRows),
-        Effect.orDie
-      )
+    const agentsOf = SqlSchema.findAll({
+      Request: UserId,
+      Result: AgentRowSchema,
+      execute: (ownerId) =>
+        sql`SELECT ${sql.literal(AGENT)} FROM agents WHERE owner_id = ${ownerId} ORDER BY created_at DESC, id`
+    })
+    const byOwner = (ownerId: UserId) => Effect.orDie(agentsOf(ownerId))
 
-    const updateDraft = (id: string, draft: AgentConfig) =>
-      sql`
-        UPDATE agents SET draft = ${JSON.stringify(draft)}::jsonb, updated_at = now()
-        WHERE id = ${id} RETURNING ${sql.literal(AGENT)}`.pipe(
-        Effect.flatMap(firstAgent),
-        Effect.map(Option.getOrThrow),
-        Effect.orDie
-      )
+    const writeDraft = SqlSchema.single({
+      Request: Schema.Struct({ id: AgentId, draft: Schema.parseJson(AgentConfig) }),
+      Result: AgentRowSchema,
+      execute: ({ draft, id }) =>
+        sql`
+          UPDATE agents SET draft = ${draft}::jsonb, updated_at = now()
+          WHERE id = ${id} RETURNING ${sql.literal(AGENT)}`
+    })
+    const updateDraft = (id: AgentId, draft: AgentConfig) => Effect.orDie(writeDraft({ id, draft }))
 
-    const version = (agentId: string, version: number) =>
-      sql`SELECT config FROM agent_versions WHERE agent_id = ${agentId} AND version = ${version}`.pipe(
-        Effect.flatMap(decodeFirst(Config)),
-        Effect.map(Option.map((row) => row.config)),
-        Effect.orDie
-      )
+    const versionConfig = SqlSchema.findOne({
+      Request: AgentVersion,
+      Result: Config,
+      execute: ({ agentId, version }) =>
+        sql`SELECT config FROM agent_versions WHERE agent_id = ${agentId} AND version = ${version}`
+    })
+    const version = (agentId: AgentId, version: number) =>
+      versionConfig({ agentId, version }).pipe(Effect.map(Option.map((row) => row.config)), Effect.orDie)
+
+    const lockAgent = SqlSchema.void({
+      Request: AgentId,
+      execute: (agentId) => sql`SELECT 1 FROM agents WHERE id = ${agentId} FOR UPDATE`
+    })
+    const nextVersion = SqlSchema.single({
+      Request: AgentId,
+      Result: Schema.Struct({ version: Schema.Number }),
+      execute: (agentId) =>
+        sql`SELECT (COALESCE(MAX(version), 0) + 1)::int AS version FROM agent_versions WHERE agent_id = ${agentId}`
+    })
+    const freezeDraft = SqlSchema.void({
+      Request: AgentVersion,
+      execute: ({ agentId, version }) =>
+        sql`
+          INSERT INTO agent_versions (agent_id, version, config)
+          SELECT ${agentId}, ${version}, draft FROM agents WHERE id = ${agentId}`
+    })
+    const supersede = SqlSchema.void({
+      Request: AgentId,
+      execute: (agentId) =>
+        sql`
+          UPDATE agent_submissions SET status = 'superseded', decided_at = now()
+          WHERE agent_id = ${agentId} AND status = 'pending'`
+    })
+    const submit = SqlSchema.single({
+      Request: Schema.Struct({ ...AgentVersion.fields, id: Schema.String }),
+      Result: SubmissionRow,
+      execute: ({ agentId, id, version }) =>
+        sql`
+          INSERT INTO agent_submissions (id, agent_id, version, status)
+          VALUES (${id}, ${agentId}, ${version}, 'pending')
+          RETURNING ${sql.literal(SUBMISSION)}`
+    })
 
     /**
      * Freezes the draft as the next version and submits it; a submission still pending for an older version is
      * superseded (review looks at the newest). The published version is untouched.
      */
-    const publish = (agentId: string, submissionId: string) =>
+    const publish = (agentId: AgentId, submissionId: string) =>
       sql.withTransaction(Effect.gen(function*() {
         // The draft is copied inside the database, under the row lock, exactly as stored.
-        yield* sql`SELECT 1 FROM agents WHERE id = ${agentId} FOR UPDATE`
-        const next = yield* sql`
-          SELECT COALESCE(MAX(version), 0) + 1 AS version FROM agent_versions WHERE agent_id = ${agentId}`.pipe(
-          Effect.flatMap(decodeFirst(Schema.Struct({ version: Schema.Number })))
-        )
-        const version = Option.getOrThrow(next).version
-        yield* sql`
-          INSERT INTO agent_versions (agent_id, version, config)
-          SELECT ${agentId}, ${version}, draft FROM agents WHERE id = ${agentId}`
-        yield* sql`
-          UPDATE agent_submissions SET status = 'superseded', decided_at = now()
-          WHERE agent_id = ${agentId} AND status = 'pending'`
-        const rows = yield* sql`
-          INSERT INTO agent_submissions (id, agent_id, version, status)
-          VALUES (${submissionId}, ${agentId}, ${version}, 'pending')
-          RETURNING id, version, status, reason, submitted_at, decided_at`
-        return Option.getOrThrow(yield* firstSubmission(rows))
+        yield* lockAgent(agentId)
+        const { version } = yield* nextVersion(agentId)
+        yield* freezeDraft({ agentId, version })
+        yield* supersede(agentId)
+        return yield* submit({ agentId, version, id: submissionId })
       })).pipe(Effect.orDie)
 
-    const pendingSubmission = (agentId: string) =>
-      sql`
-        SELECT id, version, status, reason, submitted_at, decided_at FROM agent_submissions
-        WHERE agent_id = ${agentId} AND status = 'pending'`.pipe(
-        Effect.flatMap(firstSubmission),
-        Effect.orDie
-      )
+    const pending = SqlSchema.findOne({
+      Request: AgentId,
+      Result: SubmissionRow,
+      execute: (agentId) =>
+        sql`
+          SELECT ${sql.literal(SUBMISSION)} FROM agent_submissions
+          WHERE agent_id = ${agentId} AND status = 'pending'`
+    })
+    const pendingSubmission = (agentId: AgentId) => Effect.orDie(pending(agentId))
 
-    const latestSubmission = (agentId: string) =>
-      sql`
-        SELECT id, version, status, reason, submitted_at, decided_at FROM agent_submissions
-        WHERE agent_id = ${agentId} ORDER BY submitted_at DESC, version DESC LIMIT 1`.pipe(
-        Effect.flatMap(firstSubmission),
-        Effect.orDie
-      )
+    const latest = SqlSchema.findOne({
+      Request: AgentId,
+      Result: SubmissionRow,
+      execute: (agentId) =>
+        sql`
+          SELECT ${sql.literal(SUBMISSION)} FROM agent_submissions
+          WHERE agent_id = ${agentId} ORDER BY submitted_at DESC, version DESC LIMIT 1`
+    })
+    const latestSubmission = (agentId: AgentId) => Effect.orDie(latest(agentId))
 
-    const submission = (id: string) =>
-      sql`
-        SELECT s.id, s.version, s.status, s.reason, s.submitted_at, s.decided_at, s.agent_id, a.identifier, a.owner_id
-        FROM agent_submissions s JOIN agents a ON a.id = s.agent_id WHERE s.id = ${id}`.pipe(
-        Effect.flatMap(decodeFirst(Schema.Struct({ ...SubmissionRow.fields, ...Owned.fields }))),
-        Effect.orDie
-      )
+    const submissionById = SqlSchema.findOne({
+      Request: Schema.String,
+      Result: Schema.Struct({ ...SubmissionRow.fields, ...Owned.fields }),
+      execute: (id) =>
+        sql`
+          SELECT s.id, s.version, s.status, s.reason, s.submitted_at, s.decided_at, s.agent_id, a.identifier, a.owner_id
+          FROM agent_submissions s JOIN agents a ON a.id = s.agent_id WHERE s.id = ${id}`
+    })
+    const submission = (id: string) => Effect.orDie(submissionById(id))
 
+    const decideSubmission = SqlSchema.findOne({
+      Request: Schema.Struct({
+        id: Schema.String,
+        decision: Schema.Literal("approved", "rejected"),
+        reason: Schema.NullOr(Schema.String)
+      }),
+      Result: Decided,
+      execute: ({ decision, id, reason }) =>
+        sql`
+          UPDATE agent_submissions SET status = ${decision}, reason = ${reason}, decided_at = now()
+          WHERE id = ${id} AND status = 'pending'
+          RETURNING ${sql.literal(SUBMISSION)}, agent_id`
+    })
+    const publishVersion = SqlSchema.void({
+      Request: AgentVersion,
+      execute: ({ agentId, version }) =>
+        sql`
+          UPDATE agents SET published_version = ${version}, published_at = now(), updated_at = now()
+          WHERE id = ${agentId}`
+    })
     /** Decides a pending submission; approval makes its version the published one. None when it is not pending. */
     const decide = (id: string, decision: "approved" | "rejected", reason: string | null) =>
       sql.withTransaction(Effect.gen(function*() {
-        const decided = yield* sql`
-          UPDATE agent_submissions SET status = ${decision}, reason = ${reason}, decided_at = now()
-          WHERE id = ${id} AND status = 'pending'
-          RETURNING id, version, status, reason, submitted_at, decided_at, agent_id`.pipe(Effect.flatMap(decodeFirst(Decided)))
+        const decided = yield* decideSubmission({ id, decision, reason })
         if (Option.isNone(decided)) return decided
         if (decision === "approved") {
-          yield* sql`
-            UPDATE agents SET published_version = ${decided.value.version}, published_at = now(), updated_at = now()
-            WHERE id = ${decided.value.agentId}`
+          yield* publishVersion({ agentId: decided.value.agentId, version: decided.value.version })
         }
         return decided
       })).pipe(Effect.orDie)
 
     /** Every submission waiting for review, oldest first, with what the reviewer needs to place it. */
-    const pendingSubmissions = sql`
-      SELECT s.id, s.version, s.status, s.reason, s.submitted_at, s.decided_at, s.agent_id, a.identifier, a.owner_id,
-             a.published_version, v.config
-      FROM agent_submissions s JOIN agents a ON a.id = s.agent_id
-      JOIN agent_versions v ON v.agent_id = s.agent_id AND v.version = s.version
-      WHERE s.status = 'pending' ORDER BY s.submitted_at, s.id`.pipe(
-      Effect.flatMap(decodeRows(Schema.Struct({
-        ...SubmissionRow.fields,
-        ...Owned.fields,
-        publishedVersion: Schema.NullOr(Schema.Number),
-        ...Config.fields
-      }))),
-      Effect.orDie
-    )
+    const pendingSubmissions = SqlSchema.findAll({
+      Request: Schema.Void,
+      Result: PendingReview,
+      execute: () =>
+        sql`
+          SELECT s.id, s.version, s.status, s.reason, s.submitted_at, s.decided_at, s.agent_id, a.identifier, a.owner_id,
+                 a.published_version, v.config
+          FROM agent_submissions s JOIN agents a ON a.id = s.agent_id
+          JOIN agent_versions v ON v.agent_id = s.agent_id AND v.version = s.version
+          WHERE s.status = 'pending' ORDER BY s.submitted_at, s.id`
+    })(undefined).pipe(Effect.orDie)
 
+    const history = SqlSchema.findAll({
+      Request: AgentId,
+      Result: SubmissionRow,
+      execute: (agentId) =>
+        sql`
+          SELECT ${sql.literal(SUBMISSION)} FROM agent_submissions
+          WHERE agent_id = ${agentId} ORDER BY submitted_at DESC, version DESC LIMIT 50`
+    })
     /** The review history of an agent, newest first. */
-    const submissions = (agentId: string) =>
-      sql`
-        SELECT id, version, status, reason, submitted_at, decided_at FROM agent_submissions
-        WHERE agent_id = ${agentId} ORDER BY submitted_at DESC, version DESC LIMIT 50`.pipe(
-        Effect.flatMap(decodeRows(SubmissionRow)),
-        Effect.orDie
-      )
+    const submissions = (agentId: AgentId) => Effect.orDie(history(agentId))
 
-    const hasPurchased = (userId: string, agentId: string) =>
-      sql`SELECT 1 FROM purchases WHERE user_id = ${userId} AND agent_id = ${agentId}`.pipe(
-        Effect.map((rows) => rows.length > 0),
-        Effect.orDie
-      )
+    const purchased = SqlSchema.findOne({
+      Request: Purchase,
+      Result: Schema.Struct({ found: Schema.Literal(1) }),
+      execute: ({ agentId, userId }) =>
+        sql`SELECT 1 AS found FROM purchases WHERE user_id = ${userId} AND agent_id = ${agentId}`
+    })
+    const hasPurchased = (userId: UserId, agentId: AgentId) =>
+      purchased({ userId, agentId }).pipe(Effect.map(Option.isSome), Effect.orDie)
 
+    const insertPurchase = SqlSchema.void({
+      Request: Schema.Struct({ ...Purchase.fields, price: Schema.BigInt, creatorShare: Schema.BigInt }),
+      execute: (purchase) =>
+        sql`
+          INSERT INTO purchases (user_id, agent_id, price, creator_share)
+          VALUES (${purchase.userId}, ${purchase.agentId}, ${purchase.price}, ${purchase.creatorShare})
+          ON CONFLICT (user_id, agent_id) DO NOTHING`
+    })
     /** Records an unlock once (the charge behind it is idempotent too). */
-    const recordPurchase = (purchase: { userId: string; agentId: string; price: bigint; creatorShare: bigint }) =>
-      sql`
-        INSERT INTO purchases (user_id, agent_id, price, creator_share)
-        VALUES (${purchase.userId}, ${purchase.agentId}, ${String(purchase.price)}, ${String(purchase.creatorShare)})
-        ON CONFLICT (user_id, agent_id) DO NOTHING`.pipe(Effect.asVoid, Effect.orDie)
+    const recordPurchase = (purchase: { userId: UserId; agentId: AgentId; price: bigint; creatorShare: bigint }) =>
+      Effect.orDie(insertPurchase(purchase))
 
+    const earningsOf = SqlSchema.findAll({
+      Request: UserId,
+      Result: Earnings,
+      execute: (ownerId) =>
+        sql`
+          SELECT a.identifier, COUNT(p.user_id)::text AS unlocks,
+                 COALESCE(SUM(p.price), 0)::text AS gross, COALESCE(SUM(p.creator_share), 0)::text AS net
+          FROM agents a LEFT JOIN purchases p ON p.agent_id = a.id
+          WHERE a.owner_id = ${ownerId} GROUP BY a.id, a.identifier, a.created_at ORDER BY a.created_at, a.identifier`
+    })
     /** Unlocks, gross and the creator's share, per agent of `ownerId`. */
-    const earnings = (ownerId: string) =>
-      sql`
-        SELECT a.identifier, COUNT(p.user_id)::text AS unlocks,
-               COALESCE(SUM(p.price), 0)::text AS gross, COALESCE(SUM(p.creator_share), 0)::text AS net
-        FROM agents a LEFT JOIN purchases p ON p.agent_id = a.id
-        WHERE a.owner_id = ${ownerId} GROUP BY a.id, a.identifier, a.created_at ORDER BY a.created_at, a.identifier`.pipe(
-        Effect.flatMap(decodeRows(Earnings)),
-        Effect.orDie
-      )
+    const earnings = (ownerId: UserId) => Effect.orDie(earningsOf(ownerId))
 
+    const where = (filter: typeof MarketFilter.Encoded) =>
+      sql`
+        a.published_version IS NOT NULL
+        AND (${filter.keyword}::text IS NULL OR v.config->>'name' ILIKE ${filter.keyword} OR v.config->>'description' ILIKE ${filter.keyword})
+        AND (${filter.category}::text IS NULL OR v.config->>'category' = ${filter.category})`
+    const publishedTotal = SqlSchema.single({
+      Request: MarketFilter,
+      Result: Schema.Struct({ total: Schema.NumberFromString }),
+      execute: (filter) =>
+        sql`
+          SELECT COUNT(*)::text AS total FROM agents a
+          JOIN agent_versions v ON v.agent_id = a.id AND v.version = a.published_version WHERE ${where(filter)}`
+    })
+    const publishedPage = SqlSchema.findAll({
+      Request: MarketFilter,
+      Result: Schema.Struct({ identifier: Schema.String, ...Config.fields }),
+      execute: (filter) =>
+        sql`
+          SELECT a.identifier, v.config, a.published_at FROM agents a
+          JOIN agent_versions v ON v.agent_id = a.id AND v.version = a.published_version
+          WHERE ${where(filter)} ORDER BY a.published_at DESC, a.identifier LIMIT ${filter.limit} OFFSET ${filter.offset}`
+    })
     /** Published agents for the marketplace, newest first, with a total for paging. */
     const published = (filter: { keyword?: string | undefined; category?: string | undefined; offset: number; limit: number }) =>
       Effect.gen(function*() {
-        const keyword = filter.keyword === undefined || filter.keyword === "" ? null : `%${filter.keyword.replace(/[%_\\]/g, "\\$&")}%`
-        const where = sql`
-          a.published_version IS NOT NULL
-          AND (${keyword}::text IS NULL OR v.config->>'name' ILIKE ${keyword} OR v.config->>'description' ILIKE ${keyword})
-          AND (${filter.category ?? null}::text IS NULL OR v.config->>'category' = ${filter.category ?? null})`
-        const total = yield* sql`
-          SELECT COUNT(*)::text AS total FROM agents a
-          JOIN agent_versions v ON v.agent_id = a.id AND v.version = a.published_version WHERE ${where}`.pipe(
-          Effect.flatMap(decodeFirst(Schema.Struct({ total: Schema.NumberFromString })))
-        )
-        const rows = yield* sql`
-          SELECT a.identifier, v.config, a.published_at FROM agents a
-          JOIN agent_versions v ON v.agent_id = a.id AND v.version = a.published_version
-          WHERE ${where} ORDER BY a.published_at DESC, a.identifier LIMIT ${filter.limit} OFFSET ${filter.offset}`.pipe(
-          Effect.flatMap(decodeRows(Schema.Struct({ identifier: Schema.String, ...Config.fields })))
-        )
-        return { total: Option.getOrThrow(total).total, agents: rows }
+        const request = {
+          keyword: filter.keyword === undefined || filter.keyword === "" ? null : `%${filter.keyword.replace(/[%_\\]/g, "\\$&")}%`,
+          category: filter.category ?? null,
+          offset: filter.offset,
+          limit: filter.limit
+        }
+        const { total } = yield* publishedTotal(request)
+        const agents = yield* publishedPage(request)
+        return { total, agents }
       }).pipe(Effect.orDie)
 
     /** How many agents are published in each category (by the category of their published version). */
-    const publishedCategories = sql`
-      SELECT v.config->>'category' AS category, COUNT(*)::text AS count FROM agents a
-      JOIN agent_versions v ON v.agent_id = a.id AND v.version = a.published_version
-      GROUP BY v.config->>'category'`.pipe(
-      Effect.flatMap(decodeRows(Schema.Struct({ category: Schema.String, count: Schema.NumberFromString }))),
+    const publishedCategories = SqlSchema.findAll({
+      Request: Schema.Void,
+      Result: Schema.Struct({ category: Schema.String, count: Schema.NumberFromString }),
+      execute: () =>
+        sql`
+          SELECT v.config->>'category' AS category, COUNT(*)::text AS count FROM agents a
+          JOIN agent_versions v ON v.agent_id = a.id AND v.version = a.published_version
+          GROUP BY v.config->>'category'`
+    })(undefined).pipe(
       Effect.map((rows) => new Map(rows.map((row) => [row.category, row.count]))),
       Effect.orDie
     )

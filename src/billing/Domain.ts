@@ -1,5 +1,6 @@
 import { Schema } from "effect"
 import { IdempotencyConflict, WireError } from "../platform/Errors.js"
+import { newId } from "../platform/Ids.js"
 
 export { IdempotencyConflict }
 
@@ -7,6 +8,14 @@ export { IdempotencyConflict }
  * The billing domain's contract (docs/architecture.md, "Contracts"): the wallet's errors on the wire and what a
  * movement of credits answers. Imports only `effect` and `@effect/platform` contract modules.
  */
+
+/**
+ * An OAuth app's id (`app_…`, DESIGN.md §6). The brand is a compile-time name only: the wire carries the same string, and a
+ * path or body that names a wrong id still answers "not found", as before.
+ */
+export const AppId = Schema.String.pipe(Schema.brand("AppId"))
+export type AppId = typeof AppId.Type
+export const newAppId = (): AppId => AppId.make(newId("app"))
 
 export class InsufficientCredits extends WireError<InsufficientCredits>()(
   "InsufficientCredits",

@@ -4,7 +4,8 @@ import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { PlatformAuthentication } from "../identity/Domain.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
-import { EnvironmentInUse } from "./Domain.js"
+import { FileId } from "../files/Domain.js"
+import { EnvironmentId, EnvironmentInUse } from "./Domain.js"
 import { ListParams } from "../platform/http/Lists.js"
 
 const bounded = (min: number, max: number) =>
@@ -38,7 +39,7 @@ const Env = Schema.Record({ key: Schema.String, value: Schema.String }).pipe(Sch
 /** A merge patch of `env`: a string sets a variable, `null` removes it, names not mentioned stay as they are. */
 const EnvPatch = Schema.Record({ key: Schema.String, value: Schema.NullOr(Schema.String) }).pipe(Schema.filter(envEntries))
 
-const FileIds = Schema.Array(Schema.String.pipe(Schema.filter((id) => (id.length >= 1 && id.length <= 64) || "file ids are 1-64 characters")))
+const FileIds = Schema.Array(FileId.pipe(Schema.filter((id) => (id.length >= 1 && id.length <= 64) || "file ids are 1-64 characters")))
   .pipe(Schema.filter((list) => list.length <= 100 || "at most 100 files"))
 
 /**
@@ -46,18 +47,18 @@ const FileIds = Schema.Array(Schema.String.pipe(Schema.filter((id) => (id.length
  * characters shows as `****` and its last four, a shorter one as `****`.
  */
 export const EnvironmentView = Schema.Struct({
-  id: Schema.String,
+  id: EnvironmentId,
   name: Schema.String,
   description: Schema.String,
   packages: Schema.Array(Schema.String),
   env: Schema.Record({ key: Schema.String, value: Schema.String }),
-  files: Schema.Array(Schema.String),
+  files: Schema.Array(FileId),
   setup_script: Schema.String,
   created_at: Schema.String,
   updated_at: Schema.String
 })
 
-const Path = Schema.Struct({ id: Schema.String })
+const Path = Schema.Struct({ id: EnvironmentId })
 
 /** Spec 4.4: reusable sandbox environments. */
 export class EnvironmentsApi extends HttpApiGroup.make("environments")
@@ -106,7 +107,7 @@ export class EnvironmentsApi extends HttpApiGroup.make("environments")
   .add(
     HttpApiEndpoint.del("delete", "/v1/environments/:id")
       .setPath(Path)
-      .addSuccess(Schema.Struct({ id: Schema.String, deleted: Schema.Literal(true) }))
+      .addSuccess(Schema.Struct({ id: EnvironmentId, deleted: Schema.Literal(true) }))
       .addError(NotFound)
       .addError(EnvironmentInUse)
       .annotate(OpenApi.Description, "Delete it; 409 environment_in_use while a session uses it.")

@@ -1,9 +1,9 @@
 import { Effect } from "effect"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
-import { randomBase62 } from "../platform/Ids.js"
 import { type EnvironmentConfig, type EnvironmentRow, EnvironmentsRepo, type WriteResult } from "./Repo.js"
+import type { FileId } from "../files/Domain.js"
 import type { Partition } from "../identity/Partition.js"
-import { EnvironmentInUse } from "./Domain.js"
+import { type EnvironmentId, EnvironmentInUse, newEnvironmentId } from "./Domain.js"
 export { EnvironmentInUse } from "./Domain.js"
 
 /** What `POST` takes; `PATCH` takes any of it, with `env` as a merge patch (a `null` value removes the name). */
@@ -12,7 +12,7 @@ export interface EnvironmentInput {
   readonly description?: string | undefined
   readonly packages?: ReadonlyArray<string> | undefined
   readonly env?: Readonly<Record<string, string | null>> | undefined
-  readonly files?: ReadonlyArray<string> | undefined
+  readonly files?: ReadonlyArray<FileId> | undefined
   readonly setup_script?: string | undefined
 }
 
@@ -84,24 +84,24 @@ export class Environments extends Effect.Service<Environments>()("atrium/environ
         apply({ name: input.name, description: "", packages: [], env: {}, files: [], setupScript: "" }, input)
       )
       if (typeof config === "string") return yield* new InvalidRequest({ message: config })
-      const id = `env_${randomBase62(20)}`
+      const id = newEnvironmentId()
       return yield* written(yield* repo.insert(id, partition, config), () => Effect.dieMessage("insert found no row"))
     })
 
-    const update = Effect.fn("Environments.update")(function*(partition: Partition, id: string, input: EnvironmentInput) {
+    const update = Effect.fn("Environments.update")(function*(partition: Partition, id: EnvironmentId, input: EnvironmentInput) {
       return yield* written(
         yield* repo.update(partition, id, (current) => check(apply(current, input))),
         () => Effect.fail(notFound(id))
       )
     })
 
-    const get = Effect.fn("Environments.get")(function*(partition: Partition, id: string) {
+    const get = Effect.fn("Environments.get")(function*(partition: Partition, id: EnvironmentId) {
       const found = yield* repo.byId(partition, id)
       if (found._tag === "None") return yield* notFound(id)
       return found.value
     })
 
-    const remove = Effect.fn("Environments.remove")(function*(partition: Partition, id: string) {
+    const remove = Effect.fn("Environments.remove")(function*(partition: Partition, id: EnvironmentId) {
       const outcome = yield* repo.remove(partition, id)
       if (outcome._tag === "Missing") return yield* notFound(id)
       if (outcome._tag === "InUse") {

@@ -6,7 +6,7 @@ import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { PlatformAuthentication } from "../identity/Domain.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
-import { FileInUse, UploadIncomplete, UploadSizeMismatch } from "./Domain.js"
+import { FileId, FileInUse, UploadIncomplete, UploadSizeMismatch } from "./Domain.js"
 
 /** A name to show and to download as: no path, no control characters. */
 const Filename = Schema.String.pipe(
@@ -30,7 +30,7 @@ const Size = Schema.Number.pipe(
 )
 
 export const FileView = Schema.Struct({
-  id: Schema.String,
+  id: FileId,
   filename: Schema.String,
   content_type: Schema.String,
   size: Schema.Int,
@@ -38,11 +38,11 @@ export const FileView = Schema.Struct({
   created_at: Schema.String
 })
 
-const Path = Schema.Struct({ id: Schema.String })
+const Path = Schema.Struct({ id: FileId })
 
 /** OpenAI's file object, answered to its one-step (multipart) upload, with our record's fields beside it. */
 export const OpenAiFileView = Schema.Struct({
-  id: Schema.String,
+  id: FileId,
   object: Schema.Literal("file"),
   bytes: Schema.Int,
   created_at: Schema.Int,
@@ -106,7 +106,7 @@ export class FilesApi extends HttpApiGroup.make("files")
   .add(
     HttpApiEndpoint.del("delete", "/v1/files/:id")
       .setPath(Path)
-      .addSuccess(Schema.Struct({ id: Schema.String, deleted: Schema.Literal(true) }))
+      .addSuccess(Schema.Struct({ id: FileId, deleted: Schema.Literal(true) }))
       .addError(NotFound)
       .addError(FileInUse)
       .annotate(OpenApi.Description, "Delete the record and the bytes. 409 file_in_use while an environment lists it.")

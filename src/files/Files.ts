@@ -7,7 +7,7 @@ import { FilesConfig } from "./Config.js"
 import { type FileRow, FilesRepo } from "./Repo.js"
 import { newStorageKey, ObjectStorage, ObjectStorageLive } from "./Storage.js"
 import type { Partition } from "../identity/Partition.js"
-import { UploadIncomplete, UploadSizeMismatch, FileInUse } from "./Domain.js"
+import { type FileId, FileInUse, newFileId, UploadIncomplete, UploadSizeMismatch } from "./Domain.js"
 export { UploadIncomplete, UploadSizeMismatch, FileInUse } from "./Domain.js"
 
 /** An upload URL handed out and not yet registered; it lives in the key-value store as long as the URL. */
@@ -88,7 +88,7 @@ export class Files extends Effect.Service<Files>()("atrium/files/Files", {
         })
       }
       const file = yield* repo.insert({
-        id: `file_${randomBase62(20)}`,
+        id: newFileId(),
         ownerId: partition.accountId,
         endUserId: partition.endUserId,
         filename: upload.filename,
@@ -118,7 +118,7 @@ export class Files extends Effect.Service<Files>()("atrium/files/Files", {
       const stored = yield* storage.stat(storageKey)
       if (Option.isNone(stored)) return yield* Effect.dieMessage("an object just stored is not there")
       return yield* repo.insert({
-        id: `file_${randomBase62(20)}`,
+        id: newFileId(),
         ownerId: partition.accountId,
         endUserId: partition.endUserId,
         filename: input.filename,
@@ -131,7 +131,7 @@ export class Files extends Effect.Service<Files>()("atrium/files/Files", {
 
     const notFound = (id: string) => new NotFound({ message: `No file ${id}.` })
 
-    const get = Effect.fn("Files.get")(function*(partition: Partition, id: string, origin: string) {
+    const get = Effect.fn("Files.get")(function*(partition: Partition, id: FileId, origin: string) {
       const file = yield* repo.byId(partition, id)
       if (Option.isNone(file)) return yield* notFound(id)
       const now = yield* Clock.currentTimeMillis
@@ -145,7 +145,7 @@ export class Files extends Effect.Service<Files>()("atrium/files/Files", {
     })
 
     /** Record first, bytes after: a file is never listed without its bytes. */
-    const remove = Effect.fn("Files.remove")(function*(partition: Partition, id: string) {
+    const remove = Effect.fn("Files.remove")(function*(partition: Partition, id: FileId) {
       const outcome = yield* repo.remove(partition, id)
       switch (outcome._tag) {
         case "Missing":

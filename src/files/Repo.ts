@@ -1,10 +1,12 @@
 import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
+import { EnvironmentId } from "../environments/Domain.js"
 import type { Partition } from "../identity/Partition.js"
-import { decodeFirst, decodeRows } from "../platform/Rows.js"
+import { FileId } from "./Domain.js"
 
 const FileRowSchema = Schema.Struct({
-  id: Schema.String,
+  id: FileId,
   ownerId: Schema.String,
   endUserId: Schema.String,
   filename: Schema.String,
@@ -17,55 +19,80 @@ const FileRowSchema = Schema.Struct({
 })
 export type FileRow = typeof FileRowSchema.Type
 
-const firstFile = decodeFirst(FileRowSchema)
+const FILE = "id, owner_id, end_user_id, filename, content_type, size::text AS size, sha256, storage_key, created_at"
 
-const FILE = "id, owner_id, end_user_id, filename, content_type, size::text, sha256, storage_key, created_at"
+const OwnedFile = Schema.Struct({ id: FileId, accountId: Schema.String, endUserId: Schema.String })
 
 /** Files' records (their bytes are in object storage). SQL errors are defects here. */
 export class FilesRepo extends Effect.Service<FilesRepo>()("atrium/files/FilesRepo", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+
+    const insertFile = SqlSchema.findOne({
+      Request: FileRowSchema.pipe(Schema.omit("createdAt")),
+      Result: FileRowSchema,
+      execute: (file) =>
+        sql`
+          INSERT INTO files (id, owner_id, end_user_id, filename, content_type, size, sha256, storage_key)
+          VALUES (${file.id}, ${file.ownerId}, ${file.endUserId}, ${file.filename}, ${file.contentType},
+                  ${file.size}, ${file.sha256}, ${file.storageKey})
+          ON CONFLICT (storage_key) DO NOTHING RETURNING ${sql.literal(FILE)}`
+    })
+    const byStorageKey = SqlSchema.single({
+      Request: Schema.String,
+      Result: FileRowSchema,
+      execute: (storageKey) => sql`SELECT ${sql.literal(FILE)} FROM files WHERE storage_key = ${storageKey}`
+    })
     /** Records a file once per stored object: registering the same upload twice yields the first record. */
     const insert = (file: Omit<FileRow, "createdAt">) =>
       Effect.gen(function*() {
-        const inserted = yield* sql`
-          INSERT INTO files (id, owner_id, end_user_id, filename, content_type, size, sha256, storage_key)
-          VALUES (${file.id}, ${file.ownerId}, ${file.endUserId}, ${file.filename}, ${file.contentType},
-                  ${String(file.size)}, ${file.sha256}, ${file.storageKey})
-          ON CONFLICT (storage_key) DO NOTHING RETURNING ${sql.literal(FILE)}`
-        const created = yield* firstFile(inserted)
-        const row = Option.isSome(created)
-          ? created
-          : yield* Effect.flatMap(sql`SELECT ${sql.literal(FILE)} FROM files WHERE storage_key = ${file.storageKey}`, firstFile)
-        return Option.getOrThrow(row)
+        const created = yield* insertFile(file)
+        return Option.isSome(created) ? created.value : yield* byStorageKey(file.storageKey)
       }).pipe(Effect.orDie, Effect.withSpan("FilesRepo.insert"))
 
-    const byId = (partition: Partition, id: string) =>
-      sql`
-        SELECT ${sql.literal(FILE)} FROM files
-        WHERE id = ${id} AND owner_id = ${partition.accountId} AND end_user_id = ${partition.endUserId}`.pipe(
-        Effect.flatMap(firstFile),
-        Effect.orDie
-      )
+    const fileById = SqlSchema.findOne({
+      Request: OwnedFile,
+      Result: FileRowSchema,
+      execute: ({ accountId, endUserId, id }) =>
+        sql`
+          SELECT ${sql.literal(FILE)} FROM files
+          WHERE id = ${id} AND owner_id = ${accountId} AND end_user_id = ${endUserId}`
+    })
+    const byId = (partition: Partition, id: FileId) =>
+      Effect.orDie(fileById({ id, accountId: partition.accountId, endUserId: partition.endUserId }))
+
+    const lockFile = SqlSchema.findOne({
+      Request: OwnedFile,
+      Result: Schema.Struct({ storageKey: Schema.String }),
+      execute: ({ accountId, endUserId, id }) =>
+        sql`
+          SELECT storage_key FROM files
+          WHERE id = ${id} AND owner_id = ${accountId} AND end_user_id = ${endUserId}
+          FOR UPDATE`
+    })
+    const environmentsUsing = SqlSchema.findAll({
+      Request: Schema.parseJson(Schema.Array(FileId)),
+      Result: Schema.Struct({ id: EnvironmentId }),
+      execute: (ids) =>
+        sql`SELECT id FROM environments WHERE files @> ${ids}::jsonb ORDER BY created_at, id LIMIT 5`
+    })
+    const deleteFile = SqlSchema.void({
+      Request: FileId,
+      execute: (id) => sql`DELETE FROM files WHERE id = ${id}`
+    })
 
     /**
      * Deletes a file unless an environment lists it. The file row is locked first and the environments read after,
      * in a statement of its own: an environment that took the file concurrently (it locks the row `FOR SHARE`) has
      * committed by then and is seen.
      */
-    const remove = (partition: Partition, id: string) =>
+    const remove = (partition: Partition, id: FileId) =>
       sql.withTransaction(Effect.gen(function*() {
-        const locked = yield* sql`
-          SELECT storage_key FROM files
-          WHERE id = ${id} AND owner_id = ${partition.accountId} AND end_user_id = ${partition.endUserId}
-          FOR UPDATE`.pipe(Effect.flatMap(decodeFirst(Schema.Struct({ storageKey: Schema.String }))))
+        const locked = yield* lockFile({ id, accountId: partition.accountId, endUserId: partition.endUserId })
         if (Option.isNone(locked)) return { _tag: "Missing" } as const
-        const users = yield* sql`
-          SELECT id FROM environments WHERE files @> ${JSON.stringify([id])}::jsonb ORDER BY created_at, id LIMIT 5`.pipe(
-          Effect.flatMap(decodeRows(Schema.Struct({ id: Schema.String })))
-        )
+        const users = yield* environmentsUsing([id])
         if (users.length > 0) return { _tag: "InUse", environments: users.map((row) => row.id) } as const
-        yield* sql`DELETE FROM files WHERE id = ${id}`
+        yield* deleteFile(id)
         return { _tag: "Deleted", storageKey: locked.value.storageKey } as const
       })).pipe(Effect.orDie, Effect.withSpan("FilesRepo.remove"))
 

@@ -2,6 +2,7 @@ import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
+import { FileId } from "../files/Domain.js"
 import { PlatformAuthentication } from "../identity/Domain.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import {
@@ -17,7 +18,7 @@ import {
 } from "./Domain.js"
 
 const StorePath = Schema.Struct({ id: Schema.String })
-const FilePath = Schema.Struct({ id: Schema.String, file_id: Schema.String })
+const FilePath = Schema.Struct({ id: Schema.String, file_id: FileId })
 
 /** Knowledge bases as OpenAI's vector stores (docs/knowledge.md). */
 export class KnowledgeApi extends HttpApiGroup.make("knowledge")

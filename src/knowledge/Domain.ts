@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { FileId } from "../files/Domain.js"
 
 /**
  * Knowledge's contract (docs/knowledge.md): OpenAI's vector store shapes
@@ -67,7 +68,7 @@ export const MaxResults = Schema.Int.pipe(Schema.between(1, 50))
 export const CreateVectorStore = Schema.Struct({
   name: Schema.optional(Schema.NullOr(StoreName)),
   description: Schema.optional(Schema.NullOr(Schema.String.pipe(Schema.maxLength(2000)))),
-  file_ids: Schema.optional(Schema.Array(Schema.String.pipe(Schema.maxLength(64))).pipe(Schema.maxItems(500))),
+  file_ids: Schema.optional(Schema.Array(FileId.pipe(Schema.maxLength(64))).pipe(Schema.maxItems(500))),
   metadata: Schema.optional(Schema.NullOr(Metadata)),
   chunking_strategy: Schema.optional(ChunkingStrategy),
   expires_after: Schema.optional(Schema.NullOr(Schema.Unknown)),
@@ -110,7 +111,7 @@ export const LastError = Schema.Struct({
 })
 
 export const VectorStoreFile = Schema.Struct({
-  id: Schema.String,
+  id: FileId,
   object: Schema.Literal("vector_store.file"),
   usage_bytes: Schema.Int,
   created_at: Schema.Int,
@@ -127,7 +128,7 @@ export const VectorStoreFile = Schema.Struct({
 }).annotations({ identifier: "VectorStoreFile" })
 
 export const AddVectorStoreFile = Schema.Struct({
-  file_id: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64)),
+  file_id: FileId.pipe(Schema.minLength(1), Schema.maxLength(64)),
   attributes: Schema.optional(Schema.NullOr(Attributes)),
   chunking_strategy: Schema.optional(ChunkingStrategy)
 })
@@ -142,13 +143,13 @@ export const SearchRequest = Schema.Struct({
   }))),
   rewrite_query: Schema.optional(Schema.NullOr(Schema.Boolean)),
   /** Ours: only these files of the store. */
-  file_ids: Schema.optional(Schema.Array(Schema.String).pipe(Schema.maxItems(100)))
+  file_ids: Schema.optional(Schema.Array(FileId).pipe(Schema.maxItems(100)))
 })
 export type SearchRequest = typeof SearchRequest.Type
 
 /** One passage found, with where it is: OpenAI's result plus the chunk and its character range (a citation). */
 export const SearchResult = Schema.Struct({
-  file_id: Schema.String,
+  file_id: FileId,
   filename: Schema.String,
   score: Schema.Number,
   attributes: Schema.Record({ key: Schema.String, value: AttributeValue }),

@@ -1,4 +1,5 @@
 import { Effect, Option } from "effect"
+import type { FileId } from "../files/Domain.js"
 import type { Partition } from "../identity/Partition.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { newId } from "../platform/Ids.js"
@@ -120,7 +121,7 @@ export class Knowledge extends Effect.Service<Knowledge>()("atrium/knowledge/Kno
     const addFile = Effect.fn("Knowledge.addFile")(function*(
       partition: Partition,
       storeId: string,
-      input: { fileId: string; attributes?: Record<string, string | number | boolean> | null | undefined; chunking?: ChunkingStrategy | undefined }
+      input: { fileId: FileId; attributes?: Record<string, string | number | boolean> | null | undefined; chunking?: ChunkingStrategy | undefined }
     ) {
       const result = yield* repo.addFile(partition, storeId, { fileId: input.fileId, attributes: input.attributes ?? {}, ...chunkingOf(input.chunking) }, limits)
       switch (result._tag) {
@@ -142,7 +143,7 @@ export class Knowledge extends Effect.Service<Knowledge>()("atrium/knowledge/Kno
       name?: string | null | undefined
       metadata?: Record<string, string> | null | undefined
       language?: string | undefined
-      fileIds?: ReadonlyArray<string> | undefined
+      fileIds?: ReadonlyArray<FileId> | undefined
       chunking?: ChunkingStrategy | undefined
     }) {
       const id = newId("vs")
@@ -176,7 +177,7 @@ export class Knowledge extends Effect.Service<Knowledge>()("atrium/knowledge/Kno
       return { id, object: "vector_store.deleted" as const, deleted: true as const }
     })
 
-    const file = Effect.fn("Knowledge.file")(function*(partition: Partition, storeId: string, fileId: string) {
+    const file = Effect.fn("Knowledge.file")(function*(partition: Partition, storeId: string, fileId: FileId) {
       const row = yield* repo.storeFile(partition, storeId, fileId)
       if (Option.isNone(row)) return yield* new NotFound({ message: `No file ${fileId} in vector store ${storeId}.` })
       return fileView(row.value)
@@ -188,7 +189,7 @@ export class Knowledge extends Effect.Service<Knowledge>()("atrium/knowledge/Kno
       return pageOf(yield* repo.storeFiles(partition, storeId, page, Option.fromNullable(query.filter)), page.limit, fileView)
     })
 
-    const removeFile = Effect.fn("Knowledge.removeFile")(function*(partition: Partition, storeId: string, fileId: string) {
+    const removeFile = Effect.fn("Knowledge.removeFile")(function*(partition: Partition, storeId: string, fileId: FileId) {
       if (!(yield* repo.removeFile(partition, storeId, fileId))) {
         return yield* new NotFound({ message: `No file ${fileId} in vector store ${storeId}.` })
       }
@@ -206,7 +207,7 @@ export class Knowledge extends Effect.Service<Knowledge>()("atrium/knowledge/Kno
         readonly query: string
         readonly maxResults?: number | undefined
         readonly scoreThreshold?: number | undefined
-        readonly fileIds?: ReadonlyArray<string> | undefined
+        readonly fileIds?: ReadonlyArray<FileId> | undefined
         readonly filter?: SearchFilter | null | undefined
       },
       payer: string

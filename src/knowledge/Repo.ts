@@ -1,7 +1,9 @@
 import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
+import { FileId } from "../files/Domain.js"
 import type { Partition } from "../identity/Partition.js"
-import { decodeFirst, decodeRows, Json } from "../platform/Rows.js"
+import { Json } from "../platform/Rows.js"
 
 /** Knowledge's stores and their files (docs/knowledge.md). SQL errors are defects here. */
 
@@ -26,7 +28,7 @@ export type StoreRow = typeof StoreRowSchema.Type
 
 const StoreFileRowSchema = Schema.Struct({
   storeId: Schema.String,
-  fileId: Schema.String,
+  fileId: FileId,
   status: Schema.Literal("in_progress", "completed", "failed", "cancelled"),
   lastErrorCode: Schema.NullOr(Schema.String),
   lastErrorMessage: Schema.NullOr(Schema.String),
@@ -44,7 +46,7 @@ export type StoreFileRow = typeof StoreFileRowSchema.Type
 /** A file claimed for ingestion, with what the worker needs to read it and whom to bill. */
 const ClaimSchema = Schema.Struct({
   storeId: Schema.String,
-  fileId: Schema.String,
+  fileId: FileId,
   generation: Schema.Number,
   maxChunkTokens: Schema.Number,
   overlapTokens: Schema.Number,
@@ -67,12 +69,7 @@ const STORE = `s.id, s.owner_id, s.end_user_id, s.name, s.metadata, s.language, 
   (SELECT count(*)::text FROM vector_store_files f WHERE f.store_id = s.id AND f.status = 'cancelled') AS cancelled`
 
 const STORE_FILE = `f.store_id, f.file_id, f.status, f.last_error_code, f.last_error_message, f.attributes,
-  f.max_chunk_tokens, f.overlap_tokens, f.generation, f.usage_bytes::text, f.chunks_total, f.chunks_done, f.created_at`
-
-const firstStore = decodeFirst(StoreRowSchema)
-const storeRows = decodeRows(StoreRowSchema)
-const firstStoreFile = decodeFirst(StoreFileRowSchema)
-const storeFileRows = decodeRows(StoreFileRowSchema)
+  f.max_chunk_tokens, f.overlap_tokens, f.generation, f.usage_bytes::text AS usage_bytes, f.chunks_total, f.chunks_done, f.created_at`
 
 export interface Page {
   readonly limit: number
@@ -89,7 +86,7 @@ export type AddResult =
   | { readonly _tag: "OverLimit"; readonly message: string }
 
 export interface NewStoreFile {
-  readonly fileId: string
+  readonly fileId: FileId
   readonly attributes: Readonly<Record<string, string | number | boolean>>
   readonly maxChunkTokens: number
   readonly overlapTokens: number
@@ -101,76 +98,192 @@ export interface Limits {
   readonly maxStoreFiles: number
 }
 
+const Owner = { accountId: Schema.String, endUserId: Schema.String }
+const OwnedStore = Schema.Struct({ ...Owner, id: Schema.String })
+const OwnedStoreFile = Schema.Struct({ ...Owner, storeId: Schema.String, fileId: FileId })
+const PageRequest = {
+  limit: Schema.Number,
+  after: Schema.NullOr(Schema.String),
+  order: Schema.Literal("asc", "desc")
+}
+const StoreId = Schema.Struct({ id: Schema.String })
+const Metadata = Schema.Record({ key: Schema.String, value: Schema.String })
+const AttributesJson = Schema.parseJson(Schema.Record({ key: Schema.String, value: Schema.Union(Schema.String, Schema.Number, Schema.Boolean) }))
+const Held = { storeId: Schema.String, fileId: FileId, generation: Schema.Number, runner: Schema.String }
+const Found = Schema.Struct({ found: Schema.Literal(1) })
+
+const owner = (partition: Partition) => ({ accountId: partition.accountId, endUserId: partition.endUserId })
+const held = (claim: Claim, runner: string) =>
+  ({ storeId: claim.storeId, fileId: claim.fileId, generation: claim.generation, runner })
+
 export class KnowledgeRepo extends Effect.Service<KnowledgeRepo>()("atrium/knowledge/KnowledgeRepo", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const mine = (partition: Partition) => sql`s.owner_id = ${partition.accountId} AND s.end_user_id = ${partition.endUserId}`
+    const mine = (owner: { readonly accountId: string; readonly endUserId: string }) =>
+      sql`s.owner_id = ${owner.accountId} AND s.end_user_id = ${owner.endUserId}`
+    const heldBy = (claim: { readonly storeId: string; readonly fileId: string; readonly generation: number; readonly runner: string }) =>
+      sql`f.store_id = ${claim.storeId} AND f.file_id = ${claim.fileId} AND f.generation = ${claim.generation}
+        AND f.lease_owner = ${claim.runner} AND f.status = 'in_progress'`
 
+    const insertStoreRow = SqlSchema.void({
+      Request: Schema.Struct({ ...OwnedStore.fields, name: Schema.String, metadata: Schema.parseJson(Metadata), language: Schema.String }),
+      execute: (store) =>
+        sql`
+          INSERT INTO vector_stores (id, owner_id, end_user_id, name, metadata, language)
+          VALUES (${store.id}, ${store.accountId}, ${store.endUserId}, ${store.name}, ${store.metadata}::jsonb, ${store.language})`
+    })
     const insertStore = (partition: Partition, store: { id: string; name: string; metadata: Record<string, string>; language: string }) =>
-      sql`
-        INSERT INTO vector_stores (id, owner_id, end_user_id, name, metadata, language)
-        VALUES (${store.id}, ${partition.accountId}, ${partition.endUserId}, ${store.name}, ${JSON.stringify(store.metadata)}::jsonb,
-                ${store.language})`.pipe(Effect.asVoid, Effect.orDie, Effect.withSpan("KnowledgeRepo.insertStore"))
+      insertStoreRow({ ...owner(partition), ...store }).pipe(Effect.orDie, Effect.withSpan("KnowledgeRepo.insertStore"))
 
-    const store = (partition: Partition, id: string) =>
-      sql`SELECT ${sql.literal(STORE)} FROM vector_stores s WHERE s.id = ${id} AND ${mine(partition)}`.pipe(
-        Effect.flatMap(firstStore),
+    const storeById = SqlSchema.findOne({
+      Request: OwnedStore,
+      Result: StoreRowSchema,
+      execute: (request) => sql`SELECT ${sql.literal(STORE)} FROM vector_stores s WHERE s.id = ${request.id} AND ${mine(request)}`
+    })
+    const store = (partition: Partition, id: string) => Effect.orDie(storeById({ ...owner(partition), id }))
+
+    const storePage = SqlSchema.findAll({
+      Request: Schema.Struct({ ...Owner, ...PageRequest }),
+      Result: StoreRowSchema,
+      execute: (page) => {
+        const cursor = page.after === null
+          ? sql`TRUE`
+          : page.order === "desc"
+          ? sql`(s.created_at, s.id) < (SELECT created_at, id FROM vector_stores WHERE id = ${page.after})`
+          : sql`(s.created_at, s.id) > (SELECT created_at, id FROM vector_stores WHERE id = ${page.after})`
+        return sql`
+          SELECT ${sql.literal(STORE)} FROM vector_stores s WHERE ${mine(page)} AND ${cursor}
+          ORDER BY s.created_at ${sql.literal(page.order === "desc" ? "DESC" : "ASC")}, s.id ${sql.literal(page.order === "desc" ? "DESC" : "ASC")}
+          LIMIT ${page.limit + 1}`
+      }
+    })
+    /** OpenAI's cursor: the rows after `after` (an id of this partition) in `order`, `limit + 1` to tell `has_more`. */
+    const stores = (partition: Partition, page: Page) =>
+      Effect.orDie(storePage({ ...owner(partition), limit: page.limit, after: Option.getOrNull(page.after), order: page.order }))
+
+    const updateStoreRow = SqlSchema.findOne({
+      Request: Schema.Struct({ ...OwnedStore.fields, name: Schema.NullOr(Schema.String), metadata: Schema.NullOr(Schema.parseJson(Metadata)) }),
+      Result: StoreId,
+      execute: (change) =>
+        sql`
+          UPDATE vector_stores s SET
+            name = coalesce(${change.name}, s.name),
+            metadata = coalesce(${change.metadata}::jsonb, s.metadata),
+            last_active_at = now()
+          WHERE s.id = ${change.id} AND ${mine(change)} RETURNING s.id`
+    })
+    const updateStore = (partition: Partition, id: string, change: { name?: string | undefined; metadata?: Record<string, string> | undefined }) =>
+      updateStoreRow({ ...owner(partition), id, name: change.name ?? null, metadata: change.metadata ?? null }).pipe(
+        Effect.map(Option.isSome),
         Effect.orDie
       )
 
-    /** OpenAI's cursor: the rows after `after` (an id of this partition) in `order`, `limit + 1` to tell `has_more`. */
-    const stores = (partition: Partition, page: Page) =>
-      Effect.gen(function*() {
-        const cursor = Option.isNone(page.after)
-          ? sql`TRUE`
-          : page.order === "desc"
-          ? sql`(s.created_at, s.id) < (SELECT created_at, id FROM vector_stores WHERE id = ${page.after.value})`
-          : sql`(s.created_at, s.id) > (SELECT created_at, id FROM vector_stores WHERE id = ${page.after.value})`
-        return yield* sql`
-          SELECT ${sql.literal(STORE)} FROM vector_stores s WHERE ${mine(partition)} AND ${cursor}
-          ORDER BY s.created_at ${sql.literal(page.order === "desc" ? "DESC" : "ASC")}, s.id ${sql.literal(page.order === "desc" ? "DESC" : "ASC")}
-          LIMIT ${page.limit + 1}`.pipe(Effect.flatMap(storeRows))
-      }).pipe(Effect.orDie)
-
-    const updateStore = (partition: Partition, id: string, change: { name?: string | undefined; metadata?: Record<string, string> | undefined }) =>
-      sql`
-        UPDATE vector_stores s SET
-          name = coalesce(${change.name ?? null}, s.name),
-          metadata = coalesce(${change.metadata === undefined ? null : JSON.stringify(change.metadata)}::jsonb, s.metadata),
-          last_active_at = now()
-        WHERE s.id = ${id} AND ${mine(partition)} RETURNING s.id`.pipe(Effect.map((rows) => rows.length > 0), Effect.orDie)
-
+    const deleteStoreRow = SqlSchema.findOne({
+      Request: OwnedStore,
+      Result: StoreId,
+      execute: (request) => sql`DELETE FROM vector_stores s WHERE s.id = ${request.id} AND ${mine(request)} RETURNING s.id`
+    })
     const deleteStore = (partition: Partition, id: string) =>
-      sql`DELETE FROM vector_stores s WHERE s.id = ${id} AND ${mine(partition)} RETURNING s.id`.pipe(
-        Effect.map((rows) => rows.length > 0),
+      deleteStoreRow({ ...owner(partition), id }).pipe(
+        Effect.map(Option.isSome),
         Effect.orDie,
         Effect.withSpan("KnowledgeRepo.deleteStore")
       )
 
-    const knowsLanguage = (language: string) =>
-      sql`SELECT 1 AS one FROM pg_ts_config WHERE cfgname = ${language}`.pipe(Effect.map((rows) => rows.length > 0), Effect.orDie)
+    const textSearchConfig = SqlSchema.findOne({
+      Request: Schema.String,
+      Result: Found,
+      execute: (language) => sql`SELECT 1 AS found FROM pg_ts_config WHERE cfgname = ${language}`
+    })
+    const knowsLanguage = (language: string) => textSearchConfig(language).pipe(Effect.map(Option.isSome), Effect.orDie)
 
+    const ownedStores = SqlSchema.findAll({
+      Request: Schema.Struct({ ...Owner, ids: Schema.Array(Schema.String) }),
+      Result: StoreId,
+      execute: (request) => sql`SELECT s.id FROM vector_stores s WHERE ${sql.in("s.id", request.ids)} AND ${mine(request)}`
+    })
     /** Which of `ids` are stores of `partition`. */
     const existing = (partition: Partition, ids: ReadonlyArray<string>) =>
-      ids.length === 0 ? Effect.succeed([] as ReadonlyArray<string>) : sql`
-        SELECT s.id FROM vector_stores s WHERE ${sql.in("s.id", ids)} AND ${mine(partition)}`.pipe(
-        Effect.flatMap(decodeRows(Schema.Struct({ id: Schema.String }))),
-        Effect.map((rows) => rows.map((row) => row.id)),
-        Effect.orDie
-      )
+      ids.length === 0
+        ? Effect.succeed<ReadonlyArray<string>>([])
+        : ownedStores({ ...owner(partition), ids }).pipe(Effect.map((rows) => rows.map((row) => row.id)), Effect.orDie)
 
+    const touchStores = SqlSchema.findAll({
+      Request: Schema.Struct({ ...Owner, ids: Schema.Array(Schema.String) }),
+      Result: Schema.Struct({ id: Schema.String, language: Schema.String }),
+      execute: (request) =>
+        sql`
+          WITH found AS (SELECT s.id, s.language, s.last_active_at FROM vector_stores s WHERE ${sql.in("s.id", request.ids)} AND ${mine(request)}),
+            -- A search marks its stores active, but writes at most once a minute per store: searches stay reads.
+            touched AS (
+              UPDATE vector_stores SET last_active_at = now()
+              WHERE id IN (SELECT id FROM found WHERE last_active_at < now() - interval '1 minute'))
+          SELECT id, language FROM found`
+    })
     /** The stores among `ids` of `partition`, with their languages (what a search needs). */
     const storesIn = (partition: Partition, ids: ReadonlyArray<string>) =>
-      ids.length === 0 ? Effect.succeed([] as ReadonlyArray<{ id: string; language: string }>) : sql`
-        WITH found AS (SELECT s.id, s.language, s.last_active_at FROM vector_stores s WHERE ${sql.in("s.id", ids)} AND ${mine(partition)}),
-          -- A search marks its stores active, but writes at most once a minute per store: searches stay reads.
-          touched AS (
-            UPDATE vector_stores SET last_active_at = now()
-            WHERE id IN (SELECT id FROM found WHERE last_active_at < now() - interval '1 minute'))
-        SELECT id, language FROM found`.pipe(
-        Effect.flatMap(decodeRows(Schema.Struct({ id: Schema.String, language: Schema.String }))),
-        Effect.orDie
-      )
+      ids.length === 0
+        ? Effect.succeed<ReadonlyArray<{ readonly id: string; readonly language: string }>>([])
+        : Effect.orDie(touchStores({ ...owner(partition), ids }))
+
+    const lockStore = SqlSchema.findOne({
+      Request: OwnedStore,
+      Result: StoreId,
+      execute: (request) => sql`SELECT s.id FROM vector_stores s WHERE s.id = ${request.id} AND ${mine(request)} FOR UPDATE`
+    })
+    const shareFile = SqlSchema.findOne({
+      Request: Schema.Struct({ ...Owner, id: FileId }),
+      Result: Schema.Struct({ size: Schema.NumberFromString }),
+      execute: (request) =>
+        sql`
+          SELECT size::text AS size FROM files
+          WHERE id = ${request.id} AND owner_id = ${request.accountId} AND end_user_id = ${request.endUserId}
+          FOR SHARE`
+    })
+    const StoreFileKey = Schema.Struct({ storeId: Schema.String, fileId: FileId })
+    const storeFileRow = SqlSchema.findOne({
+      Request: StoreFileKey,
+      Result: StoreFileRowSchema,
+      execute: (key) =>
+        sql`SELECT ${sql.literal(STORE_FILE)} FROM vector_store_files f WHERE f.store_id = ${key.storeId} AND f.file_id = ${key.fileId}`
+    })
+    const otherFiles = SqlSchema.single({
+      Request: StoreFileKey,
+      Result: Schema.Struct({ files: Schema.NumberFromString, bytes: Schema.NumberFromString }),
+      execute: (key) =>
+        sql`
+          SELECT count(*)::text AS files, coalesce(sum(fl.size), 0)::text AS bytes
+          FROM vector_store_files f JOIN files fl ON fl.id = f.file_id
+          WHERE f.store_id = ${key.storeId} AND f.file_id <> ${key.fileId}`
+    })
+    const upsertStoreFile = SqlSchema.single({
+      Request: Schema.Struct({
+        ...StoreFileKey.fields,
+        attributes: AttributesJson,
+        maxChunkTokens: Schema.Number,
+        overlapTokens: Schema.Number
+      }),
+      Result: StoreFileRowSchema,
+      execute: (file) =>
+        sql`
+          INSERT INTO vector_store_files AS f (store_id, file_id, status, attributes, max_chunk_tokens, overlap_tokens)
+          VALUES (${file.storeId}, ${file.fileId}, 'in_progress', ${file.attributes}::jsonb, ${file.maxChunkTokens}, ${file.overlapTokens})
+          ON CONFLICT (store_id, file_id) DO UPDATE SET
+            status = 'in_progress', last_error_code = NULL, last_error_message = NULL, attributes = EXCLUDED.attributes,
+            max_chunk_tokens = EXCLUDED.max_chunk_tokens, overlap_tokens = EXCLUDED.overlap_tokens,
+            generation = f.generation + 1, usage_bytes = 0, chunks_total = NULL, chunks_done = 0, tokens_embedded = 0,
+            lease_owner = NULL, lease_until = NULL, attempts = 0, updated_at = now()
+          RETURNING ${sql.literal(STORE_FILE)}`
+    })
+    const dropOldChunks = SqlSchema.void({
+      Request: Schema.Struct({ ...StoreFileKey.fields, generation: Schema.Number }),
+      execute: (key) =>
+        sql`DELETE FROM knowledge_chunks WHERE store_id = ${key.storeId} AND file_id = ${key.fileId} AND generation < ${key.generation}`
+    })
+    const touchStore = SqlSchema.void({
+      Request: Schema.String,
+      execute: (storeId) => sql`UPDATE vector_stores SET last_active_at = now() WHERE id = ${storeId}`
+    })
 
     /**
      * Adds a file (of the store's partition) to a store, or adds it again: a new generation, its old chunks gone,
@@ -179,107 +292,164 @@ export class KnowledgeRepo extends Effect.Service<KnowledgeRepo>()("atrium/knowl
      */
     const addFile = (partition: Partition, storeId: string, file: NewStoreFile, limits: Limits) =>
       sql.withTransaction(Effect.gen(function*() {
-        const locked = yield* sql`SELECT s.id FROM vector_stores s WHERE s.id = ${storeId} AND ${mine(partition)} FOR UPDATE`
-        if (locked.length === 0) return { _tag: "NoStore" } as AddResult
-        const found = yield* sql`
-          SELECT size::text FROM files
-          WHERE id = ${file.fileId} AND owner_id = ${partition.accountId} AND end_user_id = ${partition.endUserId}
-          FOR SHARE`.pipe(Effect.flatMap(decodeFirst(Schema.Struct({ size: Schema.NumberFromString }))))
+        const locked = yield* lockStore({ ...owner(partition), id: storeId })
+        if (Option.isNone(locked)) return { _tag: "NoStore" } as AddResult
+        const found = yield* shareFile({ ...owner(partition), id: file.fileId })
         if (Option.isNone(found)) return { _tag: "NoFile" } as AddResult
         const size = found.value.size
         if (size > limits.maxFileBytes) {
           return { _tag: "OverLimit", message: `${file.fileId} is ${size} bytes; a knowledge base takes files of at most ${limits.maxFileBytes} bytes (KNOWLEDGE_FILE_MAX_BYTES).` } as AddResult
         }
-        const existing = yield* sql`SELECT ${sql.literal(STORE_FILE)} FROM vector_store_files f WHERE f.store_id = ${storeId} AND f.file_id = ${file.fileId}`.pipe(
-          Effect.flatMap(firstStoreFile)
-        )
+        const existing = yield* storeFileRow({ storeId, fileId: file.fileId })
         if (
           Option.isSome(existing) && existing.value.status !== "failed" && existing.value.status !== "cancelled" &&
           existing.value.maxChunkTokens === file.maxChunkTokens && existing.value.overlapTokens === file.overlapTokens &&
           JSON.stringify(existing.value.attributes) === JSON.stringify(file.attributes)
         ) return { _tag: "Unchanged", file: existing.value } as AddResult
-        const totals = yield* sql`
-          SELECT count(*)::text AS files, coalesce(sum(fl.size), 0)::text AS bytes
-          FROM vector_store_files f JOIN files fl ON fl.id = f.file_id
-          WHERE f.store_id = ${storeId} AND f.file_id <> ${file.fileId}`.pipe(
-          Effect.flatMap(decodeFirst(Schema.Struct({ files: Schema.NumberFromString, bytes: Schema.NumberFromString }))),
-          Effect.map(Option.getOrThrow)
-        )
+        const totals = yield* otherFiles({ storeId, fileId: file.fileId })
         if (totals.files + 1 > limits.maxStoreFiles) {
           return { _tag: "OverLimit", message: `A knowledge base holds at most ${limits.maxStoreFiles} files (KNOWLEDGE_STORE_MAX_FILES).` } as AddResult
         }
         if (totals.bytes + size > limits.maxStoreBytes) {
           return { _tag: "OverLimit", message: `This file would bring the knowledge base to ${totals.bytes + size} bytes; it holds at most ${limits.maxStoreBytes} (KNOWLEDGE_STORE_MAX_BYTES).` } as AddResult
         }
-        const added = yield* sql`
-          INSERT INTO vector_store_files AS f (store_id, file_id, status, attributes, max_chunk_tokens, overlap_tokens)
-          VALUES (${storeId}, ${file.fileId}, 'in_progress', ${JSON.stringify(file.attributes)}::jsonb, ${file.maxChunkTokens}, ${file.overlapTokens})
-          ON CONFLICT (store_id, file_id) DO UPDATE SET
-            status = 'in_progress', last_error_code = NULL, last_error_message = NULL, attributes = EXCLUDED.attributes,
-            max_chunk_tokens = EXCLUDED.max_chunk_tokens, overlap_tokens = EXCLUDED.overlap_tokens,
-            generation = f.generation + 1, usage_bytes = 0, chunks_total = NULL, chunks_done = 0, tokens_embedded = 0,
-            lease_owner = NULL, lease_until = NULL, attempts = 0, updated_at = now()
-          RETURNING ${sql.literal(STORE_FILE)}`.pipe(Effect.flatMap(firstStoreFile), Effect.map(Option.getOrThrow))
+        const added = yield* upsertStoreFile({ storeId, ...file })
         // The chunks of earlier generations go with the version they belonged to (a first add has none).
-        if (added.generation > 1) {
-          yield* sql`DELETE FROM knowledge_chunks WHERE store_id = ${storeId} AND file_id = ${file.fileId} AND generation < ${added.generation}`
-        }
-        yield* sql`UPDATE vector_stores SET last_active_at = now() WHERE id = ${storeId}`
+        if (added.generation > 1) yield* dropOldChunks({ storeId, fileId: file.fileId, generation: added.generation })
+        yield* touchStore(storeId)
         return { _tag: "Added", file: added } as AddResult
       })).pipe(Effect.orDie, Effect.withSpan("KnowledgeRepo.addFile"))
 
-    const storeFile = (partition: Partition, storeId: string, fileId: string) =>
-      sql`
-        SELECT ${sql.literal(STORE_FILE)} FROM vector_store_files f JOIN vector_stores s ON s.id = f.store_id
-        WHERE f.store_id = ${storeId} AND f.file_id = ${fileId} AND ${mine(partition)}`.pipe(Effect.flatMap(firstStoreFile), Effect.orDie)
+    const ownedStoreFile = SqlSchema.findOne({
+      Request: OwnedStoreFile,
+      Result: StoreFileRowSchema,
+      execute: (request) =>
+        sql`
+          SELECT ${sql.literal(STORE_FILE)} FROM vector_store_files f JOIN vector_stores s ON s.id = f.store_id
+          WHERE f.store_id = ${request.storeId} AND f.file_id = ${request.fileId} AND ${mine(request)}`
+    })
+    const storeFile = (partition: Partition, storeId: string, fileId: FileId) =>
+      Effect.orDie(ownedStoreFile({ ...owner(partition), storeId, fileId }))
 
-    const storeFiles = (partition: Partition, storeId: string, page: Page, status: Option.Option<string>) =>
-      Effect.gen(function*() {
+    const storeFilePage = SqlSchema.findAll({
+      Request: Schema.Struct({ ...Owner, ...PageRequest, storeId: Schema.String, status: Schema.NullOr(Schema.String) }),
+      Result: StoreFileRowSchema,
+      execute: (page) => {
         const dir = sql.literal(page.order === "desc" ? "DESC" : "ASC")
-        const cursor = Option.isNone(page.after)
+        const cursor = page.after === null
           ? sql`TRUE`
           : sql`(f.created_at, f.file_id) ${sql.literal(page.order === "desc" ? "<" : ">")}
-              (SELECT created_at, file_id FROM vector_store_files WHERE store_id = ${storeId} AND file_id = ${page.after.value})`
-        return yield* sql`
+              (SELECT created_at, file_id FROM vector_store_files WHERE store_id = ${page.storeId} AND file_id = ${page.after})`
+        return sql`
           SELECT ${sql.literal(STORE_FILE)} FROM vector_store_files f JOIN vector_stores s ON s.id = f.store_id
-          WHERE f.store_id = ${storeId} AND ${mine(partition)} AND ${cursor}
-            AND ${Option.isSome(status) ? sql`f.status = ${status.value}` : sql`TRUE`}
-          ORDER BY f.created_at ${dir}, f.file_id ${dir} LIMIT ${page.limit + 1}`.pipe(Effect.flatMap(storeFileRows))
-      }).pipe(Effect.orDie)
+          WHERE f.store_id = ${page.storeId} AND ${mine(page)} AND ${cursor}
+            AND ${page.status !== null ? sql`f.status = ${page.status}` : sql`TRUE`}
+          ORDER BY f.created_at ${dir}, f.file_id ${dir} LIMIT ${page.limit + 1}`
+      }
+    })
+    const storeFiles = (partition: Partition, storeId: string, page: Page, status: Option.Option<string>) =>
+      Effect.orDie(storeFilePage({
+        ...owner(partition),
+        storeId,
+        limit: page.limit,
+        after: Option.getOrNull(page.after),
+        order: page.order,
+        status: Option.getOrNull(status)
+      }))
 
+    const deleteStoreFile = SqlSchema.findOne({
+      Request: OwnedStoreFile,
+      Result: Schema.Struct({ fileId: FileId }),
+      execute: (request) =>
+        sql`
+          DELETE FROM vector_store_files f USING vector_stores s
+          WHERE s.id = f.store_id AND f.store_id = ${request.storeId} AND f.file_id = ${request.fileId} AND ${mine(request)}
+          RETURNING f.file_id`
+    })
     /** Removes a file from a store; its chunks go with it (foreign key). */
-    const removeFile = (partition: Partition, storeId: string, fileId: string) =>
-      sql`
-        DELETE FROM vector_store_files f USING vector_stores s
-        WHERE s.id = f.store_id AND f.store_id = ${storeId} AND f.file_id = ${fileId} AND ${mine(partition)}
-        RETURNING f.file_id`.pipe(Effect.map((rows) => rows.length > 0), Effect.orDie, Effect.withSpan("KnowledgeRepo.removeFile"))
+    const removeFile = (partition: Partition, storeId: string, fileId: FileId) =>
+      deleteStoreFile({ ...owner(partition), storeId, fileId }).pipe(
+        Effect.map(Option.isSome),
+        Effect.orDie,
+        Effect.withSpan("KnowledgeRepo.removeFile")
+      )
 
     // ---- ingestion ------------------------------------------------------------------------------------------
 
+    const claimFile = SqlSchema.findOne({
+      Request: Schema.Struct({ runner: Schema.String, leaseMillis: Schema.Number }),
+      Result: ClaimSchema,
+      execute: ({ leaseMillis, runner }) =>
+        sql`
+          UPDATE vector_store_files f SET lease_owner = ${runner}, lease_until = now() + ${leaseMillis} * interval '1 millisecond',
+            attempts = f.attempts + 1, updated_at = now()
+          FROM vector_stores s, files fl
+          WHERE (f.store_id, f.file_id) = (
+              SELECT store_id, file_id FROM vector_store_files
+              WHERE status = 'in_progress' AND (lease_until IS NULL OR lease_until < now())
+              ORDER BY updated_at, store_id, file_id LIMIT 1 FOR UPDATE SKIP LOCKED)
+            AND s.id = f.store_id AND fl.id = f.file_id
+          RETURNING f.store_id, f.file_id, f.generation, f.max_chunk_tokens, f.overlap_tokens, f.chunks_done, f.attempts,
+            s.owner_id, s.language, fl.filename, fl.content_type, fl.size::text AS size, fl.storage_key`
+    })
     /**
      * Claims the oldest file waiting for ingestion whose lease is free or has passed (its runner died or stopped):
      * `FOR UPDATE SKIP LOCKED`, so runners polling together each take a different file.
      */
     const claim = (runner: string, leaseMillis: number) =>
-      sql`
-        UPDATE vector_store_files f SET lease_owner = ${runner}, lease_until = now() + ${leaseMillis} * interval '1 millisecond',
-          attempts = f.attempts + 1, updated_at = now()
-        FROM vector_stores s, files fl
-        WHERE (f.store_id, f.file_id) = (
-            SELECT store_id, file_id FROM vector_store_files
-            WHERE status = 'in_progress' AND (lease_until IS NULL OR lease_until < now())
-            ORDER BY updated_at, store_id, file_id LIMIT 1 FOR UPDATE SKIP LOCKED)
-          AND s.id = f.store_id AND fl.id = f.file_id
-        RETURNING f.store_id, f.file_id, f.generation, f.max_chunk_tokens, f.overlap_tokens, f.chunks_done, f.attempts,
-          s.owner_id, s.language, fl.filename, fl.content_type, fl.size::text, fl.storage_key`.pipe(
-        Effect.flatMap(decodeFirst(ClaimSchema)),
-        Effect.orDie,
-        Effect.withSpan("KnowledgeRepo.claim")
-      )
+      claimFile({ runner, leaseMillis }).pipe(Effect.orDie, Effect.withSpan("KnowledgeRepo.claim"))
 
-    const held = (claim: Claim, runner: string) =>
-      sql`f.store_id = ${claim.storeId} AND f.file_id = ${claim.fileId} AND f.generation = ${claim.generation}
-        AND f.lease_owner = ${runner} AND f.status = 'in_progress'`
+    const Chunk = Schema.Struct({
+      seq: Schema.Number,
+      text: Schema.String,
+      heading: Schema.String,
+      start: Schema.Number,
+      end: Schema.Number,
+      tokens: Schema.Number,
+      embedding: Schema.NullOr(Schema.String)
+    })
+    const advance = SqlSchema.findOne({
+      Request: Schema.Struct({
+        ...Held,
+        chunksDone: Schema.Number,
+        chunksTotal: Schema.Number,
+        tokensEmbedded: Schema.Number,
+        leaseMillis: Schema.Number
+      }),
+      Result: Schema.Struct({ fileId: FileId }),
+      execute: (step) =>
+        sql`
+          UPDATE vector_store_files f SET chunks_done = ${step.chunksDone},
+            chunks_total = ${step.chunksTotal}, tokens_embedded = f.tokens_embedded + ${step.tokensEmbedded},
+            lease_until = now() + ${step.leaseMillis} * interval '1 millisecond', updated_at = now()
+          WHERE ${heldBy(step)} RETURNING f.file_id`
+    })
+    const insertChunks = SqlSchema.void({
+      Request: Schema.Struct({
+        ...Held,
+        language: Schema.String,
+        embedded: Schema.Boolean,
+        chunks: Schema.Array(Chunk)
+      }),
+      execute: (request) => {
+        const rows = request.chunks.map((chunk) => {
+          const tsv = sql`setweight(to_tsvector(${request.language}::regconfig, ${chunk.heading}), 'A') ||
+            setweight(to_tsvector(${request.language}::regconfig, ${chunk.text}), 'B')`
+          return request.embedded
+            ? sql`(${request.storeId}, ${request.fileId}, ${request.generation}, ${chunk.seq}, ${chunk.text}, ${chunk.heading}, ${chunk.start},
+                ${chunk.end}, ${chunk.tokens}, ${tsv}, ${chunk.embedding}::vector, vector_dims(${chunk.embedding}::vector))`
+            : sql`(${request.storeId}, ${request.fileId}, ${request.generation}, ${chunk.seq}, ${chunk.text}, ${chunk.heading}, ${chunk.start},
+                ${chunk.end}, ${chunk.tokens}, ${tsv})`
+        })
+        return request.embedded
+          ? sql`
+            INSERT INTO knowledge_chunks (store_id, file_id, generation, seq, text, heading, start_char, end_char, tokens, tsv, embedding, embedding_dims)
+            VALUES ${sql.csv(rows)} ON CONFLICT DO NOTHING`
+          : sql`
+            INSERT INTO knowledge_chunks (store_id, file_id, generation, seq, text, heading, start_char, end_char, tokens, tsv)
+            VALUES ${sql.csv(rows)} ON CONFLICT DO NOTHING`
+      }
+    })
 
     /**
      * One step of a file: its next chunks written (with their embeddings, when there are), its progress and lease
@@ -298,52 +468,61 @@ export class KnowledgeRepo extends Effect.Service<KnowledgeRepo>()("atrium/knowl
       }
     ) =>
       sql.withTransaction(Effect.gen(function*() {
-        const kept = yield* sql`
-          UPDATE vector_store_files f SET chunks_done = ${step.chunks.length === 0 ? claim.chunksDone : step.chunks[step.chunks.length - 1]!.seq + 1},
-            chunks_total = ${step.chunksTotal}, tokens_embedded = f.tokens_embedded + ${step.tokensEmbedded},
-            lease_until = now() + ${leaseMillis} * interval '1 millisecond', updated_at = now()
-          WHERE ${held(claim, runner)} RETURNING f.file_id`
-        if (kept.length === 0) return false
+        const kept = yield* advance({
+          ...held(claim, runner),
+          chunksDone: step.chunks.length === 0 ? claim.chunksDone : step.chunks[step.chunks.length - 1]!.seq + 1,
+          chunksTotal: step.chunksTotal,
+          tokensEmbedded: step.tokensEmbedded,
+          leaseMillis
+        })
+        if (Option.isNone(kept)) return false
         if (step.chunks.length === 0) return true
         // One statement per step, not per chunk: on the embedded database every statement is a round trip.
-        const embedded = step.withEmbeddings && step.chunks.every((chunk) => chunk.embedding !== null)
-        const rows = step.chunks.map((chunk) => {
-          const tsv = sql`setweight(to_tsvector(${claim.language}::regconfig, ${chunk.heading}), 'A') ||
-            setweight(to_tsvector(${claim.language}::regconfig, ${chunk.text}), 'B')`
-          return embedded
-            ? sql`(${claim.storeId}, ${claim.fileId}, ${claim.generation}, ${chunk.seq}, ${chunk.text}, ${chunk.heading}, ${chunk.start},
-                ${chunk.end}, ${chunk.tokens}, ${tsv}, ${chunk.embedding}::vector, vector_dims(${chunk.embedding}::vector))`
-            : sql`(${claim.storeId}, ${claim.fileId}, ${claim.generation}, ${chunk.seq}, ${chunk.text}, ${chunk.heading}, ${chunk.start},
-                ${chunk.end}, ${chunk.tokens}, ${tsv})`
+        yield* insertChunks({
+          ...held(claim, runner),
+          language: claim.language,
+          embedded: step.withEmbeddings && step.chunks.every((chunk) => chunk.embedding !== null),
+          chunks: step.chunks
         })
-        yield* embedded
-          ? sql`
-            INSERT INTO knowledge_chunks (store_id, file_id, generation, seq, text, heading, start_char, end_char, tokens, tsv, embedding, embedding_dims)
-            VALUES ${sql.csv(rows)} ON CONFLICT DO NOTHING`
-          : sql`
-            INSERT INTO knowledge_chunks (store_id, file_id, generation, seq, text, heading, start_char, end_char, tokens, tsv)
-            VALUES ${sql.csv(rows)} ON CONFLICT DO NOTHING`
         return true
       })).pipe(Effect.orDie, Effect.withSpan("KnowledgeRepo.writeStep"))
 
+    const finishFile = SqlSchema.findOne({
+      Request: Schema.Struct({
+        ...Held,
+        status: Schema.Literal("completed", "failed"),
+        code: Schema.NullOr(Schema.String),
+        message: Schema.NullOr(Schema.String),
+        usageBytes: Schema.Number
+      }),
+      Result: Schema.Struct({ fileId: FileId }),
+      execute: (outcome) =>
+        sql`
+          UPDATE vector_store_files f SET status = ${outcome.status},
+            last_error_code = ${outcome.code}, last_error_message = ${outcome.message},
+            usage_bytes = ${outcome.usageBytes}, lease_owner = NULL, lease_until = NULL, updated_at = now()
+          WHERE ${heldBy(outcome)} RETURNING f.file_id`
+    })
     const finish = (claim: Claim, runner: string, outcome: { status: "completed" } | { status: "failed"; code: string; message: string }, usageBytes: number) =>
-      sql`
-        UPDATE vector_store_files f SET status = ${outcome.status},
-          last_error_code = ${outcome.status === "failed" ? outcome.code : null},
-          last_error_message = ${outcome.status === "failed" ? outcome.message.slice(0, 1000) : null},
-          usage_bytes = ${usageBytes}, lease_owner = NULL, lease_until = NULL, updated_at = now()
-        WHERE ${held(claim, runner)} RETURNING f.file_id`.pipe(
-        Effect.map((rows) => rows.length > 0),
+      finishFile({
+        ...held(claim, runner),
+        status: outcome.status,
+        code: outcome.status === "failed" ? outcome.code : null,
+        message: outcome.status === "failed" ? outcome.message.slice(0, 1000) : null,
+        usageBytes
+      }).pipe(
+        Effect.map(Option.isSome),
         Effect.orDie,
         Effect.withSpan("KnowledgeRepo.finish")
       )
 
+    const releaseFile = SqlSchema.void({
+      Request: Schema.Struct(Held),
+      execute: (claim) =>
+        sql`UPDATE vector_store_files f SET lease_owner = NULL, lease_until = NULL, attempts = greatest(f.attempts - 1, 0) WHERE ${heldBy(claim)}`
+    })
     /** Lets a claim go at once (a runner shutting down), so the next runner need not wait for the lease. */
-    const release = (claim: Claim, runner: string) =>
-      sql`UPDATE vector_store_files f SET lease_owner = NULL, lease_until = NULL, attempts = greatest(f.attempts - 1, 0) WHERE ${held(claim, runner)}`.pipe(
-        Effect.asVoid,
-        Effect.orDie
-      )
+    const release = (claim: Claim, runner: string) => Effect.orDie(releaseFile(held(claim, runner)))
 
     return { insertStore, knowsLanguage, existing, store, stores, updateStore, deleteStore, storesIn, addFile, storeFile, storeFiles, removeFile, claim, writeStep, finish, release } as const
   })

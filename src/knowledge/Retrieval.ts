@@ -1,5 +1,6 @@
 import { Effect, Option } from "effect"
 import { addEmbeddings } from "../platform/migrations/0016_knowledge.js"
+import type { FileId } from "../files/Domain.js"
 import { newId } from "../platform/Ids.js"
 import { Wallets } from "../billing/Wallet.js"
 import { KnowledgeConfig } from "./Config.js"
@@ -23,7 +24,7 @@ export interface SearchOptions {
   readonly query: string
   readonly maxResults: number
   readonly scoreThreshold: number
-  readonly fileIds: ReadonlyArray<string> | undefined
+  readonly fileIds: ReadonlyArray<FileId> | undefined
   readonly filter: Filter | undefined
 }
 

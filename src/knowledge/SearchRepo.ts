@@ -1,7 +1,9 @@
 import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
 import type * as Statement from "@effect/sql/Statement"
-import { Effect, Schema } from "effect"
-import { decodeRows, Json } from "../platform/Rows.js"
+import { Effect, Option, Schema } from "effect"
+import { FileId } from "../files/Domain.js"
+import { Json } from "../platform/Rows.js"
 import type { CompoundFilter, ComparisonFilter, SearchFilter } from "./Domain.js"
 
 /**
@@ -14,7 +16,7 @@ export type Filter = SearchFilter
 
 const CandidateSchema = Schema.Struct({
   storeId: Schema.String,
-  fileId: Schema.String,
+  fileId: FileId,
   generation: Schema.Number,
   seq: Schema.Number,
   text: Schema.String,
@@ -26,13 +28,32 @@ const CandidateSchema = Schema.Struct({
   score: Schema.Number
 })
 export type Candidate = typeof CandidateSchema.Type
-const candidates = decodeRows(CandidateSchema)
 
 export interface Scope {
   readonly storeIds: ReadonlyArray<string>
-  readonly fileIds: ReadonlyArray<string> | undefined
+  readonly fileIds: ReadonlyArray<FileId> | undefined
   readonly filter: Filter | undefined
 }
+
+/** A filter is built into SQL fragments as it is (it was decoded at the HTTP edge). */
+const FilterValue = Schema.declare((u: unknown): u is Filter => typeof u === "object" && u !== null)
+const ScopeSchema = Schema.Struct({
+  storeIds: Schema.Array(Schema.String),
+  fileIds: Schema.UndefinedOr(Schema.Array(FileId)),
+  filter: Schema.UndefinedOr(FilterValue)
+})
+const FullTextQuery = Schema.Struct({
+  scope: ScopeSchema,
+  languages: Schema.Array(Schema.String),
+  query: Schema.String,
+  limit: Schema.Number
+})
+const NearestQuery = Schema.Struct({
+  scope: ScopeSchema,
+  vector: Schema.String,
+  dims: Schema.Int,
+  limit: Schema.Number
+})
 
 const COLUMNS = `c.store_id, c.file_id, c.generation, c.seq, c.text, c.heading, c.start_char, c.end_char, fl.filename, f.attributes`
 
@@ -70,7 +91,7 @@ export class SearchRepo extends Effect.Service<SearchRepo>()("atrium/knowledge/S
       }
     }
 
-    const where = (scope: Scope) =>
+    const where = (scope: typeof ScopeSchema.Encoded) =>
       sql.and([
         sql.in("c.store_id", scope.storeIds),
         sql`f.status = 'completed'`,
@@ -83,7 +104,7 @@ export class SearchRepo extends Effect.Service<SearchRepo>()("atrium/knowledge/S
      * ranked by `ts_rank_cd` (cover density, normalised to [0, 1)). The query is parsed with each searched store's
      * language, so stemming matches the chunks' own.
      */
-    const fullText = (scope: Scope, languages: ReadonlyArray<string>, query: string, limit: number) => {
+    const fullTextRows = SqlSchema.findAll({ Request: FullTextQuery, Result: CandidateSchema, execute: ({ languages, limit, query, scope }) => {
       const parts = languages.map((language) => sql`replace(plainto_tsquery(${language}::regconfig, ${query})::text, ' & ', ' | ')::tsquery`)
       const combined = parts.slice(1).reduce((all, part) => sql`${all} || ${part}`, parts[0]!)
       return sql`
@@ -94,11 +115,13 @@ export class SearchRepo extends Effect.Service<SearchRepo>()("atrium/knowledge/S
           JOIN files fl ON fl.id = c.file_id
         WHERE c.tsv @@ q.tsq AND ${where(scope)}
         ORDER BY score DESC, c.store_id, c.file_id, c.seq
-        LIMIT ${limit}`.pipe(Effect.flatMap(candidates), Effect.orDie, Effect.withSpan("SearchRepo.fullText"))
-    }
+        LIMIT ${limit}`
+    } })
+    const fullText = (scope: Scope, languages: ReadonlyArray<string>, query: string, limit: number) =>
+      fullTextRows({ scope, languages, query, limit }).pipe(Effect.orDie, Effect.withSpan("SearchRepo.fullText"))
 
     /** Nearest chunks by cosine similarity, through the HNSW index of the vectors' dimension. */
-    const nearest = (scope: Scope, vector: string, dims: number, limit: number) =>
+    const nearestRows = SqlSchema.findAll({ Request: NearestQuery, Result: CandidateSchema, execute: ({ dims, limit, scope, vector }) =>
       sql`
         SELECT ${sql.literal(COLUMNS)}, (1 - (c.embedding::vector(${sql.literal(String(dims))}) <=> ${vector}::vector(${sql.literal(String(dims))})))::float8 AS score
         FROM knowledge_chunks c
@@ -106,14 +129,17 @@ export class SearchRepo extends Effect.Service<SearchRepo>()("atrium/knowledge/S
           JOIN files fl ON fl.id = c.file_id
         WHERE c.embedding_dims = ${dims} AND ${where(scope)}
         ORDER BY c.embedding::vector(${sql.literal(String(dims))}) <=> ${vector}::vector(${sql.literal(String(dims))})
-        LIMIT ${limit}`.pipe(Effect.flatMap(candidates), Effect.orDie, Effect.withSpan("SearchRepo.nearest"))
+        LIMIT ${limit}` })
+    const nearest = (scope: Scope, vector: string, dims: number, limit: number) =>
+      nearestRows({ scope, vector, dims, limit }).pipe(Effect.orDie, Effect.withSpan("SearchRepo.nearest"))
 
     /** Whether chunks can hold embeddings here (the `vector` extension and the column exist). */
-    const hasEmbeddings = sql`
-      SELECT 1 AS one FROM information_schema.columns WHERE table_name = 'knowledge_chunks' AND column_name = 'embedding'`.pipe(
-      Effect.map((rows) => rows.length > 0),
-      Effect.orDie
-    )
+    const hasEmbeddings = SqlSchema.findOne({
+      Request: Schema.Void,
+      Result: Schema.Struct({ found: Schema.Literal(1) }),
+      execute: () =>
+        sql`SELECT 1 AS found FROM information_schema.columns WHERE table_name = 'knowledge_chunks' AND column_name = 'embedding'`
+    })(undefined).pipe(Effect.map(Option.isSome), Effect.orDie)
 
     /** The HNSW index of one dimension, over the chunks of that dimension (a partial expression index). */
     const ensureIndex = (dims: number) =>

@@ -1,6 +1,7 @@
 import { Effect, Option } from "effect"
 import { Agents } from "../agents/Agents.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
+import type { UserId } from "../platform/Ids.js"
 import { toNumber } from "../platform/Money.js"
 import { Notifications } from "../notifications/Notifications.js"
 import { type CreatorRow, MarketRepo } from "./Repo.js"
@@ -91,7 +92,7 @@ export class Creators extends Effect.Service<Creators>()("atrium/market/Creators
     })
 
     /** Per agent: unlocks, what buyers paid (gross) and the creator's part of it (net); `total` is the sum of net. */
-    const earnings = Effect.fn("Creators.earnings")(function*(userId: string) {
+    const earnings = Effect.fn("Creators.earnings")(function*(userId: UserId) {
       const rows = yield* agents.earnings(userId)
       const total = rows.reduce((sum, row) => sum + row.net, 0n)
       return {

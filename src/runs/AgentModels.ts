@@ -1,5 +1,6 @@
 import { Effect, Layer, Option } from "effect"
 import { AgentsRepo } from "../agents/Repo.js"
+import type { UserId } from "../platform/Ids.js"
 import { RunnableAgents } from "../runtime/Ports.js"
 import { Runs } from "./Runs.js"
 
@@ -18,7 +19,7 @@ export const AgentModelsLive = Layer.effect(
     const agents = yield* AgentsRepo
     const runs = yield* Runs
     return {
-      list: (userId: string) =>
+      list: (userId: UserId) =>
         Effect.gen(function*() {
           const own = yield* agents.byOwner(userId)
           const published = yield* agents.published({ offset: 0, limit: PUBLISHED_LISTED })

@@ -1,4 +1,5 @@
 import { Context, Data, type Effect, type Option } from "effect"
+import type { UserId } from "../platform/Ids.js"
 import type { Micros } from "../platform/Money.js"
 import type { Partition } from "../identity/Partition.js"
 import type { RunOutcome, RunRecord } from "./Repo.js"
@@ -80,6 +81,6 @@ export interface AgentModel {
 
 /** The agents a user can run (their own, and the published ones), given by the layer that knows the agents. */
 export class RunnableAgents extends Context.Tag("atrium/runtime/RunnableAgents")<RunnableAgents, {
-  readonly list: (userId: string) => Effect.Effect<ReadonlyArray<AgentModel>>
-  readonly find: (identifier: string, userId: string) => Effect.Effect<Option.Option<AgentModel>>
+  readonly list: (userId: UserId) => Effect.Effect<ReadonlyArray<AgentModel>>
+  readonly find: (identifier: string, userId: UserId) => Effect.Effect<Option.Option<AgentModel>>
 }>() {}

@@ -1,5 +1,6 @@
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Effect, Option } from "effect"
+import * as SqlSchema from "@effect/sql/SqlSchema"
+import { Effect, Option, Schema } from "effect"
 import type { Partition } from "../identity/Partition.js"
 
 export interface RunRecord {
@@ -25,25 +26,85 @@ export interface RunOutcome {
   readonly deniedTools: ReadonlyArray<string>
 }
 
+const Owner = { accountId: Schema.String, endUserId: Schema.String }
+const Trial = Schema.Struct({ agentId: Schema.String, payerId: Schema.String, limit: Schema.Number })
+const Used = Schema.Struct({ used: Schema.Number })
+const Workspace = Schema.Struct({ ...Owner, workspace: Schema.String })
+const WorkspacePath = Schema.Struct({ ...Owner, workspace: Schema.String, path: Schema.String })
+
+const WorkspaceFileRow = Schema.Struct({ path: Schema.String, size: Schema.Number, updatedAt: Schema.DateFromSelf })
+export type WorkspaceFileRow = typeof WorkspaceFileRow.Type
+
+/** A memory's id is a bigserial, selected as text. */
+const MemoryRow = Schema.Struct({ id: Schema.String, text: Schema.String, createdAt: Schema.DateFromSelf })
+export type MemoryRow = typeof MemoryRow.Type
+
+const owner = (partition: Partition) => ({ accountId: partition.accountId, endUserId: partition.endUserId })
+
 /** Runs, free trials, workspace files and memory. SQL errors are defects here. */
 export class RunsRepo extends Effect.Service<RunsRepo>()("atrium/runtime/RunsRepo", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
-    const start = (run: RunRecord) =>
-      sql`
-        INSERT INTO runs (id, agent_id, agent_version, payer_id, end_user_id, session_id, parent_run_id, status)
-        VALUES (${run.id}, ${run.agentId}, ${run.agentVersion}, ${run.payerId}, ${run.endUserId}, ${run.sessionId},
-                ${run.parentRunId}, 'running')`.pipe(Effect.asVoid, Effect.orDie)
+    const insertRun = SqlSchema.void({
+      Request: Schema.Struct({
+        id: Schema.String,
+        agentId: Schema.NullOr(Schema.String),
+        agentVersion: Schema.NullOr(Schema.Number),
+        payerId: Schema.String,
+        endUserId: Schema.String,
+        sessionId: Schema.NullOr(Schema.String),
+        parentRunId: Schema.NullOr(Schema.String)
+      }),
+      execute: (run) =>
+        sql`
+          INSERT INTO runs (id, agent_id, agent_version, payer_id, end_user_id, session_id, parent_run_id, status)
+          VALUES (${run.id}, ${run.agentId}, ${run.agentVersion}, ${run.payerId}, ${run.endUserId}, ${run.sessionId},
+                  ${run.parentRunId}, 'running')`
+    })
+    const start = (run: RunRecord) => Effect.orDie(insertRun(run))
 
-    const finish = (runId: string, outcome: RunOutcome) =>
-      sql`
-        UPDATE runs SET status = ${outcome.status}, failure_code = ${outcome.failureCode},
-          failure_message = ${outcome.failureMessage}, input_tokens = ${outcome.inputTokens},
-          output_tokens = ${outcome.outputTokens}, credits_charged = ${outcome.creditsCharged.toString()},
-          tools_denied = ${outcome.deniedTools.length}, answer_chars = ${outcome.answerChars},
-          denied_tools = ${JSON.stringify(outcome.deniedTools)}::jsonb, finished_at = now()
-        WHERE id = ${runId} AND status = 'running'`.pipe(Effect.asVoid, Effect.orDie)
+    const finishRun = SqlSchema.void({
+      Request: Schema.Struct({
+        runId: Schema.String,
+        status: Schema.Literal("completed", "failed", "cancelled"),
+        failureCode: Schema.NullOr(Schema.String),
+        failureMessage: Schema.NullOr(Schema.String),
+        inputTokens: Schema.Number,
+        outputTokens: Schema.Number,
+        creditsCharged: Schema.BigInt,
+        answerChars: Schema.Number,
+        toolsDenied: Schema.Number,
+        deniedTools: Schema.parseJson(Schema.Array(Schema.String))
+      }),
+      execute: (outcome) =>
+        sql`
+          UPDATE runs SET status = ${outcome.status}, failure_code = ${outcome.failureCode},
+            failure_message = ${outcome.failureMessage}, input_tokens = ${outcome.inputTokens},
+            output_tokens = ${outcome.outputTokens}, credits_charged = ${outcome.creditsCharged},
+            tools_denied = ${outcome.toolsDenied}, answer_chars = ${outcome.answerChars},
+            denied_tools = ${outcome.deniedTools}::jsonb, finished_at = now()
+          WHERE id = ${outcome.runId} AND status = 'running'`
+    })
+    const finish = (runId: string, outcome: RunOutcome) => Effect.orDie(finishRun({ runId, ...outcome, toolsDenied: outcome.deniedTools.length }))
+
+    const claimTrial = SqlSchema.findOne({
+      Request: Trial,
+      Result: Used,
+      execute: ({ agentId, limit, payerId }) =>
+        sql`
+          INSERT INTO agent_trials (agent_id, payer_id, end_user_id, used)
+          VALUES (${agentId}, ${payerId}, '', 1)
+          ON CONFLICT (agent_id, payer_id, end_user_id)
+          DO UPDATE SET used = agent_trials.used + 1 WHERE agent_trials.used < ${limit}
+          RETURNING used`
+    })
+    const trialsUsed = SqlSchema.findOne({
+      Request: Trial,
+      Result: Used,
+      execute: ({ agentId, payerId }) =>
+        sql`SELECT used FROM agent_trials WHERE agent_id = ${agentId} AND payer_id = ${payerId} AND end_user_id = ''`
+    })
 
     /**
      * Takes one free-trial turn if fewer than `limit` were used: the count and the check are one statement, so two
@@ -53,70 +114,105 @@ export class RunsRepo extends Effect.Service<RunsRepo>()("atrium/runtime/RunsRep
     const takeTrial = (agentId: string, payerId: string, limit: number) =>
       Effect.gen(function*() {
         if (limit > 0) {
-          const taken = yield* sql<{ used: number }>`
-            INSERT INTO agent_trials (agent_id, payer_id, end_user_id, used)
-            VALUES (${agentId}, ${payerId}, '', 1)
-            ON CONFLICT (agent_id, payer_id, end_user_id)
-            DO UPDATE SET used = agent_trials.used + 1 WHERE agent_trials.used < ${limit}
-            RETURNING used`
-          if (taken.length > 0) return { taken: true, used: taken[0]!.used }
+          const taken = yield* claimTrial({ agentId, payerId, limit })
+          if (Option.isSome(taken)) return { taken: true, used: taken.value.used }
         }
-        const rows = yield* sql<{ used: number }>`
-          SELECT used FROM agent_trials WHERE agent_id = ${agentId} AND payer_id = ${payerId} AND end_user_id = ''`
-        return { taken: false, used: rows[0]?.used ?? 0 }
+        const used = yield* trialsUsed({ agentId, payerId, limit })
+        return { taken: false, used: Option.match(used, { onNone: () => 0, onSome: (row) => row.used }) }
       }).pipe(Effect.orDie)
 
+    const upsertFile = SqlSchema.void({
+      Request: Schema.Struct({ ...WorkspacePath.fields, content: Schema.String }),
+      execute: (file) =>
+        sql`
+          INSERT INTO workspace_files (account_id, end_user_id, workspace, path, content)
+          VALUES (${file.accountId}, ${file.endUserId}, ${file.workspace}, ${file.path}, ${file.content})
+          ON CONFLICT (account_id, end_user_id, workspace, path)
+          DO UPDATE SET content = EXCLUDED.content, updated_at = now()`
+    })
     const writeFile = (partition: Partition, workspace: string, path: string, content: string) =>
-      sql`
-        INSERT INTO workspace_files (account_id, end_user_id, workspace, path, content)
-        VALUES (${partition.accountId}, ${partition.endUserId}, ${workspace}, ${path}, ${content})
-        ON CONFLICT (account_id, end_user_id, workspace, path)
-        DO UPDATE SET content = EXCLUDED.content, updated_at = now()`.pipe(Effect.asVoid, Effect.orDie)
+      Effect.orDie(upsertFile({ ...owner(partition), workspace, path, content }))
 
+    const fileContent = SqlSchema.findOne({
+      Request: WorkspacePath,
+      Result: Schema.Struct({ content: Schema.String }),
+      execute: (file) =>
+        sql`
+          SELECT content FROM workspace_files
+          WHERE account_id = ${file.accountId} AND end_user_id = ${file.endUserId}
+            AND workspace = ${file.workspace} AND path = ${file.path}`
+    })
     const readFile = (partition: Partition, workspace: string, path: string) =>
-      sql<{ content: string }>`
-        SELECT content FROM workspace_files
-        WHERE account_id = ${partition.accountId} AND end_user_id = ${partition.endUserId}
-          AND workspace = ${workspace} AND path = ${path}`.pipe(
-        Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), (row) => row.content)),
+      fileContent({ ...owner(partition), workspace, path }).pipe(
+        Effect.map(Option.map((row) => row.content)),
         Effect.orDie
       )
 
+    const workspaceFiles = SqlSchema.findAll({
+      Request: Workspace,
+      Result: WorkspaceFileRow,
+      execute: (at) =>
+        sql`
+          SELECT path, length(content) AS size, updated_at FROM workspace_files
+          WHERE account_id = ${at.accountId} AND end_user_id = ${at.endUserId} AND workspace = ${at.workspace}
+          ORDER BY path LIMIT 1000`
+    })
     const listFiles = (partition: Partition, workspace: string) =>
-      sql<{ path: string; size: number; updatedAt: Date }>`
-        SELECT path, length(content) AS size, updated_at FROM workspace_files
-        WHERE account_id = ${partition.accountId} AND end_user_id = ${partition.endUserId} AND workspace = ${workspace}
-        ORDER BY path LIMIT 1000`.pipe(Effect.orDie)
+      Effect.orDie(workspaceFiles({ ...owner(partition), workspace }))
 
+    const removeWorkspace = SqlSchema.void({
+      Request: Workspace,
+      execute: (at) =>
+        sql`
+          DELETE FROM workspace_files
+          WHERE account_id = ${at.accountId} AND end_user_id = ${at.endUserId} AND workspace = ${at.workspace}`
+    })
     const deleteWorkspace = (partition: Partition, workspace: string) =>
-      sql`
-        DELETE FROM workspace_files
-        WHERE account_id = ${partition.accountId} AND end_user_id = ${partition.endUserId}
-          AND workspace = ${workspace}`.pipe(Effect.asVoid, Effect.orDie)
+      Effect.orDie(removeWorkspace({ ...owner(partition), workspace }))
 
+    const insertMemory = SqlSchema.single({
+      Request: Schema.Struct({ ...Owner, agentId: Schema.String, text: Schema.String }),
+      Result: Schema.Struct({ id: Schema.String }),
+      execute: (memory) =>
+        sql`
+          INSERT INTO agent_memories (agent_id, account_id, end_user_id, text)
+          VALUES (${memory.agentId}, ${memory.accountId}, ${memory.endUserId}, ${memory.text}) RETURNING id::text AS id`
+    })
     const saveMemory = (agentId: string, partition: Partition, text: string) =>
-      sql<{ id: string }>`
-        INSERT INTO agent_memories (agent_id, account_id, end_user_id, text)
-        VALUES (${agentId}, ${partition.accountId}, ${partition.endUserId}, ${text}) RETURNING id`.pipe(
-        Effect.map((rows) => String(rows[0]!.id)),
-        Effect.orDie
-      )
+      insertMemory({ ...owner(partition), agentId, text }).pipe(Effect.map((row) => row.id), Effect.orDie)
 
+    const memories = SqlSchema.findAll({
+      Request: Schema.Struct({
+        ...Owner,
+        agentId: Schema.String,
+        patterns: Schema.Array(Schema.String),
+        limit: Schema.Number
+      }),
+      Result: MemoryRow,
+      execute: (query) =>
+        sql`
+          SELECT id::text AS id, text, created_at FROM agent_memories
+          WHERE agent_id = ${query.agentId} AND account_id = ${query.accountId} AND end_user_id = ${query.endUserId}
+            AND ${sql.and(query.patterns.map((pattern) => sql`text ILIKE ${pattern}`))}
+          ORDER BY agent_memories.id DESC LIMIT ${query.limit}`
+    })
     /** Memories holding every word of the query (case-insensitive), newest first. */
-    const searchMemory = (agentId: string, partition: Partition, words: ReadonlyArray<string>, limit: number) => {
-      const patterns = words.map((word) => `%${word.replace(/[\\%_]/g, (c) => `\\${c}`)}%`)
-      return sql<{ id: string; text: string; createdAt: Date }>`
-        SELECT id, text, created_at FROM agent_memories
-        WHERE agent_id = ${agentId} AND account_id = ${partition.accountId} AND end_user_id = ${partition.endUserId}
-          AND ${sql.and(patterns.map((pattern) => sql`text ILIKE ${pattern}`))}
-        ORDER BY id DESC LIMIT ${limit}`.pipe(Effect.orDie)
-    }
+    const searchMemory = (agentId: string, partition: Partition, words: ReadonlyArray<string>, limit: number) =>
+      Effect.orDie(memories({
+        ...owner(partition),
+        agentId,
+        patterns: words.map((word) => `%${word.replace(/[\\%_]/g, (c) => `\\${c}`)}%`),
+        limit
+      }))
 
+    const purchase = SqlSchema.findOne({
+      Request: Schema.Struct({ userId: Schema.String, agentId: Schema.String }),
+      Result: Schema.Struct({ found: Schema.Literal(1) }),
+      execute: ({ agentId, userId }) =>
+        sql`SELECT 1 AS found FROM purchases WHERE user_id = ${userId} AND agent_id = ${agentId}`
+    })
     const hasPurchased = (userId: string, agentId: string) =>
-      sql`SELECT 1 FROM purchases WHERE user_id = ${userId} AND agent_id = ${agentId}`.pipe(
-        Effect.map((rows) => rows.length > 0),
-        Effect.orDie
-      )
+      purchase({ userId, agentId }).pipe(Effect.map(Option.isSome), Effect.orDie)
 
     return { start, finish, hasPurchased, takeTrial, writeFile, readFile, listFiles, deleteWorkspace, saveMemory, searchMemory } as const
   })

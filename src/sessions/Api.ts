@@ -5,6 +5,7 @@ import { Schema } from "effect"
 import { PlatformAuthentication } from "../identity/Domain.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { IdempotencyConflict } from "../billing/Domain.js"
+import { EnvironmentId } from "../environments/Domain.js"
 import { SessionBusy } from "./Domain.js"
 import { ListParams } from "../platform/http/Lists.js"
 
@@ -46,7 +47,7 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
     HttpApiEndpoint.post("create", "/v1/sessions")
       .setPayload(Schema.Struct({
         agent: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)),
-        environment_id: Schema.optional(Schema.String),
+        environment_id: Schema.optional(EnvironmentId),
         title: Schema.optional(Schema.String.pipe(Schema.maxLength(200))),
         metadata: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
       }))

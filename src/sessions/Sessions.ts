@@ -17,6 +17,7 @@ import { SessionsRepo } from "./Repo.js"
 import { messageView, preview, sessionView } from "./Views.js"
 import { Session } from "./Session.js"
 import { type Partition, partitionOf } from "../identity/Partition.js"
+import type { EnvironmentId } from "../environments/Domain.js"
 import { SessionBusy } from "./Domain.js"
 export { SessionBusy } from "./Domain.js"
 
@@ -71,7 +72,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
 
     const create = Effect.fn("Sessions.create")(function*(caller: CallerIdentity, body: {
       readonly agent: string
-      readonly environment_id?: string | undefined
+      readonly environment_id?: EnvironmentId | undefined
       readonly title?: string | undefined
       readonly metadata?: Record<string, unknown> | undefined
     }) {

@@ -1,4 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
+import { FileId } from "../../src/files/Domain.js"
 import { chunkText } from "../../src/knowledge/Chunk.js"
 import { csvText, extractText, htmlText, isRefusal, jsonText, kindOf } from "../../src/knowledge/Extract.js"
 import { fuse } from "../../src/knowledge/Retrieval.js"
@@ -76,7 +77,7 @@ describe("knowledge: extraction", () => {
 
 describe("knowledge: fusion", () => {
   const candidate = (seq: number): Candidate => ({
-    storeId: "vs", fileId: "f", generation: 1, seq, text: "", heading: "", startChar: 0, endChar: 0, filename: "f", attributes: {}, score: 0
+    storeId: "vs", fileId: FileId.make("f"), generation: 1, seq, text: "", heading: "", startChar: 0, endChar: 0, filename: "f", attributes: {}, score: 0
   })
   it("reciprocal rank: first in both lists scores 1; a passage in one list scores less than one in both", () => {
     const fused = fuse([[candidate(1), candidate(2)], [candidate(1), candidate(3)]])

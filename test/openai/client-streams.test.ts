@@ -1,6 +1,6 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Chunk, Effect, Stream } from "effect"
-import { makeAtriumFetchClient, type PublicEvent } from "../../src/client.js"
+import { FileId, makeAtriumFetchClient, type PublicEvent } from "../../src/client.js"
 import { TestServer } from "../support/TestServer.js"
 import { agentWith, apiKeyOf, ENV, LIVE, newUser } from "../runs/runs-support.js"
 
@@ -109,7 +109,7 @@ describe("atrium/client", () => {
         assert.isArray((yield* keyed.sessions.list({ urlParams: {} })).data)
         assert.isDefined(yield* Effect.either(client.purchases.status({ path: { agent } })))
         assert.strictEqual((yield* Effect.flip(client.reviews.approve({ path: { id: "rev_none" } } as never)))._tag, "Unauthorized")
-        assert.strictEqual((yield* Effect.flip(keyed.files.get({ path: { id: "file_none" } })))._tag, "NotFound")
+        assert.strictEqual((yield* Effect.flip(keyed.files.get({ path: { id: FileId.make("file_none") } })))._tag, "NotFound")
         assert.isArray((yield* client.knowledge.list({ urlParams: {} })).data)
         assert.isArray((yield* client.environments.list({ urlParams: {} })).data)
         assert.isArray((yield* client.credentials.list({ urlParams: {} })).data)

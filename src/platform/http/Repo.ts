@@ -1,6 +1,9 @@
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Duration, Effect, Option } from "effect"
+import * as SqlSchema from "@effect/sql/SqlSchema"
+import { Duration, Effect, Option, Schema } from "effect"
 import type { KeyValueStore } from "../KeyValue.js"
+
+const Claim = Schema.Struct({ key: Schema.String, value: Schema.String, seconds: Schema.Number })
 
 /**
  * Create idempotency (`Idempotency-Key`, Idempotency.ts) kept in PostgreSQL, not Redis: a key must hold for its
@@ -13,24 +16,40 @@ export class IdempotencyRepo extends Effect.Service<IdempotencyRepo>()("atrium/p
     const sql = yield* SqlClient.SqlClient
     const seconds = (ttl: Duration.DurationInput) => Math.max(1, Math.ceil(Duration.toMillis(ttl) / 1000))
     const unused = Effect.dieMessage("not an operation of the idempotency store")
-    const store: KeyValueStore = {
-      get: (key) =>
-        sql<{ value: string }>`SELECT value FROM idempotency_keys WHERE key = ${key} AND expires_at > now()`.pipe(
-          Effect.map((rows) => Option.fromNullable(rows[0]?.value)),
-          Effect.orDie
-        ),
-      set: (key, value, ttl) =>
+
+    const get = SqlSchema.findOne({
+      Request: Schema.String,
+      Result: Schema.Struct({ value: Schema.String }),
+      execute: (key) => sql`SELECT value FROM idempotency_keys WHERE key = ${key} AND expires_at > now()`
+    })
+    const set = SqlSchema.void({
+      Request: Claim,
+      execute: ({ key, seconds, value }) =>
         sql`
-          INSERT INTO idempotency_keys (key, value, expires_at) VALUES (${key}, ${value}, now() + make_interval(secs => ${seconds(ttl)}))
-          ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, expires_at = EXCLUDED.expires_at`.pipe(Effect.asVoid, Effect.orDie),
-      setIfAbsent: (key, value, ttl) =>
-        sql<{ key: string }>`
-          INSERT INTO idempotency_keys (key, value, expires_at) VALUES (${key}, ${value}, now() + make_interval(secs => ${seconds(ttl)}))
+          INSERT INTO idempotency_keys (key, value, expires_at) VALUES (${key}, ${value}, now() + make_interval(secs => ${seconds}))
+          ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, expires_at = EXCLUDED.expires_at`
+    })
+    const claim = SqlSchema.findOne({
+      Request: Claim,
+      Result: Schema.Struct({ key: Schema.String }),
+      execute: ({ key, seconds, value }) =>
+        sql`
+          INSERT INTO idempotency_keys (key, value, expires_at) VALUES (${key}, ${value}, now() + make_interval(secs => ${seconds}))
           ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, expires_at = EXCLUDED.expires_at
             WHERE idempotency_keys.expires_at <= now()
-          RETURNING key`.pipe(Effect.map((rows) => rows.length > 0), Effect.orDie),
-      delete: (...keys) =>
-        sql`DELETE FROM idempotency_keys WHERE key IN ${sql.in(keys)}`.pipe(Effect.asVoid, Effect.orDie),
+          RETURNING key`
+    })
+    const remove = SqlSchema.void({
+      Request: Schema.Array(Schema.String),
+      execute: (keys) => sql`DELETE FROM idempotency_keys WHERE key IN ${sql.in(keys)}`
+    })
+
+    const store: KeyValueStore = {
+      get: (key) => get(key).pipe(Effect.map(Option.map((row) => row.value)), Effect.orDie),
+      set: (key, value, ttl) => Effect.orDie(set({ key, value, seconds: seconds(ttl) })),
+      setIfAbsent: (key, value, ttl) =>
+        claim({ key, value, seconds: seconds(ttl) }).pipe(Effect.map(Option.isSome), Effect.orDie),
+      delete: (...keys) => Effect.orDie(remove(keys)),
       take: () => unused,
       increment: () => unused,
       touch: () => unused,

@@ -1,5 +1,7 @@
 import { Effect, Either, Option, ParseResult, Schema } from "effect"
+import { EnvironmentId } from "../../environments/Domain.js"
 import { EnvironmentsRepo } from "../../environments/Repo.js"
+import type { FileId } from "../../files/Domain.js"
 import { FilesRepo } from "../../files/Repo.js"
 import { ObjectStorage, ObjectStorageLive } from "../../files/Storage.js"
 import { RunsRepo } from "../Repo.js"
@@ -53,7 +55,7 @@ export class CodeRunner extends Effect.Service<CodeRunner>()("atrium/runtime/too
     const storage = yield* ObjectStorage
 
     /** An environment's uploaded files, by file name (a name unfit for a path gets its odd characters replaced). */
-    const environmentFiles = (context: ToolContext, ids: ReadonlyArray<string>) =>
+    const environmentFiles = (context: ToolContext, ids: ReadonlyArray<FileId>) =>
       Effect.gen(function*() {
         const files = new Map<string, Uint8Array>()
         for (const id of ids) {
@@ -84,7 +86,7 @@ export class CodeRunner extends Effect.Service<CodeRunner>()("atrium/runtime/too
       Effect.gen(function*() {
         const environment = context.environmentId === null
           ? Option.none()
-          : yield* environments.byId(context.partition, context.environmentId)
+          : yield* environments.byId(context.partition, EnvironmentId.make(context.environmentId))
         // The key names the environment's version: a changed environment gets a new sandbox.
         const key = Option.match(environment, {
           onNone: () => "none",

@@ -1,4 +1,5 @@
 import { useEffect, useRef, useState, type KeyboardEvent } from "react"
+import { FileId } from "../../../src/files/Domain.js"
 import { call, itemsOf } from "../api.js"
 import { type Passage, type Store, useStoreDocuments } from "./Knowledge.js"
 
@@ -33,7 +34,7 @@ const Documents = ({ store, onChange }: { store: Store; onChange: () => void }) 
   useEffect(() => {
     for (const f of files) {
       if (names[f.id] !== undefined) continue
-      call((c) => c.files.get({ path: { id: f.id } })).then(
+      call((c) => c.files.get({ path: { id: FileId.make(f.id) } })).then(
         (record) => setNames((n) => ({ ...n, [f.id]: record.filename })),
         () => setNames((n) => ({ ...n, [f.id]: f.id }))
       )
@@ -54,7 +55,7 @@ const Documents = ({ store, onChange }: { store: Store; onChange: () => void }) 
   const remove = async (fileId: string) => {
     setError(null)
     try {
-      await call((c) => c.knowledge.deleteFile({ path: { id: store.id, file_id: fileId } }))
+      await call((c) => c.knowledge.deleteFile({ path: { id: store.id, file_id: FileId.make(fileId) } }))
       await load()
       onChange()
     } catch (failure) {
