@@ -12,9 +12,9 @@ import {
 } from "@effect/cluster"
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
-import { Cause, Config, Duration, Effect, Exit, Fiber, FiberSet, Layer, Option, Schedule } from "effect"
+import { Cause, Duration, Effect, Exit, Fiber, FiberSet, Layer, Option, Schedule } from "effect"
 import * as Net from "node:net"
-import { AppConfig, WorkerIndex } from "./Config.js"
+import { AppConfig } from "./Config.js"
 import { RunnersRepo } from "./cluster/Repo.js"
 import { processApplicationName, withStartupLock } from "./Database.js"
 import { EntityDeadline } from "./Outage.js"
@@ -64,13 +64,6 @@ const freePort = Effect.async<number>((resume) => {
  */
 export const runnerPortOf = (port: number, worker: number) =>
   port === 0 ? freePort : Effect.succeed((port + 10_000 <= 65_535 ? port + 10_000 : port - 10_000) + worker)
-
-export const RunnerSettings = Config.all({
-  host: Config.string("RUNNER_HOST").pipe(Config.withDefault("127.0.0.1")),
-  port: Config.option(Config.integer("RUNNER_PORT")),
-  /** Set by the primary process of `WORKERS=N` for each worker it starts (0 for the first). */
-  worker: Config.map(WorkerIndex, Option.getOrElse(() => 0))
-})
 
 /**
  * The shards this runner holds, as the runner storage's own answers tell (`group:id`): every `acquire` and `refresh`
@@ -206,7 +199,9 @@ const watchRunners = (address: RunnerAddress.RunnerAddress) =>
           continue
         }
         if (now - before.since < SILENT_MS) continue
-        const ended = yield* repo.cut(row.applicationName)
+        // A silent runner filed under this process's own name is an earlier runner of this process (a test that
+        // restarts its platform in place): its sessions ended with it, and ending "its" sessions would end ours.
+        const ended = row.applicationName === processApplicationName() ? 0 : yield* repo.cut(row.applicationName)
         seen.delete(row.address)
         if (ended > 0) yield* Effect.logWarning(`runner ${row.address} silent for ${SILENT_MS / 1000} s: ended its ${ended} database sessions`)
       }
@@ -243,7 +238,7 @@ const embedded = Sharding.layer.pipe(
 
 const clustered = Layer.unwrapEffect(Effect.gen(function*() {
   const app = yield* AppConfig
-  const runner = yield* RunnerSettings
+  const runner = app.runner
   const port = Option.isSome(runner.port) ? runner.port.value + runner.worker : yield* runnerPortOf(app.port, runner.worker)
   const address = RunnerAddress.make(runner.host, port)
   // Listen where the others dial, on every interface when the advertised host is not a loopback one.

@@ -28,10 +28,14 @@ export class RunnersRepo extends Effect.Service<RunnersRepo>()("atrium/platform/
         FROM cluster_runner_backends b JOIN cluster_runners r ON r.address = b.address
         WHERE b.address <> ${self}`
 
-    /** Ends every database session named `applicationName` (a silent runner's): its advisory locks go with them. */
+    /**
+     * Ends every database session named `applicationName` (a silent runner's) in this database: its advisory locks go
+     * with them. Only this database's: a server may hold several, and names are per process, not per database.
+     */
     const cut = (applicationName: string) =>
       sql<{ ended: number }>`
-        SELECT count(pg_terminate_backend(pid))::int AS ended FROM pg_stat_activity WHERE application_name = ${applicationName}`.pipe(
+        SELECT count(pg_terminate_backend(pid))::int AS ended FROM pg_stat_activity
+        WHERE application_name = ${applicationName} AND datname = current_database()`.pipe(
         Effect.map((rows) => rows[0]?.ended ?? 0)
       )
 
