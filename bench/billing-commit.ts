@@ -44,7 +44,7 @@ const main = async () => {
             description: null, seq, amount: -10_000n, balanceAfter: balance, createdAt: new Date()
           })
         }
-        return { userId: user, fromSeq: from.seq, entries, next: { balance, seq } }
+        return { userId: user, fence: null, fromSeq: from.seq, entries, next: { balance, seq } }
       }
       const time = (label: string, make: () => ReadonlyArray<WalletCommit>) =>
         Effect.gen(function*() {

@@ -129,14 +129,27 @@ if (PHASES.has("failover")) {
     const identifier = await agentOf(first.base, user)
     const sessions = await Promise.all(Array.from({ length: SESSIONS }, () => sessionOf(first.base, user, identifier)))
     await Promise.all(sessions.map((s) => turn(first.base, user, s)))
+    // Wallets too: 16 users' wallets, each charged once before the kill (active on their owner).
+    const payers = await Promise.all(PHONES.slice(40, 56).map((p) => login(first.base, p)))
+    const charge = async (payer: User) =>
+      (await call(agent, first.base, "POST", "/openapi/credit/consume", { amount: "0.01", idempotency_key: Crypto.randomUUID() }, {
+        authorization: `Bearer ${payer.apiKey}`
+      })).status === 200
+    await Promise.all(payers.map(charge))
     const killed = Date.now()
     second.child.kill("SIGKILL")
-    const times = await Promise.all(sessions.map(async (s) => {
-      while (!(await turn(first.base, user, s).catch(() => false))) await new Promise((r) => setTimeout(r, 100))
+    const again = (one: () => Promise<boolean>) => async () => {
+      while (!(await one().catch(() => false))) await new Promise((r) => setTimeout(r, 100))
       return Date.now() - killed
-    }))
+    }
+    const [times, walletTimes] = await Promise.all([
+      Promise.all(sessions.map((s) => again(() => turn(first.base, user, s))())),
+      Promise.all(payers.map((p) => again(() => charge(p))()))
+    ])
     times.sort((a, b) => a - b)
+    walletTimes.sort((a, b) => a - b)
     rows.push(`| failover: every session answers again after SIGKILL of one of 2 runners | p50 ${percentile(times, 0.5)} ms, max ${times[times.length - 1]} ms | | | | ${load()} |`)
+    rows.push(`| failover: every wallet answers again after SIGKILL of one of 2 runners | p50 ${percentile(walletTimes, 0.5)} ms, max ${walletTimes[walletTimes.length - 1]} ms | | | | ${load()} |`)
   } finally {
     await second.stop()
     await first.stop()

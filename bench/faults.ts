@@ -22,8 +22,13 @@
 import { Effect, Exit, Scope } from "effect"
 import * as Os from "node:os"
 import {
+  addressOf,
   busiestRunner,
   call,
+  chargeLoop,
+  ownersOf,
+  percentile,
+  shardsMoved,
   makeHarness,
   newUser,
   recovery,
@@ -44,6 +49,7 @@ const program = Effect.gen(function*() {
   yield* settled(h, 3)
   const owner = yield* newUser(h)
   const payers = yield* Effect.all(Array.from({ length: 10 }, () => newUser(h)))
+  const bystanders = yield* Effect.all(Array.from({ length: 8 }, () => newUser(h)))
   const base = h.runners[0]!.url
   const agent = yield* Effect.promise(() =>
     call(h.answers, "setup", `${base}/v1/agents`, { token: owner.token, body: { name: "Faults", instructions: "Answer briefly." } })
@@ -58,19 +64,30 @@ const program = Effect.gen(function*() {
   const load = startLoad(h, payers, owner, sessions)
   const rows: Array<string> = []
   const scope = yield* Effect.scope
-  const recovered = (fault: string, from: number) =>
+  /** Per fault: when its shards moved (a killed or paused runner's) and how the other runners' wallets answered. */
+  const extra = new Map<string, { moved?: number | null; others?: string }>()
+  const recovered = (fault: string, from: number, until: number) =>
     Effect.promise(async () => {
       const ms = await recovery(h, payers[0]!, owner, sessions[0]!)
       const answers = h.answers.filter((a) => a.at >= from)
       const refused = answers.filter((a) => a.status === 503).length
       const slowest = Math.max(0, ...answers.map((a) => a.ms))
-      rows.push(`| ${fault} | ${(ms / 1000).toFixed(1)} s | ${answers.length} | ${refused} | ${(slowest / 1000).toFixed(1)} s | ${Os.loadavg()[0]!.toFixed(1)} |`)
+      const more = extra.get(fault)
+      const moved = more?.moved === undefined ? "" : more.moved === null ? "no" : `${(more.moved / 1000).toFixed(1)} s`
+      rows.push(
+        `| ${fault} | ${((until - from + ms) / 1000).toFixed(1)} s | ${(ms / 1000).toFixed(1)} s | ${moved} | ${more?.others ?? ""} | ${answers.length} | ${refused} | ${(slowest / 1000).toFixed(1)} s | ${Os.loadavg()[0]!.toFixed(1)} |`
+      )
     })
-  const pausedFor = (index: number, ms: number, cutAfterMs?: number) =>
+  const pausedFor = (fault: string, index: number, ms: number, cutAfterMs?: number) =>
     Effect.promise(async () => {
       const runner = h.runners[index]!
+      const owners = await ownersOf(h, bystanders.map((u) => u.userId))
+      const elsewhere = bystanders.filter((u) => owners.get(u.userId)?.runner !== addressOf(h, index))
       h.paused.add(index)
+      const stoppedAt = Date.now()
       runner.signal("SIGSTOP")
+      const others = chargeLoop(h, elsewhere.length > 0 ? elsewhere : bystanders, "bystander")
+      const moved = shardsMoved(h, index, stoppedAt, ms)
       if (cutAfterMs !== undefined) {
         await sleep(cutAfterMs)
         const port = h.runnerPorts.get(runner)
@@ -79,12 +96,17 @@ const program = Effect.gen(function*() {
            ON b.application_name = a.application_name WHERE b.address = $1`,
           [`127.0.0.1:${port}`]
         )
-        await sleep(ms - cutAfterMs)
-      } else {
-        await sleep(ms)
       }
+      const movedMs = await moved
+      await sleep(ms - (Date.now() - stoppedAt))
+      await others.stop()
       runner.signal("SIGCONT")
       h.paused.delete(index)
+      const notOk = others.statuses.filter((s) => s !== 200).length
+      extra.set(fault, {
+        moved: movedMs,
+        others: `${others.latencies.length} charges, p50 ${percentile(others.latencies, 50)} ms, p99 ${percentile(others.latencies, 99)} ms, ${notOk} not 200`
+      })
     })
 
   for (const fault of FAULTS) {
@@ -94,16 +116,18 @@ const program = Effect.gen(function*() {
       case "kill9": {
         const index = yield* Effect.promise(() => busiestRunner(h))
         h.paused.add(index)
+        const killedAt = Date.now()
         yield* Effect.promise(() => h.runners[index]!.kill())
+        extra.set(fault, { moved: yield* Effect.promise(() => shardsMoved(h, index, killedAt, 30_000)) })
         h.runners[index] = yield* Scope.extend(h.startRunner(index), scope)
         h.paused.delete(index)
         break
       }
       case "sigstop":
-        yield* pausedFor(yield* Effect.promise(() => busiestRunner(h)), 20_000)
+        yield* pausedFor(fault, yield* Effect.promise(() => busiestRunner(h)), 20_000)
         break
       case "sigstop-cut":
-        yield* pausedFor(yield* Effect.promise(() => busiestRunner(h)), 20_000, 8_000)
+        yield* pausedFor(fault, yield* Effect.promise(() => busiestRunner(h)), 20_000, 8_000)
         break
       case "pg-restart":
         yield* h.services.postgres.restart
@@ -122,13 +146,13 @@ const program = Effect.gen(function*() {
       default:
         throw new Error(`unknown fault ${fault}`)
     }
-    yield* recovered(fault, from)
+    yield* recovered(fault, from, Date.now())
   }
   yield* Effect.promise(() => sleep(SETTLE_MS))
   yield* Effect.promise(() => load.stop())
   const found = yield* Effect.promise(() => violations(h, load, sessions, { cutsAllowed: FAULTS.includes("kill9") }))
-  console.log("| fault | back to normal | requests since | 503 | slowest answer | load |")
-  console.log("| --- | --- | --- | --- | --- | --- |")
+  console.log("| fault | fault + recovery | recovery after it ended | shards moved (from its start) | other runners' wallets meanwhile | requests since | 503 | slowest answer | load |")
+  console.log("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
   for (const row of rows) console.log(row)
   console.log(JSON.stringify({
     charges: load.charges.size,

@@ -1,6 +1,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
+import type { Fence } from "../platform/Cluster.js"
 import type { Micros } from "../platform/Money.js"
 import { decodeFirst, decodeRows, Json } from "../platform/Rows.js"
 
@@ -39,9 +40,13 @@ export interface WalletState {
 
 export const entryKey = (scope: string, key: string) => `${scope}\u0000${key}`
 
-/** One wallet's batch: its entries and new state, written only if the wallet is still at `fromSeq`. */
+/**
+ * One wallet's batch: its entries and new state, written only if the wallet is still at `fromSeq` and its owner's
+ * `fence` is still its shard's generation (`null`: embedded mode, one runner, nothing to fence).
+ */
 export interface WalletCommit {
   readonly userId: string
+  readonly fence: Fence | null
   readonly fromSeq: bigint
   readonly entries: ReadonlyArray<NewEntry>
   readonly next: WalletState
@@ -54,6 +59,8 @@ export type CommitOutcome =
   | { readonly _tag: "KeysUsed"; readonly known: ReadonlyArray<KeyedEntry> }
   /** The wallet's row was not at `fromSeq`; nothing of this wallet was written. */
   | { readonly _tag: "Moved" }
+  /** Its fence is stale (another runner acquired its shard since this owner started); nothing was written. */
+  | { readonly _tag: "Fenced" }
 
 /** The SQL of wallets and their ledger; only the Wallet entity writes through it. SQL errors are defects here. */
 export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/LedgerRepo", {
@@ -145,6 +152,9 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
      *    (`KeysUsed`): it decided them as new, so it decides again with them as replays;
      *  - a wallet whose row is not at the sequence its entity started from writes nothing (`Moved`): another writer
      *    got there first, so the entity must reload, never overwrite;
+     *  - a wallet whose owner's fence is not its shard's generation writes nothing (`Fenced`): its runner lost the
+     *    shard (migration 0017). The generation's row is locked `FOR SHARE` for the statement, so the next owner's
+     *    acquisition waits for this write, or this write sees the new generation;
      *  - every other wallet gets its new balance and its entries (`Committed`).
      * The database still checks everything (balance >= 0, unique keys, the chain, ledger = balance at commit): a
      * refusal fails the whole statement, and the caller settles the wallets one by one.
@@ -153,6 +163,8 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
       Effect.gen(function*() {
         const wallets = JSON.stringify(commits.map((c) => ({
           user_id: c.userId,
+          shard: c.fence?.shard ?? null,
+          generation: c.fence?.generation ?? null,
           from_seq: String(c.fromSeq),
           balance: String(c.next.balance),
           seq: String(c.next.seq)
@@ -174,7 +186,7 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
           }))
         ))
         const rows = yield* sql<{
-          what: "hit" | "moved" | "inserted"
+          what: "hit" | "moved" | "inserted" | "fenced"
           wallet: string
           userId: string | null
           scope: string | null
@@ -184,7 +196,14 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
         }>`
           WITH w AS (
             SELECT * FROM jsonb_to_recordset(${wallets}::jsonb)
-              AS w(user_id text, from_seq bigint, balance bigint, seq bigint)
+              AS w(user_id text, shard text, generation bigint, from_seq bigint, balance bigint, seq bigint)
+          ), fence AS MATERIALIZED (
+            SELECT g.shard, g.generation FROM shard_generations g
+            WHERE g.shard IN (SELECT w.shard FROM w WHERE w.shard IS NOT NULL)
+            ORDER BY g.shard FOR SHARE
+          ), fenced AS (
+            SELECT w.user_id FROM w WHERE w.shard IS NOT NULL
+              AND NOT EXISTS (SELECT 1 FROM fence WHERE fence.shard = w.shard AND fence.generation = w.generation)
           ), e AS (
             SELECT * FROM jsonb_to_recordset(${entries}::jsonb)
               AS e(user_id text, seq bigint, amount bigint, kind text, scope text, idempotency_key text, app_id text,
@@ -201,6 +220,7 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
             FROM w
             WHERE wallets.user_id = w.user_id AND wallets.seq = w.from_seq
               AND NOT EXISTS (SELECT 1 FROM hit WHERE hit.wallet = w.user_id)
+              AND NOT EXISTS (SELECT 1 FROM fenced WHERE fenced.user_id = w.user_id)
             RETURNING wallets.user_id
           ), inserted AS (
             INSERT INTO ledger_entries (user_id, seq, amount, kind, scope, idempotency_key, app_id, event, metadata,
@@ -213,14 +233,19 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
           )
           SELECT 'hit' AS what, wallet, user_id, scope, idempotency_key, amount::text, balance_after::text FROM hit
           UNION ALL
+          SELECT 'fenced', user_id, NULL, NULL, NULL, NULL, NULL FROM fenced
+          UNION ALL
           SELECT 'moved', user_id, NULL, NULL, NULL, NULL, NULL FROM moved
           UNION ALL
           SELECT 'inserted', user_id, NULL, NULL, NULL, count(*)::text, NULL FROM inserted GROUP BY user_id`
         const known = new Map<string, Array<KeyedEntry>>()
         const moved = new Set<string>()
         const inserted = new Map<string, number>()
+        const fenced = new Set<string>()
         for (const row of rows) {
-          if (row.what === "hit") {
+          if (row.what === "fenced") {
+            fenced.add(row.wallet)
+          } else if (row.what === "hit") {
             const list = known.get(row.wallet) ?? []
             list.push({
               userId: row.userId!,
@@ -237,6 +262,7 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
           }
         }
         return commits.map((c): CommitOutcome => {
+          if (fenced.has(c.userId)) return { _tag: "Fenced" }
           const hits = known.get(c.userId)
           if (hits !== undefined) return { _tag: "KeysUsed", known: hits }
           if (!moved.has(c.userId)) return { _tag: "Moved" }

@@ -2,7 +2,7 @@ import { ClusterError, Entity, type Envelope } from "@effect/cluster"
 import * as Rpc from "@effect/rpc/Rpc"
 import { Cause, Chunk, Clock, Effect, Either, Exit, FiberSet, Layer, Metric, Option, Schedule } from "effect"
 import type { Micros } from "../platform/Money.js"
-import { makeEntityCaller } from "../platform/Cluster.js"
+import { fenceCurrent, fenceOf, makeEntityCaller, takeFence } from "../platform/Cluster.js"
 import { timed, walletBatchSize, walletCommitDuration } from "../platform/telemetry/Metrics.js"
 import { BillingConfig } from "./Config.js"
 import {
@@ -160,6 +160,12 @@ export const WalletLive = Wallet.toLayerMailbox(
   Effect.gen(function*() {
     const address = yield* Entity.CurrentAddress
     const userId = address.entityId
+    /**
+     * The generation under which this runner holds the wallet's shard (fencing, migration 0017): every commit
+     * carries it, and the database refuses it once another runner acquired the shard, so an owner that lost the
+     * wallet (paused past its locks) cannot charge it.
+     */
+    let fence = yield* takeFence(address.shardId)
     const repo = yield* LedgerRepo
     const committer = yield* WalletCommitter
     const config = yield* BillingConfig
@@ -231,7 +237,23 @@ export const WalletLive = Wallet.toLayerMailbox(
             }
           }
           if (entries.length > 0) {
-            const outcome = yield* committer.commit({ userId, fromSeq: state.seq, entries, next })
+            const outcome = yield* committer.commit({ userId, fence, fromSeq: state.seq, entries, next })
+            if (outcome._tag === "Fenced") {
+              // The shard has a newer generation. This runner's own, when it lost and re-acquired the shard (the
+              // wallet is read again under it); else another runner owns it now: nothing of this batch is written,
+              // and each request is answered as retryable (the client's retry with its key reaches the new owner).
+              const now = fenceOf(address.shardId)
+              if (!fenceCurrent(fence) && now !== null && now.generation !== "0" && now.generation !== fence?.generation) {
+                yield* Effect.logWarning(`wallet ${userId}: its shard was acquired again (generation ${now.generation}); reloading`)
+                fence = now
+                state = yield* load
+                spentToday.clear()
+                spentDay = -1
+                continue
+              }
+              yield* Effect.logWarning(`wallet ${userId}: this runner no longer owns its shard; the batch was refused`)
+              return items.map((): Decision => ({ ok: false, error: walletFailure }))
+            }
             if (outcome._tag === "Moved") {
               // Another runner wrote this wallet since it was loaded here: a shard hand-over in which the old owner
               // still committed. Its entries stand; this batch is decided again against them.

@@ -13,16 +13,26 @@ export const RETRY_AFTER_SECONDS = 2
 /** An entity message that got no answer within its deadline (`makeEntityCaller`): its owner is unreachable. */
 export class EntityDeadline extends Schema.TaggedError<EntityDeadline>()("EntityDeadline", { message: Schema.String }) {}
 
+/**
+ * An entity message cut before its answer while its caller was still waiting (`makeEntityCaller`): the shard changed
+ * hands mid-call (a runner lost its locks, was cut off, or handed the shard over). Whether it was taken is unknown, as
+ * after any cut connection: the caller's retry with its key is answered by the next owner.
+ */
+export class EntityCut extends Schema.TaggedError<EntityCut>()("EntityCut", { message: Schema.String }) {}
+
 /** The cluster's own failures that mean "no owner to answer right now", and our wallet's retryable failure. */
 const UNAVAILABLE_TAGS = new Set([
   "EntityDeadline",
+  "EntityCut",
   "WalletFailure",
   "MailboxFull",
   "AlreadyProcessingMessage",
   "PersistenceError",
   "RunnerUnavailable",
   "RunnerNotRegistered",
-  "EntityNotAssignedToRunner"
+  "EntityNotAssignedToRunner",
+  // A write refused by its fence (Cluster.ts `Fenced`): this runner lost the entity; the next owner answers a retry.
+  "Fenced"
 ])
 
 /** PostgreSQL's classes of errors that say the server is going or gone (08: connection, 57P: operator intervention). */
@@ -34,8 +44,10 @@ const CONNECTION_WORDS =
 
 const looksUnavailable = (error: unknown, depth = 0): boolean => {
   if (error === null || typeof error !== "object" || depth > 6) return false
-  const e = error as { _tag?: unknown; code?: unknown; message?: unknown; cause?: unknown; error?: unknown }
+  const e = error as { _tag?: unknown; name?: unknown; code?: unknown; message?: unknown; cause?: unknown; error?: unknown }
   if (typeof e._tag === "string" && UNAVAILABLE_TAGS.has(e._tag)) return true
+  // A defect that crossed runners keeps its name, not its tag.
+  if (e.name === "Fenced") return true
   if (typeof e.code === "string" && (PG_OUTAGE_CODE.test(e.code) || CONNECTION_WORDS.test(e.code))) return true
   if (typeof e.message === "string" && CONNECTION_WORDS.test(e.message)) return true
   return looksUnavailable(e.cause, depth + 1) || looksUnavailable(e.error, depth + 1)

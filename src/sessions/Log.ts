@@ -1,4 +1,5 @@
 import { Cause, Deferred, Effect, Exit, Option, Queue } from "effect"
+import { Fenced } from "../platform/Cluster.js"
 import type { InternalEvent } from "../runtime/Events.js"
 import { SessionHub } from "./Hub.js"
 import { type LogWrite, SessionsRepo } from "./Repo.js"
@@ -31,6 +32,8 @@ export class SessionLog extends Effect.Service<SessionLog>()("atrium/sessions/Se
     const hub = yield* SessionHub
     const queue = yield* Queue.unbounded<Pending>()
     const broken = new Set<string>()
+    /** Sessions whose write was refused by its fence since they last resumed. */
+    const fenced = new Set<string>()
     const refusal = (sessionId: string) => Cause.die(new Error(`an earlier write of session ${sessionId} failed; its log waits for the session to resume`))
 
     const logged = (write: LogWrite) =>
@@ -45,7 +48,7 @@ export class SessionLog extends Effect.Service<SessionLog>()("atrium/sessions/Se
       repo.commitLog(
         batch.map((pending) => pending.write),
         hub.channel,
-        batch.flatMap((pending) => logged(pending.write).flatMap((event) => Option.toArray(hub.noteOf(pending.write.sessionId, event))))
+        batch.map((pending) => logged(pending.write).flatMap((event) => Option.toArray(hub.noteOf(pending.write.sessionId, event))))
       )
 
     const flush = (all: ReadonlyArray<Pending>): Effect.Effect<void> =>
@@ -58,7 +61,18 @@ export class SessionLog extends Effect.Service<SessionLog>()("atrium/sessions/Se
         if (batch.length === 0) return
         const exit = yield* Effect.exit(commit(batch))
         if (Exit.isSuccess(exit)) {
-          for (const pending of batch) {
+          // A write refused by its fence (its session's shard has a newer owner) wrote nothing: its session's log
+          // breaks here like after a failed write, and its writer learns why (`Fenced`).
+          const refused = new Set(exit.value)
+          for (const [i, pending] of batch.entries()) {
+            if (!refused.has(i)) continue
+            broken.add(pending.write.sessionId)
+            fenced.add(pending.write.sessionId)
+            yield* Effect.logWarning(`a write of session ${pending.write.sessionId} was refused: this runner no longer owns its shard`)
+            yield* Deferred.die(pending.done, new Fenced(`session ${pending.write.sessionId}`))
+          }
+          for (const [i, pending] of batch.entries()) {
+            if (refused.has(i)) continue
             for (const event of logged(pending.write)) yield* hub.publishLocal(pending.write.sessionId, event)
             yield* Deferred.succeed(pending.done, undefined)
           }
@@ -97,10 +111,17 @@ export class SessionLog extends Effect.Service<SessionLog>()("atrium/sessions/Se
     /** Whether a write of the session failed since it last resumed (its turn must stop: the log cannot go on). */
     const failed = (sessionId: string) => broken.has(sessionId)
 
-    /** The session has read its position from the database again: its writes are tried again. */
-    const resume = (sessionId: string) => Effect.sync(() => void broken.delete(sessionId))
+    /** Whether a write of the session was refused by its fence since it last resumed: this runner lost it. */
+    const refused = (sessionId: string) => fenced.has(sessionId)
 
-    return { append, commit: commitNow, failed, resume } as const
+    /** The session has read its position from the database again: its writes are tried again. */
+    const resume = (sessionId: string) =>
+      Effect.sync(() => {
+        broken.delete(sessionId)
+        fenced.delete(sessionId)
+      })
+
+    return { append, commit: commitNow, failed, refused, resume } as const
   }),
   dependencies: [SessionsRepo.Default, SessionHub.Default]
 }) {}

@@ -1,4 +1,5 @@
 import type * as Prompt from "@effect/ai/Prompt"
+import type { Fence } from "../platform/Cluster.js"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
@@ -72,6 +73,11 @@ const LoggedEventRow = Schema.Struct({
  */
 export interface LogWrite {
   readonly sessionId: string
+  /**
+   * The generation under which the writer holds the session's shard (fencing, migration 0017): the write is refused
+   * once another runner acquired it. `null` or absent: embedded mode, nothing to fence.
+   */
+  readonly fence?: Fence | null | undefined
   readonly events?: ReadonlyArray<LoggedEvent> | undefined
   readonly status?: SessionStatus | undefined
   readonly run?: { readonly record: RunRecord; readonly outcome: Option.Option<RunOutcome> } | undefined
@@ -258,26 +264,32 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
       )
 
     /**
+     * Answers the indexes of the writes refused by their fence (nothing of them written, nothing notified).
      * Writes a batch of log writes of any sessions, and sends their notifications, as ONE statement: one round trip
      * and one commit (notifications go out when it commits, so no runner hears of an event before it is durable).
      * Within a session the writes are in order; its last status wins. A run started and finished in the same batch
      * is inserted finished (the statement's parts see one snapshot, so an update could not find the insert).
      */
-    const commitLog = (writes: ReadonlyArray<LogWrite>, channel: string, notes: ReadonlyArray<string>) => {
+    const commitLog = (writes: ReadonlyArray<LogWrite>, channel: string, notes: ReadonlyArray<ReadonlyArray<string>>) => {
       const events: Array<unknown> = []
-      const statuses = new Map<string, SessionStatus>()
+      const statuses = new Map<string, { w: number; status: SessionStatus }>()
       const runs = new Map<string, Record<string, unknown>>()
       const turns: Array<unknown> = []
       const enqueued: Array<unknown> = []
       const dequeued: Array<unknown> = []
-      for (const write of writes) {
+      const fences: Array<unknown> = []
+      const notices: Array<unknown> = []
+      writes.forEach((write, w) => {
+        if (write.fence !== undefined && write.fence !== null) fences.push({ w, shard: write.fence.shard, generation: write.fence.generation })
+        for (const note of notes[w] ?? []) notices.push({ w, note })
         for (const event of write.events ?? []) {
-          events.push({ session_id: write.sessionId, seq: event.seq, turn: event.turn, payload: event.payload })
+          events.push({ w, session_id: write.sessionId, seq: event.seq, turn: event.turn, payload: event.payload })
         }
-        if (write.status !== undefined) statuses.set(write.sessionId, write.status)
+        if (write.status !== undefined) statuses.set(write.sessionId, { w, status: write.status })
         if (write.run !== undefined) {
           const { outcome, record } = write.run
           runs.set(record.id, {
+            w,
             id: record.id,
             agent_id: record.agentId,
             agent_version: record.agentVersion,
@@ -304,6 +316,7 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
         }
         if (write.turn !== undefined) {
           turns.push({
+            w,
             session_id: write.sessionId,
             turn: write.turn.turn,
             run_id: write.turn.runId,
@@ -314,20 +327,33 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
         }
         if (write.enqueue !== undefined) {
           enqueued.push({
+            w,
             session_id: write.sessionId,
             turn: write.enqueue.turn,
             message: write.enqueue.message,
             budget: Option.getOrNull(Option.map(write.enqueue.budget, String))
           })
         }
-        if (write.dequeue !== undefined) dequeued.push({ session_id: write.sessionId, turn: write.dequeue })
-      }
-      const status = Array.from(statuses, ([id, status]) => ({ id, status }))
-      return sql`
-        WITH q AS (
+        if (write.dequeue !== undefined) dequeued.push({ w, session_id: write.sessionId, turn: write.dequeue })
+      })
+      const status = Array.from(statuses, ([id, { status, w }]) => ({ w, id, status }))
+      // Every part of a write is written only if its fence holds: `refused` names the writes whose fence is stale.
+      // The generations' rows are locked `FOR SHARE` (in shard order) for the statement: an acquisition of the
+      // shard by another runner waits for this write, or this write sees the new generation.
+      return sql<{ notified: number; refused: Array<number> }>`
+        WITH f AS (
+          SELECT * FROM jsonb_to_recordset(${JSON.stringify(fences)}::jsonb) AS f(w integer, shard text, generation bigint)
+        ), fence AS MATERIALIZED (
+          SELECT g.shard, g.generation FROM shard_generations g
+          WHERE g.shard IN (SELECT f.shard FROM f)
+          ORDER BY g.shard FOR SHARE
+        ), refused AS (
+          SELECT f.w FROM f WHERE NOT EXISTS (SELECT 1 FROM fence WHERE fence.shard = f.shard AND fence.generation = f.generation)
+        ), q AS (
           INSERT INTO session_queue (session_id, turn, message, budget)
-          SELECT * FROM jsonb_to_recordset(${JSON.stringify(enqueued)}::jsonb)
-            AS q(session_id text, turn integer, message text, budget bigint)
+          SELECT session_id, turn, message, budget FROM jsonb_to_recordset(${JSON.stringify(enqueued)}::jsonb)
+            AS q(w integer, session_id text, turn integer, message text, budget bigint)
+          WHERE q.w NOT IN (SELECT w FROM refused)
         ), r AS (
           INSERT INTO runs (id, agent_id, agent_version, payer_id, end_user_id, session_id, parent_run_id, status,
             failure_code, failure_message, input_tokens, output_tokens, credits_charged, tools_denied, answer_chars,
@@ -336,10 +362,11 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
             failure_message, coalesce(input_tokens, 0), coalesce(output_tokens, 0), coalesce(credits_charged, 0),
             coalesce(tools_denied, 0), answer_chars, denied_tools, CASE WHEN finished THEN now() END
           FROM jsonb_to_recordset(${JSON.stringify(Array.from(runs.values()))}::jsonb)
-            AS r(id text, agent_id text, agent_version integer, payer_id text, end_user_id text, session_id text,
+            AS r(w integer, id text, agent_id text, agent_version integer, payer_id text, end_user_id text, session_id text,
                  parent_run_id text, status text, failure_code text, failure_message text, input_tokens integer,
                  output_tokens integer, credits_charged bigint, tools_denied integer, answer_chars integer,
                  denied_tools jsonb, finished boolean)
+          WHERE r.w NOT IN (SELECT w FROM refused)
           ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, failure_code = EXCLUDED.failure_code,
             failure_message = EXCLUDED.failure_message, input_tokens = EXCLUDED.input_tokens,
             output_tokens = EXCLUDED.output_tokens, credits_charged = EXCLUDED.credits_charged,
@@ -348,24 +375,31 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
           WHERE runs.status = 'running'
         ), e AS (
           INSERT INTO session_events (session_id, seq, turn, payload)
-          SELECT * FROM jsonb_to_recordset(${JSON.stringify(events)}::jsonb)
-            AS e(session_id text, seq bigint, turn integer, payload jsonb)
+          SELECT session_id, seq, turn, payload FROM jsonb_to_recordset(${JSON.stringify(events)}::jsonb)
+            AS e(w integer, session_id text, seq bigint, turn integer, payload jsonb)
+          WHERE e.w NOT IN (SELECT w FROM refused)
         ), t AS (
           INSERT INTO session_turns (session_id, turn, run_id, messages, chars, status)
-          SELECT * FROM jsonb_to_recordset(${JSON.stringify(turns)}::jsonb)
-            AS t(session_id text, turn integer, run_id text, messages jsonb, chars integer, status text)
+          SELECT session_id, turn, run_id, messages, chars, status FROM jsonb_to_recordset(${JSON.stringify(turns)}::jsonb)
+            AS t(w integer, session_id text, turn integer, run_id text, messages jsonb, chars integer, status text)
+          WHERE t.w NOT IN (SELECT w FROM refused)
           ON CONFLICT (session_id, turn) DO NOTHING
         ), s AS (
           UPDATE sessions SET status = s.status, updated_at = now()
-          FROM jsonb_to_recordset(${JSON.stringify(status)}::jsonb) AS s(id text, status text)
-          WHERE sessions.id = s.id
+          FROM jsonb_to_recordset(${JSON.stringify(status)}::jsonb) AS s(w integer, id text, status text)
+          WHERE sessions.id = s.id AND s.w NOT IN (SELECT w FROM refused)
         ), d AS (
-          DELETE FROM session_queue USING jsonb_to_recordset(${JSON.stringify(dequeued)}::jsonb) AS d(session_id text, turn integer)
-          WHERE session_queue.session_id = d.session_id AND session_queue.turn = d.turn
+          DELETE FROM session_queue USING jsonb_to_recordset(${JSON.stringify(dequeued)}::jsonb) AS d(w integer, session_id text, turn integer)
+          WHERE session_queue.session_id = d.session_id AND session_queue.turn = d.turn AND d.w NOT IN (SELECT w FROM refused)
+        ), n AS (
+          SELECT pg_notify(${channel}, n.note) FROM jsonb_to_recordset(${JSON.stringify(notices)}::jsonb) AS n(w integer, note text)
+          WHERE n.w NOT IN (SELECT w FROM refused)
         )
-        SELECT count(*)::int AS notified FROM (
-          SELECT pg_notify(${channel}, note) FROM jsonb_array_elements_text(${JSON.stringify(notes)}::jsonb) AS n(note)
-        ) n`.pipe(Effect.asVoid, Effect.orDie, Effect.withSpan("SessionsRepo.commitLog", { attributes: { writes: writes.length } }))
+        SELECT (SELECT count(*) FROM n)::int AS notified, ARRAY(SELECT w FROM refused) AS refused`.pipe(
+        Effect.map((rows): ReadonlyArray<number> => (rows[0]?.refused ?? []).map(Number)),
+        Effect.orDie,
+        Effect.withSpan("SessionsRepo.commitLog", { attributes: { writes: writes.length } })
+      )
     }
 
     /** Tells every runner listening on `channel` (cluster mode's live fan-out of session events). */

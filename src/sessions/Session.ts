@@ -1,7 +1,7 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import { Entity, type Sharding } from "@effect/cluster"
 import { Cause, Effect, Exit, Fiber, Layer, Metric, Option, Queue, Runtime, Schedule, Stream, SubscriptionRef } from "effect"
-import { awaitShard, shardConfirmed, shardState } from "../platform/Cluster.js"
+import { awaitShard, fenceCurrent, shardConfirmed, shardState, takeFence } from "../platform/Cluster.js"
 import { AppConfig } from "../platform/Config.js"
 import { newId } from "../platform/Ids.js"
 import { activeSessions, countWhileScoped, inFlight, queuedTurns, runningTurns } from "../platform/telemetry/Metrics.js"
@@ -65,7 +65,18 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
      * stall of the process it waits for a lock refresh to say so (a slow runner goes on, a paused one that was cut
      * off does not).
      */
-    const owner = Effect.suspend(() => shardConfirmed(address.shardId) ? Effect.succeed(true) : awaitShard(address.shardId))
+    /**
+     * The generation under which this runner holds the session's shard as the session starts (fencing, migration
+     * 0017): every write of the session carries it, and the database refuses it once another runner acquired the
+     * shard. An owner whose fence is no longer current (the shard was lost, even if re-acquired since) is no owner:
+     * this activation's state may be stale, so it starts, bills and writes nothing more.
+     */
+    const fence = yield* takeFence(address.shardId)
+    const owner = Effect.suspend(() =>
+      shardConfirmed(address.shardId)
+        ? Effect.succeed(fenceCurrent(fence))
+        : Effect.map(awaitShard(address.shardId), (held) => held && fenceCurrent(fence))
+    )
     const repo = yield* SessionsRepo
     const log = yield* SessionLog
     const hub = yield* SessionHub
@@ -146,7 +157,9 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
         if (deleted || Option.isSome(stoppedBy)) return
         // A write of this session failed: `seq` cannot go on past it (a hole), so the turn stops here and its end
         // is written once the session read its position again. Nor does a runner that lost the shard write on.
-        const stop = log.failed(sessionId)
+        const stop = log.refused(sessionId)
+          ? { code: "owner_lost", message: "This runner lost the session during the turn; the turn was stopped." }
+          : log.failed(sessionId)
           ? { code: "storage_unavailable", message: "The session's log could not be written; the turn was stopped." }
           : !(yield* owner)
           ? { code: "owner_lost", message: "This runner lost the session during the turn; the turn was stopped." }
@@ -158,7 +171,7 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
           return
         }
         setStatus(event.type === "Ask" ? "waiting_approval" : status === "waiting_approval" ? "running" : status)
-        yield* log.append({ sessionId, events: [nextLogged(turn, event)], ...pendingParts() })
+        yield* log.append({ sessionId, fence, events: [nextLogged(turn, event)], ...pendingParts() })
       }))
 
     /** Lets go of the oldest turns that no longer fit the context budget (the prompt would leave them out). */
@@ -192,6 +205,7 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
       // Committed before the queue is cleaned up below: a turn whose end is logged is no longer owed.
       yield* log.commit({
         sessionId,
+        fence,
         events: [nextLogged(stale.value.turn, { type: "error", code: "interrupted", message: "The server restarted during this turn." })]
       })
     }
@@ -214,8 +228,14 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
         const retries = yield* Schedule.driver(END_RETRY)
         while (true) {
           const events: Array<LoggedEvent> = Option.match(terminal, { onNone: () => [], onSome: (event) => [nextLogged(turnNumber, event)] })
-          const exit = yield* Effect.exit(log.commit({ sessionId, ...parts, events }))
+          const exit = yield* Effect.exit(log.commit({ sessionId, fence, ...parts, events }))
           if (Exit.isSuccess(exit)) return
+          if (log.refused(sessionId) || !fenceCurrent(fence)) {
+            // Refused by its fence: the session has another owner, who closes this turn (as interrupted, with the
+            // credits the ledger holds for it). Nothing of it is written from here.
+            yield* Effect.logWarning(`the end of turn ${turnNumber} of session ${sessionId} was refused: this runner no longer owns the session`)
+            return
+          }
           yield* Effect.logWarning(`the end of turn ${turnNumber} of session ${sessionId} could not be written; trying again`, Cause.squash(exit.cause))
           yield* Effect.ignore(retries.next(undefined))
           const again = yield* Effect.exit(Effect.gen(function*() {
@@ -389,7 +409,7 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
           }
           lastTurn += 1
           const turn: QueuedTurn = { turn: lastTurn, message: payload.message, budget: Option.fromNullable(payload.budget) }
-          yield* log.commit({ sessionId, enqueue: turn })
+          yield* log.commit({ sessionId, fence, enqueue: turn })
           yield* enqueue(turn)
           return { turn: lastTurn }
         }),

@@ -1,10 +1,11 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Scope } from "effect"
+import { Duration, Effect, Exit, Fiber, Scope } from "effect"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import pg from "pg"
+import { failoverBudget } from "../../src/platform/Cluster.js"
 import { userIdOf } from "../support/Billing.js"
 import { requestAt } from "../support/Client.js"
 import { freePort, launchPlatform, type PlatformProcess } from "../support/Process.js"
@@ -365,6 +366,7 @@ describe.skipIf(databaseUrl === undefined)("cluster (issue 13)", () => {
       }))
     }), { timeout: 240_000 })
 
+  const lockHeld = Duration.toMillis(failoverBudget.lockRefresh) * 2 + 1_000
   it.scopedLive("runners that miss their shard-lock refresh under charge load answer every charge, once each", () =>
     Effect.gen(function*() {
       const shared = yield* makeShared
@@ -375,16 +377,17 @@ describe.skipIf(databaseUrl === undefined)("cluster (issue 13)", () => {
       const payers = yield* Effect.all(Array.from({ length: 6 }, () => newUser(a)), { concurrency: 2 })
       yield* chargedThrough(a, payers, (i) => i % 2 === 0 ? a : b, 10, Effect.gen(function*() {
         yield* Effect.sleep("1 second")
-        // The runners' heartbeat rows are locked for longer than a refresh may take (3 s), as a stalled PostgreSQL
-        // or a starved process would make it: each refresh times out, each runner gives every shard up at once
-        // (cutting the wallet messages in flight) and takes them back once its refresh goes through again.
+        // The runners' heartbeat rows are locked for longer than a refresh may take, as a stalled PostgreSQL or a
+        // starved process would make it: each refresh times out, each runner gives every shard up at once (cutting
+        // the wallet messages in flight) and takes them back once its refresh goes through again. A refresh starts
+        // every `lockRefresh` and may wait that long, so a lock of twice that and a second surely times one out.
         yield* Effect.promise(async () => {
           const client = new pg.Client({ connectionString: shared.databaseUrl })
           await client.connect()
           try {
             await client.query("BEGIN")
             await client.query(`SELECT 1 FROM cluster_runners FOR UPDATE`)
-            await new Promise((resolve) => setTimeout(resolve, 5_000))
+            await new Promise((resolve) => setTimeout(resolve, lockHeld))
             await client.query("ROLLBACK")
           } finally {
             await client.end()

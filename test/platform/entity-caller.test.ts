@@ -2,11 +2,12 @@ import { assert, describe, it } from "@effect/vitest"
 import { SqlError } from "@effect/sql/SqlError"
 import { Cause, Deferred, Duration, Effect, Exit, Fiber, Option, TestClock, TestContext } from "effect"
 import { makeEntityCaller, makeEntityCallerWith } from "../../src/platform/Cluster.js"
-import { EntityDeadline, isOutage } from "../../src/platform/Outage.js"
+import { EntityCut, EntityDeadline, isOutage } from "../../src/platform/Outage.js"
 
 /**
  * A message the cluster cuts (its shard moved mid-call) ends interrupted though its caller was not. Idempotent
- * messages (wallet charges, grants, balance reads) are sent again; the others, and a caller that gave up, are not.
+ * messages (wallet charges, grants, balance reads) are sent again; the others, and a caller that gave up, are not: a
+ * cut one fails as an outage (`EntityCut`, 503 with Retry-After).
  */
 describe("entity caller", () => {
   /** A call the cluster cuts `cuts` times, then answers; counts how often it was sent. */
@@ -29,7 +30,12 @@ describe("entity caller", () => {
       const toEntity = yield* makeEntityCaller
       const message = cutThenAnswered(1)
       const exit = yield* Effect.exit(toEntity(message.call))
-      assert.isTrue(Exit.isInterrupted(exit))
+      // Told as an outage (503 with Retry-After), not as an interruption of the caller (a 503 without it).
+      assert.isTrue(Exit.isFailure(exit) && !Exit.isInterrupted(exit))
+      if (Exit.isFailure(exit)) {
+        assert.instanceOf(Cause.squash(exit.cause), EntityCut)
+        assert.isTrue(isOutage(exit.cause))
+      }
       assert.strictEqual(message.sent(), 1)
     }))
 

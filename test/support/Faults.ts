@@ -26,6 +26,8 @@ export interface Answer {
   readonly retryAfter: string | null
   readonly ms: number
   readonly at: number
+  /** Where it went, and for a cut or a hang what the client saw (to read after a failure). */
+  readonly detail?: string
 }
 
 export interface Harness {
@@ -69,7 +71,15 @@ export const call = async (
   } catch (error) {
     // No answer within the deadline is a hang (`null`); a connection that broke first (its runner killed) is a cut (0).
     const hung = (error as { name?: string }).name === "TimeoutError"
-    answers.push({ what, status: hung ? null : 0, retryAfter: null, ms: Date.now() - started, at: started })
+    const cause = (error as { cause?: { code?: string; message?: string } }).cause
+    answers.push({
+      what,
+      status: hung ? null : 0,
+      retryAfter: null,
+      ms: Date.now() - started,
+      at: started,
+      detail: `${url} at ${new Date(started).toISOString()}: ${cause?.code ?? ""} ${cause?.message ?? String(error)}`
+    })
     return { status: hung ? null : 0, body: undefined, text: "" }
   }
 }
@@ -315,8 +325,8 @@ export const violations = async (h: Harness, load: Load, sessions: Array<string>
   const found: Array<string> = []
   // Every request answered within 15 s, 2xx or 503 with Retry-After (a cut only where a runner was killed).
   for (const a of h.answers) {
-    if (a.status === null) found.push(`${a.what}: no answer within 15 s`)
-    else if (a.status === 0) options.cutsAllowed !== true && found.push(`${a.what}: connection cut`)
+    if (a.status === null) found.push(`${a.what}: no answer within 15 s (${a.detail})`)
+    else if (a.status === 0) options.cutsAllowed !== true && found.push(`${a.what}: connection cut (${a.detail})`)
     else if (a.status >= 500 && !(a.status === 503 && a.retryAfter !== null)) found.push(`${a.what}: ${a.status} (Retry-After ${a.retryAfter})`)
     else if (a.status >= 300 && a.status !== 503) found.push(`${a.what}: ${a.status}`)
   }
@@ -389,4 +399,83 @@ export const busiestRunner = async (h: Harness) => {
   const port = Number(rows[0]?.address.split(":")[1])
   const index = h.runners.findIndex((r) => h.runnerPorts.get(r) === port)
   return index >= 0 ? index : 0
+}
+
+/** The shard of an entity id, as `@effect/cluster` computes it (one group, 300 shards: Cluster.ts's defaults). */
+export const shardOf = (entityId: string) => {
+  let h = 5381
+  for (let i = entityId.length; i;) h = (h * 33) ^ entityId.charCodeAt(--i)
+  h = (h & 0xbfffffff) | ((h >>> 1) & 0x40000000)
+  return `default:${Math.abs(h % 300) + 1}`
+}
+
+/** The cluster address (`127.0.0.1:<port>`) of runner `index`. */
+export const addressOf = (h: Harness, index: number) => `127.0.0.1:${h.runnerPorts.get(h.runners[index]!)}`
+
+/** Which runner acquired each entity's shard last (fencing's `shard_generations`): the entity's owner. */
+export const ownersOf = async (h: Harness, entityIds: ReadonlyArray<string>) => {
+  const rows = await h.db(`SELECT shard, runner, generation::text AS generation FROM shard_generations WHERE shard = ANY($1)`, [
+    entityIds.map(shardOf)
+  ])
+  const byShard = new Map(rows.map((row) => [row.shard as string, { runner: row.runner as string, generation: row.generation as string }]))
+  return new Map(entityIds.map((id) => [id, byShard.get(shardOf(id))]))
+}
+
+/**
+ * How long from `from` until runner `index` holds no shard lock and the others hold all 300 (its shards moved), or
+ * `null` past `limitMs`.
+ */
+export const shardsMoved = async (h: Harness, index: number, from: number, limitMs = 60_000) => {
+  const address = addressOf(h, index)
+  while (Date.now() - from < limitMs) {
+    const rows = await h.db(
+      `SELECT count(*) FILTER (WHERE b.address = $1)::int AS theirs, count(*) FILTER (WHERE b.address <> $1)::int AS others
+       FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+       JOIN cluster_runner_backends b ON b.application_name = a.application_name
+       WHERE l.locktype = 'advisory' AND l.granted`,
+      [address]
+    ).catch(() => [])
+    if (rows[0]?.theirs === 0 && rows[0]?.others >= 300) return Date.now() - from
+    await sleep(50)
+  }
+  return null
+}
+
+/** The `p`th percentile (0-100) of `values`. */
+export const percentile = (values: ReadonlyArray<number>, p: number) => {
+  if (values.length === 0) return 0
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!
+}
+
+/**
+ * Charges the wallets of `users` in `loops` loops through the serving runners until stopped: how wallets that are
+ * not the paused runner's answer meanwhile. Answers land in `h.answers` as `what` and in the returned `latencies`.
+ */
+export const chargeLoop = (h: Harness, users: ReadonlyArray<User>, what: string, loops = 2) => {
+  let stopped = false
+  const latencies: Array<number> = []
+  const statuses: Array<number | null> = []
+  const done = Promise.all(Array.from({ length: loops }, async (_, l) => {
+    for (let n = l; !stopped; n++) {
+      const serving = h.runners.filter((_, i) => !h.paused.has(i))
+      const user = users[n % users.length]!
+      const started = Date.now()
+      const reply = await call(h.answers, what, `${serving[n % serving.length]!.url}/openapi/credit/consume`, {
+        token: user.apiKey,
+        body: { amount: "0.01", idempotency_key: Crypto.randomUUID() }
+      })
+      latencies.push(Date.now() - started)
+      statuses.push(reply.status)
+      if (reply.status !== 200) await sleep(100)
+    }
+  }))
+  return {
+    latencies,
+    statuses,
+    stop: async () => {
+      stopped = true
+      await done
+    }
+  }
 }

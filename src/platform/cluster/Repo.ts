@@ -14,18 +14,22 @@ export class RunnersRepo extends Effect.Service<RunnersRepo>()("atrium/platform/
     const register = (address: string, applicationName: string) =>
       sql`
         INSERT INTO cluster_runner_backends (address, application_name) VALUES (${address}, ${applicationName})
-        ON CONFLICT (address) DO UPDATE SET application_name = EXCLUDED.application_name, updated_at = now()`.pipe(Effect.asVoid)
+        ON CONFLICT (address) DO UPDATE SET application_name = EXCLUDED.application_name, updated_at = now(), beat_at = now()`.pipe(Effect.asVoid)
 
     const unregister = (address: string) =>
       sql`DELETE FROM cluster_runner_backends WHERE address = ${address}`.pipe(Effect.asVoid)
 
+    /** This runner's own heartbeat for the others' watch (migration 0017), the database's clock. */
+    const beat = (address: string) =>
+      sql`UPDATE cluster_runner_backends SET beat_at = now() WHERE address = ${address}`.pipe(Effect.asVoid)
+
     /** The other runners' heartbeats as they are now (with the name of their sessions), and whether `self`'s is fresh. */
     const heartbeats = (self: string, freshSeconds: number) =>
       sql<{ address: string; applicationName: string; beat: string; selfFresh: boolean }>`
-        SELECT b.address, b.application_name, r.last_heartbeat::text AS beat,
-          EXISTS (SELECT 1 FROM cluster_runners me WHERE me.address = ${self}
-                    AND me.last_heartbeat >= now() - make_interval(secs => ${freshSeconds})) AS self_fresh
-        FROM cluster_runner_backends b JOIN cluster_runners r ON r.address = b.address
+        SELECT b.address, b.application_name, b.beat_at::text AS beat,
+          EXISTS (SELECT 1 FROM cluster_runner_backends me WHERE me.address = ${self}
+                    AND me.beat_at >= now() - make_interval(secs => ${freshSeconds})) AS self_fresh
+        FROM cluster_runner_backends b
         WHERE b.address <> ${self}`
 
     /**
@@ -39,6 +43,44 @@ export class RunnersRepo extends Effect.Service<RunnersRepo>()("atrium/platform/
         Effect.map((rows) => rows[0]?.ended ?? 0)
       )
 
-    return { register, unregister, heartbeats, cut } as const
+    /** How many database sessions named `applicationName` are still there (a cut one's end is asynchronous). */
+    const remaining = (applicationName: string) =>
+      sql<{ n: number }>`
+        SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = ${applicationName} AND datname = current_database()`.pipe(
+        Effect.map((rows) => rows[0]?.n ?? 0)
+      )
+
+    /**
+     * Takes a silent runner out of the shard assignment (the cluster's own `healthy` flag, which its health check
+     * sets back once the runner answers pings again): without it its shards would wait for its heartbeat row to expire.
+     */
+    const markUnhealthy = (address: string) =>
+      sql`UPDATE cluster_runners SET healthy = false WHERE address = ${address}`.pipe(Effect.asVoid)
+
+    /**
+     * Raises the generation of each shard `runner` has just acquired (fencing tokens, migration 0017) and answers the
+     * new generations. In shard order, so two acquisitions lock the rows in the same order.
+     *
+     * A shard this runner acquires again while it is still the last owner under the generation it knew (`known`: its
+     * locks went with a database restart and nobody took the shard meanwhile) keeps that generation: its entities'
+     * state is still the newest, and raising it would fence every running turn of the cluster after each restart.
+     * Had another runner acquired it in between, that runner raised it, so the generations differ and it is raised.
+     */
+    const raiseGenerations = (runner: string, shards: ReadonlyArray<{ readonly shard: string; readonly known: string | null }>) =>
+      sql<{ shard: string; generation: string }>`
+        INSERT INTO shard_generations (shard, generation, runner)
+        SELECT s.shard, COALESCE(s.known, 0) + 1, ${runner}
+        FROM unnest(${shards.map((s) => s.shard)}::text[], ${shards.map((s) => s.known)}::bigint[]) AS s(shard, known)
+        ORDER BY s.shard
+        ON CONFLICT (shard) DO UPDATE SET
+          generation = CASE
+            WHEN shard_generations.runner = EXCLUDED.runner AND shard_generations.generation + 1 = EXCLUDED.generation
+              THEN shard_generations.generation
+            ELSE shard_generations.generation + 1 END,
+          runner = EXCLUDED.runner,
+          acquired_at = now()
+        RETURNING shard, generation::text AS generation`
+
+    return { register, unregister, beat, heartbeats, cut, remaining, markUnhealthy, raiseGenerations } as const
   })
 }) {}

@@ -15,6 +15,7 @@ import cluster from "./0013_cluster.js"
 import sessionQueue from "./0014_session_queue.js"
 import faults from "./0015_faults.js"
 import knowledge from "./0016_knowledge.js"
+import fences from "./0017_fences.js"
 
 /** Numbered migrations, applied in order at start; a released migration is never edited, only followed. */
 export const migrations = Migrator.fromRecord({
@@ -33,5 +34,6 @@ export const migrations = Migrator.fromRecord({
   "0013_cluster": cluster,
   "0014_session_queue": sessionQueue,
   "0015_faults": faults,
-  "0016_knowledge": knowledge
+  "0016_knowledge": knowledge,
+  "0017_fences": fences
 })
