@@ -2,7 +2,8 @@ import { ClusterError, Entity, type Envelope } from "@effect/cluster"
 import * as Rpc from "@effect/rpc/Rpc"
 import { Cause, Chunk, Clock, Effect, Either, Exit, FiberSet, Layer, Metric, Option, Schedule } from "effect"
 import type { Micros } from "../platform/Money.js"
-import { fenceCurrent, fenceOf, makeEntityCaller, takeFence } from "../platform/Cluster.js"
+import { makeEntityCaller } from "../platform/Cluster.js"
+import { ShardFences } from "../platform/cluster/Fences.js"
 import { timed, walletBatchSize, walletCommitDuration } from "../platform/telemetry/Metrics.js"
 import { BillingConfig } from "./Config.js"
 import {
@@ -165,7 +166,8 @@ export const WalletLive = Wallet.toLayerMailbox(
      * carries it, and the database refuses it once another runner acquired the shard, so an owner that lost the
      * wallet (paused past its locks) cannot charge it.
      */
-    let fence = yield* takeFence(address.shardId)
+    const fences = yield* ShardFences
+    let fence = yield* fences.takeFence(address.shardId)
     const repo = yield* LedgerRepo
     const committer = yield* WalletCommitter
     const config = yield* BillingConfig
@@ -242,8 +244,8 @@ export const WalletLive = Wallet.toLayerMailbox(
               // The shard has a newer generation. This runner's own, when it lost and re-acquired the shard (the
               // wallet is read again under it); else another runner owns it now: nothing of this batch is written,
               // and each request is answered as retryable (the client's retry with its key reaches the new owner).
-              const now = fenceOf(address.shardId)
-              if (!fenceCurrent(fence) && now !== null && now.generation !== "0" && now.generation !== fence?.generation) {
+              const now = fences.fenceOf(address.shardId)
+              if (!fences.fenceCurrent(fence) && now !== null && now.generation !== "0" && now.generation !== fence?.generation) {
                 yield* Effect.logWarning(`wallet ${userId}: its shard was acquired again (generation ${now.generation}); reloading`)
                 fence = now
                 state = yield* load

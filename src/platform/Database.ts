@@ -66,24 +66,23 @@ const embedded = (dataDir: string) =>
   }).pipe(Layer.unwrapScoped)
 
 /**
- * The `application_name` of every connection this process opens to the deployment's database (pool and listeners):
- * it names the process's database sessions, so another runner can end them all when this one stops answering
- * (Cluster.ts `watchRunners`).
+ * The `application_name` of every connection this runner opens to the deployment's database (pool and listeners): it
+ * names the runner's database sessions, so another runner can end them all when this one stops answering (Cluster.ts
+ * `watchRunners`). One per runner, made when its database layer is built: a process that runs several platforms (the
+ * test suites) or restarts one in place has a name for each, and cutting one never ends another's sessions.
  */
-export const processApplicationName: () => string = (() => {
-  // Made on first use, not at import: the web bundle still imports this module (issue 25), and there the random
-  // source is a stub under which making the name would never end.
-  let name: string | undefined
-  return () => (name ??= `atrium:${randomBase62(12)}`)
-})()
+export class DatabaseSessions extends Effect.Service<DatabaseSessions>()("atrium/platform/DatabaseSessions", {
+  sync: () => ({ applicationName: `atrium:${randomBase62(12)}` })
+}) {}
 
 const external = (url: Redacted.Redacted) =>
-  PgClient.layer({
-    url,
-    maxConnections: 20,
-    applicationName: processApplicationName(),
-    ...names
-  })
+  Layer.unwrapEffect(Effect.map(DatabaseSessions, ({ applicationName }) =>
+    PgClient.layer({
+      url,
+      maxConnections: 20,
+      applicationName,
+      ...names
+    })))
 
 const ClientLive = Layer.unwrapEffect(
   Effect.map(AppConfig, (config) =>
@@ -119,7 +118,8 @@ const MigratorLive = Layer.unwrapEffect(Effect.map(AppConfig, (config) => {
 })).pipe(Layer.provide(AppConfig.Default))
 
 /** The SQL client, with every migration applied before anything else may use it. */
-export const DatabaseLive: Layer.Layer<SqlClient.SqlClient | PgClient.PgClient, unknown> = MigratorLive.pipe(
+export const DatabaseLive: Layer.Layer<SqlClient.SqlClient | PgClient.PgClient | DatabaseSessions, unknown> = MigratorLive.pipe(
   Layer.provideMerge(ClientLive),
+  Layer.provideMerge(DatabaseSessions.Default),
   Layer.orDie
 )

@@ -1,7 +1,7 @@
 import { Cause, Duration, Effect, Option, Redacted, Schedule, Stream } from "effect"
 import pg from "pg"
 import { AppConfig } from "./Config.js"
-import { processApplicationName } from "./Database.js"
+import { DatabaseSessions } from "./Database.js"
 
 /**
  * PostgreSQL `LISTEN` that survives the database: a restart, a stop, a connection cut by `pg_terminate_backend`.
@@ -25,10 +25,10 @@ const PROBE_TIMEOUT = Duration.seconds(3)
 /** Backoff of reconnections: 0.1 s, doubling, at most 2 s apart, forever. */
 export const reconnectSchedule = Schedule.exponential("100 millis", 2).pipe(Schedule.union(Schedule.spaced("2 seconds")))
 
-const connection = (url: string, channel: string, again: () => boolean) =>
+const connection = (url: string, applicationName: string, channel: string, again: () => boolean) =>
   Stream.asyncScoped<ListenSignal, Error>((emit) =>
     Effect.gen(function*() {
-      const client = new pg.Client({ connectionString: url, keepAlive: true, application_name: processApplicationName() })
+      const client = new pg.Client({ connectionString: url, keepAlive: true, application_name: applicationName })
       yield* Effect.addFinalizer(() =>
         Effect.promise(() => client.end().catch(() => undefined)).pipe(Effect.timeoutOption("1 second"), Effect.ignore)
       )
@@ -52,11 +52,11 @@ const connection = (url: string, channel: string, again: () => boolean) =>
   )
 
 /** `LISTEN channel` on the deployment's database for as long as the stream is read; never fails. */
-export const listenResilient = (channel: string): Effect.Effect<Stream.Stream<ListenSignal>, never, AppConfig> =>
-  Effect.map(AppConfig, (config) => {
+export const listenResilient = (channel: string): Effect.Effect<Stream.Stream<ListenSignal>, never, AppConfig | DatabaseSessions> =>
+  Effect.map(Effect.zip(AppConfig, DatabaseSessions), ([config, { applicationName }]) => {
     const url = Option.getOrThrow(Option.map(config.databaseUrl, Redacted.value))
     let listened = false
-    return connection(url, channel, () => {
+    return connection(url, applicationName, channel, () => {
       const before = listened
       listened = true
       return before

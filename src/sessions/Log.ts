@@ -1,5 +1,5 @@
 import { Cause, Deferred, Effect, Exit, Option, Queue } from "effect"
-import { Fenced } from "../platform/Cluster.js"
+import { Fenced } from "../platform/cluster/Fences.js"
 import type { InternalEvent } from "../runtime/Events.js"
 import { SessionHub } from "./Hub.js"
 import { type LogWrite, SessionsRepo } from "./Repo.js"

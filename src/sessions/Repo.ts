@@ -1,5 +1,5 @@
 import type * as Prompt from "@effect/ai/Prompt"
-import type { Fence } from "../platform/Cluster.js"
+import type { Fence } from "../platform/cluster/Fences.js"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"

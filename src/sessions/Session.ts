@@ -1,7 +1,7 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import { Entity, type Sharding } from "@effect/cluster"
 import { Cause, Effect, Exit, Fiber, Layer, Metric, Option, Queue, Runtime, Schedule, Stream, SubscriptionRef } from "effect"
-import { awaitShard, fenceCurrent, shardConfirmed, shardState, takeFence } from "../platform/Cluster.js"
+import { ShardFences } from "../platform/cluster/Fences.js"
 import { AppConfig } from "../platform/Config.js"
 import { newId } from "../platform/Ids.js"
 import { activeSessions, countWhileScoped, inFlight, queuedTurns, runningTurns } from "../platform/telemetry/Metrics.js"
@@ -61,7 +61,7 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     const address = yield* Entity.CurrentAddress
     const sessionId = address.entityId
     /**
-     * This runner still holds the session's shard (Cluster.ts `shardState`): it may start, bill and write. After a
+     * This runner still holds the session's shard (`ShardFences.shardState`): it may start, bill and write. After a
      * stall of the process it waits for a lock refresh to say so (a slow runner goes on, a paused one that was cut
      * off does not).
      */
@@ -71,11 +71,12 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
      * shard. An owner whose fence is no longer current (the shard was lost, even if re-acquired since) is no owner:
      * this activation's state may be stale, so it starts, bills and writes nothing more.
      */
-    const fence = yield* takeFence(address.shardId)
+    const fences = yield* ShardFences
+    const fence = yield* fences.takeFence(address.shardId)
     const owner = Effect.suspend(() =>
-      shardConfirmed(address.shardId)
-        ? Effect.succeed(fenceCurrent(fence))
-        : Effect.map(awaitShard(address.shardId), (held) => held && fenceCurrent(fence))
+      fences.shardConfirmed(address.shardId)
+        ? Effect.succeed(fences.fenceCurrent(fence))
+        : Effect.map(fences.awaitShard(address.shardId), (held) => held && fences.fenceCurrent(fence))
     )
     const repo = yield* SessionsRepo
     const log = yield* SessionLog
@@ -230,7 +231,7 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
           const events: Array<LoggedEvent> = Option.match(terminal, { onNone: () => [], onSome: (event) => [nextLogged(turnNumber, event)] })
           const exit = yield* Effect.exit(log.commit({ sessionId, fence, ...parts, events }))
           if (Exit.isSuccess(exit)) return
-          if (log.refused(sessionId) || !fenceCurrent(fence)) {
+          if (log.refused(sessionId) || !fences.fenceCurrent(fence)) {
             // Refused by its fence: the session has another owner, who closes this turn (as interrupted, with the
             // credits the ledger holds for it). Nothing of it is written from here.
             yield* Effect.logWarning(`the end of turn ${turnNumber} of session ${sessionId} was refused: this runner no longer owns the session`)
@@ -391,7 +392,7 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     yield* Effect.addFinalizer(() =>
       // A shard this runner lost (its locks gone, or it was paused past them) is not handed over: it is someone
       // else's already, and a turn running on would bill and write as a second owner.
-      shardState(address.shardId) === "lost" ? Effect.void : unfinished.changes.pipe(
+      fences.shardState(address.shardId) === "lost" ? Effect.void : unfinished.changes.pipe(
         Stream.takeUntil((n) => n <= 0 || deleted),
         Stream.runDrain,
         // Finalizers are uninterruptible: without this the timeout could not stop the wait.

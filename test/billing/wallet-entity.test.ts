@@ -3,6 +3,7 @@ import { SqlClient } from "@effect/sql"
 import { assert, layer } from "@effect/vitest"
 import { Effect, Either, Layer } from "effect"
 import { Wallet, WalletLive } from "../../src/billing/Wallet.js"
+import { ShardFences } from "../../src/platform/cluster/Fences.js"
 import { insertUser, TestDatabase } from "../support/Database.js"
 
 /**
@@ -13,7 +14,7 @@ import { insertUser, TestDatabase } from "../support/Database.js"
 
 const CREDIT = 1_000_000n
 /** Every new wallet starts with 1 credit. */
-const Env = Layer.mergeAll(TestDatabase({ SIGNUP_CREDITS: "1" }), ShardingConfig.layer())
+const Env = Layer.mergeAll(TestDatabase({ SIGNUP_CREDITS: "1" }), ShardingConfig.layer(), ShardFences.Default)
 
 const entry = (key: string) => ({
   kind: "consume",

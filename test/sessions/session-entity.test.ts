@@ -2,6 +2,7 @@ import { Entity, ShardingConfig } from "@effect/cluster"
 import { SqlClient } from "@effect/sql"
 import { assert, describe, layer } from "@effect/vitest"
 import { Deferred, Effect, Layer, Queue } from "effect"
+import { ShardFences } from "../../src/platform/cluster/Fences.js"
 import { AppConfig } from "../../src/platform/Config.js"
 import { Session, SessionLive } from "../../src/sessions/Session.js"
 import { insertUser, TestDatabase } from "../support/Database.js"
@@ -20,6 +21,8 @@ import { servicesMode } from "../support/TestServer.js"
 const Env = Layer.mergeAll(
   AppConfig.Default,
   ShardingConfig.layer(),
+  // No runner storage tells these fences of shards: the entity holds its shard and writes unfenced.
+  ShardFences.Default,
   RunPayerTest.layer(),
   KnowledgeGate.layer
 ).pipe(Layer.provideMerge(TestDatabase({ SHUTDOWN_GRACE: "0 millis" })))

@@ -1,6 +1,6 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { ConfigProvider, Effect, Layer } from "effect"
-import { DatabaseLive } from "../../src/platform/Database.js"
+import { DatabaseLive, type DatabaseSessions } from "../../src/platform/Database.js"
 import { makeMigratedStorage } from "./TestServer.js"
 
 /**
@@ -9,7 +9,7 @@ import { makeMigratedStorage } from "./TestServer.js"
  * `DatabaseLive`. For tests of one module's layers (an entity through `Entity.makeTestClient`, a repository) that
  * need the real SQL but not HTTP. `settings` are the configuration every layer built on top of it reads.
  */
-export const TestDatabase = (settings: Record<string, string> = {}): Layer.Layer<SqlClient.SqlClient> =>
+export const TestDatabase = (settings: Record<string, string> = {}): Layer.Layer<SqlClient.SqlClient | DatabaseSessions> =>
   Layer.unwrapScoped(Effect.map(makeMigratedStorage, (storage) => {
     const provider = Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries({ ...storage.env, ...settings }))))
     return Layer.provideMerge(DatabaseLive, provider)
