@@ -67,8 +67,7 @@ const embedded = (dataDir: string) =>
 
 /**
  * The `application_name` of every connection this runner opens to the deployment's database (pool and listeners): it
- * names the runner's database sessions, so another runner can end them all when this one stops answering (Cluster.ts
- * `watchRunners`). One per runner, made when its database layer is built: a process that runs several platforms (the
+ * names the runner's database sessions, so another runner can end them all when this one stops answering (`cluster/Watch.ts`). One per runner, made when its database layer is built: a process that runs several platforms (the
  * test suites) or restarts one in place has a name for each, and cutting one never ends another's sessions.
  */
 export class DatabaseSessions extends Effect.Service<DatabaseSessions>()("atrium/platform/DatabaseSessions", {

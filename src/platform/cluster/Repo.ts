@@ -3,8 +3,8 @@ import { Effect } from "effect"
 
 /**
  * Which database sessions belong to which runner, so that a runner that stopped answering can be cut off from the
- * database by the others (Cluster.ts `watchRunners`, issues 26 and 33): every connection of a process carries the
- * process's `application_name` (Database.ts, Listener.ts), and each runner files it under its address here
+ * database by the others (`cluster/Watch.ts`, issues 26 and 33): every connection of a runner carries the
+ * runner's `application_name` (Database.ts, Listener.ts), and each runner files it under its address here
  * (migration 0015). `cluster_runners` is @effect/cluster's own table (its heartbeat rows).
  */
 export class RunnersRepo extends Effect.Service<RunnersRepo>()("atrium/platform/RunnersRepo", {

@@ -20,8 +20,8 @@ const REJOIN_GRACE_MS = 15_000
  * database outage, answers): it ends its database sessions (`pg_terminate_backend`: same role), so its advisory locks go,
  * and takes it out of the assignment (the cluster's `healthy` flag, set back by the health check once it answers
  * pings again), so its shards move at once instead of when its heartbeat row expires. The paused runner, when it
- * wakes, finds its connections gone and its confirmations forgotten (`shardConfirmed`); its writes carry the
- * generations it held, which the database refuses (`fenceOf`).
+ * wakes, finds its connections gone and its confirmations forgotten (`ShardFences.shardConfirmed`); its writes carry the
+ * generations it held, which the database refuses (`ShardFences.fenceOf`).
  *
  * Judged by what the watcher saw, not by the heartbeat's age: after a database outage every heartbeat is old, and the
  * first runner back must not end the others. A watch that fails (the database is away), a watcher that did not run
