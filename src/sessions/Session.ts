@@ -61,15 +61,11 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     const address = yield* Entity.CurrentAddress
     const sessionId = address.entityId
     /**
-     * This runner still holds the session's shard (`ShardFences.shardState`): it may start, bill and write. After a
-     * stall of the process it waits for a lock refresh to say so (a slow runner goes on, a paused one that was cut
-     * off does not).
-     */
-    /**
      * The generation under which this runner holds the session's shard as the session starts (fencing, migration
      * 0017): every write of the session carries it, and the database refuses it once another runner acquired the
-     * shard. An owner whose fence is no longer current (the shard was lost, even if re-acquired since) is no owner:
-     * this activation's state may be stale, so it starts, bills and writes nothing more.
+     * shard. `owner`: the shard is still held under that fence, so the session may start, bill and write; after a
+     * stall of the process it waits for a lock refresh to say so (a slow runner goes on, a paused one that was cut
+     * off does not). An owner whose fence is no longer current (lost, even if re-acquired since) starts nothing more.
      */
     const fences = yield* ShardFences
     const fence = yield* fences.takeFence(address.shardId)
