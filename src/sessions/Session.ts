@@ -1,6 +1,6 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import { Entity, type Sharding } from "@effect/cluster"
-import { Cause, Effect, Exit, Fiber, Layer, Metric, Option, Queue, Runtime, Schedule, Stream, SubscriptionRef } from "effect"
+import { Cause, Effect, Exit, Fiber, Layer, Metric, Option, Queue, Runtime, Schedule } from "effect"
 import { ShardFences } from "../platform/cluster/Fences.js"
 import { AppConfig } from "../platform/Config.js"
 import { newId } from "../platform/Ids.js"
@@ -16,34 +16,16 @@ import type { RunOutcome, RunRecord } from "../runtime/Repo.js"
 import { SessionLog } from "./Log.js"
 import { type LoggedEvent, type LogWrite, type QueuedTurn, type SessionStatus, SessionsRepo, type TurnRow } from "./Repo.js"
 import { Session, SessionGone } from "./SessionRpc.js"
+import { contextOf, trimToBudget } from "./Window.js"
 
 export { Session, SessionGone } from "./SessionRpc.js"
+export { contextOf } from "./Window.js"
 
 /** How a turn's end that could not be written is tried again: 0.2 s doubling to 2 s apart, until it is written. */
 const END_RETRY = Schedule.exponential("200 millis", 2).pipe(Schedule.union(Schedule.spaced("2 seconds")))
 
 /** How long a session's worker is busy before it asks the cluster to keep the session active; < `maxIdleTime`. */
 const KEEP_ALIVE_AFTER = "1 minute"
-
-/**
- * History as the model sees it: the newest whole turns within the context budget, and a note of what was left out
- * (`earlier`: turns before `turns` that were left out already).
- */
-export const contextOf = (turns: ReadonlyArray<TurnRow>, budgetChars: number, earlier = 0): Array<Prompt.MessageEncoded> => {
-  const kept: Array<TurnRow> = []
-  let chars = 0
-  for (let i = turns.length - 1; i >= 0; i--) {
-    const turn = turns[i]!
-    if (chars + turn.chars > budgetChars) break
-    chars += turn.chars
-    kept.unshift(turn)
-  }
-  const dropped = earlier + turns.length - kept.length
-  const note: Array<Prompt.MessageEncoded> = dropped > 0
-    ? [{ role: "system", content: `${dropped} earlier turns of this conversation are not shown (context limit).` }]
-    : []
-  return [...note, ...kept.flatMap((turn) => turn.messages)]
-}
 
 /**
  * The behaviour runs once per activation, in the fiber that sent the message that woke the session (for the API, the
@@ -103,12 +85,22 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     /** Why the running turn was stopped from inside (its log broke, or its shard was lost), if it was. */
     let stoppedBy: Option.Option<{ readonly code: string; readonly message: string }> = Option.none()
     const queue = yield* Queue.unbounded<QueuedTurn>()
-    /** Turns sent and not yet ended (queued or running): what a runner giving the session up waits for. */
-    const unfinished = yield* SubscriptionRef.make(0)
+    /**
+     * Turns sent and not yet ended (queued or running), and a latch open while there are none (or the session is
+     * deleted): what a runner giving the session up waits for. A counter and a latch, not a `SubscriptionRef` (a
+     * `PubSub` per session): every active session holds one, idle or not (issue 28, heap per session).
+     */
+    let unfinished = 0
+    const drained = yield* Effect.makeLatch(true)
+    const unfinishedBy = (delta: number) =>
+      Effect.suspend(() => {
+        unfinished += delta
+        return unfinished > 0 && !deleted ? drained.close : drained.open
+      })
     /** Hands a turn to the worker (it is durable already: `Send` wrote it first, or it was owed on reload). */
     const enqueue = (turn: QueuedTurn) =>
       Effect.gen(function*() {
-        yield* SubscriptionRef.update(unfinished, (n) => n + 1)
+        yield* unfinishedBy(1)
         yield* Queue.offer(queue, turn)
         yield* Metric.increment(queuedTurns)
       })
@@ -171,15 +163,7 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
         yield* log.append({ sessionId, fence, events: [nextLogged(turn, event)], ...pendingParts() })
       }))
 
-    /** Lets go of the oldest turns that no longer fit the context budget (the prompt would leave them out). */
-    const trim = (kept: { turns: Array<TurnRow>; earlier: number }) => {
-      let chars = kept.turns.reduce((sum, t) => sum + t.chars, 0)
-      while (kept.turns.length > 0 && chars > contextChars) {
-        chars -= kept.turns.shift()!.chars
-        kept.earlier += 1
-      }
-      return kept
-    }
+    const trim = (kept: { turns: Array<TurnRow>; earlier: number }) => trimToBudget(kept, contextChars)
 
     /** The session's history for the next turn, read from the database only the first time. */
     const loadHistory = Effect.gen(function*() {
@@ -377,7 +361,7 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
       yield* runTurn(turn).pipe(
         inFlight(runningTurns),
         Effect.catchAllCause((cause) => Effect.logError("session turn failed", cause)),
-        Effect.ensuring(SubscriptionRef.update(unfinished, (n) => n - 1))
+        Effect.ensuring(unfinishedBy(-1))
       )
       if ((yield* Queue.size(queue)) === 0) yield* idle
     })), { scope: entityScope })
@@ -388,9 +372,7 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     yield* Effect.addFinalizer(() =>
       // A shard this runner lost (its locks gone, or it was paused past them) is not handed over: it is someone
       // else's already, and a turn running on would bill and write as a second owner.
-      fences.shardState(address.shardId) === "lost" ? Effect.void : unfinished.changes.pipe(
-        Stream.takeUntil((n) => n <= 0 || deleted),
-        Stream.runDrain,
+      fences.shardState(address.shardId) === "lost" ? Effect.void : drained.await.pipe(
         // Finalizers are uninterruptible: without this the timeout could not stop the wait.
         Effect.interruptible,
         Effect.timeoutOption(shutdownGrace),
@@ -426,7 +408,7 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
         Effect.gen(function*() {
           deleted = true
           const waiting = yield* Queue.takeAll(queue)
-          yield* SubscriptionRef.update(unfinished, (n) => n - waiting.length)
+          yield* unfinishedBy(-waiting.length)
           yield* Metric.incrementBy(queuedTurns, -waiting.length)
           const running = current
           if (Option.isSome(running)) yield* Fiber.interrupt(running.value.fiber)
