@@ -1,6 +1,6 @@
 import * as EntityId from "@effect/cluster/EntityId"
 import * as Sharding from "@effect/cluster/Sharding"
-import { Effect, Option, RcMap, Runtime, Schedule } from "effect"
+import { Effect, Option, Runtime, Schedule } from "effect"
 import { makeEntityCaller } from "../platform/Cluster.js"
 import { type InternalEvent, isTerminal } from "../runtime/Events.js"
 import { type HubEvent, SessionHub } from "./Hub.js"
@@ -45,9 +45,9 @@ export class SessionFollow extends Effect.Service<SessionFollow>()("atrium/sessi
     /**
      * Cluster mode: while streams wait for a session's events, the session is woken now and then. If its runner
      * died, that message reaches the next owner, which closes the cut turn (`run.failed` `interrupted`), and the
-     * streams end instead of waiting for a turn no runner runs any more. One waker per session in this process,
+     * streams end instead of waiting for a turn no runner runs any more. One check per session in this process,
      * however many of its streams wait here: one per stream was a wake every 3 s per subscriber (2,000 idle
-     * subscriptions on 200 sessions kept half a core busy).
+     * subscriptions on 200 sessions kept half a core busy); and one loop for all of them (`watched`).
      */
     const sharding = yield* Sharding.Sharding
     /**
@@ -60,23 +60,47 @@ export class SessionFollow extends Effect.Service<SessionFollow>()("atrium/sessi
       const entityId = EntityId.make(id)
       return sharding.hasShardId(sharding.getShardId(entityId, Session.getShardGroup(entityId)))
     }
-    const owners = yield* RcMap.make({
-      lookup: (id: string) => {
-        let heldBefore = false
-        const check = Effect.suspend(() => {
-          const held = ownedHere(id)
-          const settled = held && heldBefore
-          heldBefore = held
-          // Every cause: while the owner's runner is dead the wake dies (no runner for the shard yet), and that must
-          // not stop the waker, which the next owner needs.
-          return settled ? Effect.void : Effect.catchAllCause(wake(id), () => Effect.void)
-        })
-        return Effect.forkScoped(Effect.repeat(check, Schedule.spaced(OWNER_CHECK)))
-      }
-    })
+    /**
+     * The sessions this process's streams wait on, each with its number of streams and whether its shard was held
+     * here at the last check. One loop per process checks them all every `OWNER_CHECK` (issue 28: a fiber and a
+     * schedule per session cost 10,000 idle subscriptions a steady share of a core); a session's first check runs at
+     * once, as a stream starts waiting on it.
+     */
+    const watched = new Map<string, { streams: number; heldBefore: boolean }>()
+    const check = (id: string, watch: { heldBefore: boolean }) =>
+      Effect.suspend(() => {
+        const held = ownedHere(id)
+        const settled = held && watch.heldBefore
+        watch.heldBefore = held
+        // Every cause: while the owner's runner is dead the wake dies (no runner for the shard yet), and that must
+        // not stop the check, which the next owner needs.
+        return settled ? Effect.void : Effect.catchAllCause(wake(id), () => Effect.void)
+      })
+    if (hub.clustered) {
+      yield* Effect.forEach(Array.from(watched), ([id, watch]) => check(id, watch), { discard: true, concurrency: 64 }).pipe(
+        Effect.repeat(Schedule.spaced(OWNER_CHECK)),
+        Effect.forkScoped
+      )
+    }
 
     /** For the life of the scope, this process's streams of the session keep its owner checked (cluster mode). */
-    const watchOwner = (id: string) => hub.clustered ? Effect.asVoid(RcMap.get(owners, id)) : Effect.void
+    const watchOwner = (id: string) =>
+      hub.clustered
+        ? Effect.acquireRelease(
+          Effect.sync(() => {
+            const watch = watched.get(id)
+            if (watch !== undefined) return void watch.streams++
+            const added = { streams: 1, heldBefore: false }
+            watched.set(id, added)
+            runInService(check(id, added))
+          }),
+          () =>
+            Effect.sync(() => {
+              const watch = watched.get(id)
+              if (watch !== undefined && --watch.streams <= 0) watched.delete(id)
+            })
+        )
+        : Effect.void
 
     /**
      * Follows one turn for the life of the scope: its live events to `sink` until its last (then `end`), from a
