@@ -163,7 +163,7 @@ export const PlatformConfig = Config.all({
      * source alone gets `SMS_MAX_ATTEMPTS`; guesses never void a code: docs/identity.md).
      */
     maxAttemptsTotal: setting("SMS_MAX_ATTEMPTS_TOTAL", Config.integer, 50),
-    /** Codes a phone got today, or a client asked for this hour, after which `sendCode` needs a solved challenge. */
+    /** Codes a phone got in a day, or a client asked for in an hour, after which `sendCode` needs a solved challenge. */
     challengeAfter: setting("SMS_CHALLENGE_AFTER", Config.integer, 3),
     dailyLimitPerPhone: setting("SMS_DAILY_LIMIT", Config.integer, 10),
     hourlyLimitPerIp: setting("SMS_IP_HOURLY_LIMIT", Config.integer, 30)
