@@ -6,7 +6,8 @@ import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import { Clock, Duration, Effect, Either, Encoding, Option, Redacted, Stream } from "effect"
 import { type AwsCredentials, EventStreamDecoder, signV4 } from "./AwsEventStream.js"
-import { collectParts, mapFinishReason, type Options } from "./ChatCompletions.js"
+import type { Options } from "./ChatCompletions.js"
+import { collectParts, mapFinishReason } from "./ChatCompletionsStream.js"
 import { displayUrl, excerpt, executeUpstream, parseToolArguments, scrubber, statusError, timeoutError, tolerateToolArguments, transportCause, upstreamMessage, UpstreamTimeout } from "./Upstream.js"
 
 /**
