@@ -117,6 +117,10 @@ interface Frame {
  * The events of an SSE body, read with `@effect/experimental`'s SSE parser (the one the web app and the server's
  * model clients use), up to `data: [DONE]`. Comments, heartbeats and `retry:` blocks are no events. The parser names
  * an unnamed event `message`, which no event of ours is called: such a frame is unnamed here, as on the wire.
+ *
+ * Line ends reach the parser as LF: the grammar allows CR LF, LF and CR, and this version of the parser mishandles CR
+ * (a CR LF split across two pieces reads as two line ends, so the event ends early and loses its name; within one
+ * piece, CR LF before LF lines can merge two events). A CR at the end of a piece waits for the next one.
  */
 const framesOf = <E>(bytes: Stream.Stream<Uint8Array, E>): Stream.Stream<Frame, E> =>
   Stream.suspend(() => {
@@ -130,12 +134,17 @@ const framesOf = <E>(bytes: Stream.Stream<Uint8Array, E>): Stream.Stream<Frame, 
       })
       // No cap on an event's size: the caller chose the server it reads (the parser's 10 MiB default would drop one).
     }, { maxEventSize: Number.MAX_SAFE_INTEGER })
+    let carriedCr = false
+    const feed = (text: string) => {
+      const joined = carriedCr ? `\r${text}` : text
+      carriedCr = joined.endsWith("\r")
+      parser.feed((carriedCr ? joined.slice(0, -1) : joined).replace(/\r\n?/g, "\n"))
+      return parsed.splice(0)
+    }
     return bytes.pipe(
       Stream.decodeText(),
-      Stream.mapConcat((text) => {
-        parser.feed(text)
-        return parsed.splice(0)
-      }),
+      Stream.mapConcat(feed),
+      Stream.concat(Stream.suspend(() => Stream.fromIterable(carriedCr ? feed("\n") : []))),
       Stream.takeWhile((frame) => frame.data !== "[DONE]")
     )
   })
