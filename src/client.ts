@@ -1,3 +1,4 @@
+import * as Sse from "@effect/experimental/Sse"
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import * as HttpApiClient from "@effect/platform/HttpApiClient"
 import * as HttpClient from "@effect/platform/HttpClient"
@@ -105,45 +106,48 @@ const decodedFailure = <A>(effect: Effect.Effect<A, unknown>): Effect.Effect<A, 
       return undecoded ? failureOf(response.value) : Effect.fail(withRetryAfter(error, response.value))
     }))
 
-/** One frame of an SSE stream; `done` for `data: [DONE]`. */
+/** One event of an SSE stream: its name (none for an unnamed one), its `id`, its data. */
 interface Frame {
   readonly event?: string
   readonly id?: string
   readonly data: string
 }
 
-interface Pending {
-  readonly event?: string
-  readonly id?: string
-  readonly data: ReadonlyArray<string>
-}
-
-/** One line of an SSE body: the frame so far, and the frame a blank line completes. */
-const step = (pending: Pending, line: string): readonly [Pending, Option.Option<Frame>] => {
-  if (line === "") {
-    if (pending.data.length === 0) return [{ data: [] }, Option.none()]
-    const { data, ...rest } = pending
-    return [{ data: [] }, Option.some({ ...rest, data: data.join("\n") })]
-  }
-  if (line.startsWith(":")) return [pending, Option.none()]
-  const colon = line.indexOf(":")
-  const field = colon < 0 ? line : line.slice(0, colon)
-  const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "")
-  if (field === "data") return [{ ...pending, data: [...pending.data, value] }, Option.none()]
-  if (field === "event") return [{ ...pending, event: value }, Option.none()]
-  if (field === "id") return [{ ...pending, id: value }, Option.none()]
-  return [pending, Option.none()]
-}
-
-/** The frames of an SSE body (comments and heartbeats dropped), up to `data: [DONE]`. */
+/**
+ * The events of an SSE body, read with `@effect/experimental`'s SSE parser (the one the web app and the server's
+ * model clients use), up to `data: [DONE]`. Comments, heartbeats and `retry:` blocks are no events. The parser names
+ * an unnamed event `message`, which no event of ours is called: such a frame is unnamed here, as on the wire.
+ *
+ * Line ends reach the parser as LF: the grammar allows CR LF, LF and CR, and this version of the parser mishandles CR
+ * (a CR LF split across two pieces reads as two line ends, so the event ends early and loses its name; within one
+ * piece, CR LF before LF lines can merge two events). A CR at the end of a piece waits for the next one.
+ */
 const framesOf = <E>(bytes: Stream.Stream<Uint8Array, E>): Stream.Stream<Frame, E> =>
-  bytes.pipe(
-    Stream.decodeText(),
-    Stream.splitLines,
-    Stream.mapAccum<Pending, string, Option.Option<Frame>>({ data: [] }, step),
-    Stream.filterMap((frame) => frame),
-    Stream.takeWhile((frame) => frame.data !== "[DONE]")
-  )
+  Stream.suspend(() => {
+    const parsed: Array<Frame> = []
+    const parser = Sse.makeParser((event) => {
+      if (event._tag !== "Event") return
+      parsed.push({
+        ...(event.event === "message" ? {} : { event: event.event }),
+        ...(event.id === undefined ? {} : { id: event.id }),
+        data: event.data
+      })
+      // No cap on an event's size: the caller chose the server it reads (the parser's 10 MiB default would drop one).
+    }, { maxEventSize: Number.MAX_SAFE_INTEGER })
+    let carriedCr = false
+    const feed = (text: string) => {
+      const joined = carriedCr ? `\r${text}` : text
+      carriedCr = joined.endsWith("\r")
+      parser.feed((carriedCr ? joined.slice(0, -1) : joined).replace(/\r\n?/g, "\n"))
+      return parsed.splice(0)
+    }
+    return bytes.pipe(
+      Stream.decodeText(),
+      Stream.mapConcat(feed),
+      Stream.concat(Stream.suspend(() => Stream.fromIterable(carriedCr ? feed("\n") : []))),
+      Stream.takeWhile((frame) => frame.data !== "[DONE]")
+    )
+  })
 
 const KNOWN_EVENTS: ReadonlySet<string> = new Set(
   PublicEvent.members.map((member) => (member.fields.type.literals as ReadonlyArray<string>)[0]!)

@@ -1,4 +1,5 @@
-import { Clock, Duration, Effect, Option } from "effect"
+import { RateLimiter } from "@effect/experimental"
+import { Duration, Effect, Either, Option } from "effect"
 import * as Crypto from "node:crypto"
 import { AppConfig } from "../platform/Config.js"
 import { RateLimited } from "../platform/Errors.js"
@@ -23,13 +24,44 @@ export const sourceOf = (address: string): string => {
   return `${groups.slice(0, 4).map((group) => group.replace(/^0+(?=.)/, "")).join(":")}::/64`
 }
 
-const DAY_MS = 86_400_000
-const HOUR_MS = 3_600_000
+/**
+ * The counters of the login limits, on `@effect/experimental`'s `RateLimiter`, "fixed-window" and failing past the
+ * limit: each request taken adds `window / limit` to its counter's lifetime, so at most `limit` fit in one window
+ * (the counter is gone once its time is up), and a refused request takes nothing.
+ */
+const Limits = Effect.gen(function*() {
+  const limiter = yield* RateLimiter.RateLimiter
+  interface Limit {
+    readonly key: string
+    readonly limit: number
+    readonly window: Duration.DurationInput
+  }
+  return {
+    /** Takes one: right with the count after it, or left with the time until the limit has room again. */
+    take: (limit: Limit) =>
+      limiter.consume(limit).pipe(
+        Effect.map(({ remaining }): Either.Either<number, Duration.Duration> => Either.right(limit.limit - remaining)),
+        Effect.catchIf(
+          (error): error is RateLimiter.RateLimitExceeded => error.reason === "Exceeded",
+          (exceeded) => Effect.succeed(Either.left(exceeded.retryAfter))
+        ),
+        // A store failure is a defect at this edge, as for the key-value store (a 500 `internal_error`).
+        Effect.orDie
+      ),
+    /** The count so far, taking nothing. */
+    used: (limit: Limit) =>
+      limiter.consume({ ...limit, tokens: 0 }).pipe(Effect.map(({ remaining }) => limit.limit - remaining), Effect.orDie)
+  }
+})
+
+const DAY = Duration.days(1)
+const HOUR = Duration.hours(1)
 
 /**
  * SMS login (spec 4.7, 5.2, 8). A code is 6 digits, valid `SMS_CODE_TTL`, single use, stored only as an HMAC,
  * replaced by a resend; `SMS_MAX_ATTEMPTS` wrong tries lock a client out of it. Sending is limited by a per-phone
- * cooldown, a daily cap per phone and client, a per-IP hourly cap and, past a threshold, a proof-of-work challenge. Everything here lives in the key-value store: it may expire.
+ * cooldown, a daily cap per phone and client, a per-IP hourly cap and, past a threshold, a proof-of-work challenge.
+ * Everything here lives in the key-value store and the rate limiter's store: it may expire.
  */
 export class Login extends Effect.Service<Login>()("atrium/identity/Login", {
   effect: Effect.gen(function*() {
@@ -40,6 +72,7 @@ export class Login extends Effect.Service<Login>()("atrium/identity/Login", {
     const challenges = yield* LoginChallenge
     const repo = yield* IdentityRepo
     const tokens = yield* Tokens
+    const limits = yield* Limits
     const { sms } = config
 
     const codeKey = (phone: string) => `sms:code:${phone}`
@@ -47,37 +80,34 @@ export class Login extends Effect.Service<Login>()("atrium/identity/Login", {
     const cooldownKey = (phone: string) => `sms:cooldown:${phone}`
     const codeHash = (phone: string, code: string) =>
       Crypto.createHmac("sha256", key).update(`sms-code:${phone}:${code}`).digest("hex")
-    const count = (key: string) =>
-      Effect.map(kv.get(key), Option.match({ onNone: () => 0, onSome: (value) => Number(value) || 0 }))
 
-    const rateLimited = (message: string, retryAfterMs: number) =>
-      new RateLimited({ message, retry_after: Math.max(1, Math.ceil(retryAfterMs / 1000)) })
+    const rateLimited = (message: string, retryAfter: Duration.DurationInput) =>
+      new RateLimited({ message, retry_after: Math.max(1, Math.ceil(Duration.toMillis(retryAfter) / 1000)) })
 
     const coolingDown = (phone: string) =>
       Effect.flatMap(kv.ttl(cooldownKey(phone)), (left) =>
         rateLimited(
           "A code was sent to this phone moments ago; wait before asking again.",
-          Option.getOrElse(left, () => Duration.toMillis(sms.cooldown))
+          Option.getOrElse(left, () => sms.cooldown)
         ))
 
     /**
      * The abuse model (docs/identity.md): a request that is refused changes nothing it did not have to (no cooldown,
      * no code replaced); the daily cap counts codes per phone *and* client address, so a stranger using up a phone's
-     * allowance does not lock its owner out; past `SMS_CHALLENGE_AFTER` codes for the phone today or from the
-     * client this hour, each further code costs a solved proof-of-work challenge.
+     * allowance does not lock its owner out; past `SMS_CHALLENGE_AFTER` codes for the phone in a day or from the
+     * client in an hour, each further code costs a solved proof-of-work challenge.
      */
     const sendCode = Effect.fn("Login.sendCode")(function*(phone: string, address: string, challenge?: string) {
       const clientIp = sourceOf(address)
-      const now = yield* Clock.currentTimeMillis
       const fixedCode = sms.testOtp.get(phone)
       if (Option.isSome(yield* kv.get(cooldownKey(phone)))) return yield* coolingDown(phone)
-      const hour = Math.floor(now / HOUR_MS)
-      const day = Math.floor(now / DAY_MS)
-      const ipKey = `sms:ip:${clientIp}:${hour}`
-      const phoneKey = `sms:daily:${phone}:${day}`
-      const pairKey = `sms:daily:${phone}:${clientIp}:${day}`
+      const fromIp = { key: `sms:ip:${clientIp}`, limit: sms.hourlyLimitPerIp, window: HOUR }
+      // Counted only up to the challenge threshold: past it, the phone needs a challenge until the count expires.
+      const toPhone = { key: `sms:daily:${phone}`, limit: sms.challengeAfter, window: DAY }
+      const toPair = { key: `sms:daily:${phone}:${clientIp}`, limit: sms.dailyLimitPerPhone, window: DAY }
       if (fixedCode === undefined) {
-        const needed = (yield* count(phoneKey)) >= sms.challengeAfter || (yield* count(ipKey)) >= sms.challengeAfter
+        const needed = (yield* limits.used(toPhone)) >= sms.challengeAfter ||
+          (yield* limits.used(fromIp)) >= sms.challengeAfter
         if (needed && !(challenge !== undefined && (yield* challenges.redeem(challenge)))) {
           return yield* new ChallengeRequired({
             message: challenge === undefined
@@ -89,20 +119,18 @@ export class Login extends Effect.Service<Login>()("atrium/identity/Login", {
       if (!(yield* kv.setIfAbsent(cooldownKey(phone), "1", sms.cooldown))) return yield* coolingDown(phone)
       if (fixedCode === undefined) {
         // The caller's own cap first: a caller over it must not use up the day's codes of a phone it names.
-        const fromIp = yield* kv.increment(ipKey, Duration.millis(HOUR_MS))
-        if (fromIp > sms.hourlyLimitPerIp) {
+        const ipTaken = yield* limits.take(fromIp)
+        if (Either.isLeft(ipTaken)) {
           yield* kv.delete(cooldownKey(phone))
-          return yield* rateLimited("Too many codes requested from this address.", (hour + 1) * HOUR_MS - now)
+          return yield* rateLimited("Too many codes requested from this address.", ipTaken.left)
         }
-        const sentToPair = yield* kv.increment(pairKey, Duration.millis(DAY_MS))
-        if (sentToPair > sms.dailyLimitPerPhone) {
+        const pairTaken = yield* limits.take(toPair)
+        if (Either.isLeft(pairTaken)) {
           yield* kv.delete(cooldownKey(phone))
-          return yield* rateLimited(
-            "Too many codes for this phone from this address today.",
-            (day + 1) * DAY_MS - now
-          )
+          return yield* rateLimited("Too many codes for this phone from this address today.", pairTaken.left)
         }
-        yield* kv.increment(phoneKey, Duration.millis(DAY_MS))
+        // Refused past the threshold, which changes nothing: the phone already needs the challenge.
+        yield* limits.take(toPhone)
         const code = Crypto.randomInt(0, 1_000_000).toString().padStart(6, "0")
         const hash = codeHash(phone, code)
         // Who asked for this code: past the total of wrong guesses, the one source that may still try it.
@@ -144,22 +172,23 @@ export class Login extends Effect.Service<Login>()("atrium/identity/Login", {
       // The stored hash names this code: a new code starts fresh counters without deleting the old ones.
       const generation = stored.value.slice(0, 16)
       const source = sourceOf(clientIp)
-      const totalKey = `sms:attempts:${phone}:${generation}`
-      const sourceKey = `sms:attempts:${phone}:${generation}:${source}`
+      // Each try holds its counter for a whole code lifetime, so the counts outlive the code: the caps are per code,
+      // whenever its tries come.
+      const perCode = (key: string, limit: number) => ({ key, limit, window: Duration.times(sms.codeTtl, limit) })
+      const fromAll = perCode(`sms:attempts:${phone}:${generation}`, sms.maxAttemptsTotal)
+      const fromSource = perCode(`sms:attempts:${phone}:${generation}:${source}`, sms.maxAttempts)
       const lockedOut = invalid("Too many wrong attempts from this address: request a new code.")
       // A source that used its tries is told so at once: no challenge would help it.
-      if ((yield* count(sourceKey)) >= sms.maxAttempts) return yield* lockedOut
-      if ((yield* count(totalKey)) >= sms.maxAttempts && !(challenge !== undefined && (yield* challenges.redeem(challenge)))) {
+      if ((yield* limits.used(fromSource)) >= sms.maxAttempts) return yield* lockedOut
+      if ((yield* limits.used(fromAll)) >= sms.maxAttempts && !(challenge !== undefined && (yield* challenges.redeem(challenge)))) {
         return yield* new ChallengeRequired({
           message: challenge === undefined
             ? "This phone's code drew many wrong guesses: solve the challenge from GET /api/auth/challenge and send it as `challenge`."
             : "The challenge solution is invalid, expired or already used: solve a new one."
         })
       }
-      const fromSource = yield* kv.increment(sourceKey, sms.codeTtl)
-      if (fromSource > sms.maxAttempts) return yield* lockedOut
-      const fromAll = yield* kv.increment(totalKey, sms.codeTtl)
-      if (fromAll > sms.maxAttemptsTotal) {
+      if (Either.isLeft(yield* limits.take(fromSource))) return yield* lockedOut
+      if (Either.isLeft(yield* limits.take(fromAll))) {
         const origin = yield* kv.get(originKey(phone, generation))
         if (Option.getOrUndefined(origin) !== source) {
           return yield* invalid("Too many wrong attempts for this code: only the address that asked for it may still use it.")
@@ -188,5 +217,13 @@ export class Login extends Effect.Service<Login>()("atrium/identity/Login", {
 
     return { sendCode, login, refresh } as const
   }),
-  dependencies: [AppConfig.Default, JwtKey.Default, IdentityRepo.Default, Tokens.Default, SmsSenderLive, LoginChallenge.Default]
+  dependencies: [
+    AppConfig.Default,
+    JwtKey.Default,
+    IdentityRepo.Default,
+    Tokens.Default,
+    SmsSenderLive,
+    LoginChallenge.Default,
+    RateLimiter.layer
+  ]
 }) {}

@@ -111,7 +111,18 @@ export const PlatformConfig = Config.all({
   keyPrefix: setting("KEY_PREFIX", Config.string, "atrium:"),
   jwtSecret: optionalSecret("JWT_SECRET"),
   publicUrl: optionalString("PUBLIC_URL"),
-  mcpPath: setting("MCP_PATH", Config.string, "/mcp"),
+  /**
+   * Where the MCP tool server is mounted (read here once: the edge and the tool server both need it). A path the
+   * router cannot mount (no leading `/`, a trailing `/`, a query) stops the start instead of silently serving the
+   * tools somewhere else.
+   */
+  mcpPath: setting("MCP_PATH", Config.string, "/mcp").pipe(
+    Config.validate({
+      message: "MCP_PATH must be a path such as /mcp: a leading '/', no trailing '/', no query, no spaces",
+      validation: (path) => /^\/[A-Za-z0-9._~\-/]*[A-Za-z0-9._~-]$/.test(path) && !path.includes("//")
+    }),
+    Config.map((path) => path as `/${string}`)
+  ),
   maxBodyBytes: setting("MAX_BODY_BYTES", Config.integer, 1024 * 1024),
   /** How long an SSE stream may stay quiet before a `: ping` comment (tests shorten it to see one). */
   sseHeartbeat: duration("SSE_HEARTBEAT", "15 seconds"),
@@ -163,7 +174,7 @@ export const PlatformConfig = Config.all({
      * source alone gets `SMS_MAX_ATTEMPTS`; guesses never void a code: docs/identity.md).
      */
     maxAttemptsTotal: setting("SMS_MAX_ATTEMPTS_TOTAL", Config.integer, 50),
-    /** Codes a phone got today, or a client asked for this hour, after which `sendCode` needs a solved challenge. */
+    /** Codes a phone got in a day, or a client asked for in an hour, after which `sendCode` needs a solved challenge. */
     challengeAfter: setting("SMS_CHALLENGE_AFTER", Config.integer, 3),
     dailyLimitPerPhone: setting("SMS_DAILY_LIMIT", Config.integer, 10),
     hourlyLimitPerIp: setting("SMS_IP_HOURLY_LIMIT", Config.integer, 30)

@@ -1,10 +1,12 @@
+import { RateLimiter } from "@effect/experimental"
 import { Clock, Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import { Redis } from "ioredis"
 import { AppConfig } from "./Config.js"
 
 /**
- * The key-value port: what may expire or be lost (login sessions, SMS codes, cooldowns, counters). Redis when
- * `REDIS_URL` is set, an in-process map otherwise. A store failure is a defect at this edge (the request becomes a
+ * The key-value port: what may expire or be lost (login sessions, SMS codes, cooldowns). Redis when `REDIS_URL` is
+ * set, an in-process map otherwise. Counters with a limit are `@effect/experimental`'s `RateLimiter`, whose store
+ * lives on the same backend (`KeyValueLive` provides both). A store failure is a defect at this edge (the request becomes a
  * 500 `internal_error`); only `ping` reports it as a value, for the health check.
  */
 export interface KeyValueStore {
@@ -15,8 +17,6 @@ export interface KeyValueStore {
   /** Reads and removes in one step, so a single-use value is used once even under concurrency. */
   readonly take: (key: string) => Effect.Effect<Option.Option<string>>
   readonly delete: (...keys: ReadonlyArray<string>) => Effect.Effect<void>
-  /** Adds one and returns the new count; the TTL starts with the first increment of a window. */
-  readonly increment: (key: string, ttl: Duration.DurationInput) => Effect.Effect<number>
   /** Renews the lifetime of an existing key; false when the key is gone. */
   readonly touch: (key: string, ttl: Duration.DurationInput) => Effect.Effect<boolean>
   /** Milliseconds until the key expires, or none when it does not exist. */
@@ -64,13 +64,6 @@ export const makeMemory = (prefix: string): Effect.Effect<KeyValueStore> =>
         Effect.sync(() => {
           for (const key of keys) entries.delete(prefix + key)
         }),
-      increment: (key, ttl) =>
-        withNow((now) => {
-          const entry = live(key, now)
-          const count = entry === undefined ? 1 : Number(entry.value) + 1
-          entries.set(prefix + key, { value: String(count), expiresAt: entry?.expiresAt ?? now + millis(ttl) })
-          return count
-        }),
       touch: (key, ttl) =>
         withNow((now) => {
           const entry = live(key, now)
@@ -83,7 +76,8 @@ export const makeMemory = (prefix: string): Effect.Effect<KeyValueStore> =>
     }
   })
 
-export const makeRedis = (url: Redacted.Redacted, prefix: string) =>
+/** A connection with the platform's failure policy: commands fail at once while Redis is unreachable. */
+export const connectRedis = (url: Redacted.Redacted, prefix: string) =>
   Effect.gen(function*() {
     const client = yield* Effect.acquireRelease(
       Effect.sync(() => {
@@ -122,38 +116,132 @@ export const makeRedis = (url: Redacted.Redacted, prefix: string) =>
         client.off("end", settled)
       })
     }).pipe(Effect.timeout("5 seconds"), Effect.ignore)
-    const run = <A>(f: () => Promise<A>) => Effect.orDie(Effect.tryPromise(f))
-    const store: KeyValueStore = {
-      get: (key) => Effect.map(run(() => client.get(key)), Option.fromNullable),
-      set: (key, value, ttl) => Effect.asVoid(run(() => client.set(key, value, "PX", millis(ttl)))),
-      setIfAbsent: (key, value, ttl) =>
-        Effect.map(run(() => client.set(key, value, "PX", millis(ttl), "NX")), (reply) => reply === "OK"),
-      take: (key) => Effect.map(run(() => client.getdel(key)), Option.fromNullable),
-      delete: (...keys) => keys.length === 0 ? Effect.void : Effect.asVoid(run(() => client.del(...keys))),
-      increment: (key, ttl) =>
-        Effect.map(
-          run(() =>
-            client.multi().incr(key).pexpire(key, millis(ttl), "NX").exec()
-          ),
-          (replies) => Number(replies?.[0]?.[1] ?? 0)
-        ),
-      touch: (key, ttl) => Effect.map(run(() => client.pexpire(key, millis(ttl))), (n) => n === 1),
-      ttl: (key) => Effect.map(run(() => client.pttl(key)), (ms) => (ms >= 0 ? Option.some(ms) : Option.none())),
-      ping: Effect.tryPromise({
-        try: () => client.ping(),
-        catch: (cause) => new Error(`redis: ${String(cause)}`)
-      }).pipe(Effect.timeoutFail({ duration: "2 seconds", onTimeout: () => new Error("redis: ping timed out") }))
-    }
-    return store
+    return client
   })
 
-export const KeyValueLive = Layer.scoped(
-  KeyValue,
-  Effect.gen(function*() {
-    const config = yield* AppConfig
-    return yield* Option.match(config.redisUrl, {
-      onNone: () => makeMemory(config.keyPrefix),
-      onSome: (url) => makeRedis(url, config.keyPrefix)
+export const redisStore = (client: Redis): KeyValueStore => {
+  const run = <A>(f: () => Promise<A>) => Effect.orDie(Effect.tryPromise(f))
+  return {
+    get: (key) => Effect.map(run(() => client.get(key)), Option.fromNullable),
+    set: (key, value, ttl) => Effect.asVoid(run(() => client.set(key, value, "PX", millis(ttl)))),
+    setIfAbsent: (key, value, ttl) =>
+      Effect.map(run(() => client.set(key, value, "PX", millis(ttl), "NX")), (reply) => reply === "OK"),
+    take: (key) => Effect.map(run(() => client.getdel(key)), Option.fromNullable),
+    delete: (...keys) => keys.length === 0 ? Effect.void : Effect.asVoid(run(() => client.del(...keys))),
+    touch: (key, ttl) => Effect.map(run(() => client.pexpire(key, millis(ttl))), (n) => n === 1),
+    ttl: (key) => Effect.map(run(() => client.pttl(key)), (ms) => (ms >= 0 ? Option.some(ms) : Option.none())),
+    ping: Effect.tryPromise({
+      try: () => client.ping(),
+      catch: (cause) => new Error(`redis: ${String(cause)}`)
+    }).pipe(Effect.timeoutFail({ duration: "2 seconds", onTimeout: () => new Error("redis: ping timed out") }))
+  }
+}
+
+export const makeRedis = (url: Redacted.Redacted, prefix: string) => Effect.map(connectRedis(url, prefix), redisStore)
+
+/**
+ * The scripts of `@effect/experimental`'s Redis rate-limiter store, on our own connection. Its `RateLimiter/Redis`
+ * opens a second connection without our failure policy (above) and from options, not `REDIS_URL`; and its script
+ * cannot be asked for a count without taking one (`tokens: 0` on a missing key sets `PX 0`, which Redis refuses),
+ * which the login limits need: a request refused for a missing challenge must move no counter. TTLs are rounded up
+ * to whole milliseconds (a window that does not divide by its limit gives a fraction, which `PX` refuses).
+ */
+const fixedWindowScript = `
+local tokens = tonumber(ARGV[1])
+local refill = tonumber(ARGV[2])
+local limit = tonumber(ARGV[3])
+local current = tonumber(redis.call("GET", KEYS[1]))
+if not current then
+  if tokens == 0 then return { 0, 0 } end
+  local ttl = math.ceil(refill * tokens)
+  redis.call("SET", KEYS[1], tokens, "PX", ttl)
+  return { tokens, ttl }
+end
+local ttl = redis.call("PTTL", KEYS[1])
+local count = current + tokens
+if tokens == 0 or (limit and count > limit) then return { count, ttl } end
+ttl = math.ceil(ttl + refill * tokens)
+redis.call("SET", KEYS[1], count, "PX", ttl)
+return { count, ttl }
+`
+
+/** The library's token bucket, with both keys expiring once the bucket would be full again (as good as absent). */
+const tokenBucketScript = `
+local refill_key = KEYS[1] .. ":refill"
+local tokens = tonumber(ARGV[1])
+local refill = tonumber(ARGV[2])
+local limit = tonumber(ARGV[3])
+local now = tonumber(ARGV[4])
+local overflow = ARGV[5] == "1"
+local current = tonumber(redis.call("GET", KEYS[1]))
+local last_refill = tonumber(redis.call("GET", refill_key))
+if not current or not last_refill then
+  current = limit
+  last_refill = now
+end
+local added = math.floor((now - last_refill) / refill)
+if added > 0 then
+  current = math.min(current + added, limit)
+  last_refill = last_refill + added * refill
+end
+local left = current - tokens
+local kept = left
+if left < 0 and not overflow then kept = current end
+local ttl = math.max(1, math.ceil((limit - kept) * refill + (now - last_refill)))
+redis.call("SET", KEYS[1], kept, "PX", ttl)
+redis.call("SET", refill_key, last_refill, "PX", ttl)
+return left
+`
+
+interface LimiterCommands {
+  atriumFixedWindow(key: string, tokens: number, refillMillis: number, limit: number | ""): Promise<[number, number]>
+  atriumTokenBucket(key: string, tokens: number, refillMillis: number, limit: number, now: number, overflow: 0 | 1): Promise<number>
+}
+
+const limiterPrefix = "ratelimit:"
+
+/** The rate limiter's store over a connection from `connectRedis`; its keys are under `ratelimit:`. */
+export const redisLimiterStore = (client: Redis): RateLimiter.RateLimiterStore["Type"] => {
+  client.defineCommand("atriumFixedWindow", { numberOfKeys: 1, lua: fixedWindowScript })
+  client.defineCommand("atriumTokenBucket", { numberOfKeys: 1, lua: tokenBucketScript })
+  const commands = client as unknown as LimiterCommands
+  const run = <A>(command: string, f: () => Promise<A>) =>
+    Effect.tryPromise({
+      try: f,
+      catch: (cause) => new RateLimiter.RateLimitStoreError({ message: `redis: ${command} failed`, cause })
     })
+  return RateLimiter.RateLimiterStore.of({
+    fixedWindow: (options) =>
+      run("fixedWindow", () =>
+        commands.atriumFixedWindow(
+          limiterPrefix + options.key,
+          options.tokens,
+          Duration.toMillis(options.refillRate),
+          options.limit ?? ""
+        )),
+    tokenBucket: (options) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        run("tokenBucket", () =>
+          commands.atriumTokenBucket(
+            limiterPrefix + options.key,
+            options.tokens,
+            Duration.toMillis(options.refillRate),
+            options.limit,
+            now,
+            options.allowOverflow ? 1 : 0
+          )))
   })
+}
+
+/** The key-value store and the rate limiter's store, on Redis when `REDIS_URL` is set, in process otherwise. */
+export const KeyValueLive = Layer.unwrapEffect(
+  Effect.map(AppConfig, (config) =>
+    Option.match(config.redisUrl, {
+      onNone: () => Layer.merge(Layer.effect(KeyValue, makeMemory(config.keyPrefix)), RateLimiter.layerStoreMemory),
+      onSome: (url) =>
+        Layer.scopedContext(Effect.map(connectRedis(url, config.keyPrefix), (client) =>
+          Context.make(KeyValue, redisStore(client)).pipe(
+            Context.add(RateLimiter.RateLimiterStore, redisLimiterStore(client))
+          )))
+    }))
 ).pipe(Layer.provide(AppConfig.Default))

@@ -1,7 +1,15 @@
+import { RateLimiter } from "@effect/experimental"
 import { assert, describe, layer } from "@effect/vitest"
-import { Effect, Layer, Option, Redacted, type Scope, TestClock } from "effect"
+import { Context, Duration, Effect, Either, Layer, Option, Redacted, type Scope, TestClock } from "effect"
 import { Redis } from "ioredis"
-import { KeyValue, type KeyValueStore, makeMemory, makeRedis } from "../../src/platform/KeyValue.js"
+import {
+  connectRedis,
+  KeyValue,
+  type KeyValueStore,
+  makeMemory,
+  makeRedis,
+  redisLimiterStore
+} from "../../src/platform/KeyValue.js"
 
 /**
  * The key-value port's contract, run against both implementations: the in-memory store always, Redis when
@@ -29,13 +37,20 @@ interface Implementation {
   readonly name: string
   /** A store whose keys carry `prefix`. */
   readonly make: (prefix: string) => Effect.Effect<KeyValueStore, never, Scope.Scope>
+  /** The rate limiter's store on the same backend. */
+  readonly limiter: (prefix: string) => Effect.Effect<RateLimiter.RateLimiterStore["Type"], never, Scope.Scope>
   /** Whether the store keeps time by Effect's `Clock` (then the tests move the `TestClock`). */
   readonly effectClock: boolean
 }
 
 const redisUrl = process.env.REDIS_URL
 const implementations: Array<Implementation> = [
-  { name: "memory", make: makeMemory, effectClock: true },
+  {
+    name: "memory",
+    make: makeMemory,
+    limiter: () => Effect.map(Layer.build(RateLimiter.layerStoreMemory), Context.get(RateLimiter.RateLimiterStore)),
+    effectClock: true
+  },
   ...(redisUrl
     ? [{
       name: "redis",
@@ -43,6 +58,11 @@ const implementations: Array<Implementation> = [
       make: (prefix: string) =>
         Effect.tap(
           makeRedis(Redacted.make(redisUrl), prefix),
+          () => Effect.addFinalizer(() => removeKeys(redisUrl, prefix))
+        ),
+      limiter: (prefix: string) =>
+        Effect.tap(
+          Effect.map(connectRedis(Redacted.make(redisUrl), prefix), redisLimiterStore),
           () => Effect.addFinalizer(() => removeKeys(redisUrl, prefix))
         )
     }]
@@ -180,40 +200,6 @@ for (const implementation of implementations) {
           assert.deepStrictEqual(yield* kv.get("del:c"), Option.some("3"))
         }))
 
-      it.effect("increment counts from 1", () =>
-        Effect.gen(function*() {
-          const kv = yield* KeyValue
-          assert.strictEqual(yield* kv.increment("inc:a", "1 minute"), 1)
-          assert.strictEqual(yield* kv.increment("inc:a", "1 minute"), 2)
-          assert.strictEqual(yield* kv.increment("inc:a", "1 minute"), 3)
-          assert.deepStrictEqual(yield* kv.get("inc:a"), Option.some("3"))
-        }))
-
-      it.effect("increment keeps the TTL of the window's first increment, then starts a new window", () =>
-        Effect.gen(function*() {
-          const kv = yield* KeyValue
-          assert.strictEqual(yield* kv.increment("inc:window", "300 millis"), 1)
-          yield* pass(100)
-          // A later increment with a longer TTL must not stretch the window.
-          assert.strictEqual(yield* kv.increment("inc:window", "1 minute"), 2)
-          if (exact) assert.deepStrictEqual(yield* kv.ttl("inc:window"), Option.some(200))
-          else assert.isAtMost(Option.getOrThrow(yield* kv.ttl("inc:window")), 300)
-          yield* pass(exact ? 200 : 300)
-          assert.isTrue(Option.isNone(yield* kv.get("inc:window")))
-          assert.strictEqual(yield* kv.increment("inc:window", "1 minute"), 1)
-          if (exact) assert.deepStrictEqual(yield* kv.ttl("inc:window"), Option.some(60_000))
-          else assert.isAbove(Option.getOrThrow(yield* kv.ttl("inc:window")), 50_000)
-        }))
-
-      it.effect("increment under concurrency loses no count", () =>
-        Effect.gen(function*() {
-          const kv = yield* KeyValue
-          const results = yield* Effect.all(Array.from({ length: 20 }, () => kv.increment("inc:race", "1 minute")), {
-            concurrency: "unbounded"
-          })
-          assert.deepStrictEqual([...results].sort((a, b) => a - b), Array.from({ length: 20 }, (_, i) => i + 1))
-        }))
-
       it.effect("touch renews the lifetime of an existing key and is false for a missing one", () =>
         Effect.gen(function*() {
           const kv = yield* KeyValue
@@ -245,6 +231,88 @@ for (const implementation of implementations) {
           assert.isTrue(Option.isNone(yield* other.get("shared-name")))
           yield* other.set("shared-name", "theirs", "1 minute")
           assert.deepStrictEqual(yield* kv.get("shared-name"), Option.some("mine"))
+        }))
+    })
+  })
+  /**
+   * The rate limiter (`@effect/experimental`) over this backend's store, as the login limits use it: "fixed-window",
+   * failing past the limit; a request holds `window / limit` of the window.
+   */
+  const LimiterLive = Layer.effect(RateLimiter.RateLimiter, RateLimiter.make).pipe(
+    Layer.provide(Layer.scoped(RateLimiter.RateLimiterStore, implementation.limiter(`atrium-test:rl:${randomName()}:`)))
+  )
+  const take = (key: string, limit: number, window: Duration.DurationInput, tokens = 1) =>
+    Effect.flatMap(RateLimiter.RateLimiter, (limiter) =>
+      limiter.consume({ key, limit, window, tokens }).pipe(
+        Effect.map(({ remaining }): Either.Either<number, number> => Either.right(limit - remaining)),
+        Effect.catchIf(
+          (error): error is RateLimiter.RateLimitExceeded => error.reason === "Exceeded",
+          (error) => Effect.succeed(Either.left(Duration.toMillis(error.retryAfter)))
+        )
+      ))
+
+  describe(`rate limiter store (${implementation.name})`, () => {
+    layer(LimiterLive, { excludeTestServices: !exact })((it) => {
+      it.effect("counts from 1 and refuses past the limit, taking nothing, until the key's time is up", () =>
+        Effect.gen(function*() {
+          assert.deepStrictEqual(yield* take("rl:a", 2, "400 millis"), Either.right(1))
+          assert.deepStrictEqual(yield* take("rl:a", 2, "400 millis"), Either.right(2))
+          const refused = yield* take("rl:a", 2, "400 millis")
+          assert.isTrue(Either.isLeft(refused))
+          // Two requests hold 2 x 200 ms: the refusal says when the limit has room again.
+          if (exact) assert.deepStrictEqual(refused, Either.left(400))
+          else assert.isAtMost(Either.getLeft(refused).pipe(Option.getOrThrow), 400)
+          // The refusal took nothing: a read (no tokens) still counts 2.
+          assert.deepStrictEqual(yield* take("rl:a", 2, "400 millis", 0), Either.right(2))
+          yield* pass(400)
+          assert.deepStrictEqual(yield* take("rl:a", 2, "400 millis"), Either.right(1))
+        }))
+
+      it.effect("a read takes nothing, also of a missing key", () =>
+        Effect.gen(function*() {
+          assert.deepStrictEqual(yield* take("rl:read", 3, "1 minute", 0), Either.right(0))
+          assert.deepStrictEqual(yield* take("rl:read", 3, "1 minute", 0), Either.right(0))
+          assert.deepStrictEqual(yield* take("rl:read", 3, "1 minute"), Either.right(1))
+          assert.deepStrictEqual(yield* take("rl:read", 3, "1 minute", 0), Either.right(1))
+          assert.deepStrictEqual(yield* take("rl:read", 3, "1 minute"), Either.right(2))
+        }))
+
+      it.effect("a window that does not divide by its limit still counts (whole milliseconds in Redis)", () =>
+        Effect.gen(function*() {
+          for (let i = 1; i <= 7; i++) assert.deepStrictEqual(yield* take("rl:odd", 7, "1 hour"), Either.right(i))
+          const refused = yield* take("rl:odd", 7, "1 hour")
+          assert.isTrue(Either.isLeft(refused))
+          assert.isAbove(Either.getLeft(refused).pipe(Option.getOrThrow), 3_590_000)
+        }))
+
+      it.effect("under concurrency, exactly the limit is taken", () =>
+        Effect.gen(function*() {
+          const results = yield* Effect.all(Array.from({ length: 20 }, () => take("rl:race", 10, "1 minute")), {
+            concurrency: "unbounded"
+          })
+          assert.strictEqual(results.filter(Either.isRight).length, 10)
+          assert.deepStrictEqual(
+            results.filter(Either.isRight).map((result) => result.right).sort((a, b) => a - b),
+            Array.from({ length: 10 }, (_, i) => i + 1)
+          )
+        }))
+
+      it.effect("the token bucket takes up to its limit and refills one per window / limit", () =>
+        Effect.gen(function*() {
+          const limiter = yield* RateLimiter.RateLimiter
+          const bucket = (tokens: number) =>
+            limiter.consume({ key: "rl:bucket", algorithm: "token-bucket", limit: 2, window: "400 millis", tokens }).pipe(
+              Effect.map(({ remaining }) => remaining),
+              Effect.catchIf(
+                (error): error is RateLimiter.RateLimitExceeded => error.reason === "Exceeded",
+                () => Effect.succeed(-1)
+              )
+            )
+          assert.strictEqual(yield* bucket(1), 1)
+          assert.strictEqual(yield* bucket(1), 0)
+          assert.strictEqual(yield* bucket(1), -1)
+          yield* pass(200)
+          assert.strictEqual(yield* bucket(1), 0)
         }))
     })
   })

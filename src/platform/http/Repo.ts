@@ -51,7 +51,6 @@ export class IdempotencyRepo extends Effect.Service<IdempotencyRepo>()("atrium/p
         claim({ key, value, seconds: seconds(ttl) }).pipe(Effect.map(Option.isSome), Effect.orDie),
       delete: (...keys) => Effect.orDie(remove(keys)),
       take: () => unused,
-      increment: () => unused,
       touch: () => unused,
       ttl: () => unused,
       ping: Effect.void

@@ -1,12 +1,8 @@
-import { createHash, createHmac } from "node:crypto"
-
 /**
- * The two AWS pieces the Bedrock provider needs, written out because `@effect/ai-amazon-bedrock` 0.15 is built for
- * `@effect/ai` 0.35 (docs/models.md):
- * - the `application/vnd.amazon.eventstream` framing of ConverseStream: each message is
- *   `total length (u32) | headers length (u32) | prelude CRC32 | headers | payload | message CRC32`, big-endian,
- *   headers as `name length (u8) | name | type (u8) | value`;
- * - Signature Version 4 request signing.
+ * The `application/vnd.amazon.eventstream` framing of Bedrock's ConverseStream, written out because
+ * `@effect/ai-amazon-bedrock` 0.15 is built for `@effect/ai` 0.35 (docs/models.md): each message is
+ * `total length (u32) | headers length (u32) | prelude CRC32 | headers | payload | message CRC32`, big-endian,
+ * headers as `name length (u8) | name | type (u8) | value`. (Request signing is `aws4fetch`'s, in `Bedrock.ts`.)
  */
 
 const CRC_TABLE = (() => {
@@ -132,69 +128,4 @@ export const encodeMessage = (headers: Readonly<Record<string, string>>, payload
   out.set(payload, 12 + headerBytes.length)
   view.setUint32(total - 4, crc32(out, 0, total - 4))
   return out
-}
-
-// -----------------------------------------------------------------------------
-// Signature Version 4
-// -----------------------------------------------------------------------------
-
-export interface AwsCredentials {
-  readonly accessKeyId: string
-  readonly secretAccessKey: string
-  readonly sessionToken?: string | undefined
-}
-
-const sha256 = (data: string | Uint8Array) => createHash("sha256").update(data).digest("hex")
-const hmac = (key: string | Buffer, data: string) => createHmac("sha256", key).update(data).digest()
-
-/** RFC 3986 encoding, as SigV4 wants it (`encodeURIComponent` leaves `!'()*` alone). */
-const rfc3986 = (text: string) =>
-  encodeURIComponent(text).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)
-
-/**
- * The headers that sign a request: `x-amz-date`, `x-amz-security-token` when there is one, and `authorization`.
- * The canonical URI encodes each path segment once more, as every service but S3 expects.
- */
-export const signV4 = (options: {
-  readonly method: string
-  readonly url: URL
-  readonly headers: Readonly<Record<string, string>>
-  readonly body: string
-  readonly service: string
-  readonly region: string
-  readonly credentials: AwsCredentials
-  readonly now: Date
-}): Record<string, string> => {
-  const amzDate = options.now.toISOString().replace(/[-:]/g, "").replace(/\.\d{3}/, "")
-  const day = amzDate.slice(0, 8)
-  const headers: Record<string, string> = {
-    ...Object.fromEntries(Object.entries(options.headers).map(([k, v]) => [k.toLowerCase(), v.trim()])),
-    host: options.url.host,
-    "x-amz-date": amzDate,
-    ...(options.credentials.sessionToken !== undefined ? { "x-amz-security-token": options.credentials.sessionToken } : {})
-  }
-  const names = Object.keys(headers).sort()
-  const canonicalUri = options.url.pathname.split("/").map((segment) => rfc3986(segment)).join("/") || "/"
-  const query = [...options.url.searchParams.entries()]
-    .map(([k, v]) => [rfc3986(k), rfc3986(v)] as const)
-    .sort(([a, x], [b, y]) => (a < b ? -1 : a > b ? 1 : x < y ? -1 : x > y ? 1 : 0))
-    .map(([k, v]) => `${k}=${v}`)
-    .join("&")
-  const canonical = [
-    options.method.toUpperCase(),
-    canonicalUri,
-    query,
-    names.map((name) => `${name}:${headers[name]}\n`).join(""),
-    names.join(";"),
-    sha256(options.body)
-  ].join("\n")
-  const scope = `${day}/${options.region}/${options.service}/aws4_request`
-  const toSign = ["AWS4-HMAC-SHA256", amzDate, scope, sha256(canonical)].join("\n")
-  const key = hmac(hmac(hmac(hmac(`AWS4${options.credentials.secretAccessKey}`, day), options.region), options.service), "aws4_request")
-  const signature = createHmac("sha256", key).update(toSign).digest("hex")
-  return {
-    "x-amz-date": amzDate,
-    ...(options.credentials.sessionToken !== undefined ? { "x-amz-security-token": options.credentials.sessionToken } : {}),
-    authorization: `AWS4-HMAC-SHA256 Credential=${options.credentials.accessKeyId}/${scope}, SignedHeaders=${names.join(";")}, Signature=${signature}`
-  }
 }

@@ -4,14 +4,16 @@ import type * as Response from "@effect/ai/Response"
 import * as Tool from "@effect/ai/Tool"
 import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import { AwsV4Signer } from "aws4fetch"
 import { Clock, Duration, Effect, Either, Encoding, Option, Redacted, Stream } from "effect"
-import { type AwsCredentials, EventStreamDecoder, signV4 } from "./AwsEventStream.js"
-import { collectParts, mapFinishReason, type Options } from "./ChatCompletions.js"
+import { EventStreamDecoder } from "./AwsEventStream.js"
+import type { Options } from "./ChatCompletions.js"
+import { collectParts, mapFinishReason } from "./ChatCompletionsStream.js"
 import { displayUrl, excerpt, executeUpstream, parseToolArguments, scrubber, statusError, timeoutError, tolerateToolArguments, transportCause, upstreamMessage, UpstreamTimeout } from "./Upstream.js"
 
 /**
  * Amazon Bedrock's Converse API, streamed: `POST {baseUrl}/model/{modelId}/converse-stream`, answered in the binary
- * `application/vnd.amazon.eventstream` framing (`AwsEventStream.ts`). Signed with SigV4 when the provider has AWS
+ * `application/vnd.amazon.eventstream` framing (`AwsEventStream.ts`). Signed with SigV4 (`aws4fetch`) when the provider has AWS
  * credentials, else sent with a Bedrock API key as `Authorization: Bearer`. Events by `:event-type`:
  * `messageStart`, `contentBlockStart` (`start.toolUse`), `contentBlockDelta` (`text`, `toolUse.input` fragments,
  * `reasoningContent.text` / `.signature`), `contentBlockStop`, `messageStop` (`stopReason`), `metadata` (`usage`
@@ -36,6 +38,44 @@ const STOP: Readonly<Record<string, string>> = {
   max_tokens: "length",
   guardrail_intervened: "content_filter",
   content_filtered: "content_filter"
+}
+
+export interface AwsCredentials {
+  readonly accessKeyId: string
+  readonly secretAccessKey: string
+  readonly sessionToken?: string | undefined
+}
+
+/**
+ * The headers of a request signed with AWS Signature Version 4 by `aws4fetch`: the given ones, `x-amz-date`,
+ * `x-amz-security-token` when there is one, and `authorization`. Every header given is signed (`content-type`
+ * among them, which aws4fetch leaves out unless told). The canonical URI encodes each path segment once more, as
+ * every service but S3 expects.
+ */
+export const signV4 = async (options: {
+  readonly method: string
+  readonly url: URL
+  readonly headers: Readonly<Record<string, string>>
+  readonly body: string
+  readonly service: string
+  readonly region: string
+  readonly credentials: AwsCredentials
+  readonly now: Date
+}): Promise<Record<string, string>> => {
+  const signer = new AwsV4Signer({
+    method: options.method,
+    url: options.url.toString(),
+    headers: { ...options.headers },
+    body: options.body,
+    accessKeyId: options.credentials.accessKeyId,
+    secretAccessKey: options.credentials.secretAccessKey,
+    ...(options.credentials.sessionToken !== undefined ? { sessionToken: options.credentials.sessionToken } : {}),
+    service: options.service,
+    region: options.region,
+    datetime: options.now.toISOString().replace(/[:-]|\.\d{3}/g, ""),
+    allHeaders: true
+  })
+  return Object.fromEntries((await signer.sign()).headers)
 }
 
 const imageFormat = (mediaType: string) => mediaType.replace(/^image\//, "").replace("jpg", "jpeg")
@@ -257,19 +297,26 @@ export const make = (
         const idleError = () => timeoutError(MODULE, method, new UpstreamTimeout({ phase: "idle", after: idle }))
         const base = { "content-type": "application/json", accept: "application/vnd.amazon.eventstream" }
         const now = new Date(yield* Clock.currentTimeMillis)
-        const auth: Record<string, string> = Option.match(options.aws, {
+        const headers: Record<string, string> = yield* Option.match(options.aws, {
           onSome: (aws) => {
             const credentials: AwsCredentials = {
               accessKeyId: aws.accessKeyId,
               secretAccessKey: Redacted.value(aws.secretAccessKey),
               sessionToken: Option.getOrUndefined(Option.map(aws.sessionToken, Redacted.value))
             }
-            return signV4({ method: "POST", url: new URL(url), headers: base, body, service: "bedrock", region: aws.region, credentials, now })
+            // WebCrypto's HMAC behind a promise; it fails only on arguments we build ourselves.
+            return Effect.promise(() =>
+              signV4({ method: "POST", url: new URL(url), headers: base, body, service: "bedrock", region: aws.region, credentials, now })
+            )
           },
-          onNone: () => Option.match(options.apiKey, { onNone: () => ({}), onSome: (key) => ({ authorization: `Bearer ${Redacted.value(key)}` }) })
+          onNone: () =>
+            Effect.succeed(Option.match(options.apiKey, {
+              onNone: () => base,
+              onSome: (key) => ({ ...base, authorization: `Bearer ${Redacted.value(key)}` })
+            }))
         })
         const request = HttpClientRequest.post(url).pipe(
-          HttpClientRequest.setHeaders({ ...base, ...auth }),
+          HttpClientRequest.setHeaders(headers),
           HttpClientRequest.bodyText(body, "application/json")
         )
         const call = { module: MODULE, method, shownUrl, idle, idleError, scrub }

@@ -3,17 +3,16 @@ import * as IdGenerator from "@effect/ai/IdGenerator"
 import * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Tool from "@effect/ai/Tool"
 import type * as Prompt from "@effect/ai/Prompt"
-import type * as Response from "@effect/ai/Response"
 import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientError from "@effect/platform/HttpClientError"
 import { Duration, Effect, Either, Encoding, FiberRef, Option, Redacted, Stream } from "effect"
+import { asChunk, ChunkDecoder, collectParts } from "./ChatCompletionsStream.js"
+import type { ChatMessage, ChatRequest, ContentPart, ToolCallOut } from "./ChatCompletionsWire.js"
 import { CurrentOutputFormat, toResponseFormat } from "./OutputFormat.js"
 import {
   displayUrl,
-  excerpt,
   executeUpstream,
-  parseToolArguments,
   requestDetails,
   scrubber,
   sseEvents,
@@ -24,10 +23,14 @@ import {
   UpstreamTimeout
 } from "./Upstream.js"
 
+export { ChunkDecoder, collectParts, mapFinishReason } from "./ChatCompletionsStream.js"
+export type { ChatMessage, ChatRequest } from "./ChatCompletionsWire.js"
+
 /**
  * An OpenAI Chat Completions provider: the dialect vLLM, Ollama, DeepSeek, Qwen and most hosted models speak, which
  * `@effect/ai-openai` (Responses API only) does not. It always streams, even for `generateText`, so that one code
- * path owns the parsing, the timeouts and the error mapping.
+ * path owns the parsing, the timeouts and the error mapping. The wire format and its chunk Schema are in
+ * `ChatCompletionsWire.ts`, the stream assembler in `ChatCompletionsStream.ts`.
  *
  * Failures are always an `AiError`, never a hung stream:
  * - upstream status >= 400            -> `HttpResponseError` (reason `StatusCode`, `response.status`, body excerpt)
@@ -58,39 +61,6 @@ export interface Options {
 // =============================================================================
 // Request encoding
 // =============================================================================
-
-type ContentPart =
-  | { readonly type: "text"; readonly text: string }
-  | { readonly type: "image_url"; readonly image_url: { readonly url: string } }
-
-interface ToolCallOut {
-  readonly id: string
-  readonly type: "function"
-  readonly function: { readonly name: string; readonly arguments: string }
-}
-
-export type ChatMessage =
-  | { readonly role: "system"; readonly content: string }
-  | { readonly role: "user"; readonly content: string | ReadonlyArray<ContentPart> }
-  | { readonly role: "assistant"; readonly content: string | null; readonly tool_calls?: ReadonlyArray<ToolCallOut> }
-  | { readonly role: "tool"; readonly tool_call_id: string; readonly content: string }
-
-export interface ChatRequest {
-  readonly model: string
-  readonly messages: ReadonlyArray<ChatMessage>
-  readonly stream: true
-  readonly stream_options: { readonly include_usage: true }
-  readonly tools?: ReadonlyArray<{
-    readonly type: "function"
-    readonly function: { readonly name: string; readonly description?: string; readonly parameters: unknown }
-  }>
-  readonly tool_choice?: "auto" | "none" | "required" | {
-    readonly type: "function"
-    readonly function: { readonly name: string }
-  }
-  /** Structured output, when the run asks for it (`CurrentOutputFormat`). */
-  readonly response_format?: ReturnType<typeof toResponseFormat>
-}
 
 const malformedInput = (method: string, description: string) =>
   new AiError.MalformedInput({ module: MODULE, method, description })
@@ -210,339 +180,6 @@ export const encodeRequest = (
       : choice.mode ?? "auto"
     return { ...base, tools, tool_choice }
   })
-
-// =============================================================================
-// Stream decoding
-// =============================================================================
-
-interface UsageJson {
-  readonly prompt_tokens?: number | null
-  readonly completion_tokens?: number | null
-  readonly total_tokens?: number | null
-  readonly completion_tokens_details?: { readonly reasoning_tokens?: number | null } | null
-  readonly prompt_tokens_details?: { readonly cached_tokens?: number | null } | null
-}
-
-interface PendingCall {
-  id: string
-  name: string
-  args: string
-  started: boolean
-}
-
-const isRecord = (value: unknown): value is Record<string, any> =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
-
-const num = (value: unknown): number | undefined =>
-  typeof value === "number" && Number.isFinite(value) ? value : undefined
-const str = (value: unknown): string | undefined => typeof value === "string" && value.length > 0 ? value : undefined
-
-export const mapFinishReason = (reason: string | undefined): Response.FinishReason => {
-  switch (reason) {
-    case "stop":
-    case "eos":
-      return "stop"
-    case "length":
-      return "length"
-    case "tool_calls":
-    case "function_call":
-      return "tool-calls"
-    case "content_filter":
-      return "content-filter"
-    case undefined:
-      return "unknown"
-    default:
-      return "other"
-  }
-}
-
-/**
- * The state of one streamed response: turns SSE `data` payloads into `@effect/ai` stream parts. Synchronous and
- * free of I/O so the grammar of the upstream dialect can be reasoned about (and tested) on its own.
- */
-export class ChunkDecoder {
-  private text: string | undefined
-  private reasoning: string | undefined
-  private blocks = 0
-  private readonly calls = new Map<number, PendingCall>()
-  private finishReason: string | undefined
-  private usage: UsageJson | undefined
-  private sawToolCalls = false
-  private done = false
-
-  constructor(
-    private readonly streamId: string,
-    private readonly toolNames: ReadonlySet<string>,
-    private readonly method: string,
-    private readonly scrub: (text: string) => string = (text) => text
-  ) {}
-
-  /** One SSE event. `[DONE]` ends the stream; an `error` event or object fails it. */
-  onEvent(event: string, data: string): Either.Either<Array<Response.StreamPartEncoded>, AiError.AiError> {
-    if (this.done) return Either.right([])
-    if (data.trim() === "[DONE]") {
-      this.done = true
-      return Either.right([])
-    }
-    let chunk: unknown
-    try {
-      chunk = JSON.parse(data)
-    } catch {
-      return Either.left(
-        new AiError.MalformedOutput({
-          module: MODULE,
-          method: this.method,
-          description: `the model upstream sent a stream chunk that is not JSON: ${this.scrub(excerpt(data))}`
-        })
-      )
-    }
-    if (!isRecord(chunk)) {
-      return Either.left(
-        new AiError.MalformedOutput({
-          module: MODULE,
-          method: this.method,
-          description: `the model upstream sent a stream chunk that is not an object: ${this.scrub(excerpt(data))}`
-        })
-      )
-    }
-    if (event === "error" || chunk.error !== undefined && chunk.error !== null) {
-      const message = upstreamMessage(JSON.stringify(chunk.error ?? chunk)) ?? "no details"
-      return Either.left(
-        new AiError.UnknownError({
-          module: MODULE,
-          method: this.method,
-          description: `the model upstream reported an error mid-stream: ${this.scrub(message)}`
-        })
-      )
-    }
-    const parts: Array<Response.StreamPartEncoded> = []
-    if (isRecord(chunk.usage)) this.usage = chunk.usage
-    const choices: Array<any> = Array.isArray(chunk.choices) ? chunk.choices : []
-    // Only the first choice: we never ask for n > 1.
-    const choice = choices.find((c) => isRecord(c) && (c.index ?? 0) === 0)
-    if (choice === undefined) return Either.right(parts)
-    const delta: Record<string, any> = isRecord(choice.delta) ? choice.delta : {}
-
-    const reasoning = str(delta.reasoning_content) ?? str(delta.reasoning)
-    if (reasoning !== undefined) {
-      this.closeText(parts)
-      if (this.reasoning === undefined) {
-        this.reasoning = this.nextId("reasoning")
-        parts.push({ type: "reasoning-start", id: this.reasoning })
-      }
-      parts.push({ type: "reasoning-delta", id: this.reasoning, delta: reasoning })
-    }
-
-    const content = str(delta.content)
-    if (content !== undefined) {
-      this.closeReasoning(parts)
-      if (this.text === undefined) {
-        this.text = this.nextId("text")
-        parts.push({ type: "text-start", id: this.text })
-      }
-      parts.push({ type: "text-delta", id: this.text, delta: content })
-    }
-
-    if (Array.isArray(delta.tool_calls)) {
-      this.closeReasoning(parts)
-      this.closeText(parts)
-      let position = 0
-      for (const fragment of delta.tool_calls as Array<any>) {
-        const error = this.onToolCallFragment(fragment, position++, parts)
-        if (error !== undefined) return Either.left(error)
-      }
-    }
-
-    const finishReason = str(choice.finish_reason)
-    if (finishReason !== undefined) {
-      this.finishReason = finishReason
-      const error = this.flush(parts)
-      if (error !== undefined) return Either.left(error)
-    }
-    return Either.right(parts)
-  }
-
-  /** The end of the byte stream: completes what is open and adds the `finish` part. */
-  onEnd(): Either.Either<Array<Response.StreamPartEncoded>, AiError.AiError> {
-    if (!this.done && this.finishReason === undefined) {
-      return Either.left(
-        new AiError.UnknownError({
-          module: MODULE,
-          method: this.method,
-          description: "the model upstream closed the stream before the response was finished"
-        })
-      )
-    }
-    const parts: Array<Response.StreamPartEncoded> = []
-    const error = this.flush(parts)
-    if (error !== undefined) return Either.left(error)
-    const mapped = mapFinishReason(this.finishReason)
-    // Ollama and some vLLM templates say "stop" after a tool call; the engine keys its loop on "tool-calls".
-    const reason = this.sawToolCalls && (mapped === "stop" || mapped === "unknown") ? "tool-calls" : mapped
-    const usage = this.usage
-    const inputTokens = num(usage?.prompt_tokens)
-    const outputTokens = num(usage?.completion_tokens)
-    parts.push({
-      type: "finish",
-      reason,
-      usage: {
-        inputTokens,
-        outputTokens,
-        totalTokens: num(usage?.total_tokens) ??
-          (inputTokens !== undefined && outputTokens !== undefined ? inputTokens + outputTokens : undefined),
-        reasoningTokens: num(usage?.completion_tokens_details?.reasoning_tokens),
-        cachedInputTokens: num(usage?.prompt_tokens_details?.cached_tokens)
-      }
-    })
-    return Either.right(parts)
-  }
-
-  private nextId(kind: string) {
-    return `${this.streamId}-${kind}-${this.blocks++}`
-  }
-
-  private closeText(parts: Array<Response.StreamPartEncoded>) {
-    if (this.text !== undefined) {
-      parts.push({ type: "text-end", id: this.text })
-      this.text = undefined
-    }
-  }
-
-  private closeReasoning(parts: Array<Response.StreamPartEncoded>) {
-    if (this.reasoning !== undefined) {
-      parts.push({ type: "reasoning-end", id: this.reasoning })
-      this.reasoning = undefined
-    }
-  }
-
-  private onToolCallFragment(
-    fragment: any,
-    position: number,
-    parts: Array<Response.StreamPartEncoded>
-  ): AiError.AiError | undefined {
-    if (!isRecord(fragment)) return undefined
-    const f = fragment
-    // `index` tells parallel calls apart; servers that omit it send each call whole, in order.
-    const index = typeof f.index === "number" ? f.index : position
-    let call = this.calls.get(index)
-    if (call === undefined) {
-      call = { id: str(f.id) ?? `${this.streamId}-call-${index}`, name: "", args: "", started: false }
-      this.calls.set(index, call)
-    } else if (!call.started && str(f.id) !== undefined) {
-      call.id = f.id
-    }
-    const name = str(f.function?.name)
-    if (name !== undefined && call.name === "") call.name = name
-    const args = typeof f.function?.arguments === "string"
-      ? f.function.arguments
-      : isRecord(f.function?.arguments)
-      ? JSON.stringify(f.function.arguments) // Ollama's native form: arguments as an object.
-      : ""
-    if (args.length > 0) {
-      call.args += args
-      if (call.started) parts.push({ type: "tool-params-delta", id: call.id, delta: args })
-    }
-    if (!call.started && call.name !== "") return this.start(call, parts)
-    return undefined
-  }
-
-  private start(call: PendingCall, parts: Array<Response.StreamPartEncoded>): AiError.AiError | undefined {
-    if (!this.toolNames.has(call.name)) {
-      return new AiError.MalformedOutput({
-        module: MODULE,
-        method: this.method,
-        description: `the model called a tool it was not offered: ${excerpt(call.name, 80)}`
-      })
-    }
-    call.started = true
-    parts.push({ type: "tool-params-start", id: call.id, name: call.name, providerExecuted: false })
-    if (call.args.length > 0) parts.push({ type: "tool-params-delta", id: call.id, delta: call.args })
-    return undefined
-  }
-
-  /** Closes open blocks and completes every pending tool call, in index order. */
-  private flush(parts: Array<Response.StreamPartEncoded>): AiError.AiError | undefined {
-    this.closeReasoning(parts)
-    this.closeText(parts)
-    const pending = [...this.calls.entries()].sort(([a], [b]) => a - b)
-    this.calls.clear()
-    for (const [, call] of pending) {
-      if (!call.started) {
-        if (call.name === "") {
-          return new AiError.MalformedOutput({
-            module: MODULE,
-            method: this.method,
-            description: "the model upstream sent a tool call without a function name"
-          })
-        }
-        const error = this.start(call, parts)
-        if (error !== undefined) return error
-      }
-      parts.push({ type: "tool-params-end", id: call.id })
-      parts.push({
-        type: "tool-call",
-        id: call.id,
-        name: call.name,
-        params: parseToolArguments(call.args),
-        providerExecuted: false
-      })
-      this.sawToolCalls = true
-    }
-    return undefined
-  }
-}
-
-/** A whole `chat.completion` body rewritten as the equivalent single stream chunk (message -> delta). */
-const asChunk = (body: string): string => {
-  try {
-    const json: unknown = JSON.parse(body)
-    if (!isRecord(json) || !Array.isArray(json.choices)) return body
-    return JSON.stringify({
-      ...json,
-      choices: json.choices.map((choice: unknown) =>
-        isRecord(choice)
-          ? { ...choice, delta: choice.message ?? choice.delta ?? {}, finish_reason: choice.finish_reason ?? "stop" }
-          : choice
-      )
-    })
-  } catch {
-    // Left to the decoder, which reports it as a chunk that is not JSON.
-    return body
-  }
-}
-
-
-/** `text-delta`s and friends folded into whole parts, for `generateText`. */
-export const collectParts = (parts: Iterable<Response.StreamPartEncoded>): Array<Response.PartEncoded> => {
-  const out: Array<Response.PartEncoded> = []
-  const open = new Map<string, { kind: "text" | "reasoning"; text: string }>()
-  for (const part of parts) {
-    switch (part.type) {
-      case "text-start":
-      case "reasoning-start":
-        open.set(part.id, { kind: part.type === "text-start" ? "text" : "reasoning", text: "" })
-        break
-      case "text-delta":
-      case "reasoning-delta": {
-        const block = open.get(part.id)
-        if (block !== undefined) block.text += part.delta
-        break
-      }
-      case "text-end":
-      case "reasoning-end": {
-        const block = open.get(part.id)
-        open.delete(part.id)
-        if (block !== undefined) out.push({ type: block.kind, text: block.text })
-        break
-      }
-      case "tool-call":
-      case "finish":
-        out.push(part)
-        break
-    }
-  }
-  return out
-}
 
 export const make = (options: Options): Effect.Effect<LanguageModel.Service, never, HttpClient.HttpClient> =>
   Effect.gen(function*() {

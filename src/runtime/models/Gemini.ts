@@ -6,7 +6,8 @@ import * as Tool from "@effect/ai/Tool"
 import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import { Duration, Effect, Either, Encoding, Option, Redacted, Stream } from "effect"
-import { collectParts, mapFinishReason, type Options } from "./ChatCompletions.js"
+import type { Options } from "./ChatCompletions.js"
+import { collectParts, mapFinishReason } from "./ChatCompletionsStream.js"
 import { displayUrl, excerpt, executeUpstream, scrubber, sseEvents, statusError, timeoutError, tolerateToolArguments, transportCause, upstreamMessage, UpstreamTimeout } from "./Upstream.js"
 
 /**

@@ -547,6 +547,41 @@ describe("ChunkDecoder (dialects)", () => {
     assert.deepStrictEqual(call?.params, {})
   })
 
+  it("nulls where a field may be absent are absent (OpenAI sends them); usage with cached and reasoning tokens", () => {
+    const result = decode([
+      Mock.chatChunk({ role: "assistant", content: null, reasoning_content: null, tool_calls: null }),
+      Mock.chatChunk({ content: "hi" }),
+      { choices: [{ index: 0, delta: null, finish_reason: "stop" }], usage: null },
+      {
+        choices: [],
+        usage: {
+          prompt_tokens: 10,
+          completion_tokens: 4,
+          total_tokens: null,
+          completion_tokens_details: { reasoning_tokens: 2 },
+          prompt_tokens_details: { cached_tokens: 6 }
+        }
+      },
+      "[DONE]"
+    ])
+    assert(Either.isRight(result))
+    assert.deepStrictEqual(result.right.filter((part) => part.type === "text-delta").map((part) => part.delta), ["hi"])
+    assert.deepStrictEqual(result.right.at(-1)?.usage, {
+      inputTokens: 10,
+      outputTokens: 4,
+      totalTokens: 14,
+      reasoningTokens: 2,
+      cachedInputTokens: 6
+    })
+  })
+
+  it("a chunk whose fields have the wrong type is a MalformedOutput naming the field", () => {
+    const result = decode([Mock.chatChunk({ content: 5 })])
+    assert(Either.isLeft(result))
+    assert.strictEqual(result.left._tag, "MalformedOutput")
+    assert.match(result.left.message, /choices\.0\.delta\.content/)
+  })
+
   it("a double-encoded arguments string is unwrapped", () => {
     assert.deepStrictEqual(Upstream.parseToolArguments(JSON.stringify("{\"expression\":\"1\"}")), {
       expression: "1"

@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Duration, Effect, Either, Layer, Option, Redacted, Stream } from "effect"
-import { signV4 } from "../../../src/runtime/models/AwsEventStream.js"
+import { signV4 } from "../../../src/runtime/models/Bedrock.js"
 import { retryable } from "../../../src/runtime/models/Health.js"
 import { type UpstreamModel, upstreamLanguageModel } from "../../../src/runtime/models/ProviderConfig.js"
 import type { ProviderKind } from "../../../src/runtime/models/Providers.js"
@@ -159,24 +159,25 @@ describe("provider kinds over their wire formats", () => {
       assert(Option.isSome(retryable(outcome.left, Date.now())))
     }).pipe(Effect.provide(Layer.merge(NodeHttpClient.layerUndici, Mock.ToolsLayer))))
 
-  it("SigV4 signing matches AWS's published test vector (get-vanilla)", () => {
-    const headers = signV4({
-      method: "GET",
-      url: new URL("https://example.amazonaws.com/"),
-      headers: {},
-      body: "",
-      service: "service",
-      region: "us-east-1",
-      credentials: { accessKeyId: "AKIDEXAMPLE", secretAccessKey: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY" },
-      now: new Date("2015-08-30T12:36:00Z")
-    })
-    assert.strictEqual(
-      headers.authorization,
-      "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/service/aws4_request, SignedHeaders=host;x-amz-date, " +
-        "Signature=5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31"
-    )
-    assert.strictEqual(headers["x-amz-date"], "20150830T123600Z")
-  })
+  it.effect("SigV4 signing matches AWS's published test vector (get-vanilla)", () =>
+    Effect.gen(function*() {
+      const headers = yield* Effect.promise(() => signV4({
+        method: "GET",
+        url: new URL("https://example.amazonaws.com/"),
+        headers: {},
+        body: "",
+        service: "service",
+        region: "us-east-1",
+        credentials: { accessKeyId: "AKIDEXAMPLE", secretAccessKey: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY" },
+        now: new Date("2015-08-30T12:36:00Z")
+      }))
+      assert.strictEqual(
+        headers.authorization,
+        "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/service/aws4_request, SignedHeaders=host;x-amz-date, " +
+          "Signature=5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31"
+      )
+      assert.strictEqual(headers["x-amz-date"], "20150830T123600Z")
+    }))
 
   it.scoped("bedrock with AWS credentials: the request is SigV4-signed over the body it carries; an exception frame fails retryably", () =>
     Effect.gen(function*() {
@@ -201,7 +202,7 @@ describe("provider kinds over their wire formats", () => {
       assert.match(auth, /^AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE\/\d{8}\/eu-west-1\/bedrock\/aws4_request, SignedHeaders=accept;content-type;host;x-amz-date;x-amz-security-token, Signature=[0-9a-f]{64}$/)
       assert.strictEqual(sent!.headers["x-amz-security-token"], "session-token-xyz")
       const date = sent!.headers["x-amz-date"]!
-      const again = signV4({
+      const again = yield* Effect.promise(() => signV4({
         method: "POST",
         url: new URL(`http://127.0.0.1:${mock.port}${sent!.path}`),
         headers: { accept: sent!.headers.accept!, "content-type": sent!.headers["content-type"]! },
@@ -210,7 +211,7 @@ describe("provider kinds over their wire formats", () => {
         region: "eu-west-1",
         credentials: { accessKeyId: "AKIDEXAMPLE", secretAccessKey: secret, sessionToken: "session-token-xyz" },
         now: new Date(`${date.slice(0, 4)}-${date.slice(4, 6)}-${date.slice(6, 8)}T${date.slice(9, 11)}:${date.slice(11, 13)}:${date.slice(13, 15)}Z`)
-      })
+      }))
       assert.strictEqual(again.authorization, auth, "the signature covers the body that was sent")
       assert.notInclude(JSON.stringify(sent!.headers), secret)
 
