@@ -1,8 +1,17 @@
 import { defineConfig } from "vitest/config"
 
+/**
+ * Entity tests (`Entity.makeTestClient`, docs/testing.md) run as a project of their own. A worker keeps its module
+ * graph between files (`isolate: false`, below), and `src/platform/Cluster.ts` keeps its shard fences in module
+ * state: once a services-mode file in the worker booted the platform (its `TrackedRunnerStorage` marks the process as
+ * a cluster runner), an entity built later in that worker without a runner found its shard unheld, and its
+ * `takeFence` slept on the test's `TestClock` forever. vitest runs each project's files on workers of their own
+ * (recycled between projects), so the entity tests start from a fresh module graph in both modes.
+ */
+const entityTests = ["test/**/*-entity.test.ts"]
+
 export default defineConfig({
   test: {
-    include: ["test/**/*.test.ts"],
     // One migrated database per run that every test's own database is copied from (test/support/Templates.ts).
     globalSetup: ["test/support/globalSetup.ts"],
     // Every test file boots its own server and database; two cores want few at once.
@@ -13,6 +22,10 @@ export default defineConfig({
     isolate: false,
     minWorkers: 1,
     testTimeout: 60_000,
-    hookTimeout: 120_000
+    hookTimeout: 120_000,
+    projects: [
+      { extends: true, test: { name: "platform", include: ["test/**/*.test.ts"], exclude: entityTests } },
+      { extends: true, test: { name: "entity", include: entityTests } }
+    ]
   }
 })
