@@ -10,22 +10,31 @@ import { defineConfig } from "vitest/config"
  */
 const entityTests = ["test/**/*-entity.test.ts"]
 
+/**
+ * What each project's files run with. Not inherited from the root (`extends`): the root's `globalSetup` runs once for
+ * the whole run (vitest always runs the root project's), and a project that inherited it ran it again.
+ */
+const perFile = {
+  // A worker runs its files one after another in one module graph instead of re-importing Effect and the whole
+  // platform for every file: that import was about half of a file's CPU time. Files still share nothing else:
+  // each builds its own layers (server, database, store), and no test mocks modules or changes process.env.
+  isolate: false,
+  testTimeout: 60_000,
+  hookTimeout: 120_000
+}
+
 export default defineConfig({
   test: {
-    // One migrated database per run that every test's own database is copied from (test/support/Templates.ts).
+    // One migrated database per run that every test's own database is copied from (test/support/Templates.ts); its
+    // values reach every project (`inject`).
     globalSetup: ["test/support/globalSetup.ts"],
     // Every test file boots its own server and database; two cores want few at once.
     maxWorkers: 2,
-    // A worker runs its files one after another in one module graph instead of re-importing Effect and the whole
-    // platform for every file: that import was about half of a file's CPU time. Files still share nothing else:
-    // each builds its own layers (server, database, store), and no test mocks modules or changes process.env.
-    isolate: false,
     minWorkers: 1,
-    testTimeout: 60_000,
-    hookTimeout: 120_000,
+    ...perFile,
     projects: [
-      { extends: true, test: { name: "platform", include: ["test/**/*.test.ts"], exclude: entityTests } },
-      { extends: true, test: { name: "entity", include: entityTests } }
+      { test: { name: "platform", include: ["test/**/*.test.ts"], exclude: entityTests, ...perFile } },
+      { test: { name: "entity", include: entityTests, ...perFile } }
     ]
   }
 })
