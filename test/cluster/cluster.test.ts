@@ -83,6 +83,7 @@ const settled = (shared: Shared, runners: number) =>
       )
       last = row
       if (row!.runners === runners && row!.shards === SHARDS) return
+      // Polled: the runners' shard locks are seen only in pg_locks.
       await new Promise((resolve) => setTimeout(resolve, 250))
     }
     throw new Error(`the cluster did not settle on ${runners} runners: ${JSON.stringify(last)}`)
@@ -376,6 +377,7 @@ describe.skipIf(databaseUrl === undefined)("cluster (issue 13)", () => {
       // Wallets on both runners, charged through both: half the messages cross from one runner to the other.
       const payers = yield* Effect.all(Array.from({ length: 6 }, () => newUser(a)), { concurrency: 2 })
       yield* chargedThrough(a, payers, (i) => i % 2 === 0 ? a : b, 10, Effect.gen(function*() {
+        // Real time under load: the charges are flowing through both runners when their refreshes start to fail.
         yield* Effect.sleep("1 second")
         // The runners' heartbeat rows are locked for longer than a refresh may take, as a stalled PostgreSQL or a
         // starved process would make it: each refresh times out, each runner gives every shard up at once (cutting
@@ -387,12 +389,14 @@ describe.skipIf(databaseUrl === undefined)("cluster (issue 13)", () => {
           try {
             await client.query("BEGIN")
             await client.query(`SELECT 1 FROM cluster_runners FOR UPDATE`)
+            // Real time: the lock outlasts a refresh and its timeout (see above), as a stalled PostgreSQL would.
             await new Promise((resolve) => setTimeout(resolve, lockHeld))
             await client.query("ROLLBACK")
           } finally {
             await client.end()
           }
         })
+        // Real time under load: charges go on after the lock is let go, while the runners take their shards back.
         yield* Effect.sleep("1 second")
         yield* settled(shared, 2)
       }))
@@ -483,6 +487,7 @@ describe.skipIf(databaseUrl === undefined)("cluster (issue 13)", () => {
           }).then((r) => r.status, () => null)
         ).pipe(Effect.tap((status) => Effect.sync(() => outcomes.set(key, status)))), { concurrency: 16, discard: true })
       const loading = yield* Effect.fork(load)
+      // Real time under load: the runner is killed while charges to it are in flight.
       yield* Effect.sleep("300 millis")
       yield* Effect.promise(() => c.kill())
       yield* loading.await

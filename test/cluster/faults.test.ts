@@ -69,6 +69,7 @@ describe.skipIf(!enabled)("faults (issues 26, 33)", () => {
 
       const load = startLoad(h, payers, owner, sessions)
       const recoveries: Record<string, number> = {}
+      // Real time under load between faults: the runners must serve the load for a while before the next one.
       const pause = (ms: number) => Effect.sleep(`${ms} millis`)
       const recover = (fault: string) =>
         Effect.promise(async () => {
@@ -89,6 +90,7 @@ describe.skipIf(!enabled)("faults (issues 26, 33)", () => {
         }).then((r) => r.text())
         let interrupted = false
         for (let i = 0; i < 50 && !interrupted; i++) {
+          // Polled: the turn starts on another runner, and only the interrupt's answer tells it is running there.
           await new Promise((r) => setTimeout(r, 200))
           const reply = await call(h.answers, "interrupt", `${h.runners[2]!.url}/v1/sessions/${extra.body.id}/interrupt`, { token: owner.token })
           interrupted = reply.body?.interrupted === true
@@ -148,6 +150,7 @@ describe.skipIf(!enabled)("faults (issues 26, 33)", () => {
             body: { amount: "0.01", idempotency_key: Crypto.randomUUID() }
           })
           if (reply.status === 200 || Date.now() - stoppedAt > 60_000) return Date.now() - stoppedAt
+          // Polled: a recovery is seen only as the first charge that goes through again.
           await new Promise((r) => setTimeout(r, 50))
         }
       })

@@ -7,7 +7,6 @@ import { AppConfig } from "../../src/platform/Config.js"
 import { Session, SessionLive } from "../../src/sessions/Session.js"
 import { insertUser, TestDatabase } from "../support/Database.js"
 import { KnowledgeGate, RunPayerTest } from "../support/Ports.js"
-import { servicesMode } from "../support/TestServer.js"
 
 /**
  * The session entity on its own (issue 29 item 5): `Entity.makeTestClient` runs its behaviour in the test, with no
@@ -83,9 +82,10 @@ const queued = (sessionId: string) =>
       Effect.map((rows) => rows.map((r) => r.turn))
     )
 
-// Embedded mode only for now: against PostgreSQL (services mode) every turn waits past the test's deadline, a hang
-// not yet traced (issue 29's note). The Session entity meets PostgreSQL in the sessions and cluster suites.
-describe.skipIf(servicesMode)("Session entity on its own", () => {
+// Both modes. This file runs in vitest's `entity` project (vitest.config.ts): after a services-mode platform file in
+// the same worker, Cluster.ts's module-level fence state took this stand-alone entity for a runner's that lost its
+// shard, and every turn waited on `takeFence` forever.
+describe("Session entity on its own", () => {
   layer(Env, { timeout: "60 seconds" })("Session entity (makeTestClient)", (it) => {
     it.scoped("turns queue: one runs at a time, in the order sent, each after the previous one ended", () =>
       Effect.gen(function*() {

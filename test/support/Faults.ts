@@ -132,6 +132,7 @@ export const settled = (h: Harness, runners: number) =>
          WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()`
       ).catch(() => [])
       if (rows[0]?.runners === runners && rows[0]?.shards >= 300) return
+      // Polled: the runners' shard locks are seen only in pg_locks.
       await new Promise((r) => setTimeout(r, 250))
     }
     throw new Error(`the cluster did not settle on ${runners} runners`)
@@ -170,6 +171,7 @@ export interface Load {
   readonly stop: () => Promise<void>
 }
 
+/** Real pauses of the load's clients (a back-off after a refused call, a poll): they run against real processes. */
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
 /** A `GET …/events` subscription that resumes with `Last-Event-ID` whenever its stream ends, until `stopped()`. */
@@ -186,6 +188,7 @@ const hold = (h: Harness, user: User, session: string, runner: number, out: Load
         })
         if (response.status !== 200) {
           await response.text()
+          // A subscriber's back-off before it reconnects, as a real client's.
           await sleep(500)
           continue
         }
@@ -212,6 +215,7 @@ const hold = (h: Harness, user: User, session: string, runner: number, out: Load
       }
       if (!stopped()) {
         out.reconnects++
+        // A subscriber's back-off before it reconnects, as a real client's.
         await sleep(250)
       }
     }
@@ -238,6 +242,7 @@ export const startLoad = (h: Harness, payers: Array<User>, owner: User, sessions
           body: { amount: "0.01", idempotency_key: key }
         })
         charges.set(key, { payer, status: reply.status })
+        // A caller's back-off after a refused charge, so an outage is not a busy loop.
         if (reply.status !== 200) await sleep(200)
       }
     })())
@@ -263,6 +268,7 @@ export const startLoad = (h: Harness, payers: Array<User>, owner: User, sessions
           const text = await response.text()
           if (/event: run\.(completed|failed)/.test(text)) turns.ended++
           else turns.cut++
+          // A caller's back-off after a refused or cut turn, so an outage is not a busy loop.
           if (response.status !== 200) await sleep(300)
         } catch {
           turns.cut++
@@ -287,6 +293,7 @@ export const startLoad = (h: Harness, payers: Array<User>, owner: User, sessions
         if (running[0].n === 0 && queued[0].n === 0) break
         await sleep(250)
       }
+      // The subscribers' streams trail the database: their last events arrive after the rows ended (no event tells).
       await sleep(1_000)
       unsubscribed = true
       await Promise.all(holders)
@@ -314,6 +321,7 @@ export const recovery = async (h: Harness, payer: User, owner: User, session: st
       const read = await call(h.answers, "probe", `${r.url}/v1/sessions/${session}`, { method: "GET", token: owner.token })
       if (charge.status === 200 && read.status === 200) break
       if (Date.now() - from > 60_000) throw new Error("no recovery within 60 s")
+      // Polled: a recovery is seen only as the first charge and read that go through again.
       await sleep(100)
     }
   }
@@ -338,6 +346,7 @@ export const violations = async (h: Harness, load: Load, sessions: Array<string>
         body: { amount: "0.01", idempotency_key: key }
       })
       charge.status = reply.status
+      // A caller's back-off after a refused charge, so an outage is not a busy loop.
       if (reply.status !== 200) await sleep(200)
     }
     if (charge.status !== 200) found.push(`charge ${key}: never answered 200`)
@@ -436,6 +445,7 @@ export const shardsMoved = async (h: Harness, index: number, from: number, limit
       [address]
     ).catch(() => [])
     if (rows[0]?.theirs === 0 && rows[0]?.others >= 300) return Date.now() - from
+    // Polled: the hand-over of the shard locks is seen only in pg_locks.
     await sleep(50)
   }
   return null
@@ -467,6 +477,7 @@ export const chargeLoop = (h: Harness, users: ReadonlyArray<User>, what: string,
       })
       latencies.push(Date.now() - started)
       statuses.push(reply.status)
+      // A caller's back-off after a refused charge, so an outage is not a busy loop.
       if (reply.status !== 200) await sleep(100)
     }
   }))
