@@ -77,7 +77,8 @@ export class SessionFollow extends Effect.Service<SessionFollow>()("atrium/sessi
         return settled ? Effect.void : Effect.catchAllCause(wake(id), () => Effect.void)
       })
     if (hub.clustered) {
-      yield* Effect.forEach(Array.from(watched), ([id, watch]) => check(id, watch), { discard: true, concurrency: 64 }).pipe(
+      // Suspended: the sessions are read afresh at every check.
+      yield* Effect.suspend(() => Effect.forEach(Array.from(watched), ([id, watch]) => check(id, watch), { discard: true, concurrency: 64 })).pipe(
         Effect.repeat(Schedule.spaced(OWNER_CHECK)),
         Effect.forkScoped
       )
