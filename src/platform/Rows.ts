@@ -1,4 +1,4 @@
-import { Effect, Option, Schema } from "effect"
+import { Effect, Option, ParseResult, Schema } from "effect"
 
 /**
  * Row schemas for the repositories: a query's rows are decoded, never cast, and a row that does not match its schema
@@ -21,3 +21,11 @@ export const decodeFirst = <A, I>(row: Schema.Schema<A, I>) => {
   return (rows: ReadonlyArray<unknown>): Effect.Effect<Option.Option<A>> =>
     rows.length === 0 ? Effect.succeed(Option.none()) : Effect.orDie(Effect.map(decode(rows[0]), Option.some))
 }
+
+/**
+ * A row that does not match its schema as a defect, for the few queries whose SQL errors stay failures (the caller
+ * retries or settles them: the wallet committer, the cluster's watch).
+ */
+export const rowDefects = <A, E, R>(
+  effect: Effect.Effect<A, E | ParseResult.ParseError, R>
+): Effect.Effect<A, Exclude<E, ParseResult.ParseError>, R> => Effect.catchIf(effect, ParseResult.isParseError, Effect.die)
