@@ -116,34 +116,34 @@ const Spent = Schema.Struct({ spent: Schema.BigInt })
 
 /**
  * `commitWallets`' parameters: the records its statement reads with `jsonb_to_recordset` (snake_case, as the
- * statement names them; amounts as decimal text, read back as `bigint` by the record's column types).
+ * statement names them; amounts as decimal text, which the records' `bigint` columns read exactly). Typed here and
+ * written as JSON by hand, not encoded by a schema: this is the wallet's hot path, and a schema's encoding of them
+ * cost about ten times the JSON's (measured: 2.8 ms against 0.3 ms for 256 entries, 66 µs against 4 µs for one).
  */
-const WalletRecord = Schema.Struct({
-  user_id: Schema.String,
-  shard: Schema.NullOr(Schema.String),
-  generation: Schema.NullOr(Schema.String),
-  from_seq: Schema.BigInt,
-  balance: Schema.BigInt,
-  seq: Schema.BigInt
-})
-const EntryRecord = Schema.Struct({
-  user_id: Schema.String,
-  seq: Schema.BigInt,
-  amount: Schema.BigInt,
-  kind: Schema.String,
-  scope: Schema.String,
-  idempotency_key: Schema.String,
-  app_id: Schema.NullOr(Schema.String),
-  event: Schema.NullOr(Schema.String),
-  metadata: Schema.NullOr(Metadata),
-  description: Schema.NullOr(Schema.String),
-  balance_after: Schema.BigInt,
-  created_at: Schema.Date
-})
-const CommitBatch = Schema.Struct({
-  wallets: Schema.parseJson(Schema.Array(WalletRecord)),
-  entries: Schema.parseJson(Schema.Array(EntryRecord))
-})
+interface WalletRecord {
+  readonly user_id: string
+  readonly shard: string | null
+  readonly generation: string | null
+  readonly from_seq: string
+  readonly balance: string
+  readonly seq: string
+}
+interface EntryRecord {
+  readonly user_id: string
+  readonly seq: string
+  readonly amount: string
+  readonly kind: string
+  readonly scope: string
+  readonly idempotency_key: string
+  readonly app_id: string | null
+  readonly event: string | null
+  readonly metadata: Readonly<Record<string, string>> | null
+  readonly description: string | null
+  readonly balance_after: string
+  readonly created_at: string
+}
+/** The two JSON texts of `WalletRecord`s and `EntryRecord`s. */
+const CommitBatch = Schema.Struct({ wallets: Schema.String, entries: Schema.String })
 
 /** One row of `commitWallets`' answer, by what it reports (`wallet`: the wallet of the batch it is about). */
 const CommitRow = Schema.Union(
@@ -303,32 +303,31 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
      */
     const commitWallets = (commits: ReadonlyArray<WalletCommit>) =>
       Effect.gen(function*() {
-        const rows = yield* rowDefects(commit({
-          wallets: commits.map((c) => ({
-            user_id: c.userId,
-            shard: c.fence?.shard ?? null,
-            generation: c.fence?.generation ?? null,
-            from_seq: c.fromSeq,
-            balance: c.next.balance,
-            seq: c.next.seq
-          })),
-          entries: commits.flatMap((c) =>
-            c.entries.map((e) => ({
-              user_id: c.userId,
-              seq: e.seq,
-              amount: e.amount,
-              kind: e.kind,
-              scope: e.scope,
-              idempotency_key: e.key,
-              app_id: e.appId,
-              event: e.event,
-              metadata: e.metadata,
-              description: e.description,
-              balance_after: e.balanceAfter,
-              created_at: e.createdAt
-            }))
-          )
+        const wallets = commits.map((c): WalletRecord => ({
+          user_id: c.userId,
+          shard: c.fence?.shard ?? null,
+          generation: c.fence?.generation ?? null,
+          from_seq: String(c.fromSeq),
+          balance: String(c.next.balance),
+          seq: String(c.next.seq)
         }))
+        const entries = commits.flatMap((c) =>
+          c.entries.map((e): EntryRecord => ({
+            user_id: c.userId,
+            seq: String(e.seq),
+            amount: String(e.amount),
+            kind: e.kind,
+            scope: e.scope,
+            idempotency_key: e.key,
+            app_id: e.appId,
+            event: e.event,
+            metadata: e.metadata,
+            description: e.description,
+            balance_after: String(e.balanceAfter),
+            created_at: e.createdAt.toISOString()
+          }))
+        )
+        const rows = yield* rowDefects(commit({ wallets: JSON.stringify(wallets), entries: JSON.stringify(entries) }))
         const known = new Map<string, Array<KeyedEntry>>()
         const moved = new Set<string>()
         const inserted = new Map<string, number>()
