@@ -5,7 +5,7 @@ import { Schema } from "effect"
 import { ApiKeyAuthentication, AppAuthentication, UserAuthentication } from "../identity/Domain.js"
 import { InvalidRequest, NotFound, Unauthorized, WireError } from "../platform/Errors.js"
 import { CreditAmount, CreditPrice } from "../platform/Money.js"
-import { DailyCapExceeded, IdempotencyConflict, InsufficientCredits } from "./Domain.js"
+import { AppId, DailyCapExceeded, IdempotencyConflict, InsufficientCredits } from "./Domain.js"
 import { ListParams } from "../platform/http/Lists.js"
 
 /** One metering unit of the platform: model usage per 1k tokens (later also per-use prices). */
@@ -207,7 +207,7 @@ export class PaymentNotifyApi extends HttpApiGroup.make("paymentNotify")
 {}
 
 const AppView = Schema.Struct({
-  id: Schema.String,
+  id: AppId,
   name: Schema.String,
   client_id: Schema.String,
   redirect_uris: Schema.Array(Schema.String),
@@ -255,7 +255,7 @@ export class AppsApi extends HttpApiGroup.make("apps")
   )
   .add(
     HttpApiEndpoint.patch("update", "/api/apps/:id")
-      .setPath(Schema.Struct({ id: Schema.String }))
+      .setPath(Schema.Struct({ id: AppId }))
       .setPayload(Schema.Struct({
         name: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100))),
         redirect_uris: Schema.optional(Schema.Array(RedirectUri).pipe(Schema.minItems(1), Schema.maxItems(10))),
@@ -266,7 +266,7 @@ export class AppsApi extends HttpApiGroup.make("apps")
   )
   .add(
     HttpApiEndpoint.post("createMeter", "/api/apps/:id/meters")
-      .setPath(Schema.Struct({ id: Schema.String }))
+      .setPath(Schema.Struct({ id: AppId }))
       .setPayload(Schema.Struct({
         event_name: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)),
         credits_per_use: CreditPrice
@@ -277,14 +277,14 @@ export class AppsApi extends HttpApiGroup.make("apps")
   )
   .add(
     HttpApiEndpoint.get("listMeters", "/api/apps/:id/meters")
-      .setPath(Schema.Struct({ id: Schema.String }))
+      .setPath(Schema.Struct({ id: AppId }))
       .setUrlParams(ListParams)
       .addSuccess(Schema.Struct({ data: Schema.Array(MeterView), has_more: Schema.Boolean }))
       .addError(NotFound)
   )
   .add(
     HttpApiEndpoint.patch("updateMeter", "/api/apps/:id/meters/:meterId")
-      .setPath(Schema.Struct({ id: Schema.String, meterId: Schema.String }))
+      .setPath(Schema.Struct({ id: AppId, meterId: Schema.String }))
       .setPayload(Schema.Struct({
         credits_per_use: Schema.optional(CreditPrice),
         disabled: Schema.optional(Schema.Boolean)

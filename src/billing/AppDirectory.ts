@@ -1,6 +1,6 @@
 import { Cache, Effect, Option } from "effect"
 import { type AppRow, OAuthRepo } from "../identity/oauth/Repo.js"
-import { type MeterRow, MetersRepo } from "./Repo.js"
+import { type MeterRow, MetersRepo } from "./MetersRepo.js"
 
 /**
  * Apps and meters as `POST /v1/events` reads them: on every event, so they are cached for a moment instead of read

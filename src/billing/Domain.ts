@@ -1,6 +1,5 @@
 import { Schema } from "effect"
 import { IdempotencyConflict, WireError } from "../platform/Errors.js"
-import { newId } from "../platform/Ids.js"
 
 export { IdempotencyConflict }
 
@@ -9,13 +8,8 @@ export { IdempotencyConflict }
  * movement of credits answers. Imports only `effect` and `@effect/platform` contract modules.
  */
 
-/**
- * An OAuth app's id (`app_…`, DESIGN.md §6). The brand is a compile-time name only: the wire carries the same string, and a
- * path or body that names a wrong id still answers "not found", as before.
- */
-export const AppId = Schema.String.pipe(Schema.brand("AppId"))
-export type AppId = typeof AppId.Type
-export const newAppId = (): AppId => AppId.make(newId("app"))
+/** An OAuth app's id: identity's (its apps are), named here too, where the wallet's contract always had it. */
+export { AppId, newAppId } from "../platform/Ids.js"
 
 export class InsufficientCredits extends WireError<InsufficientCredits>()(
   "InsufficientCredits",

@@ -6,13 +6,15 @@ import { AppCaller, AuthenticationLive, Caller, CurrentUser } from "../identity/
 import { type AppRow, OAuthRepo } from "../identity/oauth/Repo.js"
 import { sha256 } from "../identity/Tokens.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
-import { randomBase62 } from "../platform/Ids.js"
+import { newAppId, randomBase62 } from "../platform/Ids.js"
 import { toNumber } from "../platform/Money.js"
 import { ModelCatalog } from "../runtime/models/Catalog.js"
 import { AppDirectory } from "./AppDirectory.js"
 import { Meters } from "./Meters.js"
 import { Payments } from "./Payments.js"
-import { LedgerReads, LedgerRepo, type MeterRow, MetersRepo } from "./Repo.js"
+import { LedgerReads } from "./LedgerReads.js"
+import { type MeterRow, MetersRepo } from "./MetersRepo.js"
+import { LedgerRepo } from "./Repo.js"
 import type { Movement } from "./Decide.js"
 import { Wallets } from "./Wallet.js"
 import { pageOf } from "../platform/http/Lists.js"
@@ -169,7 +171,7 @@ export const AppsHttp = HttpApiBuilder.group(AtriumApi, "apps", (handlers) =>
           const user = yield* CurrentUser
           const clientSecret = `cs_${randomBase62(40)}`
           const app = yield* apps.insertApp({
-            id: `app_${randomBase62(20)}`,
+            id: newAppId(),
             ownerId: user.userId,
             name: payload.name,
             clientId: `cid_${randomBase62(24)}`,

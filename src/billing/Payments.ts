@@ -4,7 +4,7 @@ import { InvalidRequest, NotFound, Unauthorized } from "../platform/Errors.js"
 import { randomBase62 } from "../platform/Ids.js"
 import { type Micros, parseCredits, toNumber } from "../platform/Money.js"
 import { BillingConfig } from "./Config.js"
-import { PaymentOrdersRepo } from "./Repo.js"
+import { PaymentOrdersRepo } from "./OrdersRepo.js"
 import { Wallets } from "./Wallet.js"
 
 /** What a provider's callback says: the order, whether it is paid, and optionally the amount it saw. */

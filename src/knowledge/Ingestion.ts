@@ -7,7 +7,7 @@ import { KnowledgeConfig } from "./Config.js"
 import { embed, vectorLiteral } from "./Embeddings.js"
 import { extractText, isRefusal, kindOf, type Refusal } from "./Extract.js"
 import { pdfText } from "./Pdf.js"
-import { type Claim, KnowledgeRepo } from "./Repo.js"
+import { type Claim, IngestionRepo } from "./IngestionRepo.js"
 import { Retrieval } from "./Retrieval.js"
 
 /**
@@ -26,7 +26,7 @@ const failed = (code: string, message: string): Outcome => ({ status: "failed", 
 export class Ingestion extends Effect.Service<Ingestion>()("atrium/knowledge/Ingestion", {
   scoped: Effect.gen(function*() {
     const config = yield* KnowledgeConfig
-    const repo = yield* KnowledgeRepo
+    const repo = yield* IngestionRepo
     const storage = yield* ObjectStorage
     const wallets = yield* Wallets
     const retrieval = yield* Retrieval
@@ -138,5 +138,5 @@ export class Ingestion extends Effect.Service<Ingestion>()("atrium/knowledge/Ing
 
     return { wake } as const
   }),
-  dependencies: [KnowledgeConfig.Default, KnowledgeRepo.Default, ObjectStorageLive, Retrieval.Default]
+  dependencies: [KnowledgeConfig.Default, IngestionRepo.Default, ObjectStorageLive, Retrieval.Default]
 }) {}

@@ -27,3 +27,11 @@ export const newUserId = () => UserId.make(newId("usr"))
 export const ApiKeyId = Schema.String.pipe(Schema.startsWith("key_"), Schema.brand("ApiKeyId"))
 export type ApiKeyId = typeof ApiKeyId.Type
 export const newApiKeyId = () => ApiKeyId.make(newId("key"))
+
+/**
+ * An OAuth app's id (`app_…`, DESIGN.md §6). The brand is a compile-time name only: the wire carries the same string, and a
+ * path or body that names a wrong id still answers "not found", as before.
+ */
+export const AppId = Schema.String.pipe(Schema.brand("AppId"))
+export type AppId = typeof AppId.Type
+export const newAppId = (): AppId => AppId.make(newId("app"))

@@ -4,6 +4,7 @@ import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { PlatformAuthentication } from "../identity/Domain.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
+import { ApprovalId } from "../runtime/Domain.js"
 
 const MAX_MESSAGE = 100_000
 
@@ -145,12 +146,12 @@ export class RunsApi extends HttpApiGroup.make("runs")
   )
   .add(
     HttpApiEndpoint.post("answerApproval", "/v1/approvals/:approval_id")
-      .setPath(Schema.Struct({ approval_id: Schema.String }))
+      .setPath(Schema.Struct({ approval_id: ApprovalId }))
       .setPayload(Schema.Struct({
         decision: Schema.Literal("approve", "deny"),
         reason: Schema.optional(Schema.String.pipe(Schema.maxLength(1000)))
       }))
-      .addSuccess(Schema.Struct({ approval_id: Schema.String, decision: Schema.Literal("approve", "deny") }))
+      .addSuccess(Schema.Struct({ approval_id: ApprovalId, decision: Schema.Literal("approve", "deny") }))
       .addError(NotFound)
       .annotate(OpenApi.Description, "Answer an `approval.required` event of one of your runs.")
   )

@@ -2,9 +2,9 @@ import { Deferred, Duration, Effect, Option, Schema, Stream } from "effect"
 import { AppConfig } from "../platform/Config.js"
 import { listenResilient } from "../platform/Listener.js"
 import { NotFound } from "../platform/Errors.js"
-import { randomBase62 } from "../platform/Ids.js"
 import { duration } from "../platform/Config.js"
 import { APPROVALS_CHANNEL, ApprovalsRepo } from "./approvals/Repo.js"
+import { type ApprovalId, newApprovalId } from "./Domain.js"
 import type { Partition } from "../identity/Partition.js"
 
 export interface Decision {
@@ -71,7 +71,7 @@ export class Approvals extends Effect.Service<Approvals>()("atrium/runtime/Appro
     /** Opens an approval; `wait` resolves with the answer or the timeout's denial, and forgets the approval. */
     const open = (owner: Partition, sessionId: Option.Option<string> = Option.none()) =>
       Effect.gen(function*() {
-        const id = `apv_${randomBase62(20)}`
+        const id = newApprovalId()
         const decision = yield* Deferred.make<Decision>()
         const expiresAt = new Date(Date.now() + Duration.toMillis(timeout))
         if (clustered) {
@@ -105,7 +105,7 @@ export class Approvals extends Effect.Service<Approvals>()("atrium/runtime/Appro
      */
     const answer = Effect.fn("Approvals.answer")(function*(
       owner: Partition,
-      id: string,
+      id: ApprovalId,
       decision: Decision,
       throughSession: Option.Option<string> = Option.none()
     ) {

@@ -6,11 +6,12 @@ import { PlatformAuthentication } from "../identity/Domain.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { IdempotencyConflict } from "../billing/Domain.js"
 import { EnvironmentId } from "../environments/Domain.js"
-import { SessionBusy } from "./Domain.js"
+import { ApprovalId } from "../runtime/Domain.js"
+import { SessionBusy, SessionId } from "./Domain.js"
 import { ListParams } from "../platform/http/Lists.js"
 
 export const SessionView = Schema.Struct({
-  id: Schema.String,
+  id: SessionId,
   agent: Schema.String,
   status: Schema.Literal("idle", "running", "waiting_approval"),
   end_user_id: Schema.NullOr(Schema.String),
@@ -24,7 +25,7 @@ export const SessionView = Schema.Struct({
 /** A session in the list: its view and a preview of its last message (the web app's conversation list). */
 export const SessionListItem = SessionView.pipe(Schema.extend(Schema.Struct({ last_message: Schema.NullOr(Schema.String) })))
 
-const Path = Schema.Struct({ id: Schema.String })
+const Path = Schema.Struct({ id: SessionId })
 
 export const MessageEvent = Schema.Struct({
   type: Schema.Literal("message"),
@@ -34,7 +35,7 @@ export const MessageEvent = Schema.Struct({
 
 export const ApprovalEvent = Schema.Struct({
   type: Schema.Literal("approval"),
-  approval_id: Schema.String,
+  approval_id: ApprovalId,
   decision: Schema.Literal("approve", "deny"),
   reason: Schema.optional(Schema.String.pipe(Schema.maxLength(1000)))
 })

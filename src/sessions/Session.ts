@@ -3,10 +3,10 @@ import { Entity, type Sharding } from "@effect/cluster"
 import { Cause, Effect, Exit, Fiber, Layer, Metric, Option, Queue, Runtime, Schedule } from "effect"
 import { ShardFences } from "../platform/cluster/Fences.js"
 import { AppConfig } from "../platform/Config.js"
-import { newId } from "../platform/Ids.js"
 import { activeSessions, countWhileScoped, inFlight, queuedTurns, runningTurns } from "../platform/telemetry/Metrics.js"
 import { type InternalEvent, isTerminal } from "../runtime/Events.js"
 import { MAX_STEPS } from "../runtime/Run.js"
+import { newRunId } from "../runtime/Domain.js"
 import { RunEngine } from "../runtime/RunEngine.js"
 import { makeSandboxHolder } from "../runtime/sandbox/Holder.js"
 import { Runs } from "../runs/Runs.js"
@@ -247,7 +247,7 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
         }
         setStatus("running")
         stoppedBy = Option.none()
-        const runId = newId("run")
+        const runId = newRunId()
         let partial = ""
         // The turn's last event waits until the turn is in the history and the session is idle again: a client
         // that reads the end of its stream and asks at once sees the conversation as it now is.

@@ -7,9 +7,9 @@ import { EnvironmentsRepo } from "../environments/Repo.js"
 import type { CallerIdentity } from "../identity/Authentication.js"
 import { makeEntityCaller } from "../platform/Cluster.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
-import { newId } from "../platform/Ids.js"
 import type { Micros } from "../platform/Money.js"
 import { Approvals } from "../runtime/Approvals.js"
+import type { ApprovalId } from "../runtime/Domain.js"
 import { RunsRepo } from "../runtime/Repo.js"
 import { Runs } from "../runs/Runs.js"
 import { SessionFollow, type SessionEvent, type SessionSink } from "./Follow.js"
@@ -18,7 +18,7 @@ import { messageView, preview, sessionView } from "./Views.js"
 import { Session } from "./Session.js"
 import { type Partition, partitionOf } from "../identity/Partition.js"
 import type { EnvironmentId } from "../environments/Domain.js"
-import { SessionBusy } from "./Domain.js"
+import { newSessionId, SessionBusy } from "./Domain.js"
 export { SessionBusy } from "./Domain.js"
 
 
@@ -82,7 +82,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
         const environment = yield* environments.byId(partition, body.environment_id)
         if (Option.isNone(environment)) return yield* new NotFound({ message: `No environment ${body.environment_id}.` })
       }
-      const id = newId("ses")
+      const id = newSessionId()
       // A bare model has no agent row; sessions are for agents (`/v1/chat/completions` serves bare models).
       if (agent.id === null) return yield* new NotFound({ message: `No agent ${body.agent}.` })
       yield* repo.insert({
@@ -233,7 +233,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
     const answerApproval = Effect.fn("Sessions.answerApproval")(function*(
       caller: CallerIdentity,
       id: string,
-      approvalId: string,
+      approvalId: ApprovalId,
       approved: boolean,
       reason: string,
       sink: SessionSink

@@ -1,4 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
+import { RunId } from "../../src/runtime/Domain.js"
 import type { TurnRow } from "../../src/sessions/Repo.js"
 import { contextOf } from "../../src/sessions/Session.js"
 
@@ -6,7 +7,7 @@ import { contextOf } from "../../src/sessions/Session.js"
 
 const turn = (n: number, chars: number): TurnRow => ({
   turn: n,
-  runId: `run_${n}`,
+  runId: RunId.make(`run_${n}`),
   messages: [{ role: "user", content: `message ${n}` }, { role: "assistant", content: `answer ${n}` }],
   chars,
   status: "completed",

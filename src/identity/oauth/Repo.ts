@@ -1,6 +1,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Schema } from "effect"
+import { AppId } from "../../platform/Ids.js"
 import type { Micros } from "../../platform/Money.js"
 
 /** jsonb as node-postgres (an array) or PGlite (sometimes its text) hands it over. */
@@ -8,7 +9,7 @@ const JsonStrings = Schema.Union(Schema.Array(Schema.String), Schema.parseJson(S
 
 /** A third-party app (spec 2.6): its client credentials (the secret only hashed) and where it may be redirected. */
 const AppRowSchema = Schema.Struct({
-  id: Schema.String,
+  id: AppId,
   ownerId: Schema.String,
   name: Schema.String,
   clientId: Schema.String,
@@ -48,7 +49,7 @@ export class OAuthRepo extends Effect.Service<OAuthRepo>()("atrium/identity/OAut
 
     const insertApp = SqlSchema.single({
       Request: Schema.Struct({
-        id: Schema.String,
+        id: AppId,
         ownerId: Schema.String,
         name: Schema.String,
         clientId: Schema.String,

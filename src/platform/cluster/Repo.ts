@@ -1,61 +1,99 @@
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Effect } from "effect"
+import * as SqlSchema from "@effect/sql/SqlSchema"
+import { Effect, Schema } from "effect"
+import { rowDefects } from "../Rows.js"
+
+const Heartbeat = Schema.Struct({
+  address: Schema.String,
+  applicationName: Schema.String,
+  /** The beat's timestamp as text: only compared with the one seen before, never read as a time. */
+  beat: Schema.String,
+  selfFresh: Schema.Boolean
+})
+const Count = Schema.Struct({ n: Schema.Number })
+/** A generation is a `bigint` column; the fences carry it as text (compared, sent back, never added to here). */
+const Generation = Schema.Struct({ shard: Schema.String, generation: Schema.String })
 
 /**
  * Which database sessions belong to which runner, so that a runner that stopped answering can be cut off from the
  * database by the others (`cluster/Watch.ts`, issues 26 and 33): every connection of a runner carries the
  * runner's `application_name` (Database.ts, Listener.ts), and each runner files it under its address here
- * (migration 0015). `cluster_runners` is @effect/cluster's own table (its heartbeat rows).
+ * (migration 0015). `cluster_runners` is @effect/cluster's own table (its heartbeat rows). SQL errors stay failures
+ * here: the cluster's callers retry or log them (a watch must outlive a lost connection).
  */
 export class RunnersRepo extends Effect.Service<RunnersRepo>()("atrium/platform/RunnersRepo", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
-    const register = (address: string, applicationName: string) =>
-      sql`
-        INSERT INTO cluster_runner_backends (address, application_name) VALUES (${address}, ${applicationName})
-        ON CONFLICT (address) DO UPDATE SET application_name = EXCLUDED.application_name, updated_at = now(), beat_at = now()`.pipe(Effect.asVoid)
+    const registerRow = SqlSchema.void({
+      Request: Schema.Struct({ address: Schema.String, applicationName: Schema.String }),
+      execute: ({ address, applicationName }) =>
+        sql`
+          INSERT INTO cluster_runner_backends (address, application_name) VALUES (${address}, ${applicationName})
+          ON CONFLICT (address) DO UPDATE SET application_name = EXCLUDED.application_name, updated_at = now(), beat_at = now()`
+    })
+    const register = (address: string, applicationName: string) => rowDefects(registerRow({ address, applicationName }))
 
-    const unregister = (address: string) =>
-      sql`DELETE FROM cluster_runner_backends WHERE address = ${address}`.pipe(Effect.asVoid)
+    const unregisterRow = SqlSchema.void({
+      Request: Schema.String,
+      execute: (address) => sql`DELETE FROM cluster_runner_backends WHERE address = ${address}`
+    })
+    const unregister = (address: string) => rowDefects(unregisterRow(address))
 
     /** This runner's own heartbeat for the others' watch (migration 0017), the database's clock. */
-    const beat = (address: string) =>
-      sql`UPDATE cluster_runner_backends SET beat_at = now() WHERE address = ${address}`.pipe(Effect.asVoid)
+    const beatRow = SqlSchema.void({
+      Request: Schema.String,
+      execute: (address) => sql`UPDATE cluster_runner_backends SET beat_at = now() WHERE address = ${address}`
+    })
+    const beat = (address: string) => rowDefects(beatRow(address))
 
     /** The other runners' heartbeats as they are now (with the name of their sessions), and whether `self`'s is fresh. */
-    const heartbeats = (self: string, freshSeconds: number) =>
-      sql<{ address: string; applicationName: string; beat: string; selfFresh: boolean }>`
-        SELECT b.address, b.application_name, b.beat_at::text AS beat,
-          EXISTS (SELECT 1 FROM cluster_runner_backends me WHERE me.address = ${self}
-                    AND me.beat_at >= now() - make_interval(secs => ${freshSeconds})) AS self_fresh
-        FROM cluster_runner_backends b
-        WHERE b.address <> ${self}`
+    const heartbeatRows = SqlSchema.findAll({
+      Request: Schema.Struct({ self: Schema.String, freshSeconds: Schema.Number }),
+      Result: Heartbeat,
+      execute: ({ freshSeconds, self }) =>
+        sql`
+          SELECT b.address, b.application_name, b.beat_at::text AS beat,
+            EXISTS (SELECT 1 FROM cluster_runner_backends me WHERE me.address = ${self}
+                      AND me.beat_at >= now() - make_interval(secs => ${freshSeconds})) AS self_fresh
+          FROM cluster_runner_backends b
+          WHERE b.address <> ${self}`
+    })
+    const heartbeats = (self: string, freshSeconds: number) => rowDefects(heartbeatRows({ self, freshSeconds }))
 
     /**
      * Ends every database session named `applicationName` (a silent runner's) in this database: its advisory locks go
      * with them. Only this database's: a server may hold several, and names are per process, not per database.
      */
-    const cut = (applicationName: string) =>
-      sql<{ ended: number }>`
-        SELECT count(pg_terminate_backend(pid))::int AS ended FROM pg_stat_activity
-        WHERE application_name = ${applicationName} AND datname = current_database()`.pipe(
-        Effect.map((rows) => rows[0]?.ended ?? 0)
-      )
+    const terminate = SqlSchema.single({
+      Request: Schema.String,
+      Result: Count,
+      execute: (applicationName) =>
+        sql`
+          SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity
+          WHERE application_name = ${applicationName} AND datname = current_database()`
+    })
+    const cut = (applicationName: string) => rowDefects(Effect.map(terminate(applicationName), (row) => row.n))
 
     /** How many database sessions named `applicationName` are still there (a cut one's end is asynchronous). */
-    const remaining = (applicationName: string) =>
-      sql<{ n: number }>`
-        SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = ${applicationName} AND datname = current_database()`.pipe(
-        Effect.map((rows) => rows[0]?.n ?? 0)
-      )
+    const sessionsNamed = SqlSchema.single({
+      Request: Schema.String,
+      Result: Count,
+      execute: (applicationName) =>
+        sql`
+          SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = ${applicationName} AND datname = current_database()`
+    })
+    const remaining = (applicationName: string) => rowDefects(Effect.map(sessionsNamed(applicationName), (row) => row.n))
 
     /**
      * Takes a silent runner out of the shard assignment (the cluster's own `healthy` flag, which its health check
      * sets back once the runner answers pings again): without it its shards would wait for its heartbeat row to expire.
      */
-    const markUnhealthy = (address: string) =>
-      sql`UPDATE cluster_runners SET healthy = false WHERE address = ${address}`.pipe(Effect.asVoid)
+    const unhealthy = SqlSchema.void({
+      Request: Schema.String,
+      execute: (address) => sql`UPDATE cluster_runners SET healthy = false WHERE address = ${address}`
+    })
+    const markUnhealthy = (address: string) => rowDefects(unhealthy(address))
 
     /**
      * Raises the generation of each shard `runner` has just acquired (fencing tokens, migration 0017) and answers the
@@ -66,20 +104,26 @@ export class RunnersRepo extends Effect.Service<RunnersRepo>()("atrium/platform/
      * state is still the newest, and raising it would fence every running turn of the cluster after each restart.
      * Had another runner acquired it in between, that runner raised it, so the generations differ and it is raised.
      */
+    const raised = SqlSchema.findAll({
+      Request: Schema.Struct({ runner: Schema.String, shards: Schema.Array(Schema.String), known: Schema.Array(Schema.NullOr(Schema.String)) }),
+      Result: Generation,
+      execute: ({ known, runner, shards }) =>
+        sql`
+          INSERT INTO shard_generations (shard, generation, runner)
+          SELECT s.shard, COALESCE(s.known, 0) + 1, ${runner}
+          FROM unnest(${shards}::text[], ${known}::bigint[]) AS s(shard, known)
+          ORDER BY s.shard
+          ON CONFLICT (shard) DO UPDATE SET
+            generation = CASE
+              WHEN shard_generations.runner = EXCLUDED.runner AND shard_generations.generation + 1 = EXCLUDED.generation
+                THEN shard_generations.generation
+              ELSE shard_generations.generation + 1 END,
+            runner = EXCLUDED.runner,
+            acquired_at = now()
+          RETURNING shard, generation::text AS generation`
+    })
     const raiseGenerations = (runner: string, shards: ReadonlyArray<{ readonly shard: string; readonly known: string | null }>) =>
-      sql<{ shard: string; generation: string }>`
-        INSERT INTO shard_generations (shard, generation, runner)
-        SELECT s.shard, COALESCE(s.known, 0) + 1, ${runner}
-        FROM unnest(${shards.map((s) => s.shard)}::text[], ${shards.map((s) => s.known)}::bigint[]) AS s(shard, known)
-        ORDER BY s.shard
-        ON CONFLICT (shard) DO UPDATE SET
-          generation = CASE
-            WHEN shard_generations.runner = EXCLUDED.runner AND shard_generations.generation + 1 = EXCLUDED.generation
-              THEN shard_generations.generation
-            ELSE shard_generations.generation + 1 END,
-          runner = EXCLUDED.runner,
-          acquired_at = now()
-        RETURNING shard, generation::text AS generation`
+      rowDefects(raised({ runner, shards: shards.map((s) => s.shard), known: shards.map((s) => s.known) }))
 
     return { register, unregister, beat, heartbeats, cut, remaining, markUnhealthy, raiseGenerations } as const
   })

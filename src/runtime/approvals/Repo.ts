@@ -1,13 +1,14 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Schema } from "effect"
+import { ApprovalId } from "../Domain.js"
 
 /** The channel on which a claimed answer travels to the runner whose run waits for it. */
 export const APPROVALS_CHANNEL = "atrium_approvals"
 
 /** `sessionId`: the session the approval waits in (on insert), or the one it is answered through (on claim). */
 const Claim = Schema.Struct({
-  id: Schema.String,
+  id: ApprovalId,
   accountId: Schema.String,
   endUserId: Schema.String,
   sessionId: Schema.NullOr(Schema.String)
@@ -26,7 +27,7 @@ export class ApprovalsRepo extends Effect.Service<ApprovalsRepo>()("atrium/runti
     })
 
     const remove = SqlSchema.void({
-      Request: Schema.String,
+      Request: ApprovalId,
       execute: (id) => sql`DELETE FROM pending_approvals WHERE id = ${id}`
     })
 
@@ -37,7 +38,7 @@ export class ApprovalsRepo extends Effect.Service<ApprovalsRepo>()("atrium/runti
      */
     const claim = SqlSchema.findOne({
       Request: Schema.Struct({ ...Claim.fields, answer: Schema.String }),
-      Result: Schema.Struct({ id: Schema.String }),
+      Result: Schema.Struct({ id: ApprovalId }),
       execute: (c) =>
         sql`UPDATE pending_approvals SET answer = ${c.answer}::jsonb
             WHERE id = ${c.id} AND account_id = ${c.accountId} AND end_user_id = ${c.endUserId} AND expires_at > now()
@@ -62,7 +63,7 @@ export class ApprovalsRepo extends Effect.Service<ApprovalsRepo>()("atrium/runti
 
     return {
       insert: (row: typeof Claim.Type & { readonly expiresAt: Date }) => Effect.orDie(insert(row)),
-      remove: (id: string) => Effect.orDie(remove(id)),
+      remove: (id: ApprovalId) => Effect.orDie(remove(id)),
       claim: (c: typeof Claim.Type & { readonly answer: string }) => Effect.orDie(claim(c)),
       answered: (ids: ReadonlyArray<string>) =>
         Effect.orDie(Effect.map(answered(ids), (rows) => rows.map((row) => row.answer))),

@@ -1,4 +1,5 @@
 import { useEffect, useState } from "react"
+import { SessionId } from "../../../src/sessions/Domain.js"
 import { call, itemsOf } from "../api.js"
 import { navigate } from "../router.js"
 
@@ -42,7 +43,7 @@ const Item = ({ session, name, current, onChanged }: {
   const rename = async () => {
     setError(null)
     try {
-      await call((c) => c.sessions.update({ path: { id: session.id }, payload: { title } }))
+      await call((c) => c.sessions.update({ path: { id: SessionId.make(session.id) }, payload: { title } }))
       setEditing(false)
       onChanged()
     } catch (failure) {
@@ -52,7 +53,7 @@ const Item = ({ session, name, current, onChanged }: {
   const remove = async () => {
     if (!window.confirm(`Delete the conversation “${label}” with ${name}? This cannot be undone.`)) return
     try {
-      await call((c) => c.sessions.remove({ path: { id: session.id } }))
+      await call((c) => c.sessions.remove({ path: { id: SessionId.make(session.id) } }))
       onChanged()
       if (current) navigate(`/chat/${session.agent}?new=1`, true)
     } catch (failure) {

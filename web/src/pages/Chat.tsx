@@ -1,4 +1,5 @@
 import { useEffect, useLayoutEffect, useMemo, useRef, useState, type FormEvent, type KeyboardEvent, type WheelEvent } from "react"
+import { SessionId } from "../../../src/sessions/Domain.js"
 import { call, itemsOf } from "../api.js"
 import { Link, navigate, useLocation } from "../router.js"
 import { formatCredits, useMe } from "../session.js"
@@ -73,7 +74,7 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
     let follow: { close: () => void } | undefined
     let cancelled = false
     setTurns([])
-    call((c) => c.sessions.get({ path: { id: sessionId } })).then((session) => {
+    call((c) => c.sessions.get({ path: { id: SessionId.make(sessionId) } })).then((session) => {
       if (cancelled) return
       const history = new Map<number, string>()
       for (const m of session.messages as ReadonlyArray<{ turn: number; role: string; content: unknown }>) {
@@ -155,7 +156,7 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
   const interrupt = async () => {
     if (sessionId === null) return
     try {
-      await call((c) => c.sessions.interrupt({ path: { id: sessionId } }))
+      await call((c) => c.sessions.interrupt({ path: { id: SessionId.make(sessionId) } }))
     } catch (failure) {
       setError((failure as Error).message)
     }

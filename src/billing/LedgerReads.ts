@@ -1,0 +1,73 @@
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
+import { Effect, Schema } from "effect"
+import { Json } from "../platform/Rows.js"
+
+const LedgerLineRow = Schema.Struct({
+  seq: Schema.BigInt,
+  amount: Schema.BigInt,
+  kind: Schema.String,
+  appId: Schema.NullOr(Schema.String),
+  event: Schema.NullOr(Schema.String),
+  metadata: Schema.NullOr(Json(Schema.Record({ key: Schema.String, value: Schema.String }))),
+  description: Schema.NullOr(Schema.String),
+  balanceAfter: Schema.BigInt,
+  createdAt: Schema.DateFromSelf
+})
+export type LedgerLine = typeof LedgerLineRow.Type
+
+const Spent = Schema.Struct({ spent: Schema.BigInt })
+const Audit = Schema.Struct({ sum: Schema.BigInt, balance: Schema.BigInt })
+
+const LedgerPage = Schema.Struct({ userId: Schema.String, limit: Schema.Number, before: Schema.NullOr(Schema.BigInt) })
+
+/** Read side of the ledger: what a user sees of their wallet. */
+export class LedgerReads extends Effect.Service<LedgerReads>()("atrium/billing/LedgerReads", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+
+    const spentSinceOf = SqlSchema.single({
+      Request: Schema.Struct({ userId: Schema.String, since: Schema.DateFromSelf }),
+      Result: Spent,
+      execute: ({ since, userId }) =>
+        sql`
+          SELECT COALESCE(-SUM(amount), 0)::text AS spent FROM ledger_entries
+          WHERE user_id = ${userId} AND amount < 0 AND created_at >= ${since}`
+    })
+    const pageOf = SqlSchema.findAll({
+      Request: LedgerPage,
+      Result: LedgerLineRow,
+      execute: ({ before, limit, userId }) =>
+        sql`
+          SELECT seq::text, amount::text, kind, app_id, event, metadata, description, balance_after::text, created_at
+          FROM ledger_entries
+          WHERE user_id = ${userId} ${before === null ? sql`` : sql`AND seq < ${before}`}
+          ORDER BY ledger_entries.seq DESC LIMIT ${limit + 1}`
+    })
+    const auditOf = SqlSchema.single({
+      Request: Schema.String,
+      Result: Audit,
+      execute: (userId) =>
+        sql`
+          SELECT COALESCE((SELECT SUM(amount) FROM ledger_entries WHERE user_id = ${userId}), 0)::text AS sum,
+                 COALESCE((SELECT balance FROM wallets WHERE user_id = ${userId}), 0)::text AS balance`
+    })
+
+    return {
+      /** Credits spent since `since` (charges of any kind). */
+      spentSince: (userId: string, since: Date) =>
+        spentSinceOf({ userId, since }).pipe(Effect.map((row) => row.spent), Effect.orDie),
+      /**
+       * Newest first; `before` is the `seq` to page below. Ordered by the table's `seq`: a bare `ORDER BY seq` would
+       * name the output column `seq::text` and sort "9" above "10".
+       */
+      page: (userId: string, limit: number, before: bigint | null) =>
+        pageOf({ userId, limit, before }).pipe(
+          Effect.map((rows) => ({ hasMore: rows.length > limit, lines: rows.slice(0, limit) })),
+          Effect.orDie
+        ),
+      /** Every entry's amount summed, and the wallet's balance: equal, always (tests and audits read this). */
+      audit: (userId: string) => Effect.orDie(auditOf(userId))
+    } as const
+  })
+}) {}

@@ -1,0 +1,87 @@
+import type * as Prompt from "@effect/ai/Prompt"
+import { type Option, Schema } from "effect"
+import type { Fence } from "../platform/cluster/Fences.js"
+import { Json } from "../platform/Rows.js"
+import { RunId } from "../runtime/Domain.js"
+import type { RunOutcome, RunRecord } from "../runtime/Repo.js"
+import { SessionId } from "./Domain.js"
+
+/** The rows of sessions, their history, queue and event log, and what one session writes at once (`commitLog`). */
+export type SessionStatus = "idle" | "running" | "waiting_approval"
+
+export const SessionRowSchema = Schema.Struct({
+  id: SessionId,
+  agentId: Schema.String,
+  agentIdentifier: Schema.String,
+  accountId: Schema.String,
+  endUserId: Schema.String,
+  environmentId: Schema.NullOr(Schema.String),
+  title: Schema.NullOr(Schema.String),
+  metadata: Schema.transform(Schema.NullOr(Json(Schema.Record({ key: Schema.String, value: Schema.Unknown }))), Schema.Record({ key: Schema.String, value: Schema.Unknown }), {
+    strict: true,
+    decode: (metadata) => metadata ?? {},
+    encode: (metadata) => metadata
+  }),
+  status: Schema.Literal("idle", "running", "waiting_approval"),
+  createdAt: Schema.DateFromSelf,
+  updatedAt: Schema.DateFromSelf
+})
+export type SessionRow = typeof SessionRowSchema.Type
+
+export const TurnRowSchema = Schema.Struct({
+  turn: Schema.Number,
+  runId: RunId,
+  messages: Json(Schema.Array(Schema.Unknown)),
+  chars: Schema.Number,
+  status: Schema.String,
+  createdAt: Schema.DateFromSelf
+})
+
+/** A turn of the history as the model saw it (messages in the prompt's encoded form). */
+export interface TurnRow extends Omit<typeof TurnRowSchema.Type, "messages"> {
+  readonly messages: ReadonlyArray<Prompt.MessageEncoded>
+}
+
+export interface LoggedEvent {
+  readonly seq: number
+  readonly turn: number
+  readonly payload: { readonly type: string; readonly seq: number; readonly [key: string]: unknown }
+}
+
+/** A sent turn, waiting or running, as its session's queue holds it. */
+export interface QueuedTurn {
+  readonly turn: number
+  readonly message: string
+  readonly budget: Option.Option<bigint>
+}
+
+export const QueuedTurnRow = Schema.Struct({
+  turn: Schema.Number,
+  message: Schema.String,
+  budget: Schema.OptionFromNullOr(Schema.BigInt)
+})
+
+export const LoggedEventRow = Schema.Struct({
+  seq: Schema.NumberFromString,
+  turn: Schema.Number,
+  payload: Json(Schema.Struct({ type: Schema.String, seq: Schema.Number }, { key: Schema.String, value: Schema.Unknown }))
+})
+
+/**
+ * What one session writes at once to its log (see `SessionLog`): events, a new status, its run's row (started, or
+ * with its outcome), the turn as history, and the queue's changes. Any part may be absent.
+ */
+export interface LogWrite {
+  readonly sessionId: string
+  /**
+   * The generation under which the writer holds the session's shard (fencing, migration 0017): the write is refused
+   * once another runner acquired it. `null` or absent: embedded mode, nothing to fence.
+   */
+  readonly fence?: Fence | null | undefined
+  readonly events?: ReadonlyArray<LoggedEvent> | undefined
+  readonly status?: SessionStatus | undefined
+  readonly run?: { readonly record: RunRecord; readonly outcome: Option.Option<RunOutcome> } | undefined
+  readonly turn?: TurnRow | undefined
+  readonly enqueue?: QueuedTurn | undefined
+  readonly dequeue?: number | undefined
+}
