@@ -137,8 +137,9 @@ export class ShardFences extends Effect.Service<ShardFences>()("atrium/platform/
       /** Whether this process's timer ran late by over `watcherLag` within `withinMs` (the host is starved). */
       laggedWithin: (withinMs: number) => Date.now() - laggedAt < withinMs,
       /**
-       * Records what an answer of the runner storage confirms: the shards of `asked` it left out are no longer held,
-       * those it names are, and each that was not held before gets a new generation first (`raise`: fencing, raised
+       * Records what an answer of the runner storage confirms (`asked`: the shards a refresh renewed; none for an
+       * acquisition): the shards of `asked` it left out are no longer held, those it names are, and each acquired or
+       * not held before gets a new generation first (`raise`: fencing, raised
        * before anything of this runner can start an entity on it). A raise that fails fails the answer: those shards
        * stay unheld.
        */
@@ -152,7 +153,11 @@ export class ShardFences extends Effect.Service<ShardFences>()("atrium/platform/
             const kept = new Set(acquired.map(shardKey))
             for (const shardId of asked) if (!kept.has(shardKey(shardId))) held.delete(shardKey(shardId))
           }
-          const fresh = acquired.map(shardKey).filter((shard) => !held.has(shard))
+          // Every shard of an acquisition is raised, also one this runner still counts as held: the cluster acquires
+          // only what it does not hold, and after it gave its shards up on an unhealthy lock storage (a database
+          // outage: no release reaches the fences) another runner may have owned the shard meanwhile. Had nobody,
+          // the raise keeps the generation this runner knew (`raiseGenerations`).
+          const fresh = asked === undefined ? acquired.map(shardKey) : acquired.map(shardKey).filter((shard) => !held.has(shard))
           if (fresh.length > 0) {
             const rows = yield* raise(fresh.map((shard) => ({ shard, known: generations.get(shard) ?? null })))
             for (const row of rows) generations.set(row.shard, row.generation)
