@@ -2,7 +2,8 @@ import { Entity, ShardingConfig } from "@effect/cluster"
 import { SqlClient } from "@effect/sql"
 import { assert, layer } from "@effect/vitest"
 import { Effect, Either, Layer } from "effect"
-import { Wallet, WalletLive } from "../../src/billing/Wallet.js"
+import { WalletLive } from "../../src/billing/WalletEntity.js"
+import { Wallet } from "../../src/billing/WalletRpc.js"
 import { insertUser, TestDatabase } from "../support/Database.js"
 
 /**
