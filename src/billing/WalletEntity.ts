@@ -1,22 +1,23 @@
 import { Entity, type Envelope } from "@effect/cluster"
-import { Cause, Chunk, Clock, Effect, Either, Exit, Layer, Schedule } from "effect"
+import { Cause, Chunk, Clock, Deferred, Effect, Either, Exit, Layer, Option, Queue, Schedule } from "effect"
 import { fenceCurrent, fenceOf, takeFence } from "../platform/Cluster.js"
 import type { Micros } from "../platform/Money.js"
 import { WalletCommitter } from "./Committer.js"
 import { BillingConfig } from "./Config.js"
 import { DAY_MS, type Decision, decideItems, type Item, type Movement, type Refusal, WalletFailure } from "./Decide.js"
 import { entryKey, type KeyedEntry, LedgerRepo, type WalletState } from "./Repo.js"
-import { type ChargeError, Wallet, type WalletRpcs } from "./WalletRpc.js"
+import { type LocalWallet, LocalWallets } from "./LocalWallets.js"
+import { type ChargeError, type ChargeRequest, Wallet, type WalletRpcs } from "./WalletRpc.js"
 
 type WalletRequest = Envelope.Request<WalletRpcs>
+
+const chargeItem = (c: ChargeRequest): Item => ({ tag: "Charge", amount: c.amount, entry: c.entry, dailyCap: c.dailyCap })
 
 /** The items a request asks for, told apart by its payload (the envelope's `tag` does not narrow it). */
 const itemsOf = (request: WalletRequest): ReadonlyArray<Item> => {
   const payload = request.payload
   if (payload === undefined || payload === null) return [{ tag: "Balance" }]
-  if ("charges" in payload) {
-    return payload.charges.map((c): Item => ({ tag: "Charge", amount: c.amount, entry: c.entry, dailyCap: c.dailyCap }))
-  }
+  if ("charges" in payload) return payload.charges.map(chargeItem)
   return [{ tag: "Credit", amount: payload.amount, entry: payload.entry }]
 }
 
@@ -34,13 +35,29 @@ const chargeError = (error: Refusal | WalletFailure): ChargeError => error._tag 
 const creditError = (error: Refusal | WalletFailure) =>
   error._tag === "InsufficientCredits" || error._tag === "DailyCapExceeded" ? walletFailure : error
 
+const chargeAnswer = (d: Decision) => Either.mapLeft(movement(d), chargeError)
+
+/** A request waiting for the wallet: its items, and how their decisions reach the asker. */
+interface Job {
+  readonly items: ReadonlyArray<Item>
+  readonly answer: (decisions: ReadonlyArray<Decision>) => Effect.Effect<void>
+}
+
+/** At most this many requests decided (and committed) together. */
+const MAX_JOBS_PER_BATCH = 4096
+
+/** How often a wallet charged only by local callers gets a charge as a cluster message (its `maxIdleTime` is 5 min). */
+const MESSAGE_EVERY = 60_000
+
 /** How a wallet that could not be read is read again: 0.1 s doubling to 2 s apart, for as long as it takes. */
 const RELOAD = Schedule.exponential("100 millis", 2).pipe(Schedule.union(Schedule.spaced("2 seconds")))
 
 /**
- * The wallet entity's behaviour (its contract is `WalletRpc.ts`). It takes its mailbox in batches: every request
+ * The wallet entity's behaviour (its contract is `WalletRpc.ts`). It takes its requests in batches: every request
  * that arrived while the previous batch committed is decided in order against the in-memory state (`decideItems`),
- * then the batch is written by the group commit (`WalletCommitter`), and only then answered.
+ * then the batch is written by the group commit (`WalletCommitter`), and only then answered. The requests are the
+ * mailbox's messages and the charges this runner's own callers bring directly (`LocalWallets`, issue 28 item 4):
+ * both are decided and committed the same way, under the same fence and keys.
  */
 export const WalletLive = Wallet.toLayerMailbox(
   Effect.gen(function*() {
@@ -60,6 +77,8 @@ export const WalletLive = Wallet.toLayerMailbox(
         ? now
         : undefined
     }
+    /** Whether this runner still holds the shard under the generation the wallet was read with. */
+    const current = () => fences.fenceCurrent(fence)
 
     const repo = yield* LedgerRepo
     const committer = yield* WalletCommitter
@@ -206,13 +225,53 @@ export const WalletLive = Wallet.toLayerMailbox(
         return yield* Effect.forEach(requests, (items) => Effect.forEach(items, settleAlone))
       })
 
+    /**
+     * The requests waiting for the wallet, in arrival order: the mailbox's (cluster messages) and the charges of this
+     * runner's own callers (`LocalWallets`), decided together by one loop.
+     */
+    const jobs = yield* Queue.unbounded<Job>()
+    /** The charges of local callers not answered yet: answered `None` (send again) if the entity stops first. */
+    const unanswered = new Set<Deferred.Deferred<Option.Option<ReadonlyArray<Either.Either<Movement, ChargeError>>>>>()
+    let open = true
+    /** When the mailbox last brought a message (the cluster's clock for passivating an idle entity). */
+    let lastMessageAt = yield* Clock.currentTimeMillis
+
+    const local: LocalWallet = {
+      charge: (charges) =>
+        Effect.gen(function*() {
+          // The cluster passivates an entity that got no message for `maxIdleTime`, however busy its local callers
+          // keep it; so now and then a charge goes as a message instead, which tells the cluster it is in use.
+          if (!open || !current() || (yield* Clock.currentTimeMillis) - lastMessageAt > MESSAGE_EVERY) return Option.none()
+          const done = yield* Deferred.make<Option.Option<ReadonlyArray<Either.Either<Movement, ChargeError>>>>()
+          unanswered.add(done)
+          yield* Queue.offer(jobs, {
+            items: charges.map(chargeItem),
+            answer: (decisions) => {
+              unanswered.delete(done)
+              return Deferred.succeed(done, Option.some(decisions.map(chargeAnswer)))
+            }
+          })
+          return yield* Deferred.await(done)
+        })
+    }
+    const localWallets = yield* LocalWallets
+    localWallets.byUser.set(userId, local)
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function*() {
+        open = false
+        if (localWallets.byUser.get(userId) === local) localWallets.byUser.delete(userId)
+        for (const done of unanswered) yield* Deferred.succeed(done, Option.none())
+        unanswered.clear()
+      })
+    )
+
     return (mailbox, replier) => {
       /** Answers `request` with the decisions on its items. */
-      const reply = (request: WalletRequest, decisions: ReadonlyArray<Decision>) => {
+      const reply = (request: WalletRequest) => (decisions: ReadonlyArray<Decision>) => {
         const first = decisions[0]!
         switch (request.tag) {
           case "Charges":
-            return replier.succeed(request, decisions.map((d) => Either.mapLeft(movement(d), chargeError)))
+            return replier.succeed(request, decisions.map(chargeAnswer))
           case "Credit":
             return Either.match(movement(first), {
               onLeft: (error) => replier.fail(request, creditError(error)),
@@ -223,15 +282,22 @@ export const WalletLive = Wallet.toLayerMailbox(
         }
       }
       return Effect.gen(function*() {
+        // The mailbox's requests join the local callers' in the one queue the wallet decides from.
+        yield* Effect.fork(Effect.gen(function*() {
+          while (true) {
+            const [chunk, done] = yield* mailbox.takeAll
+            lastMessageAt = yield* Clock.currentTimeMillis
+            yield* Queue.offerAll(jobs, Chunk.map(chunk, (request): Job => ({ items: itemsOf(request), answer: reply(request) })))
+            if (done) return
+          }
+        }))
         while (true) {
-          const [chunk] = yield* mailbox.takeAll
-          const requests = Chunk.toReadonlyArray(chunk)
-          if (requests.length === 0) continue
-          const decisions = yield* handle(requests.map(itemsOf))
-          for (let i = 0; i < requests.length; i++) yield* reply(requests[i]!, decisions[i]!)
+          const batch = Chunk.toReadonlyArray(yield* Queue.takeBetween(jobs, 1, MAX_JOBS_PER_BATCH))
+          const decisions = yield* handle(batch.map((job) => job.items))
+          for (let i = 0; i < batch.length; i++) yield* batch[i]!.answer(decisions[i]!)
         }
       })
     }
   }),
   { maxIdleTime: "5 minutes", mailboxCapacity: 10_000 }
-).pipe(Layer.provide(WalletCommitter.Default), Layer.provide([LedgerRepo.Default, BillingConfig.Default]))
+).pipe(Layer.provide([WalletCommitter.Default, LocalWallets.Default]), Layer.provide([LedgerRepo.Default, BillingConfig.Default]))

@@ -1,8 +1,10 @@
 import { ClusterError } from "@effect/cluster"
-import { Effect, Either, Exit, FiberSet } from "effect"
-import { makeEntityCaller } from "../platform/Cluster.js"
+import { Cause, Duration, Effect, Either, Exit, FiberSet, Option } from "effect"
+import { ENTITY_DEADLINE, makeEntityCaller } from "../platform/Cluster.js"
+import { EntityDeadline } from "../platform/Outage.js"
 import type { Micros } from "../platform/Money.js"
 import { type Movement, WalletFailure } from "./Decide.js"
+import { type LocalWallet, LocalWallets } from "./LocalWallets.js"
 import type { EntryInfo } from "./Repo.js"
 import { type ChargeError, type ChargeRequest, Wallet } from "./WalletRpc.js"
 
@@ -40,10 +42,14 @@ interface Lane {
  * message on its way leaves at once (alone), and the charges that arrive meanwhile leave together when the answer
  * comes back. The entity decides them in order, as if each had been sent alone; each caller gets its own answer, and
  * only after the commit. A hot wallet thus costs one cluster message per batch instead of one per charge.
+ *
+ * A charge for a wallet whose entity is active on this runner skips the message: it goes into the entity directly
+ * (`LocalWallets`), where it joins the requests being decided together. Credits and balances always go as messages.
  */
 export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets", {
   scoped: Effect.gen(function*() {
     const makeClient = yield* Wallet.client
+    const localWallets = yield* LocalWallets
     const clients = new Map<string, ReturnType<typeof makeClient>>()
     /** The client of one wallet (an address and a proxy): made once per wallet, not per call. */
     const client = (userId: string) => {
@@ -102,23 +108,48 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
       )
     }
 
+    /** Sends `request` in its wallet's next `Charges` message. */
+    const chargeByMessage = (userId: string, request: ChargeRequest) =>
+      Effect.async<Movement, ChargeError | ClusterFailure>((resume) => {
+        const waiting: Waiting = { request, resume, cancelled: false }
+        let lane = lanes.get(userId)
+        if (lane === undefined) {
+          lane = { inFlight: false, waiting: [] }
+          lanes.set(userId, lane)
+        }
+        lane.waiting.push(waiting)
+        if (!lane.inFlight) send(userId, lane)
+        // A caller that gives up before its charge left takes it back; once sent, the wallet decides it.
+        return Effect.sync(() => {
+          waiting.cancelled = true
+        })
+      })
+
+    /**
+     * Charges a wallet active on this runner in its entity, in the caller's fiber (issue 28 item 4): the entity
+     * decides it with its other requests and commits it with the same fence and keys as a message's, and answers
+     * after the commit; nothing crosses the cluster and nothing is stored as a message. `None` (the entity stopped,
+     * or its shard moved) sends it as a message instead: a charge the entity did commit carries its key and replays.
+     */
+    const chargeHere = (wallet: LocalWallet, userId: string, request: ChargeRequest) =>
+      wallet.charge([request]).pipe(
+        Effect.timeoutFailCause({
+          duration: ENTITY_DEADLINE,
+          onTimeout: () => Cause.die(new EntityDeadline({ message: `No answer from the wallet within ${Duration.format(ENTITY_DEADLINE)}.` }))
+        }),
+        Effect.flatMap(Option.match({
+          onNone: () => chargeByMessage(userId, request),
+          onSome: (answers) => answers[0]!
+        }))
+      )
+
     const noEvent = { appId: null, event: null, metadata: null, description: null }
     return {
-      charge: (userId: string, amount: Micros, entry: Partial<EntryInfo> & Pick<EntryInfo, "kind" | "scope" | "key">, dailyCap: Micros | null = null) =>
-        Effect.async<Movement, ChargeError | ClusterFailure>((resume) => {
-          const waiting: Waiting = { request: { amount, entry: { ...noEvent, ...entry }, dailyCap }, resume, cancelled: false }
-          let lane = lanes.get(userId)
-          if (lane === undefined) {
-            lane = { inFlight: false, waiting: [] }
-            lanes.set(userId, lane)
-          }
-          lane.waiting.push(waiting)
-          if (!lane.inFlight) send(userId, lane)
-          // A caller that gives up before its charge left takes it back; once sent, the wallet decides it.
-          return Effect.sync(() => {
-            waiting.cancelled = true
-          })
-        }).pipe(orDieOnCluster),
+      charge: (userId: string, amount: Micros, entry: Partial<EntryInfo> & Pick<EntryInfo, "kind" | "scope" | "key">, dailyCap: Micros | null = null) => {
+        const request: ChargeRequest = { amount, entry: { ...noEvent, ...entry }, dailyCap }
+        const here = localWallets.byUser.get(userId)
+        return (here === undefined ? chargeByMessage(userId, request) : chargeHere(here, userId, request)).pipe(orDieOnCluster)
+      },
       credit: (userId: string, amount: Micros, entry: Partial<EntryInfo> & Pick<EntryInfo, "kind" | "scope" | "key">) =>
         toEntity(client(userId).Credit({ amount, entry: { ...noEvent, ...entry } }), { resendWhenCut: true }).pipe(
           orDieOnCluster,
@@ -130,5 +161,6 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
           orDieOnCluster
         )
     } as const
-  })
+  }),
+  dependencies: [LocalWallets.Default]
 }) {}
