@@ -9,6 +9,7 @@ export interface LocalWallet {
    * commit, exactly as a `Charges` message would be answered. `None` when this instance does not take them: it is
    * stopping, its shard's fence is no longer current, or it stopped before they were answered (then whether they
    * were committed is unknown, as after a message cut by a hand-over: the caller sends them again with their keys).
+   * Like a message it is answered within `ENTITY_DEADLINE`, or dies with `EntityDeadline` (a 503).
    */
   readonly charge: (
     charges: ReadonlyArray<ChargeRequest>

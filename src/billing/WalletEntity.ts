@@ -1,7 +1,8 @@
 import { Entity, type Envelope } from "@effect/cluster"
-import { Cause, Chunk, Clock, Deferred, Effect, Either, Exit, Layer, Option, Queue, Schedule } from "effect"
-import { fenceCurrent, fenceOf, takeFence } from "../platform/Cluster.js"
+import { Cause, Chunk, Clock, Duration, Effect, Either, Exit, Layer, Option, Queue, Schedule } from "effect"
+import { ENTITY_DEADLINE, fenceCurrent, fenceOf, takeFence } from "../platform/Cluster.js"
 import type { Micros } from "../platform/Money.js"
+import { EntityDeadline } from "../platform/Outage.js"
 import { WalletCommitter } from "./Committer.js"
 import { BillingConfig } from "./Config.js"
 import { DAY_MS, type Decision, decideItems, type Item, type Movement, type Refusal, WalletFailure } from "./Decide.js"
@@ -42,6 +43,12 @@ interface Job {
   readonly items: ReadonlyArray<Item>
   readonly answer: (decisions: ReadonlyArray<Decision>) => Effect.Effect<void>
 }
+
+type ChargeAnswers = ReadonlyArray<Either.Either<Movement, ChargeError>>
+
+/** How long a local caller waits at most: as long as a message (`makeEntityCaller`). */
+const DEADLINE_MS = Duration.toMillis(ENTITY_DEADLINE)
+const DEADLINE_TEXT = Duration.format(ENTITY_DEADLINE)
 
 /** At most this many requests decided (and committed) together. */
 const MAX_JOBS_PER_BATCH = 4096
@@ -230,37 +237,45 @@ export const WalletLive = Wallet.toLayerMailbox(
      * runner's own callers (`LocalWallets`), decided together by one loop.
      */
     const jobs = yield* Queue.unbounded<Job>()
-    /** The charges of local callers not answered yet: answered `None` (send again) if the entity stops first. */
-    const unanswered = new Set<Deferred.Deferred<Option.Option<ReadonlyArray<Either.Either<Movement, ChargeError>>>>>()
+    /** The local callers not answered yet, each with how to tell it: answered `None` (send again) if the entity stops. */
+    const unanswered = new Map<Job, (answer: Effect.Effect<Option.Option<ChargeAnswers>>) => void>()
     let open = true
     /** When the mailbox last brought a message (the cluster's clock for passivating an idle entity). */
-    let lastMessageAt = yield* Clock.currentTimeMillis
+    let lastMessageAt = Date.now()
 
+    /**
+     * A charge of a local caller costs a queue slot and a callback: no fiber, no message. Its wait is bounded like a
+     * message's (`ENTITY_DEADLINE`, then `EntityDeadline`: 503), by one timer.
+     */
     const local: LocalWallet = {
       charge: (charges) =>
-        Effect.gen(function*() {
+        Effect.async<Option.Option<ChargeAnswers>>((resume) => {
           // The cluster passivates an entity that got no message for `maxIdleTime`, however busy its local callers
           // keep it; so now and then a charge goes as a message instead, which tells the cluster it is in use.
-          if (!open || !current() || (yield* Clock.currentTimeMillis) - lastMessageAt > MESSAGE_EVERY) return Option.none()
-          const done = yield* Deferred.make<Option.Option<ReadonlyArray<Either.Either<Movement, ChargeError>>>>()
-          unanswered.add(done)
-          yield* Queue.offer(jobs, {
+          if (!open || !current() || Date.now() - lastMessageAt > MESSAGE_EVERY) return resume(Effect.succeedNone)
+          const job: Job = {
             items: charges.map(chargeItem),
-            answer: (decisions) => {
-              unanswered.delete(done)
-              return Deferred.succeed(done, Option.some(decisions.map(chargeAnswer)))
-            }
-          })
-          return yield* Deferred.await(done)
+            answer: (decisions) =>
+              Effect.sync(() => {
+                if (!unanswered.delete(job)) return
+                clearTimeout(timer)
+                resume(Effect.succeed(Option.some(decisions.map(chargeAnswer))))
+              })
+          }
+          const timer = setTimeout(() => {
+            if (unanswered.delete(job)) resume(Effect.die(new EntityDeadline({ message: `No answer from the wallet within ${DEADLINE_TEXT}.` })))
+          }, DEADLINE_MS)
+          unanswered.set(job, resume)
+          jobs.unsafeOffer(job)
         })
     }
     const localWallets = yield* LocalWallets
     localWallets.byUser.set(userId, local)
     yield* Effect.addFinalizer(() =>
-      Effect.gen(function*() {
+      Effect.sync(() => {
         open = false
         if (localWallets.byUser.get(userId) === local) localWallets.byUser.delete(userId)
-        for (const done of unanswered) yield* Deferred.succeed(done, Option.none())
+        for (const resume of unanswered.values()) resume(Effect.succeedNone)
         unanswered.clear()
       })
     )
@@ -286,7 +301,7 @@ export const WalletLive = Wallet.toLayerMailbox(
         yield* Effect.fork(Effect.gen(function*() {
           while (true) {
             const [chunk, done] = yield* mailbox.takeAll
-            lastMessageAt = yield* Clock.currentTimeMillis
+            lastMessageAt = Date.now()
             yield* Queue.offerAll(jobs, Chunk.map(chunk, (request): Job => ({ items: itemsOf(request), answer: reply(request) })))
             if (done) return
           }

@@ -1,7 +1,6 @@
 import { ClusterError } from "@effect/cluster"
-import { Cause, Duration, Effect, Either, Exit, FiberSet, Option } from "effect"
-import { ENTITY_DEADLINE, makeEntityCaller } from "../platform/Cluster.js"
-import { EntityDeadline } from "../platform/Outage.js"
+import { Effect, Either, Exit, FiberSet, Option } from "effect"
+import { makeEntityCaller } from "../platform/Cluster.js"
 import type { Micros } from "../platform/Money.js"
 import { type Movement, WalletFailure } from "./Decide.js"
 import { type LocalWallet, LocalWallets } from "./LocalWallets.js"
@@ -132,16 +131,10 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
      * or its shard moved) sends it as a message instead: a charge the entity did commit carries its key and replays.
      */
     const chargeHere = (wallet: LocalWallet, userId: string, request: ChargeRequest) =>
-      wallet.charge([request]).pipe(
-        Effect.timeoutFailCause({
-          duration: ENTITY_DEADLINE,
-          onTimeout: () => Cause.die(new EntityDeadline({ message: `No answer from the wallet within ${Duration.format(ENTITY_DEADLINE)}.` }))
-        }),
-        Effect.flatMap(Option.match({
-          onNone: () => chargeByMessage(userId, request),
-          onSome: (answers) => answers[0]!
-        }))
-      )
+      Effect.flatMap(wallet.charge([request]), Option.match({
+        onNone: () => chargeByMessage(userId, request),
+        onSome: (answers) => answers[0]!
+      }))
 
     const noEvent = { appId: null, event: null, metadata: null, description: null }
     return {
