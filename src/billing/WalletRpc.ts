@@ -7,7 +7,7 @@ import { DailyCapExceeded, IdempotencyConflict, InsufficientCredits, Movement, W
 
 /**
  * The wallet entity's contract (docs/architecture.md, "Contracts"): its RPCs and their schemas, apart from the
- * entity's implementation (`Wallet.ts`), as Effect-TS/discord-bot keeps entity contracts apart from their runners.
+ * entity's implementation (`WalletEntity.ts`), as Effect-TS/discord-bot keeps entity contracts apart from their runners.
  */
 
 const Entry = Schema.Struct({
@@ -36,17 +36,11 @@ export type ChargeRequest = typeof ChargeRequest.Type
 const unvalidated = <S extends Schema.Schema.AnyNoContext>(schema: S): Schema.Schema<S["Type"], S["Encoded"]> =>
   Schema.make<S["Type"], S["Encoded"], never>(schema.ast)
 
-/** Takes `amount` from the wallet, unless the balance (or the app's daily cap) cannot cover it. */
-const Charge = Rpc.make("Charge", {
-  payload: unvalidated(ChargeRequest),
-  success: Movement,
-  error: ChargeError
-})
-
 /**
- * Several charges of one wallet in one message, each answered on its own (in order): exactly as if each had been
- * its own `Charge`, arriving in this order. `Wallets.charge` sends these: the charges a process has for one wallet
- * while its previous message is on its way travel together, so a hot wallet costs one message per batch.
+ * Charges of one wallet in one message, each answered on its own (in order): exactly as if each had been sent
+ * alone, arriving in this order. The only way to charge: a lone charge is a message of one. `Wallets.charge` sends
+ * these: the charges a process has for one wallet while its previous message is on its way travel together, so a hot
+ * wallet costs one message per batch.
  */
 const Charges = Rpc.make("Charges", {
   payload: unvalidated(Schema.Struct({ charges: Schema.Array(ChargeRequest) })),
@@ -60,7 +54,8 @@ const Credit = Rpc.make("Credit", {
   error: Schema.Union(IdempotencyConflict.tagged, WalletFailure, InvalidRequest.tagged)
 })
 
-const Balance = Rpc.make("Balance", { success: Schema.Struct({ balance: Schema.BigInt }) })
+/** The balance; `WalletFailure` while the wallet cannot be read (the database is away). */
+const Balance = Rpc.make("Balance", { success: Schema.Struct({ balance: Schema.BigInt }), error: WalletFailure })
 
 /**
  * One user's wallet as an `@effect/cluster` entity (entity id = user id): exactly one instance in the cluster owns
@@ -72,5 +67,8 @@ const Balance = Rpc.make("Balance", { success: Schema.Struct({ balance: Schema.B
  *
  * Client tracing is off: a span per charge on the caller's side costs more than the charge's share of the commit.
  */
-export const Wallet = Entity.make("Wallet", [Charge, Charges, Credit, Balance])
+export const Wallet = Entity.make("Wallet", [Charges, Credit, Balance])
   .annotate(ClusterSchema.ClientTracingEnabled, false)
+
+/** The wallet's RPCs, as its entity's mailbox carries them. */
+export type WalletRpcs = typeof Charges | typeof Credit | typeof Balance

@@ -1,5 +1,6 @@
-import { Cause, Deferred, Effect, Exit, Option, Queue } from "effect"
+import { Cause, Deferred, Effect, Exit, Option } from "effect"
 import { Fenced } from "../platform/cluster/Fences.js"
+import { groupCommit } from "../platform/GroupCommit.js"
 import type { InternalEvent } from "../runtime/Events.js"
 import { SessionHub } from "./Hub.js"
 import { type LogWrite, SessionsRepo } from "./Repo.js"
@@ -13,11 +14,11 @@ interface Pending {
 }
 
 /**
- * Group commit of the sessions' logs: every write of every session of this process goes through one writer, which
- * commits all that arrived while the previous statement ran as ONE statement (`SessionsRepo.commitLog`). A turn's
- * events are not written one transaction each: those a fast model emits together share a commit, and so do those of
- * sessions running side by side. Subscribers (here and, through the statement's `NOTIFY`, on other runners) see an
- * event only once it is committed, as before.
+ * Group commit of the sessions' logs: every write of every session of this process goes through one writer
+ * (`groupCommit`), which commits all that arrived while the previous statement ran as ONE statement
+ * (`SessionsRepo.commitLog`). A turn's events are not written one transaction each: those a fast model emits
+ * together share a commit, and so do those of sessions running side by side. Subscribers (here and, through the
+ * statement's `NOTIFY`, on other runners) see an event only once it is committed, as before.
  *
  * If a shared statement fails, each write is tried alone, so a refused write (its session was deleted meanwhile)
  * fails only itself: its events are not told to anyone, and a caller waiting for it dies with the cause.
@@ -30,7 +31,6 @@ export class SessionLog extends Effect.Service<SessionLog>()("atrium/sessions/Se
   scoped: Effect.gen(function*() {
     const repo = yield* SessionsRepo
     const hub = yield* SessionHub
-    const queue = yield* Queue.unbounded<Pending>()
     const broken = new Set<string>()
     /** Sessions whose write was refused by its fence since they last resumed. */
     const fenced = new Set<string>()
@@ -87,18 +87,13 @@ export class SessionLog extends Effect.Service<SessionLog>()("atrium/sessions/Se
         for (const pending of batch) yield* flush([pending])
       })
 
-    // Registered before the writer starts, so it runs after the writer stops: what is still queued is written.
-    yield* Effect.addFinalizer(() => Effect.flatMap(Queue.takeAll(queue), (rest) => rest.length === 0 ? Effect.void : flush(Array.from(rest))))
-    yield* Queue.takeBetween(queue, 1, MAX_BATCH).pipe(
-      Effect.flatMap((batch) => Effect.uninterruptible(flush(Array.from(batch)))),
-      Effect.forever,
-      Effect.forkScoped
-    )
+    // What is still queued when the service stops is written before it ends (`groupCommit`).
+    const offer = yield* groupCommit({ maxBatch: MAX_BATCH, write: flush })
 
     const enqueue = (write: LogWrite) =>
       Effect.gen(function*() {
         const done = yield* Deferred.make<void>()
-        yield* Queue.offer(queue, { write, done })
+        yield* offer({ write, done })
         return done
       })
 

@@ -92,4 +92,53 @@ describe("wallet decide", () => {
     assert.deepStrictEqual(decided.next, { balance: MAX_BALANCE, seq: 8n })
     assert.lengthOf(decided.entries, 1)
   })
+
+  it("a charge refused for the balance writes nothing and its key is named, so an earlier use of it can replay", () => {
+    const decided = decide(100n, [charge(101n, "big"), { tag: "Balance" }])
+    assert.strictEqual(decided.decisions[0]!.ok === false && decided.decisions[0]!.error._tag, "InsufficientCredits")
+    assert.deepStrictEqual(decided.decisions[1], { ok: true, value: { balance: 100n } })
+    assert.deepStrictEqual(decided.refused, [entry("big")])
+    assert.deepStrictEqual(decided.entries, [])
+    assert.deepStrictEqual(decided.next, { balance: 100n, seq: 7n })
+  })
+
+  it("a refused key that the ledger knows replays instead, whatever the balance is now", () => {
+    const prior = new Map<string, KeyedEntry>([
+      [entryKey("credit:usr_a", "big"), { userId: "usr_a", scope: "credit:usr_a", key: "big", amount: -900n, balanceAfter: 100n }]
+    ])
+    const decided = decide(100n, [charge(900n, "big")], prior)
+    assert.deepStrictEqual(decided.decisions, [{ ok: true, value: { amount: 900n, balance: 100n, replay: true } }])
+    assert.deepStrictEqual(decided.refused, [])
+    assert.deepStrictEqual(decided.entries, [])
+  })
+
+  it("a credit under a key used before replays with its amount, not a second credit", () => {
+    const prior = new Map<string, KeyedEntry>([
+      [entryKey("grant", "g"), { userId: "usr_a", scope: "grant", key: "g", amount: 5n, balanceAfter: 12n }]
+    ])
+    const decided = decide(40n, [{ tag: "Credit", amount: 5n, entry: entry("g", { kind: "grant", scope: "grant" }) }], prior)
+    assert.deepStrictEqual(decided.decisions, [{ ok: true, value: { amount: 5n, balance: 12n, replay: true } }])
+    assert.deepStrictEqual(decided.next, { balance: 40n, seq: 7n })
+  })
+
+  it("an app whose day was not loaded is not counted on; a loaded one is, and a charge with no cap ignores the cap", () => {
+    const untracked = { scope: "app_2", appId: "app_2", kind: "event", event: "call" }
+    const tracked = { scope: "app_1", appId: "app_1", kind: "event", event: "call" }
+    const decided = decide(
+      10_000n,
+      [charge(300n, "u1", untracked), charge(300n, "t1", tracked), charge(5_000n, "t2", tracked, null)],
+      new Map(),
+      new Map([["app_1", 100n]])
+    )
+    assert.deepStrictEqual(decided.decisions.map((d) => d.ok), [true, true, true])
+    assert.isFalse(decided.spent.has("app_2"))
+    assert.strictEqual(decided.spent.get("app_1"), 5_400n)
+  })
+
+  it("an entry carries the time of the decision and the kind, scope and key it was asked with", () => {
+    const decided = decide(1_000n, [charge(10n, "t", { kind: "event", event: "call" })])
+    const [written] = decided.entries
+    assert.strictEqual(written!.createdAt.getTime(), NOW)
+    assert.deepStrictEqual([written!.kind, written!.scope, written!.key, written!.event], ["event", "credit:usr_a", "t", "call"])
+  })
 })
