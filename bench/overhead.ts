@@ -5,7 +5,8 @@
  * with the same bounded load (undici Pool to 127.0.0.1, --connections at once, --requests in all).
  *
  *   npm run build && npx tsx bench/overhead.ts [--requests 20000] [--connections 64] [--rounds 3] [--path /v1/meters]
- *     [--variants off=accessLog;off=metrics,...] [--method GET] [--body '{"a":1}'] [--out FILE.json]
+ *     [--variants ENV=VALUE,...;...] [--header-variants NAME=VALUE,...;...] [--method GET] [--body '{"a":1}']
+ *     [--out FILE.json]
  *
  * - CPU is the server process's utime + stime (/proc/PID/stat) over the measured requests, divided by them (it is
  *   less sensitive to the machine's other load than latency, and counts what the server's idle loops spend too,
@@ -13,8 +14,11 @@
  * - --rounds R: every server is measured once per round, in turn, after a warm-up of --requests / 4 requests before
  *   its first round; ratios are per round (ours over the Effect floor in the same round), then their median.
  * - --variants: extra Atrium processes, each with an environment of its own (`;` between variants, `,` between
- *   `NAME=VALUE`s of one), e.g. `ATRIUM_BENCH_OFF=accessLog`. The switches the per-layer table of BENCHMARKS.md
- *   used are not in the sources: apply bench/overhead-switches.patch to a scratch tree, build, and measure there.
+ *   `NAME=VALUE`s of one).
+ * - --header-variants: extra rows on the same Atrium process, each sending headers of its own (same syntax), e.g.
+ *   `x-bench-off=edge;x-bench-off=accessLog+metrics`. The per-layer table of BENCHMARKS.md was measured so, with
+ *   bench/overhead-switches.patch applied (it reads `x-bench-off` and turns those layers off for that request):
+ *   the switches are not in the sources; apply the patch to a scratch copy of the tree, build it and run there.
  * - Atrium runs embedded (its own data directory), or in services mode when DATABASE_URL is set (REDIS_URL too),
  *   as bench/support.ts launches it. `LOG_LEVEL=warn`, as every bench.
  *
@@ -36,9 +40,12 @@ const PATH = args.get("path") ?? "/v1/meters"
 const METHOD = args.get("method") ?? "GET"
 const BODY = args.get("body")
 const OUT = args.get("out")
-const VARIANTS = (args.get("variants") ?? "").split(";").filter((v) => v.length > 0).map((spec) =>
-  Object.fromEntries(spec.split(",").map((pair) => pair.split("=", 2) as [string, string]))
-)
+const pairs = (flag: string) =>
+  (args.get(flag) ?? "").split(";").filter((v) => v.length > 0).map((spec) =>
+    Object.fromEntries(spec.split(",").map((pair) => pair.split("=", 2) as [string, string]))
+  )
+const VARIANTS = pairs("variants")
+const HEADER_VARIANTS = pairs("header-variants")
 const ROOT = Path.resolve(import.meta.dirname, "..")
 const SERVICES = process.env.DATABASE_URL !== undefined
 
@@ -50,6 +57,7 @@ interface Server {
   readonly path: string
   readonly pid: number
   readonly base: string
+  readonly headers?: Record<string, string>
   readonly stop: () => Promise<void>
 }
 
@@ -103,7 +111,8 @@ const load = async (server: Server, n: number) => {
       const response = await pool.request({
         path: server.path,
         method: METHOD as "GET",
-        ...(BODY !== undefined ? { body: BODY, headers: { "content-type": "application/json" } } : {})
+        headers: { ...(BODY !== undefined ? { "content-type": "application/json" } : {}), ...server.headers },
+        ...(BODY !== undefined ? { body: BODY } : {})
       })
       await response.body.dump()
       if (response.statusCode !== 200) failed++
@@ -133,13 +142,20 @@ const main = async () => {
     progress("starting the floors and the platform")
     servers.push(await startScript("node:http floor", "bench/floor.ts"))
     servers.push(await startScript("Effect floor", "bench/effect-floor.ts"))
-    servers.push(await startAtrium("Atrium", {}))
+    const atrium = await startAtrium("Atrium", {})
+    servers.push(atrium)
+    const describe = (variant: Record<string, string>) => Object.entries(variant).map(([k, v]) => `${k}=${v}`).join(" ")
+    for (const headers of HEADER_VARIANTS) {
+      servers.push({ ...atrium, name: `Atrium ${describe(headers)}`, headers, stop: async () => {} })
+    }
     for (const variant of VARIANTS) {
-      servers.push(await startAtrium(`Atrium ${Object.entries(variant).map(([k, v]) => `${k}=${v}`).join(" ")}`, variant))
+      servers.push(await startAtrium(`Atrium ${describe(variant)}`, variant))
     }
     await sleep(3000)
     const idle = new Map<string, number>()
-    for (const server of servers) idle.set(server.name, await idleRate(server, 3))
+    for (const server of servers) {
+      if (server.headers === undefined) idle.set(server.name, await idleRate(server, 3))
+    }
     for (const server of servers) {
       progress(`warm-up ${server.name}`)
       await load(server, Math.ceil(REQUESTS / 4))
@@ -171,7 +187,7 @@ const main = async () => {
         vsEffect: median(vsEffect),
         vsNode: median(vsNode),
         requestsPerSecond: median(rps.get(server.name)!),
-        idleCpuPerSecond: idle.get(server.name)!
+        idleCpuPerSecond: idle.get(server.name) ?? NaN
       }
     })
     const header = `${ROUNDS} rounds × ${REQUESTS} requests, ${CONNECTIONS} connections (undici Pool), ` +
