@@ -113,8 +113,6 @@ const requestMetrics = (method: string, route: string, status: number): RequestM
   return made
 }
 
-/** Whether a line at Info would be written: below the minimum level the logger drops it, so it is not built. */
-const infoLogged = Effect.map(FiberRef.get(FiberRef.currentMinimumLogLevel), (minimum) => LogLevel.lessThanEqual(minimum, LogLevel.Info))
 
 export const accessLog = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
   Effect.gen(function*() {
@@ -135,32 +133,37 @@ export const accessLog = <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, 
       return Context.add(Context.add(context, CurrentRequestFacts, facts), Tracer.ParentSpan, capturingRoute(parent, facts))
     })
     return yield* app.pipe(
-      Effect.onExit((exit) =>
-        Effect.gen(function*() {
-          const seconds = Number(process.hrtime.bigint() - started) / 1e9
-          // Interrupted with nothing sent: the client went away first (nginx's 499).
-          const status = Exit.isSuccess(exit)
-            ? exit.value.status
-            : (yield* Effect.option(Effect.map(HttpServerError.causeResponse(exit.cause), ([response]) => response.status)))
-              .pipe(Option.getOrElse(() => 499))
-          const route = facts.route ?? UNMATCHED
-          const metrics = requestMetrics(request.method, route, status)
-          yield* Metric.increment(metrics.requests)
-          yield* Metric.update(metrics.duration, seconds)
-          if (!(yield* infoLogged)) return
-          const endUser = request.headers["x-end-user-id"]
-          yield* Effect.logInfo("request").pipe(
-            Effect.annotateLogs({
-              method: request.method,
-              route,
-              status,
-              duration_ms: Math.round(seconds * 1e6) / 1e3,
-              request_id: requestId,
-              account_id: facts.accountId ?? null,
-              end_user: endUser !== undefined && END_USER_ID.test(endUser) ? endUser : null
-            })
-          )
-        })
-      )
+      Effect.onExit((exit) => {
+        // One step for the common answer: the metrics updated and the line written (when Info is logged) on the
+        // fiber directly, as `Metric.increment`, `Metric.update` and the level check would, each a step of its own.
+        const finish = (status: number) =>
+          Effect.withFiberRuntime<void>((fiber) => {
+            const seconds = Number(process.hrtime.bigint() - started) / 1e9
+            const route = facts.route ?? UNMATCHED
+            const metrics = requestMetrics(request.method, route, status)
+            const labels = fiber.getFiberRef(FiberRef.currentMetricLabels)
+            metrics.requests.unsafeUpdate(1, labels)
+            metrics.duration.unsafeUpdate(seconds, labels)
+            if (LogLevel.greaterThan(fiber.getFiberRef(FiberRef.currentMinimumLogLevel), LogLevel.Info)) return Effect.void
+            const endUser = request.headers["x-end-user-id"]
+            return Effect.logInfo("request").pipe(
+              Effect.annotateLogs({
+                method: request.method,
+                route,
+                status,
+                duration_ms: Math.round(seconds * 1e6) / 1e3,
+                request_id: requestId,
+                account_id: facts.accountId ?? null,
+                end_user: endUser !== undefined && END_USER_ID.test(endUser) ? endUser : null
+              })
+            )
+          })
+        if (Exit.isSuccess(exit)) return finish(exit.value.status)
+        // Interrupted with nothing sent: the client went away first (nginx's 499).
+        return Effect.flatMap(
+          Effect.option(Effect.map(HttpServerError.causeResponse(exit.cause), ([response]) => response.status)),
+          (status) => finish(Option.getOrElse(status, () => 499))
+        )
+      })
     )
   })
