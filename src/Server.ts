@@ -1,7 +1,10 @@
 import * as HttpLayerRouter from "@effect/platform/HttpLayerRouter"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
+import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
 import * as HttpServer from "@effect/platform/HttpServer"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Duration, Effect, Layer } from "effect"
+import { Duration, Effect, FiberRef, Layer, Option } from "effect"
 import { createServer } from "node:http"
 import { AgentsHttpLive } from "./agents/Http.js"
 import { AtriumApi } from "./Api.js"
@@ -124,7 +127,19 @@ export const HttpServerLive = Layer.unwrapEffect(
  * database). `ServerLive` serves the platform's own routes; a test may add routes of its own.
  */
 export const makeServer = <E, R>(routes: Layer.Layer<never, E, R>) => Layer.unwrapEffect(
-  Effect.map(HttpLayerRouter.HttpRouter, (router) => HttpServer.serve(router.asHttpEffect(), accessLog))
+  Effect.gen(function*() {
+    const router = yield* HttpLayerRouter.HttpRouter
+    const config = yield* AppConfig
+    const served = HttpServer.serve(router.asHttpEffect(), accessLog).pipe(
+      // The body limit every request reads under, set once for the server (the edge checks it is there).
+      Layer.provide(Layer.succeed(HttpIncomingMessage.MaxBodySize, Option.some(FileSystem.Size(config.maxBodyBytes))))
+    )
+    // With tracing off (main.ts: no OTLP endpoint) a span per request would be built only to be dropped: the
+    // server makes none, and the access log gives the router a span that only remembers the route.
+    return (yield* FiberRef.get(FiberRef.currentTracerEnabled))
+      ? served
+      : HttpMiddleware.withTracerDisabledWhen(served, () => true)
+  })
 ).pipe(
   HttpServer.withLogAddress,
   // Order matters: every route is registered before the socket listens, so a request never reaches a server

@@ -5,7 +5,7 @@ import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
-import { Cause, Effect, FiberRef, Option, Redacted } from "effect"
+import { Cause, Context, Effect, FiberRef, Option, Redacted } from "effect"
 import type { Readable } from "node:stream"
 import {
   ErrorHeaders,
@@ -168,6 +168,10 @@ export const makeEdge = (options: EdgeOptions) => {
   const { config, idempotencyStore, methodsServed: allowedMethods } = options
   const identify = options.accountOf
   const maxBodySize = Option.some(FileSystem.Size(config.maxBodyBytes))
+  const mcpPath = routePath(config.mcpPath)
+  // Made only when a request is refused: an error's construction captures a stack, which every request would pay.
+  const tooLarge = () =>
+    wireErrorResponse(new PayloadTooLarge({ message: `Request body exceeds ${config.maxBodyBytes} bytes.` }))
 
   /** An unknown `/api` route answers 401 to a caller without a token: it reveals nothing about what exists. */
   const notFound = (request: HttpServerRequest.HttpServerRequest) =>
@@ -210,35 +214,42 @@ export const makeEdge = (options: EdgeOptions) => {
     return undefined
   }
 
-  /** The MCP route reads its own body as bytes (which the request does not cache) and checks it itself. */
-  const isMcp = (request: HttpServerRequest.HttpServerRequest) => routePath(request.url).startsWith(routePath(config.mcpPath))
+  /**
+   * The MCP route reads its own body as bytes (which the request does not cache) and checks it itself. `routed` is
+   * the request's `routePath`.
+   */
+  const isMcp = (routed: string) => routed.startsWith(mcpPath)
 
   const guarded = <E, R>(app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
     Effect.gen(function*() {
-      let request = yield* HttpServerRequest.HttpServerRequest
-      const tooLarge = wireErrorResponse(new PayloadTooLarge({ message: `Request body exceeds ${config.maxBodyBytes} bytes.` }))
+      const original = yield* HttpServerRequest.HttpServerRequest
+      let request = original
+      // Every rule below judges the same target: the path is normalised once per request (a replaced request keeps
+      // the URL).
+      const routed = routePath(request.url)
       const declaredLength = Number(request.headers["content-length"] ?? "0")
       // File bytes go to the storage route, which streams them to disk under its own, signed limit.
       const exempt = options.isExempt(request.url)
-      if (declaredLength > config.maxBodyBytes && !exempt) return yield* tooLarge
+      if (declaredLength > config.maxBodyBytes && !exempt) return yield* tooLarge()
       if (request.headers["content-length"] === undefined && request.headers["transfer-encoding"] !== undefined && !exempt) {
         const buffered = yield* Effect.either(bufferUnknownLength(request, config.maxBodyBytes))
         if (buffered._tag === "Left") {
           return yield* wireErrorResponse(new InvalidRequest({ message: "The request body could not be read." }))
         }
-        if (Option.isNone(buffered.right)) return yield* tooLarge
+        if (Option.isNone(buffered.right)) return yield* tooLarge()
         request = buffered.right.value
       }
       const cors = preflight(request, config.corsOrigins)
       if (cors === "refused") return yield* wireErrorResponse(new Forbidden({ message: "This origin may not call the API." }))
       if (cors !== undefined) return cors
-      const refusedCookie = cookieRefusal(request, config.baseUrl, FORM_ROUTE.test(routePath(request.url)) || exempt)
+      const refusedCookie = cookieRefusal(request, config.baseUrl, FORM_ROUTE.test(routed) || exempt)
       if (refusedCookie !== undefined) return yield* wireErrorResponse(refusedCookie)
       const endUser = options.missingEndUser(request)
       if (endUser !== undefined) return yield* wireErrorResponse(new InvalidRequest({ message: endUser }))
       const byLink = refreshByLink(request)
       if (byLink !== undefined) return yield* wireErrorResponse(byLink, { allow: "POST" })
-      const badMedia = mediaRefusal(request, exempt || isMcp(request))
+      const ownBytes = exempt || isMcp(routed)
+      const badMedia = mediaRefusal(request, ownBytes, routed)
       // A path the API does not serve stays a 404, whatever its body.
       if (badMedia !== undefined && allowedMethods(request.url.split("?")[0]!).length > 0) return yield* wireErrorResponse(badMedia)
       const contentType = request.headers["content-type"]
@@ -246,17 +257,27 @@ export const makeEdge = (options: EdgeOptions) => {
         // HttpApi reads only `application/json` as JSON: an `application/<x>+json` body is the same JSON to it.
         request = request.modify({ headers: Headers.set(request.headers, "content-type", "application/json") })
       }
-      const badText = yield* textRefusal(request, exempt || isMcp(request), maxBodySize)
-      if (badText !== undefined) return badText
-      if (INTERNAL.test(routePath(request.url))) {
+      const badText = textRefusal(request, ownBytes, maxBodySize, routed)
+      if (badText !== undefined) {
+        const refused = yield* badText
+        if (refused !== undefined) return refused
+      }
+      if (INTERNAL.test(routed)) {
         const refused = internalRefusal(request)
         if (refused !== undefined) return yield* refused
       }
-      const served = app.pipe(
-        Effect.provideService(HttpServerRequest.HttpServerRequest, request),
-        Effect.provideService(HttpIncomingMessage.MaxBodySize, maxBodySize)
-      )
-      return yield* idempotent(idempotencyStore, request, identify(request), served).pipe(
+      // The route reads under the edge's limit, which the server usually set already (Server.ts); the context is
+      // changed only when something is missing (each change copies the fiber's locals twice): the limit, or the
+      // request the edge replaced.
+      const replaced = request
+      const limit = yield* HttpIncomingMessage.MaxBodySize
+      const limited = Option.isSome(limit) && limit.value === FileSystem.Size(config.maxBodyBytes)
+      type Outer = Exclude<R, HttpIncomingMessage.MaxBodySize | HttpServerRequest.HttpServerRequest>
+      const served = limited && replaced === original ? app as Effect.Effect<HttpServerResponse.HttpServerResponse, E, Outer> : Effect.mapInputContext(app, (context: Context.Context<Outer>) => {
+        const withLimit = Context.add(context, HttpIncomingMessage.MaxBodySize, maxBodySize)
+        return (replaced === original ? withLimit : Context.add(withLimit, HttpServerRequest.HttpServerRequest, replaced)) as Context.Context<R>
+      })
+      const answered = idempotent(idempotencyStore, request, identify(request), served).pipe(
         Effect.catchAllCause((cause) => {
           if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
           // HttpApi lets a body it could not read escape as a defect: it is still the caller's bad input.
@@ -280,20 +301,22 @@ export const makeEdge = (options: EdgeOptions) => {
             Effect.logError("unhandled failure", cause),
             wireErrorResponse(new InternalError({ message: "Something went wrong on our side." }))
           )
-        }),
-        Effect.map((response) => withCorsHeaders(request, config.corsOrigins, response))
+        })
       )
+      // Only a request that names an origin can get CORS headers.
+      return yield* request.headers["origin"] === undefined
+        ? answered
+        : Effect.map(answered, (response) => withCorsHeaders(request, config.corsOrigins, response))
     })
 
   return <E, R>(app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
-    Effect.gen(function*() {
-      const original = yield* HttpServerRequest.HttpServerRequest
-      // Every error written below (by HttpApi or the guards) carries OpenAI's fields on OpenAI's routes.
-      const answer = yield* withErrorHeaders(guarded(app)).pipe(
-        Effect.locally(OpenAiFields, OPENAI_ROUTES.test(original.url.split("?")[0]!)),
-        Effect.locally(ErrorHeaders, {})
-      )
-      return yield* conditionalAndCompressed(original, withPagePolicy(withAuthenticateHeader(answer)))
+    Effect.flatMap(HttpServerRequest.HttpServerRequest, (original) => {
+      const answered = withErrorHeaders(guarded(app))
+      // Every error written below (by HttpApi or the guards) carries OpenAI's fields on OpenAI's routes. Elsewhere
+      // the flag keeps its default (off), and `ErrorHeaders` starts empty in every request's own fiber (only error
+      // encoding writes it, in that fiber): neither needs a scoped change per request.
+      const marked = OPENAI_ROUTES.test(original.url.split("?")[0]!) ? Effect.locally(answered, OpenAiFields, true) : answered
+      return Effect.flatMap(marked, (answer) => conditionalAndCompressed(original, withPagePolicy(withAuthenticateHeader(answer))))
     })
 }
 

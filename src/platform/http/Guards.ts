@@ -127,15 +127,19 @@ export const JSON_MEDIA_TYPE = /^application\/([\w.-]+\+)?json\s*(;|$)/i
  * credential: HttpApi would otherwise read a form as a record and anything else as bytes, and a body it read as
  * bytes after the edge had read it as text was never answered (issue 26 item 4). A request without a
  * `Content-Type` is left to the route (an empty body is a valid request to many). `exempt`: routes that read their
- * own bytes (file storage, MCP).
+ * own bytes (file storage, MCP). `routed`: the request's `routePath`, when the caller has it already.
  */
-export const mediaRefusal = (request: HttpServerRequest.HttpServerRequest, exempt: boolean) => {
+export const mediaRefusal = (
+  request: HttpServerRequest.HttpServerRequest,
+  exempt: boolean,
+  routed: string = routePath(request.url)
+) => {
   const contentType = request.headers["content-type"]
   if (contentType === undefined || request.method === "GET" || request.method === "HEAD" || request.method === "OPTIONS") {
     return undefined
   }
-  if (exempt || NOT_JSON_ROUTE.test(routePath(request.url)) || JSON_MEDIA_TYPE.test(contentType)) return undefined
-  if (request.method === "POST" && MULTIPART.test(contentType) && MULTIPART_ROUTE.test(routePath(request.url))) return undefined
+  if (exempt || NOT_JSON_ROUTE.test(routed) || JSON_MEDIA_TYPE.test(contentType)) return undefined
+  if (request.method === "POST" && MULTIPART.test(contentType) && MULTIPART_ROUTE.test(routed)) return undefined
   return new UnsupportedMediaType({ message: `This route takes application/json, not ${contentType.split(";")[0]!.trim()}.` })
 }
 

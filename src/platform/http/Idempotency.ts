@@ -65,13 +65,13 @@ export const idempotent = <E, R, R2>(
   request: HttpServerRequest.HttpServerRequest,
   accountOf: Effect.Effect<Option.Option<string>, never, R2>,
   create: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
-): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | R2> =>
-  Effect.gen(function*() {
-    const key = request.headers["idempotency-key"]
-    const path = request.url.split("?")[0]!
-    if (request.method !== "POST" || key === undefined || !CREATE_PATTERNS.some((pattern) => pattern.test(path))) {
-      return yield* create
-    }
+): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | R2> => {
+  const key = request.headers["idempotency-key"]
+  // Most requests carry no key: they run as they are, without a step of their own.
+  if (request.method !== "POST" || key === undefined) return create
+  const path = request.url.split("?")[0]!
+  if (!CREATE_PATTERNS.some((pattern) => pattern.test(path))) return create
+  return Effect.gen(function*() {
     if (!KEY.test(key)) {
       return yield* wireErrorResponse(new InvalidRequest({ message: "Invalid request: Idempotency-Key: 1-255 visible ASCII characters." }))
     }
@@ -122,3 +122,4 @@ export const idempotent = <E, R, R2>(
       })
     )
   })
+}

@@ -103,28 +103,33 @@ export const targetProblem = (url: string): Problem | undefined => {
  * the database) sees them. The body read here is the one the route reads: the request caches it. `/oauth/token`
  * answers in RFC 6749's error shape, which its clients read. `exempt`: routes that read their own bytes (file
  * storage; MCP, which checks its messages itself).
+ *
+ * Undefined when the target is clean and there is no body to read (a GET, say): the common request is judged
+ * without running an effect. Otherwise the effect gives the refusal, or undefined. `routed`: the request's
+ * `routePath`, when the caller has it already.
  */
 export const textRefusal = (
   request: HttpServerRequest.HttpServerRequest,
   exempt: boolean,
-  maxBodySize: Option.Option<FileSystem.Size>
-) =>
-  Effect.gen(function*() {
-    const invalid = (found: Problem) => {
-      const message = `Invalid request: ${found.field}: ${found.problem}`
-      return routePath(request.url) === "/oauth/token"
-        ? Effect.succeed(HttpServerResponse.unsafeJson({ error: "invalid_request", error_description: message }, {
-          status: 400,
-          headers: { "cache-control": "no-store" }
-        }))
-        : wireErrorResponse(new InvalidRequest({ message }))
-    }
-    const inTarget = targetProblem(request.url)
-    if (inTarget !== undefined) return yield* invalid(inTarget)
-    const contentType = request.headers["content-type"] ?? ""
-    const json = JSON_MEDIA_TYPE.test(contentType)
-    const form = /^application\/x-www-form-urlencoded\s*(;|$)/i.test(contentType)
-    if (exempt || request.method === "GET" || request.method === "HEAD" || !(json || form)) return undefined
+  maxBodySize: Option.Option<FileSystem.Size>,
+  routed?: string
+): Effect.Effect<HttpServerResponse.HttpServerResponse | undefined> | undefined => {
+  const invalid = (found: Problem) => {
+    const message = `Invalid request: ${found.field}: ${found.problem}`
+    return (routed ?? routePath(request.url)) === "/oauth/token"
+      ? Effect.succeed(HttpServerResponse.unsafeJson({ error: "invalid_request", error_description: message }, {
+        status: 400,
+        headers: { "cache-control": "no-store" }
+      }))
+      : wireErrorResponse(new InvalidRequest({ message }))
+  }
+  const inTarget = targetProblem(request.url)
+  if (inTarget !== undefined) return invalid(inTarget)
+  const contentType = request.headers["content-type"] ?? ""
+  const json = JSON_MEDIA_TYPE.test(contentType)
+  const form = /^application\/x-www-form-urlencoded\s*(;|$)/i.test(contentType)
+  if (exempt || request.method === "GET" || request.method === "HEAD" || !(json || form)) return undefined
+  return Effect.gen(function*() {
     const text = yield* request.text.pipe(
       Effect.provideService(HttpIncomingMessage.MaxBodySize, maxBodySize),
       Effect.option
@@ -143,3 +148,4 @@ export const textRefusal = (
     const inBody = jsonProblem(parsed)
     return inBody === undefined ? undefined : yield* invalid(inBody)
   })
+}

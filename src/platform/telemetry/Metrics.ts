@@ -1,4 +1,4 @@
-import { Duration, Effect, Metric, MetricBoundaries } from "effect"
+import { Duration, Effect, Metric, MetricBoundaries, MetricKey } from "effect"
 
 /**
  * Every metric the platform exports, as Effect `Metric`s: `Telemetry.ts` hands the process's whole registry to the
@@ -10,16 +10,21 @@ import { Duration, Effect, Metric, MetricBoundaries } from "effect"
 /** Latency buckets from 5 ms to about 20 s: a health check at the bottom, a model call at the top. */
 const latencySeconds = MetricBoundaries.exponential({ start: 0.005, factor: 2, count: 13 })
 
-export const httpRequests = Metric.counter("http_requests_total", {
+/** The keys of the request metrics, which the access log tags with each request's labels (AccessLog.ts). */
+export const httpRequestsKey = MetricKey.counter("http_requests_total", {
   description: "HTTP requests answered, by method, route pattern and status",
   incremental: true
 })
 
-export const httpRequestDuration = Metric.histogram(
+export const httpRequestDurationKey = MetricKey.histogram(
   "http_request_duration_seconds",
   latencySeconds,
   "Time from a request's arrival to its response's head, by method, route pattern and status"
 )
+
+export const httpRequests = Metric.fromMetricKey(httpRequestsKey)
+
+export const httpRequestDuration = Metric.fromMetricKey(httpRequestDurationKey)
 
 export const openSubscriptions = Metric.gauge("sse_open_streams", {
   description: "Server-sent event streams open now (session subscriptions and streamed runs)"
