@@ -85,6 +85,8 @@ const program = Effect.gen(function*() {
       const elsewhere = bystanders.filter((u) => owners.get(u.userId)?.runner !== addressOf(h, index))
       h.paused.add(index)
       const stoppedAt = Date.now()
+      const pause = { url: runner.url, from: stoppedAt, to: Infinity }
+      h.pauses.push(pause)
       runner.signal("SIGSTOP")
       const others = chargeLoop(h, elsewhere.length > 0 ? elsewhere : bystanders, "bystander")
       const moved = shardsMoved(h, index, stoppedAt, ms)
@@ -101,6 +103,7 @@ const program = Effect.gen(function*() {
       await sleep(ms - (Date.now() - stoppedAt))
       await others.stop()
       runner.signal("SIGCONT")
+      pause.to = Date.now()
       h.paused.delete(index)
       const notOk = others.statuses.filter((s) => s !== 200).length
       extra.set(fault, {
