@@ -21,7 +21,7 @@ export interface SessionSink {
  * event once and in order; and, in cluster mode, keeping the session's owner awake while streams wait on it.
  */
 
-/** How often a stream in cluster mode wakes its session (see `owners`). */
+/** How often, in cluster mode, the sessions that streams wait on are checked and woken (see `watched`). */
 const OWNER_CHECK = "3 seconds"
 
 const REPLAY_PAGE = 500

@@ -46,8 +46,8 @@ export class Fenced extends Error {
   }
 }
 
-/** A shard as the runner storage names it to the fences. */
-export const shardKey = (shardId: ShardRef) => `${shardId.group}:${shardId.id}`
+/** A shard as the fences name it. */
+const shardKey = (shardId: ShardRef) => `${shardId.group}:${shardId.id}`
 
 const STALL_MS = Duration.toMillis(failoverBudget.stall)
 const WATCHER_LAG_MS = Duration.toMillis(failoverBudget.watcherLag)
@@ -139,9 +139,8 @@ export class ShardFences extends Effect.Service<ShardFences>()("atrium/platform/
       /**
        * Records what an answer of the runner storage confirms (`asked`: the shards a refresh renewed; none for an
        * acquisition): the shards of `asked` it left out are no longer held, those it names are, and each acquired or
-       * not held before gets a new generation first (`raise`: fencing, raised
-       * before anything of this runner can start an entity on it). A raise that fails fails the answer: those shards
-       * stay unheld.
+       * not held before gets a new generation first (`raise`: fencing, raised before anything of this runner can
+       * start an entity on it). A raise that fails fails the answer: those shards stay unheld.
        */
       record: <E>(
         asked: Iterable<ShardRef> | undefined,
