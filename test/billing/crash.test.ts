@@ -9,7 +9,7 @@ import pg from "pg"
 import { authorizeApp, registerApp, userIdOf } from "../support/Billing.js"
 import { requestAt } from "../support/Client.js"
 import { launchPlatform, type PlatformProcess } from "../support/Process.js"
-import { adminQuery, createDatabase, seedDataDir } from "../support/Templates.js"
+import { seedDataDir, testDatabase } from "../support/Templates.js"
 import { INTERNAL_TOKEN, internalAuth, type SmsInbox, TestServer } from "../support/TestServer.js"
 
 /**
@@ -61,12 +61,8 @@ const makeStorage: Effect.Effect<Storage, never, Scope.Scope> = Effect.gen(funct
   let databaseUrl: string | undefined
   const adminUrl = process.env.DATABASE_URL
   if (adminUrl) {
-    const name = `atrium_crash_${Crypto.randomBytes(5).toString("hex")}`
     // A copy of the run's migrated template (Templates.ts), like every test database.
-    yield* Effect.acquireRelease(
-      Effect.promise(() => createDatabase(adminUrl, name)),
-      () => Effect.promise(() => adminQuery(adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).pipe(Effect.ignore)
-    )
+    const name = yield* testDatabase(adminUrl, "crash", { fromTemplate: true })
     const url = new URL(adminUrl)
     url.pathname = `/${name}`
     databaseUrl = url.toString()

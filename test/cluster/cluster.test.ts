@@ -11,6 +11,7 @@ import { requestAt } from "../support/Client.js"
 import { freePort, launchPlatform, type PlatformProcess } from "../support/Process.js"
 import { type LiveStream, openStream, type ParsedStream } from "../support/Sse.js"
 import { INTERNAL_TOKEN, internalAuth, type SmsInbox, TestServer } from "../support/TestServer.js"
+import { testDatabase } from "../support/Templates.js"
 
 /**
  * Issue 13: N runner processes over one PostgreSQL behave like one process. Real processes (`node --import tsx
@@ -35,11 +36,7 @@ const adminQuery = async (url: string, query: string) => {
 
 /** A fresh database, Redis prefix and secret that every runner of this file shares. */
 const makeShared = Effect.gen(function*() {
-  const name = `atrium_cluster_${Crypto.randomBytes(5).toString("hex")}`
-  yield* Effect.acquireRelease(
-    Effect.promise(() => adminQuery(databaseUrl!, `CREATE DATABASE ${name}`)),
-    () => Effect.promise(() => adminQuery(databaseUrl!, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).pipe(Effect.ignore)
-  )
+  const name = yield* testDatabase(databaseUrl!, "cluster", { fromTemplate: false })
   const url = new URL(databaseUrl!)
   url.pathname = `/${name}`
   const dataDir = yield* Effect.acquireRelease(

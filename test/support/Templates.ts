@@ -22,6 +22,8 @@ import pg from "pg"
 
 declare module "vitest" {
   export interface ProvidedContext {
+    /** This vitest run's mark in the names of the databases its tests create (`testDatabase`). */
+    atriumRunTag: string
     /** A migrated PGlite data directory (embedded mode). */
     atriumTemplatePgdata: string | undefined
     /** A migrated PostgreSQL template database (services mode). */
@@ -120,12 +122,55 @@ export const createDatabase = async (adminUrl: string, name: string): Promise<vo
 }
 
 /**
+ * A database of this run's own on the server at `adminUrl` for as long as the scope lasts: a copy of the migrated
+ * template, or empty (`fromTemplate: false`, for tests of migrations). Its name is `atrium_<kind>_r<run tag>_<random>`.
+ *
+ * It is dropped when the scope closes, but nobody waits for that: PostgreSQL 15's `DROP DATABASE` asks for an
+ * immediate checkpoint and waits for it, which took 1-5 s with `fsync` on, and the suite's 130-odd databases made
+ * that a minute of workers doing nothing. A drop cut short (the worker ended first) leaves a database of this run,
+ * which `dropRunDatabases` removes when the run ends; another run's databases (a second worktree's suite on the same
+ * server) carry another tag and are never touched.
+ */
+export const testDatabase = (adminUrl: string, kind: string, options: { readonly fromTemplate: boolean }) =>
+  Effect.acquireRelease(
+    Effect.promise(async () => {
+      const { atriumRunTag } = await provided()
+      const name = `atrium_${kind}_r${atriumRunTag ?? "none"}_${randomName()}`
+      await (options.fromTemplate ? createDatabase(adminUrl, name) : adminQuery(adminUrl, `CREATE DATABASE ${name}`))
+      return name
+    }),
+    (name) =>
+      Effect.sync(() => {
+        adminQuery(adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => undefined)
+      })
+  )
+
+/** Drops every database the run tagged `tag` left behind (`testDatabase`); at the end of the run. */
+export const dropRunDatabases = async (adminUrl: string, tag: string): Promise<void> => {
+  const client = new pg.Client({ connectionString: adminUrl })
+  await client.connect()
+  try {
+    const left = await client.query<{ datname: string }>(
+      "SELECT datname FROM pg_database WHERE datname LIKE 'atrium\\_%\\_r' || $1 || '\\_%'",
+      [tag]
+    )
+    for (const { datname } of left.rows) await client.query(`DROP DATABASE IF EXISTS ${datname} WITH (FORCE)`)
+  } finally {
+    await client.end()
+  }
+}
+
+/**
  * What `globalSetup.ts` provided. `vitest` is imported here, lazily, because this module is also loaded by
  * `globalSetup.ts`, where importing it fails.
  */
 const provided = async () => {
   const { inject } = await import("vitest")
-  return { atriumTemplatePgdata: inject("atriumTemplatePgdata"), atriumTemplateDatabase: inject("atriumTemplateDatabase") }
+  return {
+    atriumTemplatePgdata: inject("atriumTemplatePgdata"),
+    atriumTemplateDatabase: inject("atriumTemplateDatabase"),
+    atriumRunTag: inject("atriumRunTag")
+  }
 }
 
 /** PGlite's directory (about 40 MB in 1,100 files) copied by `cp -R`, or by `fs.cp` where there is no `cp`. */

@@ -6,7 +6,7 @@ import * as Http from "node:http"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { makeServer, Routes } from "../../src/Server.js"
-import { adminQuery, createDatabase, seedDataDir } from "./Templates.js"
+import { seedDataDir, testDatabase } from "./Templates.js"
 
 /**
  * Boots the real platform on a random port, the way `npm start` does, with settings of its own.
@@ -50,16 +50,7 @@ const storageOf = (fromTemplate: boolean): Effect.Effect<Storage, never, Scope.S
     const redisUrl = process.env.REDIS_URL
     const env: Record<string, string> = {}
     if (databaseUrl) {
-      const name = `atrium_test_${randomName()}`
-      yield* Effect.acquireRelease(
-        Effect.promise(() =>
-          fromTemplate ? createDatabase(databaseUrl, name) : adminQuery(databaseUrl, `CREATE DATABASE ${name}`)
-        ),
-        () =>
-          Effect.promise(() => adminQuery(databaseUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).pipe(
-            Effect.ignore
-          )
-      )
+      const name = yield* testDatabase(databaseUrl, "test", { fromTemplate })
       const url = new URL(databaseUrl)
       url.pathname = `/${name}`
       env.DATABASE_URL = url.toString()

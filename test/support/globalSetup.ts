@@ -2,7 +2,8 @@ import { spawnSync } from "node:child_process"
 import * as Path from "node:path"
 import type { TestProject } from "vitest/node"
 import { buildIsStale } from "./Local.js"
-import { ensurePgliteTemplate, ensurePostgresTemplate, templateKey } from "./Templates.js"
+import * as Crypto from "node:crypto"
+import { dropRunDatabases, ensurePgliteTemplate, ensurePostgresTemplate, templateKey } from "./Templates.js"
 
 /**
  * Once per vitest run, before any test file: the compiled build when it is stale, and the migrated templates that test storages start as copies of (see
@@ -27,4 +28,10 @@ export default async function setup(project: TestProject) {
   project.provide("atriumTemplateDatabase", databaseUrl ? await ensurePostgresTemplate(databaseUrl, key) : undefined)
   // Also in services mode: processes started without DATABASE_URL (test/main.test.ts) run embedded.
   project.provide("atriumTemplatePgdata", await ensurePgliteTemplate(key))
+  const tag = Crypto.randomBytes(4).toString("hex")
+  project.provide("atriumRunTag", tag)
+  // Test databases are dropped without waiting (`testDatabase`); what a worker's end cut short goes here.
+  return async () => {
+    if (databaseUrl) await dropRunDatabases(databaseUrl, tag)
+  }
 }
