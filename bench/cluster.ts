@@ -9,10 +9,13 @@
  *     npx tsx bench/cluster.ts [--seconds 10] [--concurrency 64] [--sessions 32] [--phases hot,many,turns,failover]
  *
  * A script, not a test: it prints a Markdown table for BENCHMARKS.md (with the load average next to every number)
- * and asserts nothing.
+ * and asserts nothing. Under each wallet phase it prints, from every process's metrics (`METRICS_PORT`), how the
+ * charges reached their wallets: directly in the owner's entity, or in `Charges` messages, and how many charges each
+ * message to another runner carried (issue 28 item 4).
  */
 import * as Crypto from "node:crypto"
 import * as Http from "node:http"
+import * as Net from "node:net"
 import * as Os from "node:os"
 import { call, freePort, launchBenchPlatform, percentile } from "./support.js"
 
@@ -85,6 +88,63 @@ const turn = async (base: string, user: User, session: string) => {
   return reply.status === 200 && String(reply.body).includes("run.completed")
 }
 
+const portFree = (port: number) =>
+  new Promise<boolean>((resolve) => {
+    const server = Net.createServer()
+    server.once("error", () => resolve(false))
+    server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)))
+  })
+
+/** A METRICS_PORT with the two ports after it free too (worker i of WORKERS=N listens on METRICS_PORT + 1 + i). */
+const metricsPortBase = async () => {
+  for (;;) {
+    const base = 20_000 + Crypto.randomInt(30_000)
+    if ((await portFree(base)) && (await portFree(base + 1)) && (await portFree(base + 2))) return base
+  }
+}
+
+/** A series' key whatever order the exporter prints its labels in: `name{a="1",b="2"}`, labels sorted. */
+const seriesKey = (name: string, labels: Record<string, string>) =>
+  `${name}{${Object.entries(labels).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => `${k}="${v}"`).join(",")}}`
+
+/** The wallet counters of one process's Prometheus scrape, by series. */
+const walletCounters = async (port: number) => {
+  const text = await fetch(`http://127.0.0.1:${port}/metrics`).then((r) => r.text(), () => "")
+  const counters = new Map<string, number>()
+  for (const line of text.split("\n")) {
+    const match = /^(wallet_charges_total|wallet_charge_messages_total)(?:\{([^}]*)\})? (\S+)/.exec(line)
+    if (match === null) continue
+    const labels: Record<string, string> = {}
+    for (const [, key, value] of (match[2] ?? "").matchAll(/(\w+)="([^"]*)"/g)) labels[key!] = value!
+    counters.set(seriesKey(match[1]!, labels), Number(match[3]))
+  }
+  return counters
+}
+
+/** The processes that take charges: the one process, or each worker. */
+const chargeTakers = (metricsPort: number, workers: number) =>
+  workers <= 1 ? [metricsPort] : Array.from({ length: workers }, (_, i) => metricsPort + 1 + i)
+
+/** What each process's wallet counters moved by since `before`, as a line under the table. */
+const walletPaths = async (name: string, metricsPort: number, workers: number, before: ReadonlyArray<Map<string, number>>) => {
+  const after = await Promise.all(chargeTakers(metricsPort, workers).map(walletCounters))
+  const parts = after.map((counters, i) => {
+    const moved = (metric: string, labels: Record<string, string>) => {
+      const key = seriesKey(metric, labels)
+      return (counters.get(key) ?? 0) - (before[i]?.get(key) ?? 0)
+    }
+    const direct = moved("wallet_charges_total", { via: "direct", to: "this_runner" })
+    const here = moved("wallet_charges_total", { via: "message", to: "this_runner" })
+    const away = moved("wallet_charges_total", { via: "message", to: "another_runner" })
+    const messagesHere = moved("wallet_charge_messages_total", { to: "this_runner" })
+    const messagesAway = moved("wallet_charge_messages_total", { to: "another_runner" })
+    const perMessage = (charges: number, messages: number) => messages === 0 ? "-" : (charges / messages).toFixed(1)
+    return `process ${i + 1}: ${direct} direct, ${here} in ${messagesHere} messages to itself, ` +
+      `${away} in ${messagesAway} messages to another runner (${perMessage(away, messagesAway)} charges per message)`
+  })
+  return `${name}: ${parts.join("; ")}`
+}
+
 const env = (workers: number) => ({
   WORKERS: String(workers),
   JWT_SECRET: "bench-cluster-secret-bench-cluster-secret",
@@ -93,10 +153,21 @@ const env = (workers: number) => ({
 })
 
 const rows: Array<string> = []
+/** How the charges of each wallet phase reached their wallets (from the metrics). */
+const paths: Array<string> = []
 /** The first few refused charges are printed (a charge should never be refused here: every wallet has credits). */
 let refusals = 0
 for (const workers of [1, 2]) {
-  const platform = await launchBenchPlatform({ env: env(workers), services: { adminUrl: ADMIN_URL, redisUrl: REDIS_URL } })
+  const metricsPort = await metricsPortBase()
+  const platform = await launchBenchPlatform({
+    env: { ...env(workers), METRICS_PORT: String(metricsPort) },
+    services: { adminUrl: ADMIN_URL, redisUrl: REDIS_URL }
+  })
+  const counted = async (name: string, phase: () => Promise<string>) => {
+    const before = await Promise.all(chargeTakers(metricsPort, workers).map(walletCounters))
+    rows.push(await phase())
+    paths.push(await walletPaths(name, metricsPort, workers, before))
+  }
   try {
     const users = await Promise.all(PHONES.slice(0, 65).map((phone) => login(platform.base, phone)))
     const consume = (user: User) =>
@@ -106,8 +177,12 @@ for (const workers of [1, 2]) {
         if (r.status !== 200 && refusals++ < 3) console.error(`refused: ${r.status} ${JSON.stringify(r.body).slice(0, 300)}`)
         return r.status === 200
       })
-    if (PHASES.has("hot")) rows.push(await drive(`WORKERS=${workers} hot wallet`, () => consume(users[0]!)))
-    if (PHASES.has("many")) rows.push(await drive(`WORKERS=${workers} 64 wallets`, (i) => consume(users[1 + (i % 64)]!)))
+    if (PHASES.has("hot")) {
+      await counted(`WORKERS=${workers} hot wallet`, () => drive(`WORKERS=${workers} hot wallet`, () => consume(users[0]!)))
+    }
+    if (PHASES.has("many")) {
+      await counted(`WORKERS=${workers} 64 wallets`, () => drive(`WORKERS=${workers} 64 wallets`, (i) => consume(users[1 + (i % 64)]!)))
+    }
     if (PHASES.has("turns")) {
       const identifier = await agentOf(platform.base, users[0]!)
       const sessions = await Promise.all(Array.from({ length: SESSIONS }, () => sessionOf(platform.base, users[0]!, identifier)))
@@ -159,4 +234,6 @@ if (PHASES.has("failover")) {
 console.log(`| run (${SECONDS} s, ${CONCURRENCY} concurrent) | throughput | failed | p50 ms | p99 ms | load |`)
 console.log("| --- | --- | --- | --- | --- | --- |")
 for (const row of rows) console.log(row)
+console.log("")
+for (const line of paths) console.log(`- ${line}`)
 agent.destroy()

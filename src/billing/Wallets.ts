@@ -1,7 +1,8 @@
-import { ClusterError } from "@effect/cluster"
-import { Effect, Either, Exit, FiberSet, Option } from "effect"
+import { ClusterError, EntityId, Sharding } from "@effect/cluster"
+import { Effect, Either, Exit, FiberSet, Metric, Option } from "effect"
 import { makeEntityCaller } from "../platform/Cluster.js"
 import type { Micros } from "../platform/Money.js"
+import { walletChargeMessages, walletCharges } from "../platform/telemetry/Metrics.js"
 import { type Movement, WalletFailure } from "./Decide.js"
 import { type LocalWallet, LocalWallets } from "./LocalWallets.js"
 import type { EntryInfo } from "./Repo.js"
@@ -20,6 +21,13 @@ const isClusterFailure = (error: unknown): error is ClusterFailure =>
 /** The cluster's own failures (a full mailbox, storage) and a commit that failed are not the caller's: defects, a 500. */
 const orDieOnCluster = <A, E, R>(effect: Effect.Effect<A, E | ClusterFailure, R>): Effect.Effect<A, Exclude<E, ClusterFailure>, R> =>
   Effect.catchIf(effect, isClusterFailure, Effect.die)
+
+/** The series `Wallets` counts into, tagged once here (updated without an effect, from the lanes' callbacks). */
+const chargesDirect = walletCharges.pipe(Metric.tagged("via", "direct"), Metric.tagged("to", "this_runner"))
+const chargesSentHere = walletCharges.pipe(Metric.tagged("via", "message"), Metric.tagged("to", "this_runner"))
+const chargesSentAway = walletCharges.pipe(Metric.tagged("via", "message"), Metric.tagged("to", "another_runner"))
+const messagesHere = walletChargeMessages.pipe(Metric.tagged("to", "this_runner"))
+const messagesAway = walletChargeMessages.pipe(Metric.tagged("to", "another_runner"))
 
 /** A charge waiting in its wallet's lane for the next `Charges` message. */
 interface Waiting {
@@ -48,6 +56,12 @@ interface Lane {
 export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets", {
   scoped: Effect.gen(function*() {
     const makeClient = yield* Wallet.client
+    const sharding = yield* Sharding.Sharding
+    /** Whether this runner holds the wallet's shard now (where its next message goes: metrics only). */
+    const ownedHere = (userId: string) => {
+      const id = EntityId.make(userId)
+      return sharding.hasShardId(sharding.getShardId(id, Wallet.getShardGroup(id)))
+    }
     const localWallets = yield* LocalWallets
     const clients = new Map<string, ReturnType<typeof makeClient>>()
     /** The client of one wallet (an address and a proxy): made once per wallet, not per call. */
@@ -80,8 +94,17 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
         return
       }
       lane.inFlight = true
+      const charges = batch.map((w) => w.request)
+      // Counted as it leaves, each resend again: what went to another runner crossed the runner socket.
+      const message = Effect.suspend(() => {
+        const here = ownedHere(userId)
+        const [messages, sent] = here ? [messagesHere, chargesSentHere] : [messagesAway, chargesSentAway]
+        messages.unsafeUpdate(1, [])
+        sent.unsafeUpdate(charges.length, [])
+        return client(userId).Charges({ charges })
+      })
       runFork(
-        toEntity(client(userId).Charges({ charges: batch.map((w) => w.request) }), { resendWhenCut: true }).pipe(
+        toEntity(message, { resendWhenCut: true }).pipe(
           // On any exit, interruption included: every charge of the batch gets an answer and the lane moves on.
           Effect.onExit((exit) =>
             Effect.sync(() => {
@@ -133,7 +156,10 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
     const chargeHere = (wallet: LocalWallet, userId: string, request: ChargeRequest) =>
       Effect.flatMap(wallet.charge([request]), Option.match({
         onNone: () => chargeByMessage(userId, request),
-        onSome: (answers) => answers[0]!
+        onSome: (answers) => {
+          chargesDirect.unsafeUpdate(1, [])
+          return answers[0]!
+        }
       }))
 
     const noEvent = { appId: null, event: null, metadata: null, description: null }

@@ -1,10 +1,11 @@
 import { assert, describe, layer } from "@effect/vitest"
-import { Effect, Either, Layer } from "effect"
+import { Effect, Either, Layer, Metric } from "effect"
 import { LocalWallets } from "../../src/billing/LocalWallets.js"
 import { WalletLive } from "../../src/billing/WalletEntity.js"
 import { Wallets } from "../../src/billing/Wallets.js"
 import { ClusterLive } from "../../src/platform/Cluster.js"
 import { AppConfig } from "../../src/platform/Config.js"
+import { walletChargeMessages, walletCharges } from "../../src/platform/telemetry/Metrics.js"
 import { insertUser, TestDatabase } from "../support/Database.js"
 import { servicesMode } from "../support/TestServer.js"
 
@@ -22,6 +23,13 @@ const Env = Layer.mergeAll(Wallets.Default, LocalWallets.Default).pipe(
 )
 
 let users = 0
+/** The process-wide counts `Wallets` exports (wallet_charges_total, wallet_charge_messages_total). */
+const counts = Effect.all({
+  direct: Metric.value(walletCharges.pipe(Metric.tagged("via", "direct"), Metric.tagged("to", "this_runner"))),
+  byMessage: Metric.value(walletCharges.pipe(Metric.tagged("via", "message"), Metric.tagged("to", "this_runner"))),
+  messages: Metric.value(walletChargeMessages.pipe(Metric.tagged("to", "this_runner")))
+}).pipe(Effect.map(({ byMessage, direct, messages }) => [direct.count, byMessage.count, messages.count]))
+
 const newUser = Effect.suspend(() => {
   const id = `usr_local_${process.pid}_${++users}`
   return Effect.as(insertUser(id), id)
@@ -48,8 +56,15 @@ describe.skipIf(servicesMode)("local charges", () => {
         })
         const charge = (key: string) =>
           Effect.either(wallets.charge(userId, CREDIT / 10n, { kind: "event", scope: "test", key }))
+        const [directBefore, byMessageBefore, messagesBefore] = yield* counts
         const results = yield* Effect.forEach(Array.from({ length: 25 }, (_, i) => `c${i}`), charge, { concurrency: "unbounded" })
         assert.strictEqual(direct, 25)
+        // The metrics say so too: 25 charges direct, none in a message.
+        const [directAfter, byMessageAfter, messagesAfter] = yield* counts
+        assert.deepStrictEqual(
+          [directAfter - directBefore, byMessageAfter - byMessageBefore, messagesAfter - messagesBefore],
+          [25, 0, 0]
+        )
         assert.strictEqual(results.filter(Either.isRight).length, 10)
         for (const refused of results.filter(Either.isLeft)) assert.strictEqual(refused.left._tag, "InsufficientCredits")
         assert.sameMembers(

@@ -52,6 +52,26 @@ export const walletCommitDuration = Metric.histogram(
   "Time one shared ledger statement takes"
 )
 
+/**
+ * Wallet charges by how they reached the wallet's entity (issue 28 item 4): `via="direct"` taken by the entity on
+ * this runner without a message (`LocalWallets`), `via="message"` sent in a `Charges` message, `to` the runner that
+ * owned the wallet's shard when it left (`this_runner` or `another_runner`, over the runner socket). A message
+ * resent after a hand-over counts its charges again.
+ */
+export const walletCharges = Metric.counter("wallet_charges_total", {
+  description: "Wallet charges sent, by how (direct into this runner's entity, or by message) and to which runner",
+  incremental: true
+})
+
+/**
+ * `Charges` messages sent, by the runner they went to: `wallet_charges_total{via="message"}` over this is the batch
+ * size (charges per message) on each side.
+ */
+export const walletChargeMessages = Metric.counter("wallet_charge_messages_total", {
+  description: "Wallet Charges messages sent (each carries a batch of charges), by the runner they went to",
+  incremental: true
+})
+
 export const eventLoopDelay = Metric.gauge("nodejs_eventloop_delay_seconds", {
   description: "Event-loop delay over the last sampling interval, by quantile (p50, p99, max)"
 })

@@ -1,0 +1,230 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as Crypto from "node:crypto"
+import * as Fs from "node:fs/promises"
+import * as Net from "node:net"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import pg from "pg"
+import { authorizeApp, registerApp, userIdOf } from "../support/Billing.js"
+import { requestAt } from "../support/Client.js"
+import { freePort, launchPlatform } from "../support/Process.js"
+import { INTERNAL_TOKEN, internalAuth, type SmsInbox, TestServer } from "../support/TestServer.js"
+
+/**
+ * Issue 28 item 4: under `WORKERS=2` a wallet's charges taken by the worker that does not own it reach the owner in
+ * batches, one `Charges` message (one request and reply on the runner socket, nothing stored) per batch. Real
+ * `dist/main.js` with `WORKERS=2` on PostgreSQL, many concurrent `POST /v1/events` on one wallet through the shared
+ * port (node:cluster hands the connections to both workers), read back from the ledger, the cluster's message table
+ * and each worker's Prometheus metrics. Services mode only: embedded mode is one process.
+ */
+
+const databaseUrl = process.env.DATABASE_URL
+const CODE = "123456"
+const PHONES = Array.from({ length: 2 }, (_, i) => `+1555${Crypto.randomInt(1e6).toString().padStart(6, "0")}${i}`)
+/** Concurrent charges on the one wallet. */
+const CHARGES = 240
+/** Each charge's price, in micro-credits (the meter's 0.01). */
+const PRICE_MICROS = 10_000
+
+const adminQuery = async (url: string, query: string, params: ReadonlyArray<unknown> = []) => {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    return (await client.query(query, params as Array<unknown>)).rows
+  } finally {
+    await client.end()
+  }
+}
+
+const portFree = (port: number) =>
+  new Promise<boolean>((resolve) => {
+    const server = Net.createServer()
+    server.once("error", () => resolve(false))
+    server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)))
+  })
+
+/** A port P with P, P + 1 and P + 2 free: the primary's metrics and each of the two workers' (METRICS_PORT + 1 + i). */
+const metricsPorts = Effect.promise(async () => {
+  for (let tries = 0; tries < 50; tries++) {
+    const base = 20_000 + Crypto.randomInt(30_000)
+    if ((await portFree(base)) && (await portFree(base + 1)) && (await portFree(base + 2))) return base
+  }
+  throw new Error("no three consecutive free ports")
+})
+
+/** A fresh database and Redis prefix for the two workers. */
+const makeShared = Effect.gen(function*() {
+  const name = `atrium_wallet_remote_${Crypto.randomBytes(5).toString("hex")}`
+  yield* Effect.acquireRelease(
+    Effect.promise(() => adminQuery(databaseUrl!, `CREATE DATABASE ${name}`)),
+    () => Effect.promise(() => adminQuery(databaseUrl!, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).pipe(Effect.ignore)
+  )
+  const url = new URL(databaseUrl!)
+  url.pathname = `/${name}`
+  const dataDir = yield* Effect.acquireRelease(
+    Effect.promise(() => Fs.mkdtemp(Path.join(Os.tmpdir(), "atrium-wallet-remote-"))),
+    (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true })).pipe(Effect.ignore)
+  )
+  const env: Record<string, string> = {
+    DATABASE_URL: url.toString(),
+    DATA_DIR: dataDir,
+    JWT_SECRET: Crypto.randomBytes(32).toString("hex"),
+    SMS_TEST_OTP: PHONES.map((p) => `${p}=${CODE}`).join(","),
+    INTERNAL_TOKEN,
+    SMS_CHALLENGE_AFTER: "1000"
+  }
+  if (process.env.REDIS_URL) {
+    env.REDIS_URL = process.env.REDIS_URL
+    env.KEY_PREFIX = `atrium-wallet-remote:${Crypto.randomBytes(5).toString("hex")}:`
+  }
+  return { env, databaseUrl: url.toString(), name }
+})
+
+/** @effect/cluster's default number of shards per group (one group: "default"). */
+const SHARDS = 300
+
+/** Until both workers hold their shards (PostgreSQL advisory locks): before that a charge may wait on a hand-over. */
+const settled = (name: string, runners: number) =>
+  Effect.promise(async () => {
+    const deadline = Date.now() + 120_000
+    let last: unknown = null
+    while (Date.now() < deadline) {
+      const [row] = await adminQuery(
+        databaseUrl!,
+        `SELECT count(DISTINCT l.pid)::int AS runners, count(*)::int AS shards FROM pg_locks l
+         JOIN pg_database d ON d.oid = l.database
+         WHERE l.locktype = 'advisory' AND l.granted AND d.datname = $1`,
+        [name]
+      )
+      last = row
+      if (row!.runners === runners && row!.shards === SHARDS) return
+      // Polled: the runners' shard locks are seen only in pg_locks.
+      await new Promise((resolve) => setTimeout(resolve, 250))
+    }
+    throw new Error(`the cluster did not settle on ${runners} runners: ${JSON.stringify(last)}`)
+  })
+
+/** The samples of one metric in a Prometheus text scrape, each with its labels. */
+const samplesOf = (text: string, metric: string) =>
+  text.split("\n").flatMap((line) => {
+    const match = /^([a-zA-Z_:][\w:]*)(?:\{([^}]*)\})? (\S+)/.exec(line)
+    if (match === null || match[1] !== metric) return []
+    const labels: Record<string, string> = {}
+    for (const [, key, value] of (match[2] ?? "").matchAll(/(\w+)="([^"]*)"/g)) labels[key!] = value!
+    return [{ labels, value: Number(match[3]) }]
+  })
+
+/** The sum of a metric's samples whose labels include `labels`. */
+const total = (text: string, metric: string, labels: Record<string, string>) =>
+  samplesOf(text, metric)
+    .filter((s) => Object.entries(labels).every(([k, v]) => s.labels[k] === v))
+    .reduce((sum, s) => sum + s.value, 0)
+
+describe.skipIf(databaseUrl === undefined)("a wallet charged through the worker that does not own it (issue 28 item 4)", () => {
+  it.scopedLive("WORKERS=2: every charge once, the non-owner's in batches over the runner socket, no message stored", () =>
+    Effect.gen(function*() {
+      const shared = yield* makeShared
+      const metricsPort = yield* metricsPorts
+      const platform = yield* launchPlatform({
+        ...shared.env,
+        WORKERS: "2",
+        METRICS_PORT: String(metricsPort),
+        RUNNER_PORT: String(yield* freePort)
+      })
+      yield* settled(shared.name, 2)
+      const base = platform.url
+
+      // An app with a meter, authorized by the user who pays: `POST /v1/events` as a third-party app sends it.
+      const login = (phone: string) =>
+        Effect.map(requestAt(base, "POST", "/api/auth/login", { body: { phone, code: CODE } }), (reply) => {
+          assert.strictEqual(reply.status, 200, reply.text)
+          return reply.body.token as string
+        })
+      const developer = yield* login(PHONES[0]!)
+      const payerToken = yield* login(PHONES[1]!)
+      const payer = userIdOf(payerToken)
+      // The helpers take their server from `TestServer`; here that is the process.
+      const atPlatform = Effect.provideService(TestServer, {
+        url: base,
+        inbox: undefined as unknown as SmsInbox,
+        query: () => Effect.dieMessage("not used")
+      })
+      const app = yield* atPlatform(registerApp(developer, { meters: { "api.call": PRICE_MICROS / 1e6 } }))
+      const tokens = yield* atPlatform(authorizeApp(payerToken, app, "events"))
+      const granted = yield* requestAt(base, "POST", `/internal/wallets/${payer}/grants`, {
+        body: { amount: "1000", idempotency_key: Crypto.randomUUID(), reason: "wallet-remote test" },
+        headers: internalAuth
+      })
+      assert.strictEqual(granted.status, 200, granted.text)
+      const before = Math.round((granted.body.balance as number) * 1e6)
+
+      // All at once on the one wallet, each on a connection of its own so that node:cluster deals them to both
+      // workers: about half are taken by the worker that does not own the wallet.
+      const keys = Array.from({ length: CHARGES }, () => Crypto.randomUUID())
+      const replies = yield* Effect.all(
+        keys.map((key) =>
+          requestAt(base, "POST", "/v1/events", {
+            token: tokens.access_token,
+            body: { event: "api.call", idempotency_key: key },
+            headers: { connection: "close" }
+          })
+        ),
+        { concurrency: "unbounded" }
+      )
+      assert.deepStrictEqual(replies.filter((r) => r.status !== 200).map((r) => `${r.status} ${r.text}`), [])
+      // Exactly once: no charge answered as a replay, and the balances after them are every step from the
+      // balance before down to CHARGES prices less, each once (a charge lost or doubled would skip or repeat one).
+      assert.deepStrictEqual(replies.filter((r) => r.body.idempotent_replay !== undefined).map((r) => r.text), [])
+      const after = replies.map((r) => Math.round((r.body.balance_remaining as number) * 1e6)).sort((x, y) => y - x)
+      assert.deepStrictEqual(after, keys.map((_, i) => before - (i + 1) * PRICE_MICROS))
+
+      // The ledger holds each key once, and the wallet's balance is what its entries say.
+      const [ledger] = yield* Effect.promise(() =>
+        adminQuery(
+          shared.databaseUrl,
+          `SELECT count(*)::int AS entries, count(DISTINCT idempotency_key)::int AS keys, coalesce(sum(amount), 0)::bigint AS sum
+           FROM ledger_entries WHERE user_id = $1 AND idempotency_key = ANY($2::text[])`,
+          [payer, keys]
+        )
+      )
+      assert.deepStrictEqual(ledger, { entries: CHARGES, keys: CHARGES, sum: String(-CHARGES * PRICE_MICROS) })
+      const [wallet] = yield* Effect.promise(() => adminQuery(shared.databaseUrl, `SELECT balance FROM wallets WHERE user_id = $1`, [payer]))
+      assert.strictEqual(Number(wallet!.balance), before - CHARGES * PRICE_MICROS)
+
+      // No wallet message went through the cluster's message storage (@effect/cluster's SqlMessageStorage, prefix
+      // "cluster"): `Charges` is not `Persisted`, so it travels as an RPC on the runner socket only.
+      const stored = yield* Effect.promise(() =>
+        adminQuery(
+          shared.databaseUrl,
+          `SELECT tag, count(*)::int AS n FROM cluster_messages WHERE entity_type = 'Wallet' GROUP BY tag`
+        )
+      )
+      assert.deepStrictEqual(stored, [])
+
+      // Each worker's metrics: how its charges reached the wallet.
+      const scrapes = yield* Effect.promise(() =>
+        Promise.all([1, 2].map((i) => fetch(`http://127.0.0.1:${metricsPort + i}/metrics`).then((r) => r.text())))
+      )
+      const sum = (metric: string, labels: Record<string, string>) =>
+        scrapes.reduce((n, text) => n + total(text, metric, labels), 0)
+      // Every charge counted once, by one of the three ways (nothing was resent: no shard moved).
+      assert.strictEqual(sum("wallet_charges_total", {}), CHARGES, scrapes.join("\n"))
+      // One worker owns the wallet and takes its own charges without a message; the other sends all of its own.
+      const direct = scrapes.map((text) => total(text, "wallet_charges_total", { via: "direct" }))
+      const away = scrapes.map((text) => total(text, "wallet_charges_total", { via: "message", to: "another_runner" }))
+      const owner = direct[0]! > direct[1]! ? 0 : 1
+      const other = 1 - owner
+      assert.strictEqual(away[owner], 0, "the owner sent charges to another runner")
+      assert.strictEqual(direct[other], 0, "the worker without the wallet took charges directly")
+      // Enough of them went through the other worker for the batching to show (node:cluster deals connections
+      // round-robin, so about half).
+      assert.isAtLeast(away[other]!, CHARGES / 5, "too few charges reached the worker that does not own the wallet")
+      // Batched: the other worker's charges went in at most half as many messages. One message per charge (no
+      // lanes) would make these equal.
+      const messages = total(scrapes[other]!, "wallet_charge_messages_total", { to: "another_runner" })
+      assert.isAtLeast(messages, 1)
+      assert.isAtMost(messages, away[other]! / 2, `${away[other]} charges in ${messages} messages`)
+      console.log(`wallet-remote: the non-owner sent ${away[other]} charges in ${messages} messages`)
+    }), { timeout: 300_000 })
+})
