@@ -2,13 +2,14 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs/promises"
-import * as Net from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import pg from "pg"
 import { authorizeApp, registerApp, userIdOf } from "../support/Billing.js"
 import { requestAt } from "../support/Client.js"
+import { freePorts } from "../support/Local.js"
 import { freePort, launchPlatform } from "../support/Process.js"
+import { testDatabase } from "../support/Templates.js"
 import { INTERNAL_TOKEN, internalAuth, type SmsInbox, TestServer } from "../support/TestServer.js"
 
 /**
@@ -37,29 +38,12 @@ const adminQuery = async (url: string, query: string, params: ReadonlyArray<unkn
   }
 }
 
-const portFree = (port: number) =>
-  new Promise<boolean>((resolve) => {
-    const server = Net.createServer()
-    server.once("error", () => resolve(false))
-    server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)))
-  })
-
 /** A port P with P, P + 1 and P + 2 free: the primary's metrics and each of the two workers' (METRICS_PORT + 1 + i). */
-const metricsPorts = Effect.promise(async () => {
-  for (let tries = 0; tries < 50; tries++) {
-    const base = 20_000 + Crypto.randomInt(30_000)
-    if ((await portFree(base)) && (await portFree(base + 1)) && (await portFree(base + 2))) return base
-  }
-  throw new Error("no three consecutive free ports")
-})
+const metricsPorts = Effect.promise(() => freePorts(3))
 
 /** A fresh database and Redis prefix for the two workers. */
 const makeShared = Effect.gen(function*() {
-  const name = `atrium_wallet_remote_${Crypto.randomBytes(5).toString("hex")}`
-  yield* Effect.acquireRelease(
-    Effect.promise(() => adminQuery(databaseUrl!, `CREATE DATABASE ${name}`)),
-    () => Effect.promise(() => adminQuery(databaseUrl!, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).pipe(Effect.ignore)
-  )
+  const name = yield* testDatabase(databaseUrl!, "wallet_remote", { fromTemplate: true })
   const url = new URL(databaseUrl!)
   url.pathname = `/${name}`
   const dataDir = yield* Effect.acquireRelease(

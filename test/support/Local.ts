@@ -20,6 +20,27 @@ export const freePort = () =>
     })
   })
 
+const portFree = (port: number) =>
+  new Promise<boolean>((resolve) => {
+    const server = Net.createServer()
+    server.once("error", () => resolve(false))
+    server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)))
+  })
+
+/**
+ * The first of `count` consecutive ports nothing listens on now: for a setting that numbers ports from a base, such
+ * as `METRICS_PORT` under `WORKERS=N` (the primary's, then each worker's at `METRICS_PORT + 1 + i`).
+ */
+export const freePorts = async (count: number): Promise<number> => {
+  for (let tries = 0; tries < 50; tries++) {
+    const base = 20_000 + Math.floor(Math.random() * 30_000)
+    let free = true
+    for (let i = 0; i < count && free; i++) free = await portFree(base + i)
+    if (free) return base
+  }
+  throw new Error(`no ${count} consecutive free ports`)
+}
+
 const newest = (dir: string): number =>
   Fs.readdirSync(dir, { withFileTypes: true }).reduce((latest, entry) => {
     const path = Path.join(dir, entry.name)
