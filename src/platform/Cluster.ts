@@ -187,8 +187,9 @@ export const makeEntityCallerWith = (deadline: Duration.Duration) => Effect.gen(
    * `Retry-After`), never a wait without end on an owner that is not there (issue 33).
    *
    * The call, its pauses before a resend and its deadline are fibers of the service whose ends are observed, not a
-   * race and a scope in the caller's fiber: a call costs two fibers, not four (issue 28). A caller interrupted waits
-   * for the call's fiber to end; a call past its deadline is interrupted without waiting, as a timeout's loser is.
+   * race and a scope in the caller's fiber: a call costs two fibers of ours, not three (issue 28). A caller
+   * interrupted waits for the call's fiber to end; a call past its deadline is interrupted without waiting, as a
+   * timeout's loser is.
    */
   return <A, E>(call: Effect.Effect<A, E>, options?: { readonly resendWhenCut?: boolean }): Effect.Effect<A, E> =>
     Effect.async<A, E>((resume) => {
