@@ -74,6 +74,13 @@ export const verifyHs256 = (token: string, key: Uint8Array, nowSeconds: number):
   return Option.some(payload)
 }
 
+/** The `exp` claim a token says, not verified: only to renew its session-store entry in the read (`authenticate`). */
+const unverifiedExp = (token: string): number | undefined => {
+  const body = token.split(".")[1]
+  const exp = body === undefined ? undefined : parseJsonObject(body)?.exp
+  return typeof exp === "number" && Number.isFinite(exp) ? exp : undefined
+}
+
 const parseJsonObject = (segment: string): Record<string, unknown> | undefined => {
   try {
     const value: unknown = JSON.parse(Buffer.from(segment, "base64url").toString("utf8"))
@@ -145,11 +152,18 @@ export class Tokens extends Effect.Service<Tokens>()("atrium/identity/Tokens", {
       if (token.length === 0 || token.length > 4096) return yield* unauthorized
       const tokenHash = sha256(token)
       const now = yield* Clock.currentTimeMillis
-      const cached = Option.flatMap(yield* kv.get(sessionKey(tokenHash)), decodeSession)
+      // An entry is keyed by its token's hash and holds that token's `exp`, which the token itself says unverified:
+      // so the entry is read and renewed in one round trip (`getAndTouch`) when that `exp` is still ahead, and only
+      // read otherwise (an entry whose `exp` has passed is no session and must not be renewed).
+      const exp = unverifiedExp(token)
+      const stored = exp !== undefined && exp * 1000 > now
+        ? yield* kv.getAndTouch(sessionKey(tokenHash), lifetime(exp, now))
+        : yield* kv.get(sessionKey(tokenHash))
+      const cached = Option.flatMap(stored, decodeSession)
       // Renewal on use must not carry a session past its JWT's expiry: an expired (or unreadable) entry is no
       // session, and the token goes through full verification, where an expired JWT fails.
       if (Option.isSome(cached) && cached.value.exp * 1000 > now) {
-        yield* kv.touch(sessionKey(tokenHash), lifetime(cached.value.exp, now))
+        if (cached.value.exp !== exp) yield* kv.touch(sessionKey(tokenHash), lifetime(cached.value.exp, now))
         return { userId: cached.value.userId, phone: cached.value.phone }
       }
       const claims = yield* verifyJwt(token)

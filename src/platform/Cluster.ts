@@ -13,7 +13,7 @@ import {
 } from "@effect/cluster"
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
-import { Cause, Duration, Effect, Exit, Fiber, FiberSet, Layer, Option, Schedule } from "effect"
+import { Cause, Duration, Effect, Exit, Fiber, FiberId, FiberSet, Layer, Option, Schedule } from "effect"
 import * as Net from "node:net"
 import { AppConfig } from "./Config.js"
 import { clusterTimings, failoverBudget } from "./cluster/Budget.js"
@@ -173,22 +173,6 @@ export const makeEntityCaller = Effect.suspend(() => makeEntityCallerWith(ENTITY
 /** `makeEntityCaller` with a deadline of the caller's (tests). */
 export const makeEntityCallerWith = (deadline: Duration.Duration) => Effect.gen(function*() {
   const runFork = yield* FiberSet.makeRuntime<never>()
-  const once = <A, E>(call: Effect.Effect<A, E>): Effect.Effect<Exit.Exit<A, E>> =>
-    Effect.acquireUseRelease(
-      Effect.sync(() => runFork(call)),
-      (fiber) => Fiber.await(fiber),
-      (fiber) => Fiber.interrupt(fiber)
-    )
-  const resent = <A, E>(call: Effect.Effect<A, E>, attempt: number): Effect.Effect<Exit.Exit<A, E>> =>
-    Effect.flatMap(once(call), (exit) =>
-      isCut(exit) && attempt < RESENDS_WHEN_CUT
-        ? Effect.zipRight(Effect.sleep(RESEND_PAUSE), resent(call, attempt + 1))
-        : Effect.succeed(exit))
-  /**
-   * `resendWhenCut`: only for idempotent messages (a charge or grant with its key, a read). Every call has a deadline
-   * (`ENTITY_DEADLINE`): past it the caller gets `EntityDeadline` (a defect: the HTTP edge answers 503 with
-   * `Retry-After`), never a wait without end on an owner that is not there (issue 33).
-   */
   /**
    * A call still cut after its resends (or not resendable) is an outage the caller is told of (`EntityCut`: 503 with
    * `Retry-After`), not an interruption of the caller's own fiber: that reached the HTTP server as a request
@@ -196,13 +180,58 @@ export const makeEntityCallerWith = (deadline: Duration.Duration) => Effect.gen(
    */
   const settle = <A, E>(exit: Exit.Exit<A, E>): Effect.Effect<A, E> =>
     isCut(exit) ? Effect.die(new EntityCut({ message: "The entity changed runners during the call; retry shortly." })) : exit
+  const overdue = Effect.failCause(Cause.die(new EntityDeadline({ message: `No answer from the entity within ${Duration.format(deadline)}.` })))
+  /**
+   * `resendWhenCut`: only for idempotent messages (a charge or grant with its key, a read). Every call has a deadline
+   * (`ENTITY_DEADLINE`): past it the caller gets `EntityDeadline` (a defect: the HTTP edge answers 503 with
+   * `Retry-After`), never a wait without end on an owner that is not there (issue 33).
+   *
+   * The call, its pauses before a resend and its deadline are fibers of the service whose ends are observed, not a
+   * race and a scope in the caller's fiber: a call costs two fibers of ours, not three (issue 28). A caller
+   * interrupted waits for the call's fiber to end; a call past its deadline is interrupted without waiting, as a
+   * timeout's loser is.
+   */
   return <A, E>(call: Effect.Effect<A, E>, options?: { readonly resendWhenCut?: boolean }): Effect.Effect<A, E> =>
-    Effect.flatMap(options?.resendWhenCut === true ? resent(call, 0) : once(call), settle).pipe(
-      Effect.timeoutFailCause({
-        duration: deadline,
-        onTimeout: () => Cause.die(new EntityDeadline({ message: `No answer from the entity within ${Duration.format(deadline)}.` }))
+    Effect.async<A, E>((resume) => {
+      let settled = false
+      let current: Fiber.RuntimeFiber<unknown, unknown> | undefined
+      const timer = runFork(Effect.sleep(deadline))
+      const finish = (answer: Effect.Effect<A, E>) => {
+        if (settled) return
+        settled = true
+        timer.unsafeInterruptAsFork(FiberId.none)
+        resume(answer)
+      }
+      const send = (attempt: number) => {
+        const fiber = runFork(call)
+        current = fiber
+        fiber.addObserver((exit) => {
+          if (settled) return
+          if (isCut(exit) && options?.resendWhenCut === true && attempt < RESENDS_WHEN_CUT) {
+            const pause = runFork(Effect.sleep(RESEND_PAUSE))
+            current = pause
+            // A pause cut short (the service stopping) sends nothing more: the call stays cut.
+            pause.addObserver((paused) => {
+              if (!Exit.isSuccess(paused)) finish(settle(exit))
+              else if (!settled) send(attempt + 1)
+            })
+            return
+          }
+          finish(settle(exit))
+        })
+      }
+      timer.addObserver((exit) => {
+        if (settled || !Exit.isSuccess(exit)) return
+        current?.unsafeInterruptAsFork(FiberId.none)
+        finish(overdue)
       })
-    )
+      send(0)
+      return Effect.suspend(() => {
+        settled = true
+        timer.unsafeInterruptAsFork(FiberId.none)
+        return current === undefined ? Effect.void : Fiber.interrupt(current)
+      })
+    })
 })
 
 /**

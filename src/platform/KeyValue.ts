@@ -19,6 +19,8 @@ export interface KeyValueStore {
   readonly delete: (...keys: ReadonlyArray<string>) => Effect.Effect<void>
   /** Renews the lifetime of an existing key; false when the key is gone. */
   readonly touch: (key: string, ttl: Duration.DurationInput) => Effect.Effect<boolean>
+  /** `get` and, when the key exists, `touch`, in one step (one round trip to Redis: `GETEX`). */
+  readonly getAndTouch: (key: string, ttl: Duration.DurationInput) => Effect.Effect<Option.Option<string>>
   /** Milliseconds until the key expires, or none when it does not exist. */
   readonly ttl: (key: string) => Effect.Effect<Option.Option<number>>
   readonly ping: Effect.Effect<void, Error>
@@ -70,6 +72,12 @@ export const makeMemory = (prefix: string): Effect.Effect<KeyValueStore> =>
           if (entry === undefined) return false
           entry.expiresAt = now + millis(ttl)
           return true
+        }),
+      getAndTouch: (key, ttl) =>
+        withNow((now) => {
+          const entry = live(key, now)
+          if (entry !== undefined) entry.expiresAt = now + millis(ttl)
+          return Option.fromNullable(entry?.value)
         }),
       ttl: (key) => withNow((now) => Option.map(Option.fromNullable(live(key, now)), (e) => e.expiresAt - now)),
       ping: Effect.void
@@ -129,6 +137,7 @@ export const redisStore = (client: Redis): KeyValueStore => {
     take: (key) => Effect.map(run(() => client.getdel(key)), Option.fromNullable),
     delete: (...keys) => keys.length === 0 ? Effect.void : Effect.asVoid(run(() => client.del(...keys))),
     touch: (key, ttl) => Effect.map(run(() => client.pexpire(key, millis(ttl))), (n) => n === 1),
+    getAndTouch: (key, ttl) => Effect.map(run(() => client.getex(key, "PX", millis(ttl))), Option.fromNullable),
     ttl: (key) => Effect.map(run(() => client.pttl(key)), (ms) => (ms >= 0 ? Option.some(ms) : Option.none())),
     ping: Effect.tryPromise({
       try: () => client.ping(),

@@ -25,22 +25,26 @@ const PROBE_TIMEOUT = Duration.seconds(3)
 /** Backoff of reconnections: 0.1 s, doubling, at most 2 s apart, forever. */
 export const reconnectSchedule = Schedule.exponential("100 millis", 2).pipe(Schedule.union(Schedule.spaced("2 seconds")))
 
-const connection = (url: string, applicationName: string, channel: string, again: () => boolean) =>
-  Stream.asyncScoped<ListenSignal, Error>((emit) =>
+const connection = (url: string, applicationName: string, channel: string, again: () => boolean, ignore: (payload: string) => boolean) =>
+  // Pushed, not offered: `asyncScoped`'s emit runs a fiber per notification to offer it (a session turn's events came
+  // back to their own runner as nine fibers per turn, issue 28); the push buffer is unbounded, as that was.
+  Stream.asyncPush<ListenSignal, Error>((emit) =>
     Effect.gen(function*() {
       const client = new pg.Client({ connectionString: url, keepAlive: true, application_name: applicationName })
       yield* Effect.addFinalizer(() =>
         Effect.promise(() => client.end().catch(() => undefined)).pipe(Effect.timeoutOption("1 second"), Effect.ignore)
       )
-      const lost = (cause: unknown) => void emit.fail(cause instanceof Error ? cause : new Error(String(cause)))
+      const lost = (cause: unknown) => emit.fail(cause instanceof Error ? cause : new Error(String(cause)))
       client.on("error", lost)
       client.on("end", () => lost(new Error(`the connection listening on ${channel} ended`)))
       client.on("notification", (message) => {
-        if (message.channel === channel && message.payload !== undefined) void emit.single({ _tag: "Note", payload: message.payload })
+        if (message.channel === channel && message.payload !== undefined && !ignore(message.payload)) {
+          emit.single({ _tag: "Note", payload: message.payload })
+        }
       })
       yield* Effect.tryPromise(() => client.connect())
       yield* Effect.tryPromise(() => client.query(`LISTEN ${client.escapeIdentifier(channel)}`))
-      void emit.single({ _tag: "Listening", again: again() })
+      emit.single({ _tag: "Listening", again: again() })
       yield* Effect.tryPromise(() => client.query("SELECT 1")).pipe(
         Effect.timeoutFail({ duration: PROBE_TIMEOUT, onTimeout: () => new Error(`no answer on the connection listening on ${channel}`) }),
         Effect.delay(PROBE_EVERY),
@@ -48,11 +52,18 @@ const connection = (url: string, applicationName: string, channel: string, again
         Effect.catchAll((error) => Effect.sync(() => lost(error))),
         Effect.forkScoped
       )
-    }).pipe(Effect.mapError((error) => (error instanceof Error ? error : new Error(String(error)))))
+    }).pipe(Effect.mapError((error) => (error instanceof Error ? error : new Error(String(error))))),
+    { bufferSize: "unbounded" }
   )
 
-/** `LISTEN channel` on the deployment's database for as long as the stream is read; never fails. */
-export const listenResilient = (channel: string): Effect.Effect<Stream.Stream<ListenSignal>, never, AppConfig | DatabaseSessions> =>
+/**
+ * `LISTEN channel` on the deployment's database for as long as the stream is read; never fails. Notifications whose
+ * payload `ignore` accepts never enter the stream (a runner's own, which it has already told its subscribers).
+ */
+export const listenResilient = (
+  channel: string,
+  ignore: (payload: string) => boolean = () => false
+): Effect.Effect<Stream.Stream<ListenSignal>, never, AppConfig | DatabaseSessions> =>
   Effect.map(Effect.zip(AppConfig, DatabaseSessions), ([config, { applicationName }]) => {
     const url = Option.getOrThrow(Option.map(config.databaseUrl, Redacted.value))
     let listened = false
@@ -60,7 +71,7 @@ export const listenResilient = (channel: string): Effect.Effect<Stream.Stream<Li
       const before = listened
       listened = true
       return before
-    }).pipe(
+    }, ignore).pipe(
       Stream.tapErrorCause((cause) => Effect.logWarning(`lost the connection listening on ${channel}; listening again`, Cause.squash(cause))),
       Stream.retry(reconnectSchedule),
       Stream.orDie

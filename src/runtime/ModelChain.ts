@@ -1,5 +1,6 @@
 import type * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as Prompt from "@effect/ai/Prompt"
+import type * as Response from "@effect/ai/Response"
 import type * as Toolkit from "@effect/ai/Toolkit"
 import { Clock, Duration, Effect, Option, Stream } from "effect"
 import { ProviderHealth, retryable } from "./models/Health.js"
@@ -49,7 +50,7 @@ export class ModelChain extends Effect.Service<ModelChain>()("atrium/runtime/Mod
 
     /** One model call, streamed: text, thinking and tool-call arguments are emitted as they arrive. */
     const callModel = (
-      model: LanguageModel.Service,
+      { model, plain }: ResolvedModel,
       conversation: ReadonlyArray<Prompt.MessageEncoded>,
       toolkit: Toolkit.WithHandler<any> | undefined,
       emit: Emit,
@@ -65,63 +66,65 @@ export class ModelChain extends Effect.Service<ModelChain>()("atrium/runtime/Mod
         let thinkingOpen = false
         const announced = new Set<string>()
         const toolCalls: Array<{ id: string; name: string; params: unknown; options?: { google: { thoughtSignature: string } } }> = []
-        yield* model.streamText({
-          prompt: conversation,
-          ...(toolkit === undefined ? {} : { toolkit, disableToolCallResolution: true }),
-          ...(toolkit === undefined || toolChoice === undefined ? {} : { toolChoice: toolChoice as any })
-        }).pipe(
-          Stream.runForEach((part) => {
-            switch (part.type) {
-              case "reasoning-start":
-                if (thinkingOpen) return Effect.void
-                thinkingOpen = true
-                return emit({ type: "thinking_status", status: "started" })
-              case "reasoning-delta":
-                {
-                  const signed = (part.metadata as { anthropic?: { signature?: unknown } } | undefined)?.anthropic?.signature
-                  if (typeof signed === "string") signature = signed
-                }
-                thinking += part.delta
-                return part.delta.length === 0 ? Effect.void : emit({ type: "reasoning", delta: part.delta })
-              case "reasoning-end":
-                if (!thinkingOpen) return Effect.void
-                thinkingOpen = false
-                return emit({ type: "thinking_status", status: "finished" })
-              case "text-delta":
-                text += part.delta
-                return part.delta.length === 0 ? Effect.void : emit({ type: "text", delta: part.delta })
-              case "tool-params-start":
-                announced.add(part.id)
-                return emit({ type: "tool_call", tool_call_id: part.id, name: part.name, status: "pending" })
-              case "tool-params-delta":
-                return emit({ type: "tool_call_chunk", tool_call_id: part.id, delta: part.delta })
-              case "tool-call": {
-                {
-                  // Gemini signs a call made while thinking; the signature must go back with the call.
-                  const signed = (part.metadata as { google?: { thoughtSignature?: unknown } } | undefined)?.google?.thoughtSignature
-                  toolCalls.push({
-                    id: part.id,
-                    name: part.name,
-                    params: part.params,
-                    ...(typeof signed === "string" ? { options: { google: { thoughtSignature: signed } } } : {})
-                  })
-                }
-                if (announced.has(part.id)) return Effect.void
-                return emit({ type: "tool_call", tool_call_id: part.id, name: part.name, status: "pending", arguments: part.params })
+        const told = (part: Response.StreamPart<any>): Effect.Effect<void, unknown> => {
+          switch (part.type) {
+            case "reasoning-start":
+              if (thinkingOpen) return Effect.void
+              thinkingOpen = true
+              return emit({ type: "thinking_status", status: "started" })
+            case "reasoning-delta":
+              {
+                const signed = (part.metadata as { anthropic?: { signature?: unknown } } | undefined)?.anthropic?.signature
+                if (typeof signed === "string") signature = signed
               }
-              case "finish":
-                inputTokens = part.usage.inputTokens ?? inputTokens
-                outputTokens = part.usage.outputTokens ?? outputTokens
-                cachedInputTokens = part.usage.cachedInputTokens ?? cachedInputTokens
-                return Effect.void
-              case "error":
-                return Effect.fail(part.error)
-              default:
-                return Effect.void
+              thinking += part.delta
+              return part.delta.length === 0 ? Effect.void : emit({ type: "reasoning", delta: part.delta })
+            case "reasoning-end":
+              if (!thinkingOpen) return Effect.void
+              thinkingOpen = false
+              return emit({ type: "thinking_status", status: "finished" })
+            case "text-delta":
+              text += part.delta
+              return part.delta.length === 0 ? Effect.void : emit({ type: "text", delta: part.delta })
+            case "tool-params-start":
+              announced.add(part.id)
+              return emit({ type: "tool_call", tool_call_id: part.id, name: part.name, status: "pending" })
+            case "tool-params-delta":
+              return emit({ type: "tool_call_chunk", tool_call_id: part.id, delta: part.delta })
+            case "tool-call": {
+              {
+                // Gemini signs a call made while thinking; the signature must go back with the call.
+                const signed = (part.metadata as { google?: { thoughtSignature?: unknown } } | undefined)?.google?.thoughtSignature
+                toolCalls.push({
+                  id: part.id,
+                  name: part.name,
+                  params: part.params,
+                  ...(typeof signed === "string" ? { options: { google: { thoughtSignature: signed } } } : {})
+                })
+              }
+              if (announced.has(part.id)) return Effect.void
+              return emit({ type: "tool_call", tool_call_id: part.id, name: part.name, status: "pending", arguments: part.params })
             }
-          }),
-          Effect.mapError(modelCallFailed)
-        )
+            case "finish":
+              inputTokens = part.usage.inputTokens ?? inputTokens
+              outputTokens = part.usage.outputTokens ?? outputTokens
+              cachedInputTokens = part.usage.cachedInputTokens ?? cachedInputTokens
+              return Effect.void
+            case "error":
+              return Effect.fail(part.error)
+            default:
+              return Effect.void
+          }
+        }
+        const options = {
+          prompt: conversation,
+          ...(toolkit === undefined ? {} : { toolkit, disableToolCallResolution: true as const }),
+          ...(toolkit === undefined || toolChoice === undefined ? {} : { toolChoice: toolChoice as any })
+        }
+        const parts = plain === undefined ? undefined : yield* plain(options)
+        yield* (parts === undefined
+          ? Stream.runForEach(model.streamText(options), told)
+          : Effect.forEach(parts, told, { discard: true })).pipe(Effect.mapError(modelCallFailed))
         if (thinkingOpen) yield* emit({ type: "thinking_status", status: "finished" })
         // A provider that reports no usage is billed by the same estimate the builtin model uses.
         if (inputTokens === 0) inputTokens = tokensOf(JSON.stringify(conversation))
@@ -181,7 +184,7 @@ export class ModelChain extends Effect.Service<ModelChain>()("atrium/runtime/Mod
           tried.add(next.entry.id)
           let streamed = false
           const outcome = yield* Effect.either(
-            callModel(next.model, conversation, toolkit, (event) => {
+            callModel(next, conversation, toolkit, (event) => {
               streamed = true
               return emit(event)
             }, toolChoice)

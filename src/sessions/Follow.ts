@@ -84,8 +84,12 @@ export class SessionFollow extends Effect.Service<SessionFollow>()("atrium/sessi
       )
     }
 
-    /** For the life of the scope, this process's streams of the session keep its owner checked (cluster mode). */
-    const watchOwner = (id: string) =>
+    /**
+     * For the life of the scope, this process's streams of the session keep its owner checked (cluster mode). `now`:
+     * the first check at once; a turn's own stream skips it, since the message it sends next reaches the owner (and
+     * starts it) as that check's wake would, which cost a turn a second entity message (issue 28).
+     */
+    const watchOwner = (id: string, now: boolean) =>
       hub.clustered
         ? Effect.acquireRelease(
           Effect.sync(() => {
@@ -93,7 +97,7 @@ export class SessionFollow extends Effect.Service<SessionFollow>()("atrium/sessi
             if (watch !== undefined) return void watch.streams++
             const added = { streams: 1, heldBefore: false }
             watched.set(id, added)
-            runInService(check(id, added))
+            if (now) runInService(check(id, added))
           }),
           () =>
             Effect.sync(() => {
@@ -107,9 +111,10 @@ export class SessionFollow extends Effect.Service<SessionFollow>()("atrium/sessi
      * Follows one turn for the life of the scope: its live events to `sink` until its last (then `end`), from a
      * listener added before the turn could start. Until `turn` is known (a message's turn is numbered when the
      * session accepts it) events wait; then those of other turns are dropped. No turn number: the next turn's
-     * events, whichever it is (an approval's answer continues the waiting turn).
+     * events, whichever it is (an approval's answer continues the waiting turn). `sending`: the caller sends the
+     * session a message next (`watchOwner`'s first check is left to it).
      */
-    const followTurn = (id: string, sink: SessionSink) =>
+    const followTurn = (id: string, sink: SessionSink, options?: { readonly sending?: boolean }) =>
       Effect.gen(function*() {
         let turn: Option.Option<number> | undefined
         let ended = false
@@ -132,7 +137,7 @@ export class SessionFollow extends Effect.Service<SessionFollow>()("atrium/sessi
           }
         }
         yield* hub.listen(id, deliver)
-        yield* watchOwner(id)
+        yield* watchOwner(id, options?.sending !== true)
         /** Now that the turn is known, what arrived before it is delivered, in order. */
         return (known: Option.Option<number>) =>
           Effect.sync(() => {
@@ -220,7 +225,7 @@ export class SessionFollow extends Effect.Service<SessionFollow>()("atrium/sessi
         }
 
         yield* hub.listen(id, deliver)
-        yield* watchOwner(id)
+        yield* watchOwner(id, true)
         yield* Effect.forkIn(readLog, scope)
       })
 

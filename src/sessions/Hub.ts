@@ -125,7 +125,9 @@ export class SessionHub extends Effect.Service<SessionHub>()("atrium/sessions/Se
     }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("session events could not be caught up after a reconnection", cause)))
 
     if (clustered) {
-      const signals = yield* listenResilient(CHANNEL)
+      // This runner's own notes (`noteOf` writes `r` first) were told here as they were published: skipped unread.
+      const own = JSON.stringify({ r: self }).slice(0, -1) + ","
+      const signals = yield* listenResilient(CHANNEL, (payload) => payload.startsWith(own))
       yield* signals.pipe(
         Stream.runForEach((signal) =>
           Effect.gen(function*() {

@@ -151,7 +151,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       onTurn?: (turn: number) => Effect.Effect<void>
     ) {
       yield* owned(caller, id)
-      const follow = yield* followTurn(id, sink)
+      const follow = yield* followTurn(id, sink, { sending: true })
       const sending = toEntity(client(id).Send({ message, budget: Option.getOrNull(budget) })).pipe(
         // The session went away between the check and the send: 404. The cluster's own failures are ours: a 500.
         Effect.catchAll((error) => error._tag === "SessionGone" ? Effect.fail(notFound(id)) : Effect.die(error)),

@@ -217,6 +217,21 @@ for (const implementation of implementations) {
           assert.isTrue(Option.isNone(yield* kv.get("touch:missing")))
         }))
 
+      it.effect("getAndTouch reads a key and sets its lifetime in one step; a missing key stays missing", () =>
+        Effect.gen(function*() {
+          const kv = yield* KeyValue
+          yield* kv.set("getex:a", "v", "300 millis")
+          assert.deepStrictEqual(yield* kv.getAndTouch("getex:a", "1 minute"), Option.some("v"))
+          if (exact) assert.deepStrictEqual(yield* kv.ttl("getex:a"), Option.some(60_000))
+          else assert.isAbove(Option.getOrThrow(yield* kv.ttl("getex:a")), 50_000)
+          yield* pass(300)
+          assert.deepStrictEqual(yield* kv.getAndTouch("getex:a", "200 millis"), Option.some("v"))
+          yield* pass(200)
+          assert.isTrue(Option.isNone(yield* kv.get("getex:a")))
+          assert.isTrue(Option.isNone(yield* kv.getAndTouch("getex:missing", "1 minute")))
+          assert.isTrue(Option.isNone(yield* kv.ttl("getex:missing")))
+        }))
+
       it.effect("ping answers", () =>
         Effect.gen(function*() {
           const kv = yield* KeyValue

@@ -52,6 +52,7 @@ export class IdempotencyRepo extends Effect.Service<IdempotencyRepo>()("atrium/p
       delete: (...keys) => Effect.orDie(remove(keys)),
       take: () => unused,
       touch: () => unused,
+      getAndTouch: () => unused,
       ttl: () => unused,
       ping: Effect.void
     }

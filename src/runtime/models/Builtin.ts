@@ -1,8 +1,9 @@
 import * as AiError from "@effect/ai/AiError"
 import * as LanguageModel from "@effect/ai/LanguageModel"
-import type * as Prompt from "@effect/ai/Prompt"
-import type * as Response from "@effect/ai/Response"
+import * as Prompt from "@effect/ai/Prompt"
+import * as Response from "@effect/ai/Response"
 import * as Tool from "@effect/ai/Tool"
+import type * as Toolkit from "@effect/ai/Toolkit"
 import { Chunk, Effect, FiberRef, Stream } from "effect"
 import { randomBase62 } from "../../platform/Ids.js"
 import { instanceOf } from "./JsonSchema.js"
@@ -227,6 +228,42 @@ const streamText = (options: LanguageModel.ProviderOptions): Stream.Stream<Part,
       ? parts.pipe(Stream.tap((part) => part.type === "text-delta" ? Effect.sleep(SLOW_INTERVAL) : Effect.void))
       : parts
   }))
+
+/** What a run step asks of a model (`ModelChain`): the options it gives `LanguageModel.streamText`. */
+export interface StepRequest {
+  readonly prompt: ReadonlyArray<Prompt.MessageEncoded>
+  readonly toolkit?: Toolkit.WithHandler<any> | undefined
+  readonly toolChoice?: LanguageModel.ToolChoice<string> | undefined
+}
+
+/**
+ * A plain answer's parts, as `LanguageModel.streamText` would hand them on (decoded), or none when the answer is
+ * not plain (a tool call, a failure, a paced answer: those go through `LanguageModel` as every provider's answers
+ * do). The options are made as `LanguageModel` makes them (the prompt decoded, the tools and choice only with a
+ * toolkit that has tools). A plain answer needs no stream and no decoding of parts we built ourselves: the run step
+ * tells them one after the other, which costs a fraction of a stream's channels and schemas (issue 28).
+ */
+export const plainAnswer = (request: StepRequest): Effect.Effect<ReadonlyArray<Response.StreamPart<any>> | undefined> =>
+  Effect.map(FiberRef.get(CurrentOutputFormat), (format) => {
+    const tools: Array<Tool.Any> = request.toolkit === undefined ? [] : Object.values(request.toolkit.tools)
+    const choice = tools.length === 0 ? "none" : request.toolChoice ?? "auto"
+    const offered = typeof choice === "object" && "oneOf" in choice ? tools.filter((tool) => choice.oneOf.includes(tool.name)) : tools
+    const options = {
+      prompt: Prompt.make(request.prompt),
+      tools: offered,
+      toolChoice: choice,
+      responseFormat: { type: "text" }
+    } as unknown as LanguageModel.ProviderOptions
+    const answer = reply(options, format)
+    if (answer.toolCall !== undefined || answer.fail !== undefined || answer.delay === true) return undefined
+    const inputTokens = Math.max(tokensOf(options.prompt.content.map(textOf).join("\n")), 1)
+    return partsOf(answer, inputTokens).map((part): Response.StreamPart<any> => {
+      const { type, ...params } = part
+      return type === "finish"
+        ? Response.makePart("finish", { ...(params as any), usage: new Response.Usage((part as Response.FinishPartEncoded).usage) })
+        : Response.makePart(type, params as any) as Response.StreamPart<any>
+    })
+  })
 
 export const make: Effect.Effect<LanguageModel.Service> = LanguageModel.make({
   streamText,

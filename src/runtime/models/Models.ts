@@ -8,6 +8,8 @@ import { ModelProviderSettings, upstreamLanguageModel } from "./ProviderConfig.j
 export interface ResolvedModel {
   readonly entry: ModelEntry
   readonly model: LanguageModel.Service
+  /** The builtin model's answers that need no stream (`Builtin.plainAnswer`); none for an upstream model. */
+  readonly plain?: typeof Builtin.plainAnswer
 }
 
 /**
@@ -29,7 +31,9 @@ export class Models extends Effect.Service<Models>()("atrium/runtime/Models", {
       if (Option.isNone(entry)) return Option.none<ResolvedModel>()
       const model = built.get(entry.value.id)
       if (model === undefined) return Option.none<ResolvedModel>()
-      return Option.some<ResolvedModel>({ entry: entry.value, model })
+      return Option.some<ResolvedModel>(
+        entry.value.id === Builtin.BUILTIN_MODEL_ID ? { entry: entry.value, model, plain: Builtin.plainAnswer } : { entry: entry.value, model }
+      )
     })
 
     return { resolve } as const

@@ -1,0 +1,72 @@
+/**
+ * A counting probe for bench/count-run.ts, preloaded into the platform with `--import` (never in production): fibers
+ * started (Effect's fiber-id counter), Effect ops evaluated (each op handler of the fiber run loop wrapped), and
+ * socket writes by peer (HTTP clients, PostgreSQL, Redis; `write` and `writev` apart). SIGUSR2 writes the counts to
+ * PROBE_OUT. PROBE_OPS=1 also counts ops by the fiber's span (and, with PROBE_FIBERS=1, the place its fiber started);
+ * PROBE_FIBERS=1 counts fibers by where they start; PROBE_TRACE=1 keeps the last HTTP writes (PROBE_OUT.trace).
+ */
+import * as net from "node:net"
+import * as fs from "node:fs"
+const OUT = process.env.PROBE_OUT ?? "/tmp/probe.json"
+const counts = { ops: 0, writes: {}, writev: {} }
+const FR = await import(new URL("../node_modules/effect/dist/esm/internal/fiberRuntime.js", import.meta.url).href)
+const proto = FR.FiberRuntime.prototype
+const opsBySpan = new Map()
+const trace = []
+for (const key of Object.getOwnPropertyNames(proto)) {
+  if (!/^[A-Z][A-Za-z]+$/.test(key)) continue
+  const orig = proto[key]
+  if (typeof orig !== "function") continue
+  proto[key] = process.env.PROBE_OPS === "1"
+    ? function(op) {
+      counts.ops++
+      const span = `${this.currentSpan?.name ?? "-"} ${this.probeSite ?? ""}`.replace(/\([A-Za-z]+_[A-Za-z0-9]+\)/, "(…)")
+      opsBySpan.set(span, (opsBySpan.get(span) ?? 0) + 1)
+      return orig.call(this, op)
+    }
+    : function(op) { counts.ops++; return orig.call(this, op) }
+}
+const portOf = (s) => {
+  const p = s.remotePort
+  return p === 5432 ? "pg" : p === 6379 ? "redis" : s.server || s._server ? "http" : String(p ?? "?")
+}
+const orig = net.Socket.prototype._writeGeneric
+net.Socket.prototype._writeGeneric = function(writev, data, encoding, cb) {
+  const k = portOf(this)
+  const m = writev ? counts.writev : counts.writes
+  m[k] = (m[k] ?? 0) + 1
+  if (process.env.PROBE_TRACE === "1" && k === "http") {
+    const pieces = writev ? data.map((d) => String(d.chunk ?? d)) : [String(data)]
+    trace.push(`${(performance.now() % 100000).toFixed(2)} ${writev ? "writev" : "write"} ${pieces.map((p) => JSON.stringify(p.slice(0, 60))).join(" | ")}`)
+    if (trace.length > 200) trace.shift()
+  }
+  return orig.call(this, writev, data, encoding, cb)
+}
+const fibers = () => globalThis["effect/GlobalValue"]?.get(Symbol.for("effect/Fiber/Id/_fiberCounter"))?.current ?? -1
+process.on("SIGUSR2", () => {
+  if (process.env.PROBE_TRACE === "1") fs.writeFileSync(`${OUT}.trace`, trace.join("\n"))
+  fs.writeFileSync(OUT, JSON.stringify({ ...counts, opsBySpan: Object.fromEntries(opsBySpan), fibers: fibers(), cpu: process.cpuUsage() }))
+})
+// PROBE_FIBERS=1: where fibers start, by the span they start in and the first frames outside Effect.
+if (process.env.PROBE_FIBERS === "1") {
+  const seen = new WeakSet()
+  const sites = new Map()
+  Error.stackTraceLimit = 40
+  const note = (fiber) => {
+    if (seen.has(fiber)) return
+    seen.add(fiber)
+    const frames = (new Error().stack ?? "").split("\n").slice(2)
+      .filter((l) => !/node_modules\/effect\/|probe\.mjs|node:internal/.test(l)).slice(0, 4)
+      .map((l) => l.trim().replace(/\(.*\/(node_modules|dist)\//, "($1/"))
+    const key = `[${fiber.currentSpan?.name ?? "-"}] ${frames.join(" < ")}`
+    fiber.probeSite = frames[0]?.replace(/^at /, "") ?? ""
+    sites.set(key, (sites.get(key) ?? 0) + 1)
+  }
+  for (const m of ["resume", "start"]) {
+    const orig = proto[m]
+    proto[m] = function(effect) { note(this); return orig.call(this, effect) }
+  }
+  process.on("SIGUSR2", () => {
+    fs.writeFileSync(`${OUT}.fibers`, JSON.stringify([...sites].sort((a, b) => b[1] - a[1])))
+  })
+}
