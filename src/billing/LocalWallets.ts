@@ -1,5 +1,5 @@
 import { Effect, type Either, type Option } from "effect"
-import type { Movement } from "./Decide.js"
+import type { Movement, WalletFailure } from "./Decide.js"
 import type { ChargeError, ChargeRequest } from "./WalletRpc.js"
 
 /** A wallet entity active on this runner, as the client reaches it without a cluster message. */
@@ -14,6 +14,11 @@ export interface LocalWallet {
   readonly charge: (
     charges: ReadonlyArray<ChargeRequest>
   ) => Effect.Effect<Option.Option<ReadonlyArray<Either.Either<Movement, ChargeError>>>>
+  /**
+   * The balance after every request this instance took before it, as a `Balance` message would answer it (a run
+   * reads it before each step); `None` as for `charge`, and then it is asked by message.
+   */
+  readonly balance: Effect.Effect<Option.Option<Either.Either<bigint, WalletFailure>>>
 }
 
 /**

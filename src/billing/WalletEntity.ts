@@ -39,13 +39,15 @@ const creditError = (error: Refusal | WalletFailure) =>
 
 const chargeAnswer = (d: Decision) => Either.mapLeft(movement(d), chargeError)
 
+/** A balance's decision carries the balance; a failed one, the wallet's failure. */
+const balanceAnswer = (d: Decision): Either.Either<bigint, WalletFailure> =>
+  d.ok ? Either.right(d.value.balance) : Either.left(walletFailure)
+
 /** A request waiting for the wallet: its items, and how their decisions reach the asker. */
 interface Job {
   readonly items: ReadonlyArray<Item>
   readonly answer: (decisions: ReadonlyArray<Decision>) => Effect.Effect<void>
 }
-
-type ChargeAnswers = ReadonlyArray<Either.Either<Movement, ChargeError>>
 
 /** How long a local caller waits at most: as long as a message (`makeEntityCaller`). */
 const DEADLINE_MS = Duration.toMillis(ENTITY_DEADLINE)
@@ -239,36 +241,38 @@ export const WalletLive = Wallet.toLayerMailbox(
      */
     const jobs = yield* Queue.unbounded<Job>()
     /** The local callers not answered yet, each with how to tell it: answered `None` (send again) if the entity stops. */
-    const unanswered = new Map<Job, (answer: Effect.Effect<Option.Option<ChargeAnswers>>) => void>()
+    const unanswered = new Map<Job, (answer: Effect.Effect<Option.Option<ReadonlyArray<Decision>>>) => void>()
     let open = true
     /** When the mailbox last brought a message (the cluster's clock for passivating an idle entity). */
     let lastMessageAt = Date.now()
 
     /**
-     * A charge of a local caller costs a queue slot and a callback: no fiber, no message. Its wait is bounded like a
+     * A local caller's request costs a queue slot and a callback: no fiber, no message. Its wait is bounded like a
      * message's (`ENTITY_DEADLINE`, then `EntityDeadline`: 503), by one timer.
      */
+    const ask = (items: ReadonlyArray<Item>) =>
+      Effect.async<Option.Option<ReadonlyArray<Decision>>>((resume) => {
+        // The cluster passivates an entity that got no message for `maxIdleTime`, however busy its local callers
+        // keep it; so now and then a request goes as a message instead, which tells the cluster it is in use.
+        if (!open || !current() || Date.now() - lastMessageAt > MESSAGE_EVERY) return resume(Effect.succeedNone)
+        const job: Job = {
+          items,
+          answer: (decisions) =>
+            Effect.sync(() => {
+              if (!unanswered.delete(job)) return
+              clearTimeout(timer)
+              resume(Effect.succeed(Option.some(decisions)))
+            })
+        }
+        const timer = setTimeout(() => {
+          if (unanswered.delete(job)) resume(Effect.die(new EntityDeadline({ message: `No answer from the wallet within ${DEADLINE_TEXT}.` })))
+        }, DEADLINE_MS)
+        unanswered.set(job, resume)
+        jobs.unsafeOffer(job)
+      })
     const local: LocalWallet = {
-      charge: (charges) =>
-        Effect.async<Option.Option<ChargeAnswers>>((resume) => {
-          // The cluster passivates an entity that got no message for `maxIdleTime`, however busy its local callers
-          // keep it; so now and then a charge goes as a message instead, which tells the cluster it is in use.
-          if (!open || !current() || Date.now() - lastMessageAt > MESSAGE_EVERY) return resume(Effect.succeedNone)
-          const job: Job = {
-            items: charges.map(chargeItem),
-            answer: (decisions) =>
-              Effect.sync(() => {
-                if (!unanswered.delete(job)) return
-                clearTimeout(timer)
-                resume(Effect.succeed(Option.some(decisions.map(chargeAnswer))))
-              })
-          }
-          const timer = setTimeout(() => {
-            if (unanswered.delete(job)) resume(Effect.die(new EntityDeadline({ message: `No answer from the wallet within ${DEADLINE_TEXT}.` })))
-          }, DEADLINE_MS)
-          unanswered.set(job, resume)
-          jobs.unsafeOffer(job)
-        })
+      charge: (charges) => Effect.map(ask(charges.map(chargeItem)), Option.map((decisions) => decisions.map(chargeAnswer))),
+      balance: Effect.map(ask([{ tag: "Balance" }]), Option.map(([decision]) => balanceAnswer(decision!)))
     }
     const localWallets = yield* LocalWallets
     localWallets.byUser.set(userId, local)
@@ -294,7 +298,10 @@ export const WalletLive = Wallet.toLayerMailbox(
               onRight: (value) => replier.succeed(request, value)
             })
           case "Balance":
-            return first.ok ? replier.succeed(request, { balance: first.value.balance }) : replier.fail(request, walletFailure)
+            return Either.match(balanceAnswer(first), {
+              onLeft: (error) => replier.fail(request, error),
+              onRight: (balance) => replier.succeed(request, { balance })
+            })
         }
       }
       return Effect.gen(function*() {

@@ -174,11 +174,15 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
           orDieOnCluster,
           Effect.withSpan("Wallets.credit")
         ),
-      balance: (userId: string) =>
-        toEntity(client(userId).Balance(), { resendWhenCut: true }).pipe(
-          Effect.map((reply) => reply.balance),
-          orDieOnCluster
-        )
+      balance: (userId: string) => {
+        const byMessage = toEntity(client(userId).Balance(), { resendWhenCut: true }).pipe(Effect.map((reply) => reply.balance))
+        const here = localWallets.byUser.get(userId)
+        // A wallet active on this runner is read in its entity, in order with its other requests: no message.
+        return (here === undefined ? byMessage : Effect.flatMap(here.balance, Option.match({
+          onNone: () => byMessage,
+          onSome: Either.match({ onLeft: Effect.fail, onRight: Effect.succeed })
+        }))).pipe(orDieOnCluster)
+      }
     } as const
   }),
   dependencies: [LocalWallets.Default]

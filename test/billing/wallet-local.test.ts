@@ -51,8 +51,10 @@ describe.skipIf(servicesMode)("local charges", () => {
         const entity = local.byUser.get(userId)
         assert.isDefined(entity)
         let direct = 0
+        let balances = 0
         local.byUser.set(userId, {
-          charge: (charges) => Effect.suspend(() => (direct += charges.length, entity!.charge(charges)))
+          charge: (charges) => Effect.suspend(() => (direct += charges.length, entity!.charge(charges))),
+          balance: Effect.suspend(() => (balances += 1, entity!.balance))
         })
         const charge = (key: string) =>
           Effect.either(wallets.charge(userId, CREDIT / 10n, { kind: "event", scope: "test", key }))
@@ -75,7 +77,9 @@ describe.skipIf(servicesMode)("local charges", () => {
         const first = results.findIndex(Either.isRight)
         const again = yield* charge(`c${first}`)
         assert.isTrue(Either.isRight(again) && again.right.replay)
+        // The balance is read in the entity too, after every charge it took before.
         assert.strictEqual(yield* wallets.balance(userId), 0n)
+        assert.strictEqual(balances, 1)
       }))
   })
 })
