@@ -1,4 +1,4 @@
-import { Cause, Duration, Effect, Option, Redacted, Schedule, Stream } from "effect"
+import { Cause, Effect, Option, Redacted, Schedule, Stream } from "effect"
 import pg from "pg"
 import { AppConfig } from "./Config.js"
 import { DatabaseSessions } from "./Database.js"
@@ -9,7 +9,7 @@ import { DatabaseSessions } from "./Database.js"
  * `@effect/sql-pg`'s `listen` keeps one client for good and swallows its errors: after a restart its stream stays
  * open and silent forever (issue 26: subscribers on other runners got 0 of the events that followed). Here each
  * channel has a connection of its own, watched three ways: its `error` and `end` events, and a probe (`SELECT 1`
- * every `PROBE_EVERY`, answered within `PROBE_TIMEOUT`) for a connection the kernel still keeps open while nobody
+ * every `PROBE_EVERY_MS`, answered within `PROBE_TIMEOUT_MS`) for a connection the kernel still keeps open while nobody
  * answers on it. A lost connection is opened again with backoff (0.1 s doubling to 2 s) and `LISTEN`s again.
  *
  * The stream says `Listening` after every (re)`LISTEN`: notifications sent while no connection listened are lost, so
@@ -19,8 +19,8 @@ export type ListenSignal =
   | { readonly _tag: "Listening"; readonly again: boolean }
   | { readonly _tag: "Note"; readonly payload: string }
 
-const PROBE_EVERY = Duration.seconds(2)
-const PROBE_TIMEOUT = Duration.seconds(3)
+const PROBE_EVERY_MS = 2_000
+const PROBE_TIMEOUT_MS = 3_000
 
 /** Backoff of reconnections: 0.1 s, doubling, at most 2 s apart, forever. */
 export const reconnectSchedule = Schedule.exponential("100 millis", 2).pipe(Schedule.union(Schedule.spaced("2 seconds")))
@@ -45,12 +45,28 @@ const connection = (url: string, applicationName: string, channel: string, again
       yield* Effect.tryPromise(() => client.connect())
       yield* Effect.tryPromise(() => client.query(`LISTEN ${client.escapeIdentifier(channel)}`))
       emit.single({ _tag: "Listening", again: again() })
-      yield* Effect.tryPromise(() => client.query("SELECT 1")).pipe(
-        Effect.timeoutFail({ duration: PROBE_TIMEOUT, onTimeout: () => new Error(`no answer on the connection listening on ${channel}`) }),
-        Effect.delay(PROBE_EVERY),
-        Effect.forever,
-        Effect.catchAll((error) => Effect.sync(() => lost(error))),
-        Effect.forkScoped
+      // The probe runs on plain callbacks, not a fiber: a fiber looping over `delay`, `timeoutFail` (a race, so a fork
+      // per probe) and the query cost an idle runner more than any of its other timers (issue 28 item 3). A probe is
+      // sent every `PROBE_EVERY_MS` unless the last one is still out, and the connection is lost if one goes unanswered
+      // for `PROBE_TIMEOUT_MS`, as before.
+      yield* Effect.acquireRelease(
+        Effect.sync(() => {
+          let out: ReturnType<typeof setTimeout> | undefined
+          const answered = () => {
+            clearTimeout(out)
+            out = undefined
+          }
+          const probe = setInterval(() => {
+            if (out !== undefined) return
+            out = setTimeout(() => lost(new Error(`no answer on the connection listening on ${channel}`)), PROBE_TIMEOUT_MS)
+            client.query("SELECT 1").then(answered, lost)
+          }, PROBE_EVERY_MS)
+          return () => {
+            clearInterval(probe)
+            clearTimeout(out)
+          }
+        }),
+        (stop) => Effect.sync(stop)
       )
     }).pipe(Effect.mapError((error) => (error instanceof Error ? error : new Error(String(error))))),
     { bufferSize: "unbounded" }

@@ -40,26 +40,26 @@ export class RunnersRepo extends Effect.Service<RunnersRepo>()("atrium/platform/
     })
     const unregister = (address: string) => rowDefects(unregisterRow(address))
 
-    /** This runner's own heartbeat for the others' watch (migration 0017), the database's clock. */
-    const beatRow = SqlSchema.void({
-      Request: Schema.String,
-      execute: (address) => sql`UPDATE cluster_runner_backends SET beat_at = now() WHERE address = ${address}`
-    })
-    const beat = (address: string) => rowDefects(beatRow(address))
-
-    /** The other runners' heartbeats as they are now (with the name of their sessions), and whether `self`'s is fresh. */
-    const heartbeatRows = SqlSchema.findAll({
+    /**
+     * This runner's own heartbeat for the others' watch (migration 0017, the database's clock), and the other runners'
+     * heartbeats as they are now (with the name of their sessions), and whether `self`'s is fresh: one statement per
+     * watch, not a beat and a read apart (two round trips every `beat`, the larger part of an idle runner's work). The
+     * read sees the table as it was before this beat, so `selfFresh` speaks of the previous one, as it did when the
+     * beat had a fiber of its own.
+     */
+    const beatRows = SqlSchema.findAll({
       Request: Schema.Struct({ self: Schema.String, freshSeconds: Schema.Number }),
       Result: Heartbeat,
       execute: ({ freshSeconds, self }) =>
         sql`
+          WITH beat AS (UPDATE cluster_runner_backends SET beat_at = now() WHERE address = ${self})
           SELECT b.address, b.application_name, b.beat_at::text AS beat,
             EXISTS (SELECT 1 FROM cluster_runner_backends me WHERE me.address = ${self}
                       AND me.beat_at >= now() - make_interval(secs => ${freshSeconds})) AS self_fresh
           FROM cluster_runner_backends b
           WHERE b.address <> ${self}`
     })
-    const heartbeats = (self: string, freshSeconds: number) => rowDefects(heartbeatRows({ self, freshSeconds }))
+    const beatAndWatch = (self: string, freshSeconds: number) => rowDefects(beatRows({ self, freshSeconds }))
 
     /**
      * Ends every database session named `applicationName` (a silent runner's) in this database: its advisory locks go
@@ -125,6 +125,6 @@ export class RunnersRepo extends Effect.Service<RunnersRepo>()("atrium/platform/
     const raiseGenerations = (runner: string, shards: ReadonlyArray<{ readonly shard: string; readonly known: string | null }>) =>
       rowDefects(raised({ runner, shards: shards.map((s) => s.shard), known: shards.map((s) => s.known) }))
 
-    return { register, unregister, beat, heartbeats, cut, remaining, markUnhealthy, raiseGenerations } as const
+    return { register, unregister, beatAndWatch, cut, remaining, markUnhealthy, raiseGenerations } as const
   })
 }) {}

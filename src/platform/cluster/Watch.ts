@@ -15,7 +15,7 @@ const REJOIN_GRACE_MS = 15_000
  * Runners watch each other (issues 26 and 33): PostgreSQL never sees a paused process's connections close (the kernel
  * keeps answering its keepalives), so a SIGSTOPped runner kept its advisory shard locks for the whole pause. Every
  * runner files its connections' `application_name` under its address, writes its own heartbeat every `beat`
- * (migration 0017), reads the others' every `beat`, and cuts off one whose heartbeat has not moved for `silent` of its
+ * (migration 0017) and reads the others' in the same statement, and cuts off one whose heartbeat has not moved for `silent` of its
  * own continuous watch, and that answered no ping meanwhile (a runner that runs but could not beat, after a
  * database outage, answers): it ends its database sessions (`pg_terminate_backend`: same role), so its advisory locks go,
  * and takes it out of the assignment (the cluster's `healthy` flag, set back by the health check once it answers
@@ -38,7 +38,6 @@ export const watchRunners = (address: RunnerAddress.RunnerAddress) =>
       repo.register(self, applicationName).pipe(Effect.retry(Schedule.spaced("1 second")), Effect.orDie),
       () => Effect.ignore(repo.unregister(self))
     )
-    yield* repo.beat(self).pipe(Effect.ignore, Effect.delay(failoverBudget.beat), Effect.forever, Effect.forkScoped)
     // Out of the watch before the heartbeat stops: a runner stopping (SIGTERM, its turns finishing) is not silent.
     yield* Effect.addFinalizer(() => Effect.ignore(repo.unregister(self)))
     /** Each other runner's heartbeat as last seen, and since when (this process's clock) it has been that. */
@@ -72,13 +71,36 @@ export const watchRunners = (address: RunnerAddress.RunnerAddress) =>
           Effect.asVoid
         )
       })
+    /**
+     * Runners being cut now. A cut (ending its sessions, waiting for them to go, the assignment) runs in a fiber of its
+     * own: the watch is also this runner's heartbeat, which must not stand still while another runner is cut.
+     */
+    const cutting = new Set<string>()
+    const cutOff = (row: { readonly address: string; readonly applicationName: string }, now: number) =>
+      Effect.gen(function*() {
+        const ended = yield* repo.cut(row.applicationName)
+        seen.delete(row.address)
+        answered.delete(row.address)
+        cutAt.set(row.address, now)
+        // Its locks go when its sessions have ended (asynchronous): then it leaves the assignment, and the others
+        // acquire its shards at their next assignment refresh.
+        for (let i = 0; i < 10 && (yield* repo.remaining(row.applicationName)) > 0; i++) yield* Effect.sleep("100 millis")
+        yield* repo.markUnhealthy(row.address)
+        yield* Effect.logWarning(`runner ${row.address} silent for ${SILENT_MS / 1000} s: ended its ${ended} database sessions and took it out of the assignment`)
+      }).pipe(
+        Effect.catchAllCause(() => Effect.sync(() => seen.clear())),
+        Effect.ensuring(Effect.sync(() => cutting.delete(row.address))),
+        Effect.forkScoped,
+        Effect.asVoid
+      )
     let lastWatch = Date.now()
     const watch = Effect.gen(function*() {
       const now = Date.now()
       if (now - lastWatch > STALL_MS) seen.clear()
       lastWatch = now
-      const rows = yield* repo.heartbeats(self, SILENT_MS / 2000)
+      const rows = yield* repo.beatAndWatch(self, SILENT_MS / 2000)
       for (const row of rows) {
+        if (cutting.has(row.address)) continue
         const before = seen.get(row.address)
         if (before === undefined || before.beat !== row.beat || !row.selfFresh) {
           // Judged only once it was seen to beat (not a runner still starting).
@@ -100,16 +122,10 @@ export const watchRunners = (address: RunnerAddress.RunnerAddress) =>
         if (now - (pinging.get(row.address) ?? now) < PING_SILENT_MS) continue
         fences.tick()
         if (fences.laggedWithin(SILENT_MS)) continue
-        const ended = yield* repo.cut(row.applicationName)
-        seen.delete(row.address)
-        answered.delete(row.address)
-        cutAt.set(row.address, now)
-        // Its locks go when its sessions have ended (asynchronous): then it leaves the assignment, and the others
-        // acquire its shards at their next assignment refresh.
-        for (let i = 0; i < 10 && (yield* repo.remaining(row.applicationName)) > 0; i++) yield* Effect.sleep("100 millis")
-        yield* repo.markUnhealthy(row.address)
-        yield* Effect.logWarning(`runner ${row.address} silent for ${SILENT_MS / 1000} s: ended its ${ended} database sessions and took it out of the assignment`)
+        cutting.add(row.address)
+        yield* cutOff(row, now)
       }
     }).pipe(Effect.catchAllCause(() => Effect.sync(() => seen.clear())))
+    // The heartbeat and the watch in one statement every `beat` (`RunnersRepo.beatAndWatch`).
     yield* watch.pipe(Effect.delay(failoverBudget.beat), Effect.forever, Effect.forkScoped)
   })).pipe(Layer.provide(RunnersRepo.Default))
