@@ -1,28 +1,36 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import { Entity, type Sharding } from "@effect/cluster"
-import { Cause, Effect, Exit, Fiber, Layer, Metric, Option, Queue, Runtime, Schedule } from "effect"
+import { Cause, Deferred, Effect, Exit, Fiber, FiberId, Layer, Metric, Option, Runtime, Schedule, Scope } from "effect"
 import { ShardFences } from "../platform/cluster/Fences.js"
 import { AppConfig } from "../platform/Config.js"
-import { activeSessions, countWhileScoped, inFlight, queuedTurns, runningTurns } from "../platform/telemetry/Metrics.js"
+import { activeSessions, inFlight, queuedTurns, runningTurns } from "../platform/telemetry/Metrics.js"
 import { type InternalEvent, isTerminal } from "../runtime/Events.js"
 import { MAX_STEPS } from "../runtime/Run.js"
 import { newRunId } from "../runtime/Domain.js"
 import { RunEngine } from "../runtime/RunEngine.js"
-import { makeSandboxHolder } from "../runtime/sandbox/Holder.js"
+import { unsafeMakeSandboxHolder } from "../runtime/sandbox/Holder.js"
 import { Runs } from "../runs/Runs.js"
 import { SessionsConfig } from "./Config.js"
 import { SessionHub } from "./Hub.js"
 import type { RunOutcome, RunRecord } from "../runtime/Repo.js"
 import { SessionLog } from "./Log.js"
-import { type LoggedEvent, type LogWrite, type QueuedTurn, type SessionStatus, SessionsRepo, type TurnRow } from "./Repo.js"
+import { type LoggedEvent, type LogWrite, type QueuedTurn, type SessionRow, type SessionStatus, SessionsRepo, type TurnRow } from "./Repo.js"
 import { Session, SessionGone } from "./SessionRpc.js"
-import { contextOf, trimToBudget } from "./Window.js"
+import { contextOf, trimToBudget, type WindowTurn } from "./Window.js"
 
 export { Session, SessionGone } from "./SessionRpc.js"
 export { contextOf } from "./Window.js"
 
 /** How a turn's end that could not be written is tried again: 0.2 s doubling to 2 s apart, until it is written. */
 const END_RETRY = Schedule.exponential("200 millis", 2).pipe(Schedule.union(Schedule.spaced("2 seconds")))
+
+/** A turn of the history an active session keeps: its messages as JSON, and `chars` (the budget's measure). */
+interface EncodedTurn {
+  readonly chars: number
+  readonly json: string
+}
+
+const decodeTurn = (turn: EncodedTurn): WindowTurn => ({ chars: turn.chars, messages: JSON.parse(turn.json) })
 
 /** How long a session's worker is busy before it asks the cluster to keep the session active; < `maxIdleTime`. */
 const KEEP_ALIVE_AFTER = "1 minute"
@@ -66,8 +74,11 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     // from the position the database has.
     yield* log.resume(sessionId)
     const positions = yield* repo.positions(sessionId)
-    // The row, kept while active: nothing a turn reads of it changes except by `Reload` (adopt) or `Stop` (delete).
-    let row = yield* repo.byId(sessionId)
+    // What a turn reads of the row, kept while active: none of it changes except by `Reload` (adopt) or `Stop`
+    // (delete). Only those fields, not the row (its title, metadata and dates): every active session holds this.
+    const turnPartOf = (found: Option.Option<SessionRow>) =>
+      Option.map(found, ({ accountId, agentIdentifier, endUserId, environmentId }) => ({ accountId, agentIdentifier, endUserId, environmentId }))
+    let row = turnPartOf(yield* repo.byId(sessionId))
     let seq = positions.seq
     let lastTurn = positions.turn
     let deleted = false
@@ -78,37 +89,52 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     let run: { record: RunRecord; outcome: Option.Option<RunOutcome>; written: boolean } | undefined
     /**
      * The history as the next turn's prompt needs it, kept while the session is active (read once, then added to
-     * turn by turn): the newest turns within the context budget, and how many older ones were left out.
+     * turn by turn): the newest turns within the context budget, and how many older ones were left out. Each turn's
+     * messages are kept as their JSON (what `chars` measures), not decoded: a string instead of a tree of objects
+     * per message and part while the session waits (issue 28, heap per session); a turn decodes them once.
      */
-    let history: Option.Option<{ turns: Array<TurnRow>; earlier: number }> = Option.none()
+    let history: Option.Option<{ turns: Array<EncodedTurn>; earlier: number }> = Option.none()
     let current: Option.Option<{ readonly turn: number; readonly fiber: Fiber.RuntimeFiber<unknown, unknown> }> = Option.none()
     /** Why the running turn was stopped from inside (its log broke, or its shard was lost), if it was. */
     let stoppedBy: Option.Option<{ readonly code: string; readonly message: string }> = Option.none()
-    const queue = yield* Queue.unbounded<QueuedTurn>()
     /**
-     * Turns sent and not yet ended (queued or running), and a latch open while there are none (or the session is
-     * deleted): what a runner giving the session up waits for. A counter and a latch, not a `SubscriptionRef` (a
-     * `PubSub` per session): every active session holds one, idle or not (issue 28, heap per session).
+     * Turns sent and not yet run, in order. A plain array, and a worker fiber only while there are turns (`work`): an
+     * idle session holds no queue, no fiber and no latch, since every active session holds them, idle or not (issue
+     * 28, heap per session).
+     */
+    const queued: Array<QueuedTurn> = []
+    let worker: Fiber.RuntimeFiber<void> | undefined
+    /** Set once the behaviour is built: turns owed on reload wait for it before a worker starts. */
+    let started = false
+    /**
+     * Turns sent and not yet ended (queued or running): what a runner giving the session up waits for (`drained`),
+     * through a deferred made only while it waits. A counter, not a `SubscriptionRef` (a `PubSub` per session).
      */
     let unfinished = 0
-    const drained = yield* Effect.makeLatch(true)
+    let drainedWaiter: Deferred.Deferred<void> | undefined
     const unfinishedBy = (delta: number) =>
-      Effect.suspend(() => {
+      Effect.sync(() => {
         unfinished += delta
-        return unfinished > 0 && !deleted ? drained.close : drained.open
+        if ((unfinished <= 0 || deleted) && drainedWaiter !== undefined) Deferred.unsafeDone(drainedWaiter, Exit.void)
       })
+    /** Returns once no sent turn is left to end (or the session is deleted). */
+    const drained = Effect.suspend(() => {
+      if (unfinished <= 0 || deleted) return Effect.void
+      drainedWaiter ??= Deferred.unsafeMake<void>(FiberId.none)
+      return Deferred.await(drainedWaiter)
+    })
     /** Hands a turn to the worker (it is durable already: `Send` wrote it first, or it was owed on reload). */
     const enqueue = (turn: QueuedTurn) =>
       Effect.gen(function*() {
         yield* unfinishedBy(1)
-        yield* Queue.offer(queue, turn)
+        queued.push(turn)
         yield* Metric.increment(queuedTurns)
+        if (started) startWorker()
       })
 
     // The session's sandbox (`run_code`): kept while the session is active, so variables persist between turns;
     // released when it passivates (the entity's scope closes) or is deleted (`Stop`).
-    const sandbox = yield* makeSandboxHolder
-    yield* Effect.addFinalizer(() => sandbox.release)
+    const sandbox = unsafeMakeSandboxHolder()
 
     /** What the next write says besides its events: the status, if it changed, and the run's row, if just started. */
     const pendingParts = (): Partial<LogWrite> => {
@@ -163,18 +189,19 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
         yield* log.append({ sessionId, fence, events: [nextLogged(turn, event)], ...pendingParts() })
       }))
 
-    const trim = (kept: { turns: Array<TurnRow>; earlier: number }) => trimToBudget(kept, contextChars)
+    const trim = (kept: { turns: Array<EncodedTurn>; earlier: number }) => trimToBudget(kept, contextChars)
 
     /** The session's history for the next turn, read from the database only the first time. */
     const loadHistory = Effect.gen(function*() {
       if (Option.isSome(history)) return history.value
-      const loaded = trim({ turns: [...(yield* repo.turns(sessionId))], earlier: 0 })
+      const turns = (yield* repo.turns(sessionId)).map((turn) => ({ chars: turn.chars, json: JSON.stringify(turn.messages) }))
+      const loaded = trim({ turns, earlier: 0 })
       history = Option.some(loaded)
       return loaded
     })
 
-    /** Adds the turn that just ended to the history kept in memory. */
-    const remember = (turn: TurnRow) => {
+    /** Adds the turn that just ended (its messages' JSON) to the history kept in memory. */
+    const remember = (turn: EncodedTurn) => {
       if (Option.isNone(history)) return
       history.value.turns.push(turn)
       trim(history.value)
@@ -270,7 +297,7 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
           runId,
           agent: agent.value,
           payer: partition,
-          history: contextOf(context.turns, contextChars, context.earlier),
+          history: contextOf(context.turns.map(decodeTurn), contextChars, context.earlier),
           message: turn.message,
           budget: turn.budget,
           sessionId: Option.some(sessionId),
@@ -305,11 +332,12 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
           ]
           outcome = "interrupted"
         }
+        const json = JSON.stringify(messages)
         const saved: TurnRow = {
           turn: turn.turn,
           runId,
           messages,
-          chars: JSON.stringify(messages).length,
+          chars: json.length,
           status: outcome,
           createdAt: new Date()
         }
@@ -320,7 +348,7 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
         run = undefined
         yield* writeEnd(turn.turn, terminal, { ...pendingParts(), run: finished, turn: saved, dequeue: turn.turn })
         stoppedBy = Option.none()
-        remember(saved)
+        remember({ chars: saved.chars, json })
       })
 
     const entityRuntime = Runtime.make({
@@ -329,9 +357,6 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
       runtimeFlags: processRuntime.runtimeFlags
     })
     const entityScope = yield* Effect.scope
-    yield* countWhileScoped(activeSessions)
-    // Turns still queued when the session goes (a shutdown) no longer wait anywhere.
-    yield* Effect.addFinalizer(() => Effect.flatMap(Queue.size(queue), (n) => Metric.incrementBy(queuedTurns, -n)))
 
     // While the worker has work the entity must stay active (no passivation mid-turn). `Entity.keepAlive` is a
     // persisted message (three writes), so it is asked for only once the worker has been busy for a while, well
@@ -348,37 +373,64 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
       if (asked) yield* Entity.keepAlive(false)
     })
 
-    // The worker: one turn at a time, in order.
-    Runtime.runFork(entityRuntime, Effect.forever(Effect.gen(function*() {
-      const turn = yield* Queue.take(queue)
-      yield* Metric.incrementBy(queuedTurns, -1)
-      yield* busy
-      // A runner that cannot confirm it still holds the session starts nothing: it waits until its next shard-lock
-      // refresh confirms it, or the shard moves and this entity ends (and the next owner runs the turn).
-      while (!(yield* owner)) yield* Effect.sleep("250 millis")
-      // The turn leaves the queue with its end's write. Not when interrupted: a turn cut by a shutdown is closed,
-      // or run, by the next owner.
-      yield* runTurn(turn).pipe(
-        inFlight(runningTurns),
-        Effect.catchAllCause((cause) => Effect.logError("session turn failed", cause)),
-        Effect.ensuring(unfinishedBy(-1))
-      )
-      if ((yield* Queue.size(queue)) === 0) yield* idle
-    })), { scope: entityScope })
+    /**
+     * The worker: one turn at a time, in order, while there are turns; it ends when none is left (the next `enqueue`
+     * starts another). Not forked into the entity's scope (a child scope per fork): the one finalizer below interrupts
+     * it, after the sent turns had their grace.
+     */
+    const work: Effect.Effect<void, never, Sharding.Sharding | Entity.CurrentAddress> = Effect.gen(function*() {
+      for (;;) {
+        const turn = queued.shift()
+        if (turn === undefined) {
+          yield* idle
+          // Checked again after `idle` (it may wait): a turn sent meanwhile found this worker still running.
+          if (queued.length > 0) continue
+          worker = undefined
+          return
+        }
+        yield* Metric.incrementBy(queuedTurns, -1)
+        yield* busy
+        // A runner that cannot confirm it still holds the session starts nothing: it waits until its next shard-lock
+        // refresh confirms it, or the shard moves and this entity ends (and the next owner runs the turn).
+        while (!(yield* owner)) yield* Effect.sleep("250 millis")
+        // The turn leaves the queue with its end's write. Not when interrupted: a turn cut by a shutdown is closed,
+        // or run, by the next owner.
+        yield* runTurn(turn).pipe(
+          inFlight(runningTurns),
+          Effect.catchAllCause((cause) => Effect.logError("session turn failed", cause)),
+          Effect.ensuring(unfinishedBy(-1))
+        )
+      }
+    })
+    function startWorker() {
+      if (worker === undefined) worker = Runtime.runFork(entityRuntime)(work)
+    }
 
-    // A runner giving the session up (SIGTERM, or its shard moving to a runner that joined) lets the sent turns end
-    // within SHUTDOWN_GRACE rather than cutting them: the next owner could only close them as interrupted. Added
-    // after the worker, so it runs before the worker is interrupted; the shard is not released until it returns.
-    yield* Effect.addFinalizer(() =>
-      // A shard this runner lost (its locks gone, or it was paused past them) is not handed over: it is someone
-      // else's already, and a turn running on would bill and write as a second owner.
-      fences.shardState(address.shardId) === "lost" ? Effect.void : drained.await.pipe(
-        // Finalizers are uninterruptible: without this the timeout could not stop the wait.
-        Effect.interruptible,
-        Effect.timeoutOption(shutdownGrace),
-        Effect.asVoid
+    // One finalizer for the whole session, added to the scope directly (`Effect.addFinalizer` keeps a copy of the
+    // fiber's refs per finalizer, for every active session). In order: a runner giving the session up (SIGTERM, or
+    // its shard moving to a runner that joined) lets the sent turns end within SHUTDOWN_GRACE rather than cutting
+    // them (the next owner could only close them as interrupted), and the shard is not released until this returns;
+    // then the worker stops; turns still queued no longer wait anywhere; the sandbox goes.
+    yield* Effect.uninterruptible(Effect.zipRight(
+      Metric.increment(activeSessions),
+      Scope.addFinalizer(
+        entityScope,
+        Effect.gen(function*() {
+          // A shard this runner lost (its locks gone, or it was paused past them) is not handed over: it is someone
+          // else's already, and a turn running on would bill and write as a second owner.
+          if (fences.shardState(address.shardId) !== "lost") {
+            // Finalizers are uninterruptible: without this the timeout could not stop the wait.
+            yield* Effect.timeoutOption(Effect.interruptible(drained), shutdownGrace)
+          }
+          if (worker !== undefined) yield* Fiber.interrupt(worker)
+          yield* Metric.incrementBy(queuedTurns, -queued.length)
+          yield* Metric.incrementBy(activeSessions, -1)
+          yield* sandbox.release
+        })
       )
-    )
+    ))
+    started = true
+    if (queued.length > 0) startWorker()
 
     return {
       Send: ({ payload }) =>
@@ -395,7 +447,7 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
       Wake: () => Effect.succeed(Option.isSome(current)),
       Reload: () =>
         Effect.gen(function*() {
-          row = yield* repo.byId(sessionId)
+          row = turnPartOf(yield* repo.byId(sessionId))
           return Option.isSome(row)
         }),
       Interrupt: () =>
@@ -407,7 +459,7 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
       Stop: () =>
         Effect.gen(function*() {
           deleted = true
-          const waiting = yield* Queue.takeAll(queue)
+          const waiting = queued.splice(0)
           yield* unfinishedBy(-waiting.length)
           yield* Metric.incrementBy(queuedTurns, -waiting.length)
           const running = current

@@ -16,8 +16,13 @@ export interface SandboxHolder {
   readonly release: Effect.Effect<void>
 }
 
-export const makeSandboxHolder: Effect.Effect<SandboxHolder> = Effect.gen(function*() {
-  const lock = yield* Effect.makeSemaphore(1)
+/**
+ * A holder made synchronously. Its lock is made on first use, not with the holder: an active session holds a holder
+ * whether or not it ever runs code (issue 28, heap per session).
+ */
+export const unsafeMakeSandboxHolder = (): SandboxHolder => {
+  let lock: Effect.Semaphore | undefined
+  const locked = <A, E>(effect: Effect.Effect<A, E>) => Effect.suspend(() => (lock ??= Effect.unsafeMakeSemaphore(1)).withPermits(1)(effect))
   let held: { readonly key: string; readonly sandbox: SandboxInstance } | undefined
 
   const drop = Effect.suspend(() => {
@@ -27,7 +32,7 @@ export const makeSandboxHolder: Effect.Effect<SandboxHolder> = Effect.gen(functi
   })
 
   const use: SandboxHolder["use"] = (key, make, body) =>
-    lock.withPermits(1)(Effect.gen(function*() {
+    locked(Effect.gen(function*() {
       let fresh = false
       if (held === undefined || held.key !== key || !held.sandbox.alive()) {
         yield* drop
@@ -37,5 +42,8 @@ export const makeSandboxHolder: Effect.Effect<SandboxHolder> = Effect.gen(functi
       return yield* body(held.sandbox, fresh)
     }))
 
-  return { use, release: lock.withPermits(1)(drop) }
-})
+  // Never used: nothing to wait for or close.
+  return { use, release: Effect.suspend(() => lock === undefined ? Effect.void : locked(drop)) }
+}
+
+export const makeSandboxHolder: Effect.Effect<SandboxHolder> = Effect.sync(unsafeMakeSandboxHolder)
