@@ -356,6 +356,8 @@ const main = async () => {
     /** Sessions in creation order; session i belongs to user i % USERS. */
     const sessions: Array<{ id: string; token: string }> = []
     let firstTurnFailures = 0
+    /** How the failed first turns ended: HTTP status and last event, counted. */
+    const firstTurnEnds = new Map<string, number>()
     let firstSessionAt = NaN
     /** Creates sessions up to `total`, each with one message answered, so each Session entity is active. */
     const grow = async (total: number) => {
@@ -375,7 +377,11 @@ const main = async () => {
         slots[i - from] = { id: created.body.id as string, token: user.token }
         if (Number.isNaN(firstSessionAt)) firstSessionAt = performance.now()
         const turn = await streamTurn(base, user.token, created.body.id, "hello")
-        if (!turn.ok) firstTurnFailures++
+        if (!turn.ok) {
+          firstTurnFailures++
+          const end = `${turn.status} ${turn.events[turn.events.length - 1]?.name ?? "(no event)"}`
+          firstTurnEnds.set(end, (firstTurnEnds.get(end) ?? 0) + 1)
+        }
       })
       sessions.push(...slots)
     }
@@ -415,7 +421,9 @@ const main = async () => {
       out(`### 1. Memory per idle active session`)
       out()
       out(`Each session created and sent one \`hello\` (answered), so its Session entity is active (maxIdleTime 5 min) and idle.`)
-      out(`Baseline after ${WARM_UP_SESSIONS} warm-up sessions and ${WARM_UP_SESSIONS * 4} more turns on them (${f(warmSeconds, 0)} s); first-turn failures: ${firstTurnFailures}.`)
+      out(`Baseline after ${WARM_UP_SESSIONS} warm-up sessions and ${WARM_UP_SESSIONS * 4} more turns on them (${f(warmSeconds, 0)} s); first-turn failures: ${firstTurnFailures}${
+          firstTurnFailures > 0 ? ` (${Array.from(firstTurnEnds, ([end, n]) => `${n}× ${end}`).join(", ")})` : ""
+        }.`)
       out()
       out("| active sessions | created in s | server RSS MiB | RSS after GC MiB | V8 heap after GC MiB | RSS / session (vs baseline) | heap / session (vs baseline) | server fds | load avg |")
       out("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
