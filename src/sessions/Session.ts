@@ -30,6 +30,10 @@ interface EncodedTurn {
   readonly json: string
 }
 
+/** What a turn reads of the session's row. */
+const turnPartOf = (found: Option.Option<SessionRow>) =>
+  Option.map(found, ({ accountId, agentIdentifier, endUserId, environmentId }) => ({ accountId, agentIdentifier, endUserId, environmentId }))
+
 const decodeTurn = (turn: EncodedTurn): WindowTurn => ({ chars: turn.chars, messages: JSON.parse(turn.json) })
 
 /** How long a session's worker is busy before it asks the cluster to keep the session active; < `maxIdleTime`. */
@@ -76,8 +80,6 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     const positions = yield* repo.positions(sessionId)
     // What a turn reads of the row, kept while active: none of it changes except by `Reload` (adopt) or `Stop`
     // (delete). Only those fields, not the row (its title, metadata and dates): every active session holds this.
-    const turnPartOf = (found: Option.Option<SessionRow>) =>
-      Option.map(found, ({ accountId, agentIdentifier, endUserId, environmentId }) => ({ accountId, agentIdentifier, endUserId, environmentId }))
     let row = turnPartOf(yield* repo.byId(sessionId))
     let seq = positions.seq
     let lastTurn = positions.turn
@@ -191,14 +193,18 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
 
     const trim = (kept: { turns: Array<EncodedTurn>; earlier: number }) => trimToBudget(kept, contextChars)
 
-    /** The session's history for the next turn, read from the database only the first time. */
-    const loadHistory = Effect.gen(function*() {
-      if (Option.isSome(history)) return history.value
-      const turns = (yield* repo.turns(sessionId)).map((turn) => ({ chars: turn.chars, json: JSON.stringify(turn.messages) }))
-      const loaded = trim({ turns, earlier: 0 })
-      history = Option.some(loaded)
-      return loaded
-    })
+    /**
+     * The session's history for the next turn, read from the database only the first time. No generator function
+     * kept per session here and below (`busy`, `idle`, `work`): each one run gets a prototype object and hidden
+     * classes of its own, which an idle session would keep.
+     */
+    const loadHistory = Effect.suspend(() =>
+      Option.isSome(history) ? Effect.succeed(history.value) : Effect.map(repo.turns(sessionId), (rows) => {
+        const loaded = trim({ turns: rows.map((turn) => ({ chars: turn.chars, json: JSON.stringify(turn.messages) })), earlier: 0 })
+        history = Option.some(loaded)
+        return loaded
+      })
+    )
 
     /** Adds the turn that just ended (its messages' JSON) to the history kept in memory. */
     const remember = (turn: EncodedTurn) => {
@@ -362,15 +368,18 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     // persisted message (three writes), so it is asked for only once the worker has been busy for a while, well
     // within `maxIdleTime`: the idle clock runs from the last message, and a builtin turn is over long before.
     let keepingAlive: Fiber.RuntimeFiber<void> | undefined
-    const busy = Effect.gen(function*() {
-      if (keepingAlive === undefined) keepingAlive = yield* Effect.fork(Effect.delay(Entity.keepAlive(true), KEEP_ALIVE_AFTER))
-    })
-    const idle = Effect.gen(function*() {
-      if (keepingAlive === undefined) return
-      // Ended by itself (not interrupted here): it did ask to be kept alive.
-      const asked = Exit.isSuccess(yield* Fiber.interrupt(keepingAlive))
-      keepingAlive = undefined
-      if (asked) yield* Entity.keepAlive(false)
+    const busy = Effect.suspend(() =>
+      keepingAlive !== undefined
+        ? Effect.void
+        : Effect.map(Effect.fork(Effect.delay(Entity.keepAlive(true), KEEP_ALIVE_AFTER)), (fiber) => void (keepingAlive = fiber))
+    )
+    const idle = Effect.suspend(() => {
+      if (keepingAlive === undefined) return Effect.void
+      return Effect.flatMap(Fiber.interrupt(keepingAlive), (exit) => {
+        keepingAlive = undefined
+        // Ended by itself (not interrupted here): it did ask to be kept alive.
+        return Exit.isSuccess(exit) ? Entity.keepAlive(false) : Effect.void
+      })
     })
 
     /**
@@ -378,7 +387,7 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
      * starts another). Not forked into the entity's scope (a child scope per fork): the one finalizer below interrupts
      * it, after the sent turns had their grace.
      */
-    const work: Effect.Effect<void, never, Sharding.Sharding | Entity.CurrentAddress> = Effect.gen(function*() {
+    const work = (): Effect.Effect<void, never, Sharding.Sharding | Entity.CurrentAddress> => Effect.gen(function*() {
       for (;;) {
         const turn = queued.shift()
         if (turn === undefined) {
@@ -403,7 +412,13 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
       }
     })
     function startWorker() {
-      if (worker === undefined) worker = Runtime.runFork(entityRuntime)(work)
+      if (worker !== undefined) return
+      const fiber = Runtime.runFork(entityRuntime)(work())
+      worker = fiber
+      // A worker that died all the same (a defect outside a turn) does not block the next `Send` from starting one.
+      fiber.addObserver(() => {
+        if (worker === fiber) worker = undefined
+      })
     }
 
     // One finalizer for the whole session, added to the scope directly (`Effect.addFinalizer` keeps a copy of the

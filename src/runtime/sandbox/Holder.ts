@@ -17,33 +17,48 @@ export interface SandboxHolder {
 }
 
 /**
- * A holder made synchronously. Its lock is made on first use, not with the holder: an active session holds a holder
- * whether or not it ever runs code (issue 28, heap per session).
+ * A holder made synchronously: one object with its methods on the prototype (no closures of its own), and its lock
+ * made on first use. An active session holds a holder whether or not it ever runs code (issue 28, heap per session).
  */
-export const unsafeMakeSandboxHolder = (): SandboxHolder => {
-  let lock: Effect.Semaphore | undefined
-  const locked = <A, E>(effect: Effect.Effect<A, E>) => Effect.suspend(() => (lock ??= Effect.unsafeMakeSemaphore(1)).withPermits(1)(effect))
-  let held: { readonly key: string; readonly sandbox: SandboxInstance } | undefined
+class LazySandboxHolder implements SandboxHolder {
+  private lock: Effect.Semaphore | undefined
+  private held: { readonly key: string; readonly sandbox: SandboxInstance } | undefined
 
-  const drop = Effect.suspend(() => {
-    const current = held
-    held = undefined
-    return current === undefined ? Effect.void : current.sandbox.close
-  })
+  private locked<A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> {
+    return Effect.suspend(() => (this.lock ??= Effect.unsafeMakeSemaphore(1)).withPermits(1)(effect))
+  }
 
-  const use: SandboxHolder["use"] = (key, make, body) =>
-    locked(Effect.gen(function*() {
+  private get drop(): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      const current = this.held
+      this.held = undefined
+      return current === undefined ? Effect.void : current.sandbox.close
+    })
+  }
+
+  use<A, E>(
+    key: string,
+    make: Effect.Effect<SandboxInstance, SandboxFailure>,
+    body: (sandbox: SandboxInstance, fresh: boolean) => Effect.Effect<A, E>
+  ): Effect.Effect<A, E | SandboxFailure> {
+    const self = this
+    return this.locked(Effect.gen(function*() {
       let fresh = false
-      if (held === undefined || held.key !== key || !held.sandbox.alive()) {
-        yield* drop
-        held = { key, sandbox: yield* make }
+      if (self.held === undefined || self.held.key !== key || !self.held.sandbox.alive()) {
+        yield* self.drop
+        self.held = { key, sandbox: yield* make }
         fresh = true
       }
-      return yield* body(held.sandbox, fresh)
+      return yield* body(self.held.sandbox, fresh)
     }))
+  }
 
   // Never used: nothing to wait for or close.
-  return { use, release: Effect.suspend(() => lock === undefined ? Effect.void : locked(drop)) }
+  get release(): Effect.Effect<void> {
+    return Effect.suspend(() => this.lock === undefined ? Effect.void : this.locked(this.drop))
+  }
 }
+
+export const unsafeMakeSandboxHolder = (): SandboxHolder => new LazySandboxHolder()
 
 export const makeSandboxHolder: Effect.Effect<SandboxHolder> = Effect.sync(unsafeMakeSandboxHolder)
