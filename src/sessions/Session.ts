@@ -138,79 +138,10 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     // released when it passivates (the entity's scope closes) or is deleted (`Stop`).
     const sandbox = unsafeMakeSandboxHolder()
 
-    /** What the next write says besides its events: the status, if it changed, and the run's row, if just started. */
-    const pendingParts = (): Partial<LogWrite> => {
-      const parts: { status?: SessionStatus; run?: LogWrite["run"] } = {}
-      if (statusChanged) {
-        parts.status = status
-        statusChanged = false
-      }
-      if (run !== undefined && !run.written) {
-        parts.run = { record: run.record, outcome: Option.none() }
-        run.written = true
-      }
-      return parts
-    }
-
-    const setStatus = (next: SessionStatus) => {
-      if (next !== status) {
-        status = next
-        statusChanged = true
-      }
-    }
-
     /** The event as the log holds it, with the session's next `seq`. */
     const nextLogged = (turn: number, event: InternalEvent) => {
       seq += 1
       return { seq, turn, payload: { ...event, seq } }
-    }
-
-    /**
-     * Logs an event (and what changed with it) through the group-committing writer: live subscribers see it once it
-     * is committed. Returns once it is queued, in order with the session's other writes; never cut in half.
-     */
-    const record = (turn: number, event: InternalEvent) =>
-      Effect.uninterruptible(Effect.gen(function*() {
-        if (deleted || Option.isSome(stoppedBy)) return
-        // A write of this session failed: `seq` cannot go on past it (a hole), so the turn stops here and its end
-        // is written once the session read its position again. Nor does a runner that lost the shard write on.
-        const stop = log.refused(sessionId)
-          ? { code: "owner_lost", message: "This runner lost the session during the turn; the turn was stopped." }
-          : log.failed(sessionId)
-          ? { code: "storage_unavailable", message: "The session's log could not be written; the turn was stopped." }
-          : !(yield* owner)
-          ? { code: "owner_lost", message: "This runner lost the session during the turn; the turn was stopped." }
-          : undefined
-        if (stop !== undefined) {
-          stoppedBy = Option.some(stop)
-          const running = current
-          if (Option.isSome(running)) Runtime.runFork(entityRuntime)(Fiber.interrupt(running.value.fiber))
-          return
-        }
-        setStatus(event.type === "Ask" ? "waiting_approval" : status === "waiting_approval" ? "running" : status)
-        yield* log.append({ sessionId, fence, events: [nextLogged(turn, event)], ...pendingParts() })
-      }))
-
-    const trim = (kept: { turns: Array<EncodedTurn>; earlier: number }) => trimToBudget(kept, contextChars)
-
-    /**
-     * The session's history for the next turn, read from the database only the first time. No generator function
-     * kept per session here and below (`busy`, `idle`, `work`): each one run gets a prototype object and hidden
-     * classes of its own, which an idle session would keep.
-     */
-    const loadHistory = Effect.suspend(() =>
-      Option.isSome(history) ? Effect.succeed(history.value) : Effect.map(repo.turns(sessionId), (rows) => {
-        const loaded = trim({ turns: rows.map((turn) => ({ chars: turn.chars, json: JSON.stringify(turn.messages) })), earlier: 0 })
-        history = Option.some(loaded)
-        return loaded
-      })
-    )
-
-    /** Adds the turn that just ended (its messages' JSON) to the history kept in memory. */
-    const remember = (turn: EncodedTurn) => {
-      if (Option.isNone(history)) return
-      history.value.turns.push(turn)
-      trim(history.value)
     }
 
     // A turn that was in flight when the process stopped never finished: its log says so, and the session is free.
@@ -231,44 +162,122 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     for (const turn of yield* repo.queuedTurns(sessionId)) yield* enqueue(turn)
 
     /**
-     * Writes a turn's end until it is written, as the same run (issue 33: an end lost in a database restart left the
-     * turn queued, and the next load ran it again under a new run id and charged it twice). A failed attempt may have
-     * committed all the same (its answer was lost): the log is asked first whether the turn ended. Otherwise the
-     * session reads its position again (what was not written is gone; `seq` goes on from what was) and tries again.
-     * A turn another runner closed meanwhile (it took the shard) is ended already: one end per turn, by the database.
+     * What only a running turn uses, made per turn: an idle session (every active one, most of the time) does not
+     * keep these closures (issue 28, heap per session).
      */
-    const writeEnd = (turnNumber: number, terminal: Option.Option<InternalEvent>, parts: Omit<LogWrite, "sessionId" | "events">) =>
-      Effect.gen(function*() {
-        const retries = yield* Schedule.driver(END_RETRY)
-        while (true) {
-          const events: Array<LoggedEvent> = Option.match(terminal, { onNone: () => [], onSome: (event) => [nextLogged(turnNumber, event)] })
-          const exit = yield* Effect.exit(log.commit({ sessionId, fence, ...parts, events }))
-          if (Exit.isSuccess(exit)) return
-          if (log.refused(sessionId) || !fences.fenceCurrent(fence)) {
-            // Refused by its fence: the session has another owner, who closes this turn (as interrupted, with the
-            // credits the ledger holds for it). Nothing of it is written from here.
-            yield* Effect.logWarning(`the end of turn ${turnNumber} of session ${sessionId} was refused: this runner no longer owns the session`)
-            return
-          }
-          yield* Effect.logWarning(`the end of turn ${turnNumber} of session ${sessionId} could not be written; trying again`, Cause.squash(exit.cause))
-          yield* Effect.ignore(retries.next(undefined))
-          const again = yield* Effect.exit(Effect.gen(function*() {
-            if (yield* repo.turnEnded(sessionId, turnNumber)) return false
-            seq = (yield* repo.positions(sessionId)).seq
-            yield* log.resume(sessionId)
-            return true
-          }))
-          if (Exit.isSuccess(again) && !again.value) {
-            seq = (yield* Effect.orElseSucceed(Effect.map(repo.positions(sessionId), (p) => p.seq), () => seq))
-            yield* log.resume(sessionId)
-            return
-          }
+    const turnTools = () => {
+      /** What the next write says besides its events: the status, if it changed, and the run's row, if just started. */
+      const pendingParts = (): Partial<LogWrite> => {
+        const parts: { status?: SessionStatus; run?: LogWrite["run"] } = {}
+        if (statusChanged) {
+          parts.status = status
+          statusChanged = false
         }
-      })
+        if (run !== undefined && !run.written) {
+          parts.run = { record: run.record, outcome: Option.none() }
+          run.written = true
+        }
+        return parts
+      }
+
+      const setStatus = (next: SessionStatus) => {
+        if (next !== status) {
+          status = next
+          statusChanged = true
+        }
+      }
+
+      /**
+       * Logs an event (and what changed with it) through the group-committing writer: live subscribers see it once it
+       * is committed. Returns once it is queued, in order with the session's other writes; never cut in half.
+       */
+      const record = (turn: number, event: InternalEvent) =>
+        Effect.uninterruptible(Effect.gen(function*() {
+          if (deleted || Option.isSome(stoppedBy)) return
+          // A write of this session failed: `seq` cannot go on past it (a hole), so the turn stops here and its end
+          // is written once the session read its position again. Nor does a runner that lost the shard write on.
+          const stop = log.refused(sessionId)
+            ? { code: "owner_lost", message: "This runner lost the session during the turn; the turn was stopped." }
+            : log.failed(sessionId)
+            ? { code: "storage_unavailable", message: "The session's log could not be written; the turn was stopped." }
+            : !(yield* owner)
+            ? { code: "owner_lost", message: "This runner lost the session during the turn; the turn was stopped." }
+            : undefined
+          if (stop !== undefined) {
+            stoppedBy = Option.some(stop)
+            const running = current
+            if (Option.isSome(running)) Runtime.runFork(entityRuntime)(Fiber.interrupt(running.value.fiber))
+            return
+          }
+          setStatus(event.type === "Ask" ? "waiting_approval" : status === "waiting_approval" ? "running" : status)
+          yield* log.append({ sessionId, fence, events: [nextLogged(turn, event)], ...pendingParts() })
+        }))
+
+      const trim = (kept: { turns: Array<EncodedTurn>; earlier: number }) => trimToBudget(kept, contextChars)
+
+      /**
+       * The session's history for the next turn, read from the database only the first time. No generator function
+       * kept per session here and below (`busy`, `idle`, `work`): each one run gets a prototype object and hidden
+       * classes of its own, which an idle session would keep.
+       */
+      const loadHistory = Effect.suspend(() =>
+        Option.isSome(history) ? Effect.succeed(history.value) : Effect.map(repo.turns(sessionId), (rows) => {
+          const loaded = trim({ turns: rows.map((turn) => ({ chars: turn.chars, json: JSON.stringify(turn.messages) })), earlier: 0 })
+          history = Option.some(loaded)
+          return loaded
+        })
+      )
+
+      /** Adds the turn that just ended (its messages' JSON) to the history kept in memory. */
+      const remember = (turn: EncodedTurn) => {
+        if (Option.isNone(history)) return
+        history.value.turns.push(turn)
+        trim(history.value)
+      }
+
+      /**
+       * Writes a turn's end until it is written, as the same run (issue 33: an end lost in a database restart left the
+       * turn queued, and the next load ran it again under a new run id and charged it twice). A failed attempt may have
+       * committed all the same (its answer was lost): the log is asked first whether the turn ended. Otherwise the
+       * session reads its position again (what was not written is gone; `seq` goes on from what was) and tries again.
+       * A turn another runner closed meanwhile (it took the shard) is ended already: one end per turn, by the database.
+       */
+      const writeEnd = (turnNumber: number, terminal: Option.Option<InternalEvent>, parts: Omit<LogWrite, "sessionId" | "events">) =>
+        Effect.gen(function*() {
+          const retries = yield* Schedule.driver(END_RETRY)
+          while (true) {
+            const events: Array<LoggedEvent> = Option.match(terminal, { onNone: () => [], onSome: (event) => [nextLogged(turnNumber, event)] })
+            const exit = yield* Effect.exit(log.commit({ sessionId, fence, ...parts, events }))
+            if (Exit.isSuccess(exit)) return
+            if (log.refused(sessionId) || !fences.fenceCurrent(fence)) {
+              // Refused by its fence: the session has another owner, who closes this turn (as interrupted, with the
+              // credits the ledger holds for it). Nothing of it is written from here.
+              yield* Effect.logWarning(`the end of turn ${turnNumber} of session ${sessionId} was refused: this runner no longer owns the session`)
+              return
+            }
+            yield* Effect.logWarning(`the end of turn ${turnNumber} of session ${sessionId} could not be written; trying again`, Cause.squash(exit.cause))
+            yield* Effect.ignore(retries.next(undefined))
+            const again = yield* Effect.exit(Effect.gen(function*() {
+              if (yield* repo.turnEnded(sessionId, turnNumber)) return false
+              seq = (yield* repo.positions(sessionId)).seq
+              yield* log.resume(sessionId)
+              return true
+            }))
+            if (Exit.isSuccess(again) && !again.value) {
+              seq = (yield* Effect.orElseSucceed(Effect.map(repo.positions(sessionId), (p) => p.seq), () => seq))
+              yield* log.resume(sessionId)
+              return
+            }
+          }
+        })
+
+      return { pendingParts, setStatus, record, loadHistory, remember, writeEnd }
+    }
 
     const runTurn = (turn: QueuedTurn) =>
       Effect.gen(function*() {
         if (Option.isNone(row) || deleted) return
+        const { loadHistory, pendingParts, record, remember, setStatus, writeEnd } = turnTools()
         const { accountId, agentIdentifier, endUserId, environmentId } = row.value
         const partition = { accountId, endUserId }
         const agent = yield* runs.runnable(agentIdentifier, accountId)
