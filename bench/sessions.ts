@@ -14,7 +14,9 @@
  * opening subscriptions after this long and report how far it got), --idle-seconds 10 (server CPU while they are
  * held idle), --idle-profile FILE (a CPU profile of the server over that window; needs the inspector), --gc on|off
  * (force a full GC in the server through the inspector before each memory sample), --phases
- * memory,subscriptions,turns, --json FILE (also write every phase's numbers as JSON, for bench/engine.ts).
+ * memory,subscriptions,turns, --json FILE (also write every phase's numbers as JSON, for bench/engine.ts),
+ * --heap-snapshots DIR (memory phase: write the server's V8 heap snapshots `warm.heapsnapshot`, after the warm-up's
+ * sample, and `last.heapsnapshot`, after the last checkpoint's; compare them with bench/heapdiff.ts).
  * BENCH_NODE_ARGS adds flags to the server's node (as in bench/runs.ts).
  *
  * The server runs with `--inspect=127.0.0.1:<free port>` (unless --gc off) so the script can force a full GC and
@@ -49,6 +51,8 @@ const IDLE_SECONDS = Number(args.get("idle-seconds") ?? 10)
 const PHASES = new Set((args.get("phases") ?? "memory,subscriptions,turns").split(","))
 /** Also write every phase's numbers as JSON to this file. */
 const JSON_FILE = args.get("json")
+/** Where the memory phase writes heap snapshots of the server (needs the inspector). */
+const HEAP_SNAPSHOTS = args.get("heap-snapshots")
 const WARM_UP_SESSIONS = 50
 const SERVICES = process.env.DATABASE_URL !== undefined
 const ADMIN_URL = process.env.DATABASE_URL ?? ""
@@ -197,6 +201,12 @@ const inspectorSession = async (port: number) => {
     socket.once("error", reject)
   })
   let id = 0
+  /** Notifications (messages without an id) go to `onEvent`, e.g. a heap snapshot's chunks. */
+  let onEvent: ((method: string, params: any) => void) | undefined
+  socket.on("message", (data: Buffer) => {
+    const message = JSON.parse(data.toString())
+    if (message.id === undefined && message.method !== undefined) onEvent?.(message.method, message.params)
+  })
   const send = (method: string, params: Record<string, unknown> = {}) =>
     new Promise<any>((resolve, reject) => {
       const mine = ++id
@@ -210,7 +220,35 @@ const inspectorSession = async (port: number) => {
       socket.on("message", onMessage)
       socket.send(JSON.stringify({ id: mine, method, params }))
     })
-  return { send, close: () => socket.close() }
+  /** Writes a heap snapshot (after a full GC, as the samples are taken) to `file`, chunk by chunk. */
+  const heapSnapshot = async (file: string) => {
+    const fd = Fs.openSync(file, "w")
+    try {
+      onEvent = (method, params) => {
+        if (method === "HeapProfiler.addHeapSnapshotChunk") Fs.writeSync(fd, params.chunk as string)
+      }
+      await send("HeapProfiler.collectGarbage")
+      await send("HeapProfiler.takeHeapSnapshot", { reportProgress: false, captureNumericValue: false })
+    } finally {
+      onEvent = undefined
+      Fs.closeSync(fd)
+    }
+  }
+  return { send, heapSnapshot, close: () => socket.close() }
+}
+
+/** Memory phase, --heap-snapshots: the server's heap as `DIR/<name>.heapsnapshot`. */
+const writeHeapSnapshot = async (inspectPort: number | undefined, name: string) => {
+  if (HEAP_SNAPSHOTS === undefined || inspectPort === undefined) return
+  Fs.mkdirSync(HEAP_SNAPSHOTS, { recursive: true })
+  const file = `${HEAP_SNAPSHOTS}/${name}.heapsnapshot`
+  const session = await inspectorSession(inspectPort)
+  try {
+    await session.heapSnapshot(file)
+  } finally {
+    session.close()
+  }
+  progress(`heap snapshot ${file} (${(Fs.statSync(file).size / 1024 / 1024).toFixed(0)} MiB)`)
 }
 
 interface Sample {
@@ -318,6 +356,8 @@ const main = async () => {
     /** Sessions in creation order; session i belongs to user i % USERS. */
     const sessions: Array<{ id: string; token: string }> = []
     let firstTurnFailures = 0
+    /** How the failed first turns ended: HTTP status and last event, counted. */
+    const firstTurnEnds = new Map<string, number>()
     let firstSessionAt = NaN
     /** Creates sessions up to `total`, each with one message answered, so each Session entity is active. */
     const grow = async (total: number) => {
@@ -325,14 +365,23 @@ const main = async () => {
       const slots: Array<{ id: string; token: string }> = []
       await pool(from, total, CONCURRENCY, async (i) => {
         const user = users[i % users.length]!
-        const created = await call(agent, base, "POST", "/v1/sessions", { agent: user.agent, title: `bench ${i}` }, {
-          authorization: `Bearer ${user.token}`
-        })
+        // A keep-alive socket the server closes as the request goes out (its idle timeout, after a sample's pause)
+        // resets it: sent again. No idempotency key (embedded, its memory store would count in the heap per
+        // session); a reset request that did create a session leaves a row whose entity never starts.
+        const create = () =>
+          call(agent, base, "POST", "/v1/sessions", { agent: user.agent, title: `bench ${i}` }, {
+            authorization: `Bearer ${user.token}`
+          })
+        const created = await create().catch((error) => error?.code === "ECONNRESET" ? create() : Promise.reject(error))
         if (created.status !== 201) throw new Error(`create session: ${created.status} ${JSON.stringify(created.body)}`)
         slots[i - from] = { id: created.body.id as string, token: user.token }
         if (Number.isNaN(firstSessionAt)) firstSessionAt = performance.now()
         const turn = await streamTurn(base, user.token, created.body.id, "hello")
-        if (!turn.ok) firstTurnFailures++
+        if (!turn.ok) {
+          firstTurnFailures++
+          const end = `${turn.status} ${turn.events[turn.events.length - 1]?.name ?? "(no event)"}`
+          firstTurnEnds.set(end, (firstTurnEnds.get(end) ?? 0) + 1)
+        }
       })
       sessions.push(...slots)
     }
@@ -354,6 +403,7 @@ const main = async () => {
       const warmSeconds = (performance.now() - warmStart) / 1000
       progress(`warm-up done in ${warmSeconds.toFixed(1)} s`)
       const baseline = await sample(pid, inspectPort)
+      await writeHeapSnapshot(inspectPort, "warm")
       const rows: Array<{ n: number; s: Sample; seconds: number }> = [{ n: sessions.length, s: baseline, seconds: 0 }]
       let started = performance.now()
       let oldest = 0
@@ -364,13 +414,16 @@ const main = async () => {
         progress(`${total} sessions (${seconds.toFixed(1)} s)`)
         rows.push({ n: total, s: await sample(pid, inspectPort), seconds })
         oldest = (performance.now() - firstSessionAt) / 1000
+        if (checkpoint === CHECKPOINTS[CHECKPOINTS.length - 1]) await writeHeapSnapshot(inspectPort, "last")
         started = performance.now()
       }
       out()
       out(`### 1. Memory per idle active session`)
       out()
       out(`Each session created and sent one \`hello\` (answered), so its Session entity is active (maxIdleTime 5 min) and idle.`)
-      out(`Baseline after ${WARM_UP_SESSIONS} warm-up sessions and ${WARM_UP_SESSIONS * 4} more turns on them (${f(warmSeconds, 0)} s); first-turn failures: ${firstTurnFailures}.`)
+      out(`Baseline after ${WARM_UP_SESSIONS} warm-up sessions and ${WARM_UP_SESSIONS * 4} more turns on them (${f(warmSeconds, 0)} s); first-turn failures: ${firstTurnFailures}${
+          firstTurnFailures > 0 ? ` (${Array.from(firstTurnEnds, ([end, n]) => `${n}× ${end}`).join(", ")})` : ""
+        }.`)
       out()
       out("| active sessions | created in s | server RSS MiB | RSS after GC MiB | V8 heap after GC MiB | RSS / session (vs baseline) | heap / session (vs baseline) | server fds | load avg |")
       out("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")

@@ -1,28 +1,40 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import { Entity, type Sharding } from "@effect/cluster"
-import { Cause, Effect, Exit, Fiber, Layer, Metric, Option, Queue, Runtime, Schedule } from "effect"
+import { Cause, Deferred, Effect, Exit, Fiber, FiberId, Layer, Metric, Option, Runtime, Schedule, Scope } from "effect"
 import { ShardFences } from "../platform/cluster/Fences.js"
 import { AppConfig } from "../platform/Config.js"
-import { activeSessions, countWhileScoped, inFlight, queuedTurns, runningTurns } from "../platform/telemetry/Metrics.js"
+import { activeSessions, inFlight, queuedTurns, runningTurns } from "../platform/telemetry/Metrics.js"
 import { type InternalEvent, isTerminal } from "../runtime/Events.js"
 import { MAX_STEPS } from "../runtime/Run.js"
 import { newRunId } from "../runtime/Domain.js"
 import { RunEngine } from "../runtime/RunEngine.js"
-import { makeSandboxHolder } from "../runtime/sandbox/Holder.js"
+import { unsafeMakeSandboxHolder } from "../runtime/sandbox/Holder.js"
 import { Runs } from "../runs/Runs.js"
 import { SessionsConfig } from "./Config.js"
 import { SessionHub } from "./Hub.js"
 import type { RunOutcome, RunRecord } from "../runtime/Repo.js"
 import { SessionLog } from "./Log.js"
-import { type LoggedEvent, type LogWrite, type QueuedTurn, type SessionStatus, SessionsRepo, type TurnRow } from "./Repo.js"
+import { type LoggedEvent, type LogWrite, type QueuedTurn, type SessionRow, type SessionStatus, SessionsRepo, type TurnRow } from "./Repo.js"
 import { Session, SessionGone } from "./SessionRpc.js"
-import { contextOf, trimToBudget } from "./Window.js"
+import { contextOf, trimToBudget, type WindowTurn } from "./Window.js"
 
 export { Session, SessionGone } from "./SessionRpc.js"
 export { contextOf } from "./Window.js"
 
 /** How a turn's end that could not be written is tried again: 0.2 s doubling to 2 s apart, until it is written. */
 const END_RETRY = Schedule.exponential("200 millis", 2).pipe(Schedule.union(Schedule.spaced("2 seconds")))
+
+/** A turn of the history an active session keeps: its messages as JSON, and `chars` (the budget's measure). */
+interface EncodedTurn {
+  readonly chars: number
+  readonly json: string
+}
+
+/** What a turn reads of the session's row. */
+const turnPartOf = (found: Option.Option<SessionRow>) =>
+  Option.map(found, ({ accountId, agentIdentifier, endUserId, environmentId }) => ({ accountId, agentIdentifier, endUserId, environmentId }))
+
+const decodeTurn = (turn: EncodedTurn): WindowTurn => ({ chars: turn.chars, messages: JSON.parse(turn.json) })
 
 /** How long a session's worker is busy before it asks the cluster to keep the session active; < `maxIdleTime`. */
 const KEEP_ALIVE_AFTER = "1 minute"
@@ -66,8 +78,9 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     // from the position the database has.
     yield* log.resume(sessionId)
     const positions = yield* repo.positions(sessionId)
-    // The row, kept while active: nothing a turn reads of it changes except by `Reload` (adopt) or `Stop` (delete).
-    let row = yield* repo.byId(sessionId)
+    // What a turn reads of the row, kept while active: none of it changes except by `Reload` (adopt) or `Stop`
+    // (delete). Only those fields, not the row (its title, metadata and dates): every active session holds this.
+    let row = turnPartOf(yield* repo.byId(sessionId))
     let seq = positions.seq
     let lastTurn = positions.turn
     let deleted = false
@@ -78,106 +91,57 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     let run: { record: RunRecord; outcome: Option.Option<RunOutcome>; written: boolean } | undefined
     /**
      * The history as the next turn's prompt needs it, kept while the session is active (read once, then added to
-     * turn by turn): the newest turns within the context budget, and how many older ones were left out.
+     * turn by turn): the newest turns within the context budget, and how many older ones were left out. Each turn's
+     * messages are kept as their JSON (what `chars` measures), not decoded: a string instead of a tree of objects
+     * per message and part while the session waits (issue 28, heap per session); a turn decodes them once.
      */
-    let history: Option.Option<{ turns: Array<TurnRow>; earlier: number }> = Option.none()
+    let history: Option.Option<{ turns: Array<EncodedTurn>; earlier: number }> = Option.none()
     let current: Option.Option<{ readonly turn: number; readonly fiber: Fiber.RuntimeFiber<unknown, unknown> }> = Option.none()
     /** Why the running turn was stopped from inside (its log broke, or its shard was lost), if it was. */
     let stoppedBy: Option.Option<{ readonly code: string; readonly message: string }> = Option.none()
-    const queue = yield* Queue.unbounded<QueuedTurn>()
     /**
-     * Turns sent and not yet ended (queued or running), and a latch open while there are none (or the session is
-     * deleted): what a runner giving the session up waits for. A counter and a latch, not a `SubscriptionRef` (a
-     * `PubSub` per session): every active session holds one, idle or not (issue 28, heap per session).
+     * Turns sent and not yet run, in order. A plain array, and a worker fiber only while there are turns (`work`): an
+     * idle session holds no queue, no fiber and no latch, since every active session holds them, idle or not (issue
+     * 28, heap per session).
+     */
+    const queued: Array<QueuedTurn> = []
+    let worker: Fiber.RuntimeFiber<void> | undefined
+    /** Set once the behaviour is built: turns owed on reload wait for it before a worker starts. */
+    let started = false
+    /**
+     * Turns sent and not yet ended (queued or running): what a runner giving the session up waits for (`drained`),
+     * through a deferred made only while it waits. A counter, not a `SubscriptionRef` (a `PubSub` per session).
      */
     let unfinished = 0
-    const drained = yield* Effect.makeLatch(true)
+    let drainedWaiter: Deferred.Deferred<void> | undefined
     const unfinishedBy = (delta: number) =>
-      Effect.suspend(() => {
+      Effect.sync(() => {
         unfinished += delta
-        return unfinished > 0 && !deleted ? drained.close : drained.open
+        if ((unfinished <= 0 || deleted) && drainedWaiter !== undefined) Deferred.unsafeDone(drainedWaiter, Exit.void)
       })
+    /** Returns once no sent turn is left to end (or the session is deleted). */
+    const drained = Effect.suspend(() => {
+      if (unfinished <= 0 || deleted) return Effect.void
+      drainedWaiter ??= Deferred.unsafeMake<void>(FiberId.none)
+      return Deferred.await(drainedWaiter)
+    })
     /** Hands a turn to the worker (it is durable already: `Send` wrote it first, or it was owed on reload). */
     const enqueue = (turn: QueuedTurn) =>
       Effect.gen(function*() {
         yield* unfinishedBy(1)
-        yield* Queue.offer(queue, turn)
+        queued.push(turn)
         yield* Metric.increment(queuedTurns)
+        if (started) startWorker()
       })
 
     // The session's sandbox (`run_code`): kept while the session is active, so variables persist between turns;
     // released when it passivates (the entity's scope closes) or is deleted (`Stop`).
-    const sandbox = yield* makeSandboxHolder
-    yield* Effect.addFinalizer(() => sandbox.release)
-
-    /** What the next write says besides its events: the status, if it changed, and the run's row, if just started. */
-    const pendingParts = (): Partial<LogWrite> => {
-      const parts: { status?: SessionStatus; run?: LogWrite["run"] } = {}
-      if (statusChanged) {
-        parts.status = status
-        statusChanged = false
-      }
-      if (run !== undefined && !run.written) {
-        parts.run = { record: run.record, outcome: Option.none() }
-        run.written = true
-      }
-      return parts
-    }
-
-    const setStatus = (next: SessionStatus) => {
-      if (next !== status) {
-        status = next
-        statusChanged = true
-      }
-    }
+    const sandbox = unsafeMakeSandboxHolder()
 
     /** The event as the log holds it, with the session's next `seq`. */
     const nextLogged = (turn: number, event: InternalEvent) => {
       seq += 1
       return { seq, turn, payload: { ...event, seq } }
-    }
-
-    /**
-     * Logs an event (and what changed with it) through the group-committing writer: live subscribers see it once it
-     * is committed. Returns once it is queued, in order with the session's other writes; never cut in half.
-     */
-    const record = (turn: number, event: InternalEvent) =>
-      Effect.uninterruptible(Effect.gen(function*() {
-        if (deleted || Option.isSome(stoppedBy)) return
-        // A write of this session failed: `seq` cannot go on past it (a hole), so the turn stops here and its end
-        // is written once the session read its position again. Nor does a runner that lost the shard write on.
-        const stop = log.refused(sessionId)
-          ? { code: "owner_lost", message: "This runner lost the session during the turn; the turn was stopped." }
-          : log.failed(sessionId)
-          ? { code: "storage_unavailable", message: "The session's log could not be written; the turn was stopped." }
-          : !(yield* owner)
-          ? { code: "owner_lost", message: "This runner lost the session during the turn; the turn was stopped." }
-          : undefined
-        if (stop !== undefined) {
-          stoppedBy = Option.some(stop)
-          const running = current
-          if (Option.isSome(running)) Runtime.runFork(entityRuntime)(Fiber.interrupt(running.value.fiber))
-          return
-        }
-        setStatus(event.type === "Ask" ? "waiting_approval" : status === "waiting_approval" ? "running" : status)
-        yield* log.append({ sessionId, fence, events: [nextLogged(turn, event)], ...pendingParts() })
-      }))
-
-    const trim = (kept: { turns: Array<TurnRow>; earlier: number }) => trimToBudget(kept, contextChars)
-
-    /** The session's history for the next turn, read from the database only the first time. */
-    const loadHistory = Effect.gen(function*() {
-      if (Option.isSome(history)) return history.value
-      const loaded = trim({ turns: [...(yield* repo.turns(sessionId))], earlier: 0 })
-      history = Option.some(loaded)
-      return loaded
-    })
-
-    /** Adds the turn that just ended to the history kept in memory. */
-    const remember = (turn: TurnRow) => {
-      if (Option.isNone(history)) return
-      history.value.turns.push(turn)
-      trim(history.value)
     }
 
     // A turn that was in flight when the process stopped never finished: its log says so, and the session is free.
@@ -198,44 +162,122 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     for (const turn of yield* repo.queuedTurns(sessionId)) yield* enqueue(turn)
 
     /**
-     * Writes a turn's end until it is written, as the same run (issue 33: an end lost in a database restart left the
-     * turn queued, and the next load ran it again under a new run id and charged it twice). A failed attempt may have
-     * committed all the same (its answer was lost): the log is asked first whether the turn ended. Otherwise the
-     * session reads its position again (what was not written is gone; `seq` goes on from what was) and tries again.
-     * A turn another runner closed meanwhile (it took the shard) is ended already: one end per turn, by the database.
+     * What only a running turn uses, made per turn: an idle session (every active one, most of the time) does not
+     * keep these closures (issue 28, heap per session).
      */
-    const writeEnd = (turnNumber: number, terminal: Option.Option<InternalEvent>, parts: Omit<LogWrite, "sessionId" | "events">) =>
-      Effect.gen(function*() {
-        const retries = yield* Schedule.driver(END_RETRY)
-        while (true) {
-          const events: Array<LoggedEvent> = Option.match(terminal, { onNone: () => [], onSome: (event) => [nextLogged(turnNumber, event)] })
-          const exit = yield* Effect.exit(log.commit({ sessionId, fence, ...parts, events }))
-          if (Exit.isSuccess(exit)) return
-          if (log.refused(sessionId) || !fences.fenceCurrent(fence)) {
-            // Refused by its fence: the session has another owner, who closes this turn (as interrupted, with the
-            // credits the ledger holds for it). Nothing of it is written from here.
-            yield* Effect.logWarning(`the end of turn ${turnNumber} of session ${sessionId} was refused: this runner no longer owns the session`)
-            return
-          }
-          yield* Effect.logWarning(`the end of turn ${turnNumber} of session ${sessionId} could not be written; trying again`, Cause.squash(exit.cause))
-          yield* Effect.ignore(retries.next(undefined))
-          const again = yield* Effect.exit(Effect.gen(function*() {
-            if (yield* repo.turnEnded(sessionId, turnNumber)) return false
-            seq = (yield* repo.positions(sessionId)).seq
-            yield* log.resume(sessionId)
-            return true
-          }))
-          if (Exit.isSuccess(again) && !again.value) {
-            seq = (yield* Effect.orElseSucceed(Effect.map(repo.positions(sessionId), (p) => p.seq), () => seq))
-            yield* log.resume(sessionId)
-            return
-          }
+    const turnTools = () => {
+      /** What the next write says besides its events: the status, if it changed, and the run's row, if just started. */
+      const pendingParts = (): Partial<LogWrite> => {
+        const parts: { status?: SessionStatus; run?: LogWrite["run"] } = {}
+        if (statusChanged) {
+          parts.status = status
+          statusChanged = false
         }
-      })
+        if (run !== undefined && !run.written) {
+          parts.run = { record: run.record, outcome: Option.none() }
+          run.written = true
+        }
+        return parts
+      }
+
+      const setStatus = (next: SessionStatus) => {
+        if (next !== status) {
+          status = next
+          statusChanged = true
+        }
+      }
+
+      /**
+       * Logs an event (and what changed with it) through the group-committing writer: live subscribers see it once it
+       * is committed. Returns once it is queued, in order with the session's other writes; never cut in half.
+       */
+      const record = (turn: number, event: InternalEvent) =>
+        Effect.uninterruptible(Effect.gen(function*() {
+          if (deleted || Option.isSome(stoppedBy)) return
+          // A write of this session failed: `seq` cannot go on past it (a hole), so the turn stops here and its end
+          // is written once the session read its position again. Nor does a runner that lost the shard write on.
+          const stop = log.refused(sessionId)
+            ? { code: "owner_lost", message: "This runner lost the session during the turn; the turn was stopped." }
+            : log.failed(sessionId)
+            ? { code: "storage_unavailable", message: "The session's log could not be written; the turn was stopped." }
+            : !(yield* owner)
+            ? { code: "owner_lost", message: "This runner lost the session during the turn; the turn was stopped." }
+            : undefined
+          if (stop !== undefined) {
+            stoppedBy = Option.some(stop)
+            const running = current
+            if (Option.isSome(running)) Runtime.runFork(entityRuntime)(Fiber.interrupt(running.value.fiber))
+            return
+          }
+          setStatus(event.type === "Ask" ? "waiting_approval" : status === "waiting_approval" ? "running" : status)
+          yield* log.append({ sessionId, fence, events: [nextLogged(turn, event)], ...pendingParts() })
+        }))
+
+      const trim = (kept: { turns: Array<EncodedTurn>; earlier: number }) => trimToBudget(kept, contextChars)
+
+      /**
+       * The session's history for the next turn, read from the database only the first time. No generator function
+       * kept per session here and below (`busy`, `idle`, `work`): each one run gets a prototype object and hidden
+       * classes of its own, which an idle session would keep.
+       */
+      const loadHistory = Effect.suspend(() =>
+        Option.isSome(history) ? Effect.succeed(history.value) : Effect.map(repo.turns(sessionId), (rows) => {
+          const loaded = trim({ turns: rows.map((turn) => ({ chars: turn.chars, json: JSON.stringify(turn.messages) })), earlier: 0 })
+          history = Option.some(loaded)
+          return loaded
+        })
+      )
+
+      /** Adds the turn that just ended (its messages' JSON) to the history kept in memory. */
+      const remember = (turn: EncodedTurn) => {
+        if (Option.isNone(history)) return
+        history.value.turns.push(turn)
+        trim(history.value)
+      }
+
+      /**
+       * Writes a turn's end until it is written, as the same run (issue 33: an end lost in a database restart left the
+       * turn queued, and the next load ran it again under a new run id and charged it twice). A failed attempt may have
+       * committed all the same (its answer was lost): the log is asked first whether the turn ended. Otherwise the
+       * session reads its position again (what was not written is gone; `seq` goes on from what was) and tries again.
+       * A turn another runner closed meanwhile (it took the shard) is ended already: one end per turn, by the database.
+       */
+      const writeEnd = (turnNumber: number, terminal: Option.Option<InternalEvent>, parts: Omit<LogWrite, "sessionId" | "events">) =>
+        Effect.gen(function*() {
+          const retries = yield* Schedule.driver(END_RETRY)
+          while (true) {
+            const events: Array<LoggedEvent> = Option.match(terminal, { onNone: () => [], onSome: (event) => [nextLogged(turnNumber, event)] })
+            const exit = yield* Effect.exit(log.commit({ sessionId, fence, ...parts, events }))
+            if (Exit.isSuccess(exit)) return
+            if (log.refused(sessionId) || !fences.fenceCurrent(fence)) {
+              // Refused by its fence: the session has another owner, who closes this turn (as interrupted, with the
+              // credits the ledger holds for it). Nothing of it is written from here.
+              yield* Effect.logWarning(`the end of turn ${turnNumber} of session ${sessionId} was refused: this runner no longer owns the session`)
+              return
+            }
+            yield* Effect.logWarning(`the end of turn ${turnNumber} of session ${sessionId} could not be written; trying again`, Cause.squash(exit.cause))
+            yield* Effect.ignore(retries.next(undefined))
+            const again = yield* Effect.exit(Effect.gen(function*() {
+              if (yield* repo.turnEnded(sessionId, turnNumber)) return false
+              seq = (yield* repo.positions(sessionId)).seq
+              yield* log.resume(sessionId)
+              return true
+            }))
+            if (Exit.isSuccess(again) && !again.value) {
+              seq = (yield* Effect.orElseSucceed(Effect.map(repo.positions(sessionId), (p) => p.seq), () => seq))
+              yield* log.resume(sessionId)
+              return
+            }
+          }
+        })
+
+      return { pendingParts, setStatus, record, loadHistory, remember, writeEnd }
+    }
 
     const runTurn = (turn: QueuedTurn) =>
       Effect.gen(function*() {
         if (Option.isNone(row) || deleted) return
+        const { loadHistory, pendingParts, record, remember, setStatus, writeEnd } = turnTools()
         const { accountId, agentIdentifier, endUserId, environmentId } = row.value
         const partition = { accountId, endUserId }
         const agent = yield* runs.runnable(agentIdentifier, accountId)
@@ -270,7 +312,7 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
           runId,
           agent: agent.value,
           payer: partition,
-          history: contextOf(context.turns, contextChars, context.earlier),
+          history: contextOf(context.turns.map(decodeTurn), contextChars, context.earlier),
           message: turn.message,
           budget: turn.budget,
           sessionId: Option.some(sessionId),
@@ -305,11 +347,12 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
           ]
           outcome = "interrupted"
         }
+        const json = JSON.stringify(messages)
         const saved: TurnRow = {
           turn: turn.turn,
           runId,
           messages,
-          chars: JSON.stringify(messages).length,
+          chars: json.length,
           status: outcome,
           createdAt: new Date()
         }
@@ -320,7 +363,7 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
         run = undefined
         yield* writeEnd(turn.turn, terminal, { ...pendingParts(), run: finished, turn: saved, dequeue: turn.turn })
         stoppedBy = Option.none()
-        remember(saved)
+        remember({ chars: saved.chars, json })
       })
 
     const entityRuntime = Runtime.make({
@@ -329,56 +372,89 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
       runtimeFlags: processRuntime.runtimeFlags
     })
     const entityScope = yield* Effect.scope
-    yield* countWhileScoped(activeSessions)
-    // Turns still queued when the session goes (a shutdown) no longer wait anywhere.
-    yield* Effect.addFinalizer(() => Effect.flatMap(Queue.size(queue), (n) => Metric.incrementBy(queuedTurns, -n)))
 
     // While the worker has work the entity must stay active (no passivation mid-turn). `Entity.keepAlive` is a
     // persisted message (three writes), so it is asked for only once the worker has been busy for a while, well
     // within `maxIdleTime`: the idle clock runs from the last message, and a builtin turn is over long before.
     let keepingAlive: Fiber.RuntimeFiber<void> | undefined
-    const busy = Effect.gen(function*() {
-      if (keepingAlive === undefined) keepingAlive = yield* Effect.fork(Effect.delay(Entity.keepAlive(true), KEEP_ALIVE_AFTER))
-    })
-    const idle = Effect.gen(function*() {
-      if (keepingAlive === undefined) return
-      // Ended by itself (not interrupted here): it did ask to be kept alive.
-      const asked = Exit.isSuccess(yield* Fiber.interrupt(keepingAlive))
-      keepingAlive = undefined
-      if (asked) yield* Entity.keepAlive(false)
-    })
-
-    // The worker: one turn at a time, in order.
-    Runtime.runFork(entityRuntime, Effect.forever(Effect.gen(function*() {
-      const turn = yield* Queue.take(queue)
-      yield* Metric.incrementBy(queuedTurns, -1)
-      yield* busy
-      // A runner that cannot confirm it still holds the session starts nothing: it waits until its next shard-lock
-      // refresh confirms it, or the shard moves and this entity ends (and the next owner runs the turn).
-      while (!(yield* owner)) yield* Effect.sleep("250 millis")
-      // The turn leaves the queue with its end's write. Not when interrupted: a turn cut by a shutdown is closed,
-      // or run, by the next owner.
-      yield* runTurn(turn).pipe(
-        inFlight(runningTurns),
-        Effect.catchAllCause((cause) => Effect.logError("session turn failed", cause)),
-        Effect.ensuring(unfinishedBy(-1))
-      )
-      if ((yield* Queue.size(queue)) === 0) yield* idle
-    })), { scope: entityScope })
-
-    // A runner giving the session up (SIGTERM, or its shard moving to a runner that joined) lets the sent turns end
-    // within SHUTDOWN_GRACE rather than cutting them: the next owner could only close them as interrupted. Added
-    // after the worker, so it runs before the worker is interrupted; the shard is not released until it returns.
-    yield* Effect.addFinalizer(() =>
-      // A shard this runner lost (its locks gone, or it was paused past them) is not handed over: it is someone
-      // else's already, and a turn running on would bill and write as a second owner.
-      fences.shardState(address.shardId) === "lost" ? Effect.void : drained.await.pipe(
-        // Finalizers are uninterruptible: without this the timeout could not stop the wait.
-        Effect.interruptible,
-        Effect.timeoutOption(shutdownGrace),
-        Effect.asVoid
-      )
+    const busy = Effect.suspend(() =>
+      keepingAlive !== undefined
+        ? Effect.void
+        : Effect.map(Effect.fork(Effect.delay(Entity.keepAlive(true), KEEP_ALIVE_AFTER)), (fiber) => void (keepingAlive = fiber))
     )
+    const idle = Effect.suspend(() => {
+      if (keepingAlive === undefined) return Effect.void
+      return Effect.flatMap(Fiber.interrupt(keepingAlive), (exit) => {
+        keepingAlive = undefined
+        // Ended by itself (not interrupted here): it did ask to be kept alive.
+        return Exit.isSuccess(exit) ? Entity.keepAlive(false) : Effect.void
+      })
+    })
+
+    /**
+     * The worker: one turn at a time, in order, while there are turns; it ends when none is left (the next `enqueue`
+     * starts another). Not forked into the entity's scope (a child scope per fork): the one finalizer below interrupts
+     * it, after the sent turns had their grace.
+     */
+    const work = (): Effect.Effect<void, never, Sharding.Sharding | Entity.CurrentAddress> => Effect.gen(function*() {
+      for (;;) {
+        const turn = queued.shift()
+        if (turn === undefined) {
+          yield* idle
+          // Checked again after `idle` (it may wait): a turn sent meanwhile found this worker still running.
+          if (queued.length > 0) continue
+          worker = undefined
+          return
+        }
+        yield* Metric.incrementBy(queuedTurns, -1)
+        yield* busy
+        // A runner that cannot confirm it still holds the session starts nothing: it waits until its next shard-lock
+        // refresh confirms it, or the shard moves and this entity ends (and the next owner runs the turn).
+        while (!(yield* owner)) yield* Effect.sleep("250 millis")
+        // The turn leaves the queue with its end's write. Not when interrupted: a turn cut by a shutdown is closed,
+        // or run, by the next owner.
+        yield* runTurn(turn).pipe(
+          inFlight(runningTurns),
+          Effect.catchAllCause((cause) => Effect.logError("session turn failed", cause)),
+          Effect.ensuring(unfinishedBy(-1))
+        )
+      }
+    })
+    function startWorker() {
+      if (worker !== undefined) return
+      const fiber = Runtime.runFork(entityRuntime)(work())
+      worker = fiber
+      // A worker that died all the same (a defect outside a turn) does not block the next `Send` from starting one.
+      fiber.addObserver(() => {
+        if (worker === fiber) worker = undefined
+      })
+    }
+
+    // One finalizer for the whole session, added to the scope directly (`Effect.addFinalizer` keeps a copy of the
+    // fiber's refs per finalizer, for every active session). In order: a runner giving the session up (SIGTERM, or
+    // its shard moving to a runner that joined) lets the sent turns end within SHUTDOWN_GRACE rather than cutting
+    // them (the next owner could only close them as interrupted), and the shard is not released until this returns;
+    // then the worker stops; turns still queued no longer wait anywhere; the sandbox goes.
+    yield* Effect.uninterruptible(Effect.zipRight(
+      Metric.increment(activeSessions),
+      Scope.addFinalizer(
+        entityScope,
+        Effect.gen(function*() {
+          // A shard this runner lost (its locks gone, or it was paused past them) is not handed over: it is someone
+          // else's already, and a turn running on would bill and write as a second owner.
+          if (fences.shardState(address.shardId) !== "lost") {
+            // Finalizers are uninterruptible: without this the timeout could not stop the wait.
+            yield* Effect.timeoutOption(Effect.interruptible(drained), shutdownGrace)
+          }
+          if (worker !== undefined) yield* Fiber.interrupt(worker)
+          yield* Metric.incrementBy(queuedTurns, -queued.length)
+          yield* Metric.incrementBy(activeSessions, -1)
+          yield* sandbox.release
+        })
+      )
+    ))
+    started = true
+    if (queued.length > 0) startWorker()
 
     return {
       Send: ({ payload }) =>
@@ -395,7 +471,7 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
       Wake: () => Effect.succeed(Option.isSome(current)),
       Reload: () =>
         Effect.gen(function*() {
-          row = yield* repo.byId(sessionId)
+          row = turnPartOf(yield* repo.byId(sessionId))
           return Option.isSome(row)
         }),
       Interrupt: () =>
@@ -407,7 +483,7 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
       Stop: () =>
         Effect.gen(function*() {
           deleted = true
-          const waiting = yield* Queue.takeAll(queue)
+          const waiting = queued.splice(0)
           yield* unfinishedBy(-waiting.length)
           yield* Metric.incrementBy(queuedTurns, -waiting.length)
           const running = current

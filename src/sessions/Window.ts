@@ -6,12 +6,15 @@ import type { TurnRow } from "./Repo.js"
  * on their own (test/sessions/window.test.ts); the session keeps its history trimmed by the same budget.
  */
 
+/** What the window reads of a turn: its messages and their size. */
+export type WindowTurn = Pick<TurnRow, "chars" | "messages">
+
 /**
  * History as the model sees it: the newest whole turns within the context budget, and a note of what was left out
  * (`earlier`: turns before `turns` that were left out already).
  */
-export const contextOf = (turns: ReadonlyArray<TurnRow>, budgetChars: number, earlier = 0): Array<Prompt.MessageEncoded> => {
-  const kept: Array<TurnRow> = []
+export const contextOf = (turns: ReadonlyArray<WindowTurn>, budgetChars: number, earlier = 0): Array<Prompt.MessageEncoded> => {
+  const kept: Array<WindowTurn> = []
   let chars = 0
   for (let i = turns.length - 1; i >= 0; i--) {
     const turn = turns[i]!
@@ -27,7 +30,7 @@ export const contextOf = (turns: ReadonlyArray<TurnRow>, budgetChars: number, ea
 }
 
 /** Lets go of the oldest turns that no longer fit `budgetChars` (the prompt would leave them out), counting them. */
-export const trimToBudget = (kept: { turns: Array<TurnRow>; earlier: number }, budgetChars: number) => {
+export const trimToBudget = <T extends { readonly chars: number }>(kept: { turns: Array<T>; earlier: number }, budgetChars: number) => {
   let chars = kept.turns.reduce((sum, t) => sum + t.chars, 0)
   while (kept.turns.length > 0 && chars > budgetChars) {
     chars -= kept.turns.shift()!.chars

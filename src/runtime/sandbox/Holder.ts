@@ -16,26 +16,49 @@ export interface SandboxHolder {
   readonly release: Effect.Effect<void>
 }
 
-export const makeSandboxHolder: Effect.Effect<SandboxHolder> = Effect.gen(function*() {
-  const lock = yield* Effect.makeSemaphore(1)
-  let held: { readonly key: string; readonly sandbox: SandboxInstance } | undefined
+/**
+ * A holder made synchronously: one object with its methods on the prototype (no closures of its own), and its lock
+ * made on first use. An active session holds a holder whether or not it ever runs code (issue 28, heap per session).
+ */
+class LazySandboxHolder implements SandboxHolder {
+  private lock: Effect.Semaphore | undefined
+  private held: { readonly key: string; readonly sandbox: SandboxInstance } | undefined
 
-  const drop = Effect.suspend(() => {
-    const current = held
-    held = undefined
-    return current === undefined ? Effect.void : current.sandbox.close
-  })
+  private locked<A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> {
+    return Effect.suspend(() => (this.lock ??= Effect.unsafeMakeSemaphore(1)).withPermits(1)(effect))
+  }
 
-  const use: SandboxHolder["use"] = (key, make, body) =>
-    lock.withPermits(1)(Effect.gen(function*() {
+  private get drop(): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      const current = this.held
+      this.held = undefined
+      return current === undefined ? Effect.void : current.sandbox.close
+    })
+  }
+
+  use<A, E>(
+    key: string,
+    make: Effect.Effect<SandboxInstance, SandboxFailure>,
+    body: (sandbox: SandboxInstance, fresh: boolean) => Effect.Effect<A, E>
+  ): Effect.Effect<A, E | SandboxFailure> {
+    const self = this
+    return this.locked(Effect.gen(function*() {
       let fresh = false
-      if (held === undefined || held.key !== key || !held.sandbox.alive()) {
-        yield* drop
-        held = { key, sandbox: yield* make }
+      if (self.held === undefined || self.held.key !== key || !self.held.sandbox.alive()) {
+        yield* self.drop
+        self.held = { key, sandbox: yield* make }
         fresh = true
       }
-      return yield* body(held.sandbox, fresh)
+      return yield* body(self.held.sandbox, fresh)
     }))
+  }
 
-  return { use, release: lock.withPermits(1)(drop) }
-})
+  // Never used: nothing to wait for or close.
+  get release(): Effect.Effect<void> {
+    return Effect.suspend(() => this.lock === undefined ? Effect.void : this.locked(this.drop))
+  }
+}
+
+export const unsafeMakeSandboxHolder = (): SandboxHolder => new LazySandboxHolder()
+
+export const makeSandboxHolder: Effect.Effect<SandboxHolder> = Effect.sync(unsafeMakeSandboxHolder)
