@@ -1,6 +1,6 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import { Entity, type Sharding } from "@effect/cluster"
-import { Cause, Deferred, Effect, Exit, Fiber, FiberId, Layer, Metric, Option, Runtime, Schedule, Scope } from "effect"
+import { Cause, Effect, Exit, Fiber, Layer, Metric, Option, Runtime, Schedule, Scope } from "effect"
 import { ShardFences } from "../platform/cluster/Fences.js"
 import { AppConfig } from "../platform/Config.js"
 import { activeSessions, inFlight, queuedTurns, runningTurns } from "../platform/telemetry/Metrics.js"
@@ -16,7 +16,8 @@ import type { RunOutcome, RunRecord } from "../runtime/Repo.js"
 import { SessionLog } from "./Log.js"
 import { type LoggedEvent, type LogWrite, type QueuedTurn, type SessionRow, type SessionStatus, SessionsRepo, type TurnRow } from "./Repo.js"
 import { Session, SessionGone } from "./SessionRpc.js"
-import { contextOf, trimToBudget, type WindowTurn } from "./Window.js"
+import { KeepAlive, UnfinishedTurns } from "./Activation.js"
+import { KeptHistory } from "./History.js"
 
 export { Session, SessionGone } from "./SessionRpc.js"
 export { contextOf } from "./Window.js"
@@ -24,20 +25,9 @@ export { contextOf } from "./Window.js"
 /** How a turn's end that could not be written is tried again: 0.2 s doubling to 2 s apart, until it is written. */
 const END_RETRY = Schedule.exponential("200 millis", 2).pipe(Schedule.union(Schedule.spaced("2 seconds")))
 
-/** A turn of the history an active session keeps: its messages as JSON, and `chars` (the budget's measure). */
-interface EncodedTurn {
-  readonly chars: number
-  readonly json: string
-}
-
 /** What a turn reads of the session's row. */
 const turnPartOf = (found: Option.Option<SessionRow>) =>
   Option.map(found, ({ accountId, agentIdentifier, endUserId, environmentId }) => ({ accountId, agentIdentifier, endUserId, environmentId }))
-
-const decodeTurn = (turn: EncodedTurn): WindowTurn => ({ chars: turn.chars, messages: JSON.parse(turn.json) })
-
-/** How long a session's worker is busy before it asks the cluster to keep the session active; < `maxIdleTime`. */
-const KEEP_ALIVE_AFTER = "1 minute"
 
 /**
  * The behaviour runs once per activation, in the fiber that sent the message that woke the session (for the API, the
@@ -89,13 +79,8 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     let statusChanged = false
     /** The running turn's run, as the engine's ledger tells it; the first write after its start carries its row. */
     let run: { record: RunRecord; outcome: Option.Option<RunOutcome>; written: boolean } | undefined
-    /**
-     * The history as the next turn's prompt needs it, kept while the session is active (read once, then added to
-     * turn by turn): the newest turns within the context budget, and how many older ones were left out. Each turn's
-     * messages are kept as their JSON (what `chars` measures), not decoded: a string instead of a tree of objects
-     * per message and part while the session waits (issue 28, heap per session); a turn decodes them once.
-     */
-    let history: Option.Option<{ turns: Array<EncodedTurn>; earlier: number }> = Option.none()
+    /** The history as the next turn's prompt needs it, kept while the session is active (`KeptHistory`). */
+    const history = new KeptHistory(repo.turns(sessionId), contextChars)
     let current: Option.Option<{ readonly turn: number; readonly fiber: Fiber.RuntimeFiber<unknown, unknown> }> = Option.none()
     /** Why the running turn was stopped from inside (its log broke, or its shard was lost), if it was. */
     let stoppedBy: Option.Option<{ readonly code: string; readonly message: string }> = Option.none()
@@ -108,27 +93,12 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     let worker: Fiber.RuntimeFiber<void> | undefined
     /** Set once the behaviour is built: turns owed on reload wait for it before a worker starts. */
     let started = false
-    /**
-     * Turns sent and not yet ended (queued or running): what a runner giving the session up waits for (`drained`),
-     * through a deferred made only while it waits. A counter, not a `SubscriptionRef` (a `PubSub` per session).
-     */
-    let unfinished = 0
-    let drainedWaiter: Deferred.Deferred<void> | undefined
-    const unfinishedBy = (delta: number) =>
-      Effect.sync(() => {
-        unfinished += delta
-        if ((unfinished <= 0 || deleted) && drainedWaiter !== undefined) Deferred.unsafeDone(drainedWaiter, Exit.void)
-      })
-    /** Returns once no sent turn is left to end (or the session is deleted). */
-    const drained = Effect.suspend(() => {
-      if (unfinished <= 0 || deleted) return Effect.void
-      drainedWaiter ??= Deferred.unsafeMake<void>(FiberId.none)
-      return Deferred.await(drainedWaiter)
-    })
+    /** Turns sent and not yet ended: what a runner giving the session up waits for. */
+    const unfinished = new UnfinishedTurns()
     /** Hands a turn to the worker (it is durable already: `Send` wrote it first, or it was owed on reload). */
     const enqueue = (turn: QueuedTurn) =>
       Effect.gen(function*() {
-        yield* unfinishedBy(1)
+        yield* unfinished.add(1)
         queued.push(turn)
         yield* Metric.increment(queuedTurns)
         if (started) startWorker()
@@ -213,28 +183,6 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
           yield* log.append({ sessionId, fence, events: [nextLogged(turn, event)], ...pendingParts() })
         }))
 
-      const trim = (kept: { turns: Array<EncodedTurn>; earlier: number }) => trimToBudget(kept, contextChars)
-
-      /**
-       * The session's history for the next turn, read from the database only the first time. No generator function
-       * kept per session here and below (`busy`, `idle`, `work`): each one run gets a prototype object and hidden
-       * classes of its own, which an idle session would keep.
-       */
-      const loadHistory = Effect.suspend(() =>
-        Option.isSome(history) ? Effect.succeed(history.value) : Effect.map(repo.turns(sessionId), (rows) => {
-          const loaded = trim({ turns: rows.map((turn) => ({ chars: turn.chars, json: JSON.stringify(turn.messages) })), earlier: 0 })
-          history = Option.some(loaded)
-          return loaded
-        })
-      )
-
-      /** Adds the turn that just ended (its messages' JSON) to the history kept in memory. */
-      const remember = (turn: EncodedTurn) => {
-        if (Option.isNone(history)) return
-        history.value.turns.push(turn)
-        trim(history.value)
-      }
-
       /**
        * Writes a turn's end until it is written, as the same run (issue 33: an end lost in a database restart left the
        * turn queued, and the next load ran it again under a new run id and charged it twice). A failed attempt may have
@@ -271,13 +219,13 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
           }
         })
 
-      return { pendingParts, setStatus, record, loadHistory, remember, writeEnd }
+      return { pendingParts, setStatus, record, writeEnd }
     }
 
     const runTurn = (turn: QueuedTurn) =>
       Effect.gen(function*() {
         if (Option.isNone(row) || deleted) return
-        const { loadHistory, pendingParts, record, remember, setStatus, writeEnd } = turnTools()
+        const { pendingParts, record, setStatus, writeEnd } = turnTools()
         const { accountId, agentIdentifier, endUserId, environmentId } = row.value
         const partition = { accountId, endUserId }
         const agent = yield* runs.runnable(agentIdentifier, accountId)
@@ -307,12 +255,12 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
               if (run !== undefined) run.outcome = Option.some(outcome)
             })
         }
-        const context = yield* loadHistory
+        const prompt = yield* history.prompt()
         const fiber = yield* Effect.fork(engine.execute({
           runId,
           agent: agent.value,
           payer: partition,
-          history: contextOf(context.turns.map(decodeTurn), contextChars, context.earlier),
+          history: prompt,
           message: turn.message,
           budget: turn.budget,
           sessionId: Option.some(sessionId),
@@ -363,7 +311,7 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
         run = undefined
         yield* writeEnd(turn.turn, terminal, { ...pendingParts(), run: finished, turn: saved, dequeue: turn.turn })
         stoppedBy = Option.none()
-        remember({ chars: saved.chars, json })
+        history.remember({ chars: saved.chars, json })
       })
 
     const entityRuntime = Runtime.make({
@@ -373,23 +321,8 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     })
     const entityScope = yield* Effect.scope
 
-    // While the worker has work the entity must stay active (no passivation mid-turn). `Entity.keepAlive` is a
-    // persisted message (three writes), so it is asked for only once the worker has been busy for a while, well
-    // within `maxIdleTime`: the idle clock runs from the last message, and a builtin turn is over long before.
-    let keepingAlive: Fiber.RuntimeFiber<void> | undefined
-    const busy = Effect.suspend(() =>
-      keepingAlive !== undefined
-        ? Effect.void
-        : Effect.map(Effect.fork(Effect.delay(Entity.keepAlive(true), KEEP_ALIVE_AFTER)), (fiber) => void (keepingAlive = fiber))
-    )
-    const idle = Effect.suspend(() => {
-      if (keepingAlive === undefined) return Effect.void
-      return Effect.flatMap(Fiber.interrupt(keepingAlive), (exit) => {
-        keepingAlive = undefined
-        // Ended by itself (not interrupted here): it did ask to be kept alive.
-        return Exit.isSuccess(exit) ? Entity.keepAlive(false) : Effect.void
-      })
-    })
+    // While the worker has work the entity must stay active (no passivation mid-turn).
+    const keepAlive = new KeepAlive()
 
     /**
      * The worker: one turn at a time, in order, while there are turns; it ends when none is left (the next `enqueue`
@@ -400,14 +333,14 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
       for (;;) {
         const turn = queued.shift()
         if (turn === undefined) {
-          yield* idle
+          yield* keepAlive.idle()
           // Checked again after `idle` (it may wait): a turn sent meanwhile found this worker still running.
           if (queued.length > 0) continue
           worker = undefined
           return
         }
         yield* Metric.incrementBy(queuedTurns, -1)
-        yield* busy
+        yield* keepAlive.busy()
         // A runner that cannot confirm it still holds the session starts nothing: it waits until its next shard-lock
         // refresh confirms it, or the shard moves and this entity ends (and the next owner runs the turn).
         while (!(yield* owner)) yield* Effect.sleep("250 millis")
@@ -416,7 +349,7 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
         yield* runTurn(turn).pipe(
           inFlight(runningTurns),
           Effect.catchAllCause((cause) => Effect.logError("session turn failed", cause)),
-          Effect.ensuring(unfinishedBy(-1))
+          Effect.ensuring(unfinished.add(-1))
         )
       }
     })
@@ -444,7 +377,7 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
           // else's already, and a turn running on would bill and write as a second owner.
           if (fences.shardState(address.shardId) !== "lost") {
             // Finalizers are uninterruptible: without this the timeout could not stop the wait.
-            yield* Effect.timeoutOption(Effect.interruptible(drained), shutdownGrace)
+            yield* Effect.timeoutOption(Effect.interruptible(unfinished.drained()), shutdownGrace)
           }
           if (worker !== undefined) yield* Fiber.interrupt(worker)
           yield* Metric.incrementBy(queuedTurns, -queued.length)
@@ -483,8 +416,9 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
       Stop: () =>
         Effect.gen(function*() {
           deleted = true
+          unfinished.abandon()
           const waiting = queued.splice(0)
-          yield* unfinishedBy(-waiting.length)
+          yield* unfinished.add(-waiting.length)
           yield* Metric.incrementBy(queuedTurns, -waiting.length)
           const running = current
           if (Option.isSome(running)) yield* Fiber.interrupt(running.value.fiber)
