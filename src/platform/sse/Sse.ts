@@ -119,8 +119,7 @@ export const written = <E, R>(
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, E, Exclude<R, Scope.Scope> | HttpServerRequest.HttpServerRequest> =>
   Effect.gen(function*() {
     // A HEAD answer never reads its body, so nothing would ever close what `open` holds.
-    const request = yield* HttpServerRequest.HttpServerRequest
-    if (request.method === "HEAD") return HttpServerResponse.empty(STREAM_HEADERS)
+    if ((yield* HttpServerRequest.HttpServerRequest).method === "HEAD") return HttpServerResponse.empty(STREAM_HEADERS)
     const scope = yield* Scope.make()
     const body = new Readable({ read() {} })
     let writable = true
@@ -131,14 +130,9 @@ export const written = <E, R>(
       send: (next) => write(frame(next)),
       end: () => {
         if (!writable) return
-        // `[DONE]` and the body's last chunk leave in one socket write, not two: the body's end reaches the response
-        // a tick after its last frame, so the response is corked until then (issue 28).
-        const node = NodeHttpServerRequest.toServerResponse(request) as Http.ServerResponse | undefined
-        node?.cork()
         body.push(DONE)
         writable = false
         body.push(null)
-        if (node !== undefined) setImmediate(() => node.uncork())
       }
     }
     write(RETRY)
