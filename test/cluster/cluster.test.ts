@@ -1,17 +1,14 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Exit, Fiber, Scope } from "effect"
 import * as Crypto from "node:crypto"
-import * as Fs from "node:fs/promises"
-import * as Os from "node:os"
-import * as Path from "node:path"
 import pg from "pg"
 import { failoverBudget } from "../../src/platform/cluster/Budget.js"
 import { userIdOf } from "../support/Billing.js"
 import { requestAt } from "../support/Client.js"
 import { freePort, launchPlatform, type PlatformProcess } from "../support/Process.js"
 import { type LiveStream, openStream, type ParsedStream } from "../support/Sse.js"
-import { INTERNAL_TOKEN, internalAuth, type SmsInbox, TestServer } from "../support/TestServer.js"
-import { testDatabase } from "../support/Templates.js"
+import { internalAuth, type SmsInbox, TestServer } from "../support/TestServer.js"
+import { adminQuery, CODE, databaseUrl, makeShared, settled, type Shared } from "./support.js"
 
 /**
  * Issue 13: N runner processes over one PostgreSQL behave like one process. Real processes (`node --import tsx
@@ -20,74 +17,10 @@ import { testDatabase } from "../support/Templates.js"
  * Runs only in services mode (DATABASE_URL): embedded mode is one process by design.
  */
 
-const databaseUrl = process.env.DATABASE_URL
-const CODE = "123456"
 const PHONES = Array.from({ length: 32 }, (_, i) => `+1555${Crypto.randomInt(1e6).toString().padStart(6, "0")}${i}`)
 
-const adminQuery = async (url: string, query: string) => {
-  const client = new pg.Client({ connectionString: url })
-  await client.connect()
-  try {
-    return (await client.query(query)).rows
-  } finally {
-    await client.end()
-  }
-}
-
-/** A fresh database, Redis prefix and secret that every runner of this file shares. */
-const makeShared = Effect.gen(function*() {
-  const name = yield* testDatabase(databaseUrl!, "cluster", { fromTemplate: false })
-  const url = new URL(databaseUrl!)
-  url.pathname = `/${name}`
-  const dataDir = yield* Effect.acquireRelease(
-    Effect.promise(() => Fs.mkdtemp(Path.join(Os.tmpdir(), "atrium-cluster-"))),
-    (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true })).pipe(Effect.ignore)
-  )
-  const env: Record<string, string> = {
-    DATABASE_URL: url.toString(),
-    DATA_DIR: dataDir,
-    JWT_SECRET: Crypto.randomBytes(32).toString("hex"),
-    SMS_TEST_OTP: PHONES.map((p) => `${p}=${CODE}`).join(","),
-    APPROVAL_TIMEOUT: "60 seconds",
-    INTERNAL_TOKEN,
-    // Every login of these tests comes from one address: no proof-of-work challenge in the way.
-    SMS_CHALLENGE_AFTER: "1000"
-  }
-  if (process.env.REDIS_URL) {
-    env.REDIS_URL = process.env.REDIS_URL
-    env.KEY_PREFIX = `atrium-cluster:${Crypto.randomBytes(5).toString("hex")}:`
-  }
-  return { env, databaseUrl: url.toString() }
-})
-
-type Shared = Effect.Effect.Success<typeof makeShared>
-
-/**
- * Waits until `runners` runners hold every shard of the shared database (each a PostgreSQL advisory lock): a runner
- * answers health before it has taken its shards, and until then the others still own them.
- */
-const settled = (shared: Shared, runners: number) =>
-  Effect.promise(async () => {
-    const name = new URL(shared.databaseUrl).pathname.slice(1)
-    const deadline = Date.now() + 120_000
-    let last: unknown = null
-    while (Date.now() < deadline) {
-      const [row] = await adminQuery(
-        databaseUrl!,
-        `SELECT count(DISTINCT l.pid)::int AS runners, count(*)::int AS shards FROM pg_locks l
-         JOIN pg_database d ON d.oid = l.database
-         WHERE l.locktype = 'advisory' AND l.granted AND d.datname = '${name}'`
-      )
-      last = row
-      if (row!.runners === runners && row!.shards === SHARDS) return
-      // Polled: the runners' shard locks are seen only in pg_locks.
-      await new Promise((resolve) => setTimeout(resolve, 250))
-    }
-    throw new Error(`the cluster did not settle on ${runners} runners: ${JSON.stringify(last)}`)
-  })
-
-/** @effect/cluster's default number of shards per group (one group: "default"). */
-const SHARDS = 300
+/** A fresh database (empty: the runners migrate it together), Redis prefix and secret every runner of this file shares. */
+const makeClusterShared = makeShared("cluster", { fromTemplate: false, phones: PHONES, env: { APPROVAL_TIMEOUT: "60 seconds" } })
 
 const runner = (shared: Shared, env: Record<string, string> = {}) =>
   Effect.flatMap(freePort, (port) => launchPlatform({ ...shared.env, ...env, RUNNER_PORT: String(port) }))
@@ -222,7 +155,7 @@ const chargedThrough = <R>(
 describe.skipIf(databaseUrl === undefined)("cluster (issue 13)", () => {
   it.scopedLive("two runners: one wallet, one session, interrupt and approvals from either runner", () =>
     Effect.gen(function*() {
-      const shared = yield* makeShared
+      const shared = yield* makeClusterShared
       const [a, b] = yield* Effect.all([runner(shared), runner(shared)], { concurrency: 2 })
 
       // Two processes charging one wallet: every charge answered 200, nothing lost or doubled.
@@ -325,7 +258,7 @@ describe.skipIf(databaseUrl === undefined)("cluster (issue 13)", () => {
 
   it.scopedLive("a runner that joins takes its shards without cutting the turns running on the others", () =>
     Effect.gen(function*() {
-      const shared = yield* makeShared
+      const shared = yield* makeClusterShared
       // A grace longer than the turns: what is measured is whether the hand-over waits, not how long it may.
       const grace = { SHUTDOWN_GRACE: "90 seconds" }
       const a = yield* runner(shared, grace)
@@ -353,7 +286,7 @@ describe.skipIf(databaseUrl === undefined)("cluster (issue 13)", () => {
 
   it.scopedLive("charges sent while a runner joins are all answered, once each", () =>
     Effect.gen(function*() {
-      const shared = yield* makeShared
+      const shared = yield* makeClusterShared
       const a = yield* runner(shared)
       yield* settled(shared, 1)
       // Several wallets, so that some of them move to B when it takes its shards.
@@ -367,7 +300,7 @@ describe.skipIf(databaseUrl === undefined)("cluster (issue 13)", () => {
   const lockHeld = Duration.toMillis(failoverBudget.lockRefresh) * 2 + 1_000
   it.scopedLive("runners that miss their shard-lock refresh under charge load answer every charge, once each", () =>
     Effect.gen(function*() {
-      const shared = yield* makeShared
+      const shared = yield* makeClusterShared
       const a = yield* runner(shared)
       const b = yield* runner(shared)
       yield* settled(shared, 2)
@@ -403,7 +336,7 @@ describe.skipIf(databaseUrl === undefined)("cluster (issue 13)", () => {
 
   it.scopedLive("SIGTERM: a stopping runner lets its running turns end, then hands its sessions over", () =>
     Effect.gen(function*() {
-      const shared = yield* makeShared
+      const shared = yield* makeClusterShared
       const grace = { SHUTDOWN_GRACE: "60 seconds" }
       const a = yield* runner(shared, grace)
       const stoppingScope = yield* Scope.make()
@@ -428,7 +361,7 @@ describe.skipIf(databaseUrl === undefined)("cluster (issue 13)", () => {
 
   it.scopedLive("WORKERS=2: one process starts two runners that share its port, and stops cleanly on SIGTERM", () =>
     Effect.gen(function*() {
-      const shared = yield* makeShared
+      const shared = yield* makeClusterShared
       const scope = yield* Scope.make()
       const platform = yield* Scope.extend(runner(shared, { WORKERS: "2" }), scope)
       // Two runners, each with its share of the shards: the workers are separate processes of one cluster.
@@ -449,7 +382,7 @@ describe.skipIf(databaseUrl === undefined)("cluster (issue 13)", () => {
 
   it.scopedLive("kill -9 of a runner: cut turns are closed, queued ones run, and their sessions go on; a subscriber resumes on another runner; charges are neither lost nor doubled", () =>
     Effect.gen(function*() {
-      const shared = yield* makeShared
+      const shared = yield* makeClusterShared
       const a = yield* runner(shared)
       const victimScope = yield* Scope.make()
       const c = yield* Scope.extend(runner(shared), victimScope)

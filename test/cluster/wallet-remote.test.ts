@@ -1,16 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Crypto from "node:crypto"
-import * as Fs from "node:fs/promises"
-import * as Os from "node:os"
-import * as Path from "node:path"
-import pg from "pg"
 import { authorizeApp, registerApp, userIdOf } from "../support/Billing.js"
 import { requestAt } from "../support/Client.js"
 import { freePorts } from "../support/Local.js"
 import { freePort, launchPlatform } from "../support/Process.js"
-import { testDatabase } from "../support/Templates.js"
-import { INTERNAL_TOKEN, internalAuth, type SmsInbox, TestServer } from "../support/TestServer.js"
+import { internalAuth, type SmsInbox, TestServer } from "../support/TestServer.js"
+import { adminQuery, CODE, databaseUrl, makeShared, settled } from "./support.js"
 
 /**
  * Issue 28 item 4: under `WORKERS=2` a wallet's charges taken by the worker that does not own it reach the owner in
@@ -20,74 +16,14 @@ import { INTERNAL_TOKEN, internalAuth, type SmsInbox, TestServer } from "../supp
  * and each worker's Prometheus metrics. Services mode only: embedded mode is one process.
  */
 
-const databaseUrl = process.env.DATABASE_URL
-const CODE = "123456"
 const PHONES = Array.from({ length: 2 }, (_, i) => `+1555${Crypto.randomInt(1e6).toString().padStart(6, "0")}${i}`)
 /** Concurrent charges on the one wallet. */
 const CHARGES = 240
 /** Each charge's price, in micro-credits (the meter's 0.01). */
 const PRICE_MICROS = 10_000
 
-const adminQuery = async (url: string, query: string, params: ReadonlyArray<unknown> = []) => {
-  const client = new pg.Client({ connectionString: url })
-  await client.connect()
-  try {
-    return (await client.query(query, params as Array<unknown>)).rows
-  } finally {
-    await client.end()
-  }
-}
-
 /** A port P with P, P + 1 and P + 2 free: the primary's metrics and each of the two workers' (METRICS_PORT + 1 + i). */
 const metricsPorts = Effect.promise(() => freePorts(3))
-
-/** A fresh database and Redis prefix for the two workers. */
-const makeShared = Effect.gen(function*() {
-  const name = yield* testDatabase(databaseUrl!, "wallet_remote", { fromTemplate: true })
-  const url = new URL(databaseUrl!)
-  url.pathname = `/${name}`
-  const dataDir = yield* Effect.acquireRelease(
-    Effect.promise(() => Fs.mkdtemp(Path.join(Os.tmpdir(), "atrium-wallet-remote-"))),
-    (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true })).pipe(Effect.ignore)
-  )
-  const env: Record<string, string> = {
-    DATABASE_URL: url.toString(),
-    DATA_DIR: dataDir,
-    JWT_SECRET: Crypto.randomBytes(32).toString("hex"),
-    SMS_TEST_OTP: PHONES.map((p) => `${p}=${CODE}`).join(","),
-    INTERNAL_TOKEN,
-    SMS_CHALLENGE_AFTER: "1000"
-  }
-  if (process.env.REDIS_URL) {
-    env.REDIS_URL = process.env.REDIS_URL
-    env.KEY_PREFIX = `atrium-wallet-remote:${Crypto.randomBytes(5).toString("hex")}:`
-  }
-  return { env, databaseUrl: url.toString(), name }
-})
-
-/** @effect/cluster's default number of shards per group (one group: "default"). */
-const SHARDS = 300
-
-/** Until both workers hold their shards (PostgreSQL advisory locks): before that a charge may wait on a hand-over. */
-const settled = (name: string, runners: number) =>
-  Effect.promise(async () => {
-    const deadline = Date.now() + 120_000
-    let last: unknown = null
-    while (Date.now() < deadline) {
-      const [row] = await adminQuery(
-        databaseUrl!,
-        `SELECT count(DISTINCT l.pid)::int AS runners, count(*)::int AS shards FROM pg_locks l
-         JOIN pg_database d ON d.oid = l.database
-         WHERE l.locktype = 'advisory' AND l.granted AND d.datname = $1`,
-        [name]
-      )
-      last = row
-      if (row!.runners === runners && row!.shards === SHARDS) return
-      // Polled: the runners' shard locks are seen only in pg_locks.
-      await new Promise((resolve) => setTimeout(resolve, 250))
-    }
-    throw new Error(`the cluster did not settle on ${runners} runners: ${JSON.stringify(last)}`)
-  })
 
 /** The samples of one metric in a Prometheus text scrape, each with its labels. */
 const samplesOf = (text: string, metric: string) =>
@@ -108,7 +44,7 @@ const total = (text: string, metric: string, labels: Record<string, string>) =>
 describe.skipIf(databaseUrl === undefined)("a wallet charged through the worker that does not own it (issue 28 item 4)", () => {
   it.scopedLive("WORKERS=2: every charge once, the non-owner's in batches over the runner socket, no message stored", () =>
     Effect.gen(function*() {
-      const shared = yield* makeShared
+      const shared = yield* makeShared("wallet_remote", { fromTemplate: true, phones: PHONES })
       const metricsPort = yield* metricsPorts
       const platform = yield* launchPlatform({
         ...shared.env,
@@ -116,7 +52,7 @@ describe.skipIf(databaseUrl === undefined)("a wallet charged through the worker 
         METRICS_PORT: String(metricsPort),
         RUNNER_PORT: String(yield* freePort)
       })
-      yield* settled(shared.name, 2)
+      yield* settled(shared, 2)
       const base = platform.url
 
       // An app with a meter, authorized by the user who pays: `POST /v1/events` as a third-party app sends it.
