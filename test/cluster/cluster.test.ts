@@ -7,8 +7,9 @@ import { userIdOf } from "../support/Billing.js"
 import { requestAt } from "../support/Client.js"
 import { freePort, launchPlatform, type PlatformProcess } from "../support/Process.js"
 import { type LiveStream, openStream, type ParsedStream } from "../support/Sse.js"
+import { adminQuery } from "../support/Templates.js"
 import { internalAuth, type SmsInbox, TestServer } from "../support/TestServer.js"
-import { adminQuery, CODE, databaseUrl, makeShared, settled, type Shared } from "./support.js"
+import { CODE, databaseUrl, makeShared, settled, type Shared } from "./support.js"
 
 /**
  * Issue 13: N runner processes over one PostgreSQL behave like one process. Real processes (`node --import tsx

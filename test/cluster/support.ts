@@ -3,8 +3,7 @@ import * as Crypto from "node:crypto"
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import pg from "pg"
-import { testDatabase } from "../support/Templates.js"
+import { adminQuery, testDatabase } from "../support/Templates.js"
 import { INTERNAL_TOKEN } from "../support/TestServer.js"
 
 /**
@@ -14,17 +13,6 @@ import { INTERNAL_TOKEN } from "../support/TestServer.js"
 
 export const databaseUrl = process.env.DATABASE_URL
 export const CODE = "123456"
-
-/** Raw SQL on the shared database, from outside the runners (what HTTP cannot show). */
-export const adminQuery = async (url: string, query: string, params: ReadonlyArray<unknown> = []) => {
-  const client = new pg.Client({ connectionString: url })
-  await client.connect()
-  try {
-    return (await client.query(query, params as Array<unknown>)).rows
-  } finally {
-    await client.end()
-  }
-}
 
 /**
  * A fresh database, data directory, Redis prefix and secret that every runner of a file shares, with `phones` able to

@@ -5,8 +5,9 @@ import { authorizeApp, registerApp, userIdOf } from "../support/Billing.js"
 import { requestAt } from "../support/Client.js"
 import { freePorts } from "../support/Local.js"
 import { freePort, launchPlatform } from "../support/Process.js"
+import { adminQuery } from "../support/Templates.js"
 import { internalAuth, type SmsInbox, TestServer } from "../support/TestServer.js"
-import { adminQuery, CODE, databaseUrl, makeShared, settled } from "./support.js"
+import { CODE, databaseUrl, makeShared, settled } from "./support.js"
 
 /**
  * Issue 28 item 4: under `WORKERS=2` a wallet's charges taken by the worker that does not own it reach the owner in

@@ -118,7 +118,7 @@ export const seedDataDir = async (dataDir: string): Promise<void> => {
 /** Creates the database `name` at `adminUrl` as a copy of the migrated template (empty without one). */
 export const createDatabase = async (adminUrl: string, name: string): Promise<void> => {
   const template = (await provided()).atriumTemplateDatabase
-  return adminQuery(adminUrl, template === undefined ? `CREATE DATABASE ${name}` : `CREATE DATABASE ${name} TEMPLATE ${template}`)
+  await adminQuery(adminUrl, template === undefined ? `CREATE DATABASE ${name}` : `CREATE DATABASE ${name} TEMPLATE ${template}`)
 }
 
 /**
@@ -181,21 +181,15 @@ const copyDir = (from: string, to: string) =>
 
 const exists = (path: string) => Fs.access(path).then(() => true, () => false)
 
-const databaseExists = async (adminUrl: string, name: string) => {
-  const client = new pg.Client({ connectionString: adminUrl })
-  await client.connect()
-  try {
-    return (await client.query("SELECT 1 FROM pg_database WHERE datname = $1", [name])).rowCount === 1
-  } finally {
-    await client.end()
-  }
-}
+const databaseExists = async (adminUrl: string, name: string) =>
+  (await adminQuery(adminUrl, "SELECT 1 FROM pg_database WHERE datname = $1", [name])).length === 1
 
-export const adminQuery = async (url: string, query: string) => {
+/** One statement on its own connection to `url` (database administration, or what HTTP cannot show); its rows. */
+export const adminQuery = async (url: string, query: string, params: ReadonlyArray<unknown> = []) => {
   const client = new pg.Client({ connectionString: url })
   await client.connect()
   try {
-    await client.query(query)
+    return (await client.query(query, params as Array<unknown>)).rows
   } finally {
     await client.end()
   }
