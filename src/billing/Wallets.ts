@@ -1,6 +1,6 @@
-import { ClusterError, EntityId, Sharding } from "@effect/cluster"
+import { ClusterError, Sharding } from "@effect/cluster"
 import { Effect, Either, Exit, FiberSet, Metric, Option } from "effect"
-import { makeEntityCaller } from "../platform/Cluster.js"
+import { makeEntityCaller, shardOf } from "../platform/Cluster.js"
 import type { Micros } from "../platform/Money.js"
 import { walletChargeMessages, walletCharges } from "../platform/telemetry/Metrics.js"
 import { type Movement, WalletFailure } from "./Decide.js"
@@ -58,10 +58,7 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
     const makeClient = yield* Wallet.client
     const sharding = yield* Sharding.Sharding
     /** Whether this runner holds the wallet's shard now (where its next message goes: metrics only). */
-    const ownedHere = (userId: string) => {
-      const id = EntityId.make(userId)
-      return sharding.hasShardId(sharding.getShardId(id, Wallet.getShardGroup(id)))
-    }
+    const ownedHere = (userId: string) => sharding.hasShardId(shardOf(sharding, Wallet, userId))
     const localWallets = yield* LocalWallets
     const clients = new Map<string, ReturnType<typeof makeClient>>()
     /** The client of one wallet (an address and a proxy): made once per wallet, not per call. */
@@ -178,10 +175,7 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
         const byMessage = toEntity(client(userId).Balance(), { resendWhenCut: true }).pipe(Effect.map((reply) => reply.balance))
         const here = localWallets.byUser.get(userId)
         // A wallet active on this runner is read in its entity, in order with its other requests: no message.
-        return (here === undefined ? byMessage : Effect.flatMap(here.balance, Option.match({
-          onNone: () => byMessage,
-          onSome: Either.match({ onLeft: Effect.fail, onRight: Effect.succeed })
-        }))).pipe(orDieOnCluster)
+        return (here === undefined ? byMessage : Effect.flatMap(here.balance, Option.getOrElse(() => byMessage))).pipe(orDieOnCluster)
       }
     } as const
   }),

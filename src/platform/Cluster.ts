@@ -1,5 +1,6 @@
 import {
   ClusterError,
+  EntityId,
   RunnerAddress,
   RunnerHealth,
   Runners,
@@ -13,7 +14,7 @@ import {
 } from "@effect/cluster"
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
-import { Cause, Duration, Effect, Exit, Fiber, FiberId, FiberSet, Layer, Option, Schedule } from "effect"
+import { Cause, type Context, Duration, Effect, Exit, Fiber, FiberId, FiberSet, Layer, Option, Schedule } from "effect"
 import * as Net from "node:net"
 import { AppConfig } from "./Config.js"
 import { clusterTimings, failoverBudget } from "./cluster/Budget.js"
@@ -161,6 +162,19 @@ const clustered = Layer.unwrapEffect(Effect.gen(function*() {
 
 /** The cluster: one in-process runner (embedded) or a runner of the deployment's cluster (`DATABASE_URL`). */
 export const ClusterLive = Layer.unwrapEffect(Effect.map(AppConfig, (config) => Option.isSome(config.databaseUrl) ? clustered : embedded))
+
+/**
+ * The shard the entity `id` of `entity` lives on: fixed for the id (who holds the shard moves), so a caller that asks
+ * often computes it once and asks `sharding.hasShardId` each time.
+ */
+export const shardOf = (
+  sharding: Context.Tag.Service<Sharding.Sharding>,
+  entity: { readonly getShardGroup: (id: EntityId.EntityId) => string },
+  id: string
+): ShardId.ShardId => {
+  const entityId = EntityId.make(id)
+  return sharding.getShardId(entityId, entity.getShardGroup(entityId))
+}
 
 /**
  * Sends messages to entities from a fiber of the caller's service, not the caller's own fiber. A message that wakes

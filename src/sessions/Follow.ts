@@ -1,7 +1,7 @@
-import * as EntityId from "@effect/cluster/EntityId"
+import type * as ShardId from "@effect/cluster/ShardId"
 import * as Sharding from "@effect/cluster/Sharding"
 import { Effect, Option, Runtime, Schedule } from "effect"
-import { makeEntityCaller } from "../platform/Cluster.js"
+import { makeEntityCaller, shardOf } from "../platform/Cluster.js"
 import { type InternalEvent, isTerminal } from "../runtime/Events.js"
 import { type HubEvent, SessionHub } from "./Hub.js"
 import { SessionsRepo } from "./Repo.js"
@@ -57,11 +57,7 @@ export class SessionFollow extends Effect.Service<SessionFollow>()("atrium/sessi
      * starts the entity that closes a turn the previous owner's death cut. Asked at every check, since shards move;
      * the session's shard itself never changes, so it is computed once.
      */
-    const shardOf = (id: string) => {
-      const entityId = EntityId.make(id)
-      return sharding.getShardId(entityId, Session.getShardGroup(entityId))
-    }
-    type Watch = { streams: number; heldBefore: boolean; readonly shard: ReturnType<typeof shardOf> }
+    type Watch = { streams: number; heldBefore: boolean; readonly shard: ShardId.ShardId }
     /** Whether the session needs a wake now (its shard is not settled here), noting where its shard is. */
     const due = (watch: Watch) => {
       const held = sharding.hasShardId(watch.shard)
@@ -101,7 +97,7 @@ export class SessionFollow extends Effect.Service<SessionFollow>()("atrium/sessi
           Effect.sync(() => {
             const watch = watched.get(id)
             if (watch !== undefined) return void watch.streams++
-            const added: Watch = { streams: 1, heldBefore: false, shard: shardOf(id) }
+            const added: Watch = { streams: 1, heldBefore: false, shard: shardOf(sharding, Session, id) }
             watched.set(id, added)
             if (now && due(added)) runInService(wakeIgnoring(id))
           }),
