@@ -334,7 +334,7 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
         const turn = queued.shift()
         if (turn === undefined) {
           yield* keepAlive.idle()
-          // Checked again after `idle` (it may wait): a turn sent meanwhile found this worker still running.
+          // Checked again after `keepAlive.idle()` (it may wait): a turn sent meanwhile found this worker still running.
           if (queued.length > 0) continue
           worker = undefined
           return

@@ -7,7 +7,7 @@ import type { TurnRow } from "./Repo.js"
  */
 
 /** What the window reads of a turn: its messages and their size. */
-export type WindowTurn = Pick<TurnRow, "chars" | "messages">
+type WindowTurn = Pick<TurnRow, "chars" | "messages">
 
 /**
  * History as the model sees it: the newest whole turns within the context budget, and a note of what was left out
