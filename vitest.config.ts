@@ -1,5 +1,7 @@
 import { defineConfig } from "vitest/config"
 
+const workers = process.env.DATABASE_URL ? 3 : 2
+
 export default defineConfig({
   // vitest keeps each file's last duration here and starts the longest files first, so no long file is left to run
   // alone at the end on one of the two workers. Outside node_modules/, which "npm ci" deletes.
@@ -8,14 +10,18 @@ export default defineConfig({
     include: ["test/**/*.test.ts"],
     // One migrated database per run that every test's own database is copied from (test/support/Templates.ts).
     globalSetup: ["test/support/globalSetup.ts"],
-    // Every test file boots its own server and database; two cores want few at once.
-    maxWorkers: 2,
+    // Every test file boots its own server and database; two cores want few at once. Against PostgreSQL and Redis a
+    // file spends much of its time waiting on them and on its runner processes (the suite's CPU time is about its
+    // wall time with two workers), so a third file runs meanwhile.
+    maxWorkers: workers,
     // A worker runs its files one after another in one module graph instead of re-importing Effect and the whole
     // platform for every file: that import was about half of a file's CPU time. Files still share nothing else:
     // each builds its own layers (server, database, store, and the cluster runner with its shard fences, which are
     // per runner: `ShardFences`), and no test mocks modules or changes process.env.
     isolate: false,
-    minWorkers: 1,
+    // As many from the start: a worker left idle is stopped at once otherwise, and a stop racing the run's end
+    // failed the run ("Terminating worker thread").
+    minWorkers: workers,
     testTimeout: 60_000,
     hookTimeout: 120_000
   }

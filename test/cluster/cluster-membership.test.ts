@@ -1,0 +1,65 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { adminQuery } from "../support/Templates.js"
+import {
+  agentOf,
+  chargedThrough,
+  lastEvent,
+  makeClusterShared,
+  newUser,
+  runner,
+  send,
+  sessionOf,
+  untilEnd
+} from "./runners.js"
+import { databaseUrl, settled } from "./support.js"
+
+/**
+ * Issue 13: a runner that joins takes its shards without cutting the turns running on the others, and every charge
+ * sent meanwhile is answered once.
+ * Real `dist/main.js` processes (`runners.ts`), each a runner of one cluster, sharing a database, a Redis prefix and a
+ * JWT secret, as an operator scales out. Services mode only (DATABASE_URL): embedded mode is one process by design.
+ */
+
+describe.skipIf(databaseUrl === undefined)("cluster (issue 13): a runner joins", () => {
+  it.scopedLive("a runner that joins takes its shards without cutting the turns running on the others", () =>
+    Effect.gen(function*() {
+      const shared = yield* makeClusterShared
+      // A grace longer than the turns: what is measured is whether the hand-over waits, not how long it may.
+      const grace = { SHUTDOWN_GRACE: "90 seconds" }
+      const a = yield* runner(shared, grace)
+      yield* settled(shared, 1)
+      const user = yield* newUser(a)
+      const agent = yield* agentOf(a, user)
+      // All on A, the only runner; about half of them move to B when it joins, while their turns run (25 s each).
+      const sessions = yield* Effect.all(Array.from({ length: 8 }, () => sessionOf(a, user, agent)), { concurrency: 4 })
+      const streams = yield* Effect.all(sessions.map((s) => send(a, user, s, "/slow 250")), { concurrency: 4 })
+      for (const stream of streams) yield* stream.until("output.text.delta")
+      const b = yield* runner(shared, grace)
+      const running = yield* Effect.promise(() =>
+        adminQuery(shared.databaseUrl, `SELECT count(*)::int AS n FROM runs WHERE status = 'running'`)
+      )
+      assert.isAbove(running[0]!.n, 0, "every turn ended before B joined: nothing was handed over")
+      yield* settled(shared, 2)
+      const ends = yield* Effect.all(streams.map((s) => s.rest), { concurrency: "unbounded" })
+      assert.deepStrictEqual(ends.map((s) => lastEvent(s).event), sessions.map(() => "run.completed"))
+      // The moved sessions go on on B.
+      for (const session of sessions) {
+        const next = yield* untilEnd(yield* send(b, user, session, "hello again"))
+        assert.strictEqual(lastEvent(next).event, "run.completed", next.raw)
+      }
+    }), { timeout: 240_000 })
+
+  it.scopedLive("charges sent while a runner joins are all answered, once each", () =>
+    Effect.gen(function*() {
+      const shared = yield* makeClusterShared
+      const a = yield* runner(shared)
+      yield* settled(shared, 1)
+      // Several wallets, so that some of them move to B when it takes its shards.
+      const payers = yield* Effect.all(Array.from({ length: 6 }, () => newUser(a)), { concurrency: 2 })
+      yield* chargedThrough(a, payers, () => a, 5, Effect.gen(function*() {
+        yield* runner(shared)
+        yield* settled(shared, 2)
+      }))
+    }), { timeout: 240_000 })
+})
