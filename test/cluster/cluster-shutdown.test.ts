@@ -41,7 +41,8 @@ describe.skipIf(databaseUrl === undefined)("cluster (issue 13): a runner leaves"
       const sessions = yield* Effect.all(Array.from({ length: 10 }, () => sessionOf(a, user, agent)), { concurrency: 4 })
       const streams = yield* Effect.all(sessions.map((s) => send(a, user, s, "/slow 100")), { concurrency: 4 })
       for (const stream of streams) yield* stream.until("output.text.delta")
-      assert.strictEqual(yield* b.terminate, 0, b.output())
+      // B may take its grace to stop (its turns end first): more than `terminate`'s 30 s on a loaded machine.
+      assert.strictEqual(yield* b.terminateWithin("75 seconds"), 0, b.output())
       const ends = yield* Effect.all(streams.map((s) => s.rest), { concurrency: "unbounded" })
       assert.deepStrictEqual(ends.map((s) => lastEvent(s).event), sessions.map(() => "run.completed"))
       yield* settled(shared, 1)

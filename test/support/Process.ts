@@ -1,4 +1,4 @@
-import { Effect, type Scope } from "effect"
+import { Duration, Effect, type Scope } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as Path from "node:path"
 import { freePort as freePortOnce } from "./Local.js"
@@ -20,6 +20,8 @@ export interface PlatformProcess {
   readonly kill: () => Promise<void>
   /** SIGTERM; resolves with the exit code, or fails with the output if the process is still there 30 s later. */
   readonly terminate: Effect.Effect<number | null>
+  /** `terminate` for a process that may take up to `limit` to stop (a shutdown grace it is given). */
+  readonly terminateWithin: (limit: Duration.DurationInput) => Effect.Effect<number | null>
 }
 
 export const freePort = Effect.promise(freePortOnce)
@@ -91,6 +93,18 @@ export const launchPlatform = (
       }
       throw new Error(`platform did not become healthy:\n${output}`)
     })
+    const terminateWithin = (limit: Duration.DurationInput) =>
+      Effect.promise(() => {
+        child.kill("SIGTERM")
+        return exited
+      }).pipe(
+        // A hung shutdown fails with what the process said, rather than running into the test's timeout.
+        Effect.timeoutFail({
+          duration: limit,
+          onTimeout: () => new Error(`no exit ${Duration.format(limit)} after SIGTERM (pid ${child.pid}):\n${output}`)
+        }),
+        Effect.orDie
+      )
     return {
       url,
       pid: child.pid!,
@@ -100,16 +114,7 @@ export const launchPlatform = (
         child.kill("SIGKILL")
         await exited
       },
-      terminate: Effect.promise(() => {
-        child.kill("SIGTERM")
-        return exited
-      }).pipe(
-        // A hung shutdown fails with what the process said, rather than running into the test's timeout.
-        Effect.timeoutFail({
-          duration: "30 seconds",
-          onTimeout: () => new Error(`no exit 30 s after SIGTERM (pid ${child.pid}):\n${output}`)
-        }),
-        Effect.orDie
-      )
+      terminate: terminateWithin("30 seconds"),
+      terminateWithin
     } satisfies PlatformProcess
   })
