@@ -1,9 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import type { Page } from "playwright-core"
-import { TestServer } from "../support/TestServer.js"
 import { Browser } from "./Browser.js"
-import { api, checkPrerequisites, CREATOR_CODE, CREATOR_PHONE, person, Platform, until } from "./support.js"
+import { api, Atrium, checkPrerequisites, CREATOR_CODE, CREATOR_PHONE, person, Platform, until } from "./support.js"
 
 /**
  * The conversation page in Debian's Chromium, on an expert's draft (its creator's test chat): messages in a row,
@@ -39,7 +38,7 @@ describe("web app in Chromium: chat", () => {
   it.layer(Platform, { timeout: 180_000 })((it) => {
     it.effect("three messages in a row are all shown, and the view follows the newest turn", () =>
       Effect.gen(function*() {
-        const { url: base } = yield* TestServer
+        const { url: base } = yield* Atrium
         const browser = yield* Browser
         yield* Effect.promise(async () => {
           const { context, page, token } = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE }, { credits: 100 })
@@ -91,7 +90,7 @@ describe("web app in Chromium: chat", () => {
 
     it.effect("streaming, Stop, an approval, and a reload in the middle of a turn", () =>
       Effect.gen(function*() {
-        const { url: base } = yield* TestServer
+        const { url: base } = yield* Atrium
         const browser = yield* Browser
         yield* Effect.promise(async () => {
           const { context, page, token } = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE }, { credits: 100 })
@@ -156,7 +155,7 @@ describe("web app in Chromium: chat", () => {
 
     it.effect("conversations: New chat, rename and delete in the sidebar, listed with the last message; Markdown code blocks coloured, with Copy; no raw HTML", () =>
       Effect.gen(function*() {
-        const { url: base } = yield* TestServer
+        const { url: base } = yield* Atrium
         const browser = yield* Browser
         yield* Effect.promise(async () => {
           const { context, page, token } = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE }, { credits: 100 })
@@ -227,7 +226,7 @@ describe("web app in Chromium: chat", () => {
 
     it.effect("the Thinking fold and the credits line only when they carry something, and always with the setting (kept)", () =>
       Effect.gen(function*() {
-        const { url: base } = yield* TestServer
+        const { url: base } = yield* Atrium
         const browser = yield* Browser
         yield* Effect.promise(async () => {
           const { context, page, token } = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE }, { credits: 100 })
