@@ -45,13 +45,30 @@ describe("web app in Chromium: chat", () => {
           const id = await draftExpert(base, token, "Row Expert")
           await page.goto(`${base}/chat/${id}`)
           await page.getByText("Hello! Ask me anything.").waitFor()
+          // The conversation is created by the first message; the next two are typed before its creation answers
+          // (held here until they are: on a busy machine it takes that long by itself). They go to the same one.
+          let typed!: () => void
+          const allTyped = new Promise<void>((resolve) => (typed = resolve))
+          const creations: Array<string> = []
+          await page.route(`${base}/v1/sessions`, async (route) => {
+            if (route.request().method() !== "POST") return route.continue()
+            creations.push(route.request().postData() ?? "")
+            await allTyped
+            await route.continue()
+          })
           const box = page.getByRole("textbox", { name: "Message" })
           for (const text of ["first", "second", "third"]) {
             await box.fill(text)
             await box.press("Enter")
           }
+          typed()
           await until(page, "three answers", () => document.querySelectorAll("[data-testid=answer]").length === 3 &&
             document.querySelectorAll("[data-testid=answer]")[2]!.textContent === "You said: third")
+          await page.unroute(`${base}/v1/sessions`)
+          assert.lengthOf(creations, 1, `one conversation created: ${creations.join(", ")}`)
+          // Each answer under its own message, in the order they were typed.
+          assert.deepStrictEqual(await page.getByTestId("answer").allTextContents(), ["You said: first", "You said: second", "You said: third"])
+          assert.deepStrictEqual(await page.locator(".bubble.user").allTextContents(), ["You: first", "You: second", "You: third"])
           for (const text of ["first", "second", "third"]) {
             assert.strictEqual(await page.locator(".bubble.user").filter({ hasText: new RegExp(`^You: ${text}$`) }).count(), 1, text)
           }
