@@ -1,13 +1,15 @@
 import { defineConfig } from "vitest/config"
 
 /**
- * The browser suite (`npm run test:browser`): the platform on a random port and Debian's Chromium driven by
- * playwright-core. Kept out of `npm test` (its files are `*.browser.ts`, which the main config does not include),
- * so the main suite needs no browser and no built web app.
+ * The browser suite (`npm run test:browser`): the platform (`dist/main.js`, as `npm start` runs it) on a random port
+ * and Debian's Chromium driven by playwright-core. Kept out of `npm test` (its files are `*.browser.ts`, which the
+ * main config does not include), so the main suite needs no browser and no built web app.
  */
 export default defineConfig({
   test: {
     include: ["test/browser/**/*.browser.ts"],
+    // `dist/` and `web/dist/` rebuilt when stale, and the migrated template each platform's data starts as a copy of.
+    globalSetup: ["test/browser/globalSetup.ts"],
     // Two files at a time (each its own platform and Chromium): the suite mostly waits on streams and pages.
     maxWorkers: 2,
     minWorkers: 1,

@@ -1,8 +1,8 @@
 import { describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { TestServer } from "../support/TestServer.js"
 import { Browser, DESKTOP, newPerson, PHONE } from "./Browser.js"
 import {
+  Atrium,
   api,
   assertAccessible,
   BUYER_CODE,
@@ -30,7 +30,7 @@ describe("web app in Chromium: accessibility", () => {
   it.layer(Platform, { timeout: 180_000 })((it) => {
     it.effect("axe: 0 serious or critical violations on every page, light and dark, desktop and phone", () =>
       Effect.gen(function*() {
-        const { url: base } = yield* TestServer
+        const { url: base } = yield* Atrium
         const browser = yield* Browser
         yield* Effect.promise(async () => {
           const creator = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE }, { credits: 100 })

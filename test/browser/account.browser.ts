@@ -1,8 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { TestServer } from "../support/TestServer.js"
 import { Browser, newPerson } from "./Browser.js"
 import {
+  Atrium,
   assertNoJargon,
   BUYER_CODE,
   BUYER_PHONE,
@@ -30,7 +30,7 @@ describe("web app in Chromium: account", () => {
   it.layer(Platform, { timeout: 180_000 })((it) => {
     it.effect("login: bad input in words; asking again within 60 s shows a countdown and still takes the code", () =>
       Effect.gen(function*() {
-        const { url: base } = yield* TestServer
+        const { url: base } = yield* Atrium
         const browser = yield* Browser
         yield* Effect.promise(async () => {
           const context = await newPerson(browser)
@@ -64,7 +64,7 @@ describe("web app in Chromium: account", () => {
 
     it.effect("wallet: a top-up with the test payment provider reaches the balance; a bad amount is said in words", () =>
       Effect.gen(function*() {
-        const { url: base } = yield* TestServer
+        const { url: base } = yield* Atrium
         const browser = yield* Browser
         yield* Effect.promise(async () => {
           const { context, page } = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE })
@@ -92,7 +92,7 @@ describe("web app in Chromium: account", () => {
 
     it.effect("marketplace search → expert page → trial → unlock → chat: the right words, the held-back message sent again, the notice gone", () =>
       Effect.gen(function*() {
-        const { url: base } = yield* TestServer
+        const { url: base } = yield* Atrium
         const browser = yield* Browser
         yield* Effect.promise(async () => {
           const creator = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE })
@@ -147,7 +147,7 @@ describe("web app in Chromium: account", () => {
 
     it.effect("keys: create one (shown once, and it calls /v1), then revoke it", () =>
       Effect.gen(function*() {
-        const { url: base } = yield* TestServer
+        const { url: base } = yield* Atrium
         const browser = yield* Browser
         yield* Effect.promise(async () => {
           const { context, page } = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE })

@@ -1,9 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import type { Page } from "playwright-core"
-import { TestServer } from "../support/TestServer.js"
 import { Browser } from "./Browser.js"
-import { api, checkPrerequisites, CREATOR_CODE, CREATOR_PHONE, person, Platform, until } from "./support.js"
+import { api, Atrium, checkPrerequisites, CREATOR_CODE, CREATOR_PHONE, person, Platform, until } from "./support.js"
 
 /**
  * The conversation page in Debian's Chromium, on an expert's draft (its creator's test chat): messages in a row,
@@ -39,20 +38,37 @@ describe("web app in Chromium: chat", () => {
   it.layer(Platform, { timeout: 180_000 })((it) => {
     it.effect("three messages in a row are all shown, and the view follows the newest turn", () =>
       Effect.gen(function*() {
-        const { url: base } = yield* TestServer
+        const { url: base } = yield* Atrium
         const browser = yield* Browser
         yield* Effect.promise(async () => {
           const { context, page, token } = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE }, { credits: 100 })
           const id = await draftExpert(base, token, "Row Expert")
           await page.goto(`${base}/chat/${id}`)
           await page.getByText("Hello! Ask me anything.").waitFor()
+          // The conversation is created by the first message; the next two are typed before its creation answers
+          // (held here until they are: on a busy machine it takes that long by itself). They go to the same one.
+          let typed!: () => void
+          const allTyped = new Promise<void>((resolve) => (typed = resolve))
+          const creations: Array<string> = []
+          await page.route(`${base}/v1/sessions`, async (route) => {
+            if (route.request().method() !== "POST") return route.continue()
+            creations.push(route.request().postData() ?? "")
+            await allTyped
+            await route.continue()
+          })
           const box = page.getByRole("textbox", { name: "Message" })
           for (const text of ["first", "second", "third"]) {
             await box.fill(text)
             await box.press("Enter")
           }
+          typed()
           await until(page, "three answers", () => document.querySelectorAll("[data-testid=answer]").length === 3 &&
             document.querySelectorAll("[data-testid=answer]")[2]!.textContent === "You said: third")
+          await page.unroute(`${base}/v1/sessions`)
+          assert.lengthOf(creations, 1, `one conversation created: ${creations.join(", ")}`)
+          // Each answer under its own message, in the order they were typed.
+          assert.deepStrictEqual(await page.getByTestId("answer").allTextContents(), ["You said: first", "You said: second", "You said: third"])
+          assert.deepStrictEqual(await page.locator(".bubble.user").allTextContents(), ["You: first", "You: second", "You: third"])
           for (const text of ["first", "second", "third"]) {
             assert.strictEqual(await page.locator(".bubble.user").filter({ hasText: new RegExp(`^You: ${text}$`) }).count(), 1, text)
           }
@@ -91,7 +107,7 @@ describe("web app in Chromium: chat", () => {
 
     it.effect("streaming, Stop, an approval, and a reload in the middle of a turn", () =>
       Effect.gen(function*() {
-        const { url: base } = yield* TestServer
+        const { url: base } = yield* Atrium
         const browser = yield* Browser
         yield* Effect.promise(async () => {
           const { context, page, token } = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE }, { credits: 100 })
@@ -156,7 +172,7 @@ describe("web app in Chromium: chat", () => {
 
     it.effect("conversations: New chat, rename and delete in the sidebar, listed with the last message; Markdown code blocks coloured, with Copy; no raw HTML", () =>
       Effect.gen(function*() {
-        const { url: base } = yield* TestServer
+        const { url: base } = yield* Atrium
         const browser = yield* Browser
         yield* Effect.promise(async () => {
           const { context, page, token } = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE }, { credits: 100 })
@@ -227,7 +243,7 @@ describe("web app in Chromium: chat", () => {
 
     it.effect("the Thinking fold and the credits line only when they carry something, and always with the setting (kept)", () =>
       Effect.gen(function*() {
-        const { url: base } = yield* TestServer
+        const { url: base } = yield* Atrium
         const browser = yield* Browser
         yield* Effect.promise(async () => {
           const { context, page, token } = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE }, { credits: 100 })

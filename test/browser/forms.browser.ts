@@ -1,9 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import type { Page } from "playwright-core"
-import { TestServer } from "../support/TestServer.js"
 import { Browser, newPerson } from "./Browser.js"
 import {
+  Atrium,
   api,
   assertNoJargon,
   BUYER_PHONE,
@@ -38,7 +38,7 @@ describe("web app in Chromium: every form with bad input", () => {
   it.layer(Platform, { timeout: 180_000 })((it) => {
     it.effect("login, wallet, marketplace search, studio (fields, remote tools, JSON), chat rename and the review console: refusals in words, never schema text", () =>
       Effect.gen(function*() {
-        const { url: base } = yield* TestServer
+        const { url: base } = yield* Atrium
         const browser = yield* Browser
         yield* Effect.promise(async () => {
           // --- Login: a phone that is not one, then a code that is not one.

@@ -1,10 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { TestServer } from "../support/TestServer.js"
 import { MANUAL_PDF } from "../knowledge/pdf.js"
 import { MANUAL } from "../knowledge/support.js"
 import { Browser } from "./Browser.js"
-import { api, assertAccessible, checkPrerequisites, CREATOR_CODE, CREATOR_PHONE, person, Platform, until } from "./support.js"
+import { api, assertAccessible, Atrium, checkPrerequisites, CREATOR_CODE, CREATOR_PHONE, person, Platform, until } from "./support.js"
 
 /**
  * Issue 32 in the browser: a creator gives an expert knowledge in the studio's Knowledge section (a new knowledge
@@ -19,7 +18,7 @@ describe("web app in Chromium: knowledge", () => {
   it.layer(Platform, { timeout: 180_000 })((it) => {
     it.effect("studio Knowledge: create, upload, ingest, test a query, attach → the chat answers with a footnote that opens the passage", () =>
       Effect.gen(function*() {
-        const { url: base } = yield* TestServer
+        const { url: base } = yield* Atrium
         const browser = yield* Browser
         yield* Effect.promise(async () => {
           const creator = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE }, { credits: 100 })
@@ -104,7 +103,7 @@ describe("web app in Chromium: knowledge", () => {
 
     it.effect("the Knowledge page: create a knowledge base, upload a manual, watch it read, and try a query", () =>
       Effect.gen(function*() {
-        const { url: base } = yield* TestServer
+        const { url: base } = yield* Atrium
         const browser = yield* Browser
         yield* Effect.promise(async () => {
           const creator = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE }, { credits: 100 })

@@ -4,9 +4,9 @@ import { createHash, randomBytes } from "node:crypto"
 import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
 import type { Page } from "playwright-core"
-import { TestServer } from "../support/TestServer.js"
 import { Browser, logIn, newPerson, tokenOf } from "./Browser.js"
 import {
+  Atrium,
   api,
   assertAccessible,
   BUYER_CODE,
@@ -56,7 +56,7 @@ describe("web app in Chromium: login, OAuth consent, other tabs", () => {
   it.layer(Platform, { timeout: 180_000 })((it) => {
     it.effect("OAuth consent: authorize → login → the styled consent page → Allow → back with a code that the app exchanges; Deny", () =>
       Effect.gen(function*() {
-        const { url: base } = yield* TestServer
+        const { url: base } = yield* Atrium
         const browser = yield* Browser
         yield* Effect.promise(async () => {
           const callback = await callbackServer()
@@ -133,7 +133,7 @@ describe("web app in Chromium: login, OAuth consent, other tabs", () => {
 
     it.effect("a new login in another tab: this tab goes on with it; another browser's login ends this one, said in words, and logging in again continues here", () =>
       Effect.gen(function*() {
-        const { url: base } = yield* TestServer
+        const { url: base } = yield* Atrium
         const browser = yield* Browser
         yield* Effect.promise(async () => {
           const creator = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE })

@@ -2,8 +2,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import * as Http from "node:http"
 import type { Page } from "playwright-core"
-import { TestServer } from "../support/TestServer.js"
 import { Browser, CHROMIUM, chromiumAvailable, newPerson } from "./Browser.js"
+import { Atrium } from "./support.js"
 
 /**
  * Issue 26 item 7, in Chromium: `/docs`, the login page and the app's pages load nothing from another host, the
@@ -12,7 +12,7 @@ import { Browser, CHROMIUM, chromiumAvailable, newPerson } from "./Browser.js"
 
 if (!chromiumAvailable) throw new Error(`No Chromium at ${CHROMIUM}: apt-get install chromium (or set CHROMIUM_PATH).`)
 
-const Platform = Layer.merge(TestServer.layer(), Browser.layer)
+const Platform = Layer.merge(Atrium.layer(), Browser.layer)
 
 /** What a page asked for beyond its own origin, and what the policy refused (the console says so). */
 const watch = (page: Page, origin: string) => {
@@ -34,7 +34,7 @@ describe("HTML pages in Chromium", () => {
     it.effect("/docs renders the API reference from this origin only, and the policy refuses nothing it needs", () =>
       Effect.gen(function*() {
         const browser = yield* Browser
-        const server = yield* TestServer
+        const server = yield* Atrium
         yield* Effect.promise(async () => {
           const context = await newPerson(browser)
           const page = await context.newPage()
@@ -51,7 +51,7 @@ describe("HTML pages in Chromium", () => {
     it.effect("the login page and the app render from this origin only; another site cannot frame them", () =>
       Effect.gen(function*() {
         const browser = yield* Browser
-        const server = yield* TestServer
+        const server = yield* Atrium
         yield* Effect.promise(async () => {
           const context = await newPerson(browser)
           const page = await context.newPage()

@@ -1,8 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { TestServer } from "../support/TestServer.js"
 import { Browser } from "./Browser.js"
 import {
+  Atrium,
   BUYER_CODE,
   BUYER_PHONE,
   checkPrerequisites,
@@ -27,7 +27,7 @@ describe("web app in Chromium: studio and review", () => {
   it.layer(Platform, { timeout: 180_000 })((it) => {
     it.effect("studio create → configure → test → publish → operator approves in /admin → marketplace → sale → earnings", () =>
       Effect.gen(function*() {
-        const { url: base } = yield* TestServer
+        const { url: base } = yield* Atrium
         const browser = yield* Browser
         yield* Effect.promise(async () => {
           const creator = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE }, { credits: 100 })
@@ -145,7 +145,7 @@ describe("web app in Chromium: studio and review", () => {
 
     it.effect("the operator rejects a version with a reason, and the creator reads it", () =>
       Effect.gen(function*() {
-        const { url: base } = yield* TestServer
+        const { url: base } = yield* Atrium
         const browser = yield* Browser
         yield* Effect.promise(async () => {
           const creator = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE })

@@ -52,3 +52,18 @@ export const buildIsStale = (root = ROOT): boolean => {
   const built = Path.join(root, "dist", "main.js")
   return !Fs.existsSync(built) || Fs.statSync(built).mtimeMs < newest(Path.join(root, "src"))
 }
+
+/**
+ * True when `web/dist/index.html` is missing or older than any file of the web app or of `src/` (the web app bundles
+ * the platform's API contract from there).
+ */
+export const webBuildIsStale = (root = ROOT): boolean => {
+  const built = Path.join(root, "web", "dist", "index.html")
+  if (!Fs.existsSync(built)) return true
+  const sources = Math.max(
+    newest(Path.join(root, "web", "src")),
+    Fs.statSync(Path.join(root, "web", "index.html")).mtimeMs,
+    newest(Path.join(root, "src"))
+  )
+  return Fs.statSync(built).mtimeMs < sources
+}

@@ -5,6 +5,7 @@ import { Link, navigate, useLocation } from "../router.js"
 import { formatCredits, useMe } from "../session.js"
 import { followSession, sendToSession } from "../stream.js"
 import { type Approval, fold, queueMessage, type Turn, unqueueMessage, UserSide } from "../chat/fold.js"
+import { makeOutbox } from "../chat/outbox.js"
 import { Approvals, TurnView, useDetailsSetting } from "../chat/TurnView.js"
 import { type SessionItem, Sidebar, useExpertNames } from "../chat/Sidebar.js"
 
@@ -32,6 +33,28 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
   const input = useRef<HTMLTextAreaElement>(null)
   const scroller = useStickToBottom([turns, failed, error])
 
+  // One per expert: messages typed in a row go out in that order, and a new conversation is created once.
+  const outbox = useMemo(() =>
+    makeOutbox({
+      create: async (text) => {
+        const session = await call((c) => c.sessions.create({ payload: { agent: identifier, title: text.slice(0, 80) } }))
+        setSessionId(session.id)
+        if (!embedded) navigate(`/chat/${identifier}?session=${session.id}`, true)
+        setListVersion((n) => n + 1)
+        return session.id
+      },
+      send: async (id, text) => {
+        // Queued before the request: the turn's first events may arrive before its answer does.
+        queueMessage(users.current, id, text)
+        try {
+          await sendToSession(id, { type: "message", message: text })
+        } catch (failure) {
+          unqueueMessage(users.current, id, text)
+          throw failure
+        }
+      }
+    }), [identifier, embedded])
+
   useEffect(() => {
     call((c) => c.market.agent({ path: { identifier } })).then(
       (a) => { setTitle(a.name); setOpening(a.opening_message) },
@@ -53,6 +76,7 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
     if (wanted === null) {
       setTurns([])
       users.current = null
+      outbox.reset()
       input.current?.focus()
     }
   }, [search])
@@ -103,29 +127,8 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
 
   const deliver = async (text: string) => {
     setError(null)
-    let id = sessionId
-    try {
-      if (id === null) {
-        const session = await call((c) => c.sessions.create({ payload: { agent: identifier, title: text.slice(0, 80) } }))
-        id = session.id
-      }
-    } catch (failure) {
-      setFailed((f) => [...f, { text, error: (failure as Error).message }])
-      return
-    }
-    // Queued before the request: the turn's first events may arrive before its answer does.
-    queueMessage(users.current, id, text)
-    if (id !== sessionId) {
-      setSessionId(id)
-      if (!embedded) navigate(`/chat/${identifier}?session=${id}`, true)
-      setListVersion((n) => n + 1)
-    }
-    try {
-      await sendToSession(id, { type: "message", message: text })
-    } catch (failure) {
-      unqueueMessage(users.current, id, text)
-      setFailed((f) => [...f, { text, error: (failure as Error).message }])
-    }
+    const failure = await outbox.deliver(sessionId, text)
+    if (failure) setFailed((f) => [...f, { text, error: failure.message }])
   }
 
   const send = async (e?: FormEvent) => {
