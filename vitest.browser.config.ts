@@ -12,7 +12,10 @@ export default defineConfig({
     globalSetup: ["test/browser/globalSetup.ts"],
     // Two files at a time (each its own platform and Chromium): the suite mostly waits on streams and pages.
     maxWorkers: 2,
-    minWorkers: 1,
+    minWorkers: 2,
+    // As in the main suite: a worker keeps its module graph between files (each file still launches its own platform
+    // process and Chromium).
+    isolate: false,
     testTimeout: 180_000,
     hookTimeout: 180_000
   }

@@ -9,7 +9,6 @@ import * as Path from "node:path"
 import type { BrowserContext, Page } from "playwright-core"
 import { launchPlatform, type PlatformProcess } from "../support/Process.js"
 import { seedDataDir } from "../support/Templates.js"
-import { TEST_CODE, TEST_PHONE } from "../support/TestServer.js"
 import { Browser, CHROMIUM, chromiumAvailable, logIn, newPerson, tokenOf, userIdOfToken } from "./Browser.js"
 
 /**
@@ -39,8 +38,8 @@ export const BUYER_PHONE = "+8613900000001"
 export const BUYER_CODE = "654321"
 export const OPERATOR_PHONE = "+8613700000009"
 export const OPERATOR_CODE = "111222"
-export const CREATOR_PHONE = TEST_PHONE
-export const CREATOR_CODE = TEST_CODE
+export const CREATOR_PHONE = "+8613800000000"
+export const CREATOR_CODE = "123456"
 
 /**
  * The platform under test: `dist/main.js` as its own process, what `npm start` runs (DESIGN.md §7), embedded, on a
@@ -74,7 +73,7 @@ export const Platform = Layer.merge(
     INTERNAL_TOKEN,
     PAYMENT_WEBHOOK_SECRET: PAYMENT_SECRET,
     ADMIN_PHONES: OPERATOR_PHONE,
-    SMS_TEST_OTP: `${TEST_PHONE}=${TEST_CODE},${BUYER_PHONE}=${BUYER_CODE},${OPERATOR_PHONE}=${OPERATOR_CODE}`,
+    SMS_TEST_OTP: `${CREATOR_PHONE}=${CREATOR_CODE},${BUYER_PHONE}=${BUYER_CODE},${OPERATOR_PHONE}=${OPERATOR_CODE}`,
     // Another build of the web app (say, main's, to see a test fail before its fix): WEB_DIST=/path/to/web/dist.
     ...(process.env.WEB_DIST ? { WEB_DIST: process.env.WEB_DIST } : {})
   }),
