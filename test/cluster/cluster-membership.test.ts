@@ -17,8 +17,7 @@ import { databaseUrl, settled } from "./support.js"
 /**
  * Issue 13: a runner that joins takes its shards without cutting the turns running on the others, and every charge
  * sent meanwhile is answered once.
- * Real `dist/main.js` processes (`runners.ts`), each a runner of one cluster, sharing a database, a Redis prefix and a
- * JWT secret, as an operator scales out. Services mode only (DATABASE_URL): embedded mode is one process by design.
+ * The runners are `dist/main.js` processes (`runners.ts`); services mode only.
  */
 
 describe.skipIf(databaseUrl === undefined)("cluster (issue 13): a runner joins", () => {

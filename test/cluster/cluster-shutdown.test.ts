@@ -22,8 +22,7 @@ import { databaseUrl, settled } from "./support.js"
 /**
  * Issue 13: a runner that leaves. On SIGTERM it lets its turns end, then hands its sessions over; after kill -9 its cut
  * turns are closed, queued ones run, a subscriber resumes on another runner, and charges are neither lost nor doubled.
- * Real `dist/main.js` processes (`runners.ts`), each a runner of one cluster, sharing a database, a Redis prefix and a
- * JWT secret, as an operator scales out. Services mode only (DATABASE_URL): embedded mode is one process by design.
+ * The runners are `dist/main.js` processes (`runners.ts`); services mode only.
  */
 
 describe.skipIf(databaseUrl === undefined)("cluster (issue 13): a runner leaves", () => {

@@ -27,8 +27,7 @@ import { databaseUrl, settled } from "./support.js"
  * Issue 13: two runner processes over one PostgreSQL behave like one process (a wallet, a session, interrupts and
  * approvals from either runner), as does one process with `WORKERS=2`, and runners whose shard-lock refresh stalls
  * under charge load still answer every charge once.
- * Real `dist/main.js` processes (`runners.ts`), each a runner of one cluster, sharing a database, a Redis prefix and a
- * JWT secret, as an operator scales out. Services mode only (DATABASE_URL): embedded mode is one process by design.
+ * The runners are `dist/main.js` processes (`runners.ts`); services mode only.
  */
 
 describe.skipIf(databaseUrl === undefined)("cluster (issue 13): two runners as one", () => {

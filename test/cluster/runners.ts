@@ -10,7 +10,9 @@ import { CODE, makeShared, type Shared } from "./support.js"
 
 /**
  * What the cluster files of issue 13 do to their runners: start them over one shared database, log users in, charge,
- * open sessions and streams on a chosen runner. The tests are split over `cluster*.test.ts` so that their runners
+ * open sessions and streams on a chosen runner. A runner is a real `dist/main.js` process of one cluster, sharing a
+ * database, a Redis prefix and a JWT secret with the others, as an operator scales out; services mode only
+ * (DATABASE_URL), embedded mode being one process by design. The tests are split over `cluster*.test.ts` so that their runners
  * (minutes of processes in all) spread over the suite's workers.
  */
 
