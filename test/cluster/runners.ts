@@ -12,13 +12,13 @@ import { CODE, makeShared, type Shared } from "./support.js"
  * What the cluster files of issue 13 do to their runners: start them over one shared database, log users in, charge,
  * open sessions and streams on a chosen runner. A runner is a real `dist/main.js` process of one cluster, sharing a
  * database, a Redis prefix and a JWT secret with the others, as an operator scales out; services mode only
- * (DATABASE_URL), embedded mode being one process by design. The tests are split over `cluster*.test.ts` so that their runners
- * (minutes of processes in all) spread over the suite's workers.
+ * (DATABASE_URL), embedded mode being one process by design. The tests are split over `cluster*.test.ts` so that
+ * their runners (minutes of processes in all) spread over the suite's workers.
  */
 
 export const PHONES = Array.from({ length: 32 }, (_, i) => `+1555${Crypto.randomInt(1e6).toString().padStart(6, "0")}${i}`)
 
-/** A fresh database (empty: the runners migrate it together), Redis prefix and secret every runner of this file shares. */
+/** A fresh database (empty: the runners migrate it together), Redis prefix and secret every runner of a test shares. */
 export const makeClusterShared = makeShared("cluster", { fromTemplate: false, phones: PHONES, env: { APPROVAL_TIMEOUT: "60 seconds" } })
 
 export const runner = (shared: Shared, env: Record<string, string> = {}) =>
