@@ -109,6 +109,12 @@ export const Infrastructure = Entities.pipe(
 export const HttpServerLive = Layer.unwrapEffect(
   Effect.map(AppConfig, (config) => {
     const server = createServer()
+    // An idle keep-alive connection is closed by the client side first: a load balancer (60 s idle on common ones)
+    // or an SDK's pool (a few seconds). With Node's 5 s the server could close a socket just as a client sent a
+    // request on it, which the client sees as a reset connection (or the balancer as a 502), a charge among them.
+    server.keepAliveTimeout = 65_000
+    // Above the keep-alive timeout, as Node asks, so a reused connection's next request is not cut for its headers.
+    server.headersTimeout = 66_000
     const grace = Layer.scopedDiscard(Effect.addFinalizer(() =>
       Effect.sync(() => {
         // Held streams have no request fiber that the server's shutdown would interrupt.

@@ -267,6 +267,27 @@ describe("HTTP", () => {
           assertEnvelope(yield* send("POST", "/nope/deeper?x=1", { body: "{}" }), 404, "not_found")
         }))
 
+      it.scoped("a keep-alive connection left idle longer than Node's 5 s default still serves the next request", () =>
+        Effect.gen(function*() {
+          const { url } = yield* TestServer
+          // A client whose pool keeps an idle socket as long as it likes, as a load balancer's does (60 s on common
+          // ones): the server must not be the side that closes it first.
+          const agent = new Http.Agent({ keepAlive: true, maxSockets: 1 })
+          yield* Effect.addFinalizer(() => Effect.sync(() => agent.destroy()))
+          const get = () =>
+            Effect.async<{ status: number; reused: boolean }, Error>((resume) => {
+              const req = Http.get(`${url}/api/health`, { agent }, (res) => {
+                res.resume()
+                res.on("end", () => resume(Effect.succeed({ status: res.statusCode!, reused: req.reusedSocket })))
+              })
+              req.on("error", (error) => resume(Effect.fail(error)))
+            })
+          assert.deepStrictEqual(yield* get(), { status: 200, reused: false })
+          // Real time: the server's idle timeout is wall-clock time on its sockets.
+          yield* Effect.sleep("6 seconds")
+          assert.deepStrictEqual(yield* get(), { status: 200, reused: true })
+        }), 30_000)
+
       it.effect("an unknown /v1 route without credentials is 404 not_found", () =>
         Effect.gen(function*() {
           assertEnvelope(yield* send("GET", "/v1/nope"), 404, "not_found")
