@@ -4,7 +4,7 @@ const workers = process.env.DATABASE_URL ? 3 : 2
 
 export default defineConfig({
   // vitest keeps each file's last duration here and starts the longest files first, so no long file is left to run
-  // alone at the end on one of the two workers. Outside node_modules/, which "npm ci" deletes.
+  // alone at the end on one worker. Outside node_modules/, which "npm ci" deletes.
   cacheDir: ".vitest-cache",
   test: {
     include: ["test/**/*.test.ts"],

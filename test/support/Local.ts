@@ -41,29 +41,27 @@ export const freePorts = async (count: number): Promise<number> => {
   throw new Error(`no ${count} consecutive free ports`)
 }
 
-const newest = (dir: string): number =>
-  Fs.readdirSync(dir, { withFileTypes: true }).reduce((latest, entry) => {
-    const path = Path.join(dir, entry.name)
-    return Math.max(latest, entry.isDirectory() ? newest(path) : Fs.statSync(path).mtimeMs)
-  }, 0)
+/** The newest modification time of `path`, a file or everything under a folder. */
+const newest = (path: string): number => {
+  const stat = Fs.statSync(path)
+  if (!stat.isDirectory()) return stat.mtimeMs
+  return Fs.readdirSync(path).reduce((latest, name) => Math.max(latest, newest(Path.join(path, name))), 0)
+}
+
+/** True when `built` is missing or older than any of `sources`. */
+const staleAgainst = (built: string, sources: ReadonlyArray<string>): boolean =>
+  !Fs.existsSync(built) || Fs.statSync(built).mtimeMs < Math.max(...sources.map(newest))
 
 /** True when `dist/main.js` is missing or older than any file under `src/`. */
-export const buildIsStale = (root = ROOT): boolean => {
-  const built = Path.join(root, "dist", "main.js")
-  return !Fs.existsSync(built) || Fs.statSync(built).mtimeMs < newest(Path.join(root, "src"))
-}
+export const buildIsStale = (root = ROOT): boolean => staleAgainst(Path.join(root, "dist", "main.js"), [Path.join(root, "src")])
 
 /**
  * True when `web/dist/index.html` is missing or older than any file of the web app or of `src/` (the web app bundles
  * the platform's API contract from there).
  */
-export const webBuildIsStale = (root = ROOT): boolean => {
-  const built = Path.join(root, "web", "dist", "index.html")
-  if (!Fs.existsSync(built)) return true
-  const sources = Math.max(
-    newest(Path.join(root, "web", "src")),
-    Fs.statSync(Path.join(root, "web", "index.html")).mtimeMs,
-    newest(Path.join(root, "src"))
-  )
-  return Fs.statSync(built).mtimeMs < sources
-}
+export const webBuildIsStale = (root = ROOT): boolean =>
+  staleAgainst(Path.join(root, "web", "dist", "index.html"), [
+    Path.join(root, "web", "src"),
+    Path.join(root, "web", "index.html"),
+    Path.join(root, "src")
+  ])
