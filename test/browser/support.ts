@@ -2,13 +2,10 @@ import { assert } from "@effect/vitest"
 import { Context, Effect, Layer } from "effect"
 import { createHmac } from "node:crypto"
 import { existsSync, readFileSync } from "node:fs"
-import * as Fs from "node:fs/promises"
 import { createRequire } from "node:module"
-import * as Os from "node:os"
-import * as Path from "node:path"
 import type { BrowserContext, Page } from "playwright-core"
 import { launchPlatform, type PlatformProcess } from "../support/Process.js"
-import { seedDataDir } from "../support/Templates.js"
+import { makeMigratedStorage } from "../support/Templates.js"
 import { Browser, CHROMIUM, chromiumAvailable, logIn, newPerson, tokenOf, userIdOfToken } from "./Browser.js"
 
 /**
@@ -42,26 +39,23 @@ export const CREATOR_PHONE = "+8613800000000"
 export const CREATOR_CODE = "123456"
 
 /**
- * The platform under test: `dist/main.js` as its own process, what `npm start` runs (DESIGN.md §7), embedded, on a
- * data directory that starts as a copy of the run's migrated template; gone, with its data, when the file ends.
+ * The platform under test: `dist/main.js` as its own process, what `npm start` runs (DESIGN.md §7), on storage of its
+ * own that starts as a copy of the run's migrated template (`makeMigratedStorage`: a data directory, as CI runs it,
+ * or with DATABASE_URL a PostgreSQL database); gone, with its data, when the file ends.
  */
 export class Atrium extends Context.Tag("test/browser/Atrium")<Atrium, PlatformProcess>() {
   static layer = (env: Record<string, string> = {}) =>
     Layer.scoped(
       Atrium,
       Effect.gen(function*() {
-        const dataDir = yield* Effect.acquireRelease(
-          Effect.promise(() => Fs.mkdtemp(Path.join(Os.tmpdir(), "atrium-browser-"))),
-          (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true })).pipe(Effect.ignore)
-        )
-        yield* Effect.promise(() => seedDataDir(dataDir))
+        const storage = yield* makeMigratedStorage
         const platform = yield* launchPlatform({
-          DATA_DIR: dataDir,
+          ...storage.env,
           // Past SMS_CHALLENGE_AFTER logins from 127.0.0.1 the login page solves a proof of work: a small one here.
           SMS_CHALLENGE_MAX_NUMBER: "1000",
           ...env
         })
-        // Gone before its data directory is removed (finalizers run last added, first run).
+        // Gone, and waited for, before its storage is removed (finalizers run last added, first run).
         yield* Effect.addFinalizer(() => Effect.promise(platform.kill))
         return platform
       })

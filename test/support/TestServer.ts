@@ -1,12 +1,9 @@
 import { HttpServer } from "@effect/platform"
 import { SqlClient } from "@effect/sql"
 import { Clock, ConfigProvider, Context, Effect, Layer, Logger, LogLevel, Option, Scope } from "effect"
-import * as Fs from "node:fs/promises"
 import * as Http from "node:http"
-import * as Os from "node:os"
-import * as Path from "node:path"
 import { makeServer, Routes } from "../../src/Server.js"
-import { seedDataDir, testDatabase } from "./Templates.js"
+import { makeMigratedStorage, type Storage } from "./Templates.js"
 
 /**
  * Boots the real platform on a random port, the way `npm start` does, with settings of its own.
@@ -25,49 +22,8 @@ export const INTERNAL_TOKEN = "test-internal-token-0123456789abcdef"
 /** Headers that open `/internal/*` to a test on the private network. */
 export const internalAuth: Record<string, string> = { authorization: `Bearer ${INTERNAL_TOKEN}` }
 
-/** Where a test server keeps its data; a restart reuses it to show that data survives. */
-export interface Storage {
-  readonly env: Record<string, string>
-}
-
-const randomName = () => Math.random().toString(36).slice(2, 10)
-
-/**
- * A fresh, empty place for one server's data, removed when the scope closes: the server applies every migration to
- * it at start. Tests of migrations need this; others start faster on `makeMigratedStorage`.
- */
-export const makeStorage: Effect.Effect<Storage, never, Scope.Scope> = Effect.suspend(() => storageOf(false))
-
-/**
- * Like `makeStorage`, but its database starts as a copy of the run's migrated template (`Templates.ts`): the server
- * finds every migration applied, which saves initialising and migrating a database of its own.
- */
-export const makeMigratedStorage: Effect.Effect<Storage, never, Scope.Scope> = Effect.suspend(() => storageOf(true))
-
-const storageOf = (fromTemplate: boolean): Effect.Effect<Storage, never, Scope.Scope> =>
-  Effect.gen(function*() {
-    const databaseUrl = process.env.DATABASE_URL
-    const redisUrl = process.env.REDIS_URL
-    const env: Record<string, string> = {}
-    if (databaseUrl) {
-      const name = yield* testDatabase(databaseUrl, "test", { fromTemplate })
-      const url = new URL(databaseUrl)
-      url.pathname = `/${name}`
-      env.DATABASE_URL = url.toString()
-    } else {
-      const dir = yield* Effect.acquireRelease(
-        Effect.promise(() => Fs.mkdtemp(Path.join(Os.tmpdir(), "atrium-test-"))),
-        (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true })).pipe(Effect.ignore)
-      )
-      if (fromTemplate) yield* Effect.promise(() => seedDataDir(dir))
-      env.DATA_DIR = dir
-    }
-    if (redisUrl) {
-      env.REDIS_URL = redisUrl
-      env.KEY_PREFIX = `atrium-test:${randomName()}:`
-    }
-    return { env }
-  })
+// Storage helpers live with the templates they copy (`Templates.ts`, a light module the browser suite imports too).
+export { makeMigratedStorage, makeStorage, type Storage } from "./Templates.js"
 
 /** A stand-in SMS gateway over real HTTP: the platform's `http` SMS provider posts here, tests read the codes. */
 export interface SmsInbox {
