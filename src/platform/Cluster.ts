@@ -70,6 +70,7 @@ const TrackedRunnerStorage = Layer.scoped(
     const storage = yield* RunnerStorage.RunnerStorage
     const repo = yield* RunnersRepo
     const fences = yield* ShardFences
+    const releasing = yield* Effect.makeSemaphore(1)
     fences.track()
     yield* Effect.acquireRelease(
       Effect.sync(() => setInterval(fences.tick, 250).unref()),
@@ -96,7 +97,11 @@ const TrackedRunnerStorage = Layer.scoped(
           Effect.onError(() => Effect.sync(fences.refreshFailed))
         ),
       // Effects, not calls: the cluster builds a release before it lets the shard's entities finish (hand-over).
-      release: (address, shardId) => Effect.zipRight(Effect.sync(() => fences.release(shardId)), storage.release(address, shardId)),
+      // One at a time: they all go through the one lock connection, and the cluster starts one per shard at once
+      // (about 150 when a runner joins), which queued a refresh behind 300-odd statements; under load it missed its
+      // deadline and the runner gave every shard up, cutting the turns a hand-over is meant to let finish.
+      release: (address, shardId) =>
+        Effect.zipRight(Effect.sync(() => fences.release(shardId)), releasing.withPermits(1)(storage.release(address, shardId))),
       releaseAll: (address) => Effect.zipRight(Effect.sync(fences.releaseAll), storage.releaseAll(address))
     })
   })
