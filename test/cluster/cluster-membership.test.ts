@@ -4,6 +4,7 @@ import { adminQuery } from "../support/Templates.js"
 import {
   agentOf,
   chargedThrough,
+  endsAndLogs,
   lastEvent,
   makeClusterShared,
   newUser,
@@ -41,7 +42,7 @@ describe.skipIf(databaseUrl === undefined)("cluster (issue 13): a runner joins",
       assert.isAbove(running[0]!.n, 0, "every turn ended before B joined: nothing was handed over")
       yield* settled(shared, 2)
       const ends = yield* Effect.all(streams.map((s) => s.rest), { concurrency: "unbounded" })
-      assert.deepStrictEqual(ends.map((s) => lastEvent(s).event), sessions.map(() => "run.completed"))
+      assert.deepStrictEqual(ends.map((s) => lastEvent(s).event), sessions.map(() => "run.completed"), endsAndLogs(ends, [a, b]))
       // The moved sessions go on on B.
       for (const session of sessions) {
         const next = yield* untilEnd(yield* send(b, user, session, "hello again"))

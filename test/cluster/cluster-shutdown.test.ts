@@ -6,6 +6,7 @@ import {
   agentOf,
   balanceOn,
   consume,
+  endsAndLogs,
   grant,
   lastEvent,
   makeClusterShared,
@@ -43,7 +44,7 @@ describe.skipIf(databaseUrl === undefined)("cluster (issue 13): a runner leaves"
       // B may take its grace to stop (its turns end first): more than `terminate`'s 30 s on a loaded machine.
       assert.strictEqual(yield* b.terminateWithin("75 seconds"), 0, b.output())
       const ends = yield* Effect.all(streams.map((s) => s.rest), { concurrency: "unbounded" })
-      assert.deepStrictEqual(ends.map((s) => lastEvent(s).event), sessions.map(() => "run.completed"))
+      assert.deepStrictEqual(ends.map((s) => lastEvent(s).event), sessions.map(() => "run.completed"), endsAndLogs(ends, [a, b]))
       yield* settled(shared, 1)
       for (const session of sessions) {
         const next = yield* untilEnd(yield* send(a, user, session, "hello again"))
@@ -100,7 +101,7 @@ describe.skipIf(databaseUrl === undefined)("cluster (issue 13): a runner leaves"
       for (const outcome of outcomesOfTurns) assert.oneOf(outcome, ["run.completed:", "run.failed:interrupted"])
       assert.include(outcomesOfTurns, "run.failed:interrupted", "C owned none of the sessions")
       const owed = yield* Effect.all(queued.map((s) => s.rest), { concurrency: "unbounded" })
-      assert.deepStrictEqual(owed.map((s) => lastEvent(s).event), sessions.map(() => "run.completed"))
+      assert.deepStrictEqual(owed.map((s) => lastEvent(s).event), sessions.map(() => "run.completed"), endsAndLogs(owed, [a, c]))
       // Each session goes on: the next turn has the next number and completes.
       for (const [i, session] of sessions.entries()) {
         const next = yield* untilEnd(yield* send(a, user, session, "hello again"))

@@ -108,6 +108,20 @@ export const subscribe = (platform: PlatformProcess, user: User, session: string
 export const seqs = (stream: ParsedStream) => stream.events.map((event) => event.data.seq as number)
 export const lastEvent = (stream: ParsedStream) => stream.events[stream.events.length - 1]!
 
+/**
+ * For an assertion about how turns ended: each stream's last event whole, and what the runners logged at warn and
+ * error. Why a turn was cut is in its runner's log (a lock refresh past its deadline, a refused write, a deadline), and
+ * a runner's output is gone with the test: without this a failure in CI said only "run.failed".
+ */
+export const endsAndLogs = (streams: ReadonlyArray<ParsedStream>, runners: ReadonlyArray<PlatformProcess>) => {
+  const ends = streams.map((stream, i) => `turn ${i}: ${JSON.stringify(lastEvent(stream).data)}`)
+  const logs = runners.map((platform, i) => {
+    const lines = platform.output().split("\n").filter((line) => /"level":"(warn|error)"/.test(line))
+    return `runner ${i}, its last ${Math.min(lines.length, 30)} of ${lines.length} warnings and errors:\n${lines.slice(-30).join("\n")}`
+  })
+  return [...ends, ...logs].join("\n")
+}
+
 /** Reads `live` until `count` events of turn `turn` ended with run.completed / run.failed. */
 export const untilEnd = (live: LiveStream) =>
   Effect.gen(function*() {
