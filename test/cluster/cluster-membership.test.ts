@@ -9,8 +9,8 @@ import {
   makeClusterShared,
   newUser,
   runner,
+  runningTurns,
   send,
-  sessionOf,
   untilEnd
 } from "./runners.js"
 import { databaseUrl, settled } from "./support.js"
@@ -32,9 +32,7 @@ describe.skipIf(databaseUrl === undefined)("cluster (issue 13): a runner joins",
       const user = yield* newUser(a)
       const agent = yield* agentOf(a, user)
       // All on A, the only runner; about half of them move to B when it joins, while their turns run (25 s each).
-      const sessions = yield* Effect.all(Array.from({ length: 8 }, () => sessionOf(a, user, agent)), { concurrency: 4 })
-      const streams = yield* Effect.all(sessions.map((s) => send(a, user, s, "/slow 250")), { concurrency: 4 })
-      for (const stream of streams) yield* stream.until("output.text.delta")
+      const { sessions, streams } = yield* runningTurns(a, user, agent, 8, "/slow 250")
       const b = yield* runner(shared, grace)
       const running = yield* Effect.promise(() =>
         adminQuery(shared.databaseUrl, `SELECT count(*)::int AS n FROM runs WHERE status = 'running'`)

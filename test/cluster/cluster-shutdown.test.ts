@@ -12,9 +12,9 @@ import {
   makeClusterShared,
   newUser,
   runner,
+  runningTurns,
   send,
   seqs,
-  sessionOf,
   subscribe,
   untilEnd
 } from "./runners.js"
@@ -38,9 +38,7 @@ describe.skipIf(databaseUrl === undefined)("cluster (issue 13): a runner leaves"
       const user = yield* newUser(a)
       const agent = yield* agentOf(a, user)
       // About half of these sessions live on B (all on A: 1 in 1024); their streams are held by A, which stays.
-      const sessions = yield* Effect.all(Array.from({ length: 10 }, () => sessionOf(a, user, agent)), { concurrency: 4 })
-      const streams = yield* Effect.all(sessions.map((s) => send(a, user, s, "/slow 100")), { concurrency: 4 })
-      for (const stream of streams) yield* stream.until("output.text.delta")
+      const { sessions, streams } = yield* runningTurns(a, user, agent, 10, "/slow 100")
       // B may take its grace to stop (its turns end first): more than `terminate`'s 30 s on a loaded machine.
       assert.strictEqual(yield* b.terminateWithin("75 seconds"), 0, b.output())
       const ends = yield* Effect.all(streams.map((s) => s.rest), { concurrency: "unbounded" })
@@ -64,9 +62,7 @@ describe.skipIf(databaseUrl === undefined)("cluster (issue 13): a runner leaves"
       const user = yield* newUser(a)
       const agent = yield* agentOf(a, user)
       // About half of these sessions live on C: enough that C owns some of them (all on A: 1 in 4096).
-      const sessions = yield* Effect.all(Array.from({ length: 12 }, () => sessionOf(a, user, agent)), { concurrency: 4 })
-      const streams = yield* Effect.all(sessions.map((s) => send(a, user, s, "/slow 100")), { concurrency: 4 })
-      for (const stream of streams) yield* stream.until("output.text.delta")
+      const { sessions, streams } = yield* runningTurns(a, user, agent, 12, "/slow 100")
       // A turn queued behind each: acknowledged, so owed even by a runner that dies before starting it.
       const queued = yield* Effect.all(sessions.map((s) => send(a, user, s, "owed")), { concurrency: 4 })
       // A subscriber on C, which will lose its runner.

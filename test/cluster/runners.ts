@@ -105,6 +105,18 @@ export const subscribe = (platform: PlatformProcess, user: User, session: string
     ...(lastEventId !== undefined ? { headers: { "last-event-id": String(lastEventId) } } : {})
   }))
 
+/**
+ * `count` sessions of `agent` opened on `platform`, each with a turn of `message` running: sent there, its stream
+ * held open, and its first delta seen (the turn has started, so a runner leaving or joining now meets it running).
+ */
+export const runningTurns = (platform: PlatformProcess, user: User, agent: string, count: number, message: string) =>
+  Effect.gen(function*() {
+    const sessions = yield* Effect.all(Array.from({ length: count }, () => sessionOf(platform, user, agent)), { concurrency: 4 })
+    const streams = yield* Effect.all(sessions.map((s) => send(platform, user, s, message)), { concurrency: 4 })
+    for (const stream of streams) yield* stream.until("output.text.delta")
+    return { sessions, streams }
+  })
+
 export const seqs = (stream: ParsedStream) => stream.events.map((event) => event.data.seq as number)
 export const lastEvent = (stream: ParsedStream) => stream.events[stream.events.length - 1]!
 
