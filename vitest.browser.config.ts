@@ -1,4 +1,5 @@
 import { defineConfig } from "vitest/config"
+import { scratchEnv } from "./test/support/Local.js"
 
 /**
  * The browser suite (`npm run test:browser`): the platform (`dist/main.js`, as `npm start` runs it) on a random port
@@ -16,6 +17,8 @@ export default defineConfig({
     // As in the main suite: a worker keeps its module graph between files (each file still launches its own platform
     // process and Chromium).
     isolate: false,
+    // Each platform's data and Chromium's profile in memory where there is room (test/support/Local.ts).
+    env: scratchEnv(),
     testTimeout: 180_000,
     hookTimeout: 180_000
   }

@@ -1,4 +1,5 @@
 import { defineConfig } from "vitest/config"
+import { scratchEnv } from "./test/support/Local.js"
 
 const workers = process.env.DATABASE_URL ? 3 : 2
 
@@ -22,6 +23,8 @@ export default defineConfig({
     // As many from the start: a worker left idle is stopped at once otherwise, and a stop racing the run's end
     // failed the run ("Terminating worker thread").
     minWorkers: workers,
+    // Scratch files in memory where the machine has room for them (test/support/Local.ts, docs/testing.md).
+    env: scratchEnv(),
     testTimeout: 60_000,
     hookTimeout: 120_000
   }

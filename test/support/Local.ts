@@ -65,3 +65,31 @@ export const webBuildIsStale = (root = ROOT): boolean =>
     Path.join(root, "web", "index.html"),
     Path.join(root, "src")
   ])
+
+const GiB = 1024 ** 3
+
+/**
+ * Where the suites keep their scratch files (every test server's PGlite directory, each process test's `DATA_DIR`,
+ * the sandbox's working folders, the artifact test's image layout): a memory-backed `/dev/shm` where there is one with
+ * room, else the system's temporary folder. On this project's machines `/tmp` is ext4 mounted with `discard`, where
+ * copying the 40 MB migrated template took 0.8-0.9 s of kernel time against 0.06 s into tmpfs, and every test server
+ * starts with such a copy. What the tests kill is a process, never the machine, so memory keeps what they check as
+ * well as a disk does. A `TMPDIR` already set is kept; so is a small `/dev/shm` (a container's 64 MB one).
+ */
+export const scratchTmpdir = (): string | undefined => {
+  if (process.env.TMPDIR) return undefined
+  try {
+    const shm = "/dev/shm"
+    Fs.accessSync(shm, Fs.constants.W_OK)
+    const { bavail, bsize } = Fs.statfsSync(shm)
+    return bavail * bsize >= 4 * GiB ? shm : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** `TMPDIR` for the test workers and every process they start (vitest's `test.env`), when `scratchTmpdir` found one. */
+export const scratchEnv = (): Record<string, string> => {
+  const dir = scratchTmpdir()
+  return dir === undefined ? {} : { TMPDIR: dir }
+}

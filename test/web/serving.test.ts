@@ -1,6 +1,6 @@
-import { assert, describe, it } from "@effect/vitest"
+import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs"
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { requestAt } from "../support/Client.js"
@@ -23,6 +23,7 @@ const build = (() => {
   writeFileSync(join(dir, "assets", "app-abc123.js"), "console.log('app')")
   return dir
 })()
+afterAll(() => rmSync(build, { recursive: true, force: true }))
 
 const PAGES = ["/", "/chat", "/chat/some-expert", "/studio", "/admin", "/marketplace", "/earnings", "/wallet", "/keys", "/marketplace/x", "/studio/x"]
 

@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from "node:fs"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
@@ -146,9 +146,12 @@ describe("model provider settings", () => {
       assert.deepStrictEqual(gemini.capabilities, ["tools"])
     }))
 
-  it.effect("MODEL_PROVIDERS_FILE is read once at start-up; a bad document names the provider and the field", () =>
+  it.scoped("MODEL_PROVIDERS_FILE is read once at start-up; a bad document names the provider and the field", () =>
     Effect.gen(function*() {
-      const dir = mkdtempSync(join(tmpdir(), "providers-"))
+      const dir = yield* Effect.acquireRelease(
+        Effect.sync(() => mkdtempSync(join(tmpdir(), "providers-"))),
+        (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+      )
       const file = join(dir, "providers.json")
       writeFileSync(file, JSON.stringify(document))
       const ok = yield* load({ MODEL_PROVIDERS_FILE: file })
