@@ -15,7 +15,7 @@ export interface SandboxLimits {
   readonly timeMs: number
   /** Memory the guest may use, in bytes. */
   readonly memoryBytes: number
-  /** stdout and stderr together, per run, in bytes. */
+  /** stdout, stderr and the result's text together, per run, in bytes (a result past what is left is clipped). */
   readonly outputBytes: number
   /** Bytes of one file, and of the working directory as a whole. */
   readonly fileBytes: number
@@ -41,8 +41,13 @@ export type Language = "python" | "javascript"
 export interface RunOutput {
   readonly stdout: string
   readonly stderr: string
-  /** The value of the code's last expression, as JSON (null when there is none). */
+  /**
+   * The value of the code's last expression, as JSON (null when there is none). One whose text passes what stdout
+   * and stderr left of `outputBytes` is a string instead: the start of its text and `…[clipped: N bytes, limit L]`.
+   */
   readonly result: unknown
+  /** The size of the result's text (a string's own, another value's JSON) before any clipping, in bytes. */
+  readonly resultBytes?: number
   /** Files the run created or changed, by relative path. */
   readonly files: ReadonlyArray<{ readonly path: string; readonly content: Uint8Array }>
 }

@@ -1,10 +1,13 @@
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
+import type * as Net from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { Effect, Exit, Layer, Option, Runtime, Scope } from "effect"
 import { Capabilities } from "../../platform/Capabilities.js"
 import { makeAdmission } from "./Admission.js"
+import { CHANNEL_FD, encodeFrame, frameCap, makeFrameReader } from "./Channel.js"
+import { clipResult, resultBytes } from "./Clip.js"
 import { SandboxSettings } from "./Config.js"
 import { checkContainment, type Containment } from "./Containment.js"
 import { Sandbox, SandboxFailure, type SandboxFailureReason, type SandboxLimits, type SandboxSpec } from "./Sandbox.js"
@@ -15,6 +18,9 @@ import { Sandbox, SandboxFailure, type SandboxFailureReason, type SandboxLimits,
  * enforced from here: a run that does not answer in time has its process killed. Memory, output and files are
  * enforced in the guest, where a breach becomes a clean error; the guest's JavaScript heap is capped by
  * `--max-old-space-size` as a last line. Caps per account and per process come from `Admission.ts`.
+ *
+ * The guest is not trusted to keep its own limits: what it answers comes over a framed channel (`Channel.ts`) whose
+ * cap the host enforces before reading a frame, one frame per request, and its output is counted again here.
  */
 
 const MiB = 1024 * 1024
@@ -74,13 +80,20 @@ export const make = (
         if (containment.owner !== undefined) Fs.chownSync(cwd, containment.owner.uid, containment.owner.gid)
         const { file, args } = containment.command(heapMb)
         const child = ChildProcess.spawn(file, args, {
-          // Nothing of the server's environment: Node adds only its IPC channel's descriptor.
+          // Nothing of the server's environment, not even Node's IPC variables: the channel is a plain socket.
           env: {},
           cwd,
-          stdio: ["ignore", "ignore", "pipe", "ipc"],
-          serialization: "json"
+          // The channel is the guest's fd 3 (`CHANNEL_FD`): a socket pair, of which the guest inherits one end.
+          stdio: ["ignore", "ignore", "pipe", "pipe"]
         })
         yield* Scope.addFinalizer(scope, Effect.sync(() => child.kill("SIGKILL")))
+        const channel = child.stdio[CHANNEL_FD] as Net.Socket | null
+        // A write to a guest that died fails here; its exit tells the waiting request.
+        channel?.on("error", () => {})
+        yield* Scope.addFinalizer(scope, Effect.sync(() => channel?.destroy()))
+        const send = (message: unknown) => {
+          if (channel !== null && !channel.destroyed) channel.write(encodeFrame(message))
+        }
         let startupLog = ""
         child.stderr!.on("data", (chunk: Buffer) => {
           if (startupLog.length < STARTUP_LOG_BYTES) startupLog += chunk.toString("utf8").slice(0, STARTUP_LOG_BYTES)
@@ -95,7 +108,7 @@ export const make = (
         })
         const files: Record<string, string> = {}
         for (const [path, bytes] of spec.files) files[path] = Buffer.from(bytes).toString("base64")
-        child.send({
+        send({
           files,
           env: spec.env,
           packages: spec.packages,
@@ -104,7 +117,7 @@ export const make = (
           runtimes: containment.runtimes,
           limits
         })
-        return { child, startupLog: () => startupLog }
+        return { child, channel, send, startupLog: () => startupLog }
       })
 
     const create = (spec: SandboxSpec) =>
@@ -112,7 +125,7 @@ export const make = (
         const scope = yield* Scope.make()
         const close = Scope.close(scope, Exit.void)
         const tenant = yield* admission.live(spec.owner, close).pipe(Scope.extend(scope), Effect.tapError(() => close))
-        const { child, startupLog } = yield* launch(spec, scope)
+        const { channel, child, send, startupLog } = yield* launch(spec, scope)
 
         let alive = true
         let ready = false
@@ -123,13 +136,36 @@ export const make = (
           for (const resolve of pending.values()) resolve({ ok: false, error: { kind: "limit", limit: reason, message } })
           pending.clear()
         }
-        child.on("message", (message: any) => {
-          if (message?.type === "ready") ready = true
-          if (typeof message?.id !== "number") return
-          const resolve = pending.get(message.id)
-          pending.delete(message.id)
-          resolve?.(message)
+        /** A guest that breaks the protocol is stopped: it can no longer be trusted to keep to its limits. */
+        const stop = (reason: SandboxFailureReason, message: string) => {
+          reader.stop()
+          channel?.destroy()
+          child.kill("SIGKILL")
+          dead(reason, message)
+        }
+        // One frame a request (and "ready" once, first): a guest cannot make the host read more than it asked for.
+        const reader = makeFrameReader(frameCap(limits), {
+          frame: (message: any) => {
+            if (!ready && message?.type === "ready") {
+              ready = true
+              return
+            }
+            const resolve = typeof message?.id === "number" ? pending.get(message.id) : undefined
+            if (resolve === undefined) return stop("unavailable", "the sandbox answered out of turn and was stopped")
+            pending.delete(message.id)
+            resolve(message)
+          },
+          refuse: (problem) =>
+            problem._tag === "Oversized"
+              ? stop(
+                "output",
+                `the sandbox's answer of ${problem.bytes} bytes passed the channel's cap of ${frameCap(limits)} bytes; ` +
+                  "the sandbox was stopped"
+              )
+              : stop("unavailable", "the sandbox's answer was not readable; the sandbox was stopped")
         })
+        if (channel === null) dead("unavailable", "the sandbox could not start: no channel")
+        else channel.on("data", reader.push)
         child.on("error", (error) => dead("unavailable", `the sandbox could not start: ${error.message}`))
         child.on("exit", (code, signal) => {
           if (!ready && alive) {
@@ -169,7 +205,7 @@ export const make = (
               clearTimeout(timer)
               resume(Effect.succeed(reply))
             })
-            child.send({ ...message, id })
+            send({ ...message, id })
             // Interrupted (the turn stopped): the guest may be in an endless loop, so the sandbox cannot be kept.
             return Effect.sync(() => {
               clearTimeout(timer)
@@ -219,10 +255,21 @@ export const make = (
               const reply = yield* request({ type: "run", language, code, files: sync })
               if (!reply.ok) return yield* failureOf(guestError(reply.error), text(reply.stdout), text(reply.stderr))
               const files = Array.isArray(reply.files) ? reply.files : []
+              // Counted again here, as the guest should have: stdout and stderr within the limit, the result within
+              // what they left (cut, and saying so, when it is not).
+              const stdout = text(reply.stdout)
+              const stderr = text(reply.stderr)
+              const streams = Buffer.byteLength(stdout) + Buffer.byteLength(stderr)
+              if (streams > limits.outputBytes) {
+                return yield* new SandboxFailure({ reason: "output", message: `output limit of ${limits.outputBytes} bytes exceeded` })
+              }
+              const claimed = typeof reply.resultBytes === "number" && Number.isFinite(reply.resultBytes) ? reply.resultBytes : 0
+              const size = Math.max(resultBytes(reply.result), claimed)
               return {
-                stdout: text(reply.stdout),
-                stderr: text(reply.stderr),
-                result: reply.result as unknown,
+                stdout,
+                stderr,
+                result: clipResult(reply.result, limits.outputBytes - streams, size),
+                resultBytes: size,
                 files: files.filter((file: any) => typeof file?.path === "string" && typeof file?.base64 === "string")
                   .map((file: { path: string; base64: string }) => ({
                     path: file.path,

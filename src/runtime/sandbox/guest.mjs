@@ -3,18 +3,53 @@
 // and Node's permission model (docs/tools.md, "Containment"). Pyodide (Python) and QuickJS (JavaScript) load on first
 // use, share one in-memory working directory, and keep their globals between calls. The host enforces the wall time
 // by killing this process; the limits that can be enforced from inside (memory, output, files) are enforced here, so
-// a breach is a clean error, not a crash. The host and this process talk over the IPC channel only.
+// a breach is a clean error, not a crash. The host and this process talk over one channel only: length-prefixed JSON
+// frames on the socket the host hands over as fd 3 (`Channel.ts`, which caps what the host reads of each).
 
 import { constants as fsConstants } from "node:fs"
+import { Socket } from "node:net"
+import { StringDecoder } from "node:string_decoder"
 
 // What this process needs of Node, taken before anything of the guest runs: the guest must not find them later.
-const send = process.send.bind(process)
 const exit = process.exit.bind(process)
-process.on("disconnect", () => exit(0))
-// Messages that arrive before their handler is ready wait here (a process's IPC drops what nobody listens to).
+const channel = new Socket({ fd: 3, readable: true, writable: true })
+channel.on("close", () => exit(0))
+channel.on("error", () => exit(1))
+const send = (message) => {
+  const body = Buffer.from(JSON.stringify(message), "utf8")
+  const header = Buffer.allocUnsafe(4)
+  header.writeUInt32BE(body.length, 0)
+  channel.write(Buffer.concat([header, body]))
+}
+// Messages that arrive before their handler is ready wait here.
 const inbox = []
 let deliver
-process.on("message", (message) => deliver === undefined ? inbox.push(message) : deliver(message))
+const receive = (message) => deliver === undefined ? inbox.push(message) : deliver(message)
+// The host is trusted: its frames are read whole as they come (the cap is on what the host reads of this process).
+let chunks = []
+let held = 0
+let need = 4
+let length = -1
+channel.on("data", (chunk) => {
+  chunks.push(chunk)
+  held += chunk.length
+  while (held >= need) {
+    const all = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, held)
+    if (length < 0) {
+      length = all.readUInt32BE(0)
+      need = 4 + length
+      chunks = [all]
+      continue
+    }
+    const body = all.subarray(4, need)
+    const rest = all.subarray(need)
+    chunks = rest.length > 0 ? [rest] : []
+    held = rest.length
+    length = -1
+    need = 4
+    receive(JSON.parse(body.toString("utf8")))
+  }
+})
 const onMessage = (listener) => {
   deliver = listener
   for (const message of inbox.splice(0)) listener(message)
@@ -158,10 +193,60 @@ del _no_network
 os.chdir(${JSON.stringify(WORKDIR)})
 `)
   py.unregisterJsModule("pyodide_js")
+  const namespace = py.toPy({})
+  py.runPython(PYTHON_RESULT, { globals: namespace, filename: "<atrium>" })
+  pythonResult = { run: namespace.get("run"), bounded: namespace.get("bounded") }
+  namespace.destroy()
   lockdown()
   python = py
   return py
 }
+
+// The value of the last expression stays a Python object until it is bounded: Pyodide would turn a str into a
+// JavaScript string whole (the 50 MB answer of issue 42), so `run` hands it back wrapped, and `bounded` measures its
+// text in Python and lets out at most `limit` bytes of it. A str's size is read without a copy when it is ASCII, and
+// in slices otherwise; any other value becomes JSON inside Python, in the guest's own memory and under its limit.
+const PYTHON_RESULT = `
+import json
+from pyodide.code import eval_code_async
+
+async def run(code, namespace):
+    return (await eval_code_async(code, namespace, filename="<exec>"),)
+
+def size(text):
+    if text.isascii():
+        return len(text)
+    return sum(len(text[at:at + 65536].encode("utf-8", "surrogatepass")) for at in range(0, len(text), 65536))
+
+def bounded(held, limit):
+    value = held[0]
+    if value is None:
+        return None
+    if isinstance(value, str):
+        kind, text = "text", value
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2 ** 53:
+        # Past what a JSON number keeps exactly: its digits, as text (or its type, past Python's own digit limit).
+        try:
+            kind, text = "text", str(value)
+        except ValueError:
+            kind, text = "text", "<int>"
+    else:
+        try:
+            kind, text = "json", json.dumps(value, ensure_ascii=False, allow_nan=False, default=str)
+        except Exception:
+            try:
+                kind, text = "text", str(value)
+            except Exception:
+                kind, text = "text", "<" + type(value).__name__ + ">"
+    total = size(text)
+    if total <= limit:
+        return (kind, text, total)
+    head = text[:limit]
+    if not head.isascii():
+        head = head.encode("utf-8", "surrogatepass")[:limit].decode("utf-8", "ignore")
+    return (kind, head, total)
+`
+let pythonResult
 
 class SetupError extends Error {}
 
@@ -229,7 +314,30 @@ const loadJavaScript = async () => {
   envObject.dispose()
   // listFiles returns text across the boundary: give the guest an array.
   vm.unwrapResult(vm.evalCode(`{ const list = fs.listFiles; fs.listFiles = () => JSON.parse(list()) }`)).dispose()
-  quickjs = { runtime, vm }
+  // Captured before any guest code runs, so a guest that replaces JSON or String's methods changes nothing here.
+  const helpers = vm.unwrapResult(vm.evalCode(`(() => {
+    const stringify = JSON.stringify
+    const toText = String
+    const slice = Function.prototype.call.bind(String.prototype.slice)
+    const kindOf = (value) => {
+      if (value === undefined || value === null) return ["none", ""]
+      if (typeof value === "string") return ["text", value]
+      try {
+        const text = stringify(value)
+        return typeof text === "string" ? ["json", text] : ["none", ""]
+      } catch {}
+      try {
+        return ["text", toText(value)]
+      } catch {
+        return ["text", "<" + typeof value + ">"]
+      }
+    }
+    return [kindOf, slice]
+  })()`))
+  const kindOf = vm.getProp(helpers, 0)
+  const slice = vm.getProp(helpers, 1)
+  helpers.dispose()
+  quickjs = { runtime, vm, kindOf, slice }
   return quickjs
 }
 
@@ -313,33 +421,44 @@ const checkFiles = () => {
   if (total > limits.fileBytes) throw new LimitError("files", `the working directory exceeds ${limits.fileBytes} bytes`)
 }
 
-const toJson = (value) => {
-  if (value === undefined || value === null) return null
-  try {
-    return JSON.parse(JSON.stringify(value))
-  } catch {
-    return String(value)
-  }
+/**
+ * The result as the host gets it, and its size. It counts against the output limit with stdout and stderr: a result
+ * larger than what they left is cut to that many bytes and says so (`Clip.ts` on the host clips the same way).
+ */
+const finish = (kind, head, size) => {
+  const left = Math.max(0, limits.outputBytes - output.bytes)
+  output.bytes += Math.min(size, left)
+  if (size <= left) return { result: kind === "json" ? JSON.parse(head) : head, resultBytes: size }
+  const cut = new StringDecoder("utf8").write(Buffer.from(head.slice(0, left), "utf8").subarray(0, left))
+  return { result: `${cut}…[clipped: ${size} bytes, limit ${left}]`, resultBytes: size }
 }
 
 const runPython = async (code) => {
   const py = await loadPython()
   syncPython(py)
-  let result
+  let held
   try {
-    const value = await py.runPythonAsync(code)
-    if (value !== undefined && value !== null && typeof value === "object" && typeof value.toJs === "function") {
-      result = toJson(value.toJs({ dict_converter: Object.fromEntries }))
-      value.destroy?.()
-    } else result = toJson(value)
+    held = await pythonResult.run(code, py.globals)
   } finally {
     collectPython(py)
   }
-  return result
+  let bounded
+  try {
+    bounded = pythonResult.bounded(held, Math.max(0, limits.outputBytes - output.bytes))
+  } finally {
+    held.destroy()
+  }
+  if (bounded === undefined || bounded === null) return { result: null, resultBytes: 0 }
+  const [kind, head, size] = bounded.toJs()
+  bounded.destroy()
+  return finish(kind, head, size)
 }
 
+/** Slices of a QuickJS string are read one at a time: its size is known, and only its start is kept. */
+const SLICE = 1 << 20
+
 const runJavaScript = async (code) => {
-  const { runtime, vm } = await loadJavaScript()
+  const { runtime, vm, kindOf, slice } = await loadJavaScript()
   const evaluated = vm.evalCode(code, "main.js")
   runtime.executePendingJobs()
   if (evaluated.error) {
@@ -350,9 +469,44 @@ const runJavaScript = async (code) => {
       : String(error)
     throw new GuestError(message)
   }
-  const value = vm.dump(evaluated.value)
+  const pair = vm.callFunction(kindOf, vm.undefined, evaluated.value)
   evaluated.value.dispose()
-  return toJson(value)
+  if (pair.error) {
+    pair.error.dispose()
+    throw new GuestError("the value of the last expression could not be read")
+  }
+  const kindHandle = vm.getProp(pair.value, 0)
+  const kind = vm.getString(kindHandle)
+  kindHandle.dispose()
+  const text = vm.getProp(pair.value, 1)
+  pair.value.dispose()
+  if (kind === "none") {
+    text.dispose()
+    return { result: null, resultBytes: 0 }
+  }
+  const lengthHandle = vm.getProp(text, "length")
+  const length = vm.getNumber(lengthHandle)
+  lengthHandle.dispose()
+  const left = Math.max(0, limits.outputBytes - output.bytes)
+  let size = 0
+  let head = ""
+  for (let at = 0; at < length;) {
+    const from = vm.newNumber(at)
+    const to = vm.newNumber(at + SLICE)
+    const piece = vm.unwrapResult(vm.callFunction(slice, vm.undefined, text, from, to))
+    from.dispose()
+    to.dispose()
+    let part = vm.getString(piece)
+    piece.dispose()
+    // A surrogate pair is not split between two slices (each half alone would count as 3 bytes).
+    const last = part.charCodeAt(part.length - 1)
+    if (part.length > 1 && at + part.length < length && last >= 0xd800 && last <= 0xdbff) part = part.slice(0, -1)
+    at += part.length
+    if (size <= left) head += part
+    size += Buffer.byteLength(part)
+  }
+  text.dispose()
+  return finish(kind, head, size)
 }
 
 class GuestError extends Error {}
@@ -411,7 +565,7 @@ onMessage(async (message) => {
     for (const [path, base64] of Object.entries(message.files ?? {})) files.set(path, Buffer.from(base64, "base64"))
     const before = snapshot()
     try {
-      const result = message.language === "python" ? await runPython(message.code) : await runJavaScript(message.code)
+      const { result, resultBytes } = message.language === "python" ? await runPython(message.code) : await runJavaScript(message.code)
       checkFiles()
       if (breached !== undefined) throw breached
       const changed = changedSince(before)
@@ -421,6 +575,7 @@ onMessage(async (message) => {
         stdout: output.stdout,
         stderr: output.stderr,
         result,
+        resultBytes,
         files: changed.map((path) => ({ path, base64: files.get(path).toString("base64") }))
       })
     } catch (error) {

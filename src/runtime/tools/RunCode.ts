@@ -5,6 +5,7 @@ import type { FileId } from "../../files/Domain.js"
 import { FilesRepo } from "../../files/Repo.js"
 import { ObjectStorage, ObjectStorageLive } from "../../files/Storage.js"
 import { RunsRepo } from "../Repo.js"
+import { clipResult, clipText } from "../sandbox/Clip.js"
 import type { SandboxHolder } from "../sandbox/Holder.js"
 import { Sandbox, type SandboxFailure, type SandboxSpec } from "../sandbox/Sandbox.js"
 import { WasmSandboxLive } from "../sandbox/WasmSandbox.js"
@@ -33,7 +34,12 @@ export interface CodeContext extends ToolContext {
   readonly environmentId: string | null
 }
 
-const MAX_RESULT_CHARS = 20_000
+/**
+ * What of each of stdout, stderr and the result goes on to the event, the model's context and the database, in
+ * UTF-8 bytes: the sandbox allows `SANDBOX_OUTPUT_BYTES` (1 MB by default), more than a model should read or a turn's
+ * record should keep. Past it a text keeps its start and says how large it was.
+ */
+export const MODEL_OUTPUT_BYTES = 20_000
 
 const decoder = new TextDecoder("utf-8", { fatal: true })
 const textOf = (bytes: Uint8Array): string | undefined => {
@@ -44,7 +50,7 @@ const textOf = (bytes: Uint8Array): string | undefined => {
   }
 }
 
-const clip = (text: string) => text.length > MAX_RESULT_CHARS ? `${text.slice(0, MAX_RESULT_CHARS)}\n[... cut]` : text
+const clip = (text: string) => clipText(text, MODEL_OUTPUT_BYTES)
 
 export class CodeRunner extends Effect.Service<CodeRunner>()("atrium/runtime/tools/CodeRunner", {
   effect: Effect.gen(function*() {
@@ -170,7 +176,7 @@ export class CodeRunner extends Effect.Service<CodeRunner>()("atrium/runtime/too
       return {
         stdout: clip(output.stdout),
         stderr: clip(output.stderr),
-        result: output.result,
+        result: clipResult(output.result, MODEL_OUTPUT_BYTES, output.resultBytes),
         files: written,
         ...(skipped.length > 0 ? { files_not_kept: skipped } : {})
       }
