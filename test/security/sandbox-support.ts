@@ -70,7 +70,7 @@ export const platform = (env: Record<string, string>) =>
         SMS_TEST_OTP: `${PHONE_A}=${CODE},${PHONE_B}=${CODE}`,
         ...env
       })
-      hosts.set(process.url, { ...host, output: process.output })
+      hosts.set(process.url, { ...host, output: process.output, pid: process.pid })
       return {
         url: process.url,
         inbox: undefined as never,
@@ -78,7 +78,7 @@ export const platform = (env: Record<string, string>) =>
       }
     })
   )
-export const hosts = new Map<string, Effect.Effect.Success<typeof makeHost> & { output: () => string }>()
+export const hosts = new Map<string, Effect.Effect.Success<typeof makeHost> & { output: () => string; pid: number }>()
 export const hostOf = Effect.map(TestServer, (server) => hosts.get(server.url)!)
 
 export const login = (phone: string) =>
