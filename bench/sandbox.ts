@@ -45,7 +45,7 @@ const load = () => Os.loadavg().map((n) => n.toFixed(2)).join(" ")
 
 const program = Effect.gen(function*() {
   const sandbox = yield* Sandbox
-  const spec = { owner: "bench", env: {}, files: new Map(), packages: [], setupScript: "" }
+  const spec = { owner: { accountId: "bench", endUserId: "" }, env: {}, files: new Map(), packages: [], setupScript: "" }
   const ms = (start: bigint) => Number(process.hrtime.bigint() - start) / 1e6
 
   console.log(`load average before: ${load()} (${Os.cpus().length} cores)`)
@@ -95,7 +95,7 @@ const program = Effect.gen(function*() {
   yield* Effect.forEach(warm, (instance) => instance.close, { discard: true })
 })
 
-const settings = ConfigProvider.fromJson({ SANDBOX_TIME_MS: 60_000, SANDBOX_LIVE_PER_ACCOUNT: WARM + 1 })
+const settings = ConfigProvider.fromJson({ SANDBOX_TIME_MS: 60_000, SANDBOX_LIVE_PER_ACCOUNT: WARM + 1, SANDBOX_LIVE_PER_END_USER: WARM + 1 })
 Effect.runPromise(program.pipe(
   Effect.provide(WasmSandboxLive.pipe(Layer.provide(Layer.setConfigProvider(settings)))),
   Effect.scoped

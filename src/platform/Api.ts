@@ -7,7 +7,9 @@ import { ServiceUnavailable } from "./Errors.js"
 /** What a capability of this process says of itself (`Capabilities.ts` keeps them). */
 export const CapabilityStatus = Schema.Struct({
   status: Schema.Literal("available", "unavailable", "checking"),
-  detail: Schema.String
+  detail: Schema.String,
+  /** The layers seen in force, where the capability checked them (run_code: in a live guest at start). */
+  layers: Schema.optional(Schema.Array(Schema.String))
 })
 export type CapabilityStatus = typeof CapabilityStatus.Type
 

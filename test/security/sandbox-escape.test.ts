@@ -3,7 +3,19 @@ import { Effect } from "effect"
 import * as Fs from "node:fs"
 import { runCodeCapability } from "../support/Client.js"
 import { servicesMode, TestServer } from "../support/TestServer.js"
-import { balanceOf, hostOf, INTERNAL_TOKEN, JWT_SECRET, login, PHONE_A, platform, runCode, SECRETS_KEY, sessionFor } from "./sandbox-support.js"
+import {
+  balanceOf,
+  hostOf,
+  INTERNAL_TOKEN,
+  JWT_SECRET,
+  liveGuests,
+  login,
+  PHONE_A,
+  platform,
+  runCode,
+  SECRETS_KEY,
+  sessionFor
+} from "./sandbox-support.js"
 
 /**
  * Sandbox containment against the build users run (issue 24): `dist/main.js` as a process, with the platform's
@@ -13,8 +25,21 @@ import { balanceOf, hostOf, INTERNAL_TOKEN, JWT_SECRET, login, PHONE_A, platform
  * - no file written where only an escaped guest could write (a marker directory open to everyone);
  * - no connection to a listener this test opens on 127.0.0.1, nor to the platform's own port;
  * - the attacker's balance unchanged (the escape found before this issue granted itself credits).
+ * The second test looks at the live guests from the outside (issue 42): what their processes hold and are, as
+ * `/proc` shows it, and that `/api/health` names the layers a live guest was seen with.
  * The caps' fair share is `sandbox-fairness.test.ts`, run alone on a quiet machine.
  */
+
+/** Every way back to Pyodide's internals by module name: none may answer. */
+const REACH_INTERNALS = `import sys, importlib
+found = [name for name in sys.modules if name == 'pyodide_js' or name.startswith('pyodide_js.')]
+for name in ['pyodide_js', 'pyodide_js._api', 'pyodide_js._module']:
+    try:
+        importlib.import_module(name)
+        found.append('import ' + name)
+    except Exception:
+        pass
+found`
 
 /** The probes: each names what it tries; `HOST_FILE`, `MARKER`, `PORT` and `PLATFORM_PORT` are filled in. */
 const PYTHON_PROBES: ReadonlyArray<readonly [string, string]> = [
@@ -171,5 +196,52 @@ describe.skipIf(servicesMode)("sandbox escape (dist/main.js, secrets set)", () =
         const capability = yield* runCodeCapability
         assert.strictEqual(capability.status, "available", JSON.stringify(capability))
       }), 600_000)
+
+    it.effect("the live guests: no server variable, no Pyodide internals, own uids and PID namespaces, memory bounded", () =>
+      Effect.gen(function*() {
+        const host = yield* hostOf
+        const token = yield* login(PHONE_A)
+        const first = yield* sessionFor(token)
+        const second = yield* sessionFor(token)
+        const reach = yield* runCode(token, first, "python", REACH_INTERNALS)
+        assert.deepStrictEqual(reach.result?.result, [], `pyodide_js is reachable: ${reach.raw}`)
+        const other = yield* runCode(token, second, "javascript", "1 + 1")
+        assert.strictEqual(other.result?.result, 2, other.raw)
+
+        // The guest's own /proc/self/environ is out of its reach (Node's permission model): read from the host.
+        const guests = liveGuests(host.pid)
+        assert.isAtLeast(guests.length, 2, "both sessions' guests are alive")
+        const uids = new Set<string>()
+        for (const guest of guests) {
+          const names = guest.environ.split("\0").filter(Boolean).map((entry) => entry.split("=")[0])
+          assert.deepStrictEqual(names.filter((name) => !name!.startsWith("NODE_CHANNEL_")), [], `guest ${guest.pid}'s environment`)
+          for (const leak of [INTERNAL_TOKEN, SECRETS_KEY, JWT_SECRET, "DATA_DIR", "PATH="]) assert.notInclude(guest.environ, leak)
+          const uid = /^Uid:\s+(\d+)/m.exec(guest.status)![1]!
+          assert.notStrictEqual(uid, "0", "a root server's guest runs unprivileged")
+          uids.add(uid)
+          assert.strictEqual(/^NSpid:.*\s(\d+)$/m.exec(guest.status)?.[1], "1", `guest ${guest.pid} is PID 1 of its own namespace`)
+          assert.match(guest.limits, /^Max data size\s+\d+\s+\d+\s+bytes/m, "its memory has an OS bound")
+        }
+        assert.strictEqual(uids.size, guests.length, `every live guest has a uid of its own: ${[...uids].join(", ")}`)
+
+        // /api/health names the layers seen in a live guest at start, not the configured list.
+        const capability = (yield* runCodeCapability) as { status: string; detail: string; layers?: Array<string> }
+        assert.strictEqual(capability.status, "available", JSON.stringify(capability))
+        const layers = (capability.layers ?? []).join(" | ")
+        for (const layer of [/empty environment/, /own uid \d+ \(not root\)/, /network namespace \(lo only\)/, /PID namespace \(PID 1\)/, /RLIMIT_DATA \d+ MiB/]) {
+          assert.match(layers, layer)
+        }
+
+        // Buffers outside WebAssembly count too: 25 x 100 MiB (2.5 GiB) stops at the process's bound as `memory`.
+        const memory = yield* runCode(
+          token,
+          first,
+          "python",
+          "from pyodide.ffi import to_js\nkeep = [to_js(bytes(100 * 1024 * 1024)) for _ in range(25)]\nlen(keep)"
+        )
+        assert.include(memory.failure ?? "", "(memory)", memory.raw.slice(0, 2000))
+        const after = yield* runCode(token, second, "python", "6 * 7")
+        assert.strictEqual(after.result?.result, 42, `the platform still runs code: ${after.raw}`)
+      }), 300_000)
   })
 })

@@ -5,7 +5,8 @@ import * as Fs from "node:fs"
 import * as Net from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { checkContainment } from "../../src/runtime/sandbox/Containment.js"
+import { checkContainment, guestProcess } from "../../src/runtime/sandbox/Containment.js"
+import { sweepWorkdirs, workdirPrefix } from "../../src/runtime/sandbox/Guests.js"
 
 /**
  * The layers under the WebAssembly runtimes, each on its own (issue 24: breaking one layer alone gives nothing). This
@@ -50,7 +51,8 @@ describe("sandbox layers under a guest that escaped its runtime", () => {
     Effect.gen(function*() {
       const check = checkContainment({
         packageIndex: Option.none(),
-        user: "nobody",
+        uidBase: 200_000,
+        uidCount: 1000,
         requireNetworkNamespace: true
       } as Parameters<typeof checkContainment>[0])
       assert.strictEqual(check._tag, "Available", JSON.stringify(check))
@@ -74,7 +76,7 @@ describe("sandbox layers under a guest that escaped its runtime", () => {
       const port = (listener.address() as Net.AddressInfo).port
 
       // The guest's own command, with the attack script where the guest script stands (and readable as it is).
-      const { file, args } = check.containment.command(64)
+      const { file, args } = check.containment.command(64, 512 * 1024 * 1024, check.containment.ownUids ? 200_123 : undefined)
       const guest = args.at(-1)!
       const attackArgs = args.map((arg) => arg === guest ? attack : arg === `--allow-fs-read=${guest}` ? `--allow-fs-read=${attack}` : arg)
       const output = ChildProcess.spawnSync(file, [...attackArgs, hostFile, markers, String(port)], {
@@ -99,4 +101,73 @@ describe("sandbox layers under a guest that escaped its runtime", () => {
       if (process.getuid?.() === 0) assert.notStrictEqual(results.uid, 0, "a root server's guest runs unprivileged")
       assert.strictEqual(connections, 0, "nothing reached the listener")
     }), 60_000)
+
+  it.effect("killing a guest's launcher ends the guest: its own PID namespace, its own uid, its tree gone with it", () =>
+    Effect.gen(function*() {
+      const check = checkContainment({ packageIndex: Option.none(), uidBase: 200_000, uidCount: 1000, requireNetworkNamespace: true } as Parameters<typeof checkContainment>[0])
+      assert.strictEqual(check._tag, "Available", JSON.stringify(check))
+      if (check._tag !== "Available") return
+      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "atrium-layers-"))
+      Fs.chmodSync(dir, 0o755)
+      const idle = Path.join(dir, "idle.mjs")
+      Fs.writeFileSync(idle, "setInterval(() => {}, 1000)\n", { mode: 0o644 })
+      const uid = check.containment.ownUids ? 200_321 : undefined
+      const { file, args } = check.containment.command(64, 512 * 1024 * 1024, uid)
+      const guest = args.at(-1)!
+      const child = ChildProcess.spawn(file, args.map((arg) => arg === guest ? idle : arg === `--allow-fs-read=${guest}` ? `--allow-fs-read=${idle}` : arg), { env: {}, cwd: dir, stdio: "ignore" })
+      // The idle script stands where the guest script does: found as the guest is, by what its launchers run.
+      let pid: number | undefined
+      for (let i = 0; i < 100 && pid === undefined; i++) {
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 50)))
+        pid = guestProcessOf(child.pid!, idle)
+      }
+      assert.isDefined(pid, "the guest process started")
+      const status = Fs.readFileSync(`/proc/${pid}/status`, "utf8")
+      assert.match(status, /^NSpid:\s+\d+\s+1$/m, "PID 1 of a namespace of its own")
+      if (uid !== undefined) assert.match(status, new RegExp(`^Uid:\\s+${uid}\\s+${uid}\\s+${uid}\\s+${uid}$`, "m"))
+      assert.match(Fs.readFileSync(`/proc/${pid}/limits`, "utf8"), /^Max data size\s+536870912\s+536870912/m)
+      child.kill("SIGKILL")
+      let gone = false
+      for (let i = 0; i < 40 && !gone; i++) {
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 50)))
+        gone = !Fs.existsSync(`/proc/${pid}`)
+      }
+      Fs.rmSync(dir, { recursive: true, force: true })
+      assert.isTrue(gone, "the guest died with its launcher")
+      assert.isUndefined(guestProcess(process.pid), "no guest process is left under this one")
+    }), 30_000)
+
+  it("the start-up sweep removes the working folders of dead servers' guests, and only those", () => {
+    const dead = Path.join(Os.tmpdir(), "atrium-sandbox-999999999.1-dead00")
+    const mine = `${workdirPrefix()}alive0`
+    const legacy = Path.join(Os.tmpdir(), "atrium-sandbox-legacy")
+    for (const dir of [dead, mine, legacy]) Fs.mkdirSync(Path.join(dir, "sub"), { recursive: true })
+    try {
+      const removed = sweepWorkdirs()
+      assert.include(removed, Path.basename(dead))
+      assert.isFalse(Fs.existsSync(dead), "a dead server's folder is removed")
+      assert.isTrue(Fs.existsSync(mine), "a live server's folder is kept")
+      assert.isTrue(Fs.existsSync(legacy), "a folder without its server's name is left alone")
+    } finally {
+      for (const dir of [dead, mine, legacy]) Fs.rmSync(dir, { recursive: true, force: true })
+    }
+  })
 })
+
+/** The process under `launcher` that runs `script` (not a launcher naming it as an argument). */
+const guestProcessOf = (launcher: number, script: string): number | undefined => {
+  const queue = [launcher]
+  while (queue.length > 0) {
+    const pid = queue.shift()!
+    try {
+      const args = Fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")
+      if (args.includes(script) && !/(^|\/)(setpriv|unshare|prlimit)$/.test(args[0]!)) return pid
+      for (const task of Fs.readdirSync(`/proc/${pid}/task`)) {
+        queue.push(...Fs.readFileSync(`/proc/${pid}/task/${task}/children`, "utf8").trim().split(/\s+/).filter(Boolean).map(Number))
+      }
+    } catch {
+      // Ended meanwhile.
+    }
+  }
+  return undefined
+}

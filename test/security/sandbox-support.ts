@@ -88,23 +88,38 @@ export const login = (phone: string) =>
     return reply.body.token as string
   })
 
-export const sessionFor = (token: string) =>
+/**
+ * A session with a `run_code` agent. `as` opens it for an end user of the account instead (an API key and its
+ * `X-End-User-Id`): the agent is the account's, the session the end user's.
+ */
+export const sessionFor = (token: string, as?: EndUser) =>
   Effect.gen(function*() {
     const agent = yield* request("POST", "/v1/agents", {
       token,
       body: { name: `Probe ${Math.random().toString(36).slice(2, 8)}`, instructions: "Run the code.", tools: TOOLS }
     })
     assert.strictEqual(agent.status, 201, agent.text)
-    const session = yield* request("POST", "/v1/sessions", { token, body: { agent: agent.body.identifier } })
+    const session = yield* request("POST", "/v1/sessions", {
+      token: as?.key ?? token,
+      body: { agent: agent.body.identifier },
+      headers: as?.headers ?? {}
+    })
     assert.strictEqual(session.status, 201, session.text)
     return session.body.id as string
   })
 
 /** One `run_code` call through a session turn: everything the platform said about it, as text. */
-export const runCode = (token: string, session: string, language: "python" | "javascript", code: string) =>
+/** An end user of an account, as a developer's backend calls for it: the account's API key and the end user's id. */
+export interface EndUser {
+  readonly key: string
+  readonly headers: Record<string, string>
+}
+
+export const runCode = (token: string, session: string, language: "python" | "javascript", code: string, as?: EndUser) =>
   Effect.gen(function*() {
     const stream = yield* streamOf(`/v1/sessions/${session}/events`, {
-      token,
+      token: as?.key ?? token,
+      headers: as?.headers ?? {},
       body: { type: "message", message: `/tool run_code ${JSON.stringify({ language, code })}` }
     })
     const result = stream.events.find((e) => e.event === "tool_call.result")?.data.output
@@ -116,3 +131,39 @@ export const runCode = (token: string, session: string, language: "python" | "ja
 export const balanceOf = (token: string) =>
   Effect.map(request("GET", "/api/wallet", { token }), (reply) => Number(reply.body?.balance))
 
+
+/** What the host sees of one live guest process under the platform: read from /proc, which the guest cannot forge. */
+export interface LiveGuest {
+  readonly pid: number
+  readonly environ: string
+  readonly status: string
+  readonly limits: string
+}
+
+/** The platform's live guest processes (each one's command is the guest script), found below its process. */
+export const liveGuests = (platformPid: number): Array<LiveGuest> => {
+  const found: Array<LiveGuest> = []
+  const queue = [platformPid]
+  while (queue.length > 0) {
+    const pid = queue.shift()!
+    try {
+      const cmdline = Fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")
+      // The launchers before the guest (setpriv, unshare, prlimit) name its script too, as their command's argument.
+      if (cmdline.some((arg) => arg.endsWith("/guest.mjs")) && !/(^|\/)(setpriv|unshare|prlimit)$/.test(cmdline[0]!)) {
+        found.push({
+          pid,
+          environ: Fs.readFileSync(`/proc/${pid}/environ`, "utf8"),
+          status: Fs.readFileSync(`/proc/${pid}/status`, "utf8"),
+          limits: Fs.readFileSync(`/proc/${pid}/limits`, "utf8")
+        })
+        continue
+      }
+      for (const task of Fs.readdirSync(`/proc/${pid}/task`)) {
+        queue.push(...Fs.readFileSync(`/proc/${pid}/task/${task}/children`, "utf8").trim().split(/\s+/).filter(Boolean).map(Number))
+      }
+    } catch {
+      // Ended meanwhile.
+    }
+  }
+  return found
+}

@@ -4,8 +4,8 @@ import { optionalString, setting } from "../../platform/Config.js"
 
 /**
  * The sandbox's settings (README's table, docs/tools.md), read once when the sandbox layer is built. The defaults fit
- * the smallest machine we run on (2 cores, a few GiB): one account runs one call at a time per core pair, the
- * process runs at most two calls per core, and live sandboxes share a memory budget.
+ * the smallest machine we run on (2 cores, a few GiB): an end user runs one call at a time, an account two (one per
+ * core pair on bigger machines), the process at most two per core, and live sandboxes share a memory budget.
  */
 
 const MiB = 1024 * 1024
@@ -19,17 +19,29 @@ export const SandboxSettings = Config.all({
   maxFiles: setting("SANDBOX_MAX_FILES", Config.integer, 1000),
   /** A Pyodide package index (a directory or URL holding a `pyodide-lock.json` and its wheels). */
   packageIndex: optionalString("SANDBOX_PACKAGE_INDEX"),
-  /** Who the guest runs as when the server is root: a user name or `uid:gid`. */
-  user: setting("SANDBOX_USER", Config.string, "nobody"),
+  /**
+   * When the server is root, each guest runs as a uid (and gid) of its own from `uidBase` .. `uidBase + uidCount - 1`,
+   * given back when it ends: no guest can signal or read another's process. The range must hold no real user.
+   */
+  uidBase: setting("SANDBOX_UID_BASE", Config.integer, 200_000),
+  uidCount: setting("SANDBOX_UID_COUNT", Config.integer, 1000),
   /**
    * Without a network namespace the guest's process could open sockets if every other layer failed: `run_code`
    * refuses unless the operator accepts that here.
    */
   requireNetworkNamespace: setting("SANDBOX_REQUIRE_NETNS", Config.boolean, true),
-  /** Calls running at once for one account, and for the whole process. */
-  runningPerAccount: setting("SANDBOX_RUNNING_PER_ACCOUNT", Config.integer, Math.max(1, Math.floor(cores / 2))),
+  /**
+   * Calls running at once for one end user of an account, for the account, and for the whole process. The account's
+   * cap is above the end user's so that one end user's loop leaves room for the account's other end users.
+   */
+  runningPerEndUser: setting("SANDBOX_RUNNING_PER_END_USER", Config.integer, 1),
+  runningPerAccount: setting("SANDBOX_RUNNING_PER_ACCOUNT", Config.integer, Math.max(2, Math.floor(cores / 2))),
   runningTotal: setting("SANDBOX_RUNNING_TOTAL", Config.integer, cores * 2),
-  /** Live sandboxes (running or idle) one account may hold; past it the account's least recently used idle one goes. */
+  /**
+   * Live sandboxes (running or idle) one end user, and one account, may hold; past either the least recently used
+   * idle one of that end user (or account) goes.
+   */
+  livePerEndUser: setting("SANDBOX_LIVE_PER_END_USER", Config.integer, 2),
   livePerAccount: setting("SANDBOX_LIVE_PER_ACCOUNT", Config.integer, 4),
   /** What all live sandboxes may use together: each counts its memory limit plus its process's own overhead. */
   totalMemoryBytes: Config.map(
@@ -40,10 +52,12 @@ export const SandboxSettings = Config.all({
   queueMs: setting("SANDBOX_QUEUE_MS", Config.integer, 10_000)
 }).pipe(
   Config.validate({
-    message: "SANDBOX_* limits and caps must be positive",
+    message: "SANDBOX_* limits and caps must be positive, and no per-end-user cap above its per-account one",
     validation: (s) =>
       s.timeMs > 0 && s.memoryBytes > 0 && s.outputBytes > 0 && s.fileBytes > 0 && s.maxFiles > 0 &&
-      s.runningPerAccount > 0 && s.runningTotal > 0 && s.livePerAccount > 0 && s.totalMemoryBytes > 0 && s.queueMs >= 0
+      s.runningPerEndUser > 0 && s.runningPerAccount > 0 && s.runningTotal > 0 && s.livePerEndUser > 0 &&
+      s.livePerAccount > 0 && s.totalMemoryBytes > 0 && s.queueMs >= 0 && s.uidBase > 0 && s.uidCount > 0 &&
+      s.runningPerEndUser <= s.runningPerAccount && s.livePerEndUser <= s.livePerAccount
   })
 )
 export type SandboxSettings = Config.Config.Success<typeof SandboxSettings>

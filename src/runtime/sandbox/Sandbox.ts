@@ -23,9 +23,17 @@ export interface SandboxLimits {
   readonly maxFiles: number
 }
 
+/**
+ * Whom a sandbox works for: the account and, inside it, the end user (the partition, `identity/Partition.ts`; '' when
+ * none is named). The caps are per end user and per account (docs/tools.md, "Caps").
+ */
+export interface SandboxOwner {
+  readonly accountId: string
+  readonly endUserId: string
+}
+
 export interface SandboxSpec {
-  /** The account the sandbox works for: the caps are per account (docs/tools.md, "Caps"). */
-  readonly owner: string
+  readonly owner: SandboxOwner
   /** Variables the guest sees (Python's `os.environ`, JavaScript's `env`). */
   readonly env: Readonly<Record<string, string>>
   /** The working directory's initial content, by relative path: the environment's files, then the workspace's. */

@@ -2,14 +2,14 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import type * as Net from "node:net"
 import * as Os from "node:os"
-import * as Path from "node:path"
 import { Effect, Exit, Layer, Option, Runtime, Scope } from "effect"
 import { Capabilities } from "../../platform/Capabilities.js"
 import { makeAdmission } from "./Admission.js"
 import { CHANNEL_FD, encodeFrame, frameCap, makeFrameReader } from "./Channel.js"
 import { clipResult, resultBytes } from "./Clip.js"
 import { SandboxSettings } from "./Config.js"
-import { checkContainment, type Containment } from "./Containment.js"
+import { checkContainment, type Containment, guestProcess, verifyGuest } from "./Containment.js"
+import { makeUidPool, residentBytes, sweepWorkdirs, workdirPrefix } from "./Guests.js"
 import { Sandbox, SandboxFailure, type SandboxFailureReason, type SandboxLimits, type SandboxSpec } from "./Sandbox.js"
 
 /**
@@ -17,7 +17,8 @@ import { Sandbox, SandboxFailure, type SandboxFailureReason, type SandboxLimits,
  * Pyodide and QuickJS, both shipped inside their npm packages (nothing is downloaded at run time). The wall time is
  * enforced from here: a run that does not answer in time has its process killed. Memory, output and files are
  * enforced in the guest, where a breach becomes a clean error; the guest's JavaScript heap is capped by
- * `--max-old-space-size` as a last line. Caps per account and per process come from `Admission.ts`.
+ * `--max-old-space-size`, and its whole process by the OS (`RLIMIT_DATA`, `Containment.ts`) and by a check of its
+ * resident memory from here. Caps per end user, per account and per process come from `Admission.ts`.
  *
  * The guest is not trusted to keep its own limits: what it answers comes over a framed channel (`Channel.ts`) whose
  * cap the host enforces before reading a frame, one frame per request, and its output is counted again here.
@@ -29,6 +30,14 @@ const MiB = 1024 * 1024
 const LOAD_TIME_MS = 120_000
 /** What a guest process holds beyond its guest's memory (Node, the runtimes' JavaScript), for the memory budget. */
 const PROCESS_OVERHEAD_BYTES = 128 * MiB
+/**
+ * What the OS lets a guest process map beyond its code's memory limit (`RLIMIT_DATA`, and the resident memory past
+ * which it is closed): Node with Pyodide loaded maps about 230 MiB of data (measured: `VmData` after `loadPyodide`),
+ * QuickJS's memory and V8's heap come on top.
+ */
+const GUEST_PROCESS_BYTES = 384 * MiB
+/** How often each live guest's resident memory is read (/proc/<pid>/status). */
+const MEMORY_CHECK_MS = 2_000
 /** What of a guest that failed to start is logged (its own stderr: Node's error, never the guest's output). */
 const STARTUP_LOG_BYTES = 2000
 
@@ -63,22 +72,32 @@ export const make = (
 ) =>
   Effect.gen(function*() {
     const admission = yield* makeAdmission({
+      livePerEndUser: settings.livePerEndUser,
       livePerAccount: settings.livePerAccount,
       liveTotal: Math.max(1, Math.floor(settings.totalMemoryBytes / (limits.memoryBytes + PROCESS_OVERHEAD_BYTES))),
+      runningPerEndUser: settings.runningPerEndUser,
       runningPerAccount: settings.runningPerAccount,
       runningTotal: settings.runningTotal,
       queueMs: settings.queueMs
     })
     const heapMb = Math.max(64, Math.ceil(limits.memoryBytes / MiB))
+    const processBytes = limits.memoryBytes + GUEST_PROCESS_BYTES
+    const uids = makeUidPool(settings.uidBase, settings.uidCount)
+    const workdirs = workdirPrefix()
     const runFork = Runtime.runFork(yield* Effect.runtime<never>())
 
     /** Starts a guest process; it is killed and its working directory removed when `scope` closes. */
     const launch = (spec: SandboxSpec, scope: Scope.Scope) =>
       Effect.gen(function*() {
-        const cwd = Fs.mkdtempSync(Path.join(Os.tmpdir(), "atrium-sandbox-"))
+        const uid = containment.ownUids ? uids.take() : undefined
+        if (containment.ownUids && uid === undefined) {
+          return yield* new SandboxFailure({ reason: "busy", message: "every guest uid (SANDBOX_UID_COUNT) is in use; try again shortly" })
+        }
+        // Named after this server, so a later one's sweep knows it an orphan if this one dies without cleaning up.
+        const cwd = Fs.mkdtempSync(workdirs)
         yield* Scope.addFinalizer(scope, Effect.sync(() => Fs.rmSync(cwd, { recursive: true, force: true })))
-        if (containment.owner !== undefined) Fs.chownSync(cwd, containment.owner.uid, containment.owner.gid)
-        const { file, args } = containment.command(heapMb)
+        if (uid !== undefined) Fs.chownSync(cwd, uid, uid)
+        const { file, args } = containment.command(heapMb, processBytes, uid)
         const child = ChildProcess.spawn(file, args, {
           // Nothing of the server's environment, not even Node's IPC variables: the channel is a plain socket.
           env: {},
@@ -93,6 +112,16 @@ export const make = (
         yield* Scope.addFinalizer(scope, Effect.sync(() => channel?.destroy()))
         const send = (message: unknown) => {
           if (channel !== null && !channel.destroyed) channel.write(encodeFrame(message))
+        }
+        // The uid goes back once the process has ended, not when it was told to: no two live guests share one.
+        if (uid !== undefined) {
+          let given = false
+          const give = () => {
+            if (!given) uids.give(uid)
+            given = true
+          }
+          child.once("exit", give)
+          child.once("error", give)
         }
         let startupLog = ""
         child.stderr!.on("data", (chunk: Buffer) => {
@@ -117,7 +146,7 @@ export const make = (
           runtimes: containment.runtimes,
           limits
         })
-        return { child, channel, send, startupLog: () => startupLog }
+        return { child, channel, send, startupLog: () => startupLog, uid }
       })
 
     const create = (spec: SandboxSpec) =>
@@ -125,7 +154,7 @@ export const make = (
         const scope = yield* Scope.make()
         const close = Scope.close(scope, Exit.void)
         const tenant = yield* admission.live(spec.owner, close).pipe(Scope.extend(scope), Effect.tapError(() => close))
-        const { channel, child, send, startupLog } = yield* launch(spec, scope)
+        const { channel, child, send, startupLog, uid } = yield* launch(spec, scope).pipe(Effect.tapError(() => close))
 
         let alive = true
         let ready = false
@@ -178,8 +207,25 @@ export const make = (
               })
             )
           }
-          dead("unavailable", ready ? "the sandbox stopped" : "the sandbox could not start")
+          // V8 aborts when the OS bound refuses its own heap: that is the memory limit, not a broken sandbox.
+          if (/out of memory|allocation failed/i.test(startupLog())) {
+            dead("memory", `memory limit of ${Math.round(processBytes / MiB)} MiB for the sandbox's process exceeded`)
+          } else dead("unavailable", ready ? "the sandbox stopped" : "the sandbox could not start")
         })
+        // The guest's resident memory, read from the host: a guest over its bound (busy or idle) is closed, so an
+        // idle sandbox cannot keep what it once took.
+        let guestPid: number | undefined
+        const guest = () => (guestPid ??= child.pid === undefined ? undefined : guestProcess(child.pid))
+        const watch = setInterval(() => {
+          const pid = ready ? guest() : undefined
+          const resident = pid === undefined ? undefined : residentBytes(pid)
+          if (resident === undefined || resident <= processBytes || !alive) return
+          dead("memory", `memory limit of ${Math.round(processBytes / MiB)} MiB for the sandbox's process exceeded`)
+          child.kill("SIGKILL")
+          runFork(Scope.close(scope, Exit.void))
+        }, MEMORY_CHECK_MS)
+        watch.unref()
+        yield* Scope.addFinalizer(scope, Effect.sync(() => clearInterval(watch)))
         yield* Scope.addFinalizer(scope, Effect.sync(() => {
           alive = false
         }))
@@ -279,10 +325,10 @@ export const make = (
             })
           ).pipe(Effect.withSpan("Sandbox.run", { attributes: { language } }))
 
-        return { run, close, alive: () => alive }
+        return { run, close, alive: () => alive, guest: () => ({ pid: guest(), uid }) }
       }).pipe(Effect.withSpan("Sandbox.create"))
 
-    return Sandbox.of({ limits, create })
+    return { limits, create }
   })
 
 /** A sandbox that refuses every call, with the reason `run_code` is unavailable here. */
@@ -315,20 +361,38 @@ export const WasmSandboxLive = Layer.scoped(
       yield* capabilities.report("run_code", { status: "unavailable", detail: check.reason })
       return refusing(limits, check.reason)
     }
+    const swept = sweepWorkdirs()
+    if (swept.length > 0) yield* Effect.logInfo(`sandbox: removed ${swept.length} working folders of guests whose server is gone`)
     const sandbox = yield* make(limits, settings, check.containment)
-    const layers = check.containment.layers.join(", ")
-    yield* capabilities.report("run_code", { status: "checking", detail: layers })
+    const configured = check.containment.layers.join(", ")
+    yield* capabilities.report("run_code", { status: "checking", detail: configured })
+    // The layers reported are those seen in a live guest's process from the outside, never the configured list.
     yield* Effect.scoped(Effect.gen(function*() {
-      const instance = yield* sandbox.create({ owner: "", env: {}, files: new Map(), packages: [], setupScript: "" })
+      const instance = yield* sandbox.create({
+        owner: { accountId: "", endUserId: "" },
+        env: {},
+        files: new Map(),
+        packages: [],
+        setupScript: ""
+      })
       yield* Effect.addFinalizer(() => instance.close)
       const output = yield* instance.run("javascript", "1 + 1")
       if (output.result !== 2) return yield* unavailable(`the self-check computed ${JSON.stringify(output.result)}, not 2`)
+      const { pid, uid } = instance.guest()
+      if (pid === undefined) return yield* unavailable("the self-check's guest process cannot be found")
+      const verified = verifyGuest(check.containment, pid, { uid, memoryBytes: limits.memoryBytes + GUEST_PROCESS_BYTES })
+      if (verified._tag === "Failed") return yield* unavailable(`a layer is missing in a live guest: ${verified.reason}`)
+      return verified.layers
     })).pipe(
       Effect.matchEffect({
-        onSuccess: () =>
+        onSuccess: (checked) =>
           Effect.zipRight(
-            Effect.logInfo(`run_code is available (${layers})`),
-            capabilities.report("run_code", { status: "available", detail: layers })
+            Effect.logInfo(`run_code is available (checked in a live guest: ${checked.join(", ")})`),
+            capabilities.report("run_code", {
+              status: "available",
+              detail: `checked in a live guest: ${checked.join(", ")}`,
+              layers: checked
+            })
           ),
         onFailure: (failure) =>
           Effect.zipRight(
@@ -338,6 +402,6 @@ export const WasmSandboxLive = Layer.scoped(
       }),
       Effect.forkScoped
     )
-    return sandbox
+    return Sandbox.of(sandbox)
   })
 ).pipe(Layer.provide(Capabilities.Default))

@@ -516,7 +516,8 @@ const describe = (error) => {
   if (error instanceof LimitError) return { kind: "limit", limit: error.limit, message: error.message }
   if (error instanceof SetupError) return { kind: "setup", message: error.message }
   const text = String(error?.message ?? error)
-  if (/^(InternalError: out of memory|MemoryError)/m.test(text)) {
+  // The OS bound on the process (RLIMIT_DATA) refuses a buffer outside WebAssembly: that is the memory limit too.
+  if (/^(InternalError: out of memory|MemoryError)/m.test(text) || /RangeError: Array buffer allocation failed/.test(text)) {
     return { kind: "limit", limit: "memory", message: `memory limit of ${Math.round(limits.memoryBytes / 1048576)} MiB exceeded` }
   }
   return { kind: "error", message: lastLines(text) }

@@ -102,7 +102,7 @@ export class CodeRunner extends Effect.Service<CodeRunner>()("atrium/runtime/too
           environmentFiles(context, Option.match(environment, { onNone: () => [], onSome: (env) => env.files })),
           workspaceFiles(context, new Date(0))
         ]), ([fromEnvironment, fromWorkspace]) => ({
-          owner: context.partition.accountId,
+          owner: context.partition,
           env: Option.match(environment, { onNone: () => ({}), onSome: (env) => env.env }),
           // The workspace's own files win over the environment's of the same name.
           files: new Map([...fromEnvironment, ...fromWorkspace]),
