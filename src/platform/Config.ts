@@ -124,6 +124,13 @@ export const PlatformConfig = Config.all({
     Config.map((path) => path as `/${string}`)
   ),
   maxBodyBytes: setting("MAX_BODY_BYTES", Config.integer, 1024 * 1024),
+  /**
+   * How long a request's body may take to arrive whole (on the storage route, which takes large files: how long it
+   * may stop moving) before it is answered 408 and its connection closed (platform/http/Body.ts).
+   */
+  bodyTimeout: duration("REQUEST_BODY_TIMEOUT", "10 seconds").pipe(
+    Config.validate({ message: "REQUEST_BODY_TIMEOUT must be longer than 0", validation: (d) => Duration.toMillis(d) > 0 })
+  ),
   /** How long an SSE stream may stay quiet before a `: ping` comment (tests shorten it to see one). */
   sseHeartbeat: duration("SSE_HEARTBEAT", "15 seconds"),
   /** How long shutdown waits for open requests and streams before it closes their connections. */

@@ -187,6 +187,12 @@ export class MethodNotAllowed extends WireError<MethodNotAllowed>()(
   { status: 405 }
 ) {}
 
+/**
+ * A request whose body had not all arrived by `REQUEST_BODY_TIMEOUT` (or stopped moving, on the storage route): its
+ * connection is closed with the answer, so a client that never finishes its body holds no socket.
+ */
+export class RequestTimeout extends WireError<RequestTimeout>()("RequestTimeout", { message: Schema.String }, { status: 408 }) {}
+
 export class PayloadTooLarge extends WireError<PayloadTooLarge>()("PayloadTooLarge", { message: Schema.String }, { status: 413 }) {}
 
 export class UnsupportedMediaType extends WireError<UnsupportedMediaType>()(

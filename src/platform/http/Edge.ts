@@ -5,8 +5,8 @@ import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
-import { Cause, Context, Effect, FiberRef, Option, Redacted } from "effect"
-import type { Readable } from "node:stream"
+import * as Multipart from "@effect/platform/Multipart"
+import { Cause, Context, type Duration, Effect, Fiber, FiberRef, Option, Redacted } from "effect"
 import {
   ErrorHeaders,
   Forbidden,
@@ -25,7 +25,16 @@ import { isOutage, RETRY_AFTER_SECONDS } from "../Outage.js"
 import { conditionalAndCompressed } from "./Compression.js"
 import { withPagePolicy } from "./Csp.js"
 import { wireErrorResponse } from "./ErrorResponse.js"
-import { cookieRefusal, JSON_MEDIA_TYPE, mediaRefusal, preflight, refreshByLink, withCorsHeaders } from "./Guards.js"
+import { bodyDeadline, checkMultipart, multipartFailure, multipartLimits, readLimited, withBody } from "./Body.js"
+import {
+  cookieRefusal,
+  isMultipartUpload,
+  JSON_MEDIA_TYPE,
+  mediaRefusal,
+  preflight,
+  refreshByLink,
+  withCorsHeaders
+} from "./Guards.js"
 import { idempotent } from "./Idempotency.js"
 import { textRefusal } from "./Text.js"
 import { bearerTokenOf, credentialOf, credentialText } from "./Bearer.js"
@@ -80,67 +89,28 @@ const withErrorHeaders = <E, R>(answer: Effect.Effect<HttpServerResponse.HttpSer
     ))
 
 /**
- * Reads a body of unknown length (`Transfer-Encoding: chunked`) up to `limit` bytes; none when it is longer. Past
- * the limit it stops keeping the bytes but lets the rest drain, so the caller gets its 413 instead of a reset
- * connection (the platform's own limit destroys the request, and with it the socket the answer would go out on).
- */
-const readLimited = (source: Readable, limit: number) =>
-  Effect.async<Option.Option<Buffer>, Error>((resume) => {
-    const chunks: Array<Buffer> = []
-    let size = 0
-    const cleanup = () => {
-      source.off("data", onData)
-      source.off("end", onEnd)
-      source.off("error", onError)
-      source.off("close", onClose)
-    }
-    const onData = (chunk: Buffer) => {
-      size += chunk.length
-      if (size <= limit) return void chunks.push(chunk)
-      cleanup()
-      source.resume()
-      resume(Effect.succeed(Option.none()))
-    }
-    const onEnd = () => {
-      cleanup()
-      resume(Effect.succeed(Option.some(Buffer.concat(chunks))))
-    }
-    const onError = (error: Error) => {
-      cleanup()
-      resume(Effect.fail(error))
-    }
-    const onClose = () => onError(new Error("the request closed before its body ended"))
-    source.on("data", onData)
-    source.once("end", onEnd)
-    source.once("error", onError)
-    source.once("close", onClose)
-    return Effect.sync(cleanup)
-  })
-
-/**
- * A request whose body came without a length, its body read here under the limit: the same request (URL, method,
- * headers, peer address) with the body in memory. None when the body is over the limit; fails when the body could
- * not be read.
+ * A request whose body came without a length, its body read here under the limit: the same request with the body in
+ * memory. None when the body is over the limit; fails when the body could not be read.
  */
 const bufferUnknownLength = (request: HttpServerRequest.HttpServerRequest, limit: number) =>
   Effect.flatMap(readLimited(NodeHttpServerRequest.toIncomingMessage(request), limit), (body) =>
-    Effect.try(() =>
-      Option.map(body, (bytes) => {
-        // GET and HEAD carry no body a route reads (and a web Request refuses one).
-        const withBody = request.method !== "GET" && request.method !== "HEAD"
-        const web = new Request("http://localhost/", { method: request.method, ...(withBody ? { body: bytes } : {}) })
-        return HttpServerRequest.fromWeb(web).modify({
-          url: request.url,
-          headers: request.headers,
-          ...Option.match(request.remoteAddress, { onNone: () => ({}), onSome: (remoteAddress) => ({ remoteAddress }) })
-        })
-      })
-    ))
+    Effect.try(() => Option.map(body, (bytes) => withBody(request, bytes))))
+
+/**
+ * Headers on every answer, whatever wrote it (JSON, streams, errors, pages, the web app's files, file downloads):
+ * no answer is sniffed into another type than it says, and a link followed from our pages tells another origin only
+ * our origin, never a path or query that may hold an id (issue 42 item 8).
+ */
+const EVERY_ANSWER = {
+  "referrer-policy": "strict-origin-when-cross-origin",
+  "x-content-type-options": "nosniff"
+} as const
 
 /** What the edge needs from the platform's domains and settings. */
 export interface EdgeOptions {
   readonly config: {
     readonly maxBodyBytes: number
+    readonly bodyTimeout: Duration.Duration
     readonly trustProxy: boolean
     readonly internalToken: Option.Option<Redacted.Redacted>
     readonly corsOrigins: ReadonlyArray<string>
@@ -231,7 +201,9 @@ export const makeEdge = (options: EdgeOptions) => {
       // File bytes go to the storage route, which streams them to disk under its own, signed limit.
       const exempt = options.isExempt(request.url)
       if (declaredLength > config.maxBodyBytes && !exempt) return yield* tooLarge()
-      if (request.headers["content-length"] === undefined && request.headers["transfer-encoding"] !== undefined && !exempt) {
+      // A multipart upload is read whole below, once the cheaper refusals had their say.
+      const upload = !exempt && isMultipartUpload(request, routed)
+      if (request.headers["content-length"] === undefined && request.headers["transfer-encoding"] !== undefined && !exempt && !upload) {
         const buffered = yield* Effect.either(bufferUnknownLength(request, config.maxBodyBytes))
         if (buffered._tag === "Left") {
           return yield* wireErrorResponse(new InvalidRequest({ message: "The request body could not be read." }))
@@ -252,6 +224,19 @@ export const makeEdge = (options: EdgeOptions) => {
       const badMedia = mediaRefusal(request, ownBytes, routed)
       // A path the API does not serve stays a 404, whatever its body.
       if (badMedia !== undefined && allowedMethods(request.url.split("?")[0]!).length > 0) return yield* wireErrorResponse(badMedia)
+      // The multipart parser runs on a part as it arrives, and a malformed part threw out of it (taking the process
+      // down), named a temporary file after a name the disk cannot hold, or was a 500: so the body (within the limit)
+      // is read and checked whole first, and the route parses the checked copy (issue 42 item 4).
+      let fingerprint: string | undefined
+      if (upload) {
+        const read = yield* Effect.either(readLimited(NodeHttpServerRequest.toIncomingMessage(request), config.maxBodyBytes))
+        if (read._tag === "Left") return yield* wireErrorResponse(new InvalidRequest({ message: "The request body could not be read." }))
+        if (Option.isNone(read.right)) return yield* tooLarge()
+        const checked = checkMultipart(request.headers["content-type"]!, read.right.value)
+        if (checked._tag === "Left") return yield* wireErrorResponse(new InvalidRequest({ message: checked.left }))
+        fingerprint = checked.right
+        request = withBody(request, read.right.value)
+      }
       const contentType = request.headers["content-type"]
       if (contentType !== undefined && !/^application\/json\s*(;|$)/i.test(contentType) && JSON_MEDIA_TYPE.test(contentType)) {
         // HttpApi reads only `application/json` as JSON: an `application/<x>+json` body is the same JSON to it.
@@ -277,16 +262,19 @@ export const makeEdge = (options: EdgeOptions) => {
         const withLimit = Context.add(context, HttpIncomingMessage.MaxBodySize, maxBodySize)
         return (replaced === original ? withLimit : Context.add(withLimit, HttpServerRequest.HttpServerRequest, replaced)) as Context.Context<R>
       })
-      const answered = idempotent(idempotencyStore, request, identify(request), served).pipe(
+      const parsed = upload ? Multipart.withLimits(served, multipartLimits) : served
+      const answered = idempotent(idempotencyStore, request, identify(request), parsed, fingerprint).pipe(
         Effect.catchAllCause((cause) => {
           if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
           // HttpApi lets a body it could not read escape as a defect: it is still the caller's bad input.
-          const error = Cause.squash(cause) as { _tag?: string } | undefined
+          const error = Cause.squash(cause) as { _tag?: string; reason?: string; cause?: unknown } | undefined
           if (error?._tag === "RouteNotFound") return notFound(request)
           // Bodies over the limit were answered 413 above (declared, or read here under the limit).
           if (error?._tag === "RequestError") {
             return wireErrorResponse(new InvalidRequest({ message: "The request body could not be read as JSON." }))
           }
+          const refusedPart = error?._tag === "MultipartError" ? multipartFailure(error) : undefined
+          if (refusedPart !== undefined) return wireErrorResponse(new InvalidRequest({ message: refusedPart }))
           // PostgreSQL, Redis or an entity's owner unreachable: an outage, not a bug; the caller retries (issue 33).
           if (isOutage(cause)) {
             return Effect.zipRight(
@@ -311,12 +299,24 @@ export const makeEdge = (options: EdgeOptions) => {
 
   return <E, R>(app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
     Effect.flatMap(HttpServerRequest.HttpServerRequest, (original) => {
-      const answered = withErrorHeaders(guarded(app))
+      // A body that has not all arrived races its deadline: whichever answers first is the answer (Body.ts). The
+      // server runs its middleware uninterruptibly (routes restore interruption for themselves), so both sides are
+      // made interruptible: else the loser, the edge reading a body that never ends, could never be stopped.
+      const deadline = bodyDeadline(original, config.bodyTimeout, options.isExempt(original.url))
+      const answered = withErrorHeaders(
+        deadline === undefined ? guarded(app) : Effect.raceWith(Effect.interruptible(guarded(app)), Effect.interruptible(deadline), {
+          onSelfDone: (exit, waiting) => Effect.zipRight(Fiber.interrupt(waiting), exit),
+          // The route is stopped once the 408 is out, not before: stopping a read of the body destroys the request,
+          // and with it the socket the answer was to go out on.
+          onOtherDone: (exit, route) => Effect.zipRight(Effect.addFinalizer(() => Fiber.interrupt(route)), exit)
+        })
+      )
       // Every error written below (by HttpApi or the guards) carries OpenAI's fields on OpenAI's routes. Elsewhere
       // the flag keeps its default (off), and `ErrorHeaders` starts empty in every request's own fiber (only error
       // encoding writes it, in that fiber): neither needs a scoped change per request.
       const marked = OPENAI_ROUTES.test(original.url.split("?")[0]!) ? Effect.locally(answered, OpenAiFields, true) : answered
-      return Effect.flatMap(marked, (answer) => conditionalAndCompressed(original, withPagePolicy(withAuthenticateHeader(answer))))
+      return Effect.flatMap(marked, (answer) =>
+        conditionalAndCompressed(original, HttpServerResponse.setHeaders(withPagePolicy(withAuthenticateHeader(answer)), EVERY_ANSWER)))
     })
 }
 

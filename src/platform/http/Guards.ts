@@ -119,6 +119,10 @@ const NOT_JSON_ROUTE = /^\/(oauth|api\/payment\/notify)\//
 const MULTIPART_ROUTE = /^\/v1\/files\/?$/
 const MULTIPART = /^multipart\/form-data\s*(;|$)/i
 
+/** OpenAI's one-step upload: a multipart `POST /v1/files`, which the edge reads and checks whole (Body.ts). */
+export const isMultipartUpload = (request: HttpServerRequest.HttpServerRequest, routed: string) =>
+  request.method === "POST" && MULTIPART.test(request.headers["content-type"] ?? "") && MULTIPART_ROUTE.test(routed)
+
 /** `application/json` and every `application/<x>+json` (RFC 6839), parameters allowed. */
 export const JSON_MEDIA_TYPE = /^application\/([\w.-]+\+)?json\s*(;|$)/i
 
@@ -139,7 +143,7 @@ export const mediaRefusal = (
     return undefined
   }
   if (exempt || NOT_JSON_ROUTE.test(routed) || JSON_MEDIA_TYPE.test(contentType)) return undefined
-  if (request.method === "POST" && MULTIPART.test(contentType) && MULTIPART_ROUTE.test(routed)) return undefined
+  if (isMultipartUpload(request, routed)) return undefined
   return new UnsupportedMediaType({ message: `This route takes application/json, not ${contentType.split(";")[0]!.trim()}.` })
 }
 

@@ -10,14 +10,17 @@ import type { KeyValueStore } from "../KeyValue.js"
  * `Idempotency-Key` on the POSTs that create something (docs/http.md): the same key with the same request answers
  * the stored first response instead of creating a second thing; the same key with another request is a 409.
  *
- * Every POST that answers 201 Created is here but `POST /api/apps`, whose answer holds the app's client secret,
- * shown once: a replay would show it again, which the platform never does (`POST /api/user/apiKey/create` is left
- * out for the same reason).
+ * Every POST of the contract that creates something is here (whatever its status: OpenAI's vector stores answer
+ * 200), but `POST /api/apps` and `POST /api/user/apiKey/create`, whose answers hold a secret shown once: a replay
+ * would show it again, which the platform never does. `test/security/edge.test.ts` walks the contract's POSTs and
+ * replays each create; a POST that is not a create is named there with its reason.
  */
 export const IDEMPOTENT_CREATES: ReadonlyArray<string> = [
   "/v1/agents",
   "/v1/sessions",
   "/v1/files",
+  "/v1/vector_stores",
+  "/v1/vector_stores/:id/files",
   "/v1/environments",
   "/v1/credentials",
   "/v1/distillations",
@@ -64,7 +67,9 @@ export const idempotent = <E, R, R2>(
   store: KeyValueStore,
   request: HttpServerRequest.HttpServerRequest,
   accountOf: Effect.Effect<Option.Option<string>, never, R2>,
-  create: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
+  create: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>,
+  /** What the request asks, when the edge read its body already (a multipart upload: its parts, not its boundary). */
+  asked?: string
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | R2> => {
   const key = request.headers["idempotency-key"]
   // Most requests carry no key: they run as they are, without a step of their own.
@@ -78,7 +83,7 @@ export const idempotent = <E, R, R2>(
     const account = yield* accountOf
     if (Option.isNone(account)) return yield* create
     const storeKey = `idem:${sha256(`${account.value}\n${request.headers["x-end-user-id"] ?? ""}`)}:${sha256(key)}`
-    const body = yield* Effect.orElseSucceed(request.text, () => "")
+    const body = asked ?? (yield* Effect.orElseSucceed(request.text, () => ""))
     const fingerprint = sha256(`${request.method} ${path}\n${body}`)
 
     const claimed = yield* store.setIfAbsent(storeKey, JSON.stringify({ state: "claimed", fingerprint }), CLAIMED)
