@@ -1,6 +1,6 @@
 import { assert, describe, layer } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Clock, Effect, Layer, Option, Ref, TestClock, TestContext } from "effect"
+import { Clock, ConfigProvider, Effect, Layer, Option, TestClock, TestContext } from "effect"
 import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
 import { SecretBox } from "../../src/credentials/SecretBox.js"
@@ -9,7 +9,7 @@ import { ToolsConfig } from "../../src/runtime/tools/Config.js"
 import { WebhooksConfig } from "../../src/webhooks/Config.js"
 import { Deliveries } from "../../src/webhooks/Deliveries.js"
 import { WebhooksRepo } from "../../src/webhooks/Repo.js"
-import { type Attempt, type AttemptResult, WebhookSender, WebhookSenderLive } from "../../src/webhooks/Sender.js"
+import { type Attempt, type AttemptResult, RESPONSE_BYTES, WebhookSender, WebhookSenderLive } from "../../src/webhooks/Sender.js"
 import { Webhooks } from "../../src/webhooks/Webhooks.js"
 import { insertUser, TestDatabase } from "../support/Database.js"
 
@@ -102,6 +102,9 @@ describe("webhook delivery", () => {
       Effect.gen(function*() {
         const account = yield* newUser
         const endpoint = yield* create(account, "always-500")
+        const [stored] = yield* Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ secret: string }>`SELECT secret FROM webhook_endpoints WHERE id = ${endpoint.id}`).pipe(Effect.orDie)
+        assert.match(stored!.secret, /^v1\./, "sealed")
+        assert.notInclude(stored!.secret, endpoint.secret.slice(6))
         scripts.set(`http://127.0.0.1:9/always-500`, [500])
         const event = yield* emit(account, "schedule")
         assert.strictEqual(event.deliveries, 1)
@@ -172,9 +175,12 @@ describe("webhook delivery", () => {
     it.effect("the sender refuses a private address at delivery time, written in the URL or resolved from a name", () =>
       Effect.gen(function*() {
         let reached = 0
-        const server = createServer((_, res) => {
+        const server = createServer((req, res) => {
           reached++
-          res.writeHead(200).end("ok")
+          if (req.url === "/big") res.writeHead(500).end("e".repeat(5000))
+          else if (req.url === "/moved") res.writeHead(307, { location: "/elsewhere" }).end()
+          else if (req.url === "/silent") return
+          else res.writeHead(200).end("ok")
         })
         yield* Effect.acquireRelease(
           Effect.async<void>((resume) => void server.listen(0, "127.0.0.1", () => resume(Effect.void))),
@@ -189,6 +195,20 @@ describe("webhook delivery", () => {
         assert.isFalse(named.ok)
         assert.match(named.error!, /resolves to a private address/)
         assert.strictEqual(reached, 0, "nothing reached the local server")
+
+        // Allowed by TOOL_ALLOWED_HOSTS: an answer is kept to its first 1 KB, a redirect is a failure, a silent
+        // endpoint times out.
+        const allowed = yield* Effect.provide(
+          WebhookSender,
+          WebhookSenderLive.pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["TOOL_ALLOWED_HOSTS", "127.0.0.1"], ["WEBHOOK_TIMEOUT", "300 millis"]])))))
+        )
+        const big = yield* allowed.send({ url: `http://127.0.0.1:${port}/big`, headers: {}, body: "{}" })
+        assert.deepInclude(big, { ok: false, status: 500, body: "e".repeat(RESPONSE_BYTES), error: "answered 500" })
+        const moved = yield* allowed.send({ url: `http://127.0.0.1:${port}/moved`, headers: {}, body: "{}" })
+        assert.deepInclude(moved, { ok: false, status: 307, error: "redirect (307) not followed" })
+        const silent = yield* allowed.send({ url: `http://127.0.0.1:${port}/silent`, headers: {}, body: "{}" })
+        assert.deepInclude(silent, { ok: false, status: null, error: "timed out after 300ms" })
+        assert.strictEqual(reached, 3)
       }).pipe(Effect.scoped))
   })
 })
