@@ -35,6 +35,7 @@ import {
 } from "./platform/Errors.js"
 import { SessionBusy } from "./sessions/Domain.js"
 import { ModelsApi } from "./runtime/models/Api.js"
+import { InternalWebhooksApi, WebhooksApi } from "./webhooks/Api.js"
 
 /** Operations that answer `text/event-stream` (always, or with `stream: true`), and what their events are. */
 const STREAMS: Record<string, { readonly only: boolean; readonly events: string }> = {
@@ -241,6 +242,8 @@ export class AtriumApi extends makeApi("atrium")
   .add(AgentSkillsApi)
   .add(EvolutionApi)
   .add(DistillationsApi)
+  .add(WebhooksApi)
+  .add(InternalWebhooksApi)
   .annotate(OpenApi.Title, "Atrium platform API")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Transform, documentTruth)

@@ -35,3 +35,18 @@ export const newApiKeyId = () => ApiKeyId.make(newId("key"))
 export const AppId = Schema.String.pipe(Schema.brand("AppId"))
 export type AppId = typeof AppId.Type
 export const newAppId = (): AppId => AppId.make(newId("app"))
+
+/** A webhook endpoint's id (`whk_…`): the brand is a compile-time name only, as for the others. */
+export const WebhookId = Schema.String.pipe(Schema.brand("WebhookId"))
+export type WebhookId = typeof WebhookId.Type
+export const newWebhookId = (): WebhookId => WebhookId.make(newId("whk"))
+
+/** One event's delivery to one endpoint (`whd_…`). */
+export const WebhookDeliveryId = Schema.String.pipe(Schema.brand("WebhookDeliveryId"))
+export type WebhookDeliveryId = typeof WebhookDeliveryId.Type
+export const newWebhookDeliveryId = (): WebhookDeliveryId => WebhookDeliveryId.make(newId("whd"))
+
+/** A webhook event (`evt_…`): also the `webhook-id` of every delivery of it, retries and redeliveries alike. */
+export const WebhookEventId = Schema.String.pipe(Schema.brand("WebhookEventId"))
+export type WebhookEventId = typeof WebhookEventId.Type
+export const newWebhookEventId = (): WebhookEventId => WebhookEventId.make(newId("evt"))

@@ -44,7 +44,12 @@ export const NOT_CREATES: Readonly<Record<string, string>> = {
   "admin.rejectApplication": "a decision on an application",
   "evolution.accept": "a decision on a suggestion; a second is refused",
   "evolution.dismiss": "a decision on a suggestion",
-  "distillations.message": "a turn of a conversation, one at a time (distillation_busy); `create` makes its draft once"
+  "distillations.message": "a turn of a conversation, one at a time (distillation_busy); `create` makes its draft once",
+  "webhooks.create":
+    "honours `Idempotency-Key` itself, kept beside the endpoint, so a replay answers the secret again without the answer stored in clear (src/webhooks/Webhooks.ts; test/webhooks)",
+  "webhooks.rotateSecret": "a new secret in place of the old one; nothing is added",
+  "webhooks.redeliver": "sends a delivery again on purpose; its receiver dedupes by the stable `webhook-id`",
+  "internalWebhooks.emit": "an operator's event, idempotent by the `idempotency_key` in its body"
 }
 
 /** Creates left without `Idempotency-Key` on purpose: their answer holds a secret shown once, which a replay would show again. */
