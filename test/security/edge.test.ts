@@ -214,7 +214,7 @@ describe.skipIf(servicesMode)("security: the HTTP edge (dist/main.js)", () => {
         ]
         const objects = yield* storedObjects
         for (const [what, contentType, body, named] of cases) {
-          const reply = yield* call("POST", "/v1/files", { token, raw: body, headers: { "content-type": contentType, "idempotency-key": `bad-${what}` } })
+          const reply = yield* call("POST", "/v1/files", { token, raw: body, headers: { "content-type": contentType, "idempotency-key": `bad-${what.replaceAll(" ", "-")}` } })
           assert.strictEqual(reply.status, 400, `${what}: ${reply.text}`)
           assert.strictEqual(reply.body?.error?.type, "invalid_request", what)
           assert.match(reply.body.error.message, named, what)
