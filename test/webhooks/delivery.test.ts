@@ -148,6 +148,34 @@ describe("webhook delivery", () => {
         assert.strictEqual((yield* emit(account, "schedule-day-6b")).deliveries, 0)
       }).pipe(Effect.provide(TestContext.TestContext)))
 
+    it.effect("an endpoint is its account's alone; a private URL is refused when it is made", () =>
+      Effect.gen(function*() {
+        const webhooks = yield* Webhooks
+        const owner = yield* newUser
+        const other = yield* newUser
+        const endpoint = yield* create(owner, "owned")
+        yield* emit(owner, "owned")
+        yield* (yield* Deliveries).drain
+        const delivery = (yield* deliveriesOf(endpoint.id))[0]!
+        const attempts: ReadonlyArray<Effect.Effect<unknown, { readonly _tag: string }>> = [
+          webhooks.get(other, endpoint.id),
+          webhooks.update(other, endpoint.id, { description: "mine" }),
+          webhooks.rotateSecret(other, endpoint.id),
+          webhooks.deliveries(other, endpoint.id, {}),
+          webhooks.redeliver(other, endpoint.id, delivery.id),
+          webhooks.remove(other, endpoint.id)
+        ]
+        for (const attempt of attempts) {
+          const refused = yield* Effect.flip(attempt)
+          assert.strictEqual(refused._tag, "NotFound")
+        }
+        assert.deepStrictEqual((yield* webhooks.list(other, {})).data, [])
+        assert.strictEqual((yield* webhooks.get(owner, endpoint.id)).id, endpoint.id)
+        const refused = yield* Effect.flip(webhooks.create(owner, { url: "http://10.0.0.7/hook", events: ["run.failed"] }, Option.none()))
+        assert.strictEqual(refused._tag, "InvalidRequest")
+        assert.match(refused.message, /url: 10\.0\.0\.7 resolves to a private address/)
+      }).pipe(Effect.provide(TestContext.TestContext)))
+
     it.effect("a receiver that fails twice gets the same webhook-id three times; a success ends the failing streak", () =>
       Effect.gen(function*() {
         const account = yield* newUser
