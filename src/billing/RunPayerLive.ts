@@ -26,7 +26,7 @@ export const RunPayerLive = Layer.effect(
   Effect.map(Wallets, (wallets) =>
     RunPayer.of({
       charge: (accountId, amount, charge) =>
-        wallets.charge(accountId, amount, { kind: "usage", scope: "run", key: charge.key, description: charge.description }).pipe(
+        wallets.chargeFor(accountId, amount, { kind: "usage", scope: "run", key: charge.key, description: charge.description }, charge.fence ?? null).pipe(
           throughOutages,
           Effect.asVoid,
           Effect.catchTag("InsufficientCredits", (error) => Effect.fail(new InsufficientFunds({ message: error.message }))),
