@@ -1,8 +1,9 @@
 import { InvalidRequest } from "../platform/Errors.js"
+import type { Fence } from "../platform/cluster/Fences.js"
 import type { Micros } from "../platform/Money.js"
 import { entryKey, type EntryInfo, type KeyedEntry, type NewEntry, type WalletState } from "./Repo.js"
-import { InsufficientCredits, DailyCapExceeded, IdempotencyConflict, WalletFailure, Movement } from "./Domain.js"
-export { InsufficientCredits, DailyCapExceeded, IdempotencyConflict, WalletFailure, Movement } from "./Domain.js"
+import { InsufficientCredits, DailyCapExceeded, IdempotencyConflict, StaleOwner, WalletFailure, Movement } from "./Domain.js"
+export { InsufficientCredits, DailyCapExceeded, IdempotencyConflict, StaleOwner, WalletFailure, Movement } from "./Domain.js"
 
 /**
  * What a wallet decides, apart from how it is asked (the entity) and how it commits (the committer): given its
@@ -14,11 +15,18 @@ export { InsufficientCredits, DailyCapExceeded, IdempotencyConflict, WalletFailu
 
 /** One thing a wallet is asked to do: a request, or one charge of a `Charges` request. */
 export type Item =
-  | { readonly tag: "Charge"; readonly amount: Micros; readonly entry: EntryInfo; readonly dailyCap: Micros | null }
+  | {
+    readonly tag: "Charge"
+    readonly amount: Micros
+    readonly entry: EntryInfo
+    readonly dailyCap: Micros | null
+    /** The fence of the entity it is made for (a session's), checked by the commit (`NewEntry.callerFence`). */
+    readonly fence?: Fence | null | undefined
+  }
   | { readonly tag: "Credit"; readonly amount: Micros; readonly entry: EntryInfo }
   | { readonly tag: "Balance" }
 
-export type Refusal = InsufficientCredits | DailyCapExceeded | IdempotencyConflict | InvalidRequest
+export type Refusal = InsufficientCredits | DailyCapExceeded | IdempotencyConflict | InvalidRequest | StaleOwner
 
 /**
  * The largest balance a wallet holds: 2^53 - 1 micro-credits (about 9 billion credits). Past it a balance no longer
@@ -42,6 +50,8 @@ export interface DecideInput {
   readonly spentToday: ReadonlyMap<string, Micros>
   /** The time of the decision, in milliseconds. */
   readonly now: number
+  /** Keys of charges whose caller's fence the database refused: refused, never written. */
+  readonly staleCallers?: ReadonlySet<string> | undefined
 }
 
 export interface Decided {
@@ -55,7 +65,7 @@ export interface Decided {
 }
 
 /** Decides `items` in order against the state: charges within the balance and the app's daily cap, credits, balances. */
-export const decideItems = ({ items, now, prior, spentToday, state, userId }: DecideInput): Decided => {
+export const decideItems = ({ items, now, prior, spentToday, staleCallers, state, userId }: DecideInput): Decided => {
   const day = Math.floor(now / DAY_MS)
   let balance = state.balance
   let seq = state.seq
@@ -90,6 +100,10 @@ export const decideItems = ({ items, now, prior, spentToday, state, userId }: De
       continue
     }
     let signed = amount
+    if (item.tag === "Charge" && staleCallers?.has(id) === true) {
+      decisions.push({ ok: false, error: new StaleOwner({ message: "The runner that asked for this charge no longer owns its session." }) })
+      continue
+    }
     if (item.tag === "Charge") {
       const cap = item.dailyCap
       const appSpent = entry.appId === null ? 0n : (spent.get(entry.appId) ?? 0n)
@@ -123,7 +137,8 @@ export const decideItems = ({ items, now, prior, spentToday, state, userId }: De
     }
     balance += signed
     seq += 1n
-    entries.push({ ...entry, seq, amount: signed, balanceAfter: balance, createdAt })
+    const callerFence = item.tag === "Charge" ? item.fence ?? null : null
+    entries.push({ ...entry, seq, amount: signed, balanceAfter: balance, createdAt, ...(callerFence === null ? {} : { callerFence }) })
     // A second request with the same key in this batch replays the first.
     known.set(id, { userId, scope: entry.scope, key: entry.key, amount: signed, balanceAfter: balance })
     decisions.push({ ok: true, value: { amount, balance, replay: false } })

@@ -35,6 +35,15 @@ export class WalletFailure extends Schema.TaggedError<WalletFailure>()(
   { message: Schema.String }
 ) {}
 
+/**
+ * The charge came from an entity whose runner no longer owns it (its fence is stale: a session's shard was acquired
+ * by another runner since the session started there). Nothing was charged; the new owner closes the turn.
+ */
+export class StaleOwner extends Schema.TaggedError<StaleOwner>()(
+  "StaleOwner",
+  { message: Schema.String }
+) {}
+
 /** The outcome of a charge or a credit: `replay` when the key had been used before and nothing moved. */
 export const Movement = Schema.Struct({ amount: Schema.BigInt, balance: Schema.BigInt, replay: Schema.Boolean })
 export type Movement = typeof Movement.Type

@@ -22,6 +22,8 @@ export interface NewEntry extends EntryInfo {
   readonly amount: Micros
   readonly balanceAfter: Micros
   readonly createdAt: Date
+  /** The fence of the entity the charge is for (a session's), refused by the commit once stale; not stored. */
+  readonly callerFence?: Fence | undefined
 }
 
 /** An entry found by its idempotency key: enough to answer a replay with the original numbers. */
@@ -61,6 +63,8 @@ export type CommitOutcome =
   | { readonly _tag: "Moved" }
   /** Its fence is stale (another runner acquired its shard since this owner started); nothing was written. */
   | { readonly _tag: "Fenced" }
+  /** The fences of these charges' callers are stale (their sessions moved on); nothing of this wallet was written. */
+  | { readonly _tag: "StaleCallers"; readonly keys: ReadonlyArray<{ readonly scope: string; readonly key: string }> }
 
 const Metadata = Schema.Record({ key: Schema.String, value: Schema.String })
 
@@ -141,6 +145,9 @@ interface EntryRecord {
   readonly description: string | null
   readonly balance_after: string
   readonly created_at: string
+  /** The caller's fence (`NewEntry.callerFence`). */
+  readonly fence_shard: string | null
+  readonly fence_generation: string | null
 }
 /** The two JSON texts of `WalletRecord`s and `EntryRecord`s. */
 const CommitBatch = Schema.Struct({ wallets: Schema.String, entries: Schema.String })
@@ -150,6 +157,8 @@ const CommitRow = Schema.Union(
   /** A key of the wallet's batch already in the ledger, with that entry. */
   Schema.Struct({ what: Schema.Literal("hit"), wallet: Schema.String, ...KeyedRow.fields }),
   Schema.Struct({ what: Schema.Literal("fenced"), wallet: Schema.String }),
+  /** A charge of the wallet's batch whose caller's fence is stale. */
+  Schema.Struct({ what: Schema.Literal("stale"), wallet: Schema.String, scope: Schema.String, idempotencyKey: Schema.String }),
   Schema.Struct({ what: Schema.Literal("moved"), wallet: Schema.String }),
   /** `amount` carries how many entries of the wallet were inserted. */
   Schema.Struct({ what: Schema.Literal("inserted"), wallet: Schema.String, amount: Schema.NumberFromString })
@@ -244,17 +253,22 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
           WITH w AS (
             SELECT * FROM jsonb_to_recordset(${wallets}::jsonb)
               AS w(user_id text, shard text, generation bigint, from_seq bigint, balance bigint, seq bigint)
+          ), e AS (
+            SELECT * FROM jsonb_to_recordset(${entries}::jsonb)
+              AS e(user_id text, seq bigint, amount bigint, kind text, scope text, idempotency_key text, app_id text,
+                   event text, metadata jsonb, description text, balance_after bigint, created_at timestamptz,
+                   fence_shard text, fence_generation bigint)
           ), fence AS MATERIALIZED (
             SELECT g.shard, g.generation FROM shard_generations g
-            WHERE g.shard IN (SELECT w.shard FROM w WHERE w.shard IS NOT NULL)
+            WHERE g.shard IN (SELECT w.shard FROM w WHERE w.shard IS NOT NULL
+                              UNION SELECT e.fence_shard FROM e WHERE e.fence_shard IS NOT NULL)
             ORDER BY g.shard FOR SHARE
           ), fenced AS (
             SELECT w.user_id FROM w WHERE w.shard IS NOT NULL
               AND NOT EXISTS (SELECT 1 FROM fence WHERE fence.shard = w.shard AND fence.generation = w.generation)
-          ), e AS (
-            SELECT * FROM jsonb_to_recordset(${entries}::jsonb)
-              AS e(user_id text, seq bigint, amount bigint, kind text, scope text, idempotency_key text, app_id text,
-                   event text, metadata jsonb, description text, balance_after bigint, created_at timestamptz)
+          ), stale AS (
+            SELECT e.user_id, e.scope, e.idempotency_key FROM e WHERE e.fence_shard IS NOT NULL
+              AND NOT EXISTS (SELECT 1 FROM fence WHERE fence.shard = e.fence_shard AND fence.generation = e.fence_generation)
           ), hit AS (
             -- One index probe per key, whatever the planner guesses of the batch's size (LIMIT keeps it a probe).
             SELECT e.user_id AS wallet, l.user_id, l.scope, l.idempotency_key, l.amount, l.balance_after
@@ -268,6 +282,7 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
             WHERE wallets.user_id = w.user_id AND wallets.seq = w.from_seq
               AND NOT EXISTS (SELECT 1 FROM hit WHERE hit.wallet = w.user_id)
               AND NOT EXISTS (SELECT 1 FROM fenced WHERE fenced.user_id = w.user_id)
+              AND NOT EXISTS (SELECT 1 FROM stale WHERE stale.user_id = w.user_id)
             RETURNING wallets.user_id
           ), inserted AS (
             INSERT INTO ledger_entries (user_id, seq, amount, kind, scope, idempotency_key, app_id, event, metadata,
@@ -281,6 +296,8 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
           SELECT 'hit' AS what, wallet, user_id, scope, idempotency_key, amount::text, balance_after::text FROM hit
           UNION ALL
           SELECT 'fenced', user_id, NULL, NULL, NULL, NULL, NULL FROM fenced
+          UNION ALL
+          SELECT 'stale', user_id, NULL, scope, idempotency_key, NULL, NULL FROM stale
           UNION ALL
           SELECT 'moved', user_id, NULL, NULL, NULL, NULL, NULL FROM moved
           UNION ALL
@@ -324,7 +341,9 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
             metadata: e.metadata,
             description: e.description,
             balance_after: String(e.balanceAfter),
-            created_at: e.createdAt.toISOString()
+            created_at: e.createdAt.toISOString(),
+            fence_shard: e.callerFence?.shard ?? null,
+            fence_generation: e.callerFence?.generation ?? null
           }))
         )
         const rows = yield* rowDefects(commit({ wallets: JSON.stringify(wallets), entries: JSON.stringify(entries) }))
@@ -332,9 +351,14 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
         const moved = new Set<string>()
         const inserted = new Map<string, number>()
         const fenced = new Set<string>()
+        const stale = new Map<string, Array<{ scope: string; key: string }>>()
         for (const row of rows) {
           if (row.what === "fenced") {
             fenced.add(row.wallet)
+          } else if (row.what === "stale") {
+            const list = stale.get(row.wallet) ?? []
+            list.push({ scope: row.scope, key: row.idempotencyKey })
+            stale.set(row.wallet, list)
           } else if (row.what === "hit") {
             const list = known.get(row.wallet) ?? []
             list.push(keyedEntry(row))
@@ -347,6 +371,8 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
         }
         return commits.map((c): CommitOutcome => {
           if (fenced.has(c.userId)) return { _tag: "Fenced" }
+          const staleKeys = stale.get(c.userId)
+          if (staleKeys !== undefined) return { _tag: "StaleCallers", keys: staleKeys }
           const hits = known.get(c.userId)
           if (hits !== undefined) return { _tag: "KeysUsed", known: hits }
           if (!moved.has(c.userId)) return { _tag: "Moved" }

@@ -13,20 +13,27 @@ const OUTAGE_RETRY = Schedule.exponential("200 millis", 2).pipe(
   Schedule.upTo("12 seconds")
 )
 
+/**
+ * Tries `effect` again while it meets an outage (on `OUTAGE_RETRY`). The wallet's outages are defects (`Wallets`
+ * turns the cluster's failures into them), hence the sandbox: a refusal (a typed failure) is never retried.
+ */
+const throughOutages = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  effect.pipe(Effect.sandbox, Effect.retry({ schedule: OUTAGE_RETRY, while: isOutage }), Effect.unsandbox)
+
 /** The run engine's payer: the account's wallet, charged per run step as a `usage` entry of scope `run`. */
 export const RunPayerLive = Layer.effect(
   RunPayer,
   Effect.map(Wallets, (wallets) =>
     RunPayer.of({
       charge: (accountId, amount, charge) =>
-        wallets.charge(accountId, amount, { kind: "usage", scope: "run", key: charge.key, description: charge.description }).pipe(
-          Effect.sandbox,
-          Effect.retry({ schedule: OUTAGE_RETRY, while: isOutage }),
-          Effect.unsandbox,
+        wallets.chargeFor(accountId, amount, { kind: "usage", scope: "run", key: charge.key, description: charge.description }, charge.fence ?? null).pipe(
+          throughOutages,
           Effect.asVoid,
           Effect.catchTag("InsufficientCredits", (error) => Effect.fail(new InsufficientFunds({ message: error.message }))),
           Effect.catchAll((error) => Effect.fail(new PaymentFailed({ message: error.message })))
         ),
-      balance: (accountId) => wallets.balance(accountId)
+      // Read before every step (`RunEngine.affordable`): without the same retry as the charge, a read that met a
+      // database restart failed the turn with internal_error though its charge would have waited (issue 42 item 8).
+      balance: (accountId) => throughOutages(wallets.balance(accountId))
     }))
 )

@@ -13,7 +13,7 @@ import { type ChargeError, type ChargeRequest, Wallet, type WalletRpcs } from ".
 
 type WalletRequest = Envelope.Request<WalletRpcs>
 
-const chargeItem = (c: ChargeRequest): Item => ({ tag: "Charge", amount: c.amount, entry: c.entry, dailyCap: c.dailyCap })
+const chargeItem = (c: ChargeRequest): Item => ({ tag: "Charge", amount: c.amount, entry: c.entry, dailyCap: c.dailyCap, fence: c.fence ?? null })
 
 /** The items a request asks for, told apart by its payload (the envelope's `tag` does not narrow it). */
 const itemsOf = (request: WalletRequest): ReadonlyArray<Item> => {
@@ -35,7 +35,7 @@ const movement = (d: Decision): Either.Either<Movement, Refusal | WalletFailure>
 const chargeError = (error: Refusal | WalletFailure): ChargeError => error._tag === "InvalidRequest" ? walletFailure : error
 /** Only a charge is refused for the balance or a cap. */
 const creditError = (error: Refusal | WalletFailure) =>
-  error._tag === "InsufficientCredits" || error._tag === "DailyCapExceeded" ? walletFailure : error
+  error._tag === "InsufficientCredits" || error._tag === "DailyCapExceeded" || error._tag === "StaleOwner" ? walletFailure : error
 
 const chargeAnswer = (d: Decision) => Either.mapLeft(movement(d), chargeError)
 
@@ -123,7 +123,7 @@ export const WalletLive = Wallet.toLayerMailbox(
      * Decides `items` in order against the state, with `prior` as the entries already in the ledger under their
      * keys (those replay). Pure apart from loading an app's spending of the day the first time it is capped.
      */
-    const decide = (items: ReadonlyArray<Item>, prior: ReadonlyMap<string, KeyedEntry>) =>
+    const decide = (items: ReadonlyArray<Item>, prior: ReadonlyMap<string, KeyedEntry>, staleCallers: ReadonlySet<string>) =>
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
         const day = Math.floor(now / DAY_MS)
@@ -136,7 +136,7 @@ export const WalletLive = Wallet.toLayerMailbox(
             spentToday.set(item.entry.appId, yield* repo.spentWithApp(userId, item.entry.appId, new Date(day * DAY_MS)))
           }
         }
-        return decideItems({ userId, state, items, prior, spentToday, now })
+        return decideItems({ userId, state, items, prior, spentToday, now, staleCallers })
       })
 
     /**
@@ -150,8 +150,10 @@ export const WalletLive = Wallet.toLayerMailbox(
       Effect.gen(function*() {
         const prior = new Map<string, KeyedEntry>()
         const looked = new Set<string>()
+        /** Charges whose caller's fence the commit refused: decided again as refused (`StaleOwner`). */
+        const staleCallers = new Set<string>()
         while (true) {
-          const { decisions, entries, next, refused, spent } = yield* decide(items, prior)
+          const { decisions, entries, next, refused, spent } = yield* decide(items, prior, staleCallers)
           const unseen = refused.filter((k) => !looked.has(entryKey(k.scope, k.key)))
           if (unseen.length > 0) {
             for (const k of unseen) looked.add(entryKey(k.scope, k.key))
@@ -182,6 +184,15 @@ export const WalletLive = Wallet.toLayerMailbox(
               // still committed. Its entries stand; this batch is decided again against them.
               yield* Effect.logWarning(`wallet ${userId} moved under its entity; reloading`)
               yield* reload
+              continue
+            }
+            if (outcome._tag === "StaleCallers") {
+              // The sessions these charges were made for have a newer owner (issue 42 item 7): a stale runner's turn
+              // bills nothing. The rest of the batch is decided again without them.
+              const before = staleCallers.size
+              for (const k of outcome.keys) staleCallers.add(entryKey(k.scope, k.key))
+              if (staleCallers.size === before) return yield* Effect.dieMessage(`wallet ${userId}: stale callers reported twice`)
+              yield* Effect.logWarning(`wallet ${userId}: refused ${outcome.keys.length} charge(s) from a runner that lost their session`)
               continue
             }
             if (outcome._tag === "KeysUsed") {

@@ -3,7 +3,7 @@ import * as Entity from "@effect/cluster/Entity"
 import * as Rpc from "@effect/rpc/Rpc"
 import { Schema } from "effect"
 import { InvalidRequest } from "../platform/Errors.js"
-import { DailyCapExceeded, IdempotencyConflict, InsufficientCredits, Movement, WalletFailure } from "./Domain.js"
+import { DailyCapExceeded, IdempotencyConflict, InsufficientCredits, Movement, StaleOwner, WalletFailure } from "./Domain.js"
 
 /**
  * The wallet entity's contract (docs/architecture.md, "Contracts"): its RPCs and their schemas, apart from the
@@ -21,10 +21,22 @@ const Entry = Schema.Struct({
 })
 
 /** Why a charge was refused (or, `WalletFailure`, could not be committed). */
-export const ChargeError = Schema.Union(InsufficientCredits.tagged, DailyCapExceeded.tagged, IdempotencyConflict.tagged, WalletFailure)
+export const ChargeError = Schema.Union(InsufficientCredits.tagged, DailyCapExceeded.tagged, IdempotencyConflict.tagged, WalletFailure, StaleOwner)
 export type ChargeError = typeof ChargeError.Type
 
-export const ChargeRequest = Schema.Struct({ amount: Schema.BigInt, entry: Entry, dailyCap: Schema.NullOr(Schema.BigInt) })
+/**
+ * A fencing token (`platform/cluster/Fences.ts`) of the entity a charge is made for, when that is not the wallet: a
+ * session's turn charges under its session's shard generation, and the wallet's commit refuses the charge in the
+ * same statement once that generation moved on (issue 42 item 7), wherever the wallet lives.
+ */
+const CallerFence = Schema.Struct({ shard: Schema.String, generation: Schema.String })
+
+export const ChargeRequest = Schema.Struct({
+  amount: Schema.BigInt,
+  entry: Entry,
+  dailyCap: Schema.NullOr(Schema.BigInt),
+  fence: Schema.optional(Schema.NullOr(CallerFence))
+})
 export type ChargeRequest = typeof ChargeRequest.Type
 
 /**

@@ -1,6 +1,7 @@
 import { ClusterError, Sharding } from "@effect/cluster"
 import { Effect, Either, Exit, FiberSet, Metric, Option } from "effect"
 import { makeEntityCaller, shardOf } from "../platform/Cluster.js"
+import type { Fence } from "../platform/cluster/Fences.js"
 import type { Micros } from "../platform/Money.js"
 import { walletChargeMessages, walletCharges } from "../platform/telemetry/Metrics.js"
 import { type Movement, WalletFailure } from "./Decide.js"
@@ -28,6 +29,8 @@ const chargesSentHere = walletCharges.pipe(Metric.tagged("via", "message"), Metr
 const chargesSentAway = walletCharges.pipe(Metric.tagged("via", "message"), Metric.tagged("to", "another_runner"))
 const messagesHere = walletChargeMessages.pipe(Metric.tagged("to", "this_runner"))
 const messagesAway = walletChargeMessages.pipe(Metric.tagged("to", "another_runner"))
+
+type ChargeEntry = Partial<EntryInfo> & Pick<EntryInfo, "kind" | "scope" | "key">
 
 /** A charge waiting in its wallet's lane for the next `Charges` message. */
 interface Waiting {
@@ -160,12 +163,23 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
       }))
 
     const noEvent = { appId: null, event: null, metadata: null, description: null }
+    const chargeWith = (userId: string, request: ChargeRequest) => {
+      const here = localWallets.byUser.get(userId)
+      return (here === undefined ? chargeByMessage(userId, request) : chargeHere(here, userId, request)).pipe(orDieOnCluster)
+    }
     return {
-      charge: (userId: string, amount: Micros, entry: Partial<EntryInfo> & Pick<EntryInfo, "kind" | "scope" | "key">, dailyCap: Micros | null = null) => {
-        const request: ChargeRequest = { amount, entry: { ...noEvent, ...entry }, dailyCap }
-        const here = localWallets.byUser.get(userId)
-        return (here === undefined ? chargeByMessage(userId, request) : chargeHere(here, userId, request)).pipe(orDieOnCluster)
-      },
+      charge: (userId: string, amount: Micros, entry: ChargeEntry, dailyCap: Micros | null = null) =>
+        chargeWith(userId, { amount, entry: { ...noEvent, ...entry }, dailyCap }).pipe(
+          // Only a charge made with a caller's fence is refused as stale (`chargeFor`).
+          Effect.catchTag("StaleOwner", Effect.die)
+        ),
+      /**
+       * A charge for an entity of another shard (a session's turn), made under that entity's `fence`: the wallet's
+       * commit refuses it in the same statement once the fence is stale (`StaleOwner`), so a runner that lost the
+       * session bills nothing, wherever the wallet lives (issue 42 item 7).
+       */
+      chargeFor: (userId: string, amount: Micros, entry: ChargeEntry, fence: Fence | null) =>
+        chargeWith(userId, { amount, entry: { ...noEvent, ...entry }, dailyCap: null, ...(fence === null ? {} : { fence }) }),
       credit: (userId: string, amount: Micros, entry: Partial<EntryInfo> & Pick<EntryInfo, "kind" | "scope" | "key">) =>
         toEntity(client(userId).Credit({ amount, entry: { ...noEvent, ...entry } }), { resendWhenCut: true }).pipe(
           orDieOnCluster,

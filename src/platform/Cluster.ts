@@ -18,7 +18,7 @@ import { Cause, type Context, Duration, Effect, Exit, Fiber, FiberId, FiberSet, 
 import * as Net from "node:net"
 import { AppConfig } from "./Config.js"
 import { clusterTimings, failoverBudget } from "./cluster/Budget.js"
-import { ShardFences } from "./cluster/Fences.js"
+import { type Refresh, ShardFences } from "./cluster/Fences.js"
 import { RunnersRepo } from "./cluster/Repo.js"
 import { watchRunners } from "./cluster/Watch.js"
 import { withStartupLock } from "./Database.js"
@@ -76,8 +76,13 @@ const TrackedRunnerStorage = Layer.scoped(
       Effect.sync(() => setInterval(fences.tick, 250).unref()),
       (timer) => Effect.sync(() => clearInterval(timer))
     )
-    const record = (address: RunnerAddress.RunnerAddress, asked: Iterable<ShardId.ShardId> | undefined, acquired: ReadonlyArray<ShardId.ShardId>) =>
-      fences.record(asked, acquired, (fresh) => repo.raiseGenerations(`${address.host}:${address.port}`, fresh)).pipe(
+    const record = (
+      address: RunnerAddress.RunnerAddress,
+      asked: Iterable<ShardId.ShardId> | undefined,
+      acquired: ReadonlyArray<ShardId.ShardId>,
+      refresh?: Refresh
+    ) =>
+      fences.record(asked, acquired, (fresh) => repo.raiseGenerations(`${address.host}:${address.port}`, fresh), refresh).pipe(
         Effect.catchAllCause((cause) =>
           Effect.zipRight(
             Effect.logWarning("could not raise the generation of acquired shards", cause),
@@ -90,12 +95,13 @@ const TrackedRunnerStorage = Layer.scoped(
       acquire: (address, shardIds) => Effect.tap(storage.acquire(address, shardIds), (acquired) => record(address, undefined, acquired)),
       refresh: (address, shardIds) =>
         Effect.suspend(() => {
-          const started = fences.refreshStarting()
-          return Effect.tap(storage.refresh(address, shardIds), () => fences.refreshConfirmed(started))
-        }).pipe(
-          Effect.tap((acquired) => record(address, shardIds, acquired)),
-          Effect.onError(() => Effect.sync(fences.refreshFailed))
-        ),
+          const refresh = fences.refreshStarting()
+          // Confirmed once recorded: a re-locked shard has its new generation before anything counts it as held.
+          return storage.refresh(address, shardIds).pipe(
+            Effect.tap((acquired) => record(address, shardIds, acquired, refresh)),
+            Effect.tap(() => fences.refreshConfirmed(refresh))
+          )
+        }).pipe(Effect.onError(() => Effect.sync(fences.refreshFailed))),
       // Effects, not calls: the cluster builds a release before it lets the shard's entities finish (hand-over).
       // One at a time: they all go through the one lock connection, and the cluster starts one per shard at once
       // (about 150 when a runner joins), which queued a refresh behind 300-odd statements; under load it missed its

@@ -1,5 +1,6 @@
 import { Context, Data, type Effect, type Option } from "effect"
 import type { UserId } from "../platform/Ids.js"
+import type { Fence } from "../platform/cluster/Fences.js"
 import type { Micros } from "../platform/Money.js"
 import type { Partition } from "../identity/Partition.js"
 import type { RunOutcome, RunRecord } from "./Repo.js"
@@ -19,6 +20,8 @@ export interface RunCharge {
   /** Unique per run step: the same key charges once however often it is sent. */
   readonly key: string
   readonly description: string
+  /** The fence of the entity the run is for (a session's shard generation): the charge is refused once it is stale. */
+  readonly fence?: Fence | null | undefined
 }
 
 /** Who pays a run's model steps: the account's wallet. */

@@ -2,6 +2,7 @@ import type * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as Prompt from "@effect/ai/Prompt"
 import type { Effect, Option } from "effect"
 import type { Partition } from "../identity/Partition.js"
+import type { Fence } from "../platform/cluster/Fences.js"
 import { type Micros, parseCredits } from "../platform/Money.js"
 import type { InternalEvent } from "./Events.js"
 import type { ExpertConfig } from "./Expert.js"
@@ -79,6 +80,11 @@ export interface RunRequest {
    * runner still holds the session's shard, so a runner that lost it (paused, cut from the database) bills nothing.
    */
   readonly fence?: Effect.Effect<boolean> | undefined
+  /**
+   * The fencing token every charge of the run carries (a session's shard generation): the wallet's commit refuses the
+   * charge in its own statement once the generation moved on, however the check above answered (issue 42 item 7).
+   */
+  readonly chargeFence?: Fence | null | undefined
 }
 
 /** A function tool the caller runs: its name, description and JSON Schema of its arguments, passed on as-is. */

@@ -144,7 +144,8 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
               }
               yield* runPayer.charge(payer.accountId, charge, {
                 key: `${request.chargeKey ?? request.runId}:${step}`,
-                description: `Run of ${agent.identifier} (${model.entry.id}, step ${step})`
+                description: `Run of ${agent.identifier} (${model.entry.id}, step ${step})`,
+                fence: request.chargeFence ?? null
               }).pipe(
                 Effect.catchTag("InsufficientFunds", () =>
                   runPayer.balance(payer.accountId).pipe(

@@ -3,7 +3,7 @@ import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { PlatformAuthentication } from "../identity/Domain.js"
-import { InvalidRequest, NotFound } from "../platform/Errors.js"
+import { InvalidRequest, NotFound, ServiceUnavailable } from "../platform/Errors.js"
 import { IdempotencyConflict } from "../billing/Domain.js"
 import { EnvironmentId } from "../environments/Domain.js"
 import { ApprovalId } from "../runtime/Domain.js"
@@ -119,6 +119,8 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
       .setPath(Path)
       .addSuccess(Schema.Struct({ interrupted: Schema.Boolean }))
       .addError(NotFound)
+      // The turn in flight could not be reached (its session is between runners): not delivered, try again.
+      .addError(ServiceUnavailable)
   )
   .add(
     HttpApiEndpoint.post("adopt", "/v1/sessions/:id/adopt")

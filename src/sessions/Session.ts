@@ -272,7 +272,8 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
           ledger,
           // The turn's identity, not the run's: whatever happens to the run, a step of this turn is charged once.
           chargeKey: `session:${sessionId}:${turn.turn}`,
-          fence: owner
+          fence: owner,
+          chargeFence: fence
         }, emit, runs.resolveSubagent))
         current = Option.some({ turn: turn.turn, fiber })
         const exit = yield* Fiber.await(fiber)

@@ -6,7 +6,8 @@ import { IdempotencyRepo } from "../platform/http/Repo.js"
 import { EnvironmentsRepo } from "../environments/Repo.js"
 import type { CallerIdentity } from "../identity/Authentication.js"
 import { makeEntityCaller } from "../platform/Cluster.js"
-import { InvalidRequest, NotFound } from "../platform/Errors.js"
+import { InvalidRequest, NotFound, ServiceUnavailable } from "../platform/Errors.js"
+import { RETRY_AFTER_SECONDS } from "../platform/Outage.js"
 import type { Micros } from "../platform/Money.js"
 import { Approvals } from "../runtime/Approvals.js"
 import type { ApprovalId } from "../runtime/Domain.js"
@@ -247,6 +248,16 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
     const interrupt = Effect.fn("Sessions.interrupt")(function*(caller: CallerIdentity, id: string) {
       yield* owned(caller, id)
       const interrupted = yield* toEntity(client(id).Interrupt()).pipe(Effect.orDie)
+      // The entity that answered runs no turn, yet the log has one in flight: the session is between runners (a
+      // hand-over lets the old owner finish its turn while the new one already answers), or the turn is ending. The
+      // interrupt did not reach it; "false" would tell the client there is nothing to stop while the turn goes on and
+      // is billed (issue 42 item 8). Retryable: once the turn ended, or reached its owner, the next try says so.
+      if (!interrupted && Option.isSome(yield* repo.inFlight(id))) {
+        return yield* new ServiceUnavailable({
+          message: "The session is moving between runners and its running turn could not be reached; try again shortly.",
+          retry_after: RETRY_AFTER_SECONDS
+        })
+      }
       return { interrupted }
     })
 

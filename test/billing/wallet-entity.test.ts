@@ -126,4 +126,26 @@ layer(Env)("Wallet entity (makeTestClient)", (it) => {
       assert.deepStrictEqual(next, Either.right({ amount: 250_000n, balance: 500_000n, replay: false }))
       assert.deepStrictEqual((yield* ledger(userId)).map((l) => [l.seq, l.balanceAfter]), [["1", "1000000"], ["2", "750000"], ["3", "500000"]])
     }))
+
+  it.scoped("a charge made under a session's stale fence is refused by the commit; the rest of its batch is charged", () =>
+    Effect.gen(function*() {
+      const userId = yield* newUser
+      const sql = yield* SqlClient.SqlClient
+      // The session's shard, acquired by another runner since the turn started (generation 5 -> 6).
+      const shard = `default:${9_000 + users}`
+      yield* sql`INSERT INTO shard_generations (shard, generation, runner) VALUES (${shard}, 6, 'other')`.pipe(Effect.orDie)
+      const client = yield* (yield* Entity.makeTestClient(Wallet, WalletLive))(userId)
+      const answers = yield* client.Charges({
+        charges: [
+          { ...charge(100_000n, "session:s:1:1"), fence: { shard, generation: "5" } },
+          charge(200_000n, "plain"),
+          { ...charge(300_000n, "session:s:2:1"), fence: { shard, generation: "6" } }
+        ]
+      })
+      assert.strictEqual(Either.isLeft(answers[0]!) ? answers[0].left._tag : "charged", "StaleOwner")
+      assert.deepStrictEqual(answers[1], Either.right({ amount: 200_000n, balance: 800_000n, replay: false }))
+      assert.deepStrictEqual(answers[2], Either.right({ amount: 300_000n, balance: 500_000n, replay: false }))
+      assert.deepStrictEqual((yield* ledger(userId)).map((l) => l.idempotencyKey), [userId, "plain", "session:s:2:1"])
+      assert.deepStrictEqual(yield* client.Balance(), { balance: 500_000n })
+    }))
 })

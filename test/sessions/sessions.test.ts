@@ -100,6 +100,33 @@ describe("sessions", () => {
         assert.strictEqual(textOf(next), "I see 2 earlier messages.")
       }))
 
+    it.effect("an interrupt that finds no running turn while the log has one in flight is 503 with Retry-After, not false", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const agent = yield* agentWith(user.token)
+        const session = yield* createSession(user.token, agent)
+        // What a hand-over looks like from the runner that answers: the turn's run.created is logged (the old owner
+        // runs it, finishing within its grace) and this session's entity runs nothing (issue 42 item 8).
+        // A turn first, so the entity is active (a session starting up closes a turn it finds in flight).
+        yield* say(user.token, session.id, "hello")
+        const server = yield* TestServer
+        const logged = (payload: string) =>
+          server.query(
+            `INSERT INTO session_events (session_id, seq, turn, payload)
+             SELECT session_id, max(seq) + 1, max(turn) + ${payload.includes("preparing") ? 1 : 0}, '${payload}'::jsonb
+             FROM session_events WHERE session_id = '${session.id}' GROUP BY session_id`
+          )
+        yield* logged(`{"type":"preparing"}`)
+        const reply = yield* request("POST", `/v1/sessions/${session.id}/interrupt`, { token: user.token })
+        assert.strictEqual(reply.status, 503, JSON.stringify(reply.body))
+        assert.isNotNull(reply.headers.get("retry-after"))
+        assert.strictEqual(reply.body.error.type, "service_unavailable")
+        // Once the turn is ended in the log, nothing runs and nothing is in flight: false.
+        yield* logged(`{"type":"error","code":"interrupted","message":"ended elsewhere"}`)
+        const after = yield* request("POST", `/v1/sessions/${session.id}/interrupt`, { token: user.token })
+        assert.deepStrictEqual(after.body, { interrupted: false })
+      }))
+
     it.effect("a subscriber that reconnects with after sees every event exactly once", () =>
       Effect.gen(function*() {
         const user = yield* newUser

@@ -37,6 +37,13 @@ export interface ShardRef {
   readonly id: number
 }
 
+/** A lock refresh as the fences follow it (`refreshStarting`). */
+export interface Refresh {
+  readonly started: number
+  /** What this runner held was unverified when it began: its answer may name locks it took again. */
+  readonly suspect: boolean
+}
+
 /** A write refused by its fence: this runner no longer owns the entity under the generation it started with. */
 export class Fenced extends Error {
   readonly _tag = "Fenced"
@@ -145,7 +152,8 @@ export class ShardFences extends Effect.Service<ShardFences>()("atrium/platform/
       record: <E>(
         asked: Iterable<ShardRef> | undefined,
         acquired: ReadonlyArray<ShardRef>,
-        raise: (fresh: ReadonlyArray<{ shard: string; known: string | null }>) => Effect.Effect<ReadonlyArray<{ shard: string; generation: string }>, E>
+        raise: (fresh: ReadonlyArray<{ shard: string; known: string | null }>) => Effect.Effect<ReadonlyArray<{ shard: string; generation: string }>, E>,
+        refresh?: Refresh
       ) =>
         recording.withPermits(1)(Effect.gen(function*() {
           if (asked !== undefined) {
@@ -156,21 +164,31 @@ export class ShardFences extends Effect.Service<ShardFences>()("atrium/platform/
           // only what it does not hold, and after it gave its shards up on an unhealthy lock storage (a database
           // outage: no release reaches the fences) another runner may have owned the shard meanwhile. Had nobody,
           // the raise keeps the generation this runner knew (`raiseGenerations`).
-          const fresh = asked === undefined ? acquired.map(shardKey) : acquired.map(shardKey).filter((shard) => !held.has(shard))
+          //
+          // A refresh that began unverified (after a stall, or after a refresh that failed) is an acquisition too: the
+          // runner storage's refresh takes again every lock its connection does not hold, so a shard it names may have
+          // been lost (the others cut this runner's sessions), owned elsewhere, handed back and re-locked, all while
+          // `held` still counted it (issue 42 item 8: a woken runner kept the old generation and billed a turn the new
+          // owner had closed). Raised with the generation it knew, it keeps it only if nobody else acquired it since.
+          const relocked = asked === undefined || refresh?.suspect === true
+          const fresh = relocked ? acquired.map(shardKey) : acquired.map(shardKey).filter((shard) => !held.has(shard))
           if (fresh.length > 0) {
             const rows = yield* raise(fresh.map((shard) => ({ shard, known: generations.get(shard) ?? null })))
             for (const row of rows) generations.set(row.shard, row.generation)
           }
           for (const shardId of acquired) held.add(shardKey(shardId))
         })),
-      /** A refresh starts: when (only one that began after a stall speaks for now). */
-      refreshStarting: (): number => {
+      /**
+       * A refresh starts: when (only one that began after a stall speaks for now), and whether what was held is
+       * unverified as it starts (`suspect`: its answer may name locks taken again, `record`).
+       */
+      refreshStarting: (): Refresh => {
         tick()
-        return Date.now()
+        return { started: Date.now(), suspect: unverifiedSince !== undefined }
       },
-      /** A refresh that began at `started` went through. */
-      refreshConfirmed: (started: number) => {
-        if (unverifiedSince !== undefined && started > unverifiedSince) unverifiedSince = undefined
+      /** A refresh that began at `refresh.started` went through (and was recorded). */
+      refreshConfirmed: (refresh: Refresh) => {
+        if (unverifiedSince !== undefined && refresh.started > unverifiedSince) unverifiedSince = undefined
       },
       /**
        * A refresh that failed or timed out leaves every lock it was to renew unverified, not lost: the cluster tries
