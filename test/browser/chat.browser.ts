@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import type { Page } from "playwright-core"
-import { Browser } from "./Browser.js"
+import { Browser, PHONE } from "./Browser.js"
 import { api, Atrium, checkPrerequisites, CREATOR_CODE, CREATOR_PHONE, person, Platform, until } from "./support.js"
 
 /**
@@ -33,6 +33,33 @@ const draftExpert = async (base: string, token: string, name: string) => {
   })
   return created.identifier as string
 }
+
+
+/** A conversation of `turns` turns held through the API (each message's answer stream read to its end). */
+const longConversation = async (base: string, token: string, agent: string, turns: number) => {
+  const session = await api(base, token, "POST", "/v1/sessions", { agent, title: "A long one" })
+  for (let i = 1; i <= turns; i++) {
+    const reply = await fetch(`${base}/v1/sessions/${session.id}/events`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json", accept: "text/event-stream" },
+      body: JSON.stringify({ type: "message", message: `question ${i}: ${"a fairly long line of words ".repeat(4)}` })
+    })
+    assert.strictEqual(reply.status, 200)
+    await reply.text()
+  }
+  return session.id as string
+}
+
+/** The page's height, the viewport's, and the composer's box. */
+const layoutOf = (page: Page) =>
+  page.evaluate(() => {
+    const g = globalThis as unknown as {
+      innerHeight: number
+      document: { documentElement: { scrollHeight: number }; querySelector(s: string): { getBoundingClientRect(): { top: number; bottom: number } } | null }
+    }
+    const composer = g.document.querySelector("form.composer")?.getBoundingClientRect()
+    return { height: g.document.documentElement.scrollHeight, viewport: g.innerHeight, composerTop: composer?.top ?? -1, composerBottom: composer?.bottom ?? -1 }
+  })
 
 describe("web app in Chromium: chat", () => {
   it.layer(Platform, { timeout: 180_000 })((it) => {
@@ -102,6 +129,52 @@ describe("web app in Chromium: chat", () => {
           assert.strictEqual(await page.locator(".bubble.user").count(), 6)
           assert.isTrue(await inView(page, "[data-testid=answer]"), "a reloaded conversation opens at its end")
           await context.close()
+        })
+      }))
+
+    it.effect("a 20-turn conversation: the page no taller than the screen on desktop and phone, the composer in view on the phone, the wallet read once", () =>
+      Effect.gen(function*() {
+        const { url: base } = yield* Atrium
+        const browser = yield* Browser
+        yield* Effect.promise(async () => {
+          const desktop = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE }, { credits: 100 })
+          const id = await draftExpert(base, desktop.token, "Long Expert")
+          const session = await longConversation(base, desktop.token, id, 20)
+          const open = async (page: Page) => {
+            await page.goto(`${base}/chat/${id}?session=${session}`)
+            await until(page, "the 20 turns", () => document.querySelectorAll("[data-testid=answer]").length === 20 &&
+              !document.querySelector("[aria-busy=true]"))
+          }
+          // Every request the page makes while opening: the wallet (the header's balance) is read once, not once per
+          // past turn (issue 48: 19 of 37 requests).
+          const wallet: Array<string> = []
+          desktop.page.on("request", (request) => {
+            if (new URL(request.url()).pathname === "/api/wallet") wallet.push(request.url())
+          })
+          await open(desktop.page)
+          // (The page follows the session's stream, so the network is never idle: the turns were replayed, which is
+          // when each past turn's end used to read the wallet again, and the header shows the balance read.)
+          await until(desktop.page, "the balance in the header", () => /credits/.test(document.querySelector("[data-testid=balance]")?.textContent ?? ""))
+          assert.strictEqual(wallet.length, 1, "GET /api/wallet on opening a 20-turn conversation")
+          // The visually hidden "You:"/"Expert:" labels stay inside the scroll box: the page is the screen's height.
+          const onDesktop = await layoutOf(desktop.page)
+          assert.isAtMost(onDesktop.height, onDesktop.viewport, `desktop: ${JSON.stringify(onDesktop)}`)
+          await desktop.context.close()
+
+          const phone = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE }, { viewport: PHONE, colorScheme: "dark" })
+          await open(phone.page)
+          const onPhone = await layoutOf(phone.page)
+          assert.isAtMost(onPhone.height, onPhone.viewport, `phone: ${JSON.stringify(onPhone)}`)
+          assert.isAtLeast(onPhone.composerTop, 0, `phone: ${JSON.stringify(onPhone)}`)
+          assert.isAtMost(onPhone.composerBottom, onPhone.viewport, `phone: the composer in view ${JSON.stringify(onPhone)}`)
+          // The conversations are a drawer on the phone: closed, then opened over the chat, and a choice closes it.
+          const sidebar = phone.page.getByRole("navigation", { name: "Conversations" })
+          assert.isFalse(await sidebar.isVisible(), "the drawer starts closed")
+          await phone.page.getByRole("button", { name: "Conversations" }).click()
+          await sidebar.getByRole("link", { name: /A long one/ }).click()
+          assert.isFalse(await sidebar.isVisible(), "choosing a conversation closes the drawer")
+          await phone.page.screenshot({ path: "/tmp/phone-long-chat.png" })
+          await phone.context.close()
         })
       }))
 

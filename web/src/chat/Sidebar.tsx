@@ -30,11 +30,12 @@ export const useExpertNames = (sessions: ReadonlyArray<SessionItem> | null) => {
   return known
 }
 
-const Item = ({ session, name, current, onChanged }: {
+const Item = ({ session, name, current, onChanged, onOpen }: {
   session: SessionItem
   name: string
   current: boolean
   onChanged: () => void
+  onOpen?: (() => void) | undefined
 }) => {
   const [editing, setEditing] = useState(false)
   const [title, setTitle] = useState(session.title ?? "")
@@ -76,6 +77,7 @@ const Item = ({ session, name, current, onChanged }: {
           <>
             <a href={`/chat/${session.agent}?session=${session.id}`} aria-current={current ? "page" : undefined} onClick={(e) => {
               e.preventDefault()
+              onOpen?.()
               navigate(`/chat/${session.agent}?session=${session.id}`)
             }}>
               <strong className="expert-name">{name}</strong>
@@ -98,7 +100,14 @@ const Item = ({ session, name, current, onChanged }: {
  * The person's conversations beside the chat: by expert name, title and the start of the last message, newest first;
  * rename and delete here.
  */
-export const Sidebar = ({ identifier, current, version }: { identifier: string; current: string | null; version: number }) => {
+export const Sidebar = ({ identifier, current, version, open = false, onClose }: {
+  identifier: string
+  current: string | null
+  version: number
+  /** On the phone the list is a drawer: shown when open, closed by Escape or a choice. */
+  open?: boolean
+  onClose?: () => void
+}) => {
   const [sessions, setSessions] = useState<ReadonlyArray<SessionItem> | null>(null)
   const [reload, setReload] = useState(0)
   const known = useExpertNames(sessions)
@@ -106,11 +115,11 @@ export const Sidebar = ({ identifier, current, version }: { identifier: string; 
     call((c) => c.sessions.list({ urlParams: { limit: 50 } })).then((l) => setSessions(itemsOf<SessionItem>(l)), () => setSessions([]))
   }, [reload, version, current])
   return (
-    <nav className="sidebar" aria-label="Conversations">
+    <nav className={open ? "sidebar open" : "sidebar"} aria-label="Conversations" onKeyDown={(e) => { if (e.key === "Escape") onClose?.() }}>
       <button type="button" onClick={() => navigate(`/chat/${identifier}?new=1`)}>New chat</button>
       <ul className="conversations">
         {sessions?.map((s) => (
-          <Item key={s.id} session={s} name={known[s.agent] ?? s.agent} current={s.id === current} onChanged={() => setReload((n) => n + 1)} />
+          <Item key={s.id} session={s} name={known[s.agent] ?? s.agent} current={s.id === current} onChanged={() => setReload((n) => n + 1)} onOpen={onClose} />
         ))}
       </ul>
     </nav>

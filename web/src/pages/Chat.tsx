@@ -29,7 +29,15 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
   const [unlocking, setUnlocking] = useState(false)
   const [details, setDetails] = useDetailsSetting()
   const [listVersion, setListVersion] = useState(0)
+  // The conversations' drawer on the phone (on a wider screen the sidebar is always there).
+  const [drawer, setDrawer] = useState(false)
   const users = useRef<UserSide | null>(null)
+  /**
+   * Turns this page is waiting to see end: those it sent, and one already running when it opened. Only their ends
+   * read the wallet and the list again; the log replayed on opening ends every past turn, which read the wallet once
+   * per past turn (issue 48: 19 of 37 requests).
+   */
+  const awaited = useRef(0)
   const input = useRef<HTMLTextAreaElement>(null)
   const scroller = useStickToBottom([turns, failed, error])
 
@@ -69,6 +77,7 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
   // The sidebar and "New chat" change the address: follow it (a session of its own, or a new conversation).
   useEffect(() => {
     const wanted = search.get("session")
+    setDrawer(false)
     if (wanted === sessionId || (wanted === null && !search.has("new"))) return
     setSessionId(wanted)
     setFailed([])
@@ -107,11 +116,13 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
       // Messages sent before this page knew the session (its first) are already queued under its id.
       const side = new UserSide(sessionId, history)
       users.current = side
+      if (session.status !== "idle") awaited.current = Math.max(awaited.current, 1)
       follow = followSession(sessionId, 0, (event) => {
         const user = event.type === "run.created" ? side.next() : null
         setTurns((old) => fold(old, event, user))
-        if (event.type === "run.completed" || event.type === "run.failed") {
-          me.refresh()
+        if ((event.type === "run.completed" || event.type === "run.failed") && awaited.current > 0) {
+          awaited.current--
+          void me.refresh()
           // The sidebar shows each conversation's last message: read the list again after each turn.
           setListVersion((n) => n + 1)
         }
@@ -127,8 +138,12 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
 
   const deliver = async (text: string) => {
     setError(null)
+    awaited.current++
     const failure = await outbox.deliver(sessionId, text)
-    if (failure) setFailed((f) => [...f, { text, error: failure.message }])
+    if (failure) {
+      awaited.current = Math.max(0, awaited.current - 1)
+      setFailed((f) => [...f, { text, error: failure.message }])
+    }
   }
 
   const send = async (e?: FormEvent) => {
@@ -191,10 +206,15 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
   const live = useMemo(() => turns.at(-1)?.text ?? "", [turns])
   return (
     <div className={embedded ? "chat-embedded" : "chat-layout"}>
-    {!embedded && <Sidebar identifier={identifier} current={sessionId} version={listVersion} />}
+    {!embedded && <Sidebar identifier={identifier} current={sessionId} version={listVersion} open={drawer} onClose={() => setDrawer(false)} />}
     <section className="chat">
       <header className="chat-head">
         {embedded ? <h3>{title}</h3> : <h1>{title}</h1>}
+        {!embedded && (
+          <button type="button" className="drawer-toggle secondary" aria-expanded={drawer} onClick={() => setDrawer((open) => !open)}>
+            Conversations
+          </button>
+        )}
         <p className="muted">
           <Link to={`/marketplace/${identifier}`}>About this expert</Link> · Balance {formatCredits(me.balance)}
           {connection === "reconnecting" && <span role="status"> · Reconnecting…</span>}
