@@ -201,7 +201,8 @@ describe("web app in Chromium: chat", () => {
           })
           const stop = page.getByRole("button", { name: "Stop" })
           assert.isTrue(await stop.isVisible(), "a running turn offers Stop")
-          await stop.click()
+          // Escape in the composer stops it, as the Stop button does.
+          await message.press("Escape")
           await page.getByText("You stopped this answer.").waitFor()
           assert.isFalse(await stop.isVisible())
           const cut = (await lastAnswer(page).textContent()) ?? ""
@@ -218,6 +219,16 @@ describe("web app in Chromium: chat", () => {
             [...document.querySelectorAll("[data-testid=answer]")].some((a) => (a.textContent ?? "").includes("calculator returned")))
           assert.strictEqual(await page.getByTestId("tool-status").last().textContent(), "completed")
           assert.isFalse(await approve.isVisible())
+          // The two model steps' texts are two paragraphs (they ran together: "Calling calculator.calculator returned…"),
+          // and the sidebar's preview says the tool's result in words, not as JSON.
+          await until(page, "the tool turn done", () => !document.querySelector("[aria-busy=true]"))
+          const stepped = await lastAnswer(page).innerText()
+          assert.match(stepped, /Calling calculator\.\s*\n\s*calculator returned/, stepped)
+          assert.notInclude(stepped, "calculator.calculator")
+          const preview = page.locator("li.conversation.current [data-testid=last-message]")
+          await until(page, "the tool's result in the list", () =>
+            (document.querySelector("li.conversation.current [data-testid=last-message]")?.textContent ?? "").includes("calculator returned"))
+          assert.strictEqual(await preview.textContent(), "calculator returned: expression 6*7, result 42")
 
           // Reload in the middle of a turn: it completes, with nothing missing or repeated; then one more message.
           await message.fill("/slow 30")
@@ -272,6 +283,17 @@ describe("web app in Chromium: chat", () => {
           await page.getByRole("button", { name: "Copy code" }).first().click()
           await page.getByRole("button", { name: "Copied" }).first().waitFor()
           assert.strictEqual(await page.evaluate(() => (globalThis as unknown as { navigator: { clipboard: { readText(): Promise<string> } } }).navigator.clipboard.readText()), "let a = 1")
+          // Copy under every finished answer copies it as written.
+          await page.getByRole("button", { name: "Copy answer" }).first().click()
+          await page.getByRole("button", { name: "Copied" }).first().waitFor()
+          assert.strictEqual(
+            await page.evaluate(() => (globalThis as unknown as { navigator: { clipboard: { readText(): Promise<string> } } }).navigator.clipboard.readText()),
+            "You said: x\n```js\nlet a = 1\n```"
+          )
+          // ↑ in the empty composer brings the last message back (editing sent messages is not built yet).
+          await box.press("ArrowUp")
+          assert.strictEqual(await box.inputValue(), "x\n```js\nlet a = 1\n```")
+          await box.fill("")
           await page.waitForURL(/session=/)
           const first = new URL(page.url()).searchParams.get("session")!
 

@@ -5,6 +5,60 @@ import { navigate } from "../router.js"
 
 export interface SessionItem { id: string; agent: string; title: string | null; last_message?: string | null; status: string; updated_at: string; created_at?: string }
 
+/**
+ * A conversation's last message for the list, with any JSON in it (a tool's result the answer quoted) said in words:
+ * `{"value":42}` becomes `value 42`, and anything larger is left out, so the list reads as text (issue 48).
+ */
+export const readablePreview = (text: string): string => {
+  let out = ""
+  let i = 0
+  while (i < text.length) {
+    const c = text[i]!
+    if (c === "{" || c === "[") {
+      const end = jsonEnd(text, i)
+      if (end > i) {
+        try {
+          out += inWords(JSON.parse(text.slice(i, end + 1)))
+          i = end + 1
+          continue
+        } catch {
+          // Not JSON after all: kept as written.
+        }
+      }
+    }
+    out += c
+    i++
+  }
+  return out.replace(/\s+/g, " ").trim()
+}
+
+/** Where the bracket opened at `start` closes (strings skipped), or -1 (a preview may cut it off). */
+const jsonEnd = (text: string, start: number): number => {
+  let depth = 0
+  let quoted = false
+  for (let i = start; i < text.length; i++) {
+    const c = text[i]
+    if (quoted) {
+      if (c === "\\") i++
+      else if (c === '"') quoted = false
+    } else if (c === '"') quoted = true
+    else if (c === "{" || c === "[") depth++
+    else if (c === "}" || c === "]") {
+      depth--
+      if (depth === 0) return i
+    }
+  }
+  return -1
+}
+
+const inWords = (value: unknown): string => {
+  if (value === null || typeof value !== "object") return String(value)
+  const entries = Array.isArray(value) ? value.map((v) => [null, v] as const) : Object.entries(value)
+  const simple = entries.filter(([, v]) => v === null || typeof v !== "object")
+  if (simple.length === 0 || simple.length > 3 || simple.length !== entries.length) return "…"
+  return simple.map(([k, v]) => (k === null ? String(v) : `${k} ${String(v)}`)).join(", ")
+}
+
 const names = new Map<string, Promise<string>>()
 
 /** An expert's display name (its published profile, or the owner's draft), asked once per page load. */
@@ -82,7 +136,7 @@ const Item = ({ session, name, current, onChanged, onOpen }: {
             }}>
               <strong className="expert-name">{name}</strong>
               <span className="conversation-title">{label}</span>
-              {session.last_message && <span className="conversation-last" data-testid="last-message">{session.last_message}</span>}
+              {session.last_message && <span className="conversation-last" data-testid="last-message">{readablePreview(session.last_message)}</span>}
               <span className="muted small">{new Date(session.updated_at).toLocaleString()}</span>
             </a>
             <div className="row actions">

@@ -7,7 +7,7 @@ import { followSession, sendToSession } from "../stream.js"
 import { type Approval, fold, queueMessage, type Turn, unqueueMessage, UserSide } from "../chat/fold.js"
 import { makeOutbox } from "../chat/outbox.js"
 import { Approvals, TurnView, useDetailsSetting } from "../chat/TurnView.js"
-import { type SessionItem, Sidebar, useExpertNames } from "../chat/Sidebar.js"
+import { readablePreview, type SessionItem, Sidebar, useExpertNames } from "../chat/Sidebar.js"
 
 /**
  * A conversation with an expert. `embedded` (the studio's test chat beside the editor): no sidebar, and the
@@ -196,10 +196,21 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
     }
   }
 
+  /** Enter sends, Shift+Enter is a new line, Escape stops the answer, ↑ in an empty box brings back the last message. */
   const onKey = (e: KeyboardEvent<HTMLTextAreaElement>) => {
-    if (e.key === "Enter" && !e.shiftKey) {
+    if (e.key === "Enter" && !e.shiftKey && !e.nativeEvent.isComposing) {
       e.preventDefault()
       void send()
+    } else if (e.key === "Escape" && running) {
+      e.preventDefault()
+      void interrupt()
+    } else if (e.key === "ArrowUp" && message === "") {
+      // No editing of sent messages yet (the conversation-trees API): the last one comes back to be sent again.
+      const last = [...turns].reverse().find((t) => t.user !== null)?.user ?? failed.at(-1)?.text
+      if (last) {
+        e.preventDefault()
+        setMessage(last)
+      }
     }
   }
 
@@ -223,6 +234,11 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
       <div className="scroller" ref={scroller.ref} onScroll={scroller.onScroll} onWheel={scroller.onWheel} onKeyDown={scroller.onKeyDown} data-testid="conversation" tabIndex={0} role="region" aria-label="Conversation">
         <ol className="turns" aria-live="off">
           {opening && <li className="turn"><div className="bubble assistant">{opening}</div></li>}
+          {!opening && turns.length === 0 && failed.length === 0 && (
+            <li className="turn empty-state muted" data-testid="empty-chat">
+              Ask {title} anything: write your message below and press Enter.
+            </li>
+          )}
           {turns.map((turn, i) => (
             <TurnView key={i} turn={turn} unlocked={unlocked} unlocking={unlocking} details={details} onUnlock={() => void unlock(turn.user)} />
           ))}
@@ -249,7 +265,7 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
           ref={input}
           rows={2}
           value={message}
-          placeholder="Write a message (Enter sends, Shift+Enter for a new line)"
+          placeholder="Write a message (Enter sends, Shift+Enter for a new line, Esc stops, ↑ recalls your last message)"
           onChange={(e) => setMessage(e.target.value)}
           onKeyDown={onKey}
         />
@@ -338,7 +354,7 @@ export const ChatListPage = () => {
         {sessions?.map((s) => (
           <li key={s.id} className="card">
             <Link to={`/chat/${s.agent}?session=${s.id}`}>{known[s.agent] ?? s.agent}: {s.title || "Untitled conversation"}</Link>
-            {s.last_message && <p className="conversation-last" data-testid="last-message">{s.last_message}</p>}
+            {s.last_message && <p className="conversation-last" data-testid="last-message">{readablePreview(s.last_message)}</p>}
             <p className="muted small">{new Date(s.updated_at).toLocaleString()}</p>
           </li>
         ))}
