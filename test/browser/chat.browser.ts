@@ -156,6 +156,8 @@ describe("web app in Chromium: chat", () => {
           // when each past turn's end used to read the wallet again, and the header shows the balance read.)
           await until(desktop.page, "the balance in the header", () => /credits/.test(document.querySelector("[data-testid=balance]")?.textContent ?? ""))
           assert.strictEqual(wallet.length, 1, "GET /api/wallet on opening a 20-turn conversation")
+          // Only the builtin model is configured here: the page says answers are echoes and how to connect a model.
+          await desktop.page.getByTestId("model-banner").getByText("No AI model is connected yet.").waitFor()
           // The visually hidden "You:"/"Expert:" labels stay inside the scroll box: the page is the screen's height.
           const onDesktop = await layoutOf(desktop.page)
           assert.isAtMost(onDesktop.height, onDesktop.viewport, `desktop: ${JSON.stringify(onDesktop)}`)

@@ -6,6 +6,7 @@ import { formatCredits, useMe } from "../session.js"
 import { followSession, sendToSession } from "../stream.js"
 import { type Approval, fold, queueMessage, type Turn, unqueueMessage, UserSide } from "../chat/fold.js"
 import { makeOutbox } from "../chat/outbox.js"
+import { ModelBanner } from "../ModelBanner.js"
 import { Approvals, TurnView, useDetailsSetting } from "../chat/TurnView.js"
 import { readablePreview, type SessionItem, Sidebar, useExpertNames } from "../chat/Sidebar.js"
 
@@ -231,6 +232,7 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
           {connection === "reconnecting" && <span role="status"> · Reconnecting…</span>}
         </p>
       </header>
+      <ModelBanner />
       <div className="scroller" ref={scroller.ref} onScroll={scroller.onScroll} onWheel={scroller.onWheel} onKeyDown={scroller.onKeyDown} data-testid="conversation" tabIndex={0} role="region" aria-label="Conversation">
         <ol className="turns" aria-live="off">
           {opening && <li className="turn"><div className="bubble assistant">{opening}</div></li>}
@@ -265,7 +267,7 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
           ref={input}
           rows={2}
           value={message}
-          placeholder="Write a message (Enter sends, Shift+Enter for a new line, Esc stops, ↑ recalls your last message)"
+          placeholder="Write a message (Enter sends, Shift+Enter for a new line)"
           onChange={(e) => setMessage(e.target.value)}
           onKeyDown={onKey}
         />
