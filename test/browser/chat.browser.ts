@@ -299,6 +299,15 @@ describe("web app in Chromium: chat", () => {
           await page.waitForURL(/session=/)
           const first = new URL(page.url()).searchParams.get("session")!
 
+          // A message that never reaches the platform says so in words, not "Failed to fetch".
+          await page.route(`${base}/v1/sessions/*/events`, (route) =>
+            route.request().method() === "POST" ? route.abort("internetdisconnected") : route.continue())
+          await box.fill("lost on the way")
+          await box.press("Enter")
+          await page.getByRole("alert").filter({ hasText: /^Not sent: The network is unreachable/ }).waitFor()
+          assert.strictEqual(await page.getByText("Failed to fetch").count(), 0)
+          await page.unroute(`${base}/v1/sessions/*/events`)
+
           // New chat: a second conversation with the same expert.
           const sidebar = page.getByRole("navigation", { name: "Conversations" })
           await sidebar.getByRole("button", { name: "New chat" }).click()

@@ -58,6 +58,10 @@ export const WalletPage = () => {
     setStatus(null)
     // The API takes exact micro-credits (a bigint on the client's side of the schema): parsed here, said in words.
     const micros = parseCredits(amount.trim())
+    if (micros === undefined && /^\d{13,}(\.\d+)?$/.test(amount.trim())) {
+      setError("Amount is too large: top up at most 999,999,999,999 credits at a time.")
+      return
+    }
     if (micros === undefined || micros === 0n) {
       setError("Amount is not valid. Write a positive number of credits, with at most 6 decimal places, for example 100 or 12.5.")
       return
