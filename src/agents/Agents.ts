@@ -220,7 +220,7 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
         decision === "approved" ? `Version ${version} of ${identifier} is live` : `Version ${version} of ${identifier} was not approved`,
         decision === "approved"
           ? "It passed review and is now what everyone sees and runs."
-          : `Reason: ${reason ?? "not given"}. The previously published version (if any) stays online.`,
+          : `Reason: ${(reason ?? "not given").trim().replace(/[.!?]+$/, "")}. The previously published version (if any) stays online.`,
         { agent: identifier, version, submission_id: submissionId }
       )
       return decided.value

@@ -156,7 +156,17 @@ export const Order = Schema.Struct({
   id: Schema.String,
   amount: Schema.Number,
   status: Schema.Literal("pending", "paid"),
-  created_at: Schema.String
+  created_at: Schema.String,
+  /** Where the person pays it: the test provider's checkout page, or null while a real provider's callback is awaited. */
+  pay_url: Schema.NullOr(Schema.String)
+})
+
+/** An order as its owner's checkout page reads it, with the provider that takes it (`PAYMENTS_PROVIDER`). */
+export const OrderStatus = Schema.Struct({
+  id: Schema.String,
+  amount: Schema.Number,
+  status: Schema.Literal("pending", "paid"),
+  provider: Schema.Literal("test", "none")
 })
 
 /** The logged-in user's wallet and top-ups. */
@@ -181,6 +191,24 @@ export class WalletApi extends HttpApiGroup.make("wallet")
     HttpApiEndpoint.post("createOrder", "/api/payment/orders")
       .setPayload(Schema.Struct({ amount: CreditAmount }))
       .addSuccess(Order, { status: 201 })
+  )
+  .add(
+    HttpApiEndpoint.get("order", "/api/payment/orders/:id")
+      .setPath(Schema.Struct({ id: Schema.String }))
+      .addSuccess(OrderStatus)
+      .addError(NotFound)
+      .annotate(OpenApi.Description, "One of the person's orders: its amount, whether it is paid, and the provider that takes it.")
+  )
+  .add(
+    HttpApiEndpoint.post("testCheckout", "/api/payment/orders/:id/test-checkout")
+      .setPath(Schema.Struct({ id: Schema.String }))
+      .setPayload(Schema.Struct({ decision: Schema.Literal("complete", "decline") }))
+      .addSuccess(OrderStatus)
+      .addError(NotFound)
+      .annotate(
+        OpenApi.Description,
+        "The test payment provider (PAYMENTS_PROVIDER=test, never in production): complete or decline the order, settled as a provider's callback would settle it. 404 when the test provider is off."
+      )
   )
   .middleware(UserAuthentication)
   .addError(InvalidRequest)

@@ -118,6 +118,9 @@ export const WalletHttp = HttpApiBuilder.group(AtriumApi, "wallet", (handlers) =
         }))
       .handle("createOrder", ({ payload }) =>
         Effect.flatMap(CurrentUser, (user) => payments.createOrder(user.userId, payload.amount)))
+      .handle("order", ({ path }) => Effect.flatMap(CurrentUser, (user) => payments.orderOf(user.userId, path.id)))
+      .handle("testCheckout", ({ path, payload }) =>
+        Effect.flatMap(CurrentUser, (user) => payments.testCheckout(user.userId, path.id, payload.decision)))
   })).pipe(Layer.provide([LedgerReads.Default, Payments.Default, AuthenticationLive]))
 
 /** The provider's callback: the raw body, because its signature is over those bytes (`Payments.notify`). */

@@ -32,7 +32,7 @@ export class Payments extends Effect.Service<Payments>()("atrium/billing/Payment
     const createOrder = Effect.fn("Payments.createOrder")(function*(userId: string, amount: Micros) {
       const id = `ord_${randomBase62(20)}`
       const createdAt = yield* orders.insert(id, userId, amount)
-      return { id, amount: toNumber(amount), status: "pending" as const, created_at: createdAt.toISOString() }
+      return { id, amount: toNumber(amount), status: "pending" as const, created_at: createdAt.toISOString(), pay_url: payUrl(id) }
     })
 
     /** `signature`: the `X-Signature` header, hex, with or without its `sha256=` prefix. */
@@ -51,6 +51,15 @@ export class Payments extends Effect.Service<Payments>()("atrium/billing/Payment
       const body = yield* decodeNotification(json).pipe(
         Effect.mapError(() => new InvalidRequest({ message: "order_id: is missing" }))
       )
+      return yield* settle(provider, body)
+    })
+
+    /**
+     * What a verified notification does: a paid one credits its order once; any other status leaves the order
+     * pending (a declined card can be tried again). Both doors lead here: a provider's signed callback, and the test
+     * provider's checkout page.
+     */
+    const settle = Effect.fn("Payments.settle")(function*(provider: string, body: typeof Notification.Type) {
       // No order id holds NUL or a lone surrogate (and PostgreSQL would refuse or alter such text).
       if (/[\u0000\uD800-\uDFFF]/u.test(body.order_id)) return yield* new NotFound({ message: "No such order." })
       const order = yield* orders.find(body.order_id)
@@ -74,7 +83,28 @@ export class Payments extends Effect.Service<Payments>()("atrium/billing/Payment
       return { received: true as const, order_id: body.order_id, status: "paid" }
     })
 
-    return { createOrder, notify } as const
+    /** The order, if it is this person's (someone else's is "no such order", as if it did not exist). */
+    const orderOf = Effect.fn("Payments.orderOf")(function*(userId: string, id: string) {
+      const order = /[\u0000\uD800-\uDFFF]/u.test(id) ? Option.none() : yield* orders.find(id)
+      if (Option.isNone(order) || order.value.userId !== userId) return yield* new NotFound({ message: "No such order." })
+      return { id, amount: toNumber(order.value.amount), status: order.value.status as "pending" | "paid", provider: config.paymentsProvider }
+    })
+
+    /**
+     * The test provider's checkout (`PAYMENTS_PROVIDER=test`): the person completes or declines their order, and it
+     * is settled exactly as a provider's signed callback would settle it. Off, there is no such provider (404).
+     */
+    const testCheckout = Effect.fn("Payments.testCheckout")(function*(userId: string, id: string, decision: "complete" | "decline") {
+      if (config.paymentsProvider !== "test") return yield* new NotFound({ message: "The test payment provider is off." })
+      yield* orderOf(userId, id)
+      yield* settle("test", { order_id: id, status: decision === "complete" ? "paid" : "declined" })
+      return yield* orderOf(userId, id)
+    })
+
+    /** Where the person pays an order: the test provider's page, or nowhere yet (a real provider's callback). */
+    const payUrl = (id: string) => config.paymentsProvider === "test" ? `/checkout?order=${encodeURIComponent(id)}` : null
+
+    return { createOrder, notify, orderOf, testCheckout, payUrl } as const
   }),
   dependencies: [BillingConfig.Default, PaymentOrdersRepo.Default]
 }) {}

@@ -205,6 +205,23 @@ export class AgentSkillsApi extends HttpApiGroup.make("agentSkills")
   .annotate(OpenApi.Description, "The skills of an expert: those whose tools it has.")
 {}
 
+/**
+ * The logged-in person as the web app needs them: who they are and whether they may review (an operator of
+ * `ADMIN_PHONES`), so the menu shows Review without probing the console (issue 48: a 404 in every non-operator's
+ * console, on every page).
+ */
+export class ProfileApi extends HttpApiGroup.make("profile")
+  .add(
+    HttpApiEndpoint.get("me", "/api/user/me")
+      .addSuccess(Schema.Struct({ id: Schema.String, phone: Schema.String, may_review: Schema.Boolean }))
+      .annotate(OpenApi.Description, "The logged-in person: their id, phone, and whether they may use the review console (/admin).")
+  )
+  .middleware(UserAuthentication)
+  .addError(InvalidRequest)
+  .annotate(OpenApi.Title, "Profile")
+  .annotate(OpenApi.Description, "The logged-in person.")
+{}
+
 const Reason = Schema.Struct({ reason: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(2000)) })
 const Decision = Schema.Struct({ id: Schema.String, version: Schema.Int, status: Schema.String })
 

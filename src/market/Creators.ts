@@ -85,7 +85,7 @@ export class Creators extends Effect.Service<Creators>()("atrium/market/Creators
         decision === "approved" ? "You are now a creator" : "Your creator application was not approved",
         decision === "approved"
           ? "Your creator application passed review. Your name now appears beside your published agents."
-          : `Reason: ${reason ?? "not given"}. You may correct your application and apply again.`,
+          : `Reason: ${(reason ?? "not given").trim().replace(/[.!?]+$/, "")}. You may correct your application and apply again.`,
         { status: decision, ...(reason === null ? {} : { reason }) }
       )
       return creatorView(userId, decided)

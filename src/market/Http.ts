@@ -63,6 +63,13 @@ export const AdminHttp = HttpApiBuilder.group(AtriumApi, "admin", (handlers) =>
         asOperator(review.decideApplication(path.id, "rejected", payload.reason)))
   })).pipe(Layer.provide(AuthenticationLive))
 
+export const ProfileHttp = HttpApiBuilder.group(AtriumApi, "profile", (handlers) =>
+  Effect.gen(function*() {
+    const review = yield* Review
+    return handlers.handle("me", () =>
+      Effect.map(CurrentUser, (user) => ({ id: user.userId, phone: user.phone, may_review: review.mayReview(user.phone) })))
+  })).pipe(Layer.provide(AuthenticationLive))
+
 export const AgentSkillsHttp = HttpApiBuilder.group(AtriumApi, "agentSkills", (handlers) =>
   Effect.gen(function*() {
     const market = yield* Market
@@ -78,5 +85,6 @@ export const MarketHttpLive = Layer.mergeAll(
   CreatorsHttp,
   CreatorReviewsHttp,
   AdminHttp,
+  ProfileHttp,
   AgentSkillsHttp
 ).pipe(Layer.provide([Market.Default, Creators.Default, Review.Default]))

@@ -22,8 +22,11 @@ export class Review extends Effect.Service<Review>()("atrium/market/Review", {
     const creators = yield* Creators
     const repo = yield* MarketRepo
 
+    /** Whether this phone operates the console: the profile says it, so the app need not probe a 404. */
+    const mayReview = (phone: string) => adminPhones.has(phone)
+
     const operator = (phone: string) =>
-      adminPhones.has(phone) ? Effect.void : Effect.fail(new NotFound({ message: "There is nothing here." }))
+      mayReview(phone) ? Effect.void : Effect.fail(new NotFound({ message: "There is nothing here." }))
 
     const queue = Effect.fn("Review.queue")(function*() {
       const submissions = yield* agents.pendingSubmissions
@@ -68,6 +71,7 @@ export class Review extends Effect.Service<Review>()("atrium/market/Review", {
     })
 
     return {
+      mayReview,
       operator,
       queue,
       submission,

@@ -26,7 +26,9 @@ export const APP_PAGES = [
   "/earnings",
   "/wallet",
   "/keys",
-  "/knowledge"
+  "/knowledge",
+  // The test payment provider's checkout (PAYMENTS_PROVIDER=test); with it off the page says so.
+  "/checkout"
 ] as const
 
 const TYPES: Record<string, string> = {

@@ -292,7 +292,7 @@ describe("wallet", () => {
         const user = yield* newUser
         const reply = yield* createOrder(user.token, 50)
         assert.strictEqual(reply.status, 201, reply.text)
-        assert.deepStrictEqual(Object.keys(reply.body).sort(), ["amount", "created_at", "id", "status"])
+        assert.deepStrictEqual(Object.keys(reply.body).sort(), ["amount", "created_at", "id", "pay_url", "status"])
         assert.strictEqual(reply.body.amount, 50)
         assert.strictEqual(reply.body.status, "pending")
         assert.isString(reply.body.id)
@@ -307,6 +307,31 @@ describe("wallet", () => {
           assertError(yield* createOrder(user.token, amount), 400, "invalid_request")
         }
         assertError(yield* request("POST", "/api/payment/orders", { token: user.token, body: {} }), 400, "invalid_request")
+      }))
+
+    it.effect("the test provider's checkout (on outside production): a declined order credits nothing, a completed one once; another person's order is not found", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const other = yield* newUser
+        const order = (yield* createOrder(user.token, 25)).body
+        assert.strictEqual(order.pay_url, `/checkout?order=${order.id}`)
+        const checkout = (token: string, decision: string) =>
+          request("POST", `/api/payment/orders/${order.id}/test-checkout`, { token, body: { decision } })
+        const declined = yield* checkout(user.token, "decline")
+        assert.deepStrictEqual(declined.body, { id: order.id, amount: 25, status: "pending", provider: "test" }, declined.text)
+        assert.strictEqual(yield* balanceOf(user.token), 100)
+        assertError(yield* checkout(other.token, "complete"), 404, "not_found")
+        assertError(yield* request("GET", `/api/payment/orders/${order.id}`, { token: other.token }), 404, "not_found")
+        assertError(yield* checkout(user.token, "maybe"), 400, "invalid_request")
+        for (let i = 0; i < 2; i++) {
+          const paid = yield* checkout(user.token, "complete")
+          assert.strictEqual(paid.body.status, "paid", paid.text)
+        }
+        assert.strictEqual(yield* balanceOf(user.token), 125)
+        // The same top-up line a provider's callback writes.
+        const lines = yield* fullLedger(user.token)
+        assert.strictEqual(lines.filter((line: { kind: string }) => line.kind === "topup").length, 1)
+        assert.strictEqual(yield* balanceOf(other.token), 100)
       }))
 
     it.effect("a signed paid callback credits the order once, however often it repeats", () =>
@@ -421,8 +446,22 @@ describe("wallet", () => {
       }))
   })
 
-  // A server behind a trusted proxy, and without PAYMENT_WEBHOOK_SECRET.
-  layer(TestServer.layer({ ...BILLING_ENV, TRUST_PROXY: "true" }), LIVE)((it) => {
+  // A server behind a trusted proxy, without PAYMENT_WEBHOOK_SECRET, in production.
+  layer(TestServer.layer({ ...BILLING_ENV, TRUST_PROXY: "true", NODE_ENV: "production" }), LIVE)((it) => {
+    it.effect("in production the test payment provider is off: no checkout page for an order, its route 404", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const order = (yield* createOrder(user.token, 10)).body
+        assert.strictEqual(order.pay_url, null)
+        assert.strictEqual((yield* request("GET", `/api/payment/orders/${order.id}`, { token: user.token })).body.provider, "none")
+        assertError(
+          yield* request("POST", `/api/payment/orders/${order.id}/test-checkout`, { token: user.token, body: { decision: "complete" } }),
+          404,
+          "not_found"
+        )
+        assert.strictEqual(yield* balanceOf(user.token), 100)
+      }))
+
     it.effect("grants answer the private network only: from 8.8.8.8 they are 403 and credit nothing", () =>
       Effect.gen(function*() {
         const user = yield* newUser

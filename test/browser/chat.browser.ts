@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import type { Page } from "playwright-core"
-import { Browser } from "./Browser.js"
+import { Browser, PHONE } from "./Browser.js"
 import { api, Atrium, checkPrerequisites, CREATOR_CODE, CREATOR_PHONE, person, Platform, until } from "./support.js"
 
 /**
@@ -33,6 +33,33 @@ const draftExpert = async (base: string, token: string, name: string) => {
   })
   return created.identifier as string
 }
+
+
+/** A conversation of `turns` turns held through the API (each message's answer stream read to its end). */
+const longConversation = async (base: string, token: string, agent: string, turns: number) => {
+  const session = await api(base, token, "POST", "/v1/sessions", { agent, title: "A long one" })
+  for (let i = 1; i <= turns; i++) {
+    const reply = await fetch(`${base}/v1/sessions/${session.id}/events`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json", accept: "text/event-stream" },
+      body: JSON.stringify({ type: "message", message: `question ${i}: ${"a fairly long line of words ".repeat(4)}` })
+    })
+    assert.strictEqual(reply.status, 200)
+    await reply.text()
+  }
+  return session.id as string
+}
+
+/** The page's height, the viewport's, and the composer's box. */
+const layoutOf = (page: Page) =>
+  page.evaluate(() => {
+    const g = globalThis as unknown as {
+      innerHeight: number
+      document: { documentElement: { scrollHeight: number }; querySelector(s: string): { getBoundingClientRect(): { top: number; bottom: number } } | null }
+    }
+    const composer = g.document.querySelector("form.composer")?.getBoundingClientRect()
+    return { height: g.document.documentElement.scrollHeight, viewport: g.innerHeight, composerTop: composer?.top ?? -1, composerBottom: composer?.bottom ?? -1 }
+  })
 
 describe("web app in Chromium: chat", () => {
   it.layer(Platform, { timeout: 180_000 })((it) => {
@@ -105,6 +132,54 @@ describe("web app in Chromium: chat", () => {
         })
       }))
 
+    it.effect("a 20-turn conversation: the page no taller than the screen on desktop and phone, the composer in view on the phone, the wallet read once", () =>
+      Effect.gen(function*() {
+        const { url: base } = yield* Atrium
+        const browser = yield* Browser
+        yield* Effect.promise(async () => {
+          const desktop = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE }, { credits: 100 })
+          const id = await draftExpert(base, desktop.token, "Long Expert")
+          const session = await longConversation(base, desktop.token, id, 20)
+          const open = async (page: Page) => {
+            await page.goto(`${base}/chat/${id}?session=${session}`)
+            await until(page, "the 20 turns", () => document.querySelectorAll("[data-testid=answer]").length === 20 &&
+              !document.querySelector("[aria-busy=true]"))
+          }
+          // Every request the page makes while opening: the wallet (the header's balance) is read once, not once per
+          // past turn (issue 48: 19 of 37 requests).
+          const wallet: Array<string> = []
+          desktop.page.on("request", (request) => {
+            if (new URL(request.url()).pathname === "/api/wallet") wallet.push(request.url())
+          })
+          await open(desktop.page)
+          // (The page follows the session's stream, so the network is never idle: the turns were replayed, which is
+          // when each past turn's end used to read the wallet again, and the header shows the balance read.)
+          await until(desktop.page, "the balance in the header", () => /credits/.test(document.querySelector("[data-testid=balance]")?.textContent ?? ""))
+          assert.strictEqual(wallet.length, 1, "GET /api/wallet on opening a 20-turn conversation")
+          // Only the builtin model is configured here: the page says answers are echoes and how to connect a model.
+          await desktop.page.getByTestId("model-banner").getByText("No AI model is connected yet.").waitFor()
+          // The visually hidden "You:"/"Expert:" labels stay inside the scroll box: the page is the screen's height.
+          const onDesktop = await layoutOf(desktop.page)
+          assert.isAtMost(onDesktop.height, onDesktop.viewport, `desktop: ${JSON.stringify(onDesktop)}`)
+          await desktop.context.close()
+
+          const phone = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE }, { viewport: PHONE, colorScheme: "dark" })
+          await open(phone.page)
+          const onPhone = await layoutOf(phone.page)
+          assert.isAtMost(onPhone.height, onPhone.viewport, `phone: ${JSON.stringify(onPhone)}`)
+          assert.isAtLeast(onPhone.composerTop, 0, `phone: ${JSON.stringify(onPhone)}`)
+          assert.isAtMost(onPhone.composerBottom, onPhone.viewport, `phone: the composer in view ${JSON.stringify(onPhone)}`)
+          // The conversations are a drawer on the phone: closed, then opened over the chat, and a choice closes it.
+          const sidebar = phone.page.getByRole("navigation", { name: "Conversations" })
+          assert.isFalse(await sidebar.isVisible(), "the drawer starts closed")
+          await phone.page.getByRole("button", { name: "Conversations" }).click()
+          await sidebar.getByRole("link", { name: /A long one/ }).click()
+          assert.isFalse(await sidebar.isVisible(), "choosing a conversation closes the drawer")
+          await phone.page.screenshot({ path: "/tmp/phone-long-chat.png" })
+          await phone.context.close()
+        })
+      }))
+
     it.effect("streaming, Stop, an approval, and a reload in the middle of a turn", () =>
       Effect.gen(function*() {
         const { url: base } = yield* Atrium
@@ -128,7 +203,8 @@ describe("web app in Chromium: chat", () => {
           })
           const stop = page.getByRole("button", { name: "Stop" })
           assert.isTrue(await stop.isVisible(), "a running turn offers Stop")
-          await stop.click()
+          // Escape in the composer stops it, as the Stop button does.
+          await message.press("Escape")
           await page.getByText("You stopped this answer.").waitFor()
           assert.isFalse(await stop.isVisible())
           const cut = (await lastAnswer(page).textContent()) ?? ""
@@ -145,6 +221,16 @@ describe("web app in Chromium: chat", () => {
             [...document.querySelectorAll("[data-testid=answer]")].some((a) => (a.textContent ?? "").includes("calculator returned")))
           assert.strictEqual(await page.getByTestId("tool-status").last().textContent(), "completed")
           assert.isFalse(await approve.isVisible())
+          // The two model steps' texts are two paragraphs (they ran together: "Calling calculator.calculator returned…"),
+          // and the sidebar's preview says the tool's result in words, not as JSON.
+          await until(page, "the tool turn done", () => !document.querySelector("[aria-busy=true]"))
+          const stepped = await lastAnswer(page).innerText()
+          assert.match(stepped, /Calling calculator\.\s*\n\s*calculator returned/, stepped)
+          assert.notInclude(stepped, "calculator.calculator")
+          const preview = page.locator("li.conversation.current [data-testid=last-message]")
+          await until(page, "the tool's result in the list", () =>
+            (document.querySelector("li.conversation.current [data-testid=last-message]")?.textContent ?? "").includes("calculator returned"))
+          assert.strictEqual(await preview.textContent(), "calculator returned: expression 6*7, result 42")
 
           // Reload in the middle of a turn: it completes, with nothing missing or repeated; then one more message.
           await message.fill("/slow 30")
@@ -199,8 +285,28 @@ describe("web app in Chromium: chat", () => {
           await page.getByRole("button", { name: "Copy code" }).first().click()
           await page.getByRole("button", { name: "Copied" }).first().waitFor()
           assert.strictEqual(await page.evaluate(() => (globalThis as unknown as { navigator: { clipboard: { readText(): Promise<string> } } }).navigator.clipboard.readText()), "let a = 1")
+          // Copy under every finished answer copies it as written.
+          await page.getByRole("button", { name: "Copy answer" }).first().click()
+          await page.getByRole("button", { name: "Copied" }).first().waitFor()
+          assert.strictEqual(
+            await page.evaluate(() => (globalThis as unknown as { navigator: { clipboard: { readText(): Promise<string> } } }).navigator.clipboard.readText()),
+            "You said: x\n```js\nlet a = 1\n```"
+          )
+          // ↑ in the empty composer brings the last message back (editing sent messages is not built yet).
+          await box.press("ArrowUp")
+          assert.strictEqual(await box.inputValue(), "x\n```js\nlet a = 1\n```")
+          await box.fill("")
           await page.waitForURL(/session=/)
           const first = new URL(page.url()).searchParams.get("session")!
+
+          // A message that never reaches the platform says so in words, not "Failed to fetch".
+          await page.route(`${base}/v1/sessions/*/events`, (route) =>
+            route.request().method() === "POST" ? route.abort("internetdisconnected") : route.continue())
+          await box.fill("lost on the way")
+          await box.press("Enter")
+          await page.getByRole("alert").filter({ hasText: /^Not sent: The network is unreachable/ }).waitFor()
+          assert.strictEqual(await page.getByText("Failed to fetch").count(), 0)
+          await page.unroute(`${base}/v1/sessions/*/events`)
 
           // New chat: a second conversation with the same expert.
           const sidebar = page.getByRole("navigation", { name: "Conversations" })

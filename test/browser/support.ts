@@ -1,6 +1,5 @@
 import { assert } from "@effect/vitest"
 import { Context, Effect, Layer } from "effect"
-import { createHmac } from "node:crypto"
 import { existsSync, readFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import type { BrowserContext, Page } from "playwright-core"
@@ -10,7 +9,7 @@ import { Browser, CHROMIUM, chromiumAvailable, logIn, newPerson, tokenOf, userId
 
 /**
  * What the browser suite's files share: one platform and one Chromium per file, the people who use it, and the
- * few things a test does from outside the browser (the review desk's grants, the payment provider's callback).
+ * few things a test does from outside the browser (the review desk's grants).
  */
 
 /**
@@ -96,17 +95,6 @@ export const grant = async (base: string, userId: string, amount = 100) => {
     method: "POST",
     headers: { authorization: `Bearer ${INTERNAL_TOKEN}`, "content-type": "application/json" },
     body: JSON.stringify({ amount, idempotency_key: crypto.randomUUID(), reason: "browser test" })
-  })
-  assert.strictEqual(reply.status, 200, await reply.text())
-}
-
-/** The payment provider's signed callback: the order is paid. */
-export const payOrder = async (base: string, orderId: string) => {
-  const body = JSON.stringify({ order_id: orderId, status: "paid" })
-  const reply = await fetch(`${base}/api/payment/notify/test`, {
-    method: "POST",
-    headers: { "content-type": "application/json", "x-signature": createHmac("sha256", PAYMENT_SECRET).update(body).digest("hex") },
-    body
   })
   assert.strictEqual(reply.status, 200, await reply.text())
 }

@@ -20,6 +20,11 @@ describe("review console", () => {
         const operator = (yield* loginWithSms(OPERATOR)).token
         assertError(yield* request("GET", "/api/admin/queue", { token: other.token }), 404, "not_found")
         assertError(yield* request("GET", "/api/admin/queue"), 401, "unauthorized")
+        // The profile says who may review, so the web app needs no probe of the console.
+        const me = yield* request("GET", "/api/user/me", { token: other.token })
+        assert.deepStrictEqual(me.body, { id: other.userId, phone: me.body.phone, may_review: false }, me.text)
+        assert.strictEqual((yield* request("GET", "/api/user/me", { token: operator })).body.may_review, true)
+        assertError(yield* request("GET", "/api/user/me"), 401, "unauthorized")
 
         const agent = yield* createAgent(creator.token, { name: "Queue Expert", instructions: "first" })
         const first = yield* publish(creator.token, agent.identifier)

@@ -126,6 +126,8 @@ const BY_TYPE: Record<string, string> = {
  * refused field, its name and what a good value looks like; never the text of a schema.
  */
 export const humanize = (type: string, message: string): string => {
+  // What browsers say when a request never reached the platform ("Failed to fetch" is no reason a person can use).
+  if (/^(Failed to fetch|NetworkError|Load failed|network error)/i.test(message)) return BY_TYPE.network!
   const invalid = /^Invalid request: ([A-Za-z0-9_.[\]]+): (.*)$/s.exec(message.split("\n")[0] ?? "")
   if (invalid) return fieldSentence(invalid[1]!.replace(/\[(\d+)\]/g, ".$1"), invalid[2]!.split(";")[0]!)
   if (message && !JARGON.test(message)) return message.replace(/^Invalid request: /, "").replace(/^./, (c) => c.toUpperCase())

@@ -3,7 +3,6 @@ import { createRoot } from "react-dom/client"
 import "./style.css"
 import { Link, LocationProvider, match, navigate, useLocation } from "./router.js"
 import { formatCredits, MeProvider, useMe } from "./session.js"
-import { call } from "./api.js"
 
 /**
  * Each page is its own chunk (issue 25): the first load fetches the shell and the page it opens on, the rest as
@@ -22,6 +21,7 @@ const EarningsPage = page(() => import("./pages/Earnings.js"), "EarningsPage")
 const WalletPage = page(() => import("./pages/Wallet.js"), "WalletPage")
 const KeysPage = page(() => import("./pages/Keys.js"), "KeysPage")
 const KnowledgePage = page(() => import("./pages/Knowledge.js"), "KnowledgePage")
+const CheckoutPage = page(() => import("./pages/Checkout.js"), "CheckoutPage")
 const AdminPage = page(() => import("./pages/Admin.js"), "AdminPage")
 
 const NAV = [
@@ -61,6 +61,7 @@ const Routes = () => {
   if (path === "/wallet") return <RequireLogin><WalletPage /></RequireLogin>
   if (path === "/keys") return <RequireLogin><KeysPage /></RequireLogin>
   if (path === "/knowledge") return <RequireLogin><KnowledgePage /></RequireLogin>
+  if (path === "/checkout") return <RequireLogin><CheckoutPage /></RequireLogin>
   if (path === "/admin") return <RequireLogin><AdminPage /></RequireLogin>
   return <section><h1>Not found</h1><p>There is no page at {path}.</p></section>
 }
@@ -103,13 +104,8 @@ const Shell = () => {
   const { path } = useLocation()
   const main = useRef<HTMLElement>(null)
   const first = useRef(true)
-  // The review console is in the menu of operators only: the queue answers them, and 404 to everyone else.
-  const [operator, setOperator] = useState(false)
-  useEffect(() => {
-    if (!me.loggedIn) return setOperator(false)
-    call((c) => c.admin.queue()).then(() => setOperator(true), () => setOperator(false))
-  }, [me.loggedIn])
-  const nav = operator ? [...NAV, ["/admin", "Review"] as const] : NAV
+  // The review console is in the menu of operators only, as the profile says (GET /api/user/me).
+  const nav = me.mayReview === true ? [...NAV, ["/admin", "Review"] as const] : NAV
   // On a phone the menu folds behind one button, so the header stays one line; a navigation closes it.
   const [menuOpen, setMenuOpen] = useState(false)
   useEffect(() => setMenuOpen(false), [path])

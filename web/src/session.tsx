@@ -14,6 +14,8 @@ export interface Me {
   readonly ended: boolean
   /** Another tab of this browser logged in as another phone, so this tab's requests now act as that account. */
   readonly switchedTo: string | null
+  /** Whether this person may use the review console (`may_review` of their profile); null until it is read. */
+  readonly mayReview: boolean | null
   readonly refresh: () => Promise<void>
 }
 
@@ -24,6 +26,7 @@ const MeContext = createContext<Me>({
   balance: null,
   ended: false,
   switchedTo: null,
+  mayReview: null,
   refresh: () => Promise.resolve()
 })
 
@@ -60,6 +63,12 @@ export const MeProvider = ({ children }: { children: ReactNode }) => {
         })
     ), [])
   useEffect(() => void refresh(), [refresh])
+  // The profile, once per login (read again when another tab logs in as someone else).
+  const [mayReview, setMayReview] = useState<boolean | null>(null)
+  useEffect(() => {
+    if (!state.loggedIn) return setMayReview(state.checked ? false : null)
+    call((c) => c.profile.me()).then((me) => setMayReview(me.may_review), () => setMayReview(false))
+  }, [state.loggedIn, state.checked, switchedTo])
   useEffect(() => {
     const refused = () => setState((old) => {
       if (old.loggedIn) setEnded(true)
@@ -87,7 +96,7 @@ export const MeProvider = ({ children }: { children: ReactNode }) => {
     }
   }, [refresh])
   return (
-    <MeContext.Provider value={{ ...state, phone: localStorage.getItem("atrium.phone"), ended, switchedTo, refresh }}>
+    <MeContext.Provider value={{ ...state, phone: localStorage.getItem("atrium.phone"), ended, switchedTo, mayReview, refresh }}>
       {children}
     </MeContext.Provider>
   )

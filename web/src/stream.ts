@@ -1,4 +1,4 @@
-import { failureOf } from "./api.js"
+import { failureOf, humanize, ShownError } from "./api.js"
 import { type SessionEvent, sessionEventParser } from "./sse.js"
 
 export type { SessionEvent } from "./sse.js"
@@ -70,6 +70,9 @@ export const sendToSession = async (sessionId: string, body: unknown): Promise<v
     credentials: "same-origin",
     headers: { "content-type": "application/json", accept: "text/event-stream" },
     body: JSON.stringify(body)
+  }).catch((failure: Error) => {
+    // The request never reached the platform: said in words, not as the browser's "Failed to fetch".
+    throw new ShownError(humanize("network", failure.message), 0, "network")
   })
   if (!response.ok) throw await failureOf(response)
   void response.body?.cancel().catch(() => undefined)

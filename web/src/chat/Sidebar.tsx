@@ -5,6 +5,60 @@ import { navigate } from "../router.js"
 
 export interface SessionItem { id: string; agent: string; title: string | null; last_message?: string | null; status: string; updated_at: string; created_at?: string }
 
+/**
+ * A conversation's last message for the list, with any JSON in it (a tool's result the answer quoted) said in words:
+ * `{"value":42}` becomes `value 42`, and anything larger is left out, so the list reads as text (issue 48).
+ */
+export const readablePreview = (text: string): string => {
+  let out = ""
+  let i = 0
+  while (i < text.length) {
+    const c = text[i]!
+    if (c === "{" || c === "[") {
+      const end = jsonEnd(text, i)
+      if (end > i) {
+        try {
+          out += inWords(JSON.parse(text.slice(i, end + 1)))
+          i = end + 1
+          continue
+        } catch {
+          // Not JSON after all: kept as written.
+        }
+      }
+    }
+    out += c
+    i++
+  }
+  return out.replace(/\s+/g, " ").trim()
+}
+
+/** Where the bracket opened at `start` closes (strings skipped), or -1 (a preview may cut it off). */
+const jsonEnd = (text: string, start: number): number => {
+  let depth = 0
+  let quoted = false
+  for (let i = start; i < text.length; i++) {
+    const c = text[i]
+    if (quoted) {
+      if (c === "\\") i++
+      else if (c === '"') quoted = false
+    } else if (c === '"') quoted = true
+    else if (c === "{" || c === "[") depth++
+    else if (c === "}" || c === "]") {
+      depth--
+      if (depth === 0) return i
+    }
+  }
+  return -1
+}
+
+const inWords = (value: unknown): string => {
+  if (value === null || typeof value !== "object") return String(value)
+  const entries = Array.isArray(value) ? value.map((v) => [null, v] as const) : Object.entries(value)
+  const simple = entries.filter(([, v]) => v === null || typeof v !== "object")
+  if (simple.length === 0 || simple.length > 3 || simple.length !== entries.length) return "…"
+  return simple.map(([k, v]) => (k === null ? String(v) : `${k} ${String(v)}`)).join(", ")
+}
+
 const names = new Map<string, Promise<string>>()
 
 /** An expert's display name (its published profile, or the owner's draft), asked once per page load. */
@@ -30,11 +84,12 @@ export const useExpertNames = (sessions: ReadonlyArray<SessionItem> | null) => {
   return known
 }
 
-const Item = ({ session, name, current, onChanged }: {
+const Item = ({ session, name, current, onChanged, onOpen }: {
   session: SessionItem
   name: string
   current: boolean
   onChanged: () => void
+  onOpen?: (() => void) | undefined
 }) => {
   const [editing, setEditing] = useState(false)
   const [title, setTitle] = useState(session.title ?? "")
@@ -76,11 +131,12 @@ const Item = ({ session, name, current, onChanged }: {
           <>
             <a href={`/chat/${session.agent}?session=${session.id}`} aria-current={current ? "page" : undefined} onClick={(e) => {
               e.preventDefault()
+              onOpen?.()
               navigate(`/chat/${session.agent}?session=${session.id}`)
             }}>
               <strong className="expert-name">{name}</strong>
               <span className="conversation-title">{label}</span>
-              {session.last_message && <span className="conversation-last" data-testid="last-message">{session.last_message}</span>}
+              {session.last_message && <span className="conversation-last" data-testid="last-message">{readablePreview(session.last_message)}</span>}
               <span className="muted small">{new Date(session.updated_at).toLocaleString()}</span>
             </a>
             <div className="row actions">
@@ -98,7 +154,14 @@ const Item = ({ session, name, current, onChanged }: {
  * The person's conversations beside the chat: by expert name, title and the start of the last message, newest first;
  * rename and delete here.
  */
-export const Sidebar = ({ identifier, current, version }: { identifier: string; current: string | null; version: number }) => {
+export const Sidebar = ({ identifier, current, version, open = false, onClose }: {
+  identifier: string
+  current: string | null
+  version: number
+  /** On the phone the list is a drawer: shown when open, closed by Escape or a choice. */
+  open?: boolean
+  onClose?: () => void
+}) => {
   const [sessions, setSessions] = useState<ReadonlyArray<SessionItem> | null>(null)
   const [reload, setReload] = useState(0)
   const known = useExpertNames(sessions)
@@ -106,11 +169,11 @@ export const Sidebar = ({ identifier, current, version }: { identifier: string; 
     call((c) => c.sessions.list({ urlParams: { limit: 50 } })).then((l) => setSessions(itemsOf<SessionItem>(l)), () => setSessions([]))
   }, [reload, version, current])
   return (
-    <nav className="sidebar" aria-label="Conversations">
+    <nav className={open ? "sidebar open" : "sidebar"} aria-label="Conversations" onKeyDown={(e) => { if (e.key === "Escape") onClose?.() }}>
       <button type="button" onClick={() => navigate(`/chat/${identifier}?new=1`)}>New chat</button>
       <ul className="conversations">
         {sessions?.map((s) => (
-          <Item key={s.id} session={s} name={known[s.agent] ?? s.agent} current={s.id === current} onChanged={() => setReload((n) => n + 1)} />
+          <Item key={s.id} session={s} name={known[s.agent] ?? s.agent} current={s.id === current} onChanged={() => setReload((n) => n + 1)} onOpen={onClose} />
         ))}
       </ul>
     </nav>

@@ -120,10 +120,30 @@ export const TurnView = ({ turn, unlocked, unlocking, details, onUnlock }: {
   </li>
 )
 
-/** The answer, its citations as numbered footnotes that open the passage (Citations.tsx). */
+/** The answer, its citations as numbered footnotes that open the passage (Citations.tsx), and Copy once it is done. */
 const Cited = ({ turn }: { turn: Turn }) => {
   const { text, notes } = footnotes(turn)
-  return <><Markdown text={text} testId="answer" /><Footnotes notes={notes} /></>
+  return (
+    <>
+      <Markdown text={text} testId="answer" />
+      <Footnotes notes={notes} />
+      {turn.status !== "running" && <CopyAnswer text={turn.text} />}
+    </>
+  )
+}
+
+/** Copies the answer as written (its Markdown), as ChatGPT and Claude.ai offer under every answer. */
+const CopyAnswer = ({ text }: { text: string }) => {
+  const [state, setState] = useState<"idle" | "copied" | "failed">("idle")
+  const copy = () =>
+    void navigator.clipboard?.writeText(text).then(() => setState("copied"), () => setState("failed"))
+  return (
+    <div className="answer-actions">
+      <button type="button" className="link" aria-label={state === "copied" ? "Copied" : "Copy answer"} onClick={copy}>
+        {state === "copied" ? "Copied" : state === "failed" ? "Copy failed" : "Copy"}
+      </button>
+    </div>
+  )
 }
 
 /** Approvals waiting for an answer, pinned above the composer so none waits unseen. */

@@ -30,6 +30,8 @@ export interface Turn {
   trial?: { price: unknown; trials_used: unknown }
   budget?: { reason: string; spent: unknown; budget: unknown }
   credits?: number
+  /** A tool ran (or a new model step began) since the text so far: the next text starts a paragraph of its own. */
+  stepBreak?: boolean
 }
 
 /** Folds the session's events, in order, into its turns (docs/events.md). */
@@ -51,13 +53,24 @@ export const fold = (turns: Array<Turn>, event: SessionEvent, user: string | nul
     turn.approvals = turn.approvals.map((a) => a.tool_call_id === toolCallId ? { ...a, answered: true } : a)
   }
   switch (event.type) {
-    case "output.text.delta":
-      turn.text += String(event.delta ?? "")
+    case "output.text.delta": {
+      const delta = String(event.delta ?? "")
+      // Two model steps' texts ("Calling calculator." and "calculator returned …") are two paragraphs, not one run-on.
+      if (turn.stepBreak && delta !== "") {
+        if (turn.text.trim() !== "" && !/\n\s*\n\s*$/.test(turn.text)) turn.text = `${turn.text.trimEnd()}\n\n`
+        turn.stepBreak = false
+      }
+      turn.text += delta
+      break
+    }
+    case "run.in_progress":
+      turn.stepBreak = true
       break
     case "output.thinking.delta":
       turn.thinking += String(event.delta ?? "")
       break
     case "tool_call.created":
+      turn.stepBreak = true
       turn.tools.push({
         id: String(event.tool_call_id),
         name: String(event.name),
@@ -82,6 +95,7 @@ export const fold = (turns: Array<Turn>, event: SessionEvent, user: string | nul
       break
     }
     case "tool_call.result": {
+      turn.stepBreak = true
       const t = tool(event.tool_call_id)
       if (t) t.result = event.output
       break

@@ -1,5 +1,6 @@
 import { useEffect, useState } from "react"
 import { call } from "../api.js"
+import { useMe } from "../session.js"
 
 /**
  * The review console (issue 27 item 4), for the operators named by `ADMIN_PHONES`: what waits for review, the
@@ -99,12 +100,18 @@ export const AdminPage = () => {
   const [open, setOpen] = useState<Detail | null>(null)
   const [status, setStatus] = useState<string | null>(null)
 
+  const me = useMe()
   const load = () =>
     call((c) => c.admin.queue()).then((q) => setQueue(q), (e: Error & { status?: number }) => {
       if (e.status === 404 || e.status === 401) setMissing(true)
       else setError(e.message)
     })
-  useEffect(() => void load(), [])
+  // Only an operator asks for the queue: anyone else would get a 404 (an error in their console) for a page that
+  // says "Not found" anyway.
+  useEffect(() => {
+    if (me.mayReview === true) void load()
+    else if (me.mayReview === false) setMissing(true)
+  }, [me.mayReview])
 
   const openSubmission = async (id: string) => {
     setError(null)

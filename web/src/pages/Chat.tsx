@@ -6,8 +6,9 @@ import { formatCredits, useMe } from "../session.js"
 import { followSession, sendToSession } from "../stream.js"
 import { type Approval, fold, queueMessage, type Turn, unqueueMessage, UserSide } from "../chat/fold.js"
 import { makeOutbox } from "../chat/outbox.js"
+import { ModelBanner } from "../ModelBanner.js"
 import { Approvals, TurnView, useDetailsSetting } from "../chat/TurnView.js"
-import { type SessionItem, Sidebar, useExpertNames } from "../chat/Sidebar.js"
+import { readablePreview, type SessionItem, Sidebar, useExpertNames } from "../chat/Sidebar.js"
 
 /**
  * A conversation with an expert. `embedded` (the studio's test chat beside the editor): no sidebar, and the
@@ -29,7 +30,15 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
   const [unlocking, setUnlocking] = useState(false)
   const [details, setDetails] = useDetailsSetting()
   const [listVersion, setListVersion] = useState(0)
+  // The conversations' drawer on the phone (on a wider screen the sidebar is always there).
+  const [drawer, setDrawer] = useState(false)
   const users = useRef<UserSide | null>(null)
+  /**
+   * Turns this page is waiting to see end: those it sent, and one already running when it opened. Only their ends
+   * read the wallet and the list again; the log replayed on opening ends every past turn, which read the wallet once
+   * per past turn (issue 48: 19 of 37 requests).
+   */
+  const awaited = useRef(0)
   const input = useRef<HTMLTextAreaElement>(null)
   const scroller = useStickToBottom([turns, failed, error])
 
@@ -69,6 +78,7 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
   // The sidebar and "New chat" change the address: follow it (a session of its own, or a new conversation).
   useEffect(() => {
     const wanted = search.get("session")
+    setDrawer(false)
     if (wanted === sessionId || (wanted === null && !search.has("new"))) return
     setSessionId(wanted)
     setFailed([])
@@ -107,11 +117,13 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
       // Messages sent before this page knew the session (its first) are already queued under its id.
       const side = new UserSide(sessionId, history)
       users.current = side
+      if (session.status !== "idle") awaited.current = Math.max(awaited.current, 1)
       follow = followSession(sessionId, 0, (event) => {
         const user = event.type === "run.created" ? side.next() : null
         setTurns((old) => fold(old, event, user))
-        if (event.type === "run.completed" || event.type === "run.failed") {
-          me.refresh()
+        if ((event.type === "run.completed" || event.type === "run.failed") && awaited.current > 0) {
+          awaited.current--
+          void me.refresh()
           // The sidebar shows each conversation's last message: read the list again after each turn.
           setListVersion((n) => n + 1)
         }
@@ -127,8 +139,12 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
 
   const deliver = async (text: string) => {
     setError(null)
+    awaited.current++
     const failure = await outbox.deliver(sessionId, text)
-    if (failure) setFailed((f) => [...f, { text, error: failure.message }])
+    if (failure) {
+      awaited.current = Math.max(0, awaited.current - 1)
+      setFailed((f) => [...f, { text, error: failure.message }])
+    }
   }
 
   const send = async (e?: FormEvent) => {
@@ -181,28 +197,50 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
     }
   }
 
+  /** Enter sends, Shift+Enter is a new line, Escape stops the answer, ↑ in an empty box brings back the last message. */
   const onKey = (e: KeyboardEvent<HTMLTextAreaElement>) => {
-    if (e.key === "Enter" && !e.shiftKey) {
+    if (e.key === "Enter" && !e.shiftKey && !e.nativeEvent.isComposing) {
       e.preventDefault()
       void send()
+    } else if (e.key === "Escape" && running) {
+      e.preventDefault()
+      void interrupt()
+    } else if (e.key === "ArrowUp" && message === "") {
+      // No editing of sent messages yet (the conversation-trees API): the last one comes back to be sent again.
+      const last = [...turns].reverse().find((t) => t.user !== null)?.user ?? failed.at(-1)?.text
+      if (last) {
+        e.preventDefault()
+        setMessage(last)
+      }
     }
   }
 
   const live = useMemo(() => turns.at(-1)?.text ?? "", [turns])
   return (
     <div className={embedded ? "chat-embedded" : "chat-layout"}>
-    {!embedded && <Sidebar identifier={identifier} current={sessionId} version={listVersion} />}
+    {!embedded && <Sidebar identifier={identifier} current={sessionId} version={listVersion} open={drawer} onClose={() => setDrawer(false)} />}
     <section className="chat">
       <header className="chat-head">
         {embedded ? <h3>{title}</h3> : <h1>{title}</h1>}
+        {!embedded && (
+          <button type="button" className="drawer-toggle secondary" aria-expanded={drawer} onClick={() => setDrawer((open) => !open)}>
+            Conversations
+          </button>
+        )}
         <p className="muted">
           <Link to={`/marketplace/${identifier}`}>About this expert</Link> · Balance {formatCredits(me.balance)}
           {connection === "reconnecting" && <span role="status"> · Reconnecting…</span>}
         </p>
       </header>
+      <ModelBanner />
       <div className="scroller" ref={scroller.ref} onScroll={scroller.onScroll} onWheel={scroller.onWheel} onKeyDown={scroller.onKeyDown} data-testid="conversation" tabIndex={0} role="region" aria-label="Conversation">
         <ol className="turns" aria-live="off">
           {opening && <li className="turn"><div className="bubble assistant">{opening}</div></li>}
+          {!opening && turns.length === 0 && failed.length === 0 && (
+            <li className="turn empty-state muted" data-testid="empty-chat">
+              Ask {title} anything: write your message below and press Enter.
+            </li>
+          )}
           {turns.map((turn, i) => (
             <TurnView key={i} turn={turn} unlocked={unlocked} unlocking={unlocking} details={details} onUnlock={() => void unlock(turn.user)} />
           ))}
@@ -318,7 +356,7 @@ export const ChatListPage = () => {
         {sessions?.map((s) => (
           <li key={s.id} className="card">
             <Link to={`/chat/${s.agent}?session=${s.id}`}>{known[s.agent] ?? s.agent}: {s.title || "Untitled conversation"}</Link>
-            {s.last_message && <p className="conversation-last" data-testid="last-message">{s.last_message}</p>}
+            {s.last_message && <p className="conversation-last" data-testid="last-message">{readablePreview(s.last_message)}</p>}
             <p className="muted small">{new Date(s.updated_at).toLocaleString()}</p>
           </li>
         ))}

@@ -180,7 +180,11 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
 
   useEffect(() => {
     call((c) => c.agents.get({ path: { identifier } })).then((a) => load(a as Agent), (e: Error) => setError(e.message))
-    call((c) => c.models.list({ urlParams: {} })).then((l) => setModels(itemsOf<{ id: string }>(l).map((m) => m.id)), () => undefined)
+    // Models only: GET /v1/models also lists the experts one may call as models, which are no model to run on.
+    call((c) => c.models.list({ urlParams: {} })).then(
+      (l) => setModels(itemsOf<{ id: string; provider: string }>(l).filter((m) => m.provider !== "agent").map((m) => m.id)),
+      () => undefined
+    )
     call((c) => c.evolution.suggestions({ path: { identifier }, urlParams: {} })).then((l) => setSuggestions(itemsOf<Suggestion>(l)), () => undefined)
   }, [identifier])
 

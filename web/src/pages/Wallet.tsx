@@ -1,7 +1,8 @@
 import { useEffect, useState, type FormEvent } from "react"
 import { call, itemsOf } from "../api.js"
 import { parseCredits } from "../../../src/platform/Money.js"
-import { formatCredits, useMe } from "../session.js"
+import { navigate } from "../router.js"
+import { formatCredits } from "../session.js"
 
 export interface Line {
   seq: number
@@ -33,7 +34,6 @@ export const LedgerTable = ({ lines, caption }: { lines: ReadonlyArray<Line>; ca
 )
 
 export const WalletPage = () => {
-  const me = useMe()
   const [wallet, setWallet] = useState<{ balance: number; today_spent: number } | null>(null)
   const [lines, setLines] = useState<ReadonlyArray<Line>>([])
   const [before, setBefore] = useState<number | null>(null)
@@ -58,17 +58,21 @@ export const WalletPage = () => {
     setStatus(null)
     // The API takes exact micro-credits (a bigint on the client's side of the schema): parsed here, said in words.
     const micros = parseCredits(amount.trim())
+    if (micros === undefined && /^\d{13,}(\.\d+)?$/.test(amount.trim())) {
+      setError("Amount is too large: top up at most 999,999,999,999 credits at a time.")
+      return
+    }
     if (micros === undefined || micros === 0n) {
       setError("Amount is not valid. Write a positive number of credits, with at most 6 decimal places, for example 100 or 12.5.")
       return
     }
     try {
-      const order = await call((c) => c.wallet.createOrder({ payload: { amount: micros } })) as { pay_url?: string; id?: string; amount?: number }
+      const order = await call((c) => c.wallet.createOrder({ payload: { amount: micros } }))
       setStatus(order.pay_url
         ? "Order created: continue to payment."
-        : `Order ${order.id ?? ""} for ${formatCredits(order.amount)} created. The credits arrive in your wallet as soon as the payment is confirmed.`)
-      if (order.pay_url) location.assign(order.pay_url)
-      me.refresh()
+        : `Order ${order.id} for ${formatCredits(order.amount)} created. The credits arrive in your wallet as soon as the payment is confirmed.`)
+      // The provider's page (the test provider's checkout in development).
+      if (order.pay_url) navigate(order.pay_url)
     } catch (failure) {
       setError((failure as Error).message)
     }
