@@ -16,6 +16,7 @@ import sessionQueue from "./0014_session_queue.js"
 import faults from "./0015_faults.js"
 import knowledge from "./0016_knowledge.js"
 import fences from "./0017_fences.js"
+import durableRuns from "./0019_durable_runs.js"
 
 /** Numbered migrations, applied in order at start; a released migration is never edited, only followed. */
 export const migrations = Migrator.fromRecord({
@@ -35,5 +36,6 @@ export const migrations = Migrator.fromRecord({
   "0014_session_queue": sessionQueue,
   "0015_faults": faults,
   "0016_knowledge": knowledge,
-  "0017_fences": fences
+  "0017_fences": fences,
+  "0019_durable_runs": durableRuns
 })
