@@ -88,6 +88,12 @@ describe("runs: GET /v1/runs and background runs", () => {
         assert.strictEqual(names.filter((n) => n === "run.created").length, 1)
         const text = all.stream.events.filter((e) => e.event === "output.text.delta").map((e) => e.data.delta).join("")
         assert.strictEqual(text, "You said: hello later")
+        // A cancel of a run that has ended answers it as it is (idempotent: nothing changes, nothing is asked of it).
+        const late = yield* request("POST", `/v1/runs/${run.id}/cancel`, { token: key, headers: { "x-end-user-id": "u1" } })
+        assert.strictEqual(late.status, 200, late.text)
+        assert.strictEqual(late.body.status, "completed")
+        assert.strictEqual(late.body.cancel_requested, false)
+        assert.strictEqual(late.body.completed_at, run.completed_at)
         const rest = yield* raw(key, run.id, { "last-event-id": "3" })
         assert.deepStrictEqual(idsOf(rest.text), idsOf(all.stream.raw).slice(3))
         assert.isTrue(rest.text.endsWith("data: [DONE]\n\n"))
