@@ -40,6 +40,7 @@ import { InternalWebhooksApi, WebhooksApi } from "./webhooks/Api.js"
 /** Operations that answer `text/event-stream` (always, or with `stream: true`), and what their events are. */
 const STREAMS: Record<string, { readonly only: boolean; readonly events: string }> = {
   "post /v1/agents/run": { only: false, events: "The run's events (docs/events.md): run.created, output.text.delta, tool_call.*, approval.required, usage.token, run.completed or run.failed, then data: [DONE]." },
+  "get /v1/runs/{id}/events": { only: true, events: "A background run's events (docs/events.md) from `after` (or Last-Event-ID) on, each with its place in the run's log as the SSE id, live while it runs; run.completed or run.failed (code cancelled or max_duration for a stopped run), then data: [DONE]." },
   "post /v1/chat/completions": { only: false, events: "With stream: true, chat.completion.chunk data lines (no event: lines), an error data line for a failed run, then data: [DONE]." },
   "post /v1/responses": { only: false, events: "With stream: true, OpenAI's Responses events: response.created, response.in_progress, response.output_item.added, response.content_part.added, response.output_text.delta, response.output_text.done, response.function_call_arguments.delta, response.function_call_arguments.done, response.content_part.done, response.output_item.done, then response.completed or response.failed." },
   "post /v1/sessions/{id}/events": { only: true, events: "The turn's events (docs/events.md), each with its session-wide seq as the SSE id, then data: [DONE]." },
@@ -158,7 +159,7 @@ const documentTruth = (spec: Record<string, any>): Record<string, any> => {
           parameter.schema = { type: "integer", minimum, ...(maximum === undefined ? {} : { maximum }) }
         }
       }
-      if (`${method} ${path}` === "get /v1/sessions/{id}/events") {
+      if (`${method} ${path}` === "get /v1/sessions/{id}/events" || `${method} ${path}` === "get /v1/runs/{id}/events") {
         operation.parameters = [...(operation.parameters ?? []), {
           name: "Last-Event-ID",
           in: "header",

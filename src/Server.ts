@@ -46,6 +46,8 @@ import { DistillationsHttpLive } from "./distillation/Http.js"
 import { SessionsHttpLive } from "./sessions/Http.js"
 import { SessionLive } from "./sessions/Session.js"
 import { WebhooksHttpLive } from "./webhooks/Http.js"
+import { BackgroundRunLive } from "./runs/Background.js"
+import { ClusterWorkflowEngine } from "@effect/cluster"
 
 /** The HTTP edge (platform/http/Edge.ts) over this platform's domains: login tokens, accounts, the storage route. */
 const Edge = HttpLayerRouter.middleware(
@@ -90,7 +92,13 @@ export const Routes = Layer.mergeAll(ApiRoutes, DocsRoute, OAuthRoutes, WebAppRo
 )
 
 /** The entities this process runs, on one cluster runner over the database. */
-const Entities = Layer.mergeAll(WalletLive, SessionLive.pipe(Layer.provide([RunPayerLive, KnowledgeSearchLive]), Layer.provide(Wallets.Default))).pipe(
+const Entities = Layer.mergeAll(
+  WalletLive,
+  SessionLive.pipe(Layer.provide([RunPayerLive, KnowledgeSearchLive]), Layer.provide(Wallets.Default)),
+  // Background runs (runs/Background.ts): the workflow registered on every runner, on the cluster's workflow engine.
+  BackgroundRunLive.pipe(Layer.provide([RunPayerLive, KnowledgeSearchLive]), Layer.provide(Wallets.Default))
+).pipe(
+  Layer.provideMerge(ClusterWorkflowEngine.layer),
   Layer.provideMerge(ClusterLive)
 )
 

@@ -16,8 +16,39 @@ export const RunPayload = Schema.Struct({
   agent: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)),
   message: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(MAX_MESSAGE)),
   budget: Schema.optional(Budget),
-  stream: Schema.optional(Schema.Boolean)
+  stream: Schema.optional(Schema.Boolean),
+  /** Answer at once (202, the run `queued`) and run on without the caller: docs/runs.md. */
+  background: Schema.optional(Schema.Boolean)
 })
+
+/** A run as `GET /v1/runs/:id` tells it, foreground or background (docs/runs.md, "Lifecycle"). */
+export const RunObject = Schema.Struct({
+  id: Schema.String,
+  object: Schema.Literal("run"),
+  /** The agent's identifier (a bare model's id through chat completions). */
+  agent: Schema.NullOr(Schema.String),
+  status: Schema.Literal("queued", "in_progress", "completed", "failed", "cancelled", "incomplete"),
+  background: Schema.Boolean,
+  /** The answer's text so far (complete once the run has ended); null for a session's turn (in its events). */
+  output: Schema.NullOr(Schema.String),
+  usage: Schema.Struct({ input_tokens: Schema.Int, output_tokens: Schema.Int }),
+  credits_charged: Schema.Number,
+  error: Schema.NullOr(Schema.Struct({ code: Schema.String, message: Schema.String })),
+  /** Why an `incomplete` run stopped: `max_duration` (its deadline passed). */
+  incomplete_details: Schema.NullOr(Schema.Struct({ reason: Schema.String })),
+  session_id: Schema.NullOr(Schema.String),
+  parent_run_id: Schema.NullOr(Schema.String),
+  created_at: Schema.String,
+  started_at: Schema.NullOr(Schema.String),
+  completed_at: Schema.NullOr(Schema.String),
+  /** A background run's deadline: past it the run ends `incomplete`. */
+  expires_at: Schema.NullOr(Schema.String),
+  cancel_requested: Schema.Boolean
+}).annotations({ identifier: "Run" })
+
+const RunPath = Schema.Struct({ id: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)) })
+
+const RunStatusParam = Schema.Literal("queued", "in_progress", "completed", "failed", "cancelled", "incomplete")
 
 /** The answer of `stream: false`: the run's result and the events it told, text increments folded into `output`. */
 const RunView = Schema.Struct({
@@ -142,6 +173,60 @@ export class RunsApi extends HttpApiGroup.make("runs")
           "`finish_reason: \"tool_calls\"`, and a `tool` message continues. `response_format` `json_object` or " +
           "`json_schema` (OpenAI's strict subset) makes the answer JSON, checked before the run completes. " +
           "Parameters the platform cannot honour (`n` > 1, image or audio parts, `logprobs`) are a 400 naming `param`."
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("getRun", "/v1/runs/:id")
+      .setPath(RunPath)
+      .addSuccess(RunObject)
+      .addError(NotFound)
+      .annotate(
+        OpenApi.Description,
+        "A run of this caller (the same account and `X-End-User-Id`), foreground or background, from the moment it " +
+          "started: its status (`queued`, `in_progress`, `completed`, `failed`, `cancelled`, `incomplete`), output, " +
+          "usage, credits and error. Another caller's run is a 404."
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("listRuns", "/v1/runs")
+      .setUrlParams(Schema.Struct({
+        agent: Schema.optional(Schema.String.pipe(Schema.maxLength(100))),
+        status: Schema.optional(RunStatusParam),
+        created_after: Schema.optional(Schema.DateFromString),
+        created_before: Schema.optional(Schema.DateFromString),
+        limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 100))),
+        after: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)))
+      }))
+      .addSuccess(Schema.Struct({ data: Schema.Array(RunObject), has_more: Schema.Boolean }))
+      .annotate(
+        OpenApi.Description,
+        "This caller's runs, newest first: `agent`, `status` and `created_after`/`created_before` (ISO 8601) filter; " +
+          "`limit` (1-100, 20 by default) and `after` (the last id of the previous page) page."
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("cancelRun", "/v1/runs/:id/cancel")
+      .setPath(RunPath)
+      .addSuccess(RunObject)
+      .addError(NotFound)
+      .annotate(
+        OpenApi.Description,
+        "Stops a background run (idempotent): it stops within a second wherever it runs, billed only for the steps it " +
+          "finished, and ends `cancelled`. A run that has ended is answered as it is. A foreground run stops when its " +
+          "client closes its stream (400 here)."
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("runEvents", "/v1/runs/:id/events")
+      .setPath(RunPath)
+      .setUrlParams(Schema.Struct({ after: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.nonNegative())) }))
+      .addSuccess(Schema.String)
+      .addError(NotFound)
+      .annotate(
+        OpenApi.Description,
+        "A background run's events as a `text/event-stream` (docs/events.md), from its start or from `after` / " +
+          "`Last-Event-ID` (each event's `id:` is its place in the run's log), from any runner, while it runs and after " +
+          "it ended; `data: [DONE]` after its last. A stopped run's last event is `run.failed` with code `cancelled` or `max_duration`."
       )
   )
   .add(

@@ -13,6 +13,9 @@ import { Approvals } from "../runtime/Approvals.js"
 import { type InternalEvent, publicFrame, publicPayload } from "../runtime/Events.js"
 import { chatConversation, clientToolsOf, failedRunAnswer, outputFormatOf, refuseUnsupported, runError } from "./OpenAi.js"
 import { Runs } from "./Runs.js"
+import { BackgroundRuns } from "./Background.js"
+import { RunRecords } from "./Repo.js"
+import { rowStatus, runObject } from "./Views.js"
 import { partitionOf } from "../identity/Partition.js"
 
 type Wire = { readonly type: string; readonly [key: string]: unknown }
@@ -97,6 +100,8 @@ const chatChunks = (
 export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
   Effect.gen(function*() {
     const runs = yield* Runs
+    const background = yield* BackgroundRuns
+    const records = yield* RunRecords
     const approvals = yield* Approvals
     const attachments = yield* Attachments
 
@@ -146,6 +151,15 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
           const caller = yield* Caller
           const budget = yield* budgetOf(payload.budget)
           const agent = yield* runs.agentFor(payload.agent, caller)
+          if (payload.background === true) {
+            // Answered at once with the run; it goes on as a workflow, on whichever runner owns it (Background.ts).
+            const queued = yield* sharedAnswer("run-background", caller, payload, Effect.orDie(background.start(caller, agent, {
+              message: payload.message,
+              history: [],
+              budget: budget === undefined ? null : budget.toString()
+            })))
+            return Either.isLeft(queued) ? queued.left : HttpServerResponse.unsafeJson(runObject(queued.right), { status: 202 })
+          }
           const request = runs.request(caller, agent, payload.message, { budget })
           if (payload.stream === false) {
             const answer = yield* sharedAnswer("run", caller, payload, Effect.map(runs.collect(request), ({ events, result }) => ({
@@ -233,6 +247,39 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
             }
           }
         }))
+      .handle("getRun", ({ path }) =>
+        Effect.map(Effect.flatMap(Caller, (caller) => background.get(partitionOf(caller), path.id)), runObject))
+      .handle("listRuns", ({ urlParams }) =>
+        Effect.gen(function*() {
+          const caller = yield* Caller
+          const page = yield* records.list(partitionOf(caller), {
+            agent: urlParams.agent ?? null,
+            status: urlParams.status === undefined ? null : rowStatus(urlParams.status),
+            createdAfter: urlParams.created_after ?? null,
+            createdBefore: urlParams.created_before ?? null,
+            after: urlParams.after ?? null,
+            limit: urlParams.limit ?? 20
+          })
+          return { data: page.data.map(runObject), has_more: page.hasMore }
+        }))
+      .handle("cancelRun", ({ path }) =>
+        Effect.map(Effect.flatMap(Caller, (caller) => background.cancel(partitionOf(caller), path.id)), runObject))
+      .handle("runEvents", ({ path, urlParams }) =>
+        Effect.gen(function*() {
+          const caller = yield* Caller
+          const run = yield* background.get(partitionOf(caller), path.id)
+          if (!run.background) {
+            return yield* runs.invalid("Events are kept for background runs; a foreground run told its events on its own stream.")
+          }
+          const header = (yield* HttpServerRequest.HttpServerRequest).headers["last-event-id"]
+          let after = urlParams.after
+          if (after === undefined && header !== undefined && header !== "") {
+            if (!/^\d{1,15}$/.test(header)) return yield* runs.invalid("Invalid header Last-Event-ID: an event id")
+            after = Number(header)
+          }
+          const frames = background.events(run, after ?? 0).pipe(Stream.map(({ payload, seq }) => publicFrame(payload as Wire, seq, seq)))
+          return Sse.response(Sse.encode(frames, { done: true, heartbeat }))
+        }))
       .handle("answerApproval", ({ path, payload }) =>
         Effect.gen(function*() {
           const caller = yield* Caller
@@ -245,4 +292,4 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
         }))
   })).pipe(Layer.provide(AuthenticationLive))
 
-export const RunsHttpLive = RunsHttp.pipe(Layer.provide([Runs.Default, Approvals.Default, Attachments.Default]))
+export const RunsHttpLive = RunsHttp.pipe(Layer.provide([Runs.Default, Approvals.Default, Attachments.Default, BackgroundRuns.Default, RunRecords.Default]))

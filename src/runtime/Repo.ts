@@ -11,6 +11,8 @@ export interface RunRecord {
   readonly endUserId: string
   readonly sessionId: string | null
   readonly parentRunId: string | null
+  /** The agent's identifier (a bare model's id), what `GET /v1/runs/:id` names as `agent`. */
+  readonly agent?: string | undefined
 }
 
 export interface RunOutcome {
@@ -24,6 +26,8 @@ export interface RunOutcome {
   readonly answerChars: number
   /** The tool of each denied call, in order; how many calls were denied is its length. */
   readonly deniedTools: ReadonlyArray<string>
+  /** The answer's text, every step's joined (what `GET /v1/runs/:id` says as `output`). */
+  readonly output?: string | undefined
 }
 
 const Owner = { accountId: Schema.String, endUserId: Schema.String }
@@ -54,15 +58,17 @@ export class RunsRepo extends Effect.Service<RunsRepo>()("atrium/runtime/RunsRep
         payerId: Schema.String,
         endUserId: Schema.String,
         sessionId: Schema.NullOr(Schema.String),
-        parentRunId: Schema.NullOr(Schema.String)
+        parentRunId: Schema.NullOr(Schema.String),
+        agent: Schema.NullOr(Schema.String)
       }),
       execute: (run) =>
         sql`
-          INSERT INTO runs (id, agent_id, agent_version, payer_id, end_user_id, session_id, parent_run_id, status)
+          INSERT INTO runs (id, agent_id, agent_version, payer_id, end_user_id, session_id, parent_run_id, status, agent,
+                            started_at)
           VALUES (${run.id}, ${run.agentId}, ${run.agentVersion}, ${run.payerId}, ${run.endUserId}, ${run.sessionId},
-                  ${run.parentRunId}, 'running')`
+                  ${run.parentRunId}, 'running', ${run.agent}, now())`
     })
-    const start = (run: RunRecord) => Effect.orDie(insertRun(run))
+    const start = (run: RunRecord) => Effect.orDie(insertRun({ ...run, agent: run.agent ?? null }))
 
     const finishRun = SqlSchema.void({
       Request: Schema.Struct({
@@ -75,7 +81,8 @@ export class RunsRepo extends Effect.Service<RunsRepo>()("atrium/runtime/RunsRep
         creditsCharged: Schema.BigInt,
         answerChars: Schema.Number,
         toolsDenied: Schema.Number,
-        deniedTools: Schema.parseJson(Schema.Array(Schema.String))
+        deniedTools: Schema.parseJson(Schema.Array(Schema.String)),
+        output: Schema.NullOr(Schema.String)
       }),
       execute: (outcome) =>
         sql`
@@ -83,10 +90,10 @@ export class RunsRepo extends Effect.Service<RunsRepo>()("atrium/runtime/RunsRep
             failure_message = ${outcome.failureMessage}, input_tokens = ${outcome.inputTokens},
             output_tokens = ${outcome.outputTokens}, credits_charged = ${outcome.creditsCharged},
             tools_denied = ${outcome.toolsDenied}, answer_chars = ${outcome.answerChars},
-            denied_tools = ${outcome.deniedTools}::jsonb, finished_at = now()
+            denied_tools = ${outcome.deniedTools}::jsonb, output = ${outcome.output}, finished_at = now()
           WHERE id = ${outcome.runId} AND status = 'running'`
     })
-    const finish = (runId: string, outcome: RunOutcome) => Effect.orDie(finishRun({ runId, ...outcome, toolsDenied: outcome.deniedTools.length }))
+    const finish = (runId: string, outcome: RunOutcome) => Effect.orDie(finishRun({ runId, ...outcome, output: outcome.output ?? null, toolsDenied: outcome.deniedTools.length }))
 
     const claimTrial = SqlSchema.findOne({
       Request: Trial,

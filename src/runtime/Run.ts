@@ -85,6 +85,29 @@ export interface RunRequest {
    * charge in its own statement once the generation moved on, however the check above answered (issue 42 item 7).
    */
   readonly chargeFence?: Fence | null | undefined
+  /**
+   * A background run's steps (runs/Background.ts): each model step and each tool call goes through `step`, which
+   * records its result once and answers the recorded result when the run is executed again (on another runner after
+   * a fault), so a finished step is neither run nor billed twice. None: steps run as they come (a foreground run).
+   */
+  readonly durable?: DurableSteps | undefined
+}
+
+/**
+ * How a durable run records its steps. `name` is the step's identity within the run (`step/2`, `tool/2/0`); `codec`
+ * turns its result into JSON and back (a step may be read back by another runner). A step's failure is recorded too.
+ */
+export interface DurableSteps {
+  readonly step: <A, E>(
+    name: string,
+    codec: StepCodec<A>,
+    effect: Effect.Effect<A, E>
+  ) => Effect.Effect<A, E>
+}
+
+export interface StepCodec<A> {
+  readonly encode: (value: A) => unknown
+  readonly decode: (json: unknown) => A
 }
 
 /** A function tool the caller runs: its name, description and JSON Schema of its arguments, passed on as-is. */

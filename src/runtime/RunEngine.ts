@@ -6,10 +6,19 @@ import type { InternalEvent } from "./Events.js"
 import { tokensOf } from "./models/Builtin.js"
 import { Models, type ResolvedModel } from "./models/Models.js"
 import { checkOutput, CurrentOutputFormat } from "./models/OutputFormat.js"
-import { assistantContent, ModelChain } from "./ModelChain.js"
+import { assistantContent, type ModelCall, ModelChain } from "./ModelChain.js"
 import { RunPayer } from "./Ports.js"
 import { RunsRepo } from "./Repo.js"
-import { costOf, type Emit, MAX_DELEGATION_DEPTH, MAX_STEPS, type ResolveSubagent, type RunRequest, type RunResult } from "./Run.js"
+import {
+  costOf,
+  type Emit,
+  MAX_DELEGATION_DEPTH,
+  MAX_STEPS,
+  type ResolveSubagent,
+  type RunRequest,
+  type RunResult,
+  type StepCodec
+} from "./Run.js"
 import { RunState } from "./RunState.js"
 import {
   BillingFailed,
@@ -38,6 +47,21 @@ import type { ToolContext } from "./tools/Tools.js"
 
 const DEFAULT_INSTRUCTIONS = "You are a helpful expert."
 
+/** A model step as a durable run records it: the call (JSON already) and its charge (micro-credits as a string). */
+const modelStepCodec: StepCodec<{ readonly call: ModelCall; readonly charge: Micros }> = {
+  encode: ({ call, charge }) => ({ call, charge: charge.toString() }),
+  decode: (json) => {
+    const { call, charge } = json as { call: ModelCall; charge: string }
+    return { call, charge: BigInt(charge) }
+  }
+}
+/** A result that is JSON as it is (a tool call's outcome). */
+const jsonCodec = <A>(): StepCodec<A> => ({ encode: (value) => value, decode: (json) => json as A })
+const trialCodec: StepCodec<Option.Option<InternalEvent>> = {
+  encode: Option.getOrNull,
+  decode: (json) => Option.fromNullable(json as InternalEvent | null)
+}
+
 export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEngine", {
   effect: Effect.gen(function*() {
     const models = yield* Models
@@ -56,6 +80,9 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
         const { agent, payer } = request
         const state = new RunState(request)
         const clientNames = new Set((request.clientTools ?? []).map((tool) => tool.name))
+        // A background run records each step (runs/Background.ts); a foreground run runs them as they come.
+        const recorded = <A, E>(name: string, codec: StepCodec<A>, effect: Effect.Effect<A, E>) =>
+          request.durable === undefined ? effect : request.durable.step(name, codec, effect)
 
         // The run's record is bookkeeping: if the database refuses it, the stream still ends with run.failed and
         // [DONE] (a failed start fails the run below; a failed finish is logged).
@@ -67,7 +94,8 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
           payerId: payer.accountId,
           endUserId: payer.endUserId,
           sessionId: Option.getOrNull(request.sessionId),
-          parentRunId: Option.getOrNull(request.parentRunId)
+          parentRunId: Option.getOrNull(request.parentRunId),
+          agent: agent.identifier
         })
         const record = (status: "completed" | "failed" | "cancelled", failure: Option.Option<{ code: string; message: string }>) =>
           ledger.finish(request.runId, state.record(status, failure)).pipe(
@@ -87,7 +115,8 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
           })
           yield* started
 
-          const trial = yield* trialGate(request)
+          // Recorded: a run executed again must not take a second free trial.
+          const trial = yield* recorded("trial", trialCodec, trialGate(request))
           if (Option.isSome(trial)) {
             yield* emit(trial.value)
             return "trial_exhausted" as const
@@ -122,49 +151,57 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
           ]
 
           for (let step = 1; step <= MAX_STEPS; step++) {
-            yield* emit({ type: "turn_start", turn: step })
-            const estimate = costOf(chain[0]!, tokensOf(JSON.stringify(conversation)), state.lastOutputTokens)
-            yield* affordable(request, state.spent, estimate)
+            // One step: the model call, its charge and its usage, recorded as one (a durable run's step identity is
+            // its number, which is also its charge key's: a step run again after a fault bills once).
+            const { call, charge } = yield* recorded(`step/${step}`, modelStepCodec, Effect.gen(function*() {
+              yield* emit({ type: "turn_start", turn: step })
+              const estimate = costOf(chain[0]!, tokensOf(JSON.stringify(conversation)), state.lastOutputTokens)
+              yield* affordable(request, state.spent, estimate)
 
-            const { call, model } = yield* modelChain.call(chain, conversation, toolkit, emit, step === 1 ? request.toolChoice : undefined).pipe(
-              Effect.locally(CurrentOutputFormat, request.outputFormat)
-            )
-            state.called(call)
-            // Each step at the rate of the model that answered it.
-            const cost = costOf(model, call.inputTokens, call.outputTokens, call.cachedInputTokens)
-            // The caller's budget is a promise: past it the platform, not the caller, pays for the step.
-            const charge = Option.match(request.budget, {
-              onNone: () => cost,
-              onSome: (budget) => (cost < budget - state.spent ? cost : budget - state.spent)
-            })
-            // Charged first, told after: a `usage.token` always names credits that really left the wallet.
-            if (charge > 0n) {
-              if (request.fence !== undefined && !(yield* request.fence)) {
-                return yield* new OwnerLost({ message: "This runner no longer holds the session; the turn stopped before billing." })
-              }
-              yield* runPayer.charge(payer.accountId, charge, {
-                key: `${request.chargeKey ?? request.runId}:${step}`,
-                description: `Run of ${agent.identifier} (${model.entry.id}, step ${step})`,
-                fence: request.chargeFence ?? null
-              }).pipe(
-                Effect.catchTag("InsufficientFunds", () =>
-                  runPayer.balance(payer.accountId).pipe(
-                    Effect.flatMap((balance) =>
-                      Effect.fail(exhausted("wallet", state.spent + balance, state.spent, "Not enough credits for the next step."))
-                    )
-                  )),
-                Effect.catchTag("PaymentFailed", (error) => Effect.fail(new BillingFailed({ message: error.message })))
+              const { call, model } = yield* modelChain.call(chain, conversation, toolkit, emit, step === 1 ? request.toolChoice : undefined).pipe(
+                Effect.locally(CurrentOutputFormat, request.outputFormat)
               )
-              state.charged(charge)
-            }
-            yield* emit({
-              type: "token_usage",
-              model: model.entry.id,
-              input_tokens: call.inputTokens,
-              output_tokens: call.outputTokens,
-              ...(call.cachedInputTokens > 0 ? { cached_input_tokens: call.cachedInputTokens } : {}),
-              credits: toNumber(charge)
-            })
+              // Each step at the rate of the model that answered it.
+              const cost = costOf(model, call.inputTokens, call.outputTokens, call.cachedInputTokens)
+              // The caller's budget is a promise: past it the platform, not the caller, pays for the step.
+              const charge = Option.match(request.budget, {
+                onNone: () => cost,
+                onSome: (budget) => (cost < budget - state.spent ? cost : budget - state.spent)
+              })
+              // Charged first, told after: a `usage.token` always names credits that really left the wallet.
+              if (charge > 0n) {
+                if (request.fence !== undefined && !(yield* request.fence)) {
+                  state.called(call)
+                  return yield* new OwnerLost({ message: "This runner no longer holds the session; the turn stopped before billing." })
+                }
+                yield* runPayer.charge(payer.accountId, charge, {
+                  key: `${request.chargeKey ?? request.runId}:${step}`,
+                  description: `Run of ${agent.identifier} (${model.entry.id}, step ${step})`,
+                  fence: request.chargeFence ?? null
+                }).pipe(
+                  Effect.catchTag("InsufficientFunds", () =>
+                    runPayer.balance(payer.accountId).pipe(
+                      Effect.flatMap((balance) =>
+                        Effect.fail(exhausted("wallet", state.spent + balance, state.spent, "Not enough credits for the next step."))
+                      )
+                    )),
+                  Effect.catchTag("PaymentFailed", (error) => Effect.fail(new BillingFailed({ message: error.message }))),
+                  // A step that could not be paid still said what it said: its text stays in the run's answer.
+                  Effect.tapError(() => Effect.sync(() => state.called(call)))
+                )
+              }
+              yield* emit({
+                type: "token_usage",
+                model: model.entry.id,
+                input_tokens: call.inputTokens,
+                output_tokens: call.outputTokens,
+                ...(call.cachedInputTokens > 0 ? { cached_input_tokens: call.cachedInputTokens } : {}),
+                credits: toNumber(charge)
+              })
+              return { call, charge }
+            }))
+            state.called(call)
+            if (charge > 0n) state.charged(charge)
 
             const assistant = assistantContent(call)
             if (assistant.length > 0) {
@@ -187,8 +224,8 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
             }
 
             const results: Array<any> = []
-            for (const toolCall of call.toolCalls) {
-              const outcome = yield* toolCalls.run(
+            for (const [index, toolCall] of call.toolCalls.entries()) {
+              const outcome = yield* recorded(`tool/${step}/${index}`, jsonCodec<{ denied: boolean; isFailure: boolean; result: unknown }>(), toolCalls.run(
                 toolCall,
                 policies,
                 context,
@@ -196,7 +233,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
                 remote,
                 emit,
                 (id, params) => delegate(id, params, request, emit, resolveSubagent, state)
-              )
+              ))
               if (outcome.denied) state.denied(toolCall.name)
               // `providerExecuted` is required in the encoded form of a tool result (@effect/ai 0.37): without it the
               // next model call fails to decode the prompt.

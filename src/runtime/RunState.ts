@@ -61,7 +61,8 @@ export class RunState {
       outputTokens: this.outputTokens,
       creditsCharged: this.spent,
       answerChars: this.output.trim().length,
-      deniedTools: this.deniedTools
+      deniedTools: this.deniedTools,
+      output: this.output
     }
   }
 

@@ -700,6 +700,86 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/runs/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * GET /v1/runs/{id}
+         * @description A run of this caller (the same account and `X-End-User-Id`), foreground or background, from the moment it started: its status (`queued`, `in_progress`, `completed`, `failed`, `cancelled`, `incomplete`), output, usage, credits and error. Another caller's run is a 404.
+         */
+        get: operations["runs.getRun"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * GET /v1/runs
+         * @description This caller's runs, newest first: `agent`, `status` and `created_after`/`created_before` (ISO 8601) filter; `limit` (1-100, 20 by default) and `after` (the last id of the previous page) page.
+         */
+        get: operations["runs.listRuns"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/runs/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * POST /v1/runs/{id}/cancel
+         * @description Stops a background run (idempotent): it stops within a second wherever it runs, billed only for the steps it finished, and ends `cancelled`. A run that has ended is answered as it is. A foreground run stops when its client closes its stream (400 here).
+         */
+        post: operations["runs.cancelRun"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/runs/{id}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * GET /v1/runs/{id}/events
+         * @description A background run's events as a `text/event-stream` (docs/events.md), from its start or from `after` / `Last-Event-ID` (each event's `id:` is its place in the run's log), from any runner, while it runs and after it ended; `data: [DONE]` after its last. A stopped run's last event is `run.failed` with code `cancelled` or `max_duration`.
+         */
+        get: operations["runs.runEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/approvals/{approval_id}": {
         parameters: {
             query?: never;
@@ -2236,6 +2316,37 @@ export interface components {
                 param?: string | null;
             };
         };
+        Run: {
+            id: string;
+            /** @enum {string} */
+            object: "run";
+            agent: string | null;
+            /** @enum {string} */
+            status: "queued" | "in_progress" | "completed" | "failed" | "cancelled" | "incomplete";
+            background: boolean;
+            output: string | null;
+            usage: {
+                input_tokens: components["schemas"]["Int"];
+                output_tokens: components["schemas"]["Int"];
+            };
+            credits_charged: number;
+            error: {
+                code: string;
+                message: string;
+            } | null;
+            incomplete_details: {
+                reason: string;
+            } | null;
+            session_id: string | null;
+            parent_run_id: string | null;
+            created_at: string;
+            started_at: string | null;
+            completed_at: string | null;
+            expires_at: string | null;
+            cancel_requested: boolean;
+        };
+        /** @description a string to be decoded into a Date */
+        DateFromString: string;
         Response: {
             id: string;
             /** @enum {string} */
@@ -5075,6 +5186,7 @@ export interface operations {
                     /** @description The most this run may charge, in credits (up to 6 decimal places). */
                     budget?: number | string;
                     stream?: boolean;
+                    background?: boolean;
                 };
             };
         };
@@ -5443,6 +5555,224 @@ export interface operations {
                             param: string | null;
                         };
                     };
+                };
+            };
+        };
+    };
+    "runs.getRun": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
+                "X-End-User-Id"?: string;
+            };
+            path: {
+                /** @description a string at most 100 character(s) long */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Run */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Run"];
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "runs.listRuns": {
+        parameters: {
+            query?: {
+                /** @description a string at most 100 character(s) long */
+                agent?: string;
+                status?: "queued" | "in_progress" | "completed" | "failed" | "cancelled" | "incomplete";
+                created_after?: components["schemas"]["DateFromString"];
+                created_before?: components["schemas"]["DateFromString"];
+                /** @description a string to be decoded into a number */
+                limit?: number;
+                /** @description a string at most 100 character(s) long */
+                after?: string;
+            };
+            header?: {
+                /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
+                "X-End-User-Id"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Run"][];
+                        has_more: boolean;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+        };
+    };
+    "runs.cancelRun": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
+                "X-End-User-Id"?: string;
+            };
+            path: {
+                /** @description a string at most 100 character(s) long */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Run */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Run"];
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "runs.runEvents": {
+        parameters: {
+            query?: {
+                /** @description a string to be decoded into a number */
+                after?: number;
+            };
+            header?: {
+                /** @description The seq of the last event received (what EventSource sends when it reconnects); `after` wins when both are given. */
+                "Last-Event-ID"?: string;
+                /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
+                "X-End-User-Id"?: string;
+            };
+            path: {
+                /** @description a string at most 100 character(s) long */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description a string */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };

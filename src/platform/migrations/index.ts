@@ -16,6 +16,7 @@ import sessionQueue from "./0014_session_queue.js"
 import faults from "./0015_faults.js"
 import knowledge from "./0016_knowledge.js"
 import fences from "./0017_fences.js"
+import durableRuns from "./0019_durable_runs.js"
 import webhooks from "./0020_webhooks.js"
 
 /** Numbered migrations, applied in order at start; a released migration is never edited, only followed. */
@@ -37,5 +38,6 @@ export const migrations = Migrator.fromRecord({
   "0015_faults": faults,
   "0016_knowledge": knowledge,
   "0017_fences": fences,
+  "0019_durable_runs": durableRuns,
   "0020_webhooks": webhooks
 })

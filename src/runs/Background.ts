@@ -1,0 +1,337 @@
+import type * as Prompt from "@effect/ai/Prompt"
+import * as Activity from "@effect/workflow/Activity"
+import * as Workflow from "@effect/workflow/Workflow"
+import { WorkflowEngine, WorkflowInstance } from "@effect/workflow/WorkflowEngine"
+import { Cause, Chunk, Deferred, Duration, Effect, Exit, Layer, Option, Schedule, Schema, Stream } from "effect"
+import type { CallerIdentity } from "../identity/Authentication.js"
+import { type Partition, partitionOf } from "../identity/Partition.js"
+import { InvalidRequest, NotFound } from "../platform/Errors.js"
+import { newId } from "../platform/Ids.js"
+import type { Micros } from "../platform/Money.js"
+import type { InternalEvent } from "../runtime/Events.js"
+import type { RunOutcome } from "../runtime/Repo.js"
+import type { ClientTool, DurableSteps, RunnableAgent, RunRequest } from "../runtime/Run.js"
+import { RunEngine } from "../runtime/RunEngine.js"
+import { isRunStop, RunStop } from "../runtime/RunStop.js"
+import { RunsConfig } from "./Config.js"
+import { RunLifecycle } from "./Lifecycle.js"
+import { RunRecords, type RunRow, TERMINAL } from "./Repo.js"
+import { Runs } from "./Runs.js"
+
+/**
+ * Background runs (issue 43, docs/runs.md): a run that answers at once and goes on without its caller, as a
+ * workflow of `@effect/workflow` on the cluster's `ClusterWorkflowEngine`. The run's row is written first (`queued`,
+ * with everything needed to run it), then the workflow is started for its id; the workflow lives on the shard of its
+ * id, so when its runner dies the shard's next owner executes it again. Each model step and each tool call is an
+ * activity whose result the engine records (the cluster's message storage), so an execution after a fault answers
+ * the finished steps from their records and goes on from the first unfinished one; a step cut mid-way runs again,
+ * and its charge key (`<run>:<step>`, the step's identity) makes the wallet take it once.
+ */
+
+/** What a background run's workflow needs to run it, on whichever runner: kept in the run's row (`request`). */
+export interface StoredRequest {
+  readonly message: string
+  readonly history: ReadonlyArray<Prompt.MessageEncoded>
+  /** Micro-credits, as a string. */
+  readonly budget: string | null
+  readonly resume?: boolean | undefined
+  readonly clientTools?: ReadonlyArray<ClientTool> | undefined
+  readonly toolChoice?: unknown
+  readonly outputFormat?: unknown
+  readonly knowledge?: RunRequest["knowledge"]
+  /** What `/v1/responses` keeps to build its response object from the run's events (responses/Responses.ts). */
+  readonly response?: unknown
+}
+
+/** The workflow: one execution per run id (its idempotency key), whichever runner starts or resumes it. */
+export const BackgroundRun = Workflow.make({
+  name: "BackgroundRun",
+  payload: { runId: Schema.String },
+  idempotencyKey: ({ runId }) => runId
+})
+
+type Stop = "cancelled" | "expired"
+
+/**
+ * How a stopped run's log ends: `run.failed` with a code of its own (spec 3.2: a stream ends with run.completed or
+ * run.failed), as a session's interrupted turn ends with `interrupted`. The run's record says `cancelled` or
+ * `incomplete`.
+ */
+const stoppedEvent = (stop: Stop): InternalEvent =>
+  stop === "cancelled"
+    ? { type: "error", code: "cancelled", message: "The run was cancelled." }
+    : { type: "error", code: "max_duration", message: "The run passed its deadline (BACKGROUND_RUN_DEADLINE) and stopped incomplete." }
+
+/** A recorded failure as JSON (the message storage keeps JSON): its bigints as strings, a model's error left out. */
+const encodeStop = (stop: RunStop): unknown => {
+  const encoded = Schema.encodeSync(RunStop)(stop) as Record<string, unknown>
+  return JSON.parse(JSON.stringify({ ...encoded, ...(stop._tag === "ModelCallFailed" ? { error: null } : {}) }, (_, value) =>
+    typeof value === "bigint" ? value.toString() : value))
+}
+const decodeStop = (json: Record<string, unknown>): RunStop =>
+  Schema.decodeUnknownSync(RunStop)(
+    json._tag === "BudgetExhausted" ? { ...json, budget: BigInt(json.budget as string), spent: BigInt(json.spent as string) } : json
+  )
+
+/**
+ * A run's log of events (`run_events`): told in order with their seq, written in batches every 100 ms and at the
+ * end of every step (a step's events are in the log before its result is recorded). An execution after a fault goes
+ * on from the last seq written; its `run.created` is not told twice, and once the log has its end nothing more is.
+ */
+const openLog = (repo: RunRecords, runId: string) =>
+  Effect.gen(function*() {
+    const { ended, last } = yield* repo.logState(runId)
+    let seq = last
+    let pending: Array<{ seq: number; payload: unknown }> = []
+    const writing = yield* Effect.makeSemaphore(1)
+    const flush = writing.withPermits(1)(Effect.suspend(() => {
+      const batch = pending
+      pending = []
+      return repo.appendEvents(runId, batch)
+    }))
+    const emit = (event: InternalEvent): Effect.Effect<void> =>
+      Effect.sync(() => {
+        if (ended || (last > 0 && event.type === "preparing")) return
+        pending.push({ seq: ++seq, payload: event })
+      })
+    yield* Effect.forkScoped(Effect.repeat(flush, Schedule.spaced("100 millis")))
+    yield* Effect.addFinalizer(() => flush)
+    return { emit, flush } as const
+  })
+
+/** Where a run's cancel reaches it: this runner's running background runs, and one poll for all of them. */
+export class RunCancels extends Effect.Service<RunCancels>()("atrium/runs/RunCancels", {
+  scoped: Effect.gen(function*() {
+    const repo = yield* RunRecords
+    const { cancelPoll } = yield* RunsConfig
+    const watched = new Map<string, Deferred.Deferred<Stop>>()
+    const tell = (runId: string) => {
+      const signal = watched.get(runId)
+      return signal === undefined ? Effect.void : Effect.asVoid(Deferred.succeed(signal, "cancelled"))
+    }
+    // One statement per poll for every run this runner runs: a cancel written on any runner is seen within it.
+    const poll = Effect.suspend(() =>
+      watched.size === 0 ? Effect.void : Effect.flatMap(repo.cancelled([...watched.keys()]), Effect.forEach(tell, { discard: true }))
+    ).pipe(Effect.catchAllCause((cause) => Effect.logWarning("could not read the cancels of background runs", cause)))
+    yield* Effect.forkScoped(Effect.repeat(poll, Schedule.spaced(cancelPoll)))
+    return {
+      watch: (runId: string, signal: Deferred.Deferred<Stop>) =>
+        Effect.acquireRelease(Effect.sync(() => void watched.set(runId, signal)), () => Effect.sync(() => void watched.delete(runId))),
+      /** A cancel answered by this runner reaches a run it runs at once, without waiting for the poll. */
+      tell
+    } as const
+  }),
+  dependencies: [RunRecords.Default, RunsConfig.Default]
+}) {}
+
+/**
+ * The workflow's body, registered with the engine on every runner: runs the engine over the stored request with
+ * every step recorded, and records the run's end once (an activity), telling it to `RunLifecycle`.
+ */
+export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
+  const runs = yield* Runs
+  const engine = yield* RunEngine
+  const repo = yield* RunRecords
+  const cancels = yield* RunCancels
+  const lifecycle = yield* RunLifecycle
+
+  const execute = (runId: string) =>
+    Effect.gen(function*() {
+      const found = yield* repo.background(runId)
+      if (Option.isNone(found) || TERMINAL.has(found.value.status)) return
+      const row = found.value
+      const stored = row.request as StoredRequest
+      const payer: Partition = { accountId: row.accountId, endUserId: row.endUserId }
+      const workflow = yield* Effect.context<WorkflowEngine | WorkflowInstance>()
+      const log = yield* openLog(repo, runId)
+
+      // Why the run must stop before its end: a cancel (any runner writes it, this one polls), or its deadline,
+      // which is a time in the row, so an execution after a fault keeps the first one's.
+      const signal = yield* Deferred.make<Stop>()
+      if (row.cancelRequested) yield* Deferred.succeed(signal, "cancelled")
+      yield* cancels.watch(runId, signal)
+      if (row.deadlineAt !== null) {
+        const left = row.deadlineAt.getTime() - Date.now()
+        yield* Effect.forkScoped(Effect.zipRight(Effect.sleep(Math.max(left, 0)), Deferred.succeed(signal, "expired")))
+      }
+
+      let outcome: RunOutcome | undefined
+      const durable: DurableSteps = {
+        step: <A, E>(name: string, codec: { encode: (a: A) => unknown; decode: (json: unknown) => A }, effect: Effect.Effect<A, E>) =>
+          Activity.make({
+            name,
+            success: Schema.Unknown,
+            // The step races the run's stop: a cancel or a deadline ends the step where it is (a model call cut, its
+            // step not charged), and that too is recorded, so an execution after a fault stops there as well.
+            execute: Effect.raceFirst(
+              effect.pipe(
+                Effect.map((value): unknown => ({ ok: codec.encode(value) })),
+                Effect.catchAll((error) => isRunStop(error) ? Effect.succeed({ stop: encodeStop(error) }) : Effect.die(error))
+              ),
+              Effect.map(Deferred.await(signal), (stopped): unknown => ({ stopped }))
+            ).pipe(Effect.ensuring(log.flush))
+          }).pipe(
+            Effect.provide(workflow),
+            Effect.flatMap((recorded) => {
+              const result = recorded as { ok?: unknown; stop?: Record<string, unknown>; stopped?: Stop }
+              if (result.stop !== undefined) return Effect.fail(decodeStop(result.stop) as E)
+              if (result.stopped !== undefined) return Effect.zipRight(Deferred.succeed(signal, result.stopped), Effect.interrupt)
+              return Effect.succeed(codec.decode(result.ok))
+            })
+          )
+      }
+
+      const stopped = row.cancelRequested || (row.deadlineAt !== null && row.deadlineAt.getTime() <= Date.now())
+      const agent = stopped || row.agent === null ? Option.none<RunnableAgent>() : yield* runs.runnable(row.agent, payer.accountId)
+      let status: "completed" | "failed" | "cancelled" | "incomplete"
+      if (Option.isSome(agent)) {
+        yield* repo.started(runId)
+        const request: RunRequest = {
+          runId,
+          agent: agent.value,
+          payer,
+          history: stored.history,
+          message: stored.message,
+          budget: Option.map(Option.fromNullable(stored.budget), (budget) => BigInt(budget) as Micros),
+          sessionId: Option.none(),
+          workspace: "",
+          parentRunId: Option.none(),
+          depth: 0,
+          clientTools: stored.clientTools,
+          toolChoice: stored.toolChoice as RunRequest["toolChoice"],
+          outputFormat: stored.outputFormat as RunRequest["outputFormat"],
+          resume: stored.resume,
+          knowledge: stored.knowledge,
+          // The row was written when the run was queued; its end is written below, once, by the `finish` activity.
+          ledger: { start: () => Effect.void, finish: (_, told) => Effect.sync(() => void (outcome = told)) },
+          durable
+        }
+        const exit = yield* Effect.exit(engine.execute(request, log.emit, runs.resolveSubagent))
+        if (Exit.isSuccess(exit)) status = exit.value.status
+        else if (Cause.isInterruptedOnly(exit.cause)) {
+          const why = yield* Deferred.poll(signal)
+          const stop: Stop = Option.isSome(why) ? yield* why.value : "cancelled"
+          status = stop === "expired" ? "incomplete" : "cancelled"
+        }
+        else status = "failed"
+      } else if (stopped) {
+        status = row.cancelRequested ? "cancelled" : "incomplete"
+      } else {
+        yield* log.emit({ type: "error", code: "agent_unavailable", message: `The agent ${row.agent} is not available to this caller any more.` })
+        outcome = emptyOutcome("failed", { code: "agent_unavailable", message: `The agent ${row.agent} is not available to this caller any more.` })
+        status = "failed"
+      }
+      const reason = status === "incomplete" ? "max_duration" : null
+      if (status === "cancelled" || status === "incomplete") yield* log.emit(stoppedEvent(status === "cancelled" ? "cancelled" : "expired"))
+      yield* log.flush
+      const told = outcome ?? emptyOutcome(status === "completed" ? "completed" : "failed", status === "failed" ? { code: "internal_error", message: "The run failed on our side." } : undefined)
+      const failure = status === "failed" ? { code: told.failureCode ?? "internal_error", message: told.failureMessage ?? "" } : null
+      // The end, recorded once: a re-execution after it was recorded answers from the record and tells no one again.
+      yield* Activity.make({
+        name: "finish",
+        execute: Effect.gen(function*() {
+          const outcomeRecorded: RunOutcome = { ...told, failureCode: failure?.code ?? null, failureMessage: failure?.message ?? null }
+          if (!(yield* repo.finish(runId, status, outcomeRecorded, reason))) return
+          yield* lifecycle.publish({
+            runId,
+            accountId: payer.accountId,
+            endUserId: payer.endUserId,
+            agent: row.agent,
+            status,
+            creditsCharged: told.creditsCharged,
+            output: told.output ?? "",
+            error: failure,
+            incompleteReason: reason,
+            background: true,
+            responseId: (stored.response as { id?: string } | undefined)?.id ?? null
+          })
+        })
+      }).pipe(Effect.provide(workflow))
+    }).pipe(Effect.scoped, Effect.withSpan("BackgroundRun.execute", { attributes: { runId } }))
+
+  return BackgroundRun.toLayer(({ runId }) => execute(runId))
+})).pipe(Layer.provide([Runs.Default, RunEngine.Default, RunRecords.Default, RunCancels.Default, RunLifecycle.Default]))
+
+const emptyOutcome = (status: "completed" | "failed", failure?: { code: string; message: string }): RunOutcome => ({
+  status,
+  failureCode: failure?.code ?? null,
+  failureMessage: failure?.message ?? null,
+  inputTokens: 0,
+  outputTokens: 0,
+  creditsCharged: 0n,
+  answerChars: 0,
+  deniedTools: [],
+  output: ""
+})
+
+/** Starting, reading, cancelling and following background runs (the routes' side; the workflow is above). */
+export class BackgroundRuns extends Effect.Service<BackgroundRuns>()("atrium/runs/BackgroundRuns", {
+  effect: Effect.gen(function*() {
+    const repo = yield* RunRecords
+    const cancels = yield* RunCancels
+    const workflows = yield* WorkflowEngine
+    const { backgroundDeadline } = yield* RunsConfig
+
+    /** Queues a run of `agent` and starts its workflow; the run is answered at once, `queued`. */
+    const start = Effect.fn("BackgroundRuns.start")(function*(caller: CallerIdentity, agent: RunnableAgent, stored: StoredRequest, runId = newId("run")) {
+      const partition = partitionOf(caller)
+      yield* repo.enqueue({
+        id: runId,
+        partition,
+        agentId: agent.id,
+        agentVersion: agent.version,
+        agent: agent.identifier,
+        sessionId: null,
+        request: stored,
+        deadlineAt: new Date(Date.now() + Duration.toMillis(backgroundDeadline))
+      })
+      // The start is a persisted message to the run's shard: once sent, the run is executed by whoever owns it.
+      yield* BackgroundRun.execute({ runId }, { discard: true }).pipe(Effect.provideService(WorkflowEngine, workflows))
+      return yield* get(partition, runId)
+    })
+
+    const get = (partition: Partition, id: string) =>
+      Effect.flatMap(repo.byId(partition, id), Option.match({
+        onNone: () => Effect.fail(new NotFound({ message: `No run ${id}.` })),
+        onSome: Effect.succeed
+      }))
+
+    /**
+     * Asks a background run to stop (idempotent: a run that ended, or was asked before, is answered as it is). The
+     * runner running it sees the cancel within `BACKGROUND_CANCEL_POLL` (at once when it is this one).
+     */
+    const cancel = Effect.fn("BackgroundRuns.cancel")(function*(partition: Partition, id: string) {
+      const run = yield* get(partition, id)
+      if (!run.background) {
+        return yield* new InvalidRequest({ message: "Only a background run can be cancelled; a foreground run stops when its client closes its stream." })
+      }
+      if (!TERMINAL.has(run.status)) {
+        yield* repo.requestCancel(partition, id)
+        yield* cancels.tell(id)
+      }
+      return yield* get(partition, id)
+    })
+
+    /**
+     * A background run's events from `after` on, from its log: while it runs the log is read again every 200 ms,
+     * and the stream ends after its last event once the run has ended. Any runner can serve it.
+     */
+    const events = (run: RunRow, after: number): Stream.Stream<{ seq: number; payload: { type: string } }> =>
+      Stream.paginateChunkEffect(after, (cursor) =>
+        Effect.gen(function*() {
+          const rows = yield* repo.eventsAfter(run.id, cursor)
+          if (rows.length > 0) return [Chunk.unsafeFromArray(rows), Option.some(rows[rows.length - 1]!.seq)] as const
+          const now = yield* repo.background(run.id)
+          // Ended: its log was written before its end was (the workflow flushes first), so what is left is read once.
+          if (Option.isNone(now) || TERMINAL.has(now.value.status)) {
+            const last = yield* repo.eventsAfter(run.id, cursor)
+            return [Chunk.unsafeFromArray(last), Option.none()] as const
+          }
+          yield* Effect.sleep("200 millis")
+          return [Chunk.empty(), Option.some(cursor)] as const
+        }))
+
+    return { start, get, cancel, events } as const
+  }),
+  dependencies: [RunRecords.Default, RunCancels.Default, RunsConfig.Default]
+}) {}

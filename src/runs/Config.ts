@@ -1,0 +1,14 @@
+import { Config, Duration, Effect } from "effect"
+import { setting } from "../platform/Config.js"
+
+export class RunsConfig extends Effect.Service<RunsConfig>()("atrium/runs/RunsConfig", {
+  effect: Config.all({
+    /**
+     * How long a background run may take, from its creation: past it the run ends `incomplete` (reason
+     * `max_duration`) wherever it is, so no run stays in progress for ever (docs/runs.md).
+     */
+    backgroundDeadline: setting("BACKGROUND_RUN_DEADLINE", Config.duration, Duration.hours(1)),
+    /** How often a runner looks for cancels of the background runs it runs (written by any runner). */
+    cancelPoll: setting("BACKGROUND_CANCEL_POLL", Config.duration, Duration.millis(250))
+  })
+}) {}

@@ -1,0 +1,234 @@
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
+import { Effect, Option, Schema } from "effect"
+import type { Partition } from "../identity/Partition.js"
+import type { RunOutcome } from "../runtime/Repo.js"
+
+/** A run's row as `GET /v1/runs/:id` reads it (migrations 0006, 0009, 0019). */
+export const RunRow = Schema.Struct({
+  id: Schema.String,
+  agent: Schema.NullOr(Schema.String),
+  status: Schema.Literal("queued", "running", "completed", "failed", "cancelled", "incomplete"),
+  background: Schema.Boolean,
+  output: Schema.NullOr(Schema.String),
+  inputTokens: Schema.Number,
+  outputTokens: Schema.Number,
+  creditsCharged: Schema.BigInt,
+  failureCode: Schema.NullOr(Schema.String),
+  failureMessage: Schema.NullOr(Schema.String),
+  incompleteReason: Schema.NullOr(Schema.String),
+  sessionId: Schema.NullOr(Schema.String),
+  parentRunId: Schema.NullOr(Schema.String),
+  createdAt: Schema.DateFromSelf,
+  startedAt: Schema.NullOr(Schema.DateFromSelf),
+  finishedAt: Schema.NullOr(Schema.DateFromSelf),
+  deadlineAt: Schema.NullOr(Schema.DateFromSelf),
+  cancelRequested: Schema.Boolean
+})
+export type RunRow = typeof RunRow.Type
+
+/** What a background run's workflow reads to run it on any runner. */
+export const BackgroundRow = Schema.Struct({
+  id: Schema.String,
+  accountId: Schema.String,
+  endUserId: Schema.String,
+  agent: Schema.NullOr(Schema.String),
+  status: RunRow.fields.status,
+  request: Schema.Unknown,
+  deadlineAt: Schema.NullOr(Schema.DateFromSelf),
+  cancelRequested: Schema.Boolean
+})
+export type BackgroundRow = typeof BackgroundRow.Type
+
+export const TERMINAL = new Set(["completed", "failed", "cancelled", "incomplete"])
+
+const Caller = { accountId: Schema.String, endUserId: Schema.String }
+
+/** JSON columns come back parsed from PostgreSQL and as text from some drivers. */
+const parsed = (value: unknown) => (typeof value === "string" ? JSON.parse(value) : value)
+
+const columns = (sql: SqlClient.SqlClient) =>
+  sql`r.id, coalesce(r.agent, a.identifier) AS agent, r.status, r.background, r.output, r.input_tokens, r.output_tokens,
+      r.credits_charged, r.failure_code, r.failure_message, r.incomplete_reason, r.session_id, r.parent_run_id,
+      r.created_at, r.started_at, r.finished_at, r.deadline_at, r.cancel_requested_at IS NOT NULL AS cancel_requested`
+
+/** Runs as their callers read them, background runs' queue and cancels, and their event logs. SQL errors are defects. */
+export class RunRecords extends Effect.Service<RunRecords>()("atrium/runs/RunRecords", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+
+    // The partition is in the statement, not checked after: another caller's run is simply not found (spec 2.7).
+    const findOne = SqlSchema.findOne({
+      Request: Schema.Struct({ id: Schema.String, ...Caller }),
+      Result: RunRow,
+      execute: ({ accountId, endUserId, id }) =>
+        sql`
+          SELECT ${columns(sql)} FROM runs r LEFT JOIN agents a ON a.id = r.agent_id
+          WHERE r.id = ${id} AND r.payer_id = ${accountId} AND r.end_user_id = ${endUserId}`
+    })
+
+    const ListQuery = Schema.Struct({
+      ...Caller,
+      agent: Schema.NullOr(Schema.String),
+      status: Schema.NullOr(Schema.String),
+      createdAfter: Schema.NullOr(Schema.DateFromSelf),
+      createdBefore: Schema.NullOr(Schema.DateFromSelf),
+      after: Schema.NullOr(Schema.String),
+      limit: Schema.Number
+    })
+    const findMany = SqlSchema.findAll({
+      Request: ListQuery,
+      Result: RunRow,
+      execute: (q) =>
+        sql`
+          SELECT ${columns(sql)} FROM runs r LEFT JOIN agents a ON a.id = r.agent_id
+          WHERE r.payer_id = ${q.accountId} AND r.end_user_id = ${q.endUserId}
+            ${q.agent === null ? sql`` : sql`AND coalesce(r.agent, a.identifier) = ${q.agent}`}
+            ${q.status === null ? sql`` : sql`AND r.status = ${q.status}`}
+            ${q.createdAfter === null ? sql`` : sql`AND r.created_at >= ${q.createdAfter}`}
+            ${q.createdBefore === null ? sql`` : sql`AND r.created_at < ${q.createdBefore}`}
+            ${
+            q.after === null ? sql`` : sql`AND (r.created_at, r.id) < (
+              SELECT created_at, id FROM runs WHERE id = ${q.after} AND payer_id = ${q.accountId} AND end_user_id = ${q.endUserId})`
+          }
+          ORDER BY r.created_at DESC, r.id DESC LIMIT ${q.limit + 1}`
+    })
+
+    const insertQueued = SqlSchema.void({
+      Request: Schema.Struct({
+        id: Schema.String,
+        ...Caller,
+        agentId: Schema.NullOr(Schema.String),
+        agentVersion: Schema.NullOr(Schema.Number),
+        agent: Schema.String,
+        sessionId: Schema.NullOr(Schema.String),
+        request: Schema.Unknown,
+        deadlineAt: Schema.DateFromSelf
+      }),
+      execute: (run) =>
+        sql`
+          INSERT INTO runs (id, agent_id, agent_version, payer_id, end_user_id, session_id, status, agent, background,
+                            request, deadline_at)
+          VALUES (${run.id}, ${run.agentId}, ${run.agentVersion}, ${run.accountId}, ${run.endUserId}, ${run.sessionId},
+                  'queued', ${run.agent}, true, ${JSON.stringify(run.request)}::jsonb, ${run.deadlineAt})`
+    })
+
+    const findBackground = SqlSchema.findOne({
+      Request: Schema.String,
+      Result: BackgroundRow,
+      execute: (id) =>
+        sql`
+          SELECT id, payer_id AS account_id, end_user_id, agent, status, request, deadline_at,
+                 cancel_requested_at IS NOT NULL AS cancel_requested
+          FROM runs WHERE id = ${id} AND background`
+    })
+
+    const started = SqlSchema.void({
+      Request: Schema.String,
+      execute: (id) =>
+        sql`UPDATE runs SET status = 'running', started_at = coalesce(started_at, now()) WHERE id = ${id} AND status IN ('queued', 'running')`
+    })
+
+    const finishing = SqlSchema.findAll({
+      Request: Schema.Struct({
+        id: Schema.String,
+        status: Schema.String,
+        failureCode: Schema.NullOr(Schema.String),
+        failureMessage: Schema.NullOr(Schema.String),
+        incompleteReason: Schema.NullOr(Schema.String),
+        inputTokens: Schema.Number,
+        outputTokens: Schema.Number,
+        creditsCharged: Schema.BigInt,
+        answerChars: Schema.Number,
+        deniedTools: Schema.parseJson(Schema.Array(Schema.String)),
+        output: Schema.String
+      }),
+      Result: Schema.Struct({ id: Schema.String }),
+      execute: (run) =>
+        sql`
+          UPDATE runs SET status = ${run.status}, failure_code = ${run.failureCode}, failure_message = ${run.failureMessage},
+            incomplete_reason = ${run.incompleteReason}, input_tokens = ${run.inputTokens}, output_tokens = ${run.outputTokens},
+            credits_charged = ${run.creditsCharged}, answer_chars = ${run.answerChars},
+            denied_tools = ${run.deniedTools}::jsonb, tools_denied = jsonb_array_length(${run.deniedTools}::jsonb),
+            output = ${run.output}, finished_at = now()
+          WHERE id = ${run.id} AND status IN ('queued', 'running') RETURNING id`
+    })
+
+    const cancelling = SqlSchema.findAll({
+      Request: Schema.Struct({ id: Schema.String, ...Caller }),
+      Result: Schema.Struct({ id: Schema.String }),
+      execute: ({ accountId, endUserId, id }) =>
+        sql`
+          UPDATE runs SET cancel_requested_at = coalesce(cancel_requested_at, now())
+          WHERE id = ${id} AND payer_id = ${accountId} AND end_user_id = ${endUserId} AND background RETURNING id`
+    })
+
+    const cancelled = SqlSchema.findAll({
+      Request: Schema.Array(Schema.String),
+      Result: Schema.Struct({ id: Schema.String }),
+      execute: (ids) => sql`SELECT id FROM runs WHERE id IN ${sql.in(ids)} AND cancel_requested_at IS NOT NULL`
+    })
+
+    const appendEvents = SqlSchema.void({
+      Request: Schema.Struct({ runId: Schema.String, events: Schema.Array(Schema.Struct({ seq: Schema.Number, payload: Schema.Unknown })) }),
+      execute: ({ events, runId }) =>
+        sql`
+          INSERT INTO run_events (run_id, seq, payload)
+          SELECT ${runId}, e.seq, e.payload FROM jsonb_to_recordset(${JSON.stringify(events)}::jsonb) AS e(seq integer, payload jsonb)
+          ON CONFLICT (run_id, seq) DO NOTHING`
+    })
+
+    const eventsAfter = SqlSchema.findAll({
+      Request: Schema.Struct({ runId: Schema.String, after: Schema.Number, limit: Schema.Number }),
+      Result: Schema.Struct({ seq: Schema.Number, payload: Schema.Unknown }),
+      execute: ({ after, limit, runId }) =>
+        sql`SELECT seq, payload FROM run_events WHERE run_id = ${runId} AND seq > ${after} ORDER BY seq LIMIT ${limit}`
+    })
+
+    const logState = SqlSchema.single({
+      Request: Schema.String,
+      Result: Schema.Struct({ last: Schema.Number, ended: Schema.Boolean }),
+      execute: (runId) =>
+        sql`
+          SELECT coalesce(max(seq), 0)::int AS last,
+                 coalesce(bool_or(payload->>'type' IN ('complete', 'error')), false) AS ended
+          FROM run_events WHERE run_id = ${runId}`
+    })
+
+    return {
+      byId: (partition: Partition, id: string) => Effect.orDie(findOne({ id, ...partition })),
+      list: (partition: Partition, query: Omit<typeof ListQuery.Type, "accountId" | "endUserId">) =>
+        Effect.map(findMany({ ...partition, ...query }), (rows) => ({ data: rows.slice(0, query.limit), hasMore: rows.length > query.limit })).pipe(Effect.orDie),
+      enqueue: (run: Omit<Parameters<typeof insertQueued>[0], "accountId" | "endUserId"> & { partition: Partition }) =>
+        Effect.orDie(insertQueued({ ...run, ...run.partition })),
+      background: (id: string) =>
+        Effect.map(findBackground(id), Option.map((row) => ({ ...row, request: parsed(row.request) }))).pipe(Effect.orDie),
+      started: (id: string) => Effect.orDie(started(id)),
+      /** The end of a background run, once: false when it had already ended. */
+      finish: (id: string, status: string, outcome: RunOutcome, incompleteReason: string | null) =>
+        Effect.map(finishing({
+          id,
+          status,
+          failureCode: outcome.failureCode,
+          failureMessage: outcome.failureMessage,
+          incompleteReason,
+          inputTokens: outcome.inputTokens,
+          outputTokens: outcome.outputTokens,
+          creditsCharged: outcome.creditsCharged,
+          answerChars: outcome.answerChars,
+          deniedTools: outcome.deniedTools,
+          output: outcome.output ?? ""
+        }), (rows) => rows.length > 0).pipe(Effect.orDie),
+      /** Asks a background run of the caller's to stop: false when the caller has no such background run. */
+      requestCancel: (partition: Partition, id: string) =>
+        Effect.map(cancelling({ id, ...partition }), (rows) => rows.length > 0).pipe(Effect.orDie),
+      cancelled: (ids: ReadonlyArray<string>) =>
+        ids.length === 0 ? Effect.succeed([]) : Effect.map(cancelled(ids), (rows) => rows.map((row) => row.id)).pipe(Effect.orDie),
+      appendEvents: (runId: string, events: ReadonlyArray<{ seq: number; payload: unknown }>) =>
+        events.length === 0 ? Effect.void : Effect.orDie(appendEvents({ runId, events })),
+      eventsAfter: (runId: string, after: number, limit = 500) =>
+        Effect.map(eventsAfter({ runId, after, limit }), (rows) => rows.map((row) => ({ seq: row.seq, payload: parsed(row.payload) as { type: string } }))).pipe(Effect.orDie),
+      logState: (runId: string) => Effect.orDie(logState(runId))
+    } as const
+  })
+}) {}

@@ -1,0 +1,132 @@
+import { assert, describe, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import { request } from "../support/Client.js"
+import { parseStream } from "../support/Sse.js"
+import { TestServer } from "../support/TestServer.js"
+import { agentWith, apiKeyOf, ENV, LIVE, newUser, runAgent } from "./runs-support.js"
+
+/**
+ * Issue 43 items 1-4 (docs/runs.md): every run answers `GET /v1/runs/:id` in its caller's partition only; a
+ * background run answers 202 at once, runs as a workflow to its end, streams its events from its log (from the start
+ * or from `Last-Event-ID`), and stops within a second when cancelled, a second cancel answering as the first.
+ */
+
+const poll = (key: string, id: string, until: (run: Record<string, any>) => boolean, endUser = "u1") =>
+  Effect.gen(function*() {
+    for (let i = 0; i < 150; i++) {
+      const reply = yield* request("GET", `/v1/runs/${id}`, { token: key, headers: { "x-end-user-id": endUser } })
+      assert.strictEqual(reply.status, 200, reply.text)
+      if (until(reply.body)) return reply.body as Record<string, any>
+      // Polled: the run goes on in the background; only its record says how far it got.
+      yield* Effect.sleep("100 millis")
+    }
+    return assert.fail(`run ${id} never reached the state asked for`)
+  })
+
+const raw = (key: string, id: string, headers: Record<string, string> = {}) =>
+  Effect.flatMap(TestServer, (server) =>
+    Effect.promise(() =>
+      fetch(`${server.url}/v1/runs/${id}/events`, { headers: { authorization: `Bearer ${key}`, "x-end-user-id": "u1", ...headers } })
+        .then(async (r) => ({ status: r.status, text: await r.text() }))
+    ))
+const events = (key: string, id: string) => Effect.map(raw(key, id), ({ status, text }) => ({ status, stream: parseStream(text) }))
+/** The SSE ids of a stream resumed mid-way (its event_ids do not start at 1, which `parseStream` insists on). */
+const idsOf = (text: string) => [...text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]))
+
+describe("runs: GET /v1/runs and background runs", () => {
+  layer(TestServer.layer({ ...ENV, BACKGROUND_CANCEL_POLL: "100 millis" }), LIVE)((it) => {
+    it.effect("a foreground run answers GET /v1/runs/:id to its caller only, and is listed", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const agent = yield* agentWith(user.token)
+        const key = yield* apiKeyOf(user)
+        const stream = yield* runAgent({ token: key, endUser: "u1" }, agent, "hello runs")
+        const runId = stream.events[0]!.data.run_id as string
+        assert.match(runId, /^run_/)
+        const run = yield* poll(key, runId, (run) => run.status === "completed")
+        assert.strictEqual(run.output, "You said: hello runs")
+        assert.strictEqual(run.agent, agent)
+        assert.strictEqual(run.background, false)
+        assert.isAbove(run.usage.output_tokens, 0)
+        assert.isAbove(run.credits_charged, 0)
+        // The partition guard: the same account's other end user, and another account, find nothing.
+        const other = yield* request("GET", `/v1/runs/${runId}`, { token: key, headers: { "x-end-user-id": "u2" } })
+        assert.strictEqual(other.status, 404, other.text)
+        const stranger = yield* newUser
+        const foreign = yield* request("GET", `/v1/runs/${runId}`, { token: stranger.token })
+        assert.strictEqual(foreign.status, 404, foreign.text)
+        const listed = yield* request("GET", `/v1/runs?agent=${agent}&status=completed&limit=5`, { token: key, headers: { "x-end-user-id": "u1" } })
+        assert.strictEqual(listed.status, 200, listed.text)
+        assert.deepStrictEqual(listed.body.data.map((r: any) => r.id), [runId])
+        assert.strictEqual(listed.body.has_more, false)
+        const elsewhere = yield* request("GET", `/v1/runs`, { token: key, headers: { "x-end-user-id": "u2" } })
+        assert.deepStrictEqual(elsewhere.body.data, [])
+      }))
+
+    it.effect("a background run: 202 at once, completes, its events from the start and from Last-Event-ID", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const agent = yield* agentWith(user.token)
+        const key = yield* apiKeyOf(user)
+        const started = yield* request("POST", "/v1/agents/run", {
+          token: key,
+          headers: { "x-end-user-id": "u1" },
+          body: { agent, message: "hello later", background: true }
+        })
+        assert.strictEqual(started.status, 202, started.text)
+        assert.strictEqual(started.body.status, "queued")
+        assert.strictEqual(started.body.background, true)
+        const run = yield* poll(key, started.body.id, (run) => run.status === "completed")
+        assert.strictEqual(run.output, "You said: hello later")
+        assert.isAbove(run.credits_charged, 0)
+        const all = yield* events(key, run.id)
+        assert.strictEqual(all.status, 200)
+        assert.isTrue(all.stream.done)
+        const names = all.stream.events.map((e) => e.event)
+        assert.strictEqual(names[0], "run.created")
+        assert.strictEqual(names[names.length - 1], "run.completed")
+        assert.strictEqual(names.filter((n) => n === "run.created").length, 1)
+        const text = all.stream.events.filter((e) => e.event === "output.text.delta").map((e) => e.data.delta).join("")
+        assert.strictEqual(text, "You said: hello later")
+        // A cancel of a run that has ended answers it as it is (idempotent: nothing changes, nothing is asked of it).
+        const late = yield* request("POST", `/v1/runs/${run.id}/cancel`, { token: key, headers: { "x-end-user-id": "u1" } })
+        assert.strictEqual(late.status, 200, late.text)
+        assert.strictEqual(late.body.status, "completed")
+        assert.strictEqual(late.body.cancel_requested, false)
+        assert.strictEqual(late.body.completed_at, run.completed_at)
+        const rest = yield* raw(key, run.id, { "last-event-id": "3" })
+        assert.deepStrictEqual(idsOf(rest.text), idsOf(all.stream.raw).slice(3))
+        assert.isTrue(rest.text.endsWith("data: [DONE]\n\n"))
+      }))
+
+    it.effect("cancel stops a background run within a second, bills only its finished steps, and is idempotent", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const agent = yield* agentWith(user.token)
+        const key = yield* apiKeyOf(user)
+        const as = { token: key, headers: { "x-end-user-id": "u1" } }
+        const started = yield* request("POST", "/v1/agents/run", { ...as, body: { agent, message: "/slow 300", background: true } })
+        assert.strictEqual(started.status, 202, started.text)
+        yield* poll(key, started.body.id, (run) => run.status === "in_progress")
+        const asked = Date.now()
+        const first = yield* request("POST", `/v1/runs/${started.body.id}/cancel`, as)
+        assert.strictEqual(first.status, 200, first.text)
+        assert.isTrue(first.body.cancel_requested)
+        const run = yield* poll(key, started.body.id, (run) => run.status === "cancelled")
+        assert.isBelow(Date.now() - asked, 1_500)
+        // The step cut mid-way was not charged: nothing was.
+        assert.strictEqual(run.credits_charged, 0)
+        const again = yield* request("POST", `/v1/runs/${started.body.id}/cancel`, as)
+        assert.strictEqual(again.status, 200, again.text)
+        assert.strictEqual(again.body.status, "cancelled")
+        assert.strictEqual(again.body.completed_at, run.completed_at)
+        const told = yield* events(key, run.id)
+        const end = told.stream.events[told.stream.events.length - 1]!
+        assert.strictEqual(end.event, "run.failed")
+        assert.strictEqual(end.data.code, "cancelled")
+        // Another caller cannot cancel it, nor learn it exists.
+        const foreign = yield* request("POST", `/v1/runs/${started.body.id}/cancel`, { token: key, headers: { "x-end-user-id": "u2" } })
+        assert.strictEqual(foreign.status, 404, foreign.text)
+      }))
+  })
+})
