@@ -9,7 +9,7 @@ import { CHANNEL_FD, encodeFrame, frameCap, HEADER_BYTES, makeFrameReader } from
 import type { SandboxSettings } from "../../src/runtime/sandbox/Config.js"
 import { checkContainment, type Containment } from "../../src/runtime/sandbox/Containment.js"
 import type { SandboxLimits } from "../../src/runtime/sandbox/Sandbox.js"
-import { make } from "../../src/runtime/sandbox/WasmSandbox.js"
+import { GUEST_PROCESS_BYTES, make } from "../../src/runtime/sandbox/WasmSandbox.js"
 
 /**
  * The host's side of the sandbox's channel (issue 42, Deliver 1; docs/tools.md "The channel"), against a guest that
@@ -26,9 +26,13 @@ const LIMITS: SandboxLimits = { timeMs: 20_000, memoryBytes: 64 * 1024 * 1024, o
 
 const SETTINGS = {
   packageIndex: Option.none(),
+  livePerEndUser: 4,
   livePerAccount: 4,
   totalMemoryBytes: 4 * 1024 * 1024 * 1024,
+  runningPerEndUser: 4,
   runningPerAccount: 4,
+  uidBase: 200_000,
+  uidCount: 1000,
   runningTotal: 4,
   queueMs: 10_000
 } as unknown as SandboxSettings
@@ -99,11 +103,12 @@ const hostileRun = (mode: string) =>
     const containment: Containment = {
       runtimes: { pyodide: "", quickjs: "", pyodideIndex: "" },
       command: () => ({ file: process.execPath, args: [script, mode, dir] }),
-      owner: undefined,
+      ownUids: false,
+      pidNamespace: false,
       layers: []
     }
     const sandbox = yield* make(LIMITS, SETTINGS, containment)
-    const instance = yield* sandbox.create({ owner: "acct", env: {}, files: new Map(), packages: [], setupScript: "" })
+    const instance = yield* sandbox.create({ owner: { accountId: "acct", endUserId: "" }, env: {}, files: new Map(), packages: [], setupScript: "" })
     yield* Effect.addFinalizer(() => instance.close)
     const started = performance.now()
     const outcome = yield* Effect.either(instance.run("python", "1"))
@@ -240,8 +245,10 @@ describe("the real guest keeps its own bound", () => {
       if (check._tag !== "Available") return
       const cwd = Fs.mkdtempSync(Path.join(Os.tmpdir(), "atrium-guest-"))
       yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(cwd, { recursive: true, force: true })))
-      if (check.containment.owner !== undefined) Fs.chownSync(cwd, check.containment.owner.uid, check.containment.owner.gid)
-      const { file, args } = check.containment.command(256)
+      // As production launches it: a uid of the guests' range when the server is root, and the OS bound on memory.
+      const uid = check.containment.ownUids ? SETTINGS.uidBase : undefined
+      if (uid !== undefined) Fs.chownSync(cwd, uid, uid)
+      const { file, args } = check.containment.command(256, 256 * 1024 * 1024 + GUEST_PROCESS_BYTES, uid)
       const child = ChildProcess.spawn(file, args, { env: {}, cwd, stdio: ["ignore", "ignore", "pipe", "pipe"] })
       yield* Effect.addFinalizer(() => Effect.sync(() => child.kill("SIGKILL")))
       const channel = child.stdio[CHANNEL_FD] as Net.Socket

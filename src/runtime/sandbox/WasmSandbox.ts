@@ -35,7 +35,7 @@ const PROCESS_OVERHEAD_BYTES = 128 * MiB
  * which it is closed): Node with Pyodide loaded maps about 230 MiB of data (measured: `VmData` after `loadPyodide`),
  * QuickJS's memory and V8's heap come on top.
  */
-const GUEST_PROCESS_BYTES = 384 * MiB
+export const GUEST_PROCESS_BYTES = 384 * MiB
 /** How often each live guest's resident memory is read (/proc/<pid>/status). */
 const MEMORY_CHECK_MS = 2_000
 /** What of a guest that failed to start is logged (its own stderr: Node's error, never the guest's output). */
