@@ -130,3 +130,29 @@ describe("runs: GET /v1/runs and background runs", () => {
       }))
   })
 })
+
+describe("runs: a background run past its deadline", () => {
+  layer(TestServer.layer({ ...ENV, BACKGROUND_RUN_DEADLINE: "1500 millis" }), LIVE)((it) => {
+    it.effect("ends incomplete (max_duration), its step cut where it was and not charged", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const agent = yield* agentWith(user.token)
+        const key = yield* apiKeyOf(user)
+        const started = yield* request("POST", "/v1/agents/run", {
+          token: key,
+          headers: { "x-end-user-id": "u1" },
+          body: { agent, message: "/slow 100", background: true }
+        })
+        assert.strictEqual(started.status, 202, started.text)
+        assert.isString(started.body.expires_at)
+        const run = yield* poll(key, started.body.id, (run) => run.status !== "queued" && run.status !== "in_progress")
+        assert.strictEqual(run.status, "incomplete")
+        assert.deepStrictEqual(run.incomplete_details, { reason: "max_duration" })
+        assert.strictEqual(run.credits_charged, 0)
+        const told = yield* events(key, run.id)
+        const end = told.stream.events[told.stream.events.length - 1]!
+        assert.strictEqual(end.event, "run.failed")
+        assert.strictEqual(end.data.code, "max_duration")
+      }))
+  })
+})

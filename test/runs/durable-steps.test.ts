@@ -29,18 +29,7 @@ const requestFor = (message: string, durable: DurableSteps) =>
         identifier: "builtin",
         ownerId: userId,
         version: null,
-        config: {
-          name: "builtin",
-          description: "",
-          category: "other",
-          instructions: "",
-          model: "builtin",
-          tools: [],
-          subagents: [],
-          opening_message: "",
-          case_demos: [],
-          billing: defaultBilling
-        }
+        config: { instructions: "", model: "builtin", tools: [], subagents: [], billing: defaultBilling }
       },
       payer: { accountId: userId, endUserId: "" },
       history: [],
