@@ -16,7 +16,7 @@ const flakyWallets = (failures: number) => {
   const outage = Effect.die(new WalletFailure({ message: "The wallet could not commit this request." }))
   const wallets = {
     balance: () => Effect.suspend(() => ++calls.balance <= failures ? outage : Effect.succeed(42n)),
-    charge: () =>
+    chargeFor: () =>
       Effect.suspend(() => ++calls.charge <= failures ? outage : Effect.succeed({ balance: 0n } as any)),
     credit: () => Effect.dieMessage("not used")
   } as unknown as Wallets
