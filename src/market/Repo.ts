@@ -118,14 +118,19 @@ export class MarketRepo extends Effect.Service<MarketRepo>()("atrium/market/Mark
     })
     const skills = (keyword: string | undefined) => Effect.orDie(skillsLike(likePattern(keyword)))
 
+    /**
+     * Public usage leaves out the creator's own conversations (their test chats in the studio and the app): "1
+     * conversation by 1 person" before any buyer was the creator (issue 48).
+     */
+    const others = sql`NOT (s.account_id = a.owner_id AND s.end_user_id = '')`
     const cardFactsOf = SqlSchema.findAll({
       Request: Schema.Array(Schema.String),
       Result: CardFactsRow,
       execute: (identifiers) =>
         sql`
           SELECT a.identifier, c.display_name AS creator_name,
-            (SELECT count(*)::int FROM sessions s WHERE s.agent_id = a.id) AS conversations,
-            (SELECT count(DISTINCT (s.account_id, s.end_user_id))::int FROM sessions s WHERE s.agent_id = a.id) AS people
+            (SELECT count(*)::int FROM sessions s WHERE s.agent_id = a.id AND ${others}) AS conversations,
+            (SELECT count(DISTINCT (s.account_id, s.end_user_id))::int FROM sessions s WHERE s.agent_id = a.id AND ${others}) AS people
           FROM agents a LEFT JOIN creators c ON c.user_id = a.owner_id AND c.status = 'approved'
           WHERE ${sql.in("a.identifier", identifiers)}`
     })

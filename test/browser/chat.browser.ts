@@ -175,7 +175,6 @@ describe("web app in Chromium: chat", () => {
           await phone.page.getByRole("button", { name: "Conversations" }).click()
           await sidebar.getByRole("link", { name: /A long one/ }).click()
           assert.isFalse(await sidebar.isVisible(), "choosing a conversation closes the drawer")
-          await phone.page.screenshot({ path: "/tmp/phone-long-chat.png" })
           await phone.context.close()
         })
       }))

@@ -94,14 +94,16 @@ describe("market", () => {
           total: 1
         })
         assert.notInclude(reply.text, "secret sauce")
-        // Usage counts conversations and the people who had them (issue 27: the cards show them).
+        // Usage counts conversations and the people who had them (issue 27: the cards show them), the creator's own left
+        // out (issue 48).
         const buyer = yield* newUser
         for (const token of [buyer.token, buyer.token, owner.token]) {
           const made = yield* request("POST", "/v1/sessions", { token, body: { agent: identifier } })
           assert.strictEqual(made.status, 201, made.text)
         }
         const used = yield* browse({ keyword: word })
-        assert.deepStrictEqual(used.body.data[0].usage, { conversations: 3, people: 2 })
+        // The creator's own conversation (a test chat) is not public usage.
+        assert.deepStrictEqual(used.body.data[0].usage, { conversations: 2, people: 1 })
         // No login needed, and a bad token does not matter either.
         const withJunk = yield* request("GET", `/api/market/agents?keyword=${word}`, { token: "not-a-token" })
         assert.strictEqual(withJunk.status, 200, withJunk.text)
