@@ -96,6 +96,6 @@ export class InternalWebhooksApi extends HttpApiGroup.make("internalWebhooks")
       .addError(NotFound)
   )
   .addError(InvalidRequest)
-  .annotate(OpenApi.Title, "Internal")
-  .annotate(OpenApi.Description, "Operator actions; private network only.")
+  .annotate(OpenApi.Title, "Internal webhooks")
+  .annotate(OpenApi.Description, "Emitting a webhook event by hand; private network only, with the operator's bearer.")
 {}
