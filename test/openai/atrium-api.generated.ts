@@ -2613,6 +2613,7 @@ export interface operations {
                                 /** @enum {string} */
                                 status: "available" | "unavailable" | "checking";
                                 detail: string;
+                                layers?: string[];
                             };
                         };
                     };
@@ -6773,6 +6774,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description Error */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
                 };
             };
         };
