@@ -8,8 +8,9 @@ import type { SandboxSettings } from "./Config.js"
 /**
  * How a guest process is started, decided once at start (docs/tools.md, "Containment"). Each layer stands alone, so
  * breaking one gives nothing:
- * - its own OS process, talking to the host over the IPC channel only, killed with its whole tree if the server dies
- *   or kills it (`--pdeathsig` on the namespace's holder and on the guest, which is PID 1 of its namespace);
+ * - its own OS process, talking to the host over one framed channel only (fd 3, `Channel.ts`), killed with its
+ *   whole tree if the server dies or kills it (`--pdeathsig` on the namespace's holder and on the guest, which is
+ *   PID 1 of its namespace);
  * - an empty environment and an empty working directory of its own;
  * - when the server is root, a uid and gid of its own from `SANDBOX_UID_BASE`, without supplementary groups;
  * - no network: a network namespace of its own (`unshare --net`, or `--user --net` for a non-root server);
