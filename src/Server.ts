@@ -46,6 +46,8 @@ import { DistillationsHttpLive } from "./distillation/Http.js"
 import { SessionsHttpLive } from "./sessions/Http.js"
 import { SessionLive } from "./sessions/Session.js"
 import { WebhooksHttpLive } from "./webhooks/Http.js"
+import { RunEndWebhooksLive } from "./webhooks/RunEnds.js"
+import { Webhooks } from "./webhooks/Webhooks.js"
 import { BackgroundRunLive } from "./runs/Background.js"
 import { ClusterWorkflowEngine } from "@effect/cluster"
 
@@ -95,8 +97,12 @@ export const Routes = Layer.mergeAll(ApiRoutes, DocsRoute, OAuthRoutes, WebAppRo
 const Entities = Layer.mergeAll(
   WalletLive,
   SessionLive.pipe(Layer.provide([RunPayerLive, KnowledgeSearchLive]), Layer.provide(Wallets.Default)),
-  // Background runs (runs/Background.ts): the workflow registered on every runner, on the cluster's workflow engine.
-  BackgroundRunLive.pipe(Layer.provide([RunPayerLive, KnowledgeSearchLive]), Layer.provide(Wallets.Default))
+  // Background runs (runs/Background.ts): the workflow registered on every runner, on the cluster's workflow engine;
+  // a run's end goes out as its webhooks (the same `Webhooks` as the routes', so an emit wakes this process's worker).
+  BackgroundRunLive.pipe(
+    Layer.provide([RunPayerLive, KnowledgeSearchLive, RunEndWebhooksLive.pipe(Layer.provide(Webhooks.Default))]),
+    Layer.provide(Wallets.Default)
+  )
 ).pipe(
   Layer.provideMerge(ClusterWorkflowEngine.layer),
   Layer.provideMerge(ClusterLive)

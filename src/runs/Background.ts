@@ -14,9 +14,10 @@ import type { ClientTool, DurableSteps, RunnableAgent, RunRequest } from "../run
 import { RunEngine } from "../runtime/RunEngine.js"
 import { isRunStop, RunStop } from "../runtime/RunStop.js"
 import { RunsConfig } from "./Config.js"
-import { RunLifecycle } from "./Lifecycle.js"
+import { RunEnds } from "./Lifecycle.js"
 import { RunRecords, type RunRow, TERMINAL } from "./Repo.js"
 import { Runs } from "./Runs.js"
+import { runObject } from "./Views.js"
 
 /**
  * Background runs (issue 43, docs/runs.md): a run that answers at once and goes on without its caller, as a
@@ -126,23 +127,39 @@ export class RunCancels extends Effect.Service<RunCancels>()("atrium/runs/RunCan
 
 /**
  * The workflow's body, registered with the engine on every runner: runs the engine over the stored request with
- * every step recorded, and records the run's end once (an activity), telling it to `RunLifecycle`.
+ * every step recorded, and records the run's end once (an activity), telling it to `RunEnds` (its webhooks).
  */
 export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
   const runs = yield* Runs
   const engine = yield* RunEngine
   const repo = yield* RunRecords
   const cancels = yield* RunCancels
-  const lifecycle = yield* RunLifecycle
+  const ends = yield* RunEnds
+
+  /** Tells the run's end as its row now says it; told again after a fault, the same end (`RunEnds` is idempotent). */
+  const tellEnd = Effect.fn("BackgroundRun.tellEnd")(function*(payer: Partition, runId: string, stored: StoredRequest) {
+    const ended = yield* repo.byId(payer, runId)
+    if (Option.isNone(ended)) return
+    yield* ends.ended({
+      accountId: payer.accountId,
+      run: runObject(ended.value),
+      responseId: (stored.response as { id?: string } | undefined)?.id ?? null
+    })
+  })
 
   const execute = (runId: string) =>
     Effect.gen(function*() {
       const found = yield* repo.background(runId)
-      if (Option.isNone(found) || TERMINAL.has(found.value.status)) return
+      if (Option.isNone(found)) return
       const row = found.value
       const stored = row.request as StoredRequest
       const payer: Partition = { accountId: row.accountId, endUserId: row.endUserId }
       const workflow = yield* Effect.context<WorkflowEngine | WorkflowInstance>()
+      // Ended, but executed again: the runner that ended it may have died between writing the end and recording the
+      // `finish` activity. The activity answers from its record if it had one; otherwise it tells the end now.
+      if (TERMINAL.has(row.status)) {
+        return yield* Activity.make({ name: "finish", execute: tellEnd(payer, runId, stored) }).pipe(Effect.provide(workflow))
+      }
       const log = yield* openLog(repo, runId)
 
       // Why the run must stop before its end: a cancel (any runner writes it, this one polls), or its deadline,
@@ -231,26 +248,16 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
         name: "finish",
         execute: Effect.gen(function*() {
           const outcomeRecorded: RunOutcome = { ...told, failureCode: failure?.code ?? null, failureMessage: failure?.message ?? null }
-          if (!(yield* repo.finish(runId, status, outcomeRecorded, reason))) return
-          yield* lifecycle.publish({
-            runId,
-            accountId: payer.accountId,
-            endUserId: payer.endUserId,
-            agent: row.agent,
-            status,
-            creditsCharged: told.creditsCharged,
-            output: told.output ?? "",
-            error: failure,
-            incompleteReason: reason,
-            background: true,
-            responseId: (stored.response as { id?: string } | undefined)?.id ?? null
-          })
+          // Written once (a second finish changes nothing), told every time this activity executes: its record is
+          // what makes the end told once, and the webhook's idempotency key covers the execution that died before it.
+          yield* repo.finish(runId, status, outcomeRecorded, reason)
+          yield* tellEnd(payer, runId, stored)
         })
       }).pipe(Effect.provide(workflow))
     }).pipe(Effect.scoped, Effect.withSpan("BackgroundRun.execute", { attributes: { runId } }))
 
   return BackgroundRun.toLayer(({ runId }) => execute(runId))
-})).pipe(Layer.provide([Runs.Default, RunEngine.Default, RunRecords.Default, RunCancels.Default, RunLifecycle.Default]))
+})).pipe(Layer.provide([Runs.Default, RunEngine.Default, RunRecords.Default, RunCancels.Default]))
 
 const emptyOutcome = (status: "completed" | "failed", failure?: { code: string; message: string }): RunOutcome => ({
   status,

@@ -1,37 +1,22 @@
-import { Effect, PubSub, type Queue, type Scope } from "effect"
-import type { Micros } from "../platform/Money.js"
+import { Context, type Effect } from "effect"
+import type { runObject } from "./Views.js"
 
-/** How a run ended, as whoever is told of it (webhooks, memory, schedules) reads it. */
+/** How a background run ended, as whoever is told of it reads it. */
 export interface RunEnded {
-  readonly runId: string
-  /** The account that ran it and pays, and the end user it ran for ('' when none). */
+  /** The account that ran it and pays: who is told (its webhooks). */
   readonly accountId: string
-  readonly endUserId: string
-  readonly agent: string | null
-  readonly status: "completed" | "failed" | "cancelled" | "incomplete"
-  readonly creditsCharged: Micros
-  readonly output: string
-  readonly error: { readonly code: string; readonly message: string } | null
-  /** Why an `incomplete` run stopped (`max_duration`). */
-  readonly incompleteReason: string | null
-  readonly background: boolean
+  /** The run as `GET /v1/runs/:id` answers it once it has ended. */
+  readonly run: ReturnType<typeof runObject>
   /** The `/v1/responses` response the run answers, if any. */
   readonly responseId: string | null
 }
 
 /**
- * The port through which a background run's end is told (issue 43 item 6): the run's workflow publishes each run's
- * terminal event once it is recorded, on the runner that ran it; a subscriber (the webhooks module) takes it from
- * there. A run whose end is recorded again after a fault (its last step's reply was lost) may be told twice: a
- * subscriber keys what it does by `runId`.
+ * The port through which a background run's end is told (issue 43; the webhooks module implements it, wired in
+ * Server.ts, so runs does not depend on how an end is delivered). The run's workflow calls it inside its recorded
+ * `finish` activity: a runner that dies after the run's end was written but before the activity was recorded tells
+ * it again on resume, so `ended` must be idempotent by the run's id and status.
  */
-export class RunLifecycle extends Effect.Service<RunLifecycle>()("atrium/runs/RunLifecycle", {
-  scoped: Effect.gen(function*() {
-    const ended = yield* Effect.acquireRelease(PubSub.unbounded<RunEnded>(), PubSub.shutdown)
-    return {
-      publish: (event: RunEnded): Effect.Effect<void> => Effect.asVoid(PubSub.publish(ended, event)),
-      /** Every run that ends from now on, while the scope lasts. */
-      subscribe: PubSub.subscribe(ended) as Effect.Effect<Queue.Dequeue<RunEnded>, never, Scope.Scope>
-    } as const
-  })
-}) {}
+export class RunEnds extends Context.Tag("atrium/runs/RunEnds")<RunEnds, {
+  readonly ended: (event: RunEnded) => Effect.Effect<void>
+}>() {}

@@ -1,5 +1,8 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
+import { createServer } from "node:http"
+import type { AddressInfo } from "node:net"
+import { Webhook } from "standardwebhooks"
 import { request } from "../support/Client.js"
 import { parseStream } from "../support/Sse.js"
 import { TestServer } from "../support/TestServer.js"
@@ -8,7 +11,8 @@ import { agentWith, apiKeyOf, ENV, LIVE, newUser, runAgent } from "./runs-suppor
 /**
  * Issue 43 items 1-4 (docs/runs.md): every run answers `GET /v1/runs/:id` in its caller's partition only; a
  * background run answers 202 at once, runs as a workflow to its end, streams its events from its log (from the start
- * or from `Last-Event-ID`), and stops within a second when cancelled, a second cancel answering as the first.
+ * or from `Last-Event-ID`), and stops within a second when cancelled, a second cancel answering as the first. Its end
+ * is one signed webhook (`run.completed`, `run.cancelled`) at a receiver on 127.0.0.1 (`TOOL_ALLOWED_HOSTS`).
  */
 
 const poll = (key: string, id: string, until: (run: Record<string, any>) => boolean, endUser = "u1") =>
@@ -23,6 +27,43 @@ const poll = (key: string, id: string, until: (run: Record<string, any>) => bool
     return assert.fail(`run ${id} never reached the state asked for`)
   })
 
+/**
+ * A receiver on 127.0.0.1 and an endpoint of `token`'s account pointing at it, for `events`: what it receives,
+ * verified with `standardwebhooks` against the endpoint's secret.
+ */
+const webhookReceiver = (token: string, events: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const received: Array<{ id: string; event: Record<string, any> }> = []
+    let secret = ""
+    const receiver = createServer((req, res) => {
+      let body = ""
+      req.on("data", (chunk) => (body += chunk))
+      req.on("end", () => {
+        const headers = Object.fromEntries(["webhook-id", "webhook-timestamp", "webhook-signature"].map((name) => [name, String(req.headers[name])]))
+        // Throws (and so answers nothing, failing the test) on a signature that does not verify.
+        received.push({ id: headers["webhook-id"]!, event: new Webhook(secret).verify(body, headers) as Record<string, any> })
+        res.writeHead(200).end("ok")
+      })
+    })
+    yield* Effect.acquireRelease(
+      Effect.async<void>((resume) => void receiver.listen(0, "127.0.0.1", () => resume(Effect.void))),
+      () => Effect.sync(() => (receiver.closeAllConnections(), receiver.close()))
+    )
+    const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`
+    const created = yield* request("POST", "/v1/webhooks", { token, body: { url, events } })
+    assert.strictEqual(created.status, 201, created.text)
+    secret = created.body.secret
+    /** The deliveries received once `count` have come (polled: the platform's worker sends them in its own time). */
+    const deliveries = (count: number) =>
+      Effect.gen(function*() {
+        for (let i = 0; i < 150 && received.length < count; i++) yield* Effect.sleep("100 millis")
+        // A moment more: a second delivery of the same end would show here.
+        yield* Effect.sleep("500 millis")
+        return received
+      })
+    return { deliveries } as const
+  })
+
 const raw = (key: string, id: string, headers: Record<string, string> = {}) =>
   Effect.flatMap(TestServer, (server) =>
     Effect.promise(() =>
@@ -34,7 +75,13 @@ const events = (key: string, id: string) => Effect.map(raw(key, id), ({ status, 
 const idsOf = (text: string) => [...text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]))
 
 describe("runs: GET /v1/runs and background runs", () => {
-  layer(TestServer.layer({ ...ENV, BACKGROUND_CANCEL_POLL: "100 millis" }), LIVE)((it) => {
+  layer(TestServer.layer({
+    ...ENV,
+    BACKGROUND_CANCEL_POLL: "100 millis",
+    SECRETS_KEY: "background-test-secrets-key-0123456789",
+    TOOL_ALLOWED_HOSTS: "127.0.0.1",
+    WEBHOOK_POLL: "200 millis"
+  }), LIVE)((it) => {
     it.effect("a foreground run answers GET /v1/runs/:id to its caller only, and is listed", () =>
       Effect.gen(function*() {
         const user = yield* newUser
@@ -63,11 +110,12 @@ describe("runs: GET /v1/runs and background runs", () => {
         assert.deepStrictEqual(elsewhere.body.data, [])
       }))
 
-    it.effect("a background run: 202 at once, completes, its events from the start and from Last-Event-ID", () =>
+    it.scoped("a background run: 202 at once, completes, its events from the start and from Last-Event-ID, one run.completed webhook", () =>
       Effect.gen(function*() {
         const user = yield* newUser
         const agent = yield* agentWith(user.token)
         const key = yield* apiKeyOf(user)
+        const hooks = yield* webhookReceiver(user.token, ["run.completed", "run.failed"])
         const started = yield* request("POST", "/v1/agents/run", {
           token: key,
           headers: { "x-end-user-id": "u1" },
@@ -97,13 +145,21 @@ describe("runs: GET /v1/runs and background runs", () => {
         const rest = yield* raw(key, run.id, { "last-event-id": "3" })
         assert.deepStrictEqual(idsOf(rest.text), idsOf(all.stream.raw).slice(3))
         assert.isTrue(rest.text.endsWith("data: [DONE]\n\n"))
+        // Its end, told once: signed (verified on receipt), the run object as GET answers it.
+        const told = yield* hooks.deliveries(1)
+        assert.strictEqual(told.length, 1, JSON.stringify(told))
+        const { event } = told[0]!
+        assert.strictEqual(event.type, "run.completed")
+        assert.match(told[0]!.id, /^evt_/)
+        assert.deepInclude(event.data, { id: run.id, status: "completed", output: "You said: hello later", credits_charged: run.credits_charged, completed_at: run.completed_at })
       }))
 
-    it.effect("cancel stops a background run within a second, bills only its finished steps, and is idempotent", () =>
+    it.scoped("cancel stops a background run within a second, bills only its finished steps, is idempotent, and tells run.cancelled", () =>
       Effect.gen(function*() {
         const user = yield* newUser
         const agent = yield* agentWith(user.token)
         const key = yield* apiKeyOf(user)
+        const hooks = yield* webhookReceiver(user.token, ["run.completed", "run.cancelled"])
         const as = { token: key, headers: { "x-end-user-id": "u1" } }
         const started = yield* request("POST", "/v1/agents/run", { ...as, body: { agent, message: "/slow 300", background: true } })
         assert.strictEqual(started.status, 202, started.text)
@@ -127,6 +183,8 @@ describe("runs: GET /v1/runs and background runs", () => {
         // Another caller cannot cancel it, nor learn it exists.
         const foreign = yield* request("POST", `/v1/runs/${started.body.id}/cancel`, { token: key, headers: { "x-end-user-id": "u2" } })
         assert.strictEqual(foreign.status, 404, foreign.text)
+        const hooked = yield* hooks.deliveries(1)
+        assert.deepStrictEqual(hooked.map((d) => [d.event.type, d.event.data.id, d.event.data.credits_charged]), [["run.cancelled", run.id, 0]])
       }))
   })
 })
