@@ -4,7 +4,7 @@ import { Effect, Option, Schema } from "effect"
 import type { Partition } from "../identity/Partition.js"
 import type { RunOutcome } from "../runtime/Repo.js"
 
-/** A run's row as `GET /v1/runs/:id` reads it (migrations 0006, 0009, 0019). */
+/** A run's row as `GET /v1/runs/:id` reads it (migrations 0006, 0009, 0018). */
 export const RunRow = Schema.Struct({
   id: Schema.String,
   agent: Schema.NullOr(Schema.String),

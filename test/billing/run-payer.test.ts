@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Layer, TestClock } from "effect"
+import { Effect, Exit, Fiber, Layer, TestClock, TestContext } from "effect"
 import { RunPayerLive } from "../../src/billing/RunPayerLive.js"
 import { WalletFailure } from "../../src/billing/Domain.js"
 import { Wallets } from "../../src/billing/Wallets.js"
@@ -23,6 +23,8 @@ const flakyWallets = (failures: number) => {
   return { calls, layer: RunPayerLive.pipe(Layer.provide(Layer.succeed(Wallets, wallets))) }
 }
 
+// The test services are provided here as well as by `it.effect`: in the whole suite (one module graph per worker) the
+// clock `it.effect` gave was once not a TestClock by the time this file ran ("testClock.adjust is not a function").
 describe("RunPayerLive in an outage", () => {
   it.effect("reads the balance again until the wallet answers", () => {
     const { calls, layer } = flakyWallets(3)
@@ -32,7 +34,7 @@ describe("RunPayerLive in an outage", () => {
       yield* TestClock.adjust("5 seconds")
       assert.strictEqual(yield* Fiber.join(read), 42n)
       assert.strictEqual(calls.balance, 4)
-    }).pipe(Effect.provide(layer))
+    }).pipe(Effect.provide(layer), Effect.provide(TestContext.TestContext))
   })
 
   it.effect("gives up as the charge does, after 12 s", () => {
@@ -45,6 +47,6 @@ describe("RunPayerLive in an outage", () => {
       const [readExit, chargeExit] = [yield* Fiber.await(read), yield* Fiber.await(charge)]
       assert.isTrue(Exit.isFailure(readExit) && Exit.isFailure(chargeExit))
       assert.strictEqual(calls.balance, calls.charge)
-    }).pipe(Effect.provide(layer))
+    }).pipe(Effect.provide(layer), Effect.provide(TestContext.TestContext))
   })
 })

@@ -23,6 +23,8 @@ export const NOT_CREATES: Readonly<Record<string, string>> = {
   "agents.publish": "a change of state; a retry finds the agent already submitted",
   "runs.run": "starts a run: its `Idempotency-Key` attaches a retry to the first run (Attach.ts, docs/runs.md)",
   "runs.chatCompletions": "starts a run: its `Idempotency-Key` attaches a retry to the first run (Attach.ts)",
+  "runs.cancelRun": "a change of state, idempotent: a second cancel answers the run as the first left it",
+  "wallet.testCheckout": "settles an order, once: a paid order stays paid (the test provider's stand-in for a webhook)",
   "runs.answerApproval": "answers an approval once; a second answer is refused",
   "responses.create": "starts a run: its `Idempotency-Key` attaches a retry to the first run (Attach.ts)",
   "responses.cancel": "a change of state",

@@ -16,8 +16,8 @@ import sessionQueue from "./0014_session_queue.js"
 import faults from "./0015_faults.js"
 import knowledge from "./0016_knowledge.js"
 import fences from "./0017_fences.js"
-import durableRuns from "./0019_durable_runs.js"
-import webhooks from "./0020_webhooks.js"
+import durableRuns from "./0018_durable_runs.js"
+import webhooks from "./0019_webhooks.js"
 
 /** Numbered migrations, applied in order at start; a released migration is never edited, only followed. */
 export const migrations = Migrator.fromRecord({
@@ -38,6 +38,6 @@ export const migrations = Migrator.fromRecord({
   "0015_faults": faults,
   "0016_knowledge": knowledge,
   "0017_fences": fences,
-  "0019_durable_runs": durableRuns,
-  "0020_webhooks": webhooks
+  "0018_durable_runs": durableRuns,
+  "0019_webhooks": webhooks
 })
