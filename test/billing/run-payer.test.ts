@@ -23,8 +23,8 @@ const flakyWallets = (failures: number) => {
   return { calls, layer: RunPayerLive.pipe(Layer.provide(Layer.succeed(Wallets, wallets))) }
 }
 
-// The test services are provided here as well as by `it.effect`: in the whole suite (one module graph per worker) the
-// clock `it.effect` gave was once not a TestClock by the time this file ran ("testClock.adjust is not a function").
+// A top-level it.effect that moves the clock provides its test services itself (docs/testing.md, "Time"): in the
+// whole suite this file once found the live clock ("testClock.adjust is not a function").
 describe("RunPayerLive in an outage", () => {
   it.effect("reads the balance again until the wallet answers", () => {
     const { calls, layer } = flakyWallets(3)
