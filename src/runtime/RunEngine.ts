@@ -150,6 +150,15 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
             ...state.added
           ]
 
+          // A step's charge goes into `state.spent` once, the moment the wallet took it, with no effect in between:
+          // an interrupt that lands after the charge (while its usage event is written) cannot leave the run saying
+          // less than the ledger. A step executed again (its record lost) or replayed from its record counts once.
+          const countedSteps = new Set<number>()
+          const count = (step: number, charge: bigint) => {
+            if (countedSteps.has(step)) return
+            countedSteps.add(step)
+            state.charged(charge)
+          }
           for (let step = 1; step <= MAX_STEPS; step++) {
             // One step: the model call, its charge and its usage, recorded as one (a durable run's step identity is
             // its number, which is also its charge key's: a step run again after a fault bills once).
@@ -189,6 +198,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
                   // A step that could not be paid still said what it said: its text stays in the run's answer.
                   Effect.tapError(() => Effect.sync(() => state.called(call)))
                 )
+                count(step, charge)
               }
               yield* emit({
                 type: "token_usage",
@@ -201,7 +211,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
               return { call, charge }
             }))
             state.called(call)
-            if (charge > 0n) state.charged(charge)
+            if (charge > 0n) count(step, charge)
 
             const assistant = assistantContent(call)
             if (assistant.length > 0) {
