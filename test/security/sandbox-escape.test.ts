@@ -1,6 +1,7 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Fs from "node:fs"
+import { checkCgroups } from "../../src/runtime/sandbox/Cgroup.js"
 import { runCodeCapability } from "../support/Client.js"
 import { servicesMode, TestServer } from "../support/TestServer.js"
 import {
@@ -231,6 +232,8 @@ describe.skipIf(servicesMode)("sandbox escape (dist/main.js, secrets set)", () =
         for (const layer of [/empty environment/, /own uid \d+ \(not root\)/, /network namespace \(lo only\)/, /PID namespace \(PID 1\)/, /RLIMIT_DATA \d+ MiB/]) {
           assert.match(layers, layer)
         }
+        // Where the host gives memory cgroups, each guest is seen in one of its own, with its bound.
+        if (checkCgroups()._tag === "Available") assert.match(layers, /memory cgroup \d+ MiB/)
 
         // Buffers outside WebAssembly count too: 25 x 100 MiB (2.5 GiB) stops at the process's bound as `memory`.
         const memory = yield* runCode(

@@ -3,6 +3,7 @@ import * as Fs from "node:fs"
 import { createRequire } from "node:module"
 import * as Path from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
+import { checkCgroups, groupOf, type GuestCgroups } from "./Cgroup.js"
 import type { SandboxSettings } from "./Config.js"
 
 /**
@@ -17,7 +18,8 @@ import type { SandboxSettings } from "./Config.js"
  * - a PID namespace of its own with its own /proc: it sees no other process;
  * - an OS bound on its memory (`RLIMIT_DATA`, every private writable mapping: WebAssembly memories, V8's heap and the
  *   buffers outside both), where WebAssembly's address-space reservations (some 22 GB of `RLIMIT_AS` for one
- *   Pyodide) leave `RLIMIT_AS` useless;
+ *   Pyodide) leave `RLIMIT_AS` useless; and, where the host gives one, a memory cgroup of its own (`Cgroup.ts`), which
+ *   bounds all the kernel charges it;
  * - Node's permission model: it may read only the guest script and the runtimes' package files; no child processes,
  *   workers, addons, WASI or inspector; no code compiled from strings (`eval`, `Function`).
  * Where a layer cannot be had, the containment is unavailable with the reason, and `run_code` refuses (fails closed).
@@ -41,8 +43,11 @@ export interface Containment {
   readonly command: (
     heapMb: number,
     memoryBytes: number,
-    uid: number | undefined
+    uid: number | undefined,
+    cgroup?: string
   ) => { readonly file: string; readonly args: ReadonlyArray<string> }
+  /** The memory cgroups guests get, when the host gives them (`cgroup` of `command` is one of their folders). */
+  readonly cgroups: GuestCgroups | undefined
   /** Whether guests get uids of their own (the server is root): then `WasmSandbox` hands them out. */
   readonly ownUids: boolean
   /** Whether guests get a PID namespace of their own. */
@@ -167,8 +172,13 @@ export const checkContainment = (settings: SandboxSettings): ContainmentCheck =>
   }
   if (root) layers.push(`own uid from ${settings.uidBase} (of ${settings.uidCount})`)
   layers.push("RLIMIT_DATA", "Node permission model (runtime files only)", "no code from strings")
+  const cgroupCheck = checkCgroups()
+  const cgroups = cgroupCheck._tag === "Available" ? cgroupCheck.cgroups : undefined
+  layers.push(
+    cgroups !== undefined ? `memory cgroup (${cgroups.version})` : `NO memory cgroup (${(cgroupCheck as { reason: string }).reason})`
+  )
 
-  const command = (heapMb: number, memoryBytes: number, uid: number | undefined) => {
+  const command = (heapMb: number, memoryBytes: number, uid: number | undefined, cgroup?: string) => {
     const node = [
       process.execPath,
       permission,
@@ -182,6 +192,10 @@ export const checkContainment = (settings: SandboxSettings): ContainmentCheck =>
     ]
     const drop = uid === undefined ? [] : [`--reuid=${uid}`, `--regid=${uid}`, "--clear-groups"]
     const all = [
+      // The first launcher moves itself into the guest's memory cgroup before it starts anything, so every process
+      // of the chain is born in it (a move after the spawn would race the children already forked). The shell's own
+      // PWD goes, so the guest's environment stays empty.
+      ...(cgroup !== undefined ? ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && unset PWD OLDPWD && exec "$@"', cgroup] : []),
       // The namespace's holder dies with the server; the guest (PID 1 of the namespace) dies with the holder, and
       // the kernel ends everything else in the namespace with it.
       ...(prefix.length > 0 ? ["setpriv", "--pdeathsig", "KILL", "--"] : []),
@@ -201,7 +215,7 @@ export const checkContainment = (settings: SandboxSettings): ContainmentCheck =>
   }
   return {
     _tag: "Available",
-    containment: { runtimes: files.runtimes, command, ownUids: root, pidNamespace, layers }
+    containment: { runtimes: files.runtimes, command, cgroups, ownUids: root, pidNamespace, layers }
   }
 }
 
@@ -210,7 +224,7 @@ export type GuestCheck =
   | { readonly _tag: "Verified"; readonly layers: ReadonlyArray<string> }
   | { readonly _tag: "Failed"; readonly reason: string }
 
-const LAUNCHERS = new Set(["setpriv", "unshare", "prlimit"])
+const LAUNCHERS = new Set(["sh", "setpriv", "unshare", "prlimit"])
 
 /** The guest's own process under the launch chain: the one process whose command is the guest script. */
 export const guestProcess = (launcher: number): number | undefined => {
@@ -255,7 +269,12 @@ const field = (status: string, name: string) => new RegExp(`^${name}:[ \\t]*(.*)
 export const verifyGuest = (
   containment: Containment,
   pid: number,
-  expected: { readonly uid: number | undefined; readonly memoryBytes: number }
+  expected: {
+    readonly uid: number | undefined
+    readonly memoryBytes: number
+    /** The guest's memory cgroup (its folder) and its bound, when the host gives guests one. */
+    readonly cgroup?: { readonly folder: string; readonly bytes: number } | undefined
+  }
 ): GuestCheck => {
   const failed = (reason: string): GuestCheck => ({ _tag: "Failed", reason })
   let status: string, limits: string, environ: string, netDev: string
@@ -301,6 +320,17 @@ export const verifyGuest = (
     return failed(`the guest's RLIMIT_DATA is ${data?.slice(1).join("/") ?? "unlimited"}, not ${expected.memoryBytes}`)
   }
   layers.push(`RLIMIT_DATA ${Math.round(expected.memoryBytes / 1048576)} MiB`)
+  if (containment.cgroups !== undefined) {
+    const group = groupOf(containment.cgroups, pid)
+    if (expected.cgroup === undefined || group !== Path.basename(expected.cgroup.folder)) {
+      return failed(`the guest is in the memory cgroup ${group ?? "none"}, not one of its own`)
+    }
+    const bound = containment.cgroups.limitOf(expected.cgroup.folder)
+    if (bound === undefined || Math.abs(bound - expected.cgroup.bytes) > 4096) {
+      return failed(`the guest's memory cgroup bounds ${bound ?? "nothing"}, not ${expected.cgroup.bytes}`)
+    }
+    layers.push(`memory cgroup ${Math.round(expected.cgroup.bytes / 1048576)} MiB`)
+  }
   const cmdline = Fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")
   if (!cmdline.some((arg) => arg === "--permission" || arg === "--experimental-permission")) {
     return failed("the guest runs without Node's permission model")

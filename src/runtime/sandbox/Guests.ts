@@ -20,6 +20,16 @@ const startTime = (pid: number): string | undefined => {
 }
 
 const FOLDER = /^atrium-sandbox-(\d+)\.(\d+)-/
+const SERVER = /^(\d+)\.(\d+)-/
+
+/** This server as guests' things name it: `<pid>.<start time>`, which no later process repeats. */
+export const serverTag = (): string => `${process.pid}.${startTime(process.pid) ?? "0"}`
+
+/** Whether the server a `<pid>.<start time>-…` name was made by still runs (a name of another form: assumed so). */
+export const madeByLiveServer = (name: string): boolean => {
+  const match = SERVER.exec(name)
+  return match === null || startTime(Number(match[1])) === match[2]
+}
 
 /** The prefix of this server's guests' working folders: `atrium-sandbox-<pid>.<start time>-`. */
 export const workdirPrefix = (): string =>

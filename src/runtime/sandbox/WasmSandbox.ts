@@ -9,7 +9,8 @@ import { CHANNEL_FD, encodeFrame, frameCap, makeFrameReader } from "./Channel.js
 import { clipResult, resultBytes } from "./Clip.js"
 import { SandboxSettings } from "./Config.js"
 import { checkContainment, type Containment, guestProcess, verifyGuest } from "./Containment.js"
-import { makeUidPool, residentBytes, sweepWorkdirs, workdirPrefix } from "./Guests.js"
+import { sweepCgroups } from "./Cgroup.js"
+import { madeByLiveServer, makeUidPool, residentBytes, serverTag, sweepWorkdirs, workdirPrefix } from "./Guests.js"
 import { Sandbox, SandboxFailure, type SandboxFailureReason, type SandboxLimits, type SandboxSpec } from "./Sandbox.js"
 
 /**
@@ -36,6 +37,11 @@ const PROCESS_OVERHEAD_BYTES = 128 * MiB
  * QuickJS's memory and V8's heap come on top.
  */
 export const GUEST_PROCESS_BYTES = 384 * MiB
+/**
+ * What a guest's memory cgroup allows beyond `RLIMIT_DATA`: the kernel charges the cgroup for more than private
+ * mappings (page tables, socket buffers, the page cache it cannot reclaim at once), and the cgroup is the outer bound.
+ */
+const CGROUP_SLACK_BYTES = 64 * MiB
 /** How often each live guest's resident memory is read (/proc/<pid>/status). */
 const MEMORY_CHECK_MS = 2_000
 /** What of a guest that failed to start is logged (its own stderr: Node's error, never the guest's output). */
@@ -84,6 +90,8 @@ export const make = (
     const processBytes = limits.memoryBytes + GUEST_PROCESS_BYTES
     const uids = makeUidPool(settings.uidBase, settings.uidCount)
     const workdirs = workdirPrefix()
+    const cgroupPrefix = `${serverTag()}-`
+    let cgroupsMade = 0
     const runFork = Runtime.runFork(yield* Effect.runtime<never>())
 
     /** Starts a guest process; it is killed and its working directory removed when `scope` closes. */
@@ -97,7 +105,14 @@ export const make = (
         const cwd = Fs.mkdtempSync(workdirs)
         yield* Scope.addFinalizer(scope, Effect.sync(() => Fs.rmSync(cwd, { recursive: true, force: true })))
         if (uid !== undefined) Fs.chownSync(cwd, uid, uid)
-        const { file, args } = containment.command(heapMb, processBytes, uid)
+        const cgroups = containment.cgroups
+        const cgroup = cgroups === undefined
+          ? undefined
+          : yield* Effect.try({
+            try: () => cgroups.make(`${cgroupPrefix}${++cgroupsMade}`, processBytes + CGROUP_SLACK_BYTES),
+            catch: (error) => unavailable(`the sandbox's memory cgroup could not be made: ${String(error)}`)
+          })
+        const { file, args } = containment.command(heapMb, processBytes, uid, cgroup)
         const child = ChildProcess.spawn(file, args, {
           // Nothing of the server's environment, not even Node's IPC variables: the channel is a plain socket.
           env: {},
@@ -123,6 +138,15 @@ export const make = (
           child.once("exit", give)
           child.once("error", give)
         }
+        // The group goes once its last process has ended; the kernel may still be reaping the namespace's processes
+        // when the launcher's exit arrives, so it is tried again for a while (and a later server sweeps the rest).
+        if (cgroup !== undefined) {
+          const removeGroup = (attempt: number) => {
+            if (!cgroups!.remove(cgroup) && attempt < 20) setTimeout(() => removeGroup(attempt + 1), 50).unref()
+          }
+          child.once("exit", () => removeGroup(0))
+          child.once("error", () => removeGroup(0))
+        }
         let startupLog = ""
         child.stderr!.on("data", (chunk: Buffer) => {
           if (startupLog.length < STARTUP_LOG_BYTES) startupLog += chunk.toString("utf8").slice(0, STARTUP_LOG_BYTES)
@@ -146,7 +170,7 @@ export const make = (
           runtimes: containment.runtimes,
           limits
         })
-        return { child, channel, send, startupLog: () => startupLog, uid }
+        return { child, channel, send, startupLog: () => startupLog, uid, cgroup }
       })
 
     const create = (spec: SandboxSpec) =>
@@ -154,7 +178,7 @@ export const make = (
         const scope = yield* Scope.make()
         const close = Scope.close(scope, Exit.void)
         const tenant = yield* admission.live(spec.owner, close).pipe(Scope.extend(scope), Effect.tapError(() => close))
-        const { channel, child, send, startupLog, uid } = yield* launch(spec, scope).pipe(Effect.tapError(() => close))
+        const { cgroup, channel, child, send, startupLog, uid } = yield* launch(spec, scope).pipe(Effect.tapError(() => close))
 
         let alive = true
         let ready = false
@@ -207,8 +231,12 @@ export const make = (
               })
             )
           }
-          // V8 aborts when the OS bound refuses its own heap: that is the memory limit, not a broken sandbox.
-          if (/out of memory|allocation failed/i.test(startupLog())) {
+          // V8 aborts when the OS bound refuses its own heap, and the kernel kills a guest past its cgroup's bound:
+          // both are the memory limit, not a broken sandbox.
+          if (
+            /out of memory|allocation failed/i.test(startupLog()) ||
+            (cgroup !== undefined && containment.cgroups!.oomKilled(cgroup))
+          ) {
             dead("memory", `memory limit of ${Math.round(processBytes / MiB)} MiB for the sandbox's process exceeded`)
           } else dead("unavailable", ready ? "the sandbox stopped" : "the sandbox could not start")
         })
@@ -325,7 +353,7 @@ export const make = (
             })
           ).pipe(Effect.withSpan("Sandbox.run", { attributes: { language } }))
 
-        return { run, close, alive: () => alive, guest: () => ({ pid: guest(), uid }) }
+        return { run, close, alive: () => alive, guest: () => ({ pid: guest(), uid, cgroup }) }
       }).pipe(Effect.withSpan("Sandbox.create"))
 
     return { limits, create }
@@ -363,6 +391,8 @@ export const WasmSandboxLive = Layer.scoped(
     }
     const swept = sweepWorkdirs()
     if (swept.length > 0) yield* Effect.logInfo(`sandbox: removed ${swept.length} working folders of guests whose server is gone`)
+    const groups = check.containment.cgroups === undefined ? 0 : sweepCgroups(check.containment.cgroups, madeByLiveServer)
+    if (groups > 0) yield* Effect.logInfo(`sandbox: removed ${groups} memory cgroups of guests whose server is gone`)
     const sandbox = yield* make(limits, settings, check.containment)
     const configured = check.containment.layers.join(", ")
     yield* capabilities.report("run_code", { status: "checking", detail: configured })
@@ -378,9 +408,14 @@ export const WasmSandboxLive = Layer.scoped(
       yield* Effect.addFinalizer(() => instance.close)
       const output = yield* instance.run("javascript", "1 + 1")
       if (output.result !== 2) return yield* unavailable(`the self-check computed ${JSON.stringify(output.result)}, not 2`)
-      const { pid, uid } = instance.guest()
+      const { cgroup, pid, uid } = instance.guest()
       if (pid === undefined) return yield* unavailable("the self-check's guest process cannot be found")
-      const verified = verifyGuest(check.containment, pid, { uid, memoryBytes: limits.memoryBytes + GUEST_PROCESS_BYTES })
+      const processBytes = limits.memoryBytes + GUEST_PROCESS_BYTES
+      const verified = verifyGuest(check.containment, pid, {
+        uid,
+        memoryBytes: processBytes,
+        cgroup: cgroup === undefined ? undefined : { folder: cgroup, bytes: processBytes + CGROUP_SLACK_BYTES }
+      })
       if (verified._tag === "Failed") return yield* unavailable(`a layer is missing in a live guest: ${verified.reason}`)
       return verified.layers
     })).pipe(
