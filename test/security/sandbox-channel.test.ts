@@ -103,6 +103,7 @@ const hostileRun = (mode: string) =>
     const containment: Containment = {
       runtimes: { pyodide: "", quickjs: "", pyodideIndex: "" },
       command: () => ({ file: process.execPath, args: [script, mode, dir] }),
+      cgroups: undefined,
       ownUids: false,
       pidNamespace: false,
       layers: []
