@@ -36,6 +36,7 @@ import {
 import { SessionBusy } from "./sessions/Domain.js"
 import { ModelsApi } from "./runtime/models/Api.js"
 import { InternalWebhooksApi, WebhooksApi } from "./webhooks/Api.js"
+import { SchedulesApi } from "./schedules/Api.js"
 
 /** Operations that answer `text/event-stream` (always, or with `stream: true`), and what their events are. */
 const STREAMS: Record<string, { readonly only: boolean; readonly events: string }> = {
@@ -246,6 +247,7 @@ export class AtriumApi extends makeApi("atrium")
   .add(DistillationsApi)
   .add(WebhooksApi)
   .add(InternalWebhooksApi)
+  .add(SchedulesApi)
   .annotate(OpenApi.Title, "Atrium platform API")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Transform, documentTruth)

@@ -48,7 +48,14 @@ import { SessionLive } from "./sessions/Session.js"
 import { WebhooksHttpLive } from "./webhooks/Http.js"
 import { RunEndWebhooksLive } from "./webhooks/RunEnds.js"
 import { Webhooks } from "./webhooks/Webhooks.js"
-import { BackgroundRunLive } from "./runs/Background.js"
+import { BackgroundRunLive, BackgroundRuns } from "./runs/Background.js"
+import { RunRecords } from "./runs/Repo.js"
+import { Runs } from "./runs/Runs.js"
+import { ScheduleFirerLive } from "./schedules/Fire.js"
+import { SchedulesHttpLive } from "./schedules/Http.js"
+import { SchedulerLive } from "./schedules/Scheduler.js"
+import { Sessions } from "./sessions/Sessions.js"
+import { LedgerReads } from "./billing/LedgerReads.js"
 import { ClusterWorkflowEngine } from "@effect/cluster"
 
 /** The HTTP edge (platform/http/Edge.ts) over this platform's domains: login tokens, accounts, the storage route. */
@@ -78,7 +85,7 @@ const Edge = HttpLayerRouter.middleware(
 )
 
 const ApiRoutes = HttpLayerRouter.addHttpApi(AtriumApi, { openapiPath: "/openapi.json" }).pipe(
-  Layer.provide([HealthHttp, AuthHttp, AccountHttp, ModelsHttp.pipe(Layer.provide(AgentModelsLive)), BillingHttp, AgentsHttpLive, RunsHttpLive, ResponsesHttpLive, SessionsHttpLive, MarketHttpLive, NotificationsHttpLive, FilesHttpLive, KnowledgeHttpLive, EnvironmentsHttpLive, CredentialsHttpLive, EvolutionHttpLive, DistillationsHttpLive, WebhooksHttpLive]),
+  Layer.provide([HealthHttp, AuthHttp, AccountHttp, ModelsHttp.pipe(Layer.provide(AgentModelsLive)), BillingHttp, AgentsHttpLive, RunsHttpLive, ResponsesHttpLive, SessionsHttpLive, MarketHttpLive, NotificationsHttpLive, FilesHttpLive, KnowledgeHttpLive, EnvironmentsHttpLive, CredentialsHttpLive, EvolutionHttpLive, DistillationsHttpLive, WebhooksHttpLive, SchedulesHttpLive]),
   Layer.provide([RunPayerLive, KnowledgeSearchLive]),
   Layer.provide(Wallets.Default)
 )
@@ -101,6 +108,14 @@ const Entities = Layer.mergeAll(
   // a run's end goes out as its webhooks (the same `Webhooks` as the routes', so an emit wakes this process's worker).
   BackgroundRunLive.pipe(
     Layer.provide([RunPayerLive, KnowledgeSearchLive, RunEndWebhooksLive.pipe(Layer.provide(Webhooks.Default))]),
+    Layer.provide(Wallets.Default)
+  ),
+  // Schedules (schedules/Scheduler.ts): one scheduler in the cluster, a singleton, whose firings start background
+  // runs or session turns.
+  SchedulerLive.pipe(
+    Layer.provide(ScheduleFirerLive),
+    Layer.provide([Runs.Default, BackgroundRuns.Default, RunRecords.Default, Sessions.Default, Webhooks.Default, LedgerReads.Default]),
+    Layer.provide([RunPayerLive, KnowledgeSearchLive]),
     Layer.provide(Wallets.Default)
   )
 ).pipe(

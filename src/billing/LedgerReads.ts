@@ -1,6 +1,6 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
-import { Effect, Schema } from "effect"
+import { Effect, Option, Schema } from "effect"
 import { Json } from "../platform/Rows.js"
 
 const LedgerLineRow = Schema.Struct({
@@ -53,7 +53,19 @@ export class LedgerReads extends Effect.Service<LedgerReads>()("atrium/billing/L
                  COALESCE((SELECT balance FROM wallets WHERE user_id = ${userId}), 0)::text AS balance`
     })
 
+    const balanceOf = SqlSchema.findOne({
+      Request: Schema.String,
+      Result: Schema.Struct({ balance: Schema.BigInt }),
+      execute: (userId) => sql`SELECT balance::text AS balance FROM wallets WHERE user_id = ${userId}`
+    })
+
     return {
+      /**
+       * The wallet's balance as last committed, none before the wallet is first used (it is then made with the
+       * signup grant): a read beside the wallet's entity, for a decision that needs no strict order with charges
+       * (whether a scheduled firing may start at all).
+       */
+      balance: (userId: string) => balanceOf(userId).pipe(Effect.map(Option.map((row) => row.balance)), Effect.orDie),
       /** Credits spent since `since` (charges of any kind). */
       spentSince: (userId: string, since: Date) =>
         spentSinceOf({ userId, since }).pipe(Effect.map((row) => row.spent), Effect.orDie),

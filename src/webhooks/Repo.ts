@@ -187,12 +187,13 @@ export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("atrium/webhook
 
     /** The enabled endpoints of the event's account subscribed to its type. */
     const targets = SqlSchema.findAll({
-      Request: Schema.String,
+      Request: Schema.Struct({ eventId: Schema.String, endpointId: Schema.NullOr(Schema.String) }),
       Result: Schema.Struct({ id: Schema.String }),
-      execute: (eventId) =>
+      execute: ({ endpointId, eventId }) =>
         sql`
           SELECT e.id FROM webhook_events v JOIN webhook_endpoints e ON e.account_id = v.account_id
-          WHERE v.id = ${eventId} AND e.status = 'enabled' AND v.type = ANY (e.events) ORDER BY e.id`
+          WHERE v.id = ${eventId} AND e.status = 'enabled' AND (v.type = ANY (e.events) OR e.id = ${endpointId})
+          ORDER BY e.id`
     })
 
     const insertDeliveries = SqlSchema.void({
@@ -333,7 +334,9 @@ export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("atrium/webhook
           const found = yield* eventByKey(event)
           return found._tag === "Some" ? { id: found.value.id, fresh: false } : undefined
         })),
-      targets: (eventId: string) => Effect.map(Effect.orDie(targets(eventId)), (rows) => rows.map((row) => row.id)),
+      /** The endpoints an event goes to: those subscribed to its type, and `endpointId` (named by its emitter) too. */
+      targets: (eventId: string, endpointId: string | null = null) =>
+        Effect.map(Effect.orDie(targets({ eventId, endpointId })), (rows) => rows.map((row) => row.id)),
       insertDeliveries: (request: Parameters<typeof insertDeliveries>[0]) => Effect.orDie(insertDeliveries(request)),
       listDeliveries: (request: Parameters<typeof listDeliveries>[0]) => Effect.orDie(listDeliveries(request)),
       findDelivery: (request: Parameters<typeof findDelivery>[0]) => Effect.orDie(findDelivery(request)),

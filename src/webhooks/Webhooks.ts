@@ -18,6 +18,8 @@ export interface EmitInput {
   readonly data: Record<string, unknown>
   /** Who emits what, e.g. `run:<id>:completed`: a second emit with the same key is the first one's event. */
   readonly idempotencyKey: string
+  /** An endpoint of the account's that gets the event whether or not it subscribes to its type (a schedule's own). */
+  readonly endpoint?: string | undefined
 }
 
 /** A new signing secret in Standard Webhooks' form: `whsec_` and 24 random bytes in base64. */
@@ -243,7 +245,7 @@ export class Webhooks extends Effect.Service<Webhooks>()("atrium/webhooks/Webhoo
         })
         if (event === undefined) return undefined
         if (!event.fresh) return { id: event.id, deliveries: 0 }
-        const endpointIds = yield* repo.targets(event.id)
+        const endpointIds = yield* repo.targets(event.id, input.endpoint ?? null)
         if (endpointIds.length > 0) {
           yield* repo.insertDeliveries({
             eventId: event.id,

@@ -2056,6 +2056,98 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/schedules": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * GET /v1/schedules
+         * @description GET /v1/schedules
+         */
+        get: operations["schedules.list"];
+        put?: never;
+        /**
+         * Run an expert on a cron schedule (5 fields, in `timezone`; a daylight-saving change fires once)
+         * @description Run an expert on a cron schedule (5 fields, in `timezone`; a daylight-saving change fires once). Each firing starts a background run (GET /v1/runs) or, with `session`, a turn of that session.
+         */
+        post: operations["schedules.create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/schedules/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * GET /v1/schedules/{id}
+         * @description GET /v1/schedules/{id}
+         */
+        get: operations["schedules.get"];
+        put?: never;
+        post?: never;
+        /**
+         * Remove a schedule; runs it started go on
+         * @description Remove a schedule; runs it started go on.
+         */
+        delete: operations["schedules.delete"];
+        options?: never;
+        head?: never;
+        /**
+         * Change the cron, zone, input, missed-firing policy or description; the next firing is computed again
+         * @description Change the cron, zone, input, missed-firing policy or description; the next firing is computed again.
+         */
+        patch: operations["schedules.update"];
+        trace?: never;
+    };
+    "/v1/schedules/{id}/pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Stop firing until resumed (idempotent)
+         * @description Stop firing until resumed (idempotent).
+         */
+        post: operations["schedules.pause"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/schedules/{id}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Fire again from the next time after now; firings due while paused are not run (idempotent)
+         * @description Fire again from the next time after now; firings due while paused are not run (idempotent).
+         */
+        post: operations["schedules.resume"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/oauth/authorize": {
         parameters: {
             query?: never;
@@ -11175,6 +11267,592 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "schedules.list": {
+        parameters: {
+            query?: {
+                /** @description a string to be decoded into a number */
+                limit?: number;
+                /** @description a string at most 200 character(s) long */
+                after?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            id: string;
+                            /** @enum {string} */
+                            object: "schedule";
+                            agent: string;
+                            cron: string;
+                            timezone: string;
+                            input: string;
+                            end_user_id: string | null;
+                            session: string | null;
+                            webhook: string | null;
+                            /**
+                             * @description A firing found later than SCHEDULE_MISSED_AFTER (the cluster was down): `run_once` (default) runs it once on recovery, however many were missed; `skip` skips them.
+                             * @enum {string}
+                             */
+                            missed: "run_once" | "skip";
+                            description: string;
+                            /** @enum {string} */
+                            status: "active" | "paused";
+                            next_run_at: string | null;
+                            last_firing: {
+                                fire_at: string;
+                                /** @enum {string} */
+                                status: "pending" | "started" | "skipped" | "failed";
+                                run_id: string | null;
+                                error: string | null;
+                            } | null;
+                            created_at: string;
+                            updated_at: string;
+                        }[];
+                        has_more: boolean;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "schedules.create": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * maxLength(200)
+                     * @description a string at most 200 character(s) long
+                     */
+                    agent: string;
+                    cron: string;
+                    /** @description An IANA zone; UTC when not given. */
+                    timezone?: string;
+                    /**
+                     * maxLength(32000)
+                     * @description The message each firing sends to the expert.
+                     */
+                    input: string;
+                    /**
+                     * maxLength(200)
+                     * @description The end user the runs are for; with an API key, the X-End-User-Id header decides it.
+                     */
+                    end_user_id?: string;
+                    /** @description A session of yours: each firing is a turn of it instead of a fresh run. */
+                    session?: string;
+                    /** @description An endpoint of yours (whk_…) that gets this schedule's `schedule.failed` events, whatever it subscribes to. */
+                    webhook?: string;
+                    /**
+                     * @description A firing found later than SCHEDULE_MISSED_AFTER (the cluster was down): `run_once` (default) runs it once on recovery, however many were missed; `skip` skips them.
+                     * @enum {string}
+                     */
+                    missed?: "run_once" | "skip";
+                    /**
+                     * maxLength(500)
+                     * @description a string at most 500 character(s) long
+                     */
+                    description?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        /** @enum {string} */
+                        object: "schedule";
+                        agent: string;
+                        cron: string;
+                        timezone: string;
+                        input: string;
+                        end_user_id: string | null;
+                        session: string | null;
+                        webhook: string | null;
+                        /**
+                         * @description A firing found later than SCHEDULE_MISSED_AFTER (the cluster was down): `run_once` (default) runs it once on recovery, however many were missed; `skip` skips them.
+                         * @enum {string}
+                         */
+                        missed: "run_once" | "skip";
+                        description: string;
+                        /** @enum {string} */
+                        status: "active" | "paused";
+                        next_run_at: string | null;
+                        last_firing: {
+                            fire_at: string;
+                            /** @enum {string} */
+                            status: "pending" | "started" | "skipped" | "failed";
+                            run_id: string | null;
+                            error: string | null;
+                        } | null;
+                        created_at: string;
+                        updated_at: string;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "schedules.get": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        /** @enum {string} */
+                        object: "schedule";
+                        agent: string;
+                        cron: string;
+                        timezone: string;
+                        input: string;
+                        end_user_id: string | null;
+                        session: string | null;
+                        webhook: string | null;
+                        /**
+                         * @description A firing found later than SCHEDULE_MISSED_AFTER (the cluster was down): `run_once` (default) runs it once on recovery, however many were missed; `skip` skips them.
+                         * @enum {string}
+                         */
+                        missed: "run_once" | "skip";
+                        description: string;
+                        /** @enum {string} */
+                        status: "active" | "paused";
+                        next_run_at: string | null;
+                        last_firing: {
+                            fire_at: string;
+                            /** @enum {string} */
+                            status: "pending" | "started" | "skipped" | "failed";
+                            run_id: string | null;
+                            error: string | null;
+                        } | null;
+                        created_at: string;
+                        updated_at: string;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "schedules.delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        /** @enum {string} */
+                        object: "schedule";
+                        /** @enum {boolean} */
+                        deleted: true;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "schedules.update": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    cron?: string;
+                    timezone?: string;
+                    /**
+                     * maxLength(32000)
+                     * @description a string at most 32000 character(s) long
+                     */
+                    input?: string;
+                    /**
+                     * @description A firing found later than SCHEDULE_MISSED_AFTER (the cluster was down): `run_once` (default) runs it once on recovery, however many were missed; `skip` skips them.
+                     * @enum {string}
+                     */
+                    missed?: "run_once" | "skip";
+                    /**
+                     * maxLength(500)
+                     * @description a string at most 500 character(s) long
+                     */
+                    description?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        /** @enum {string} */
+                        object: "schedule";
+                        agent: string;
+                        cron: string;
+                        timezone: string;
+                        input: string;
+                        end_user_id: string | null;
+                        session: string | null;
+                        webhook: string | null;
+                        /**
+                         * @description A firing found later than SCHEDULE_MISSED_AFTER (the cluster was down): `run_once` (default) runs it once on recovery, however many were missed; `skip` skips them.
+                         * @enum {string}
+                         */
+                        missed: "run_once" | "skip";
+                        description: string;
+                        /** @enum {string} */
+                        status: "active" | "paused";
+                        next_run_at: string | null;
+                        last_firing: {
+                            fire_at: string;
+                            /** @enum {string} */
+                            status: "pending" | "started" | "skipped" | "failed";
+                            run_id: string | null;
+                            error: string | null;
+                        } | null;
+                        created_at: string;
+                        updated_at: string;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "schedules.pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        /** @enum {string} */
+                        object: "schedule";
+                        agent: string;
+                        cron: string;
+                        timezone: string;
+                        input: string;
+                        end_user_id: string | null;
+                        session: string | null;
+                        webhook: string | null;
+                        /**
+                         * @description A firing found later than SCHEDULE_MISSED_AFTER (the cluster was down): `run_once` (default) runs it once on recovery, however many were missed; `skip` skips them.
+                         * @enum {string}
+                         */
+                        missed: "run_once" | "skip";
+                        description: string;
+                        /** @enum {string} */
+                        status: "active" | "paused";
+                        next_run_at: string | null;
+                        last_firing: {
+                            fire_at: string;
+                            /** @enum {string} */
+                            status: "pending" | "started" | "skipped" | "failed";
+                            run_id: string | null;
+                            error: string | null;
+                        } | null;
+                        created_at: string;
+                        updated_at: string;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "schedules.resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        /** @enum {string} */
+                        object: "schedule";
+                        agent: string;
+                        cron: string;
+                        timezone: string;
+                        input: string;
+                        end_user_id: string | null;
+                        session: string | null;
+                        webhook: string | null;
+                        /**
+                         * @description A firing found later than SCHEDULE_MISSED_AFTER (the cluster was down): `run_once` (default) runs it once on recovery, however many were missed; `skip` skips them.
+                         * @enum {string}
+                         */
+                        missed: "run_once" | "skip";
+                        description: string;
+                        /** @enum {string} */
+                        status: "active" | "paused";
+                        next_run_at: string | null;
+                        last_firing: {
+                            fire_at: string;
+                            /** @enum {string} */
+                            status: "pending" | "started" | "skipped" | "failed";
+                            run_id: string | null;
+                            error: string | null;
+                        } | null;
+                        created_at: string;
+                        updated_at: string;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
             /** @description Error */

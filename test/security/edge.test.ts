@@ -256,7 +256,8 @@ describe.skipIf(servicesMode)("security: the HTTP edge (dist/main.js)", () => {
           "apps.createMeter": post(`/api/apps/${app.body.id}/meters`, { event_name: "replayed", credits_per_use: 1 }),
           "creators.apply": post("/api/creator/apply", { displayName: "Replayed", bio: "Twice.", accountType: "individual", email: "replayed@example.com" }),
           "knowledge.create": post("/v1/vector_stores", { name: "Replayed" }),
-          "knowledge.addFile": post(`/v1/vector_stores/${store.body.id}/files`, { file_id: file.body.id })
+          "knowledge.addFile": post(`/v1/vector_stores/${store.body.id}/files`, { file_id: file.body.id }),
+          "schedules.create": post("/v1/schedules", { agent: agent.body.identifier, cron: "0 9 * * 1", input: "Weekly." })
         }
         const fromContract = creates()
         assert.sameMembers(Object.keys(calls), fromContract.map((create) => create.name))

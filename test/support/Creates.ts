@@ -51,7 +51,9 @@ export const NOT_CREATES: Readonly<Record<string, string>> = {
     "honours `Idempotency-Key` itself, kept beside the endpoint, so a replay answers the secret again without the answer stored in clear (src/webhooks/Webhooks.ts; test/webhooks)",
   "webhooks.rotateSecret": "a new secret in place of the old one; nothing is added",
   "webhooks.redeliver": "sends a delivery again on purpose; its receiver dedupes by the stable `webhook-id`",
-  "internalWebhooks.emit": "an operator's event, idempotent by the `idempotency_key` in its body"
+  "internalWebhooks.emit": "an operator's event, idempotent by the `idempotency_key` in its body",
+  "schedules.pause": "a change of state; a second pause finds it paused",
+  "schedules.resume": "a change of state; a second resume finds it active"
 }
 
 /** Creates left without `Idempotency-Key` on purpose: their answer holds a secret shown once, which a replay would show again. */

@@ -26,7 +26,8 @@ export const IDEMPOTENT_CREATES: ReadonlyArray<string> = [
   "/v1/distillations",
   "/api/payment/orders",
   "/api/apps/:id/meters",
-  "/api/creator/apply"
+  "/api/creator/apply",
+  "/v1/schedules"
 ]
 
 const CREATE_PATTERNS = IDEMPOTENT_CREATES.map((path) => new RegExp(`^${path.replace(/:[a-z]+/g, "[^/]+")}/?$`))
