@@ -1,6 +1,8 @@
 import { Schema } from "effect"
 import { AcceptedView, StatsView, SuggestionView } from "../evolution/Api.js"
 import { BillingView as Billing, CreatorView, MarketItem, SkillList } from "../market/Api.js"
+import { RunObject } from "../runs/Api.js"
+import { ScheduleView } from "../schedules/Domain.js"
 
 /**
  * Every tool's `outputSchema` (MCP 2025-06-18): the shape of its `structuredContent`, which the SDK's client checks
@@ -141,5 +143,10 @@ export const TOOL_OUTPUTS: Readonly<Record<string, Schema.Schema<any, any, never
     data: Schema.Array(loose({ file_id: Schema.String, filename: Schema.String, score: Schema.Number })),
     has_more: Schema.Boolean
   }),
-  attach_knowledge: Schema.Struct({ identifier: Schema.String, knowledge_bases: Schema.Array(Schema.String) })
+  attach_knowledge: Schema.Struct({ identifier: Schema.String, knowledge_bases: Schema.Array(Schema.String) }),
+  list_runs: Schema.Struct({ runs: Schema.Array(RunObject), has_more: Schema.Boolean }),
+  get_run: RunObject,
+  cancel_run: RunObject,
+  create_schedule: ScheduleView,
+  list_schedules: Schema.Struct({ schedules: Schema.Array(ScheduleView) })
 }

@@ -12,6 +12,7 @@ import { RunPayload } from "../runs/Api.js"
 import { McpConfig } from "./Config.js"
 import { EngineTools } from "./EngineTools.js"
 import { KnowledgeTools } from "./KnowledgeTools.js"
+import { RunTools } from "./RunTools.js"
 import { publicTool, type ToolDefinition, ToolFailure, userTool } from "./Tool.js"
 
 /**
@@ -74,6 +75,7 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
     const engine = yield* EngineTools
     const config = yield* McpConfig
     const knowledgeTools = yield* KnowledgeTools
+    const runTools = yield* RunTools
 
     const withPending = (agent: AgentRow) => Effect.map(agents.pendingOf(agent), (pending) => expertView(agent, pending))
 
@@ -394,11 +396,13 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
           })
       ),
       // Beyond the spec's table: knowledge bases (docs/knowledge.md).
-      ...knowledgeTools.tools
+      ...knowledgeTools.tools,
+      // Beyond it too: runs and schedules (docs/runs.md, docs/schedules.md).
+      ...runTools.tools
     ]
 
     return { tools } as const
   }),
   // `Agents` needs `Wallets` (the cluster's wallet entities), which the server provides once for every route.
-  dependencies: [Agents.Default, Creators.Default, Market.Default, EngineTools.Default, McpConfig.Default, KnowledgeTools.Default]
+  dependencies: [Agents.Default, Creators.Default, Market.Default, EngineTools.Default, McpConfig.Default, KnowledgeTools.Default, RunTools.Default]
 }) {}

@@ -8,7 +8,8 @@ import { call, connect, ENV, failed, LIVE, newUser } from "./mcp-support.js"
 
 /**
  * The tool server's surface (spec 4.10): the spec's 22 tools, named and parameterised as its table says, and the
- * 6 knowledge tools beside them (docs/knowledge.md), over stateless Streamable HTTP at MCP_PATH.
+ * 6 knowledge tools (docs/knowledge.md) and 5 run and schedule tools (docs/mcp.md) beside them, over stateless
+ * Streamable HTTP at MCP_PATH.
  */
 
 /** Spec 4.10, row by row: each tool's parameters, `true` for required. */
@@ -47,12 +48,20 @@ const KNOWLEDGE: Record<string, Record<string, boolean>> = {
   search_knowledge: { knowledgeBaseId: true, query: true, maxResults: false },
   attach_knowledge: { identifier: true, knowledgeBaseIds: true }
 }
-const ALL = { ...SPEC, ...KNOWLEDGE }
-const TOOL_COUNT = 28
+/** Beyond it too: runs and schedules (issue 43 item 5). */
+const RUNS: Record<string, Record<string, boolean>> = {
+  list_runs: { identifier: false, status: false, limit: false },
+  get_run: { runId: true },
+  cancel_run: { runId: true },
+  create_schedule: { identifier: true, cron: true, timezone: false, input: true, missed: false },
+  list_schedules: {}
+}
+const ALL = { ...SPEC, ...KNOWLEDGE, ...RUNS }
+const TOOL_COUNT = 33
 
 describe("mcp tools", () => {
   layer(TestServer.layer(ENV), LIVE)((it) => {
-    it.scoped("tools/list is the spec's table (22 tools) and the knowledge tools, name for name and parameter for parameter", () =>
+    it.scoped("tools/list is the spec's table (22 tools), the knowledge tools and the run tools, name for name and parameter for parameter", () =>
       Effect.gen(function*() {
         const client = yield* connect()
         const { tools } = yield* Effect.promise(() => client.listTools())

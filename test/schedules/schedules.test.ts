@@ -22,7 +22,7 @@ const firingsOf = (id: string) =>
   Effect.flatMap(TestServer, (server) =>
     server.query(`SELECT status, run_id, error FROM schedule_firings WHERE schedule_id = '${id}' ORDER BY fire_at`))
 
-const waitFor = <A>(read: Effect.Effect<A>, until: (value: A) => boolean, what: string) =>
+const waitFor = <A, R>(read: Effect.Effect<A, never, R>, until: (value: A) => boolean, what: string) =>
   Effect.gen(function*() {
     let value: A | undefined
     for (let i = 0; i < 100; i++) {
