@@ -35,8 +35,9 @@ export { SessionId } from "./sessions/Domain.js"
  * `retry_after` where the error has one.
  *
  * The streamed answers (docs/events.md) are `Stream`s of the typed public events: `runs.run` (unless
- * `stream: false`), `sessions.send` and `sessions.subscribe` (which resumes from the last `seq` it saw, with
- * `Last-Event-ID`, when the connection drops). A run that ends in `run.failed` fails its stream with `RunFailed`;
+ * `stream: false`), `runs.events` (a background run's log), `sessions.send` and `sessions.subscribe` (the last two
+ * of those resume from the last `seq` they saw, with `Last-Event-ID`, when the connection drops). Webhooks and
+ * schedules are the derived groups as they are (`webhooks.*`, `schedules.*`). A run that ends in `run.failed` fails its stream with `RunFailed`;
  * so does a failed run on `runs.chatCompletions` and `responses.create`.
  */
 export interface AtriumClientOptions {
@@ -222,9 +223,19 @@ type OrRunFailed<F> = F extends (request: infer Q) => Effect.Effect<infer A, inf
 
 /** The typed client: the derived one, with the streamed endpoints as `Stream`s. */
 export type AtriumClient = Omit<Derived, "runs" | "responses" | "sessions"> & {
-  readonly runs: Omit<Derived["runs"], "run" | "chatCompletions"> & {
+  readonly runs: Omit<Derived["runs"], "run" | "chatCompletions" | "runEvents"> & {
     readonly run: Run
     readonly chatCompletions: OrRunFailed<Call<Derived["runs"]["chatCompletions"]>>
+    /** `GET /v1/runs/:id`: any run of the caller's, foreground or background. */
+    readonly get: Derived["runs"]["getRun"]
+    /** `POST /v1/runs/:id/cancel`: idempotent; a background run stops within a second. */
+    readonly cancel: Derived["runs"]["cancelRun"]
+    /**
+     * A background run's events from its log, from the start or after `lastEventId`, live while it runs, from any
+     * runner; a dropped connection resumes from the last `seq` seen. A run that ends `run.failed` fails the stream
+     * with `RunFailed`, as `run` does.
+     */
+    readonly events: (request: SubscribeRequest) => RunEvents
   }
   readonly responses: Omit<Derived["responses"], "create"> & {
     readonly create: OrRunFailed<Call<Derived["responses"]["create"]>>
@@ -286,11 +297,10 @@ export const makeAtriumClient = (options: AtriumClientOptions): Effect.Effect<At
         request.payload
       )))
 
-    /** The session's events from `after` (or `lastEventId`) on, then live ones; a dropped connection resumes. */
-    const subscribe = (request: SubscribeRequest): SessionEvents =>
+    /** The events at `url` from `after` (or `lastEventId`) on, then live ones; a dropped connection resumes. */
+    const resuming = (url: string, request: SubscribeRequest): SessionEvents =>
       Stream.unwrap(Effect.map(Ref.make(request.lastEventId ?? request.urlParams?.after), (last) => {
         const connect = Stream.unwrap(Effect.map(Ref.get(last), (seq) => {
-          const url = `${base}/v1/sessions/${encodeURIComponent(request.path.id)}/events`
           const get = HttpClientRequest.get(url)
           return open(seq === undefined ? get : HttpClientRequest.setHeader(get, "last-event-id", String(seq)))
         }))
@@ -303,12 +313,21 @@ export const makeAtriumClient = (options: AtriumClientOptions): Effect.Effect<At
         )
       }))
 
+    const subscribe = (request: SubscribeRequest): SessionEvents =>
+      resuming(`${base}/v1/sessions/${encodeURIComponent(request.path.id)}/events`, request)
+
+    const runEvents = (request: SubscribeRequest): RunEvents =>
+      untilFailed(resuming(`${base}/v1/runs/${encodeURIComponent(request.path.id)}/events`, request))
+
     return {
       ...api,
       runs: {
         ...api.runs,
         run,
-        chatCompletions: (request: Parameters<AtriumClient["runs"]["chatCompletions"]>[0]) => runFailure(api.runs.chatCompletions(request))
+        chatCompletions: (request: Parameters<AtriumClient["runs"]["chatCompletions"]>[0]) => runFailure(api.runs.chatCompletions(request)),
+        get: api.runs.getRun,
+        cancel: api.runs.cancelRun,
+        events: runEvents
       },
       responses: {
         ...api.responses,

@@ -122,5 +122,45 @@ describe("atrium/client", () => {
         assert.isDefined(yield* client.evolution.stats({ path: { identifier: agent } }))
         assert.isArray((yield* client.distillations.list({ urlParams: {} })).data)
       }))
+
+    it.effect("background runs: get, events as a Stream from the start and after a seq, cancel; schedules and webhooks (issue 43 item 5)", () =>
+      Effect.gen(function*() {
+        const { url } = yield* TestServer
+        const user = yield* newUser
+        const agent = yield* agentWith(user.token)
+        const client = yield* makeAtriumFetchClient({ baseUrl: url, token: user.token })
+        const started = yield* Effect.promise(() =>
+          fetch(`${url}/v1/agents/run`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${user.token}`, "content-type": "application/json" },
+            body: JSON.stringify({ agent, message: "in the background", background: true })
+          }).then((r) => r.json() as Promise<{ id: string }>)
+        )
+        const events = yield* Stream.runCollect(client.runs.events({ path: { id: started.id } }))
+        assert.strictEqual(textOf(events), "You said: in the background")
+        assert.strictEqual(Chunk.unsafeLast(events).type, "run.completed")
+        const seqs = Chunk.toReadonlyArray(events).map((event) => event.seq!)
+        const rest = yield* Stream.runCollect(client.runs.events({ path: { id: started.id }, lastEventId: seqs[1]! }))
+        assert.deepStrictEqual(Chunk.toReadonlyArray(rest).map((event) => event.seq), seqs.slice(2))
+        const run = yield* client.runs.get({ path: { id: started.id } })
+        assert.strictEqual(run.status, "completed")
+        const cancelled = yield* client.runs.cancel({ path: { id: started.id } })
+        assert.strictEqual(cancelled.status, "completed", "an ended run is answered as it is")
+        const missing = yield* Effect.flip(client.runs.get({ path: { id: "run_missing" } }))
+        assert.strictEqual(missing._tag, "NotFound")
+
+        const schedule = yield* client.schedules.create({ payload: { agent, cron: "0 7 * * *", timezone: "Asia/Tokyo", input: "Good morning." } })
+        assert.match(schedule.next_run_at!, /T22:00:00\.000Z$/)
+        const schedules = yield* client.schedules.list({ urlParams: {} })
+        assert.deepStrictEqual(schedules.data.map((s) => s.id), [schedule.id])
+        const paused = yield* client.schedules.pause({ path: { id: schedule.id } })
+        assert.strictEqual(paused.status, "paused")
+        // The contract's own schema refuses it before anything is sent.
+        const badCron = yield* Effect.flip(client.schedules.create({ payload: { agent, cron: "nope", input: "x" } }))
+        assert.strictEqual(badCron._tag, "ParseError")
+        assert.match(String(badCron), /5 fields/)
+        const hooks = yield* client.webhooks.list({ urlParams: {} })
+        assert.deepStrictEqual(hooks.data, [])
+      }))
   })
 })
