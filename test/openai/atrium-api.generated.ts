@@ -3603,6 +3603,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         balance: number;
+                        held: number;
                         today_spent: number;
                     };
                 };
