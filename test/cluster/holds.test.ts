@@ -15,7 +15,7 @@ import { databaseUrl, settled } from "./support.js"
  */
 
 const RUNS = 6
-const SLOW = 40
+const SLOW = 100
 const TTL_SECONDS = 20
 
 describe.skipIf(databaseUrl === undefined)("cluster: holds after kill -9 (issue 45)", () => {
@@ -57,14 +57,18 @@ describe.skipIf(databaseUrl === undefined)("cluster: holds after kill -9 (issue 
         if (runs.every((run) => run.status === "in_progress")) break
         yield* Effect.sleep("100 millis")
       }
-      yield* Effect.sleep("500 millis")
-      // Every run holds credits now, the foreground one too.
-      const before = yield* wallet(b)
-      assert.isAbove(before.held, 0)
-      const holdsBefore = yield* Effect.promise(() =>
+      // Every run holds credits before the kill, the foreground one too (polled: the runs start as the runners can).
+      const holdsNow = Effect.promise(() =>
         adminQuery(shared.databaseUrl, `SELECT hold_id FROM wallet_holds WHERE user_id = '${user.userId}'`)
       )
+      let holdsBefore = yield* holdsNow
+      for (let i = 0; i < 300 && holdsBefore.length < RUNS + 1; i++) {
+        yield* Effect.sleep("100 millis")
+        holdsBefore = yield* holdsNow
+      }
       assert.strictEqual(holdsBefore.length, RUNS + 1, JSON.stringify(holdsBefore))
+      const before = yield* wallet(b)
+      assert.isAbove(before.held, 0)
       yield* Effect.promise(() => a.kill())
       yield* Effect.promise(() => foreground)
 
