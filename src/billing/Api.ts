@@ -173,7 +173,12 @@ export const OrderStatus = Schema.Struct({
 export class WalletApi extends HttpApiGroup.make("wallet")
   .add(
     HttpApiEndpoint.get("wallet", "/api/wallet")
-      .addSuccess(Schema.Struct({ balance: Schema.Number, today_spent: Schema.Number }))
+      .addSuccess(Schema.Struct({
+        balance: Schema.Number,
+        /** Credits reserved by runs and turns in progress (docs/billing.md, "Holds"): available = balance - held. */
+        held: Schema.Number,
+        today_spent: Schema.Number
+      }))
   )
   .add(
     HttpApiEndpoint.get("ledger", "/api/wallet/ledger")

@@ -35,6 +35,13 @@ export class BillingConfig extends Effect.Service<BillingConfig>()("atrium/billi
     signupCredits: credits("SIGNUP_CREDITS", "100"),
     /** Verifies `POST /api/payment/notify/:provider` bodies (HMAC-SHA256 of the raw body). */
     paymentWebhookSecret: optionalSecret("PAYMENT_WEBHOOK_SECRET"),
-    paymentsProvider
+    paymentsProvider,
+    /**
+     * How long a hold (docs/billing.md, "Holds") lives unless its run asks for it again: a run killed with its runner
+     * leaves its hold behind, and the wallet voids it once this has passed (seconds).
+     */
+    holdTtlSeconds: setting("HOLD_TTL_SECONDS", Config.integer, 900).pipe(
+      Config.validate({ message: "HOLD_TTL_SECONDS must be at least 1", validation: (n) => n >= 1 })
+    )
   })
 }) {}

@@ -1,7 +1,7 @@
 import { InvalidRequest } from "../platform/Errors.js"
 import type { Fence } from "../platform/cluster/Fences.js"
 import type { Micros } from "../platform/Money.js"
-import { entryKey, type EntryInfo, type KeyedEntry, type NewEntry, type WalletState } from "./Repo.js"
+import { entryKey, type EntryInfo, type HoldChange, type HoldState, type KeyedEntry, type NewEntry, type WalletState } from "./Repo.js"
 import { InsufficientCredits, DailyCapExceeded, IdempotencyConflict, StaleOwner, WalletFailure, Movement } from "./Domain.js"
 export { InsufficientCredits, DailyCapExceeded, IdempotencyConflict, StaleOwner, WalletFailure, Movement } from "./Domain.js"
 
@@ -25,6 +25,13 @@ export type Item =
   }
   | { readonly tag: "Credit"; readonly amount: Micros; readonly entry: EntryInfo }
   | { readonly tag: "Balance" }
+  /**
+   * Places or extends the hold `hold` to `amount` in all, as far as the available credits (balance - held) allow,
+   * and keeps it `ttlMs` from now. A hold already at `amount` or above only lives longer: asking again resumes it.
+   */
+  | { readonly tag: "Hold"; readonly hold: string; readonly amount: Micros; readonly ttlMs: number }
+  /** Voids what is left of the hold `hold` (its run posts its charges right after, as `Charge` items). */
+  | { readonly tag: "Release"; readonly hold: string }
 
 export type Refusal = InsufficientCredits | DailyCapExceeded | IdempotencyConflict | InvalidRequest | StaleOwner
 
@@ -34,8 +41,14 @@ export type Refusal = InsufficientCredits | DailyCapExceeded | IdempotencyConfli
  * is refused as the caller's bad input (issue 26 item 4), before anything is written.
  */
 export const MAX_BALANCE: Micros = BigInt(Number.MAX_SAFE_INTEGER)
+/** A hold's decision: the hold's amount now (0: none could be placed), and the wallet's balance and held after it. */
+export interface Held {
+  readonly hold: Micros
+  readonly balance: Micros
+  readonly held: Micros
+}
 export type Decision =
-  | { readonly ok: true; readonly value: Movement | { readonly balance: Micros } }
+  | { readonly ok: true; readonly value: Movement | { readonly balance: Micros; readonly held: Micros } | Held | { readonly released: Micros } }
   | { readonly ok: false; readonly error: Refusal | WalletFailure }
 
 export const DAY_MS = 86_400_000
@@ -62,6 +75,8 @@ export interface Decided {
   readonly next: WalletState
   /** `spentToday` after these charges. */
   readonly spent: ReadonlyMap<string, Micros>
+  /** The holds these items (or their expiry) changed, to write with the entries. */
+  readonly holds: ReadonlyArray<HoldChange>
 }
 
 /** Decides `items` in order against the state: charges within the balance and the app's daily cap, credits, balances. */
@@ -76,6 +91,20 @@ export const decideItems = ({ items, now, prior, spentToday, staleCallers, state
   /** Keys of charges refused for the balance or the cap: if one was used before, it replays instead. */
   const refused: Array<{ readonly scope: string; readonly key: string }> = []
   const createdAt = new Date(now)
+  // The holds as they stand at `now`: an expired hold is void (its run died, or outlived it), its credits available.
+  const holds = new Map<string, HoldState>()
+  const changed = new Set<string>()
+  let held = 0n
+  if (state.holds !== undefined) {
+    for (const [id, hold] of state.holds) {
+      if (hold.expiresAt > now) {
+        holds.set(id, hold)
+        held += hold.amount
+      } else {
+        changed.add(id)
+      }
+    }
+  }
 
   const replayOf = (prior: KeyedEntry): Decision =>
     prior.userId !== userId
@@ -89,7 +118,29 @@ export const decideItems = ({ items, now, prior, spentToday, staleCallers, state
 
   for (const item of items) {
     if (item.tag === "Balance") {
-      decisions.push({ ok: true, value: { balance } })
+      decisions.push({ ok: true, value: { balance, held } })
+      continue
+    }
+    if (item.tag === "Hold") {
+      const existing = holds.get(item.hold)?.amount ?? 0n
+      const wanted = item.amount > existing ? item.amount - existing : 0n
+      // Never more than is available: a hold is credits no one else may take, so it must exist.
+      const available = balance - held
+      const extra = wanted < available ? wanted : available > 0n ? available : 0n
+      const amount = existing + extra
+      if (amount > 0n) {
+        holds.set(item.hold, { amount, expiresAt: now + item.ttlMs })
+        changed.add(item.hold)
+      }
+      held += extra
+      decisions.push({ ok: true, value: { hold: amount, balance, held } })
+      continue
+    }
+    if (item.tag === "Release") {
+      const released = holds.get(item.hold)?.amount ?? 0n
+      if (holds.delete(item.hold)) changed.add(item.hold)
+      held -= released
+      decisions.push({ ok: true, value: { released } })
       continue
     }
     const { amount, entry } = item
@@ -118,7 +169,8 @@ export const decideItems = ({ items, now, prior, spentToday, staleCallers, state
         })
         continue
       }
-      if (balance < amount) {
+      // Available = balance - held: what the holds reserve is no one else's (no overdraft, migration 0020).
+      if (balance - held < amount) {
         refused.push(entry)
         decisions.push({ ok: false, error: new InsufficientCredits({ message: "Not enough credits for this charge." }) })
         continue
@@ -143,5 +195,8 @@ export const decideItems = ({ items, now, prior, spentToday, staleCallers, state
     known.set(id, { userId, scope: entry.scope, key: entry.key, amount: signed, balanceAfter: balance })
     decisions.push({ ok: true, value: { amount, balance, replay: false } })
   }
-  return { entries, decisions, refused, next: { balance, seq } satisfies WalletState, spent }
+  // A state that never had holds stays without them (the decision's unit tests compare states as they are).
+  const next: WalletState = state.holds === undefined && holds.size === 0 ? { balance, seq } : { balance, seq, holds }
+  const holdChanges = [...changed].map((hold): HoldChange => ({ hold, state: holds.get(hold) ?? null }))
+  return { entries, decisions, refused, next, spent, holds: holdChanges }
 }

@@ -89,10 +89,10 @@ export const WalletHttp = HttpApiBuilder.group(AtriumApi, "wallet", (handlers) =
       .handle("wallet", () =>
         Effect.gen(function*() {
           const user = yield* CurrentUser
-          const balance = yield* wallets.balance(user.userId)
+          const { balance, held } = yield* wallets.funds(user.userId)
           const now = yield* Clock.currentTimeMillis
           const spent = yield* reads.spentSince(user.userId, new Date(Math.floor(now / DAY_MS) * DAY_MS))
-          return { balance: toNumber(balance), today_spent: toNumber(spent) }
+          return { balance: toNumber(balance), held: toNumber(held), today_spent: toNumber(spent) }
         }))
       .handle("ledger", ({ urlParams }) =>
         Effect.gen(function*() {

@@ -35,9 +35,31 @@ export interface KeyedEntry {
   readonly balanceAfter: Micros
 }
 
+/** A hold on a wallet (migration 0020): credits a run or turn reserved, until it posts or voids them, or `expiresAt`. */
+export interface HoldState {
+  readonly amount: Micros
+  /** Milliseconds since the epoch. */
+  readonly expiresAt: number
+}
+
 export interface WalletState {
   readonly balance: Micros
   readonly seq: bigint
+  /** The wallet's live holds by id (none: no holds). Available = balance - what they add up to (`heldOf`). */
+  readonly holds?: ReadonlyMap<string, HoldState> | undefined
+}
+
+/** What a wallet's holds add up to. */
+export const heldOf = (state: WalletState): Micros => {
+  let held = 0n
+  if (state.holds !== undefined) for (const hold of state.holds.values()) held += hold.amount
+  return held
+}
+
+/** A hold a batch changed: its amount and expiry now, or `null` when it was posted, voided or expired. */
+export interface HoldChange {
+  readonly hold: string
+  readonly state: HoldState | null
 }
 
 export const entryKey = (scope: string, key: string) => `${scope}\u0000${key}`
@@ -52,6 +74,8 @@ export interface WalletCommit {
   readonly fromSeq: bigint
   readonly entries: ReadonlyArray<NewEntry>
   readonly next: WalletState
+  /** The holds this batch placed, changed or removed (written with the wallet's `held`, only if it moved). */
+  readonly holds?: ReadonlyArray<HoldChange> | undefined
 }
 
 /** What became of one wallet's batch in a shared commit. */
@@ -131,6 +155,14 @@ interface WalletRecord {
   readonly from_seq: string
   readonly balance: string
   readonly seq: string
+  readonly held: string
+}
+/** A hold a batch changed (`HoldChange`): `amount` null when it is removed. */
+interface HoldRecord {
+  readonly user_id: string
+  readonly hold_id: string
+  readonly amount: string | null
+  readonly expires_at: string | null
 }
 interface EntryRecord {
   readonly user_id: string
@@ -150,7 +182,7 @@ interface EntryRecord {
   readonly fence_generation: string | null
 }
 /** The two JSON texts of `WalletRecord`s and `EntryRecord`s. */
-const CommitBatch = Schema.Struct({ wallets: Schema.String, entries: Schema.String })
+const CommitBatch = Schema.Struct({ wallets: Schema.String, entries: Schema.String, holds: Schema.String })
 
 /** One row of `commitWallets`' answer, by what it reports (`wallet`: the wallet of the batch it is about). */
 const CommitRow = Schema.Union(
@@ -184,6 +216,24 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
       Result: WalletRow,
       execute: (userId) => sql`SELECT balance::text, seq::text FROM wallets WHERE user_id = ${userId}`
     })
+    /**
+     * The wallet's holds, after voiding the expired ones (and taking them off its `held`): a run that died with its
+     * runner left its hold behind, and the wallet's next start releases it once it expired (migration 0020).
+     */
+    const liveHolds = SqlSchema.findAll({
+      Request: Schema.String,
+      Result: Schema.Struct({ holdId: Schema.String, amount: Schema.BigInt, expiresAt: Schema.DateFromSelf }),
+      execute: (userId) =>
+        sql`
+          WITH gone AS (
+            DELETE FROM wallet_holds WHERE user_id = ${userId} AND expires_at <= now() RETURNING amount
+          ), fixed AS (
+            UPDATE wallets SET held = held - (SELECT SUM(amount) FROM gone)
+            WHERE user_id = ${userId} AND EXISTS (SELECT 1 FROM gone)
+            RETURNING 1
+          )
+          SELECT hold_id, amount::text, expires_at FROM wallet_holds WHERE user_id = ${userId} AND expires_at > now()`
+    })
 
     /** The wallet of `userId`, created on first use with the signup grant (once: its key is the user id). */
     const load = (userId: string, signupCredits: Micros) =>
@@ -205,7 +255,12 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
           })])
           yield* grantSignup({ userId, balance: signupCredits })
         }
-        return (yield* walletState(userId)) satisfies WalletState
+        const wallet = yield* walletState(userId)
+        const holds = yield* liveHolds(userId)
+        return {
+          ...wallet,
+          holds: new Map(holds.map((h) => [h.holdId, { amount: h.amount, expiresAt: h.expiresAt.getTime() }]))
+        } satisfies WalletState
       })).pipe(Effect.orDie, Effect.withSpan("LedgerRepo.load"))
 
     const insertEntries = SqlSchema.void({
@@ -248,11 +303,14 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
     const commit = SqlSchema.findAll({
       Request: CommitBatch,
       Result: CommitRow,
-      execute: ({ entries, wallets }) =>
+      execute: ({ entries, holds, wallets }) =>
         sql`
           WITH w AS (
             SELECT * FROM jsonb_to_recordset(${wallets}::jsonb)
-              AS w(user_id text, shard text, generation bigint, from_seq bigint, balance bigint, seq bigint)
+              AS w(user_id text, shard text, generation bigint, from_seq bigint, balance bigint, seq bigint, held bigint)
+          ), h AS (
+            SELECT * FROM jsonb_to_recordset(${holds}::jsonb)
+              AS h(user_id text, hold_id text, amount bigint, expires_at timestamptz)
           ), e AS (
             SELECT * FROM jsonb_to_recordset(${entries}::jsonb)
               AS e(user_id text, seq bigint, amount bigint, kind text, scope text, idempotency_key text, app_id text,
@@ -277,7 +335,7 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
               WHERE scope = e.scope AND idempotency_key = e.idempotency_key LIMIT 1
             ) l
           ), moved AS (
-            UPDATE wallets SET balance = w.balance, seq = w.seq, updated_at = now()
+            UPDATE wallets SET balance = w.balance, seq = w.seq, held = w.held, updated_at = now()
             FROM w
             WHERE wallets.user_id = w.user_id AND wallets.seq = w.from_seq
               AND NOT EXISTS (SELECT 1 FROM hit WHERE hit.wallet = w.user_id)
@@ -292,6 +350,17 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
             FROM e JOIN moved ON moved.user_id = e.user_id
             ORDER BY e.user_id, e.seq
             RETURNING user_id
+          ), released AS (
+            DELETE FROM wallet_holds USING h, moved
+            WHERE h.amount IS NULL AND moved.user_id = h.user_id
+              AND wallet_holds.user_id = h.user_id AND wallet_holds.hold_id = h.hold_id
+            RETURNING 1
+          ), placed AS (
+            INSERT INTO wallet_holds (user_id, hold_id, amount, expires_at)
+            SELECT h.user_id, h.hold_id, h.amount, h.expires_at FROM h JOIN moved ON moved.user_id = h.user_id
+            WHERE h.amount IS NOT NULL
+            ON CONFLICT (user_id, hold_id) DO UPDATE SET amount = EXCLUDED.amount, expires_at = EXCLUDED.expires_at
+            RETURNING 1
           )
           SELECT 'hit' AS what, wallet, user_id, scope, idempotency_key, amount::text, balance_after::text FROM hit
           UNION ALL
@@ -326,8 +395,17 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
           generation: c.fence?.generation ?? null,
           from_seq: String(c.fromSeq),
           balance: String(c.next.balance),
-          seq: String(c.next.seq)
+          seq: String(c.next.seq),
+          held: String(heldOf(c.next))
         }))
+        const holds = commits.flatMap((c) =>
+          (c.holds ?? []).map((h): HoldRecord => ({
+            user_id: c.userId,
+            hold_id: h.hold,
+            amount: h.state === null ? null : String(h.state.amount),
+            expires_at: h.state === null ? null : new Date(h.state.expiresAt).toISOString()
+          }))
+        )
         const entries = commits.flatMap((c) =>
           c.entries.map((e): EntryRecord => ({
             user_id: c.userId,
@@ -346,7 +424,7 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
             fence_generation: e.callerFence?.generation ?? null
           }))
         )
-        const rows = yield* rowDefects(commit({ wallets: JSON.stringify(wallets), entries: JSON.stringify(entries) }))
+        const rows = yield* rowDefects(commit({ wallets: JSON.stringify(wallets), entries: JSON.stringify(entries), holds: JSON.stringify(holds) }))
         const known = new Map<string, Array<KeyedEntry>>()
         const moved = new Set<string>()
         const inserted = new Map<string, number>()

@@ -1,4 +1,4 @@
-import { Effect, Layer, Schedule } from "effect"
+import { Effect, Either, Layer, Schedule } from "effect"
 import { isOutage } from "../platform/Outage.js"
 import { InsufficientFunds, PaymentFailed, RunPayer } from "../runtime/Ports.js"
 import { Wallets } from "./Wallet.js"
@@ -34,6 +34,27 @@ export const RunPayerLive = Layer.effect(
         ),
       // Read before every step (`RunEngine.affordable`): without the same retry as the charge, a read that met a
       // database restart failed the turn with internal_error though its charge would have waited (issue 42 item 8).
-      balance: (accountId) => throughOutages(wallets.balance(accountId))
+      balance: (accountId) => throughOutages(wallets.balance(accountId)),
+      // A run's hold (docs/billing.md, "Holds"): placed when its first step is judged, extended when its cost passes
+      // it, settled when it ends. Through outages too: a hold or a settle met by a restart waits, as a charge did.
+      hold: (accountId, holdId, amount) =>
+        wallets.hold(accountId, holdId, amount).pipe(
+          throughOutages,
+          Effect.catchAllDefect((defect) => Effect.fail(new PaymentFailed({ message: String(defect) })))
+        ),
+      settle: (accountId, holdId, charges, fence) =>
+        wallets.settle(
+          accountId,
+          holdId,
+          charges.map(({ amount, charge }) => ({
+            amount,
+            entry: { kind: "usage", scope: "run", key: charge.key, description: charge.description }
+          })),
+          fence
+        ).pipe(
+          throughOutages,
+          Effect.map((answers) => answers.map(Either.isRight)),
+          Effect.catchAllDefect((defect) => Effect.fail(new PaymentFailed({ message: String(defect) })))
+        )
     }))
 )

@@ -15,10 +15,16 @@ type WalletRequest = Envelope.Request<WalletRpcs>
 
 const chargeItem = (c: ChargeRequest): Item => ({ tag: "Charge", amount: c.amount, entry: c.entry, dailyCap: c.dailyCap, fence: c.fence ?? null })
 
-/** The items a request asks for, told apart by its payload (the envelope's `tag` does not narrow it). */
-const itemsOf = (request: WalletRequest): ReadonlyArray<Item> => {
+/**
+ * The items a request asks for, told apart by its payload (the envelope's `tag` does not narrow it). A hold lives
+ * `ttlMs` from when it was last asked for.
+ */
+const itemsOf = (request: WalletRequest, ttlMs: number): ReadonlyArray<Item> => {
   const payload = request.payload
   if (payload === undefined || payload === null) return [{ tag: "Balance" }]
+  // A settle voids the hold first, then posts its charges: they may use what the hold reserved.
+  if ("hold" in payload && "charges" in payload) return [{ tag: "Release", hold: payload.hold }, ...payload.charges.map(chargeItem)]
+  if ("hold" in payload) return [{ tag: "Hold", hold: payload.hold, amount: payload.amount, ttlMs }]
   if ("charges" in payload) return payload.charges.map(chargeItem)
   return [{ tag: "Credit", amount: payload.amount, entry: payload.entry }]
 }
@@ -41,7 +47,10 @@ const chargeAnswer = (d: Decision) => Either.mapLeft(movement(d), chargeError)
 
 /** A balance's decision carries the balance; a failed one, the wallet's failure. */
 const balanceAnswer = (d: Decision): Either.Either<bigint, WalletFailure> =>
-  d.ok ? Either.right(d.value.balance) : Either.left(walletFailure)
+  d.ok && "balance" in d.value ? Either.right(d.value.balance) : Either.left(walletFailure)
+/** A balance's or a hold's decision, with what the wallet holds. */
+const heldAnswer = (d: Decision): Either.Either<{ balance: bigint; held: bigint; hold: bigint }, WalletFailure> =>
+  d.ok && "held" in d.value ? Either.right({ balance: d.value.balance, held: d.value.held, hold: "hold" in d.value ? d.value.hold : 0n }) : Either.left(walletFailure)
 
 /** A request waiting for the wallet: its items, and how their decisions reach the asker. */
 interface Job {
@@ -93,6 +102,7 @@ export const WalletLive = Wallet.toLayerMailbox(
     const repo = yield* LedgerRepo
     const committer = yield* WalletCommitter
     const config = yield* BillingConfig
+    const holdTtlMs = config.holdTtlSeconds * 1000
     /**
      * The wallet as the ledger holds it. An SQL error here (the database restarting or stopped) is not the end of the
      * entity (issue 33: `orDie` killed it, and the requests it had taken were never answered): the load is tried
@@ -153,7 +163,7 @@ export const WalletLive = Wallet.toLayerMailbox(
         /** Charges whose caller's fence the commit refused: decided again as refused (`StaleOwner`). */
         const staleCallers = new Set<string>()
         while (true) {
-          const { decisions, entries, next, refused, spent } = yield* decide(items, prior, staleCallers)
+          const { decisions, entries, holds, next, refused, spent } = yield* decide(items, prior, staleCallers)
           const unseen = refused.filter((k) => !looked.has(entryKey(k.scope, k.key)))
           if (unseen.length > 0) {
             for (const k of unseen) looked.add(entryKey(k.scope, k.key))
@@ -163,8 +173,9 @@ export const WalletLive = Wallet.toLayerMailbox(
               continue
             }
           }
-          if (entries.length > 0) {
-            const outcome = yield* committer.commit({ userId, fence, fromSeq: state.seq, entries, next })
+          // A batch that only placed, changed or voided holds is written too: a hold is answered only once durable.
+          if (entries.length > 0 || holds.length > 0) {
+            const outcome = yield* committer.commit({ userId, fence, fromSeq: state.seq, entries, next, holds })
             if (outcome._tag === "Fenced") {
               // The shard has a newer generation. This runner's own, when it lost and re-acquired the shard (the
               // wallet is read again under it); else another runner owns it now: nothing of this batch is written,
@@ -309,10 +320,18 @@ export const WalletLive = Wallet.toLayerMailbox(
               onRight: (value) => replier.succeed(request, value)
             })
           case "Balance":
-            return Either.match(balanceAnswer(first), {
+            return Either.match(heldAnswer(first), {
               onLeft: (error) => replier.fail(request, error),
-              onRight: (balance) => replier.succeed(request, { balance })
+              onRight: ({ balance, held }) => replier.succeed(request, { balance, held })
             })
+          case "Hold":
+            return Either.match(heldAnswer(first), {
+              onLeft: (error) => replier.fail(request, error),
+              onRight: (value) => replier.succeed(request, value)
+            })
+          case "Settle":
+            // The first decision is the release; the rest answer the charges, in order.
+            return replier.succeed(request, decisions.slice(1).map(chargeAnswer))
         }
       }
       return Effect.gen(function*() {
@@ -321,7 +340,7 @@ export const WalletLive = Wallet.toLayerMailbox(
           while (true) {
             const [chunk, done] = yield* mailbox.takeAll
             lastMessageAt = Date.now()
-            yield* Queue.offerAll(jobs, Chunk.map(chunk, (request): Job => ({ items: itemsOf(request), answer: reply(request) })))
+            yield* Queue.offerAll(jobs, Chunk.map(chunk, (request): Job => ({ items: itemsOf(request, holdTtlMs), answer: reply(request) })))
             if (done) return
           }
         }))

@@ -67,7 +67,31 @@ const Credit = Rpc.make("Credit", {
 })
 
 /** The balance; `WalletFailure` while the wallet cannot be read (the database is away). */
-const Balance = Rpc.make("Balance", { success: Schema.Struct({ balance: Schema.BigInt }), error: WalletFailure })
+const Balance = Rpc.make("Balance", {
+  success: Schema.Struct({ balance: Schema.BigInt, held: Schema.optional(Schema.BigInt) }),
+  error: WalletFailure
+})
+
+/**
+ * Places, extends or resumes the hold `hold` (a run's or turn's key) at `amount` in all, as far as the available
+ * credits (balance - held) allow: answers the hold's amount now (0 when nothing is available). Asked again with the
+ * same id (the run's next owner, or a run whose cost passed its hold), it is the same hold, kept alive longer.
+ */
+const Hold = Rpc.make("Hold", {
+  payload: unvalidated(Schema.Struct({ hold: Schema.String, amount: Schema.BigInt })),
+  success: Schema.Struct({ hold: Schema.BigInt, balance: Schema.BigInt, held: Schema.BigInt }),
+  error: WalletFailure
+})
+
+/**
+ * Ends the hold `hold`: voids what is left of it and posts `charges` (the run's steps, each its own ledger entry
+ * under its own key), in order, each answered as in `Charges`. A settle sent again (or by the run's next owner)
+ * replays the charges already posted by their keys; a hold already gone (expired, settled) voids nothing.
+ */
+const Settle = Rpc.make("Settle", {
+  payload: unvalidated(Schema.Struct({ hold: Schema.String, charges: Schema.Array(ChargeRequest) })),
+  success: Schema.Array(Schema.Either({ right: Movement, left: ChargeError }))
+})
 
 /**
  * One user's wallet as an `@effect/cluster` entity (entity id = user id): exactly one instance in the cluster owns
@@ -79,8 +103,8 @@ const Balance = Rpc.make("Balance", { success: Schema.Struct({ balance: Schema.B
  *
  * Client tracing is off: a span per charge on the caller's side costs more than the charge's share of the commit.
  */
-export const Wallet = Entity.make("Wallet", [Charges, Credit, Balance])
+export const Wallet = Entity.make("Wallet", [Charges, Credit, Balance, Hold, Settle])
   .annotate(ClusterSchema.ClientTracingEnabled, false)
 
 /** The wallet's RPCs, as its entity's mailbox carries them. */
-export type WalletRpcs = typeof Charges | typeof Credit | typeof Balance
+export type WalletRpcs = typeof Charges | typeof Credit | typeof Balance | typeof Hold | typeof Settle

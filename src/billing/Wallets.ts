@@ -3,7 +3,7 @@ import { Effect, Either, Exit, FiberSet, Metric, Option } from "effect"
 import { makeEntityCaller, shardOf } from "../platform/Cluster.js"
 import type { Fence } from "../platform/cluster/Fences.js"
 import type { Micros } from "../platform/Money.js"
-import { walletChargeMessages, walletCharges } from "../platform/telemetry/Metrics.js"
+import { walletChargeMessages, walletCharges, walletRequests } from "../platform/telemetry/Metrics.js"
 import { type Movement, WalletFailure } from "./Decide.js"
 import { type LocalWallet, LocalWallets } from "./LocalWallets.js"
 import type { EntryInfo } from "./Repo.js"
@@ -31,6 +31,27 @@ const messagesHere = walletChargeMessages.pipe(Metric.tagged("to", "this_runner"
 const messagesAway = walletChargeMessages.pipe(Metric.tagged("to", "another_runner"))
 
 type ChargeEntry = Partial<EntryInfo> & Pick<EntryInfo, "kind" | "scope" | "key">
+
+/** Counts one request of `kind` made of a wallet (`wallet_requests_total`) as it is made: one round trip each. */
+const requestsOf = (kind: string) => {
+  const series = walletRequests.pipe(Metric.tagged("kind", kind))
+  return <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+    Effect.suspend(() => {
+      series.unsafeUpdate(1, [])
+      return effect
+    })
+}
+const countCharge = requestsOf("charge")
+const countBalance = requestsOf("balance")
+const countCredit = requestsOf("credit")
+const countHold = requestsOf("hold")
+const countSettle = requestsOf("settle")
+
+/** A charge a settle posts: one step of a run, under its own key. */
+export interface SettledCharge {
+  readonly amount: Micros
+  readonly entry: ChargeEntry
+}
 
 /** A charge waiting in its wallet's lane for the next `Charges` message. */
 interface Waiting {
@@ -165,7 +186,7 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
     const noEvent = { appId: null, event: null, metadata: null, description: null }
     const chargeWith = (userId: string, request: ChargeRequest) => {
       const here = localWallets.byUser.get(userId)
-      return (here === undefined ? chargeByMessage(userId, request) : chargeHere(here, userId, request)).pipe(orDieOnCluster)
+      return countCharge((here === undefined ? chargeByMessage(userId, request) : chargeHere(here, userId, request)).pipe(orDieOnCluster))
     }
     return {
       charge: (userId: string, amount: Micros, entry: ChargeEntry, dailyCap: Micros | null = null) =>
@@ -181,7 +202,7 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
       chargeFor: (userId: string, amount: Micros, entry: ChargeEntry, fence: Fence | null) =>
         chargeWith(userId, { amount, entry: { ...noEvent, ...entry }, dailyCap: null, ...(fence === null ? {} : { fence }) }),
       credit: (userId: string, amount: Micros, entry: Partial<EntryInfo> & Pick<EntryInfo, "kind" | "scope" | "key">) =>
-        toEntity(client(userId).Credit({ amount, entry: { ...noEvent, ...entry } }), { resendWhenCut: true }).pipe(
+        countCredit(toEntity(client(userId).Credit({ amount, entry: { ...noEvent, ...entry } }), { resendWhenCut: true })).pipe(
           orDieOnCluster,
           Effect.withSpan("Wallets.credit")
         ),
@@ -189,8 +210,41 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
         const byMessage = toEntity(client(userId).Balance(), { resendWhenCut: true }).pipe(Effect.map((reply) => reply.balance))
         const here = localWallets.byUser.get(userId)
         // A wallet active on this runner is read in its entity, in order with its other requests: no message.
-        return (here === undefined ? byMessage : Effect.flatMap(here.balance, Option.getOrElse(() => byMessage))).pipe(orDieOnCluster)
-      }
+        return countBalance((here === undefined ? byMessage : Effect.flatMap(here.balance, Option.getOrElse(() => byMessage))).pipe(orDieOnCluster))
+      },
+      /** The balance and what holds reserve of it (`GET /api/wallet`): available = balance - held. */
+      funds: (userId: string) =>
+        countBalance(toEntity(client(userId).Balance(), { resendWhenCut: true })).pipe(
+          Effect.map((reply) => ({ balance: reply.balance, held: reply.held ?? 0n })),
+          orDieOnCluster
+        ),
+      /**
+       * Places, extends or resumes the hold `holdId` at `amount` in all, as far as the wallet's available credits
+       * allow (docs/billing.md, "Holds"): the hold's amount now, 0 when nothing is available. One round trip.
+       */
+      hold: (userId: string, holdId: string, amount: Micros) =>
+        countHold(toEntity(client(userId).Hold({ hold: holdId, amount }), { resendWhenCut: true })).pipe(
+          Effect.map((reply) => reply.hold),
+          orDieOnCluster
+        ),
+      /**
+       * Ends the hold `holdId`: voids what is left of it and posts `charges` in order, each a ledger entry under its
+       * own key (a settle sent again replays them), made under the caller's `fence` as `chargeFor`'s. One answer per
+       * charge: its movement, or why it was refused. One round trip.
+       */
+      settle: (userId: string, holdId: string, charges: ReadonlyArray<SettledCharge>, fence: Fence | null) =>
+        countSettle(toEntity(
+          client(userId).Settle({
+            hold: holdId,
+            charges: charges.map((c): ChargeRequest => ({
+              amount: c.amount,
+              entry: { ...noEvent, ...c.entry },
+              dailyCap: null,
+              ...(fence === null ? {} : { fence })
+            }))
+          }),
+          { resendWhenCut: true }
+        )).pipe(orDieOnCluster)
     } as const
   }),
   dependencies: [LocalWallets.Default]

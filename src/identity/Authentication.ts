@@ -10,6 +10,7 @@ import { OAuth } from "./oauth/OAuth.js"
 import { Tokens } from "./Tokens.js"
 import { Caller, UserAuthentication, PlatformAuthentication, AppCaller, AppAuthentication, ApiKeyAuthentication, END_USER_ROUTES, MISSING_END_USER } from "./Domain.js"
 export type { CallerIdentity } from "./Domain.js"
+import type { AppCallerIdentity } from "./Domain.js"
 export { CurrentUser, Caller, UserAuthentication, PlatformAuthentication, AppCaller, AppAuthentication, ApiKeyAuthentication, END_USER_ROUTES, MISSING_END_USER } from "./Domain.js"
 
 /** Judged on the path as the router will match it (decoded, `//` collapsed, case folded), not the raw URL. */
@@ -113,21 +114,21 @@ export const AuthenticationLive = Layer.effect(
           }
           return Caller.of({ userId: key.value.userId, via: "api_key", apiKeyId: Option.some(key.value.id), endUserId })
         }
+        // Spec 5.1 rules 4-5: an OAuth app's access token works on /v1 with the `agents:write` scope, for its
+        // user and no one else (no end-user partition, so `X-End-User-Id` is not read).
+        const asApp = (app: AppCallerIdentity) =>
+          app.scopes.includes("agents:write")
+            ? Effect.succeed(Caller.of({ userId: app.userId as UserId, via: "oauth", apiKeyId: Option.none(), endUserId: Option.none() }))
+            : Effect.fail(new Unauthorized({ message: "This OAuth access token lacks the agents:write scope." }))
+        // An access token this process verified lately is known at once: it skips the login token's lookup, which
+        // it would fail (issue 45 item 3).
+        const known = fromCookie ? Option.none() : yield* oauth.knownAccessToken(value)
+        if (Option.isSome(known)) return yield* asApp(known.value)
         const identity = yield* Effect.either(tokens.authenticate(value))
         if (identity._tag === "Left") {
-          // Spec 5.1 rules 4-5: an OAuth app's access token works on /v1 with the `agents:write` scope, for its
-          // user and no one else (no end-user partition, so `X-End-User-Id` is not read).
           const app = fromCookie ? Option.none() : yield* oauth.verifyAccessToken(value)
           if (Option.isNone(app)) return yield* identity.left
-          if (!app.value.scopes.includes("agents:write")) {
-            return yield* new Unauthorized({ message: "This OAuth access token lacks the agents:write scope." })
-          }
-          return Caller.of({
-            userId: app.value.userId as UserId,
-            via: "oauth",
-            apiKeyId: Option.none(),
-            endUserId: Option.none()
-          })
+          return yield* asApp(app.value)
         }
         const endUserId = yield* endUserOf(request)
         return Caller.of({ userId: identity.right.userId, via: "login", apiKeyId: Option.none(), endUserId })

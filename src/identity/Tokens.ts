@@ -8,6 +8,14 @@ import { Unauthorized } from "../platform/Errors.js"
 import { KeyValue } from "../platform/KeyValue.js"
 import { IdentityRepo, PlatformSecretsRepo } from "./Repo.js"
 import type { LoginIdentity } from "./Domain.js"
+import { BearerCache } from "./BearerCache.js"
+
+/**
+ * How long this process trusts a login token it verified (issue 45 item 3), at most until the token expires: a login
+ * through this process drops its user's earlier tokens here at once; one through another process (single device)
+ * stops the earlier token here within this. The session store is renewed on use at most this often.
+ */
+export const LOGIN_CACHE_MS = 2_000
 export type { LoginIdentity } from "./Domain.js"
 
 export const sha256 = (text: string) => Crypto.createHash("sha256").update(text).digest("hex")
@@ -118,7 +126,15 @@ export class Tokens extends Effect.Service<Tokens>()("atrium/identity/Tokens", {
       )
     })
 
+    /** Login tokens verified lately in this process, by the token: a repeated token costs no store round trip. */
+    const verified = new BearerCache<LoginIdentity>(10_000)
+    /** Logins so far: a verification that a login overtook does not cache what it found. */
+    let logins = 0
+
     const issue = Effect.fn("Tokens.issue")(function*(identity: LoginIdentity) {
+      // The user's earlier tokens stop here and now (single device), before the new one exists.
+      logins += 1
+      verified.deleteWhere((known) => known.userId === identity.userId)
       const now = Math.floor((yield* Clock.currentTimeMillis) / 1000)
       const iat = yield* repo.reserveTokenIat(identity.userId, now)
       const token = yield* Effect.promise(() =>
@@ -132,6 +148,8 @@ export class Tokens extends Effect.Service<Tokens>()("atrium/identity/Tokens", {
       const replaced = yield* repo.setCurrentToken(identity.userId, tokenHash, iat)
       // Only the login that still holds the newest issue time becomes current; a token that lost that race is
       // returned but already stale, exactly as if the other login had come a moment later.
+      // And again once it is current: a verification of an earlier token may have finished meanwhile.
+      verified.deleteWhere((known) => known.userId === identity.userId)
       if (Option.isSome(replaced)) {
         yield* cache(tokenHash, identity, iat + tokenTtlSeconds)
         const previous = replaced.value.previous
@@ -148,7 +166,19 @@ export class Tokens extends Effect.Service<Tokens>()("atrium/identity/Tokens", {
 
     const unauthorized = new Unauthorized({ message: "A valid login token is required." })
 
-    const authenticate = Effect.fn("Tokens.authenticate")(function*(token: string) {
+    /** `verify`, remembered in this process for `LOGIN_CACHE_MS` (never past the token's own expiry). */
+    const authenticate = (token: string) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const known = verified.get(token, now)
+        if (known !== undefined) return Effect.succeed(known)
+        const before = logins
+        return Effect.tap(verify(token), (identity) => {
+          const exp = unverifiedExp(token)
+          if (logins === before && exp !== undefined) verified.set(token, identity, Math.min(exp * 1000, now + LOGIN_CACHE_MS))
+        })
+      })
+
+    const verify = Effect.fn("Tokens.authenticate")(function*(token: string) {
       if (token.length === 0 || token.length > 4096) return yield* unauthorized
       const tokenHash = sha256(token)
       const now = yield* Clock.currentTimeMillis

@@ -30,6 +30,23 @@ export class RunPayer extends Context.Tag("atrium/runtime/RunPayer")<RunPayer, {
   readonly charge: (accountId: string, amount: Micros, charge: RunCharge) => Effect.Effect<void, InsufficientFunds | PaymentFailed>
   /** What the account can spend now. */
   readonly balance: (accountId: string) => Effect.Effect<Micros>
+  /**
+   * Places, extends or resumes the hold `holdId` on the account's wallet at `amount` in all (docs/billing.md,
+   * "Holds"), as far as its available credits allow: the hold's amount now (0: nothing is available). A run pays its
+   * steps against its hold with no round trip, and ends it with `settle`.
+   */
+  readonly hold: (accountId: string, holdId: string, amount: Micros) => Effect.Effect<Micros, PaymentFailed>
+  /**
+   * Ends the hold `holdId`: voids what is left of it and posts `charges` (each once per key, in order). Whether each
+   * was posted (or had been): a charge is refused only when the hold no longer covered it (it had expired) and the
+   * wallet cannot pay it, or when `fence` is stale.
+   */
+  readonly settle: (
+    accountId: string,
+    holdId: string,
+    charges: ReadonlyArray<{ readonly amount: Micros; readonly charge: RunCharge }>,
+    fence: Fence | null
+  ) => Effect.Effect<ReadonlyArray<boolean>, PaymentFailed>
 }>() {}
 
 /** A passage `file_search` found, with its citation: the file, the chunk and its character range in the file's text. */

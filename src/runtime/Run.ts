@@ -139,6 +139,12 @@ export const MAX_CHAIN_WAIT_MS = 10_000
 /** Model calls in one run: a model that keeps calling tools is stopped rather than billed forever. */
 export const MAX_STEPS = 12
 
+/**
+ * A run without a budget holds this many times its first step's estimate when it starts (docs/billing.md, "Holds"),
+ * capped by what the wallet has available: as many steps as a run may take, so a run rarely needs to extend its hold.
+ */
+export const HOLD_STEPS = MAX_STEPS
+
 
 /** How a run tells each step: the caller decides where events go (an HTTP stream, a session's log). */
 export type Emit = (event: InternalEvent) => Effect.Effect<void>

@@ -7,12 +7,13 @@ import { tokensOf } from "./models/Builtin.js"
 import { Models, type ResolvedModel } from "./models/Models.js"
 import { checkOutput, CurrentOutputFormat } from "./models/OutputFormat.js"
 import { assistantContent, type ModelCall, ModelChain } from "./ModelChain.js"
-import { RunPayer } from "./Ports.js"
+import { type RunCharge, RunPayer } from "./Ports.js"
 import { RunsRepo } from "./Repo.js"
 import {
   costOf,
   type Emit,
   MAX_DELEGATION_DEPTH,
+  HOLD_STEPS,
   MAX_STEPS,
   type ResolveSubagent,
   type RunRequest,
@@ -41,8 +42,10 @@ import type { ToolContext } from "./tools/Tools.js"
 /**
  * The run engine, shared by `/v1/agents/run`, `/v1/chat/completions` and sessions (DESIGN.md §4): model call ->
  * tool calls -> model call ... until the model answers without tools. Every step is told as internal events through
- * `emit`; the caller decides where they go (an HTTP stream, a session's log). Usage is charged through the `RunPayer` port (billing's wallet)
- * after each model call, idempotently per run step.
+ * `emit`; the caller decides where they go (an HTTP stream, a session's log). Usage is paid through the `RunPayer` port (billing's wallet)
+ * in two phases (docs/billing.md, "Holds"): the run holds credits when its first step is judged, charges each model
+ * call against the hold without asking the wallet, and posts its steps (one ledger entry each, keyed per step) and
+ * voids the rest when it ends: two wallet round trips per run, however many steps, plus one per extension.
  */
 
 const DEFAULT_INSTRUCTIONS = "You are a helpful expert."
@@ -101,6 +104,62 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
           ledger.finish(request.runId, state.record(status, failure)).pipe(
             Effect.catchAllCause((cause) => Effect.logError("the run's record could not be written", cause))
           )
+
+        /**
+         * The run's hold (docs/billing.md, "Holds"), keyed like its charges: a run executed again (a durable run's
+         * next owner) or a turn run again asks for the same hold and finds it. `held` is the hold's amount as the
+         * wallet last answered (none asked yet: 0), `used` what this run's own steps charged against it, and
+         * `unposted` those steps' charges, posted by `settle` when the run ends.
+         */
+        const holdId = request.chargeKey ?? request.runId
+        let held = 0n
+        let asked = false
+        let used = 0n
+        const unposted = new Map<number, { readonly amount: Micros; readonly charge: RunCharge }>()
+        const owe = (step: number, amount: Micros, description: string) => {
+          if (unposted.has(step)) return
+          unposted.set(step, {
+            amount,
+            charge: { key: `${holdId}:${step}`, description, fence: request.chargeFence ?? null }
+          })
+          used += amount
+        }
+        /**
+         * Makes the hold cover `need` more than this run used, in one round trip when it does not already: first the
+         * run's budget, or without one `HOLD_STEPS` times the step's estimate; later, as much again as it holds.
+         * What the hold can still pay after (the wallet gives what is available, never more).
+         */
+        const cover = (need: Micros) =>
+          Effect.gen(function*() {
+            if (asked && held - used >= need && held - used > 0n) return held - used
+            const budget = Option.getOrUndefined(request.budget)
+            let target = !asked
+              ? used + (budget !== undefined ? budget : need * BigInt(HOLD_STEPS))
+              : used + (need > held ? need : held)
+            if (budget !== undefined && target > budget && budget >= used + need) target = budget
+            if (target < used + need) target = used + need
+            asked = true
+            held = yield* runPayer.hold(payer.accountId, holdId, target).pipe(
+              Effect.catchTag("PaymentFailed", (error) => Effect.fail(new BillingFailed({ message: error.message })))
+            )
+            return held - used
+          })
+        /** Ends the hold: posts what the run's steps used and voids the rest (whatever way the run ended). */
+        const settle = Effect.suspend(() => {
+          if (!asked && unposted.size === 0) return Effect.void
+          const charges = [...unposted.entries()].sort(([a], [b]) => a - b).map(([, c]) => c)
+          return runPayer.settle(payer.accountId, holdId, charges, request.chargeFence ?? null).pipe(
+            Effect.flatMap((posted) => {
+              const refused = charges.filter((_, i) => posted[i] !== true)
+              if (refused.length === 0) return Effect.void
+              // Only when the hold was gone (it outlived HOLD_TTL_SECONDS) and the wallet could not pay, or the
+              // session moved on: the run says what the ledger took.
+              for (const c of refused) state.charged(-c.amount)
+              return Effect.logWarning(`run ${request.runId}: ${refused.length} step charge(s) were not posted`)
+            }),
+            Effect.catchAllCause((cause) => Effect.logError(`run ${request.runId}: its hold could not be settled`, cause))
+          )
+        })
 
         // A run without a conversation's sandbox gets one of its own, released when the run ends.
         const ownHolder = request.sandbox === undefined ? yield* makeSandboxHolder : undefined
@@ -165,7 +224,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
             const { call, charge } = yield* recorded(`step/${step}`, modelStepCodec, Effect.gen(function*() {
               yield* emit({ type: "turn_start", turn: step })
               const estimate = costOf(chain[0]!, tokensOf(JSON.stringify(conversation)), state.lastOutputTokens)
-              yield* affordable(request, state.spent, estimate)
+              yield* affordable(request, state.spent, estimate, cover)
 
               const { call, model } = yield* modelChain.call(chain, conversation, toolkit, emit, step === 1 ? request.toolChoice : undefined).pipe(
                 Effect.locally(CurrentOutputFormat, request.outputFormat)
@@ -183,21 +242,16 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
                   state.called(call)
                   return yield* new OwnerLost({ message: "This runner no longer holds the session; the turn stopped before billing." })
                 }
-                yield* runPayer.charge(payer.accountId, charge, {
-                  key: `${request.chargeKey ?? request.runId}:${step}`,
-                  description: `Run of ${agent.identifier} (${model.entry.id}, step ${step})`,
-                  fence: request.chargeFence ?? null
-                }).pipe(
-                  Effect.catchTag("InsufficientFunds", () =>
-                    runPayer.balance(payer.accountId).pipe(
-                      Effect.flatMap((balance) =>
-                        Effect.fail(exhausted("wallet", state.spent + balance, state.spent, "Not enough credits for the next step."))
-                      )
-                    )),
-                  Effect.catchTag("PaymentFailed", (error) => Effect.fail(new BillingFailed({ message: error.message }))),
+                // Charged against the run's hold: no round trip while the hold covers it, one to extend it when not.
+                const room = yield* cover(charge).pipe(
                   // A step that could not be paid still said what it said: its text stays in the run's answer.
                   Effect.tapError(() => Effect.sync(() => state.called(call)))
                 )
+                if (room < charge) {
+                  state.called(call)
+                  return yield* exhausted("wallet", state.spent + room, state.spent, "Not enough credits for the next step.")
+                }
+                owe(step, charge, `Run of ${agent.identifier} (${model.entry.id}, step ${step})`)
                 count(step, charge)
               }
               yield* emit({
@@ -211,7 +265,11 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
               return { call, charge }
             }))
             state.called(call)
-            if (charge > 0n) count(step, charge)
+            // A step replayed from its record (a durable run's next owner) is posted with the others at the end.
+            if (charge > 0n) {
+              owe(step, charge, `Run of ${agent.identifier} (step ${step})`)
+              count(step, charge)
+            }
 
             const assistant = assistantContent(call)
             if (assistant.length > 0) {
@@ -265,6 +323,8 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
         const exit = yield* Effect.exit(Effect.interruptible(Effect.scoped(body))).pipe(
           Effect.ensuring(ownHolder === undefined ? Effect.void : ownHolder.release)
         )
+        // However the run ended (interrupted too), what it used is posted before it says so, and its hold voided.
+        yield* settle
         if (Exit.isSuccess(exit)) {
           yield* emit({
             type: "complete",
@@ -291,15 +351,18 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
         return state.result("failed", Option.some(failure))
       }).pipe(Effect.uninterruptible, Effect.withSpan("RunEngine.execute", { attributes: { runId: request.runId } }))
 
-    /** The next step must fit both the run's budget and the wallet, judged by what it will likely cost. */
-    const affordable = (request: RunRequest, spent: Micros, estimate: Micros) =>
+    /**
+     * The next step must fit both the run's budget and the wallet, judged by what it will likely cost: the wallet's
+     * part is the run's hold (`cover`), asked for only when it does not cover the estimate (the first step's places it).
+     */
+    const affordable = <E>(request: RunRequest, spent: Micros, estimate: Micros, cover: (need: Micros) => Effect.Effect<Micros, E>) =>
       Effect.gen(function*() {
         if (Option.isSome(request.budget) && spent + estimate > request.budget.value) {
           return yield* Effect.fail(exhausted("budget", request.budget.value, spent, "The run's budget is spent."))
         }
-        const balance = yield* runPayer.balance(request.payer.accountId)
-        if (balance < estimate || balance <= 0n) {
-          return yield* Effect.fail(exhausted("wallet", spent + balance, spent, "Not enough credits for the next step."))
+        const room = yield* cover(estimate)
+        if (room < estimate || room <= 0n) {
+          return yield* Effect.fail(exhausted("wallet", spent + room, spent, "Not enough credits for the next step."))
         }
       })
 

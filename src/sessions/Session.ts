@@ -7,6 +7,7 @@ import { activeSessions, inFlight, queuedTurns, runningTurns } from "../platform
 import { type InternalEvent, isTerminal } from "../runtime/Events.js"
 import { MAX_STEPS } from "../runtime/Run.js"
 import { newRunId } from "../runtime/Domain.js"
+import { RunPayer } from "../runtime/Ports.js"
 import { RunEngine } from "../runtime/RunEngine.js"
 import { unsafeMakeSandboxHolder } from "../runtime/sandbox/Holder.js"
 import { Runs } from "../runs/Runs.js"
@@ -62,6 +63,7 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     const log = yield* SessionLog
     const hub = yield* SessionHub
     const engine = yield* RunEngine
+    const runPayer = yield* RunPayer
     const runs = yield* Runs
 
     // A write refused before this activation (the previous one's) no longer holds the log back: this one starts
@@ -123,6 +125,13 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
         fence,
         events: [nextLogged(stale.value.turn, { type: "error", code: "interrupted", message: "The server restarted during this turn." })]
       })
+    }
+    // Its hold is voided (docs/billing.md, "Holds"): the dead runner posted none of the turn's steps, and the turn
+    // is not run again, so what it reserved goes back to the payer now rather than when the hold expires.
+    if (Option.isSome(stale) && Option.isSome(row)) {
+      yield* runPayer.settle(row.value.accountId, `session:${sessionId}:${stale.value.turn}`, [], fence).pipe(
+        Effect.catchAllCause((cause) => Effect.logWarning("the interrupted turn's hold could not be voided (it expires)", cause))
+      )
     }
     // Its run, too (a runner killed mid-turn, whose shard this runner now owns, left it `running`).
     yield* repo.interruptRuns(sessionId, Option.map(stale, (t) => t.turn), MAX_STEPS)

@@ -82,8 +82,8 @@ export const walletOf = (token: string) =>
   Effect.gen(function*() {
     const reply = yield* request("GET", "/api/wallet", { token })
     assert.strictEqual(reply.status, 200, reply.text)
-    assert.deepStrictEqual(Object.keys(reply.body).sort(), ["balance", "today_spent"], reply.text)
-    return reply.body as { balance: number; today_spent: number }
+    assert.deepStrictEqual(Object.keys(reply.body).sort(), ["balance", "held", "today_spent"], reply.text)
+    return reply.body as { balance: number; held: number; today_spent: number }
   })
 
 export const balanceOf = (token: string) => Effect.map(walletOf(token), (wallet) => wallet.balance)

@@ -80,7 +80,7 @@ describe("wallet decide", () => {
       { tag: "Balance" },
       charge(1_000_000n, "after")
     ])
-    assert.deepStrictEqual(decided.decisions[1], { ok: true, value: { balance: 5_000_000n } })
+    assert.deepStrictEqual(decided.decisions[1], { ok: true, value: { balance: 5_000_000n, held: 0n } })
     assert.deepStrictEqual(decided.next, { balance: 4_000_000n, seq: 9n })
   })
 
@@ -96,7 +96,7 @@ describe("wallet decide", () => {
   it("a charge refused for the balance writes nothing and its key is named, so an earlier use of it can replay", () => {
     const decided = decide(100n, [charge(101n, "big"), { tag: "Balance" }])
     assert.strictEqual(decided.decisions[0]!.ok === false && decided.decisions[0]!.error._tag, "InsufficientCredits")
-    assert.deepStrictEqual(decided.decisions[1], { ok: true, value: { balance: 100n } })
+    assert.deepStrictEqual(decided.decisions[1], { ok: true, value: { balance: 100n, held: 0n } })
     assert.deepStrictEqual(decided.refused, [entry("big")])
     assert.deepStrictEqual(decided.entries, [])
     assert.deepStrictEqual(decided.next, { balance: 100n, seq: 7n })
@@ -140,5 +140,63 @@ describe("wallet decide", () => {
     const [written] = decided.entries
     assert.strictEqual(written!.createdAt.getTime(), NOW)
     assert.deepStrictEqual([written!.kind, written!.scope, written!.key, written!.event], ["event", "credit:usr_a", "t", "call"])
+  })
+
+  describe("holds (issue 45 item 2)", () => {
+    const TTL = 60_000
+    const hold = (id: string, amount: bigint): Item => ({ tag: "Hold", hold: id, amount, ttlMs: TTL })
+    const release = (id: string): Item => ({ tag: "Release", hold: id })
+    const withHolds = (balance: bigint, holds: ReadonlyArray<[string, bigint, number]>, items: ReadonlyArray<Item>) =>
+      decideItems({
+        userId: "usr_a",
+        state: { balance, seq: 7n, holds: new Map(holds.map(([id, amount, expiresAt]) => [id, { amount, expiresAt }])) },
+        items,
+        prior: new Map(),
+        spentToday: new Map(),
+        now: NOW
+      })
+
+    it("a hold takes no more than is available; what it holds no charge may take (no overdraft)", () => {
+      const decided = decide(1_000n, [hold("r1", 700n), hold("r2", 700n), charge(301n, "over"), charge(300n, "fits"), { tag: "Balance" }])
+      assert.deepStrictEqual(decided.decisions[0], { ok: true, value: { hold: 700n, balance: 1_000n, held: 700n } })
+      assert.deepStrictEqual(decided.decisions[1], { ok: true, value: { hold: 300n, balance: 1_000n, held: 1_000n } })
+      assert.strictEqual(decided.decisions[2]!.ok === false && decided.decisions[2]!.error._tag, "InsufficientCredits")
+      assert.strictEqual(decided.decisions[3]!.ok === false && decided.decisions[3]!.error._tag, "InsufficientCredits")
+      assert.deepStrictEqual(decided.decisions[4], { ok: true, value: { balance: 1_000n, held: 1_000n } })
+      assert.deepStrictEqual(decided.entries, [])
+      assert.deepStrictEqual(decided.holds.map((h) => [h.hold, h.state?.amount]), [["r1", 700n], ["r2", 300n]])
+    })
+
+    it("asked again, a hold is the same hold: extended as far as is available, never shrunk, kept alive longer", () => {
+      const decided = withHolds(1_000n, [["r1", 400n, NOW + 10]], [hold("r1", 200n), hold("r1", 900n), hold("r1", 5_000n)])
+      assert.deepStrictEqual(decided.decisions.map((d) => d.ok && "hold" in d.value ? d.value.hold : -1n), [400n, 900n, 1_000n])
+      assert.deepStrictEqual(decided.holds, [{ hold: "r1", state: { amount: 1_000n, expiresAt: NOW + TTL } }])
+      assert.strictEqual(decided.next.holds?.get("r1")?.amount, 1_000n)
+    })
+
+    it("a settle voids the hold and posts its charges from what it reserved, each once by its key", () => {
+      const step = (n: number, amount: bigint) => charge(amount, `run_1:${n}`, { kind: "usage", scope: "run" })
+      const decided = withHolds(1_000n, [["run_1", 600n, NOW + 10], ["other", 400n, NOW + 10]], [
+        release("run_1"),
+        step(1, 250n),
+        step(2, 250n),
+        step(1, 250n),
+        charge(101n, "too-much")
+      ])
+      assert.deepStrictEqual(decided.decisions[0], { ok: true, value: { released: 600n } })
+      assert.deepStrictEqual(decided.decisions.slice(1, 4).map((d) => d.ok && "replay" in d.value && d.value.replay), [false, false, true])
+      // 1,000 - 500 posted = 500, of which "other" holds 400: 100 are available.
+      assert.strictEqual(decided.decisions[4]!.ok === false && decided.decisions[4]!.error._tag, "InsufficientCredits")
+      assert.deepStrictEqual(decided.entries.map((e) => [e.key, e.amount, e.balanceAfter]), [["run_1:1", -250n, 750n], ["run_1:2", -250n, 500n]])
+      assert.deepStrictEqual(decided.holds, [{ hold: "run_1", state: null }])
+      assert.deepStrictEqual([...decided.next.holds!.keys()], ["other"])
+    })
+
+    it("an expired hold is void: its credits are available again, and it is removed with the next write", () => {
+      const decided = withHolds(1_000n, [["dead", 900n, NOW], ["live", 100n, NOW + 1]], [charge(900n, "now-fits")])
+      assert.isTrue(decided.decisions[0]!.ok)
+      assert.deepStrictEqual(decided.holds, [{ hold: "dead", state: null }])
+      assert.deepStrictEqual([...decided.next.holds!.keys()], ["live"])
+    })
   })
 })

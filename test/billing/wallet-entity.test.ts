@@ -47,8 +47,8 @@ layer(Env)("Wallet entity (makeTestClient)", (it) => {
       const userId = yield* newUser
       const wallet = (yield* Entity.makeTestClient(Wallet, WalletLive))(userId)
       const client = yield* wallet
-      assert.deepStrictEqual(yield* client.Balance(), { balance: CREDIT })
-      assert.deepStrictEqual(yield* client.Balance(), { balance: CREDIT })
+      assert.deepStrictEqual(yield* client.Balance(), { balance: CREDIT, held: 0n })
+      assert.deepStrictEqual(yield* client.Balance(), { balance: CREDIT, held: 0n })
       assert.deepStrictEqual((yield* ledger(userId)).map((l) => [l.seq, l.amount, l.idempotencyKey]), [["1", "1000000", userId]])
     }))
 
@@ -70,7 +70,7 @@ layer(Env)("Wallet entity (makeTestClient)", (it) => {
       refused.forEach((r) => assert.strictEqual(r.left._tag, "InsufficientCredits"))
       // Each charge saw the balance the one before it left: 0.9, 0.8, ... 0.
       assert.sameMembers(charged.map((c) => c.right.balance), Array.from({ length: 10 }, (_, i) => BigInt(9 - i) * CREDIT / 10n))
-      assert.deepStrictEqual(yield* client.Balance(), { balance: 0n })
+      assert.deepStrictEqual(yield* client.Balance(), { balance: 0n, held: 0n })
       // The ledger: the grant, then ten charges at consecutive positions, each balance the previous one less 0.1.
       const lines = yield* ledger(userId)
       assert.deepStrictEqual(lines.map((l) => l.seq), Array.from({ length: 11 }, (_, i) => String(i + 1)))
@@ -92,7 +92,7 @@ layer(Env)("Wallet entity (makeTestClient)", (it) => {
       assert.deepStrictEqual(answers[2], Either.right({ amount: 400_000n, balance: 0n, replay: false }))
       // The same key again, in the same message: the first charge's answer, not a second charge.
       assert.deepStrictEqual(answers[3], Either.right({ amount: 600_000n, balance: 400_000n, replay: true }))
-      assert.deepStrictEqual(yield* client.Balance(), { balance: 0n })
+      assert.deepStrictEqual(yield* client.Balance(), { balance: 0n, held: 0n })
     }))
 
   it.scoped("credits and charges interleave in the order they arrive", () =>
@@ -106,7 +106,7 @@ layer(Env)("Wallet entity (makeTestClient)", (it) => {
       // A credit repeated under its key is not paid twice.
       const again = yield* client.Credit({ amount: 2n * CREDIT, entry: { ...entry("top-up"), kind: "topup" } })
       assert.isTrue(again.replay)
-      assert.deepStrictEqual(yield* client.Balance(), { balance: 0n })
+      assert.deepStrictEqual(yield* client.Balance(), { balance: 0n, held: 0n })
     }))
 
   it.scoped("passivated and activated again, a wallet reloads its balance and its keys from the ledger", () =>
@@ -120,7 +120,7 @@ layer(Env)("Wallet entity (makeTestClient)", (it) => {
       }))
       // A new activation knows only what the ledger says.
       const client = yield* (yield* Entity.makeTestClient(Wallet, WalletLive))(userId)
-      assert.deepStrictEqual(yield* client.Balance(), { balance: 750_000n })
+      assert.deepStrictEqual(yield* client.Balance(), { balance: 750_000n, held: 0n })
       const [repeat, next] = yield* client.Charges({ charges: [charge(250_000n, "before"), charge(250_000n, "after")] })
       assert.deepStrictEqual(repeat, Either.right({ amount: 250_000n, balance: 750_000n, replay: true }))
       assert.deepStrictEqual(next, Either.right({ amount: 250_000n, balance: 500_000n, replay: false }))
@@ -146,6 +146,6 @@ layer(Env)("Wallet entity (makeTestClient)", (it) => {
       assert.deepStrictEqual(answers[1], Either.right({ amount: 200_000n, balance: 800_000n, replay: false }))
       assert.deepStrictEqual(answers[2], Either.right({ amount: 300_000n, balance: 500_000n, replay: false }))
       assert.deepStrictEqual((yield* ledger(userId)).map((l) => l.idempotencyKey), [userId, "plain", "session:s:2:1"])
-      assert.deepStrictEqual(yield* client.Balance(), { balance: 500_000n })
+      assert.deepStrictEqual(yield* client.Balance(), { balance: 500_000n, held: 0n })
     }))
 })

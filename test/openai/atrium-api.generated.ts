@@ -3695,6 +3695,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         balance: number;
+                        held: number;
                         today_spent: number;
                     };
                 };

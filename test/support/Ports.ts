@@ -18,6 +18,12 @@ export class RunPayerTest extends Context.Tag("test/RunPayerTest")<RunPayerTest,
       const balances = new Map<string, Micros>()
       const charges: Array<{ readonly accountId: string; readonly amount: Micros; readonly key: string }> = []
       const balanceOf = (accountId: string) => balances.get(accountId) ?? initial
+      const holds = new Map<string, Micros>()
+      const heldBy = (accountId: string) => {
+        let held = 0n
+        for (const [key, amount] of holds) if (key.startsWith(`${accountId}\u0000`)) held += amount
+        return held
+      }
       return Context.make(RunPayer, {
         charge: (accountId, amount, charge) =>
           Effect.suspend(() => {
@@ -29,7 +35,28 @@ export class RunPayerTest extends Context.Tag("test/RunPayerTest")<RunPayerTest,
             charges.push({ accountId, amount, key: charge.key })
             return Effect.void
           }),
-        balance: (accountId) => Effect.sync(() => balanceOf(accountId))
+        balance: (accountId) => Effect.sync(() => balanceOf(accountId) - heldBy(accountId)),
+        // Holds as the wallet keeps them (docs/billing.md, "Holds"): never more than is available, voided by a settle.
+        hold: (accountId, holdId, amount) =>
+          Effect.sync(() => {
+            const existing = holds.get(`${accountId}\u0000${holdId}`) ?? 0n
+            const available = balanceOf(accountId) - heldBy(accountId)
+            const wanted = amount > existing ? amount - existing : 0n
+            const next = existing + (wanted < available ? wanted : available > 0n ? available : 0n)
+            if (next > 0n) holds.set(`${accountId}\u0000${holdId}`, next)
+            return next
+          }),
+        settle: (accountId, holdId, posted) =>
+          Effect.sync(() => {
+            holds.delete(`${accountId}\u0000${holdId}`)
+            return posted.map(({ amount, charge }) => {
+              if (charges.some((c) => c.key === charge.key)) return true
+              if (balanceOf(accountId) - heldBy(accountId) < amount) return false
+              balances.set(accountId, balanceOf(accountId) - amount)
+              charges.push({ accountId, amount, key: charge.key })
+              return true
+            })
+          })
       }).pipe(Context.add(RunPayerTest, { charges }))
     }))
 }

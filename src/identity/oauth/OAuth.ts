@@ -3,6 +3,7 @@ import * as Jose from "jose"
 import * as Crypto from "node:crypto"
 import { randomBase62 } from "../../platform/Ids.js"
 import { KeyValue } from "../../platform/KeyValue.js"
+import { BearerCache } from "../BearerCache.js"
 import { JwtKey, sha256, verifyHs256 } from "../Tokens.js"
 import { type AppRow, OAuthRepo } from "./Repo.js"
 import type { AppCallerIdentity as AppCaller } from "../Domain.js"
@@ -36,6 +37,9 @@ const AccessClaims = Schema.Struct({
   exp: Schema.Number
 })
 const decodeAccessClaims = Schema.decodeUnknownOption(AccessClaims)
+
+/** At most this many verified access tokens are kept (the least recently used go first). */
+const ACCESS_TOKENS_CACHED = 10_000
 
 interface PendingCode {
   readonly appId: string
@@ -174,15 +178,28 @@ export class OAuth extends Effect.Service<OAuth>()("atrium/identity/OAuth", {
       return yield* tokens(app, row.userId, row.scope, row.familyId)
     })
 
+    /**
+     * Access tokens verified in this process, each kept until it expires (issue 45 item 3): nothing revokes an
+     * issued access token before then (docs/billing.md, "OAuth apps"), so a cached one is exactly as valid as a token
+     * verified again. Only verified tokens are kept, so no caller can fill it with garbage.
+     */
+    const verified = new BearerCache<AppCaller>(ACCESS_TOKENS_CACHED)
     /** The user, app and scopes of a valid access token; none for anything else (a login JWT included). */
     const verifyAccessToken = (token: string) =>
-      Effect.map(Clock.currentTimeMillis, (now) =>
-        verifyHs256(token, key, Math.floor(now / 1000)).pipe(
-          Option.flatMap(decodeAccessClaims),
-          Option.map((claims): AppCaller => ({ userId: claims.sub, appId: claims.app, scopes: claims.scope.split(" ") }))
-        ))
+      Effect.map(Clock.currentTimeMillis, (now) => {
+        const known = verified.get(token, now)
+        if (known !== undefined) return Option.some(known)
+        const claims = Option.flatMap(verifyHs256(token, key, Math.floor(now / 1000)), decodeAccessClaims)
+        if (Option.isNone(claims)) return Option.none<AppCaller>()
+        const caller: AppCaller = { userId: claims.value.sub, appId: claims.value.app, scopes: claims.value.scope.split(" ") }
+        verified.set(token, caller, claims.value.exp * 1000)
+        return Option.some(caller)
+      })
+    /** The caller of an access token verified lately in this process; none without verifying (`verifyAccessToken`). */
+    const knownAccessToken = (token: string) =>
+      Effect.map(Clock.currentTimeMillis, (now) => Option.fromNullable(verified.get(token, now)))
 
-    return { parseScope, clientFor, issueCode, authenticateClient, exchangeCode, refresh, verifyAccessToken } as const
+    return { parseScope, clientFor, issueCode, authenticateClient, exchangeCode, refresh, verifyAccessToken, knownAccessToken } as const
   }),
   dependencies: [OAuthRepo.Default, JwtKey.Default]
 }) {}

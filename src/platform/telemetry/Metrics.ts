@@ -64,6 +64,16 @@ export const walletCharges = Metric.counter("wallet_charges_total", {
 })
 
 /**
+ * Requests this process made of wallets, by `kind` (`charge`, `balance`, `credit`, `hold`, `settle`): each is one
+ * round trip to the wallet's entity for its caller. A run or session turn makes two (`hold`, `settle`) however many
+ * model steps it takes (issue 45 item 2; `test/billing/holds.test.ts` counts them).
+ */
+export const walletRequests = Metric.counter("wallet_requests_total", {
+  description: "Requests made of wallets (one round trip each), by kind",
+  incremental: true
+})
+
+/**
  * `Charges` messages sent, by the runner they went to: `wallet_charges_total{via="message"}` over this is the batch
  * size (charges per message) on each side.
  */
