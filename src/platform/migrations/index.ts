@@ -18,6 +18,7 @@ import knowledge from "./0016_knowledge.js"
 import fences from "./0017_fences.js"
 import durableRuns from "./0018_durable_runs.js"
 import webhooks from "./0019_webhooks.js"
+import sessionTrees from "./0021_session_trees.js"
 
 /** Numbered migrations, applied in order at start; a released migration is never edited, only followed. */
 export const migrations = Migrator.fromRecord({
@@ -39,5 +40,6 @@ export const migrations = Migrator.fromRecord({
   "0016_knowledge": knowledge,
   "0017_fences": fences,
   "0018_durable_runs": durableRuns,
-  "0019_webhooks": webhooks
+  "0019_webhooks": webhooks,
+  "0021_session_trees": sessionTrees
 })
