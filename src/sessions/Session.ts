@@ -123,7 +123,8 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     /** The event as the log holds it, with the session's next `seq`. */
     const nextLogged = (turn: number, event: InternalEvent) => {
       seq += 1
-      return { seq, turn, payload: { ...event, seq } }
+      // A turn's `run.created` names the session's turn (issue 44): a client places the turn in the session's tree.
+      return { seq, turn, payload: event.type === "preparing" ? { ...event, seq, session_turn: turn } : { ...event, seq } }
     }
 
     // A turn that was in flight when the process stopped never finished: its log says so, and the session is free.

@@ -203,6 +203,6 @@ describe("double-texting", () => {
           assert.isAbove(statuses.get("rolled_back") ?? 0, 0)
           assert.isAbove(statuses.get("interrupted") ?? 0, 0)
         }
-      }))
+      }), { timeout: 900_000 })
   })
 })
