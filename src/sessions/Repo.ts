@@ -221,6 +221,27 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
     /** The turns from the root to `leaf`, the history as that branch has it. */
     const path = (id: string, leaf: number | null) => Effect.map(tree(id), (found) => pathTo(found, leaf))
 
+    const ownTurn = SqlSchema.single({
+      Request: Schema.Struct({ id: Schema.String, turn: Schema.Number }),
+      Result: Schema.Struct({ own: Schema.Boolean, forkTurn: Schema.NullOr(Schema.Number) }),
+      execute: ({ id, turn }) =>
+        sql`
+          SELECT EXISTS (SELECT 1 FROM session_turns t WHERE t.session_id = ${id} AND t.turn = ${turn}
+                           AND (s.fork_turn IS NULL OR t.turn > s.fork_turn)) AS own, s.fork_turn
+          FROM sessions s WHERE s.id = ${id}`
+    })
+    /**
+     * Whether the session's tree has `turn`: one indexed lookup for its own turns (a fork, a switch, a branch check
+     * do not read a long session's tree); a fork's shared turn is looked for on the path it shares.
+     */
+    const hasTurn = (id: string, turn: number) =>
+      Effect.gen(function*() {
+        const found = yield* ownTurn({ id, turn })
+        if (found.own) return true
+        if (found.forkTurn === null || turn > found.forkTurn) return false
+        return (yield* tree(id, { messages: false })).turns.has(turn)
+      }).pipe(Effect.catchTag("NoSuchElementException", () => Effect.succeed(false)), Effect.orDie)
+
     const forkRow = SqlSchema.void({
       Request: ForkRow,
       execute: (fork) =>
@@ -432,6 +453,7 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
       remove,
       tree,
       path,
+      hasTurn,
       fork,
       positions,
       eventsAfter,

@@ -147,7 +147,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
      */
     const switchLeaf = Effect.fn("Sessions.switchLeaf")(function*(caller: CallerIdentity, id: string, leaf: number | null) {
       yield* owned(caller, id)
-      if (leaf !== null && !(yield* repo.tree(id, { messages: false })).turns.has(leaf)) return yield* noTurn(id, leaf)
+      if (leaf !== null && !(yield* repo.hasTurn(id, leaf))) return yield* noTurn(id, leaf)
       const switched = yield* toEntity(client(id).SetLeaf({ leaf })).pipe(
         Effect.catchAll((error) => error._tag === "SessionGone" ? Effect.fail(notFound(id)) : Effect.die(error))
       )
@@ -161,7 +161,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
      */
     const fork = Effect.fn("Sessions.fork")(function*(caller: CallerIdentity, id: string, turn: number) {
       const session = yield* owned(caller, id)
-      if (!(yield* repo.tree(id, { messages: false })).turns.has(turn)) return yield* noTurn(id, turn)
+      if (!(yield* repo.hasTurn(id, turn))) return yield* noTurn(id, turn)
       const forked = newSessionId()
       yield* repo.fork({ id: forked, from: id, turn, accountId: session.accountId, endUserId: session.endUserId })
       return sessionView(Option.getOrThrow(yield* repo.byId(forked)))
@@ -223,7 +223,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
     ) {
       yield* owned(caller, id)
       // A branch continues a turn of the session's tree (a fork's shared turns included).
-      if (typeof how.parent === "number" && !(yield* repo.tree(id, { messages: false })).turns.has(how.parent)) {
+      if (typeof how.parent === "number" && !(yield* repo.hasTurn(id, how.parent))) {
         return yield* new InvalidRequest({ message: `Invalid request: parent_turn: no turn ${how.parent} in session ${id}.`, param: "parent_turn" })
       }
       const follow = yield* followTurn(id, sink, { sending: true })

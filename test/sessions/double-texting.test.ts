@@ -105,7 +105,7 @@ describe("double-texting", () => {
               return yield* Effect.die(new Error(`not settled: ${row!.n} ended of ${sent.size}: ${JSON.stringify([...sent.keys()])} ${JSON.stringify(ended)}`))
             }
             // The real clock: the test's own clock (TestClock) does not move by itself.
-            yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 2)))
+            yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 5)))
           }
         }).pipe(Effect.orDie)
 

@@ -30,6 +30,8 @@ export const NOT_CREATES: Readonly<Record<string, string>> = {
   "responses.cancel": "a change of state",
   "sessions.send": "a turn: its `Idempotency-Key` attaches a retry to the first turn (Attach.ts, docs/sessions.md)",
   "sessions.interrupt": "a change of state",
+  "sessions.fork":
+    "a create that SHOULD replay by Idempotency-Key: /v1/sessions/:id/fork belongs in IDEMPOTENT_CREATES (src/platform/http/Idempotency.ts, left alone on branch trees while another branch changes it); a retry without a key makes a second fork, which shares the history and copies nothing",
   "sessions.adopt": "a change of owner; a retry finds it adopted",
   "purchases.purchase": "an unlock, idempotent by its ledger key (purchase, buyer:agent: docs/agents.md)",
   "reviews.approve": "a decision on a review",
