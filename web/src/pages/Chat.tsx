@@ -283,7 +283,7 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
       e.preventDefault()
       void interrupt()
     } else if (e.key === "ArrowUp" && message === "") {
-      // No editing of sent messages yet (the conversation-trees API): the last one comes back to be sent again.
+      // The last message comes back to be sent again (Edit on a message makes a new version of it instead).
       const last = [...turns].reverse().find((t) => t.user !== null)?.user ?? failed.at(-1)?.text
       if (last) {
         e.preventDefault()
