@@ -16,7 +16,9 @@ const answers = (page: Page) => page.getByTestId("answer").allTextContents()
 /** The user's messages as shown (each bubble's text without its screen-reader prefix and its buttons). */
 const messages = (page: Page) =>
   page.locator(".bubble.user").evaluateAll((nodes) =>
-    nodes.map((node) => Array.from(node.childNodes).filter((child) => child.nodeType === 3).map((child) => child.textContent).join("")))
+    nodes.map((node) =>
+      Array.from((node as unknown as { childNodes: ArrayLike<{ nodeType: number; textContent: string | null }> }).childNodes)
+        .filter((child) => child.nodeType === 3).map((child) => child.textContent ?? "").join("")))
 const version = (page: Page, index: number) => page.getByTestId("version").nth(index).textContent()
 
 describe("web app in Chromium: branches", () => {
