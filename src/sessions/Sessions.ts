@@ -39,6 +39,8 @@ const KeyRecord = Schema.parseJson(Schema.Union(
 ))
 const decodeKeyRecord = Schema.decodeUnknownOption(KeyRecord)
 
+const optionsOf = (how: SendOptions | Option.Option<Micros>): SendOptions => Option.isOption(how) ? { budget: how } : how
+
 /** How a message is sent: its credit cap, the turn it continues (a branch), what it does while a turn runs. */
 export interface SendOptions {
   readonly budget: Option.Option<Micros>
@@ -216,11 +218,13 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       caller: CallerIdentity,
       id: string,
       message: string,
-      how: SendOptions,
+      /** How it is sent; a bare budget (as before branches) is a message on the leaf, queued. */
+      sending_: SendOptions | Option.Option<Micros>,
       sink: SessionSink,
       /** Told the turn's number once the session has accepted it (and before its events are delivered). */
       onTurn?: (turn: number) => Effect.Effect<void>
     ) {
+      const how = optionsOf(sending_)
       yield* owned(caller, id)
       // A branch continues a turn of the session's tree (a fork's shared turns included).
       if (typeof how.parent === "number" && !(yield* repo.hasTurn(id, how.parent))) {
@@ -263,9 +267,10 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       id: string,
       key: string,
       message: string,
-      how: SendOptions,
+      sending_: SendOptions | Option.Option<Micros>,
       sink: SessionSink
     ) {
+      const how = optionsOf(sending_)
       yield* owned(caller, id)
       const partition = partitionOf(caller)
       const storeKey = `turn:${sha256(`${partition.accountId}\n${partition.endUserId}\n${id}`)}:${sha256(key)}`
