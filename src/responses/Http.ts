@@ -49,8 +49,7 @@ export const ResponsesHttp = HttpApiBuilder.group(AtriumApi, "responses", (handl
       .handle("inputItems", ({ path, urlParams }) =>
         Effect.gen(function*() {
           const caller = yield* Caller
-          const row = yield* responses.retrieve(caller, path.id)
-          let items = row.input as Array<{ id: string }>
+          let items = yield* responses.inputItems(caller, path.id)
           if (urlParams.order === "desc") items = [...items].reverse()
           if (urlParams.after !== undefined) {
             const at = items.findIndex((item) => item.id === urlParams.after)

@@ -13,7 +13,9 @@ export const ResponseRow = Schema.Struct({
   status: Schema.Literal("in_progress", "completed", "failed", "cancelled"),
   body: Json,
   input: Json,
-  messages: Schema.NullOr(Json)
+  messages: Schema.NullOr(Json),
+  /** The session turn that answered it (migration 0021): where a `previous_response_id` naming it branches from. */
+  turn: Schema.NullOr(Schema.Number)
 })
 export type ResponseRow = typeof ResponseRow.Type
 
@@ -46,7 +48,7 @@ export class ResponsesRepo extends Effect.Service<ResponsesRepo>()("atrium/respo
       Result: ResponseRow,
       execute: ({ accountId, endUserId, id }) =>
         sql`
-          SELECT id, account_id, end_user_id, session_id, status, body, input, messages FROM api_responses
+          SELECT id, account_id, end_user_id, session_id, status, body, input, messages, turn FROM api_responses
           WHERE id = ${id} AND account_id = ${accountId} AND end_user_id = ${endUserId}`
     })
 
@@ -58,6 +60,11 @@ export class ResponsesRepo extends Effect.Service<ResponsesRepo>()("atrium/respo
           UPDATE api_responses SET status = ${row.status}, body = ${JSON.stringify(row.body)}::jsonb,
                  messages = ${row.messages === null ? null : JSON.stringify(row.messages)}::jsonb
           WHERE id = ${row.id} AND status = 'in_progress'`
+    })
+
+    const turnOf = SqlSchema.void({
+      Request: Schema.Struct({ id: Schema.String, turn: Schema.Number }),
+      execute: ({ id, turn }) => sql`UPDATE api_responses SET turn = ${turn} WHERE id = ${id}`
     })
 
     /** Marks a response in progress as cancelled: false when it had already ended. */
@@ -93,6 +100,8 @@ export class ResponsesRepo extends Effect.Service<ResponsesRepo>()("atrium/respo
     })
 
     return {
+      /** Records the session turn that answers the response (once the session numbered it). */
+      setTurn: (id: string, turn: number) => Effect.orDie(turnOf({ id, turn })),
       remove: (partition: Partition, id: string) =>
         Effect.map(remove({ id, accountId: partition.accountId, endUserId: partition.endUserId }), (rows) => rows.length > 0).pipe(Effect.orDie),
       item: (partition: Partition, itemId: string) =>

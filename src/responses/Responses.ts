@@ -49,6 +49,35 @@ const storedItems = (input: ResponsePayload["input"]) =>
 
 const TEXT_PARTS = new Set(["text", "input_text", "output_text"])
 
+/** A session turn's messages as input items (ids made from the turn, so a listing is stable across pages). */
+const itemsOfTurn = (turn: number, messages: ReadonlyArray<Prompt.MessageEncoded>): Array<{ id: string }> =>
+  messages.flatMap((message, m) => {
+    const parts = typeof message.content === "string"
+      ? [{ type: "text", text: message.content }]
+      : (message.content as ReadonlyArray<{ type: string; text?: string; id?: string; name?: string; params?: unknown; result?: unknown }>)
+    const text = parts.filter((part) => part.type === "text").map((part) => part.text ?? "").join("")
+    const items: Array<{ id: string } & Record<string, unknown>> = []
+    if (text.length > 0 && message.role !== "tool") {
+      const role = message.role === "assistant" ? "assistant" : message.role === "system" ? "system" : "user"
+      items.push({
+        id: `msg_t${turn}_${m}`,
+        type: "message",
+        role,
+        status: "completed",
+        content: [{ type: role === "assistant" ? "output_text" : "input_text", text }]
+      })
+    }
+    for (const part of parts) {
+      if (part.type === "tool-call") {
+        items.push({ id: `fc_t${turn}_${part.id}`, type: "function_call", call_id: part.id, name: part.name, arguments: JSON.stringify(part.params ?? {}), status: "completed" })
+      } else if (part.type === "tool-result") {
+        const output = typeof part.result === "string" ? part.result : JSON.stringify(part.result)
+        items.push({ id: `fco_t${turn}_${part.id}`, type: "function_call_output", call_id: part.id, output, status: "completed" })
+      }
+    }
+    return items
+  })
+
 /** Input items as a run's history and message (the last item: the user's message, or a function call's output). */
 export const conversationOf = (
   input: ResponsePayload["input"],
@@ -191,11 +220,15 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
 
       // Which conversation: an existing session, a new one, or one kept with the response.
       let sessionId: string | null = previousRow?.sessionId ?? conversationId ?? null
+      // `previous_response_id` is a branch point, as OpenAI has it (docs/sessions.md "Branches"): the new response
+      // continues that response's turn, a sibling of any other child of it (a retry after a timeout makes a sibling,
+      // not a second turn on the same line). `conversation` continues the session's current leaf.
+      const branchFrom = previousRow?.sessionId != null && previousRow.turn !== null ? previousRow.turn : undefined
       const missing = () => invalid(conversationId !== undefined ? "conversation" : "previous_response_id", `no conversation ${sessionId}`)
       if (sessionId !== null && (!singleMessage || hasTools)) {
         // New instructions, tools, a format or items a session turn cannot carry: the conversation goes on from the
         // session's history statelessly, kept with the response from here (the session keeps its turns so far).
-        earlier = yield* sessions.history(caller, sessionId).pipe(Effect.catchTag("NotFound", () => Effect.fail(missing())))
+        earlier = yield* sessions.history(caller, sessionId, branchFrom).pipe(Effect.catchTag("NotFound", () => Effect.fail(missing())))
         conversation = yield* conversationOf(input, payload.instructions, earlier)
         sessionId = null
       }
@@ -249,7 +282,13 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
       let events: Stream.Stream<InternalEvent>
       let history: ReadonlyArray<Prompt.MessageEncoded> = []
       if (sessionId !== null) {
-        events = yield* sessions.sendStream(caller, sessionId, conversation.message, Option.none())
+        events = yield* sessions.sendStream(
+          caller,
+          sessionId,
+          conversation.message,
+          { budget: Option.none(), ...(branchFrom === undefined ? {} : { parent: branchFrom }) },
+          (turn) => repo.setTurn(id, turn)
+        ).pipe(Effect.catchTag("SessionBusy", Effect.die)) // sent with no strategy: it waits its turn, never refused
       } else {
         history = [...earlier, ...conversation.history]
         const request: RunRequest = {
@@ -303,7 +342,21 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
       return { id, object: "response" as const, deleted: true as const }
     })
 
-    return { create, retrieve, cancel, remove } as const
+    /**
+     * The input items of a response (`input_items`): for a response of a session, the conversation on its branch before
+     * its turn (the path from the root to its parent turn) and then its own input, as OpenAI lists a chained response's.
+     */
+    const inputItems = Effect.fn("Responses.inputItems")(function*(caller: CallerIdentity, id: string) {
+      const row = yield* retrieve(caller, id)
+      const own = row.input as Array<{ id: string }>
+      if (row.sessionId === null || row.turn === null) return own
+      const before = yield* sessions.turnsBefore(caller, row.sessionId, row.turn).pipe(
+        Effect.catchTag("NotFound", () => Effect.succeed([]))
+      )
+      return [...before.flatMap((turn) => itemsOfTurn(turn.turn, turn.messages)), ...own]
+    })
+
+    return { create, retrieve, cancel, remove, inputItems } as const
   }),
   dependencies: [Runs.Default, Sessions.Default, ResponsesRepo.Default, KnowledgeRepo.Default]
 }) {}

@@ -7,7 +7,7 @@ import { InvalidRequest, NotFound, ServiceUnavailable } from "../platform/Errors
 import { IdempotencyConflict } from "../billing/Domain.js"
 import { EnvironmentId } from "../environments/Domain.js"
 import { ApprovalId } from "../runtime/Domain.js"
-import { SessionBusy, SessionId } from "./Domain.js"
+import { MultitaskStrategy, SessionBusy, SessionId } from "./Domain.js"
 import { ListParams } from "../platform/http/Lists.js"
 
 export const SessionView = Schema.Struct({
@@ -27,10 +27,41 @@ export const SessionListItem = SessionView.pipe(Schema.extend(Schema.Struct({ la
 
 const Path = Schema.Struct({ id: SessionId })
 
+const TurnNumber = Schema.Number.pipe(Schema.int(), Schema.positive())
+
+const strategy = Schema.optional(MultitaskStrategy).annotations({
+  description: "What this message does if a turn is running or waiting: `enqueue` (the default) waits its turn; `reject` " +
+    "is a 409 `session_busy` (`x-should-retry: false`); `interrupt` stops the running turn (it keeps what it said) and " +
+    "runs next; `rollback` cancels the running turn (off the leaf's path, billed for what it used) and runs next."
+})
+
 export const MessageEvent = Schema.Struct({
   type: Schema.Literal("message"),
   message: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100_000)),
-  budget: Schema.optional(Schema.Union(Schema.Number, Schema.String))
+  budget: Schema.optional(Schema.Union(Schema.Number, Schema.String)),
+  parent_turn: Schema.optional(Schema.NullOr(TurnNumber)).annotations({
+    description: "The turn this message follows (an edit: the parent of the message it replaces, so it is that " +
+      "message's sibling); null: a new first message. Absent: the session's current leaf."
+  }),
+  multitask_strategy: strategy
+})
+
+/** Answers a turn's message again, as a sibling of that turn (docs/sessions.md "Branches"). */
+export const RegenerateEvent = Schema.Struct({
+  type: Schema.Literal("regenerate"),
+  turn: TurnNumber,
+  budget: Schema.optional(Schema.Union(Schema.Number, Schema.String)),
+  multitask_strategy: strategy
+})
+
+/** A turn of the session's tree. */
+export const TreeTurnView = Schema.Struct({
+  turn: Schema.Number,
+  parent_turn: Schema.NullOr(Schema.Number),
+  status: Schema.String,
+  message_preview: Schema.String,
+  answer_preview: Schema.NullOr(Schema.String),
+  children: Schema.Array(Schema.Number)
 })
 
 export const ApprovalEvent = Schema.Struct({
@@ -72,16 +103,50 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
   .add(
     HttpApiEndpoint.get("get", "/v1/sessions/:id")
       .setPath(Path)
-      .addSuccess(SessionView.pipe(Schema.extend(Schema.Struct({ messages: Schema.Array(Schema.Unknown) }))))
+      .addSuccess(SessionView.pipe(Schema.extend(Schema.Struct({
+        leaf: Schema.NullOr(Schema.Number),
+        messages: Schema.Array(Schema.Unknown)
+      }))))
       .addError(NotFound)
+      .annotate(OpenApi.Description, "The session and its messages on the current branch: the path from the first turn to `leaf`.")
+  )
+  .add(
+    HttpApiEndpoint.get("tree", "/v1/sessions/:id/tree")
+      .setPath(Path)
+      .addSuccess(Schema.Struct({ leaf: Schema.NullOr(Schema.Number), turns: Schema.Array(TreeTurnView) }))
+      .addError(NotFound)
+      .annotate(
+        OpenApi.Description,
+        "Every turn of the session with its parent and children (regenerated and edited turns are siblings), oldest " +
+          "first, and the current leaf. A fork lists the turns it shares with its origin too."
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("fork", "/v1/sessions/:id/fork")
+      .setPath(Path)
+      .setPayload(Schema.Struct({ turn: TurnNumber }))
+      .addSuccess(SessionView, { status: 201 })
+      .addError(NotFound)
+      .annotate(
+        OpenApi.Description,
+        "A new session sharing this one's history up to `turn` (nothing is copied), answered as `POST /v1/sessions` answers."
+      )
   )
   .add(
     HttpApiEndpoint.patch("update", "/v1/sessions/:id")
       .setPath(Path)
-      .setPayload(Schema.Struct({ title: Schema.String.pipe(Schema.maxLength(200)) }))
+      .setPayload(Schema.Struct({
+        title: Schema.optional(Schema.String.pipe(Schema.maxLength(200))),
+        leaf: Schema.optional(Schema.NullOr(TurnNumber))
+      }))
       .addSuccess(SessionView)
       .addError(NotFound)
-      .annotate(OpenApi.Description, "Renames a session; an empty title clears it.")
+      .addError(SessionBusy)
+      .annotate(
+        OpenApi.Description,
+        "Renames a session (an empty title clears it) and/or switches its branch: `leaf` becomes the current leaf (409 " +
+          "`session_busy` while a turn runs or waits)."
+      )
   )
   .add(
     HttpApiEndpoint.del("remove", "/v1/sessions/:id")
@@ -93,14 +158,16 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
   .add(
     HttpApiEndpoint.post("send", "/v1/sessions/:id/events")
       .setPath(Path)
-      .setPayload(Schema.Union(MessageEvent, ApprovalEvent))
+      .setPayload(Schema.Union(MessageEvent, RegenerateEvent, ApprovalEvent))
       .addSuccess(Schema.String)
       .addError(NotFound)
       .addError(IdempotencyConflict)
+      .addError(SessionBusy)
       .annotate(
         OpenApi.Description,
-        `Send a message (one turn) or answer an approval (the rest of the turn). ${streamed} A message's retry with the ` +
-          "same `Idempotency-Key` streams the turn the first request sent, from its start (docs/sessions.md)."
+        `Send a message (one turn), regenerate a turn's answer (a sibling turn), or answer an approval (the rest of the ` +
+          `turn). ${streamed} A message's retry with the same \`Idempotency-Key\` streams the turn the first request ` +
+          "sent, from its start (docs/sessions.md)."
       )
   )
   .add(

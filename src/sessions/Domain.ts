@@ -20,3 +20,7 @@ export class SessionBusy extends WireError<SessionBusy>()(
   { message: Schema.String },
   { status: 409 }
 ) {}
+
+/** What a message does when it arrives while a turn runs or waits (docs/sessions.md "Double-texting"). */
+export const MultitaskStrategy = Schema.Literal("enqueue", "reject", "interrupt", "rollback")
+export type MultitaskStrategy = typeof MultitaskStrategy.Type

@@ -1,10 +1,11 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { type Duration, Effect, Layer, Option } from "effect"
+import { Cause, type Duration, Effect, FiberRef, Layer, Option } from "effect"
 import { AtriumApi } from "../Api.js"
 import { AuthenticationLive, Caller } from "../identity/Authentication.js"
 import { AppConfig } from "../platform/Config.js"
+import { ErrorHeaders } from "../platform/Errors.js"
 import { parseCredits } from "../platform/Money.js"
 import * as Sse from "../platform/sse/Sse.js"
 import { publicFrame } from "../runtime/Events.js"
@@ -44,7 +45,23 @@ export const SessionsHttp = HttpApiBuilder.group(AtriumApi, "sessions", (handler
       .handle("list", ({ urlParams }) =>
         Effect.flatMap(Caller, (caller) => sessions.list(caller, urlParams.limit ?? 20, Option.fromNullable(urlParams.after))))
       .handle("get", ({ path }) => Effect.flatMap(Caller, (caller) => sessions.get(caller, path.id)))
-      .handle("update", ({ path, payload }) => Effect.flatMap(Caller, (caller) => sessions.rename(caller, path.id, payload.title)))
+      .handle("update", ({ path, payload }) =>
+        Effect.gen(function*() {
+          const caller = yield* Caller
+          if (payload.title === undefined && payload.leaf === undefined) {
+            return yield* sessions.invalid("Invalid request: give title, leaf or both")
+          }
+          if (payload.leaf !== undefined) {
+            // A switch refused while a turn runs is final for this request: retrying at once cannot help.
+            const switched = yield* sessions.switchLeaf(caller, path.id, payload.leaf).pipe(
+              Effect.tapErrorTag("SessionBusy", () => FiberRef.update(ErrorHeaders, (headers) => ({ ...headers, "x-should-retry": "false" })))
+            )
+            if (payload.title === undefined) return switched
+          }
+          return yield* sessions.rename(caller, path.id, payload.title!)
+        }))
+      .handle("tree", ({ path }) => Effect.flatMap(Caller, (caller) => sessions.tree(caller, path.id)))
+      .handle("fork", ({ path, payload }) => Effect.flatMap(Caller, (caller) => sessions.fork(caller, path.id, payload.turn)))
       .handle("remove", ({ path }) => Effect.flatMap(Caller, (caller) => sessions.remove(caller, path.id)))
       .handle("send", ({ path, payload }) =>
         Effect.gen(function*() {
@@ -65,19 +82,31 @@ export const SessionsHttp = HttpApiBuilder.group(AtriumApi, "sessions", (handler
             }
             budget = Option.some(micros)
           }
+          // A regenerated turn is its message again, under the same parent (a sibling).
+          const turn = payload.type === "regenerate"
+            ? yield* sessions.regeneration(caller, path.id, payload.turn)
+            : { message: payload.message, parent: payload.parent_turn }
+          const how = { budget, parent: turn.parent, strategy: payload.multitask_strategy }
+          const message = turn.message
+          // `reject` while busy: a 409 `session_busy` the client should not retry as it is (OpenAI's SDKs read the header).
+          const final = <A, E, R>(answer: Effect.Effect<A, E, R>) =>
+            Effect.tapErrorCause(answer, (cause) =>
+              Cause.failureOption(cause).pipe(Option.exists((error) => (error as { _tag?: string })._tag === "SessionBusy"))
+                ? FiberRef.update(ErrorHeaders, (headers) => ({ ...headers, "x-should-retry": "false" }))
+                : Effect.void)
           const key = (yield* HttpServerRequest.HttpServerRequest).headers["idempotency-key"]
           if (key === undefined) {
-            return yield* sessionStream((sink) => sessions.send(caller, path.id, payload.message, budget, sink), { heartbeat, done: true })
+            return yield* final(sessionStream((sink) => sessions.send(caller, path.id, message, how, sink), { heartbeat, done: true }))
           }
           if (!IDEMPOTENCY_KEY.test(key)) {
             return yield* sessions.invalid("Invalid request: Idempotency-Key: 1-255 visible ASCII characters.")
           }
           // A retry with the key reads the turn the first request sent, on whichever runner (Sessions.sendOnce).
           let first = true
-          const response = yield* sessionStream(
-            (sink) => Effect.map(sessions.sendOnce(caller, path.id, key, payload.message, budget, sink), (was) => void (first = was)),
+          const response = yield* final(sessionStream(
+            (sink) => Effect.map(sessions.sendOnce(caller, path.id, key, message, how, sink), (was) => void (first = was)),
             { heartbeat, done: true }
-          )
+          ))
           return first ? response : HttpServerResponse.setHeader(response, "idempotent-replayed", "true")
         }))
       .handle("subscribe", ({ path, urlParams }) =>

@@ -38,9 +38,9 @@ export const commitLogWith = (sql: SqlClient.SqlClient) => {
         ), refused AS (
           SELECT f.w FROM f WHERE NOT EXISTS (SELECT 1 FROM fence WHERE fence.shard = f.shard AND fence.generation = f.generation)
         ), q AS (
-          INSERT INTO session_queue (session_id, turn, message, budget)
-          SELECT session_id, turn, message, budget FROM jsonb_to_recordset(${batch.enqueued}::jsonb)
-            AS q(w integer, session_id text, turn integer, message text, budget bigint)
+          INSERT INTO session_queue (session_id, turn, message, budget, parent_turn, branch)
+          SELECT session_id, turn, message, budget, parent_turn, branch FROM jsonb_to_recordset(${batch.enqueued}::jsonb)
+            AS q(w integer, session_id text, turn integer, message text, budget bigint, parent_turn integer, branch boolean)
           WHERE q.w NOT IN (SELECT w FROM refused)
         ), r AS (
           INSERT INTO runs (id, agent_id, agent_version, payer_id, end_user_id, session_id, parent_run_id, status,
@@ -67,14 +67,16 @@ export const commitLogWith = (sql: SqlClient.SqlClient) => {
             AS e(w integer, session_id text, seq bigint, turn integer, payload jsonb)
           WHERE e.w NOT IN (SELECT w FROM refused)
         ), t AS (
-          INSERT INTO session_turns (session_id, turn, run_id, messages, chars, status)
-          SELECT session_id, turn, run_id, messages, chars, status FROM jsonb_to_recordset(${batch.turns}::jsonb)
-            AS t(w integer, session_id text, turn integer, run_id text, messages jsonb, chars integer, status text)
+          INSERT INTO session_turns (session_id, turn, run_id, messages, chars, status, parent_turn)
+          SELECT session_id, turn, run_id, messages, chars, status, parent_turn FROM jsonb_to_recordset(${batch.turns}::jsonb)
+            AS t(w integer, session_id text, turn integer, run_id text, messages jsonb, chars integer, status text,
+                 parent_turn integer)
           WHERE t.w NOT IN (SELECT w FROM refused)
           ON CONFLICT (session_id, turn) DO NOTHING
         ), s AS (
-          UPDATE sessions SET status = s.status, updated_at = now()
-          FROM jsonb_to_recordset(${batch.status}::jsonb) AS s(w integer, id text, status text)
+          UPDATE sessions SET status = coalesce(s.status, sessions.status),
+            leaf_turn = CASE WHEN s.set_leaf THEN s.leaf ELSE sessions.leaf_turn END, updated_at = now()
+          FROM jsonb_to_recordset(${batch.status}::jsonb) AS s(w integer, id text, status text, set_leaf boolean, leaf integer)
           WHERE sessions.id = s.id AND s.w NOT IN (SELECT w FROM refused)
         ), d AS (
           DELETE FROM session_queue USING jsonb_to_recordset(${batch.dequeued}::jsonb) AS d(w integer, session_id text, turn integer)
@@ -95,7 +97,8 @@ export const commitLogWith = (sql: SqlClient.SqlClient) => {
    */
   const commitLog = (writes: ReadonlyArray<LogWrite>, channel: string, notes: ReadonlyArray<ReadonlyArray<string>>) => {
     const events: Array<unknown> = []
-    const statuses = new Map<string, { w: number; status: SessionStatus }>()
+    // One row per session (the status and the leaf in one update: a statement updates a row once).
+    const statuses = new Map<string, { w: number; status: SessionStatus | null; set_leaf: boolean; leaf: number | null }>()
     const runs = new Map<string, Record<string, unknown>>()
     const turns: Array<unknown> = []
     const enqueued: Array<unknown> = []
@@ -108,7 +111,15 @@ export const commitLogWith = (sql: SqlClient.SqlClient) => {
       for (const event of write.events ?? []) {
         events.push({ w, session_id: write.sessionId, seq: event.seq, turn: event.turn, payload: event.payload })
       }
-      if (write.status !== undefined) statuses.set(write.sessionId, { w, status: write.status })
+      if (write.status !== undefined || write.leaf !== undefined) {
+        const before = statuses.get(write.sessionId)
+        statuses.set(write.sessionId, {
+          w,
+          status: write.status ?? before?.status ?? null,
+          set_leaf: write.leaf !== undefined || (before?.set_leaf ?? false),
+          leaf: write.leaf !== undefined ? write.leaf.turn : before?.leaf ?? null
+        })
+      }
       if (write.run !== undefined) {
         const { outcome, record } = write.run
         runs.set(record.id, {
@@ -145,7 +156,8 @@ export const commitLogWith = (sql: SqlClient.SqlClient) => {
           run_id: write.turn.runId,
           messages: write.turn.messages,
           chars: write.turn.chars,
-          status: write.turn.status
+          status: write.turn.status,
+          parent_turn: write.turn.parentTurn
         })
       }
       if (write.enqueue !== undefined) {
@@ -154,12 +166,14 @@ export const commitLogWith = (sql: SqlClient.SqlClient) => {
           session_id: write.sessionId,
           turn: write.enqueue.turn,
           message: write.enqueue.message,
-          budget: Option.getOrNull(Option.map(write.enqueue.budget, String))
+          budget: Option.getOrNull(Option.map(write.enqueue.budget, String)),
+          parent_turn: write.enqueue.parent === undefined ? null : Option.getOrNull(write.enqueue.parent),
+          branch: write.enqueue.parent !== undefined && Option.isSome(write.enqueue.parent)
         })
       }
       if (write.dequeue !== undefined) dequeued.push({ w, session_id: write.sessionId, turn: write.dequeue })
     })
-    const status = Array.from(statuses, ([id, { status, w }]) => ({ w, id, status }))
+    const status = Array.from(statuses, ([id, row]) => ({ id, ...row }))
     // Every part of a write is written only if its fence holds: `refused` names the writes whose fence is stale.
     // The generations' rows are locked `FOR SHARE` (in shard order) for the statement: an acquisition of the
     // shard by another runner waits for this write, or this write sees the new generation.

@@ -12,16 +12,33 @@ import {
   type SessionRow,
   SessionRowSchema,
   type SessionStatus,
-  type TurnRow,
+  type TreeTurn,
   TurnRowSchema
 } from "./Rows.js"
+import { pathTo, type Tree, visibleTree } from "./Tree.js"
 
-export type { LoggedEvent, LogWrite, QueuedTurn, SessionRow, SessionStatus, TurnRow } from "./Rows.js"
+export type { LoggedEvent, LogWrite, QueuedTurn, SessionRow, SessionStatus, TreeTurn, TurnRow } from "./Rows.js"
 
 const SESSION = `s.id, s.agent_id, a.identifier AS agent_identifier, s.account_id, s.end_user_id, s.environment_id,
-  s.title, s.metadata, s.status, s.created_at, s.updated_at`
+  s.title, s.metadata, s.status, s.created_at, s.updated_at, s.leaf_turn, s.fork_of, s.fork_turn`
 
-const Positions = Schema.Struct({ seq: Schema.NullOr(Schema.NumberFromString), turn: Schema.NullOr(Schema.Number) })
+const Positions = Schema.Struct({
+  seq: Schema.NullOr(Schema.NumberFromString),
+  turn: Schema.NullOr(Schema.Number),
+  leaf: Schema.NullOr(Schema.Number)
+})
+const ChainTurn = Schema.Struct({
+  ...TurnRowSchema.fields,
+  sessionId: Schema.String,
+  depth: Schema.Number
+})
+const ForkRow = Schema.Struct({
+  id: Schema.String,
+  from: Schema.String,
+  turn: Schema.Number,
+  accountId: Schema.String,
+  endUserId: Schema.String
+})
 const InFlight = Schema.Struct({ seq: Schema.NumberFromString, turn: Schema.Number })
 const LastTurn = Schema.Struct({ sessionId: Schema.String, messages: Json(Schema.Array(Schema.Unknown)) })
 const SessionTurn = Schema.Struct({ id: Schema.String, turn: Schema.Number })
@@ -101,10 +118,12 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
       Result: LastTurn,
       execute: (ids) =>
         sql`
-          SELECT DISTINCT ON (session_id) session_id, messages FROM session_turns
-          WHERE ${sql.in("session_id", ids)} ORDER BY session_id, turn DESC`
+          SELECT s.id AS session_id, t.messages FROM sessions s
+          JOIN session_turns t ON t.turn = s.leaf_turn
+            AND t.session_id = CASE WHEN s.leaf_turn <= s.fork_turn THEN s.fork_of ELSE s.id END
+          WHERE ${sql.in("s.id", ids)}`
     })
-    /** The messages of each session's last turn in the history (sessions without a turn are absent). */
+    /** The messages of each session's leaf turn (sessions without a turn are absent). */
     const lastTurns = (ids: ReadonlyArray<string>) =>
       ids.length === 0
         ? Effect.succeed(new Map<string, ReadonlyArray<Prompt.MessageEncoded>>())
@@ -159,24 +178,122 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
     /** Removes the session, its history, its log and its workspace files. */
     const remove = (session: SessionRow) =>
       sql.withTransaction(Effect.gen(function*() {
+        yield* detachForks(session.id)
         yield* deleteWorkspace({ accountId: session.accountId, endUserId: session.endUserId, id: session.id })
         yield* deleteSession(session.id)
       })).pipe(Effect.orDie)
 
-    const turnsOf = SqlSchema.findAll({
-      Request: Schema.String,
-      Result: TurnRowSchema,
-      execute: (id) =>
+    // The session and its fork chain (origin, origin's origin, ...): each level's own turns (those after the turn it
+    // was forked at), up to the turn the level below was forked at. Turn numbers of the levels do not overlap.
+    const chainTurns = SqlSchema.findAll({
+      Request: Schema.Struct({ id: Schema.String, messages: Schema.Boolean }),
+      Result: ChainTurn,
+      execute: ({ id, messages }) =>
         sql`
-          SELECT turn, run_id, messages, chars, status, created_at FROM session_turns
-          WHERE session_id = ${id} ORDER BY turn`
+          WITH RECURSIVE chain AS (
+            SELECT id, fork_of, fork_turn, NULL::integer AS upto, 0 AS depth FROM sessions WHERE id = ${id}
+            UNION ALL
+            SELECT s.id, s.fork_of, s.fork_turn, LEAST(c.upto, c.fork_turn), c.depth + 1
+            FROM chain c JOIN sessions s ON s.id = c.fork_of
+          )
+          SELECT t.session_id, c.depth, t.turn, t.parent_turn, t.run_id,
+                 ${messages ? sql`t.messages, t.chars` : sql`'[]'::jsonb AS messages, 0 AS chars`}, t.status, t.created_at
+          FROM chain c JOIN session_turns t ON t.session_id = c.id
+          WHERE (c.upto IS NULL OR t.turn <= c.upto) AND (c.fork_turn IS NULL OR t.turn > c.fork_turn)
+          ORDER BY t.turn`
     })
-    const turns = (id: string) =>
-      turnsOf(id).pipe(
+    const forkTurnOf = SqlSchema.findOne({
+      Request: Schema.String,
+      Result: Schema.Struct({ forkTurn: Schema.NullOr(Schema.Number) }),
+      execute: (id) => sql`SELECT fork_turn FROM sessions WHERE id = ${id}`
+    })
+    /**
+     * The session's tree (`Tree.ts`): its own turns, and for a fork the path it shares with its origin, read where it
+     * is (nothing is copied). Without `messages`, only the shape (a fork checks its turn by it).
+     */
+    const tree = (id: string, options: { readonly messages: boolean } = { messages: true }): Effect.Effect<Tree> =>
+      Effect.gen(function*() {
+        const forkTurn = Option.match(yield* forkTurnOf(id), { onNone: () => null, onSome: (row) => row.forkTurn })
         // Written by `commitLog` from the prompt's own encoding: read back as it was written.
-        Effect.map((rows) => rows as ReadonlyArray<TurnRow>),
-        Effect.orDie
-      )
+        const rows = (yield* chainTurns({ id, messages: options.messages })) as unknown as ReadonlyArray<TreeTurn & { depth: number }>
+        return visibleTree(forkTurn, rows.filter((row) => row.depth === 0), rows.filter((row) => row.depth > 0))
+      }).pipe(Effect.orDie)
+    /** The turns from the root to `leaf`, the history as that branch has it. */
+    const path = (id: string, leaf: number | null) => Effect.map(tree(id), (found) => pathTo(found, leaf))
+
+    const ownTurn = SqlSchema.single({
+      Request: Schema.Struct({ id: Schema.String, turn: Schema.Number }),
+      Result: Schema.Struct({ own: Schema.Boolean, forkTurn: Schema.NullOr(Schema.Number) }),
+      execute: ({ id, turn }) =>
+        sql`
+          SELECT EXISTS (SELECT 1 FROM session_turns t WHERE t.session_id = ${id} AND t.turn = ${turn}
+                           AND (s.fork_turn IS NULL OR t.turn > s.fork_turn)) AS own, s.fork_turn
+          FROM sessions s WHERE s.id = ${id}`
+    })
+    /**
+     * Whether the session's tree has `turn`: one indexed lookup for its own turns (a fork, a switch, a branch check
+     * do not read a long session's tree); a fork's shared turn is looked for on the path it shares.
+     */
+    const hasTurn = (id: string, turn: number) =>
+      Effect.gen(function*() {
+        const found = yield* ownTurn({ id, turn })
+        if (found.own) return true
+        if (found.forkTurn === null || turn > found.forkTurn) return false
+        return (yield* tree(id, { messages: false })).turns.has(turn)
+      }).pipe(Effect.catchTag("NoSuchElementException", () => Effect.succeed(false)), Effect.orDie)
+
+    const forkRow = SqlSchema.void({
+      Request: ForkRow,
+      execute: (fork) =>
+        sql`
+          INSERT INTO sessions (id, agent_id, account_id, end_user_id, environment_id, title, metadata, leaf_turn, fork_of, fork_turn)
+          SELECT ${fork.id}, agent_id, account_id, end_user_id, environment_id, title, metadata, ${fork.turn}, id, ${fork.turn}
+          FROM sessions WHERE id = ${fork.from} AND account_id = ${fork.accountId} AND end_user_id = ${fork.endUserId}`
+    })
+    /** A new session that shares `from`'s history up to `turn` (the fork-origin pointer, no copy). */
+    const fork = (fork: typeof ForkRow.Type) => Effect.orDie(forkRow(fork))
+
+    const forksOf = SqlSchema.findAll({
+      Request: Schema.String,
+      Result: Schema.Struct({ id: Schema.String }),
+      execute: (id) => sql`SELECT id FROM sessions WHERE fork_of = ${id}`
+    })
+    const copyTurns = SqlSchema.void({
+      Request: Schema.Struct({ id: Schema.String, turns: Schema.String }),
+      execute: ({ id, turns }) =>
+        sql`
+          INSERT INTO session_turns (session_id, turn, parent_turn, run_id, messages, chars, status, created_at)
+          SELECT ${id}, turn, parent_turn, run_id, messages, chars, status, created_at FROM jsonb_to_recordset(${turns}::jsonb)
+            AS t(turn integer, parent_turn integer, run_id text, messages jsonb, chars integer, status text, created_at timestamptz)
+          ON CONFLICT (session_id, turn) DO NOTHING`
+    })
+    const unfork = SqlSchema.void({
+      Request: Schema.String,
+      execute: (id) => sql`UPDATE sessions SET fork_of = NULL, fork_turn = NULL WHERE id = ${id}`
+    })
+    /**
+     * Before a session is deleted, each fork of it gets its own copy of the path it shared (the same turn numbers, so
+     * its own turns' parents still name them) and stops pointing at it: deleting an origin takes nothing from a fork.
+     */
+    const detachForks = (id: string) =>
+      Effect.gen(function*() {
+        for (const { id: forkId } of yield* forksOf(id)) {
+          const shared = [...(yield* tree(forkId)).turns.values()].filter((turn) => turn.sessionId !== forkId)
+          yield* copyTurns({
+            id: forkId,
+            turns: JSON.stringify(shared.map((turn) => ({
+              turn: turn.turn,
+              parent_turn: turn.parentTurn,
+              run_id: turn.runId,
+              messages: turn.messages,
+              chars: turn.chars,
+              status: turn.status,
+              created_at: turn.createdAt.toISOString()
+            })))
+          })
+          yield* unfork(forkId)
+        }
+      })
 
     const positionsOf = SqlSchema.single({
       Request: Schema.String,
@@ -186,12 +303,14 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
           SELECT (SELECT max(seq) FROM session_events WHERE session_id = ${id})::text AS seq,
                  GREATEST((SELECT max(turn) FROM session_turns WHERE session_id = ${id}),
                           (SELECT max(turn) FROM session_events WHERE session_id = ${id}),
-                          (SELECT max(turn) FROM session_queue WHERE session_id = ${id})) AS turn`
+                          (SELECT max(turn) FROM session_queue WHERE session_id = ${id}),
+                          (SELECT fork_turn FROM sessions WHERE id = ${id})) AS turn,
+                 (SELECT leaf_turn FROM sessions WHERE id = ${id}) AS leaf`
     })
     /** Where a reloaded session goes on: the last `seq` and the last turn number (sent turns included). */
     const positions = (id: string) =>
       positionsOf(id).pipe(
-        Effect.map((row) => ({ seq: row.seq ?? 0, turn: row.turn ?? 0 })),
+        Effect.map((row) => ({ seq: row.seq ?? 0, turn: row.turn ?? 0, leaf: row.leaf })),
         Effect.orDie
       )
 
@@ -275,10 +394,23 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
       Request: Schema.String,
       Result: QueuedTurnRow,
       execute: (sessionId) =>
-        sql`SELECT turn, message, budget::text AS budget FROM session_queue WHERE session_id = ${sessionId} ORDER BY turn`
+        sql`
+          SELECT turn, message, budget::text AS budget, parent_turn, branch FROM session_queue
+          WHERE session_id = ${sessionId} ORDER BY turn`
     })
     /** Sent turns not yet ended, oldest first: what a reloaded session still owes. */
-    const queuedTurns = (id: string): Effect.Effect<ReadonlyArray<QueuedTurn>> => Effect.orDie(queuedTurnsOf(id))
+    const queuedTurns = (id: string): Effect.Effect<ReadonlyArray<QueuedTurn>> =>
+      queuedTurnsOf(id).pipe(
+        Effect.map((rows) =>
+          rows.map(({ branch, budget, message, parentTurn, turn }) => ({
+            turn,
+            message,
+            budget,
+            parent: branch ? Option.some(parentTurn) : Option.none()
+          }))
+        ),
+        Effect.orDie
+      )
 
     const commitLog = commitLogWith(sql)
 
@@ -319,7 +451,10 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
       setStatus,
       adopt,
       remove,
-      turns,
+      tree,
+      path,
+      hasTurn,
+      fork,
       positions,
       eventsAfter,
       inFlight,

@@ -24,12 +24,19 @@ export const SessionRowSchema = Schema.Struct({
   }),
   status: Schema.Literal("idle", "running", "waiting_approval"),
   createdAt: Schema.DateFromSelf,
-  updatedAt: Schema.DateFromSelf
+  updatedAt: Schema.DateFromSelf,
+  /** The current leaf: every read of the history follows the path from the root to it (null before a first turn). */
+  leafTurn: Schema.NullOr(Schema.Number),
+  /** A fork's origin and the turn it was forked at (docs/sessions.md "Branches"). */
+  forkOf: Schema.NullOr(Schema.String),
+  forkTurn: Schema.NullOr(Schema.Number)
 })
 export type SessionRow = typeof SessionRowSchema.Type
 
 export const TurnRowSchema = Schema.Struct({
   turn: Schema.Number,
+  /** The turn it answers after (issue 44: a session is a tree of turns); null for a first turn. */
+  parentTurn: Schema.NullOr(Schema.Number),
   runId: RunId,
   messages: Json(Schema.Array(Schema.Unknown)),
   chars: Schema.Number,
@@ -53,13 +60,26 @@ export interface QueuedTurn {
   readonly turn: number
   readonly message: string
   readonly budget: Option.Option<bigint>
+  /**
+   * The turn it continues: given (a branch: regenerate, edit, a `previous_response_id`; `null` for the root), or none,
+   * the session's leaf when it runs.
+   */
+  readonly parent?: Option.Option<number | null> | undefined
 }
 
 export const QueuedTurnRow = Schema.Struct({
   turn: Schema.Number,
   message: Schema.String,
-  budget: Schema.OptionFromNullOr(Schema.BigInt)
+  budget: Schema.OptionFromNullOr(Schema.BigInt),
+  parentTurn: Schema.NullOr(Schema.Number),
+  branch: Schema.Boolean
 })
+
+/** A turn of a session's tree as its reads see it (`SessionsRepo.tree`): own turns, and a fork's inherited path. */
+export interface TreeTurn extends TurnRow {
+  /** The session whose turn it is (the fork's origin for an inherited one). */
+  readonly sessionId: string
+}
 
 export const LoggedEventRow = Schema.Struct({
   seq: Schema.NumberFromString,
@@ -84,4 +104,6 @@ export interface LogWrite {
   readonly turn?: TurnRow | undefined
   readonly enqueue?: QueuedTurn | undefined
   readonly dequeue?: number | undefined
+  /** The session's current leaf from now on (null: before its first turn). */
+  readonly leaf?: { readonly turn: number | null } | undefined
 }

@@ -17,6 +17,7 @@ import type { RunOutcome, RunRecord } from "../runtime/Repo.js"
 import { SessionLog } from "./Log.js"
 import { type LoggedEvent, type LogWrite, type QueuedTurn, type SessionRow, type SessionStatus, SessionsRepo, type TurnRow } from "./Repo.js"
 import { Session, SessionGone } from "./SessionRpc.js"
+import { SessionBusy } from "./Domain.js"
 import { KeepAlive, UnfinishedTurns } from "./Activation.js"
 import { KeptHistory } from "./History.js"
 
@@ -75,6 +76,8 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     let row = turnPartOf(yield* repo.byId(sessionId))
     let seq = positions.seq
     let lastTurn = positions.turn
+    /** The session's current leaf (issue 44): a turn sent without a parent continues it; written with each turn's end. */
+    let leaf = positions.leaf
     let deleted = false
     let status: SessionStatus = "idle"
     /** The status changed and the next write carries it. */
@@ -82,8 +85,9 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     /** The running turn's run, as the engine's ledger tells it; the first write after its start carries its row. */
     let run: { record: RunRecord; outcome: Option.Option<RunOutcome>; written: boolean } | undefined
     /** The history as the next turn's prompt needs it, kept while the session is active (`KeptHistory`). */
-    const history = new KeptHistory(repo.turns(sessionId), contextChars)
-    let current: Option.Option<{ readonly turn: number; readonly fiber: Fiber.RuntimeFiber<unknown, unknown> }> = Option.none()
+    const history = new KeptHistory((to) => repo.path(sessionId, to), contextChars)
+    /** The running turn; `rollback`: a message sent with `multitask_strategy: rollback` cancelled it. */
+    let current: Option.Option<{ readonly turn: number; readonly fiber: Fiber.RuntimeFiber<unknown, unknown>; rollback: boolean }> = Option.none()
     /** Why the running turn was stopped from inside (its log broke, or its shard was lost), if it was. */
     let stoppedBy: Option.Option<{ readonly code: string; readonly message: string }> = Option.none()
     /**
@@ -92,16 +96,24 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
      * 28, heap per session).
      */
     const queued: Array<QueuedTurn> = []
+    /** Queued turns sent with `interrupt` or `rollback`: they run before the others, in the order sent. */
+    const urgent = new Set<number>()
     let worker: Fiber.RuntimeFiber<void> | undefined
     /** Set once the behaviour is built: turns owed on reload wait for it before a worker starts. */
     let started = false
     /** Turns sent and not yet ended: what a runner giving the session up waits for. */
     const unfinished = new UnfinishedTurns()
     /** Hands a turn to the worker (it is durable already: `Send` wrote it first, or it was owed on reload). */
-    const enqueue = (turn: QueuedTurn) =>
+    const enqueue = (turn: QueuedTurn, first = false) =>
       Effect.gen(function*() {
         yield* unfinished.add(1)
-        queued.push(turn)
+        if (first) {
+          const at = queued.findIndex((waiting) => !urgent.has(waiting.turn))
+          urgent.add(turn.turn)
+          queued.splice(at < 0 ? queued.length : at, 0, turn)
+        } else {
+          queued.push(turn)
+        }
         yield* Metric.increment(queuedTurns)
         if (started) startWorker()
       })
@@ -113,7 +125,8 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     /** The event as the log holds it, with the session's next `seq`. */
     const nextLogged = (turn: number, event: InternalEvent) => {
       seq += 1
-      return { seq, turn, payload: { ...event, seq } }
+      // A turn's `run.created` names the session's turn (issue 44): a client places the turn in the session's tree.
+      return { seq, turn, payload: event.type === "preparing" ? { ...event, seq, session_turn: turn } : { ...event, seq } }
     }
 
     // A turn that was in flight when the process stopped never finished: its log says so, and the session is free.
@@ -264,7 +277,9 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
               if (run !== undefined) run.outcome = Option.some(outcome)
             })
         }
-        const prompt = yield* history.prompt()
+        // The turn it continues: the one it was sent under (a branch), or the leaf as it is now.
+        const parent = Option.getOrElse(turn.parent ?? Option.none(), () => leaf)
+        const prompt = yield* history.prompt(parent)
         const fiber = yield* Effect.fork(engine.execute({
           runId,
           agent: agent.value,
@@ -284,9 +299,11 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
           fence: owner,
           chargeFence: fence
         }, emit, runs.resolveSubagent))
-        current = Option.some({ turn: turn.turn, fiber })
+        const running = { turn: turn.turn, fiber, rollback: false }
+        current = Option.some(running)
         const exit = yield* Fiber.await(fiber)
         current = Option.none()
+        urgent.delete(turn.turn)
         if (deleted) return
         let messages: ReadonlyArray<Prompt.MessageEncoded>
         let outcome: string
@@ -296,7 +313,10 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
         } else {
           // Interrupted: the stream ends with run.failed, and what was said so far stays in the history.
           terminal = Option.some(Option.match(stoppedBy, {
-            onNone: (): InternalEvent => ({ type: "error", code: "interrupted", message: "The turn was interrupted." }),
+            onNone: (): InternalEvent =>
+              running.rollback
+                ? { type: "error", code: "rolled_back", message: "The turn was cancelled by a newer message (multitask_strategy: rollback)." }
+                : { type: "error", code: "interrupted", message: "The turn was interrupted." },
             onSome: (stop): InternalEvent => ({ type: "error", ...stop })
           }))
           messages = [
@@ -305,9 +325,12 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
           ]
           outcome = "interrupted"
         }
+        // A rolled-back turn stays in the tree (its run, events and charges are its own) but off the leaf's path.
+        if (running.rollback) outcome = "rolled_back"
         const json = JSON.stringify(messages)
         const saved: TurnRow = {
           turn: turn.turn,
+          parentTurn: parent,
           runId,
           messages,
           chars: json.length,
@@ -319,9 +342,19 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
         setStatus("idle")
         const finished = run === undefined ? undefined : { record: run.record, outcome: run.outcome }
         run = undefined
-        yield* writeEnd(turn.turn, terminal, { ...pendingParts(), run: finished, turn: saved, dequeue: turn.turn })
+        const onPath = !running.rollback
+        yield* writeEnd(turn.turn, terminal, {
+          ...pendingParts(),
+          run: finished,
+          turn: saved,
+          dequeue: turn.turn,
+          ...(onPath ? { leaf: { turn: turn.turn } } : {})
+        })
         stoppedBy = Option.none()
-        history.remember({ chars: saved.chars, json })
+        if (onPath) {
+          leaf = turn.turn
+          history.remember({ chars: saved.chars, json }, turn.turn, parent)
+        }
       })
 
     const entityRuntime = Runtime.make({
@@ -405,11 +438,38 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
           if (deleted || Option.isNone(row)) {
             return yield* new SessionGone({ message: `No session ${sessionId}.` })
           }
+          // Double-texting (docs/sessions.md): what a message does while a turn runs or waits.
+          const strategy = payload.strategy ?? "enqueue"
+          const busy = Option.isSome(current) || queued.length > 0
+          if (busy && strategy === "reject") {
+            return yield* new SessionBusy({ message: "A turn is running in this session (multitask_strategy: reject)." })
+          }
           lastTurn += 1
-          const turn: QueuedTurn = { turn: lastTurn, message: payload.message, budget: Option.fromNullable(payload.budget) }
+          const turn: QueuedTurn = {
+            turn: lastTurn,
+            message: payload.message,
+            budget: Option.fromNullable(payload.budget),
+            parent: payload.parent === undefined ? Option.none() : Option.some(payload.parent)
+          }
           yield* log.commit({ sessionId, fence, enqueue: turn })
-          yield* enqueue(turn)
-          return { turn: lastTurn }
+          const first = busy && (strategy === "interrupt" || strategy === "rollback")
+          yield* enqueue(turn, first)
+          const running = current
+          if (first && Option.isSome(running)) {
+            if (strategy === "rollback") running.value.rollback = true
+            yield* Fiber.interrupt(running.value.fiber)
+          }
+          return { turn: turn.turn }
+        }),
+      SetLeaf: ({ payload }) =>
+        Effect.gen(function*() {
+          if (deleted || Option.isNone(row)) {
+            return yield* new SessionGone({ message: `No session ${sessionId}.` })
+          }
+          if (Option.isSome(current) || queued.length > 0) return false
+          yield* log.commit({ sessionId, fence, leaf: { turn: payload.leaf } })
+          leaf = payload.leaf
+          return true
         }),
       Wake: () => Effect.succeed(Option.isSome(current)),
       Reload: () =>

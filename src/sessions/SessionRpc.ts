@@ -1,6 +1,7 @@
 import * as Entity from "@effect/cluster/Entity"
 import * as Rpc from "@effect/rpc/Rpc"
 import { Schema } from "effect"
+import { MultitaskStrategy, SessionBusy } from "./Domain.js"
 
 /**
  * The session entity's contract (docs/architecture.md, "Contracts"): its RPCs, apart from the entity's
@@ -9,10 +10,28 @@ import { Schema } from "effect"
 
 export class SessionGone extends Schema.TaggedError<SessionGone>()("SessionGone", { message: Schema.String }) {}
 
-/** Queues a turn; answers at once with the turn's number (its events carry it), not when the turn ends. */
+export { MultitaskStrategy } from "./Domain.js"
+
+/**
+ * Queues a turn; answers at once with the turn's number (its events carry it), not when the turn ends. `parent`: the
+ * turn it continues (a branch; null: a new root), absent for the session's leaf when it runs. `strategy`: see
+ * `MultitaskStrategy` (absent: `enqueue`); `reject` while busy fails with `SessionBusy`.
+ */
 const Send = Rpc.make("Send", {
-  payload: { message: Schema.String, budget: Schema.NullOr(Schema.BigInt) },
+  payload: {
+    message: Schema.String,
+    budget: Schema.NullOr(Schema.BigInt),
+    parent: Schema.optional(Schema.NullOr(Schema.Number)),
+    strategy: Schema.optional(MultitaskStrategy)
+  },
   success: Schema.Struct({ turn: Schema.Number }),
+  error: Schema.Union(SessionGone, SessionBusy.tagged)
+})
+
+/** Switches the session's current leaf (null: before the first turn); false while a turn runs or waits. */
+const SetLeaf = Rpc.make("SetLeaf", {
+  payload: { leaf: Schema.NullOr(Schema.Number) },
+  success: Schema.Boolean,
   error: SessionGone
 })
 
@@ -38,4 +57,4 @@ const Reload = Rpc.make("Reload", { success: Schema.Boolean })
  * `seq`) before live subscribers see it. An idle session passivates and is reloaded from the database, so a
  * conversation can go on after a restart or days later.
  */
-export const Session = Entity.make("Session", [Send, Interrupt, Stop, Wake, Reload])
+export const Session = Entity.make("Session", [Send, Interrupt, Stop, Wake, Reload, SetLeaf])

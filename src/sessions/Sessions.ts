@@ -17,9 +17,10 @@ import { SessionFollow, type SessionEvent, type SessionSink } from "./Follow.js"
 import { SessionsRepo } from "./Repo.js"
 import { messageView, preview, sessionView } from "./Views.js"
 import { Session } from "./Session.js"
+import { messagesOf, pathTo, treeView, userMessageOf } from "./Tree.js"
 import { type Partition, partitionOf } from "../identity/Partition.js"
 import type { EnvironmentId } from "../environments/Domain.js"
-import { newSessionId, SessionBusy } from "./Domain.js"
+import { type MultitaskStrategy, newSessionId, SessionBusy } from "./Domain.js"
 export { SessionBusy } from "./Domain.js"
 
 
@@ -37,6 +38,17 @@ const KeyRecord = Schema.parseJson(Schema.Union(
   Schema.Struct({ state: Schema.Literal("turn"), fingerprint: Schema.String, turn: Schema.Number })
 ))
 const decodeKeyRecord = Schema.decodeUnknownOption(KeyRecord)
+
+const optionsOf = (how: SendOptions | Option.Option<Micros>): SendOptions => Option.isOption(how) ? { budget: how } : how
+
+/** How a message is sent: its credit cap, the turn it continues (a branch), what it does while a turn runs. */
+export interface SendOptions {
+  readonly budget: Option.Option<Micros>
+  /** The turn it answers after (null: a new first turn); absent: the session's leaf when it runs. */
+  readonly parent?: number | null | undefined
+  /** Double-texting (docs/sessions.md); absent: `enqueue`. */
+  readonly strategy?: MultitaskStrategy | undefined
+}
 
 /**
  * Sessions as the API offers them (spec 4.2): create, list, read, delete, send a message or an approval and stream
@@ -116,8 +128,57 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       yield* owned(caller, id)
       yield* wake(id)
       const session = yield* owned(caller, id)
-      const turns = yield* repo.turns(id)
-      return { ...sessionView(session), messages: turns.flatMap((turn) => turn.messages.map(messageView(turn.turn))) }
+      // The branch the session is on: the path from the root to its leaf.
+      const path = pathTo(yield* repo.tree(id), session.leafTurn)
+      return { ...sessionView(session), leaf: session.leafTurn, messages: path.flatMap((turn) => turn.messages.map(messageView(turn.turn))) }
+    })
+
+    /** Every turn of the session with its parent and children, and the current leaf (docs/sessions.md "Branches"). */
+    const tree = Effect.fn("Sessions.tree")(function*(caller: CallerIdentity, id: string) {
+      yield* owned(caller, id)
+      yield* wake(id)
+      const session = yield* owned(caller, id)
+      return treeView(yield* repo.tree(id), session.leafTurn)
+    })
+
+    const noTurn = (id: string, turn: number) => new NotFound({ message: `No turn ${turn} in session ${id}.` })
+
+    /**
+     * Switches the session's branch: `leaf` becomes the current leaf (with `newest`, the newest leaf under it). Refused
+     * while a turn runs or waits (409 `session_busy`): that turn's end moves the leaf.
+     */
+    const switchLeaf = Effect.fn("Sessions.switchLeaf")(function*(caller: CallerIdentity, id: string, leaf: number | null) {
+      yield* owned(caller, id)
+      if (leaf !== null && !(yield* repo.hasTurn(id, leaf))) return yield* noTurn(id, leaf)
+      const switched = yield* toEntity(client(id).SetLeaf({ leaf })).pipe(
+        Effect.catchAll((error) => error._tag === "SessionGone" ? Effect.fail(notFound(id)) : Effect.die(error))
+      )
+      if (!switched) return yield* new SessionBusy({ message: "A turn is running or waiting in this session; switch branches when it is idle." })
+      return sessionView(Option.getOrThrow(yield* repo.byId(id)))
+    })
+
+    /**
+     * A new session that shares this one's history up to `turn` (docs/sessions.md "Branches"): it points at its origin,
+     * nothing is copied; its own turns are numbered after `turn`. Answered as `POST /v1/sessions` answers.
+     */
+    const fork = Effect.fn("Sessions.fork")(function*(caller: CallerIdentity, id: string, turn: number) {
+      const session = yield* owned(caller, id)
+      if (!(yield* repo.hasTurn(id, turn))) return yield* noTurn(id, turn)
+      const forked = newSessionId()
+      yield* repo.fork({ id: forked, from: id, turn, accountId: session.accountId, endUserId: session.endUserId })
+      return sessionView(Option.getOrThrow(yield* repo.byId(forked)))
+    })
+
+    /** The message and parent of a regenerated turn: its user's message again, as a sibling (same parent). */
+    const regeneration = Effect.fn("Sessions.regeneration")(function*(caller: CallerIdentity, id: string, turn: number) {
+      yield* owned(caller, id)
+      const found = (yield* repo.tree(id)).turns.get(turn)
+      if (found === undefined) return yield* noTurn(id, turn)
+      const message = userMessageOf(found)
+      if (message === undefined || message === "") {
+        return yield* new InvalidRequest({ message: `Invalid request: turn: turn ${turn} has no message to answer again.`, param: "turn" })
+      }
+      return { message, parent: found.parentTurn }
     })
 
     /** Renames a session (the web app's conversation list shows the title); an empty title clears it. */
@@ -127,11 +188,22 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       return sessionView(Option.getOrThrow(yield* repo.byId(id)))
     })
 
-    /** The conversation so far as the model sees it (a Responses request that goes on from it statelessly). */
-    const history = Effect.fn("Sessions.history")(function*(caller: CallerIdentity, id: string) {
+    /**
+     * The conversation as the model sees it, up to `upto` (a turn) or the session's leaf: a Responses request that goes
+     * on from it statelessly, and its `input_items`.
+     */
+    const history = Effect.fn("Sessions.history")(function*(caller: CallerIdentity, id: string, upto?: number | null) {
+      const session = yield* owned(caller, id)
+      const path = pathTo(yield* repo.tree(id), upto === undefined ? session.leafTurn : upto)
+      return messagesOf(path) as ReadonlyArray<Prompt.MessageEncoded>
+    })
+
+    /** The turns on the path before `turn` (from the root to its parent); none while it has not ended. */
+    const turnsBefore = Effect.fn("Sessions.turnsBefore")(function*(caller: CallerIdentity, id: string, turn: number) {
       yield* owned(caller, id)
-      const turns = yield* repo.turns(id)
-      return turns.flatMap((turn) => turn.messages) as ReadonlyArray<Prompt.MessageEncoded>
+      const found = yield* repo.tree(id)
+      const node = found.turns.get(turn)
+      return node === undefined ? [] : pathTo(found, node.parentTurn)
     })
 
     const remove = Effect.fn("Sessions.remove")(function*(caller: CallerIdentity, id: string) {
@@ -146,16 +218,34 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       caller: CallerIdentity,
       id: string,
       message: string,
-      budget: Option.Option<Micros>,
+      /** How it is sent; a bare budget (as before branches) is a message on the leaf, queued. */
+      sending_: SendOptions | Option.Option<Micros>,
       sink: SessionSink,
       /** Told the turn's number once the session has accepted it (and before its events are delivered). */
       onTurn?: (turn: number) => Effect.Effect<void>
     ) {
+      const how = optionsOf(sending_)
       yield* owned(caller, id)
+      // A branch continues a turn of the session's tree (a fork's shared turns included).
+      if (typeof how.parent === "number" && !(yield* repo.hasTurn(id, how.parent))) {
+        return yield* new InvalidRequest({ message: `Invalid request: parent_turn: no turn ${how.parent} in session ${id}.`, param: "parent_turn" })
+      }
       const follow = yield* followTurn(id, sink, { sending: true })
-      const sending = toEntity(client(id).Send({ message, budget: Option.getOrNull(budget) })).pipe(
-        // The session went away between the check and the send: 404. The cluster's own failures are ours: a 500.
-        Effect.catchAll((error) => error._tag === "SessionGone" ? Effect.fail(notFound(id)) : Effect.die(error)),
+      const sending = toEntity(client(id).Send({
+        message,
+        budget: Option.getOrNull(how.budget),
+        ...(how.parent === undefined ? {} : { parent: how.parent }),
+        ...(how.strategy === undefined ? {} : { strategy: how.strategy })
+      })).pipe(
+        // The session went away between the check and the send: 404; busy under `reject`: 409. The cluster's own
+        // failures are ours: a 500.
+        Effect.catchAll((error): Effect.Effect<never, NotFound | SessionBusy> =>
+          error._tag === "SessionGone"
+            ? Effect.fail(notFound(id))
+            : error._tag === "SessionBusy"
+            ? Effect.fail(error)
+            : Effect.die(error)
+        ),
         Effect.tap((sent) => onTurn === undefined ? Effect.void : onTurn(sent.turn))
       )
       // With a key, a client that leaves does not cut the send short: the session may have taken the message, and
@@ -177,19 +267,25 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       id: string,
       key: string,
       message: string,
-      budget: Option.Option<Micros>,
+      sending_: SendOptions | Option.Option<Micros>,
       sink: SessionSink
     ) {
+      const how = optionsOf(sending_)
       yield* owned(caller, id)
       const partition = partitionOf(caller)
       const storeKey = `turn:${sha256(`${partition.accountId}\n${partition.endUserId}\n${id}`)}:${sha256(key)}`
-      const fingerprint = sha256(JSON.stringify([message, Option.getOrNull(budget)?.toString() ?? null]))
+      // The parent is part of the message: the same key sent under another branch is another request.
+      const fingerprint = sha256(JSON.stringify(
+        how.parent === undefined
+          ? [message, Option.getOrNull(how.budget)?.toString() ?? null]
+          : [message, Option.getOrNull(how.budget)?.toString() ?? null, how.parent]
+      ))
       const deadline = Date.now() + CLAIM_WAIT_MS
       for (;;) {
         const claimed = yield* keys.setIfAbsent(storeKey, JSON.stringify({ state: "claimed", fingerprint }), KEY_CLAIMED)
         if (claimed) {
           let numbered = false
-          yield* send(caller, id, message, budget, sink, (turn) => {
+          yield* send(caller, id, message, how, sink, (turn) => {
             numbered = true
             return keys.set(storeKey, JSON.stringify({ state: "turn", fingerprint, turn }), KEY_KEPT)
           }).pipe(
@@ -216,14 +312,20 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
     })
 
     /** `send` as a pulled stream, for a reader that folds the turn into something else (the Responses API). */
-    const sendStream = (caller: CallerIdentity, id: string, message: string, budget: Option.Option<Micros>) =>
+    const sendStream = (
+      caller: CallerIdentity,
+      id: string,
+      message: string,
+      how: SendOptions,
+      onTurn?: (turn: number) => Effect.Effect<void>
+    ) =>
       Effect.gen(function*() {
         const scope = yield* Scope.make()
         const queue = yield* Queue.unbounded<SessionEvent | null>()
-        yield* send(caller, id, message, budget, {
+        yield* send(caller, id, message, how, {
           event: (event) => Queue.unsafeOffer(queue, event),
           end: () => Queue.unsafeOffer(queue, null)
-        }).pipe(Scope.extend(scope), Effect.onError(() => Scope.close(scope, Exit.void)))
+        }, onTurn).pipe(Scope.extend(scope), Effect.onError(() => Scope.close(scope, Exit.void)))
         return Stream.fromQueue(queue).pipe(
           Stream.takeWhile((event): event is SessionEvent => event !== null),
           Stream.ensuring(Scope.close(scope, Exit.void))
@@ -320,7 +422,29 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
 
     const invalid = (message: string) => new InvalidRequest({ message })
 
-    return { create, list, get, rename, history, remove, send, sendOnce, sendStream, answerApproval, interrupt, adopt, subscribe, files, fileContent, invalid } as const
+    return {
+      create,
+      list,
+      get,
+      tree,
+      switchLeaf,
+      fork,
+      regeneration,
+      rename,
+      history,
+      turnsBefore,
+      remove,
+      send,
+      sendOnce,
+      sendStream,
+      answerApproval,
+      interrupt,
+      adopt,
+      subscribe,
+      files,
+      fileContent,
+      invalid
+    } as const
   }),
   dependencies: [IdempotencyRepo.Default, SessionsRepo.Default, SessionFollow.Default, Runs.Default, Approvals.Default, EnvironmentsRepo.Default, RunsRepo.Default]
 }) {}

@@ -916,8 +916,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * GET /v1/sessions/{id}
-         * @description GET /v1/sessions/{id}
+         * The session and its messages on the current branch: the path from the first turn to `leaf`
+         * @description The session and its messages on the current branch: the path from the first turn to `leaf`.
          */
         get: operations["sessions.get"];
         put?: never;
@@ -930,10 +930,50 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Renames a session; an empty title clears it
-         * @description Renames a session; an empty title clears it.
+         * PATCH /v1/sessions/{id}
+         * @description Renames a session (an empty title clears it) and/or switches its branch: `leaf` becomes the current leaf (409 `session_busy` while a turn runs or waits).
          */
         patch: operations["sessions.update"];
+        trace?: never;
+    };
+    "/v1/sessions/{id}/tree": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * GET /v1/sessions/{id}/tree
+         * @description Every turn of the session with its parent and children (regenerated and edited turns are siblings), oldest first, and the current leaf. A fork lists the turns it shares with its origin too.
+         */
+        get: operations["sessions.tree"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/fork": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * POST /v1/sessions/{id}/fork
+         * @description A new session sharing this one's history up to `turn` (nothing is copied), answered as `POST /v1/sessions` answers.
+         */
+        post: operations["sessions.fork"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/v1/sessions/{id}/events": {
@@ -950,8 +990,8 @@ export interface paths {
         get: operations["sessions.subscribe"];
         put?: never;
         /**
-         * Send a message (one turn) or answer an approval (the rest of the turn)
-         * @description Send a message (one turn) or answer an approval (the rest of the turn). The answer is a `text/event-stream` (docs/events.md); every event carries the session-wide `seq`. A message's retry with the same `Idempotency-Key` streams the turn the first request sent, from its start (docs/sessions.md).
+         * POST /v1/sessions/{id}/events
+         * @description Send a message (one turn), regenerate a turn's answer (a sibling turn), or answer an approval (the rest of the turn). The answer is a `text/event-stream` (docs/events.md); every event carries the session-wide `seq`. A message's retry with the same `Idempotency-Key` streams the turn the first request sent, from its start (docs/sessions.md).
          */
         post: operations["sessions.send"];
         delete?: never;
@@ -6510,6 +6550,7 @@ export interface operations {
                         };
                         created_at: string;
                         updated_at: string;
+                        leaf: number | null;
                         messages: unknown[];
                     };
                 };
@@ -6617,13 +6658,160 @@ export interface operations {
                      * maxLength(200)
                      * @description a string at most 200 character(s) long
                      */
-                    title: string;
+                    title?: string;
+                    leaf?: number | null;
                 };
             };
         };
         responses: {
             /** @description Success */
             200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        agent: string;
+                        /** @enum {string} */
+                        status: "idle" | "running" | "waiting_approval";
+                        end_user_id: string | null;
+                        environment_id: string | null;
+                        title: string | null;
+                        metadata: {
+                            [key: string]: unknown;
+                        };
+                        created_at: string;
+                        updated_at: string;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description Error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionBusy"];
+                };
+            };
+        };
+    };
+    "sessions.tree": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
+                "X-End-User-Id"?: string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        leaf: number | null;
+                        turns: {
+                            turn: number;
+                            parent_turn: number | null;
+                            status: string;
+                            message_preview: string;
+                            answer_preview: string | null;
+                            children: number[];
+                        }[];
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "sessions.fork": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
+                "X-End-User-Id"?: string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * positive
+                     * @description a positive number
+                     */
+                    turn: number;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6746,7 +6934,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
+                "application/json": ({
                     /** @enum {string} */
                     type: "message";
                     /**
@@ -6755,7 +6943,28 @@ export interface operations {
                      */
                     message: string;
                     budget?: number | string;
+                    /** @description The turn this message follows (an edit: the parent of the message it replaces, so it is that message's sibling); null: a new first message. Absent: the session's current leaf. */
+                    parent_turn?: number | null;
+                    /**
+                     * @description What this message does if a turn is running or waiting: `enqueue` (the default) waits its turn; `reject` is a 409 `session_busy` (`x-should-retry: false`); `interrupt` stops the running turn (it keeps what it said) and runs next; `rollback` cancels the running turn (off the leaf's path, billed for what it used) and runs next.
+                     * @enum {string}
+                     */
+                    multitask_strategy?: "enqueue" | "reject" | "interrupt" | "rollback";
                 } | {
+                    /** @enum {string} */
+                    type: "regenerate";
+                    /**
+                     * positive
+                     * @description a positive number
+                     */
+                    turn: number;
+                    budget?: number | string;
+                    /**
+                     * @description What this message does if a turn is running or waiting: `enqueue` (the default) waits its turn; `reject` is a 409 `session_busy` (`x-should-retry: false`); `interrupt` stops the running turn (it keeps what it said) and runs next; `rollback` cancels the running turn (off the leaf's path, billed for what it used) and runs next.
+                     * @enum {string}
+                     */
+                    multitask_strategy?: "enqueue" | "reject" | "interrupt" | "rollback";
+                }) | {
                     /** @enum {string} */
                     type: "approval";
                     approval_id: string;
@@ -6812,7 +7021,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["IdempotencyConflict"];
+                    "application/json": components["schemas"]["IdempotencyConflict"] | components["schemas"]["SessionBusy"];
                 };
             };
         };

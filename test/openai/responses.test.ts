@@ -58,9 +58,14 @@ describe("openai: responses", () => {
         assert.strictEqual(retrieved.id, second.id)
         assert.strictEqual(retrieved.status, "completed")
         assert.strictEqual(retrieved.output_text, "I see 2 earlier messages.")
+        // A chained response's input items are the conversation on its branch before it, then its own input.
         const items = yield* Effect.promise(() => client.responses.inputItems.list(second.id))
-        assert.strictEqual(items.data.length, 1)
-        const item = items.data[0] as OpenAI.Responses.ResponseInputMessageItem
+        assert.deepStrictEqual(items.data.map((i: any) => [i.role, i.content[0].text]), [
+          ["user", "hello there"],
+          ["assistant", "You said: hello there"],
+          ["user", "/history"]
+        ])
+        const item = items.data[2] as OpenAI.Responses.ResponseInputMessageItem
         assert.strictEqual(item.type, "message")
         assert.strictEqual(item.role, "user")
         assert.deepStrictEqual(item.content, [{ type: "input_text", text: "/history" }])

@@ -243,7 +243,9 @@ describe.skipIf(servicesMode)("security: the HTTP edge (dist/main.js)", () => {
         const app = yield* call("POST", "/api/apps", { token, body: { name: "Replayed app", redirect_uris: ["https://app.example.com/callback"] } })
         const store = yield* call("POST", "/v1/vector_stores", { token, body: { name: "Prerequisite" } })
         const file = yield* upload(token, "for-the-store.txt")
-        for (const reply of [agent, app, store, file]) assert.include([200, 201], reply.status, reply.text)
+        const session = yield* call("POST", "/v1/sessions", { token, body: { agent: agent.body.identifier } })
+        const turn = yield* call("POST", `/v1/sessions/${session.body.id}/events`, { token, body: { type: "message", message: "one turn" } })
+        for (const reply of [agent, app, store, file, session, turn]) assert.include([200, 201], reply.status, reply.text)
         /** How to call each create of the contract; a create added to the contract without one here fails below. */
         const calls: Record<string, { readonly path: string; readonly options: RequestOptions }> = {
           "agents.create": post("/v1/agents", { name: "Replayed twice", category: "coding" }),
@@ -257,7 +259,8 @@ describe.skipIf(servicesMode)("security: the HTTP edge (dist/main.js)", () => {
           "creators.apply": post("/api/creator/apply", { displayName: "Replayed", bio: "Twice.", accountType: "individual", email: "replayed@example.com" }),
           "knowledge.create": post("/v1/vector_stores", { name: "Replayed" }),
           "knowledge.addFile": post(`/v1/vector_stores/${store.body.id}/files`, { file_id: file.body.id }),
-          "schedules.create": post("/v1/schedules", { agent: agent.body.identifier, cron: "0 9 * * 1", input: "Weekly." })
+          "schedules.create": post("/v1/schedules", { agent: agent.body.identifier, cron: "0 9 * * 1", input: "Weekly." }),
+          "sessions.fork": post(`/v1/sessions/${session.body.id}/fork`, { turn: 1 })
         }
         const fromContract = creates()
         assert.sameMembers(Object.keys(calls), fromContract.map((create) => create.name))

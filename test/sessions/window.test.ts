@@ -7,6 +7,7 @@ import { contextOf } from "../../src/sessions/Session.js"
 
 const turn = (n: number, chars: number): TurnRow => ({
   turn: n,
+  parentTurn: n > 1 ? n - 1 : null,
   runId: RunId.make(`run_${n}`),
   messages: [{ role: "user", content: `message ${n}` }, { role: "assistant", content: `answer ${n}` }],
   chars,

@@ -27,7 +27,8 @@ export const IDEMPOTENT_CREATES: ReadonlyArray<string> = [
   "/api/payment/orders",
   "/api/apps/:id/meters",
   "/api/creator/apply",
-  "/v1/schedules"
+  "/v1/schedules",
+  "/v1/sessions/:id/fork"
 ]
 
 const CREATE_PATTERNS = IDEMPOTENT_CREATES.map((path) => new RegExp(`^${path.replace(/:[a-z]+/g, "[^/]+")}/?$`))

@@ -19,6 +19,7 @@ import fences from "./0017_fences.js"
 import durableRuns from "./0018_durable_runs.js"
 import webhooks from "./0019_webhooks.js"
 import walletHolds from "./0020_wallet_holds.js"
+import sessionTrees from "./0021_session_trees.js"
 import schedules from "./0023_schedules.js"
 
 /** Numbered migrations, applied in order at start; a released migration is never edited, only followed. */
@@ -43,5 +44,6 @@ export const migrations = Migrator.fromRecord({
   "0018_durable_runs": durableRuns,
   "0019_webhooks": webhooks,
   "0020_wallet_holds": walletHolds,
+  "0021_session_trees": sessionTrees,
   "0023_schedules": schedules
 })

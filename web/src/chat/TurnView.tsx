@@ -6,6 +6,7 @@ import { Markdown } from "./Markdown.js"
 
 const FAILURES: Record<string, string> = {
   interrupted: "You stopped this answer.",
+  rolled_back: "This answer was cancelled by a newer message.",
   insufficient_credits: "Your wallet does not have enough credits for this. Top up in the wallet and try again.",
   budget_exceeded: "This answer reached its spending limit and stopped.",
   agent_unavailable: "This expert is not available any more.",
@@ -69,15 +70,69 @@ export const useDetailsSetting = () => {
   return [always, set] as const
 }
 
-export const TurnView = ({ turn, unlocked, unlocking, details, onUnlock }: {
+/**
+ * What a turn of a conversation tree offers (issue 44): answer it again, edit its message (both make a sibling
+ * version), and `< n/m >` between the versions where there are several.
+ */
+export interface BranchControls {
+  readonly onRegenerate?: (() => void) | undefined
+  readonly onEdit?: ((text: string) => void) | undefined
+  readonly versions?: { readonly n: number; readonly m: number; readonly onPrevious: () => void; readonly onNext: () => void } | undefined
+}
+
+/** The `< n/m >` switch between a turn's versions. */
+const Versions = ({ versions }: { versions: NonNullable<BranchControls["versions"]> }) => (
+  <span className="versions" role="group" aria-label="Versions of this message" data-testid="versions">
+    <button type="button" className="link" aria-label="Previous version" disabled={versions.n <= 1} onClick={versions.onPrevious}>&lt;</button>
+    <span data-testid="version">{versions.n}/{versions.m}</span>
+    <button type="button" className="link" aria-label="Next version" disabled={versions.n >= versions.m} onClick={versions.onNext}>&gt;</button>
+  </span>
+)
+
+/** The user's message, with Edit (a new version of it, sent as a sibling) where the turn is on the tree. */
+const UserBubble = ({ text, branch }: { text: string; branch: BranchControls | undefined }) => {
+  const [editing, setEditing] = useState<string | null>(null)
+  if (editing !== null && branch?.onEdit) {
+    const save = () => {
+      const next = editing.trim()
+      if (next === "") return
+      setEditing(null)
+      branch.onEdit!(next)
+    }
+    return (
+      <form className="bubble user editing" aria-label="Edit your message" onSubmit={(e) => { e.preventDefault(); save() }}>
+        <label className="visually-hidden" htmlFor="edit-message">Edited message</label>
+        <textarea id="edit-message" rows={2} value={editing} onChange={(e) => setEditing(e.target.value)} autoFocus />
+        <div className="row">
+          <button type="submit" disabled={editing.trim() === ""}>Send edit</button>
+          <button type="button" className="secondary" onClick={() => setEditing(null)}>Cancel</button>
+        </div>
+      </form>
+    )
+  }
+  return (
+    <div className="bubble user">
+      <span className="visually-hidden">You: </span>{text}
+      {(branch?.onEdit || branch?.versions) && (
+        <div className="message-actions">
+          {branch.versions && <Versions versions={branch.versions} />}
+          {branch.onEdit && <button type="button" className="link" onClick={() => setEditing(text)}>Edit</button>}
+        </div>
+      )}
+    </div>
+  )
+}
+
+export const TurnView = ({ turn, unlocked, unlocking, details, onUnlock, branch }: {
   turn: Turn
   unlocked: boolean
   unlocking: boolean
   details: boolean
   onUnlock: () => void
+  branch?: BranchControls | undefined
 }) => (
   <li className="turn">
-    {turn.user !== null && <div className="bubble user"><span className="visually-hidden">You: </span>{turn.user}</div>}
+    {turn.user !== null && <UserBubble text={turn.user} branch={branch} />}
     <div className="bubble assistant" aria-busy={turn.status === "running"}>
       <span className="visually-hidden">Expert: </span>
       {(turn.thinking.trim() !== "" || details) && (
@@ -115,6 +170,11 @@ export const TurnView = ({ turn, unlocked, unlocking, details, onUnlock }: {
       )}
       {turn.status === "completed" && turn.credits !== undefined && (turn.credits > 0 || details) && (
         <p className="muted small">Charged {formatCredits(turn.credits)}</p>
+      )}
+      {turn.status !== "running" && branch?.onRegenerate && (
+        <div className="answer-actions">
+          <button type="button" className="link" onClick={branch.onRegenerate}>Regenerate</button>
+        </div>
       )}
     </div>
   </li>

@@ -20,6 +20,8 @@ export interface Approval {
 }
 
 export interface Turn {
+  /** The session's turn number (`run.created`'s `session_turn`): where the turn is in the conversation's tree. */
+  number?: number
   user: string | null
   text: string
   thinking: string
@@ -37,7 +39,8 @@ export interface Turn {
 /** Folds the session's events, in order, into its turns (docs/events.md). */
 export const fold = (turns: Array<Turn>, event: SessionEvent, user: string | null = null): Array<Turn> => {
   if (event.type === "run.created") {
-    return [...turns, { user, text: "", thinking: "", tools: [], approvals: [], status: "running" }]
+    const number = typeof event.session_turn === "number" ? { number: event.session_turn } : {}
+    return [...turns, { ...number, user, text: "", thinking: "", tools: [], approvals: [], status: "running" }]
   }
   const last = turns.at(-1)
   if (!last) return turns
@@ -183,9 +186,12 @@ export class UserSide {
     this.save()
   }
 
-  /** The user's message of the next turn (`run.created`). */
-  next(): string | null {
-    const index = this.runs++
+  /**
+   * The user's message of the next turn (`run.created`); `number`: its turn number, when the event names it (a
+   * conversation with branches does not run its turns in the order of their numbers' places).
+   */
+  next(number?: number): string | null {
+    const index = number === undefined ? this.runs++ : number - this.base
     const recorded = this.history.get(index + this.base)
     if (recorded !== undefined) {
       if (this.pending[0] === recorded) {

@@ -7,7 +7,7 @@ import { followSession, sendToSession } from "../stream.js"
 import { type Approval, fold, queueMessage, type Turn, unqueueMessage, UserSide } from "../chat/fold.js"
 import { makeOutbox } from "../chat/outbox.js"
 import { ModelBanner } from "../ModelBanner.js"
-import { Approvals, TurnView, useDetailsSetting } from "../chat/TurnView.js"
+import { Approvals, type BranchControls, TurnView, useDetailsSetting } from "../chat/TurnView.js"
 import { readablePreview, type SessionItem, Sidebar, useExpertNames } from "../chat/Sidebar.js"
 
 /**
@@ -22,6 +22,10 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
   const [title, setTitle] = useState(identifier)
   const [opening, setOpening] = useState("")
   const [turns, setTurns] = useState<Array<Turn>>([])
+  // The conversation's tree (issue 44): which turns are on the current branch, and each turn's versions.
+  const [tree, setTree] = useState<TreeState | null>(null)
+  /** The user's messages of the turns on the current branch, by turn number (the history's full text). */
+  const [userByTurn, setUserByTurn] = useState<ReadonlyMap<number, string>>(new Map())
   const [message, setMessage] = useState("")
   const [error, setError] = useState<string | null>(null)
   const [failed, setFailed] = useState<Array<{ text: string; error: string }>>([])
@@ -103,29 +107,47 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
     }, () => undefined)
   }, [identifier, sessionId])
 
+  /** Reads the tree and the current branch's messages again (after a turn ended, or a switch). */
+  const refreshBranch = async (id: string) => {
+    const [session, shape] = await Promise.all([
+      call((c) => c.sessions.get({ path: { id: SessionId.make(id) } })),
+      call((c) => c.sessions.tree({ path: { id: SessionId.make(id) } }))
+    ])
+    setUserByTurn(userMessagesOf(session.messages))
+    setTree(shape as TreeState)
+    return { session, shape: shape as TreeState }
+  }
+
   useEffect(() => {
     if (sessionId === null) return
     let follow: { close: () => void } | undefined
     let cancelled = false
     setTurns([])
-    call((c) => c.sessions.get({ path: { id: SessionId.make(sessionId) } })).then((session) => {
+    setTree(null)
+    refreshBranch(sessionId).then(({ session, shape }) => {
       if (cancelled) return
-      const history = new Map<number, string>()
-      for (const m of session.messages as ReadonlyArray<{ turn: number; role: string; content: unknown }>) {
-        if (m.role === "user" && !history.has(m.turn)) history.set(m.turn, textOf(m.content))
-      }
+      const history = new Map(userMessagesOf(session.messages))
+      // Turns of the tree off the current branch: the log replays them too, each with its own message.
+      const offBranch = new Map(shape.turns.filter((t) => !history.has(t.turn)).map((t) => [t.turn, t.message_preview] as const))
       // Messages sent before this page knew the session (its first) are already queued under its id.
       const side = new UserSide(sessionId, history)
       users.current = side
       if (session.status !== "idle") awaited.current = Math.max(awaited.current, 1)
       follow = followSession(sessionId, 0, (event) => {
-        const user = event.type === "run.created" ? side.next() : null
+        const number = typeof event.session_turn === "number" ? event.session_turn : undefined
+        const user = event.type !== "run.created"
+          ? null
+          : number !== undefined && offBranch.has(number)
+          ? offBranch.get(number)!
+          : side.next(number)
         setTurns((old) => fold(old, event, user))
         if ((event.type === "run.completed" || event.type === "run.failed") && awaited.current > 0) {
           awaited.current--
           void me.refresh()
           // The sidebar shows each conversation's last message: read the list again after each turn.
           setListVersion((n) => n + 1)
+          // The turn that ended is on the tree now, and the session's leaf may have moved.
+          void refreshBranch(sessionId).catch(() => undefined)
         }
       }, setConnection)
     }, (e: Error) => setError(e.message))
@@ -136,6 +158,61 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
   }, [sessionId])
 
   const running = turns.at(-1)?.status === "running"
+
+  /** The turns the page shows: those on the current branch, and those not on the tree yet (running, or just sent). */
+  const shown = useMemo(() => {
+    if (tree === null) return turns.filter((t) => t.number === undefined)
+    const onTree = new Set(tree.turns.map((t) => t.turn))
+    const path = pathSet(tree)
+    return turns
+      .filter((t) => t.number === undefined || !onTree.has(t.number) || path.has(t.number))
+      .map((t) => t.number !== undefined && userByTurn.has(t.number) ? { ...t, user: userByTurn.get(t.number)! } : t)
+  }, [turns, tree, userByTurn])
+
+  /** Sends a turn of the tree (a regenerated answer, an edited message): its message is shown as the user's. */
+  const branchOut = async (text: string, body: Record<string, unknown>) => {
+    if (sessionId === null) return
+    setError(null)
+    awaited.current++
+    queueMessage(users.current, sessionId, text)
+    try {
+      await sendToSession(sessionId, body)
+    } catch (failure) {
+      unqueueMessage(users.current, sessionId, text)
+      awaited.current = Math.max(0, awaited.current - 1)
+      setError((failure as Error).message)
+    }
+  }
+
+  const switchTo = async (turn: number) => {
+    if (sessionId === null || tree === null) return
+    try {
+      const leaf = newestLeafUnder(tree, turn)
+      await call((c) => c.sessions.update({ path: { id: SessionId.make(sessionId) }, payload: { leaf } }))
+      await refreshBranch(sessionId)
+    } catch (failure) {
+      setError((failure as Error).message)
+    }
+  }
+
+  const controlsOf = (turn: Turn): BranchControls | undefined => {
+    const node = turn.number === undefined ? undefined : tree?.turns.find((t) => t.turn === turn.number)
+    if (node === undefined || tree === null || embedded) return undefined
+    const siblings = tree.turns.filter((t) => t.parent_turn === node.parent_turn).map((t) => t.turn).sort((a, b) => a - b)
+    const at = siblings.indexOf(node.turn)
+    return {
+      onRegenerate: () => void branchOut(turn.user ?? node.message_preview, { type: "regenerate", turn: node.turn }),
+      onEdit: (text) => void branchOut(text, { type: "message", message: text, parent_turn: node.parent_turn }),
+      versions: siblings.length > 1
+        ? {
+          n: at + 1,
+          m: siblings.length,
+          onPrevious: () => void switchTo(siblings[at - 1]!),
+          onNext: () => void switchTo(siblings[at + 1]!)
+        }
+        : undefined
+    }
+  }
 
   const deliver = async (text: string) => {
     setError(null)
@@ -206,7 +283,7 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
       e.preventDefault()
       void interrupt()
     } else if (e.key === "ArrowUp" && message === "") {
-      // No editing of sent messages yet (the conversation-trees API): the last one comes back to be sent again.
+      // The last message comes back to be sent again (Edit on a message makes a new version of it instead).
       const last = [...turns].reverse().find((t) => t.user !== null)?.user ?? failed.at(-1)?.text
       if (last) {
         e.preventDefault()
@@ -215,7 +292,7 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
     }
   }
 
-  const live = useMemo(() => turns.at(-1)?.text ?? "", [turns])
+  const live = useMemo(() => shown.at(-1)?.text ?? "", [shown])
   return (
     <div className={embedded ? "chat-embedded" : "chat-layout"}>
     {!embedded && <Sidebar identifier={identifier} current={sessionId} version={listVersion} open={drawer} onClose={() => setDrawer(false)} />}
@@ -236,13 +313,21 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
       <div className="scroller" ref={scroller.ref} onScroll={scroller.onScroll} onWheel={scroller.onWheel} onKeyDown={scroller.onKeyDown} data-testid="conversation" tabIndex={0} role="region" aria-label="Conversation">
         <ol className="turns" aria-live="off">
           {opening && <li className="turn"><div className="bubble assistant">{opening}</div></li>}
-          {!opening && turns.length === 0 && failed.length === 0 && (
+          {!opening && shown.length === 0 && failed.length === 0 && (
             <li className="turn empty-state muted" data-testid="empty-chat">
               Ask {title} anything: write your message below and press Enter.
             </li>
           )}
-          {turns.map((turn, i) => (
-            <TurnView key={i} turn={turn} unlocked={unlocked} unlocking={unlocking} details={details} onUnlock={() => void unlock(turn.user)} />
+          {shown.map((turn, i) => (
+            <TurnView
+              key={turn.number ?? `n${i}`}
+              turn={turn}
+              unlocked={unlocked}
+              unlocking={unlocking}
+              details={details}
+              onUnlock={() => void unlock(turn.user)}
+              branch={controlsOf(turn)}
+            />
           ))}
           {failed.map((item, i) => (
             <li key={`failed-${i}`} className="turn">
@@ -283,6 +368,36 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
     </section>
     </div>
   )
+}
+
+/** The tree as `GET /v1/sessions/:id/tree` answers it. */
+interface TreeState {
+  readonly leaf: number | null
+  readonly turns: ReadonlyArray<{ readonly turn: number; readonly parent_turn: number | null; readonly message_preview: string; readonly children: ReadonlyArray<number> }>
+}
+
+/** The turns from the root to the leaf. */
+const pathSet = (tree: TreeState) => {
+  const parents = new Map(tree.turns.map((t) => [t.turn, t.parent_turn] as const))
+  const path = new Set<number>()
+  for (let at = tree.leaf; at !== null && !path.has(at) && parents.has(at); at = parents.get(at) ?? null) path.add(at)
+  return path
+}
+
+/** Where switching to `turn` lands: the newest leaf under it (its newest child, that one's newest child, ...). */
+const newestLeafUnder = (tree: TreeState, turn: number) => {
+  const children = new Map(tree.turns.map((t) => [t.turn, t.children] as const))
+  let at = turn
+  for (let next = children.get(at) ?? []; next.length > 0; next = children.get(at) ?? []) at = Math.max(...next)
+  return at
+}
+
+const userMessagesOf = (messages: ReadonlyArray<unknown>) => {
+  const users = new Map<number, string>()
+  for (const m of messages as ReadonlyArray<{ turn: number; role: string; content: unknown }>) {
+    if (m.role === "user" && !users.has(m.turn)) users.set(m.turn, textOf(m.content))
+  }
+  return users
 }
 
 const textOf = (content: unknown): string => {
