@@ -89,6 +89,42 @@ const messagesOf = (body: ArrayBuffer): ReadonlyArray<any> => {
 const jsonRpcError = (status: number, code: number, message: string, id: unknown = null) =>
   HttpServerResponse.unsafeJson({ jsonrpc: "2.0", error: { code, message }, id: id ?? null }, { status })
 
+/**
+ * A failure of a resource read or a completion as JSON-RPC's error (the SDK sends a thrown error's `code` and
+ * `message`): what the caller asked for is wrong (an unknown expert or version, another's) -> invalid params
+ * (-32602); only our own failure is -32603 (issue 44 gap 3: an unknown resource was -32603).
+ */
+const rpcErrorOf = (failure: ToolFailure) =>
+  Object.assign(new Error(failure.message), { code: failure.type === "internal_error" ? ErrorCode.InternalError : ErrorCode.InvalidParams })
+
+/** Methods that read the caller's own things: without a valid credential they are HTTP 401 (issue 44 gap 3). */
+const IDENTITY_METHODS: ReadonlySet<string> = new Set(["resources/list", "resources/read", "completion/complete"])
+
+/**
+ * The SDK's `McpError` puts `MCP error <code>: ` in its message, which its server sends as it is and its client
+ * prefixes again (`MCP error -32602: MCP error -32602: Resource ... not found`): the prefix is taken off the error
+ * messages of a JSON answer, since the code is there already.
+ */
+const withoutCodePrefix = (body: Uint8Array): Uint8Array => {
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(new TextDecoder().decode(body))
+  } catch {
+    return body
+  }
+  let changed = false
+  const strip = (message: any) => {
+    const text = message?.error?.message
+    if (typeof text !== "string") return message
+    const bare = text.replace(/^(MCP error -?\d+: )+/, "")
+    if (bare === text) return message
+    changed = true
+    return { ...message, error: { ...message.error, message: bare } }
+  }
+  const fixed = Array.isArray(parsed) ? parsed.map(strip) : strip(parsed)
+  return changed ? new TextEncoder().encode(JSON.stringify(fixed)) : body
+}
+
 const LOOPBACK = /^(localhost|127(?:\.\d{1,3}){3}|\[::1\])(?::\d+)?$/i
 
 /**
@@ -269,7 +305,11 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
       return runTool(call(tool, request.params.arguments, caller, parent, progress, cancels.cancelled(credential, extra.requestId)), { signal: extra.signal })
     })
     const asCaller = <A>(read: (who: McpCaller) => Effect.Effect<A, ToolFailure>) =>
-      runTool(Effect.flatMap(caller, read).pipe(Effect.mapError((failure) => new Error(failure.message))))
+      // Rejected with the error itself (a failed `runPromise` rejects with a wrapper the SDK cannot read a code from).
+      runTool(Effect.either(Effect.flatMap(caller, read))).then((outcome) => {
+        if (Either.isLeft(outcome)) throw rpcErrorOf(outcome.left)
+        return outcome.right
+      })
     registerExtras(
       server,
       (name, args) => asCaller((who) => toolsByName.get(name)!.run(args, who)),
@@ -336,6 +376,13 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
     const web = new Request(new URL(request.url, config.baseUrl), { method: "POST", headers, body })
     const caller = yield* identity.forRequest(request)
     const parent = yield* Effect.option(Effect.currentSpan)
+    // Reading the caller's experts (resources, completion) needs a caller: without one, HTTP 401 with
+    // `WWW-Authenticate` (set by the edge on every 401), as an MCP client expects to start signing in.
+    const needsCaller = messagesOf(body).find((message) => IDENTITY_METHODS.has(message?.method))
+    if (needsCaller !== undefined) {
+      const who = yield* Effect.either(caller)
+      if (Either.isLeft(who) && who.left.type === "unauthorized") return jsonRpcError(401, -32001, who.left.message, needsCaller.id)
+    }
     // Whose calls a cancel may stop: the same credential sent the call and its cancel.
     const credential = credentialText(credentialOf(request))
     for (const message of messagesOf(body)) {
@@ -366,7 +413,7 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
       if (name !== "content-type" && name !== "content-length") passed[name] = value
     })
     if (response.body.length === 0) return HttpServerResponse.empty({ status: response.status, headers: passed })
-    return HttpServerResponse.uint8Array(response.body, {
+    return HttpServerResponse.uint8Array(contentType?.includes("json") === true ? withoutCodePrefix(response.body) : response.body, {
       status: response.status,
       headers: passed,
       ...(contentType === undefined ? {} : { contentType })
