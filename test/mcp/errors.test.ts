@@ -41,7 +41,7 @@ describe("MCP errors", () => {
             method: "POST",
             headers: { "content-type": "application/json", accept: "application/json, text/event-stream", authorization: "Bearer sk_wrong-key-0123456789" },
             body: JSON.stringify({ jsonrpc: "2.0", id: 7, method: "resources/list", params: {} })
-          }).then(async (response) => ({ status: response.status, header: response.headers.get("www-authenticate"), body: await response.json() }))
+          }).then(async (response) => ({ status: response.status, header: response.headers.get("www-authenticate"), body: (await response.json()) as { id: unknown } }))
         )
         assert.strictEqual(raw.status, 401)
         assert.strictEqual(raw.header, "Bearer realm=\"atrium\"")
