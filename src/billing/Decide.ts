@@ -112,7 +112,7 @@ export const decideItems = ({ items, now, prior, spentToday, staleCallers, state
         ok: false,
         // The key is not echoed: the test that no number of the other user leaks reads this text (a random
         // key containing "97" made it fail now and then).
-        error: new IdempotencyConflict({ message: "This idempotency key was already used for another user." })
+        error: new IdempotencyConflict({ message: "This idempotency key was already used for another user.", final: true })
       }
       : { ok: true, value: { amount: prior.amount < 0n ? -prior.amount : prior.amount, balance: prior.balanceAfter, replay: true } }
 

@@ -15,7 +15,9 @@ import { Effect, Either, Layer, Option, Runtime, Schema, Stream, type Tracer } f
 import { RunPayerLive } from "../billing/RunPayerLive.js"
 import { KnowledgeSearchLive } from "../knowledge/KnowledgeSearchLive.js"
 import { Wallets } from "../billing/Wallet.js"
+import { credentialOf, credentialText } from "../platform/http/Bearer.js"
 import { jsonProblem } from "../platform/http/Text.js"
+import { CANCELLABLE, McpCancels } from "./Cancels.js"
 import { McpConfig } from "./Config.js"
 import { McpProgress, type ProgressExtra, progressFromExtra, type ProgressReport } from "./EngineTools.js"
 import { registerExtras } from "./Extras.js"
@@ -86,6 +88,42 @@ const messagesOf = (body: ArrayBuffer): ReadonlyArray<any> => {
 
 const jsonRpcError = (status: number, code: number, message: string, id: unknown = null) =>
   HttpServerResponse.unsafeJson({ jsonrpc: "2.0", error: { code, message }, id: id ?? null }, { status })
+
+/**
+ * A failure of a resource read or a completion as JSON-RPC's error (the SDK sends a thrown error's `code` and
+ * `message`): what the caller asked for is wrong (an unknown expert or version, another's) -> invalid params
+ * (-32602); only our own failure is -32603 (issue 44 gap 3: an unknown resource was -32603).
+ */
+const rpcErrorOf = (failure: ToolFailure) =>
+  Object.assign(new Error(failure.message), { code: failure.type === "internal_error" ? ErrorCode.InternalError : ErrorCode.InvalidParams })
+
+/** Methods that read the caller's own things: without a valid credential they are HTTP 401 (issue 44 gap 3). */
+const IDENTITY_METHODS: ReadonlySet<string> = new Set(["resources/list", "resources/read", "completion/complete"])
+
+/**
+ * The SDK's `McpError` puts `MCP error <code>: ` in its message, which its server sends as it is and its client
+ * prefixes again (`MCP error -32602: MCP error -32602: Resource ... not found`): the prefix is taken off the error
+ * messages of a JSON answer, since the code is there already.
+ */
+const withoutCodePrefix = (body: Uint8Array): Uint8Array => {
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(new TextDecoder().decode(body))
+  } catch {
+    return body
+  }
+  let changed = false
+  const strip = (message: any) => {
+    const text = message?.error?.message
+    if (typeof text !== "string") return message
+    const bare = text.replace(/^(MCP error -?\d+: )+/, "")
+    if (bare === text) return message
+    changed = true
+    return { ...message, error: { ...message.error, message: bare } }
+  }
+  const fixed = Array.isArray(parsed) ? parsed.map(strip) : strip(parsed)
+  return changed ? new TextEncoder().encode(JSON.stringify(fixed)) : body
+}
 
 const LOOPBACK = /^(localhost|127(?:\.\d{1,3}){3}|\[::1\])(?::\d+)?$/i
 
@@ -181,6 +219,7 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
   const identity = yield* McpIdentity
   const { tools } = yield* McpTools
   const resources = yield* McpResources
+  const cancels = yield* McpCancels
   const toolNames = new Set(tools.map((tool) => tool.name))
   const toolsByName = new Map(tools.map((tool) => [tool.name, tool]))
   /** `tools/list`, made once: each tool's JSON Schemas come from its Effect Schemas (`Tool.ts`, `Outputs.ts`). */
@@ -217,9 +256,10 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
     args: unknown,
     caller: Effect.Effect<McpCaller, ToolFailure>,
     parent: Option.Option<Tracer.AnySpan>,
-    progress: ProgressReport
-  ) =>
-    Effect.gen(function*() {
+    progress: ProgressReport,
+    cancelled?: Effect.Effect<void>
+  ) => {
+    const answer = Effect.gen(function*() {
       // The arguments first (as the SDK's tool server checks them), then, spec 5.4: an identity-bound tool without a
       // valid caller fails here and never runs.
       const input = yield* decodeInput(tool, args)
@@ -242,9 +282,15 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
       Effect.withSpan(`Mcp.${tool.name}`, Option.match(parent, { onNone: () => ({}), onSome: (span) => ({ parent: span }) })),
       Effect.provideService(McpProgress, progress)
     )
+    // `notifications/cancelled` (any runner may take it): the call is interrupted, which stops its run (recorded
+    // `cancelled`, billing no further step), and the client, which gave up on it, is answered a tool error.
+    return cancelled === undefined || !CANCELLABLE.has(tool.name)
+      ? answer
+      : Effect.raceFirst(answer, Effect.as(cancelled, toolError("cancelled", "The client cancelled this call.")))
+  }
 
   /** A server for one request, its tools bound to that request's caller. */
-  const serverFor = (caller: Effect.Effect<McpCaller, ToolFailure>, parent: Option.Option<Tracer.AnySpan>) => {
+  const serverFor = (caller: Effect.Effect<McpCaller, ToolFailure>, parent: Option.Option<Tracer.AnySpan>, credential: string) => {
     // `logging` lets clients set a level (`logging/setLevel`); a stateless server sends no log notifications.
     const server = new McpServer(SERVER_INFO, { instructions: INSTRUCTIONS, capabilities: { logging: {} } })
     // The tools capability before their handlers (the SDK checks it when a handler is set).
@@ -256,10 +302,14 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
       // `refusal` answers an unknown name before the SDK is reached; this is the same answer, should one get here.
       if (tool === undefined) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${request.params.name}`)
       const progress = progressFromExtra(extra as unknown as ProgressExtra)
-      return runTool(call(tool, request.params.arguments, caller, parent, progress), { signal: extra.signal })
+      return runTool(call(tool, request.params.arguments, caller, parent, progress, cancels.cancelled(credential, extra.requestId)), { signal: extra.signal })
     })
     const asCaller = <A>(read: (who: McpCaller) => Effect.Effect<A, ToolFailure>) =>
-      runTool(Effect.flatMap(caller, read).pipe(Effect.mapError((failure) => new Error(failure.message))))
+      // Rejected with the error itself (a failed `runPromise` rejects with a wrapper the SDK cannot read a code from).
+      runTool(Effect.either(Effect.flatMap(caller, read))).then((outcome) => {
+        if (Either.isLeft(outcome)) throw rpcErrorOf(outcome.left)
+        return outcome.right
+      })
     registerExtras(
       server,
       (name, args) => asCaller((who) => toolsByName.get(name)!.run(args, who)),
@@ -278,9 +328,9 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
    * notifications as they happen and the result last, since a JSON answer has no room for notifications. The server
    * lives until the stream ends; a client that leaves ends it, which aborts the tool (its fiber is interrupted).
    */
-  const streamed = (web: Request, caller: Effect.Effect<McpCaller, ToolFailure>, parent: Option.Option<Tracer.AnySpan>) =>
+  const streamed = (web: Request, caller: Effect.Effect<McpCaller, ToolFailure>, parent: Option.Option<Tracer.AnySpan>, credential: string) =>
     Effect.gen(function*() {
-      const server = serverFor(caller, parent)
+      const server = serverFor(caller, parent, credential)
       const transport = new WebStandardStreamableHTTPServerTransport({})
       const close = Effect.promise(() => server.close())
       const answer = yield* Effect.promise(async () => {
@@ -326,10 +376,23 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
     const web = new Request(new URL(request.url, config.baseUrl), { method: "POST", headers, body })
     const caller = yield* identity.forRequest(request)
     const parent = yield* Effect.option(Effect.currentSpan)
-    if (asksForProgress(body)) return yield* streamed(web, caller, parent)
+    // Reading the caller's experts (resources, completion) needs a caller: without one, HTTP 401 with
+    // `WWW-Authenticate` (set by the edge on every 401), as an MCP client expects to start signing in.
+    const needsCaller = messagesOf(body).find((message) => IDENTITY_METHODS.has(message?.method))
+    if (needsCaller !== undefined) {
+      const who = yield* Effect.either(caller)
+      if (Either.isLeft(who) && who.left.type === "unauthorized") return jsonRpcError(401, -32001, who.left.message, needsCaller.id)
+    }
+    // Whose calls a cancel may stop: the same credential sent the call and its cancel.
+    const credential = credentialText(credentialOf(request))
+    for (const message of messagesOf(body)) {
+      const requestId = message?.method === "notifications/cancelled" ? message.params?.requestId : undefined
+      if (typeof requestId === "string" || typeof requestId === "number") yield* cancels.cancel(credential, requestId)
+    }
+    if (asksForProgress(body)) return yield* streamed(web, caller, parent, credential)
     const response = yield* Effect.acquireUseRelease(
       Effect.sync(() => ({
-        server: serverFor(caller, parent),
+        server: serverFor(caller, parent, credential),
         // No `sessionIdGenerator` is stateless mode (the SDK's `sessionIdGenerator: undefined`, which
         // `exactOptionalPropertyTypes` will not let us write): no `Mcp-Session-Id`, no session checks.
         transport: new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true })
@@ -350,7 +413,7 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
       if (name !== "content-type" && name !== "content-length") passed[name] = value
     })
     if (response.body.length === 0) return HttpServerResponse.empty({ status: response.status, headers: passed })
-    return HttpServerResponse.uint8Array(response.body, {
+    return HttpServerResponse.uint8Array(contentType?.includes("json") === true ? withoutCodePrefix(response.body) : response.body, {
       status: response.status,
       headers: passed,
       ...(contentType === undefined ? {} : { contentType })
@@ -359,7 +422,7 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
 
   yield* router.add("*", config.path, handle)
 })).pipe(
-  Layer.provide([McpConfig.Default, McpIdentity.Default, McpTools.Default, McpResources.Default]),
+  Layer.provide([McpConfig.Default, McpIdentity.Default, McpTools.Default, McpResources.Default, McpCancels.Default]),
   // The same layer values the API routes use, so the process keeps one set of wallet clients.
   Layer.provide([RunPayerLive, KnowledgeSearchLive]),
   Layer.provide(Wallets.Default)

@@ -79,6 +79,8 @@ const encodeEnvelope = (type: string, props: Record<string, unknown>) =>
     for (const [field, header] of HEADER_FIELDS) {
       if (typeof props[field] === "number") headers[header] = String(props[field])
     }
+    // A failure no retry can fix says so to the clients that read it (the `openai` SDK's `x-should-retry`).
+    if (props["final"] === true) headers["x-should-retry"] = "false"
     if (Object.keys(headers).length > 0) yield* FiberRef.update(ErrorHeaders, (before) => ({ ...before, ...headers }))
     return bodyOf(type, props, yield* FiberRef.get(OpenAiFields))
   })
@@ -176,7 +178,14 @@ export class NotFound extends WireError<NotFound>()("NotFound", { message: Schem
  */
 export class IdempotencyConflict extends WireError<IdempotencyConflict>()(
   "IdempotencyConflict",
-  { message: Schema.String },
+  {
+    message: Schema.String,
+    /**
+     * A conflict no retry can clear (the key was sent with another request): goes out as `x-should-retry: false`,
+     * so the `openai` SDK, which retries every 409, sends it once. A key still being answered leaves it unset.
+     */
+    final: Schema.optional(Schema.Boolean)
+  },
   { status: 409 }
 ) {}
 

@@ -11,9 +11,10 @@ export type Frame = { readonly type: string; readonly [key: string]: unknown }
 /** The part of an item id after its prefix: a call's id keeps its run's suffix under OpenAI's `fc_` prefix. */
 export const suffix = (id: string) => id.slice(id.indexOf("_") + 1)
 
-const usageOf = (usage: { input_tokens: number; output_tokens: number }) => ({
+/** OpenAI's usage; `cached` is the part of the input the upstream read from its prompt cache (its own figure). */
+const usageOf = (usage: { input_tokens: number; output_tokens: number }, cached: number) => ({
   input_tokens: usage.input_tokens,
-  input_tokens_details: { cached_tokens: 0 },
+  input_tokens_details: { cached_tokens: cached },
   output_tokens: usage.output_tokens,
   output_tokens_details: { reasoning_tokens: 0 },
   total_tokens: usage.input_tokens + usage.output_tokens
@@ -29,6 +30,8 @@ export class ResponseBuilder {
   private open: { kind: "message"; item: Record<string, any>; text: string } | { kind: "call"; item: Record<string, any>; toolCallId: string } | undefined
   status: "in_progress" | "completed" | "failed" | "cancelled" = "in_progress"
   private usage: ReturnType<typeof usageOf> | null = null
+  /** Cached input tokens of the run's model calls, as each `usage.token` told them. */
+  private cachedTokens = 0
   private error: { code: string; message: string } | null = null
   /** The assistant's part of the conversation, for a conversation kept with the response. */
   text = ""
@@ -139,6 +142,9 @@ export class ResponseBuilder {
     switch (event.type) {
       case "text":
         return this.addText(event.delta)
+      case "token_usage":
+        this.cachedTokens += event.cached_input_tokens ?? 0
+        return []
       case "trial_exhausted":
         return this.addText(`Your ${event.trials_used} free trial turns of ${event.agent} are used up. Unlock it for ${event.price} credits to go on.`)
       case "tool_call": {
@@ -173,7 +179,7 @@ export class ResponseBuilder {
       case "complete": {
         const frames = this.close()
         this.status = "completed"
-        this.usage = usageOf(event.usage)
+        this.usage = usageOf(event.usage, this.cachedTokens)
         frames.push(this.frame("response.completed", { response: this.snapshot() }))
         return frames
       }

@@ -5,7 +5,7 @@ import { AtriumApi } from "../Api.js"
 import { AuthenticationLive, Caller } from "../identity/Authentication.js"
 import { partitionOf } from "../identity/Partition.js"
 import { AppConfig } from "../platform/Config.js"
-import { Attachments } from "../platform/http/Attach.js"
+import { asJson, Attachments } from "../platform/http/Attach.js"
 import * as Sse from "../platform/sse/Sse.js"
 import { type ResponseObject as ResponseSchema } from "./Api.js"
 import type { Frame } from "./Builder.js"
@@ -28,7 +28,8 @@ export const ResponsesHttp = HttpApiBuilder.group(AtriumApi, "responses", (handl
             yield* HttpServerRequest.HttpServerRequest,
             `responses\n${partition.accountId}\n${partition.endUserId}`,
             payload,
-            Effect.map(responses.create(caller, payload), (created) => created.frames)
+            Effect.map(responses.create(caller, payload), (created) => created.frames),
+            asJson
           )
           if (Either.isLeft(attached)) return attached.left
           const frames = attached.right

@@ -5,12 +5,13 @@ import { Chunk, Effect, Either, Exit, Layer, Option, Stream } from "effect"
 import { AtriumApi } from "../Api.js"
 import { AuthenticationLive, Caller, type CallerIdentity } from "../identity/Authentication.js"
 import { AppConfig } from "../platform/Config.js"
-import { Attachments } from "../platform/http/Attach.js"
+import { asJson, type Attached, Attachments, type Durable } from "../platform/http/Attach.js"
 import { newId } from "../platform/Ids.js"
 import { parseCredits, toNumber } from "../platform/Money.js"
 import * as Sse from "../platform/sse/Sse.js"
 import { Approvals } from "../runtime/Approvals.js"
 import { type InternalEvent, publicFrame, publicPayload } from "../runtime/Events.js"
+import type { RunResult } from "../runtime/Run.js"
 import { chatConversation, clientToolsOf, failedRunAnswer, outputFormatOf, refuseUnsupported, runError } from "./OpenAi.js"
 import { Runs } from "./Runs.js"
 import { BackgroundRuns } from "./Background.js"
@@ -52,6 +53,7 @@ const chatChunks = (
   })
   // The caller's tool calls by id, numbered in the order they began (`index` of OpenAI's tool-call deltas).
   const calls = new Map<string, number>()
+  let cached = 0
   const body = events.pipe(
     Stream.mapConcat((event): Array<Sse.Frame> => {
       switch (event.type) {
@@ -75,12 +77,11 @@ const chatChunks = (
           if (index === undefined) return []
           return [data(chunk({ tool_calls: [{ index, function: { arguments: event.delta } }] }, null))]
         }
+        case "token_usage":
+          cached += event.cached_input_tokens ?? 0
+          return []
         case "complete": {
-          const usage = {
-            prompt_tokens: event.usage.input_tokens,
-            completion_tokens: event.usage.output_tokens,
-            total_tokens: event.usage.input_tokens + event.usage.output_tokens
-          }
+          const usage = chatUsage(event.usage.input_tokens, event.usage.output_tokens, cached)
           const last = [data(chunk({}, calls.size > 0 ? "tool_calls" : "stop"))]
           if (meta.includeUsage) last.push(data({ ...chunk({}, null), choices: [], usage }))
           return last
@@ -95,6 +96,75 @@ const chatChunks = (
     Stream.prepend(Chunk.of(data(chunk({ role: "assistant", content: "" }, null))))
   )
   return body
+}
+
+/**
+ * OpenAI's chat usage; `prompt_tokens_details.cached_tokens` is the part of the prompt the upstream read from its
+ * prompt cache (its own figure, summed over the run's model calls; billed at the cached rate, docs/billing.md).
+ */
+const chatUsage = (input: number, output: number, cached: number) => ({
+  prompt_tokens: input,
+  completion_tokens: output,
+  total_tokens: input + output,
+  prompt_tokens_details: { cached_tokens: cached }
+})
+
+/** Cached input tokens of a finished run's model calls. */
+const cachedOf = (events: ReadonlyArray<InternalEvent>) =>
+  events.reduce((sum, event) => event.type === "token_usage" ? sum + (event.cached_input_tokens ?? 0) : sum, 0)
+
+/** The header of an answer given again to a retry with the same `Idempotency-Key`. */
+const replayedHeaders = (replayed: boolean): Record<string, string> => replayed ? { "idempotent-replayed": "true" } : {}
+
+/** Exit of an answer: a success crosses runners as its JSON; a failure (before the run started) is not kept. */
+const successOnly = <E>(): Durable<Exit.Exit<ChatAnswer, E>> => ({
+  encode: (exit) => Exit.isSuccess(exit) ? Option.some(exit.value) : Option.none(),
+  decode: (json) => Exit.succeed(json as ChatAnswer)
+})
+
+interface ChatAnswer {
+  readonly status: number
+  readonly headers: Record<string, string>
+  readonly body: unknown
+}
+
+/** A finished chat run as its HTTP answer: the completion, or a failed run's error (docs/runs.md "Retries"). */
+const chatAnswer = (
+  meta: { id: string; created: number; model: string },
+  events: ReadonlyArray<InternalEvent>,
+  result: RunResult
+): ChatAnswer => {
+  if (result.status === "failed") {
+    const failure = Option.getOrThrow(result.failure)
+    // The run started and failed: only a transient upstream failure invites a retry (docs/runs.md "Retries").
+    return { ...failedRunAnswer(failure.code), body: { error: runError(failure.code, failure.message) } }
+  }
+  const trial = events.find((event) => event.type === "trial_exhausted")
+  const content = trial?.type === "trial_exhausted" ? trialNotice(trial) : result.output
+  const toolCalls = result.clientToolCalls.map((call) => ({
+    id: call.id,
+    type: "function" as const,
+    function: { name: call.name, arguments: JSON.stringify(call.params ?? {}) }
+  }))
+  return {
+    status: 200,
+    headers: {},
+    body: {
+      ...meta,
+      object: "chat.completion" as const,
+      choices: [{
+        index: 0,
+        message: {
+          role: "assistant",
+          content: toolCalls.length > 0 && content.length === 0 ? null : content,
+          ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
+          ...(result.reasoning.length > 0 ? { reasoning_content: result.reasoning } : {})
+        },
+        finish_reason: toolCalls.length > 0 ? "tool_calls" : "stop"
+      }],
+      usage: chatUsage(result.inputTokens, result.outputTokens, cachedOf(events))
+    }
+  }
 }
 
 export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
@@ -113,27 +183,35 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
       route: string,
       caller: CallerIdentity,
       payload: unknown,
-      answer: Stream.Stream<A>
-    ): Effect.Effect<Either.Either<Stream.Stream<A>, HttpServerResponse.HttpServerResponse>, never, HttpServerRequest.HttpServerRequest> =>
+      answer: Stream.Stream<A>,
+      durable?: Durable<A>
+    ): Effect.Effect<Either.Either<Attached<A>, HttpServerResponse.HttpServerResponse>, never, HttpServerRequest.HttpServerRequest> =>
       Effect.gen(function*() {
         const partition = partitionOf(caller)
-        return yield* attachments.attach(
+        return yield* attachments.attachWith(
           yield* HttpServerRequest.HttpServerRequest,
           `${route}\n${partition.accountId}\n${partition.endUserId}`,
           payload,
-          Effect.succeed(answer)
+          Effect.succeed(answer),
+          durable
         )
       })
     const sharedAnswer = <A>(
       route: string,
       caller: CallerIdentity,
       payload: unknown,
-      answer: Effect.Effect<A>
-    ): Effect.Effect<Either.Either<A, HttpServerResponse.HttpServerResponse>, never, HttpServerRequest.HttpServerRequest> =>
-      Effect.flatMap(shared(route, caller, payload, Stream.fromEffect(answer)), (attached): Effect.Effect<Either.Either<A, HttpServerResponse.HttpServerResponse>> =>
+      answer: Effect.Effect<A>,
+      durable?: Durable<NoInfer<A>>
+    ): Effect.Effect<Either.Either<{ value: A; replayed: boolean }, HttpServerResponse.HttpServerResponse>, never, HttpServerRequest.HttpServerRequest> =>
+      Effect.flatMap(shared(route, caller, payload, Stream.fromEffect(answer), durable), (attached): Effect.Effect<Either.Either<{ value: A; replayed: boolean }, HttpServerResponse.HttpServerResponse>> =>
         Either.isLeft(attached)
           ? Effect.succeed(Either.left(attached.left))
-          : Effect.map(Stream.runHead(attached.right), (head) => Either.right<A>(Option.getOrThrow(head))))
+          : Effect.map(Stream.runHead(attached.right.items), (head) => Either.right({ value: Option.getOrThrow(head), replayed: attached.right.replayed })))
+    /** An SSE answer of shared frames, marked when it is an earlier request's (docs/http.md). */
+    const sseOf = (attached: Attached<Sse.Frame>) => {
+      const response = Sse.response(Sse.encode(attached.items, { done: true, heartbeat }))
+      return attached.replayed ? HttpServerResponse.setHeader(response, "idempotent-replayed", "true") : response
+    }
     // How long a stream may stay quiet before a `: ping` comment; tests shorten it to see one.
     const { sseHeartbeat: heartbeat } = yield* AppConfig
 
@@ -158,7 +236,9 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
               history: [],
               budget: budget === undefined ? null : budget.toString()
             })))
-            return Either.isLeft(queued) ? queued.left : HttpServerResponse.unsafeJson(runObject(queued.right), { status: 202 })
+            return Either.isLeft(queued)
+              ? queued.left
+              : HttpServerResponse.unsafeJson(runObject(queued.right.value), { status: 202, headers: replayedHeaders(queued.right.replayed) })
           }
           const request = runs.request(caller, agent, payload.message, { budget })
           if (payload.stream === false) {
@@ -172,14 +252,15 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
               credits_charged: toNumber(result.creditsCharged),
               error: Option.getOrNull(result.failure),
               events: summaryOf(events)
-            })))
-            return Either.isLeft(answer) ? answer.left : answer.right
+            })), asJson)
+            if (Either.isLeft(answer)) return answer.left
+            return answer.right.replayed ? HttpServerResponse.unsafeJson(answer.right.value, { headers: replayedHeaders(true) }) : answer.right.value
           }
           if ((yield* HttpServerRequest.HttpServerRequest).headers["idempotency-key"] !== undefined) {
             let id = 0
             const frames = runs.stream(request).pipe(Stream.map((event) => publicFrame(event as Wire, ++id)))
-            const attached = yield* shared("run", caller, payload, frames)
-            return Either.isLeft(attached) ? attached.left : Sse.response(Sse.encode(attached.right, { done: true, heartbeat }))
+            const attached = yield* shared("run", caller, payload, frames, asJson)
+            return Either.isLeft(attached) ? attached.left : sseOf(attached.right)
           }
           let eventId = 0
           return yield* Sse.written((outlet) =>
@@ -208,44 +289,21 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
           const clientTools = new Set(tools.clientTools.map((tool) => tool.name))
           if (payload.stream === true) {
             const chunks = chatChunks(runs.stream(request), { ...meta, includeUsage: payload.stream_options?.include_usage === true, clientTools })
-            const attached = yield* shared("chat", caller, payload, chunks)
-            return Either.isLeft(attached) ? attached.left : Sse.response(Sse.encode(attached.right, { done: true, heartbeat }))
+            const attached = yield* shared("chat", caller, payload, chunks, asJson)
+            return Either.isLeft(attached) ? attached.left : sseOf(attached.right)
           }
-          const answer = yield* sharedAnswer("chat", caller, payload, Effect.exit(runs.collect(request)))
+          // The whole answer (its id included) is what a retry with the same key gets again, on any runner.
+          const answer = yield* sharedAnswer(
+            "chat",
+            caller,
+            payload,
+            Effect.exit(Effect.map(runs.collect(request), ({ events, result }) => chatAnswer(meta, events, result))),
+            successOnly()
+          )
           if (Either.isLeft(answer)) return answer.left
-          if (Exit.isFailure(answer.right)) return yield* Effect.failCause(answer.right.cause)
-          const { events, result } = answer.right.value
-          if (result.status === "failed") {
-            const failure = Option.getOrThrow(result.failure)
-            // The run started and failed: only a transient upstream failure invites a retry (docs/runs.md "Retries").
-            return HttpServerResponse.unsafeJson({ error: runError(failure.code, failure.message) }, failedRunAnswer(failure.code))
-          }
-          const trial = events.find((event) => event.type === "trial_exhausted")
-          const content = trial?.type === "trial_exhausted" ? trialNotice(trial) : result.output
-          const toolCalls = result.clientToolCalls.map((call) => ({
-            id: call.id,
-            type: "function" as const,
-            function: { name: call.name, arguments: JSON.stringify(call.params ?? {}) }
-          }))
-          return {
-            ...meta,
-            object: "chat.completion" as const,
-            choices: [{
-              index: 0,
-              message: {
-                role: "assistant",
-                content: toolCalls.length > 0 && content.length === 0 ? null : content,
-                ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
-                ...(result.reasoning.length > 0 ? { reasoning_content: result.reasoning } : {})
-              },
-              finish_reason: toolCalls.length > 0 ? "tool_calls" : "stop"
-            }],
-            usage: {
-              prompt_tokens: result.inputTokens,
-              completion_tokens: result.outputTokens,
-              total_tokens: result.inputTokens + result.outputTokens
-            }
-          }
+          if (Exit.isFailure(answer.right.value)) return yield* Effect.failCause(answer.right.value.cause)
+          const { body, headers, status } = answer.right.value.value
+          return HttpServerResponse.unsafeJson(body, { status, headers: { ...headers, ...replayedHeaders(answer.right.replayed) } })
         }))
       .handle("getRun", ({ path }) =>
         Effect.map(Effect.flatMap(Caller, (caller) => background.get(partitionOf(caller), path.id)), runObject))

@@ -58,10 +58,14 @@ export type InternalEvent =
     readonly credits: number
   }
   | {
-    /** A model call failed retryably and the step moves to the next model (docs/models.md). */
+    /**
+     * The step moves past a model to the next one (docs/models.md): its call failed retryably (`failed`), or its
+     * provider was skipped unasked, its breaker open (`breaker_open`) or resting after a `Retry-After` (`resting`).
+     */
     readonly type: "model_fallback"
     readonly from: string
     readonly to: string
+    readonly reason: "failed" | "breaker_open" | "resting"
     readonly code: string
     readonly message: string
     readonly retry_after_ms?: number

@@ -151,15 +151,19 @@ export class ModelChain extends Effect.Service<ModelChain>()("atrium/runtime/Mod
         let previous: ResolvedModel | undefined
         let waited = false
         const tried = new Set<string>()
+        /** Models already told as skipped in this step (once each, whichever pass skipped them). */
+        const toldSkipped = new Set<string>()
         // Each pass tries every model once; a second pass only after waiting out a short rest (bounded loop).
         while (true) {
           let next: ResolvedModel | undefined
+          const skipped: Array<ResolvedModel> = []
           for (const candidate of chain) {
             if (tried.has(candidate.entry.id)) continue
             if (candidate.entry.kind === "builtin" || (yield* health.admit(candidate.entry.provider))) {
               next = candidate
               break
             }
+            skipped.push(candidate)
           }
           if (next === undefined) {
             const waits = (yield* Effect.forEach(chain, (m) => health.waitFor(m.entry.provider))).filter((ms) => ms > 0)
@@ -176,9 +180,30 @@ export class ModelChain extends Effect.Service<ModelChain>()("atrium/runtime/Mod
               type: "model_fallback",
               from: previous.entry.id,
               to: next.entry.id,
+              reason: "failed",
               code: last.code,
               message: last.message,
               ...(Option.isSome(rest) ? { retry_after_ms: Duration.toMillis(rest.value) } : {})
+            })
+            previous = undefined
+          }
+          // Every model passed over because its provider rests is told too, with why (issue 44 gap 9).
+          for (const model of skipped) {
+            if (toldSkipped.has(model.entry.id)) continue
+            toldSkipped.add(model.entry.id)
+            const state = yield* health.state(model.entry.provider)
+            const wait = yield* health.waitFor(model.entry.provider)
+            const open = state !== "closed"
+            yield* emit({
+              type: "model_fallback",
+              from: model.entry.id,
+              to: next.entry.id,
+              reason: open ? "breaker_open" : "resting",
+              code: "upstream_unavailable",
+              message: open
+                ? `Skipped: the circuit breaker of provider ${model.entry.provider} is open after repeated failures.`
+                : `Skipped: provider ${model.entry.provider} asked to be left alone for a while (Retry-After).`,
+              ...(wait > 0 ? { retry_after_ms: wait } : {})
             })
           }
           tried.add(next.entry.id)
@@ -195,7 +220,12 @@ export class ModelChain extends Effect.Service<ModelChain>()("atrium/runtime/Mod
           }
           const failure = outcome.left
           const again = retryable(failure.error, yield* Clock.currentTimeMillis)
-          if (Option.isNone(again)) return yield* Effect.fail(failure)
+          if (Option.isNone(again)) {
+            // Not the provider's health (a request it refuses, a model's own failure): nothing counts, and a probe
+            // this call held is given back.
+            if (next.entry.kind !== "builtin") yield* health.released(next.entry.provider)
+            return yield* Effect.fail(failure)
+          }
           yield* health.failed(next.entry.provider, again.value.retryAfter)
           if (streamed) return yield* Effect.fail(failure)
           last = failure

@@ -113,7 +113,7 @@ export class Webhooks extends Effect.Service<Webhooks>()("atrium/webhooks/Webhoo
         const found = yield* repo.byIdempotencyKey({ accountId, idempotencyKey: idempotencyKey.value })
         if (Option.isNone(found)) return Option.none()
         if (found.value.requestHash !== requestHash) {
-          return yield* new IdempotencyConflict({ message: "This Idempotency-Key was used with another request body." })
+          return yield* new IdempotencyConflict({ message: "This Idempotency-Key was used with another request body.", final: true })
         }
         const secret = box.open(found.value.secret)
         if (Option.isNone(secret)) {

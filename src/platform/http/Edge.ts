@@ -217,7 +217,14 @@ export const makeEdge = (options: EdgeOptions) => {
       const refusedCookie = cookieRefusal(request, config.baseUrl, FORM_ROUTE.test(routed) || exempt)
       if (refusedCookie !== undefined) return yield* wireErrorResponse(refusedCookie)
       const endUser = options.missingEndUser(request)
-      if (endUser !== undefined) return yield* wireErrorResponse(new InvalidRequest({ message: endUser }))
+      if (endUser !== undefined) {
+        // Authentication comes before the header check (issue 44 gap 6): a key that opens no account is a 401,
+        // which every client treats as "fix the key", not a 400 about a header the caller may well send next.
+        if (Option.isNone(yield* identify(request))) {
+          return yield* wireErrorResponse(new Unauthorized({ message: "Invalid or revoked API key." }))
+        }
+        return yield* wireErrorResponse(new InvalidRequest({ message: endUser }))
+      }
       const byLink = refreshByLink(request)
       if (byLink !== undefined) return yield* wireErrorResponse(byLink, { allow: "POST" })
       const ownBytes = exempt || isMcp(routed)

@@ -92,7 +92,7 @@ export const idempotent = <E, R, R2>(
     if (!claimed) {
       const record = Option.flatMap(yield* store.get(storeKey), decodeRecord)
       if (Option.isSome(record) && record.value.fingerprint !== fingerprint) {
-        return yield* wireErrorResponse(new IdempotencyConflict({ message: "This Idempotency-Key was sent with a different request." }))
+        return yield* wireErrorResponse(new IdempotencyConflict({ message: "This Idempotency-Key was sent with a different request.", final: true }))
       }
       // Claimed and not answered yet (or gone between the claim and this read): the first request is still at it.
       if (Option.isNone(record) || record.value.state === "claimed") {

@@ -1,5 +1,7 @@
 import type * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as Prompt from "@effect/ai/Prompt"
+import * as HttpClient from "@effect/platform/HttpClient"
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import { Duration, Effect, Option, Stream } from "effect"
 import type { Options } from "./ChatCompletions.js"
 import { guardModel, idleGuard } from "./Responses.js"
@@ -59,6 +61,50 @@ const wholePrompt = (part: any): any => {
   }
 }
 
+/**
+ * `@effect/ai-anthropic` writes every tool result as `JSON.stringify(result)`, so a result the caller sent as text
+ * ("42", a chat's `role: "tool"` content) reached Claude JSON-quoted (`"\"42\""`). Text results go as the text
+ * (issue 44 gap 10); structured results stay JSON, which is what they are.
+ */
+export const unquoteToolResults = (body: unknown): unknown => {
+  const messages = (body as { messages?: unknown })?.messages
+  if (!Array.isArray(messages)) return body
+  let changed = false
+  const fixed = messages.map((message) => {
+    if (!Array.isArray(message?.content)) return message
+    const content = message.content.map((block: any) => {
+      if (block?.type !== "tool_result" || typeof block.content !== "string") return block
+      let parsed: unknown
+      try {
+        parsed = JSON.parse(block.content)
+      } catch {
+        return block
+      }
+      if (typeof parsed !== "string") return block
+      changed = true
+      return { ...block, content: parsed }
+    })
+    return { ...message, content }
+  })
+  return changed ? { ...(body as object), messages: fixed } : body
+}
+
+const decoder = new TextDecoder()
+
+/** The request body with its text tool results unquoted (`unquoteToolResults`). */
+const plainToolResults = (client: HttpClient.HttpClient): HttpClient.HttpClient =>
+  HttpClient.mapRequest(client, (request) => {
+    if (request.body._tag !== "Uint8Array") return request
+    let body: unknown
+    try {
+      body = JSON.parse(decoder.decode(request.body.body))
+    } catch {
+      return request
+    }
+    const fixed = unquoteToolResults(body)
+    return fixed === body ? request : HttpClientRequest.bodyUnsafeJson(request, fixed)
+  })
+
 const forcesTool = (choice: unknown): boolean =>
   choice === "required" ||
   (typeof choice === "object" && choice !== null && ("tool" in choice || (choice as { mode?: unknown }).mode === "required"))
@@ -77,7 +123,7 @@ export const make = (
     const client = yield* Effect.scoped(AnthropicClient.make({
       apiKey: Option.getOrUndefined(options.apiKey),
       apiUrl: baseUrl,
-      transformClient: idleGuard(idle)
+      transformClient: (http) => idleGuard(idle)(plainToolResults(http))
     }))
     const model = yield* AnthropicLanguageModel.make({
       model: options.model,

@@ -127,6 +127,16 @@ export class ProviderHealth extends Effect.Service<ProviderHealth>()("atrium/run
         }
       })
 
+    /**
+     * A call that ended in a way that says nothing of the provider's health (the upstream refused the request
+     * itself, a 4xx): it does not count. Were it the half-open probe, the probe is given back, so the next request
+     * probes at once rather than the breaker staying shut for another `OPEN_FOR` (issue 44 gap 1).
+     */
+    const released = (provider: string) =>
+      Effect.sync(() => {
+        of(provider).probeSince = null
+      })
+
     const state = (provider: string) =>
       Effect.map(Clock.currentTimeMillis, (now): BreakerState => {
         const breaker = of(provider)
@@ -134,6 +144,6 @@ export class ProviderHealth extends Effect.Service<ProviderHealth>()("atrium/run
         return now < breaker.openUntil ? "open" : "half_open"
       })
 
-    return { admit, waitFor, succeeded, failed, state } as const
+    return { admit, waitFor, succeeded, failed, released, state } as const
   })
 }) {}

@@ -36,6 +36,7 @@ export type FailureCode =
   | "upstream_unavailable"
   | "upstream_rate_limited"
   | "upstream_error"
+  | "upstream_rejected"
   | "model_output_invalid"
 
 /** The first error along a chain of `cause`s that passes `guard`. */
@@ -47,6 +48,9 @@ export const findCause = <A>(error: unknown, guard: (u: unknown) => u is A): A |
   }
   return undefined
 }
+
+/** An upstream status that retrying the same request cannot fix: a 4xx other than 408 (timeout) and 429 (limit). */
+export const rejects = (status: number) => status >= 400 && status < 500 && status !== 408 && status !== 429
 
 const findTimeout = (error: unknown) =>
   findCause(error, (u): u is UpstreamTimeout => u instanceof UpstreamTimeout)
@@ -64,7 +68,10 @@ export const describeFailure = (error: AiError.AiError): { readonly code: Failur
     case "HttpResponseError": {
       const status = error.response.status
       const detail = error.description ?? `the model upstream returned ${status}${excerptSuffix(error.body)}`
-      return { code: status === 429 ? "upstream_rate_limited" : "upstream_error", message: capitalise(detail) }
+      // A 4xx other than 408 and 429 is the upstream refusing this request (a prompt too long, a parameter it does
+      // not take): the same request fails the same way, so it is final for the client (issue 44 gap 1).
+      const code = status === 429 ? "upstream_rate_limited" : rejects(status) ? "upstream_rejected" : "upstream_error"
+      return { code, message: capitalise(detail) }
     }
     case "HttpRequestError":
       return {
