@@ -4,16 +4,17 @@ import {
   RunnerAddress,
   RunnerHealth,
   Runners,
+  RunnerServer,
   RunnerStorage,
   Sharding,
   ShardingConfig,
   type ShardId,
-  SocketRunner,
   SqlMessageStorage,
   SqlRunnerStorage
 } from "@effect/cluster"
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
+import * as RpcServer from "@effect/rpc/RpcServer"
 import { Cause, type Context, Duration, Effect, Exit, Fiber, FiberId, FiberSet, Layer, Option, Schedule } from "effect"
 import * as Net from "node:net"
 import { AppConfig } from "./Config.js"
@@ -129,6 +130,88 @@ const PingHealth = Layer.scoped(
   })
 ).pipe(Layer.provide(Runners.layerRpc), Layer.provide(NodeClusterSocket.layerClientProtocol))
 
+/**
+ * The cluster's `Runners` (how this runner sends to the others), cutting what is in flight to a runner the cluster
+ * has seen go (issue 42 item 7). A paused runner's kernel keeps its socket open, so a message sent to it before the
+ * pause waits for an answer that does not come (the socket's own ping notices after 10 to 20 s, the caller's deadline
+ * after 12 s); the charges of its wallets stalled for as long. The cluster's assignment refresh calls
+ * `onRunnerUnavailable` for a runner that left the healthy set (the runners' watch takes a paused one out within
+ * about 3 s: `cluster/Watch.ts`), after it has moved that runner's shards: every send and notification still waiting on
+ * that runner is then cut, a send with `RunnerUnavailable`, which `Sharding` answers by sending the same message again,
+ * by the new assignment, every `sendRetryInterval` until the new owner takes it. Only idempotent messages may be
+ * resent this way, and the ones we send are (a charge carries its key; a read; a session message the session
+ * dedupes by its log): the old owner may have taken it before the pause, and then its commit is refused by its fence.
+ *
+ * Each send to another runner runs in a fiber of this layer, observed, so that it can be cut without interrupting the
+ * caller; a message to this runner's own entities does not go through `send` (`Runners.sendLocal`).
+ */
+export const cutInFlightWhenUnavailable = <E, R>(runners: Layer.Layer<Runners.Runners, E, R>) =>
+  Layer.scoped(
+    Runners.Runners,
+    Effect.gen(function*() {
+      const inner = yield* Runners.Runners
+      const runFork = yield* FiberSet.makeRuntime<never>()
+      /** What waits on each runner now, by address, each with how to cut it. */
+      const inFlight = new Map<string, Set<() => void>>()
+      const keyOf = (address: RunnerAddress.RunnerAddress) => `${address.host}:${address.port}`
+      const tracked = <A, Err>(address: RunnerAddress.RunnerAddress, call: Effect.Effect<A, Err>, whenCut: Effect.Effect<A, Err>) =>
+        Effect.async<A, Err>((resume) => {
+          const key = keyOf(address)
+          let waiting = inFlight.get(key)
+          if (waiting === undefined) inFlight.set(key, waiting = new Set())
+          const set = waiting
+          let settled = false
+          const fiber = runFork(call)
+          const leave = () => {
+            settled = true
+            set.delete(cut)
+            if (set.size === 0 && inFlight.get(key) === set) inFlight.delete(key)
+          }
+          const cut = () => {
+            if (settled) return
+            leave()
+            fiber.unsafeInterruptAsFork(FiberId.none)
+            resume(whenCut)
+          }
+          set.add(cut)
+          fiber.addObserver((exit) => {
+            if (settled) return
+            leave()
+            resume(exit)
+          })
+          return Effect.suspend(() => {
+            if (!settled) leave()
+            return Fiber.interrupt(fiber)
+          })
+        })
+      return Runners.Runners.of({
+        ...inner,
+        send: (options) =>
+          tracked(options.address, inner.send(options), Effect.fail(new ClusterError.RunnerUnavailable({ address: options.address }))),
+        // A notification is of a stored message: cut, it is read from storage by whoever owns its shard next.
+        notify: (options) =>
+          Option.isNone(options.address) ? inner.notify(options) : tracked(options.address.value, inner.notify(options), Effect.void),
+        onRunnerUnavailable: (address) =>
+          Effect.suspend(() => {
+            const waiting = inFlight.get(keyOf(address))
+            inFlight.delete(keyOf(address))
+            if (waiting !== undefined) for (const cut of Array.from(waiting)) cut()
+            return inner.onRunnerUnavailable(address)
+          })
+      })
+    })
+  ).pipe(Layer.provide(runners))
+
+/**
+ * `SocketRunner.layer` (the runner's server and its clients) with `cutInFlightWhenUnavailable` around the clients'
+ * `Runners`: the same layers, composed here so that `Sharding` sends through the cutting `Runners`.
+ */
+const SocketRunnerLive = RunnerServer.layer.pipe(
+  Layer.provideMerge(Sharding.layer),
+  Layer.provideMerge(cutInFlightWhenUnavailable(Runners.layerRpc)),
+  Layer.provide(RpcServer.layerProtocolSocketServer)
+)
+
 const embedded = Sharding.layer.pipe(
   Layer.provideMerge(Runners.layerNoop),
   Layer.provideMerge(SqlMessageStorage.layerWith({ prefix: "cluster" })),
@@ -150,7 +233,7 @@ const clustered = Layer.unwrapEffect(Effect.gen(function*() {
   // Listen where the others dial, on every interface when the advertised host is not a loopback one.
   const listen = RunnerAddress.make(runner.host === "127.0.0.1" || runner.host === "localhost" ? runner.host : "0.0.0.0", port)
   yield* Effect.logDebug(`cluster runner at ${address.host}:${address.port}`)
-  return Layer.merge(watchRunners(address).pipe(Layer.provide(Runners.layerRpc)), SocketRunner.layer).pipe(
+  return Layer.merge(watchRunners(address).pipe(Layer.provide(Runners.layerRpc)), SocketRunnerLive).pipe(
     Layer.provide([NodeClusterSocket.layerSocketServer, NodeClusterSocket.layerClientProtocol]),
     Layer.provide(PingHealth),
     Layer.provideMerge(Layer.orDie(withStartupLock(SqlMessageStorage.layerWith({ prefix: "cluster" })))),
