@@ -2,7 +2,7 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import type * as Net from "node:net"
 import * as Os from "node:os"
-import { Effect, Exit, Layer, Option, Runtime, Scope } from "effect"
+import { Effect, Exit, FiberSet, Layer, Option, Scope } from "effect"
 import { Capabilities } from "../../platform/Capabilities.js"
 import { makeAdmission } from "./Admission.js"
 import { CHANNEL_FD, encodeFrame, frameCap, makeFrameReader } from "./Channel.js"
@@ -84,7 +84,9 @@ export const make = (
     const processBytes = limits.memoryBytes + GUEST_PROCESS_BYTES
     const uids = makeUidPool(settings.uidBase, settings.uidCount)
     const workdirs = workdirPrefix()
-    const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+    // What the guest processes' Node callbacks start (a log line, closing a guest over its memory), in a `FiberSet`
+    // of the layer's scope.
+    const runFork = yield* FiberSet.makeRuntime<never>()
 
     /** Starts a guest process; it is killed and its working directory removed when `scope` closes. */
     const launch = (spec: SandboxSpec, scope: Scope.Scope) =>
