@@ -13,7 +13,7 @@ import {
 } from "@effect/cluster"
 import * as Rpc from "@effect/rpc/Rpc"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Layer, MutableHashMap, Option, Schema, TestClock } from "effect"
+import { Effect, Exit, Fiber, Layer, MutableHashMap, Option, Schema, TestClock, TestContext } from "effect"
 import { cutInFlightWhenUnavailable } from "../../src/platform/Cluster.js"
 
 /**
@@ -106,7 +106,7 @@ describe("a message in flight to a runner that leaves (issue 42 item 7)", () => 
         assert.deepStrictEqual(requestedOn.map((a) => a.host), [paused.host, other.host])
         yield* Fiber.interrupt(call)
       }).pipe(Effect.provide(cluster(cutInFlightWhenUnavailable(makeRunners(requestedOn)))))
-    }))
+    }).pipe(Effect.provide(TestContext.TestContext)))
 
   it.scoped("without the cut, it waits on the paused runner (what the cut is for)", () =>
     Effect.gen(function*() {
@@ -124,6 +124,5 @@ describe("a message in flight to a runner that leaves (issue 42 item 7)", () => 
         assert.strictEqual(requestedOn.length, 1)
         yield* Fiber.interrupt(call)
       }).pipe(Effect.provide(cluster(makeRunners(requestedOn))))
-    }))
-
+    }).pipe(Effect.provide(TestContext.TestContext)))
 })
