@@ -1,5 +1,6 @@
 import { Entity, type Envelope } from "@effect/cluster"
-import { Cause, Chunk, Clock, Effect, Either, Exit, Layer, Schedule } from "effect"
+import { Cause, Chunk, Clock, Effect, Either, Exit, Layer, Queue, Schedule } from "effect"
+import { localPath, serveLocally } from "../platform/Cluster.js"
 import { ShardFences } from "../platform/cluster/Fences.js"
 import type { Micros } from "../platform/Money.js"
 import { WalletCommitter } from "./Committer.js"
@@ -46,6 +47,18 @@ interface Job {
   readonly answer: (decisions: ReadonlyArray<Decision>) => Effect.Effect<void>
 }
 
+/**
+ * The wallet's local road (`platform/Cluster.ts`, `serveLocally`): a `Charges` payload or a balance read
+ * (`undefined`), answered as the message would be (the charges' answers, or the balance).
+ */
+export const WalletLocal = localPath<
+  { readonly charges: ReadonlyArray<ChargeRequest> } | undefined,
+  ReadonlyArray<Either.Either<Movement, ChargeError>> | Either.Either<bigint, WalletFailure>
+>("Wallet")
+
+/** How long the wallet stays active with nothing to do. */
+const MAX_IDLE_TIME = "5 minutes"
+
 /** At most this many requests decided (and committed) together. */
 const MAX_JOBS_PER_BATCH = 4096
 
@@ -55,10 +68,9 @@ const RELOAD = Schedule.exponential("100 millis", 2).pipe(Schedule.union(Schedul
 /**
  * The wallet entity's behaviour (its contract is `WalletRpc.ts`). It takes its requests in batches: every request
  * that arrived while the previous batch committed is decided in order against the in-memory state (`decideItems`),
- * then the batch is written by the group commit (`WalletCommitter`), and only then answered. Every request is a
- * message of its mailbox, this runner's callers' as well as other runners' (issue 45 item 1: one road into the
- * actor): so the cluster sees each, and an entity in use is never passivated under its callers (no keep-alive of its
- * own; a wallet does no work between messages that `Entity.keepAlive` would have to cover).
+ * then the batch is written by the group commit (`WalletCommitter`), and only then answered. The requests are the
+ * mailbox's messages and this runner's callers' requests taken by the cluster's local road (`WalletLocal`,
+ * `serveLocally` in `platform/Cluster.ts`, issue 45 item 1): one queue, one loop, the same fence and keys.
  */
 export const WalletLive = Wallet.toLayerMailbox(
   Effect.gen(function*() {
@@ -235,6 +247,16 @@ export const WalletLive = Wallet.toLayerMailbox(
         return yield* Effect.forEach(requests, (items) => Effect.forEach(items, settleAlone))
       })
 
+    /** The requests waiting for the wallet, in arrival order: the mailbox's and the local road's. */
+    const jobs = yield* Queue.unbounded<Job>()
+    yield* serveLocally(WalletLocal, { maxIdleTime: MAX_IDLE_TIME }, (payload, answer) => {
+      jobs.unsafeOffer({
+        items: payload === undefined ? [{ tag: "Balance" }] : payload.charges.map(chargeItem),
+        answer: (decisions) =>
+          Effect.sync(() => answer(payload === undefined ? balanceAnswer(decisions[0]!) : decisions.map(chargeAnswer)))
+      })
+    })
+
     return (mailbox, replier) => {
       /** Answers `request` with the decisions on its items. */
       const reply = (request: WalletRequest) => (decisions: ReadonlyArray<Decision>) => {
@@ -255,21 +277,23 @@ export const WalletLive = Wallet.toLayerMailbox(
         }
       }
       return Effect.gen(function*() {
+        // The mailbox's requests join the local road's in the one queue the wallet decides from.
+        yield* Effect.fork(Effect.gen(function*() {
+          while (true) {
+            const [chunk, done] = yield* mailbox.takeAll
+            yield* Queue.offerAll(jobs, Chunk.map(chunk, (request): Job => ({ items: itemsOf(request), answer: reply(request) })))
+            if (done) return
+          }
+        }))
         // Every request that arrived while the previous batch committed, decided together (at most
         // `MAX_JOBS_PER_BATCH` at a time), in arrival order.
         while (true) {
-          const [chunk, done] = yield* mailbox.takeAll
-          const jobs = Chunk.toReadonlyArray(Chunk.map(chunk, (request): Job => ({ items: itemsOf(request), answer: reply(request) })))
-          for (let at = 0; at < jobs.length; at += MAX_JOBS_PER_BATCH) {
-            const batch = jobs.slice(at, at + MAX_JOBS_PER_BATCH)
-            const decisions = yield* handle(batch.map((job) => job.items))
-            for (let i = 0; i < batch.length; i++) yield* batch[i]!.answer(decisions[i]!)
-          }
-          // The mailbox is closed (the entity is stopping): nothing more comes, and the cluster ends this fiber.
-          if (done) return yield* Effect.never
+          const batch = Chunk.toReadonlyArray(yield* Queue.takeBetween(jobs, 1, MAX_JOBS_PER_BATCH))
+          const decisions = yield* handle(batch.map((job) => job.items))
+          for (let i = 0; i < batch.length; i++) yield* batch[i]!.answer(decisions[i]!)
         }
       })
     }
   }),
-  { maxIdleTime: "5 minutes", mailboxCapacity: 10_000 }
+  { maxIdleTime: MAX_IDLE_TIME, mailboxCapacity: 10_000 }
 ).pipe(Layer.provide(WalletCommitter.Default), Layer.provide([LedgerRepo.Default, BillingConfig.Default]))

@@ -1,12 +1,13 @@
 import { RequestResolver as BatchWindow } from "@effect/experimental"
 import { ClusterError, Sharding } from "@effect/cluster"
-import { Effect, Either, Exit, Metric, Request, RequestResolver } from "effect"
-import { makeEntityCaller, shardOf } from "../platform/Cluster.js"
+import { Effect, Either, Exit, Metric, Option, Request, RequestResolver } from "effect"
+import { localFirst, makeEntityCaller, shardOf } from "../platform/Cluster.js"
 import type { Fence } from "../platform/cluster/Fences.js"
 import type { Micros } from "../platform/Money.js"
 import { walletChargeMessages, walletCharges } from "../platform/telemetry/Metrics.js"
 import { type Movement, WalletFailure } from "./Decide.js"
 import type { EntryInfo } from "./Repo.js"
+import { WalletLocal } from "./WalletEntity.js"
 import { type ChargeError, type ChargeRequest, Wallet } from "./WalletRpc.js"
 
 type ClusterFailure =
@@ -25,6 +26,7 @@ const orDieOnCluster = <A, E, R>(effect: Effect.Effect<A, E | ClusterFailure, R>
 
 /** The series `Wallets` counts into, tagged once here. */
 const chargesSentHere = walletCharges.pipe(Metric.tagged("via", "message"), Metric.tagged("to", "this_runner"))
+const chargesLocal = walletCharges.pipe(Metric.tagged("via", "local"), Metric.tagged("to", "this_runner"))
 const chargesSentAway = walletCharges.pipe(Metric.tagged("via", "message"), Metric.tagged("to", "another_runner"))
 const messagesHere = walletChargeMessages.pipe(Metric.tagged("to", "this_runner"))
 const messagesAway = walletChargeMessages.pipe(Metric.tagged("to", "another_runner"))
@@ -47,13 +49,16 @@ const RemoteCharge = Request.tagged<RemoteCharge>("RemoteCharge")
 const REMOTE_WINDOW = "2 millis"
 
 /**
- * What the rest of the platform calls: the wallet of a user, wherever in the cluster it lives. Every request is a
- * message to the user's `Wallet` entity through the cluster's entity client (issue 45 item 1: one road into the
- * actor), sent from this service's fibers (`makeEntityCaller`, with its deadline and its resend of a message cut by a
- * hand-over: each charge carries its key, so one the wallet did commit is answered from the ledger, not charged twice).
+ * What the rest of the platform calls: the wallet of a user, wherever in the cluster it lives, through the cluster's
+ * entity client (issue 45 item 1): a charge or a balance read for a wallet whose entity is active on this runner
+ * takes the cluster's local road first (`localFirst` in `platform/Cluster.ts`: into the entity's queue, no message);
+ * when that answers `None` (no instance here, stopping, fence moved, cut mid-way) it goes as a message to the user's
+ * `Wallet` entity, sent from this service's fibers (`makeEntityCaller`, with its deadline and its resend of a
+ * message cut by a hand-over): each charge carries its key, so one the wallet did commit is answered from the ledger,
+ * not charged twice. Credits always go as messages.
  *
- * A charge for a wallet this runner owns is a message of one: the entity decides together every request that arrived
- * while its previous batch committed (its mailbox's `takeAll`), so batching here would only add a wait. Charges for a
+ * A charge by message for a wallet this runner owns is a message of one: the entity decides together every request
+ * that arrived while its previous batch committed, so batching here would only add a wait. Charges for a
  * wallet another runner owns gather for `REMOTE_WINDOW` (`RequestResolver.makeBatched`, over `@effect/experimental`'s
  * window) and leave as one `Charges` message per wallet: one round trip on the runner socket per window. The entity
  * decides a message's charges in order exactly as if each had been sent alone, and each caller gets its own answer,
@@ -77,6 +82,7 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
       return c
     }
     const toEntity = yield* makeEntityCaller
+    const local = yield* localFirst(WalletLocal)
 
     /** One `Charges` message with `charges`, counted as it leaves (each resend again). */
     const sendCharges = (userId: string, charges: ReadonlyArray<ChargeRequest>) =>
@@ -115,12 +121,17 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
       { window: REMOTE_WINDOW }
     )
 
+    const byMessage = (userId: string, charge: ChargeRequest) =>
+      ownedHere(userId)
+        ? Effect.flatMap(sendCharges(userId, [charge]), (answers) => answerOf(answers[0]))
+        : Effect.request(RemoteCharge({ userId, charge }), remote)
+
     const chargeWith = (userId: string, charge: ChargeRequest) =>
-      orDieOnCluster(
-        ownedHere(userId)
-          ? Effect.flatMap(sendCharges(userId, [charge]), (answers) => answerOf(answers[0]))
-          : Effect.request(RemoteCharge({ userId, charge }), remote)
-      )
+      orDieOnCluster(Effect.flatMap(local(userId, { charges: [charge] }), (answer) => {
+        if (Option.isNone(answer)) return byMessage(userId, charge)
+        chargesLocal.unsafeUpdate(1, [])
+        return answerOf((answer.value as ReadonlyArray<Either.Either<Movement, ChargeError>>)[0])
+      }))
 
     const noEvent = { appId: null, event: null, metadata: null, description: null }
     return {
@@ -143,7 +154,10 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
         ),
       /** The balance after every request the wallet took before this one, in order with them. */
       balance: (userId: string) =>
-        toEntity(client(userId).Balance(), { resendWhenCut: true }).pipe(Effect.map((reply) => reply.balance), orDieOnCluster)
+        Effect.flatMap(local(userId, undefined), (answer) =>
+          Option.isSome(answer)
+            ? answer.value as Either.Either<bigint, WalletFailure>
+            : toEntity(client(userId).Balance(), { resendWhenCut: true }).pipe(Effect.map((reply) => reply.balance))).pipe(orDieOnCluster)
     } as const
   })
 }) {}

@@ -1,5 +1,6 @@
 import {
   ClusterError,
+  Entity,
   EntityId,
   RunnerAddress,
   RunnerHealth,
@@ -15,7 +16,7 @@ import {
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as RpcServer from "@effect/rpc/RpcServer"
-import { Cause, type Context, Duration, Effect, Exit, Fiber, FiberId, FiberSet, Layer, Option, Schedule } from "effect"
+import { Cause, type Context, Duration, Effect, Exit, Fiber, FiberId, FiberSet, Layer, Option, Schedule, type Scope } from "effect"
 import * as Net from "node:net"
 import { AppConfig } from "./Config.js"
 import { clusterTimings, failoverBudget } from "./cluster/Budget.js"
@@ -47,6 +48,17 @@ const shared = {
   entityMailboxCapacity: 10_000,
   entityMaxIdleTime: "5 minutes"
 } as const
+
+/** How an instance on this runner takes a request of a local path (`serveLocally`). */
+type LocalAsk = (request: unknown) => Effect.Effect<Option.Option<unknown>>
+
+/**
+ * The instances that serve a local path on this runner, by path type and entity id (`serveLocally`): one per runner,
+ * provided by `ClusterLive` to the entities and the clients alike.
+ */
+export class LocalEntities extends Effect.Service<LocalEntities>()("atrium/platform/LocalEntities", {
+  sync: () => ({ byKey: new Map<string, LocalAsk>() })
+}) {}
 
 /** A port nobody listens on right now (for `PORT=0`, where no runner port can be derived). */
 const freePort = Effect.async<number>((resume) => {
@@ -222,7 +234,8 @@ const embedded = Sharding.layer.pipe(
     simulateRemoteSerialization: false
   })),
   // Untracked: the one runner holds every shard, and nothing is fenced.
-  Layer.provideMerge(ShardFences.Default)
+  Layer.provideMerge(ShardFences.Default),
+  Layer.provideMerge(LocalEntities.Default)
 )
 
 const clustered = Layer.unwrapEffect(Effect.gen(function*() {
@@ -250,7 +263,8 @@ const clustered = Layer.unwrapEffect(Effect.gen(function*() {
     })),
     Layer.provide(RpcSerialization.layerMsgPack),
     // This runner's fences: told by its runner storage, read by its watch and its entities.
-    Layer.provideMerge(ShardFences.Default)
+    Layer.provideMerge(ShardFences.Default),
+    Layer.provideMerge(LocalEntities.Default)
   )
 })).pipe(Layer.orDie)
 
@@ -358,3 +372,119 @@ const RESENDS_WHEN_CUT = Math.ceil(Duration.toMillis(failoverBudget.entityDeadli
  * answered.
  */
 export const ENTITY_DEADLINE = failoverBudget.entityDeadline
+
+/**
+ * A local road into an entity instance active on this runner (issue 45 item 1: a local send fast once, here, for
+ * every entity client). The instance's behaviour registers, with `serveLocally`, how it takes one request of a kind
+ * (`LocalPath`) into its own ordering (for the wallet: the queue its mailbox loop decides from, beside the mailbox's
+ * messages); a client made with `localFirst` asks it first and sends a cluster message only when it answers `None`.
+ * No message, no serialization, no fiber of the client's: a queue slot and a callback per request.
+ *
+ * It is the same actor behind the same fence: a local request is taken only while the instance runs and its shard's
+ * fence (`cluster/Fences.ts`) is the one it started with, is decided by the same loop as the messages, in order with
+ * them, and is answered within `ENTITY_DEADLINE` like a message (then `EntityDeadline`, a 503). `None` means "send it
+ * as a message": the instance is stopping or gone, its fence moved, or it stopped before answering; in that last case
+ * whether the request took effect is unknown, as for a message cut by a hand-over, so only idempotent requests (a
+ * charge with its key, a read) may take this road: the message re-sends it with the same key.
+ *
+ * Liveness is the cluster's: the reaper passivates an instance with no message for its `maxIdleTime` (it reads the
+ * time its last message ended, `lastActiveCheck` in `@effect/cluster`'s entity manager, which only messages set), so
+ * an instance used only locally asks `Entity.keepAlive(true)` once it has been used for `maxIdleTime / 5`, and
+ * `keepAlive(false)` once it has had no local request for `maxIdleTime`: one persisted message each way per period
+ * of use, not one per request.
+ */
+export interface LocalPath<Req, A> {
+  readonly type: string
+  /** Type witnesses only. */
+  readonly _Req?: (req: Req) => void
+  readonly _A?: () => A
+}
+
+export const localPath = <Req, A>(type: string): LocalPath<Req, A> => ({ type })
+
+
+
+const localKey = (type: string, id: string) => `${type}\u0000${id}`
+
+/**
+ * Registers, for the life of the calling entity instance (its build effect, in its scope), how it takes a request of
+ * `path`: `take(request, answer)` puts the request in the instance's own order and calls `answer` once decided. Without
+ * `LocalEntities` in context (an entity tested alone) it registers nothing.
+ */
+export const serveLocally = <Req, A>(
+  path: LocalPath<Req, A>,
+  options: { readonly maxIdleTime: Duration.DurationInput },
+  take: (request: Req, answer: (value: A) => void) => void
+): Effect.Effect<void, never, Scope.Scope | Sharding.Sharding | Entity.CurrentAddress | ShardFences> =>
+  Effect.gen(function*() {
+    const registry = yield* Effect.serviceOption(LocalEntities)
+    if (Option.isNone(registry)) return
+    const address = yield* Entity.CurrentAddress
+    const fences = yield* ShardFences
+    const fence = yield* fences.takeFence(address.shardId)
+    const key = localKey(path.type, address.entityId)
+    const idleMs = Duration.toMillis(options.maxIdleTime)
+    /** The local requests not answered yet, each told `None` if the instance stops first. */
+    const waiting = new Set<(answer: Option.Option<A>) => void>()
+    let open = true
+    let lastLocalAt = 0
+    let alive = false
+    const wake = yield* Effect.makeLatch(false)
+    // Keeps the instance active while its local road is in use (the reaper sees no message for it): forked in the
+    // instance's scope, so it runs with the instance's context (the keep-alive latch, its address).
+    yield* Effect.forkScoped(Effect.forever(Effect.gen(function*() {
+      yield* wake.await
+      yield* Effect.sleep(idleMs / 5)
+      yield* Entity.keepAlive(true)
+      while (Date.now() - lastLocalAt < idleMs) yield* Effect.sleep(Math.max(1, lastLocalAt + idleMs - Date.now()))
+      // Closed before the message: a request meanwhile opens it again, and the loop asks again.
+      alive = false
+      yield* wake.close
+      yield* Entity.keepAlive(false)
+    })))
+    const overdue = Cause.die(new EntityDeadline({ message: `No answer from the entity within ${Duration.format(ENTITY_DEADLINE)}.` }))
+    const ask = (request: Req) =>
+      Effect.async<Option.Option<A>>((resume) => {
+        if (!open || !fences.fenceCurrent(fence)) return resume(Effect.succeedNone)
+        lastLocalAt = Date.now()
+        if (!alive) {
+          alive = true
+          wake.unsafeOpen()
+        }
+        let done = false
+        const settle = (answer: Option.Option<A>) => {
+          if (done) return
+          done = true
+          waiting.delete(settle)
+          resume(Effect.succeed(answer))
+        }
+        waiting.add(settle)
+        take(request, (value) => settle(Option.some(value)))
+        return Effect.sync(() => {
+          done = true
+          waiting.delete(settle)
+        })
+      }).pipe(Effect.timeoutFailCause({ duration: ENTITY_DEADLINE, onTimeout: () => overdue }))
+    registry.value.byKey.set(key, ask as LocalAsk)
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        open = false
+        if (registry.value.byKey.get(key) === (ask as LocalAsk)) registry.value.byKey.delete(key)
+        for (const settle of Array.from(waiting)) settle(Option.none())
+      })
+    )
+  })
+
+/**
+ * The client side of a local path: `ask(id, request)` is the instance's answer when instance `id` of the path's entity
+ * is active on this runner and takes it (`serveLocally`), else `None`, and the caller sends the request as a message
+ * (with the same idempotency key). Every entity client with a local road uses this (`billing/Wallets.ts`).
+ */
+export const localFirst = <Req, A>(path: LocalPath<Req, A>) =>
+  Effect.map(LocalEntities, (registry) => {
+    const none = Effect.succeedNone
+    return (id: string, request: Req): Effect.Effect<Option.Option<A>> => {
+      const ask = registry.byKey.get(localKey(path.type, id))
+      return ask === undefined ? none : (ask(request) as Effect.Effect<Option.Option<A>>)
+    }
+  })

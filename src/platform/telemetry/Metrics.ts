@@ -54,12 +54,12 @@ export const walletCommitDuration = Metric.histogram(
 
 /**
  * Wallet charges sent to the wallet's entity, by the runner that owned the wallet's shard when they left (`to`:
- * `this_runner` or `another_runner`, over the runner socket). Every charge goes in a `Charges` message (issue 45 item
- * 1: one road into each actor), so `via` is always `message` (kept for dashboards made when a charge could also go
- * into a local entity directly). A message resent after a hand-over counts its charges again.
+ * `this_runner` or `another_runner`, over the runner socket), and how (`via`): `local` when the wallet's entity active
+ * on this runner took it by the cluster's local road (`serveLocally` in `platform/Cluster.ts`, no message), `message`
+ * in a `Charges` message. A message resent after a hand-over counts its charges again.
  */
 export const walletCharges = Metric.counter("wallet_charges_total", {
-  description: "Wallet charges sent in Charges messages, by the runner they went to",
+  description: "Wallet charges taken by the local road or sent in Charges messages, by the runner they went to",
   incremental: true
 })
 
