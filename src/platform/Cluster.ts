@@ -52,6 +52,9 @@ const shared = {
 /** How an instance on this runner takes a request of a local path (`serveLocally`). */
 type LocalAsk = (request: unknown) => Effect.Effect<Option.Option<unknown>>
 
+/** How often an instance with local requests waiting looks for those past their deadline (`serveLocally`). */
+const DEADLINE_SWEEP = "1 second"
+
 /**
  * The instances that serve a local path on this runner, by path type and entity id (`serveLocally`): one per runner,
  * provided by `ClusterLive` to the entities and the clients alike.
@@ -382,7 +385,8 @@ export const ENTITY_DEADLINE = failoverBudget.entityDeadline
  *
  * It is the same actor behind the same fence: a local request is taken only while the instance runs and its shard's
  * fence (`cluster/Fences.ts`) is the one it started with, is decided by the same loop as the messages, in order with
- * them, and is answered within `ENTITY_DEADLINE` like a message (then `EntityDeadline`, a 503). `None` means "send it
+ * them, and is answered within `ENTITY_DEADLINE` like a message (then `EntityDeadline`, a 503, within one
+ * `DEADLINE_SWEEP` more). `None` means "send it
  * as a message": the instance is stopping or gone, its fence moved, or it stopped before answering; in that last case
  * whether the request took effect is unknown, as for a message cut by a hand-over, so only idempotent requests (a
  * charge with its key, a read) may take this road: the message re-sends it with the same key.
@@ -424,8 +428,11 @@ export const serveLocally = <Req, A>(
     const fence = yield* fences.takeFence(address.shardId)
     const key = localKey(path.type, address.entityId)
     const idleMs = Duration.toMillis(options.maxIdleTime)
-    /** The local requests not answered yet, each told `None` if the instance stops first. */
-    const waiting = new Set<(answer: Option.Option<A>) => void>()
+    /**
+     * The local requests not answered yet, each with when its deadline passes and how to end it: told `None` if the
+     * instance stops first, `EntityDeadline` past `ENTITY_DEADLINE`.
+     */
+    const waiting = new Map<(answer: Effect.Effect<Option.Option<A>>) => void, number>()
     let open = true
     let lastLocalAt = 0
     let alive = false
@@ -442,35 +449,43 @@ export const serveLocally = <Req, A>(
       yield* wake.close
       yield* Entity.keepAlive(false)
     })))
-    const overdue = Cause.die(new EntityDeadline({ message: `No answer from the entity within ${Duration.format(ENTITY_DEADLINE)}.` }))
+    // The deadline of every local request, by one fiber of the instance that looks every `DEADLINE_SWEEP` while any
+    // waits: a timeout per request (`Effect.timeout`: a race of two fibers) doubled the CPU of a local charge
+    // (indicative, loaded machine). So a request is answered `EntityDeadline` between `ENTITY_DEADLINE` and one
+    // sweep later.
+    const pending = yield* Effect.makeLatch(false)
+    const overdue = Effect.failCause(Cause.die(new EntityDeadline({ message: `No answer from the entity within ${Duration.format(ENTITY_DEADLINE)}.` })))
+    yield* Effect.forkScoped(Effect.forever(Effect.gen(function*() {
+      yield* pending.await
+      yield* Effect.sleep(DEADLINE_SWEEP)
+      const now = Date.now()
+      for (const [end, until] of Array.from(waiting)) if (until <= now) end(overdue)
+      if (waiting.size === 0) pending.unsafeClose()
+    })))
+    const deadlineMs = Duration.toMillis(ENTITY_DEADLINE)
     const ask = (request: Req) =>
       Effect.async<Option.Option<A>>((resume) => {
         if (!open || !fences.fenceCurrent(fence)) return resume(Effect.succeedNone)
-        lastLocalAt = Date.now()
+        const now = Date.now()
+        lastLocalAt = now
         if (!alive) {
           alive = true
           wake.unsafeOpen()
         }
-        let done = false
-        const settle = (answer: Option.Option<A>) => {
-          if (done) return
-          done = true
-          waiting.delete(settle)
-          resume(Effect.succeed(answer))
+        const end = (answer: Effect.Effect<Option.Option<A>>) => {
+          if (waiting.delete(end)) resume(answer)
         }
-        waiting.add(settle)
-        take(request, (value) => settle(Option.some(value)))
-        return Effect.sync(() => {
-          done = true
-          waiting.delete(settle)
-        })
-      }).pipe(Effect.timeoutFailCause({ duration: ENTITY_DEADLINE, onTimeout: () => overdue }))
+        waiting.set(end, now + deadlineMs)
+        pending.unsafeOpen()
+        take(request, (value) => end(Effect.succeed(Option.some(value))))
+        return Effect.sync(() => void waiting.delete(end))
+      })
     registry.value.byKey.set(key, ask as LocalAsk)
     yield* Effect.addFinalizer(() =>
       Effect.sync(() => {
         open = false
         if (registry.value.byKey.get(key) === (ask as LocalAsk)) registry.value.byKey.delete(key)
-        for (const settle of Array.from(waiting)) settle(Option.none())
+        for (const end of Array.from(waiting.keys())) end(Effect.succeedNone)
       })
     )
   })
