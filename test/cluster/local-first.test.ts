@@ -1,7 +1,7 @@
 import { Entity, EntityId, type Envelope, Sharding, TestRunner } from "@effect/cluster"
 import * as Rpc from "@effect/rpc/Rpc"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Layer, Option, Queue, Schema } from "effect"
+import { Chunk, type Duration, Effect, Layer, Option, Queue, Schema } from "effect"
 import { LocalEntities, localFirst, localPath, serveLocally } from "../../src/platform/Cluster.js"
 import { ShardFences } from "../../src/platform/cluster/Fences.js"
 
@@ -37,7 +37,8 @@ interface Job {
   readonly answer: (total: number) => Effect.Effect<void>
 }
 
-const probe = (entity: typeof Counter, path: typeof CounterLocal, maxIdleTime: string) => entity.toLayerMailbox(
+const probe = <T extends string>(entity: Entity.Entity<T, typeof Add>, path: typeof CounterLocal, maxIdleTime: Duration.DurationInput) =>
+  entity.toLayerMailbox(
   Effect.gen(function*() {
     const jobs = yield* Queue.unbounded<Job>()
     yield* serveLocally(path, { maxIdleTime: "5 minutes" }, (request, answer) => {
@@ -89,7 +90,7 @@ const holdShard = (id: string, generation: string) =>
   })
 
 /** The client as `Wallets` builds it: the local road first, the message when it answers `None`. */
-const makeClientOf = (entity: typeof Counter, path: typeof CounterLocal) => Effect.gen(function*() {
+const makeClientOf = <T extends string>(entity: Entity.Entity<T, typeof Add>, path: typeof CounterLocal) => Effect.gen(function*() {
   const local = yield* localFirst(path)
   const client = yield* entity.client
   return {
