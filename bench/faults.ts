@@ -40,6 +40,7 @@ import {
   runViolations,
   settled,
   startLoad,
+  summary,
   violations
 } from "../test/support/Faults.js"
 
@@ -136,6 +137,7 @@ const program = Effect.gen(function*() {
     yield* recovered(name, from, Date.now())
   }
   yield* Effect.promise(() => sleep(SETTLE_MS))
+  yield* Effect.promise(() => Promise.all(h.pending))
   yield* Effect.promise(() => load.stop())
   const found = yield* Effect.promise(() => violations(h, load, sessions, { cutsAllowed: FAULTS.includes("kill9") }))
   console.log(
@@ -143,6 +145,7 @@ const program = Effect.gen(function*() {
   )
   console.log("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
   for (const row of rows) console.log(row)
+  for (const c of h.interrupts) console.log(JSON.stringify(summary(c)))
   console.log(JSON.stringify({
     charges: load.charges.size,
     turns: load.turns,

@@ -12,6 +12,7 @@ import {
   runViolations,
   settled,
   startLoad,
+  summary,
   violations
 } from "../support/Faults.js"
 import { servicesAvailable } from "../support/Services.js"
@@ -159,6 +160,7 @@ describe.skipIf(!enabled)("faults (issues 26, 33, 42)", () => {
       owners.push(yield* faultOwner(h, { name: "pause 3", kind: "pause", pauseMs: 9_000 }, context))
 
       yield* pause(3_000)
+      yield* Effect.promise(() => Promise.all(h.pending))
       yield* Effect.promise(() => load.stop())
       keepLogs(h, "faults")
       const found = yield* Effect.promise(() => violations(h, load, sessions, { cutsAllowed: true }))
@@ -172,6 +174,7 @@ describe.skipIf(!enabled)("faults (issues 26, 33, 42)", () => {
         slowestMs: Math.max(...h.answers.map((a) => a.ms)),
         recoveryMs: recoveries,
         owners,
+        handOverInterrupts: h.interrupts.filter((c) => c.what.includes("hand-over")).map(summary),
         reconnects: load.received.reduce((n, r) => n + r.reconnects, 0)
       }))
       if (h.broken.length > 0) console.log(`broken promises:\n${h.broken.join("\n")}`)
