@@ -178,6 +178,9 @@ describe.skipIf(!enabled)("faults (issues 26, 33, 42)", () => {
         reconnects: load.received.reduce((n, r) => n + r.reconnects, 0)
       }))
       if (h.broken.length > 0) console.log(`broken promises:\n${h.broken.join("\n")}`)
+      // The pauses had a charge in flight to the stopped owner (answered only once its shards moved).
+      const held = owners.filter((o) => o.fault !== "kill -9" && (o.chargeInFlight as { held: boolean }).held).length
+      assert.isAtLeast(held, 2, "fewer than two pauses had a charge in flight to the stopped owner")
       assert.deepStrictEqual(found.slice(0, 30), [])
       assert.deepStrictEqual(h.broken, [])
       assert.isAbove(load.turns.ended, 0)

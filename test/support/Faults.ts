@@ -671,7 +671,8 @@ export const interruptTurn = async (h: Harness, token: string, via: () => string
   }
   while (Date.now() - from < 30_000) {
     const sentAt = Date.now()
-    const reply = await call(h.answers, what, `${via()}/v1/sessions/${session}/interrupt`, { token })
+    const runner = via()
+    const reply = await call(h.answers, what, `${runner}/v1/sessions/${session}/interrupt`, { token })
     const answer = { status: reply.status, sentAt, ms: Date.now() - sentAt, ...(reply.status === 200 ? { interrupted: reply.body?.interrupted } : {}) }
     c.answers.push(answer)
     if (reply.status === 200 && reply.body?.interrupted === true) {
@@ -692,6 +693,9 @@ export const interruptTurn = async (h: Harness, token: string, via: () => string
       await sleep(Math.min(Math.max(Number(reply.retryAfter) || 1, 0.25), 2) * 1000)
       continue
     }
+    // The runner it went to was stopped while it waited (the next fault): held by the pause, as any request it had
+    // taken; asked again elsewhere.
+    if (reply.status === null && h.pauses.some((p) => p.url === runner && p.from >= sentAt)) continue
     broke(`answered ${reply.status}`)
     return c
   }
@@ -860,7 +864,12 @@ export const faultOwner = (h: Harness, fault: OwnerFault, ctx: OwnerFaultContext
     }
     const [movedMs, walletMs, sessionMs, inFlightAnswer] = yield* Effect.promise(() => Promise.all([moved, wallet, session, inFlight]))
     yield* Effect.promise(() => lane)
-    Object.assign(report, { shardsMovedMs: movedMs, walletMs, sessionMs, chargeInFlight: inFlightAnswer })
+    // Held by the stopped owner: answered no sooner than 2 s after the stop (nothing can take a stopped owner's shard
+    // sooner: the others call it unhealthy after 2.5 s of silence, or about 3 s of unanswered pings). Answered sooner,
+    // the owner never had it (the harness took a wallet whose shard was moving): reported, and the short form
+    // requires two of its three pauses to have held theirs.
+    const held = inFlightAnswer.ms >= 2_000
+    Object.assign(report, { shardsMovedMs: movedMs, walletMs, sessionMs, chargeInFlight: { ...inFlightAnswer, held } })
     bounded(h, `${fault.name}: its shards moved`, movedMs)
     bounded(h, `${fault.name}: its wallet (a charge in flight to it) answers elsewhere`, walletMs)
     bounded(h, `${fault.name}: a session it owns answers elsewhere`, sessionMs)
@@ -895,7 +904,9 @@ export const faultOwner = (h: Harness, fault: OwnerFault, ctx: OwnerFaultContext
           }
           // The others' assignment refresh (0.5 s), so the session is assigned to it.
           await sleep(1_000)
-          return interruptTurn(h, ctx.owner.token, () => url(c), pre.rejoin, turnNumber, `${fault.name}: interrupt during the hand-over back`)
+          // Through C, or another serving runner once C is stopped by a later fault (this may outlast this one).
+          const serving = () => url(h.paused.has(c) ? h.runners.findIndex((_, i) => !h.paused.has(i)) : c)
+          return interruptTurn(h, ctx.owner.token, serving, pre.rejoin, turnNumber, `${fault.name}: interrupt during the hand-over back`)
         })()
       }
     }
