@@ -319,6 +319,18 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
     const interruptRuns = (id: string, turn: Option.Option<number>, maxSteps: number) =>
       Effect.orDie(interruptTurn({ id, turn: Option.getOrNull(turn), maxSteps }))
 
+    const runStartOf = SqlSchema.single({
+      Request: Schema.Struct({ id: Schema.String, turn: Schema.Number, runId: Schema.String }),
+      Result: Schema.Struct({ logged: Schema.Boolean }),
+      execute: ({ id, runId, turn }) =>
+        sql`
+          SELECT EXISTS (SELECT 1 FROM session_events WHERE session_id = ${id} AND turn = ${turn}
+            AND payload->>'type' = 'preparing' AND payload->>'run_id' = ${runId}) AS logged`
+    })
+    /** Whether the turn's `preparing` event (`run.created`) naming `runId` is in the log. */
+    const runStarted = (id: string, turn: number, runId: string) =>
+      runStartOf({ id, turn, runId }).pipe(Effect.map((row) => row.logged), Effect.orDie)
+
     return {
       setTitle,
       insert,
@@ -339,7 +351,8 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
       queuedTurns,
       notify,
       commitLog,
-      interruptRuns
+      interruptRuns,
+      runStarted
     } as const
   })
 }) {}
