@@ -422,25 +422,46 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
     const notify = (channel: string, payload: string) => Effect.orDie(notifyChannel({ channel, payload }))
 
     const interruptTurn = SqlSchema.void({
-      Request: Schema.Struct({ id: Schema.String, keyPrefix: Schema.String, maxSteps: Schema.Number }),
-      execute: ({ id, keyPrefix, maxSteps }) =>
+      Request: Schema.Struct({ id: Schema.String, turn: Schema.NullOr(Schema.Number), maxSteps: Schema.Number }),
+      execute: ({ id, maxSteps, turn }) =>
         sql`
           UPDATE runs SET status = 'failed', failure_code = 'interrupted',
             failure_message = 'The runner of this turn stopped during it.', finished_at = now(),
             credits_charged = coalesce((
               SELECT -sum(l.amount) FROM ledger_entries l
               WHERE l.scope = 'run' AND l.idempotency_key IN (
-                SELECT ${keyPrefix} || step FROM generate_series(1, ${maxSteps}) AS step)
+                SELECT 'session:' || ${id} || ':' || own.turn || ':' || step FROM generate_series(1, ${maxSteps}) AS step)
             ), 0)
-          WHERE session_id = ${id} AND status = 'running'`
+          FROM runs r CROSS JOIN LATERAL (
+            SELECT coalesce((
+              SELECT e.turn FROM session_events e WHERE e.session_id = ${id} AND e.payload->>'type' = 'preparing'
+                AND e.payload->>'run_id' = r.id LIMIT 1), ${turn}::int) AS turn
+          ) own
+          WHERE runs.id = r.id AND r.session_id = ${id} AND r.status = 'running'`
     })
     /**
-     * Closes the runs a dead runner left `running` in this session (the turn it was running when it died), with the
-     * credits the ledger holds for that turn's steps (keyed `session:<id>:<turn>:<step>`, RunEngine's `chargeKey`):
-     * a run's recorded credits match what its payer was charged, even when its runner died between the two.
+     * Closes the runs a dead runner left `running` in this session, each with the credits the ledger holds for its
+     * own turn's steps (keyed `session:<id>:<turn>:<step>`, RunEngine's `chargeKey`): a run's recorded credits match
+     * what its payer was charged, even when its runner died between the two. A run's turn is the one of its
+     * `preparing` event (`run.created`, always logged before the run's row: docs/sessions.md "Faults"); `turn` (the
+     * one in flight) only for a run without it, and none of the ledger's credits for a run with neither.
+     * Not only the turn in flight: an earlier turn's run stays `running` when its turn was closed in the log but the
+     * runner stopped (or the database restarted) before this statement, which is a statement of its own.
      */
     const interruptRuns = (id: string, turn: Option.Option<number>, maxSteps: number) =>
-      Effect.orDie(interruptTurn({ id, keyPrefix: `session:${id}:${Option.getOrElse(turn, () => 0)}:`, maxSteps }))
+      Effect.orDie(interruptTurn({ id, turn: Option.getOrNull(turn), maxSteps }))
+
+    const runStartOf = SqlSchema.single({
+      Request: Schema.Struct({ id: Schema.String, turn: Schema.Number, runId: Schema.String }),
+      Result: Schema.Struct({ logged: Schema.Boolean }),
+      execute: ({ id, runId, turn }) =>
+        sql`
+          SELECT EXISTS (SELECT 1 FROM session_events WHERE session_id = ${id} AND turn = ${turn}
+            AND payload->>'type' = 'preparing' AND payload->>'run_id' = ${runId}) AS logged`
+    })
+    /** Whether the turn's `preparing` event (`run.created`) naming `runId` is in the log. */
+    const runStarted = (id: string, turn: number, runId: string) =>
+      runStartOf({ id, turn, runId }).pipe(Effect.map((row) => row.logged), Effect.orDie)
 
     return {
       setTitle,
@@ -465,7 +486,8 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
       queuedTurns,
       notify,
       commitLog,
-      interruptRuns
+      interruptRuns,
+      runStarted
     } as const
   })
 }) {}

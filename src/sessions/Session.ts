@@ -217,8 +217,13 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
       const writeEnd = (turnNumber: number, terminal: Option.Option<InternalEvent>, parts: Omit<LogWrite, "sessionId" | "events">) =>
         Effect.gen(function*() {
           const retries = yield* Schedule.driver(END_RETRY)
+          /** The run's `run.created`, when the write that failed took it (see below). */
+          let start = Option.none<InternalEvent>()
           while (true) {
-            const events: Array<LoggedEvent> = Option.match(terminal, { onNone: () => [], onSome: (event) => [nextLogged(turnNumber, event)] })
+            const events: Array<LoggedEvent> = [
+              ...Option.toArray(Option.map(start, (event) => nextLogged(turnNumber, event))),
+              ...Option.toArray(Option.map(terminal, (event) => nextLogged(turnNumber, event)))
+            ]
             const exit = yield* Effect.exit(log.commit({ sessionId, fence, ...parts, events }))
             if (Exit.isSuccess(exit)) return
             if (log.refused(sessionId) || !fences.fenceCurrent(fence)) {
@@ -232,6 +237,17 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
             const again = yield* Effect.exit(Effect.gen(function*() {
               if (yield* repo.turnEnded(sessionId, turnNumber)) return false
               seq = (yield* repo.positions(sessionId)).seq
+              // A run's row is never in the log without its `run.created` (the event naming it, and its turn): when
+              // the failed write took it, it is logged again, with the end (docs/sessions.md "Faults").
+              const record = parts.run?.record
+              start = record === undefined || (yield* repo.runStarted(sessionId, turnNumber, record.id))
+                ? Option.none()
+                : Option.some<InternalEvent>({
+                  type: "preparing",
+                  run_id: record.id,
+                  agent: record.agent ?? record.agentId ?? "",
+                  session_id: sessionId
+                })
               yield* log.resume(sessionId)
               return true
             }))

@@ -349,12 +349,16 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
 
     const interrupt = Effect.fn("Sessions.interrupt")(function*(caller: CallerIdentity, id: string) {
       yield* owned(caller, id)
+      // The turn in flight as the interrupt leaves, if any.
+      const before = yield* repo.inFlight(id)
       const interrupted = yield* toEntity(client(id).Interrupt()).pipe(Effect.orDie)
-      // The entity that answered runs no turn, yet the log has one in flight: the session is between runners (a
-      // hand-over lets the old owner finish its turn while the new one already answers), or the turn is ending. The
-      // interrupt did not reach it; "false" would tell the client there is nothing to stop while the turn goes on and
-      // is billed (issue 42 item 8). Retryable: once the turn ended, or reached its owner, the next try says so.
-      if (!interrupted && Option.isSome(yield* repo.inFlight(id))) {
+      // The entity that answered runs no turn, yet a turn was in flight when the interrupt left, or is now: the session
+      // is between runners, or the turn is ending. In a hand-over the message waits for the new owner, which takes
+      // the session only once the old one finished the turn within its grace (the fault checker: answered 11 s later,
+      // the turn completed and billed meanwhile). The interrupt did not reach it; "false" would tell the client
+      // there was nothing to stop while the turn went on (issue 42 items 7 and 8). Retryable: the next try reaches
+      // the turn, or finds it ended before it was sent and says false.
+      if (!interrupted && (Option.isSome(before) || Option.isSome(yield* repo.inFlight(id)))) {
         return yield* new ServiceUnavailable({
           message: "The session is moving between runners and its running turn could not be reached; try again shortly.",
           retry_after: RETRY_AFTER_SECONDS

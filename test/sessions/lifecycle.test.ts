@@ -122,6 +122,51 @@ describe("session lifecycle", () => {
       }).pipe(Effect.provideService(TestServer, server))
     }), { timeout: 120_000 })
 
+  it.scopedLive("runs a stopped runner left running are closed by the next owner, each with its own turn's credits", () =>
+    Effect.gen(function*() {
+      const storage = yield* makeMigratedStorage
+      const inbox = yield* makeSmsInbox
+      const before = yield* Effect.scoped(Effect.gen(function*() {
+        const server = yield* startServer(storage, inbox, ENV)
+        return yield* Effect.gen(function*() {
+          const user = yield* newUser
+          const agent = yield* agentWith(user.token)
+          const session = yield* createSession(user.token, agent)
+          // Two turns, billed through the wallet (the ledger holds each turn's steps under its own key prefix).
+          assert.strictEqual(textOf(yield* say(user.token, session, "one")), "You said: one")
+          assert.isNotEmpty(textOf(yield* say(user.token, session, "/slow 8")))
+          // What a runner leaves when it stops after a turn's end is in the log and before its run's row is closed
+          // (the next owner closes the log's turn and then the runs: two statements), for both turns. The runs table
+          // only: the ledger and the wallets stay as the real charges left them.
+          yield* server.query(
+            `UPDATE runs SET status = 'running', credits_charged = 0, finished_at = NULL WHERE session_id = '${session}'`
+          )
+          return { token: user.token, session }
+        }).pipe(Effect.provideService(TestServer, server))
+      }))
+      const server = yield* startServer(storage, inbox, ENV)
+      yield* Effect.gen(function*() {
+        // No turn is in flight: the session's next owner closes both runs as it loads the session.
+        assert.strictEqual(textOf(yield* say(before.token, before.session, "three")), "You said: three")
+        const runs = yield* server.query(`
+          SELECT e.turn, r.status, r.failure_code, r.credits_charged::text AS recorded,
+            coalesce((SELECT -sum(l.amount) FROM ledger_entries l WHERE l.scope = 'run'
+              AND l.idempotency_key LIKE 'session:' || r.session_id || ':' || e.turn || ':%'), 0)::text AS ledger
+          FROM runs r JOIN session_events e ON e.session_id = r.session_id AND e.payload->>'type' = 'preparing'
+            AND e.payload->>'run_id' = r.id
+          WHERE r.session_id = '${before.session}' ORDER BY e.turn`)
+        assert.deepStrictEqual(runs.map((r) => [r.turn, r.status, r.failure_code]), [
+          [1, "failed", "interrupted"],
+          [2, "failed", "interrupted"],
+          [3, "completed", null]
+        ])
+        for (const run of runs) {
+          assert.notStrictEqual(run.ledger, "0", `turn ${run.turn} was billed`)
+          assert.strictEqual(run.recorded, run.ledger, `turn ${run.turn}: its run records what the ledger holds for it`)
+        }
+      }).pipe(Effect.provideService(TestServer, server))
+    }), { timeout: 120_000 })
+
   layer(TestServer.layer(ENV), LIVE)((it) => {
     it.effect("a client that disconnects does not stop the turn: it finishes, is billed and is in the log", () =>
       Effect.gen(function*() {

@@ -127,6 +127,27 @@ describe("sessions", () => {
         assert.deepStrictEqual(after.body, { interrupted: false })
       }))
 
+    it.effect("an interrupt sent while a turn was in flight, answered after that turn ended elsewhere, is 503, not false", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const agent = yield* agentWith(user.token)
+        const session = yield* createSession(user.token, agent)
+        // A hand-over back (issue 42 item 7): the interrupt's message waits for the new owner, which takes the session
+        // only once the old owner's turn is over. Here the turn is in flight in the log when the interrupt leaves, and
+        // the entity, started by that message, closes it (a turn it finds in flight on start) before it answers: by
+        // the answer nothing runs and nothing is in flight, yet the interrupt reached no turn.
+        const server = yield* TestServer
+        yield* server.query(
+          `INSERT INTO session_events (session_id, seq, turn, payload) VALUES ('${session.id}', 1, 1, '{"type":"preparing"}'::jsonb)`
+        )
+        const reply = yield* request("POST", `/v1/sessions/${session.id}/interrupt`, { token: user.token })
+        assert.strictEqual(reply.status, 503, JSON.stringify(reply.body))
+        assert.isNotNull(reply.headers.get("retry-after"))
+        // The next try finds the turn ended before it was sent: false.
+        const after = yield* request("POST", `/v1/sessions/${session.id}/interrupt`, { token: user.token })
+        assert.deepStrictEqual(after.body, { interrupted: false })
+      }))
+
     it.effect("a subscriber that reconnects with after sees every event exactly once", () =>
       Effect.gen(function*() {
         const user = yield* newUser
