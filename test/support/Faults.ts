@@ -53,6 +53,12 @@ export interface Harness {
    * disagrees with the ledger after a fault), each saying what, where and by how much; asserted empty at the end.
    */
   readonly broken: Array<string>
+  /**
+   * Timing promises missed (a recovery over 5 s, other wallets' p99 over 1 s) when `FAULTS_TIMING=report`: printed,
+   * not failed on (CI's form, while the 5 s bound is not yet met on its machine: docs/testing.md, "The fault
+   * checker"). Unset, they are broken promises like the rest.
+   */
+  readonly late: Array<string>
   /** Every interrupt sent at a running turn during a fault, and how it was answered (checked again at the end). */
   readonly interrupts: Array<InterruptCase>
   /** Checks still running when their fault's step ended (an interrupt waiting out a hand-over): awaited at the end. */
@@ -145,6 +151,7 @@ export const makeHarness = (runnerCount = 3): Effect.Effect<Harness, never, Scop
       runnerPorts,
       startRunner,
       broken: [],
+      late: [],
       interrupts: [],
       pending: []
     }
@@ -534,8 +541,11 @@ export const RECOVERY_BOUND_MS = 5_000
 /** Records `ms` for `what` and a broken promise when it is over the bound (or never came: `null`). */
 export const bounded = (h: Harness, what: string, ms: number | null, bound = RECOVERY_BOUND_MS) => {
   if (ms === null) h.broken.push(`${what}: never within the checker's limit`)
-  else if (ms > bound) h.broken.push(`${what}: ${(ms / 1000).toFixed(1)} s, over ${bound / 1000} s`)
+  else if (ms > bound) timing(h, `${what}: ${(ms / 1000).toFixed(1)} s, over ${bound / 1000} s`)
 }
+
+/** A timing promise missed: broken, or only reported under `FAULTS_TIMING=report` (`Harness.late`). */
+const timing = (h: Harness, missed: string) => (process.env.FAULTS_TIMING === "report" ? h.late : h.broken).push(missed)
 
 /**
  * Every run against its log and the ledger, an empty list when all agree (issue 42 item 7: "after every fault a run's
@@ -923,7 +933,7 @@ export const faultOwner = (h: Harness, fault: OwnerFault, ctx: OwnerFaultContext
     report.otherWallets = { charges: others.latencies.length, p50: percentile(others.latencies, 50), p99: percentile(others.latencies, 99), notOk }
     if (fault.kind !== "kill") {
       if (notOk > 0) h.broken.push(`${fault.name}: ${notOk} charges of other runners' wallets not answered 200 during the pause`)
-      if (percentile(others.latencies, 99) > 1_000) h.broken.push(`${fault.name}: other runners' wallets answered with p99 ${percentile(others.latencies, 99)} ms`)
+      if (percentile(others.latencies, 99) > 1_000) timing(h, `${fault.name}: other runners' wallets answered with p99 ${percentile(others.latencies, 99)} ms`)
       // Every shard it held before was acquired since by another runner, under a newer generation.
       const after = yield* Effect.promise(() =>
         h.db(`SELECT shard, generation FROM shard_generations WHERE shard = ANY($1)`, [pre.held.map((r) => r.shard)])
