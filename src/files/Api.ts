@@ -6,6 +6,7 @@ import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { PlatformAuthentication } from "../identity/Domain.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
+import { ListParams } from "../platform/http/Lists.js"
 import { FileId, FileInUse, UploadIncomplete, UploadSizeMismatch } from "./Domain.js"
 
 /** A name to show and to download as: no path, no control characters. */
@@ -95,6 +96,24 @@ export class FilesApi extends HttpApiGroup.make("files")
           "one-step upload: `multipart/form-data` with `file` and `purpose` (within the API's body limit), answered " +
           "with OpenAI's file object."
       )
+  )
+  .add(
+    HttpApiEndpoint.get("list", "/v1/files")
+      .setUrlParams(ListParams)
+      .addSuccess(Schema.Struct({ object: Schema.Literal("list"), data: Schema.Array(OpenAiFileView), has_more: Schema.Boolean }))
+      .addError(NotFound)
+      .annotate(
+        OpenApi.Description,
+        "The caller's files (its account and end user), newest first, as OpenAI's list of file objects; page with " +
+          "`limit` (1-100) and `after` (the last id of the previous page). `purpose` is not kept: it reads `user_data`."
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("content", "/v1/files/:id/content")
+      .setPath(Path)
+      .addSuccess(Schema.String)
+      .addError(NotFound)
+      .annotate(OpenApi.Description, "A file's bytes, with its content type (OpenAI's `files.content`). 404 for a file that is not the caller's.")
   )
   .add(
     HttpApiEndpoint.get("get", "/v1/files/:id")

@@ -144,6 +144,27 @@ export class Files extends Effect.Service<Files>()("atrium/files/Files", {
       return { file: file.value, download }
     })
 
+    /** One page of the partition's files, newest first; an `after` that is not the partition's file is a 404. */
+    const list = Effect.fn("Files.list")(function*(partition: Partition, page: { readonly after: FileId | undefined; readonly limit: number }) {
+      if (page.after !== undefined && Option.isNone(yield* repo.byId(partition, page.after))) {
+        return yield* new NotFound({ message: `after: ${page.after} is not in this list.` })
+      }
+      const rows = yield* repo.list(partition, { after: page.after ?? null, limit: page.limit })
+      return { data: rows.slice(0, page.limit), has_more: rows.length > page.limit }
+    })
+
+    /**
+     * A file's bytes, for `GET /v1/files/:id/content`: the record is read in the caller's partition first, so
+     * another partition's file is a 404 and its bytes are never read. Read whole, within `FILE_MAX_BYTES`.
+     */
+    const content = Effect.fn("Files.content")(function*(partition: Partition, id: FileId) {
+      const file = yield* repo.byId(partition, id)
+      if (Option.isNone(file)) return yield* notFound(id)
+      const bytes = yield* storage.read(file.value.storageKey, Math.max(config.maxBytes, file.value.size))
+      if (Option.isNone(bytes)) return yield* notFound(id)
+      return { file: file.value, bytes: bytes.value }
+    })
+
     /** Record first, bytes after: a file is never listed without its bytes. */
     const remove = Effect.fn("Files.remove")(function*(partition: Partition, id: FileId) {
       const outcome = yield* repo.remove(partition, id)
@@ -159,7 +180,7 @@ export class Files extends Effect.Service<Files>()("atrium/files/Files", {
       }
     })
 
-    return { createUpload, register, uploadDirect, get, remove } as const
+    return { createUpload, register, uploadDirect, get, list, content, remove } as const
   }),
   dependencies: [FilesConfig.Default, FilesRepo.Default, ObjectStorageLive]
 }) {}

@@ -1,11 +1,15 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect, Layer, Option } from "effect"
 import { AtriumApi } from "../Api.js"
 import { AuthenticationLive, Caller } from "../identity/Authentication.js"
 import { AppConfig } from "../platform/Config.js"
 import { Files } from "./Files.js"
 import { type FileRow } from "./Repo.js"
+import type { FileId } from "./Domain.js"
+import { contentDisposition } from "./Storage.js"
+import { DEFAULT_LIMIT } from "../platform/http/Lists.js"
 import { partitionOf } from "../identity/Partition.js"
 
 const fileView = (file: FileRow) => ({
@@ -15,6 +19,22 @@ const fileView = (file: FileRow) => ({
   size: file.size,
   sha256: file.sha256,
   created_at: file.createdAt.toISOString()
+})
+
+/** OpenAI's file object for a record (its purpose is not kept: `user_data`, OpenAI's purpose for general files). */
+const openAiFileView = (file: FileRow, purpose = "user_data") => ({
+  id: file.id,
+  object: "file" as const,
+  bytes: file.size,
+  created_at: Math.floor(file.createdAt.getTime() / 1000),
+  filename: file.filename,
+  purpose,
+  status: "processed" as const,
+  status_details: null,
+  expires_at: null,
+  content_type: file.contentType,
+  size: file.size,
+  sha256: file.sha256
 })
 
 /**
@@ -65,21 +85,21 @@ export const FilesHttp = HttpApiBuilder.group(AtriumApi, "files", (handlers) =>
               contentType: /^[\x20-\x7e]{1,255}$/.test(upload.contentType) && upload.contentType.includes("/") ? upload.contentType : "application/octet-stream",
               path: upload.path
             })
-            return {
-              id: file.id,
-              object: "file" as const,
-              bytes: file.size,
-              created_at: Math.floor(file.createdAt.getTime() / 1000),
-              filename: file.filename,
-              purpose: payload.purpose,
-              status: "processed" as const,
-              status_details: null,
-              expires_at: null,
-              content_type: file.contentType,
-              size: file.size,
-              sha256: file.sha256
-            }
+            return openAiFileView(file, payload.purpose)
           }))
+      .handle("list", ({ urlParams }) =>
+        Effect.gen(function*() {
+          const page = yield* files.list(yield* partition, { after: urlParams.after as FileId | undefined, limit: urlParams.limit ?? DEFAULT_LIMIT })
+          return { object: "list" as const, data: page.data.map((file) => openAiFileView(file)), has_more: page.has_more }
+        }))
+      .handle("content", ({ path }) =>
+        Effect.gen(function*() {
+          const { bytes, file } = yield* files.content(yield* partition, path.id)
+          return HttpServerResponse.uint8Array(bytes, {
+            contentType: file.contentType,
+            headers: { "content-disposition": contentDisposition(file.filename), "x-content-type-options": "nosniff" }
+          })
+        }))
       .handle("get", ({ path }) =>
         Effect.gen(function*() {
           const { download, file } = yield* files.get(yield* partition, path.id, yield* requestOrigin)

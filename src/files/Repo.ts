@@ -96,6 +96,39 @@ export class FilesRepo extends Effect.Service<FilesRepo>()("atrium/files/FilesRe
         return { _tag: "Deleted", storageKey: locked.value.storageKey } as const
       })).pipe(Effect.orDie, Effect.withSpan("FilesRepo.remove"))
 
-    return { insert, byId, remove } as const
+    const PageRequest = Schema.Struct({
+      accountId: Schema.String,
+      endUserId: Schema.String,
+      after: Schema.NullOr(FileId),
+      limit: Schema.Int
+    })
+    /**
+     * One page of a partition's files, newest first (OpenAI's default order). `after` is read inside the same
+     * partition: another partition's id pages nothing, it is a 404 above.
+     */
+    const filesPage = SqlSchema.findAll({
+      Request: PageRequest,
+      Result: FileRowSchema,
+      execute: ({ accountId, after, endUserId, limit }) =>
+        after === null
+          ? sql`
+            SELECT ${sql.literal(FILE)} FROM files
+            WHERE owner_id = ${accountId} AND end_user_id = ${endUserId}
+            ORDER BY created_at DESC, id DESC LIMIT ${limit}`
+          : sql`
+            SELECT ${sql.literal(FILE)} FROM files
+            WHERE owner_id = ${accountId} AND end_user_id = ${endUserId}
+              AND (created_at, id) < (SELECT created_at, id FROM files
+                                      WHERE id = ${after} AND owner_id = ${accountId} AND end_user_id = ${endUserId})
+            ORDER BY created_at DESC, id DESC LIMIT ${limit}`
+    })
+    /** Up to `limit` + 1 rows: the extra one says there are more. */
+    const list = (partition: Partition, page: { readonly after: FileId | null; readonly limit: number }) =>
+      filesPage({ accountId: partition.accountId, endUserId: partition.endUserId, after: page.after, limit: page.limit + 1 }).pipe(
+        Effect.orDie,
+        Effect.withSpan("FilesRepo.list")
+      )
+
+    return { insert, byId, list, remove } as const
   })
 }) {}

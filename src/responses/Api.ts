@@ -75,6 +75,51 @@ export const ResponsePayload = Schema.Struct({
 })
 export type ResponsePayload = typeof ResponsePayload.Type
 
+/** Fields beside the typed ones are kept as they are (the schema types what a client reads, it never drops). */
+const Rest = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+
+/** A message's text: `output_text` with its citations (`file_citation` annotations for `file_search`). */
+const OutputText = Schema.Struct({
+  type: Schema.Literal("output_text"),
+  text: Schema.String,
+  annotations: Schema.Array(Schema.Struct({ type: Schema.String }, Rest))
+}, Rest).annotations({ identifier: "ResponseOutputText" })
+
+const OutputMessage = Schema.Struct({
+  id: Schema.String,
+  type: Schema.Literal("message"),
+  role: Schema.Literal("assistant"),
+  status: Schema.String,
+  content: Schema.Array(OutputText)
+}, Rest).annotations({ identifier: "ResponseOutputMessage" })
+
+/** A call of the caller's function tool: answer it with a `function_call_output` input item. */
+const FunctionCallItem = Schema.Struct({
+  id: Schema.String,
+  type: Schema.Literal("function_call"),
+  call_id: Schema.String,
+  name: Schema.String,
+  arguments: Schema.String,
+  status: Schema.String
+}, Rest).annotations({ identifier: "ResponseFunctionCall" })
+
+const FileSearchCallItem = Schema.Struct({
+  id: Schema.String,
+  type: Schema.Literal("file_search_call"),
+  status: Schema.String,
+  queries: Schema.Array(Schema.String),
+  results: Schema.NullOr(Schema.Array(Schema.Unknown))
+}, Rest).annotations({ identifier: "ResponseFileSearchCall" })
+
+/** The output items this API makes (narrow on `type`). */
+export const OutputItem = Schema.Union(OutputMessage, FunctionCallItem, FileSearchCallItem)
+
+const ResponseUsage = Schema.Struct({
+  input_tokens: Schema.Int,
+  output_tokens: Schema.Int,
+  total_tokens: Schema.Int
+}, Rest).annotations({ identifier: "ResponseUsage" })
+
 /** OpenAI's response object (docs: https://platform.openai.com/docs/api-reference/responses/object). */
 export const ResponseObject = Schema.Struct({
   id: Schema.String,
@@ -82,9 +127,9 @@ export const ResponseObject = Schema.Struct({
   created_at: Schema.Number,
   status: Schema.Literal("in_progress", "completed", "failed", "cancelled"),
   model: Schema.String,
-  output: Schema.Array(Schema.Unknown),
+  output: Schema.Array(OutputItem),
   output_text: Schema.String,
-  usage: Schema.NullOr(Schema.Unknown),
+  usage: Schema.NullOr(ResponseUsage),
   error: Schema.NullOr(Schema.Struct({
     type: Schema.optional(Schema.String),
     code: Schema.String,

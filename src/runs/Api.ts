@@ -138,13 +138,37 @@ export const ChatPayload = Schema.Struct({
 })
 export type ChatPayload = typeof ChatPayload.Type
 
+const Rest = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+
+/** The answer's message: text (null when it only calls tools), and the calls of the caller's tools. */
+const ChatChoice = Schema.Struct({
+  index: Schema.Int,
+  message: Schema.Struct({
+    role: Schema.Literal("assistant"),
+    content: Schema.NullOr(Schema.String),
+    tool_calls: Schema.optional(Schema.Array(Schema.Struct({
+      id: Schema.String,
+      type: Schema.Literal("function"),
+      function: Schema.Struct({ name: Schema.String, arguments: Schema.String })
+    }))),
+    /** The model's reasoning, when it gave any (DeepSeek's field). */
+    reasoning_content: Schema.optional(Schema.String)
+  }, Rest),
+  finish_reason: Schema.Literal("stop", "length", "tool_calls", "content_filter")
+}, Rest).annotations({ identifier: "ChatCompletionChoice" })
+
 const ChatCompletion = Schema.Struct({
   id: Schema.String,
   object: Schema.Literal("chat.completion"),
   created: Schema.Int,
   model: Schema.String,
-  choices: Schema.Array(Schema.Unknown),
-  usage: Schema.Struct({ prompt_tokens: Schema.Int, completion_tokens: Schema.Int, total_tokens: Schema.Int })
+  choices: Schema.Array(ChatChoice),
+  usage: Schema.Struct({
+    prompt_tokens: Schema.Int,
+    completion_tokens: Schema.Int,
+    total_tokens: Schema.Int,
+    prompt_tokens_details: Schema.optional(Schema.Struct({ cached_tokens: Schema.Int }))
+  }, Rest)
 })
 
 /** Spec 4.2 (runs), 6 (events), 7.2. */

@@ -298,7 +298,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
         // Freed meanwhile (the first request was refused): claim it again.
         if (Option.isNone(record)) continue
         if (record.value.fingerprint !== fingerprint) {
-          return yield* new IdempotencyConflict({ message: "This Idempotency-Key was sent with a different message." })
+          return yield* new IdempotencyConflict({ message: "This Idempotency-Key was sent with a different message.", final: true })
         }
         if (record.value.state === "turn") {
           yield* followLoggedTurn(id, record.value.turn, sink)

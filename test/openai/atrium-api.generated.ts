@@ -1187,13 +1187,37 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * GET /v1/files
+         * @description The caller's files (its account and end user), newest first, as OpenAI's list of file objects; page with `limit` (1-100) and `after` (the last id of the previous page). `purpose` is not kept: it reads `user_data`.
+         */
+        get: operations["files.list"];
         put?: never;
         /**
          * Step 2: record an uploaded file
          * @description Step 2: record an uploaded file. 409 upload_incomplete while its bytes have not arrived. Or OpenAI's one-step upload: `multipart/form-data` with `file` and `purpose` (within the API's body limit), answered with OpenAI's file object.
          */
         post: operations["files.register"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/files/{id}/content": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A file's bytes, with its content type (OpenAI's `files.content`)
+         * @description A file's bytes, with its content type (OpenAI's `files.content`). 404 for a file that is not the caller's.
+         */
+        get: operations["files.content"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -2448,6 +2472,30 @@ export interface components {
                 param?: string | null;
             };
         };
+        ChatCompletionChoice: {
+            index: components["schemas"]["Int"];
+            message: {
+                /** @enum {string} */
+                role: "assistant";
+                content: string | null;
+                tool_calls?: {
+                    id: string;
+                    /** @enum {string} */
+                    type: "function";
+                    function: {
+                        name: string;
+                        arguments: string;
+                    };
+                }[];
+                reasoning_content?: string;
+            } & {
+                [key: string]: unknown;
+            };
+            /** @enum {string} */
+            finish_reason: "stop" | "length" | "tool_calls" | "content_filter";
+        } & {
+            [key: string]: unknown;
+        };
         Run: {
             id: string;
             /** @enum {string} */
@@ -2487,10 +2535,9 @@ export interface components {
             /** @enum {string} */
             status: "in_progress" | "completed" | "failed" | "cancelled";
             model: string;
-            output: unknown[];
+            output: (components["schemas"]["ResponseOutputMessage"] | components["schemas"]["ResponseFunctionCall"] | components["schemas"]["ResponseFileSearchCall"])[];
             output_text: string;
-            /** unknown */
-            usage: unknown;
+            usage: components["schemas"]["ResponseUsage"] | null;
             error: {
                 type?: string;
                 code: string;
@@ -2525,6 +2572,57 @@ export interface components {
             text?: unknown;
             /** unknown */
             truncation?: unknown;
+        };
+        ResponseOutputMessage: {
+            id: string;
+            /** @enum {string} */
+            type: "message";
+            /** @enum {string} */
+            role: "assistant";
+            status: string;
+            content: components["schemas"]["ResponseOutputText"][];
+        } & {
+            [key: string]: unknown;
+        };
+        ResponseOutputText: {
+            /** @enum {string} */
+            type: "output_text";
+            text: string;
+            annotations: ({
+                type: string;
+            } & {
+                [key: string]: unknown;
+            })[];
+        } & {
+            [key: string]: unknown;
+        };
+        ResponseFunctionCall: {
+            id: string;
+            /** @enum {string} */
+            type: "function_call";
+            call_id: string;
+            name: string;
+            arguments: string;
+            status: string;
+        } & {
+            [key: string]: unknown;
+        };
+        ResponseFileSearchCall: {
+            id: string;
+            /** @enum {string} */
+            type: "file_search_call";
+            status: string;
+            queries: string[];
+            results: unknown[] | null;
+        } & {
+            [key: string]: unknown;
+        };
+        ResponseUsage: {
+            input_tokens: components["schemas"]["Int"];
+            output_tokens: components["schemas"]["Int"];
+            total_tokens: components["schemas"]["Int"];
+        } & {
+            [key: string]: unknown;
         };
         /** SessionBusy */
         SessionBusy: {
@@ -5519,11 +5617,16 @@ export interface operations {
                         object: "chat.completion";
                         created: components["schemas"]["Int"];
                         model: string;
-                        choices: unknown[];
+                        choices: components["schemas"]["ChatCompletionChoice"][];
                         usage: {
                             prompt_tokens: components["schemas"]["Int"];
                             completion_tokens: components["schemas"]["Int"];
                             total_tokens: components["schemas"]["Int"];
+                            prompt_tokens_details?: {
+                                cached_tokens: components["schemas"]["Int"];
+                            };
+                        } & {
+                            [key: string]: unknown;
                         };
                     };
                     "text/event-stream": string;
@@ -7570,6 +7673,81 @@ export interface operations {
             };
         };
     };
+    "files.list": {
+        parameters: {
+            query?: {
+                /** @description a string to be decoded into a number */
+                limit?: number;
+                /** @description a string at most 200 character(s) long */
+                after?: string;
+            };
+            header?: {
+                /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
+                "X-End-User-Id"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        object: "list";
+                        data: {
+                            id: string;
+                            /** @enum {string} */
+                            object: "file";
+                            bytes: components["schemas"]["Int"];
+                            created_at: components["schemas"]["Int"];
+                            filename: string;
+                            purpose: string;
+                            /** @enum {string} */
+                            status: "processed";
+                            status_details: null;
+                            expires_at: null;
+                            content_type: string;
+                            size: components["schemas"]["Int"];
+                            sha256: string;
+                        }[];
+                        has_more: boolean;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
     "files.register": {
         parameters: {
             query?: never;
@@ -7678,6 +7856,58 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UploadIncomplete"] | components["schemas"]["UploadSizeMismatch"];
+                };
+            };
+        };
+    };
+    "files.content": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
+                "X-End-User-Id"?: string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description a string */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": string;
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };

@@ -77,6 +77,8 @@ describe("session turns: safe retries", () => {
         })
         assert.strictEqual(conflict.status, 409, conflict.text)
         assert.strictEqual(conflict.body.error.type, "idempotency_conflict")
+        // Final: retrying the same key with this body can never succeed, so the SDKs must not retry it.
+        assert.strictEqual(conflict.headers.get("x-should-retry"), "false")
         const bad = yield* request("POST", path, { token: user.token, headers: { "idempotency-key": "" }, body })
         assert.strictEqual(bad.status, 400, bad.text)
 
