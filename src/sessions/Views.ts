@@ -1,5 +1,5 @@
 import type * as Prompt from "@effect/ai/Prompt"
-import type { SessionRow } from "./Repo.js"
+import type { SessionRow } from "./Rows.js"
 
 /** Sessions and their history as clients read them (spec 4.2). */
 
