@@ -1,12 +1,14 @@
 import { Entity, type Envelope } from "@effect/cluster"
-import { Cause, Chunk, Clock, Effect, Either, Exit, Layer, Queue, Schedule } from "effect"
-import { localPath, serveLocally } from "../platform/Cluster.js"
+import { Cause, Chunk, Clock, Duration, Effect, Either, Exit, Layer, Option, Queue, Schedule } from "effect"
+import { ENTITY_DEADLINE } from "../platform/Cluster.js"
 import { ShardFences } from "../platform/cluster/Fences.js"
 import type { Micros } from "../platform/Money.js"
+import { EntityDeadline } from "../platform/Outage.js"
 import { WalletCommitter } from "./Committer.js"
 import { BillingConfig } from "./Config.js"
 import { DAY_MS, type Decision, decideItems, type Item, type Movement, type Refusal, WalletFailure } from "./Decide.js"
 import { entryKey, type KeyedEntry, LedgerRepo, type WalletState } from "./Repo.js"
+import { type LocalWallet, LocalWallets } from "./LocalWallets.js"
 import { type ChargeError, type ChargeRequest, Wallet, type WalletRpcs } from "./WalletRpc.js"
 
 type WalletRequest = Envelope.Request<WalletRpcs>
@@ -56,20 +58,15 @@ interface Job {
   readonly answer: (decisions: ReadonlyArray<Decision>) => Effect.Effect<void>
 }
 
-/**
- * The wallet's local road (`platform/Cluster.ts`, `serveLocally`): a `Charges` payload or a balance read
- * (`undefined`), answered as the message would be (the charges' answers, or the balance).
- */
-export const WalletLocal = localPath<
-  { readonly charges: ReadonlyArray<ChargeRequest> } | undefined,
-  ReadonlyArray<Either.Either<Movement, ChargeError>> | Either.Either<bigint, WalletFailure>
->("Wallet")
-
-/** How long the wallet stays active with nothing to do. */
-const MAX_IDLE_TIME = "5 minutes"
+/** How long a local caller waits at most: as long as a message (`makeEntityCaller`). */
+const DEADLINE_MS = Duration.toMillis(ENTITY_DEADLINE)
+const DEADLINE_TEXT = Duration.format(ENTITY_DEADLINE)
 
 /** At most this many requests decided (and committed) together. */
 const MAX_JOBS_PER_BATCH = 4096
+
+/** How often a wallet charged only by local callers gets a charge as a cluster message (its `maxIdleTime` is 5 min). */
+const MESSAGE_EVERY = 60_000
 
 /** How a wallet that could not be read is read again: 0.1 s doubling to 2 s apart, for as long as it takes. */
 const RELOAD = Schedule.exponential("100 millis", 2).pipe(Schedule.union(Schedule.spaced("2 seconds")))
@@ -78,8 +75,8 @@ const RELOAD = Schedule.exponential("100 millis", 2).pipe(Schedule.union(Schedul
  * The wallet entity's behaviour (its contract is `WalletRpc.ts`). It takes its requests in batches: every request
  * that arrived while the previous batch committed is decided in order against the in-memory state (`decideItems`),
  * then the batch is written by the group commit (`WalletCommitter`), and only then answered. The requests are the
- * mailbox's messages and this runner's callers' requests taken by the cluster's local road (`WalletLocal`,
- * `serveLocally` in `platform/Cluster.ts`, issue 45 item 1): one queue, one loop, the same fence and keys.
+ * mailbox's messages and the charges this runner's own callers bring directly (`LocalWallets`, issue 28 item 4):
+ * both are decided and committed the same way, under the same fence and keys.
  */
 export const WalletLive = Wallet.toLayerMailbox(
   Effect.gen(function*() {
@@ -99,6 +96,8 @@ export const WalletLive = Wallet.toLayerMailbox(
         ? now
         : undefined
     }
+    /** Whether this runner still holds the shard under the generation the wallet was read with. */
+    const current = () => fences.fenceCurrent(fence)
 
     const repo = yield* LedgerRepo
     const committer = yield* WalletCommitter
@@ -258,15 +257,55 @@ export const WalletLive = Wallet.toLayerMailbox(
         return yield* Effect.forEach(requests, (items) => Effect.forEach(items, settleAlone))
       })
 
-    /** The requests waiting for the wallet, in arrival order: the mailbox's and the local road's. */
+    /**
+     * The requests waiting for the wallet, in arrival order: the mailbox's (cluster messages) and the charges of this
+     * runner's own callers (`LocalWallets`), decided together by one loop.
+     */
     const jobs = yield* Queue.unbounded<Job>()
-    yield* serveLocally(WalletLocal, { maxIdleTime: MAX_IDLE_TIME }, (payload, answer) => {
-      jobs.unsafeOffer({
-        items: payload === undefined ? [{ tag: "Balance" }] : payload.charges.map(chargeItem),
-        answer: (decisions) =>
-          Effect.sync(() => answer(payload === undefined ? balanceAnswer(decisions[0]!) : decisions.map(chargeAnswer)))
+    /** The local callers not answered yet, each with how to tell it: answered `None` (send again) if the entity stops. */
+    const unanswered = new Map<Job, (answer: Effect.Effect<Option.Option<ReadonlyArray<Decision>>>) => void>()
+    let open = true
+    /** When the mailbox last brought a message (the cluster's clock for passivating an idle entity). */
+    let lastMessageAt = Date.now()
+
+    /**
+     * A local caller's request costs a queue slot and a callback: no fiber, no message. Its wait is bounded like a
+     * message's (`ENTITY_DEADLINE`, then `EntityDeadline`: 503), by one timer.
+     */
+    const ask = (items: ReadonlyArray<Item>) =>
+      Effect.async<Option.Option<ReadonlyArray<Decision>>>((resume) => {
+        // The cluster passivates an entity that got no message for `maxIdleTime`, however busy its local callers
+        // keep it; so now and then a request goes as a message instead, which tells the cluster it is in use.
+        if (!open || !current() || Date.now() - lastMessageAt > MESSAGE_EVERY) return resume(Effect.succeedNone)
+        const job: Job = {
+          items,
+          answer: (decisions) =>
+            Effect.sync(() => {
+              if (!unanswered.delete(job)) return
+              clearTimeout(timer)
+              resume(Effect.succeed(Option.some(decisions)))
+            })
+        }
+        const timer = setTimeout(() => {
+          if (unanswered.delete(job)) resume(Effect.die(new EntityDeadline({ message: `No answer from the wallet within ${DEADLINE_TEXT}.` })))
+        }, DEADLINE_MS)
+        unanswered.set(job, resume)
+        jobs.unsafeOffer(job)
       })
-    })
+    const local: LocalWallet = {
+      charge: (charges) => Effect.map(ask(charges.map(chargeItem)), Option.map((decisions) => decisions.map(chargeAnswer))),
+      balance: Effect.map(ask([{ tag: "Balance" }]), Option.map(([decision]) => balanceAnswer(decision!)))
+    }
+    const localWallets = yield* LocalWallets
+    localWallets.byUser.set(userId, local)
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        open = false
+        if (localWallets.byUser.get(userId) === local) localWallets.byUser.delete(userId)
+        for (const resume of unanswered.values()) resume(Effect.succeedNone)
+        unanswered.clear()
+      })
+    )
 
     return (mailbox, replier) => {
       /** Answers `request` with the decisions on its items. */
@@ -296,16 +335,15 @@ export const WalletLive = Wallet.toLayerMailbox(
         }
       }
       return Effect.gen(function*() {
-        // The mailbox's requests join the local road's in the one queue the wallet decides from.
+        // The mailbox's requests join the local callers' in the one queue the wallet decides from.
         yield* Effect.fork(Effect.gen(function*() {
           while (true) {
             const [chunk, done] = yield* mailbox.takeAll
+            lastMessageAt = Date.now()
             yield* Queue.offerAll(jobs, Chunk.map(chunk, (request): Job => ({ items: itemsOf(request, holdTtlMs), answer: reply(request) })))
             if (done) return
           }
         }))
-        // Every request that arrived while the previous batch committed, decided together (at most
-        // `MAX_JOBS_PER_BATCH` at a time), in arrival order.
         while (true) {
           const batch = Chunk.toReadonlyArray(yield* Queue.takeBetween(jobs, 1, MAX_JOBS_PER_BATCH))
           const decisions = yield* handle(batch.map((job) => job.items))
@@ -314,5 +352,5 @@ export const WalletLive = Wallet.toLayerMailbox(
       })
     }
   }),
-  { maxIdleTime: MAX_IDLE_TIME, mailboxCapacity: 10_000 }
-).pipe(Layer.provide(WalletCommitter.Default), Layer.provide([LedgerRepo.Default, BillingConfig.Default]))
+  { maxIdleTime: "5 minutes", mailboxCapacity: 10_000 }
+).pipe(Layer.provide([WalletCommitter.Default, LocalWallets.Default]), Layer.provide([LedgerRepo.Default, BillingConfig.Default]))

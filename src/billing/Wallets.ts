@@ -1,13 +1,12 @@
-import { RequestResolver as BatchWindow } from "@effect/experimental"
 import { ClusterError, Sharding } from "@effect/cluster"
-import { Effect, Either, Exit, Metric, Option, Request, RequestResolver } from "effect"
-import { localFirst, makeEntityCaller, shardOf } from "../platform/Cluster.js"
+import { Effect, Either, Exit, FiberSet, Metric, Option } from "effect"
+import { makeEntityCaller, shardOf } from "../platform/Cluster.js"
 import type { Fence } from "../platform/cluster/Fences.js"
 import type { Micros } from "../platform/Money.js"
 import { walletChargeMessages, walletCharges, walletRequests } from "../platform/telemetry/Metrics.js"
 import { type Movement, WalletFailure } from "./Decide.js"
+import { type LocalWallet, LocalWallets } from "./LocalWallets.js"
 import type { EntryInfo } from "./Repo.js"
-import { WalletLocal } from "./WalletEntity.js"
 import { type ChargeError, type ChargeRequest, Wallet } from "./WalletRpc.js"
 
 type ClusterFailure =
@@ -24,9 +23,9 @@ const isClusterFailure = (error: unknown): error is ClusterFailure =>
 const orDieOnCluster = <A, E, R>(effect: Effect.Effect<A, E | ClusterFailure, R>): Effect.Effect<A, Exclude<E, ClusterFailure>, R> =>
   Effect.catchIf(effect, isClusterFailure, Effect.die)
 
-/** The series `Wallets` counts into, tagged once here. */
+/** The series `Wallets` counts into, tagged once here (updated without an effect, from the lanes' callbacks). */
+const chargesDirect = walletCharges.pipe(Metric.tagged("via", "direct"), Metric.tagged("to", "this_runner"))
 const chargesSentHere = walletCharges.pipe(Metric.tagged("via", "message"), Metric.tagged("to", "this_runner"))
-const chargesLocal = walletCharges.pipe(Metric.tagged("via", "local"), Metric.tagged("to", "this_runner"))
 const chargesSentAway = walletCharges.pipe(Metric.tagged("via", "message"), Metric.tagged("to", "another_runner"))
 const messagesHere = walletChargeMessages.pipe(Metric.tagged("to", "this_runner"))
 const messagesAway = walletChargeMessages.pipe(Metric.tagged("to", "another_runner"))
@@ -54,43 +53,37 @@ export interface SettledCharge {
   readonly entry: ChargeEntry
 }
 
-/** One charge for a wallet another runner owns, waiting to leave with the others of its window. */
-interface RemoteCharge extends Request.Request<Movement, ChargeError | ClusterFailure> {
-  readonly _tag: "RemoteCharge"
-  readonly userId: string
-  readonly charge: ChargeRequest
+/** A charge waiting in its wallet's lane for the next `Charges` message. */
+interface Waiting {
+  readonly request: ChargeRequest
+  readonly resume: (effect: Effect.Effect<Movement, ChargeError | ClusterFailure>) => void
+  cancelled: boolean
 }
-const RemoteCharge = Request.tagged<RemoteCharge>("RemoteCharge")
+
+/** The charges this process has for one wallet: at most one `Charges` message on its way, the rest waiting. */
+interface Lane {
+  inFlight: boolean
+  waiting: Array<Waiting>
+}
 
 /**
- * How long the charges for wallets on other runners gather before they leave, one `Charges` message per wallet: the
- * round trip on the runner socket costs several times this, and a hot wallet's charges then cost one trip per
- * window, not one each (issue 28 item 4, issue 45 item 4).
- */
-const REMOTE_WINDOW = "2 millis"
-
-/**
- * What the rest of the platform calls: the wallet of a user, wherever in the cluster it lives, through the cluster's
- * entity client (issue 45 item 1): a charge or a balance read for a wallet whose entity is active on this runner
- * takes the cluster's local road first (`localFirst` in `platform/Cluster.ts`: into the entity's queue, no message);
- * when that answers `None` (no instance here, stopping, fence moved, cut mid-way) it goes as a message to the user's
- * `Wallet` entity, sent from this service's fibers (`makeEntityCaller`, with its deadline and its resend of a
- * message cut by a hand-over): each charge carries its key, so one the wallet did commit is answered from the ledger,
- * not charged twice. Credits always go as messages.
+ * What the rest of the platform calls: the wallet of a user, wherever in the cluster it lives.
  *
- * A charge by message for a wallet this runner owns is a message of one: the entity decides together every request
- * that arrived while its previous batch committed, so batching here would only add a wait. Charges for a
- * wallet another runner owns gather for `REMOTE_WINDOW` (`RequestResolver.makeBatched`, over `@effect/experimental`'s
- * window) and leave as one `Charges` message per wallet: one round trip on the runner socket per window. The entity
- * decides a message's charges in order exactly as if each had been sent alone, and each caller gets its own answer,
- * after the commit.
+ * Charges go out as `Charges` messages, one at a time per wallet from this process: a charge for a wallet with no
+ * message on its way leaves at once (alone), and the charges that arrive meanwhile leave together when the answer
+ * comes back. The entity decides them in order, as if each had been sent alone; each caller gets its own answer, and
+ * only after the commit. A hot wallet thus costs one cluster message per batch instead of one per charge.
+ *
+ * A charge for a wallet whose entity is active on this runner skips the message: it goes into the entity directly
+ * (`LocalWallets`), where it joins the requests being decided together. Credits and balances always go as messages.
  */
 export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets", {
   scoped: Effect.gen(function*() {
     const makeClient = yield* Wallet.client
     const sharding = yield* Sharding.Sharding
-    /** Whether this runner holds the wallet's shard now (where its next message goes). */
+    /** Whether this runner holds the wallet's shard now (where its next message goes: metrics only). */
     const ownedHere = (userId: string) => sharding.hasShardId(shardOf(sharding, Wallet, userId))
+    const localWallets = yield* LocalWallets
     const clients = new Map<string, ReturnType<typeof makeClient>>()
     /** The client of one wallet (an address and a proxy): made once per wallet, not per call. */
     const client = (userId: string) => {
@@ -102,59 +95,99 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
       }
       return c
     }
+    // Every message goes through `toEntity` (charges from a lane's own fiber, `runFork`): never from the caller's
+    // fiber, so an active wallet does not keep the request that woke it alive (see makeEntityCaller).
+    const runFork = yield* FiberSet.makeRuntime<never>()
     const toEntity = yield* makeEntityCaller
-    const local = yield* localFirst(WalletLocal)
+    const lanes = new Map<string, Lane>()
 
-    /** One `Charges` message with `charges`, counted as it leaves (each resend again). */
-    const sendCharges = (userId: string, charges: ReadonlyArray<ChargeRequest>) =>
-      toEntity(
-        Effect.suspend(() => {
-          const [messages, sent] = ownedHere(userId) ? [messagesHere, chargesSentHere] : [messagesAway, chargesSentAway]
-          messages.unsafeUpdate(1, [])
-          sent.unsafeUpdate(charges.length, [])
-          return client(userId).Charges({ charges })
-        }),
-        { resendWhenCut: true }
+    /**
+     * Sends what waits in `lane` as one message; when it is answered, sends what arrived meanwhile. A message cut by
+     * a hand-over (the wallet's shard moved, or its runner lost its shard locks) is sent again with the same charges
+     * (`resendWhenCut`): each carries its key, so one the wallet did commit is answered from the ledger, not charged
+     * twice.
+     */
+    const send = (userId: string, lane: Lane) => {
+      const batch = lane.waiting.filter((w) => !w.cancelled)
+      lane.waiting = []
+      if (batch.length === 0) {
+        lanes.delete(userId)
+        return
+      }
+      lane.inFlight = true
+      const charges = batch.map((w) => w.request)
+      // Counted as it leaves, each resend again: what went to another runner crossed the runner socket.
+      const message = Effect.suspend(() => {
+        const here = ownedHere(userId)
+        const [messages, sent] = here ? [messagesHere, chargesSentHere] : [messagesAway, chargesSentAway]
+        messages.unsafeUpdate(1, [])
+        sent.unsafeUpdate(charges.length, [])
+        return client(userId).Charges({ charges })
+      })
+      runFork(
+        toEntity(message, { resendWhenCut: true }).pipe(
+          // On any exit, interruption included: every charge of the batch gets an answer and the lane moves on.
+          Effect.onExit((exit) =>
+            Effect.sync(() => {
+              if (Exit.isSuccess(exit)) {
+                batch.forEach((w, i) => {
+                  const result = exit.value[i]
+                  w.resume(
+                    result === undefined
+                      ? Effect.dieMessage("the wallet answered fewer charges than it was sent")
+                      : Either.isRight(result)
+                      ? Effect.succeed(result.right)
+                      : Effect.fail(result.left)
+                  )
+                })
+              } else {
+                for (const w of batch) w.resume(Effect.failCause(exit.cause))
+              }
+              lane.inFlight = false
+              send(userId, lane)
+            })
+          )
+        )
       )
+    }
 
-    const answerOf = (result: Either.Either<Movement, ChargeError> | undefined): Effect.Effect<Movement, ChargeError> =>
-      result === undefined
-        ? Effect.dieMessage("the wallet answered fewer charges than it was sent")
-        : Either.isRight(result)
-        ? Effect.succeed(result.right)
-        : Effect.fail(result.left)
-
-    /** The charges of a window, one message per wallet; each caller is answered with its own charge's answer. */
-    const remote = yield* BatchWindow.dataLoader(
-      RequestResolver.makeBatched((calls: ReadonlyArray<RemoteCharge>) => {
-        const byUser = new Map<string, Array<RemoteCharge>>()
-        for (const call of calls) {
-          const list = byUser.get(call.userId)
-          if (list === undefined) byUser.set(call.userId, [call])
-          else list.push(call)
+    /** Sends `request` in its wallet's next `Charges` message. */
+    const chargeByMessage = (userId: string, request: ChargeRequest) =>
+      Effect.async<Movement, ChargeError | ClusterFailure>((resume) => {
+        const waiting: Waiting = { request, resume, cancelled: false }
+        let lane = lanes.get(userId)
+        if (lane === undefined) {
+          lane = { inFlight: false, waiting: [] }
+          lanes.set(userId, lane)
         }
-        return Effect.forEach(byUser, ([userId, list]) =>
-          Effect.onExit(sendCharges(userId, list.map((call) => call.charge)), (exit) =>
-            Effect.forEach(list, (call, i) =>
-              Request.completeEffect(call, Exit.isSuccess(exit) ? answerOf(exit.value[i]) : Effect.failCause(exit.cause)), { discard: true })
-          ).pipe(Effect.ignore), { concurrency: "unbounded", discard: true })
-      }),
-      { window: REMOTE_WINDOW }
-    )
+        lane.waiting.push(waiting)
+        if (!lane.inFlight) send(userId, lane)
+        // A caller that gives up before its charge left takes it back; once sent, the wallet decides it.
+        return Effect.sync(() => {
+          waiting.cancelled = true
+        })
+      })
 
-    const byMessage = (userId: string, charge: ChargeRequest) =>
-      ownedHere(userId)
-        ? Effect.flatMap(sendCharges(userId, [charge]), (answers) => answerOf(answers[0]))
-        : Effect.request(RemoteCharge({ userId, charge }), remote)
-
-    const chargeWith = (userId: string, charge: ChargeRequest) =>
-      countCharge(orDieOnCluster(Effect.flatMap(local(userId, { charges: [charge] }), (answer) => {
-        if (Option.isNone(answer)) return byMessage(userId, charge)
-        chargesLocal.unsafeUpdate(1, [])
-        return answerOf((answer.value as ReadonlyArray<Either.Either<Movement, ChargeError>>)[0])
-      })))
+    /**
+     * Charges a wallet active on this runner in its entity, in the caller's fiber (issue 28 item 4): the entity
+     * decides it with its other requests and commits it with the same fence and keys as a message's, and answers
+     * after the commit; nothing crosses the cluster and nothing is stored as a message. `None` (the entity stopped,
+     * or its shard moved) sends it as a message instead: a charge the entity did commit carries its key and replays.
+     */
+    const chargeHere = (wallet: LocalWallet, userId: string, request: ChargeRequest) =>
+      Effect.flatMap(wallet.charge([request]), Option.match({
+        onNone: () => chargeByMessage(userId, request),
+        onSome: (answers) => {
+          chargesDirect.unsafeUpdate(1, [])
+          return answers[0]!
+        }
+      }))
 
     const noEvent = { appId: null, event: null, metadata: null, description: null }
+    const chargeWith = (userId: string, request: ChargeRequest) => {
+      const here = localWallets.byUser.get(userId)
+      return countCharge((here === undefined ? chargeByMessage(userId, request) : chargeHere(here, userId, request)).pipe(orDieOnCluster))
+    }
     return {
       charge: (userId: string, amount: Micros, entry: ChargeEntry, dailyCap: Micros | null = null) =>
         chargeWith(userId, { amount, entry: { ...noEvent, ...entry }, dailyCap }).pipe(
@@ -173,12 +206,12 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
           orDieOnCluster,
           Effect.withSpan("Wallets.credit")
         ),
-      /** The balance after every request the wallet took before this one, in order with them. */
-      balance: (userId: string) =>
-        countBalance(Effect.flatMap(local(userId, undefined), (answer) =>
-          Option.isSome(answer)
-            ? answer.value as Either.Either<bigint, WalletFailure>
-            : toEntity(client(userId).Balance(), { resendWhenCut: true }).pipe(Effect.map((reply) => reply.balance)))).pipe(orDieOnCluster),
+      balance: (userId: string) => {
+        const byMessage = toEntity(client(userId).Balance(), { resendWhenCut: true }).pipe(Effect.map((reply) => reply.balance))
+        const here = localWallets.byUser.get(userId)
+        // A wallet active on this runner is read in its entity, in order with its other requests: no message.
+        return countBalance((here === undefined ? byMessage : Effect.flatMap(here.balance, Option.getOrElse(() => byMessage))).pipe(orDieOnCluster))
+      },
       /** The balance and what holds reserve of it (`GET /api/wallet`): available = balance - held. */
       funds: (userId: string) =>
         countBalance(toEntity(client(userId).Balance(), { resendWhenCut: true })).pipe(
@@ -213,5 +246,6 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
           { resendWhenCut: true }
         )).pipe(orDieOnCluster)
     } as const
-  })
+  }),
+  dependencies: [LocalWallets.Default]
 }) {}

@@ -11,7 +11,7 @@ import {
   McpError,
   type Tool
 } from "@modelcontextprotocol/sdk/types.js"
-import { Cause, Effect, Either, Exit, FiberId, FiberSet, Layer, Option, Schema, Stream, type Tracer } from "effect"
+import { Effect, Either, Layer, Option, Runtime, Schema, Stream, type Tracer } from "effect"
 import { RunPayerLive } from "../billing/RunPayerLive.js"
 import { KnowledgeSearchLive } from "../knowledge/KnowledgeSearchLive.js"
 import { Wallets } from "../billing/Wallet.js"
@@ -213,7 +213,7 @@ const DROPPED = new Set([
  * and transport, so nothing is shared between requests and any process of a cluster can answer any request.
  * Responses are plain JSON (`enableJsonResponse`): one answer per request, nothing to stream without sessions.
  */
-export const McpRoute = Layer.scopedDiscard(Effect.gen(function*() {
+export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
   const router = yield* HttpLayerRouter.HttpRouter
   const config = yield* McpConfig
   const identity = yield* McpIdentity
@@ -246,20 +246,9 @@ export const McpRoute = Layer.scopedDiscard(Effect.gen(function*() {
       (error) => `Invalid structured content for tool ${tool.name}: ${describeIssues(error)}`
     ).pipe(Either.map(() => value))
   }
-  // The SDK calls tools through promises: their effects run in a `FiberSet` of the layer's scope (interrupted when
-  // the server stops), and the SDK's abort signal (the IDE cancelled, or left) interrupts the call.
-  const runFork = yield* FiberSet.makeRuntime<never>()
-  const runTool = <A, E>(effect: Effect.Effect<A, E>, options?: { readonly signal?: AbortSignal }) =>
-    new Promise<A>((resolve, reject) => {
-      const fiber = runFork(effect)
-      const abort = () => fiber.unsafeInterruptAsFork(FiberId.none)
-      options?.signal?.addEventListener("abort", abort, { once: true })
-      fiber.addObserver((exit) => {
-        options?.signal?.removeEventListener("abort", abort)
-        if (Exit.isSuccess(exit)) resolve(exit.value)
-        else reject(Cause.squash(exit.cause))
-      })
-    })
+  // The SDK calls tools through promises; this runtime (the layer's) is what their effects run on.
+  const runtime = yield* Effect.runtime<never>()
+  const runTool = Runtime.runPromise(runtime)
 
   /** Runs one tool; whatever happens, the IDE gets a tool result, never a JSON-RPC error. */
   const call = (

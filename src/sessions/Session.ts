@@ -1,6 +1,6 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import { Entity, type Sharding } from "@effect/cluster"
-import { Cause, Effect, Exit, Fiber, FiberSet, Layer, Metric, Option, Schedule, Scope } from "effect"
+import { Cause, Effect, Exit, Fiber, Layer, Metric, Option, Runtime, Schedule, Scope } from "effect"
 import { ShardFences } from "../platform/cluster/Fences.js"
 import { AppConfig } from "../platform/Config.js"
 import { activeSessions, inFlight, queuedTurns, runningTurns } from "../platform/telemetry/Metrics.js"
@@ -32,13 +32,15 @@ const turnPartOf = (found: Option.Option<SessionRow>) =>
   Option.map(found, ({ accountId, agentIdentifier, endUserId, environmentId }) => ({ accountId, agentIdentifier, endUserId, environmentId }))
 
 /**
- * The behaviour runs once per activation, in the fiber that sent the message that woke the session. Every sender
- * sends from a fiber of its service (`makeEntityCaller`), never from an HTTP request's, so what the behaviour forks
- * (the worker, and under it each turn's engine) carries no request in its FiberRefs' history. The worker runs in a
- * `FiberSet` of the entity's scope (issue 45 item 1: no `Runtime.runFork`), which the session's one finalizer clears
- * after the sent turns had their grace.
+ * The behaviour runs once per activation, in the fiber that sent the message that woke the session (for the API, the
+ * HTTP request's). A fiber forked there would carry that fiber's FiberRefs, which keep every ancestor's value, not
+ * only the current one: the cluster replaces the context the behaviour sees, yet the request's context (its
+ * `HttpServerRequest`: the Node request, its socket and body) would stay in that history until the session
+ * passivates. So the worker starts from this layer's runtime, with the entity's own context, and ends with the
+ * entity's scope.
  */
 export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
+  const processRuntime = yield* Effect.runtime<never>()
   const { shutdownGrace } = yield* AppConfig
   const { contextChars } = yield* SessionsConfig
   return Session.toLayer(Effect.gen(function*() {
@@ -113,15 +115,12 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
           queued.push(turn)
         }
         yield* Metric.increment(queuedTurns)
-        if (started) yield* startWorker
+        if (started) startWorker()
       })
 
     // The session's sandbox (`run_code`): kept while the session is active, so variables persist between turns;
     // released when it passivates (the entity's scope closes) or is deleted (`Stop`).
     const sandbox = unsafeMakeSandboxHolder()
-
-    /** The entity's own fibers (its worker): interrupted with the entity, by its one finalizer (below). */
-    const fibers = yield* FiberSet.make<unknown, unknown>()
 
     /** The event as the log holds it, with the session's next `seq`. */
     const nextLogged = (turn: number, event: InternalEvent) => {
@@ -199,8 +198,7 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
           if (stop !== undefined) {
             stoppedBy = Option.some(stop)
             const running = current
-            // From another fiber of the entity's: this one is the turn's own, inside an uninterruptible write.
-            if (Option.isSome(running)) yield* FiberSet.run(fibers, Fiber.interrupt(running.value.fiber))
+            if (Option.isSome(running)) Runtime.runFork(entityRuntime)(Fiber.interrupt(running.value.fiber))
             return
           }
           setStatus(event.type === "Ask" ? "waiting_approval" : status === "waiting_approval" ? "running" : status)
@@ -375,6 +373,11 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
         }
       })
 
+    const entityRuntime = Runtime.make({
+      context: yield* Effect.context<Sharding.Sharding | Entity.CurrentAddress>(),
+      fiberRefs: processRuntime.fiberRefs,
+      runtimeFlags: processRuntime.runtimeFlags
+    })
     const entityScope = yield* Effect.scope
 
     // While the worker has work the entity must stay active (no passivation mid-turn).
@@ -382,9 +385,8 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
 
     /**
      * The worker: one turn at a time, in order, while there are turns; it ends when none is left (the next `enqueue`
-     * starts another). Forked into `fibers`, the entity's `FiberSet` (made before the finalizer below, so it closes
-     * after it): the finalizer clears it once the sent turns had their grace, not before, as a fork into the entity's
-     * scope itself would (a scope closes its newest finalizers first).
+     * starts another). Not forked into the entity's scope (a child scope per fork): the one finalizer below interrupts
+     * it, after the sent turns had their grace.
      */
     const work = (): Effect.Effect<void, never, Sharding.Sharding | Entity.CurrentAddress> => Effect.gen(function*() {
       for (;;) {
@@ -410,18 +412,15 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
         )
       }
     })
-    /** The entity's context: the worker's, whichever fiber starts it (the behaviour, or a `Send`). */
-    const entityContext = yield* Effect.context<Sharding.Sharding | Entity.CurrentAddress>()
-    const startWorker = Effect.suspend(() => {
-      if (worker !== undefined) return Effect.void
-      return Effect.map(FiberSet.run(fibers, Effect.provide(work(), entityContext)), (fiber) => {
-        worker = fiber
-        // A worker that died all the same (a defect outside a turn) does not block the next `Send` from starting one.
-        fiber.addObserver(() => {
-          if (worker === fiber) worker = undefined
-        })
+    function startWorker() {
+      if (worker !== undefined) return
+      const fiber = Runtime.runFork(entityRuntime)(work())
+      worker = fiber
+      // A worker that died all the same (a defect outside a turn) does not block the next `Send` from starting one.
+      fiber.addObserver(() => {
+        if (worker === fiber) worker = undefined
       })
-    })
+    }
 
     // One finalizer for the whole session, added to the scope directly (`Effect.addFinalizer` keeps a copy of the
     // fiber's refs per finalizer, for every active session). In order: a runner giving the session up (SIGTERM, or
@@ -439,7 +438,7 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
             // Finalizers are uninterruptible: without this the timeout could not stop the wait.
             yield* Effect.timeoutOption(Effect.interruptible(unfinished.drained()), shutdownGrace)
           }
-          yield* FiberSet.clear(fibers)
+          if (worker !== undefined) yield* Fiber.interrupt(worker)
           yield* Metric.incrementBy(queuedTurns, -queued.length)
           yield* Metric.incrementBy(activeSessions, -1)
           yield* sandbox.release
@@ -447,7 +446,7 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
       )
     ))
     started = true
-    if (queued.length > 0) yield* startWorker
+    if (queued.length > 0) startWorker()
 
     return {
       Send: ({ payload }) =>

@@ -53,13 +53,13 @@ export const walletCommitDuration = Metric.histogram(
 )
 
 /**
- * Wallet charges sent to the wallet's entity, by the runner that owned the wallet's shard when they left (`to`:
- * `this_runner` or `another_runner`, over the runner socket), and how (`via`): `local` when the wallet's entity active
- * on this runner took it by the cluster's local road (`serveLocally` in `platform/Cluster.ts`, no message), `message`
- * in a `Charges` message. A message resent after a hand-over counts its charges again.
+ * Wallet charges by how they reached the wallet's entity (issue 28 item 4): `via="direct"` taken by the entity on
+ * this runner without a message (`LocalWallets`), `via="message"` sent in a `Charges` message, `to` the runner that
+ * owned the wallet's shard when it left (`this_runner` or `another_runner`, over the runner socket). A message
+ * resent after a hand-over counts its charges again.
  */
 export const walletCharges = Metric.counter("wallet_charges_total", {
-  description: "Wallet charges taken by the local road or sent in Charges messages, by the runner they went to",
+  description: "Wallet charges sent, by how (direct into this runner's entity, or by message) and to which runner",
   incremental: true
 })
 

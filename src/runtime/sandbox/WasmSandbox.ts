@@ -2,7 +2,7 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import type * as Net from "node:net"
 import * as Os from "node:os"
-import { Effect, Exit, FiberSet, Layer, Option, Scope } from "effect"
+import { Effect, Exit, Layer, Option, Runtime, Scope } from "effect"
 import { Capabilities } from "../../platform/Capabilities.js"
 import { makeAdmission } from "./Admission.js"
 import { CHANNEL_FD, encodeFrame, frameCap, makeFrameReader } from "./Channel.js"
@@ -92,9 +92,7 @@ export const make = (
     const workdirs = workdirPrefix()
     const cgroupPrefix = `${serverTag()}-`
     let cgroupsMade = 0
-    // What the guest processes' Node callbacks start (a log line, closing a guest over its memory), in a `FiberSet`
-    // of the layer's scope.
-    const runFork = yield* FiberSet.makeRuntime<never>()
+    const runFork = Runtime.runFork(yield* Effect.runtime<never>())
 
     /** Starts a guest process; it is killed and its working directory removed when `scope` closes. */
     const launch = (spec: SandboxSpec, scope: Scope.Scope) =>
