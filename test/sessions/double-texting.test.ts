@@ -1,13 +1,11 @@
-import { Entity, ShardingConfig } from "@effect/cluster"
+import { Entity } from "@effect/cluster"
 import { SqlClient } from "@effect/sql"
 import { assert, describe, layer } from "@effect/vitest"
-import { Effect, Layer, Option, Queue, Runtime } from "effect"
+import { Effect, Option, Queue, Runtime } from "effect"
 import fc from "fast-check"
-import { ShardFences } from "../../src/platform/cluster/Fences.js"
-import { AppConfig } from "../../src/platform/Config.js"
 import { Session, SessionLive } from "../../src/sessions/Session.js"
-import { insertUser, TestDatabase } from "../support/Database.js"
 import { KnowledgeGate, RunPayerTest } from "../support/Ports.js"
+import { newEntitySession, SessionEntityEnv } from "./entity-support.js"
 
 /**
  * Issue 44 item 4: double-texting as a property. Random schedules of sends (each with a `multitask_strategy`),
@@ -22,13 +20,6 @@ import { KnowledgeGate, RunPayerTest } from "../support/Ports.js"
 
 const RUNS = Number(process.env.DOUBLE_TEXTING_RUNS ?? 1000)
 
-const Env = Layer.mergeAll(
-  AppConfig.Default,
-  ShardingConfig.layer(),
-  ShardFences.Default,
-  RunPayerTest.layer(),
-  KnowledgeGate.layer
-).pipe(Layer.provideMerge(TestDatabase({ SHUTDOWN_GRACE: "0 millis" })))
 
 type Strategy = "enqueue" | "reject" | "interrupt" | "rollback"
 type Op =
@@ -46,32 +37,10 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   { weight: 2, arbitrary: fc.constant({ kind: "release" as const }) }
 )
 
-const newSession = Effect.gen(function*() {
-  const sql = yield* SqlClient.SqlClient
-  const n = `${process.pid}_dt`
-  const userId = `usr_dt_${n}`
-  yield* insertUser(userId)
-  const draft = {
-    name: "Gated",
-    description: "Searches its knowledge",
-    category: "other",
-    instructions: "",
-    model: "builtin",
-    tools: [{ name: "file_search", permission: "allow" }],
-    knowledge_bases: ["vs_gated"],
-    subagents: [],
-    opening_message: "",
-    case_demos: [],
-    billing: { type: "FREE", price: "0", free_trial_per_user: 0, allow_trial: false }
-  }
-  yield* sql`INSERT INTO agents (id, identifier, owner_id, draft) VALUES (${`agt_${n}`}, ${`gated-dt-${process.pid}`}, ${userId}, ${JSON.stringify(draft)}::jsonb)`
-  const sessionId = `ses_${n}`
-  yield* sql`INSERT INTO sessions (id, agent_id, account_id, end_user_id) VALUES (${sessionId}, ${`agt_${n}`}, ${userId}, ${userId})`
-  return sessionId
-}).pipe(Effect.orDie)
+const newSession = newEntitySession("dt", { searches: true })
 
 describe("double-texting", () => {
-  layer(Env, { timeout: "600 seconds" })("multitask_strategy (property)", (it) => {
+  layer(SessionEntityEnv, { timeout: "600 seconds" })("multitask_strategy (property)", (it) => {
     it.scoped(`${RUNS} random schedules against one session: nothing lost, misattributed or billed twice`, () =>
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient

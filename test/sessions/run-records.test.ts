@@ -1,13 +1,10 @@
-import { Entity, ShardingConfig } from "@effect/cluster"
+import { Entity } from "@effect/cluster"
 import { SqlClient } from "@effect/sql"
 import { SqlError } from "@effect/sql/SqlError"
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import { ShardFences } from "../../src/platform/cluster/Fences.js"
-import { AppConfig } from "../../src/platform/Config.js"
 import { Session, SessionLive } from "../../src/sessions/Session.js"
-import { insertUser, TestDatabase } from "../support/Database.js"
-import { KnowledgeGate, RunPayerTest } from "../support/Ports.js"
+import { newEntitySession, SessionEntityEnv } from "./entity-support.js"
 
 /**
  * A run's row is never in a session's log without its `run.created` (issue 42 item 7: "every run row has its
@@ -17,40 +14,8 @@ import { KnowledgeGate, RunPayerTest } from "../support/Ports.js"
  * `run.created` must come with it.
  */
 
-const Env = Layer.mergeAll(
-  AppConfig.Default,
-  ShardingConfig.layer(),
-  // No runner storage tells these fences of shards: the entity holds its shard and writes unfenced.
-  ShardFences.Default,
-  RunPayerTest.layer(),
-  KnowledgeGate.layer
-).pipe(Layer.provideMerge(TestDatabase({ SHUTDOWN_GRACE: "0 millis" })))
 
-let made = 0
-/** A user, their agent (builtin model) and a session of theirs. */
-const newSession = Effect.gen(function*() {
-  const sql = yield* SqlClient.SqlClient
-  const n = `${process.pid}_${++made}`
-  const userId = `usr_records_${n}`
-  yield* insertUser(userId)
-  const draft = {
-    name: "Echo",
-    description: "Says what it heard",
-    category: "other",
-    instructions: "",
-    model: "builtin",
-    tools: [],
-    knowledge_bases: [],
-    subagents: [],
-    opening_message: "",
-    case_demos: [],
-    billing: { type: "FREE", price: "0", free_trial_per_user: 0, allow_trial: false }
-  }
-  yield* sql`INSERT INTO agents (id, identifier, owner_id, draft) VALUES (${`agt_r${n}`}, ${`echo-${n.replace("_", "-")}`}, ${userId}, ${JSON.stringify(draft)}::jsonb)`
-  const sessionId = `ses_r${n}`
-  yield* sql`INSERT INTO sessions (id, agent_id, account_id, end_user_id) VALUES (${sessionId}, ${`agt_r${n}`}, ${userId}, ${userId})`
-  return sessionId
-}).pipe(Effect.orDie)
+const newSession = newEntitySession("records", { searches: false })
 
 /**
  * The test's database client, except that the session log's statement (`commitLog`) fails while it carries a
@@ -82,7 +47,7 @@ const eventsOf = (sessionId: string) =>
       FROM session_events WHERE session_id = ${sessionId} ORDER BY session_events.seq`).pipe(Effect.orDie)
 
 describe("session run records", () => {
-  layer(Env, { timeout: "60 seconds", excludeTestServices: true })("a run's row and its events", (it) => {
+  layer(SessionEntityEnv, { timeout: "60 seconds", excludeTestServices: true })("a run's row and its events", (it) => {
     it.scoped("a run whose run.created was lost with a failed write gets it again with its turn's end", () =>
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient

@@ -1,12 +1,10 @@
-import { Entity, ShardingConfig } from "@effect/cluster"
+import { Entity } from "@effect/cluster"
 import { SqlClient } from "@effect/sql"
 import { assert, describe, layer } from "@effect/vitest"
-import { Deferred, Effect, Layer, Queue } from "effect"
-import { ShardFences } from "../../src/platform/cluster/Fences.js"
-import { AppConfig } from "../../src/platform/Config.js"
+import { Deferred, Effect, Queue } from "effect"
 import { Session, SessionLive } from "../../src/sessions/Session.js"
-import { insertUser, TestDatabase } from "../support/Database.js"
-import { KnowledgeGate, RunPayerTest } from "../support/Ports.js"
+import { KnowledgeGate } from "../support/Ports.js"
+import { newEntitySession, SessionEntityEnv } from "./entity-support.js"
 
 /**
  * The session entity on its own (issue 29 item 5): `Entity.makeTestClient` runs its behaviour in the test, with no
@@ -16,41 +14,8 @@ import { KnowledgeGate, RunPayerTest } from "../support/Ports.js"
  * (test/sessions/*.test.ts) show the same through the whole platform.
  */
 
-/** A session that goes away does not wait for its turns to end (SHUTDOWN_GRACE): the next activation picks them up. */
-const Env = Layer.mergeAll(
-  AppConfig.Default,
-  ShardingConfig.layer(),
-  // No runner storage tells these fences of shards: the entity holds its shard and writes unfenced.
-  ShardFences.Default,
-  RunPayerTest.layer(),
-  KnowledgeGate.layer
-).pipe(Layer.provideMerge(TestDatabase({ SHUTDOWN_GRACE: "0 millis" })))
 
-let made = 0
-/** A user, their agent (builtin model, `file_search` over a knowledge base) and a session of theirs. */
-const newSession = Effect.gen(function*() {
-  const sql = yield* SqlClient.SqlClient
-  const n = `${process.pid}_${++made}`
-  const userId = `usr_session_${n}`
-  yield* insertUser(userId)
-  const draft = {
-    name: "Gated",
-    description: "Searches its knowledge",
-    category: "other",
-    instructions: "",
-    model: "builtin",
-    tools: [{ name: "file_search", permission: "allow" }],
-    knowledge_bases: ["vs_gated"],
-    subagents: [],
-    opening_message: "",
-    case_demos: [],
-    billing: { type: "FREE", price: "0", free_trial_per_user: 0, allow_trial: false }
-  }
-  yield* sql`INSERT INTO agents (id, identifier, owner_id, draft) VALUES (${`agt_${n}`}, ${`gated-${n.replace("_", "-")}`}, ${userId}, ${JSON.stringify(draft)}::jsonb)`
-  const sessionId = `ses_${n}`
-  yield* sql`INSERT INTO sessions (id, agent_id, account_id, end_user_id) VALUES (${sessionId}, ${`agt_${n}`}, ${userId}, ${userId})`
-  return sessionId
-}).pipe(Effect.orDie)
+const newSession = newEntitySession("session", { searches: true })
 
 /** A turn that searches its knowledge for `label`. */
 const searchTurn = (label: string) => ({ message: `/tool file_search ${JSON.stringify({ query: label })}`, budget: null })
@@ -86,7 +51,7 @@ const queued = (sessionId: string) =>
 // the same worker, Cluster.ts's module-level fence state took this stand-alone entity for a runner's that lost its
 // shard, and every turn waited on `takeFence` forever.
 describe("Session entity on its own", () => {
-  layer(Env, { timeout: "60 seconds" })("Session entity (makeTestClient)", (it) => {
+  layer(SessionEntityEnv, { timeout: "60 seconds" })("Session entity (makeTestClient)", (it) => {
     it.scoped("turns queue: one runs at a time, in the order sent, each after the previous one ended", () =>
       Effect.gen(function*() {
         const sessionId = yield* newSession
