@@ -68,6 +68,10 @@ const cgroupMounts = (): ReadonlyArray<Mount> =>
     return [{ root: fields[3]!, point: fields[4]!, type, options: options ?? "" }]
   })
 
+/** A process's group in one hierarchy, from its `/proc/<pid>/cgroup`: v1's `memory` line, or v2's single line. */
+const groupPath = (version: "v1" | "v2", text: string): string | undefined =>
+  (version === "v1" ? /^\d+:(?:[^:]*,)?memory(?:,[^:]*)?:(.*)$/m : /^0::(.*)$/m).exec(text)?.[1]
+
 /** This process's own group in a hierarchy, as a folder under the mount that shows it. */
 const ownFolder = (mount: Mount, path: string) => {
   const relative = mount.root === "/" ? path : path.startsWith(mount.root) ? path.slice(mount.root.length) : undefined
@@ -77,7 +81,7 @@ const ownFolder = (mount: Mount, path: string) => {
 const v1 = (): CgroupCheck => {
   const mount = cgroupMounts().find((m) => m.type === "cgroup" && m.options.split(",").includes("memory"))
   if (mount === undefined) return { _tag: "Unavailable", reason: "no cgroup v1 memory hierarchy is mounted" }
-  const path = /^\d+:(?:[^:]*,)?memory(?:,[^:]*)?:(.*)$/m.exec(read("/proc/self/cgroup") ?? "")?.[1]
+  const path = groupPath("v1", read("/proc/self/cgroup") ?? "")
   const own = path === undefined ? undefined : ownFolder(mount, path)
   if (own === undefined) return { _tag: "Unavailable", reason: "this process's memory cgroup is not visible" }
   const root = Path.join(own, "atrium-guests")
@@ -112,7 +116,7 @@ const v1 = (): CgroupCheck => {
 const v2 = (): CgroupCheck => {
   const mount = cgroupMounts().find((m) => m.type === "cgroup2")
   if (mount === undefined) return { _tag: "Unavailable", reason: "no cgroup hierarchy with a memory controller is mounted" }
-  const path = /^0::(.*)$/m.exec(read("/proc/self/cgroup") ?? "")?.[1]
+  const path = groupPath("v2", read("/proc/self/cgroup") ?? "")
   const own = path === undefined ? undefined : ownFolder(mount, path)
   if (own === undefined) return { _tag: "Unavailable", reason: "this process's cgroup is not visible" }
   if (!(read(Path.join(own, "cgroup.controllers")) ?? "").split(/\s+/).includes("memory")) {
@@ -172,10 +176,7 @@ export const checkCgroups = (): CgroupCheck => {
 
 /** The group a process is in, in the hierarchy of `cgroups` (from /proc/<pid>/cgroup, which the process cannot forge). */
 export const groupOf = (cgroups: GuestCgroups, pid: number): string | undefined => {
-  const text = read(`/proc/${pid}/cgroup`) ?? ""
-  const path = cgroups.version === "v1"
-    ? /^\d+:(?:[^:]*,)?memory(?:,[^:]*)?:(.*)$/m.exec(text)?.[1]
-    : /^0::(.*)$/m.exec(text)?.[1]
+  const path = groupPath(cgroups.version, read(`/proc/${pid}/cgroup`) ?? "")
   return path === undefined ? undefined : Path.basename(path)
 }
 
