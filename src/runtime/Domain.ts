@@ -36,7 +36,14 @@ const event = <Type extends string, Fields extends Schema.Struct.Fields>(type: T
 const Usage = Schema.Struct({ input_tokens: Schema.Int, output_tokens: Schema.Int })
 const ToolCall = { tool_call_id: Schema.String, name: Schema.String, status: Schema.String }
 
-export const RunCreated = event("run.created", { run_id: Schema.String, agent: Schema.String, session_id: Schema.optional(Schema.String) })
+export const RunCreated = event("run.created", {
+  run_id: Schema.String,
+  agent: Schema.String,
+  session_id: Schema.optional(Schema.String),
+  session_turn: Schema.optional(Schema.Int),
+  /** A session turn's message (sessions only). */
+  input: Schema.optional(Schema.String)
+})
 export const RunInProgress = event("run.in_progress", { turn: Schema.Int })
 export const RunCompleted = event("run.completed", { usage: Usage, credits_charged: Schema.Number })
 export const RunFailedEvent = event("run.failed", { code: Schema.String, message: Schema.String })

@@ -14,7 +14,14 @@ export interface Usage {
 
 /** An internal event as the engine emits it: a `type` and its payload fields (credits as decimal strings). */
 export type InternalEvent =
-  | { readonly type: "preparing"; readonly run_id: string; readonly agent: string; readonly session_id?: string }
+  | {
+    readonly type: "preparing"
+    readonly run_id: string
+    readonly agent: string
+    readonly session_id?: string
+    /** A session turn's message, as the user sent it: a client shows who said what from the log alone. */
+    readonly input?: string
+  }
   | { readonly type: "turn_start"; readonly turn: number }
   | { readonly type: "text"; readonly delta: string }
   | { readonly type: "reasoning"; readonly delta: string }

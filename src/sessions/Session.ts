@@ -283,7 +283,9 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
         const emit = (event: InternalEvent) => {
           if (event.type === "text") partial += event.delta
           if (isTerminal(event)) return Effect.sync(() => void (terminal = Option.some(event)))
-          return record(turn.turn, event)
+          // The turn's message rides on its `run.created`: a page reloaded mid-turn, or a second tab, shows the
+          // user's side of each turn from the log, without guessing from what it sent (issue 48).
+          return record(turn.turn, event.type === "preparing" ? { ...event, input: turn.message } : event)
         }
         // The run's row rides with the turn's writes: started with the next event, finished with the turn's end.
         const ledger = {

@@ -42,6 +42,8 @@ describe("sessions", () => {
         assert.strictEqual(textOf(first), "You said: hello")
         assert.strictEqual(names(first)[0], "run.created")
         assert.strictEqual(first.events[0]!.data.session_id, session.id)
+        // The turn's message rides on its run.created: a page reloaded mid-turn shows who said what from the log.
+        assert.strictEqual(first.events[0]!.data.input, "hello")
         yield* say(user.token, session.id, "second")
         const third = yield* say(user.token, session.id, "/history")
         assert.strictEqual(textOf(third), "I see 4 earlier messages.")

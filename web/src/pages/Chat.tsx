@@ -135,11 +135,14 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
       if (session.status !== "idle") awaited.current = Math.max(awaited.current, 1)
       follow = followSession(sessionId, 0, (event) => {
         const number = typeof event.session_turn === "number" ? event.session_turn : undefined
-        const user = event.type !== "run.created"
+        // The log's own word (`input`) first: what this tab queued is only a guess, which a reload mid-turn, a
+        // message sent from another tab, or a race with the session's creation can make wrong.
+        const guessed = event.type !== "run.created"
           ? null
           : number !== undefined && offBranch.has(number)
           ? offBranch.get(number)!
           : side.next(number)
+        const user = event.type === "run.created" && typeof event.input === "string" ? event.input : guessed
         setTurns((old) => fold(old, event, user))
         if ((event.type === "run.completed" || event.type === "run.failed") && awaited.current > 0) {
           awaited.current--
