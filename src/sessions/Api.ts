@@ -71,6 +71,18 @@ export const ApprovalEvent = Schema.Struct({
   reason: Schema.optional(Schema.String.pipe(Schema.maxLength(1000)))
 })
 
+const TurnPath = Schema.Struct({ id: SessionId, turn: Schema.NumberFromString.pipe(Schema.int(), Schema.positive()) })
+
+/** A thumbs up or down on one answer (docs/sessions.md "Feedback"). */
+export const FeedbackView = Schema.Struct({
+  session_id: Schema.String,
+  turn: Schema.Number,
+  rating: Schema.Literal("up", "down"),
+  reason: Schema.NullOr(Schema.String),
+  shared: Schema.Boolean,
+  updated_at: Schema.String
+})
+
 const streamed = "The answer is a `text/event-stream` (docs/events.md); every event carries the session-wide `seq`."
 
 /** Spec 4.2 (sessions), 5.1 rules 4-5. */
@@ -90,7 +102,10 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
     HttpApiEndpoint.get("list", "/v1/sessions")
       .setUrlParams(Schema.Struct({
         limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 100))),
-        after: Schema.optional(Schema.String)
+        after: Schema.optional(Schema.String),
+        q: Schema.optional(Schema.Trim.pipe(Schema.minLength(1), Schema.maxLength(200))).annotations({
+          description: "Only the conversations whose title or messages contain these words (case-insensitive)."
+        })
       }))
       .addSuccess(Schema.Struct({ data: Schema.Array(SessionListItem), has_more: Schema.Boolean }))
       .addError(NotFound)
@@ -218,6 +233,36 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
       .addSuccess(Schema.String)
       .addError(NotFound)
       .annotate(OpenApi.Description, "One workspace file's content (`text/plain`, as an attachment named after its path).")
+  )
+  .add(
+    HttpApiEndpoint.put("rate", "/v1/sessions/:id/turns/:turn/feedback")
+      .setPath(TurnPath)
+      .setPayload(Schema.Struct({
+        rating: Schema.Literal("up", "down"),
+        reason: Schema.optional(Schema.String.pipe(Schema.maxLength(2000))),
+        share: Schema.optional(Schema.Boolean).annotations({
+          description: "The end user agrees that this turn's messages may go to the expert's creator (an evaluation " +
+            "dataset's row). Without it the creator sees counts only."
+        })
+      }))
+      .addSuccess(FeedbackView)
+      .addError(NotFound)
+      .annotate(OpenApi.Description, "Rates one answer of the session (thumbs up or down, with a reason); a second rating replaces the first.")
+  )
+  .add(
+    HttpApiEndpoint.del("unrate", "/v1/sessions/:id/turns/:turn/feedback")
+      .setPath(TurnPath)
+      .addSuccess(Schema.Struct({ session_id: Schema.String, turn: Schema.Number, deleted: Schema.Boolean }))
+      .addError(NotFound)
+      .annotate(OpenApi.Description, "Takes a rating back; `deleted` is false when the answer had none.")
+  )
+  .add(
+    HttpApiEndpoint.get("feedback", "/v1/sessions/:id/feedback")
+      .setPath(Path)
+      .setUrlParams(ListParams)
+      .addSuccess(Schema.Struct({ data: Schema.Array(FeedbackView), has_more: Schema.Boolean }))
+      .addError(NotFound)
+      .annotate(OpenApi.Description, "The caller's ratings of this session's answers, by turn; `after` is a turn number.")
   )
   .middleware(PlatformAuthentication)
   .addError(InvalidRequest)

@@ -11,6 +11,7 @@ import * as Sse from "../platform/sse/Sse.js"
 import { publicFrame } from "../runtime/Events.js"
 import type { SessionSink } from "./Follow.js"
 import { Sessions } from "./Sessions.js"
+import { TurnFeedback } from "./Feedback.js"
 import { pageOf } from "../platform/http/Lists.js"
 
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/
@@ -39,11 +40,15 @@ const sessionStream = <E, R>(
 export const SessionsHttp = HttpApiBuilder.group(AtriumApi, "sessions", (handlers) =>
   Effect.gen(function*() {
     const sessions = yield* Sessions
+    const feedback = yield* TurnFeedback
     const { sseHeartbeat: heartbeat } = yield* AppConfig
     return handlers
       .handle("create", ({ payload }) => Effect.flatMap(Caller, (caller) => sessions.create(caller, payload)))
+      .handle("rate", ({ path, payload }) => Effect.flatMap(Caller, (caller) => feedback.rate(caller, path.id, path.turn, payload)))
+      .handle("unrate", ({ path }) => Effect.flatMap(Caller, (caller) => feedback.clear(caller, path.id, path.turn)))
+      .handle("feedback", ({ path, urlParams }) => Effect.flatMap(Caller, (caller) => feedback.list(caller, path.id, urlParams)))
       .handle("list", ({ urlParams }) =>
-        Effect.flatMap(Caller, (caller) => sessions.list(caller, urlParams.limit ?? 20, Option.fromNullable(urlParams.after))))
+        Effect.flatMap(Caller, (caller) => sessions.list(caller, urlParams.limit ?? 20, Option.fromNullable(urlParams.after), Option.fromNullable(urlParams.q))))
       .handle("get", ({ path }) => Effect.flatMap(Caller, (caller) => sessions.get(caller, path.id)))
       .handle("update", ({ path, payload }) =>
         Effect.gen(function*() {
@@ -137,4 +142,4 @@ export const SessionsHttp = HttpApiBuilder.group(AtriumApi, "sessions", (handler
         }))
   })).pipe(Layer.provide(AuthenticationLive))
 
-export const SessionsHttpLive = SessionsHttp.pipe(Layer.provide(Sessions.Default))
+export const SessionsHttpLive = SessionsHttp.pipe(Layer.provide([Sessions.Default, TurnFeedback.Default]))

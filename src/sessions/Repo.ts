@@ -94,7 +94,9 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
         accountId: Schema.String,
         endUserId: Schema.String,
         limit: Schema.Number,
-        before: Schema.NullOr(Schema.Struct({ createdAt: Schema.DateFromSelf, id: Schema.String }))
+        before: Schema.NullOr(Schema.Struct({ createdAt: Schema.DateFromSelf, id: Schema.String })),
+        /** A `LIKE` pattern (wildcards in the words escaped) over the title and the texts of the session's turns. */
+        matching: Schema.NullOr(Schema.String)
       }),
       Result: SessionRowSchema,
       execute: (page) =>
@@ -102,15 +104,28 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
           SELECT ${sql.literal(SESSION)} FROM sessions s JOIN agents a ON a.id = s.agent_id
           WHERE s.account_id = ${page.accountId} AND s.end_user_id = ${page.endUserId}
             ${page.before === null ? sql`` : sql`AND (s.created_at, s.id) < (${page.before.createdAt}, ${page.before.id})`}
+            ${page.matching === null ? sql`` : sql`AND (s.title ILIKE ${page.matching} OR EXISTS (
+              SELECT 1 FROM session_turns t
+              CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(t.messages) = 'array' THEN t.messages ELSE '[]'::jsonb END) m
+              CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(m->'content') = 'array' THEN m->'content'
+                                                           ELSE jsonb_build_array(jsonb_build_object('text', m->'content')) END) c
+              WHERE t.session_id = s.id AND c->>'text' ILIKE ${page.matching}))`}
           ORDER BY s.created_at DESC, s.id DESC LIMIT ${page.limit + 1}`
     })
     /** The partition's sessions, newest first, `limit + 1` rows so the caller can tell `has_more`. */
-    const list = (partition: Partition, limit: number, before: Option.Option<{ createdAt: Date; id: string }>) =>
+    const list = (
+      partition: Partition,
+      limit: number,
+      before: Option.Option<{ createdAt: Date; id: string }>,
+      search: Option.Option<string> = Option.none()
+    ) =>
       Effect.orDie(sessionPage({
         accountId: partition.accountId,
         endUserId: partition.endUserId,
         limit,
-        before: Option.getOrNull(before)
+        before: Option.getOrNull(before),
+        // The words as typed: `%` and `_` in them are letters, not wildcards.
+        matching: Option.getOrNull(Option.map(search, (words) => `%${words.replace(/[\\%_]/g, (c) => `\\${c}`)}%`))
       }))
 
     const lastTurnsOf = SqlSchema.findAll({

@@ -109,13 +109,18 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       return sessionView(Option.getOrThrow(yield* repo.byId(id)))
     })
 
-    const list = Effect.fn("Sessions.list")(function*(caller: CallerIdentity, limit: number, after: Option.Option<string>) {
+    const list = Effect.fn("Sessions.list")(function*(
+      caller: CallerIdentity,
+      limit: number,
+      after: Option.Option<string>,
+      search: Option.Option<string> = Option.none()
+    ) {
       const partition = partitionOf(caller)
       const cursor = yield* Option.match(after, {
         onNone: () => Effect.succeed(Option.none<{ createdAt: Date; id: string }>()),
         onSome: (id) => Effect.map(owned(caller, id), (row) => Option.some({ createdAt: row.createdAt, id: row.id }))
       })
-      const rows = yield* repo.list(partition, limit, cursor)
+      const rows = yield* repo.list(partition, limit, cursor, search)
       const shown = rows.slice(0, limit)
       const lastTurns = yield* repo.lastTurns(shown.map((row) => row.id))
       return {
@@ -427,6 +432,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
     const invalid = (message: string) => new InvalidRequest({ message })
 
     return {
+      owned,
       create,
       list,
       get,

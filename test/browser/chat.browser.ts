@@ -358,6 +358,60 @@ describe("web app in Chromium: chat", () => {
         })
       }))
 
+    it.effect("search across conversations finds one by a word said in it; a thumbs down with a reason is kept after a reload and taken back", () =>
+      Effect.gen(function*() {
+        const { url: base } = yield* Atrium
+        const browser = yield* Browser
+        yield* Effect.promise(async () => {
+          const { context, page, token } = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE }, { credits: 100 })
+          const id = await draftExpert(base, token, "Search Expert")
+          const conversation = async (title: string, message: string) => {
+            const session = await api(base, token, "POST", "/v1/sessions", { agent: id, title })
+            const reply = await fetch(`${base}/v1/sessions/${session.id}/events`, {
+              method: "POST",
+              headers: { authorization: `Bearer ${token}`, "content-type": "application/json", accept: "text/event-stream" },
+              body: JSON.stringify({ type: "message", message })
+            })
+            await reply.text()
+            return session.id as string
+          }
+          const lisbon = await conversation("Holidays", "a week in Lisbon in May")
+          await conversation("Work", "the quarterly report")
+          await page.goto(`${base}/chat/${id}?session=${lisbon}`)
+          const sidebar = page.getByRole("navigation", { name: "Conversations" })
+          const titles = () => sidebar.locator(".conversation-title").allTextContents()
+          await until(page, "both conversations listed", () => document.querySelectorAll(".conversation-title").length >= 2)
+          await sidebar.getByRole("searchbox", { name: "Search conversations" }).fill("LISBON")
+          await until(page, "only the one that mentions Lisbon", () =>
+            [...document.querySelectorAll(".conversation-title")].map((e) => e.textContent).join("|") === "Holidays")
+          assert.deepStrictEqual(await titles(), ["Holidays"])
+          await sidebar.getByRole("searchbox", { name: "Search conversations" }).fill("nothing like this")
+          await sidebar.getByText("No conversation mentions “nothing like this”.").waitFor()
+          await sidebar.getByRole("searchbox", { name: "Search conversations" }).fill("")
+          await until(page, "all listed again", () => document.querySelectorAll(".conversation-title").length >= 2)
+
+          // Thumbs down on the answer, with a reason: stored for this turn, shown pressed after a reload.
+          await page.getByTestId("answer").first().waitFor()
+          await page.getByRole("button", { name: "Bad answer" }).click()
+          const form = page.getByRole("form", { name: "What was wrong with this answer?" })
+          await form.getByRole("textbox").fill("it only repeated me")
+          await form.getByRole("button", { name: "Send feedback" }).click()
+          await page.getByText("Thanks for the feedback.").waitFor()
+          const stored = await api(base, token, "GET", `/v1/sessions/${lisbon}/feedback`)
+          assert.deepStrictEqual(stored.data.map((f: { turn: number; rating: string; reason: string; shared: boolean }) => [f.turn, f.rating, f.reason, f.shared]), [[1, "down", "it only repeated me", false]])
+          await page.reload()
+          const bad = page.getByRole("button", { name: "Bad answer" })
+          await until(page, "the thumbs down shown after the reload", () =>
+            document.querySelector("button[aria-label='Bad answer']")?.getAttribute("aria-pressed") === "true")
+          // Pressed again: taken back.
+          await bad.click()
+          await until(page, "the thumbs down taken back", () =>
+            document.querySelector("button[aria-label='Bad answer']")?.getAttribute("aria-pressed") === "false")
+          assert.deepStrictEqual((await api(base, token, "GET", `/v1/sessions/${lisbon}/feedback`)).data, [])
+          await context.close()
+        })
+      }))
+
     it.effect("the Thinking fold and the credits line only when they carry something, and always with the setting (kept)", () =>
       Effect.gen(function*() {
         const { url: base } = yield* Atrium

@@ -19,6 +19,7 @@ import { Browser, CHROMIUM, chromiumAvailable, logIn, newPerson, tokenOf, userId
 export interface PageNode {
   readonly textContent: string | null
   getBoundingClientRect(): { top: number; bottom: number }
+  getAttribute(name: string): string | null
 }
 declare global {
   // eslint-disable-next-line no-var

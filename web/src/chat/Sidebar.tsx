@@ -164,13 +164,40 @@ export const Sidebar = ({ identifier, current, version, open = false, onClose }:
 }) => {
   const [sessions, setSessions] = useState<ReadonlyArray<SessionItem> | null>(null)
   const [reload, setReload] = useState(0)
+  const [typed, setTyped] = useState("")
+  const [query, setQuery] = useState("")
   const known = useExpertNames(sessions)
+  // The search asks once the person stops typing for a moment, not once per key.
   useEffect(() => {
-    call((c) => c.sessions.list({ urlParams: { limit: 50 } })).then((l) => setSessions(itemsOf<SessionItem>(l)), () => setSessions([]))
-  }, [reload, version, current])
+    const timer = setTimeout(() => setQuery(typed.trim()), 250)
+    return () => clearTimeout(timer)
+  }, [typed])
+  useEffect(() => {
+    let stale = false
+    const urlParams = query === "" ? { limit: 50 } : { limit: 50, q: query.slice(0, 200) }
+    call((c) => c.sessions.list({ urlParams })).then(
+      (l) => { if (!stale) setSessions(itemsOf<SessionItem>(l)) },
+      () => { if (!stale) setSessions([]) }
+    )
+    return () => { stale = true }
+  }, [reload, version, current, query])
   return (
     <nav className={open ? "sidebar open" : "sidebar"} aria-label="Conversations" onKeyDown={(e) => { if (e.key === "Escape") onClose?.() }}>
       <button type="button" onClick={() => navigate(`/chat/${identifier}?new=1`)}>New chat</button>
+      <label className="visually-hidden" htmlFor="conversation-search">Search conversations</label>
+      <input
+        id="conversation-search"
+        type="search"
+        placeholder="Search conversations"
+        value={typed}
+        maxLength={200}
+        onChange={(e) => setTyped(e.target.value)}
+      />
+      {sessions !== null && sessions.length === 0 && (
+        <p className="muted small" role="status">
+          {query === "" ? "No conversations yet: your first message starts one." : `No conversation mentions “${query}”.`}
+        </p>
+      )}
       <ul className="conversations">
         {sessions?.map((s) => (
           <Item key={s.id} session={s} name={known[s.agent] ?? s.agent} current={s.id === current} onChanged={() => setReload((n) => n + 1)} onOpen={onClose} />

@@ -80,6 +80,60 @@ export interface BranchControls {
   readonly versions?: { readonly n: number; readonly m: number; readonly onPrevious: () => void; readonly onNext: () => void } | undefined
 }
 
+/** A thumbs up or down on an answer (docs/sessions.md "Feedback"), where the answer is a turn of the session. */
+export interface FeedbackControls {
+  readonly rating: "up" | "down" | null
+  readonly onRate: (rating: "up" | "down", reason?: string, share?: boolean) => Promise<void>
+  readonly onClear: () => Promise<void>
+}
+
+/**
+ * 👍 and 👎 under an answer, as ChatGPT and Claude.ai have them. A thumbs down asks what was wrong (optional) and
+ * whether the expert's creator may read this exchange to improve it; pressing the chosen thumb again takes it back.
+ */
+const Thumbs = ({ feedback }: { feedback: FeedbackControls }) => {
+  const [asking, setAsking] = useState(false)
+  const [reason, setReason] = useState("")
+  const [share, setShare] = useState(false)
+  const [error, setError] = useState<string | null>(null)
+  const run = (action: () => Promise<void>, then: () => void) => {
+    setError(null)
+    action().then(then, (failure: Error) => setError(failure.message))
+  }
+  const done = () => setAsking(false)
+  const press = (rating: "up" | "down") => {
+    if (feedback.rating === rating) return run(feedback.onClear, done)
+    // The thumbs down counts at once; what was wrong is asked after, and may be skipped.
+    run(() => feedback.onRate(rating), () => setAsking(rating === "down"))
+  }
+  return (
+    <>
+      <span className="thumbs" role="group" aria-label="Rate this answer">
+        <button type="button" className="link" aria-pressed={feedback.rating === "up"} aria-label="Good answer" onClick={() => press("up")}>👍</button>
+        <button type="button" className="link" aria-pressed={feedback.rating === "down"} aria-label="Bad answer" onClick={() => press("down")}>👎</button>
+      </span>
+      {asking && feedback.rating === "down" && (
+        <form className="feedback-form stack" aria-label="What was wrong with this answer?" onSubmit={(e) => {
+          e.preventDefault()
+          run(() => feedback.onRate("down", reason, share), done)
+        }}>
+          <label>What was wrong? (optional) <textarea rows={2} maxLength={2000} value={reason} onChange={(e) => setReason(e.target.value)} /></label>
+          <label className="row">
+            <input type="checkbox" checked={share} onChange={(e) => setShare(e.target.checked)} />
+            Let the expert's creator read this exchange to improve it
+          </label>
+          <div className="row">
+            <button type="submit">Send feedback</button>
+            <button type="button" className="secondary" onClick={() => setAsking(false)}>Skip</button>
+          </div>
+        </form>
+      )}
+      {feedback.rating !== null && !asking && <span className="muted small" role="status">Thanks for the feedback.</span>}
+      {error && <span className="error small" role="alert">{error}</span>}
+    </>
+  )
+}
+
 /** The `< n/m >` switch between a turn's versions. */
 const Versions = ({ versions }: { versions: NonNullable<BranchControls["versions"]> }) => (
   <span className="versions" role="group" aria-label="Versions of this message" data-testid="versions">
@@ -123,13 +177,14 @@ const UserBubble = ({ text, branch }: { text: string; branch: BranchControls | u
   )
 }
 
-export const TurnView = ({ turn, unlocked, unlocking, details, onUnlock, branch }: {
+export const TurnView = ({ turn, unlocked, unlocking, details, onUnlock, branch, feedback }: {
   turn: Turn
   unlocked: boolean
   unlocking: boolean
   details: boolean
   onUnlock: () => void
   branch?: BranchControls | undefined
+  feedback?: FeedbackControls | undefined
 }) => (
   <li className="turn">
     {turn.user !== null && <UserBubble text={turn.user} branch={branch} />}
@@ -171,9 +226,10 @@ export const TurnView = ({ turn, unlocked, unlocking, details, onUnlock, branch 
       {turn.status === "completed" && turn.credits !== undefined && (turn.credits > 0 || details) && (
         <p className="muted small">Charged {formatCredits(turn.credits)}</p>
       )}
-      {turn.status !== "running" && branch?.onRegenerate && (
+      {turn.status !== "running" && (branch?.onRegenerate || feedback) && (
         <div className="answer-actions">
-          <button type="button" className="link" onClick={branch.onRegenerate}>Regenerate</button>
+          {branch?.onRegenerate && <button type="button" className="link" onClick={branch.onRegenerate}>Regenerate</button>}
+          {feedback && <Thumbs feedback={feedback} />}
         </div>
       )}
     </div>

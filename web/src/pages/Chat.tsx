@@ -7,7 +7,7 @@ import { followSession, sendToSession } from "../stream.js"
 import { type Approval, fold, queueMessage, type Turn, unqueueMessage, UserSide } from "../chat/fold.js"
 import { makeOutbox } from "../chat/outbox.js"
 import { ModelBanner } from "../ModelBanner.js"
-import { Approvals, type BranchControls, TurnView, useDetailsSetting } from "../chat/TurnView.js"
+import { Approvals, type BranchControls, type FeedbackControls, TurnView, useDetailsSetting } from "../chat/TurnView.js"
 import { readablePreview, type SessionItem, Sidebar, useExpertNames } from "../chat/Sidebar.js"
 
 /**
@@ -37,6 +37,8 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
   // The conversations' drawer on the phone (on a wider screen the sidebar is always there).
   const [drawer, setDrawer] = useState(false)
   const users = useRef<UserSide | null>(null)
+  /** This person's thumbs on the answers, by turn number. */
+  const [ratings, setRatings] = useState<Record<number, "up" | "down" | null>>({})
   /**
    * Turns this page is waiting to see end: those it sent, and one already running when it opened. Only their ends
    * read the wallet and the list again; the log replayed on opening ends every past turn, which read the wallet once
@@ -124,6 +126,11 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
     let cancelled = false
     setTurns([])
     setTree(null)
+    setRatings({})
+    call((c) => c.sessions.feedback({ path: { id: SessionId.make(sessionId) } })).then(
+      (list) => { if (!cancelled) setRatings(Object.fromEntries(list.data.map((f) => [f.turn, f.rating]))) },
+      () => undefined
+    )
     refreshBranch(sessionId).then(({ session, shape }) => {
       if (cancelled) return
       const history = new Map(userMessagesOf(session.messages))
@@ -214,6 +221,25 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
           onNext: () => void switchTo(siblings[at + 1]!)
         }
         : undefined
+    }
+  }
+
+  /** Thumbs on a finished answer of this conversation (not in the studio's test chat: a creator's own tries). */
+  const feedbackOf = (turn: Turn): FeedbackControls | undefined => {
+    const number = turn.number
+    if (number === undefined || sessionId === null || embedded || turn.status === "running") return undefined
+    const path = { id: SessionId.make(sessionId), turn: number }
+    return {
+      rating: ratings[number] ?? null,
+      onRate: async (rating, reason, share) => {
+        const payload = { rating, ...(reason?.trim() ? { reason: reason.trim() } : {}), ...(share ? { share } : {}) }
+        await call((c) => c.sessions.rate({ path, payload }))
+        setRatings((r) => ({ ...r, [number]: rating }))
+      },
+      onClear: async () => {
+        await call((c) => c.sessions.unrate({ path }))
+        setRatings((r) => ({ ...r, [number]: null }))
+      }
     }
   }
 
@@ -330,6 +356,7 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
               details={details}
               onUnlock={() => void unlock(turn.user)}
               branch={controlsOf(turn)}
+              feedback={feedbackOf(turn)}
             />
           ))}
           {failed.map((item, i) => (
