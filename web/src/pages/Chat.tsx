@@ -127,7 +127,7 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
     setTurns([])
     setTree(null)
     setRatings({})
-    call((c) => c.sessions.feedback({ path: { id: SessionId.make(sessionId) } })).then(
+    call((c) => c.sessions.feedback({ path: { id: SessionId.make(sessionId) }, urlParams: {} })).then(
       (list) => { if (!cancelled) setRatings(Object.fromEntries(list.data.map((f) => [f.turn, f.rating]))) },
       () => undefined
     )
