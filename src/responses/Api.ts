@@ -114,6 +114,36 @@ const FileSearchCallItem = Schema.Struct({
 /** The output items this API makes (narrow on `type`). */
 export const OutputItem = Schema.Union(OutputMessage, FunctionCallItem, FileSearchCallItem)
 
+/** An input item as `input_items` lists it: the message, with its text as typed content parts. */
+const InputMessageItem = Schema.Struct({
+  id: Schema.String,
+  type: Schema.Literal("message"),
+  role: Schema.Literal("user", "assistant", "system", "developer"),
+  status: Schema.String,
+  content: Schema.Array(Schema.Struct({ type: Schema.Literal("input_text", "output_text"), text: Schema.String }, Rest))
+}, Rest).annotations({ identifier: "ResponseInputMessageItem" })
+
+/** A function call of the conversation as `input_items` lists it (the caller's, or an expert's tool in a session). */
+const InputFunctionCallItem = Schema.Struct({
+  id: Schema.String,
+  type: Schema.Literal("function_call"),
+  call_id: Schema.optional(Schema.String),
+  name: Schema.optional(Schema.String),
+  arguments: Schema.optional(Schema.String),
+  status: Schema.String
+}, Rest).annotations({ identifier: "ResponseInputFunctionCallItem" })
+
+const InputFunctionCallOutputItem = Schema.Struct({
+  id: Schema.String,
+  type: Schema.Literal("function_call_output"),
+  call_id: Schema.optional(Schema.String),
+  output: Schema.optional(Schema.Union(Schema.String, Schema.Array(Schema.Struct({ type: Schema.String }, Rest)))),
+  status: Schema.String
+}, Rest).annotations({ identifier: "ResponseInputFunctionCallOutputItem" })
+
+/** The items `GET /v1/responses/:id/input_items` lists (narrow on `type`). */
+export const ListedInputItem = Schema.Union(InputMessageItem, InputFunctionCallItem, InputFunctionCallOutputItem)
+
 const ResponseUsage = Schema.Struct({
   input_tokens: Schema.Int,
   output_tokens: Schema.Int,
@@ -139,18 +169,18 @@ export const ResponseObject = Schema.Struct({
   previous_response_id: Schema.NullOr(Schema.String),
   conversation: Schema.NullOr(Schema.Struct({ id: Schema.String })),
   // What the response was created with, echoed as OpenAI does (the SDKs' `.parse()` reads `text.format`).
-  incomplete_details: Schema.optional(Schema.Unknown),
-  instructions: Schema.optional(Schema.Unknown),
-  tools: Schema.optional(Schema.Unknown),
-  tool_choice: Schema.optional(Schema.Unknown),
-  parallel_tool_calls: Schema.optional(Schema.Unknown),
-  metadata: Schema.optional(Schema.Unknown),
-  temperature: Schema.optional(Schema.Unknown),
-  top_p: Schema.optional(Schema.Unknown),
-  max_output_tokens: Schema.optional(Schema.Unknown),
-  store: Schema.optional(Schema.Unknown),
-  text: Schema.optional(Schema.Unknown),
-  truncation: Schema.optional(Schema.Unknown)
+  incomplete_details: Schema.optional(Schema.NullOr(Schema.Struct({ reason: Schema.String }, Rest))),
+  instructions: Schema.optional(Schema.NullOr(Schema.String)),
+  tools: Schema.optional(Schema.Array(Schema.Struct({ type: Schema.String }, Rest))),
+  tool_choice: Schema.optional(Schema.Union(Schema.Literal("none", "auto", "required"), Schema.Struct({ type: Schema.String }, Rest))),
+  parallel_tool_calls: Schema.optional(Schema.Boolean),
+  metadata: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
+  temperature: Schema.optional(Schema.NullOr(Schema.Number)),
+  top_p: Schema.optional(Schema.NullOr(Schema.Number)),
+  max_output_tokens: Schema.optional(Schema.NullOr(Schema.Number)),
+  store: Schema.optional(Schema.Boolean),
+  text: Schema.optional(Schema.Struct({ format: Schema.Struct({ type: Schema.String }, Rest) }, Rest)),
+  truncation: Schema.optional(Schema.NullOr(Schema.String))
 }).annotations({ identifier: "Response" })
 
 const ResponseId = Schema.Struct({ id: Schema.String })
@@ -214,7 +244,7 @@ export class ResponsesApi extends HttpApiGroup.make("responses")
       }))
       .addSuccess(Schema.Struct({
         object: Schema.Literal("list"),
-        data: Schema.Array(Schema.Unknown),
+        data: Schema.Array(ListedInputItem),
         first_id: Schema.NullOr(Schema.String),
         last_id: Schema.NullOr(Schema.String),
         has_more: Schema.Boolean

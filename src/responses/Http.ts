@@ -7,11 +7,12 @@ import { partitionOf } from "../identity/Partition.js"
 import { AppConfig } from "../platform/Config.js"
 import { asJson, Attachments } from "../platform/http/Attach.js"
 import * as Sse from "../platform/sse/Sse.js"
-import { type ResponseObject as ResponseSchema } from "./Api.js"
+import { type ListedInputItem as ListedInputItemSchema, type ResponseObject as ResponseSchema } from "./Api.js"
 import type { Frame } from "./Builder.js"
 import { Responses } from "./Responses.js"
 
 type ResponseObject = typeof ResponseSchema.Type
+type ListedInputItem = typeof ListedInputItemSchema.Type
 
 export const ResponsesHttp = HttpApiBuilder.group(AtriumApi, "responses", (handlers) =>
   Effect.gen(function*() {
@@ -60,7 +61,8 @@ export const ResponsesHttp = HttpApiBuilder.group(AtriumApi, "responses", (handl
           const data = items.slice(0, limit)
           return {
             object: "list" as const,
-            data,
+            // Made by `storedItems` and `itemsOfTurn` in these shapes; the schema checks them on the way out.
+            data: data as unknown as ReadonlyArray<ListedInputItem>,
             first_id: data[0]?.id ?? null,
             last_id: data[data.length - 1]?.id ?? null,
             has_more: items.length > limit

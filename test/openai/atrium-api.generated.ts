@@ -2592,30 +2592,40 @@ export interface components {
             conversation: {
                 id: string;
             } | null;
-            /** unknown */
-            incomplete_details?: unknown;
-            /** unknown */
-            instructions?: unknown;
-            /** unknown */
-            tools?: unknown;
-            /** unknown */
-            tool_choice?: unknown;
-            /** unknown */
-            parallel_tool_calls?: unknown;
-            /** unknown */
-            metadata?: unknown;
-            /** unknown */
-            temperature?: unknown;
-            /** unknown */
-            top_p?: unknown;
-            /** unknown */
-            max_output_tokens?: unknown;
-            /** unknown */
-            store?: unknown;
-            /** unknown */
-            text?: unknown;
-            /** unknown */
-            truncation?: unknown;
+            incomplete_details?: ({
+                reason: string;
+            } & {
+                [key: string]: unknown;
+            }) | null;
+            instructions?: string | null;
+            tools?: ({
+                type: string;
+            } & {
+                [key: string]: unknown;
+            })[];
+            tool_choice?: ("none" | "auto" | "required") | ({
+                type: string;
+            } & {
+                [key: string]: unknown;
+            });
+            parallel_tool_calls?: boolean;
+            metadata?: {
+                [key: string]: string;
+            };
+            temperature?: number | null;
+            top_p?: number | null;
+            max_output_tokens?: number | null;
+            store?: boolean;
+            text?: {
+                format: {
+                    type: string;
+                } & {
+                    [key: string]: unknown;
+                };
+            } & {
+                [key: string]: unknown;
+            };
+            truncation?: string | null;
         };
         ResponseOutputMessage: {
             id: string;
@@ -2665,6 +2675,48 @@ export interface components {
             input_tokens: components["schemas"]["Int"];
             output_tokens: components["schemas"]["Int"];
             total_tokens: components["schemas"]["Int"];
+        } & {
+            [key: string]: unknown;
+        };
+        ResponseInputMessageItem: {
+            id: string;
+            /** @enum {string} */
+            type: "message";
+            /** @enum {string} */
+            role: "user" | "assistant" | "system" | "developer";
+            status: string;
+            content: ({
+                /** @enum {string} */
+                type: "input_text" | "output_text";
+                text: string;
+            } & {
+                [key: string]: unknown;
+            })[];
+        } & {
+            [key: string]: unknown;
+        };
+        ResponseInputFunctionCallItem: {
+            id: string;
+            /** @enum {string} */
+            type: "function_call";
+            call_id?: string;
+            name?: string;
+            arguments?: string;
+            status: string;
+        } & {
+            [key: string]: unknown;
+        };
+        ResponseInputFunctionCallOutputItem: {
+            id: string;
+            /** @enum {string} */
+            type: "function_call_output";
+            call_id?: string;
+            output?: string | ({
+                type: string;
+            } & {
+                [key: string]: unknown;
+            })[];
+            status: string;
         } & {
             [key: string]: unknown;
         };
@@ -6475,7 +6527,7 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         object: "list";
-                        data: unknown[];
+                        data: (components["schemas"]["ResponseInputMessageItem"] | components["schemas"]["ResponseInputFunctionCallItem"] | components["schemas"]["ResponseInputFunctionCallOutputItem"])[];
                         first_id: string | null;
                         last_id: string | null;
                         has_more: boolean;

@@ -27,6 +27,14 @@ const callsOf = (answer: ResponseAnswer): Array<{ name: string; arguments: strin
   answer.output.flatMap((item) => item.type === "function_call" ? [{ name: item.name, arguments: item.arguments }] : [])
 const _message: components["schemas"]["ResponseOutputMessage"]["content"][number]["text"] = "typed"
 
+type InputItemsAnswer = paths["/v1/responses/{id}/input_items"]["get"]["responses"]["200"]["content"]["application/json"]
+/** Compiles only while listed input items narrow on `type` (they were `unknown`). */
+const inputTextsOf = (answer: InputItemsAnswer): Array<string> =>
+  answer.data.flatMap((item) => item.type === "message" ? item.content.map((part) => `${item.role}: ${part.text}`) : [])
+/** Compiles only while the echoed request fields are typed (they were `unknown`). */
+const echoedOf = (answer: ResponseAnswer): [boolean | undefined, string | undefined, number | null | undefined] =>
+  [answer.parallel_tool_calls, answer.text?.format.type, answer.temperature]
+
 /** Follows a `$ref` inside the document. */
 const resolve = (spec: Record<string, any>, schema: Record<string, any>): Record<string, any> =>
   typeof schema.$ref === "string"
@@ -86,6 +94,11 @@ describe("OpenAPI types every JSON answer's fields (issue 44 gap 4)", () => {
         assert.strictEqual(response.output_text, "You said: hello")
         assert.deepStrictEqual(callsOf(response), [])
         assert.strictEqual(_message, "typed")
+        assert.deepStrictEqual(echoedOf(response), [true, "text", null])
+        const listed = yield* Effect.promise(() =>
+          client.GET("/v1/responses/{id}/input_items", { params: { path: { id: response.id }, query: {} } }))
+        assert.strictEqual(listed.response.status, 200)
+        assert.deepStrictEqual(inputTextsOf(listed.data as InputItemsAnswer), ["user: hello"])
       }))
   })
 })
