@@ -3,7 +3,7 @@ import { useEffect, useRef, useState } from "react"
 import { call, failureOf, itemsOf } from "../api.js"
 import { readablePreview } from "../chat/Sidebar.js"
 import { Link, navigate, useLocation } from "../router.js"
-import { credits, duration, StudioTabs, when } from "./StudioTabs.js"
+import { credits, duration, StudioHeader, when } from "./StudioTabs.js"
 
 /** A run as `GET /v1/runs/:id` tells it (src/runs/Api.ts). */
 interface Run {
@@ -60,9 +60,7 @@ export const StudioRunsPage = ({ identifier }: { identifier: string }) => {
   const open = search.get("run")
   return (
     <section className="stack">
-      <p><Link to="/studio">← Studio</Link></p>
-      <h1>Runs of {identifier}</h1>
-      <StudioTabs identifier={identifier} />
+      <StudioHeader identifier={identifier} title="Runs" />
       {open ? <RunDetail identifier={identifier} id={open} /> : <RunList identifier={identifier} />}
     </section>
   )

@@ -2,7 +2,7 @@ import { Cron, DateTime, Either, Option } from "effect"
 import { useEffect, useState, type FormEvent } from "react"
 import { call, itemsOf } from "../api.js"
 import { Link } from "../router.js"
-import { StudioTabs, when } from "./StudioTabs.js"
+import { StudioHeader, when } from "./StudioTabs.js"
 
 /** A schedule as the API tells it (src/schedules/Domain.ts, ScheduleView). */
 interface Schedule {
@@ -141,9 +141,7 @@ export const StudioSchedulesPage = ({ identifier }: { identifier: string }) => {
 
   return (
     <section className="stack">
-      <p><Link to="/studio">← Studio</Link></p>
-      <h1>Schedules of {identifier}</h1>
-      <StudioTabs identifier={identifier} />
+      <StudioHeader identifier={identifier} title="Schedules" />
       <form onSubmit={create} className="card stack" aria-label="Add a schedule" noValidate>
         <h2>Add a schedule</h2>
         <p className="muted small">

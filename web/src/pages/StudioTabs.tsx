@@ -1,4 +1,27 @@
+import { useEffect, useState } from "react"
+import { call } from "../api.js"
 import { Link, useLocation } from "../router.js"
+
+/** The expert's name, for the headings of its pages (its identifier until it is read, or when it cannot be). */
+const useExpertName = (identifier: string) => {
+  const [name, setName] = useState(identifier)
+  useEffect(() => {
+    call((c) => c.agents.get({ path: { identifier } })).then((a) => setName(a.name), () => undefined)
+  }, [identifier])
+  return name
+}
+
+/** The top of an expert's page in the studio: the way back, its heading with the expert's name, and the tabs. */
+export const StudioHeader = ({ identifier, title }: { identifier: string; title: string }) => {
+  const name = useExpertName(identifier)
+  return (
+    <>
+      <p><Link to="/studio">← Studio</Link></p>
+      <h1>{title} · {name}</h1>
+      <StudioTabs identifier={identifier} />
+    </>
+  )
+}
 
 /** The expert's pages in the studio: its editor, and what it does without anyone watching (issue 43 item 5). */
 export const StudioTabs = ({ identifier }: { identifier: string }) => {

@@ -1,8 +1,7 @@
 import { useEffect, useState, type FormEvent } from "react"
 import { EVENT_TYPES, isEventType } from "../../../src/webhooks/Domain.js"
 import { call, itemsOf } from "../api.js"
-import { Link } from "../router.js"
-import { StudioTabs, when } from "./StudioTabs.js"
+import { StudioHeader, when } from "./StudioTabs.js"
 
 /** An endpoint as the API tells it (src/webhooks/Domain.ts, WebhookView). */
 interface Webhook {
@@ -146,12 +145,10 @@ export const StudioWebhooksPage = ({ identifier }: { identifier: string }) => {
 
   return (
     <section className="stack">
-      <p><Link to="/studio">← Studio</Link></p>
-      <h1>Webhooks</h1>
-      <StudioTabs identifier={identifier} />
+      <StudioHeader identifier={identifier} title="Webhooks" />
       <p className="muted">
-        Your endpoints get a signed POST when something happens in the runs of any of your experts (not only
-        {" "}{identifier}), retried for up to 72 hours until they answer 2xx.
+        Endpoints belong to your account: each gets a signed POST when something it subscribes to happens in the runs
+        of any of your experts, not only this one, retried for up to 72 hours until it answers 2xx.
       </p>
       {secret && <SecretOnce secret={secret} onDone={() => setSecret(null)} />}
       <form onSubmit={create} className="card stack" aria-label="Add an endpoint" noValidate>
@@ -359,7 +356,7 @@ const Deliveries = ({ hook }: { hook: Webhook }) => {
                   <td data-label="Answer"><span className="response-body">{d.response_body ? d.response_body.slice(0, 200) : "—"}</span></td>
                   <td data-label="Actions">
                     <button type="button" className="secondary" onClick={() => void redeliver(d)}>
-                      Redeliver<span className="visually-hidden"> {eventWords(d.event_type)} of {when(d.created_at)}</span>
+                      Redeliver<span className="visually-hidden"> “{eventWords(d.event_type)}”, sent {when(d.created_at)}</span>
                     </button>
                   </td>
                 </tr>
