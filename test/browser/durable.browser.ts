@@ -57,7 +57,7 @@ describe("web app in Chromium: runs, webhooks and schedules of an expert", () =>
           // --- A run started through the API, in the background (202 at once), appears; its events read as text.
           const started = await background(`/tool calculator {"expression": "6*7"}`)
           assert.strictEqual(started.status, "queued")
-          await page.getByRole("button", { name: "Refresh" }).click()
+          // Nothing clicked: the list reads itself again.
           const row = page.getByTestId("runs").getByRole("row").nth(1)
           await row.getByText("Completed").waitFor()
           assert.match(await row.innerText(), /Background run/)
@@ -127,6 +127,22 @@ describe("web app in Chromium: runs, webhooks and schedules of an expert", () =>
             (document.querySelector("[data-testid=deliveries] tbody tr")?.textContent ?? "").includes("Delivered"))
           const logText = await page.getByTestId("webhook").innerText()
           assert.notMatch(logText, WIRE, `the delivery log shows the wire:\n${logText}`)
+
+          // Edited, turned off, and a new secret (shown once again); the confirmations are accepted.
+          page.on("dialog", (dialog) => void dialog.accept())
+          await page.getByRole("button", { name: "Edit My receiver" }).click()
+          await page.getByRole("form", { name: "Edit My receiver" }).getByLabel("Description").fill("Receiver on my laptop")
+          await page.getByRole("form", { name: "Edit My receiver" }).getByLabel(/^A run was cancelled/).check()
+          await page.getByRole("button", { name: "Save endpoint" }).click()
+          await page.getByTestId("webhook").getByRole("heading", { name: "Receiver on my laptop" }).waitFor()
+          assert.match(await page.getByTestId("webhook").innerText(), /Sends: A run completed, A run failed, A run was cancelled/)
+          await page.getByRole("button", { name: "Turn off Receiver on my laptop" }).click()
+          await page.getByTestId("webhook").getByText("Off (turned off by you)").waitFor()
+          await page.getByRole("button", { name: "New secret for Receiver on my laptop" }).click()
+          const rotated = (await page.getByRole("region", { name: "Signing secret" }).locator("code.secret").innerText()).trim()
+          assert.match(rotated, /^whsec_/)
+          assert.notStrictEqual(rotated, secret, "a new secret")
+          await page.getByRole("button", { name: "I saved it" }).click()
 
           // --- A schedule: a bad cron and a bad zone in words, then a good one, paused.
           await page.getByRole("navigation", { name: "Expert pages" }).getByRole("link", { name: "Schedules" }).click()

@@ -92,14 +92,15 @@ const RunList = ({ identifier }: { identifier: string }) => {
     void load()
   }, [identifier])
 
-  // While a run is waiting or running, its status and duration are read again every few seconds.
+  // New runs (from the API, a schedule) appear by themselves; while one waits or runs, its status and duration are
+  // read again every 2 s. A tab out of sight reads nothing.
   const anyLive = runs?.some(live) ?? false
   useEffect(() => {
-    if (!anyLive) return
     const timer = setInterval(() => {
+      if (document.visibilityState === "hidden") return
       setNow(Date.now())
       void load()
-    }, 2000)
+    }, anyLive ? 2000 : 5000)
     return () => clearInterval(timer)
   }, [anyLive, identifier])
 

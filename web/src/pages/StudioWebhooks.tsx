@@ -51,9 +51,12 @@ const DELIVERY: Record<Delivery["status"], string> = {
   failed: "Failed"
 }
 
-const DISABLED: Record<string, string> = {
-  owner: "turned off by you",
-  failing: "turned off after failing for too long"
+/** Why an endpoint is off, as the platform records it (src/webhooks/Repo.ts), in the reader's words and locale. */
+const disabledWhy = (reason: string | null) => {
+  if (reason === null || reason === "disabled by its owner") return "turned off by you"
+  const failing = /^every delivery attempt has failed since (\S+)$/.exec(reason)
+  if (failing) return `turned off: every delivery has failed since ${when(failing[1])}`
+  return reason
 }
 
 const urlProblem = (url: string) => {
@@ -237,7 +240,7 @@ const WebhookItem = ({ hook, onChanged, onSecret, onStatus, onError }: {
     <li className="card stack" data-testid="webhook">
       <h2 className="wrap-anywhere">{hook.description || hook.url}</h2>
       <p>
-        <strong>{hook.status === "enabled" ? "On" : `Off (${DISABLED[hook.disabled_reason ?? ""] ?? hook.disabled_reason ?? "turned off"})`}</strong>
+        <strong>{hook.status === "enabled" ? "On" : `Off (${disabledWhy(hook.disabled_reason)})`}</strong>
         {hook.description && <> · <span className="wrap-anywhere">{hook.url}</span></>}
       </p>
       <p className="muted small">Sends: {hook.events.map(eventWords).join(", ")} · added {when(hook.created_at)}</p>
