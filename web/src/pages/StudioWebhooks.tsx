@@ -1,4 +1,4 @@
-import { useEffect, useState, type FormEvent } from "react"
+import { useEffect, useRef, useState, type FormEvent } from "react"
 import { EVENT_TYPES, isEventType } from "../../../src/webhooks/Domain.js"
 import { call, itemsOf } from "../api.js"
 import { StudioHeader, when } from "./StudioTabs.js"
@@ -72,8 +72,11 @@ const urlProblem = (url: string) => {
 /** The signing secret, shown the one time the API gives it. */
 const SecretOnce = ({ secret, onDone }: { secret: { id: string; value: string; url: string }; onDone: () => void }) => {
   const [copied, setCopied] = useState(false)
+  // Focus moves to the secret when it appears (a screen reader reads it; the form is above the list, out of view).
+  const box = useRef<HTMLDivElement>(null)
+  useEffect(() => box.current?.focus(), [secret.value])
   return (
-    <div className="card notice stack" role="region" aria-label="Signing secret" data-testid="webhook-secret">
+    <div ref={box} tabIndex={-1} className="card notice stack" role="region" aria-label="Signing secret" data-testid="webhook-secret">
       <p>
         <strong>The signing secret of {secret.url}.</strong> Copy it now: it is shown this once. Your endpoint checks
         each delivery's <code>webhook-signature</code> with it (Standard Webhooks).
@@ -100,7 +103,7 @@ const EventChoices = ({ prefix, chosen, onChange }: { prefix: string; chosen: Re
           checked={chosen.includes(type)}
           onChange={(e) => onChange(e.target.checked ? [...chosen, type] : chosen.filter((t) => t !== type))}
         />
-        {EVENT_WORDS[type]} <span className="muted small">({type})</span>
+        {EVENT_WORDS[type]}
       </label>
     ))}
   </fieldset>
