@@ -173,6 +173,10 @@ describe("web app in Chromium: runs, webhooks and schedules of an expert", () =>
           await schedule.getByRole("button", { name: "Resume Weekday report" }).waitFor()
           const listed = await api(base, creator.token, "GET", "/v1/schedules")
           assert.deepStrictEqual(listed.data.map((s: { status: string; timezone: string }) => [s.status, s.timezone]), [["paused", "Europe/Paris"]])
+          // Deleted after a confirmation: the page says again what to do.
+          await schedule.getByRole("button", { name: "Delete Weekday report" }).click()
+          await page.getByTestId("schedules-empty").waitFor()
+          assert.deepStrictEqual((await api(base, creator.token, "GET", "/v1/schedules")).data, [])
           await creator.context.close()
         })
       }))
