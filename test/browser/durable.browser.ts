@@ -44,7 +44,9 @@ describe("web app in Chromium: runs, webhooks and schedules of an expert", () =>
           const page = creator.page
           const expert = await api(base, creator.token, "POST", "/v1/agents", { name: "Night Shift", category: "business" })
           const id = expert.identifier as string
-          await api(base, creator.token, "PATCH", `/v1/agents/${id}`, { tools: [{ name: "calculator", permission: "allow" }] })
+          await api(base, creator.token, "PATCH", `/v1/agents/${id}`, {
+            tools: [{ name: "calculator", permission: "allow" }, { name: "get_time", permission: "ask" }]
+          })
           const background = (message: string) =>
             api(base, creator.token, "POST", "/v1/agents/run", { agent: id, message, background: true }) as Promise<{ id: string; status: string }>
 
@@ -84,6 +86,15 @@ describe("web app in Chromium: runs, webhooks and schedules of an expert", () =>
           await page.getByRole("link", { name: "← All runs" }).click()
           await page.getByTestId("runs").getByRole("row").nth(1).getByText("Cancelled").waitFor()
           assert.strictEqual(await page.getByTestId("runs").getByRole("row").count(), 3, "a header and two runs")
+
+          // --- A run waiting for an approval is answered from its page, and goes on.
+          const asking = await background("/tool get_time {}")
+          await page.goto(`${base}/studio/${id}/runs?run=${asking.id}`)
+          await page.getByTestId("run-events").getByText(/^Waiting for your approval to run get_time/).waitFor()
+          await page.getByRole("button", { name: "Approve get_time" }).click()
+          await page.getByTestId("run-events").getByText(/^Completed, /).waitFor()
+          await page.getByTestId("run-events").getByText(/^Approved to run get_time/).waitFor()
+          await page.getByTestId("run-events").getByText(/Tool get_time\s*done/).waitFor()
 
           // --- A webhook: the secret shown once, then never again.
           await page.getByRole("navigation", { name: "Expert pages" }).getByRole("link", { name: "Webhooks" }).click()

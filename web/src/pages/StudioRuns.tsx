@@ -165,6 +165,7 @@ type Entry =
   | { kind: "text"; text: string }
   | { kind: "tool"; id: string; name: string; args: string; status: string; result?: string; error?: string }
   | { kind: "note"; text: string; tone?: "error" | "ok" }
+  | { kind: "approval"; id: string; toolCallId: string; name: string; args: string; expiresAt: string; answered?: "approve" | "deny" }
 
 interface Wire { readonly type: string; readonly [key: string]: unknown }
 
@@ -177,6 +178,13 @@ const FAILURES: Record<string, string> = {
   max_steps: "the model kept calling tools (at most 12 model calls)",
   model_unavailable: "the expert's model is not configured on this platform",
   model_error: "the model failed"
+}
+
+/** An approval the run went on from (its tool ran or was refused): no longer waiting for an answer. */
+const answered = (out: Array<Entry>, toolCallId: unknown, decision: "approve" | "deny") => {
+  const i = out.findIndex((e) => e.kind === "approval" && e.toolCallId === toolCallId)
+  const entry = out[i]
+  if (entry?.kind === "approval" && entry.answered === undefined) out[i] = { ...entry, answered: decision }
 }
 
 /** Folds one event into the entries (docs/events.md); events a person has no use for are left out. */
@@ -210,6 +218,7 @@ const foldEvent = (entries: Array<Entry>, event: Wire): Array<Entry> => {
     }
     case "tool_call.in_progress":
       updateTool(event.tool_call_id, { status: "running" })
+      answered(out, event.tool_call_id, "approve")
       break
     case "tool_call.completed":
       updateTool(event.tool_call_id, { status: "completed" })
@@ -221,11 +230,19 @@ const foldEvent = (entries: Array<Entry>, event: Wire): Array<Entry> => {
       updateTool(event.tool_call_id, { status: "failed", error: str(event.error) })
       break
     case "tool_call.denied":
+      answered(out, event.tool_call_id, "deny")
       if (toolIndex(event.tool_call_id) < 0) out.push({ kind: "tool", id: str(event.tool_call_id), name: str(event.name), args: "", status: "denied" })
       updateTool(event.tool_call_id, { status: "denied", error: str(event.reason) })
       break
     case "approval.required":
-      out.push({ kind: "note", text: `Waiting for an approval to run ${str(event.name)}.` })
+      out.push({
+        kind: "approval",
+        id: str(event.approval_id),
+        toolCallId: str(event.tool_call_id),
+        name: str(event.name),
+        args: str(event.arguments),
+        expiresAt: str(event.expires_at)
+      })
       break
     case "delegation.started":
       out.push({ kind: "note", text: `Handed a task to the expert ${str(event.agent)}.` })
@@ -260,8 +277,26 @@ const TOOL_STATUS: Record<string, string> = {
   denied: "refused"
 }
 
-const EntryView = ({ entry }: { entry: Entry }) => {
+const EntryView = ({ entry, onAnswer }: { entry: Entry; onAnswer: (approvalId: string, decision: "approve" | "deny") => void }) => {
   if (entry.kind === "text") return <li className="bubble assistant">{entry.text}</li>
+  if (entry.kind === "approval") {
+    const args = entry.args ? readablePreview(entry.args) : ""
+    return (
+      <li className="approval">
+        <p>
+          {entry.answered === undefined ? "Waiting for your approval" : entry.answered === "approve" ? "Approved" : "Denied"}
+          {" "}to run <strong>{entry.name}</strong>{args && <> with {args}</>}
+          {entry.answered === undefined && entry.expiresAt && <span className="muted small"> (until {when(entry.expiresAt)})</span>}
+        </p>
+        {entry.answered === undefined && (
+          <div className="row">
+            <button type="button" onClick={() => onAnswer(entry.id, "approve")}>Approve<span className="visually-hidden"> {entry.name}</span></button>
+            <button type="button" className="danger" onClick={() => onAnswer(entry.id, "deny")}>Deny<span className="visually-hidden"> {entry.name}</span></button>
+          </div>
+        )}
+      </li>
+    )
+  }
   if (entry.kind === "note") return <li className={entry.tone === "error" ? "error" : "muted"}>{entry.text}</li>
   const args = entry.args ? readablePreview(entry.args) : ""
   return (
@@ -381,6 +416,17 @@ const RunDetail = ({ identifier, id }: { identifier: string; id: string }) => {
     }
   }
 
+  const answer = async (approvalId: string, decision: "approve" | "deny") => {
+    setError(null)
+    try {
+      await call((c) => c.runs.answerApproval({ path: { approval_id: approvalId as never }, payload: { decision } }))
+      setEntries((old) => old.map((e) => e.kind === "approval" && e.id === approvalId ? { ...e, answered: decision } : e))
+      setStatus(decision === "approve" ? "Approved: the run goes on." : "Denied: the tool does not run, and the run goes on without it.")
+    } catch (failure) {
+      setError((failure as Error).message)
+    }
+  }
+
   if (run === null) return error ? <p role="alert" className="error">{error}</p> : <p role="status">Loading…</p>
   return (
     <div className="stack" data-testid="run">
@@ -410,7 +456,7 @@ const RunDetail = ({ identifier, id }: { identifier: string; id: string }) => {
             <>
               {entries.length === 0 && <p className="muted">{ended ? "This run told no events." : "Waiting for its first event…"}</p>}
               <ol className="list run-events" data-testid="run-events">
-                {entries.map((entry, i) => <EntryView key={i} entry={entry} />)}
+                {entries.map((entry, i) => <EntryView key={i} entry={entry} onAnswer={(id, decision) => void answer(id, decision)} />)}
               </ol>
               {!ended && entries.length > 0 && <p className="muted small" role="status">Following the run as it goes…</p>}
             </>
