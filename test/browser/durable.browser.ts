@@ -3,7 +3,7 @@ import { Effect } from "effect"
 import { createServer, type IncomingHttpHeaders } from "node:http"
 import type { AddressInfo } from "node:net"
 import { Browser } from "./Browser.js"
-import { api, Atrium, assertNoJargon, checkPrerequisites, CREATOR_CODE, CREATOR_PHONE, person, platformWith, until } from "./support.js"
+import { api, assertAccessible, Atrium, assertNoJargon, checkPrerequisites, CREATOR_CODE, CREATOR_PHONE, person, platformWith, until } from "./support.js"
 
 /**
  * What an expert does without anyone watching, on its pages in the studio (issue 43 item 5): a creator opens the
@@ -91,6 +91,7 @@ describe("web app in Chromium: runs, webhooks and schedules of an expert", () =>
           const asking = await background("/tool get_time {}")
           await page.goto(`${base}/studio/${id}/runs?run=${asking.id}`)
           await page.getByTestId("run-events").getByText(/^Waiting for your approval to run get_time/).waitFor()
+          await assertAccessible(page, "a run waiting for an approval")
           await page.getByRole("button", { name: "Approve get_time" }).click()
           await page.getByTestId("run-events").getByText(/^Completed, /).waitFor()
           await page.getByTestId("run-events").getByText(/^Approved to run get_time/).waitFor()
@@ -108,6 +109,7 @@ describe("web app in Chromium: runs, webhooks and schedules of an expert", () =>
           const secretBox = page.getByRole("region", { name: "Signing secret" })
           const secret = (await secretBox.locator("code.secret").innerText()).trim()
           assert.match(secret, /^whsec_/)
+          await assertAccessible(page, "the webhooks page with a secret shown")
           await secretBox.getByRole("button", { name: "I saved it" }).click()
           await page.reload()
           await page.getByTestId("webhook").getByRole("heading", { name: "My receiver" }).waitFor()
@@ -136,6 +138,7 @@ describe("web app in Chromium: runs, webhooks and schedules of an expert", () =>
             document.querySelectorAll("[data-testid=deliveries] tbody tr").length === 2 &&
             (document.querySelector("[data-testid=deliveries] tbody tr")?.textContent ?? "").includes("sent again") &&
             (document.querySelector("[data-testid=deliveries] tbody tr")?.textContent ?? "").includes("Delivered"))
+          await assertAccessible(page, "the delivery log")
           const logText = await page.getByTestId("webhook").innerText()
           assert.notMatch(logText, WIRE, `the delivery log shows the wire:\n${logText}`)
 
