@@ -117,10 +117,12 @@ describe("web app in Chromium: runs, webhooks and schedules of an expert", () =>
           assert.match(await page.getByTestId("webhook").innerText(), /Sends: A run completed, A run failed/)
 
           // A run's end reaches the receiver; the log shows it in words, and Redeliver sends it again.
-          await background("hello")
-          for (let i = 0; i < 100 && received.length === 0; i++) await new Promise((r) => setTimeout(r, 100))
-          assert.strictEqual(received.length, 1, "one delivery")
-          assert.match(String(received[0]!.headers["webhook-signature"]), /^v1,/)
+          // (Told by the run's id: the end of a run before it, told a moment late, may come too.)
+          const hello = await background("hello")
+          const ofHello = () => received.filter((r) => r.body.includes(hello.id))
+          for (let i = 0; i < 100 && ofHello().length === 0; i++) await new Promise((r) => setTimeout(r, 100))
+          assert.strictEqual(ofHello().length, 1, "one delivery")
+          assert.match(String(ofHello()[0]!.headers["webhook-signature"]), /^v1,/)
           await page.getByRole("button", { name: "Deliveries of My receiver" }).click()
           const log = page.getByTestId("deliveries")
           const first = log.getByRole("row").nth(1)
@@ -130,12 +132,12 @@ describe("web app in Chromium: runs, webhooks and schedules of an expert", () =>
           assert.match(await first.innerText(), /\d+ ms/)
           await first.getByRole("button", { name: /^Redeliver/ }).click()
           await page.getByText("“A run completed” sent again.").waitFor()
-          for (let i = 0; i < 100 && received.length < 2; i++) await new Promise((r) => setTimeout(r, 100))
-          assert.strictEqual(received.length, 2, "redelivered")
-          assert.strictEqual(received[1]!.headers["webhook-id"], received[0]!.headers["webhook-id"], "the same webhook-id")
+          for (let i = 0; i < 100 && ofHello().length < 2; i++) await new Promise((r) => setTimeout(r, 100))
+          assert.strictEqual(ofHello().length, 2, "redelivered")
+          assert.strictEqual(ofHello()[1]!.headers["webhook-id"], ofHello()[0]!.headers["webhook-id"], "the same webhook-id")
           await page.getByRole("button", { name: "Refresh the deliveries" }).click()
-          await until(page, "two deliveries, the newest sent again", () =>
-            document.querySelectorAll("[data-testid=deliveries] tbody tr").length === 2 &&
+          await until(page, "a delivery more, the newest sent again", () =>
+            document.querySelectorAll("[data-testid=deliveries] tbody tr").length >= 2 &&
             (document.querySelector("[data-testid=deliveries] tbody tr")?.textContent ?? "").includes("sent again") &&
             (document.querySelector("[data-testid=deliveries] tbody tr")?.textContent ?? "").includes("Delivered"))
           await assertAccessible(page, "the delivery log")
