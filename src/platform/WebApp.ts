@@ -21,6 +21,10 @@ export const APP_PAGES = [
   "/studio",
   "/admin",
   "/studio/:identifier",
+  // An expert's runs, schedules and the account's webhooks (issue 43 item 5).
+  "/studio/:identifier/runs",
+  "/studio/:identifier/schedules",
+  "/studio/:identifier/webhooks",
   "/marketplace",
   "/marketplace/:identifier",
   "/earnings",

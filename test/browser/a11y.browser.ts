@@ -13,7 +13,7 @@ import {
   OPERATOR_CODE,
   OPERATOR_PHONE,
   person,
-  Platform,
+  platformWith,
   publishedExpert,
   until
 } from "./support.js"
@@ -27,7 +27,8 @@ import {
 checkPrerequisites()
 
 describe("web app in Chromium: accessibility", () => {
-  it.layer(Platform, { timeout: 180_000 })((it) => {
+  // The webhooks page lists an endpoint on 127.0.0.1 (nothing listens; it subscribes to failures only).
+  it.layer(platformWith({ TOOL_ALLOWED_HOSTS: "127.0.0.1" }), { timeout: 180_000 })((it) => {
     it.effect("axe: 0 serious or critical violations on every page, light and dark, desktop and phone", () =>
       Effect.gen(function*() {
         const { url: base } = yield* Atrium
@@ -43,6 +44,10 @@ describe("web app in Chromium: accessibility", () => {
           const draft = await api(base, creator.token, "POST", "/v1/agents", { name: "Pending Expert", category: "writing" })
           await api(base, creator.token, "POST", `/v1/agents/${draft.identifier}/publish`)
           await api(base, creator.token, "POST", "/api/user/apiKey/create", { name: "laptop" })
+          // The expert's runs, schedules and webhooks pages carry one of each (issue 43 item 5).
+          const run = await api(base, creator.token, "POST", "/v1/agents/run", { agent: id, message: "hello", background: true })
+          await api(base, creator.token, "POST", "/v1/schedules", { agent: id, cron: "0 9 * * 1-5", timezone: "Europe/Paris", input: "Report.", description: "Weekday report" })
+          await api(base, creator.token, "POST", "/v1/webhooks", { url: "http://127.0.0.1:9/atrium", events: ["run.failed"], description: "Alerts" })
           const buyer = await person(browser, base, { phone: BUYER_PHONE, code: BUYER_CODE }, { credits: 100 })
           await api(base, buyer.token, "POST", "/api/purchases", { agent: id })
           const operator = await person(browser, base, { phone: OPERATOR_PHONE, code: OPERATOR_CODE })
@@ -60,7 +65,10 @@ describe("web app in Chromium: accessibility", () => {
             await guest.close()
 
             const pages: Array<[string, Array<string>]> = [
-              [CREATOR_PHONE, ["/studio", `/studio/${id}`, "/earnings", "/wallet", "/keys", "/chat"]],
+              [CREATOR_PHONE, [
+                "/studio", `/studio/${id}`, `/studio/${id}/runs`, `/studio/${id}/runs?run=${run.id}`, `/studio/${id}/schedules`,
+                `/studio/${id}/webhooks`, "/earnings", "/wallet", "/keys", "/chat"
+              ]],
               [OPERATOR_PHONE, ["/admin"]]
             ]
             for (const [phone, paths] of pages) {

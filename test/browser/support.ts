@@ -62,17 +62,22 @@ export class Atrium extends Context.Tag("test/browser/Atrium")<Atrium, PlatformP
     )
 }
 
-export const Platform = Layer.merge(
-  Atrium.layer({
-    INTERNAL_TOKEN,
-    PAYMENT_WEBHOOK_SECRET: PAYMENT_SECRET,
-    ADMIN_PHONES: OPERATOR_PHONE,
-    SMS_TEST_OTP: `${CREATOR_PHONE}=${CREATOR_CODE},${BUYER_PHONE}=${BUYER_CODE},${OPERATOR_PHONE}=${OPERATOR_CODE}`,
-    // Another build of the web app (say, main's, to see a test fail before its fix): WEB_DIST=/path/to/web/dist.
-    ...(process.env.WEB_DIST ? { WEB_DIST: process.env.WEB_DIST } : {})
-  }),
-  Browser.layer
-)
+/** The platform and Chromium of a file, with settings of its own on top of the suite's (`env`). */
+export const platformWith = (env: Record<string, string> = {}) =>
+  Layer.merge(
+    Atrium.layer({
+      INTERNAL_TOKEN,
+      PAYMENT_WEBHOOK_SECRET: PAYMENT_SECRET,
+      ADMIN_PHONES: OPERATOR_PHONE,
+      SMS_TEST_OTP: `${CREATOR_PHONE}=${CREATOR_CODE},${BUYER_PHONE}=${BUYER_CODE},${OPERATOR_PHONE}=${OPERATOR_CODE}`,
+      // Another build of the web app (say, main's, to see a test fail before its fix): WEB_DIST=/path/to/web/dist.
+      ...(process.env.WEB_DIST ? { WEB_DIST: process.env.WEB_DIST } : {}),
+      ...env
+    }),
+    Browser.layer
+  )
+
+export const Platform = platformWith()
 
 export const checkPrerequisites = () => {
   if (!existsSync("web/dist/index.html")) {

@@ -96,7 +96,12 @@ const FIELDS: Record<string, { label: string; hint: string }> = {
   title: { label: "Title", hint: "Keep it under 200 characters." },
   reason: { label: "Reason", hint: "Write a reason of 1 to 2000 characters." },
   message: { label: "Message", hint: "Write something to send." },
-  email: { label: "Email", hint: "Write an email address like name@example.com." }
+  email: { label: "Email", hint: "Write an email address like name@example.com." },
+  cron: { label: "Cron", hint: "Write 5 fields: minute hour day-of-month month day-of-week, for example 0 9 * * 1-5." },
+  timezone: { label: "Time zone", hint: "Write a zone name like Europe/Paris, America/New_York or UTC." },
+  input: { label: "Message", hint: "Write what each run sends to the expert." },
+  url: { label: "Endpoint URL", hint: "Write the full https:// address of your endpoint." },
+  events: { label: "Events", hint: "Choose at least one event to send." }
 }
 
 const fieldOf = (path: string) =>

@@ -17,6 +17,9 @@ const ChatListPage = page(() => import("./pages/Chat.js"), "ChatListPage")
 const ChatPage = page(() => import("./pages/Chat.js"), "ChatPage")
 const StudioPage = page(() => import("./pages/Studio.js"), "StudioPage")
 const StudioEditPage = page(() => import("./pages/Studio.js"), "StudioEditPage")
+const StudioRunsPage = page(() => import("./pages/StudioRuns.js"), "StudioRunsPage")
+const StudioSchedulesPage = page(() => import("./pages/StudioSchedules.js"), "StudioSchedulesPage")
+const StudioWebhooksPage = page(() => import("./pages/StudioWebhooks.js"), "StudioWebhooksPage")
 const EarningsPage = page(() => import("./pages/Earnings.js"), "EarningsPage")
 const WalletPage = page(() => import("./pages/Wallet.js"), "WalletPage")
 const KeysPage = page(() => import("./pages/Keys.js"), "KeysPage")
@@ -57,6 +60,9 @@ const Routes = () => {
   if ((params = match("/chat/:identifier", path))) return <RequireLogin><ChatPage identifier={params.identifier!} /></RequireLogin>
   if (path === "/studio") return <RequireLogin><StudioPage /></RequireLogin>
   if ((params = match("/studio/:identifier", path))) return <RequireLogin><StudioEditPage identifier={params.identifier!} /></RequireLogin>
+  if ((params = match("/studio/:identifier/runs", path))) return <RequireLogin><StudioRunsPage identifier={params.identifier!} /></RequireLogin>
+  if ((params = match("/studio/:identifier/schedules", path))) return <RequireLogin><StudioSchedulesPage identifier={params.identifier!} /></RequireLogin>
+  if ((params = match("/studio/:identifier/webhooks", path))) return <RequireLogin><StudioWebhooksPage identifier={params.identifier!} /></RequireLogin>
   if (path === "/earnings") return <RequireLogin><EarningsPage /></RequireLogin>
   if (path === "/wallet") return <RequireLogin><WalletPage /></RequireLogin>
   if (path === "/keys") return <RequireLogin><KeysPage /></RequireLogin>

@@ -6,6 +6,7 @@ import { Link, navigate } from "../router.js"
 import { ChatPage } from "./Chat.js"
 import { McpForm, mcpProblems, type McpServerForm } from "./McpForm.js"
 import { StudioKnowledge } from "./StudioKnowledge.js"
+import { StudioTabs } from "./StudioTabs.js"
 
 type Category = (typeof CATEGORIES)[number]
 type ToolName = (typeof BUILTIN_TOOLS)[number]
@@ -271,6 +272,7 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
       <p><Link to="/studio">← Studio</Link></p>
       <h1>{agent.name}</h1>
       <p className="muted" data-testid="submission">{agent.identifier} · {submissionText(agent)}</p>
+      <StudioTabs identifier={identifier} />
       <div className="row">
         <Link to={`/chat/${identifier}`} className="button secondary">Test chat</Link>
         {agent.published_version !== null && <Link to={`/marketplace/${identifier}`} className="button secondary">Public page</Link>}
