@@ -23,6 +23,38 @@ export const SubmissionView = Schema.Struct({
   submitted_at: Schema.String
 })
 
+/**
+ * What the views say of an expert's tools, demos and remote servers: the stored configuration's fields, typed for
+ * clients (answers are read back from what was validated on write; fields beside these are kept, never dropped).
+ */
+const Rest = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+export const ToolView = Schema.Struct({ name: Schema.String, permission: Schema.Literal("allow", "ask", "deny") }, Rest)
+  .annotations({ identifier: "ExpertTool" })
+export const CaseDemoView = Schema.Struct({ title: Schema.optional(Schema.String), input: Schema.String, output: Schema.String }, Rest)
+  .annotations({ identifier: "ExpertCaseDemo" })
+export const McpServerView = Schema.Struct({
+  name: Schema.String,
+  url: Schema.String,
+  tools: Schema.Array(Schema.Struct({ name: Schema.String, permission: Schema.Literal("allow", "ask", "deny") }, Rest))
+}, Rest).annotations({ identifier: "ExpertMcpServer" })
+
+/** A stored configuration (a draft or a version) as the review console shows it, the price as a number. */
+export const ExpertConfigView = Schema.Struct({
+  name: Schema.String,
+  description: Schema.String,
+  category: Schema.String,
+  instructions: Schema.String,
+  model: Schema.String,
+  fallback_models: Schema.optional(Schema.Array(Schema.String)),
+  tools: Schema.Array(ToolView),
+  subagents: Schema.Array(Schema.String),
+  opening_message: Schema.String,
+  case_demos: Schema.Array(CaseDemoView),
+  billing: Schema.Struct({ type: Schema.String, price: Schema.Number }, Rest),
+  mcp_servers: Schema.optional(Schema.Array(McpServerView)),
+  knowledge_bases: Schema.optional(Schema.Array(Schema.String))
+}, Rest).annotations({ identifier: "ExpertConfig" })
+
 /** The owner's view: the whole draft and where it stands. */
 export const AgentView = Schema.Struct({
   identifier: Schema.String,
@@ -33,13 +65,14 @@ export const AgentView = Schema.Struct({
   instructions: Schema.optional(Schema.String),
   model: Schema.optional(Schema.String),
   fallback_models: Schema.optional(Schema.Array(Schema.String)),
-  tools: Schema.Array(Schema.Unknown),
+  /** The owner sees each tool with its permission; anyone else (a published expert's page) its name. */
+  tools: Schema.Array(Schema.Union(ToolView, Schema.String)),
   subagents: Schema.optional(Schema.Array(Schema.String)),
   opening_message: Schema.String,
-  case_demos: Schema.Array(Schema.Unknown),
+  case_demos: Schema.Array(CaseDemoView),
   billing: BillingView,
   /** Remote MCP servers and their tools' permissions (docs/tools.md); absent when the expert has none. */
-  mcp_servers: Schema.optional(Schema.Array(Schema.Unknown)),
+  mcp_servers: Schema.optional(Schema.Array(McpServerView)),
   /** The owner's knowledge bases its `file_search` tool searches (docs/knowledge.md); absent when none. */
   knowledge_bases: Schema.optional(Schema.Array(Schema.String)),
   published_version: Schema.NullOr(Schema.Int),
@@ -101,7 +134,7 @@ export class AgentsApi extends HttpApiGroup.make("agents")
         description: Schema.String,
         category: Schema.String,
         opening_message: Schema.String,
-        case_demos: Schema.Array(Schema.Unknown),
+        case_demos: Schema.Array(CaseDemoView),
         billing: BillingView,
         tools: Schema.Array(Schema.String),
         version: Schema.Int,

@@ -3,6 +3,7 @@ import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { Category } from "../agents/Agent.js"
+import { CaseDemoView, ExpertConfigView } from "../agents/Api.js"
 import { PlatformAuthentication, UserAuthentication } from "../identity/Domain.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { AlreadyApplied } from "./Domain.js"
@@ -79,7 +80,7 @@ export class MarketApi extends HttpApiGroup.make("market")
         description: Schema.String,
         category: Schema.String,
         opening_message: Schema.String,
-        case_demos: Schema.Array(Schema.Unknown),
+        case_demos: Schema.Array(CaseDemoView),
         billing: BillingView,
         tools: Schema.Array(Schema.String),
         version: Schema.Int,
@@ -259,8 +260,8 @@ export class AdminApi extends HttpApiGroup.make("admin")
         owner_id: Schema.String,
         submitted_at: Schema.String,
         published_version: Schema.NullOr(Schema.Int),
-        submitted: Schema.NullOr(Schema.Unknown),
-        published: Schema.NullOr(Schema.Unknown)
+        submitted: Schema.NullOr(ExpertConfigView),
+        published: Schema.NullOr(ExpertConfigView)
       }))
       .addError(NotFound)
       .annotate(OpenApi.Description, "A submission: the submitted version and the published one it would replace (null for a first one).")

@@ -60,7 +60,8 @@ const RunView = Schema.Struct({
   usage: Schema.Struct({ input_tokens: Schema.Int, output_tokens: Schema.Int }),
   credits_charged: Schema.Number,
   error: Schema.NullOr(Schema.Struct({ code: Schema.String, message: Schema.String })),
-  events: Schema.Array(Schema.Unknown)
+  /** The run's public events in order (docs/events.md): each narrows on `type`. */
+  events: Schema.Array(Schema.Struct({ type: Schema.String }, Schema.Record({ key: Schema.String, value: Schema.Unknown })))
 })
 
 const ContentPart = Schema.Struct({ type: Schema.String, text: Schema.optional(Schema.String) })

@@ -26,7 +26,8 @@ const summaryOf = (events: ReadonlyArray<InternalEvent>) =>
   events.flatMap((event, index) =>
     event.type === "text" || event.type === "reasoning" || event.type === "tool_call_chunk"
       ? []
-      : [publicPayload(event as Wire, index + 1)]
+      // Every public payload has its `type` (publicPayload keeps the event's, renamed): the answer's schema types it.
+      : [publicPayload(event as Wire, index + 1) as { readonly type: string; readonly [key: string]: unknown }]
   )
 
 /** A chat-completion frame: the OpenAI wire format has data lines only. */

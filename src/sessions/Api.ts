@@ -25,6 +25,22 @@ export const SessionView = Schema.Struct({
 /** A session in the list: its view and a preview of its last message (the web app's conversation list). */
 export const SessionListItem = SessionView.pipe(Schema.extend(Schema.Struct({ last_message: Schema.NullOr(Schema.String) })))
 
+/** A message of the history as `GET /v1/sessions/:id` lists it (sessions/Views.ts `messageView`). */
+export const HistoryMessage = Schema.Struct({
+  turn: Schema.Number,
+  role: Schema.Literal("system", "user", "assistant", "tool"),
+  content: Schema.String,
+  /** The tools the expert called in this message; `arguments` as the model gave them (any JSON). */
+  tool_calls: Schema.optional(Schema.Array(Schema.Struct({ id: Schema.String, name: Schema.String, arguments: Schema.optional(Schema.Unknown) }))),
+  /** Their results; `output` as the tool returned it (any JSON). */
+  tool_results: Schema.optional(Schema.Array(Schema.Struct({
+    id: Schema.String,
+    name: Schema.String,
+    is_error: Schema.Boolean,
+    output: Schema.optional(Schema.Unknown)
+  })))
+}).annotations({ identifier: "SessionMessage" })
+
 const Path = Schema.Struct({ id: SessionId })
 
 const TurnNumber = Schema.Number.pipe(Schema.int(), Schema.positive())
@@ -120,7 +136,7 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
       .setPath(Path)
       .addSuccess(SessionView.pipe(Schema.extend(Schema.Struct({
         leaf: Schema.NullOr(Schema.Number),
-        messages: Schema.Array(Schema.Unknown)
+        messages: Schema.Array(HistoryMessage)
       }))))
       .addError(NotFound)
       .annotate(OpenApi.Description, "The session and its messages on the current branch: the path from the first turn to `leaf`.")

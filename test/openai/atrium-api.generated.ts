@@ -2492,6 +2492,33 @@ export interface components {
                 param?: string | null;
             };
         };
+        ExpertTool: {
+            name: string;
+            /** @enum {string} */
+            permission: "allow" | "ask" | "deny";
+        } & {
+            [key: string]: unknown;
+        };
+        ExpertCaseDemo: {
+            title?: string;
+            input: string;
+            output: string;
+        } & {
+            [key: string]: unknown;
+        };
+        ExpertMcpServer: {
+            name: string;
+            url: string;
+            tools: ({
+                name: string;
+                /** @enum {string} */
+                permission: "allow" | "ask" | "deny";
+            } & {
+                [key: string]: unknown;
+            })[];
+        } & {
+            [key: string]: unknown;
+        };
         /** IdentifierTaken */
         IdentifierTaken: {
             error: {
@@ -2720,6 +2747,25 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        SessionMessage: {
+            turn: number;
+            /** @enum {string} */
+            role: "system" | "user" | "assistant" | "tool";
+            content: string;
+            tool_calls?: {
+                id: string;
+                name: string;
+                /** unknown */
+                arguments?: unknown;
+            }[];
+            tool_results?: {
+                id: string;
+                name: string;
+                is_error: boolean;
+                /** unknown */
+                output?: unknown;
+            }[];
+        };
         /** SessionBusy */
         SessionBusy: {
             error: {
@@ -2865,6 +2911,28 @@ export interface components {
                 /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
                 param?: string | null;
             };
+        };
+        ExpertConfig: {
+            name: string;
+            description: string;
+            category: string;
+            instructions: string;
+            model: string;
+            fallback_models?: string[];
+            tools: components["schemas"]["ExpertTool"][];
+            subagents: string[];
+            opening_message: string;
+            case_demos: components["schemas"]["ExpertCaseDemo"][];
+            billing: {
+                type: string;
+                price: number;
+            } & {
+                [key: string]: unknown;
+            };
+            mcp_servers?: components["schemas"]["ExpertMcpServer"][];
+            knowledge_bases?: string[];
+        } & {
+            [key: string]: unknown;
         };
         /** DistillationFailed */
         DistillationFailed: {
@@ -4736,10 +4804,10 @@ export interface operations {
                             instructions?: string;
                             model?: string;
                             fallback_models?: string[];
-                            tools: unknown[];
+                            tools: (components["schemas"]["ExpertTool"] | string)[];
                             subagents?: string[];
                             opening_message: string;
-                            case_demos: unknown[];
+                            case_demos: components["schemas"]["ExpertCaseDemo"][];
                             billing: {
                                 /** @enum {string} */
                                 type: "FREE" | "UNLOCK";
@@ -4747,7 +4815,7 @@ export interface operations {
                                 free_trial_per_user: components["schemas"]["Int"];
                                 allow_trial: boolean;
                             };
-                            mcp_servers?: unknown[];
+                            mcp_servers?: components["schemas"]["ExpertMcpServer"][];
                             knowledge_bases?: string[];
                             published_version: components["schemas"]["Int"] | null;
                             pending_submission: {
@@ -4939,10 +5007,10 @@ export interface operations {
                         instructions?: string;
                         model?: string;
                         fallback_models?: string[];
-                        tools: unknown[];
+                        tools: (components["schemas"]["ExpertTool"] | string)[];
                         subagents?: string[];
                         opening_message: string;
-                        case_demos: unknown[];
+                        case_demos: components["schemas"]["ExpertCaseDemo"][];
                         billing: {
                             /** @enum {string} */
                             type: "FREE" | "UNLOCK";
@@ -4950,7 +5018,7 @@ export interface operations {
                             free_trial_per_user: components["schemas"]["Int"];
                             allow_trial: boolean;
                         };
-                        mcp_servers?: unknown[];
+                        mcp_servers?: components["schemas"]["ExpertMcpServer"][];
                         knowledge_bases?: string[];
                         published_version: components["schemas"]["Int"] | null;
                         pending_submission: {
@@ -5030,10 +5098,10 @@ export interface operations {
                         instructions?: string;
                         model?: string;
                         fallback_models?: string[];
-                        tools: unknown[];
+                        tools: (components["schemas"]["ExpertTool"] | string)[];
                         subagents?: string[];
                         opening_message: string;
-                        case_demos: unknown[];
+                        case_demos: components["schemas"]["ExpertCaseDemo"][];
                         billing: {
                             /** @enum {string} */
                             type: "FREE" | "UNLOCK";
@@ -5041,7 +5109,7 @@ export interface operations {
                             free_trial_per_user: components["schemas"]["Int"];
                             allow_trial: boolean;
                         };
-                        mcp_servers?: unknown[];
+                        mcp_servers?: components["schemas"]["ExpertMcpServer"][];
                         knowledge_bases?: string[];
                         published_version: components["schemas"]["Int"] | null;
                         pending_submission: {
@@ -5231,10 +5299,10 @@ export interface operations {
                         instructions?: string;
                         model?: string;
                         fallback_models?: string[];
-                        tools: unknown[];
+                        tools: (components["schemas"]["ExpertTool"] | string)[];
                         subagents?: string[];
                         opening_message: string;
-                        case_demos: unknown[];
+                        case_demos: components["schemas"]["ExpertCaseDemo"][];
                         billing: {
                             /** @enum {string} */
                             type: "FREE" | "UNLOCK";
@@ -5242,7 +5310,7 @@ export interface operations {
                             free_trial_per_user: components["schemas"]["Int"];
                             allow_trial: boolean;
                         };
-                        mcp_servers?: unknown[];
+                        mcp_servers?: components["schemas"]["ExpertMcpServer"][];
                         knowledge_bases?: string[];
                         published_version: components["schemas"]["Int"] | null;
                         pending_submission: {
@@ -5392,7 +5460,7 @@ export interface operations {
                         description: string;
                         category: string;
                         opening_message: string;
-                        case_demos: unknown[];
+                        case_demos: components["schemas"]["ExpertCaseDemo"][];
                         billing: {
                             /** @enum {string} */
                             type: "FREE" | "UNLOCK";
@@ -5542,7 +5610,11 @@ export interface operations {
                             code: string;
                             message: string;
                         } | null;
-                        events: unknown[];
+                        events: ({
+                            type: string;
+                        } & {
+                            [key: string]: unknown;
+                        })[];
                     };
                     "text/event-stream": string;
                 };
@@ -6752,7 +6824,7 @@ export interface operations {
                         created_at: string;
                         updated_at: string;
                         leaf: number | null;
-                        messages: unknown[];
+                        messages: components["schemas"]["SessionMessage"][];
                     };
                 };
             };
@@ -9574,7 +9646,7 @@ export interface operations {
                         description: string;
                         category: string;
                         opening_message: string;
-                        case_demos: unknown[];
+                        case_demos: components["schemas"]["ExpertCaseDemo"][];
                         billing: {
                             /** @enum {string} */
                             type: "FREE" | "UNLOCK";
@@ -10199,10 +10271,8 @@ export interface operations {
                         owner_id: string;
                         submitted_at: string;
                         published_version: components["schemas"]["Int"] | null;
-                        /** unknown */
-                        submitted: unknown;
-                        /** unknown */
-                        published: unknown;
+                        submitted: components["schemas"]["ExpertConfig"] | null;
+                        published: components["schemas"]["ExpertConfig"] | null;
                     };
                 };
             };
