@@ -1,11 +1,12 @@
 import { Effect, Layer } from "effect"
 import { ExpertMemory } from "../runtime/Ports.js"
+import { Extraction } from "./Extraction.js"
 import { Memory } from "./Memory.js"
 
-/** The run engine's memory port (src/runtime/Ports.ts) on the memory service: a run's writes are the model's. */
+/** The run engine's memory port (src/runtime/Ports.ts) on the memory service (a run's writes are the model's) and extraction. */
 export const ExpertMemoryLive = Layer.effect(
   ExpertMemory,
-  Effect.map(Memory, (memory) =>
+  Effect.map(Effect.all([Memory, Extraction]), ([memory, extraction]) =>
     ExpertMemory.of({
       snapshot: memory.snapshot,
       read: memory.read,
@@ -13,6 +14,7 @@ export const ExpertMemoryLive = Layer.effect(
       append: (owner, label, text) => memory.append(owner, label, text, "model"),
       search: memory.search,
       addFact: (owner, text) => memory.addFact(owner, text, "model"),
-      supersede: (owner, id, text) => memory.supersede(owner, id, text, "model")
+      supersede: (owner, id, text) => memory.supersede(owner, id, text, "model"),
+      afterTurn: extraction.afterTurn
     }))
-).pipe(Layer.provide(Memory.Default))
+).pipe(Layer.provide([Memory.Default, Extraction.Default]))

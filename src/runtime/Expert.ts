@@ -78,7 +78,12 @@ export type MemoryBlockSetting = typeof MemoryBlockSetting.Type
 /** Whether the expert remembers its end users, and which blocks it keeps (the creator's choice). */
 export const MemorySettings = Schema.Struct({
   enabled: Schema.Boolean,
-  blocks: Schema.Array(MemoryBlockSetting).pipe(Schema.maxItems(MAX_BLOCKS))
+  blocks: Schema.Array(MemoryBlockSetting).pipe(Schema.maxItems(MAX_BLOCKS)),
+  /**
+   * After a turn, one model call proposes facts and block edits (docs/memory.md, "Extraction"), billed to the
+   * turn's payer as a `memory` ledger line. Off unless set: it is a model call per (debounced) turn.
+   */
+  extraction: Schema.optional(Schema.Boolean)
 })
 export type MemorySettings = typeof MemorySettings.Type
 

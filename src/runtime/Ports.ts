@@ -129,7 +129,22 @@ export class ExpertMemory extends Context.Tag("atrium/runtime/ExpertMemory")<Exp
   readonly addFact: (owner: MemoryOwner, text: string) => Effect.Effect<MemoryFact, MemoryRefused>
   /** A newer fact in place of `id`, which stays, marked superseded. */
   readonly supersede: (owner: MemoryOwner, id: string, text: string) => Effect.Effect<MemoryFact, MemoryRefused>
+  /**
+   * A turn of an expert with extraction finished: memory may propose facts and block edits from it, later and
+   * elsewhere (this returns at once; the turn never waits for it), at most one model call per turn.
+   */
+  readonly afterTurn: (owner: MemoryOwner, turn: MemoryTurn) => Effect.Effect<void>
 }>() {}
+
+/** What extraction reads of a finished turn, and who pays for it. */
+export interface MemoryTurn {
+  readonly runId: string
+  readonly agent: string
+  /** The expert's model and fallbacks, as the turn had them. */
+  readonly models: ReadonlyArray<string>
+  readonly message: string
+  readonly answer: string
+}
 
 /** The expert `identifier` as a subagent run by `payer` sees it; none when it is not available to them. */
 export type ResolveSubagent<Agent> = (identifier: string, payer: Partition) => Effect.Effect<Option.Option<Agent>>

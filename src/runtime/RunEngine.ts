@@ -347,7 +347,21 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
             credits_charged: toNumber(state.spent)
           })
           yield* record("completed", Option.none())
-          return state.result("completed", Option.none())
+          const result = state.result("completed", Option.none())
+          // Extraction is memory's, off this turn's path: `afterTurn` only hands the turn over.
+          if (agent.id !== null && agent.config.memory?.enabled === true && agent.config.memory.extraction === true && Option.isSome(memory)) {
+            yield* memory.value.afterTurn(
+              { agentId: agent.id, partition: payer, settings: agent.config.memory },
+              {
+                runId: request.runId,
+                agent: agent.identifier,
+                models: [agent.config.model, ...(agent.config.fallback_models ?? [])],
+                message: request.message,
+                answer: result.output
+              }
+            )
+          }
+          return result
         }
         if (Cause.isInterruptedOnly(exit.cause)) {
           yield* record("cancelled", Option.some({ code: "interrupted", message: "The run was interrupted." }))

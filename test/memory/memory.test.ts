@@ -119,7 +119,7 @@ describe("memory", () => {
               ? memory.append(owner, write.label, write.text)
               : write.path === "replace"
               ? memory.replace(owner, write.label, current.slice(write.old % Math.max(current.length, 1)).slice(0, 3) || "x", write.text)
-              : memory.setValue(owner, write.label, current + write.text, write.path)
+              : memory.setValue(owner, write.label, current + write.text, write.path as "user" | "extraction")
             yield* Effect.either(op)
             for (const row of yield* repo.blocks({ agentId: owner.agentId, accountId: owner.partition.accountId, endUserId: owner.partition.endUserId })) {
               assert.isAtMost(row.value.length, limits.get(row.label)!, `${row.label} after ${write.path}`)
