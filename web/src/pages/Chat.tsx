@@ -7,6 +7,7 @@ import { followSession, sendToSession } from "../stream.js"
 import { type Approval, fold, queueMessage, type Turn, unqueueMessage, UserSide } from "../chat/fold.js"
 import { makeOutbox } from "../chat/outbox.js"
 import { ModelBanner } from "../ModelBanner.js"
+import { MemoryPanel } from "../chat/MemoryPanel.js"
 import { Approvals, type BranchControls, TurnView, useDetailsSetting } from "../chat/TurnView.js"
 import { readablePreview, type SessionItem, Sidebar, useExpertNames } from "../chat/Sidebar.js"
 
@@ -310,6 +311,7 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
         </p>
       </header>
       <ModelBanner />
+      {!embedded && <MemoryPanel identifier={identifier} version={listVersion} />}
       <div className="scroller" ref={scroller.ref} onScroll={scroller.onScroll} onWheel={scroller.onWheel} onKeyDown={scroller.onKeyDown} data-testid="conversation" tabIndex={0} role="region" aria-label="Conversation">
         <ol className="turns" aria-live="off">
           {opening && <li className="turn"><div className="bubble assistant">{opening}</div></li>}
