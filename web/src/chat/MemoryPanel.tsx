@@ -49,18 +49,18 @@ export const MemoryPanel = ({ identifier, version }: { identifier: string; versi
 
   const save = (label: string) =>
     call((c) => c.memory.updateBlock({ path: { label }, urlParams: { agent: identifier }, payload: { value: drafts[label] ?? "" } })).then(
-      () => { setStatus(`Saved ${label}.`); return load() },
+      () => load().then(() => setStatus(`Saved ${label}.`)),
       (e: Error) => setError(e.message)
     )
   const forget = (id: string) =>
     call((c) => c.memory.deleteFact({ path: { id }, urlParams: { agent: identifier } })).then(
-      () => { setStatus("Fact deleted."); return load() },
+      () => load().then(() => setStatus("Fact deleted.")),
       (e: Error) => setError(e.message)
     )
   const forgetAll = () => {
     if (!window.confirm("Delete everything this expert remembers about you?")) return
     void call((c) => c.memory.delete({ urlParams: { agent: identifier } })).then(
-      () => { setStatus("Everything deleted."); return load() },
+      () => load().then(() => setStatus("Everything deleted.")),
       (e: Error) => setError(e.message)
     )
   }
