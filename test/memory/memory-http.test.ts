@@ -1,6 +1,7 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { fullLedger } from "../billing/billing-support.js"
+import { call, callOk, connect, failed } from "../mcp/mcp-support.js"
 import { request } from "../support/Client.js"
 import { textOf } from "../support/Sse.js"
 import { TestServer } from "../support/TestServer.js"
@@ -165,6 +166,28 @@ describe("memory over HTTP", () => {
         const lines = ledger.slice(0, ledger.length - before)
         assert.deepStrictEqual(lines.filter((line) => line.kind === "memory").length, 1, JSON.stringify(lines))
         assert.isBelow(lines.find((line) => line.kind === "memory")!.amount, 0)
+      }))
+
+    it.scoped("configure_memory (MCP): the creator sets and reads the configuration and aggregate use, never content", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const agent = yield* agentWith(user.token)
+        const client = yield* connect({ bearer: user.token })
+        const set = yield* callOk(client, "configure_memory", { identifier: agent, enabled: true, blocks: MEMORY.blocks })
+        assert.deepStrictEqual(set, { identifier: agent, memory: MEMORY, usage: { end_users: 0, facts: 0, blocks: 0 } })
+        const key = yield* apiKeyOf(user)
+        yield* runAgent({ token: key, endUser: "erin" }, agent, toolDirective("fact_add", { text: "Erin's secret is 42" }))
+        yield* runAgent({ token: key, endUser: "finn" }, agent, toolDirective("memory_append", { label: "human", text: "Finn" }))
+        const read = yield* callOk(client, "configure_memory", { identifier: agent })
+        assert.deepStrictEqual(read.usage, { end_users: 2, facts: 1, blocks: 1 })
+        assert.notInclude(JSON.stringify(read), "42")
+        assert.notInclude(JSON.stringify(read), "Finn")
+        // Someone else's expert is not theirs to configure.
+        const stranger = yield* newUser
+        const theirs = yield* connect({ bearer: stranger.token })
+        failed(yield* call(theirs, "configure_memory", { identifier: agent, enabled: false }))
+        const bad = yield* call(client, "configure_memory", { identifier: agent, blocks: [{ label: "Bad Label", description: "", limit: 10 }] })
+        failed(bad, "label")
       }))
 
     it.effect("an API key must name its end user on memory routes; an unknown expert is 404", () =>
