@@ -156,7 +156,8 @@ describe("memory over HTTP", () => {
         let seen: any
         for (let i = 0; i < 100; i++) {
           seen = (yield* memoryOf({ token: user.token }, agent)).body
-          if (seen.facts.length > 0) break
+          // Written in order: facts, supersessions, then block edits (the last one refused).
+          if (seen.facts.length > 0 && seen.blocks.find((b: any) => b.label === "human").version > 0) break
           yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 100)))
         }
         assert.deepStrictEqual(seen.facts.map((f: any) => f.text), ["Lives in Oslo"])
