@@ -140,7 +140,10 @@ export const renderMemory = (
     lines.push(escape(block.value.slice(0, block.limit)), "</block>")
   }
   lines.push("<facts>")
-  for (const fact of facts) lines.push(`- [${fact.id}] ${escape(fact.text)} (since ${fact.validFrom.toISOString().slice(0, 10)})`)
+  // A note saved before facts existed may be longer than a fact (up to 4,000 characters): shown to a fact's length.
+  for (const fact of facts) {
+    lines.push(`- [${fact.id}] ${escape(fact.text.slice(0, MAX_FACT_CHARS))} (since ${fact.validFrom.toISOString().slice(0, 10)})`)
+  }
   lines.push("</facts>", "</memory>")
   return lines.join("\n")
 }
