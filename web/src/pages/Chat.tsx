@@ -305,13 +305,14 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
             Conversations
           </button>
         )}
+        {/* In the header, closed to one line beside the title: the conversation keeps its height. */}
+        {!embedded && <MemoryPanel identifier={identifier} version={listVersion} />}
         <p className="muted">
           <Link to={`/marketplace/${identifier}`}>About this expert</Link> · Balance {formatCredits(me.balance)}
           {connection === "reconnecting" && <span role="status"> · Reconnecting…</span>}
         </p>
       </header>
       <ModelBanner />
-      {!embedded && <MemoryPanel identifier={identifier} version={listVersion} />}
       <div className="scroller" ref={scroller.ref} onScroll={scroller.onScroll} onWheel={scroller.onWheel} onKeyDown={scroller.onKeyDown} data-testid="conversation" tabIndex={0} role="region" aria-label="Conversation">
         <ol className="turns" aria-live="off">
           {opening && <li className="turn"><div className="bubble assistant">{opening}</div></li>}
