@@ -9,7 +9,7 @@ const LAYERS = [
   ["files", "environments", "credentials"],
   ["runtime"],
   ["billing", "agents", "knowledge"],
-  ["market", "runs", "sessions", "responses", "evolution", "distillation", "webhooks"],
+  ["market", "runs", "sessions", "responses", "evolution", "distillation", "webhooks", "memory"],
   ["mcp"]
 ]
 

@@ -10,6 +10,7 @@ import { DistillationsApi } from "./distillation/Api.js"
 import { SessionsApi } from "./sessions/Api.js"
 import { AppsApi, CreditsApi, EventsApi, InternalBillingApi, MetersApi, PaymentNotifyApi, WalletApi } from "./billing/Api.js"
 import { CredentialsApi } from "./credentials/Api.js"
+import { MemoryApi } from "./memory/Api.js"
 import { EnvironmentsApi } from "./environments/Api.js"
 import { FilesApi } from "./files/Api.js"
 import { KnowledgeApi } from "./knowledge/Api.js"
@@ -236,6 +237,7 @@ export class AtriumApi extends makeApi("atrium")
   .add(KnowledgeApi)
   .add(EnvironmentsApi)
   .add(CredentialsApi)
+  .add(MemoryApi)
   .add(MarketApi)
   .add(CreatorsApi)
   .add(NotificationsApi)

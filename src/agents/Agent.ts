@@ -1,5 +1,5 @@
 import { Schema } from "effect"
-import { BUILTIN_TOOLS, McpServer, ToolPolicy } from "../runtime/Expert.js"
+import { BUILTIN_TOOLS, McpServer, MemorySettings, ToolPolicy } from "../runtime/Expert.js"
 
 /**
  * An agent's configuration: what a creator edits in the draft and what a version freezes. Stored as JSON (the
@@ -72,7 +72,9 @@ export const AgentConfig = Schema.Struct({
   /** Absent: none (configurations stored before remote tools existed, agents made by the platform). */
   mcp_servers: Schema.optional(Schema.Array(McpServer)),
   /** Knowledge bases its `file_search` searches (docs/knowledge.md); absent: none. */
-  knowledge_bases: Schema.optional(Schema.Array(Schema.String))
+  knowledge_bases: Schema.optional(Schema.Array(Schema.String)),
+  /** Memory of each end user (docs/memory.md); absent: none. */
+  memory: Schema.optional(MemorySettings)
 })
 export type AgentConfig = typeof AgentConfig.Type
 
@@ -96,7 +98,8 @@ export const AgentFields = {
   case_demos: Schema.Array(CaseDemo).pipe(Schema.maxItems(20)),
   billing: BillingInput,
   mcp_servers: Schema.Array(McpServer).pipe(Schema.maxItems(10)),
-  knowledge_bases: Schema.Array(Schema.String.pipe(Schema.maxLength(64))).pipe(Schema.maxItems(10))
+  knowledge_bases: Schema.Array(Schema.String.pipe(Schema.maxLength(64))).pipe(Schema.maxItems(10)),
+  memory: MemorySettings
 }
 
 export const defaultBilling: Billing = { type: "FREE", price: "0", free_trial_per_user: 3, allow_trial: true }

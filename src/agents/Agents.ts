@@ -82,6 +82,13 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
         }
         next.knowledge_bases = wanted
       }
+      if (fields.memory !== undefined) {
+        const labels = fields.memory.blocks.map((block) => block.label)
+        if (new Set(labels).size !== labels.length) {
+          return yield* new InvalidRequest({ message: "Invalid request: memory.blocks: each label may appear once" })
+        }
+        next.memory = fields.memory
+      }
       if (fields.model !== undefined) {
         if (Option.isNone(yield* catalog.find(fields.model))) {
           return yield* new InvalidRequest({

@@ -6,6 +6,7 @@ import { DailyCapExceeded, IdempotencyConflict, InsufficientCredits } from "../b
 import { PlatformAuthentication, UserAuthentication } from "../identity/Domain.js"
 import { Forbidden, InvalidRequest, NotFound } from "../platform/Errors.js"
 import { AgentFields, AgentRef, Identifier } from "./Agent.js"
+import { MemorySettings } from "../runtime/Expert.js"
 import { IdentifierTaken } from "./Domain.js"
 import { ListParams } from "../platform/http/Lists.js"
 
@@ -75,6 +76,8 @@ export const AgentView = Schema.Struct({
   mcp_servers: Schema.optional(Schema.Array(McpServerView)),
   /** The owner's knowledge bases its `file_search` tool searches (docs/knowledge.md); absent when none. */
   knowledge_bases: Schema.optional(Schema.Array(Schema.String)),
+  /** Whether the expert remembers each end user, and its blocks (docs/memory.md); absent when never set. */
+  memory: Schema.optional(MemorySettings),
   published_version: Schema.NullOr(Schema.Int),
   pending_submission: Schema.NullOr(SubmissionView),
   /** The owner's single-agent view only: every submission, newest first, with the reviewer's reason. */

@@ -73,7 +73,7 @@ export class ApiKeyAuthentication extends HttpApiMiddleware.Tag<ApiKeyAuthentica
 
 /** Spec 5.1 rule 4: the routes where an API key must say which end user it acts for. */
 // `/v1/responses` too: its conversations are sessions (issue 16).
-export const END_USER_ROUTES = /^\/v1\/(chat\/|agents\/run(\/|$)|runs(\/|$)|sessions(\/|$)|files(\/|$)|responses(\/|$))/
+export const END_USER_ROUTES = /^\/v1\/(chat\/|agents\/run(\/|$)|runs(\/|$)|sessions(\/|$)|files(\/|$)|responses(\/|$)|memory(\/|$))/
 
 export const MISSING_END_USER =
   "Missing required header: X-End-User-Id. Requests with an API key to this route must send a stable id of " +

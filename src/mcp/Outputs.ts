@@ -3,6 +3,7 @@ import { AcceptedView, StatsView, SuggestionView } from "../evolution/Api.js"
 import { BillingView as Billing, CreatorView, MarketItem, SkillList } from "../market/Api.js"
 import { RunObject } from "../runs/Api.js"
 import { ScheduleView } from "../schedules/Domain.js"
+import { MemorySettings } from "../runtime/Expert.js"
 
 /**
  * Every tool's `outputSchema` (MCP 2025-06-18): the shape of its `structuredContent`, which the SDK's client checks
@@ -144,6 +145,11 @@ export const TOOL_OUTPUTS: Readonly<Record<string, Schema.Schema<any, any, never
     has_more: Schema.Boolean
   }),
   attach_knowledge: Schema.Struct({ identifier: Schema.String, knowledge_bases: Schema.Array(Schema.String) }),
+  configure_memory: Schema.Struct({
+    identifier: Schema.String,
+    memory: MemorySettings,
+    usage: Schema.Struct({ end_users: int, facts: int, blocks: int })
+  }),
   list_runs: Schema.Struct({ runs: Schema.Array(RunObject), has_more: Schema.Boolean }),
   get_run: RunObject,
   cancel_run: RunObject,

@@ -12,6 +12,7 @@ import { RunPayload } from "../runs/Api.js"
 import { McpConfig } from "./Config.js"
 import { EngineTools } from "./EngineTools.js"
 import { KnowledgeTools } from "./KnowledgeTools.js"
+import { MemoryTools } from "./MemoryTools.js"
 import { RunTools } from "./RunTools.js"
 import { publicTool, type ToolDefinition, ToolFailure, userTool } from "./Tool.js"
 
@@ -75,6 +76,7 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
     const engine = yield* EngineTools
     const config = yield* McpConfig
     const knowledgeTools = yield* KnowledgeTools
+    const memoryTools = yield* MemoryTools
     const runTools = yield* RunTools
 
     const withPending = (agent: AgentRow) => Effect.map(agents.pendingOf(agent), (pending) => expertView(agent, pending))
@@ -397,6 +399,7 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
       ),
       // Beyond the spec's table: knowledge bases (docs/knowledge.md).
       ...knowledgeTools.tools,
+      ...memoryTools.tools,
       // Beyond it too: runs and schedules (docs/runs.md, docs/schedules.md).
       ...runTools.tools
     ]
@@ -404,5 +407,5 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
     return { tools } as const
   }),
   // `Agents` needs `Wallets` (the cluster's wallet entities), which the server provides once for every route.
-  dependencies: [Agents.Default, Creators.Default, Market.Default, EngineTools.Default, McpConfig.Default, KnowledgeTools.Default, RunTools.Default]
+  dependencies: [Agents.Default, Creators.Default, Market.Default, EngineTools.Default, McpConfig.Default, KnowledgeTools.Default, MemoryTools.Default, RunTools.Default]
 }) {}

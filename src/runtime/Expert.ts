@@ -54,6 +54,39 @@ export const McpServer = Schema.Struct({
 })
 export type McpServer = typeof McpServer.Type
 
+/** The tools an expert with memory has (docs/memory.md), beside `memory_save`, which adds a fact. */
+export const MEMORY_TOOLS = ["memory_read", "memory_replace", "memory_append", "memory_search", "fact_add", "fact_supersede"] as const
+export type MemoryToolName = typeof MEMORY_TOOLS[number] | "memory_save"
+
+/** The most characters one block may hold, and the most blocks: what memory may add to every prompt stays bounded. */
+export const MAX_BLOCK_LIMIT = 20_000
+export const MAX_BLOCKS = 8
+
+/** A block the expert keeps about each end user: its label, what it is for, and the most characters it holds. */
+export const MemoryBlockSetting = Schema.Struct({
+  label: Schema.String.pipe(Schema.pattern(/^[a-z][a-z0-9_]{0,39}$/, {
+    message: () => "memory.blocks[].label must be 1-40 characters of a-z, 0-9 and _, starting with a letter"
+  })),
+  description: Schema.String.pipe(Schema.maxLength(500)),
+  limit: Schema.Int.pipe(Schema.between(1, MAX_BLOCK_LIMIT, {
+    message: () => `memory.blocks[].limit must be an integer from 1 to ${MAX_BLOCK_LIMIT} (characters)`
+  })),
+  read_only: Schema.optional(Schema.Boolean)
+})
+export type MemoryBlockSetting = typeof MemoryBlockSetting.Type
+
+/** Whether the expert remembers its end users, and which blocks it keeps (the creator's choice). */
+export const MemorySettings = Schema.Struct({
+  enabled: Schema.Boolean,
+  blocks: Schema.Array(MemoryBlockSetting).pipe(Schema.maxItems(MAX_BLOCKS)),
+  /**
+   * After a turn, one model call proposes facts and block edits (docs/memory.md, "Extraction"), billed to the
+   * turn's payer as a `memory` ledger line. Off unless set: it is a model call per (debounced) turn.
+   */
+  extraction: Schema.optional(Schema.Boolean)
+})
+export type MemorySettings = typeof MemorySettings.Type
+
 /** An expert's price and trials as a run applies them (spec 4.10 rules 4, 8); the price is decimal credits as text. */
 export interface ExpertBilling {
   readonly type: "FREE" | "UNLOCK"
@@ -78,4 +111,6 @@ export interface ExpertConfig {
    * absent or empty: the expert has no `file_search`.
    */
   readonly knowledge_bases?: ReadonlyArray<string> | undefined
+  /** Memory of each end user (docs/memory.md); absent: none beyond the `memory_save` tool if it is listed. */
+  readonly memory?: MemorySettings | undefined
 }

@@ -4,6 +4,7 @@ import type { Fence } from "../platform/cluster/Fences.js"
 import type { Micros } from "../platform/Money.js"
 import type { Partition } from "../identity/Partition.js"
 import type { RunOutcome, RunRecord } from "./Repo.js"
+import type { MemorySettings } from "./Expert.js"
 
 /**
  * What the run engine needs from the layers above it, as ports it owns: money (`RunPayer`, implemented by billing)
@@ -78,6 +79,72 @@ export class KnowledgeSearch extends Context.Tag("atrium/runtime/KnowledgeSearch
     payer: string
   ) => Effect.Effect<ReadonlyArray<KnowledgePassage>, KnowledgeUnavailable>
 }>() {}
+
+/** Whose memory a run reaches: the expert, the end user's partition, and the blocks the expert keeps. */
+export interface MemoryOwner {
+  readonly agentId: string
+  readonly partition: Partition
+  readonly settings: MemorySettings
+}
+
+/** A block as the turn's context shows it. */
+export interface MemoryBlock {
+  readonly label: string
+  readonly description: string
+  readonly value: string
+  readonly limit: number
+  readonly readOnly: boolean
+  readonly version: number
+}
+
+/** A fact as the turn's context and the tools show it. */
+export interface MemoryFact {
+  readonly id: string
+  readonly text: string
+  readonly validFrom: Date
+  readonly supersededAt: Date | null
+}
+
+/** A memory tool's call was refused (over a block's limit, no such block, a read-only block): the model is told. */
+export class MemoryRefused extends Data.TaggedError("MemoryRefused")<{ readonly message: string }> {}
+
+/**
+ * What an expert remembers of an end user (implemented by memory, above the engine; docs/memory.md). Every write
+ * checks the block's limit; the model never deletes a fact, it supersedes it.
+ */
+export class ExpertMemory extends Context.Tag("atrium/runtime/ExpertMemory")<ExpertMemory, {
+  /** The blocks (every configured one, empty when never written) and the current facts, newest first, for a turn. */
+  readonly snapshot: (owner: MemoryOwner, maxFacts: number) => Effect.Effect<{
+    readonly blocks: ReadonlyArray<MemoryBlock>
+    readonly facts: ReadonlyArray<MemoryFact>
+  }>
+  readonly read: (owner: MemoryOwner, label: string) => Effect.Effect<MemoryBlock, MemoryRefused>
+  readonly replace: (owner: MemoryOwner, label: string, old: string, next: string) => Effect.Effect<MemoryBlock, MemoryRefused>
+  readonly append: (owner: MemoryOwner, label: string, text: string) => Effect.Effect<MemoryBlock, MemoryRefused>
+  /** Current facts and blocks matching the query's words (full text). */
+  readonly search: (owner: MemoryOwner, query: string, limit: number) => Effect.Effect<{
+    readonly facts: ReadonlyArray<MemoryFact>
+    readonly blocks: ReadonlyArray<MemoryBlock>
+  }>
+  readonly addFact: (owner: MemoryOwner, text: string) => Effect.Effect<MemoryFact, MemoryRefused>
+  /** A newer fact in place of `id`, which stays, marked superseded. */
+  readonly supersede: (owner: MemoryOwner, id: string, text: string) => Effect.Effect<MemoryFact, MemoryRefused>
+  /**
+   * A turn of an expert with extraction finished: memory may propose facts and block edits from it, later and
+   * elsewhere (this returns at once; the turn never waits for it), at most one model call per turn.
+   */
+  readonly afterTurn: (owner: MemoryOwner, turn: MemoryTurn) => Effect.Effect<void>
+}>() {}
+
+/** What extraction reads of a finished turn, and who pays for it. */
+export interface MemoryTurn {
+  readonly runId: string
+  readonly agent: string
+  /** The expert's model and fallbacks, as the turn had them. */
+  readonly models: ReadonlyArray<string>
+  readonly message: string
+  readonly answer: string
+}
 
 /** The expert `identifier` as a subagent run by `payer` sees it; none when it is not available to them. */
 export type ResolveSubagent<Agent> = (identifier: string, payer: Partition) => Effect.Effect<Option.Option<Agent>>

@@ -39,13 +39,9 @@ const WorkspacePath = Schema.Struct({ ...Owner, workspace: Schema.String, path: 
 const WorkspaceFileRow = Schema.Struct({ path: Schema.String, size: Schema.Number, updatedAt: Schema.DateFromSelf })
 export type WorkspaceFileRow = typeof WorkspaceFileRow.Type
 
-/** A memory's id is a bigserial, selected as text. */
-const MemoryRow = Schema.Struct({ id: Schema.String, text: Schema.String, createdAt: Schema.DateFromSelf })
-export type MemoryRow = typeof MemoryRow.Type
-
 const owner = (partition: Partition) => ({ accountId: partition.accountId, endUserId: partition.endUserId })
 
-/** Runs, free trials, workspace files and memory. SQL errors are defects here. */
+/** Runs, free trials and workspace files (memory is src/memory/). SQL errors are defects here. */
 export class RunsRepo extends Effect.Service<RunsRepo>()("atrium/runtime/RunsRepo", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -177,41 +173,6 @@ export class RunsRepo extends Effect.Service<RunsRepo>()("atrium/runtime/RunsRep
     const deleteWorkspace = (partition: Partition, workspace: string) =>
       Effect.orDie(removeWorkspace({ ...owner(partition), workspace }))
 
-    const insertMemory = SqlSchema.single({
-      Request: Schema.Struct({ ...Owner, agentId: Schema.String, text: Schema.String }),
-      Result: Schema.Struct({ id: Schema.String }),
-      execute: (memory) =>
-        sql`
-          INSERT INTO agent_memories (agent_id, account_id, end_user_id, text)
-          VALUES (${memory.agentId}, ${memory.accountId}, ${memory.endUserId}, ${memory.text}) RETURNING id::text AS id`
-    })
-    const saveMemory = (agentId: string, partition: Partition, text: string) =>
-      insertMemory({ ...owner(partition), agentId, text }).pipe(Effect.map((row) => row.id), Effect.orDie)
-
-    const memories = SqlSchema.findAll({
-      Request: Schema.Struct({
-        ...Owner,
-        agentId: Schema.String,
-        patterns: Schema.Array(Schema.String),
-        limit: Schema.Number
-      }),
-      Result: MemoryRow,
-      execute: (query) =>
-        sql`
-          SELECT id::text AS id, text, created_at FROM agent_memories
-          WHERE agent_id = ${query.agentId} AND account_id = ${query.accountId} AND end_user_id = ${query.endUserId}
-            AND ${sql.and(query.patterns.map((pattern) => sql`text ILIKE ${pattern}`))}
-          ORDER BY agent_memories.id DESC LIMIT ${query.limit}`
-    })
-    /** Memories holding every word of the query (case-insensitive), newest first. */
-    const searchMemory = (agentId: string, partition: Partition, words: ReadonlyArray<string>, limit: number) =>
-      Effect.orDie(memories({
-        ...owner(partition),
-        agentId,
-        patterns: words.map((word) => `%${word.replace(/[\\%_]/g, (c) => `\\${c}`)}%`),
-        limit
-      }))
-
     const purchase = SqlSchema.findOne({
       Request: Schema.Struct({ userId: Schema.String, agentId: Schema.String }),
       Result: Schema.Struct({ found: Schema.Literal(1) }),
@@ -221,6 +182,6 @@ export class RunsRepo extends Effect.Service<RunsRepo>()("atrium/runtime/RunsRep
     const hasPurchased = (userId: string, agentId: string) =>
       purchase({ userId, agentId }).pipe(Effect.map(Option.isSome), Effect.orDie)
 
-    return { start, finish, hasPurchased, takeTrial, writeFile, readFile, listFiles, deleteWorkspace, saveMemory, searchMemory } as const
+    return { start, finish, hasPurchased, takeTrial, writeFile, readFile, listFiles, deleteWorkspace } as const
   })
 }) {}

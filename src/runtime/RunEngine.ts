@@ -7,7 +7,7 @@ import { tokensOf } from "./models/Builtin.js"
 import { Models, type ResolvedModel } from "./models/Models.js"
 import { checkOutput, CurrentOutputFormat } from "./models/OutputFormat.js"
 import { assistantContent, type ModelCall, ModelChain } from "./ModelChain.js"
-import { type RunCharge, RunPayer } from "./Ports.js"
+import { ExpertMemory, type MemoryOwner, type RunCharge, RunPayer } from "./Ports.js"
 import { RunsRepo } from "./Repo.js"
 import {
   costOf,
@@ -32,11 +32,12 @@ import {
   OwnerLost,
   StepLimitReached
 } from "./RunStop.js"
-import { DelegateParameters, knowledgeOf, toolkitOf } from "./RunTools.js"
+import { DelegateParameters, knowledgeOf, memoryEnabled, toolkitOf } from "./RunTools.js"
 import { makeSandboxHolder } from "./sandbox/Holder.js"
 import { McpTools } from "./tools/Mcp.js"
 import { ToolCalls } from "./ToolCalls.js"
 import { FILE_SEARCH } from "./tools/FileSearch.js"
+import { CONTEXT_FACTS, isMemoryTool, MEMORY_ENABLED_TOOLS, renderMemory } from "./tools/Memory.js"
 import type { ToolContext } from "./tools/Tools.js"
 
 /**
@@ -73,6 +74,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
     const mcpTools = yield* McpTools
     const modelChain = yield* ModelChain
     const toolCalls = yield* ToolCalls
+    const memory = yield* Effect.serviceOption(ExpertMemory)
 
     /**
      * Runs one turn of `request`, telling every step through `emit`. It always ends with `complete` or `error` (an
@@ -202,9 +204,22 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
           ])
           // Knowledge the expert has, or the caller named, is searched unless the expert's tools say otherwise.
           if (knowledge !== undefined && (request.knowledge !== undefined || !policies.has(FILE_SEARCH))) policies.set(FILE_SEARCH, "allow")
-          const context: ToolContext = { agentId: agent.id ?? "", partition: payer, workspace: request.workspace, knowledge }
+          // Memory belongs to the expert and the end user (docs/memory.md); a bare model has none. With memory
+          // enabled its tools are allowed unless the expert's tool policies say otherwise.
+          const remembers = memoryEnabled(agent.config)
+          const memoryOwner: MemoryOwner | undefined = agent.id === null ||
+              !(remembers || agent.config.tools.some((tool) => isMemoryTool(tool.name)))
+            ? undefined
+            : { agentId: agent.id, partition: payer, settings: agent.config.memory ?? { enabled: false, blocks: [] } }
+          if (remembers) for (const name of MEMORY_ENABLED_TOOLS) if (!policies.has(name)) policies.set(name, "allow")
+          const context: ToolContext = { agentId: agent.id ?? "", partition: payer, workspace: request.workspace, knowledge, memory: memoryOwner }
+          const instructions = agent.config.instructions.trim().length > 0 ? agent.config.instructions : DEFAULT_INSTRUCTIONS
+          // Read once per run, when it starts: what the end user deleted before this turn is not in it.
+          const remembered = remembers && memoryOwner !== undefined && Option.isSome(memory)
+            ? yield* Effect.map(memory.value.snapshot(memoryOwner, CONTEXT_FACTS), (found) => renderMemory(found.blocks, found.facts))
+            : undefined
           const conversation: Array<Prompt.MessageEncoded> = [
-            { role: "system", content: agent.config.instructions.trim().length > 0 ? agent.config.instructions : DEFAULT_INSTRUCTIONS },
+            { role: "system", content: remembered === undefined ? instructions : `${instructions}\n\n${remembered}` },
             ...request.history,
             ...state.added
           ]
@@ -332,7 +347,21 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
             credits_charged: toNumber(state.spent)
           })
           yield* record("completed", Option.none())
-          return state.result("completed", Option.none())
+          const result = state.result("completed", Option.none())
+          // Extraction is memory's, off this turn's path: `afterTurn` only hands the turn over.
+          if (agent.id !== null && agent.config.memory?.enabled === true && agent.config.memory.extraction === true && Option.isSome(memory)) {
+            yield* memory.value.afterTurn(
+              { agentId: agent.id, partition: payer, settings: agent.config.memory },
+              {
+                runId: request.runId,
+                agent: agent.identifier,
+                models: [agent.config.model, ...(agent.config.fallback_models ?? [])],
+                message: request.message,
+                answer: result.output
+              }
+            )
+          }
+          return result
         }
         if (Cause.isInterruptedOnly(exit.cause)) {
           yield* record("cancelled", Option.some({ code: "interrupted", message: "The run was interrupted." }))

@@ -7,6 +7,7 @@ import { MAX_DELEGATION_DEPTH, type RunRequest } from "./Run.js"
 import type { RemoteTools } from "./tools/Mcp.js"
 import { RUN_CODE, RUN_CODE_DESCRIPTION, RunCodeParameters } from "./tools/RunCode.js"
 import { FILE_SEARCH, FILE_SEARCH_DESCRIPTION, FileSearchParameters } from "./tools/FileSearch.js"
+import { isMemoryTool, MEMORY_ENABLED_TOOLS, MEMORY_TOOL_SPECS } from "./tools/Memory.js"
 import { definitionOf, isBuiltinTool, type KnowledgeScope, lenientTool } from "./tools/Tools.js"
 
 /** The tools a run offers its model: the expert's own, its remote MCP servers', knowledge search and the caller's. */
@@ -29,9 +30,19 @@ export const knowledgeOf = (request: RunRequest): KnowledgeScope | undefined => 
   return { owner: { accountId: request.agent.ownerId, endUserId: "" }, storeIds: own, maxResults: 10, citations }
 }
 
+/** Whether the expert remembers its end users (blocks in every turn's context, the memory tools). */
+export const memoryEnabled = (config: ExpertConfig) => config.memory?.enabled === true
+
 const toolsOf = (config: ExpertConfig, depth: number) => {
   const tools: Record<string, ReturnType<typeof lenientTool>> = {}
   for (const tool of config.tools) if (isBuiltinTool(tool.name)) tools[tool.name] = definitionOf(tool.name)
+  // `memory_save` and `memory_search` listed without memory enabled work as the spec has them (facts only).
+  const memoryTools = memoryEnabled(config)
+    ? MEMORY_ENABLED_TOOLS
+    : config.tools.map((tool) => tool.name as string).filter(isMemoryTool)
+  for (const name of memoryTools) {
+    tools[name] = lenientTool(name, MEMORY_TOOL_SPECS[name].description, MEMORY_TOOL_SPECS[name].parameters)
+  }
   if (config.tools.some((tool) => tool.name === RUN_CODE)) {
     tools[RUN_CODE] = lenientTool(RUN_CODE, RUN_CODE_DESCRIPTION, RunCodeParameters)
   }

@@ -1,12 +1,13 @@
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import { Approvals } from "./Approvals.js"
 import { DELEGATE_TOOL } from "./models/Builtin.js"
-import { KnowledgeSearch } from "./Ports.js"
+import { ExpertMemory, KnowledgeSearch } from "./Ports.js"
 import { RunsRepo } from "./Repo.js"
 import type { Emit, RunRequest } from "./Run.js"
 import type { RemoteTools } from "./tools/Mcp.js"
 import { CodeRunner, RUN_CODE } from "./tools/RunCode.js"
 import { FILE_SEARCH, runFileSearch } from "./tools/FileSearch.js"
+import { isMemoryTool, runMemoryTool } from "./tools/Memory.js"
 import { isBuiltinTool, runBuiltin, type ToolContext } from "./tools/Tools.js"
 
 /**
@@ -19,6 +20,8 @@ export class ToolCalls extends Effect.Service<ToolCalls>()("atrium/runtime/ToolC
     const approvals = yield* Approvals
     const codeRunner = yield* CodeRunner
     const knowledgeSearch = yield* KnowledgeSearch
+    // Optional: a layer of the engine built without memory (a test's) gives memory tools that say so when called.
+    const memory = yield* Effect.serviceOption(ExpertMemory)
 
     /** A tool call through the agent's policy: denied, asked for, or run; the result goes back to the model. */
     const runToolCall = (
@@ -66,6 +69,8 @@ export class ToolCalls extends Effect.Service<ToolCalls>()("atrium/runtime/ToolC
             ? Effect.provideService(runFileSearch(params, context, request.payer.accountId), KnowledgeSearch, knowledgeSearch)
             : name === RUN_CODE
             ? codeRunner.run(params, { ...context, holder: request.sandbox!, environmentId: request.environmentId ?? null })
+            : isMemoryTool(name)
+            ? runMemoryTool(name, params, Option.fromNullable(context.memory), memory)
             : isBuiltinTool(name)
             ? Effect.provideService(runBuiltin(name, params, context), RunsRepo, repo)
             : Effect.fail({ message: `Unknown tool ${name}.` })

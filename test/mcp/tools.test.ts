@@ -56,12 +56,16 @@ const RUNS: Record<string, Record<string, boolean>> = {
   create_schedule: { identifier: true, cron: true, timezone: false, input: true, missed: false },
   list_schedules: {}
 }
-const ALL = { ...SPEC, ...KNOWLEDGE, ...RUNS }
-const TOOL_COUNT = 33
+/** And memory, the creator's side (issue 47 item 3). */
+const MEMORY: Record<string, Record<string, boolean>> = {
+  configure_memory: { identifier: true, enabled: false, blocks: false }
+}
+const ALL = { ...SPEC, ...KNOWLEDGE, ...RUNS, ...MEMORY }
+const TOOL_COUNT = 34
 
 describe("mcp tools", () => {
   layer(TestServer.layer(ENV), LIVE)((it) => {
-    it.scoped("tools/list is the spec's table (22 tools), the knowledge tools and the run tools, name for name and parameter for parameter", () =>
+    it.scoped("tools/list is the spec's table (22 tools), the knowledge, run and memory tools, name for name and parameter for parameter", () =>
       Effect.gen(function*() {
         const client = yield* connect()
         const { tools } = yield* Effect.promise(() => client.listTools())

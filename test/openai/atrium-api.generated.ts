@@ -1508,6 +1508,90 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/memory": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * GET /v1/memory
+         * @description What this expert remembers of you: its blocks (every configured one) and every fact, superseded ones included.
+         */
+        get: operations["memory.get"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete everything this expert keeps about you: blocks, their versions and facts
+         * @description Delete everything this expert keeps about you: blocks, their versions and facts.
+         */
+        delete: operations["memory.delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/memory/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Everything kept about you by this expert, every earlier value of each block included
+         * @description Everything kept about you by this expert, every earlier value of each block included.
+         */
+        get: operations["memory.export"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/memory/blocks/{label}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Set a block's value (within its limit; read-only blocks too: they are read-only to the expert)
+         * @description Set a block's value (within its limit; read-only blocks too: they are read-only to the expert). The previous value is kept as a version.
+         */
+        patch: operations["memory.updateBlock"];
+        trace?: never;
+    };
+    "/v1/memory/facts/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a fact for good: it is in no search and no later turn's context
+         * @description Delete a fact for good: it is in no search and no later turn's context.
+         */
+        delete: operations["memory.deleteFact"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/market/agents": {
         parameters: {
             query?: never;
@@ -4817,6 +4901,29 @@ export interface operations {
                             };
                             mcp_servers?: components["schemas"]["ExpertMcpServer"][];
                             knowledge_bases?: string[];
+                            memory?: {
+                                enabled: boolean;
+                                /**
+                                 * maxItems(8)
+                                 * @description an array of at most 8 item(s)
+                                 */
+                                blocks: {
+                                    /** @description a string matching the pattern ^[a-z][a-z0-9_]{0,39}$ */
+                                    label: string;
+                                    /**
+                                     * maxLength(500)
+                                     * @description a string at most 500 character(s) long
+                                     */
+                                    description: string;
+                                    /**
+                                     * between(1, 20000)
+                                     * @description a number between 1 and 20000
+                                     */
+                                    limit: components["schemas"]["Int"];
+                                    read_only?: boolean;
+                                }[];
+                                extraction?: boolean;
+                            };
                             published_version: components["schemas"]["Int"] | null;
                             pending_submission: {
                                 id: string;
@@ -4987,6 +5094,29 @@ export interface operations {
                      * @description an array of at most 10 item(s)
                      */
                     knowledge_bases?: string[];
+                    memory?: {
+                        enabled: boolean;
+                        /**
+                         * maxItems(8)
+                         * @description an array of at most 8 item(s)
+                         */
+                        blocks: {
+                            /** @description a string matching the pattern ^[a-z][a-z0-9_]{0,39}$ */
+                            label: string;
+                            /**
+                             * maxLength(500)
+                             * @description a string at most 500 character(s) long
+                             */
+                            description: string;
+                            /**
+                             * between(1, 20000)
+                             * @description a number between 1 and 20000
+                             */
+                            limit: components["schemas"]["Int"];
+                            read_only?: boolean;
+                        }[];
+                        extraction?: boolean;
+                    };
                 };
             };
         };
@@ -5020,6 +5150,29 @@ export interface operations {
                         };
                         mcp_servers?: components["schemas"]["ExpertMcpServer"][];
                         knowledge_bases?: string[];
+                        memory?: {
+                            enabled: boolean;
+                            /**
+                             * maxItems(8)
+                             * @description an array of at most 8 item(s)
+                             */
+                            blocks: {
+                                /** @description a string matching the pattern ^[a-z][a-z0-9_]{0,39}$ */
+                                label: string;
+                                /**
+                                 * maxLength(500)
+                                 * @description a string at most 500 character(s) long
+                                 */
+                                description: string;
+                                /**
+                                 * between(1, 20000)
+                                 * @description a number between 1 and 20000
+                                 */
+                                limit: components["schemas"]["Int"];
+                                read_only?: boolean;
+                            }[];
+                            extraction?: boolean;
+                        };
                         published_version: components["schemas"]["Int"] | null;
                         pending_submission: {
                             id: string;
@@ -5111,6 +5264,29 @@ export interface operations {
                         };
                         mcp_servers?: components["schemas"]["ExpertMcpServer"][];
                         knowledge_bases?: string[];
+                        memory?: {
+                            enabled: boolean;
+                            /**
+                             * maxItems(8)
+                             * @description an array of at most 8 item(s)
+                             */
+                            blocks: {
+                                /** @description a string matching the pattern ^[a-z][a-z0-9_]{0,39}$ */
+                                label: string;
+                                /**
+                                 * maxLength(500)
+                                 * @description a string at most 500 character(s) long
+                                 */
+                                description: string;
+                                /**
+                                 * between(1, 20000)
+                                 * @description a number between 1 and 20000
+                                 */
+                                limit: components["schemas"]["Int"];
+                                read_only?: boolean;
+                            }[];
+                            extraction?: boolean;
+                        };
                         published_version: components["schemas"]["Int"] | null;
                         pending_submission: {
                             id: string;
@@ -5279,6 +5455,29 @@ export interface operations {
                      * @description an array of at most 10 item(s)
                      */
                     knowledge_bases?: string[];
+                    memory?: {
+                        enabled: boolean;
+                        /**
+                         * maxItems(8)
+                         * @description an array of at most 8 item(s)
+                         */
+                        blocks: {
+                            /** @description a string matching the pattern ^[a-z][a-z0-9_]{0,39}$ */
+                            label: string;
+                            /**
+                             * maxLength(500)
+                             * @description a string at most 500 character(s) long
+                             */
+                            description: string;
+                            /**
+                             * between(1, 20000)
+                             * @description a number between 1 and 20000
+                             */
+                            limit: components["schemas"]["Int"];
+                            read_only?: boolean;
+                        }[];
+                        extraction?: boolean;
+                    };
                 };
             };
         };
@@ -5312,6 +5511,29 @@ export interface operations {
                         };
                         mcp_servers?: components["schemas"]["ExpertMcpServer"][];
                         knowledge_bases?: string[];
+                        memory?: {
+                            enabled: boolean;
+                            /**
+                             * maxItems(8)
+                             * @description an array of at most 8 item(s)
+                             */
+                            blocks: {
+                                /** @description a string matching the pattern ^[a-z][a-z0-9_]{0,39}$ */
+                                label: string;
+                                /**
+                                 * maxLength(500)
+                                 * @description a string at most 500 character(s) long
+                                 */
+                                description: string;
+                                /**
+                                 * between(1, 20000)
+                                 * @description a number between 1 and 20000
+                                 */
+                                limit: components["schemas"]["Int"];
+                                read_only?: boolean;
+                            }[];
+                            extraction?: boolean;
+                        };
                         published_version: components["schemas"]["Int"] | null;
                         pending_submission: {
                             id: string;
@@ -9511,6 +9733,342 @@ export interface operations {
         parameters: {
             query?: never;
             header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        /** @enum {boolean} */
+                        deleted: true;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "memory.get": {
+        parameters: {
+            query: {
+                /** @description the expert's identifier */
+                agent: string;
+            };
+            header?: {
+                /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
+                "X-End-User-Id"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        agent: string;
+                        enabled: boolean;
+                        blocks: {
+                            label: string;
+                            description: string;
+                            value: string;
+                            limit: components["schemas"]["Int"];
+                            version: components["schemas"]["Int"];
+                            read_only: boolean;
+                        }[];
+                        facts: {
+                            id: string;
+                            text: string;
+                            valid_from: string;
+                            superseded_at: string | null;
+                        }[];
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "memory.delete": {
+        parameters: {
+            query: {
+                /** @description the expert's identifier */
+                agent: string;
+            };
+            header?: {
+                /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
+                "X-End-User-Id"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        agent: string;
+                        /** @enum {boolean} */
+                        deleted: true;
+                        blocks: components["schemas"]["Int"];
+                        facts: components["schemas"]["Int"];
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "memory.export": {
+        parameters: {
+            query: {
+                /** @description the expert's identifier */
+                agent: string;
+            };
+            header?: {
+                /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
+                "X-End-User-Id"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        agent: string;
+                        exported_at: string;
+                        blocks: {
+                            label: string;
+                            value: string;
+                            version: components["schemas"]["Int"];
+                            updated_at: string;
+                            versions: {
+                                version: components["schemas"]["Int"];
+                                value: string;
+                                written_by: string;
+                                created_at: string;
+                            }[];
+                        }[];
+                        facts: {
+                            id: string;
+                            text: string;
+                            valid_from: string;
+                            superseded_at: string | null;
+                            superseded_by: string | null;
+                            source: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "memory.updateBlock": {
+        parameters: {
+            query: {
+                /** @description the expert's identifier */
+                agent: string;
+            };
+            header?: {
+                /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
+                "X-End-User-Id"?: string;
+            };
+            path: {
+                label: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * maxLength(20000)
+                     * @description a string at most 20000 character(s) long
+                     */
+                    value: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        label: string;
+                        description: string;
+                        value: string;
+                        limit: components["schemas"]["Int"];
+                        version: components["schemas"]["Int"];
+                        read_only: boolean;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "memory.deleteFact": {
+        parameters: {
+            query: {
+                /** @description the expert's identifier */
+                agent: string;
+            };
+            header?: {
+                /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
+                "X-End-User-Id"?: string;
+            };
             path: {
                 id: string;
             };

@@ -21,6 +21,7 @@ import webhooks from "./0019_webhooks.js"
 import walletHolds from "./0020_wallet_holds.js"
 import sessionTrees from "./0021_session_trees.js"
 import schedules from "./0023_schedules.js"
+import memory from "./0025_memory.js"
 import turnFeedback from "./0027_turn_feedback.js"
 
 /** Numbered migrations, applied in order at start; a released migration is never edited, only followed. */
@@ -47,5 +48,6 @@ export const migrations = Migrator.fromRecord({
   "0020_wallet_holds": walletHolds,
   "0021_session_trees": sessionTrees,
   "0023_schedules": schedules,
+  "0025_memory": memory,
   "0027_turn_feedback": turnFeedback
 })

@@ -13,7 +13,7 @@ import { CurrentOutputFormat, type OutputFormat } from "./OutputFormat.js"
  * The built-in model: deterministic and offline, for development and tests. It thinks briefly, echoes the message
  * in several increments, and obeys directives on the first line of the user message (documented in
  * docs/runs.md): `/tool NAME {json}`, `/delegate IDENTIFIER message`, `/fail message`, `/slow N`, `/history`,
- * `/say text`. It honours `tool_choice` exactly and answers a structured-output request with the deterministic
+ * `/say text`, `/system` (says its system prompt). It honours `tool_choice` exactly and answers a structured-output request with the deterministic
  * instance of its schema (docs/models.md). Token counts are a pure function of the text: a token is four
  * characters, rounded up.
  */
@@ -76,7 +76,7 @@ const toolResultReply = (results: ReadonlyArray<Prompt.ToolResultPart>): Reply =
   )
 })
 
-const directiveReply = (message: string, earlier: number, tools: ReadonlyArray<string>): Reply => {
+const directiveReply = (message: string, earlier: number, tools: ReadonlyArray<string>, system = ""): Reply => {
   const thinking = ["Reading the message. ", "Choosing what to do."]
   const directive = /^\/(\w+)(?:[ \t]+(.*))?$/s.exec(message.split("\n")[0]!.trim())
   const argument = directive?.[2]?.trim() ?? ""
@@ -91,6 +91,9 @@ const directiveReply = (message: string, earlier: number, tools: ReadonlyArray<s
       return { thinking, text: increments(`I see ${earlier} earlier messages.`) }
     case "say":
       return { thinking, text: increments(argument), verbatim: true }
+    case "system":
+      // What the run put before the conversation (the expert's instructions, its memory): how tests see a turn's context.
+      return { thinking, text: increments(system.length > 0 ? system : "(no system prompt)"), verbatim: true }
     case "tool": {
       const [, name = "", raw = "{}"] = /^(\S+)\s*(.*)$/s.exec(argument) ?? []
       if (!tools.includes(name)) return { thinking, text: increments(`The tool ${name} is not available to this agent.`) }
@@ -126,7 +129,8 @@ const unformatted = (options: LanguageModel.ProviderOptions): Reply => {
   const message = userIndex >= 0 ? textOf(messages[userIndex]!) : ""
   const earlier = messages.slice(0, Math.max(userIndex, 0)).filter((m) => m.role === "user" || m.role === "assistant")
     .length
-  return directiveReply(message, earlier, options.tools.map((tool) => tool.name))
+  const system = messages.filter((m) => m.role === "system").map(textOf).join("\n")
+  return directiveReply(message, earlier, options.tools.map((tool) => tool.name), system)
 }
 
 /** A call of `tool` with the deterministic instance of its parameters' schema. */

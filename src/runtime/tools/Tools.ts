@@ -3,11 +3,12 @@ import { Effect, Either, Option, ParseResult, Schema } from "effect"
 import { RunsRepo } from "../Repo.js"
 import { CalculatorError, evaluate } from "./Calculator.js"
 import type { Partition } from "../../identity/Partition.js"
+import type { MemoryOwner } from "../Ports.js"
 
 /**
  * The built-in tools an agent may list (spec names: `get_time`, `calculator`, `write_file`, `read_file`,
- * `list_files`, `memory_save`, `memory_search`). Files live in the run's workspace and memory belongs to the agent
- * and the end user, so nothing crosses from one end user to another.
+ * `list_files`; `memory_save` and `memory_search` are memory tools, tools/Memory.ts). Files live in the run's workspace,
+ * so nothing crosses from one end user to another.
  */
 
 /** Where a tool call runs: the agent, whose data it is, and the workspace (a session's, or the end user's own). */
@@ -17,6 +18,8 @@ export interface ToolContext {
   readonly workspace: string
   /** The knowledge `file_search` searches; none: the run has no `file_search`. */
   readonly knowledge?: KnowledgeScope | undefined
+  /** Whose memory the memory tools reach; none: the run has no memory tools. */
+  readonly memory?: MemoryOwner | undefined
 }
 
 /** Knowledge bases of `owner` a run searches, and its citations' numbering (one count per run). */
@@ -41,7 +44,6 @@ interface BuiltinTool<P> {
 }
 
 const MAX_FILE_BYTES = 100_000
-const MAX_MEMORY_CHARS = 4_000
 
 const Path = Schema.String.pipe(
   Schema.pattern(/^(?!\/)(?!.*(^|\/)\.\.?(\/|$))[A-Za-z0-9._\-/]{1,200}$/, {
@@ -104,25 +106,6 @@ export const BUILTIN = {
         Effect.flatMap(RunsRepo, (repo) => repo.listFiles(context.partition, context.workspace)),
         (files) => ({ files: files.map((file) => ({ path: file.path, bytes: Number(file.size) })) })
       )
-  }),
-  memory_save: define({
-    description: "Saves a note to this agent's memory of the user, for later conversations.",
-    parameters: Schema.Struct({ text: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(MAX_MEMORY_CHARS)) }),
-    run: ({ text }, context) =>
-      Effect.map(
-        Effect.flatMap(RunsRepo, (repo) => repo.saveMemory(context.agentId, context.partition, text)),
-        (id) => ({ saved: true, id })
-      )
-  }),
-  memory_search: define({
-    description: "Searches this agent's memory of the user; every word of the query must appear.",
-    parameters: Schema.Struct({ query: Schema.String.pipe(Schema.maxLength(500)) }),
-    run: ({ query }, context) =>
-      Effect.gen(function*() {
-        const words = query.toLowerCase().split(/\s+/).filter((word) => word.length > 0).slice(0, 10)
-        const found = yield* (yield* RunsRepo).searchMemory(context.agentId, context.partition, words, 10)
-        return { memories: found.map((memory) => ({ text: memory.text, saved_at: memory.createdAt.toISOString() })) }
-      })
   })
 } as const
 

@@ -7,6 +7,7 @@ import { followSession, sendToSession } from "../stream.js"
 import { type Approval, fold, queueMessage, type Turn, unqueueMessage, UserSide } from "../chat/fold.js"
 import { makeOutbox } from "../chat/outbox.js"
 import { ModelBanner } from "../ModelBanner.js"
+import { MemoryPanel } from "../chat/MemoryPanel.js"
 import { Approvals, type BranchControls, type FeedbackControls, TurnView, useDetailsSetting } from "../chat/TurnView.js"
 import { readablePreview, type SessionItem, Sidebar, useExpertNames } from "../chat/Sidebar.js"
 
@@ -333,6 +334,8 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
             Conversations
           </button>
         )}
+        {/* In the header, closed to one line beside the title: the conversation keeps its height. */}
+        {!embedded && <MemoryPanel identifier={identifier} version={listVersion} />}
         <p className="muted">
           <Link to={`/marketplace/${identifier}`}>About this expert</Link> · Balance {formatCredits(me.balance)}
           {connection === "reconnecting" && <span role="status"> · Reconnecting…</span>}

@@ -1,0 +1,206 @@
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
+import { Effect, Schema } from "effect"
+
+/** Whose memory: the expert and the end user's partition (account + end user id). */
+const Owner = Schema.Struct({ agentId: Schema.String, accountId: Schema.String, endUserId: Schema.String })
+export type MemoryKey = typeof Owner.Type
+
+export const BlockRow = Schema.Struct({
+  label: Schema.String,
+  value: Schema.String,
+  version: Schema.Number,
+  updatedAt: Schema.DateFromSelf
+})
+export type BlockRow = typeof BlockRow.Type
+
+export const BlockVersionRow = Schema.Struct({
+  label: Schema.String,
+  version: Schema.Number,
+  value: Schema.String,
+  writtenBy: Schema.String,
+  createdAt: Schema.DateFromSelf
+})
+export type BlockVersionRow = typeof BlockVersionRow.Type
+
+export const FactRow = Schema.Struct({
+  id: Schema.String,
+  text: Schema.String,
+  validFrom: Schema.DateFromSelf,
+  supersededAt: Schema.NullOr(Schema.DateFromSelf),
+  supersededBy: Schema.NullOr(Schema.String),
+  source: Schema.String
+})
+export type FactRow = typeof FactRow.Type
+
+const FACT_COLUMNS = "id, text, valid_from, superseded_at, superseded_by, source"
+
+/** Versions kept of each block: every change keeps the value it replaced, up to this many. */
+export const KEPT_VERSIONS = 100
+
+/** Memory blocks, their versions and facts (docs/memory.md). SQL errors are defects here. */
+export class MemoryRepo extends Effect.Service<MemoryRepo>()("atrium/memory/MemoryRepo", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const owned = (key: MemoryKey) =>
+      sql`agent_id = ${key.agentId} AND account_id = ${key.accountId} AND end_user_id = ${key.endUserId}`
+
+    const blocks = SqlSchema.findAll({
+      Request: Owner,
+      Result: BlockRow,
+      execute: (key) => sql`SELECT label, value, version, updated_at FROM memory_blocks WHERE ${owned(key)} ORDER BY label`
+    })
+
+    /**
+     * Writes a block's next value if it is still at `expected` (0: never written), and keeps the value as a version.
+     * None when another write came first: the caller reads again and decides again (its limit check included).
+     */
+    const write = SqlSchema.findOne({
+      Request: Schema.Struct({
+        ...Owner.fields,
+        label: Schema.String,
+        expected: Schema.Number,
+        value: Schema.String,
+        writtenBy: Schema.String
+      }),
+      Result: Schema.Struct({ version: Schema.Number, updatedAt: Schema.DateFromSelf }),
+      execute: (w) =>
+        w.expected === 0
+          ? sql`
+            WITH written AS (
+              INSERT INTO memory_blocks (agent_id, account_id, end_user_id, label, value, version)
+              VALUES (${w.agentId}, ${w.accountId}, ${w.endUserId}, ${w.label}, ${w.value}, 1)
+              ON CONFLICT DO NOTHING
+              RETURNING version, updated_at
+            ), kept AS (
+              INSERT INTO memory_block_versions (agent_id, account_id, end_user_id, label, version, value, written_by)
+              SELECT ${w.agentId}, ${w.accountId}, ${w.endUserId}, ${w.label}, version, ${w.value}, ${w.writtenBy} FROM written
+            )
+            SELECT version, updated_at FROM written`
+          : sql`
+            WITH written AS (
+              UPDATE memory_blocks SET value = ${w.value}, version = version + 1, updated_at = now()
+              WHERE ${owned(w)} AND label = ${w.label} AND version = ${w.expected}
+              RETURNING version, updated_at
+            ), kept AS (
+              INSERT INTO memory_block_versions (agent_id, account_id, end_user_id, label, version, value, written_by)
+              SELECT ${w.agentId}, ${w.accountId}, ${w.endUserId}, ${w.label}, version, ${w.value}, ${w.writtenBy} FROM written
+            ), pruned AS (
+              DELETE FROM memory_block_versions
+              WHERE ${owned(w)} AND label = ${w.label} AND version <= ${w.expected + 1 - KEPT_VERSIONS}
+            )
+            SELECT version, updated_at FROM written`
+    })
+
+    const versions = SqlSchema.findAll({
+      Request: Owner,
+      Result: BlockVersionRow,
+      execute: (key) =>
+        sql`
+          SELECT label, version, value, written_by, created_at FROM memory_block_versions
+          WHERE ${owned(key)} ORDER BY label, version`
+    })
+
+    const insertFact = SqlSchema.single({
+      Request: Schema.Struct({ ...Owner.fields, id: Schema.String, text: Schema.String, source: Schema.String }),
+      Result: FactRow,
+      execute: (f) =>
+        sql`
+          INSERT INTO memory_facts (id, agent_id, account_id, end_user_id, text, source)
+          VALUES (${f.id}, ${f.agentId}, ${f.accountId}, ${f.endUserId}, ${f.text}, ${f.source})
+          RETURNING ${sql.literal(FACT_COLUMNS)}`
+    })
+
+    /** The newer fact in one statement with the old one's end: a fact superseded once, by one fact. */
+    const supersede = SqlSchema.findOne({
+      Request: Schema.Struct({ ...Owner.fields, old: Schema.String, id: Schema.String, text: Schema.String, source: Schema.String }),
+      Result: FactRow,
+      execute: (f) =>
+        sql`
+          WITH ended AS (
+            UPDATE memory_facts SET superseded_at = now(), superseded_by = ${f.id}
+            WHERE ${owned(f)} AND id = ${f.old} AND superseded_at IS NULL
+            RETURNING id
+          )
+          INSERT INTO memory_facts (id, agent_id, account_id, end_user_id, text, source)
+          SELECT ${f.id}, ${f.agentId}, ${f.accountId}, ${f.endUserId}, ${f.text}, ${f.source} FROM ended
+          RETURNING ${sql.literal(FACT_COLUMNS)}`
+    })
+
+    const fact = SqlSchema.findOne({
+      Request: Schema.Struct({ ...Owner.fields, id: Schema.String }),
+      Result: FactRow,
+      execute: (f) => sql`SELECT ${sql.literal(FACT_COLUMNS)} FROM memory_facts WHERE ${owned(f)} AND id = ${f.id}`
+    })
+
+    const facts = SqlSchema.findAll({
+      Request: Schema.Struct({ ...Owner.fields, current: Schema.Boolean, limit: Schema.Number }),
+      Result: FactRow,
+      execute: (f) =>
+        sql`
+          SELECT ${sql.literal(FACT_COLUMNS)} FROM memory_facts
+          WHERE ${owned(f)} ${f.current ? sql`AND superseded_at IS NULL` : sql``}
+          ORDER BY valid_from DESC, id DESC LIMIT ${f.limit}`
+    })
+
+    const countCurrent = SqlSchema.single({
+      Request: Owner,
+      Result: Schema.Struct({ count: Schema.NumberFromString }),
+      execute: (key) => sql`SELECT count(*)::text AS count FROM memory_facts WHERE ${owned(key)} AND superseded_at IS NULL`
+    })
+
+    /** Current facts holding every word of the query (PostgreSQL full text, the `simple` configuration), best first. */
+    const search = SqlSchema.findAll({
+      Request: Schema.Struct({ ...Owner.fields, query: Schema.String, limit: Schema.Number }),
+      Result: FactRow,
+      execute: (f) =>
+        sql`
+          SELECT ${sql.literal(FACT_COLUMNS)} FROM memory_facts
+          WHERE ${owned(f)} AND superseded_at IS NULL AND search @@ plainto_tsquery('simple', ${f.query})
+          ORDER BY ts_rank(search, plainto_tsquery('simple', ${f.query})) DESC, valid_from DESC, id DESC
+          LIMIT ${f.limit}`
+    })
+
+    const removeFact = SqlSchema.findAll({
+      Request: Schema.Struct({ ...Owner.fields, id: Schema.String }),
+      Result: Schema.Struct({ id: Schema.String }),
+      execute: (f) => sql`DELETE FROM memory_facts WHERE ${owned(f)} AND id = ${f.id} RETURNING id`
+    })
+
+    const removeAll = (key: MemoryKey) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const blocks = yield* sql<{ label: string }>`DELETE FROM memory_blocks WHERE ${owned(key)} RETURNING label`
+        const facts = yield* sql<{ id: string }>`DELETE FROM memory_facts WHERE ${owned(key)} RETURNING id`
+        return { blocks: blocks.length, facts: facts.length }
+      }))
+
+    /** What the expert's creator may see: how many end users it remembers, and how much, never what. */
+    const usage = SqlSchema.single({
+      Request: Schema.Struct({ agentId: Schema.String }),
+      Result: Schema.Struct({ endUsers: Schema.NumberFromString, facts: Schema.NumberFromString, blocks: Schema.NumberFromString }),
+      execute: ({ agentId }) =>
+        sql`
+          SELECT
+            (SELECT count(*) FROM (
+              SELECT account_id, end_user_id FROM memory_facts WHERE agent_id = ${agentId}
+              UNION SELECT account_id, end_user_id FROM memory_blocks WHERE agent_id = ${agentId}) AS owners)::text AS end_users,
+            (SELECT count(*) FROM memory_facts WHERE agent_id = ${agentId} AND superseded_at IS NULL)::text AS facts,
+            (SELECT count(*) FROM memory_blocks WHERE agent_id = ${agentId})::text AS blocks`
+    })
+
+    return {
+      blocks: (key: MemoryKey) => Effect.orDie(blocks(key)),
+      write: (w: Parameters<typeof write>[0]) => Effect.orDie(write(w)),
+      versions: (key: MemoryKey) => Effect.orDie(versions(key)),
+      insertFact: (f: Parameters<typeof insertFact>[0]) => Effect.orDie(insertFact(f)),
+      supersede: (f: Parameters<typeof supersede>[0]) => Effect.orDie(supersede(f)),
+      fact: (key: MemoryKey, id: string) => Effect.orDie(fact({ ...key, id })),
+      facts: (key: MemoryKey, current: boolean, limit: number) => Effect.orDie(facts({ ...key, current, limit })),
+      countCurrent: (key: MemoryKey) => Effect.map(Effect.orDie(countCurrent(key)), (row) => row.count),
+      search: (key: MemoryKey, query: string, limit: number) => Effect.orDie(search({ ...key, query, limit })),
+      removeFact: (key: MemoryKey, id: string) => Effect.map(Effect.orDie(removeFact({ ...key, id })), (rows) => rows.length > 0),
+      removeAll: (key: MemoryKey) => Effect.orDie(removeAll(key)),
+      usage: (agentId: string) => Effect.orDie(usage({ agentId }))
+    } as const
+  })
+}) {}
