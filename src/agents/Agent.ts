@@ -72,7 +72,12 @@ export const AgentConfig = Schema.Struct({
   /** Absent: none (configurations stored before remote tools existed, agents made by the platform). */
   mcp_servers: Schema.optional(Schema.Array(McpServer)),
   /** Knowledge bases its `file_search` searches (docs/knowledge.md); absent: none. */
-  knowledge_bases: Schema.optional(Schema.Array(Schema.String))
+  knowledge_bases: Schema.optional(Schema.Array(Schema.String)),
+  /**
+   * The creator's trace setting (docs/traces.md): runs' traces keep messages and tool data. A setting of the expert,
+   * read from the draft for every run (a version's copy is not used): turning it off stops capture at once.
+   */
+  trace_content: Schema.optional(Schema.Boolean)
 })
 export type AgentConfig = typeof AgentConfig.Type
 
@@ -96,7 +101,8 @@ export const AgentFields = {
   case_demos: Schema.Array(CaseDemo).pipe(Schema.maxItems(20)),
   billing: BillingInput,
   mcp_servers: Schema.Array(McpServer).pipe(Schema.maxItems(10)),
-  knowledge_bases: Schema.Array(Schema.String.pipe(Schema.maxLength(64))).pipe(Schema.maxItems(10))
+  knowledge_bases: Schema.Array(Schema.String.pipe(Schema.maxLength(64))).pipe(Schema.maxItems(10)),
+  trace_content: Schema.Boolean
 }
 
 export const defaultBilling: Billing = { type: "FREE", price: "0", free_trial_per_user: 3, allow_trial: true }

@@ -121,6 +121,7 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
         }
         next.subagents = [...new Set(fields.subagents)]
       }
+      if (fields.trace_content !== undefined) next.trace_content = fields.trace_content
       if (fields.billing !== undefined) {
         const billing = normalizeBilling(fields.billing, base.billing)
         if (typeof billing === "string") return yield* new InvalidRequest({ message: `Invalid request: ${billing}` })

@@ -42,6 +42,8 @@ export const AgentView = Schema.Struct({
   mcp_servers: Schema.optional(Schema.Array(Schema.Unknown)),
   /** The owner's knowledge bases its `file_search` tool searches (docs/knowledge.md); absent when none. */
   knowledge_bases: Schema.optional(Schema.Array(Schema.String)),
+  /** Whether runs' traces keep message content and tool data (docs/traces.md); false by default. */
+  trace_content: Schema.optional(Schema.Boolean),
   published_version: Schema.NullOr(Schema.Int),
   pending_submission: Schema.NullOr(SubmissionView),
   /** The owner's single-agent view only: every submission, newest first, with the reviewer's reason. */

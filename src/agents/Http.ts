@@ -22,6 +22,7 @@ const ownerView = (agent: AgentRow, pending: Option.Option<Submission>) => ({
   status: agent.publishedVersion === null ? ("draft" as const) : ("published" as const),
   ...agent.draft,
   fallback_models: agent.draft.fallback_models ?? [],
+  trace_content: agent.draft.trace_content ?? false,
   billing: billingView(agent.draft),
   published_version: agent.publishedVersion,
   pending_submission: Option.match(pending, { onNone: () => null, onSome: submissionView }),

@@ -8,6 +8,7 @@ import type { RemoteTools } from "./tools/Mcp.js"
 import { CodeRunner, RUN_CODE } from "./tools/RunCode.js"
 import { FILE_SEARCH, runFileSearch } from "./tools/FileSearch.js"
 import { isBuiltinTool, runBuiltin, type ToolContext } from "./tools/Tools.js"
+import { Attr, contentCaptured, contentOf, Operation } from "./Tracing.js"
 
 /**
  * A run's tool calls: each through the expert's policy (denied, asked for, or run), and its outcome told as events
@@ -52,7 +53,12 @@ export class ToolCalls extends Effect.Service<ToolCalls>()("atrium/runtime/ToolC
             arguments: params,
             expires_at: approval.expiresAt.toISOString()
           })
-          const decision = yield* approval.wait
+          const decision = yield* approval.wait.pipe(
+            Effect.tap((decision) => Effect.annotateCurrentSpan(Attr.approvalDecision, decision.approved ? "approved" : "denied")),
+            Effect.withSpan(`${Operation.approval} ${name}`, {
+              attributes: { [Attr.operation]: Operation.approval, [Attr.toolName]: name, [Attr.approvalId]: approval.id }
+            })
+          )
           if (!decision.approved) return yield* deny(decision.reason.length > 0 ? decision.reason : "denied by the user")
         }
 
@@ -85,7 +91,28 @@ export class ToolCalls extends Effect.Service<ToolCalls>()("atrium/runtime/ToolC
         yield* emit({ type: "tool_call", tool_call_id: id, name, status: "completed" })
         yield* emit({ type: "tool_call_result", tool_call_id: id, output: outcome.right })
         return { isFailure: false, denied: false, result: outcome.right }
-      })
+      }).pipe(
+        Effect.tap((outcome) =>
+          Effect.gen(function*() {
+            if (outcome.isFailure) yield* Effect.annotateCurrentSpan(Attr.errorType, outcome.denied ? "denied" : "tool_error")
+            if (yield* contentCaptured) {
+              yield* Effect.annotateCurrentSpan({
+                [Attr.toolArguments]: contentOf(toolCall.params),
+                [Attr.toolResult]: contentOf(outcome.result)
+              })
+            }
+          })
+        ),
+        // `execute_tool {tool}`, or `retrieval` for knowledge search (the GenAI conventions, docs/traces.md).
+        Effect.withSpan(toolCall.name === FILE_SEARCH ? Operation.retrieval : `execute_tool ${toolCall.name}`, {
+          attributes: {
+            [Attr.operation]: toolCall.name === FILE_SEARCH ? Operation.retrieval : Operation.executeTool,
+            [Attr.toolName]: toolCall.name,
+            [Attr.toolCallId]: toolCall.id,
+            [Attr.toolType]: toolCall.name === FILE_SEARCH ? "datastore" : remote.has(toolCall.name) ? "extension" : "function"
+          }
+        })
+      )
 
     return { run: runToolCall } as const
   }),

@@ -21,6 +21,7 @@ import webhooks from "./0019_webhooks.js"
 import walletHolds from "./0020_wallet_holds.js"
 import sessionTrees from "./0021_session_trees.js"
 import schedules from "./0023_schedules.js"
+import traces from "./0024_traces.js"
 
 /** Numbered migrations, applied in order at start; a released migration is never edited, only followed. */
 export const migrations = Migrator.fromRecord({
@@ -45,5 +46,6 @@ export const migrations = Migrator.fromRecord({
   "0019_webhooks": webhooks,
   "0020_wallet_holds": walletHolds,
   "0021_session_trees": sessionTrees,
-  "0023_schedules": schedules
+  "0023_schedules": schedules,
+  "0024_traces": traces
 })
