@@ -8,7 +8,7 @@ import type { ResolvedModel } from "./models/Models.js"
 import { type Emit, MAX_CHAIN_WAIT_MS } from "./Run.js"
 import { type ModelCallFailed, modelCallFailed, UpstreamUnavailable } from "./RunStop.js"
 import { tokensOf } from "./models/Builtin.js"
-import { Attr, contentCaptured, contentOf, Operation } from "./Tracing.js"
+import { annotateSpan, Attr, contentCaptured, contentOf, genAiSpan, Operation } from "./Tracing.js"
 
 /** What a step's model call answered. */
 export interface ModelCall {
@@ -229,11 +229,11 @@ export class ModelChain extends Effect.Service<ModelChain>()("atrium/runtime/Mod
               }, toolChoice)
             )
             if (outcome._tag === "Left") {
-              yield* Effect.annotateCurrentSpan(Attr.errorType, outcome.left.code)
+              yield* annotateSpan({ [Attr.errorType]: outcome.left.code })
               return outcome
             }
             const call = outcome.right
-            yield* Effect.annotateCurrentSpan({
+            yield* annotateSpan({
               [Attr.responseModel]: model.entry.model,
               [Attr.inputTokens]: call.inputTokens,
               [Attr.outputTokens]: call.outputTokens,
@@ -248,7 +248,7 @@ export class ModelChain extends Effect.Service<ModelChain>()("atrium/runtime/Mod
             })
             yield* onAnswer(call, model)
             return outcome
-          }).pipe(Effect.withSpan(`chat ${model.entry.id}`, {
+          }).pipe(genAiSpan(`chat ${model.entry.id}`, {
             kind: "client",
             attributes: {
               [Attr.operation]: Operation.chat,

@@ -36,7 +36,7 @@ import { DelegateParameters, knowledgeOf, toolkitOf } from "./RunTools.js"
 import { makeSandboxHolder } from "./sandbox/Holder.js"
 import { McpTools } from "./tools/Mcp.js"
 import { ToolCalls } from "./ToolCalls.js"
-import { Attr, chargedToSpan, Operation, traced, TraceSink, type TraceRun } from "./Tracing.js"
+import { annotateSpan, Attr, chargedToSpan, genAiSpan, Operation, traced, TraceSink, type TraceRun } from "./Tracing.js"
 import { FILE_SEARCH } from "./tools/FileSearch.js"
 import type { ToolContext } from "./tools/Tools.js"
 
@@ -377,13 +377,13 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
         return state.result("failed", Option.some(failure))
       }).pipe(
         Effect.tap((result) =>
-          Effect.annotateCurrentSpan(
+          annotateSpan(
             result.status === "failed" ? { [Attr.errorType]: Option.getOrElse(Option.map(result.failure, (f) => f.code), () => "failed") } : {}
           )
         ),
         Effect.uninterruptible,
         // The run's root span (docs/traces.md): `invoke_agent {expert}`, under the caller's span for a child run.
-        Effect.withSpan(`invoke_agent ${request.agent.identifier}`, {
+        genAiSpan(`invoke_agent ${request.agent.identifier}`, {
           attributes: {
             [Attr.operation]: Operation.invokeAgent,
             [Attr.agentName]: request.agent.identifier,

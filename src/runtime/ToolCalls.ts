@@ -8,7 +8,7 @@ import type { RemoteTools } from "./tools/Mcp.js"
 import { CodeRunner, RUN_CODE } from "./tools/RunCode.js"
 import { FILE_SEARCH, runFileSearch } from "./tools/FileSearch.js"
 import { isBuiltinTool, runBuiltin, type ToolContext } from "./tools/Tools.js"
-import { Attr, contentCaptured, contentOf, Operation } from "./Tracing.js"
+import { annotateSpan, Attr, contentCaptured, contentOf, genAiSpan, Operation } from "./Tracing.js"
 
 /**
  * A run's tool calls: each through the expert's policy (denied, asked for, or run), and its outcome told as events
@@ -54,8 +54,8 @@ export class ToolCalls extends Effect.Service<ToolCalls>()("atrium/runtime/ToolC
             expires_at: approval.expiresAt.toISOString()
           })
           const decision = yield* approval.wait.pipe(
-            Effect.tap((decision) => Effect.annotateCurrentSpan(Attr.approvalDecision, decision.approved ? "approved" : "denied")),
-            Effect.withSpan(`${Operation.approval} ${name}`, {
+            Effect.tap((decision) => annotateSpan({ [Attr.approvalDecision]: decision.approved ? "approved" : "denied" })),
+            genAiSpan(`${Operation.approval} ${name}`, {
               attributes: { [Attr.operation]: Operation.approval, [Attr.toolName]: name, [Attr.approvalId]: approval.id }
             })
           )
@@ -94,9 +94,9 @@ export class ToolCalls extends Effect.Service<ToolCalls>()("atrium/runtime/ToolC
       }).pipe(
         Effect.tap((outcome) =>
           Effect.gen(function*() {
-            if (outcome.isFailure) yield* Effect.annotateCurrentSpan(Attr.errorType, outcome.denied ? "denied" : "tool_error")
+            if (outcome.isFailure) yield* annotateSpan({ [Attr.errorType]: outcome.denied ? "denied" : "tool_error" })
             if (yield* contentCaptured) {
-              yield* Effect.annotateCurrentSpan({
+              yield* annotateSpan({
                 [Attr.toolArguments]: contentOf(toolCall.params),
                 [Attr.toolResult]: contentOf(outcome.result)
               })
@@ -104,7 +104,7 @@ export class ToolCalls extends Effect.Service<ToolCalls>()("atrium/runtime/ToolC
           })
         ),
         // `execute_tool {tool}`, or `retrieval` for knowledge search (the GenAI conventions, docs/traces.md).
-        Effect.withSpan(toolCall.name === FILE_SEARCH ? Operation.retrieval : `execute_tool ${toolCall.name}`, {
+        genAiSpan(toolCall.name === FILE_SEARCH ? Operation.retrieval : `execute_tool ${toolCall.name}`, {
           attributes: {
             [Attr.operation]: toolCall.name === FILE_SEARCH ? Operation.retrieval : Operation.executeTool,
             [Attr.toolName]: toolCall.name,

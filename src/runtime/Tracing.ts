@@ -255,9 +255,20 @@ export const runTracer = (
 const CaptureContent = FiberRef.unsafeMake(false)
 export const contentCaptured: Effect.Effect<boolean> = FiberRef.get(CaptureContent)
 
+/** The run's tracer is in place (a sink is there): GenAI spans are made with it. */
+const Tracing = FiberRef.unsafeMake(false)
+
 /**
- * Runs `effect` (a run) under its own tracer when a sink is there: tracing on for this fiber and its children only,
- * whatever the process's setting (the operator's exporter, if on, still gets every span).
+ * The innermost GenAI span of this fiber: where `annotateSpan` and `chargedToSpan` write, and the parent of the next
+ * GenAI span, whatever `Effect.fn` spans lie between (with tracing off they are no-ops that hide their parent).
+ */
+const CurrentRunSpan = FiberRef.unsafeMake<Tracer.Span | undefined>(undefined)
+
+/**
+ * Runs `effect` (a run) with its own tracer when a sink is there. Tracing is not switched on for the run: only the
+ * GenAI spans (`genAiSpan`) are made for real, so a run costs a handful of spans, not one per `Effect.fn` inside it.
+ * When the operator exports spans (tracing on for the process), every span inside goes through the run's tracer
+ * to the operator's exporter as before.
  */
 export const traced = <A, E, R>(sink: Option.Option<TraceSink["Type"]>, run: TraceRun, effect: Effect.Effect<A, E, R>) =>
   Option.match(sink, {
@@ -266,10 +277,42 @@ export const traced = <A, E, R>(sink: Option.Option<TraceSink["Type"]>, run: Tra
       Effect.flatMap(Effect.zip(Effect.tracer, FiberRef.get(FiberRef.currentTracerEnabled)), ([outer, enabled]) =>
         effect.pipe(
           Effect.withTracer(runTracer(sink, run, outer, enabled)),
-          Effect.withTracerEnabled(true),
-          Effect.locally(CaptureContent, run.captureContent)
+          Effect.locally(CaptureContent, run.captureContent),
+          Effect.locally(Tracing, true),
+          Effect.locally(CurrentRunSpan, undefined)
         ))
   })
 
-/** Adds the credits a span was charged (micro-credits) to the current span, or the recorded one above it. */
-export const chargedToSpan = (credits: Micros) => credits > 0n ? Effect.annotateCurrentSpan(Attr.credits, credits) : Effect.void
+/**
+ * `effect` as one GenAI span (recorded: its attributes name the operation). The span is made with tracing on, and
+ * its body runs with the process's own setting, so nothing else inside is made unless the operator asked for spans.
+ */
+export const genAiSpan = (
+  name: string,
+  options: { readonly attributes: Record<string, unknown>; readonly kind?: Tracer.SpanKind }
+) =>
+<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.flatMap(FiberRef.get(Tracing), (tracing) => {
+    if (!tracing) return Effect.withSpan(effect, name, options)
+    return Effect.flatMap(
+      Effect.zip(FiberRef.get(CurrentRunSpan), FiberRef.get(FiberRef.currentTracerEnabled)),
+      ([parent, enabled]) =>
+        Effect.useSpan(name, { ...options, ...(parent === undefined ? {} : { parent }) }, (span) =>
+          effect.pipe(
+            Effect.withParentSpan(span),
+            Effect.locally(CurrentRunSpan, span),
+            Effect.withTracerEnabled(enabled)
+          )).pipe(Effect.withTracerEnabled(true))
+    )
+  })
+
+/** Sets attributes of the innermost GenAI span (none: nothing). */
+export const annotateSpan = (attributes: Record<string, unknown>) =>
+  Effect.map(FiberRef.get(CurrentRunSpan), (span) => {
+    if (span === undefined) return
+    for (const [key, value] of Object.entries(attributes)) span.attribute(key, value)
+  })
+
+/** Adds what the innermost GenAI span was charged (micro-credits): a model step, a tool's own charge. */
+export const chargedToSpan = (credits: Micros) =>
+  credits > 0n ? annotateSpan({ [Attr.credits]: credits }) : Effect.void

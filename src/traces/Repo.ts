@@ -111,34 +111,45 @@ export class TracesRepo extends Effect.Service<TracesRepo>()("atrium/traces/Trac
           start_us: micros(span.startTime),
           end_us: micros(span.endTime)
         }))
-        yield* sql.withTransaction(Effect.gen(function*() {
-          yield* sql`
-            INSERT INTO trace_spans (trace_id, span_id, parent_span_id, run_id, name, kind, start_time, end_time, status, attributes, credits)
-            SELECT trace_id, span_id, parent_span_id, run_id, name, kind,
-              to_timestamp(start_us::double precision / 1000000), to_timestamp(end_us::double precision / 1000000),
-              status, attributes, credits::bigint
-            FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(trace_id text, span_id text, parent_span_id text,
-              run_id text, name text, kind text, start_us bigint, end_us bigint, status text, attributes jsonb, credits text)
-            ON CONFLICT (trace_id, span_id) DO NOTHING`
-          if (roots.length === 0) return
-          yield* sql`
-            INSERT INTO traces (trace_id, run_id, agent_id, agent, agent_version, owner_id, payer_id, end_user_id, session_id,
-              status, error_type, credits, tools, span_count, started_at, ended_at)
-            SELECT r.trace_id, r.run_id, r.agent_id, r.agent, r.agent_version, r.owner_id, r.payer_id, r.end_user_id, r.session_id,
-              r.status, r.error_type, s.credits, s.tools, s.span_count,
-              to_timestamp(r.start_us::double precision / 1000000), to_timestamp(r.end_us::double precision / 1000000)
-            FROM jsonb_to_recordset(${JSON.stringify(roots)}::jsonb) AS r(trace_id text, run_id text, agent_id text, agent text,
-              agent_version integer, owner_id text, payer_id text, end_user_id text, session_id text, status text,
-              error_type text, start_us bigint, end_us bigint)
-            CROSS JOIN LATERAL (
-              SELECT coalesce(sum(credits), 0)::bigint AS credits, count(*)::integer AS span_count,
-                coalesce(array_agg(DISTINCT attributes->>'gen_ai.tool.name') FILTER (WHERE attributes ? 'gen_ai.tool.name'), '{}') AS tools
-              FROM trace_spans WHERE trace_id = r.trace_id
-            ) s
-            ON CONFLICT (trace_id) DO UPDATE SET status = excluded.status, error_type = excluded.error_type,
-              credits = excluded.credits, tools = excluded.tools, span_count = excluded.span_count,
-              started_at = least(traces.started_at, excluded.started_at), ended_at = excluded.ended_at`
-        }))
+        const spansJson = JSON.stringify(rows)
+        const insertSpans = sql`
+          INSERT INTO trace_spans (trace_id, span_id, parent_span_id, run_id, name, kind, start_time, end_time, status, attributes, credits)
+          SELECT trace_id, span_id, parent_span_id, run_id, name, kind,
+            to_timestamp(start_us::double precision / 1000000), to_timestamp(end_us::double precision / 1000000),
+            status, attributes, credits::bigint
+          FROM jsonb_to_recordset(${spansJson}::jsonb) AS x(trace_id text, span_id text, parent_span_id text,
+            run_id text, name text, kind text, start_us bigint, end_us bigint, status text, attributes jsonb, credits text)
+          ON CONFLICT (trace_id, span_id) DO NOTHING
+          RETURNING trace_id, credits, attributes->>'gen_ai.tool.name' AS tool`
+        if (roots.length === 0) {
+          yield* insertSpans
+          return
+        }
+        // One statement (one round trip, no transaction): the summary reads the spans stored before and those this
+        // statement inserts (a CTE's rows are not yet visible to the table in the same statement).
+        yield* sql`
+          WITH inserted AS (${insertSpans}),
+          trace_rows AS (
+            SELECT trace_id, credits, attributes->>'gen_ai.tool.name' AS tool FROM trace_spans
+            WHERE trace_id IN (SELECT r.trace_id FROM jsonb_to_recordset(${JSON.stringify(roots)}::jsonb) AS r(trace_id text))
+            UNION ALL SELECT trace_id, credits, tool FROM inserted
+          )
+          INSERT INTO traces (trace_id, run_id, agent_id, agent, agent_version, owner_id, payer_id, end_user_id, session_id,
+            status, error_type, credits, tools, span_count, started_at, ended_at)
+          SELECT r.trace_id, r.run_id, r.agent_id, r.agent, r.agent_version, r.owner_id, r.payer_id, r.end_user_id, r.session_id,
+            r.status, r.error_type, s.credits, s.tools, s.span_count,
+            to_timestamp(r.start_us::double precision / 1000000), to_timestamp(r.end_us::double precision / 1000000)
+          FROM jsonb_to_recordset(${JSON.stringify(roots)}::jsonb) AS r(trace_id text, run_id text, agent_id text, agent text,
+            agent_version integer, owner_id text, payer_id text, end_user_id text, session_id text, status text,
+            error_type text, start_us bigint, end_us bigint)
+          CROSS JOIN LATERAL (
+            SELECT coalesce(sum(t.credits), 0)::bigint AS credits, count(*)::integer AS span_count,
+              coalesce(array_agg(DISTINCT t.tool) FILTER (WHERE t.tool IS NOT NULL), '{}') AS tools
+            FROM trace_rows t WHERE t.trace_id = r.trace_id
+          ) s
+          ON CONFLICT (trace_id) DO UPDATE SET status = excluded.status, error_type = excluded.error_type,
+            credits = excluded.credits, tools = excluded.tools, span_count = excluded.span_count,
+            started_at = least(traces.started_at, excluded.started_at), ended_at = excluded.ended_at`
       })
 
     const readable = (reader: Reader) =>

@@ -1,5 +1,9 @@
 import { Duration, Effect, Layer, Metric, Schedule } from "effect"
 import { type SpanRecord, TraceSink } from "../runtime/Tracing.js"
+import { AgentsRepo } from "../agents/Repo.js"
+import { SecretBox } from "../credentials/SecretBox.js"
+import { ToolsConfig } from "../runtime/tools/Config.js"
+import { makeExporter } from "./Export.js"
 import { TracesRepo } from "./Repo.js"
 
 /**
@@ -9,7 +13,7 @@ import { TracesRepo } from "./Repo.js"
  */
 
 /** How often the buffer is written: the bound on how late a trace becomes visible, less the write itself. */
-export const FLUSH_EVERY = Duration.millis(200)
+export const FLUSH_EVERY = Duration.millis(500)
 /** At most this many spans per statement; more wait for the next round (they are written back to back). */
 export const BATCH_SIZE = 2_000
 /** Spans held while the database cannot take them; past this the oldest are dropped (and counted), not the run. */
@@ -24,6 +28,8 @@ export const TraceWriterLive = Layer.scoped(
   TraceSink,
   Effect.gen(function*() {
     const repo = yield* TracesRepo
+    const exporter = yield* makeExporter
+    yield* Effect.forkScoped(exporter.worker)
     let buffer: Array<SpanRecord> = []
     let lost = 0
 
@@ -54,6 +60,7 @@ export const TraceWriterLive = Layer.scoped(
           return
         }
         yield* Metric.incrementBy(written, batch.length)
+        exporter.offer(batch)
       }
     })
 
@@ -66,4 +73,4 @@ export const TraceWriterLive = Layer.scoped(
     yield* Effect.addFinalizer(() => flush.pipe(Effect.catchAllCause(() => Effect.void)))
     return TraceSink.of({ offer })
   })
-).pipe(Layer.provide(TracesRepo.Default))
+).pipe(Layer.provide([TracesRepo.Default, AgentsRepo.Default, SecretBox.Default, ToolsConfig.Default]))

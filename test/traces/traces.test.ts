@@ -1,5 +1,7 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
+import { createServer, type IncomingHttpHeaders } from "node:http"
+import type { AddressInfo } from "node:net"
 import { request } from "../support/Client.js"
 import {
   agentWith,
@@ -10,7 +12,6 @@ import {
   LIVE,
   micros,
   newUser,
-  only,
   payloads,
   runAgent,
   toolDirective
@@ -36,7 +37,13 @@ const PROVIDERS = {
   }]
 }
 
-const TRACE_ENV = { ...ENV, MODEL_PROVIDERS: JSON.stringify(PROVIDERS) }
+// A collector on 127.0.0.1 stands for the creator's OTLP endpoint: allowed by TOOL_ALLOWED_HOSTS, as tool tests allow theirs.
+const TRACE_ENV = {
+  ...ENV,
+  MODEL_PROVIDERS: JSON.stringify(PROVIDERS),
+  TOOL_ALLOWED_HOSTS: "127.0.0.1",
+  SECRETS_KEY: "traces-test-secrets-key-0123456789"
+}
 
 const CALCULATE = toolDirective("calculator", { expression: "6 * 7" })
 
@@ -216,6 +223,64 @@ describe("traces", () => {
         assert.include(tool.attributes["gen_ai.tool.call.arguments"], "6 * 7")
         assert.include(tool.attributes["gen_ai.tool.call.result"], "42")
       }))
+
+    it.scoped("otlp_export: the expert's spans also go to the creator's OTLP/HTTP endpoint, with its headers", () =>
+      Effect.gen(function*() {
+        const received: Array<{ path: string; headers: IncomingHttpHeaders; body: any }> = []
+        const collector = createServer((req, res) => {
+          let body = ""
+          req.on("data", (chunk) => (body += chunk))
+          req.on("end", () => {
+            received.push({ path: req.url ?? "", headers: req.headers, body: JSON.parse(body) })
+            res.writeHead(200, { "content-type": "application/json" }).end("{}")
+          })
+        })
+        yield* Effect.acquireRelease(
+          Effect.async<void>((resume) => void collector.listen(0, "127.0.0.1", () => resume(Effect.void))),
+          () => Effect.sync(() => (collector.closeAllConnections(), collector.close()))
+        )
+        const endpoint = `http://127.0.0.1:${(collector.address() as AddressInfo).port}/v1/traces`
+        const user = yield* newUser
+        const agent = yield* agentWith(user.token, { calculator: "allow" })
+        // The outbound rule at the door: a private address nobody allowed is refused.
+        const refused = yield* request("PATCH", `/v1/agents/${agent}`, { token: user.token, body: { otlp_export: { endpoint: "http://10.1.2.3/v1/traces" } } })
+        assert.strictEqual(refused.status, 400, refused.text)
+        assert.include(refused.body.error.message, "private address")
+        const secret = "Basic c2VjcmV0LWNvbGxlY3Rvci1rZXk="
+        const set = yield* request("PATCH", `/v1/agents/${agent}`, {
+          token: user.token,
+          body: { otlp_export: { endpoint, headers: { authorization: secret, "x-project": "p1" } } }
+        })
+        assert.strictEqual(set.status, 200, set.text)
+        assert.deepStrictEqual(set.body.otlp_export, { endpoint, headers: { authorization: "[redacted]", "x-project": "[redacted]" } })
+        assert.notInclude(set.text, "c2VjcmV0")
+        const stream = yield* runAgent(user, agent, CALCULATE)
+        assertCompleted(stream)
+        const runId = stream.events[0]!.data.run_id as string
+        const trace = yield* traceOf(user.token, runId)
+        // Polled: the export follows the stored batch, from a fiber of its own.
+        const deadline = Date.now() + 10_000
+        const names = () => received.flatMap((r) => r.body.resourceSpans[0].scopeSpans[0].spans.map((span: any) => span.name))
+        while (!names().includes(`invoke_agent ${agent}`) && Date.now() < deadline) yield* Effect.sleep("50 millis")
+        assert.includeMembers(names(), [`invoke_agent ${agent}`, "chat builtin", "execute_tool calculator"])
+        for (const delivery of received) {
+          assert.strictEqual(delivery.path, "/v1/traces")
+          assert.strictEqual(delivery.headers.authorization, secret)
+          assert.strictEqual(delivery.headers["x-project"], "p1")
+          assert.strictEqual(delivery.headers["content-type"], "application/json")
+        }
+        const spans = received.flatMap((r) => r.body.resourceSpans[0].scopeSpans[0].spans)
+        const root = spans.find((span: any) => span.name === `invoke_agent ${agent}`)
+        assert.strictEqual(root.traceId, trace.trace_id)
+        assert.match(root.startTimeUnixNano, /^\d+$/)
+        const chat = spans.find((span: any) => span.name === "chat builtin")
+        assert.strictEqual(chat.kind, 3)
+        assert.deepInclude(chat.attributes, { key: "gen_ai.provider.name", value: { stringValue: "builtin" } })
+        assert.isDefined(chat.attributes.find((a: any) => a.key === "atrium.credits"))
+        // Turned off: nothing more is sent (after the setting's cache of a few seconds).
+        const off = yield* request("PATCH", `/v1/agents/${agent}`, { token: user.token, body: { otlp_export: null } })
+        assert.strictEqual(off.body.otlp_export, null)
+      }), { timeout: 30_000 })
 
     it.effect("an approval wait is a span of its tool call", () =>
       Effect.gen(function*() {
