@@ -4732,6 +4732,12 @@ export interface operations {
                             mcp_servers?: unknown[];
                             knowledge_bases?: string[];
                             trace_content?: boolean;
+                            otlp_export?: {
+                                endpoint: string;
+                                headers: {
+                                    [key: string]: string;
+                                };
+                            } | null;
                             published_version: components["schemas"]["Int"] | null;
                             pending_submission: {
                                 id: string;
@@ -4903,6 +4909,12 @@ export interface operations {
                      */
                     knowledge_bases?: string[];
                     trace_content?: boolean;
+                    otlp_export?: {
+                        endpoint: string;
+                        headers?: {
+                            [key: string]: string;
+                        };
+                    } | null;
                 };
             };
         };
@@ -4937,6 +4949,12 @@ export interface operations {
                         mcp_servers?: unknown[];
                         knowledge_bases?: string[];
                         trace_content?: boolean;
+                        otlp_export?: {
+                            endpoint: string;
+                            headers: {
+                                [key: string]: string;
+                            };
+                        } | null;
                         published_version: components["schemas"]["Int"] | null;
                         pending_submission: {
                             id: string;
@@ -5029,6 +5047,12 @@ export interface operations {
                         mcp_servers?: unknown[];
                         knowledge_bases?: string[];
                         trace_content?: boolean;
+                        otlp_export?: {
+                            endpoint: string;
+                            headers: {
+                                [key: string]: string;
+                            };
+                        } | null;
                         published_version: components["schemas"]["Int"] | null;
                         pending_submission: {
                             id: string;
@@ -5198,6 +5222,12 @@ export interface operations {
                      */
                     knowledge_bases?: string[];
                     trace_content?: boolean;
+                    otlp_export?: {
+                        endpoint: string;
+                        headers?: {
+                            [key: string]: string;
+                        };
+                    } | null;
                 };
             };
         };
@@ -5232,6 +5262,12 @@ export interface operations {
                         mcp_servers?: unknown[];
                         knowledge_bases?: string[];
                         trace_content?: boolean;
+                        otlp_export?: {
+                            endpoint: string;
+                            headers: {
+                                [key: string]: string;
+                            };
+                        } | null;
                         published_version: components["schemas"]["Int"] | null;
                         pending_submission: {
                             id: string;
