@@ -24,7 +24,7 @@ import {
   GEN_AI_OPERATION_NAME_VALUE_RETRIEVAL
 } from "@opentelemetry/semantic-conventions/incubating"
 import { ATTR_ERROR_TYPE } from "@opentelemetry/semantic-conventions"
-import { Context, Effect, Exit, FiberRef, Option, type Tracer } from "effect"
+import { Clock, Context, Effect, Exit, FiberRef, Option, type Tracer } from "effect"
 import * as Tracers from "effect/Tracer"
 import { createHash, randomBytes } from "node:crypto"
 import type { Micros } from "../platform/Money.js"
@@ -251,64 +251,79 @@ export const runTracer = (
     context: (f, fiber) => outer.context(f, fiber)
   })
 
-/** Whether the run this fiber works for keeps content in its trace (its expert's `trace_content`). */
-const CaptureContent = FiberRef.unsafeMake(false)
-export const contentCaptured: Effect.Effect<boolean> = FiberRef.get(CaptureContent)
-
-/** The run's tracer is in place (a sink is there): GenAI spans are made with it. */
-const Tracing = FiberRef.unsafeMake(false)
-
 /**
- * The innermost GenAI span of this fiber: where `annotateSpan` and `chargedToSpan` write, and the parent of the next
- * GenAI span, whatever `Effect.fn` spans lie between (with tracing off they are no-ops that hide their parent).
+ * What a traced run's fibers know of its trace: its tracer, whether content is kept, whether the operator's tracing
+ * is on, and the innermost GenAI span (where `annotateSpan` and `chargedToSpan` write, and the parent of the next
+ * GenAI span, whatever `Effect.fn` spans lie between). One reference, so a span costs one `locally`.
  */
-const CurrentRunSpan = FiberRef.unsafeMake<Tracer.Span | undefined>(undefined)
+interface RunTrace {
+  readonly tracer: Tracer.Tracer
+  /** The tracer the root run found (the operator's): a delegated run's tracer passes its spans there, not to ours. */
+  readonly outer: Tracer.Tracer
+  readonly capture: boolean
+  readonly operatorTracing: boolean
+  readonly span: Tracer.Span | undefined
+}
+const CurrentTrace = FiberRef.unsafeMake<RunTrace | undefined>(undefined)
+
+/** Whether the run this fiber works for keeps content in its trace (its expert's `trace_content`). */
+export const contentCaptured: Effect.Effect<boolean> = Effect.map(FiberRef.get(CurrentTrace), (trace) => trace?.capture === true)
 
 /**
  * Runs `effect` (a run) with its own tracer when a sink is there. Tracing is not switched on for the run: only the
- * GenAI spans (`genAiSpan`) are made for real, so a run costs a handful of spans, not one per `Effect.fn` inside it.
- * When the operator exports spans (tracing on for the process), every span inside goes through the run's tracer
- * to the operator's exporter as before.
+ * GenAI spans (`genAiSpan`) are made, straight from the run's tracer, so a run costs a handful of spans, not one per
+ * `Effect.fn` inside it. When the operator exports spans (tracing on for the process), every span inside goes
+ * through the run's tracer to the operator's exporter as before, nested under the GenAI spans.
  */
 export const traced = <A, E, R>(sink: Option.Option<TraceSink["Type"]>, run: TraceRun, effect: Effect.Effect<A, E, R>) =>
   Option.match(sink, {
     onNone: () => effect,
     onSome: (sink) =>
-      Effect.flatMap(Effect.zip(Effect.tracer, FiberRef.get(FiberRef.currentTracerEnabled)), ([outer, enabled]) =>
-        effect.pipe(
-          Effect.withTracer(runTracer(sink, run, outer, enabled)),
-          Effect.locally(CaptureContent, run.captureContent),
-          Effect.locally(Tracing, true),
-          Effect.locally(CurrentRunSpan, undefined)
-        ))
+      Effect.flatMap(Effect.all([Effect.tracer, FiberRef.get(FiberRef.currentTracerEnabled), FiberRef.get(CurrentTrace)]), ([found, enabled, above]) => {
+        const outer = above?.outer ?? found
+        const tracer = runTracer(sink, run, outer, enabled)
+        // A delegated run's root hangs under the delegating tool call's span, in its trace.
+        const withTrace = Effect.locally(effect, CurrentTrace, {
+          tracer,
+          outer,
+          capture: run.captureContent,
+          operatorTracing: enabled,
+          span: above?.span
+        })
+        return enabled ? Effect.withTracer(withTrace, tracer) : withTrace
+      })
   })
 
 /**
- * `effect` as one GenAI span (recorded: its attributes name the operation). The span is made with tracing on, and
- * its body runs with the process's own setting, so nothing else inside is made unless the operator asked for spans.
+ * `effect` as one GenAI span (recorded: its attributes name the operation), made by the run's tracer and ended with
+ * `effect`'s exit, as `Effect.withSpan` would, without switching tracing on for what runs inside.
  */
 export const genAiSpan = (
   name: string,
   options: { readonly attributes: Record<string, unknown>; readonly kind?: Tracer.SpanKind }
 ) =>
 <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.flatMap(FiberRef.get(Tracing), (tracing) => {
-    if (!tracing) return Effect.withSpan(effect, name, options)
+  Effect.flatMap(FiberRef.get(CurrentTrace), (trace) => {
+    if (trace === undefined) return Effect.withSpan(effect, name, options)
     return Effect.flatMap(
-      Effect.zip(FiberRef.get(CurrentRunSpan), FiberRef.get(FiberRef.currentTracerEnabled)),
-      ([parent, enabled]) =>
-        Effect.useSpan(name, { ...options, ...(parent === undefined ? {} : { parent }) }, (span) =>
-          effect.pipe(
-            Effect.withParentSpan(span),
-            Effect.locally(CurrentRunSpan, span),
-            Effect.withTracerEnabled(enabled)
-          )).pipe(Effect.withTracerEnabled(true))
+      trace.span === undefined && trace.operatorTracing ? Effect.option(Effect.currentParentSpan) : Effect.succeed(Option.fromNullable(trace.span)),
+      (parent) =>
+        Effect.flatMap(Clock.currentTimeNanos, (start) => {
+          const span = trace.tracer.span(name, parent, Context.empty(), [], start, options.kind ?? "internal", options)
+          for (const [key, value] of Object.entries(options.attributes)) span.attribute(key, value)
+          const body = Effect.locally(effect, CurrentTrace, { ...trace, span })
+          return Effect.onExit(
+            trace.operatorTracing ? Effect.withParentSpan(body, span) : body,
+            (exit) => Effect.map(Clock.currentTimeNanos, (end) => span.end(end, exit))
+          )
+        })
     )
   })
 
 /** Sets attributes of the innermost GenAI span (none: nothing). */
 export const annotateSpan = (attributes: Record<string, unknown>) =>
-  Effect.map(FiberRef.get(CurrentRunSpan), (span) => {
+  Effect.map(FiberRef.get(CurrentTrace), (trace) => {
+    const span = trace?.span
     if (span === undefined) return
     for (const [key, value] of Object.entries(attributes)) span.attribute(key, value)
   })

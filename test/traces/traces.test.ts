@@ -282,6 +282,26 @@ describe("traces", () => {
         assert.strictEqual(off.body.otlp_export, null)
       }), { timeout: 30_000 })
 
+    it.effect("a delegated run is a subtree of its parent's trace, under the delegating tool call", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const helper = yield* agentWith(user.token, { calculator: "allow" })
+        const lead = yield* agentWith(user.token, {}, { subagents: [helper] })
+        const stream = yield* runAgent(user, lead, `/delegate ${helper} ${CALCULATE}`)
+        const completed = assertCompleted(stream)
+        const runId = stream.events[0]!.data.run_id as string
+        const trace = yield* traceOf(user.token, runId)
+        const delegation = trace.spans.find((span) => span.name === "execute_tool delegate")!
+        const child = trace.spans.find((span) => span.name === `invoke_agent ${helper}`)!
+        assert.strictEqual(child.parent_span_id, delegation.span_id)
+        const childRun = (child as any).run_id as string
+        assert.notStrictEqual(childRun, runId)
+        assert.isTrue(trace.spans.some((span) => span.name === "execute_tool calculator" && span.parent_span_id === child.span_id))
+        // One trace per root run: the child's id finds the same tree, and its credits are in the sum.
+        assert.deepStrictEqual(yield* traceOf(user.token, childRun), trace)
+        assert.strictEqual(creditsOf(trace), micros(completed.credits_charged))
+      }))
+
     it.effect("an approval wait is a span of its tool call", () =>
       Effect.gen(function*() {
         const user = yield* newUser
