@@ -54,7 +54,7 @@ const main = async () => {
          CASE WHEN i % 10 = 0 THEN $1 ELSE 'usr_other' || (i % 1000) END, 'usr_payer' || (i % 5000), '',
          CASE WHEN i % 4 = 0 THEN 'ses_' || (i % 20000) ELSE NULL END,
          CASE WHEN i % 17 = 0 THEN 'error' ELSE 'ok' END, CASE WHEN i % 17 = 0 THEN 'upstream_error' ELSE NULL END,
-         (i % 50000)::bigint, CASE i % 3 WHEN 0 THEN ARRAY['calculator'] WHEN 1 THEN ARRAY['file_search', 'get_time'] ELSE '{}' END,
+         ((i * 7919) % 50000)::bigint, CASE i % 3 WHEN 0 THEN ARRAY['calculator'] WHEN 1 THEN ARRAY['file_search', 'get_time'] ELSE '{}' END,
          ${SPANS_PER_TRACE}, now() - make_interval(secs => i), now() - make_interval(secs => i) + interval '2 seconds'
        FROM generate_series(1, $2::integer) AS i`,
       [userId, traces]
