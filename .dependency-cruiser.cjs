@@ -8,7 +8,7 @@ const LAYERS = [
   ["identity", "notifications"],
   ["files", "environments", "credentials"],
   ["runtime"],
-  ["billing", "agents", "knowledge"],
+  ["billing", "agents", "knowledge", "traces"],
   ["market", "runs", "sessions", "responses", "evolution", "distillation", "webhooks", "memory"],
   ["mcp"]
 ]

@@ -42,6 +42,8 @@ import * as Sse from "./platform/sse/Sse.js"
 import { ModelsHttp } from "./runtime/models/Http.js"
 import { AgentModelsLive } from "./runs/AgentModels.js"
 import { RunsHttpLive } from "./runs/Http.js"
+import { TracesHttpLive } from "./traces/Http.js"
+import { TraceWriterLive } from "./traces/Writer.js"
 import { ResponsesHttpLive } from "./responses/Http.js"
 import { EvolutionHttpLive } from "./evolution/Http.js"
 import { DistillationsHttpLive } from "./distillation/Http.js"
@@ -87,8 +89,8 @@ const Edge = HttpLayerRouter.middleware(
 )
 
 const ApiRoutes = HttpLayerRouter.addHttpApi(AtriumApi, { openapiPath: "/openapi.json" }).pipe(
-  Layer.provide([HealthHttp, AuthHttp, AccountHttp, ModelsHttp.pipe(Layer.provide(AgentModelsLive)), BillingHttp, AgentsHttpLive, RunsHttpLive, ResponsesHttpLive, SessionsHttpLive, MarketHttpLive, NotificationsHttpLive, FilesHttpLive, KnowledgeHttpLive, EnvironmentsHttpLive, CredentialsHttpLive, MemoryHttpLive, EvolutionHttpLive, DistillationsHttpLive, WebhooksHttpLive, SchedulesHttpLive]),
-  Layer.provide([RunPayerLive, KnowledgeSearchLive, ExpertMemoryLive]),
+  Layer.provide([HealthHttp, AuthHttp, AccountHttp, ModelsHttp.pipe(Layer.provide(AgentModelsLive)), BillingHttp, AgentsHttpLive, RunsHttpLive, ResponsesHttpLive, SessionsHttpLive, MarketHttpLive, NotificationsHttpLive, FilesHttpLive, KnowledgeHttpLive, EnvironmentsHttpLive, CredentialsHttpLive, MemoryHttpLive, EvolutionHttpLive, DistillationsHttpLive, WebhooksHttpLive, SchedulesHttpLive, TracesHttpLive]),
+  Layer.provide([RunPayerLive, KnowledgeSearchLive, ExpertMemoryLive, TraceWriterLive]),
   Layer.provide(Wallets.Default)
 )
 
@@ -105,11 +107,11 @@ export const Routes = Layer.mergeAll(ApiRoutes, DocsRoute, OAuthRoutes, WebAppRo
 /** The entities this process runs, on one cluster runner over the database. */
 const Entities = Layer.mergeAll(
   WalletLive,
-  SessionLive.pipe(Layer.provide([RunPayerLive, KnowledgeSearchLive, ExpertMemoryLive]), Layer.provide(Wallets.Default)),
+  SessionLive.pipe(Layer.provide([RunPayerLive, KnowledgeSearchLive, ExpertMemoryLive, TraceWriterLive]), Layer.provide(Wallets.Default)),
   // Background runs (runs/Background.ts): the workflow registered on every runner, on the cluster's workflow engine;
   // a run's end goes out as its webhooks (the same `Webhooks` as the routes', so an emit wakes this process's worker).
   BackgroundRunLive.pipe(
-    Layer.provide([RunPayerLive, KnowledgeSearchLive, ExpertMemoryLive, RunEndWebhooksLive.pipe(Layer.provide(Webhooks.Default))]),
+    Layer.provide([RunPayerLive, KnowledgeSearchLive, ExpertMemoryLive, TraceWriterLive, RunEndWebhooksLive.pipe(Layer.provide(Webhooks.Default))]),
     Layer.provide(Wallets.Default)
   ),
   // Schedules (schedules/Scheduler.ts): one scheduler in the cluster, a singleton, whose firings start background
@@ -117,7 +119,7 @@ const Entities = Layer.mergeAll(
   SchedulerLive.pipe(
     Layer.provide(ScheduleFirerLive),
     Layer.provide([Runs.Default, BackgroundRuns.Default, RunRecords.Default, Sessions.Default, Webhooks.Default, LedgerReads.Default]),
-    Layer.provide([RunPayerLive, KnowledgeSearchLive, ExpertMemoryLive]),
+    Layer.provide([RunPayerLive, KnowledgeSearchLive, ExpertMemoryLive, TraceWriterLive]),
     Layer.provide(Wallets.Default)
   )
 ).pipe(

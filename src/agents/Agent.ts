@@ -55,6 +55,38 @@ export const Billing = Schema.Struct({
 })
 export type Billing = typeof Billing.Type
 
+/** An OTLP export as stored: the endpoint, the headers' names, and the headers themselves sealed (JSON, or none). */
+export const StoredOtlpExport = Schema.Struct({
+  endpoint: Schema.String,
+  header_names: Schema.Array(Schema.String),
+  headers_sealed: Schema.NullOr(Schema.String)
+})
+export type StoredOtlpExport = typeof StoredOtlpExport.Type
+
+const httpUrl = (field: string) =>
+  Schema.String.pipe(Schema.filter((url) => {
+    try {
+      const parsed = new URL(url)
+      return (url.length <= 2000 && (parsed.protocol === "https:" || parsed.protocol === "http:")) ||
+        `${field} must be an http(s) URL of at most 2000 characters`
+    } catch {
+      return `${field} must be an http(s) URL of at most 2000 characters`
+    }
+  }))
+
+/** `otlp_export` as a creator sends it: an OTLP/HTTP traces URL (`.../v1/traces`) and the headers it needs. */
+export const OtlpExportInput = Schema.NullOr(Schema.Struct({
+  endpoint: httpUrl("otlp_export.endpoint"),
+  headers: Schema.optional(
+    Schema.Record({
+      key: Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9-]{1,64}$/, {
+        message: () => "otlp_export.headers names must be 1-64 characters of A-Z a-z 0-9 -"
+      })),
+      value: Schema.String.pipe(Schema.maxLength(4096))
+    }).pipe(Schema.filter((headers) => Object.keys(headers).length <= 20 || "otlp_export.headers may have at most 20 entries"))
+  )
+}))
+
 /** The stored configuration (draft or version). */
 export const AgentConfig = Schema.Struct({
   name: Schema.String,
@@ -74,7 +106,17 @@ export const AgentConfig = Schema.Struct({
   /** Knowledge bases its `file_search` searches (docs/knowledge.md); absent: none. */
   knowledge_bases: Schema.optional(Schema.Array(Schema.String)),
   /** Memory of each end user (docs/memory.md); absent: none. */
-  memory: Schema.optional(MemorySettings)
+  memory: Schema.optional(MemorySettings),
+  /**
+   * The creator's trace setting (docs/traces.md): runs' traces keep messages and tool data. A setting of the expert,
+   * read from the draft for every run (a version's copy is not used): turning it off stops capture at once.
+   */
+  trace_content: Schema.optional(Schema.Boolean),
+  /**
+   * Where the expert's spans are also sent (docs/traces.md, "OTLP export"): an OTLP/HTTP traces endpoint and its
+   * headers, sealed under `SECRETS_KEY` (only their names stay readable); absent or null: nowhere.
+   */
+  otlp_export: Schema.optional(Schema.NullOr(StoredOtlpExport))
 })
 export type AgentConfig = typeof AgentConfig.Type
 
@@ -99,7 +141,9 @@ export const AgentFields = {
   billing: BillingInput,
   mcp_servers: Schema.Array(McpServer).pipe(Schema.maxItems(10)),
   knowledge_bases: Schema.Array(Schema.String.pipe(Schema.maxLength(64))).pipe(Schema.maxItems(10)),
-  memory: MemorySettings
+  memory: MemorySettings,
+  trace_content: Schema.Boolean,
+  otlp_export: OtlpExportInput
 }
 
 export const defaultBilling: Billing = { type: "FREE", price: "0", free_trial_per_user: 3, allow_trial: true }

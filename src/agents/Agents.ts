@@ -1,4 +1,7 @@
-import { Effect, Option, Schema } from "effect"
+import { Effect, Option, Redacted, Schema } from "effect"
+import { SecretBox } from "../credentials/SecretBox.js"
+import { ToolsConfig } from "../runtime/tools/Config.js"
+import { checkUrl, makeHostAddresses, OutboundRefused } from "../runtime/tools/Outbound.js"
 import { Wallets } from "../billing/Wallet.js"
 import { AgentsConfig } from "./Config.js"
 import { KnowledgeRepo } from "../knowledge/Repo.js"
@@ -7,7 +10,7 @@ import { Forbidden, InvalidRequest, NotFound } from "../platform/Errors.js"
 import { randomBase62, type UserId } from "../platform/Ids.js"
 import { parseCredits, toNumber } from "../platform/Money.js"
 import { ModelCatalog } from "../runtime/models/Catalog.js"
-import { type AgentConfig, type AgentFields, defaultBilling, normalizeBilling } from "./Agent.js"
+import { type AgentConfig, type AgentFields, defaultBilling, normalizeBilling, type OtlpExportInput } from "./Agent.js"
 import { type AgentRow, AgentsRepo, type Submission } from "./Repo.js"
 import { IdentifierTaken, newAgentId } from "./Domain.js"
 export { IdentifierTaken } from "./Domain.js"
@@ -34,6 +37,37 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
     const wallets = yield* Wallets
     const { platformSharePercent } = yield* AgentsConfig
     const knowledge = yield* KnowledgeRepo
+    const box = yield* SecretBox
+    const { allowedHosts } = yield* ToolsConfig
+    const own = makeHostAddresses()
+
+    /**
+     * The OTLP export a creator set (docs/traces.md): the endpoint passes the outbound rule now (and again at every
+     * export), and its headers (credentials, usually) are sealed under SECRETS_KEY, never stored or shown in clear.
+     */
+    const otlpExport = (input: typeof OtlpExportInput.Type) =>
+      Effect.gen(function*() {
+        if (input === null) return null
+        yield* Effect.tryPromise({
+          try: () => checkUrl(new URL(input.endpoint), allowedHosts, own()),
+          catch: (error) =>
+            new InvalidRequest({
+              message: `Invalid request: otlp_export.endpoint: ${
+                error instanceof OutboundRefused ? error.message : "its host could not be resolved"
+              }`
+            })
+        })
+        const headers = input.headers ?? {}
+        const names = Object.keys(headers)
+        if (names.length === 0) return { endpoint: input.endpoint, header_names: [], headers_sealed: null }
+        const sealed = box.seal(Redacted.make(JSON.stringify(headers)))
+        if (Option.isNone(sealed)) {
+          return yield* new InvalidRequest({
+            message: "Invalid request: otlp_export.headers need SECRETS_KEY on this deployment (they are stored sealed)."
+          })
+        }
+        return { endpoint: input.endpoint, header_names: names, headers_sealed: sealed.value }
+      })
 
     /**
      * Applies `fields` to `base`, checking what a schema cannot: the model exists, subagents exist, billing. A
@@ -128,6 +162,8 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
         }
         next.subagents = [...new Set(fields.subagents)]
       }
+      if (fields.trace_content !== undefined) next.trace_content = fields.trace_content
+      if (fields.otlp_export !== undefined) next.otlp_export = yield* otlpExport(fields.otlp_export)
       if (fields.billing !== undefined) {
         const billing = normalizeBilling(fields.billing, base.billing)
         if (typeof billing === "string") return yield* new InvalidRequest({ message: `Invalid request: ${billing}` })
@@ -307,7 +343,15 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
       version: repo.version
     } as const
   }),
-  dependencies: [AgentsConfig.Default, AgentsRepo.Default, ModelCatalog.Default, Notifications.Default, KnowledgeRepo.Default]
+  dependencies: [
+    AgentsConfig.Default,
+    AgentsRepo.Default,
+    ModelCatalog.Default,
+    Notifications.Default,
+    KnowledgeRepo.Default,
+    SecretBox.Default,
+    ToolsConfig.Default
+  ]
 }) {}
 
 export type { Submission }

@@ -78,6 +78,13 @@ export const AgentView = Schema.Struct({
   knowledge_bases: Schema.optional(Schema.Array(Schema.String)),
   /** Whether the expert remembers each end user, and its blocks (docs/memory.md); absent when never set. */
   memory: Schema.optional(MemorySettings),
+  /** Whether runs' traces keep message content and tool data (docs/traces.md); false by default. */
+  trace_content: Schema.optional(Schema.Boolean),
+  /** Where the expert's spans are also exported (OTLP/HTTP); header values are never shown. */
+  otlp_export: Schema.optional(Schema.NullOr(Schema.Struct({
+    endpoint: Schema.String,
+    headers: Schema.Record({ key: Schema.String, value: Schema.String })
+  }))),
   published_version: Schema.NullOr(Schema.Int),
   pending_submission: Schema.NullOr(SubmissionView),
   /** The owner's single-agent view only: every submission, newest first, with the reviewer's reason. */

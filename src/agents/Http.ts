@@ -22,6 +22,11 @@ const ownerView = (agent: AgentRow, pending: Option.Option<Submission>) => ({
   status: agent.publishedVersion === null ? ("draft" as const) : ("published" as const),
   ...agent.draft,
   fallback_models: agent.draft.fallback_models ?? [],
+  trace_content: agent.draft.trace_content ?? false,
+  otlp_export: agent.draft.otlp_export == null ? null : {
+    endpoint: agent.draft.otlp_export.endpoint,
+    headers: Object.fromEntries(agent.draft.otlp_export.header_names.map((name) => [name, "[redacted]"]))
+  },
   billing: billingView(agent.draft),
   published_version: agent.publishedVersion,
   pending_submission: Option.match(pending, { onNone: () => null, onSome: submissionView }),

@@ -1,4 +1,5 @@
 import { Effect, Option } from "effect"
+import { chargedToSpan } from "../runtime/Tracing.js"
 import { addEmbeddings } from "../platform/migrations/0016_knowledge.js"
 import type { FileId } from "../files/Domain.js"
 import { newId } from "../platform/Ids.js"
@@ -84,6 +85,8 @@ export class Retrieval extends Effect.Service<Retrieval>()("atrium/knowledge/Ret
             description: `Knowledge search (${settings.model}, ${embedded.right.tokens} tokens embedded)`
           }))
           if (paid._tag === "Left") return Option.none()
+          // Said to the run's `retrieval` span when a run searches (its trace shows what the search cost).
+          yield* chargedToSpan(cost)
         }
         const vector = embedded.right.vectors[0]!
         yield* ensureIndex(vector.length)

@@ -13,6 +13,7 @@ import {
 } from "@modelcontextprotocol/sdk/types.js"
 import { Effect, Either, Layer, Option, Runtime, Schema, Stream, type Tracer } from "effect"
 import { RunPayerLive } from "../billing/RunPayerLive.js"
+import { TraceWriterLive } from "../traces/Writer.js"
 import { KnowledgeSearchLive } from "../knowledge/KnowledgeSearchLive.js"
 import { ExpertMemoryLive } from "../memory/ExpertMemoryLive.js"
 import { Wallets } from "../billing/Wallet.js"
@@ -425,6 +426,6 @@ export const McpRoute = Layer.effectDiscard(Effect.gen(function*() {
 })).pipe(
   Layer.provide([McpConfig.Default, McpIdentity.Default, McpTools.Default, McpResources.Default, McpCancels.Default]),
   // The same layer values the API routes use, so the process keeps one set of wallet clients.
-  Layer.provide([RunPayerLive, KnowledgeSearchLive, ExpertMemoryLive]),
+  Layer.provide([RunPayerLive, KnowledgeSearchLive, ExpertMemoryLive, TraceWriterLive]),
   Layer.provide(Wallets.Default)
 )

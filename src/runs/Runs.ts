@@ -51,10 +51,12 @@ export class Runs extends Effect.Service<Runs>()("atrium/runs/Runs", {
         const agent = yield* agents.byIdentifier(identifier)
         if (Option.isNone(agent)) return Option.none<RunnableAgent>()
         const { draft, id, ownerId, publishedVersion } = agent.value
-        if (ownerId === userId) return Option.some<RunnableAgent>({ id, identifier, ownerId, version: null, config: draft })
+        // Trace capture is the expert's live setting, not its version's (docs/traces.md).
+        const traceContent = draft.trace_content === true
+        if (ownerId === userId) return Option.some<RunnableAgent>({ id, identifier, ownerId, version: null, config: draft, traceContent })
         if (publishedVersion === null) return Option.none<RunnableAgent>()
         const config = yield* agents.version(id, publishedVersion)
-        return Option.map(config, (config): RunnableAgent => ({ id, identifier, ownerId, version: publishedVersion, config }))
+        return Option.map(config, (config): RunnableAgent => ({ id, identifier, ownerId, version: publishedVersion, config, traceContent }))
       })
 
     const resolveSubagent = (identifier: string, payer: Partition) => runnable(identifier, payer.accountId)

@@ -8,6 +8,7 @@ import type { ResolvedModel } from "./models/Models.js"
 import { type Emit, MAX_CHAIN_WAIT_MS } from "./Run.js"
 import { type ModelCallFailed, modelCallFailed, UpstreamUnavailable } from "./RunStop.js"
 import { tokensOf } from "./models/Builtin.js"
+import { annotateSpan, Attr, contentCaptured, contentOf, genAiSpan, Operation } from "./Tracing.js"
 
 /** What a step's model call answered. */
 export interface ModelCall {
@@ -18,6 +19,8 @@ export interface ModelCall {
   readonly outputTokens: number
   readonly cachedInputTokens: number
   readonly toolCalls: ReadonlyArray<{ id: string; name: string; params: unknown; options?: { google: { thoughtSignature: string } } }>
+  /** Why the model stopped (`stop`, `tool-calls`, `length`...), as its stream said; absent when it did not. */
+  readonly finishReason?: string | undefined
 }
 
 /** A call's answer as the assistant's message of the conversation, in the form the next call sends back. */
@@ -63,6 +66,7 @@ export class ModelChain extends Effect.Service<ModelChain>()("atrium/runtime/Mod
         let outputTokens = 0
         let cachedInputTokens = 0
         let signature: string | undefined
+        let finishReason: string | undefined
         let thinkingOpen = false
         const announced = new Set<string>()
         const toolCalls: Array<{ id: string; name: string; params: unknown; options?: { google: { thoughtSignature: string } } }> = []
@@ -106,6 +110,7 @@ export class ModelChain extends Effect.Service<ModelChain>()("atrium/runtime/Mod
               return emit({ type: "tool_call", tool_call_id: part.id, name: part.name, status: "pending", arguments: part.params })
             }
             case "finish":
+              finishReason = part.reason
               inputTokens = part.usage.inputTokens ?? inputTokens
               outputTokens = part.usage.outputTokens ?? outputTokens
               cachedInputTokens = part.usage.cachedInputTokens ?? cachedInputTokens
@@ -129,7 +134,7 @@ export class ModelChain extends Effect.Service<ModelChain>()("atrium/runtime/Mod
         // A provider that reports no usage is billed by the same estimate the builtin model uses.
         if (inputTokens === 0) inputTokens = tokensOf(JSON.stringify(conversation))
         if (outputTokens === 0) outputTokens = tokensOf(text + thinking + JSON.stringify(toolCalls.map((c) => c.params)))
-        return { text, reasoning: thinking, signature, inputTokens, outputTokens, cachedInputTokens, toolCalls }
+        return { text, reasoning: thinking, signature, inputTokens, outputTokens, cachedInputTokens, toolCalls, finishReason }
       })
 
     /**
@@ -139,12 +144,17 @@ export class ModelChain extends Effect.Service<ModelChain>()("atrium/runtime/Mod
      * back text it was shown. When every provider of the chain rests for a short while (a `Retry-After`, an open
      * breaker), the step waits for the first of them, once.
      */
-    const callChain = (
+    const callChain = <E = never>(
       chain: ReadonlyArray<ResolvedModel>,
       conversation: ReadonlyArray<Prompt.MessageEncoded>,
       toolkit: Toolkit.WithHandler<any> | undefined,
       emit: Emit,
-      toolChoice?: LanguageModel.ToolChoice<string> | undefined
+      toolChoice?: LanguageModel.ToolChoice<string> | undefined,
+      /**
+       * What the step does with the answer before the call's span ends (its charge): the span of a model call says
+       * what that call was charged. Its failure ends the step (no fallback: the model did answer).
+       */
+      onAnswer: (call: ModelCall, model: ResolvedModel) => Effect.Effect<void, E> = () => Effect.void
     ) =>
       Effect.gen(function*() {
         let last: ModelCallFailed | undefined
@@ -208,12 +218,44 @@ export class ModelChain extends Effect.Service<ModelChain>()("atrium/runtime/Mod
           }
           tried.add(next.entry.id)
           let streamed = false
-          const outcome = yield* Effect.either(
-            callModel(next, conversation, toolkit, (event) => {
-              streamed = true
-              return emit(event)
-            }, toolChoice)
-          )
+          const model = next
+          // One `chat {model}` span per attempt (docs/traces.md): a failed attempt's span says why, the answering
+          // one what it used and, through `onAnswer`, what it was charged.
+          const outcome = yield* Effect.gen(function*() {
+            const outcome = yield* Effect.either(
+              callModel(model, conversation, toolkit, (event) => {
+                streamed = true
+                return emit(event)
+              }, toolChoice)
+            )
+            if (outcome._tag === "Left") {
+              yield* annotateSpan({ [Attr.errorType]: outcome.left.code })
+              return outcome
+            }
+            const call = outcome.right
+            yield* annotateSpan({
+              [Attr.responseModel]: model.entry.model,
+              [Attr.inputTokens]: call.inputTokens,
+              [Attr.outputTokens]: call.outputTokens,
+              [Attr.cachedTokens]: call.cachedInputTokens,
+              ...(call.finishReason === undefined ? {} : { [Attr.finishReasons]: [call.finishReason] }),
+              ...(yield* contentCaptured)
+                ? {
+                  [Attr.inputMessages]: contentOf(conversation),
+                  [Attr.outputMessages]: contentOf(assistantContent(call))
+                }
+                : {}
+            })
+            yield* onAnswer(call, model)
+            return outcome
+          }).pipe(genAiSpan(`chat ${model.entry.id}`, {
+            kind: "client",
+            attributes: {
+              [Attr.operation]: Operation.chat,
+              [Attr.provider]: model.entry.provider,
+              [Attr.requestModel]: model.entry.model
+            }
+          }))
           if (outcome._tag === "Right") {
             if (next.entry.kind !== "builtin") yield* health.succeeded(next.entry.provider)
             return { call: outcome.right, model: next }

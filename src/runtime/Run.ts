@@ -24,6 +24,11 @@ export interface RunnableAgent {
   readonly ownerId: string
   readonly version: number | null
   readonly config: ExpertConfig
+  /**
+   * The creator's `trace_content` setting, read from the expert (not its version) when the run starts: the run's
+   * trace keeps messages and tool data only when it is on (docs/traces.md).
+   */
+  readonly traceContent?: boolean | undefined
 }
 
 export interface RunRequest {

@@ -36,6 +36,7 @@ import { DelegateParameters, knowledgeOf, memoryEnabled, toolkitOf } from "./Run
 import { makeSandboxHolder } from "./sandbox/Holder.js"
 import { McpTools } from "./tools/Mcp.js"
 import { ToolCalls } from "./ToolCalls.js"
+import { annotateSpan, Attr, chargedToSpan, genAiSpan, Operation, traced, TraceSink, type TraceRun } from "./Tracing.js"
 import { FILE_SEARCH } from "./tools/FileSearch.js"
 import { CONTEXT_FACTS, isMemoryTool, MEMORY_ENABLED_TOOLS, renderMemory } from "./tools/Memory.js"
 import type { ToolContext } from "./tools/Tools.js"
@@ -50,6 +51,19 @@ import type { ToolContext } from "./tools/Tools.js"
  */
 
 const DEFAULT_INSTRUCTIONS = "You are a helpful expert."
+
+/** Whose run a trace is: the expert's creator and the run's payer (with its end user) may read it. */
+const traceRunOf = (request: RunRequest): TraceRun => ({
+  runId: request.runId,
+  agentId: request.agent.id,
+  agent: request.agent.identifier,
+  agentVersion: request.agent.version,
+  ownerId: request.agent.ownerId,
+  payerId: request.payer.accountId,
+  endUserId: request.payer.endUserId,
+  sessionId: Option.getOrNull(request.sessionId),
+  captureContent: request.agent.traceContent === true
+})
 
 /** A model step as a durable run records it: the call (JSON already) and its charge (micro-credits as a string). */
 const modelStepCodec: StepCodec<{ readonly call: ModelCall; readonly charge: Micros }> = {
@@ -75,6 +89,8 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
     const modelChain = yield* ModelChain
     const toolCalls = yield* ToolCalls
     const memory = yield* Effect.serviceOption(ExpertMemory)
+    // Absent where no one reads traces (tests of the engine alone): runs are then not traced at all.
+    const traceSink = yield* Effect.serviceOption(TraceSink)
 
     /**
      * Runs one turn of `request`, telling every step through `emit`. It always ends with `complete` or `error` (an
@@ -241,34 +257,44 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
               const estimate = costOf(chain[0]!, tokensOf(JSON.stringify(conversation)), state.lastOutputTokens)
               yield* affordable(request, state.spent, estimate, cover)
 
-              const { call, model } = yield* modelChain.call(chain, conversation, toolkit, emit, step === 1 ? request.toolChoice : undefined).pipe(
-                Effect.locally(CurrentOutputFormat, request.outputFormat)
-              )
-              // Each step at the rate of the model that answered it.
-              const cost = costOf(model, call.inputTokens, call.outputTokens, call.cachedInputTokens)
-              // The caller's budget is a promise: past it the platform, not the caller, pays for the step.
-              const charge = Option.match(request.budget, {
-                onNone: () => cost,
-                onSome: (budget) => (cost < budget - state.spent ? cost : budget - state.spent)
-              })
-              // Charged first, told after: a `usage.token` always names credits that really left the wallet.
-              if (charge > 0n) {
-                if (request.fence !== undefined && !(yield* request.fence)) {
-                  state.called(call)
-                  return yield* new OwnerLost({ message: "This runner no longer holds the session; the turn stopped before billing." })
-                }
-                // Charged against the run's hold: no round trip while the hold covers it, one to extend it when not.
-                const room = yield* cover(charge).pipe(
-                  // A step that could not be paid still said what it said: its text stays in the run's answer.
-                  Effect.tapError(() => Effect.sync(() => state.called(call)))
-                )
-                if (room < charge) {
-                  state.called(call)
-                  return yield* exhausted("wallet", state.spent + room, state.spent, "Not enough credits for the next step.")
-                }
-                owe(step, charge, `Run of ${agent.identifier} (${model.entry.id}, step ${step})`)
-                count(step, charge)
-              }
+              let charge = 0n
+              // The charge is made inside the answering call's `chat` span, so the span says what it cost.
+              const { call, model } = yield* modelChain.call(
+                chain,
+                conversation,
+                toolkit,
+                emit,
+                step === 1 ? request.toolChoice : undefined,
+                (call, model) =>
+                  Effect.gen(function*() {
+                    // Each step at the rate of the model that answered it.
+                    const cost = costOf(model, call.inputTokens, call.outputTokens, call.cachedInputTokens)
+                    // The caller's budget is a promise: past it the platform, not the caller, pays for the step.
+                    charge = Option.match(request.budget, {
+                      onNone: () => cost,
+                      onSome: (budget) => (cost < budget - state.spent ? cost : budget - state.spent)
+                    })
+                    // Charged first, told after: a `usage.token` always names credits that really left the wallet.
+                    if (charge > 0n) {
+                      if (request.fence !== undefined && !(yield* request.fence)) {
+                        state.called(call)
+                        return yield* new OwnerLost({ message: "This runner no longer holds the session; the turn stopped before billing." })
+                      }
+                      // Charged against the run's hold: no round trip while the hold covers it, one to extend it when not.
+                      const room = yield* cover(charge).pipe(
+                        // A step that could not be paid still said what it said: its text stays in the run's answer.
+                        Effect.tapError(() => Effect.sync(() => state.called(call)))
+                      )
+                      if (room < charge) {
+                        state.called(call)
+                        return yield* exhausted("wallet", state.spent + room, state.spent, "Not enough credits for the next step.")
+                      }
+                      owe(step, charge, `Run of ${agent.identifier} (${model.entry.id}, step ${step})`)
+                      count(step, charge)
+                      yield* chargedToSpan(charge)
+                    }
+                  })
+              ).pipe(Effect.locally(CurrentOutputFormat, request.outputFormat))
               yield* emit({
                 type: "token_usage",
                 model: model.entry.id,
@@ -378,7 +404,26 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
         yield* emit({ type: "error", ...failure })
         yield* record("failed", Option.some(failure))
         return state.result("failed", Option.some(failure))
-      }).pipe(Effect.uninterruptible, Effect.withSpan("RunEngine.execute", { attributes: { runId: request.runId } }))
+      }).pipe(
+        Effect.tap((result) =>
+          annotateSpan(
+            result.status === "failed" ? { [Attr.errorType]: Option.getOrElse(Option.map(result.failure, (f) => f.code), () => "failed") } : {}
+          )
+        ),
+        Effect.uninterruptible,
+        // The run's root span (docs/traces.md): `invoke_agent {expert}`, under the caller's span for a child run.
+        genAiSpan(`invoke_agent ${request.agent.identifier}`, {
+          attributes: {
+            [Attr.operation]: Operation.invokeAgent,
+            [Attr.agentName]: request.agent.identifier,
+            ...(request.agent.id === null ? {} : { [Attr.agentId]: request.agent.id }),
+            ...(request.agent.version === null ? {} : { [Attr.agentVersion]: String(request.agent.version) }),
+            ...Option.match(request.sessionId, { onNone: () => ({}), onSome: (id) => ({ [Attr.conversationId]: id }) }),
+            "atrium.run.id": request.runId
+          }
+        }),
+        (run) => traced(traceSink, traceRunOf(request), run)
+      )
 
     /**
      * The next step must fit both the run's budget and the wallet, judged by what it will likely cost: the wallet's

@@ -9,6 +9,7 @@ import { CodeRunner, RUN_CODE } from "./tools/RunCode.js"
 import { FILE_SEARCH, runFileSearch } from "./tools/FileSearch.js"
 import { isMemoryTool, runMemoryTool } from "./tools/Memory.js"
 import { isBuiltinTool, runBuiltin, type ToolContext } from "./tools/Tools.js"
+import { annotateSpan, Attr, contentCaptured, contentOf, genAiSpan, Operation } from "./Tracing.js"
 
 /**
  * A run's tool calls: each through the expert's policy (denied, asked for, or run), and its outcome told as events
@@ -55,7 +56,12 @@ export class ToolCalls extends Effect.Service<ToolCalls>()("atrium/runtime/ToolC
             arguments: params,
             expires_at: approval.expiresAt.toISOString()
           })
-          const decision = yield* approval.wait
+          const decision = yield* approval.wait.pipe(
+            Effect.tap((decision) => annotateSpan({ [Attr.approvalDecision]: decision.approved ? "approved" : "denied" })),
+            genAiSpan(`${Operation.approval} ${name}`, {
+              attributes: { [Attr.operation]: Operation.approval, [Attr.toolName]: name, [Attr.approvalId]: approval.id }
+            })
+          )
           if (!decision.approved) return yield* deny(decision.reason.length > 0 ? decision.reason : "denied by the user")
         }
 
@@ -90,7 +96,28 @@ export class ToolCalls extends Effect.Service<ToolCalls>()("atrium/runtime/ToolC
         yield* emit({ type: "tool_call", tool_call_id: id, name, status: "completed" })
         yield* emit({ type: "tool_call_result", tool_call_id: id, output: outcome.right })
         return { isFailure: false, denied: false, result: outcome.right }
-      })
+      }).pipe(
+        Effect.tap((outcome) =>
+          Effect.gen(function*() {
+            if (outcome.isFailure) yield* annotateSpan({ [Attr.errorType]: outcome.denied ? "denied" : "tool_error" })
+            if (yield* contentCaptured) {
+              yield* annotateSpan({
+                [Attr.toolArguments]: contentOf(toolCall.params),
+                [Attr.toolResult]: contentOf(outcome.result)
+              })
+            }
+          })
+        ),
+        // `execute_tool {tool}`, or `retrieval` for knowledge search (the GenAI conventions, docs/traces.md).
+        genAiSpan(toolCall.name === FILE_SEARCH ? Operation.retrieval : `execute_tool ${toolCall.name}`, {
+          attributes: {
+            [Attr.operation]: toolCall.name === FILE_SEARCH ? Operation.retrieval : Operation.executeTool,
+            [Attr.toolName]: toolCall.name,
+            [Attr.toolCallId]: toolCall.id,
+            [Attr.toolType]: toolCall.name === FILE_SEARCH ? "datastore" : remote.has(toolCall.name) ? "extension" : "function"
+          }
+        })
+      )
 
     return { run: runToolCall } as const
   }),

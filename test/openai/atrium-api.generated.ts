@@ -2340,6 +2340,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/runs/{id}/trace": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The run's trace: its spans (OpenTelemetry GenAI names and attributes) with what each was charged
+         * @description The run's trace: its spans (OpenTelemetry GenAI names and attributes) with what each was charged. The run's caller (the same account and `X-End-User-Id`) and the expert's creator may read it; anyone else gets 404, as does a run whose trace is not written yet (within 2 s of its end).
+         */
+        get: operations["traces.runTrace"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/traces": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * GET /v1/traces
+         * @description The traces this caller may read, newest first: their own runs, and (acting as the account, without `X-End-User-Id`) every run of their experts. Filters: `agent`, `version`, `end_user` (one of the account's own end users), `session`, `tool`, `status` (`ok`/`error`), `min_credits`/`max_credits`, `after`/`before` (ISO 8601 start times). Pages with `limit` (1-100, 20 by default) and `after` set to the last `trace_id` of the previous page.
+         */
+        get: operations["traces.searchTraces"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/oauth/authorize": {
         parameters: {
             query?: never;
@@ -3053,6 +3093,44 @@ export interface components {
                 /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
                 param?: string | null;
             };
+        };
+        Trace: {
+            trace_id: string;
+            run_id: string;
+            spans: components["schemas"]["TraceSpan"][];
+        };
+        TraceSpan: {
+            span_id: string;
+            parent_span_id: string | null;
+            run_id: string;
+            name: string;
+            kind: string;
+            start_time: string;
+            end_time: string;
+            duration_ms: number;
+            /** @enum {string} */
+            status: "ok" | "error";
+            attributes: {
+                [key: string]: unknown;
+            };
+            credits: string;
+        };
+        TraceSummary: {
+            trace_id: string;
+            run_id: string;
+            agent: string;
+            version: number | null;
+            session_id: string | null;
+            /** @enum {string} */
+            status: "ok" | "error";
+            error_type: string | null;
+            credits: string;
+            duration_ms: number;
+            tools: string[];
+            span_count: number;
+            started_at: string;
+            /** @enum {string} */
+            access: "own" | "creator";
         };
     };
     responses: never;
@@ -4924,6 +5002,13 @@ export interface operations {
                                 }[];
                                 extraction?: boolean;
                             };
+                            trace_content?: boolean;
+                            otlp_export?: {
+                                endpoint: string;
+                                headers: {
+                                    [key: string]: string;
+                                };
+                            } | null;
                             published_version: components["schemas"]["Int"] | null;
                             pending_submission: {
                                 id: string;
@@ -5117,6 +5202,13 @@ export interface operations {
                         }[];
                         extraction?: boolean;
                     };
+                    trace_content?: boolean;
+                    otlp_export?: {
+                        endpoint: string;
+                        headers?: {
+                            [key: string]: string;
+                        };
+                    } | null;
                 };
             };
         };
@@ -5173,6 +5265,13 @@ export interface operations {
                             }[];
                             extraction?: boolean;
                         };
+                        trace_content?: boolean;
+                        otlp_export?: {
+                            endpoint: string;
+                            headers: {
+                                [key: string]: string;
+                            };
+                        } | null;
                         published_version: components["schemas"]["Int"] | null;
                         pending_submission: {
                             id: string;
@@ -5287,6 +5386,13 @@ export interface operations {
                             }[];
                             extraction?: boolean;
                         };
+                        trace_content?: boolean;
+                        otlp_export?: {
+                            endpoint: string;
+                            headers: {
+                                [key: string]: string;
+                            };
+                        } | null;
                         published_version: components["schemas"]["Int"] | null;
                         pending_submission: {
                             id: string;
@@ -5478,6 +5584,13 @@ export interface operations {
                         }[];
                         extraction?: boolean;
                     };
+                    trace_content?: boolean;
+                    otlp_export?: {
+                        endpoint: string;
+                        headers?: {
+                            [key: string]: string;
+                        };
+                    } | null;
                 };
             };
         };
@@ -5534,6 +5647,13 @@ export interface operations {
                             }[];
                             extraction?: boolean;
                         };
+                        trace_content?: boolean;
+                        otlp_export?: {
+                            endpoint: string;
+                            headers: {
+                                [key: string]: string;
+                            };
+                        } | null;
                         published_version: components["schemas"]["Int"] | null;
                         pending_submission: {
                             id: string;
@@ -13230,6 +13350,121 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "traces.runTrace": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
+                "X-End-User-Id"?: string;
+            };
+            path: {
+                /** @description a string at most 100 character(s) long */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Trace */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Trace"];
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "traces.searchTraces": {
+        parameters: {
+            query?: {
+                /** @description a string at most 100 character(s) long */
+                agent?: string;
+                /** @description a string to be decoded into a number */
+                version?: string;
+                /** @description a string at most 128 character(s) long */
+                end_user?: string;
+                /** @description a string at most 100 character(s) long */
+                session?: string;
+                /** @description a string at most 100 character(s) long */
+                tool?: string;
+                status?: "ok" | "error";
+                /** @description Credits as a decimal (up to 6 places). */
+                min_credits?: string;
+                /** @description Credits as a decimal (up to 6 places). */
+                max_credits?: string;
+                /** @description a string at most 100 character(s) long */
+                after?: string;
+                before?: components["schemas"]["DateFromString"];
+                /** @description a string to be decoded into a number */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["TraceSummary"][];
+                        has_more: boolean;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
         };

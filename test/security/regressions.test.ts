@@ -5,7 +5,7 @@ import * as Crypto from "node:crypto"
 import { registerApp, userIdOf } from "../support/Billing.js"
 import { request } from "../support/Client.js"
 import { internalAuth, JWT_SECRET, TestServer } from "../support/TestServer.js"
-import { agentWith, assertError, balanceOf, ENV, LIVE, newUser } from "../runs/runs-support.js"
+import { agentWith, apiKeyOf, assertError, balanceOf, ENV, LIVE, newUser, streamOf } from "../runs/runs-support.js"
 
 /**
  * Issue 15 item 9: the attack categories that held on main, kept as regression cases next to the seven replays:
@@ -48,6 +48,45 @@ describe("security: what held", () => {
         assertError(yield* request("DELETE", `/v1/sessions/${session.body.id}`, { token: stranger.token }), 404, "not_found")
         const still = yield* request("GET", `/v1/sessions/${session.body.id}`, { token: owner.token })
         assert.strictEqual(still.status, 200, still.text)
+      }))
+
+    it.effect("traces (issue 46): every trace route answers another account and another end user nothing", () =>
+      Effect.gen(function*() {
+        const owner = yield* newUser
+        const stranger = yield* newUser
+        const agent = yield* agentWith(owner.token, { calculator: "allow" })
+        const run = yield* streamOf("/v1/agents/run", { token: owner.token, body: { agent, message: "/tool calculator {\"expression\": \"1 + 1\"}" } })
+        const runId = run.events[0]!.data.run_id as string
+        // The owner's trace is there (polled: the writer writes it after the run, within 2 s)...
+        let traceId: string | undefined
+        for (let i = 0; i < 80 && traceId === undefined; i++) {
+          const mine = yield* request("GET", `/v1/runs/${runId}/trace`, { token: owner.token })
+          if (mine.status === 200) traceId = mine.body.trace_id
+          else yield* Effect.sleep("25 millis")
+        }
+        assert.isString(traceId, "the owner reads the trace")
+        // ...and nobody else reads any of it, by id or by search (the route matrix of the trace routes).
+        const key = yield* apiKeyOf(stranger)
+        const callers: ReadonlyArray<{ token: string; headers?: Record<string, string> }> = [
+          { token: stranger.token },
+          { token: key },
+          { token: key, headers: { "x-end-user-id": "someone" } }
+        ]
+        let crossReads = 0
+        for (const caller of callers) {
+          const headers = caller.headers ?? { "x-end-user-id": "someone" }
+          const one = yield* request("GET", `/v1/runs/${runId}/trace`, { token: caller.token, headers })
+          if (one.status !== 404) crossReads++
+          for (const query of ["", `?agent=${agent}`, `?after=${traceId}`, "?status=ok&min_credits=0", "?tool=calculator"]) {
+            const list = yield* request("GET", `/v1/traces${query}`, { token: caller.token, ...(caller.headers ? { headers: caller.headers } : {}) })
+            assert.strictEqual(list.status, 200, list.text)
+            crossReads += list.body.data.length
+            assert.notInclude(list.text, runId)
+          }
+        }
+        assert.strictEqual(crossReads, 0)
+        assertError(yield* request("GET", `/v1/runs/${runId}/trace`), 401, "unauthorized")
+        assertError(yield* request("GET", "/v1/traces"), 401, "unauthorized")
       }))
 
     it.effect("PKCE: a code exchanged with the wrong verifier is invalid_grant and is used up", () =>

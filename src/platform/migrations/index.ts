@@ -21,6 +21,7 @@ import webhooks from "./0019_webhooks.js"
 import walletHolds from "./0020_wallet_holds.js"
 import sessionTrees from "./0021_session_trees.js"
 import schedules from "./0023_schedules.js"
+import traces from "./0024_traces.js"
 import memory from "./0025_memory.js"
 import turnFeedback from "./0027_turn_feedback.js"
 
@@ -48,6 +49,7 @@ export const migrations = Migrator.fromRecord({
   "0020_wallet_holds": walletHolds,
   "0021_session_trees": sessionTrees,
   "0023_schedules": schedules,
+  "0024_traces": traces,
   "0025_memory": memory,
   "0027_turn_feedback": turnFeedback
 })
