@@ -117,7 +117,7 @@ export class ResponsesRepo extends Effect.Service<ResponsesRepo>()("atrium/respo
           Effect.map(Option.map((row) => ({ ...row, body: parsed(row.body), input: parsed(row.input), messages: parsed(row.messages) }))),
           Effect.orDie
         ),
-      finish: (id: string, status: "completed" | "failed", body: unknown, messages: unknown | null) =>
+      finish: (id: string, status: "completed" | "failed" | "cancelled", body: unknown, messages: unknown | null) =>
         finish({ id, status, body, messages }).pipe(Effect.orDie),
       cancel: (id: string, body: unknown) => Effect.map(cancel({ id, body }), (rows) => rows.length > 0).pipe(Effect.orDie)
     } as const

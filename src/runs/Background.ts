@@ -199,7 +199,7 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
       }
 
       const stopped = row.cancelRequested || (row.deadlineAt !== null && row.deadlineAt.getTime() <= Date.now())
-      const agent = stopped || row.agent === null ? Option.none<RunnableAgent>() : yield* runs.runnable(row.agent, payer.accountId)
+      const agent = stopped || row.agent === null ? Option.none<RunnableAgent>() : yield* runs.runnableOrModel(row.agent, payer.accountId)
       let status: "completed" | "failed" | "cancelled" | "incomplete"
       if (Option.isSome(agent)) {
         yield* repo.started(runId)
