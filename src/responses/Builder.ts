@@ -68,9 +68,10 @@ export class ResponseBuilder {
     return this.base.background === true ? `${prefix}_${suffix(this.base.id)}_${this.output.length}` : newId(prefix)
   }
 
+  /** The response as it is now, a copy: a frame that carries it may be encoded after later events were folded. */
   snapshot(): Record<string, unknown> {
     const output = this.open === undefined ? this.output : [...this.output, this.open.item]
-    return {
+    return structuredClone({
       id: this.base.id,
       object: "response",
       created_at: this.base.createdAt,
@@ -84,7 +85,7 @@ export class ResponseBuilder {
       previous_response_id: this.base.previousResponseId,
       conversation: this.base.conversation === null ? null : { id: this.base.conversation },
       ...this.base.extra
-    }
+    })
   }
 
   private frame(type: string, payload: Record<string, unknown>): Frame {
