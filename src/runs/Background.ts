@@ -309,6 +309,9 @@ export class BackgroundRuns extends Effect.Service<BackgroundRuns>()("atrium/run
      */
     const cancel = Effect.fn("BackgroundRuns.cancel")(function*(partition: Partition, id: string) {
       const run = yield* get(partition, id)
+      if (run.sessionId !== null) {
+        return yield* new InvalidRequest({ message: `A session's turn is stopped with POST /v1/sessions/${run.sessionId}/interrupt.` })
+      }
       if (!run.background) {
         return yield* new InvalidRequest({ message: "Only a background run can be cancelled; a foreground run stops when its client closes its stream." })
       }

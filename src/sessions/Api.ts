@@ -43,7 +43,11 @@ export const MessageEvent = Schema.Struct({
     description: "The turn this message follows (an edit: the parent of the message it replaces, so it is that " +
       "message's sibling); null: a new first message. Absent: the session's current leaf."
   }),
-  multitask_strategy: strategy
+  multitask_strategy: strategy,
+  background: Schema.optional(Schema.Boolean).annotations({
+    description: "Run the turn in the background: answered at once (202) with its run (`queued` until the turn " +
+      "starts); the turn then runs whoever is connected, told by GET /v1/runs/{id} and the session's events."
+  })
 })
 
 /** Answers a turn's message again, as a sibling of that turn (docs/sessions.md "Branches"). */
@@ -51,7 +55,8 @@ export const RegenerateEvent = Schema.Struct({
   type: Schema.Literal("regenerate"),
   turn: TurnNumber,
   budget: Schema.optional(Schema.Union(Schema.Number, Schema.String)),
-  multitask_strategy: strategy
+  multitask_strategy: strategy,
+  background: Schema.optional(Schema.Boolean)
 })
 
 /** A turn of the session's tree. */
