@@ -153,7 +153,7 @@ const documentTruth = (spec: Record<string, any>): Record<string, any> => {
       }
       // Query numbers arrive as text and are decoded to integers: say what a client sends, an integer.
       for (const parameter of operation.parameters ?? []) {
-        if (parameter.in === "query" && (parameter.name === "limit" || (parameter.name === "after" && path.endsWith("/events")))) {
+        if (parameter.in === "query" && (parameter.name === "limit" || parameter.name === "starting_after" || (parameter.name === "after" && path.endsWith("/events")))) {
           // The ledger pages up to 200 (src/billing/Api.ts); every other list up to 100 (ListParams).
           const { maximum, minimum } = parameter.name === "limit"
             ? { minimum: 1, maximum: path === "/api/wallet/ledger" ? 200 : 100 }

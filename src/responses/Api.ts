@@ -163,6 +163,8 @@ export class ResponsesApi extends HttpApiGroup.make("responses")
     HttpApiEndpoint.post("create", "/v1/responses")
       .setPayload(ResponsePayload)
       .addSuccess(ResponseObject)
+      // `background: true`: the response at once, `queued` (docs/runs.md).
+      .addSuccess(ResponseObject, { status: 202 })
       .addError(NotFound)
       .annotate(OpenApi.Summary, "Create a response")
       .annotate(

@@ -9,6 +9,10 @@ import { EnvironmentId } from "../environments/Domain.js"
 import { ApprovalId } from "../runtime/Domain.js"
 import { MultitaskStrategy, SessionBusy, SessionId } from "./Domain.js"
 import { ListParams } from "../platform/http/Lists.js"
+import { RunObject } from "../runs/Api.js"
+
+/** A message sent with `background: true`: its turn's run, answered at once (docs/runs.md), and the turn's number. */
+const TurnRun = Schema.Struct({ ...RunObject.fields, turn: Schema.Number }).annotations({ identifier: "SessionTurnRun" })
 
 export const SessionView = Schema.Struct({
   id: SessionId,
@@ -165,6 +169,7 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
       .setPath(Path)
       .setPayload(Schema.Union(MessageEvent, RegenerateEvent, ApprovalEvent))
       .addSuccess(Schema.String)
+      .addSuccess(TurnRun, { status: 202 })
       .addError(NotFound)
       .addError(IdempotencyConflict)
       .addError(SessionBusy)
@@ -172,7 +177,8 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
         OpenApi.Description,
         `Send a message (one turn), regenerate a turn's answer (a sibling turn), or answer an approval (the rest of the ` +
           `turn). ${streamed} A message's retry with the same \`Idempotency-Key\` streams the turn the first request ` +
-          "sent, from its start (docs/sessions.md)."
+          "sent, from its start (docs/sessions.md). With `background: true`, a message or a regenerate answers 202 at once " +
+          "with its turn's run (`queued` until the turn starts) and the turn runs without the caller."
       )
   )
   .add(
