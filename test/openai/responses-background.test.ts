@@ -1,5 +1,6 @@
 import { assert, describe, layer } from "@effect/vitest"
-import { Effect } from "effect"
+import { Chunk, Effect, Stream } from "effect"
+import { makeAtriumFetchClient } from "../../src/client.js"
 import { request } from "../support/Client.js"
 import { TestServer } from "../support/TestServer.js"
 import { agentWith, apiKeyOf, ENV, LIVE, newUser } from "../runs/runs-support.js"
@@ -78,6 +79,10 @@ describe("responses: background", () => {
         assert.deepStrictEqual(again.events, all.events)
         const rest = yield* streamed(key, id, 3)
         assert.deepStrictEqual(rest.events, all.events.slice(4))
+        // The typed client reads the same events (`responses.events`).
+        const typed = yield* makeAtriumFetchClient({ baseUrl: (yield* TestServer).url, token: key, endUserId: "u1" })
+        const read = yield* Stream.runCollect(typed.responses.events({ path: { id }, startingAfter: 3 }))
+        assert.deepStrictEqual(Chunk.toArray(read), rest.events)
 
         // Continued with previous_response_id, its conversation kept with it (OpenAI's chain).
         const next = yield* request("POST", "/v1/responses", { ...as(key), body: { model: agent, input: "/history", previous_response_id: id } })
