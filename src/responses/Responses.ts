@@ -319,7 +319,7 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
         },
         background: inBackground
       })
-      yield* repo.insert({ id, partition, sessionId, body: builder.snapshot(), input: storedItems(input) })
+      yield* repo.insert({ id, partition, sessionId, body: builder.snapshot(), input: storedItems(input), runId: inBackground ? runIdOf(id) : null })
 
       if (inBackground) {
         // Queued as a background run (runs/Background.ts, the one road for every background run): its events go to
@@ -419,8 +419,7 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
           incomplete_details: status === "incomplete" ? { reason: failure?.incompleteReason ?? "max_duration" } : body.incomplete_details
         }
         const messages = status === "completed" ? builder.messagesAfter(stored.history, stored.message, stored.resume === true) : null
-        // The column says whether it ended (its CHECK predates `incomplete`, which is told by the body).
-        yield* repo.finish(row.id, status === "completed" ? "completed" : status === "cancelled" ? "cancelled" : "failed", final, messages)
+        yield* repo.finish(row.id, status === "queued" || status === "in_progress" ? "failed" : status, final, messages)
         return { body: final as Record<string, unknown>, ended }
       })
 
