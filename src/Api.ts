@@ -46,6 +46,7 @@ const STREAMS: Record<string, { readonly only: boolean; readonly events: string 
   "get /v1/runs/{id}/events": { only: true, events: "A background run's events (docs/events.md) from `after` (or Last-Event-ID) on, each with its place in the run's log as the SSE id, live while it runs; run.completed or run.failed (code cancelled or max_duration for a stopped run), then data: [DONE]." },
   "post /v1/chat/completions": { only: false, events: "With stream: true, chat.completion.chunk data lines (no event: lines), an error data line for a failed run, then data: [DONE]." },
   "post /v1/responses": { only: false, events: "With stream: true, OpenAI's Responses events: response.created, response.in_progress, response.output_item.added, response.content_part.added, response.output_text.delta, response.output_text.done, response.function_call_arguments.delta, response.function_call_arguments.done, response.content_part.done, response.output_item.done, then response.completed or response.failed." },
+  "get /v1/responses/{id}": { only: false, events: "With stream=true (a background response), the response's events as POST /v1/responses streams them, from the start or after starting_after (a sequence_number), live while it runs: response.created (queued), response.in_progress, ..., then response.completed, response.failed (also a cancelled one, status cancelled) or response.incomplete." },
   "post /v1/sessions/{id}/events": { only: true, events: "The turn's events (docs/events.md), each with its session-wide seq as the SSE id, then data: [DONE]." },
   "get /v1/sessions/{id}/events": { only: true, events: "The session's events (docs/events.md) from `after` (or Last-Event-ID) on, then live ones, each with its seq as the SSE id." }
 }
@@ -154,7 +155,7 @@ const documentTruth = (spec: Record<string, any>): Record<string, any> => {
       }
       // Query numbers arrive as text and are decoded to integers: say what a client sends, an integer.
       for (const parameter of operation.parameters ?? []) {
-        if (parameter.in === "query" && (parameter.name === "limit" || (parameter.name === "after" && path.endsWith("/events")))) {
+        if (parameter.in === "query" && (parameter.name === "limit" || parameter.name === "starting_after" || (parameter.name === "after" && path.endsWith("/events")))) {
           // The ledger pages up to 200 (src/billing/Api.ts); every other list up to 100 (ListParams).
           const { maximum, minimum } = parameter.name === "limit"
             ? { minimum: 1, maximum: path === "/api/wallet/ledger" ? 200 : 100 }

@@ -239,6 +239,14 @@ export type AtriumClient = Omit<Derived, "runs" | "responses" | "sessions"> & {
   }
   readonly responses: Omit<Derived["responses"], "create"> & {
     readonly create: OrRunFailed<Call<Derived["responses"]["create"]>>
+    /**
+     * A background response's events (`GET /v1/responses/:id?stream=true`), OpenAI's Responses events as JSON objects
+     * with their `sequence_number`, from the start or after `startingAfter`, live to its end (docs/runs.md).
+     */
+    readonly events: (request: { readonly path: { readonly id: string }; readonly startingAfter?: number }) => Stream.Stream<
+      { readonly type: string; readonly sequence_number: number; readonly [key: string]: unknown },
+      EdgeError | RunFailed | HttpClientError.HttpClientError
+    >
   }
   readonly sessions: Omit<Derived["sessions"], "send" | "subscribe"> & {
     readonly send: (request: {
@@ -331,7 +339,16 @@ export const makeAtriumClient = (options: AtriumClientOptions): Effect.Effect<At
       },
       responses: {
         ...api.responses,
-        create: (request: Parameters<AtriumClient["responses"]["create"]>[0]) => runFailure(api.responses.create(request))
+        create: (request: Parameters<AtriumClient["responses"]["create"]>[0]) => runFailure(api.responses.create(request)),
+        events: (request) => {
+          const after = request.startingAfter === undefined ? "" : `&starting_after=${request.startingAfter}`
+          const get = HttpClientRequest.get(`${base}/v1/responses/${encodeURIComponent(request.path.id)}?stream=true${after}`)
+          return Stream.unwrapScoped(Effect.gen(function*() {
+            const response = yield* http.execute(HttpClientRequest.setHeader(get, "accept", "text/event-stream"))
+            if (response.status >= 400) return yield* failureOf(response)
+            return Stream.map(framesOf(response.stream), (frame) => JSON.parse(frame.data) as { type: string; sequence_number: number })
+          }))
+        }
       },
       sessions: { ...api.sessions, send, subscribe }
     }

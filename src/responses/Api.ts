@@ -49,7 +49,7 @@ export const ResponsePayload = Schema.Struct({
     Schema.Literal("none", "auto", "required"),
     Schema.Struct({ type: Schema.Literal("function"), name: Schema.String })
   ))),
-  // Checked, and refused when they ask for what the platform cannot do.
+  /** Run in the background (docs/runs.md): answered at once, `queued`; read, streamed and cancelled by its id. */
   background: Schema.optional(Schema.NullOr(Schema.Boolean)),
   /** Structured output (`json_object`, `json_schema` with `name`, `schema`, `strict`): docs/models.md. */
   text: Schema.optional(Schema.NullOr(Schema.Struct({
@@ -155,7 +155,7 @@ export const ResponseObject = Schema.Struct({
   id: Schema.String,
   object: Schema.Literal("response"),
   created_at: Schema.Number,
-  status: Schema.Literal("in_progress", "completed", "failed", "cancelled"),
+  status: Schema.Literal("queued", "in_progress", "completed", "failed", "cancelled", "incomplete"),
   model: Schema.String,
   output: Schema.Array(OutputItem),
   output_text: Schema.String,
@@ -180,7 +180,9 @@ export const ResponseObject = Schema.Struct({
   max_output_tokens: Schema.optional(Schema.NullOr(Schema.Number)),
   store: Schema.optional(Schema.Boolean),
   text: Schema.optional(Schema.Struct({ format: Schema.Struct({ type: Schema.String }, Rest) }, Rest)),
-  truncation: Schema.optional(Schema.NullOr(Schema.String))
+  truncation: Schema.optional(Schema.NullOr(Schema.String)),
+  /** Created with `background: true`. */
+  background: Schema.optional(Schema.Boolean)
 }).annotations({ identifier: "Response" })
 
 const ResponseId = Schema.Struct({ id: Schema.String })
@@ -191,6 +193,8 @@ export class ResponsesApi extends HttpApiGroup.make("responses")
     HttpApiEndpoint.post("create", "/v1/responses")
       .setPayload(ResponsePayload)
       .addSuccess(ResponseObject)
+      // `background: true`: the response at once, `queued` (docs/runs.md).
+      .addSuccess(ResponseObject, { status: 202 })
       .addError(NotFound)
       .annotate(OpenApi.Summary, "Create a response")
       .annotate(
@@ -199,16 +203,32 @@ export class ResponsesApi extends HttpApiGroup.make("responses")
           "in a session (`conversation` names one, `previous_response_id` continues it); a bare model's, or one with " +
           "the caller's function `tools`, is kept with the response. With `stream: true`, a `text/event-stream` of " +
           "OpenAI's `response.*` events (`response.created`, `response.output_text.delta`, `response.completed`, " +
-          "`response.failed`, ...)."
+          "`response.failed`, ...). With `background: true`, answered at once (202) with the response, `queued`; it " +
+          "then runs without its caller (`queued` -> `in_progress` -> `completed`, `failed`, `cancelled` or " +
+          "`incomplete`), read by `GET /v1/responses/{id}` (with `stream=true`, its events again) and stopped by " +
+          "`POST /v1/responses/{id}/cancel`; with `stream: true` too, its events follow at once. `background` with " +
+          "`store: false` is a 400."
       )
   )
   .add(
     HttpApiEndpoint.get("retrieve", "/v1/responses/:id")
       .setPath(ResponseId)
+      .setUrlParams(Schema.Struct({
+        stream: Schema.optional(Schema.Literal("true", "false")),
+        starting_after: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.nonNegative())),
+        include: Schema.optional(Schema.Union(Schema.String, Schema.Array(Schema.String))),
+        include_obfuscation: Schema.optional(Schema.String)
+      }))
       .addSuccess(ResponseObject)
       .addError(NotFound)
       .annotate(OpenApi.Summary, "Retrieve a response")
-      .annotate(OpenApi.Description, "A response created by this caller (account and end user).")
+      .annotate(
+        OpenApi.Description,
+        "A response created by this caller (account and end user); a background one as it is now (its output so far " +
+          "while it runs). With `stream=true`, a background response's events (as `POST /v1/responses` streams them, " +
+          "each with its `sequence_number`) from the start or after `starting_after`, from any runner, live while it " +
+          "runs and after it ended; a foreground response's events are not kept (400)."
+      )
   )
   .add(
     HttpApiEndpoint.del("remove", "/v1/responses/:id")
@@ -230,8 +250,9 @@ export class ResponsesApi extends HttpApiGroup.make("responses")
       .annotate(OpenApi.Summary, "Cancel a response")
       .annotate(
         OpenApi.Description,
-        "Stops a response in progress in an agent's session (its turn is interrupted); a finished response is " +
-          "answered as it is."
+        "Stops a background response (idempotent: it stops within a second, billed only for what it used, and is " +
+          "answered `cancelled`; one that has ended is answered as it is), or a response in progress in an agent's " +
+          "session (its turn is interrupted); a finished response is answered as it is."
       )
   )
   .add(

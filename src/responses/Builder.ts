@@ -28,7 +28,8 @@ export class ResponseBuilder {
   private sequence = 0
   private readonly output: Array<Record<string, any>> = []
   private open: { kind: "message"; item: Record<string, any>; text: string } | { kind: "call"; item: Record<string, any>; toolCallId: string } | undefined
-  status: "in_progress" | "completed" | "failed" | "cancelled" = "in_progress"
+  status: "queued" | "in_progress" | "completed" | "failed" | "cancelled" | "incomplete"
+  private incomplete: { reason: string } | null = null
   private usage: ReturnType<typeof usageOf> | null = null
   /** Cached input tokens of the run's model calls, as each `usage.token` told them. */
   private cachedTokens = 0
@@ -51,12 +52,26 @@ export class ResponseBuilder {
       readonly extra: Record<string, unknown>
       /** The request has `file_search` tools; `includeResults`: `include` asks for `file_search_call.results`. */
       readonly fileSearch?: { readonly includeResults: boolean } | undefined
+      /**
+       * A background response (docs/runs.md): folded again from its run's log by every reader, on any runner, so its
+       * item ids are made from the response's id and the item's place (the same on every fold), it starts `queued`,
+       * and a stopped run ends `cancelled` or `incomplete` rather than failed.
+       */
+      readonly background?: boolean | undefined
     }
-  ) {}
+  ) {
+    this.status = base.background === true ? "queued" : "in_progress"
+  }
 
+  /** A new output item's id: random, or for a background response the same on every fold of its log. */
+  private itemId(prefix: string): string {
+    return this.base.background === true ? `${prefix}_${suffix(this.base.id)}_${this.output.length}` : newId(prefix)
+  }
+
+  /** The response as it is now, a copy: a frame that carries it may be encoded after later events were folded. */
   snapshot(): Record<string, unknown> {
     const output = this.open === undefined ? this.output : [...this.output, this.open.item]
-    return {
+    return structuredClone({
       id: this.base.id,
       object: "response",
       created_at: this.base.createdAt,
@@ -66,11 +81,11 @@ export class ResponseBuilder {
       output_text: output.flatMap((item) => item.type === "message" ? item.content.map((part: any) => part.text) : []).join(""),
       usage: this.usage,
       error: this.error,
-      incomplete_details: null,
+      incomplete_details: this.incomplete,
       previous_response_id: this.base.previousResponseId,
       conversation: this.base.conversation === null ? null : { id: this.base.conversation },
       ...this.base.extra
-    }
+    })
   }
 
   private frame(type: string, payload: Record<string, unknown>): Frame {
@@ -78,7 +93,15 @@ export class ResponseBuilder {
   }
 
   start(): Array<Frame> {
+    if (this.base.background === true) return [this.frame("response.created", { response: this.snapshot() })]
     return [this.frame("response.created", { response: this.snapshot() }), this.frame("response.in_progress", { response: this.snapshot() })]
+  }
+
+  /** A background response's run has started (its log's first event): `response.in_progress`, once. */
+  private started(): Array<Frame> {
+    if (this.status !== "queued") return []
+    this.status = "in_progress"
+    return [this.frame("response.in_progress", { response: this.snapshot() })]
   }
 
   private close(): Array<Frame> {
@@ -119,7 +142,7 @@ export class ResponseBuilder {
     const frames: Array<Frame> = []
     if (this.open?.kind !== "message") {
       frames.push(...this.close())
-      const item = { id: newId("msg"), type: "message", status: "in_progress", role: "assistant", content: [] as Array<unknown> }
+      const item = { id: this.itemId("msg"), type: "message", status: "in_progress", role: "assistant", content: [] as Array<unknown> }
       this.open = { kind: "message", item, text: "" }
       const outputIndex = this.output.length
       frames.push(this.frame("response.output_item.added", { output_index: outputIndex, item: { ...item } }))
@@ -139,6 +162,12 @@ export class ResponseBuilder {
   }
 
   on(event: InternalEvent): Array<Frame> {
+    const started = this.started()
+    if (started.length === 0) return this.told(event)
+    return [...started, ...this.told(event)]
+  }
+
+  private told(event: InternalEvent): Array<Frame> {
     switch (event.type) {
       case "text":
         return this.addText(event.delta)
@@ -185,6 +214,13 @@ export class ResponseBuilder {
       }
       case "error": {
         const frames = this.close()
+        // A background run stopped by its caller or its deadline (Background.ts's last event): no error of the run.
+        if (this.base.background === true && (event.code === "cancelled" || event.code === "max_duration")) {
+          this.status = event.code === "cancelled" ? "cancelled" : "incomplete"
+          if (event.code === "max_duration") this.incomplete = { reason: "max_duration" }
+          frames.push(this.frame(event.code === "cancelled" ? "response.failed" : "response.incomplete", { response: this.snapshot() }))
+          return frames
+        }
         this.status = "failed"
         const error = runError(event.code, event.message)
         this.error = error
@@ -206,7 +242,7 @@ export class ResponseBuilder {
   private onSearch(toolCallId: string, status: string): Array<Frame> {
     if (status === "running") {
       const frames = this.close()
-      const item = searchCallItem()
+      const item = searchCallItem(this.itemId("fs"))
       const outputIndex = this.output.length
       this.output.push(item)
       this.searches.set(toolCallId, { item, outputIndex })

@@ -35,8 +35,8 @@ export const annotationsOf = (text: string, cited: ReadonlyMap<string, Cited>) =
   return annotations
 }
 
-export const searchCallItem = () => ({
-  id: newId("fs"),
+export const searchCallItem = (id = newId("fs")) => ({
+  id,
   type: "file_search_call" as const,
   status: "in_progress" as string,
   queries: [] as Array<string>,

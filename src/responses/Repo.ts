@@ -10,7 +10,7 @@ export const ResponseRow = Schema.Struct({
   accountId: Schema.String,
   endUserId: Schema.String,
   sessionId: Schema.NullOr(Schema.String),
-  status: Schema.Literal("in_progress", "completed", "failed", "cancelled"),
+  status: Schema.Literal("queued", "in_progress", "completed", "failed", "cancelled", "incomplete"),
   body: Json,
   input: Json,
   messages: Schema.NullOr(Json),
@@ -34,13 +34,14 @@ export class ResponsesRepo extends Effect.Service<ResponsesRepo>()("atrium/respo
         endUserId: Schema.String,
         sessionId: Schema.NullOr(Schema.String),
         body: Json,
-        input: Json
+        input: Json,
+        runId: Schema.NullOr(Schema.String)
       }),
       execute: (row) =>
         sql`
-          INSERT INTO api_responses (id, account_id, end_user_id, session_id, status, body, input)
+          INSERT INTO api_responses (id, account_id, end_user_id, session_id, status, body, input, run_id)
           VALUES (${row.id}, ${row.accountId}, ${row.endUserId}, ${row.sessionId}, 'in_progress',
-                  ${JSON.stringify(row.body)}::jsonb, ${JSON.stringify(row.input)}::jsonb)`
+                  ${JSON.stringify(row.body)}::jsonb, ${JSON.stringify(row.input)}::jsonb, ${row.runId})`
     })
 
     const findById = SqlSchema.findOne({
@@ -109,15 +110,16 @@ export class ResponsesRepo extends Effect.Service<ResponsesRepo>()("atrium/respo
           Effect.map(Option.map((row) => parsed(row.item) as Record<string, unknown>)),
           Effect.orDie
         ),
-      insert: (row: { id: string; partition: Partition; sessionId: string | null; body: unknown; input: unknown }) =>
-        insert({ id: row.id, accountId: row.partition.accountId, endUserId: row.partition.endUserId, sessionId: row.sessionId, body: row.body, input: row.input })
+      /** `runId`: a background response's run (migration 0018's column; `run_` and the response id's part). */
+      insert: (row: { id: string; partition: Partition; sessionId: string | null; body: unknown; input: unknown; runId?: string | null }) =>
+        insert({ id: row.id, accountId: row.partition.accountId, endUserId: row.partition.endUserId, sessionId: row.sessionId, body: row.body, input: row.input, runId: row.runId ?? null })
           .pipe(Effect.orDie),
       byId: (partition: Partition, id: string) =>
         findById({ id, accountId: partition.accountId, endUserId: partition.endUserId }).pipe(
           Effect.map(Option.map((row) => ({ ...row, body: parsed(row.body), input: parsed(row.input), messages: parsed(row.messages) }))),
           Effect.orDie
         ),
-      finish: (id: string, status: "completed" | "failed", body: unknown, messages: unknown | null) =>
+      finish: (id: string, status: "completed" | "failed" | "cancelled" | "incomplete", body: unknown, messages: unknown | null) =>
         finish({ id, status, body, messages }).pipe(Effect.orDie),
       cancel: (id: string, body: unknown) => Effect.map(cancel({ id, body }), (rows) => rows.length > 0).pipe(Effect.orDie)
     } as const

@@ -6,11 +6,14 @@ import { newId } from "../platform/Ids.js"
 import type { InternalEvent } from "../runtime/Events.js"
 import { fromTextFormat, toTextFormat } from "../runtime/models/OutputFormat.js"
 import type { RunRequest } from "../runtime/Run.js"
-import { clientToolsOf } from "../runs/OpenAi.js"
+import { clientToolsOf, runError } from "../runs/OpenAi.js"
 import { Runs } from "../runs/Runs.js"
+import { BackgroundRuns, type StoredRequest } from "../runs/Background.js"
+import { RunRecords, TERMINAL } from "../runs/Repo.js"
+import { wireStatus } from "../runs/Views.js"
 import { Sessions } from "../sessions/Sessions.js"
 import type { InputItem, ResponsePayload } from "./Api.js"
-import { ResponsesRepo } from "./Repo.js"
+import { type ResponseRow, ResponsesRepo } from "./Repo.js"
 import { fileSearchOf } from "./FileSearch.js"
 import { type Frame, ResponseBuilder, suffix } from "./Builder.js"
 import { KnowledgeRepo } from "../knowledge/Repo.js"
@@ -46,6 +49,29 @@ const storedItems = (input: ResponsePayload["input"]) =>
       content: parts.map((part) => ({ type: item.role === "assistant" ? "output_text" : "input_text", text: part.text ?? "" }))
     }
   })
+
+/**
+ * A background response's run: `run_` and the response id's own part (docs/runs.md), so either names the other
+ * without a column for it.
+ */
+export const runIdOf = (responseId: string) => `run_${suffix(responseId)}`
+
+/** What a background response's run keeps (`StoredRequest.response`) to fold its log into the response, anywhere. */
+interface StoredResponse {
+  readonly id: string
+  readonly model: string
+  readonly createdAt: number
+  readonly previousResponseId: string | null
+  readonly clientTools: ReadonlyArray<string>
+  readonly fileSearch?: { readonly includeResults: boolean } | undefined
+  readonly extra: Record<string, unknown>
+}
+
+const builderOf = (stored: StoredResponse) =>
+  new ResponseBuilder({ ...stored, conversation: null, clientTools: new Set(stored.clientTools), background: true })
+
+/** A response created with `background: true` (its body says so, as OpenAI's does). */
+const isBackground = (row: ResponseRow) => (row.body as { background?: unknown }).background === true
 
 const TEXT_PARTS = new Set(["text", "input_text", "output_text"])
 
@@ -158,12 +184,17 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
     const sessions = yield* Sessions
     const repo = yield* ResponsesRepo
     const knowledge = yield* KnowledgeRepo
+    const background = yield* BackgroundRuns
+    const records = yield* RunRecords
 
     const notFound = (id: string) => new NotFound({ message: `No response ${id}.` })
 
     const refuseUnsupported = (caller: CallerIdentity, payload: ResponsePayload) =>
       Effect.gen(function*() {
-        if (payload.background === true) return yield* invalid("background", "background responses are not supported; stream instead")
+        // OpenAI's rule: a background response is stored (it is read back by `retrieve`), so `store: false` cannot be one.
+        if (payload.background === true && payload.store === false) {
+          return yield* invalid("background", "a background response is stored: background and store: false cannot go together")
+        }
         for (const [index, tool] of (payload.tools ?? []).entries()) {
           if (tool.type === "file_search") {
             const ids = tool.vector_store_ids ?? []
@@ -198,7 +229,13 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
       if (Option.isSome(previous) && previous.value === undefined) {
         return yield* invalid("previous_response_id", `no response ${payload.previous_response_id} of yours`)
       }
-      const previousRow = Option.getOrUndefined(previous)
+      let previousRow = Option.getOrUndefined(previous)
+      if (previousRow !== undefined && isBackground(previousRow)) {
+        // Its conversation is written once its run has ended; one still running has no answer to go on from.
+        const state = yield* settle(previousRow)
+        if (!state.ended) return yield* invalid("previous_response_id", `the response ${previousRow.id} is still ${state.body.status as string}`)
+        previousRow = Option.getOrElse(yield* repo.byId(partition, previousRow.id), () => previousRow!)
+      }
       let earlier: ReadonlyArray<Prompt.MessageEncoded> = (previousRow?.messages as Array<Prompt.MessageEncoded> | null) ?? []
       // An `item_reference` (what the AI SDK sends for items of a stored response) is the item it names.
       const input: ResponsePayload["input"] = typeof payload.input === "string"
@@ -225,7 +262,10 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
       // not a second turn on the same line). `conversation` continues the session's current leaf.
       const branchFrom = previousRow?.sessionId != null && previousRow.turn !== null ? previousRow.turn : undefined
       const missing = () => invalid(conversationId !== undefined ? "conversation" : "previous_response_id", `no conversation ${sessionId}`)
-      if (sessionId !== null && (!singleMessage || hasTools)) {
+      // A background response runs as a background run, which is stateless: an agent's session goes on from its
+      // history, kept with the response from here (docs/runs.md "background: true on /v1/responses").
+      const inBackground = payload.background === true
+      if (sessionId !== null && (!singleMessage || hasTools || inBackground)) {
         // New instructions, tools, a format or items a session turn cannot carry: the conversation goes on from the
         // session's history statelessly, kept with the response from here (the session keeps its turns so far).
         earlier = yield* sessions.history(caller, sessionId, branchFrom).pipe(Effect.catchTag("NotFound", () => Effect.fail(missing())))
@@ -249,7 +289,7 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
             ? payload.tool_choice
             : { type: "function" as const, function: { name: payload.tool_choice.name } }
         }, agent)
-      if (sessionId === null && previousRow === undefined && agent !== undefined && agent.id !== null && singleMessage && !hasTools && payload.store !== false) {
+      if (sessionId === null && previousRow === undefined && agent !== undefined && agent.id !== null && singleMessage && !hasTools && payload.store !== false && !inBackground) {
         sessionId = (yield* sessions.create(caller, { agent: agent.identifier })).id
       }
 
@@ -274,10 +314,39 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
           max_output_tokens: payload.max_output_tokens ?? null,
           store: payload.store ?? true,
           text: { format: toTextFormat(outputFormat) },
-          truncation: "disabled"
-        }
+          truncation: "disabled",
+          background: inBackground
+        },
+        background: inBackground
       })
-      yield* repo.insert({ id, partition, sessionId, body: builder.snapshot(), input: storedItems(input) })
+      yield* repo.insert({ id, partition, sessionId, body: builder.snapshot(), input: storedItems(input), runId: inBackground ? runIdOf(id) : null })
+
+      if (inBackground) {
+        // Queued as a background run (runs/Background.ts, the one road for every background run): its events go to
+        // the run's log, and every read of the response folds that log again (`settle`, `events`).
+        const stored: StoredResponse = {
+          id,
+          model: payload.model,
+          createdAt: builder.base.createdAt,
+          previousResponseId: builder.base.previousResponseId,
+          clientTools: [...builder.base.clientTools],
+          fileSearch: builder.base.fileSearch,
+          extra: builder.base.extra
+        }
+        const request: StoredRequest = {
+          message: conversation.message,
+          history: [...earlier, ...conversation.history],
+          budget: null,
+          resume: conversation.resume,
+          clientTools: tools.clientTools,
+          toolChoice: tools.toolChoice,
+          outputFormat,
+          knowledge: fileSearch,
+          response: stored
+        }
+        yield* Effect.orDie(background.start(caller, agent!, request, runIdOf(id)))
+        return { _tag: "Queued", id, body: builder.snapshot() } as const
+      }
 
       let events: Stream.Stream<InternalEvent>
       let history: ReadonlyArray<Prompt.MessageEncoded> = []
@@ -314,7 +383,71 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
         // A stream cut before its end (the client left a stateless run, which stops it) is a cancelled response.
         Stream.ensuring(Effect.suspend(() => builder.status === "in_progress" ? Effect.asVoid(repo.cancel(id, { ...builder.snapshot(), status: "cancelled" })) : Effect.void))
       )
-      return { id, frames, builder } as const
+      return { _tag: "Streaming", id, frames, builder } as const
+    })
+
+    /**
+     * A background response as it is now, folded from its run's log (the same fold on any runner, so its item ids and
+     * sequence numbers never change): `queued`, `in_progress` with the output so far, or its end. The first read
+     * after the run ended writes the response's end and conversation (for `previous_response_id`), once.
+     */
+    const settle = (row: ResponseRow) =>
+      Effect.gen(function*() {
+        if (row.status !== "in_progress") return { body: row.body as Record<string, unknown>, ended: true }
+        const runId = runIdOf(row.id)
+        const found = yield* records.background(runId)
+        if (Option.isNone(found)) return { body: row.body as Record<string, unknown>, ended: false }
+        const run = found.value
+        const stored = run.request as StoredRequest
+        const builder = builderOf(stored.response as StoredResponse)
+        const ended = TERMINAL.has(run.status)
+        for (let after = 0;;) {
+          const rows = yield* records.eventsAfter(runId, after)
+          for (const event of rows) builder.on(event.payload as InternalEvent)
+          if (rows.length === 0) break
+          after = rows[rows.length - 1]!.seq
+        }
+        const body = builder.snapshot()
+        if (!ended) return { body: { ...body, status: run.status === "queued" ? "queued" : "in_progress" }, ended }
+        const status = wireStatus(run.status)
+        const failed = yield* records.byId({ accountId: run.accountId, endUserId: run.endUserId }, runId)
+        const failure = Option.getOrUndefined(failed)
+        const final = {
+          ...body,
+          status,
+          error: status === "failed" && body.error === null ? runError(failure?.failureCode ?? "internal_error", failure?.failureMessage ?? "") : body.error,
+          incomplete_details: status === "incomplete" ? { reason: failure?.incompleteReason ?? "max_duration" } : body.incomplete_details
+        }
+        const messages = status === "completed" ? builder.messagesAfter(stored.history, stored.message, stored.resume === true) : null
+        yield* repo.finish(row.id, status === "queued" || status === "in_progress" ? "failed" : status, final, messages)
+        return { body: final as Record<string, unknown>, ended }
+      })
+
+    /** A response as `GET /v1/responses/:id` answers it (a background one as it is now). */
+    const read = Effect.fn("Responses.read")(function*(caller: CallerIdentity, id: string) {
+      const row = yield* retrieve(caller, id)
+      return isBackground(row) ? (yield* settle(row)).body : row.body
+    })
+
+    /**
+     * A background response's stream (`GET /v1/responses/:id?stream=true`), after `startingAfter`: its run's log
+     * folded into OpenAI's events from the start, so each event has the same `sequence_number` on every read and any
+     * runner; live while the run goes on, to its end. A foreground response's events went to its own stream.
+     */
+    const events = Effect.fn("Responses.events")(function*(caller: CallerIdentity, id: string, startingAfter: number) {
+      const row = yield* retrieve(caller, id)
+      if (!isBackground(row)) {
+        return yield* invalid("stream", "only a background response's events are kept; this response told them on its own stream")
+      }
+      const runId = runIdOf(id)
+      const run = yield* Effect.orDie(background.get(partitionOf(caller), runId))
+      const found = yield* records.background(runId)
+      if (Option.isNone(found)) return yield* notFound(id)
+      const builder = builderOf((found.value.request as StoredRequest).response as StoredResponse)
+      return Stream.suspend(() => Stream.fromIterable(builder.start())).pipe(
+        Stream.concat(Stream.mapConcat(background.events(run, 0), ({ payload }) => builder.on(payload as InternalEvent))),
+        Stream.filter((frame) => (frame.sequence_number as number) > startingAfter)
+      )
     })
 
     const retrieve = Effect.fn("Responses.retrieve")(function*(caller: CallerIdentity, id: string) {
@@ -325,6 +458,20 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
 
     const cancel = Effect.fn("Responses.cancel")(function*(caller: CallerIdentity, id: string) {
       const row = yield* retrieve(caller, id)
+      if (isBackground(row)) {
+        // Idempotent, as OpenAI's: a response that ended (cancelled or not) is answered as it is. One in progress is
+        // asked to stop (its run stops within BACKGROUND_CANCEL_POLL, at once on this runner) and answered once it
+        // has, within 2 s, so the answer says `cancelled`.
+        const now = yield* settle(row)
+        if (now.ended) return now.body
+        yield* Effect.orDie(background.cancel(partitionOf(caller), runIdOf(id)))
+        for (let waited = 0; waited < 20; waited++) {
+          const run = yield* records.background(runIdOf(id))
+          if (Option.isNone(run) || TERMINAL.has(run.value.status)) break
+          yield* Effect.sleep("100 millis")
+        }
+        return yield* read(caller, id)
+      }
       if (row.status !== "in_progress") return row.body
       const body = { ...(row.body as Record<string, unknown>), status: "cancelled" }
       if (yield* repo.cancel(id, body)) {
@@ -356,7 +503,7 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
       return [...before.flatMap((turn) => itemsOfTurn(turn.turn, turn.messages)), ...own]
     })
 
-    return { create, retrieve, cancel, remove, inputItems } as const
+    return { create, retrieve, read, events, cancel, remove, inputItems } as const
   }),
-  dependencies: [Runs.Default, Sessions.Default, ResponsesRepo.Default, KnowledgeRepo.Default]
+  dependencies: [Runs.Default, Sessions.Default, ResponsesRepo.Default, KnowledgeRepo.Default, BackgroundRuns.Default, RunRecords.Default]
 }) {}

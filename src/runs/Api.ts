@@ -178,6 +178,8 @@ export class RunsApi extends HttpApiGroup.make("runs")
     HttpApiEndpoint.post("run", "/v1/agents/run")
       .setPayload(RunPayload)
       .addSuccess(RunView)
+      // `background: true`: the run at once, `queued` (docs/runs.md).
+      .addSuccess(RunObject, { status: 202 })
       .addError(NotFound)
       .annotate(
         OpenApi.Description,

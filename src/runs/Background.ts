@@ -199,7 +199,7 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
       }
 
       const stopped = row.cancelRequested || (row.deadlineAt !== null && row.deadlineAt.getTime() <= Date.now())
-      const agent = stopped || row.agent === null ? Option.none<RunnableAgent>() : yield* runs.runnable(row.agent, payer.accountId)
+      const agent = stopped || row.agent === null ? Option.none<RunnableAgent>() : yield* runs.runnableOrModel(row.agent, payer.accountId)
       let status: "completed" | "failed" | "cancelled" | "incomplete"
       if (Option.isSome(agent)) {
         yield* repo.started(runId)
@@ -309,6 +309,9 @@ export class BackgroundRuns extends Effect.Service<BackgroundRuns>()("atrium/run
      */
     const cancel = Effect.fn("BackgroundRuns.cancel")(function*(partition: Partition, id: string) {
       const run = yield* get(partition, id)
+      if (run.sessionId !== null) {
+        return yield* new InvalidRequest({ message: `A session's turn is stopped with POST /v1/sessions/${run.sessionId}/interrupt.` })
+      }
       if (!run.background) {
         return yield* new InvalidRequest({ message: "Only a background run can be cancelled; a foreground run stops when its client closes its stream." })
       }

@@ -327,6 +327,9 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
         Effect.gen(function*() {
           const caller = yield* Caller
           const run = yield* background.get(partitionOf(caller), path.id)
+          if (run.sessionId !== null) {
+            return yield* runs.invalid(`A session's turn is told in its session's events: GET /v1/sessions/${run.sessionId}/events.`)
+          }
           if (!run.background) {
             return yield* runs.invalid("Events are kept for background runs; a foreground run told its events on its own stream.")
           }

@@ -113,6 +113,28 @@ export class RunRecords extends Effect.Service<RunRecords>()("atrium/runs/RunRec
                   'queued', ${run.agent}, true, ${JSON.stringify(run.request)}::jsonb, ${run.deadlineAt})`
     })
 
+    /**
+     * A session turn sent with `background: true`, before it runs: its run, `queued`, under the turn's run id. The
+     * turn's own writes take the row over when it starts (sessions/LogRepo.ts); one that started first is left alone.
+     */
+    const insertTurn = SqlSchema.void({
+      Request: Schema.Struct({ id: Schema.String, ...Caller, agentId: Schema.String, agent: Schema.String, sessionId: Schema.String }),
+      execute: (run) =>
+        sql`
+          INSERT INTO runs (id, agent_id, payer_id, end_user_id, session_id, status, agent, background)
+          VALUES (${run.id}, ${run.agentId}, ${run.accountId}, ${run.endUserId}, ${run.sessionId}, 'queued', ${run.agent}, true)
+          ON CONFLICT (id) DO UPDATE SET background = true`
+    })
+
+    /** A deleted session's runs that had not ended: its queued and running turns will not run on. */
+    const closeSession = SqlSchema.void({
+      Request: Schema.String,
+      execute: (sessionId) =>
+        sql`
+          UPDATE runs SET status = 'cancelled', finished_at = now()
+          WHERE session_id = ${sessionId} AND status IN ('queued', 'running')`
+    })
+
     const findBackground = SqlSchema.findOne({
       Request: Schema.String,
       Result: BackgroundRow,
@@ -201,6 +223,9 @@ export class RunRecords extends Effect.Service<RunRecords>()("atrium/runs/RunRec
         Effect.map(findMany({ ...partition, ...query }), (rows) => ({ data: rows.slice(0, query.limit), hasMore: rows.length > query.limit })).pipe(Effect.orDie),
       enqueue: (run: Omit<Parameters<typeof insertQueued>[0], "accountId" | "endUserId"> & { partition: Partition }) =>
         Effect.orDie(insertQueued({ ...run, ...run.partition })),
+      enqueueTurn: (run: { id: string; partition: Partition; agentId: string; agent: string; sessionId: string }) =>
+        Effect.orDie(insertTurn({ id: run.id, ...run.partition, agentId: run.agentId, agent: run.agent, sessionId: run.sessionId })),
+      closeSession: (sessionId: string) => Effect.orDie(closeSession(sessionId)),
       background: (id: string) =>
         Effect.map(findBackground(id), Option.map((row) => ({ ...row, request: parsed(row.request) }))).pipe(Effect.orDie),
       started: (id: string) => Effect.orDie(started(id)),

@@ -61,6 +61,16 @@ export class Runs extends Effect.Service<Runs>()("atrium/runs/Runs", {
 
     const resolveSubagent = (identifier: string, payer: Partition) => runnable(identifier, payer.accountId)
 
+    /**
+     * What a run that names `name` runs, read again where it runs (a background run's workflow, on any runner): the
+     * agent as `accountId` may run it, else a bare model of the catalog (a background `/v1/responses` may name one).
+     */
+    const runnableOrModel = (name: string, accountId: string) =>
+      Effect.flatMap(runnable(name, accountId), (agent) =>
+        Option.isSome(agent)
+          ? Effect.succeed(agent)
+          : Effect.map(catalog.find(name), Option.map((model) => bareModel(model.id, accountId))))
+
     /** The agent a run names; 404 before any stream starts (spec: an unknown agent is a JSON error). */
     const agentFor = Effect.fn("Runs.agentFor")(function*(identifier: string, caller: CallerIdentity) {
       const agent = yield* runnable(identifier, caller.userId)
@@ -112,7 +122,7 @@ export class Runs extends Effect.Service<Runs>()("atrium/runs/Runs", {
 
     const invalid = (message: string) => new InvalidRequest({ message })
 
-    return { runnable, resolveSubagent, agentFor, agentOrModel, request, stream, execute, collect, invalid } as const
+    return { runnable, runnableOrModel, resolveSubagent, agentFor, agentOrModel, request, stream, execute, collect, invalid } as const
   }),
   dependencies: [AgentsRepo.Default, RunEngine.Default, ModelCatalog.Default]
 }) {}

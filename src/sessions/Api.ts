@@ -9,6 +9,10 @@ import { EnvironmentId } from "../environments/Domain.js"
 import { ApprovalId } from "../runtime/Domain.js"
 import { MultitaskStrategy, SessionBusy, SessionId } from "./Domain.js"
 import { ListParams } from "../platform/http/Lists.js"
+import { RunObject } from "../runs/Api.js"
+
+/** A message sent with `background: true`: its turn's run, answered at once (docs/runs.md), and the turn's number. */
+const TurnRun = Schema.Struct({ ...RunObject.fields, turn: Schema.Number }).annotations({ identifier: "SessionTurnRun" })
 
 export const SessionView = Schema.Struct({
   id: SessionId,
@@ -59,7 +63,11 @@ export const MessageEvent = Schema.Struct({
     description: "The turn this message follows (an edit: the parent of the message it replaces, so it is that " +
       "message's sibling); null: a new first message. Absent: the session's current leaf."
   }),
-  multitask_strategy: strategy
+  multitask_strategy: strategy,
+  background: Schema.optional(Schema.Boolean).annotations({
+    description: "Run the turn in the background: answered at once (202) with its run (`queued` until the turn " +
+      "starts); the turn then runs whoever is connected, told by GET /v1/runs/{id} and the session's events."
+  })
 })
 
 /** Answers a turn's message again, as a sibling of that turn (docs/sessions.md "Branches"). */
@@ -67,7 +75,8 @@ export const RegenerateEvent = Schema.Struct({
   type: Schema.Literal("regenerate"),
   turn: TurnNumber,
   budget: Schema.optional(Schema.Union(Schema.Number, Schema.String)),
-  multitask_strategy: strategy
+  multitask_strategy: strategy,
+  background: Schema.optional(Schema.Boolean)
 })
 
 /** A turn of the session's tree. */
@@ -191,6 +200,7 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
       .setPath(Path)
       .setPayload(Schema.Union(MessageEvent, RegenerateEvent, ApprovalEvent))
       .addSuccess(Schema.String)
+      .addSuccess(TurnRun, { status: 202 })
       .addError(NotFound)
       .addError(IdempotencyConflict)
       .addError(SessionBusy)
@@ -198,7 +208,8 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
         OpenApi.Description,
         `Send a message (one turn), regenerate a turn's answer (a sibling turn), or answer an approval (the rest of the ` +
           `turn). ${streamed} A message's retry with the same \`Idempotency-Key\` streams the turn the first request ` +
-          "sent, from its start (docs/sessions.md)."
+          "sent, from its start (docs/sessions.md). With `background: true`, a message or a regenerate answers 202 at once " +
+          "with its turn's run (`queued` until the turn starts) and the turn runs without the caller."
       )
   )
   .add(

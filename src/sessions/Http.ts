@@ -13,6 +13,7 @@ import type { SessionSink } from "./Follow.js"
 import { Sessions } from "./Sessions.js"
 import { TurnFeedback } from "./Feedback.js"
 import { pageOf } from "../platform/http/Lists.js"
+import { runObject } from "../runs/Views.js"
 
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/
 
@@ -100,16 +101,24 @@ export const SessionsHttp = HttpApiBuilder.group(AtriumApi, "sessions", (handler
                 ? FiberRef.update(ErrorHeaders, (headers) => ({ ...headers, "x-should-retry": "false" }))
                 : Effect.void)
           const key = (yield* HttpServerRequest.HttpServerRequest).headers["idempotency-key"]
+          if (key !== undefined && !IDEMPOTENCY_KEY.test(key)) {
+            return yield* sessions.invalid("Invalid request: Idempotency-Key: 1-255 visible ASCII characters.")
+          }
+          if (payload.background === true) {
+            // Answered once the session has the turn, with its run; the turn runs in the session whoever is connected.
+            const sent = yield* final(sessions.sendInBackground(caller, path.id, message, how, key))
+            return HttpServerResponse.unsafeJson({ ...runObject(sent.run), turn: sent.turn }, {
+              status: 202,
+              headers: sent.first ? {} : { "idempotent-replayed": "true" }
+            })
+          }
           if (key === undefined) {
             return yield* final(sessionStream((sink) => sessions.send(caller, path.id, message, how, sink), { heartbeat, done: true }))
-          }
-          if (!IDEMPOTENCY_KEY.test(key)) {
-            return yield* sessions.invalid("Invalid request: Idempotency-Key: 1-255 visible ASCII characters.")
           }
           // A retry with the key reads the turn the first request sent, on whichever runner (Sessions.sendOnce).
           let first = true
           const response = yield* final(sessionStream(
-            (sink) => Effect.map(sessions.sendOnce(caller, path.id, key, message, how, sink), (was) => void (first = was)),
+            (sink) => Effect.map(sessions.sendOnce(caller, path.id, key, message, how, sink), (was) => void (first = was.first)),
             { heartbeat, done: true }
           ))
           return first ? response : HttpServerResponse.setHeader(response, "idempotent-replayed", "true")

@@ -59,8 +59,11 @@ export const commitLogWith = (sql: SqlClient.SqlClient) => {
             failure_message = EXCLUDED.failure_message, input_tokens = EXCLUDED.input_tokens,
             output_tokens = EXCLUDED.output_tokens, credits_charged = EXCLUDED.credits_charged,
             tools_denied = EXCLUDED.tools_denied, answer_chars = EXCLUDED.answer_chars,
-            denied_tools = EXCLUDED.denied_tools, finished_at = EXCLUDED.finished_at
-          WHERE runs.status = 'running'
+            denied_tools = EXCLUDED.denied_tools, finished_at = EXCLUDED.finished_at,
+            agent_id = coalesce(EXCLUDED.agent_id, runs.agent_id), agent_version = coalesce(EXCLUDED.agent_version, runs.agent_version),
+            started_at = coalesce(runs.started_at, now())
+          -- A background message's run was written 'queued' when the message was sent (runs/Repo.ts enqueueTurn).
+          WHERE runs.status IN ('queued', 'running')
         ), e AS (
           INSERT INTO session_events (session_id, seq, turn, payload)
           SELECT session_id, seq, turn, payload FROM jsonb_to_recordset(${batch.events}::jsonb)

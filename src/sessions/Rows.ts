@@ -1,10 +1,19 @@
 import type * as Prompt from "@effect/ai/Prompt"
+import { createHash } from "node:crypto"
 import { type Option, Schema } from "effect"
 import type { Fence } from "../platform/cluster/Fences.js"
 import { Json } from "../platform/Rows.js"
 import { RunId } from "../runtime/Domain.js"
 import type { RunOutcome, RunRecord } from "../runtime/Repo.js"
 import { SessionId } from "./Domain.js"
+
+/**
+ * A turn's run id, from the turn's identity (its session and number): known the moment the session numbers the turn,
+ * before it runs, so a message sent with `background: true` answers its run at once (docs/sessions.md), and the
+ * same on whichever runner runs the turn. A turn runs once (a turn cut by a crash is closed, not run again).
+ */
+export const turnRunId = (sessionId: string, turn: number) =>
+  `run_${createHash("sha256").update(`${sessionId}\n${turn}`).digest("base64url").replace(/[-_]/g, "").slice(0, 20)}`
 
 /** The rows of sessions, their history, queue and event log, and what one session writes at once (`commitLog`). */
 export type SessionStatus = "idle" | "running" | "waiting_approval"

@@ -6,7 +6,7 @@ import { AppConfig } from "../platform/Config.js"
 import { activeSessions, inFlight, queuedTurns, runningTurns } from "../platform/telemetry/Metrics.js"
 import { type InternalEvent, isTerminal } from "../runtime/Events.js"
 import { MAX_STEPS } from "../runtime/Run.js"
-import { newRunId } from "../runtime/Domain.js"
+import { RunId } from "../runtime/Domain.js"
 import { RunPayer } from "../runtime/Ports.js"
 import { RunEngine } from "../runtime/RunEngine.js"
 import { unsafeMakeSandboxHolder } from "../runtime/sandbox/Holder.js"
@@ -17,6 +17,7 @@ import type { RunOutcome, RunRecord } from "../runtime/Repo.js"
 import { SessionLog } from "./Log.js"
 import { type LoggedEvent, type LogWrite, type QueuedTurn, type SessionRow, type SessionStatus, SessionsRepo, type TurnRow } from "./Repo.js"
 import { Session, SessionGone } from "./SessionRpc.js"
+import { turnRunId } from "./Rows.js"
 import { SessionBusy } from "./Domain.js"
 import { KeepAlive, UnfinishedTurns } from "./Activation.js"
 import { KeptHistory } from "./History.js"
@@ -268,14 +269,20 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
         const partition = { accountId, endUserId }
         const agent = yield* runs.runnable(agentIdentifier, accountId)
         if (Option.isNone(agent)) {
-          yield* writeEnd(turn.turn, Option.some({ type: "error", code: "agent_unavailable", message: `The agent ${agentIdentifier} is not available.` }), {
-            dequeue: turn.turn
+          // Its run ends too (a background message answered its id before the turn ran, and its row says `queued`).
+          const failure = { code: "agent_unavailable", message: `The agent ${agentIdentifier} is not available.` }
+          yield* writeEnd(turn.turn, Option.some({ type: "error", ...failure }), {
+            dequeue: turn.turn,
+            run: {
+              record: { id: turnRunId(sessionId, turn.turn), agentId: null, agentVersion: null, payerId: accountId, endUserId, sessionId, parentRunId: null, agent: agentIdentifier },
+              outcome: Option.some({ status: "failed", failureCode: failure.code, failureMessage: failure.message, inputTokens: 0, outputTokens: 0, creditsCharged: 0n, answerChars: 0, deniedTools: [] })
+            }
           })
           return
         }
         setStatus("running")
         stoppedBy = Option.none()
-        const runId = newRunId()
+        const runId = RunId.make(turnRunId(sessionId, turn.turn))
         let partial = ""
         // The turn's last event waits until the turn is in the history and the session is idle again: a client
         // that reads the end of its stream and asks at once sees the conversation as it now is.

@@ -13,6 +13,8 @@ import { Approvals } from "../runtime/Approvals.js"
 import type { ApprovalId } from "../runtime/Domain.js"
 import { RunsRepo } from "../runtime/Repo.js"
 import { Runs } from "../runs/Runs.js"
+import { RunRecords } from "../runs/Repo.js"
+import { turnRunId } from "./Rows.js"
 import { SessionFollow, type SessionEvent, type SessionSink } from "./Follow.js"
 import { SessionsRepo } from "./Repo.js"
 import { messageView, preview, sessionView } from "./Views.js"
@@ -39,6 +41,9 @@ const KeyRecord = Schema.parseJson(Schema.Union(
 ))
 const decodeKeyRecord = Schema.decodeUnknownOption(KeyRecord)
 
+/** Where a message sent in the background goes: nowhere; nothing follows its turn (its events are in the log). */
+const detached: SessionSink = { event: () => {}, end: () => {} }
+
 const optionsOf = (how: SendOptions | Option.Option<Micros>): SendOptions => Option.isOption(how) ? { budget: how } : how
 
 /** How a message is sent: its credit cap, the turn it continues (a branch), what it does while a turn runs. */
@@ -62,6 +67,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
     const approvals = yield* Approvals
     const environments = yield* EnvironmentsRepo
     const workspace = yield* RunsRepo
+    const records = yield* RunRecords
     const client = yield* Session.client
     /** Message keys (`Idempotency-Key`) in PostgreSQL, with the creates': any runner resolves a retry's key. */
     const keys = yield* IdempotencyRepo
@@ -215,6 +221,8 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       const session = yield* owned(caller, id)
       yield* toEntity(client(id).Stop()).pipe(Effect.orDie)
       yield* repo.remove(session)
+      // Its turns that had not ended will not: their runs end `cancelled` (a background message's run may be queued).
+      yield* records.closeSession(id)
       return { id, deleted: true }
     })
 
@@ -235,7 +243,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       if (typeof how.parent === "number" && !(yield* repo.hasTurn(id, how.parent))) {
         return yield* new InvalidRequest({ message: `Invalid request: parent_turn: no turn ${how.parent} in session ${id}.`, param: "parent_turn" })
       }
-      const follow = yield* followTurn(id, sink, { sending: true })
+      const follow = sink === detached ? undefined : yield* followTurn(id, sink, { sending: true })
       const sending = toEntity(client(id).Send({
         message,
         budget: Option.getOrNull(how.budget),
@@ -256,7 +264,8 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       // With a key, a client that leaves does not cut the send short: the session may have taken the message, and
       // the key must learn its turn (the entity call has its deadline, so this wait has an end).
       const sent = yield* onTurn === undefined ? sending : Effect.uninterruptible(sending)
-      yield* follow(Option.some(sent.turn))
+      if (follow !== undefined) yield* follow(Option.some(sent.turn))
+      return sent.turn
     })
 
     /**
@@ -290,14 +299,14 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
         const claimed = yield* keys.setIfAbsent(storeKey, JSON.stringify({ state: "claimed", fingerprint }), KEY_CLAIMED)
         if (claimed) {
           let numbered = false
-          yield* send(caller, id, message, how, sink, (turn) => {
+          const turn = yield* send(caller, id, message, how, sink, (turn) => {
             numbered = true
             return keys.set(storeKey, JSON.stringify({ state: "turn", fingerprint, turn }), KEY_KEPT)
           }).pipe(
             // Refused or cut before the session took the message: the key is free for a corrected retry.
             Effect.onExit((exit) => Exit.isSuccess(exit) || numbered ? Effect.void : keys.delete(storeKey))
           )
-          return true
+          return { first: true, turn }
         }
         const record = Option.flatMap(yield* keys.get(storeKey), decodeKeyRecord)
         // Freed meanwhile (the first request was refused): claim it again.
@@ -306,14 +315,38 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
           return yield* new IdempotencyConflict({ message: "This Idempotency-Key was sent with a different message.", final: true })
         }
         if (record.value.state === "turn") {
-          yield* followLoggedTurn(id, record.value.turn, sink)
-          return false
+          if (sink !== detached) yield* followLoggedTurn(id, record.value.turn, sink)
+          return { first: false, turn: record.value.turn }
         }
         if (Date.now() >= deadline) {
           return yield* new IdempotencyConflict({ message: "A message with this Idempotency-Key is being sent; retry shortly." })
         }
         yield* Effect.sleep("50 millis")
       }
+    })
+
+    /**
+     * A message sent in the background (`background: true`, docs/sessions.md): answered once the session has numbered
+     * its turn, with the turn's run, `queued` until the turn starts (it waits behind any running one). The turn runs
+     * in the session's entity as every turn does, whoever is connected; `GET /v1/runs/:id` and the session's events
+     * tell it. With an `Idempotency-Key`, a retry answers the same turn's run (`first` false).
+     */
+    const sendInBackground = Effect.fn("Sessions.sendInBackground")(function*(
+      caller: CallerIdentity,
+      id: string,
+      message: string,
+      how: SendOptions,
+      key: string | undefined
+    ) {
+      const session = yield* owned(caller, id)
+      const sent = key === undefined
+        ? { first: true, turn: yield* send(caller, id, message, how, detached) }
+        : yield* sendOnce(caller, id, key, message, how, detached)
+      const runId = turnRunId(id, sent.turn)
+      const partition = partitionOf(caller)
+      yield* records.enqueueTurn({ id: runId, partition, agentId: session.agentId, agent: session.agentIdentifier, sessionId: id })
+      const run = yield* records.byId(partition, runId)
+      return { first: sent.first, turn: sent.turn, run: Option.getOrThrow(run) }
     })
 
     /** `send` as a pulled stream, for a reader that folds the turn into something else (the Responses API). */
@@ -446,6 +479,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       remove,
       send,
       sendOnce,
+      sendInBackground,
       sendStream,
       answerApproval,
       interrupt,
@@ -456,5 +490,5 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       invalid
     } as const
   }),
-  dependencies: [IdempotencyRepo.Default, SessionsRepo.Default, SessionFollow.Default, Runs.Default, Approvals.Default, EnvironmentsRepo.Default, RunsRepo.Default]
+  dependencies: [IdempotencyRepo.Default, RunRecords.Default, SessionsRepo.Default, SessionFollow.Default, Runs.Default, Approvals.Default, EnvironmentsRepo.Default, RunsRepo.Default]
 }) {}

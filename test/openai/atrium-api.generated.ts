@@ -811,7 +811,7 @@ export interface paths {
         put?: never;
         /**
          * Create a response
-         * @description OpenAI-compatible Responses. `model` is an agent identifier or a model id. An agent's conversation lives in a session (`conversation` names one, `previous_response_id` continues it); a bare model's, or one with the caller's function `tools`, is kept with the response. With `stream: true`, a `text/event-stream` of OpenAI's `response.*` events (`response.created`, `response.output_text.delta`, `response.completed`, `response.failed`, ...).
+         * @description OpenAI-compatible Responses. `model` is an agent identifier or a model id. An agent's conversation lives in a session (`conversation` names one, `previous_response_id` continues it); a bare model's, or one with the caller's function `tools`, is kept with the response. With `stream: true`, a `text/event-stream` of OpenAI's `response.*` events (`response.created`, `response.output_text.delta`, `response.completed`, `response.failed`, ...). With `background: true`, answered at once (202) with the response, `queued`; it then runs without its caller (`queued` -> `in_progress` -> `completed`, `failed`, `cancelled` or `incomplete`), read by `GET /v1/responses/{id}` (with `stream=true`, its events again) and stopped by `POST /v1/responses/{id}/cancel`; with `stream: true` too, its events follow at once. `background` with `store: false` is a 400.
          */
         post: operations["responses.create"];
         delete?: never;
@@ -829,7 +829,7 @@ export interface paths {
         };
         /**
          * Retrieve a response
-         * @description A response created by this caller (account and end user).
+         * @description A response created by this caller (account and end user); a background one as it is now (its output so far while it runs). With `stream=true`, a background response's events (as `POST /v1/responses` streams them, each with its `sequence_number`) from the start or after `starting_after`, from any runner, live while it runs and after it ended; a foreground response's events are not kept (400).
          */
         get: operations["responses.retrieve"];
         put?: never;
@@ -855,7 +855,7 @@ export interface paths {
         put?: never;
         /**
          * Cancel a response
-         * @description Stops a response in progress in an agent's session (its turn is interrupted); a finished response is answered as it is.
+         * @description Stops a background response (idempotent: it stops within a second, billed only for what it used, and is answered `cancelled`; one that has ended is answered as it is), or a response in progress in an agent's session (its turn is interrupted); a finished response is answered as it is.
          */
         post: operations["responses.cancel"];
         delete?: never;
@@ -991,7 +991,7 @@ export interface paths {
         put?: never;
         /**
          * POST /v1/sessions/{id}/events
-         * @description Send a message (one turn), regenerate a turn's answer (a sibling turn), or answer an approval (the rest of the turn). The answer is a `text/event-stream` (docs/events.md); every event carries the session-wide `seq`. A message's retry with the same `Idempotency-Key` streams the turn the first request sent, from its start (docs/sessions.md).
+         * @description Send a message (one turn), regenerate a turn's answer (a sibling turn), or answer an approval (the rest of the turn). The answer is a `text/event-stream` (docs/events.md); every event carries the session-wide `seq`. A message's retry with the same `Idempotency-Key` streams the turn the first request sent, from its start (docs/sessions.md). With `background: true`, a message or a regenerate answers 202 at once with its turn's run (`queued` until the turn starts) and the turn runs without the caller.
          */
         post: operations["sessions.send"];
         delete?: never;
@@ -2728,7 +2728,7 @@ export interface components {
             object: "response";
             created_at: number;
             /** @enum {string} */
-            status: "in_progress" | "completed" | "failed" | "cancelled";
+            status: "queued" | "in_progress" | "completed" | "failed" | "cancelled" | "incomplete";
             model: string;
             output: (components["schemas"]["ResponseOutputMessage"] | components["schemas"]["ResponseFunctionCall"] | components["schemas"]["ResponseFileSearchCall"])[];
             output_text: string;
@@ -2777,6 +2777,7 @@ export interface components {
                 [key: string]: unknown;
             };
             truncation?: string | null;
+            background?: boolean;
         };
         ResponseOutputMessage: {
             id: string;
@@ -5961,6 +5962,43 @@ export interface operations {
                     "text/event-stream": string;
                 };
             };
+            /** @description Success */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        /** @enum {string} */
+                        object: "run";
+                        agent: string | null;
+                        /** @enum {string} */
+                        status: "queued" | "in_progress" | "completed" | "failed" | "cancelled" | "incomplete";
+                        background: boolean;
+                        output: string | null;
+                        usage: {
+                            input_tokens: components["schemas"]["Int"];
+                            output_tokens: components["schemas"]["Int"];
+                        };
+                        credits_charged: number;
+                        error: {
+                            code: string;
+                            message: string;
+                        } | null;
+                        incomplete_details: {
+                            reason: string;
+                        } | null;
+                        session_id: string | null;
+                        parent_run_id: string | null;
+                        created_at: string;
+                        started_at: string | null;
+                        completed_at: string | null;
+                        expires_at: string | null;
+                        cancel_requested: boolean;
+                    };
+                };
+            };
             /** @description The request did not match the expected schema */
             400: {
                 headers: {
@@ -6704,6 +6742,71 @@ export interface operations {
                     "text/event-stream": string;
                 };
             };
+            /** @description Success */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        /** @enum {string} */
+                        object: "response";
+                        created_at: number;
+                        /** @enum {string} */
+                        status: "queued" | "in_progress" | "completed" | "failed" | "cancelled" | "incomplete";
+                        model: string;
+                        output: (components["schemas"]["ResponseOutputMessage"] | components["schemas"]["ResponseFunctionCall"] | components["schemas"]["ResponseFileSearchCall"])[];
+                        output_text: string;
+                        usage: components["schemas"]["ResponseUsage"] | null;
+                        error: {
+                            type?: string;
+                            code: string;
+                            message: string;
+                            param?: string | null;
+                        } | null;
+                        previous_response_id: string | null;
+                        conversation: {
+                            id: string;
+                        } | null;
+                        incomplete_details?: ({
+                            reason: string;
+                        } & {
+                            [key: string]: unknown;
+                        }) | null;
+                        instructions?: string | null;
+                        tools?: ({
+                            type: string;
+                        } & {
+                            [key: string]: unknown;
+                        })[];
+                        tool_choice?: ("none" | "auto" | "required") | ({
+                            type: string;
+                        } & {
+                            [key: string]: unknown;
+                        });
+                        parallel_tool_calls?: boolean;
+                        metadata?: {
+                            [key: string]: string;
+                        };
+                        temperature?: number | null;
+                        top_p?: number | null;
+                        max_output_tokens?: number | null;
+                        store?: boolean;
+                        text?: {
+                            format: {
+                                type: string;
+                            } & {
+                                [key: string]: unknown;
+                            };
+                        } & {
+                            [key: string]: unknown;
+                        };
+                        truncation?: string | null;
+                        background?: boolean;
+                    };
+                };
+            };
             /** @description The request did not match the expected schema */
             400: {
                 headers: {
@@ -6753,7 +6856,13 @@ export interface operations {
     };
     "responses.retrieve": {
         parameters: {
-            query?: never;
+            query?: {
+                stream?: "true" | "false";
+                /** @description a string to be decoded into a number */
+                starting_after?: number;
+                include?: string | string[];
+                include_obfuscation?: string;
+            };
             header?: {
                 /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
                 "X-End-User-Id"?: string;
@@ -6772,6 +6881,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Response"];
+                    "text/event-stream": string;
                 };
             };
             /** @description The request did not match the expected schema */
@@ -7565,6 +7675,8 @@ export interface operations {
                      * @enum {string}
                      */
                     multitask_strategy?: "enqueue" | "reject" | "interrupt" | "rollback";
+                    /** @description Run the turn in the background: answered at once (202) with its run (`queued` until the turn starts); the turn then runs whoever is connected, told by GET /v1/runs/{id} and the session's events. */
+                    background?: boolean;
                 } | {
                     /** @enum {string} */
                     type: "regenerate";
@@ -7579,6 +7691,7 @@ export interface operations {
                      * @enum {string}
                      */
                     multitask_strategy?: "enqueue" | "reject" | "interrupt" | "rollback";
+                    background?: boolean;
                 }) | {
                     /** @enum {string} */
                     type: "approval";
@@ -7601,6 +7714,44 @@ export interface operations {
                 };
                 content: {
                     "text/event-stream": string;
+                };
+            };
+            /** @description Success */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        /** @enum {string} */
+                        object: "run";
+                        agent: string | null;
+                        /** @enum {string} */
+                        status: "queued" | "in_progress" | "completed" | "failed" | "cancelled" | "incomplete";
+                        background: boolean;
+                        output: string | null;
+                        usage: {
+                            input_tokens: components["schemas"]["Int"];
+                            output_tokens: components["schemas"]["Int"];
+                        };
+                        credits_charged: number;
+                        error: {
+                            code: string;
+                            message: string;
+                        } | null;
+                        incomplete_details: {
+                            reason: string;
+                        } | null;
+                        session_id: string | null;
+                        parent_run_id: string | null;
+                        created_at: string;
+                        started_at: string | null;
+                        completed_at: string | null;
+                        expires_at: string | null;
+                        cancel_requested: boolean;
+                        turn: number;
+                    };
                 };
             };
             /** @description The request did not match the expected schema */
