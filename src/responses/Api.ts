@@ -108,7 +108,13 @@ const FileSearchCallItem = Schema.Struct({
   type: Schema.Literal("file_search_call"),
   status: Schema.String,
   queries: Schema.Array(Schema.String),
-  results: Schema.NullOr(Schema.Array(Schema.Unknown))
+  /** With `include: ["file_search_call.results"]`: the passages found, best first (docs/knowledge.md). */
+  results: Schema.NullOr(Schema.Array(Schema.Struct({
+    file_id: Schema.String,
+    filename: Schema.String,
+    score: Schema.Number,
+    text: Schema.String
+  }, Rest).annotations({ identifier: "ResponseFileSearchResult" })))
 }, Rest).annotations({ identifier: "ResponseFileSearchCall" })
 
 /** The output items this API makes (narrow on `type`). */

@@ -530,7 +530,8 @@ describe("crash: kill -9 during a load of charges", () => {
         ? yield* tablesFromPostgres(storage.databaseUrl)
         : yield* tablesFromPGlite(storage.dataDir)
       verifyTables(`at the end (${mode}), in the database`, tables, actors, app.id, ops)
-    }), { timeout: 150_000 })
+      // A bound on a hung test, not a speed check: three restarts of dist/ beside the browser suite took ~150 s in CI.
+    }), { timeout: 300_000 })
 
   // The other way a wallet can lose its footing: one request of a batch is refused (here a grant that takes the
   // balance past the largest a wallet holds; before that cap existed, the database refused it). That

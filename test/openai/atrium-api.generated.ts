@@ -2819,7 +2819,15 @@ export interface components {
             type: "file_search_call";
             status: string;
             queries: string[];
-            results: unknown[] | null;
+            results: components["schemas"]["ResponseFileSearchResult"][] | null;
+        } & {
+            [key: string]: unknown;
+        };
+        ResponseFileSearchResult: {
+            file_id: string;
+            filename: string;
+            score: number;
+            text: string;
         } & {
             [key: string]: unknown;
         };
