@@ -1,9 +1,7 @@
 import { Effect } from "effect"
 import type { CallerIdentity } from "../identity/Authentication.js"
-import { NotFound } from "../platform/Errors.js"
 import { type ListParams, pageOf } from "../platform/http/Lists.js"
 import { FeedbackRepo, type FeedbackRow } from "./FeedbackRepo.js"
-import { SessionsRepo } from "./Repo.js"
 import { Sessions } from "./Sessions.js"
 
 export interface FeedbackInput {
@@ -28,20 +26,10 @@ const view = (sessionId: string, row: FeedbackRow) => ({
 export class TurnFeedback extends Effect.Service<TurnFeedback>()("atrium/sessions/TurnFeedback", {
   effect: Effect.gen(function*() {
     const sessions = yield* Sessions
-    const repo = yield* SessionsRepo
     const feedback = yield* FeedbackRepo
 
-    const turnOf = (caller: CallerIdentity, id: string, turn: number) =>
-      Effect.gen(function*() {
-        const session = yield* sessions.owned(caller, id)
-        if (!(yield* repo.hasTurn(id, turn))) {
-          return yield* new NotFound({ message: `No turn ${turn} in session ${id}.` })
-        }
-        return session
-      })
-
     const rate = Effect.fn("TurnFeedback.rate")(function*(caller: CallerIdentity, id: string, turn: number, input: FeedbackInput) {
-      const session = yield* turnOf(caller, id, turn)
+      const session = yield* sessions.ownedTurn(caller, id, turn)
       const reason = input.reason?.trim()
       const row = yield* feedback.set({
         sessionId: id,
@@ -55,7 +43,7 @@ export class TurnFeedback extends Effect.Service<TurnFeedback>()("atrium/session
     })
 
     const clear = Effect.fn("TurnFeedback.clear")(function*(caller: CallerIdentity, id: string, turn: number) {
-      yield* turnOf(caller, id, turn)
+      yield* sessions.ownedTurn(caller, id, turn)
       return { session_id: id, turn, deleted: yield* feedback.remove(id, turn) }
     })
 
@@ -68,5 +56,5 @@ export class TurnFeedback extends Effect.Service<TurnFeedback>()("atrium/session
 
     return { rate, clear, list } as const
   }),
-  dependencies: [Sessions.Default, SessionsRepo.Default, FeedbackRepo.Default]
+  dependencies: [Sessions.Default, FeedbackRepo.Default]
 }) {}

@@ -154,6 +154,14 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
 
     const noTurn = (id: string, turn: number) => new NotFound({ message: `No turn ${turn} in session ${id}.` })
 
+    /** The session if the caller owns it and its tree has `turn`; the same 404s as `owned`, or one for the turn. */
+    const ownedTurn = (caller: CallerIdentity, id: string, turn: number) =>
+      Effect.gen(function*() {
+        const session = yield* owned(caller, id)
+        if (!(yield* repo.hasTurn(id, turn))) return yield* noTurn(id, turn)
+        return session
+      })
+
     /**
      * Switches the session's branch: `leaf` becomes the current leaf (with `newest`, the newest leaf under it). Refused
      * while a turn runs or waits (409 `session_busy`): that turn's end moves the leaf.
@@ -173,8 +181,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
      * nothing is copied; its own turns are numbered after `turn`. Answered as `POST /v1/sessions` answers.
      */
     const fork = Effect.fn("Sessions.fork")(function*(caller: CallerIdentity, id: string, turn: number) {
-      const session = yield* owned(caller, id)
-      if (!(yield* repo.hasTurn(id, turn))) return yield* noTurn(id, turn)
+      const session = yield* ownedTurn(caller, id, turn)
       const forked = newSessionId()
       yield* repo.fork({ id: forked, from: id, turn, accountId: session.accountId, endUserId: session.endUserId })
       return sessionView(Option.getOrThrow(yield* repo.byId(forked)))
@@ -466,6 +473,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
 
     return {
       owned,
+      ownedTurn,
       create,
       list,
       get,

@@ -711,8 +711,8 @@ export const interruptTurn = async (h: Harness, token: string, via: () => string
   }
   // Every answer was "not delivered, retry" (503 with Retry-After), as the promise allows, but for 30 s: a bound on
   // the hand-over, so a timing promise (issue 42's 5 s bound is not met yet; CI reports it, FAULTS_TIMING=report).
-  // What it cost stays checked: the turn's run, log and ledger must still agree (`violations`).
-  c.outcome = "undelivered"
+  // What it cost stays checked: the turn's run, log and ledger must still agree (`violations`). Its outcome stays
+  // "undelivered", as it began.
   timing(h, `${what}: no answer other than 503 within 30 s (answers: ${JSON.stringify(c.answers.map((a) => [a.status, a.interrupted, a.ms]))})`)
   return c
 }
