@@ -25,6 +25,7 @@ export const APP_PAGES = [
   "/studio/:identifier/runs",
   "/studio/:identifier/schedules",
   "/studio/:identifier/webhooks",
+  "/studio/:identifier/traces",
   "/marketplace",
   "/marketplace/:identifier",
   "/earnings",

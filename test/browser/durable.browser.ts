@@ -19,7 +19,11 @@ const WIRE = /output\.text\.delta|tool_call_id|"type"|in_progress|credits_charge
 
 describe("web app in Chromium: runs, webhooks and schedules of an expert", () => {
   // The receiver listens on 127.0.0.1, which the outbound rule refuses unless TOOL_ALLOWED_HOSTS names it.
-  it.layer(platformWith({ TOOL_ALLOWED_HOSTS: "127.0.0.1", WEBHOOK_POLL: "200 millis", WEBHOOK_RETRY_BASE: "200 millis" }), { timeout: 120_000 })((it) => {
+  // A provider nothing answers ("down/gone") makes an expert fall back to the builtin model (the traces test's way).
+  const MODEL_PROVIDERS = JSON.stringify({
+    providers: [{ id: "down", kind: "openai-chat", base_url: "http://127.0.0.1:1/v1", api_key: "sk-never-used-0123456789", models: [{ id: "gone", input_per_1k: "1", output_per_1k: "2" }] }]
+  })
+  it.layer(platformWith({ TOOL_ALLOWED_HOSTS: "127.0.0.1", WEBHOOK_POLL: "200 millis", WEBHOOK_RETRY_BASE: "200 millis", MODEL_PROVIDERS }), { timeout: 120_000 })((it) => {
     it.scoped("Runs page → a background run's events → cancel; webhook with its secret once → delivery → Redeliver; schedule", () =>
       Effect.gen(function*() {
         const { url: base } = yield* Atrium
@@ -193,6 +197,91 @@ describe("web app in Chromium: runs, webhooks and schedules of an expert", () =>
           await schedule.getByRole("button", { name: "Delete Weekday report" }).click()
           await page.getByTestId("schedules-empty").waitFor()
           assert.deepStrictEqual((await api(base, creator.token, "GET", "/v1/schedules")).data, [])
+          await creator.context.close()
+        })
+      }))
+
+    it.effect("Traces page: a run with a tool and a fallback as a timeline whose credits add up to the ledger; content kept only when turned on", () =>
+      Effect.gen(function*() {
+        const { url: base } = yield* Atrium
+        const browser = yield* Browser
+        yield* Effect.promise(async () => {
+          const creator = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE }, { credits: 100 })
+          const page = creator.page
+          const expert = await api(base, creator.token, "POST", "/v1/agents", { name: "Traced Expert", category: "business" })
+          const id = expert.identifier as string
+          await api(base, creator.token, "PATCH", `/v1/agents/${id}`, {
+            model: "down/gone",
+            fallback_models: ["builtin"],
+            tools: [{ name: "calculator", permission: "allow" }]
+          })
+          const finished = async (runId: string) => {
+            for (let i = 0; i < 200; i++) {
+              const run = await api(base, creator.token, "GET", `/v1/runs/${runId}`)
+              if (!["queued", "in_progress"].includes(run.status)) return run as { id: string; status: string; credits_charged: number }
+              await new Promise((resolve) => setTimeout(resolve, 100))
+            }
+            throw new Error(`run ${runId} did not end`)
+          }
+          const started = await api(base, creator.token, "POST", "/v1/agents/run", { agent: id, message: `/tool calculator {"expression": "6*7"}`, background: true })
+          const run = await finished(started.id)
+          assert.strictEqual(run.status, "completed")
+
+          // --- The list: reached from the tabs, one trace with its cost; opened, a tree of the run's steps.
+          await page.goto(`${base}/studio/${id}`)
+          await page.getByRole("navigation", { name: "Expert pages" }).getByRole("link", { name: "Traces" }).click()
+          await page.waitForURL(`${base}/studio/${id}/traces`)
+          const rows = page.getByTestId("traces").locator("tbody tr")
+          await until(page, "the run's trace listed", () => document.querySelectorAll("[data-testid=traces] tbody tr").length === 1)
+          assert.match(await rows.first().innerText(), /Succeeded[\s\S]*Yours[\s\S]*calculator/)
+          await rows.first().getByRole("link").click()
+          await page.getByTestId("trace").waitFor()
+          await assertNoJargon(page)
+          const names = await page.getByTestId("span").locator("summary strong").allInnerTexts()
+          assert.strictEqual(names[0], `invoke_agent ${id}`)
+          assert.includeMembers(names, ["execute_tool calculator", "chat down/gone", "chat builtin"])
+
+          // --- Its credits: each step's, summed, are the run's charge and the ledger's lines for it, to the micro-credit.
+          const micros = (n: number | string) => Math.round(Number(n) * 1_000_000)
+          const spanCredits = await page.getByTestId("span-credits").evaluateAll((els) => els.map((el) => el.getAttribute("data-credits") ?? ""))
+          const summed = spanCredits.reduce((sum, c) => sum + micros(c), 0)
+          const shown = micros(await page.getByTestId("trace-credits").getAttribute("data-credits") ?? "NaN")
+          const ledger = await api(base, creator.token, "GET", "/api/wallet/ledger?limit=200")
+          const charged = (ledger.data as Array<{ amount: number; description: string | null }>)
+            .filter((line) => (line.description ?? "").startsWith(`Run of ${id} `))
+            .reduce((sum, line) => sum + Math.abs(micros(line.amount)), 0)
+          assert.isAbove(charged, 0)
+          assert.deepStrictEqual([summed, shown, micros(run.credits_charged)], [charged, charged, charged])
+
+          // --- No content unless the creator keeps it: the model call says so; turned on in the editor, the next trace has it.
+          await page.getByTestId("trace").locator("summary").filter({ hasText: "chat builtin" }).first().click()
+          await page.locator("details[open]").getByText("Message content is not kept for this expert.").first().waitFor()
+          await assertAccessible(page, "a trace opened")
+          await page.goto(`${base}/studio/${id}`)
+          await page.getByLabel(/Keep message content in traces/).check()
+          await page.getByRole("button", { name: "Save draft" }).click()
+          await page.getByText("Saved.").waitFor()
+          assert.strictEqual((await api(base, creator.token, "GET", `/v1/agents/${id}`)).trace_content, true)
+          // The tracer reads the setting within 5 s (docs/traces.md); runs until one keeps what was said.
+          let kept = false
+          for (let i = 0; i < 15 && !kept; i++) {
+            const next = await finished((await api(base, creator.token, "POST", "/v1/agents/run", { agent: id, message: "say zebra-lantern", background: true })).id)
+            for (let j = 0; j < 40; j++) {
+              const trace = await fetch(`${base}/v1/runs/${next.id}/trace`, { headers: { authorization: `Bearer ${creator.token}` } })
+              if (trace.status === 200) {
+                kept = JSON.stringify(await trace.json()).includes("zebra-lantern")
+                if (kept) {
+                  await page.goto(`${base}/studio/${id}/traces?trace=${next.id}`)
+                  await page.getByTestId("trace").locator("summary").filter({ hasText: "chat builtin" }).first().click()
+                  await page.locator(".span-content").filter({ hasText: "zebra-lantern" }).first().waitFor()
+                }
+                break
+              }
+              await new Promise((resolve) => setTimeout(resolve, 100))
+            }
+            if (!kept) await new Promise((resolve) => setTimeout(resolve, 500))
+          }
+          assert.isTrue(kept, "a trace keeps what was said once the creator turned it on")
           await creator.context.close()
         })
       }))

@@ -28,6 +28,8 @@ interface Agent {
   billing: { type: "FREE" | "UNLOCK"; price: number | string; free_trial_per_user: number; allow_trial: boolean }
   mcp_servers?: ReadonlyArray<unknown> | undefined
   knowledge_bases?: ReadonlyArray<string> | undefined
+  trace_content?: boolean | undefined
+  otlp_export?: { endpoint: string; headers: Record<string, string> } | null | undefined
   published_version: number | null
   pending_submission: { id: string; version: number; status: string; submitted_at: string } | null
   review_history?: ReadonlyArray<{ id: string; version: number; status: string; submitted_at: string; reason: string | null; decided_at: string | null }>
@@ -141,6 +143,18 @@ export const StudioPage = () => {
 interface Demo { title: string; input: string; output: string }
 interface Suggestion { id: string; title: string; rationale: string; status: string; kind: string }
 
+/** "name: value" lines as headers, or what is wrong with them in words. */
+const otlpHeaders = (text: string): Record<string, string> | string => {
+  const headers: Record<string, string> = {}
+  for (const line of text.split("\n").map((l) => l.trim()).filter(Boolean)) {
+    const at = line.indexOf(":")
+    const name = at > 0 ? line.slice(0, at).trim() : ""
+    if (!/^[A-Za-z0-9-]{1,64}$/.test(name)) return `Trace export headers: write each as “name: value” (the name in letters, digits and -), not “${line.slice(0, 40)}”.`
+    headers[name] = line.slice(at + 1).trim()
+  }
+  return headers
+}
+
 export const StudioEditPage = ({ identifier }: { identifier: string }) => {
   const [agent, setAgent] = useState<Agent | null>(null)
   const [models, setModels] = useState<ReadonlyArray<string>>([])
@@ -156,6 +170,9 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
   const [mcpServers, setMcpServers] = useState<Array<McpServerForm>>([])
   /** The knowledge bases its `file_search` searches (docs/knowledge.md), saved with the draft. */
   const [knowledgeBases, setKnowledgeBases] = useState<ReadonlyArray<string>>([])
+  /** Traces (docs/traces.md): whether they keep what was said, and where they are also exported. */
+  const [traceContent, setTraceContent] = useState(false)
+  const [otlp, setOtlp] = useState({ endpoint: "", headers: "", changed: false })
   const [testChat, setTestChat] = useState(0)
   const [suggestions, setSuggestions] = useState<ReadonlyArray<Suggestion>>([])
   const [status, setStatus] = useState<string | null>(null)
@@ -176,6 +193,8 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
     setMcpServers((a.mcp_servers ?? []) as Array<McpServerForm>)
     setFallbacks(a.fallback_models ?? [])
     setKnowledgeBases(a.knowledge_bases ?? [])
+    setTraceContent(a.trace_content ?? false)
+    setOtlp({ endpoint: a.otlp_export?.endpoint ?? "", headers: "", changed: false })
     setDemos((a.case_demos as ReadonlyArray<Partial<Demo>>).map((d) => ({ title: d.title ?? "", input: d.input ?? "", output: d.output ?? "" })))
   }
 
@@ -212,8 +231,16 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
       setError("Free trial messages: write a whole number from 0 to 1000.")
       return false
     }
+    const headers = otlpHeaders(otlp.headers)
+    if (otlp.changed && typeof headers === "string") {
+      setError(headers)
+      return false
+    }
     try {
       const payload = {
+        trace_content: traceContent,
+        // Sent only when edited: the stored header values are never shown, so an untouched form keeps them.
+        ...(otlp.changed ? { otlp_export: otlp.endpoint.trim() ? { endpoint: otlp.endpoint.trim(), headers } : null } : {}),
         name: form.name,
         description: form.description,
         category: form.category,
@@ -387,6 +414,39 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
               </label>
             </>
           )}
+        </fieldset>
+        <fieldset className="card stack">
+          <legend id="section-traces">Traces</legend>
+          <p className="muted small">
+            Every run leaves a trace (the <Link to={`/studio/${identifier}/traces`}>Traces</Link> tab): its model and
+            tool calls with their tokens, time and credits. What was said is kept only if you choose so here.
+          </p>
+          <label className="check">
+            <input type="checkbox" checked={traceContent} onChange={(e) => setTraceContent(e.target.checked)} />
+            Keep message content in traces (your buyers' messages too: tell them in the description)
+          </label>
+          <label>
+            Also send traces to (OTLP/HTTP traces URL, optional)
+            <input
+              type="url"
+              inputMode="url"
+              placeholder="https://collector.example.com/v1/traces"
+              value={otlp.endpoint}
+              onChange={(e) => setOtlp((o) => ({ ...o, endpoint: e.target.value, changed: true }))}
+            />
+          </label>
+          {agent?.otlp_export && Object.keys(agent.otlp_export.headers).length > 0 && (
+            <p className="muted small">Headers kept (values hidden): {Object.keys(agent.otlp_export.headers).join(", ")}.</p>
+          )}
+          <label>
+            Headers for that URL, one “name: value” a line (changing the URL or the headers replaces all of them)
+            <textarea
+              rows={2}
+              placeholder="authorization: Bearer …"
+              value={otlp.headers}
+              onChange={(e) => setOtlp((o) => ({ ...o, headers: e.target.value, changed: true }))}
+            />
+          </label>
         </fieldset>
         <div className="row sticky-actions" id="section-publish">
           <button type="submit">Save draft</button>

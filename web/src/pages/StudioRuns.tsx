@@ -443,6 +443,7 @@ const RunDetail = ({ identifier, id }: { identifier: string; id: string }) => {
         <dt>Credits</dt><dd>{credits(run.credits_charged)}</dd>
         <dt>Tokens</dt><dd>{new Intl.NumberFormat().format(run.usage.input_tokens)} in, {new Intl.NumberFormat().format(run.usage.output_tokens)} out</dd>
         {run.error && <><dt>Error</dt><dd className="error">{run.error.message || FAILURES[run.error.code] || "The run stopped with an error."}</dd></>}
+        {!live(run) && <><dt>Trace</dt><dd><Link to={`/studio/${identifier}/traces?trace=${encodeURIComponent(run.id)}`}>Open its trace</Link></dd></>}
       </dl>
       {live(run) && run.background && !run.cancel_requested && (
         <div className="row"><button type="button" className="danger" onClick={() => void cancel()}>Cancel this run</button></div>

@@ -23,13 +23,14 @@ export const StudioHeader = ({ identifier, title }: { identifier: string; title:
   )
 }
 
-/** The expert's pages in the studio: its editor, and what it does without anyone watching (issue 43 item 5). */
+/** The expert's pages in the studio: its editor, what it does without anyone watching (issue 43 item 5), its traces. */
 export const StudioTabs = ({ identifier }: { identifier: string }) => {
   const { path } = useLocation()
   const base = `/studio/${encodeURIComponent(identifier)}`
   const tabs: ReadonlyArray<readonly [string, string]> = [
     [base, "Editor"],
     [`${base}/runs`, "Runs"],
+    [`${base}/traces`, "Traces"],
     [`${base}/schedules`, "Schedules"],
     [`${base}/webhooks`, "Webhooks"]
   ]
