@@ -4,7 +4,7 @@ import { Browser } from "./Browser.js"
 import { api, assertAccessible, Atrium, checkPrerequisites, CREATOR_CODE, CREATOR_PHONE, person, Platform, until } from "./support.js"
 
 /**
- * "What this expert remembers" (issue 47) in Debian's Chromium: a fact the expert saves in one conversation is used
+ * "What this expert remembers" (issue 47) in Debian's Chromium: the creator turns memory on in the studio; a fact the expert saves in one conversation is used
  * in the next, and the user sees it in the chat, edits a block, deletes the fact, and the next turn's context has
  * neither the fact nor the old block value (the builtin model's `/system` shows the context).
  */
@@ -21,9 +21,24 @@ describe("web app in Chromium: memory", () => {
           const { page, token } = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE }, { credits: 100 })
           const created = await api(base, token, "POST", "/v1/agents", { name: "Remembering Expert", category: "business" })
           const id = created.identifier as string
-          await api(base, token, "PATCH", `/v1/agents/${id}`, {
-            memory: { enabled: true, blocks: [{ label: "human", description: "Who you are", limit: 50 }] }
+          // The creator turns memory on in the studio's editor: a bad label is said in words and saves nothing.
+          await page.goto(`${base}/studio/${id}`)
+          const settings = page.getByTestId("memory-settings")
+          await settings.getByLabel("Remember each person across conversations").check()
+          await settings.getByRole("button", { name: "Add a memory block" }).click()
+          await settings.getByLabel("Block label").fill("Human Being")
+          await settings.getByLabel("Limit (characters)").fill("50")
+          await settings.getByLabel("What it is for").fill("Who you are")
+          await page.getByRole("button", { name: "Save draft" }).click()
+          await page.getByRole("alert").getByText(/Memory block “Human Being”: the label is 1-40 lowercase letters/).waitFor()
+          assert.isUndefined((await api(base, token, "GET", `/v1/agents/${id}`)).memory, "nothing saved")
+          await settings.getByLabel("Block label").fill("human")
+          await page.getByRole("button", { name: "Save draft" }).click()
+          await page.getByText("Saved.").waitFor()
+          assert.deepStrictEqual((await api(base, token, "GET", `/v1/agents/${id}`)).memory, {
+            enabled: true, extraction: false, blocks: [{ label: "human", description: "Who you are", limit: 50 }]
           })
+          await assertAccessible(page, "the studio's memory settings")
 
           // Conversation 1: the expert saves a fact.
           await page.goto(`${base}/chat/${id}`)

@@ -29,6 +29,7 @@ interface Agent {
   mcp_servers?: ReadonlyArray<unknown> | undefined
   knowledge_bases?: ReadonlyArray<string> | undefined
   trace_content?: boolean | undefined
+  memory?: MemoryForm | undefined
   otlp_export?: { endpoint: string; headers: Record<string, string> } | null | undefined
   published_version: number | null
   pending_submission: { id: string; version: number; status: string; submitted_at: string } | null
@@ -143,6 +144,81 @@ export const StudioPage = () => {
 interface Demo { title: string; input: string; output: string }
 interface Suggestion { id: string; title: string; rationale: string; status: string; kind: string }
 
+interface MemoryBlockForm { label: string; description: string; limit: number | string; read_only?: boolean | undefined }
+interface MemoryForm { enabled: boolean; extraction?: boolean | undefined; blocks: ReadonlyArray<MemoryBlockForm> }
+const NO_MEMORY: MemoryForm = { enabled: false, extraction: false, blocks: [] }
+const MAX_BLOCKS = 8
+const MAX_BLOCK_LIMIT = 20_000
+
+/** What is wrong with the memory section, in words (the API checks again), or null. */
+const memoryProblems = (memory: MemoryForm): string | null => {
+  const labels = new Set<string>()
+  for (const [i, block] of memory.blocks.entries()) {
+    const which = block.label ? `Memory block “${block.label}”` : `Memory block ${i + 1}`
+    if (!/^[a-z][a-z0-9_]{0,39}$/.test(block.label)) return `${which}: the label is 1-40 lowercase letters, digits or _, starting with a letter (for example human or preferences).`
+    if (labels.has(block.label)) return `${which}: two blocks have this label; give each its own.`
+    labels.add(block.label)
+    const limit = Number(block.limit)
+    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_BLOCK_LIMIT) return `${which}: the limit is a whole number of characters from 1 to ${MAX_BLOCK_LIMIT.toLocaleString()}.`
+    if (block.description.length > 500) return `${which}: the description is at most 500 characters.`
+  }
+  return null
+}
+
+/** The editor's memory section: on or off, extraction, and the blocks kept about each end user. */
+const MemoryFieldset = ({ memory, onChange }: { memory: MemoryForm; onChange: (next: MemoryForm) => void }) => {
+  const setBlock = (i: number, patch: Partial<MemoryBlockForm>) =>
+    onChange({ ...memory, blocks: memory.blocks.map((b, j) => j === i ? { ...b, ...patch } : b) })
+  return (
+    <fieldset className="card stack" data-testid="memory-settings">
+      <legend id="section-memory">Memory</legend>
+      <p className="muted small">
+        With memory on, the expert keeps what it learns about each person who talks to it (facts, and the blocks below),
+        across their conversations. Each person sees and can edit or delete what it keeps about them; you never see it.
+      </p>
+      <label className="check">
+        <input type="checkbox" checked={memory.enabled} onChange={(e) => onChange({ ...memory, enabled: e.target.checked })} />
+        Remember each person across conversations
+      </label>
+      {memory.enabled && (
+        <>
+          <label className="check">
+            <input type="checkbox" checked={memory.extraction ?? false} onChange={(e) => onChange({ ...memory, extraction: e.target.checked })} />
+            After each conversation turn, let a model note what to remember (one more model call, billed to whoever pays for the turn)
+          </label>
+          <ol className="list">
+            {memory.blocks.map((block, i) => (
+              <li key={i} className="stack">
+                <div className="row">
+                  <label>Block label <input value={block.label} maxLength={40} placeholder="human" onChange={(e) => setBlock(i, { label: e.target.value })} /></label>
+                  <label>Limit (characters) <input type="number" min={1} max={MAX_BLOCK_LIMIT} value={block.limit} onChange={(e) => setBlock(i, { limit: e.target.value })} /></label>
+                </div>
+                <label>What it is for <input value={block.description} maxLength={500} placeholder="Who the person is and what they prefer" onChange={(e) => setBlock(i, { description: e.target.value })} /></label>
+                <div className="row">
+                  <label className="check">
+                    <input type="checkbox" checked={block.read_only ?? false} onChange={(e) => setBlock(i, { read_only: e.target.checked })} />
+                    Only the person may change it (the expert reads it)
+                  </label>
+                  <button type="button" className="secondary" onClick={() => onChange({ ...memory, blocks: memory.blocks.filter((_, j) => j !== i) })}>
+                    Remove block{block.label ? ` ${block.label}` : ` ${i + 1}`}
+                  </button>
+                </div>
+              </li>
+            ))}
+          </ol>
+          {memory.blocks.length < MAX_BLOCKS
+            ? (
+              <button type="button" className="secondary" onClick={() => onChange({ ...memory, blocks: [...memory.blocks, { label: "", description: "", limit: 2000 }] })}>
+                Add a memory block
+              </button>
+            )
+            : <p className="muted small">At most {MAX_BLOCKS} blocks.</p>}
+        </>
+      )}
+    </fieldset>
+  )
+}
+
 /** "name: value" lines as headers, or what is wrong with them in words. */
 const otlpHeaders = (text: string): Record<string, string> | string => {
   const headers: Record<string, string> = {}
@@ -172,6 +248,8 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
   const [knowledgeBases, setKnowledgeBases] = useState<ReadonlyArray<string>>([])
   /** Traces (docs/traces.md): whether they keep what was said, and where they are also exported. */
   const [traceContent, setTraceContent] = useState(false)
+  /** Memory (docs/memory.md): whether the expert remembers each end user, and the blocks it keeps. */
+  const [memory, setMemory] = useState<MemoryForm & { changed: boolean }>({ ...NO_MEMORY, changed: false })
   const [otlp, setOtlp] = useState({ endpoint: "", headers: "", changed: false })
   const [testChat, setTestChat] = useState(0)
   const [suggestions, setSuggestions] = useState<ReadonlyArray<Suggestion>>([])
@@ -194,6 +272,7 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
     setFallbacks(a.fallback_models ?? [])
     setKnowledgeBases(a.knowledge_bases ?? [])
     setTraceContent(a.trace_content ?? false)
+    setMemory({ ...(a.memory ?? NO_MEMORY), changed: false })
     setOtlp({ endpoint: a.otlp_export?.endpoint ?? "", headers: "", changed: false })
     setDemos((a.case_demos as ReadonlyArray<Partial<Demo>>).map((d) => ({ title: d.title ?? "", input: d.input ?? "", output: d.output ?? "" })))
   }
@@ -231,6 +310,11 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
       setError("Free trial messages: write a whole number from 0 to 1000.")
       return false
     }
+    const memoryProblem = memoryProblems(memory)
+    if (memoryProblem) {
+      setError(memoryProblem)
+      return false
+    }
     const headers = otlpHeaders(otlp.headers)
     if (otlp.changed && typeof headers === "string") {
       setError(headers)
@@ -239,6 +323,8 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
     try {
       const payload = {
         trace_content: traceContent,
+        // Untouched and never set, memory stays absent rather than saved as "off".
+        ...(memory.changed || agent?.memory ? { memory: { enabled: memory.enabled, extraction: memory.extraction ?? false, blocks: memory.blocks.map((b) => ({ ...b, limit: Number(b.limit) })) } } : {}),
         // Sent only when edited: the stored header values are never shown, so an untouched form keeps them.
         ...(otlp.changed ? { otlp_export: otlp.endpoint.trim() ? { endpoint: otlp.endpoint.trim(), headers } : null } : {}),
         name: form.name,
@@ -415,6 +501,7 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
             </>
           )}
         </fieldset>
+        <MemoryFieldset memory={memory} onChange={(next) => setMemory({ ...next, changed: true })} />
         <fieldset className="card stack">
           <legend id="section-traces">Traces</legend>
           <p className="muted small">
