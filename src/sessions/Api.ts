@@ -7,7 +7,7 @@ import { InvalidRequest, NotFound, ServiceUnavailable } from "../platform/Errors
 import { IdempotencyConflict } from "../billing/Domain.js"
 import { EnvironmentId } from "../environments/Domain.js"
 import { ApprovalId } from "../runtime/Domain.js"
-import { MultitaskStrategy, SessionBusy, SessionId } from "./Domain.js"
+import { ATTACHMENT_BYTES, ATTACHMENT_NAME, MAX_ATTACHMENTS_PER_SESSION, MultitaskStrategy, SessionBusy, SessionId } from "./Domain.js"
 import { ListParams } from "../platform/http/Lists.js"
 import { RunObject } from "../runs/Api.js"
 
@@ -251,6 +251,27 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
       .annotate(
         OpenApi.Description,
         "The session's workspace: the files its turns wrote (`write_file`, and what `run_code` wrote), by path; `after` is a path."
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("attach", "/v1/sessions/:id/files")
+      .setPath(Path)
+      .setPayload(Schema.Struct({
+        name: Schema.String.pipe(Schema.pattern(ATTACHMENT_NAME, {
+          message: () => "name: 1-100 characters of letters, digits, '.', '_' and '-', starting with a letter or digit"
+        })),
+        content: Schema.String.pipe(Schema.filter((text) =>
+          new TextEncoder().encode(text).length <= ATTACHMENT_BYTES || `content: at most ${ATTACHMENT_BYTES} bytes (UTF-8)`
+        )).annotations({ description: "The file's text (UTF-8)." })
+      }))
+      .addSuccess(Schema.Struct({ path: Schema.String, size: Schema.Number, updated_at: Schema.String }), { status: 201 })
+      .addError(NotFound)
+      .annotate(
+        OpenApi.Description,
+        "Attaches a text file to the session: written to its workspace at `attachments/{name}` (the same name replaces " +
+          "it), where the expert's `read_file` and `list_files` find it. At most 100,000 bytes a file and " +
+          `${MAX_ATTACHMENTS_PER_SESSION} attachments a session. The web chat also quotes the file in the message that ` +
+          "carries it (docs/sessions.md \"Attachments\")."
       )
   )
   .add(

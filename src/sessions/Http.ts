@@ -140,6 +140,8 @@ export const SessionsHttp = HttpApiBuilder.group(AtriumApi, "sessions", (handler
       .handle("files", ({ path, urlParams }) =>
         Effect.flatMap(Effect.flatMap(Caller, (caller) => sessions.files(caller, path.id)), (all) =>
           pageOf(all.data, urlParams, (file) => file.path)))
+      .handle("attach", ({ path, payload }) =>
+        Effect.flatMap(Caller, (caller) => sessions.attach(caller, path.id, payload.name, payload.content)))
       .handle("fileContent", ({ path, urlParams }) =>
         Effect.gen(function*() {
           const content = yield* sessions.fileContent(yield* Caller, path.id, urlParams.path)

@@ -22,7 +22,7 @@ import { Session } from "./Session.js"
 import { messagesOf, pathTo, treeView, userMessageOf } from "./Tree.js"
 import { type Partition, partitionOf } from "../identity/Partition.js"
 import type { EnvironmentId } from "../environments/Domain.js"
-import { type MultitaskStrategy, newSessionId, SessionBusy } from "./Domain.js"
+import { MAX_ATTACHMENTS_PER_SESSION, type MultitaskStrategy, newSessionId, SessionBusy } from "./Domain.js"
 export { SessionBusy } from "./Domain.js"
 
 
@@ -462,6 +462,22 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       return { data: listed.map((file) => ({ path: file.path, size: Number(file.size), updated_at: file.updatedAt.toISOString() })) }
     })
 
+    /**
+     * A text file the user attaches, into the session's workspace under `attachments/`. A name attached again is
+     * replaced; a new name past the session's attachment limit is refused, and nothing is written.
+     */
+    const attach = Effect.fn("Sessions.attach")(function*(caller: CallerIdentity, id: string, name: string, content: string) {
+      yield* owned(caller, id)
+      const path = `attachments/${name}`
+      const listed = yield* workspace.listFiles(partitionOf(caller), id)
+      const attached = listed.filter((file) => file.path.startsWith("attachments/"))
+      if (attached.length >= MAX_ATTACHMENTS_PER_SESSION && !attached.some((file) => file.path === path)) {
+        return yield* new InvalidRequest({ message: `Invalid request: this conversation has ${MAX_ATTACHMENTS_PER_SESSION} attachments, the most it keeps; start a new one or attach under a name it has.` })
+      }
+      yield* workspace.writeFile(partitionOf(caller), id, path, content)
+      return { path, size: content.length, updated_at: new Date().toISOString() }
+    })
+
     const fileContent = Effect.fn("Sessions.fileContent")(function*(caller: CallerIdentity, id: string, path: string) {
       yield* owned(caller, id)
       const content = yield* workspace.readFile(partitionOf(caller), id, path)
@@ -473,6 +489,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
 
     return {
       owned,
+      attach,
       ownedTurn,
       create,
       list,

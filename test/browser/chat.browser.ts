@@ -450,5 +450,45 @@ describe("web app in Chromium: chat", () => {
           await context.close()
         })
       }))
+
+    it.effect("attachments: a text file chosen in the composer goes to the conversation's files and the turn reads it; shown as a chip, a binary file refused in words", () =>
+      Effect.gen(function*() {
+        const { url: base } = yield* Atrium
+        const browser = yield* Browser
+        yield* Effect.promise(async () => {
+          const { context, page, token } = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE }, { credits: 100 })
+          const id = await draftExpert(base, token, "Attachment Expert")
+          await page.goto(`${base}/chat/${id}?new=1`)
+          await page.getByTestId("attach-input").setInputFiles([
+            { name: "trip notes.txt", mimeType: "text/plain", buffer: Buffer.from("Pack the blue umbrella.\nAnd the passport.") },
+            { name: "photo.png", mimeType: "image/png", buffer: Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0x0d]) }
+          ])
+          await page.getByRole("alert").getByText("photo.png is not a text file").waitFor()
+          const chosen = page.getByRole("list", { name: "Files attached to this message" })
+          assert.deepStrictEqual((await chosen.getByRole("listitem").allInnerTexts()).map((t) => t.replace(/\s+/g, " ").trim()), ["📎 trip-notes.txt Remove trip-notes.txt"])
+          const box = page.getByRole("textbox", { name: "Message" })
+          await box.fill("what should I pack?")
+          await box.press("Enter")
+          // The builtin model repeats the message it got: the file's text reached the model.
+          await until(page, "the answer", () => (document.querySelector("[data-testid=answer]")?.textContent ?? "").includes("blue umbrella"))
+          await chosen.waitFor({ state: "detached" })
+          const bubble = page.locator(".bubble.user").last()
+          assert.include(await bubble.innerText(), "what should I pack?")
+          assert.notInclude(await bubble.innerText(), "umbrella", "the quote is the model's; the person sees a chip")
+          await bubble.getByRole("list", { name: "Attached files" }).getByText("trip-notes.txt").waitFor()
+          const session = new URL(page.url()).searchParams.get("session")!
+          const files = await api(base, token, "GET", `/v1/sessions/${session}/files`)
+          assert.deepStrictEqual(files.data.map((f: { path: string }) => f.path), ["attachments/trip-notes.txt"])
+          const content = await fetch(`${base}/v1/sessions/${session}/files/content?path=attachments/trip-notes.txt`, { headers: { authorization: `Bearer ${token}` } })
+          assert.strictEqual(await content.text(), "Pack the blue umbrella.\nAnd the passport.")
+          // After a reload: the chip again, and the sidebar's preview without the quote.
+          await page.reload()
+          await page.locator(".bubble.user").last().getByRole("list", { name: "Attached files" }).getByText("trip-notes.txt").waitFor()
+          const preview = page.getByTestId("last-message").first()
+          await preview.waitFor()
+          assert.notInclude(await preview.innerText(), "<attachment")
+          await context.close()
+        })
+      }))
   })
 })

@@ -1053,7 +1053,11 @@ export interface paths {
          */
         get: operations["sessions.files"];
         put?: never;
-        post?: never;
+        /**
+         * POST /v1/sessions/{id}/files
+         * @description Attaches a text file to the session: written to its workspace at `attachments/{name}` (the same name replaces it), where the expert's `read_file` and `list_files` find it. At most 100,000 bytes a file and 50 attachments a session. The web chat also quotes the file in the message that carries it (docs/sessions.md "Attachments").
+         */
+        post: operations["sessions.attach"];
         delete?: never;
         options?: never;
         head?: never;
@@ -7969,6 +7973,70 @@ export interface operations {
                             updated_at: string;
                         }[];
                         has_more: boolean;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "sessions.attach": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
+                "X-End-User-Id"?: string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description a string matching the pattern ^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$ */
+                    name: string;
+                    content: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        path: string;
+                        size: number;
+                        updated_at: string;
                     };
                 };
             };

@@ -31,6 +31,7 @@ export const NOT_CREATES: Readonly<Record<string, string>> = {
   "sessions.send": "a turn: its `Idempotency-Key` attaches a retry to the first turn (Attach.ts, docs/sessions.md)",
   "sessions.interrupt": "a change of state",
   "sessions.adopt": "a change of owner; a retry finds it adopted",
+  "sessions.attach": "writes a file at a path named by the request: a retry writes the same file again, nothing is added",
   "purchases.purchase": "an unlock, idempotent by its ledger key (purchase, buyer:agent: docs/agents.md)",
   "reviews.approve": "a decision on a review",
   "reviews.reject": "a decision on a review",

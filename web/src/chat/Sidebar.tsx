@@ -1,3 +1,4 @@
+import { previewWithoutQuotes } from "./attachments.js"
 import { useEffect, useState } from "react"
 import { SessionId } from "../../../src/sessions/Domain.js"
 import { call, itemsOf } from "../api.js"
@@ -136,7 +137,7 @@ const Item = ({ session, name, current, onChanged, onOpen }: {
             }}>
               <strong className="expert-name">{name}</strong>
               <span className="conversation-title">{label}</span>
-              {session.last_message && <span className="conversation-last" data-testid="last-message">{readablePreview(session.last_message)}</span>}
+              {session.last_message && <span className="conversation-last" data-testid="last-message">{readablePreview(previewWithoutQuotes(session.last_message))}</span>}
               <span className="muted small">{new Date(session.updated_at).toLocaleString()}</span>
             </a>
             <div className="row actions">

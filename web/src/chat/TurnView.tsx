@@ -1,6 +1,7 @@
 import { useEffect, useState } from "react"
 import { formatCredits } from "../session.js"
 import type { Approval, ToolCall, Turn } from "./fold.js"
+import { splitAttachments } from "./attachments.js"
 import { Footnotes, footnotes } from "./Citations.js"
 import { Markdown } from "./Markdown.js"
 
@@ -143,15 +144,32 @@ const Versions = ({ versions }: { versions: NonNullable<BranchControls["versions
   </span>
 )
 
+/** A message as a person reads it: the words, and a chip per attached file (its quote in the message is the model's). */
+export const MessageText = ({ text }: { text: string }) => {
+  const { text: words, files } = splitAttachments(text)
+  return (
+    <>
+      {words}
+      {files.length > 0 && (
+        <ul className="attachments" aria-label="Attached files">
+          {files.map((name, i) => <li key={i} className="attachment-chip"><span aria-hidden="true">📎</span> {name}</li>)}
+        </ul>
+      )}
+    </>
+  )
+}
+
 /** The user's message, with Edit (a new version of it, sent as a sibling) where the turn is on the tree. */
 const UserBubble = ({ text, branch }: { text: string; branch: BranchControls | undefined }) => {
   const [editing, setEditing] = useState<string | null>(null)
   if (editing !== null && branch?.onEdit) {
     const save = () => {
       const next = editing.trim()
-      if (next === "") return
+      // The edit changes the words; the files the message carried go with the new version.
+      const quoted = text.slice(text.indexOf("<attachment ") >= 0 ? text.indexOf("<attachment ") : text.length)
+      if (next === "" && quoted === "") return
       setEditing(null)
-      branch.onEdit!(next)
+      branch.onEdit!([next, quoted].filter(Boolean).join("\n\n"))
     }
     return (
       <form className="bubble user editing" aria-label="Edit your message" onSubmit={(e) => { e.preventDefault(); save() }}>
@@ -166,11 +184,11 @@ const UserBubble = ({ text, branch }: { text: string; branch: BranchControls | u
   }
   return (
     <div className="bubble user">
-      <span className="visually-hidden">You: </span>{text}
+      <span className="visually-hidden">You: </span><MessageText text={text} />
       {(branch?.onEdit || branch?.versions) && (
         <div className="message-actions">
           {branch.versions && <Versions versions={branch.versions} />}
-          {branch.onEdit && <button type="button" className="link" onClick={() => setEditing(text)}>Edit</button>}
+          {branch.onEdit && <button type="button" className="link" onClick={() => setEditing(splitAttachments(text).text)}>Edit</button>}
         </div>
       )}
     </div>

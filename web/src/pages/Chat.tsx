@@ -6,9 +6,10 @@ import { formatCredits, useMe } from "../session.js"
 import { followSession, sendToSession } from "../stream.js"
 import { type Approval, fold, queueMessage, type Turn, unqueueMessage, UserSide } from "../chat/fold.js"
 import { makeOutbox } from "../chat/outbox.js"
+import { type Attachment, ATTACHMENTS_PER_MESSAGE, readAttachment, splitAttachments, withAttachments } from "../chat/attachments.js"
 import { ModelBanner } from "../ModelBanner.js"
 import { MemoryPanel } from "../chat/MemoryPanel.js"
-import { Approvals, type BranchControls, type FeedbackControls, TurnView, useDetailsSetting } from "../chat/TurnView.js"
+import { Approvals, type BranchControls, type FeedbackControls, MessageText, TurnView, useDetailsSetting } from "../chat/TurnView.js"
 import { readablePreview, type SessionItem, Sidebar, useExpertNames } from "../chat/Sidebar.js"
 
 /**
@@ -47,6 +48,11 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
    */
   const awaited = useRef(0)
   const input = useRef<HTMLTextAreaElement>(null)
+  /** Files chosen for the next message, and those of messages sent but not yet accepted (by the message's text). */
+  const [attachments, setAttachments] = useState<ReadonlyArray<Attachment>>([])
+  const [attachError, setAttachError] = useState<string | null>(null)
+  const pendingFiles = useRef(new Map<string, ReadonlyArray<Attachment>>())
+  const picker = useRef<HTMLInputElement>(null)
   const scroller = useStickToBottom([turns, failed, error])
 
   // One per expert: messages typed in a row go out in that order, and a new conversation is created once.
@@ -60,6 +66,11 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
         return session.id
       },
       send: async (id, text) => {
+        // The message's files go to the conversation first: the turn may read them (read_file) as soon as it starts.
+        for (const file of pendingFiles.current.get(text) ?? []) {
+          await call((c) => c.sessions.attach({ path: { id: SessionId.make(id) }, payload: file }))
+        }
+        pendingFiles.current.delete(text)
         // Queued before the request: the turn's first events may arrive before its answer does.
         queueMessage(users.current, id, text)
         try {
@@ -256,8 +267,11 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
 
   const send = async (e?: FormEvent) => {
     e?.preventDefault()
-    const text = message.trim()
+    const text = withAttachments(message.trim(), attachments)
     if (!text) return
+    if (attachments.length > 0) pendingFiles.current.set(text, attachments)
+    setAttachments([])
+    setAttachError(null)
     setMessage("")
     scroller.stick()
     await deliver(text)
@@ -317,7 +331,7 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
       const last = [...turns].reverse().find((t) => t.user !== null)?.user ?? failed.at(-1)?.text
       if (last) {
         e.preventDefault()
-        setMessage(last)
+        setMessage(splitAttachments(last).text)
       }
     }
   }
@@ -364,7 +378,7 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
           ))}
           {failed.map((item, i) => (
             <li key={`failed-${i}`} className="turn">
-              <div className="bubble user failed"><span className="visually-hidden">You: </span>{item.text}</div>
+              <div className="bubble user failed"><span className="visually-hidden">You: </span><MessageText text={item.text} /></div>
               <p className="error" role="alert">
                 Not sent: {item.error} <button type="button" className="secondary" onClick={() => void retry(i)}>Retry</button>
               </p>
@@ -389,8 +403,46 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
           onChange={(e) => setMessage(e.target.value)}
           onKeyDown={onKey}
         />
+        {attachments.length > 0 && (
+          <ul className="attachments" aria-label="Files attached to this message">
+            {attachments.map((file) => (
+              <li key={file.name} className="attachment-chip">
+                <span aria-hidden="true">📎</span> {file.name}{" "}
+                <button type="button" className="link" onClick={() => setAttachments((all) => all.filter((f) => f.name !== file.name))}>
+                  Remove<span className="visually-hidden"> {file.name}</span>
+                </button>
+              </li>
+            ))}
+          </ul>
+        )}
+        {attachError && <p role="alert" className="error small">{attachError}</p>}
+        <input
+          ref={picker}
+          type="file"
+          multiple
+          hidden
+          data-testid="attach-input"
+          accept=".txt,.md,.markdown,.csv,.tsv,.json,.jsonl,.yaml,.yml,.xml,.html,.css,.js,.ts,.tsx,.jsx,.py,.rb,.go,.rs,.java,.c,.h,.cpp,.sql,.sh,.log,.ini,.toml,text/*"
+          onChange={(e) => {
+            const chosen = [...(e.target.files ?? [])]
+            e.target.value = ""
+            void (async () => {
+              const read = await Promise.all(chosen.map(readAttachment))
+              const problems = read.filter((r): r is string => typeof r === "string")
+              const files = read.filter((r): r is Attachment => typeof r !== "string")
+              setAttachments((all) => {
+                // The same name chosen again replaces the earlier one, as it does in the conversation's files.
+                const next = [...all.filter((f) => !files.some((n) => n.name === f.name)), ...files]
+                if (next.length > ATTACHMENTS_PER_MESSAGE) problems.push(`At most ${ATTACHMENTS_PER_MESSAGE} files a message: the first ${ATTACHMENTS_PER_MESSAGE} are kept.`)
+                return next.slice(0, ATTACHMENTS_PER_MESSAGE)
+              })
+              setAttachError(problems.length > 0 ? problems.join(" ") : null)
+            })()
+          }}
+        />
         <div className="row">
-          <button type="submit" disabled={!message.trim()}>Send</button>
+          <button type="submit" disabled={!message.trim() && attachments.length === 0}>Send</button>
+          <button type="button" className="secondary" onClick={() => picker.current?.click()}>Attach a file</button>
           {running && <button type="button" className="danger" onClick={() => void interrupt()}>Stop</button>}
           <label className="check small setting">
             <input type="checkbox" checked={details} onChange={(e) => setDetails(e.target.checked)} />
