@@ -231,6 +231,29 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
       return yield* repo.updateDraft(agent.id, draft)
     })
 
+    /** One frozen version of the owner's agent (what a publish sent to review), or 404. */
+    const ownedVersion = Effect.fn("Agents.ownedVersion")(function*(identifier: string, ownerId: UserId, version: number) {
+      const agent = yield* owned(identifier, ownerId)
+      const config = yield* repo.version(agent.id, version)
+      if (Option.isNone(config)) return yield* new NotFound({ message: `${identifier} has no version ${version}.` })
+      return { agent, config: config.value }
+    })
+
+    /**
+     * The draft becomes a copy of a version ("restore as draft"); nothing is published. The live settings that are
+     * not a version's (trace content, OTLP export: docs/traces.md) stay as the draft has them.
+     */
+    const restore = Effect.fn("Agents.restore")(function*(identifier: string, ownerId: UserId, version: number) {
+      const { agent, config } = yield* ownedVersion(identifier, ownerId, version)
+      const { otlp_export: _otlp, trace_content: _content, ...versioned } = config
+      const draft: AgentConfig = {
+        ...versioned,
+        ...(agent.draft.trace_content === undefined ? {} : { trace_content: agent.draft.trace_content }),
+        ...(agent.draft.otlp_export === undefined ? {} : { otlp_export: agent.draft.otlp_export })
+      }
+      return yield* repo.updateDraft(agent.id, draft)
+    })
+
     const publish = Effect.fn("Agents.publish")(function*(identifier: string, ownerId: UserId) {
       const agent = yield* owned(identifier, ownerId)
       // A model removed from the providers setting since the draft named it: a version that could never run is not
@@ -325,6 +348,9 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
       owned,
       published,
       update,
+      ownedVersion,
+      restore,
+      versions: repo.versions,
       publish,
       decide,
       purchase,

@@ -98,6 +98,18 @@ export const AgentView = Schema.Struct({
 })
 
 const Path = Schema.Struct({ identifier: Schema.String })
+const VersionPath = Schema.Struct({ identifier: Schema.String, version: Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 1_000_000)) })
+
+/** A version in the expert's history (docs/agents.md "Versions"). */
+const VersionSummary = Schema.Struct({
+  version: Schema.Int,
+  created_at: Schema.String,
+  /** Its review: `pending`, `approved`, `rejected` or `superseded` (a newer publish replaced it before review). */
+  review_status: Schema.NullOr(Schema.String),
+  reason: Schema.NullOr(Schema.String),
+  /** Whether it is what everyone runs now. */
+  live: Schema.Boolean
+})
 
 /** Spec 4.3. */
 export class AgentsApi extends HttpApiGroup.make("agents")
@@ -134,6 +146,39 @@ export class AgentsApi extends HttpApiGroup.make("agents")
       .addError(NotFound)
       .addError(Forbidden)
       .annotate(OpenApi.Description, "Freeze the draft as a new version and submit it for review; it does not go live yet.")
+  )
+  .add(
+    HttpApiEndpoint.get("versions", "/v1/agents/:identifier/versions")
+      .setPath(Path)
+      .setUrlParams(ListParams)
+      .addSuccess(Schema.Struct({ data: Schema.Array(VersionSummary), has_more: Schema.Boolean }))
+      .addError(NotFound)
+      .addError(Forbidden)
+      .annotate(
+        OpenApi.Description,
+        "The expert's versions, newest first (each made by a publish), with their review's outcome and which one is live. " +
+          "Its creator only. Pages with `limit` and `after` (a version number)."
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("version", "/v1/agents/:identifier/versions/:version")
+      .setPath(VersionPath)
+      .addSuccess(Schema.Struct({ ...VersionSummary.fields, agent: AgentView }))
+      .addError(NotFound)
+      .addError(Forbidden)
+      .annotate(OpenApi.Description, "One version as it was frozen (`agent`, in the shape of GET /v1/agents/{identifier}); its creator only.")
+  )
+  .add(
+    HttpApiEndpoint.post("restoreVersion", "/v1/agents/:identifier/versions/:version/restore")
+      .setPath(VersionPath)
+      .addSuccess(AgentView)
+      .addError(NotFound)
+      .addError(Forbidden)
+      .annotate(
+        OpenApi.Description,
+        "Makes the draft a copy of this version (\"restore as draft\"); nothing is published. The expert's live settings " +
+          "(`trace_content`, `otlp_export`) stay as they are. Answers the agent with its new draft."
+      )
   )
   .add(
     HttpApiEndpoint.get("profile", "/v1/agents/:identifier/profile")

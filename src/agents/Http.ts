@@ -34,6 +34,17 @@ const ownerView = (agent: AgentRow, pending: Option.Option<Submission>) => ({
   updated_at: agent.updatedAt.toISOString()
 })
 
+const versionSummary = (
+  agent: AgentRow,
+  v: { version: number; createdAt: Date; status: string | null; reason: string | null }
+) => ({
+  version: v.version,
+  created_at: v.createdAt.toISOString(),
+  review_status: v.status,
+  reason: v.reason,
+  live: agent.publishedVersion === v.version
+})
+
 export const AgentsHttp = HttpApiBuilder.group(AtriumApi, "agents", (handlers) =>
   Effect.gen(function*() {
     const agents = yield* Agents
@@ -81,6 +92,26 @@ export const AgentsHttp = HttpApiBuilder.group(AtriumApi, "agents", (handlers) =
           const submission = yield* agents.publish(path.identifier, caller.userId)
           return { submission: { id: submission.id, version: submission.version, status: "pending" as const } }
         }))
+      .handle("versions", ({ path, urlParams }) =>
+        Effect.gen(function*() {
+          const caller = yield* Caller
+          const agent = yield* agents.owned(path.identifier, caller.userId)
+          const all = (yield* agents.versions(agent.id)).map((v) => versionSummary(agent, v))
+          return yield* pageOf(all, urlParams, (v) => String(v.version))
+        }))
+      .handle("version", ({ path }) =>
+        Effect.gen(function*() {
+          const caller = yield* Caller
+          const { agent, config } = yield* agents.ownedVersion(path.identifier, caller.userId, path.version)
+          const summary = (yield* agents.versions(agent.id)).find((v) => v.version === path.version)!
+          return {
+            ...versionSummary(agent, summary),
+            agent: ownerView({ ...agent, draft: config }, Option.none())
+          }
+        }))
+      .handle("restoreVersion", ({ path }) =>
+        Effect.flatMap(Caller, (caller) =>
+          Effect.flatMap(agents.restore(path.identifier, caller.userId, path.version), withPending)))
       .handle("profile", ({ path }) =>
         Effect.gen(function*() {
           const { agent, config, version } = yield* agents.published(path.identifier)

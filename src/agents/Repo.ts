@@ -109,6 +109,24 @@ export class AgentsRepo extends Effect.Service<AgentsRepo>()("atrium/agents/Agen
     const version = (agentId: AgentId, version: number) =>
       versionConfig({ agentId, version }).pipe(Effect.map(Option.map((row) => row.config)), Effect.orDie)
 
+    const versionRows = SqlSchema.findAll({
+      Request: AgentId,
+      Result: Schema.Struct({
+        version: Schema.Number,
+        createdAt: Schema.DateFromSelf,
+        status: Schema.NullOr(Schema.String),
+        reason: Schema.NullOr(Schema.String)
+      }),
+      execute: (agentId) =>
+        sql`
+          SELECT v.version, v.created_at, s.status, s.reason
+          FROM agent_versions v
+          LEFT JOIN agent_submissions s ON s.agent_id = v.agent_id AND s.version = v.version
+          WHERE v.agent_id = ${agentId} ORDER BY v.version DESC`
+    })
+    /** Every frozen version of an agent, newest first, with its review's outcome (a version is made by a publish). */
+    const versions = (agentId: AgentId) => Effect.orDie(versionRows(agentId))
+
     const lockAgent = SqlSchema.void({
       Request: AgentId,
       execute: (agentId) => sql`SELECT 1 FROM agents WHERE id = ${agentId} FOR UPDATE`
@@ -332,6 +350,7 @@ export class AgentsRepo extends Effect.Service<AgentsRepo>()("atrium/agents/Agen
       byOwner,
       updateDraft,
       version,
+      versions,
       publish,
       pendingSubmission,
       latestSubmission,

@@ -620,6 +620,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/agents/{identifier}/versions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * GET /v1/agents/{identifier}/versions
+         * @description The expert's versions, newest first (each made by a publish), with their review's outcome and which one is live. Its creator only. Pages with `limit` and `after` (a version number).
+         */
+        get: operations["agents.versions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/agents/{identifier}/versions/{version}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * GET /v1/agents/{identifier}/versions/{version}
+         * @description One version as it was frozen (`agent`, in the shape of GET /v1/agents/{identifier}); its creator only.
+         */
+        get: operations["agents.version"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/agents/{identifier}/versions/{version}/restore": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Makes the draft a copy of this version ("restore as draft"); nothing is published
+         * @description Makes the draft a copy of this version ("restore as draft"); nothing is published. The expert's live settings (`trace_content`, `otlp_export`) stay as they are. Answers the agent with its new draft.
+         */
+        post: operations["agents.restoreVersion"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/agents/{identifier}/profile": {
         parameters: {
             query?: never;
@@ -5751,6 +5811,349 @@ export interface operations {
                             /** @enum {string} */
                             status: "pending";
                         };
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "agents.versions": {
+        parameters: {
+            query?: {
+                /** @description a string to be decoded into a number */
+                limit?: number;
+                /** @description a string at most 200 character(s) long */
+                after?: string;
+            };
+            header?: never;
+            path: {
+                identifier: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            version: components["schemas"]["Int"];
+                            created_at: string;
+                            review_status: string | null;
+                            reason: string | null;
+                            live: boolean;
+                        }[];
+                        has_more: boolean;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "agents.version": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                identifier: string;
+                /** @description a string to be decoded into a number */
+                version: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        version: components["schemas"]["Int"];
+                        created_at: string;
+                        review_status: string | null;
+                        reason: string | null;
+                        live: boolean;
+                        agent: {
+                            identifier: string;
+                            /** @enum {string} */
+                            status: "draft" | "published";
+                            name: string;
+                            description: string;
+                            category: string;
+                            instructions?: string;
+                            model?: string;
+                            fallback_models?: string[];
+                            tools: (components["schemas"]["ExpertTool"] | string)[];
+                            subagents?: string[];
+                            opening_message: string;
+                            case_demos: components["schemas"]["ExpertCaseDemo"][];
+                            billing: {
+                                /** @enum {string} */
+                                type: "FREE" | "UNLOCK";
+                                price: number;
+                                free_trial_per_user: components["schemas"]["Int"];
+                                allow_trial: boolean;
+                            };
+                            mcp_servers?: components["schemas"]["ExpertMcpServer"][];
+                            knowledge_bases?: string[];
+                            memory?: {
+                                enabled: boolean;
+                                /**
+                                 * maxItems(8)
+                                 * @description an array of at most 8 item(s)
+                                 */
+                                blocks: {
+                                    /** @description a string matching the pattern ^[a-z][a-z0-9_]{0,39}$ */
+                                    label: string;
+                                    /**
+                                     * maxLength(500)
+                                     * @description a string at most 500 character(s) long
+                                     */
+                                    description: string;
+                                    /**
+                                     * between(1, 20000)
+                                     * @description a number between 1 and 20000
+                                     */
+                                    limit: components["schemas"]["Int"];
+                                    read_only?: boolean;
+                                }[];
+                                extraction?: boolean;
+                            };
+                            trace_content?: boolean;
+                            otlp_export?: {
+                                endpoint: string;
+                                headers: {
+                                    [key: string]: string;
+                                };
+                            } | null;
+                            published_version: components["schemas"]["Int"] | null;
+                            pending_submission: {
+                                id: string;
+                                version: components["schemas"]["Int"];
+                                /** @enum {string} */
+                                status: "pending" | "approved" | "rejected" | "superseded";
+                                submitted_at: string;
+                            } | null;
+                            review_history?: {
+                                id: string;
+                                version: components["schemas"]["Int"];
+                                /** @enum {string} */
+                                status: "pending" | "approved" | "rejected" | "superseded";
+                                submitted_at: string;
+                                reason: string | null;
+                                decided_at: string | null;
+                            }[];
+                            created_at?: string;
+                            updated_at?: string;
+                        };
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "agents.restoreVersion": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                identifier: string;
+                /** @description a string to be decoded into a number */
+                version: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        identifier: string;
+                        /** @enum {string} */
+                        status: "draft" | "published";
+                        name: string;
+                        description: string;
+                        category: string;
+                        instructions?: string;
+                        model?: string;
+                        fallback_models?: string[];
+                        tools: (components["schemas"]["ExpertTool"] | string)[];
+                        subagents?: string[];
+                        opening_message: string;
+                        case_demos: components["schemas"]["ExpertCaseDemo"][];
+                        billing: {
+                            /** @enum {string} */
+                            type: "FREE" | "UNLOCK";
+                            price: number;
+                            free_trial_per_user: components["schemas"]["Int"];
+                            allow_trial: boolean;
+                        };
+                        mcp_servers?: components["schemas"]["ExpertMcpServer"][];
+                        knowledge_bases?: string[];
+                        memory?: {
+                            enabled: boolean;
+                            /**
+                             * maxItems(8)
+                             * @description an array of at most 8 item(s)
+                             */
+                            blocks: {
+                                /** @description a string matching the pattern ^[a-z][a-z0-9_]{0,39}$ */
+                                label: string;
+                                /**
+                                 * maxLength(500)
+                                 * @description a string at most 500 character(s) long
+                                 */
+                                description: string;
+                                /**
+                                 * between(1, 20000)
+                                 * @description a number between 1 and 20000
+                                 */
+                                limit: components["schemas"]["Int"];
+                                read_only?: boolean;
+                            }[];
+                            extraction?: boolean;
+                        };
+                        trace_content?: boolean;
+                        otlp_export?: {
+                            endpoint: string;
+                            headers: {
+                                [key: string]: string;
+                            };
+                        } | null;
+                        published_version: components["schemas"]["Int"] | null;
+                        pending_submission: {
+                            id: string;
+                            version: components["schemas"]["Int"];
+                            /** @enum {string} */
+                            status: "pending" | "approved" | "rejected" | "superseded";
+                            submitted_at: string;
+                        } | null;
+                        review_history?: {
+                            id: string;
+                            version: components["schemas"]["Int"];
+                            /** @enum {string} */
+                            status: "pending" | "approved" | "rejected" | "superseded";
+                            submitted_at: string;
+                            reason: string | null;
+                            decided_at: string | null;
+                        }[];
+                        created_at?: string;
+                        updated_at?: string;
                     };
                 };
             };

@@ -21,6 +21,7 @@ export const NOT_CREATES: Readonly<Record<string, string>> = {
   "paymentNotify.notify": "the provider's callback, idempotent by its order id",
   "internalBilling.grant": "a grant, idempotent by the `idempotency_key` in its body",
   "agents.publish": "a change of state; a retry finds the agent already submitted",
+  "agents.restoreVersion": "the draft becomes a copy of a version: a retry writes the same draft again",
   "runs.run": "starts a run: its `Idempotency-Key` attaches a retry to the first run (Attach.ts, docs/runs.md)",
   "runs.chatCompletions": "starts a run: its `Idempotency-Key` attaches a retry to the first run (Attach.ts)",
   "runs.cancelRun": "a change of state, idempotent: a second cancel answers the run as the first left it",
