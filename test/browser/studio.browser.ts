@@ -2,12 +2,15 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { Browser } from "./Browser.js"
 import {
+  api,
+  assertAccessible,
   Atrium,
   BUYER_CODE,
   BUYER_PHONE,
   checkPrerequisites,
   CREATOR_CODE,
   CREATOR_PHONE,
+  internal,
   OPERATOR_CODE,
   OPERATOR_PHONE,
   person,
@@ -173,6 +176,66 @@ describe("web app in Chromium: studio and review", () => {
           await page.goto(`${base}/studio`)
           await page.getByTestId("notifications").getByText(`Version 1 of ${id} was not approved`).waitFor()
           await operator.context.close()
+          await creator.context.close()
+        })
+      }))
+
+    it.effect("autosave keeps a change without Save, the tab asks before closing on an unsaved one; versions compared with the draft and one restored", () =>
+      Effect.gen(function*() {
+        const { url: base } = yield* Atrium
+        const browser = yield* Browser
+        yield* Effect.promise(async () => {
+          const creator = await person(browser, base, { phone: CREATOR_PHONE, code: CREATOR_CODE }, { credits: 10 })
+          const created = await api(base, creator.token, "POST", "/v1/agents", { name: "Versioned Expert", category: "business" })
+          const id = created.identifier as string
+          await api(base, creator.token, "PATCH", `/v1/agents/${id}`, { description: "For the versions test.", instructions: "Greet warmly.\nAnswer in French." })
+          const { submission } = await api(base, creator.token, "POST", `/v1/agents/${id}/publish`)
+          await internal(base, `/internal/reviews/${submission.id}/approve`)
+          const page = creator.page
+          const beforeUnloadStops = () => page.evaluate(() => {
+            const event = new Event("beforeunload", { cancelable: true })
+            window.dispatchEvent(event)
+            return event.defaultPrevented
+          })
+
+          // --- Autosave: typed, not saved by hand, kept after a reload.
+          await page.goto(`${base}/studio/${id}`)
+          const instructions = page.getByRole("textbox", { name: /^Instructions/ })
+          await until(page, "the draft loaded", () => (document.querySelector("textarea")?.value ?? "").length > 0)
+          assert.isFalse(await beforeUnloadStops(), "nothing to lose right after loading")
+          await instructions.fill("Greet warmly.\nAnswer in German.\nKeep it short.")
+          assert.isTrue(await beforeUnloadStops(), "closing with an unsaved change asks first")
+          await page.getByTestId("autosave").getByText(/Draft saved automatically/).waitFor()
+          assert.isFalse(await beforeUnloadStops(), "saved: nothing to lose")
+          assert.strictEqual((await api(base, creator.token, "GET", `/v1/agents/${id}`)).instructions, "Greet warmly.\nAnswer in German.\nKeep it short.")
+          await page.reload()
+          await until(page, "the saved draft", () => [...document.querySelectorAll("textarea")].some((t) => t.value.includes("German")))
+
+          // --- Publish: version 2 waits for review, version 1 is live; compared with the draft, line by line.
+          await page.getByRole("button", { name: "Publish" }).click()
+          await page.getByText(/Version 2 submitted for review/).waitFor()
+          const versions = page.getByTestId("versions")
+          await until(page, "two versions", () => document.querySelectorAll("[data-testid=versions] > li").length === 2)
+          assert.match(await versions.locator("li").nth(0).innerText(), /Version 2[\s\S]*waiting for review/)
+          assert.match(await versions.locator("li").nth(1).innerText(), /Version 1[\s\S]*approved[\s\S]*live/)
+          await page.getByRole("button", { name: "Compare version 1 with the draft" }).click()
+          const diff = page.getByTestId("version-diff")
+          await diff.waitFor()
+          const text = await diff.innerText()
+          assert.include(text, "Instructions")
+          assert.include(text, "− Answer in French.")
+          assert.include(text, "+ Answer in German.")
+          assert.include(text, "+ Keep it short.")
+          assert.notInclude(text, "− Greet warmly.", "an unchanged line is not a change")
+          await assertAccessible(page, "the version history with a comparison open")
+
+          // --- Restore version 1 as the draft: the form shows it, the API's draft is it, nothing else is published.
+          page.once("dialog", (dialog) => void dialog.accept())
+          await page.getByRole("button", { name: "Restore version 1 as draft" }).click()
+          await page.getByText("Version 1 restored as the draft.", { exact: false }).waitFor()
+          assert.strictEqual(await instructions.inputValue(), "Greet warmly.\nAnswer in French.")
+          const agent = await api(base, creator.token, "GET", `/v1/agents/${id}`)
+          assert.deepStrictEqual([agent.instructions, agent.published_version, agent.pending_submission?.version], ["Greet warmly.\nAnswer in French.", 1, 2])
           await creator.context.close()
         })
       }))

@@ -1,4 +1,4 @@
-import { useEffect, useState, type FormEvent } from "react"
+import { useEffect, useRef, useState, type FormEvent } from "react"
 import { CATEGORIES } from "../../../src/agents/Agent.js"
 import { BUILTIN_TOOLS } from "../../../src/runtime/Expert.js"
 import { call, itemsOf } from "../api.js"
@@ -7,6 +7,7 @@ import { ChatPage } from "./Chat.js"
 import { McpForm, mcpProblems, type McpServerForm } from "./McpForm.js"
 import { StudioKnowledge } from "./StudioKnowledge.js"
 import { StudioTabs } from "./StudioTabs.js"
+import { VersionHistory } from "./StudioVersions.js"
 
 type Category = (typeof CATEGORIES)[number]
 type ToolName = (typeof BUILTIN_TOOLS)[number]
@@ -252,11 +253,15 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
   const [memory, setMemory] = useState<MemoryForm & { changed: boolean }>({ ...NO_MEMORY, changed: false })
   const [otlp, setOtlp] = useState({ endpoint: "", headers: "", changed: false })
   const [testChat, setTestChat] = useState(0)
+  /** Counts publishes: the version history reads its list again. */
+  const [published, setPublished] = useState(0)
   const [suggestions, setSuggestions] = useState<ReadonlyArray<Suggestion>>([])
   const [status, setStatus] = useState<string | null>(null)
   const [error, setError] = useState<string | null>(null)
 
   const load = (a: Agent) => {
+    // The next form computed from it is the saved draft (autosave compares against it).
+    saved.current = null
     setAgent(a)
     setForm({
       name: a.name, description: a.description, category: a.category as Category, instructions: a.instructions ?? "",
@@ -292,36 +297,23 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
     onChange: (e: { target: { value: string } }) => setForm((f) => ({ ...f, [key]: e.target.value }))
   })
 
-  const save = async (e?: FormEvent) => {
-    e?.preventDefault()
-    setError(null)
-    setStatus(null)
+  /** The draft as the form says it, or what is wrong with the form in words. */
+  const draftOf = (): { payload: Record<string, unknown> } | { problem: string } => {
     const servers = mcpServers
     const problem = mcpProblems(servers)
-    if (problem) {
-      setError(problem)
-      return false
-    }
+    if (problem) return { problem }
     if (form.billingType === "UNLOCK" && !/^\d{1,12}(\.\d{1,6})?$/.test(form.price.trim())) {
-      setError("Price is not valid. Write a number of credits, for example 5 or 2.5.")
-      return false
+      return { problem: "Price is not valid. Write a number of credits, for example 5 or 2.5." }
     }
     if (!/^\d{1,4}$/.test(form.trials.trim()) || Number(form.trials) > 1000) {
-      setError("Free trial messages: write a whole number from 0 to 1000.")
-      return false
+      return { problem: "Free trial messages: write a whole number from 0 to 1000." }
     }
     const memoryProblem = memoryProblems(memory)
-    if (memoryProblem) {
-      setError(memoryProblem)
-      return false
-    }
+    if (memoryProblem) return { problem: memoryProblem }
     const headers = otlpHeaders(otlp.headers)
-    if (otlp.changed && typeof headers === "string") {
-      setError(headers)
-      return false
-    }
-    try {
-      const payload = {
+    if (otlp.changed && typeof headers === "string") return { problem: headers }
+    return {
+      payload: {
         trace_content: traceContent,
         // Untouched and never set, memory stays absent rather than saved as "off".
         ...(memory.changed || agent?.memory ? { memory: { enabled: memory.enabled, extraction: memory.extraction ?? false, blocks: memory.blocks.map((b) => ({ ...b, limit: Number(b.limit) })) } } : {}),
@@ -346,16 +338,77 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
           allow_trial: form.allowTrial
         }
       }
-      const updated = await call((c) => c.agents.update({ path: { identifier }, payload: payload as never }))
-      load(updated as Agent)
-      setStatus("Saved.")
-      setTestChat((n) => n + 1)
-      return true
-    } catch (failure) {
-      setError((failure as Error).message)
-      return false
     }
   }
+
+  // Autosave (issue 48 item 3): the draft as last saved or loaded, compared with the form's; a change is saved 1.5 s
+  // after the last keystroke, and the page asks before it is closed with a change not yet saved.
+  const draft = draftOf()
+  const current = "payload" in draft ? JSON.stringify(draft.payload) : null
+  const saved = useRef<string | null>(null)
+  /** A draft the platform refused: not sent again by itself until it changes (the refusal is on the page). */
+  const refused = useRef<string | null>(null)
+  const [saving, setSaving] = useState(false)
+  const [autosaved, setAutosaved] = useState<string | null>(null)
+  if (saved.current === null && agent !== null && current !== null) saved.current = current
+  const dirty = agent !== null && saved.current !== null && current !== saved.current
+
+  const save = async (e?: FormEvent, auto = false) => {
+    e?.preventDefault()
+    if (!auto) setStatus(null)
+    if ("problem" in draft) {
+      setError(auto ? `Not saved yet: ${draft.problem}` : draft.problem)
+      return false
+    }
+    setError(null)
+    const sent = JSON.stringify(draft.payload)
+    setSaving(true)
+    try {
+      const updated = await call((c) => c.agents.update({ path: { identifier }, payload: draft.payload as never }))
+      if (auto) {
+        // Not loaded into the form: what was typed while it saved stays, and is saved next.
+        setAgent(updated as Agent)
+        saved.current = sent
+        setAutosaved(`Draft saved automatically at ${new Date().toLocaleTimeString()}.`)
+      } else {
+        saved.current = null
+        load(updated as Agent)
+        setStatus("Saved.")
+        setAutosaved(null)
+        setTestChat((n) => n + 1)
+      }
+      return true
+    } catch (failure) {
+      refused.current = sent
+      setError((failure as Error).message)
+      return false
+    } finally {
+      setSaving(false)
+    }
+  }
+
+  useEffect(() => {
+    if (!dirty || saving || "problem" in draft || current === refused.current) return
+    const timer = setTimeout(() => void save(undefined, true), 1500)
+    return () => clearTimeout(timer)
+  }, [current, dirty, saving])
+
+  // Closing or reloading the tab with a change not yet saved: the browser asks first. Leaving for another page of the
+  // app saves it on the way out.
+  const latest = useRef({ dirty, save })
+  latest.current = { dirty, save }
+  useEffect(() => {
+    const guard = (event: BeforeUnloadEvent) => {
+      if (!latest.current.dirty) return
+      event.preventDefault()
+      event.returnValue = ""
+    }
+    window.addEventListener("beforeunload", guard)
+    return () => {
+      window.removeEventListener("beforeunload", guard)
+      if (latest.current.dirty) void latest.current.save(undefined, true)
+    }
+  }, [])
 
   const publish = async () => {
     if (!(await save())) return
@@ -363,6 +416,7 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
       const result = await call((c) => c.agents.publish({ path: { identifier } }))
       setStatus(`Version ${result.submission.version} submitted for review. An operator reviews it; you are notified of the outcome here and in the studio.`)
       load(await call((c) => c.agents.get({ path: { identifier } })) as Agent)
+      setPublished((n) => n + 1)
     } catch (failure) {
       setError((failure as Error).message)
     }
@@ -392,7 +446,7 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
       </div>
       <nav aria-label="Sections" className="sections">
         <ul>
-          {[["profile", "Profile"], ["instructions", "Instructions"], ["tools", "Tools"], ["remote", "Remote tools"], ["knowledge", "Knowledge"], ["examples", "Examples"], ["pricing", "Pricing"], ["publish", "Publish"]].map(([id, label]) => (
+          {[["profile", "Profile"], ["instructions", "Instructions"], ["tools", "Tools"], ["remote", "Remote tools"], ["knowledge", "Knowledge"], ["examples", "Examples"], ["pricing", "Pricing"], ["memory", "Memory"], ["traces", "Traces"], ["publish", "Publish"]].map(([id, label]) => (
             <li key={id}><a href={`#section-${id}`}>{label}</a></li>
           ))}
         </ul>
@@ -510,7 +564,7 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
           </p>
           <label className="check">
             <input type="checkbox" checked={traceContent} onChange={(e) => setTraceContent(e.target.checked)} />
-            Keep message content in traces (your buyers' messages too: tell them in the description)
+            Keep message content in traces (your buyers' messages too: say so where you present the expert)
           </label>
           <label>
             Also send traces to (OTLP/HTTP traces URL, optional)
@@ -538,11 +592,21 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
         <div className="row sticky-actions" id="section-publish">
           <button type="submit">Save draft</button>
           <button type="button" className="secondary" onClick={() => void publish()}>Publish</button>
+          <span className="muted small autosave" data-testid="autosave">{saving ? "Saving…" : dirty ? "Changes not saved yet" : autosaved}</span>
         </div>
         <p role="status" aria-live="polite">{status}</p>
         {error && <p role="alert" className="error">{error}</p>}
       </form>
       <ReviewHistory agent={agent} />
+      <VersionHistory
+        identifier={identifier}
+        draft={agent as unknown as Record<string, unknown> | null}
+        changes={published}
+        onRestored={(a) => {
+          load(a as Agent)
+          setTestChat((n) => n + 1)
+        }}
+      />
       <section className="card stack" aria-labelledby="evolution">
         <h2 id="evolution">Suggestions from its conversations</h2>
         {suggestions.length === 0 && <p className="muted">No suggestions yet: they come from the expert's recorded runs.</p>}
