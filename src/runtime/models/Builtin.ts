@@ -12,8 +12,8 @@ import { CurrentOutputFormat, type OutputFormat } from "./OutputFormat.js"
 /**
  * The built-in model: deterministic and offline, for development and tests. It thinks briefly, echoes the message
  * in several increments, and obeys directives on the first line of the user message (documented in
- * docs/runs.md): `/tool NAME {json}`, `/tools N NAME {json}` (N calls, one per step), `/delegate IDENTIFIER message`, `/fail message`, `/slow N`, `/history`,
- * `/say text`, `/system` (says its system prompt). It honours `tool_choice` exactly and answers a structured-output request with the deterministic
+ * docs/events.md): `/tool NAME {json}`, `/tools N NAME {json}` (N calls, one per step), `/delegate IDENTIFIER
+ * message`, `/fail message`, `/slow N`, `/history`, `/say text`, `/system` (says its system prompt). It honours `tool_choice` exactly and answers a structured-output request with the deterministic
  * instance of its schema (docs/models.md). Token counts are a pure function of the text: a token is four
  * characters, rounded up.
  */
