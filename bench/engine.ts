@@ -236,6 +236,8 @@ interface Row {
   readonly cpuMs: number
   readonly cpuMsSettled?: number
   readonly commitsPerTurn?: number
+  /** Wallet round trips per turn (`wallet_requests_total` over every turn sent). */
+  readonly walletPerTurn?: number
   /** Load average (1 min) at the start (when known) and end of the load. */
   readonly load: readonly [number, number]
   readonly phase: string
@@ -437,6 +439,7 @@ const turnsPart = async () => {
       cpuMs: (num(t.cpu) * num(t.seconds) * 1000) / ok,
       // As bench/sessions.ts counts it: commits over every turn sent.
       commitsPerTurn: num(t.committed) / Math.max(1, ok + failed),
+      walletPerTurn: num(t.walletPerTurn),
       load: [NaN, num(t.load)],
       phase: id
     })
@@ -657,6 +660,8 @@ const report = (started: Date, loadStart: ReadonlyArray<number>, seconds: number
       const turn = at(turnRows, "Atrium", level)
       const c = turn?.commitsPerTurn ?? NaN
       target(`(3)`, `PostgreSQL commits per session turn, ${level} session${level === 1 ? "" : "s"}`, "reference", c, {}, (n) => f(n, 2), "reference", turn?.phase, false)
+      const w = turn?.walletPerTurn ?? NaN
+      target(`45.2`, `wallet round trips per session turn, ${level} session${level === 1 ? "" : "s"}`, "≤ 2", w, {}, (n) => f(n, 2), w <= 2, turn?.phase, false)
     }
   }
   target(`3`, `heap per idle active session${sessionMemory ? ` (${sessionMemory.sessions} sessions over the baseline)` : ""}`, "≤ 20 KiB",

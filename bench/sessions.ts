@@ -304,8 +304,10 @@ const main = async () => {
   const startLoad = Os.loadavg()
   const inspectPort = GC ? await freePort() : undefined
   const phones = Array.from({ length: USERS }, (_, i) => `+1555${String(3_000_000 + i).padStart(7, "0")}`)
+  // The platform's Prometheus port: the turn phase reads how many wallet round trips its turns made from it.
+  const metricsPort = await freePort()
   const platform = await launchBenchPlatform({
-    env: { SMS_TEST_OTP: phones.map((p) => `${p}=123456`).join(","), SIGNUP_CREDITS: "1000000" },
+    env: { SMS_TEST_OTP: phones.map((p) => `${p}=123456`).join(","), SIGNUP_CREDITS: "1000000", METRICS_PORT: String(metricsPort) },
     ...(SERVICES ? { services: { adminUrl: ADMIN_URL, redisUrl: REDIS_URL } } : {}),
     // The inspector's "Debugger listening" notice goes to stderr; the server's own logs stay visible.
     nodeArgs: inspectPort !== undefined ? [`--inspect=127.0.0.1:${inspectPort}`] : []
@@ -331,6 +333,17 @@ const main = async () => {
     await new Promise((r) => setTimeout(r, 1500))
     const result = await db.admin.query("SELECT xact_commit::bigint AS n FROM pg_stat_database WHERE datname = $1", [db.name])
     return Number(result.rows[0].n)
+  }
+
+  /** Wallet round trips the platform made so far (`wallet_requests_total`, every kind; NaN when not scraped). */
+  const walletRequests = async (): Promise<number> => {
+    const text = await fetch(`http://127.0.0.1:${metricsPort}/metrics`).then((r) => r.text(), () => "")
+    let total = NaN
+    for (const line of text.split("\n")) {
+      const match = /^wallet_requests_total(?:\{[^}]*\})? (\S+)/.exec(line)
+      if (match !== null) total = (Number.isNaN(total) ? 0 : total) + Number(match[1])
+    }
+    return total
   }
 
   /**
@@ -723,6 +736,7 @@ const main = async () => {
       const statuses = new Map<number, number>()
       const commits0 = await commits()
       const writes0 = await writes()
+      const wallet0 = await walletRequests()
       const { timings, failures, seconds, cpuSeconds } = await closedLoop({
         clients: TURN_SESSIONS,
         seconds: SECONDS,
@@ -738,6 +752,8 @@ const main = async () => {
       const s = await sample(pid, undefined)
       const committed = await commits() - commits0
       const wrote = await writes() - writes0 - 1
+      // Every turn sent, answered or not, as commits are counted (issue 45 item 2: at most 2 however many steps).
+      const walletPerTurn = (await walletRequests() - wallet0) / Math.max(1, timings.length + failed)
       out()
       out(`### 3. Turn latency, ${TURN_SESSIONS} concurrent sessions`)
       out()
@@ -756,7 +772,8 @@ const main = async () => {
           (Number.isNaN(committed)
             ? "."
             : `; PostgreSQL committed ${f(committed / Math.max(1, timings.length + failed), 1)} transactions per turn ` +
-              `(${f(committed / seconds, 0)}/s), ${f(wrote / Math.max(1, timings.length + failed), 2)} of them writing.`)
+              `(${f(committed / seconds, 0)}/s), ${f(wrote / Math.max(1, timings.length + failed), 2)} of them writing.`) +
+          ` Wallet round trips per turn: ${f(walletPerTurn, 2)}.`
       )
       if (failed > 0) out(`Failed turns by status: ${[...statuses].map(([st, n]) => `${n} × ${st}`).join(", ")}.`)
       report.turns = {
@@ -773,7 +790,8 @@ const main = async () => {
         load: s.load,
         eventsPerTurn: events,
         committed,
-        wrote
+        wrote,
+        walletPerTurn
       }
     }
   } finally {

@@ -122,6 +122,8 @@ export class CreditsApi extends HttpApiGroup.make("credits")
     HttpApiEndpoint.post("preCheck", "/openapi/credit/preCheck")
       .setPayload(Schema.Struct({ amount: CreditAmount }))
       .addSuccess(Schema.Struct({ sufficient: Schema.Boolean, balance: Schema.Number }))
+      // Sufficient when a consume of `amount` would be taken now: within balance - held (docs/billing.md, "Holds").
+      .annotate(OpenApi.Description, "Whether a consume of `amount` would be taken now: within the balance less what runs in progress hold.")
   )
   .add(
     HttpApiEndpoint.post("consume", "/openapi/credit/consume")
@@ -177,6 +179,8 @@ export class WalletApi extends HttpApiGroup.make("wallet")
         balance: Schema.Number,
         /** Credits reserved by runs and turns in progress (docs/billing.md, "Holds"): available = balance - held. */
         held: Schema.Number,
+        /** What a new charge or hold may take now: balance - held. */
+        available: Schema.Number,
         today_spent: Schema.Number
       }))
   )

@@ -46,6 +46,11 @@ export interface Held {
   readonly hold: Micros
   readonly balance: Micros
   readonly held: Micros
+  /**
+   * When the wallet voids the hold unless its run asks for it again (milliseconds since the epoch; `now` when it
+   * holds nothing): a run that goes on past half of its hold's life asks again, so a live run's hold never lapses.
+   */
+  readonly expiresAt: number
 }
 export type Decision =
   | { readonly ok: true; readonly value: Movement | { readonly balance: Micros; readonly held: Micros } | Held | { readonly released: Micros } }
@@ -128,12 +133,13 @@ export const decideItems = ({ items, now, prior, spentToday, staleCallers, state
       const available = balance - held
       const extra = wanted < available ? wanted : available > 0n ? available : 0n
       const amount = existing + extra
+      const expiresAt = amount > 0n ? now + item.ttlMs : now
       if (amount > 0n) {
-        holds.set(item.hold, { amount, expiresAt: now + item.ttlMs })
+        holds.set(item.hold, { amount, expiresAt })
         changed.add(item.hold)
       }
       held += extra
-      decisions.push({ ok: true, value: { hold: amount, balance, held } })
+      decisions.push({ ok: true, value: { hold: amount, balance, held, expiresAt } })
       continue
     }
     if (item.tag === "Release") {

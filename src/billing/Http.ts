@@ -63,8 +63,10 @@ export const CreditsHttp = HttpApiBuilder.group(AtriumApi, "credits", (handlers)
           Effect.map(wallets.balance(caller.userId), (balance) => ({ balance: toNumber(balance) }))))
       .handle("preCheck", ({ payload }) =>
         Effect.flatMap(Caller, (caller) =>
-          Effect.map(wallets.balance(caller.userId), (balance) => ({
-            sufficient: balance >= payload.amount,
+          // Judged against what a consume may take, balance - held: credits runs in progress hold are not the
+          // caller's to spend (docs/billing.md, "Holds"), so a "sufficient" would be followed by a 402.
+          Effect.map(wallets.funds(caller.userId), ({ balance, held }) => ({
+            sufficient: balance - held >= payload.amount,
             balance: toNumber(balance)
           }))))
       .handle("consume", ({ payload }) =>
@@ -92,7 +94,7 @@ export const WalletHttp = HttpApiBuilder.group(AtriumApi, "wallet", (handlers) =
           const { balance, held } = yield* wallets.funds(user.userId)
           const now = yield* Clock.currentTimeMillis
           const spent = yield* reads.spentSince(user.userId, new Date(Math.floor(now / DAY_MS) * DAY_MS))
-          return { balance: toNumber(balance), held: toNumber(held), today_spent: toNumber(spent) }
+          return { balance: toNumber(balance), held: toNumber(held), available: toNumber(balance - held), today_spent: toNumber(spent) }
         }))
       .handle("ledger", ({ urlParams }) =>
         Effect.gen(function*() {

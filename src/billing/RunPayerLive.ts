@@ -36,7 +36,8 @@ export const RunPayerLive = Layer.effect(
       // database restart failed the turn with internal_error though its charge would have waited (issue 42 item 8).
       balance: (accountId) => throughOutages(wallets.balance(accountId)),
       // A run's hold (docs/billing.md, "Holds"): placed when its first step is judged, extended when its cost passes
-      // it, settled when it ends. Through outages too: a hold or a settle met by a restart waits, as a charge did.
+      // it, asked again past half its life (a long run), settled when it ends. Through outages too: a hold or a
+      // settle met by a restart waits, as a charge did.
       hold: (accountId, holdId, amount) =>
         wallets.hold(accountId, holdId, amount).pipe(
           throughOutages,

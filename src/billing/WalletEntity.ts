@@ -48,9 +48,16 @@ const chargeAnswer = (d: Decision) => Either.mapLeft(movement(d), chargeError)
 /** A balance's decision carries the balance; a failed one, the wallet's failure. */
 const balanceAnswer = (d: Decision): Either.Either<bigint, WalletFailure> =>
   d.ok && "balance" in d.value ? Either.right(d.value.balance) : Either.left(walletFailure)
-/** A balance's or a hold's decision, with what the wallet holds. */
-const heldAnswer = (d: Decision): Either.Either<{ balance: bigint; held: bigint; hold: bigint }, WalletFailure> =>
-  d.ok && "held" in d.value ? Either.right({ balance: d.value.balance, held: d.value.held, hold: "hold" in d.value ? d.value.hold : 0n }) : Either.left(walletFailure)
+/** A balance's or a hold's decision, with what the wallet holds (and, for a hold, when it expires). */
+const heldAnswer = (d: Decision): Either.Either<{ balance: bigint; held: bigint; hold: bigint; expiresAt: number }, WalletFailure> =>
+  d.ok && "held" in d.value
+    ? Either.right({
+      balance: d.value.balance,
+      held: d.value.held,
+      hold: "hold" in d.value ? d.value.hold : 0n,
+      expiresAt: "expiresAt" in d.value ? d.value.expiresAt : 0
+    })
+    : Either.left(walletFailure)
 
 /** A request waiting for the wallet: its items, and how their decisions reach the asker. */
 interface Job {

@@ -79,7 +79,9 @@ const Balance = Rpc.make("Balance", {
  */
 const Hold = Rpc.make("Hold", {
   payload: unvalidated(Schema.Struct({ hold: Schema.String, amount: Schema.BigInt })),
-  success: Schema.Struct({ hold: Schema.BigInt, balance: Schema.BigInt, held: Schema.BigInt }),
+  // `expiresAt`: when the wallet voids the hold unless asked again (ms since the epoch); optional on the wire, so a
+  // runner of the previous release (which did not say) is understood during a rolling upgrade.
+  success: Schema.Struct({ hold: Schema.BigInt, balance: Schema.BigInt, held: Schema.BigInt, expiresAt: Schema.optional(Schema.Number) }),
   error: WalletFailure
 })
 

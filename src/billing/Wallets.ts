@@ -220,11 +220,12 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
         ),
       /**
        * Places, extends or resumes the hold `holdId` at `amount` in all, as far as the wallet's available credits
-       * allow (docs/billing.md, "Holds"): the hold's amount now, 0 when nothing is available. One round trip.
+       * allow (docs/billing.md, "Holds"): the hold's amount now (0 when nothing is available) and when the wallet
+       * voids it unless asked again (ms since the epoch; a wallet that did not say: never renewed). One round trip.
        */
       hold: (userId: string, holdId: string, amount: Micros) =>
         countHold(toEntity(client(userId).Hold({ hold: holdId, amount }), { resendWhenCut: true })).pipe(
-          Effect.map((reply) => reply.hold),
+          Effect.map((reply) => ({ amount: reply.hold, expiresAt: reply.expiresAt ?? Number.MAX_SAFE_INTEGER })),
           orDieOnCluster
         ),
       /**

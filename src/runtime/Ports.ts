@@ -25,6 +25,12 @@ export interface RunCharge {
   readonly fence?: Fence | null | undefined
 }
 
+/** A hold as the wallet granted it: its amount now, and when the wallet voids it unless asked again (ms since the epoch). */
+export interface HoldGrant {
+  readonly amount: Micros
+  readonly expiresAt: number
+}
+
 /** Who pays a run's model steps: the account's wallet. */
 export class RunPayer extends Context.Tag("atrium/runtime/RunPayer")<RunPayer, {
   /** Takes `amount` micro-credits from the account for one step of a run, once per `charge.key`. */
@@ -33,10 +39,10 @@ export class RunPayer extends Context.Tag("atrium/runtime/RunPayer")<RunPayer, {
   readonly balance: (accountId: string) => Effect.Effect<Micros>
   /**
    * Places, extends or resumes the hold `holdId` on the account's wallet at `amount` in all (docs/billing.md,
-   * "Holds"), as far as its available credits allow: the hold's amount now (0: nothing is available). A run pays its
-   * steps against its hold with no round trip, and ends it with `settle`.
+   * "Holds"), as far as its available credits allow: the hold's amount now (0: nothing is available) and its expiry.
+   * A run pays its steps against its hold with no round trip, asks again past half its life, and ends it with `settle`.
    */
-  readonly hold: (accountId: string, holdId: string, amount: Micros) => Effect.Effect<Micros, PaymentFailed>
+  readonly hold: (accountId: string, holdId: string, amount: Micros) => Effect.Effect<HoldGrant, PaymentFailed>
   /**
    * Ends the hold `holdId`: voids what is left of it and posts `charges` (each once per key, in order). Whether each
    * was posted (or had been): a charge is refused only when the hold no longer covered it (it had expired) and the

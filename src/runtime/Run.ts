@@ -150,6 +150,13 @@ export const MAX_STEPS = 12
  */
 export const HOLD_STEPS = MAX_STEPS
 
+/**
+ * What a hold's estimate assumes each step answers (tokens), and adds to the next step's prompt. The first step knows
+ * its prompt but not its answer: a hold of `HOLD_STEPS` times the prompt alone was spent by four steps of tool calls
+ * (each answer and result read again by the next step), and the run extended its hold, a third round trip.
+ */
+export const HOLD_STEP_OUTPUT_TOKENS = 1_000
+
 
 /** How a run tells each step: the caller decides where events go (an HTTP stream, a session's log). */
 export type Emit = (event: InternalEvent) => Effect.Effect<void>

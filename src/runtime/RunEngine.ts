@@ -1,5 +1,5 @@
 import type * as Prompt from "@effect/ai/Prompt"
-import { Cause, Effect, Exit, Mailbox, Option, Schema, Stream } from "effect"
+import { Cause, Clock, Effect, Exit, Mailbox, Option, Schema, Stream } from "effect"
 import { newId } from "../platform/Ids.js"
 import { type Micros, toNumber } from "../platform/Money.js"
 import type { InternalEvent } from "./Events.js"
@@ -13,6 +13,7 @@ import {
   costOf,
   type Emit,
   MAX_DELEGATION_DEPTH,
+  HOLD_STEP_OUTPUT_TOKENS,
   HOLD_STEPS,
   MAX_STEPS,
   type ResolveSubagent,
@@ -133,6 +134,13 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
         let held = 0n
         let asked = false
         let used = 0n
+        /**
+         * When the hold is past half its life (ms since the epoch): a run still going then (a long approval wait, slow
+         * steps) asks for it again at its next step, in one round trip, so the wallet never voids a live run's hold.
+         */
+        let renewAt = 0
+        /** What the hold assumes one step costs (`HOLD_STEP_OUTPUT_TOKENS`), judged before each step. */
+        let perStep = 0n
         const unposted = new Map<number, { readonly amount: Micros; readonly charge: RunCharge }>()
         const owe = (step: number, amount: Micros, description: string) => {
           if (unposted.has(step)) return
@@ -144,22 +152,33 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
         }
         /**
          * Makes the hold cover `need` more than this run used, in one round trip when it does not already: first the
-         * run's budget, or without one `HOLD_STEPS` times the step's estimate; later, as much again as it holds.
+         * run's budget, or without one `HOLD_STEPS` times what a step is assumed to cost (`perStep`, at least `need`);
+         * later, as much again as it holds.
          * What the hold can still pay after (the wallet gives what is available, never more).
          */
         const cover = (need: Micros) =>
           Effect.gen(function*() {
-            if (asked && held - used >= need && held - used > 0n) return held - used
+            const now = yield* Clock.currentTimeMillis
+            const covered = asked && held - used >= need && held - used > 0n
+            if (covered && now < renewAt) return held - used
             const budget = Option.getOrUndefined(request.budget)
             let target = !asked
-              ? used + (budget !== undefined ? budget : need * BigInt(HOLD_STEPS))
+              ? used + (budget !== undefined ? budget : (need > perStep ? need : perStep) * BigInt(HOLD_STEPS))
+              : covered
+              // Renewed, not extended: the same amount, kept alive for another life.
+              ? held
               : used + (need > held ? need : held)
-            if (budget !== undefined && target > budget && budget >= used + need) target = budget
-            if (target < used + need) target = used + need
+            if (!covered) {
+              if (budget !== undefined && target > budget && budget >= used + need) target = budget
+              if (target < used + need) target = used + need
+            }
             asked = true
-            held = yield* runPayer.hold(payer.accountId, holdId, target).pipe(
+            const grant = yield* runPayer.hold(payer.accountId, holdId, target).pipe(
               Effect.catchTag("PaymentFailed", (error) => Effect.fail(new BillingFailed({ message: error.message })))
             )
+            held = grant.amount
+            // An expiry not ahead of this runner's clock (clocks that disagree) is not chased step after step.
+            renewAt = grant.expiresAt > now ? now + Math.floor((grant.expiresAt - now) / 2) : Number.MAX_SAFE_INTEGER
             return held - used
           })
         /** Ends the hold: posts what the run's steps used and voids the rest (whatever way the run ended). */
@@ -254,7 +273,9 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
             // its number, which is also its charge key's: a step run again after a fault bills once).
             const { call, charge } = yield* recorded(`step/${step}`, modelStepCodec, Effect.gen(function*() {
               yield* emit({ type: "turn_start", turn: step })
-              const estimate = costOf(chain[0]!, tokensOf(JSON.stringify(conversation)), state.lastOutputTokens)
+              const promptTokens = tokensOf(JSON.stringify(conversation))
+              const estimate = costOf(chain[0]!, promptTokens, state.lastOutputTokens)
+              perStep = costOf(chain[0]!, promptTokens + HOLD_STEP_OUTPUT_TOKENS, HOLD_STEP_OUTPUT_TOKENS)
               yield* affordable(request, state.spent, estimate, cover)
 
               let charge = 0n

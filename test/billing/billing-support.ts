@@ -82,8 +82,10 @@ export const walletOf = (token: string) =>
   Effect.gen(function*() {
     const reply = yield* request("GET", "/api/wallet", { token })
     assert.strictEqual(reply.status, 200, reply.text)
-    assert.deepStrictEqual(Object.keys(reply.body).sort(), ["balance", "held", "today_spent"], reply.text)
-    return reply.body as { balance: number; held: number; today_spent: number }
+    assert.deepStrictEqual(Object.keys(reply.body).sort(), ["available", "balance", "held", "today_spent"], reply.text)
+    // What a new charge or hold may take: never more than the balance less what holds reserve.
+    assert.strictEqual(Math.round(reply.body.available * 1e6), Math.round(reply.body.balance * 1e6) - Math.round(reply.body.held * 1e6), reply.text)
+    return reply.body as { balance: number; held: number; available: number; today_spent: number }
   })
 
 export const balanceOf = (token: string) => Effect.map(walletOf(token), (wallet) => wallet.balance)

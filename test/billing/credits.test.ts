@@ -63,7 +63,7 @@ describe("/openapi/credit", () => {
           assert.strictEqual(reply.status, 200, reply.text)
           assert.deepStrictEqual(reply.body, { sufficient, balance: 100 }, `amount ${JSON.stringify(amount)}`)
         }
-        assert.deepStrictEqual(yield* walletOf(user.token), { balance: 100, held: 0, today_spent: 0 })
+        assert.deepStrictEqual(yield* walletOf(user.token), { balance: 100, held: 0, available: 100, today_spent: 0 })
         assert.strictEqual((yield* fullLedger(user.token)).length, 1)
       }))
 

@@ -158,8 +158,8 @@ describe("wallet decide", () => {
 
     it("a hold takes no more than is available; what it holds no charge may take (no overdraft)", () => {
       const decided = decide(1_000n, [hold("r1", 700n), hold("r2", 700n), charge(301n, "over"), charge(300n, "fits"), { tag: "Balance" }])
-      assert.deepStrictEqual(decided.decisions[0], { ok: true, value: { hold: 700n, balance: 1_000n, held: 700n } })
-      assert.deepStrictEqual(decided.decisions[1], { ok: true, value: { hold: 300n, balance: 1_000n, held: 1_000n } })
+      assert.deepStrictEqual(decided.decisions[0], { ok: true, value: { hold: 700n, balance: 1_000n, held: 700n, expiresAt: NOW + TTL } })
+      assert.deepStrictEqual(decided.decisions[1], { ok: true, value: { hold: 300n, balance: 1_000n, held: 1_000n, expiresAt: NOW + TTL } })
       assert.strictEqual(decided.decisions[2]!.ok === false && decided.decisions[2]!.error._tag, "InsufficientCredits")
       assert.strictEqual(decided.decisions[3]!.ok === false && decided.decisions[3]!.error._tag, "InsufficientCredits")
       assert.deepStrictEqual(decided.decisions[4], { ok: true, value: { balance: 1_000n, held: 1_000n } })
@@ -197,6 +197,21 @@ describe("wallet decide", () => {
       assert.isTrue(decided.decisions[0]!.ok)
       assert.deepStrictEqual(decided.holds, [{ hold: "dead", state: null }])
       assert.deepStrictEqual([...decided.next.holds!.keys()], ["live"])
+    })
+
+    it("a hold asked for again before it expires lives on (a long run renews it); once expired, it is placed anew from what is available", () => {
+      // Renewed: the same amount, a new expiry, nothing taken twice.
+      const renewed = withHolds(1_000n, [["long", 600n, NOW + 5]], [hold("long", 600n), { tag: "Balance" }])
+      assert.deepStrictEqual(renewed.decisions[0], { ok: true, value: { hold: 600n, balance: 1_000n, held: 600n, expiresAt: NOW + TTL } })
+      assert.deepStrictEqual(renewed.holds, [{ hold: "long", state: { amount: 600n, expiresAt: NOW + TTL } }])
+      // Expired before it was asked again, while a charge took most of the wallet: it gets only what is left.
+      const lapsed = withHolds(1_000n, [["long", 600n, NOW]], [charge(900n, "other"), hold("long", 600n)])
+      assert.isTrue(lapsed.decisions[0]!.ok)
+      assert.deepStrictEqual(lapsed.decisions[1], { ok: true, value: { hold: 100n, balance: 100n, held: 100n, expiresAt: NOW + TTL } })
+      // Nothing available: no hold, and an expiry of now (the run asks again at its next step).
+      const none = withHolds(0n, [], [hold("broke", 10n)])
+      assert.deepStrictEqual(none.decisions[0], { ok: true, value: { hold: 0n, balance: 0n, held: 0n, expiresAt: NOW } })
+      assert.deepStrictEqual(none.holds, [])
     })
   })
 })

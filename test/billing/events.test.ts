@@ -93,7 +93,7 @@ describe("POST /v1/events", () => {
         assert.deepStrictEqual(last, { charged: 0.1, balance_remaining: 99 })
         const micro = yield* reportEvent(billed.accessToken, { event: "micro", idempotency_key: freshKey() })
         assert.deepStrictEqual(micro.body, { charged: 0.000001, balance_remaining: 98.999999 })
-        assert.deepStrictEqual(yield* walletOf(billed.user.token), { balance: 98.999999, held: 0, today_spent: 1.000001 })
+        assert.deepStrictEqual(yield* walletOf(billed.user.token), { balance: 98.999999, held: 0, available: 98.999999, today_spent: 1.000001 })
         yield* assertLedgerAddsUp(billed.user.token)
       }))
 
@@ -251,7 +251,7 @@ describe("POST /v1/events", () => {
         assertError(yield* reportEvent(billed.accessToken, { event: "big", idempotency_key: key }), 402, "insufficient_credits")
         // A retry is refused the same way (the refusal was not stored as an answer) and nothing moved.
         assertError(yield* reportEvent(billed.accessToken, { event: "big", idempotency_key: key }), 402, "insufficient_credits")
-        assert.deepStrictEqual(yield* walletOf(billed.user.token), { balance: 100, held: 0, today_spent: 0 })
+        assert.deepStrictEqual(yield* walletOf(billed.user.token), { balance: 100, held: 0, available: 100, today_spent: 0 })
         assert.strictEqual((yield* fullLedger(billed.user.token)).length, 1)
 
         const granted = yield* grantCredits(billed.user.userId, 60)
@@ -436,7 +436,7 @@ describe("POST /v1/events", () => {
         const billed = yield* billedUser({ meters: { a: 1.25, b: 2 } })
         yield* reportEvent(billed.accessToken, { event: "a", idempotency_key: freshKey() })
         yield* reportEvent(billed.accessToken, { event: "b", idempotency_key: freshKey(), metadata: { k: "v" } })
-        assert.deepStrictEqual(yield* walletOf(billed.user.token), { balance: 96.75, held: 0, today_spent: 3.25 })
+        assert.deepStrictEqual(yield* walletOf(billed.user.token), { balance: 96.75, held: 0, available: 96.75, today_spent: 3.25 })
         const lines = yield* fullLedger(billed.user.token)
         assert.deepStrictEqual(
           lines.map((line) => [line.kind, line.app, line.event, line.metadata, line.amount, line.balance_after]),

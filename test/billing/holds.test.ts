@@ -29,6 +29,8 @@ import {
  */
 
 const CALC = toolDirective("calculator", { expression: "1 + 1" })
+/** Three calculator calls, one per model step, then the answer: four model steps in one run or turn. */
+const CALC_THRICE = `/tools 3 calculator ${JSON.stringify({ expression: "1 + 1" })}`
 const KINDS = ["charge", "balance", "credit", "hold", "settle"] as const
 
 /** The wallet requests this process has made so far, by kind (`wallet_requests_total`). */
@@ -48,7 +50,7 @@ const createSession = (token: string, agent: string) =>
 
 describe("holds", () => {
   layer(TestServer.layer(ENV), LIVE)((it) => {
-    it.effect("a multi-step run and a multi-step session turn each make two wallet round trips: one hold, one settle", () =>
+    it.effect("a multi-step run and a multi-step session turn (tools, four model steps) each make two wallet round trips: one hold, one settle", () =>
       Effect.gen(function*() {
         const user = yield* newUser
         const agent = yield* agentWith(user.token, { calculator: "allow" })
@@ -57,14 +59,15 @@ describe("holds", () => {
         const ledgerBefore = (yield* fullLedger(user.token)).length
 
         const before = yield* requestsMade
-        const run = yield* runAgent(user, agent, CALC)
+        const run = yield* runAgent(user, agent, CALC_THRICE)
         const afterRun = yield* requestsMade
-        const turn = yield* streamOf(`/v1/sessions/${session}/events`, { token: user.token, body: { type: "message", message: CALC } })
+        const turn = yield* streamOf(`/v1/sessions/${session}/events`, { token: user.token, body: { type: "message", message: CALC_THRICE } })
         const afterTurn = yield* requestsMade
 
-        // Two model steps each (the tool call, then the answer to its result).
-        assert.lengthOf(payloads(run, "usage.token"), 2)
-        assert.lengthOf(payloads(turn, "usage.token"), 2)
+        // Four model steps each (three tool calls, then the answer to the last result): before holds, eight requests.
+        assert.lengthOf(payloads(run, "usage.token"), 4)
+        assert.lengthOf(payloads(turn, "usage.token"), 4)
+        assert.lengthOf(payloads(run, "tool_call.result"), 3)
         assert.deepStrictEqual(since(before, afterRun), { hold: 1, settle: 1 }, "the run's wallet requests")
         assert.deepStrictEqual(since(afterRun, afterTurn), { hold: 1, settle: 1 }, "the turn's wallet requests")
 
@@ -72,9 +75,10 @@ describe("holds", () => {
         const entries = (yield* fullLedger(user.token)).slice(0, -ledgerBefore)
         const told = [...payloads(run, "usage.token"), ...payloads(turn, "usage.token")].map((u) => micros(u.credits))
         assert.deepStrictEqual(entries.map((line) => micros(-line.amount)).reverse(), told)
-        assert.deepStrictEqual(entries.map((line) => line.kind), ["usage", "usage", "usage", "usage"])
+        assert.deepStrictEqual(entries.map((line) => line.kind), Array.from({ length: 8 }, () => "usage"))
         const wallet = yield* walletOf(user.token)
         assert.strictEqual(wallet.held, 0)
+        assert.strictEqual(wallet.available, wallet.balance)
         yield* assertLedgerAddsUp(user.token)
       }))
 
@@ -87,9 +91,17 @@ describe("holds", () => {
         const live = yield* openStream("/v1/agents/run", { token: user.token, body: { agent, message: "/slow 30", budget: "2" } })
         yield* live.until("output.text.delta")
         const during = yield* walletOf(user.token)
-        // The run's budget is what it holds (the wallet has more); nothing is posted yet.
+        // The run's budget is what it holds (the wallet has more); nothing is posted yet, and no one else may take it.
         assert.strictEqual(during.held, 2)
         assert.strictEqual(during.balance, start.balance)
+        assert.strictEqual(micros(during.available), micros(start.balance) - 2_000_000)
+        // An API-key caller's pre-check judges a consume against what is available, as the consume itself does.
+        const key = yield* apiKeyOf(user)
+        const over = { amount: (micros(during.available) + 1) / 1e6 }
+        const check = yield* request("POST", "/openapi/credit/preCheck", { token: key, body: over })
+        assert.deepStrictEqual(check.body, { sufficient: false, balance: start.balance }, check.text)
+        const refused = yield* consume(key, { ...over, idempotency_key: freshKey() })
+        assert.strictEqual(refused.status, 402, refused.text)
         const stream = yield* live.rest
         const charged = micros(payloads(stream, "run.completed")[0]!.credits_charged)
         assert.isAbove(charged, 0)
@@ -162,6 +174,32 @@ describe("holds", () => {
         // One entry per step that said it was paid, no more (a step posted twice would be two).
         const steps = runs.reduce((sum, stream) => sum + payloads(stream, "usage.token").filter((u) => u.credits > 0).length, 0)
         assert.strictEqual(entries.filter((line) => line.kind === "usage").length, steps)
+        yield* assertLedgerAddsUp(user.token)
+      }))
+  })
+
+  // Holds that live 2 s unless asked for again: a run still going past half its hold's life asks again.
+  layer(TestServer.layer({ ...ENV, HOLD_TTL_SECONDS: "2" }), LIVE)((it) => {
+    it.effect("a run that goes on past half its hold's life renews it at its next step: one more round trip, nothing charged twice", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const agent = yield* agentWith(user.token)
+        const quick = yield* requestsMade
+        yield* runAgent(user, agent, "hello")
+        // A quick run asks once and settles once, as with any hold's life.
+        assert.deepStrictEqual(since(quick, yield* requestsMade), { hold: 1, settle: 1 })
+
+        const start = yield* walletOf(user.token)
+        const before = yield* requestsMade
+        // One model step of 1.5 s: the hold placed before it is past half its 2 s when the step is charged.
+        const slow = yield* runAgent(user, agent, "/slow 15")
+        assert.deepStrictEqual(since(before, yield* requestsMade), { hold: 2, settle: 1 })
+        assert.strictEqual(payloads(slow, "run.completed").length, 1, JSON.stringify(slow.events.slice(-2)))
+        const after = yield* walletOf(user.token)
+        assert.strictEqual(after.held, 0)
+        const charged = [...payloads(slow, "usage.token")].reduce((sum, u) => sum + micros(u.credits), 0)
+        assert.isAbove(charged, 0)
+        assert.strictEqual(micros(start.balance) - micros(after.balance), charged)
         yield* assertLedgerAddsUp(user.token)
       }))
   })

@@ -51,8 +51,8 @@ describe("wallet", () => {
     it.effect("a new user has SIGNUP_CREDITS (100) once: GET /api/wallet is {balance, today_spent}", () =>
       Effect.gen(function*() {
         const user = yield* newUser
-        assert.deepStrictEqual(yield* walletOf(user.token), { balance: 100, held: 0, today_spent: 0 })
-        assert.deepStrictEqual(yield* walletOf(user.token), { balance: 100, held: 0, today_spent: 0 })
+        assert.deepStrictEqual(yield* walletOf(user.token), { balance: 100, held: 0, available: 100, today_spent: 0 })
+        assert.deepStrictEqual(yield* walletOf(user.token), { balance: 100, held: 0, available: 100, today_spent: 0 })
         const lines = yield* fullLedger(user.token)
         assert.strictEqual(lines.length, 1)
         assert.strictEqual(lines[0]!.kind, "signup")
@@ -174,10 +174,10 @@ describe("wallet", () => {
       Effect.gen(function*() {
         const billed = yield* billedUser({ meters: { a: 2.5 } })
         yield* grantCredits(billed.user.userId, 10)
-        assert.deepStrictEqual(yield* walletOf(billed.user.token), { balance: 110, held: 0, today_spent: 0 })
+        assert.deepStrictEqual(yield* walletOf(billed.user.token), { balance: 110, held: 0, available: 110, today_spent: 0 })
         yield* reportEvent(billed.accessToken, { event: "a", idempotency_key: freshKey() })
         yield* reportEvent(billed.accessToken, { event: "a", idempotency_key: freshKey() })
-        assert.deepStrictEqual(yield* walletOf(billed.user.token), { balance: 105, held: 0, today_spent: 5 })
+        assert.deepStrictEqual(yield* walletOf(billed.user.token), { balance: 105, held: 0, available: 105, today_spent: 5 })
       }))
 
     it.effect("POST /internal/wallets/:userId/grants adds credits and answers {balance}; a repeated key credits once", () =>
@@ -500,7 +500,7 @@ describe("wallet", () => {
         const server = yield* startServer(yield* makeMigratedStorage, yield* makeSmsInbox, { ...BILLING_ENV, SIGNUP_CREDITS: setting })
         yield* Effect.gen(function*() {
           const user = yield* newUser
-          assert.deepStrictEqual(yield* walletOf(user.token), { balance: expected, held: 0, today_spent: 0 })
+          assert.deepStrictEqual(yield* walletOf(user.token), { balance: expected, held: 0, available: expected, today_spent: 0 })
           const lines = yield* fullLedger(user.token)
           assert.strictEqual(lines.length, expected === 0 ? 0 : 1)
           const token = yield* loginTestUser()

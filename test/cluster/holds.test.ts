@@ -1,8 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { requestAt } from "../support/Client.js"
+import { shardOf } from "../support/Faults.js"
+import { freePort, launchPlatform } from "../support/Process.js"
 import { adminQuery } from "../support/Templates.js"
-import { agentOf, grant, makeClusterShared, newUser, runner } from "./runners.js"
+import { agentOf, grant, makeClusterShared, newUser, runner, sessionOf } from "./runners.js"
 import { databaseUrl, settled } from "./support.js"
 
 /**
@@ -10,20 +12,27 @@ import { databaseUrl, settled } from "./support.js"
  * runs (durable) are sent to runner A and a foreground run is streaming from it when A is killed mid-step. The
  * survivor executes the background runs again from their records: each asks for its hold again (the same hold, by
  * the run's id), finishes, and posts each step once. The foreground run is gone with A: nothing runs it again, so its
- * hold is voided when it expires (`HOLD_TTL_SECONDS`, short here). In the end the wallet holds nothing, its balance
- * is its ledger's sum, and every run's steps are in the ledger once.
+ * hold is voided when it expires (`HOLD_TTL_SECONDS`, short here). Two session turns of sessions A owns die with it
+ * too: the sessions' next owner (B) closes each as interrupted when it starts there and voids its hold then, before
+ * that hold would have expired, and bills nothing for it. In the end the wallet holds nothing, its balance is its
+ * ledger's sum, and every run's steps are in the ledger once.
  */
 
 const RUNS = 6
 const SLOW = 100
-const TTL_SECONDS = 20
+const TTL_SECONDS = 45
 
 describe.skipIf(databaseUrl === undefined)("cluster: holds after kill -9 (issue 45)", () => {
   it.scopedLive("a dead runner's holds are resumed by the runs' next owner or voided when they expire", () =>
     Effect.gen(function*() {
       const shared = yield* makeClusterShared
       const env = { HOLD_TTL_SECONDS: String(TTL_SECONDS) }
-      const [a, b] = yield* Effect.all([runner(shared, env), runner(shared, env)], { concurrency: 2 })
+      // A's cluster address is known, to tell which sessions it owns (`shard_generations`).
+      const portA = yield* freePort
+      const [a, b] = yield* Effect.all([
+        launchPlatform({ ...shared.env, ...env, RUNNER_PORT: String(portA) }),
+        runner(shared, env)
+      ], { concurrency: 2 })
       yield* settled(shared, 2)
       const user = yield* newUser(a)
       yield* grant(a, user, "100")
@@ -67,10 +76,83 @@ describe.skipIf(databaseUrl === undefined)("cluster: holds after kill -9 (issue 
         holdsBefore = yield* holdsNow
       }
       assert.strictEqual(holdsBefore.length, RUNS + 1, JSON.stringify(holdsBefore))
+
+      // Two sessions whose shards A holds, each with a turn running there (30 s of output) when A is killed.
+      const owners = yield* Effect.promise(() => adminQuery(shared.databaseUrl, `SELECT DISTINCT runner FROM shard_generations`))
+      const onA = owners.map((row) => row.runner as string).filter((runner) => runner.endsWith(`:${portA}`))
+      assert.lengthOf(onA, 1, JSON.stringify(owners))
+      const sessions: Array<string> = []
+      for (let i = 0; i < 40 && sessions.length < 2; i++) {
+        const session = yield* sessionOf(a, user, agent)
+        const [row] = yield* Effect.promise(() =>
+          adminQuery(shared.databaseUrl, `SELECT runner FROM shard_generations WHERE shard = $1`, [shardOf(session)])
+        )
+        if (row?.runner === onA[0]) sessions.push(session)
+      }
+      assert.lengthOf(sessions, 2, "two sessions on A")
+      const turns = sessions.map((session) =>
+        fetch(`${a.url}/v1/sessions/${session}/events`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${user.token}`, "content-type": "application/json" },
+          body: JSON.stringify({ type: "message", message: "/slow 300" })
+        }).then(async (r) => r.text()).catch(() => "")
+      )
+      const turnHolds = sessions.map((session) => `session:${session}:1`)
+      const turnHoldsNow = Effect.promise(() =>
+        adminQuery(shared.databaseUrl, `SELECT hold_id, expires_at FROM wallet_holds WHERE hold_id = ANY($1)`, [turnHolds])
+      )
+      let placed = yield* turnHoldsNow
+      for (let i = 0; i < 300 && placed.length < 2; i++) {
+        yield* Effect.sleep("100 millis")
+        placed = yield* turnHoldsNow
+      }
+      assert.lengthOf(placed, 2, JSON.stringify(placed))
+      /** When the first of the two turns' holds would expire, had no one voided it. */
+      const expiresFirst = placed.map((row) => new Date(row.expires_at as string).getTime()).sort((x, y) => x - y)[0]!
+
       const before = yield* wallet(b)
       assert.isAbove(before.held, 0)
       yield* Effect.promise(() => a.kill())
       yield* Effect.promise(() => foreground)
+      yield* Effect.promise(() => Promise.all(turns))
+
+      // Each session's next message, on B, starts it there (as soon as B holds its shard): the cut turn is closed as
+      // interrupted and its hold voided, then the new turn runs.
+      for (const session of sessions) {
+        let reply = yield* Effect.promise(() => fetch(`${b.url}/v1/sessions/${session}/events`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${user.token}`, "content-type": "application/json" },
+          body: JSON.stringify({ type: "message", message: "hello again" })
+        }).then(async (r) => ({ status: r.status, text: await r.text() })))
+        for (let i = 0; i < 120 && (reply.status !== 200 || !reply.text.includes("run.completed")); i++) {
+          yield* Effect.sleep("250 millis")
+          reply = yield* Effect.promise(() => fetch(`${b.url}/v1/sessions/${session}/events`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${user.token}`, "content-type": "application/json" },
+            body: JSON.stringify({ type: "message", message: "hello again" })
+          }).then(async (r) => ({ status: r.status, text: await r.text() })))
+        }
+        assert.include(reply.text, "run.completed", `${reply.status} ${reply.text.slice(-500)}`)
+      }
+      const [voided] = yield* Effect.promise(() =>
+        adminQuery(
+          shared.databaseUrl,
+          `SELECT (SELECT count(*)::int FROM wallet_holds WHERE hold_id = ANY($1)) AS left,
+                  now() < $2::timestamptz AS early,
+                  (SELECT count(*)::int FROM ledger_entries WHERE idempotency_key LIKE ANY($3)) AS billed`,
+          [turnHolds, new Date(expiresFirst).toISOString(), turnHolds.map((id) => `${id}:%`)]
+        )
+      )
+      // Gone before they would have expired: voided by the sessions' next owner, not by time; nothing billed.
+      assert.deepStrictEqual(voided, { left: 0, early: true, billed: 0 })
+      const interrupted = yield* Effect.promise(() =>
+        adminQuery(
+          shared.databaseUrl,
+          `SELECT session_id FROM session_events WHERE session_id = ANY($1) AND turn = 1 AND payload->>'code' = 'interrupted'`,
+          [sessions]
+        )
+      )
+      assert.lengthOf(interrupted, 2, JSON.stringify(interrupted))
 
       let ended: Array<Record<string, any>> = []
       for (let i = 0; i < 600; i++) {

@@ -294,8 +294,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * POST /openapi/credit/preCheck
-         * @description POST /openapi/credit/preCheck
+         * Whether a consume of `amount` would be taken now: within the balance less what runs in progress hold
+         * @description Whether a consume of `amount` would be taken now: within the balance less what runs in progress hold.
          */
         post: operations["credits.preCheck"];
         delete?: never;
@@ -4233,6 +4233,7 @@ export interface operations {
                     "application/json": {
                         balance: number;
                         held: number;
+                        available: number;
                         today_spent: number;
                     };
                 };

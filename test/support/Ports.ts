@@ -44,7 +44,8 @@ export class RunPayerTest extends Context.Tag("test/RunPayerTest")<RunPayerTest,
             const wanted = amount > existing ? amount - existing : 0n
             const next = existing + (wanted < available ? wanted : available > 0n ? available : 0n)
             if (next > 0n) holds.set(`${accountId}\u0000${holdId}`, next)
-            return next
+            // This wallet's holds never lapse: its runs need not ask again.
+            return { amount: next, expiresAt: Number.MAX_SAFE_INTEGER }
           }),
         settle: (accountId, holdId, posted) =>
           Effect.sync(() => {

@@ -12,8 +12,8 @@ import { CurrentOutputFormat, type OutputFormat } from "./OutputFormat.js"
 /**
  * The built-in model: deterministic and offline, for development and tests. It thinks briefly, echoes the message
  * in several increments, and obeys directives on the first line of the user message (documented in
- * docs/runs.md): `/tool NAME {json}`, `/delegate IDENTIFIER message`, `/fail message`, `/slow N`, `/history`,
- * `/say text`, `/system` (says its system prompt). It honours `tool_choice` exactly and answers a structured-output request with the deterministic
+ * docs/events.md): `/tool NAME {json}`, `/tools N NAME {json}` (N calls, one per step), `/delegate IDENTIFIER
+ * message`, `/fail message`, `/slow N`, `/history`, `/say text`, `/system` (says its system prompt). It honours `tool_choice` exactly and answers a structured-output request with the deterministic
  * instance of its schema (docs/models.md). Token counts are a pure function of the text: a token is four
  * characters, rounded up.
  */
@@ -81,6 +81,11 @@ const directiveReply = (message: string, earlier: number, tools: ReadonlyArray<s
   const directive = /^\/(\w+)(?:[ \t]+(.*))?$/s.exec(message.split("\n")[0]!.trim())
   const argument = directive?.[2]?.trim() ?? ""
   switch (directive?.[1]) {
+    case "tools": {
+      // The first of N calls (`repeatedCall` makes the others after each result).
+      const [, , rest = ""] = /^(\d+)\s+(.*)$/s.exec(argument) ?? []
+      return directiveReply(`/tool ${rest}`, earlier, tools, system)
+    }
     case "fail":
       return { thinking, text: [], fail: argument.length > 0 ? argument : "the model failed as asked" }
     case "slow": {
@@ -118,14 +123,33 @@ const directiveReply = (message: string, earlier: number, tools: ReadonlyArray<s
   }
 }
 
+/** The most calls one `/tools N` directive makes (a run takes at most 12 model steps). */
+const MAX_REPEATED_CALLS = 10
+
+/**
+ * `/tools N NAME {json}`: the same call as `/tool`, made again after each result until it was made N times (one
+ * model step each), then the answer to the last result: N + 1 model steps in one run, as an agent that works through
+ * several tool calls takes (how tests count what a multi-step turn costs). Undefined for any other message.
+ */
+const repeatedCall = (message: string, made: number, tools: ReadonlyArray<string>): Reply | undefined => {
+  const directive = /^\/tools[ \t]+(\d+)[ \t]+(\S+)\s*(.*)$/s.exec(message.split("\n")[0]!.trim())
+  if (directive === null) return undefined
+  const times = Math.min(Math.max(Number.parseInt(directive[1]!, 10), 1), MAX_REPEATED_CALLS)
+  if (made >= times) return undefined
+  return directiveReply(`/tool ${directive[2]} ${directive[3] ?? ""}`, 0, tools)
+}
+
 const unformatted = (options: LanguageModel.ProviderOptions): Reply => {
   const messages = options.prompt.content
   const last = messages[messages.length - 1]
-  if (last?.role === "tool") {
-    return toolResultReply(last.content.filter((part): part is Prompt.ToolResultPart => part.type === "tool-result"))
-  }
   let userIndex = messages.length - 1
   while (userIndex >= 0 && messages[userIndex]!.role !== "user") userIndex--
+  if (last?.role === "tool") {
+    const made = messages.slice(userIndex + 1).filter((m) => m.role === "tool").length
+    const again = userIndex >= 0 ? repeatedCall(textOf(messages[userIndex]!), made, options.tools.map((tool) => tool.name)) : undefined
+    if (again !== undefined) return again
+    return toolResultReply(last.content.filter((part): part is Prompt.ToolResultPart => part.type === "tool-result"))
+  }
   const message = userIndex >= 0 ? textOf(messages[userIndex]!) : ""
   const earlier = messages.slice(0, Math.max(userIndex, 0)).filter((m) => m.role === "user" || m.role === "assistant")
     .length

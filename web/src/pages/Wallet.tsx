@@ -34,7 +34,7 @@ export const LedgerTable = ({ lines, caption }: { lines: ReadonlyArray<Line>; ca
 )
 
 export const WalletPage = () => {
-  const [wallet, setWallet] = useState<{ balance: number; today_spent: number } | null>(null)
+  const [wallet, setWallet] = useState<{ balance: number; held: number; available: number; today_spent: number } | null>(null)
   const [lines, setLines] = useState<ReadonlyArray<Line>>([])
   const [before, setBefore] = useState<number | null>(null)
   const [amount, setAmount] = useState("100")
@@ -83,6 +83,10 @@ export const WalletPage = () => {
       <h1>Wallet</h1>
       <div className="card">
         <p className="big" data-testid="wallet-balance">{formatCredits(wallet?.balance)}</p>
+        {/* Credits runs and turns in progress hold: posted (what they used) or released when they end. */}
+        {wallet && wallet.held > 0
+          ? <p className="muted" data-testid="wallet-held">Held by runs in progress: {formatCredits(wallet.held)} (available: {formatCredits(wallet.available)})</p>
+          : null}
         <p className="muted">Spent today: {formatCredits(wallet?.today_spent)}</p>
       </div>
       <form onSubmit={topUp} className="toolbar" aria-label="Top up">
