@@ -192,16 +192,17 @@ describe("web app in Chromium: studio and review", () => {
           const { submission } = await api(base, creator.token, "POST", `/v1/agents/${id}/publish`)
           await internal(base, `/internal/reviews/${submission.id}/approve`)
           const page = creator.page
+          // Whether the page's beforeunload handler asks to stay (what makes the browser ask before closing the tab).
           const beforeUnloadStops = () => page.evaluate(() => {
             const event = new Event("beforeunload", { cancelable: true })
-            window.dispatchEvent(event)
+            ;(globalThis as unknown as { dispatchEvent(event: Event): boolean }).dispatchEvent(event)
             return event.defaultPrevented
           })
 
           // --- Autosave: typed, not saved by hand, kept after a reload.
           await page.goto(`${base}/studio/${id}`)
           const instructions = page.getByRole("textbox", { name: /^Instructions/ })
-          await until(page, "the draft loaded", () => (document.querySelector("textarea")?.value ?? "").length > 0)
+          await until(page, "the draft loaded", () => [...document.querySelectorAll("textarea")].some((t) => (t.value ?? "").length > 0))
           assert.isFalse(await beforeUnloadStops(), "nothing to lose right after loading")
           await instructions.fill("Greet warmly.\nAnswer in German.\nKeep it short.")
           assert.isTrue(await beforeUnloadStops(), "closing with an unsaved change asks first")
@@ -209,7 +210,7 @@ describe("web app in Chromium: studio and review", () => {
           assert.isFalse(await beforeUnloadStops(), "saved: nothing to lose")
           assert.strictEqual((await api(base, creator.token, "GET", `/v1/agents/${id}`)).instructions, "Greet warmly.\nAnswer in German.\nKeep it short.")
           await page.reload()
-          await until(page, "the saved draft", () => [...document.querySelectorAll("textarea")].some((t) => t.value.includes("German")))
+          await until(page, "the saved draft", () => [...document.querySelectorAll("textarea")].some((t) => (t.value ?? "").includes("German")))
 
           // --- Publish: version 2 waits for review, version 1 is live; compared with the draft, line by line.
           await page.getByRole("button", { name: "Publish" }).click()

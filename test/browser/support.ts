@@ -18,6 +18,8 @@ import { Browser, CHROMIUM, chromiumAvailable, logIn, newPerson, tokenOf, userId
  */
 export interface PageNode {
   readonly textContent: string | null
+  /** A form field's value (`input`, `textarea`, `select`). */
+  readonly value?: string
   getBoundingClientRect(): { top: number; bottom: number }
   getAttribute(name: string): string | null
 }
