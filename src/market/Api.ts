@@ -250,7 +250,7 @@ export class AgentIconsApi extends HttpApiGroup.make("agentIcons")
     HttpApiEndpoint.put("put", "/v1/agents/:identifier/icon")
       .setPath(Identifier)
       .setPayload(Schema.Struct({
-        image: Schema.String.pipe(Schema.maxLength(360_000)).annotations({
+        image: Schema.String.pipe(Schema.maxLength(700_000)).annotations({
           description: "The picture's bytes in base64 (a `data:` URL prefix is allowed): PNG, JPEG or WebP, at most 256 KB.",
           message: () => "image must be base64 of a picture of at most 256 KB"
         })
