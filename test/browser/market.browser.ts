@@ -85,7 +85,7 @@ describe("web app in Chromium: the marketplace store", () => {
           await featured.getByRole("link", { name: "Zebra Sketcher" }).waitFor()
           const icon = featured.getByTestId("expert-card").filter({ hasText: "Zebra Sketcher" }).locator("img")
           assert.match((await icon.getAttribute("src")) ?? "", /\/icon\?v=u/, "the uploaded icon")
-          await until(page, "the icon loads", () => icon.evaluate((img) => (img as HTMLImageElement).naturalWidth === 1))
+          await until(page, "the icon loads", () => icon.evaluate((img) => (img as unknown as { naturalWidth: number }).naturalWidth === 1))
           const design = page.getByTestId("section-design")
           const drawn = design.getByTestId("expert-card").filter({ hasText: "Quill Colourist" }).locator("img")
           assert.match((await drawn.getAttribute("src")) ?? "", /\/icon\?v=g/, "an icon drawn from the name")
