@@ -105,6 +105,7 @@ describe("web app in Chromium: the marketplace store", () => {
           // A review on the expert page, by someone who used the expert.
           await page.getByRole("link", { name: "Quill Colourist" }).click()
           await page.waitForURL(`${base}/marketplace/${cheap}`)
+          await page.getByRole("heading", { level: 1, name: "Quill Colourist" }).waitFor()
           await page.getByTestId("rating").getByText("No reviews yet").waitFor()
           const form = page.getByRole("form", { name: "Your review" })
           await form.getByLabel("4 stars").check()
@@ -119,6 +120,7 @@ describe("web app in Chromium: the marketplace store", () => {
 
           // Not used: the other expert's page says why there is no form.
           await page.goto(`${base}/marketplace/${dear}`)
+          await page.getByRole("heading", { level: 1, name: "Zebra Sketcher" }).waitFor()
           await page.getByText("Use the expert at least once before you review it.").waitFor()
 
           // The creator's page, from the expert page's "by".
