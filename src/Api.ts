@@ -15,7 +15,7 @@ import { EnvironmentsApi } from "./environments/Api.js"
 import { FilesApi } from "./files/Api.js"
 import { KnowledgeApi } from "./knowledge/Api.js"
 import { AccountApi, AuthApi } from "./identity/Api.js"
-import { AdminApi, AgentSkillsApi, CreatorReviewsApi, CreatorsApi, MarketApi, ProfileApi } from "./market/Api.js"
+import { AdminApi, AgentIconsApi, AgentSkillsApi, CreatorReviewsApi, CreatorsApi, MarketApi, MarketReviewsApi, ProfileApi } from "./market/Api.js"
 import { NotificationsApi } from "./notifications/Api.js"
 import { END_USER_ROUTES } from "./identity/Domain.js"
 import { OAUTH_PATHS, OAUTH_TAG } from "./identity/oauth/OpenApi.js"
@@ -241,12 +241,14 @@ export class AtriumApi extends makeApi("atrium")
   .add(CredentialsApi)
   .add(MemoryApi)
   .add(MarketApi)
+  .add(MarketReviewsApi)
   .add(CreatorsApi)
   .add(NotificationsApi)
   .add(CreatorReviewsApi)
   .add(AdminApi)
   .add(ProfileApi)
   .add(AgentSkillsApi)
+  .add(AgentIconsApi)
   .add(EvolutionApi)
   .add(DistillationsApi)
   .add(WebhooksApi)

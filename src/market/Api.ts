@@ -5,8 +5,8 @@ import { Schema } from "effect"
 import { Category } from "../agents/Agent.js"
 import { CaseDemoView, ExpertConfigView } from "../agents/Api.js"
 import { PlatformAuthentication, UserAuthentication } from "../identity/Domain.js"
-import { InvalidRequest, NotFound } from "../platform/Errors.js"
-import { AlreadyApplied } from "./Domain.js"
+import { Forbidden, InvalidRequest, NotFound, PayloadTooLarge, UnsupportedMediaType } from "../platform/Errors.js"
+import { AlreadyApplied, NotUsedYet } from "./Domain.js"
 import { ListParams } from "../platform/http/Lists.js"
 
 export const BillingView = Schema.Struct({
@@ -25,19 +25,57 @@ export const SkillView = Schema.Struct({
 
 export const SkillList = Schema.Struct({ data: Schema.Array(SkillView), has_more: Schema.Boolean })
 
+const CreatorRef = Schema.NullOr(Schema.Struct({ id: Schema.String, display_name: Schema.String })).annotations({
+  description: "The owner when they are an approved creator (`id` opens their page, /api/market/creators/:id); null otherwise."
+})
+
+const Usage = Schema.Struct({ conversations: Schema.Int, people: Schema.Int, recent_people: Schema.Int }).annotations({
+  description: "Conversations held with the expert, how many different people (or end users) held them, and how many " +
+    "accounts ran it in the last 30 days (the popular sort). The creator's own use never counts."
+})
+
+const RatingView = Schema.Struct({ average: Schema.NullOr(Schema.Number), count: Schema.Int }).annotations({
+  description: "The average of the reviews' ratings (1-5, two decimals; null before the first review) and how many there are."
+})
+
+const IconUrl = Schema.String.annotations({
+  description: "Where the expert's icon is: the creator's upload, or one drawn from the name. The URL changes when the icon does."
+})
+
 export const MarketItem = Schema.Struct({
   identifier: Schema.String,
   name: Schema.String,
   description: Schema.String,
   category: Schema.String,
   billing: BillingView,
-  creator: Schema.NullOr(Schema.Struct({ display_name: Schema.String })).annotations({
-    description: "The owner's public name when they are an approved creator; null otherwise."
-  }),
-  usage: Schema.Struct({ conversations: Schema.Int, people: Schema.Int }).annotations({
-    description: "Conversations held with the expert so far, and how many different people (or end users) held them."
-  })
+  creator: CreatorRef,
+  usage: Usage,
+  rating: RatingView,
+  icon_url: IconUrl,
+  featured: Schema.Boolean,
+  published_at: Schema.NullOr(Schema.String)
 })
+
+export const MarketSort = Schema.Literal("new", "popular", "rating", "price").annotations({
+  message: () => "sort must be one of: new, popular, rating, price"
+})
+
+export const ReviewView = Schema.Struct({
+  id: Schema.String,
+  rating: Schema.Int,
+  text: Schema.String,
+  created_at: Schema.String,
+  updated_at: Schema.String
+})
+
+export const ReviewInput = Schema.Struct({
+  rating: Schema.Int.pipe(Schema.between(1, 5)).annotations({ message: () => "rating must be a whole number from 1 to 5" }),
+  text: Schema.optional(Schema.String.pipe(Schema.maxLength(2000)).annotations({
+    message: () => "text must be at most 2000 characters"
+  }))
+})
+
+const Identifier = Schema.Struct({ identifier: Schema.String })
 
 /** What a marketplace search may carry: the keyword's length, and how far pages go (HTTP and the MCP tools). */
 export const MarketKeyword = Schema.String.pipe(Schema.maxLength(100))
@@ -57,6 +95,8 @@ export class MarketApi extends HttpApiGroup.make("market")
       .setUrlParams(Schema.Struct({
         keyword: Schema.optional(MarketKeyword),
         category: Schema.optional(Category),
+        sort: Schema.optional(MarketSort),
+        featured: Schema.optional(Schema.Literal("true")),
         page: Schema.optional(PageNumber("page", MAX_PAGE)),
         pageSize: Schema.optional(PageNumber("pageSize", MAX_PAGE_SIZE))
       }))
@@ -68,7 +108,21 @@ export class MarketApi extends HttpApiGroup.make("market")
       }))
       .annotate(
         OpenApi.Description,
-        "Browse published agents, newest first; `keyword` matches name or description, `page` from 1, `pageSize` 1-100 (20)."
+        "Browse published agents; `keyword` matches name or description, `category` one category, `featured=true` the " +
+          "featured ones; `sort` is `new` (newest first, the default), `popular` (most accounts that ran it in the last " +
+          "30 days), `rating` (best average first, unrated last) or `price` (cheapest first); `page` from 1, `pageSize` 1-100 (20)."
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("front", "/api/market/front")
+      .addSuccess(Schema.Struct({
+        featured: Schema.Array(MarketItem),
+        sections: Schema.Array(Schema.Struct({ category: Schema.String, total: Schema.Int, data: Schema.Array(MarketItem) }))
+      }))
+      .annotate(
+        OpenApi.Description,
+        "The marketplace's front page: the experts an operator featured, then each category that has published experts " +
+          "(its six most popular, and its total for \"see all\")."
       )
   )
   .add(
@@ -85,11 +139,50 @@ export class MarketApi extends HttpApiGroup.make("market")
         tools: Schema.Array(Schema.String),
         version: Schema.Int,
         published_at: Schema.NullOr(Schema.String),
-        creator: Schema.NullOr(Schema.Struct({ display_name: Schema.String })),
-        skills: Schema.Array(SkillView)
+        creator: CreatorRef,
+        skills: Schema.Array(SkillView),
+        rating: RatingView,
+        usage: Usage,
+        icon_url: IconUrl,
+        featured: Schema.Boolean
       }))
       .addError(NotFound)
       .annotate(OpenApi.Description, "The public page of a published agent (its published version).")
+  )
+  .add(
+    HttpApiEndpoint.get("reviews", "/api/market/agents/:identifier/reviews")
+      .setPath(Identifier)
+      .setUrlParams(ListParams)
+      .addSuccess(Schema.Struct({ data: Schema.Array(ReviewView), has_more: Schema.Boolean }))
+      .addError(NotFound)
+      .annotate(
+        OpenApi.Description,
+        "The reviews of a published expert, newest first; `limit` 1-100 (20), `after` the id of the last review of the previous page."
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("icon", "/api/market/agents/:identifier/icon")
+      .setPath(Identifier)
+      .setUrlParams(Schema.Struct({ v: Schema.optional(Schema.String) }))
+      .addSuccess(Schema.String)
+      .addError(NotFound)
+      .annotate(
+        OpenApi.Description,
+        "A published expert's icon: the PNG, JPEG or WebP its creator uploaded, or an SVG of its initials. Cached for a " +
+          "day (the `v` of `icon_url` changes with the icon); `ETag` answers 304 to `If-None-Match`."
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("creator", "/api/market/creators/:id")
+      .setPath(Schema.Struct({ id: Schema.String }))
+      .addSuccess(Schema.Struct({
+        id: Schema.String,
+        display_name: Schema.String,
+        bio: Schema.NullOr(Schema.String),
+        experts: Schema.Array(MarketItem)
+      }))
+      .addError(NotFound)
+      .annotate(OpenApi.Description, "An approved creator's public page: their name, bio and published experts (most popular first).")
   )
   .add(
     HttpApiEndpoint.get("categories", "/api/market/categories")
@@ -106,6 +199,85 @@ export class MarketApi extends HttpApiGroup.make("market")
   .addError(InvalidRequest)
   .annotate(OpenApi.Title, "Marketplace")
   .annotate(OpenApi.Description, "Browse, search and rate published experts.")
+{}
+
+/** Reviewing an expert (logged in): one review per person and expert, by someone who ran it and did not make it. */
+export class MarketReviewsApi extends HttpApiGroup.make("marketReviews")
+  .add(
+    HttpApiEndpoint.get("mine", "/api/market/agents/:identifier/review")
+      .setPath(Identifier)
+      .addSuccess(Schema.Struct({ may_review: Schema.Boolean, reason: Schema.NullOr(Schema.String), review: Schema.NullOr(ReviewView) }))
+      .addError(NotFound)
+      .annotate(OpenApi.Description, "The caller's own review of the expert (null if none), and whether they may write one (and why not).")
+  )
+  .add(
+    HttpApiEndpoint.put("put", "/api/market/agents/:identifier/review")
+      .setPath(Identifier)
+      .setPayload(ReviewInput)
+      .addSuccess(ReviewView)
+      .addError(NotFound)
+      .addError(Forbidden)
+      .addError(NotUsedYet)
+      .annotate(
+        OpenApi.Description,
+        "Write or edit the caller's review: `rating` 1-5 and optional `text`. 403 for the expert's creator, 409 " +
+          "(`not_used_yet`) before the caller ran it once."
+      )
+  )
+  .add(
+    HttpApiEndpoint.del("delete", "/api/market/agents/:identifier/review")
+      .setPath(Identifier)
+      .addSuccess(Schema.Struct({ deleted: Schema.Literal(true) }))
+      .addError(NotFound)
+      .annotate(OpenApi.Description, "Delete the caller's own review (404 if they have none).")
+  )
+  .middleware(UserAuthentication)
+  .addError(InvalidRequest)
+  .annotate(OpenApi.Title, "Marketplace reviews")
+  .annotate(OpenApi.Description, "Ratings and reviews by the people who used an expert.")
+{}
+
+/** The creator's icon for an expert (the studio's upload). */
+export class AgentIconsApi extends HttpApiGroup.make("agentIcons")
+  .add(
+    HttpApiEndpoint.get("get", "/v1/agents/:identifier/icon")
+      .setPath(Identifier)
+      .addSuccess(Schema.String)
+      .addError(NotFound)
+      .annotate(OpenApi.Description, "The expert's icon as its owner sees it (also before it is published); others get the published one.")
+  )
+  .add(
+    HttpApiEndpoint.put("put", "/v1/agents/:identifier/icon")
+      .setPath(Identifier)
+      .setPayload(Schema.Struct({
+        image: Schema.String.pipe(Schema.maxLength(700_000)).annotations({
+          description: "The picture's bytes in base64 (a `data:` URL prefix is allowed): PNG, JPEG or WebP, at most 256 KB.",
+          message: () => "image must be base64 of a picture of at most 256 KB"
+        })
+      }))
+      .addSuccess(Schema.Struct({ identifier: Schema.String, content_type: Schema.String, bytes: Schema.Int, icon_url: Schema.String }))
+      .addError(NotFound)
+      .addError(Forbidden)
+      .addError(PayloadTooLarge)
+      .addError(UnsupportedMediaType)
+      .annotate(
+        OpenApi.Description,
+        "Upload the expert's icon (owner only). The type is read from the bytes: PNG, JPEG or WebP; SVG and anything " +
+          "else is 415, more than 256 KB 413."
+      )
+  )
+  .add(
+    HttpApiEndpoint.del("delete", "/v1/agents/:identifier/icon")
+      .setPath(Identifier)
+      .addSuccess(Schema.Struct({ identifier: Schema.String, deleted: Schema.Literal(true) }))
+      .addError(NotFound)
+      .addError(Forbidden)
+      .annotate(OpenApi.Description, "Remove the uploaded icon; the expert shows the one drawn from its name again.")
+  )
+  .middleware(PlatformAuthentication)
+  .addError(InvalidRequest)
+  .annotate(OpenApi.Title, "Expert icons")
+  .annotate(OpenApi.Description, "The picture an expert shows in the marketplace.")
 {}
 
 export const CreatorView = Schema.Struct({
@@ -278,6 +450,20 @@ export class AdminApi extends HttpApiGroup.make("admin")
       .setPayload(Reason)
       .addSuccess(Decision)
       .addError(NotFound)
+  )
+  .add(
+    HttpApiEndpoint.post("feature", "/api/admin/agents/:identifier/feature")
+      .setPath(Identifier)
+      .addSuccess(Schema.Struct({ identifier: Schema.String, featured: Schema.Boolean }))
+      .addError(NotFound)
+      .annotate(OpenApi.Description, "Feature a published expert on the marketplace's front page (again: no change).")
+  )
+  .add(
+    HttpApiEndpoint.post("unfeature", "/api/admin/agents/:identifier/unfeature")
+      .setPath(Identifier)
+      .addSuccess(Schema.Struct({ identifier: Schema.String, featured: Schema.Boolean }))
+      .addError(NotFound)
+      .annotate(OpenApi.Description, "Take an expert off the featured list.")
   )
   .add(
     HttpApiEndpoint.post("approveApplication", "/api/admin/applications/:id/approve")

@@ -11,3 +11,10 @@ export class AlreadyApplied extends WireError<AlreadyApplied>()(
   { message: Schema.String },
   { status: 409 }
 ) {}
+
+/** A review of an expert the person has not run yet: allowed once they have (a state, hence 409 rather than 403). */
+export class NotUsedYet extends WireError<NotUsedYet>()(
+  "NotUsedYet",
+  { message: Schema.String },
+  { status: 409 }
+) {}

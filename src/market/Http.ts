@@ -1,4 +1,6 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect, Layer } from "effect"
 import { AtriumApi } from "../Api.js"
 import { AuthenticationLive, Caller, CurrentUser } from "../identity/Authentication.js"
@@ -9,6 +11,25 @@ import { pageOf } from "../platform/http/Lists.js"
 
 const PAGE_SIZE = 20
 
+/**
+ * An icon's answer: its type as sniffed at upload (or SVG for one we drew), never guessed by the browser (`nosniff`),
+ * and no script or outside fetch even when opened on its own (the CSP, for the drawn SVG). Cached for a day: the URL
+ * the cards give carries the icon's version, and `ETag` lets a revalidation answer 304.
+ */
+const iconResponse = (icon: { contentType: string; bytes: Uint8Array; version: string }, revalidate: boolean) =>
+  Effect.map(HttpServerRequest.HttpServerRequest, (request) => {
+    const etag = `"${icon.version}"`
+    const headers = {
+      "cache-control": revalidate ? "private, no-cache" : "public, max-age=86400",
+      etag,
+      "x-content-type-options": "nosniff",
+      "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; sandbox"
+    }
+    return request.headers["if-none-match"] === etag
+      ? HttpServerResponse.empty({ status: 304, headers })
+      : HttpServerResponse.uint8Array(icon.bytes, { contentType: icon.contentType, headers })
+  })
+
 export const MarketHttp = HttpApiBuilder.group(AtriumApi, "market", (handlers) =>
   Effect.gen(function*() {
     const market = yield* Market
@@ -17,14 +38,42 @@ export const MarketHttp = HttpApiBuilder.group(AtriumApi, "market", (handlers) =
         market.browse({
           keyword: urlParams.keyword,
           category: urlParams.category,
+          featured: urlParams.featured === "true",
+          sort: urlParams.sort,
           page: urlParams.page ?? 1,
           pageSize: urlParams.pageSize ?? PAGE_SIZE
         }))
+      .handle("front", () => market.front())
       .handle("agent", ({ path }) => market.page(path.identifier))
+      .handle("reviews", ({ path, urlParams }) => market.reviews(path.identifier, urlParams))
+      .handle("icon", ({ path }) => Effect.flatMap(market.icon(path.identifier), (icon) => iconResponse(icon, false)))
+      .handle("creator", ({ path }) => market.creatorPage(path.id))
       .handle("categories", () => market.categories)
       .handle("skills", ({ urlParams }) =>
         Effect.flatMap(market.skills(urlParams.keyword), (all) => pageOf(all.data, urlParams, (skill) => skill.name)))
   }))
+
+export const MarketReviewsHttp = HttpApiBuilder.group(AtriumApi, "marketReviews", (handlers) =>
+  Effect.gen(function*() {
+    const market = yield* Market
+    return handlers
+      .handle("mine", ({ path }) => Effect.flatMap(CurrentUser, (user) => market.myReview(path.identifier, user.userId)))
+      .handle("put", ({ path, payload }) =>
+        Effect.flatMap(CurrentUser, (user) => market.putReview(path.identifier, user.userId, payload)))
+      .handle("delete", ({ path }) => Effect.flatMap(CurrentUser, (user) => market.deleteReview(path.identifier, user.userId)))
+  })).pipe(Layer.provide(AuthenticationLive))
+
+export const AgentIconsHttp = HttpApiBuilder.group(AtriumApi, "agentIcons", (handlers) =>
+  Effect.gen(function*() {
+    const market = yield* Market
+    return handlers
+      .handle("get", ({ path }) =>
+        Effect.flatMap(Caller, (caller) =>
+          Effect.flatMap(market.icon(path.identifier, caller.userId), (icon) => iconResponse(icon, true))))
+      .handle("put", ({ path, payload }) =>
+        Effect.flatMap(Caller, (caller) => market.putIcon(path.identifier, caller.userId, payload.image)))
+      .handle("delete", ({ path }) => Effect.flatMap(Caller, (caller) => market.removeIcon(path.identifier, caller.userId)))
+  })).pipe(Layer.provide(AuthenticationLive))
 
 export const CreatorsHttp = HttpApiBuilder.group(AtriumApi, "creators", (handlers) =>
   Effect.gen(function*() {
@@ -48,6 +97,7 @@ export const CreatorReviewsHttp = HttpApiBuilder.group(AtriumApi, "creatorReview
 export const AdminHttp = HttpApiBuilder.group(AtriumApi, "admin", (handlers) =>
   Effect.gen(function*() {
     const review = yield* Review
+    const market = yield* Market
     const asOperator = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
       Effect.flatMap(CurrentUser, (user) => Effect.zipRight(review.operator(user.phone), effect))
     const decision = (s: { id: string; version: number; status: string }) => ({ id: s.id, version: s.version, status: s.status })
@@ -58,6 +108,8 @@ export const AdminHttp = HttpApiBuilder.group(AtriumApi, "admin", (handlers) =>
         asOperator(Effect.map(review.decideSubmission(path.id, "approved", null), decision)))
       .handle("rejectSubmission", ({ path, payload }) =>
         asOperator(Effect.map(review.decideSubmission(path.id, "rejected", payload.reason), decision)))
+      .handle("feature", ({ path }) => asOperator(market.setFeatured(path.identifier, true)))
+      .handle("unfeature", ({ path }) => asOperator(market.setFeatured(path.identifier, false)))
       .handle("approveApplication", ({ path }) => asOperator(review.decideApplication(path.id, "approved", null)))
       .handle("rejectApplication", ({ path, payload }) =>
         asOperator(review.decideApplication(path.id, "rejected", payload.reason)))
@@ -82,6 +134,8 @@ export const AgentSkillsHttp = HttpApiBuilder.group(AtriumApi, "agentSkills", (h
 
 export const MarketHttpLive = Layer.mergeAll(
   MarketHttp,
+  MarketReviewsHttp,
+  AgentIconsHttp,
   CreatorsHttp,
   CreatorReviewsHttp,
   AdminHttp,

@@ -28,6 +28,8 @@ export const APP_PAGES = [
   "/studio/:identifier/traces",
   "/marketplace",
   "/marketplace/:identifier",
+  // A creator's public page (issue 48 item 4), linked from their experts.
+  "/creators/:id",
   "/earnings",
   "/wallet",
   "/keys",

@@ -47,7 +47,7 @@ describe("web app in Chromium: studio and review", () => {
           await page.getByRole("button", { name: "Create expert" }).click()
           await page.waitForURL(/\/studio\/tax-helper/)
           const id = new URL(page.url()).pathname.split("/")[2]!
-          await page.getByLabel("Description").fill("Answers questions about taxes, with a calculator.")
+          await page.getByLabel("Description", { exact: true }).fill("Answers questions about taxes, with a calculator.")
           await page.getByLabel("Instructions").fill("Be precise. Use the calculator for arithmetic.")
           await page.getByLabel("Opening message").fill("Hello! Ask me about your taxes.")
           await page.getByLabel("calculator: ask").check()

@@ -178,7 +178,7 @@ describe("creators", () => {
         yield* apply(user.token)
         assert.strictEqual((yield* page()).body.creator, null, "not while pending")
         yield* approveCreator(user.userId)
-        assert.deepStrictEqual((yield* page()).body.creator, { display_name: "Ada Writes" })
+        assert.deepStrictEqual((yield* page()).body.creator, { id: user.userId, display_name: "Ada Writes" })
       }))
   })
 })

@@ -79,7 +79,10 @@ describe("market", () => {
         })
         const reply = yield* browse({ keyword: word })
         assert.strictEqual(reply.status, 200, reply.text)
-        assert.deepStrictEqual(reply.body, {
+        const { icon_url, published_at, ...card } = reply.body.data[0]
+        assert.match(icon_url, new RegExp(`^/api/market/agents/${identifier}/icon\\?v=`))
+        assert.strictEqual(new Date(published_at).toISOString(), published_at)
+        assert.deepStrictEqual({ ...reply.body, data: [card] }, {
           data: [{
             identifier,
             name: `Listed ${word}`,
@@ -87,7 +90,9 @@ describe("market", () => {
             category: "writing",
             billing: { type: "UNLOCK", price: 4.5, free_trial_per_user: 2, allow_trial: true },
             creator: null,
-            usage: { conversations: 0, people: 0 }
+            usage: { conversations: 0, people: 0, recent_people: 0 },
+            rating: { average: null, count: 0 },
+            featured: false
           }],
           page: 1,
           pageSize: 20,
@@ -103,7 +108,7 @@ describe("market", () => {
         }
         const used = yield* browse({ keyword: word })
         // The creator's own conversation (a test chat) is not public usage.
-        assert.deepStrictEqual(used.body.data[0].usage, { conversations: 2, people: 1 })
+        assert.deepStrictEqual(used.body.data[0].usage, { conversations: 2, people: 1, recent_people: 0 })
         // No login needed, and a bad token does not matter either.
         const withJunk = yield* request("GET", `/api/market/agents?keyword=${word}`, { token: "not-a-token" })
         assert.strictEqual(withJunk.status, 200, withJunk.text)
@@ -190,8 +195,9 @@ describe("market", () => {
         })
         const reply = yield* request("GET", `/api/market/agents/${identifier}`)
         assert.strictEqual(reply.status, 200, reply.text)
-        const { published_at, ...rest } = reply.body
+        const { icon_url, published_at, ...rest } = reply.body
         assert.strictEqual(new Date(published_at).toISOString(), published_at)
+        assert.match(icon_url, /\/icon\?v=g/)
         assert.deepStrictEqual(rest, {
           identifier,
           name: "Page",
@@ -206,7 +212,10 @@ describe("market", () => {
           skills: [
             { name: "math", title: "Calculator", description: "Evaluates arithmetic exactly instead of guessing at numbers.", tools: ["calculator"] },
             { name: "time", title: "Current time", description: "Tells the current date and time in any time zone.", tools: ["get_time"] }
-          ]
+          ],
+          rating: { average: null, count: 0 },
+          usage: { conversations: 0, people: 0, recent_people: 0 },
+          featured: false
         })
         assertError(yield* request("GET", "/api/market/agents/no-such-agent"), 404, "not_found")
       }))

@@ -1665,9 +1665,29 @@ export interface paths {
         };
         /**
          * GET /api/market/agents
-         * @description Browse published agents, newest first; `keyword` matches name or description, `page` from 1, `pageSize` 1-100 (20).
+         * @description Browse published agents; `keyword` matches name or description, `category` one category, `featured=true` the featured ones; `sort` is `new` (newest first, the default), `popular` (most accounts that ran it in the last 30 days), `rating` (best average first, unrated last) or `price` (cheapest first); `page` from 1, `pageSize` 1-100 (20).
          */
         get: operations["market.agents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/market/front": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * GET /api/market/front
+         * @description The marketplace's front page: the experts an operator featured, then each category that has published experts (its six most popular, and its total for "see all").
+         */
+        get: operations["market.front"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1688,6 +1708,66 @@ export interface paths {
          * @description The public page of a published agent (its published version).
          */
         get: operations["market.agent"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/market/agents/{identifier}/reviews": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * GET /api/market/agents/{identifier}/reviews
+         * @description The reviews of a published expert, newest first; `limit` 1-100 (20), `after` the id of the last review of the previous page.
+         */
+        get: operations["market.reviews"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/market/agents/{identifier}/icon": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A published expert's icon: the PNG, JPEG or WebP its creator uploaded, or an SVG of its initials
+         * @description A published expert's icon: the PNG, JPEG or WebP its creator uploaded, or an SVG of its initials. Cached for a day (the `v` of `icon_url` changes with the icon); `ETag` answers 304 to `If-None-Match`.
+         */
+        get: operations["market.icon"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/market/creators/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An approved creator's public page: their name, bio and published experts (most popular first)
+         * @description An approved creator's public page: their name, bio and published experts (most popular first).
+         */
+        get: operations["market.creator"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1731,6 +1811,34 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/market/agents/{identifier}/review": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The caller's own review of the expert (null if none), and whether they may write one (and why not)
+         * @description The caller's own review of the expert (null if none), and whether they may write one (and why not).
+         */
+        get: operations["marketReviews.mine"];
+        /**
+         * Write or edit the caller's review: `rating` 1-5 and optional `text`
+         * @description Write or edit the caller's review: `rating` 1-5 and optional `text`. 403 for the expert's creator, 409 (`not_used_yet`) before the caller ran it once.
+         */
+        put: operations["marketReviews.put"];
+        post?: never;
+        /**
+         * Delete the caller's own review (404 if they have none)
+         * @description Delete the caller's own review (404 if they have none).
+         */
+        delete: operations["marketReviews.delete"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1956,6 +2064,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/admin/agents/{identifier}/feature": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Feature a published expert on the marketplace's front page (again: no change)
+         * @description Feature a published expert on the marketplace's front page (again: no change).
+         */
+        post: operations["admin.feature"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/agents/{identifier}/unfeature": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Take an expert off the featured list
+         * @description Take an expert off the featured list.
+         */
+        post: operations["admin.unfeature"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/admin/applications/{id}/approve": {
         parameters: {
             query?: never;
@@ -2031,6 +2179,34 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/agents/{identifier}/icon": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The expert's icon as its owner sees it (also before it is published); others get the published one
+         * @description The expert's icon as its owner sees it (also before it is published); others get the published one.
+         */
+        get: operations["agentIcons.get"];
+        /**
+         * Upload the expert's icon (owner only)
+         * @description Upload the expert's icon (owner only). The type is read from the bytes: PNG, JPEG or WebP; SVG and anything else is 415, more than 256 KB 413.
+         */
+        put: operations["agentIcons.put"];
+        post?: never;
+        /**
+         * Remove the uploaded icon; the expert shows the one drawn from its name again
+         * @description Remove the uploaded icon; the expert shows the one drawn from its name again.
+         */
+        delete: operations["agentIcons.delete"];
         options?: never;
         head?: never;
         patch?: never;
@@ -3097,6 +3273,18 @@ export interface components {
                 param?: string | null;
             };
         };
+        /** NotUsedYet */
+        NotUsedYet: {
+            error: {
+                /** @enum {string} */
+                type: "not_used_yet";
+                message: string;
+                /** @description On the OpenAI-compatible routes (/v1/chat/completions, /v1/responses, /v1/models, /v1/vector_stores): the type again, as OpenAI's clients read it. */
+                code?: string;
+                /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
+                param?: string | null;
+            };
+        };
         /** AlreadyApplied */
         AlreadyApplied: {
             error: {
@@ -3130,6 +3318,30 @@ export interface components {
             knowledge_bases?: string[];
         } & {
             [key: string]: unknown;
+        };
+        /** PayloadTooLarge */
+        PayloadTooLarge: {
+            error: {
+                /** @enum {string} */
+                type: "payload_too_large";
+                message: string;
+                /** @description On the OpenAI-compatible routes (/v1/chat/completions, /v1/responses, /v1/models, /v1/vector_stores): the type again, as OpenAI's clients read it. */
+                code?: string;
+                /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
+                param?: string | null;
+            };
+        };
+        /** UnsupportedMediaType */
+        UnsupportedMediaType: {
+            error: {
+                /** @enum {string} */
+                type: "unsupported_media_type";
+                message: string;
+                /** @description On the OpenAI-compatible routes (/v1/chat/completions, /v1/responses, /v1/models, /v1/vector_stores): the type again, as OpenAI's clients read it. */
+                code?: string;
+                /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
+                param?: string | null;
+            };
         };
         /** DistillationFailed */
         DistillationFailed: {
@@ -10875,6 +11087,8 @@ export interface operations {
                 /** @description a string at most 100 character(s) long */
                 keyword?: string;
                 category?: "writing" | "coding" | "research" | "education" | "business" | "design" | "productivity" | "lifestyle" | "other";
+                sort?: "new" | "popular" | "rating" | "price";
+                featured?: "true";
                 /** @description a string to be decoded into a number */
                 page?: string;
                 /** @description a string to be decoded into a number */
@@ -10905,19 +11119,130 @@ export interface operations {
                                 free_trial_per_user: components["schemas"]["Int"];
                                 allow_trial: boolean;
                             };
-                            /** @description The owner's public name when they are an approved creator; null otherwise. */
+                            /** @description The owner when they are an approved creator (`id` opens their page, /api/market/creators/:id); null otherwise. */
                             creator: {
+                                id: string;
                                 display_name: string;
                             } | null;
-                            /** @description Conversations held with the expert so far, and how many different people (or end users) held them. */
+                            /** @description Conversations held with the expert, how many different people (or end users) held them, and how many accounts ran it in the last 30 days (the popular sort). The creator's own use never counts. */
                             usage: {
                                 conversations: components["schemas"]["Int"];
                                 people: components["schemas"]["Int"];
+                                recent_people: components["schemas"]["Int"];
                             };
+                            /** @description The average of the reviews' ratings (1-5, two decimals; null before the first review) and how many there are. */
+                            rating: {
+                                average: number | null;
+                                count: components["schemas"]["Int"];
+                            };
+                            /** @description Where the expert's icon is: the creator's upload, or one drawn from the name. The URL changes when the icon does. */
+                            icon_url: string;
+                            featured: boolean;
+                            published_at: string | null;
                         }[];
                         page: components["schemas"]["Int"];
                         pageSize: components["schemas"]["Int"];
                         total: components["schemas"]["Int"];
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+        };
+    };
+    "market.front": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        featured: {
+                            identifier: string;
+                            name: string;
+                            description: string;
+                            category: string;
+                            billing: {
+                                /** @enum {string} */
+                                type: "FREE" | "UNLOCK";
+                                price: number;
+                                free_trial_per_user: components["schemas"]["Int"];
+                                allow_trial: boolean;
+                            };
+                            /** @description The owner when they are an approved creator (`id` opens their page, /api/market/creators/:id); null otherwise. */
+                            creator: {
+                                id: string;
+                                display_name: string;
+                            } | null;
+                            /** @description Conversations held with the expert, how many different people (or end users) held them, and how many accounts ran it in the last 30 days (the popular sort). The creator's own use never counts. */
+                            usage: {
+                                conversations: components["schemas"]["Int"];
+                                people: components["schemas"]["Int"];
+                                recent_people: components["schemas"]["Int"];
+                            };
+                            /** @description The average of the reviews' ratings (1-5, two decimals; null before the first review) and how many there are. */
+                            rating: {
+                                average: number | null;
+                                count: components["schemas"]["Int"];
+                            };
+                            /** @description Where the expert's icon is: the creator's upload, or one drawn from the name. The URL changes when the icon does. */
+                            icon_url: string;
+                            featured: boolean;
+                            published_at: string | null;
+                        }[];
+                        sections: {
+                            category: string;
+                            total: components["schemas"]["Int"];
+                            data: {
+                                identifier: string;
+                                name: string;
+                                description: string;
+                                category: string;
+                                billing: {
+                                    /** @enum {string} */
+                                    type: "FREE" | "UNLOCK";
+                                    price: number;
+                                    free_trial_per_user: components["schemas"]["Int"];
+                                    allow_trial: boolean;
+                                };
+                                /** @description The owner when they are an approved creator (`id` opens their page, /api/market/creators/:id); null otherwise. */
+                                creator: {
+                                    id: string;
+                                    display_name: string;
+                                } | null;
+                                /** @description Conversations held with the expert, how many different people (or end users) held them, and how many accounts ran it in the last 30 days (the popular sort). The creator's own use never counts. */
+                                usage: {
+                                    conversations: components["schemas"]["Int"];
+                                    people: components["schemas"]["Int"];
+                                    recent_people: components["schemas"]["Int"];
+                                };
+                                /** @description The average of the reviews' ratings (1-5, two decimals; null before the first review) and how many there are. */
+                                rating: {
+                                    average: number | null;
+                                    count: components["schemas"]["Int"];
+                                };
+                                /** @description Where the expert's icon is: the creator's upload, or one drawn from the name. The URL changes when the icon does. */
+                                icon_url: string;
+                                featured: boolean;
+                                published_at: string | null;
+                            }[];
+                        }[];
                     };
                 };
             };
@@ -10966,7 +11291,9 @@ export interface operations {
                         tools: string[];
                         version: components["schemas"]["Int"];
                         published_at: string | null;
+                        /** @description The owner when they are an approved creator (`id` opens their page, /api/market/creators/:id); null otherwise. */
                         creator: {
+                            id: string;
                             display_name: string;
                         } | null;
                         skills: {
@@ -10974,6 +11301,193 @@ export interface operations {
                             title: string;
                             description: string;
                             tools: string[];
+                        }[];
+                        /** @description The average of the reviews' ratings (1-5, two decimals; null before the first review) and how many there are. */
+                        rating: {
+                            average: number | null;
+                            count: components["schemas"]["Int"];
+                        };
+                        /** @description Conversations held with the expert, how many different people (or end users) held them, and how many accounts ran it in the last 30 days (the popular sort). The creator's own use never counts. */
+                        usage: {
+                            conversations: components["schemas"]["Int"];
+                            people: components["schemas"]["Int"];
+                            recent_people: components["schemas"]["Int"];
+                        };
+                        /** @description Where the expert's icon is: the creator's upload, or one drawn from the name. The URL changes when the icon does. */
+                        icon_url: string;
+                        featured: boolean;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "market.reviews": {
+        parameters: {
+            query?: {
+                /** @description a string to be decoded into a number */
+                limit?: number;
+                /** @description a string at most 200 character(s) long */
+                after?: string;
+            };
+            header?: never;
+            path: {
+                identifier: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            id: string;
+                            rating: components["schemas"]["Int"];
+                            text: string;
+                            created_at: string;
+                            updated_at: string;
+                        }[];
+                        has_more: boolean;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "market.icon": {
+        parameters: {
+            query?: {
+                v?: string;
+            };
+            header?: never;
+            path: {
+                identifier: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description a string */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": string;
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "market.creator": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        display_name: string;
+                        bio: string | null;
+                        experts: {
+                            identifier: string;
+                            name: string;
+                            description: string;
+                            category: string;
+                            billing: {
+                                /** @enum {string} */
+                                type: "FREE" | "UNLOCK";
+                                price: number;
+                                free_trial_per_user: components["schemas"]["Int"];
+                                allow_trial: boolean;
+                            };
+                            /** @description The owner when they are an approved creator (`id` opens their page, /api/market/creators/:id); null otherwise. */
+                            creator: {
+                                id: string;
+                                display_name: string;
+                            } | null;
+                            /** @description Conversations held with the expert, how many different people (or end users) held them, and how many accounts ran it in the last 30 days (the popular sort). The creator's own use never counts. */
+                            usage: {
+                                conversations: components["schemas"]["Int"];
+                                people: components["schemas"]["Int"];
+                                recent_people: components["schemas"]["Int"];
+                            };
+                            /** @description The average of the reviews' ratings (1-5, two decimals; null before the first review) and how many there are. */
+                            rating: {
+                                average: number | null;
+                                count: components["schemas"]["Int"];
+                            };
+                            /** @description Where the expert's icon is: the creator's upload, or one drawn from the name. The URL changes when the icon does. */
+                            icon_url: string;
+                            featured: boolean;
+                            published_at: string | null;
                         }[];
                     };
                 };
@@ -11072,6 +11586,205 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "marketReviews.mine": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                identifier: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        may_review: boolean;
+                        reason: string | null;
+                        review: {
+                            id: string;
+                            rating: components["schemas"]["Int"];
+                            text: string;
+                            created_at: string;
+                            updated_at: string;
+                        } | null;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "marketReviews.put": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                identifier: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * between(1, 5)
+                     * @description a number between 1 and 5
+                     */
+                    rating: components["schemas"]["Int"];
+                    /**
+                     * maxLength(2000)
+                     * @description a string at most 2000 character(s) long
+                     */
+                    text?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        rating: components["schemas"]["Int"];
+                        text: string;
+                        created_at: string;
+                        updated_at: string;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description Error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotUsedYet"];
+                };
+            };
+        };
+    };
+    "marketReviews.delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                identifier: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        deleted: true;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
                 };
             };
             /** @description Error */
@@ -11730,6 +12443,110 @@ export interface operations {
             };
         };
     };
+    "admin.feature": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                identifier: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        identifier: string;
+                        featured: boolean;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "admin.unfeature": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                identifier: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        identifier: string;
+                        featured: boolean;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
     "admin.approveApplication": {
         parameters: {
             query?: never;
@@ -11951,6 +12768,208 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "agentIcons.get": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                identifier: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description a string */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": string;
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "agentIcons.put": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                identifier: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * maxLength(700000)
+                     * @description The picture's bytes in base64 (a `data:` URL prefix is allowed): PNG, JPEG or WebP, at most 256 KB.
+                     */
+                    image: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        identifier: string;
+                        content_type: string;
+                        bytes: components["schemas"]["Int"];
+                        icon_url: string;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description Error */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description Error */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+        };
+    };
+    "agentIcons.delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                identifier: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        identifier: string;
+                        /** @enum {boolean} */
+                        deleted: true;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
                 };
             };
             /** @description Error */

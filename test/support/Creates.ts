@@ -44,6 +44,8 @@ export const NOT_CREATES: Readonly<Record<string, string>> = {
   "creatorReviews.reject": "a decision on an application",
   "admin.approveSubmission": "a decision on a submission",
   "admin.rejectSubmission": "a decision on a submission",
+  "admin.feature": "a change of state; featuring again finds it featured",
+  "admin.unfeature": "a change of state; a second finds it off the list",
   "admin.approveApplication": "a decision on an application",
   "admin.rejectApplication": "a decision on an application",
   "evolution.accept": "a decision on a suggestion; a second is refused",

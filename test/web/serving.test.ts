@@ -25,7 +25,7 @@ const build = (() => {
 })()
 afterAll(() => rmSync(build, { recursive: true, force: true }))
 
-const PAGES = ["/", "/chat", "/chat/some-expert", "/studio", "/admin", "/marketplace", "/earnings", "/wallet", "/keys", "/marketplace/x", "/studio/x"]
+const PAGES = ["/", "/chat", "/chat/some-expert", "/studio", "/admin", "/marketplace", "/earnings", "/wallet", "/keys", "/marketplace/x", "/studio/x", "/creators/usr_x"]
 
 const get = (path: string) => Effect.flatMap(TestServer, (server) => requestAt(server.url, "GET", path))
 

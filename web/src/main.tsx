@@ -13,6 +13,7 @@ const page = <K extends string, M extends Record<K, React.ComponentType<any>>>(l
 const LoginPage = page(() => import("./pages/Login.js"), "LoginPage")
 const MarketPage = page(() => import("./pages/Market.js"), "MarketPage")
 const ExpertPage = page(() => import("./pages/Market.js"), "ExpertPage")
+const CreatorPage = page(() => import("./pages/Market.js"), "CreatorPage")
 const ChatListPage = page(() => import("./pages/Chat.js"), "ChatListPage")
 const ChatPage = page(() => import("./pages/Chat.js"), "ChatPage")
 const StudioPage = page(() => import("./pages/Studio.js"), "StudioPage")
@@ -56,6 +57,7 @@ const Routes = () => {
   let params: Record<string, string> | undefined
   if (path === "/" || path === "/marketplace") return <MarketPage />
   if ((params = match("/marketplace/:identifier", path))) return <ExpertPage identifier={params.identifier!} />
+  if ((params = match("/creators/:id", path))) return <CreatorPage id={params.id!} />
   if (path === "/login") return <LoginPage />
   if (path === "/chat") return <RequireLogin><ChatListPage /></RequireLogin>
   if ((params = match("/chat/:identifier", path))) return <RequireLogin><ChatPage identifier={params.identifier!} /></RequireLogin>

@@ -8,6 +8,7 @@ import { McpForm, mcpProblems, type McpServerForm } from "./McpForm.js"
 import { StudioKnowledge } from "./StudioKnowledge.js"
 import { StudioTabs } from "./StudioTabs.js"
 import { VersionHistory } from "./StudioVersions.js"
+import { StudioIcon } from "./StudioIcon.js"
 
 type Category = (typeof CATEGORIES)[number]
 type ToolName = (typeof BUILTIN_TOOLS)[number]
@@ -453,6 +454,7 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
       </nav>
       <div className="studio-layout">
       <div className="editor stack">
+      <StudioIcon identifier={identifier} />
       <form onSubmit={save} className="stack" aria-label="Edit the expert">
         <fieldset className="card stack">
           <legend id="section-profile">Profile</legend>
