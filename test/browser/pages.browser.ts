@@ -2,8 +2,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import * as Http from "node:http"
 import type { Page } from "playwright-core"
-import { Browser, CHROMIUM, chromiumAvailable, newPerson } from "./Browser.js"
-import { Atrium } from "./support.js"
+import { Browser, CHROMIUM, chromiumAvailable, newPerson, PHONE } from "./Browser.js"
+import { assertAccessible, Atrium } from "./support.js"
 
 /**
  * Issue 26 item 7, in Chromium: `/docs`, the login page and the app's pages load nothing from another host, the
@@ -31,7 +31,7 @@ const watch = (page: Page, origin: string) => {
 
 describe("HTML pages in Chromium", () => {
   it.layer(Platform, { timeout: 180_000 })((it) => {
-    it.effect("/docs renders the API reference from this origin only, and the policy refuses nothing it needs", () =>
+    it.effect("/docs is the API reference: ≤ 1 MB, every operation, axe-clean light and dark; the explorer renders from this origin only", () =>
       Effect.gen(function*() {
         const browser = yield* Browser
         const server = yield* Atrium
@@ -39,8 +39,23 @@ describe("HTML pages in Chromium", () => {
           const context = await newPerson(browser)
           const page = await context.newPage()
           const seen = watch(page, server.url)
-          await page.goto(`${server.url}/docs`, { waitUntil: "networkidle" })
-          // Scalar rendered the reference: an operation of the API is on the page.
+          // The reference (issue 48 item 1): at most 1 MB, every operation of the contract, axe-clean in both themes.
+          const answer = await page.goto(`${server.url}/docs`, { waitUntil: "networkidle" })
+          const bytes = (await answer!.body()).length
+          assert.isAtMost(bytes, 1_000_000, `/docs is ${bytes} bytes`)
+          await page.getByRole("heading", { name: "Sessions", exact: true }).waitFor()
+          await page.getByRole("heading", { name: "POST /v1/sessions/{id}/files" }).waitFor()
+          const spec = await (await fetch(`${server.url}/openapi.json`)).json() as { paths: Record<string, Record<string, unknown>> }
+          const operations = Object.values(spec.paths).reduce((n, item) => n + Object.keys(item).filter((m) => ["get", "post", "put", "patch", "delete"].includes(m)).length, 0)
+          assert.strictEqual(await page.locator("article.operation").count(), operations, "every operation of the contract")
+          await assertAccessible(page, "/docs (light)")
+          const dark = await newPerson(browser, PHONE, "dark")
+          const darkPage = await dark.newPage()
+          await darkPage.goto(`${server.url}/docs`)
+          await assertAccessible(darkPage, "/docs (phone, dark)")
+          await dark.close()
+          // The interactive explorer (Scalar), opt-in from the reference: it renders from this origin only.
+          await page.goto(`${server.url}/docs/explorer`, { waitUntil: "networkidle" })
           await page.getByText("Sessions", { exact: true }).first().waitFor({ timeout: 60_000 })
           assert.deepStrictEqual(seen.foreign, [])
           assert.deepStrictEqual(seen.refused, [])

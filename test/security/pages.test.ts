@@ -50,11 +50,18 @@ const assertPagePolicy = (reply: Reply, what: string) => {
 
 describe("security: HTML pages", () => {
   layer(TestServer.layer(ENV), LIVE)((it) => {
-    it.effect("/docs has the page policy and names no third-party host it would load from", () =>
+    it.effect("/docs and /docs/explorer have the page policy and name no third-party host they would load from", () =>
       Effect.gen(function*() {
-        const docs = yield* request("GET", "/docs")
+        // The reference (platform/http/Reference.ts): no script at all, nothing from elsewhere.
+        const reference = yield* request("GET", "/docs")
+        assert.strictEqual(reference.status, 200, reference.text.slice(0, 200))
+        assertPagePolicy(reference, "/docs")
+        assert.notMatch(reference.text, /<script\b/i)
+        assert.notMatch(reference.text, /\b(src|href)\s*=\s*["']?(https?:)?\/\//i)
+        // The explorer (Scalar).
+        const docs = yield* request("GET", "/docs/explorer")
         assert.strictEqual(docs.status, 200, docs.text.slice(0, 200))
-        assertPagePolicy(docs, "/docs")
+        assertPagePolicy(docs, "/docs/explorer")
         // Nothing in the markup loads from elsewhere (no src/href to another host), and Scalar is told to use the
         // system's fonts instead of fonts.scalar.com.
         const markup = docs.text.replace(/<script\b[^>]*>[\s\S]*?<\/script>/gi, "")
@@ -63,7 +70,7 @@ describe("security: HTML pages", () => {
         assert.isString(config, "Scalar's configuration")
         assert.strictEqual(JSON.parse(config!).withDefaultFonts, false)
         // A second answer is the same page with the same policy (computed once).
-        const again = yield* request("GET", "/docs")
+        const again = yield* request("GET", "/docs/explorer")
         assert.strictEqual(again.headers.get("content-security-policy"), docs.headers.get("content-security-policy"))
       }))
 

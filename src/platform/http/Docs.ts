@@ -5,7 +5,8 @@ import { Context, Effect, Layer, Scope } from "effect"
 import { pageHeaders } from "./Csp.js"
 
 /**
- * The API reference, built on its first request: Scalar's bundle is 6 MB of module source and its page 6 MB more,
+ * The interactive API explorer at `/docs/explorer` (the reference itself is `/docs`, platform/http/Reference.ts),
+ * built on its first request: Scalar's bundle is 6 MB of module source and its page 6 MB more,
  * a twentieth of the process's idle memory for a page few deployments ever open.
  */
 export const makeDocsRoute = (api: HttpApi.HttpApi.Any) => HttpLayerRouter.use(Effect.fnUntraced(function*(router) {
@@ -17,7 +18,7 @@ export const makeDocsRoute = (api: HttpApi.HttpApi.Any) => HttpLayerRouter.use(E
         // Scalar's default fonts come from fonts.scalar.com: the page uses the system's, and loads nothing from
         // another host (its policy, `withPagePolicy`, would refuse it anyway).
         Layer.build(Layer.provideMerge(
-          Scalar.layerHttpLayerRouter({ api, path: "/docs", scalar: { withDefaultFonts: false } }),
+          Scalar.layerHttpLayerRouter({ api, path: "/docs/explorer", scalar: { withDefaultFonts: false } }),
           HttpLayerRouter.layer
         ))
       ),
@@ -31,5 +32,5 @@ export const makeDocsRoute = (api: HttpApi.HttpApi.Any) => HttpLayerRouter.use(E
    */
   const withPolicy = yield* Effect.cached(Effect.map(Effect.flatten(docs), (page) =>
     page.body._tag === "Uint8Array" ? pageHeaders(new TextDecoder().decode(page.body.body), true) : pageHeaders("", true)))
-  yield* router.add("GET", "/docs", Effect.orDie(Effect.zipWith(Effect.flatten(docs), withPolicy, HttpServerResponse.setHeaders)))
+  yield* router.add("GET", "/docs/explorer", Effect.orDie(Effect.zipWith(Effect.flatten(docs), withPolicy, HttpServerResponse.setHeaders)))
 }))
