@@ -346,10 +346,10 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
         Effect.gen(function*() {
           const caller = yield* Caller
           const approved = payload.decision === "approve"
-          yield* approvals.answer(partitionOf(caller), path.approval_id, {
-            approved,
-            reason: payload.reason ?? (approved ? "" : "denied by the user")
-          })
+          const decision = { approved, reason: payload.reason ?? (approved ? "" : "denied by the user") }
+          const durable = yield* approvals.answer(partitionOf(caller), path.approval_id, decision)
+          // A background run's approval: claimed above, its workflow (suspended on it) goes on with the decision.
+          if (Option.isSome(durable)) yield* background.approve(durable.value, path.approval_id, decision)
           return { approval_id: path.approval_id, decision: payload.decision }
         }))
   })).pipe(Layer.provide(AuthenticationLive))

@@ -99,9 +99,23 @@ export class Approvals extends Effect.Service<Approvals>()("atrium/runtime/Appro
       })
 
     /**
+     * Opens an approval of a background run (issue 43): nothing waits for it in this runner's memory. Its row names
+     * the run, whose workflow waits on a `DurableDeferred` (runs/Background.ts) that the answer resolves, on any
+     * runner, in embedded mode too; nobody answering is the workflow's `DurableClock` at `expiresAt`.
+     */
+    const openDurable = Effect.fn("Approvals.openDurable")(function*(owner: Partition, runId: string) {
+      const id = newApprovalId()
+      const expiresAt = new Date(Date.now() + Duration.toMillis(timeout))
+      yield* repo.insert({ id, accountId: owner.accountId, endUserId: owner.endUserId, sessionId: null, expiresAt, runId })
+      return { id, expiresAt }
+    })
+
+    /**
      * Answers an approval of `owner`'s; anyone else's, or one that is gone, is 404 (it reveals nothing). Answered
      * through a session (`throughSession`), it must be that session's own: another session of the same end user
      * would otherwise run the tool in the first session and wait on a turn of its own that never comes.
+     * Some run id: the approval is a background run's (`openDurable`), claimed here; the caller resolves the run's
+     * deferred with the decision (runs/Background.ts `BackgroundRuns.approve`).
      */
     const answer = Effect.fn("Approvals.answer")(function*(
       owner: Partition,
@@ -117,10 +131,11 @@ export class Approvals extends Effect.Service<Approvals>()("atrium/runtime/Appro
           (Option.isSome(local.value.sessionId) && local.value.sessionId.value === throughSession.value)
         if (!mine || !sameSession) return yield* gone
       }
-      if (!clustered) {
+      if (!clustered && Option.isSome(local)) {
         if (!(yield* resolveLocal(id, decision))) return yield* gone
-        return
+        return Option.none<string>()
       }
+      // Claimed in its row: in cluster mode every approval has one; in embedded mode only a background run's.
       const answer = JSON.stringify({ id, approved: decision.approved, reason: decision.reason })
       const claimed = yield* repo.claim({
         id,
@@ -130,14 +145,16 @@ export class Approvals extends Effect.Service<Approvals>()("atrium/runtime/Appro
         answer
       })
       if (Option.isNone(claimed)) return yield* gone
+      if (claimed.value.runId !== null) return Option.some(claimed.value.runId)
       if (Option.isSome(local)) {
         yield* resolveLocal(id, decision)
-        return
+        return Option.none<string>()
       }
       yield* repo.notify(answer)
+      return Option.none<string>()
     })
 
-    return { open, answer, timeout } as const
+    return { open, openDurable, answer, timeout, forgetRun: repo.removeOfRun } as const
   }),
   dependencies: [ApprovalsRepo.Default, AppConfig.Default]
 }) {}
