@@ -236,7 +236,7 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
               name: `ask/${key}`,
               success: Schema.Struct({ id: Schema.String, expiresAt: Schema.String }),
               execute: Effect.gen(function*() {
-                const approval = yield* approvals.openDurable(payer, runId)
+                const approval = yield* approvals.openDurable(payer, runId, key)
                 yield* emit({
                   type: "Ask",
                   approval_id: approval.id,

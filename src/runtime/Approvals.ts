@@ -1,10 +1,11 @@
 import { Deferred, Duration, Effect, Option, Schema, Stream } from "effect"
+import { createHash } from "node:crypto"
 import { AppConfig } from "../platform/Config.js"
 import { listenResilient } from "../platform/Listener.js"
 import { NotFound } from "../platform/Errors.js"
 import { duration } from "../platform/Config.js"
 import { APPROVALS_CHANNEL, ApprovalsRepo } from "./approvals/Repo.js"
-import { type ApprovalId, newApprovalId } from "./Domain.js"
+import { ApprovalId, newApprovalId } from "./Domain.js"
 import type { Partition } from "../identity/Partition.js"
 
 export interface Decision {
@@ -103,10 +104,18 @@ export class Approvals extends Effect.Service<Approvals>()("atrium/runtime/Appro
      * the run, whose workflow waits on a `DurableDeferred` (runs/Background.ts) that the answer resolves, on any
      * runner, in embedded mode too; nobody answering is the workflow's `DurableClock` at `expiresAt`.
      */
-    const openDurable = Effect.fn("Approvals.openDurable")(function*(owner: Partition, runId: string) {
-      const id = newApprovalId()
-      const expiresAt = new Date(Date.now() + Duration.toMillis(timeout))
-      yield* repo.insert({ id, accountId: owner.accountId, endUserId: owner.endUserId, sessionId: null, expiresAt, runId })
+    const openDurable = Effect.fn("Approvals.openDurable")(function*(owner: Partition, runId: string, key: string) {
+      // Its id is its identity: a step cut by a fault and executed again opens the same approval (the one its
+      // workflow waits on, whose answer may already be in), not a second one nobody waits for.
+      const id = ApprovalId.make(`apv_${createHash("sha256").update(`${runId}\n${key}`).digest("base64url").replace(/[-_]/g, "").slice(0, 20)}`)
+      const expiresAt = yield* repo.insertDurable({
+        id,
+        accountId: owner.accountId,
+        endUserId: owner.endUserId,
+        sessionId: null,
+        expiresAt: new Date(Date.now() + Duration.toMillis(timeout)),
+        runId
+      })
       return { id, expiresAt }
     })
 

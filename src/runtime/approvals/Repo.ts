@@ -27,6 +27,20 @@ export class ApprovalsRepo extends Effect.Service<ApprovalsRepo>()("atrium/runti
             VALUES (${row.id}, ${row.accountId}, ${row.endUserId}, ${row.sessionId}, ${row.expiresAt}, ${row.runId})`
     })
 
+    /**
+     * A background run's approval, whose id is its identity (the run and the call's place): opened again by a step
+     * executed again after a fault, it is the same approval, and keeps its first expiry (answered: its answer).
+     */
+    const insertDurable = SqlSchema.single({
+      Request: Schema.Struct({ ...Claim.fields, expiresAt: Schema.DateFromSelf, runId: Schema.String }),
+      Result: Schema.Struct({ expiresAt: Schema.DateFromSelf }),
+      execute: (row) =>
+        sql`INSERT INTO pending_approvals (id, account_id, end_user_id, session_id, expires_at, run_id)
+            VALUES (${row.id}, ${row.accountId}, ${row.endUserId}, ${row.sessionId}, ${row.expiresAt}, ${row.runId})
+            ON CONFLICT (id) DO UPDATE SET id = EXCLUDED.id
+            RETURNING expires_at`
+    })
+
     /** A background run's approvals, when it ends: answered or not, none of them can be answered any more. */
     const removeOfRun = SqlSchema.void({
       Request: Schema.String,
@@ -73,6 +87,8 @@ export class ApprovalsRepo extends Effect.Service<ApprovalsRepo>()("atrium/runti
         Effect.orDie(insert({ ...row, runId: row.runId ?? null })),
       remove: (id: ApprovalId) => Effect.orDie(remove(id)),
       removeOfRun: (runId: string) => Effect.orDie(removeOfRun(runId)),
+      insertDurable: (row: typeof Claim.Type & { readonly expiresAt: Date; readonly runId: string }) =>
+        Effect.orDie(Effect.map(insertDurable(row), (found) => found.expiresAt)),
       claim: (c: typeof Claim.Type & { readonly answer: string }) => Effect.orDie(claim(c)),
       answered: (ids: ReadonlyArray<string>) =>
         Effect.orDie(Effect.map(answered(ids), (rows) => rows.map((row) => row.answer))),
