@@ -258,7 +258,12 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
             type Branch = Effect.Effect<typeof Waited.Type, never, WorkflowEngine | WorkflowInstance>
             const branches: readonly [Branch, ...Array<Branch>] = [
               DurableDeferred.await(approvalAnswer(opened.id)),
-              Effect.as(persistedClock(`approval/${key}`, new Date(opened.expiresAt)), { approved: false, reason: "timeout" }),
+              // Its expiry: a timeout, unless an answer was claimed in time and has not reached the workflow yet
+              // (no answer is claimed after `expires_at`, so the row is the last word).
+              Effect.zipRight(
+                persistedClock(`approval/${key}`, new Date(opened.expiresAt)),
+                Effect.map(approvals.claimedAnswer(opened.id), Option.getOrElse((): typeof Waited.Type => ({ approved: false, reason: "timeout" })))
+              ),
               Effect.as(DurableDeferred.await(CancelAsked), { stop: "cancelled" as const }),
               ...(row.deadlineAt === null ? [] : [Effect.as(persistedClock("deadline", row.deadlineAt), { stop: "expired" as const })])
             ]

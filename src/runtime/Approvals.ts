@@ -163,7 +163,16 @@ export class Approvals extends Effect.Service<Approvals>()("atrium/runtime/Appro
       return Option.none<string>()
     })
 
-    return { open, openDurable, answer, timeout, forgetRun: repo.removeOfRun } as const
+    /**
+     * The answer claimed for a background run's approval, if any: read when its expiry's clock fires, since an answer
+     * claimed just before the expiry may not have reached the run's workflow yet (the one who answered got a 200).
+     */
+    const claimedAnswer = (id: string) =>
+      Effect.map(repo.answered([id]), (answers) =>
+        Option.flatMap(Option.fromNullable(answers[0]), (json) =>
+          Option.map(Schema.decodeUnknownOption(Answer)(json), ({ approved, reason }): Decision => ({ approved, reason }))))
+
+    return { open, openDurable, answer, claimedAnswer, timeout, forgetRun: repo.removeOfRun } as const
   }),
   dependencies: [ApprovalsRepo.Default, AppConfig.Default]
 }) {}

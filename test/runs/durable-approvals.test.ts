@@ -58,7 +58,8 @@ const ledgerOf = (runId: string) =>
     server.query(`SELECT idempotency_key, amount::text AS amount FROM ledger_entries WHERE scope = 'run' AND idempotency_key LIKE '${runId}:%' ORDER BY idempotency_key`))
 
 describe("durable approvals: on one server", () => {
-  layer(TestServer.layer({ ...ENV, BACKGROUND_CANCEL_POLL: "100 millis" }), LIVE)((it) => {
+  // Long enough that only the answer ends the wait, however loaded the machine (the timeout has its own server below).
+  layer(TestServer.layer({ ...ENV, APPROVAL_TIMEOUT: "2 minutes", BACKGROUND_CANCEL_POLL: "100 millis" }), LIVE)((it) => {
     it.effect("approved: the tool runs and the run completes; denied: the model goes on with the denial", () =>
       Effect.gen(function*() {
         const user = yield* newUser
@@ -98,21 +99,6 @@ describe("durable approvals: on one server", () => {
         assert.strictEqual(-entries.reduce((sum, e) => sum + Number(e.amount), 0) / 1e6, ended.credits_charged)
       }), { timeout: 60_000 })
 
-    it.effect("nobody answers: denied with reason timeout at its DurableClock, and the run goes on", () =>
-      Effect.gen(function*() {
-        const user = yield* newUser
-        const key = yield* apiKeyOf(user)
-        const agent = yield* agentWith(user.token, { calculator: "ask" })
-        const waiting = yield* waitingRun(key, agent)
-        const ended = yield* poll(key, waiting.id, terminal)
-        assert.strictEqual(ended.status, "completed", JSON.stringify(ended))
-        const log = yield* logOf(key, waiting.id)
-        assert.strictEqual(log.events.find((e) => e.event === "tool_call.denied")!.data.reason, "timeout")
-        // Expired: the answer is a 404 now.
-        const late = yield* answer(key, waiting.approvalId, { decision: "approve" })
-        assert.strictEqual(late.status, 404, late.text)
-      }), { timeout: 60_000 })
-
     it.effect("a cancel wakes a run waiting for its approval: cancelled, billed for the step it finished", () =>
       Effect.gen(function*() {
         const user = yield* newUser
@@ -132,6 +118,25 @@ describe("durable approvals: on one server", () => {
         assert.strictEqual(late.status, 404, late.text)
         const log = yield* logOf(key, waiting.id)
         assert.strictEqual(log.events[log.events.length - 1]!.data.code, "cancelled")
+      }), { timeout: 60_000 })
+  })
+})
+
+describe("durable approvals: nobody answers", () => {
+  layer(TestServer.layer(ENV), LIVE)((it) => {
+    it.effect("nobody answers: denied with reason timeout at its DurableClock, and the run goes on", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const key = yield* apiKeyOf(user)
+        const agent = yield* agentWith(user.token, { calculator: "ask" })
+        const waiting = yield* waitingRun(key, agent)
+        const ended = yield* poll(key, waiting.id, terminal)
+        assert.strictEqual(ended.status, "completed", JSON.stringify(ended))
+        const log = yield* logOf(key, waiting.id)
+        assert.strictEqual(log.events.find((e) => e.event === "tool_call.denied")!.data.reason, "timeout")
+        // Expired: the answer is a 404 now.
+        const late = yield* answer(key, waiting.approvalId, { decision: "approve" })
+        assert.strictEqual(late.status, 404, late.text)
       }), { timeout: 60_000 })
   })
 })
