@@ -3,7 +3,7 @@ import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { PlatformAuthentication } from "../identity/Domain.js"
-import { InvalidRequest, NotFound } from "../platform/Errors.js"
+import { InvalidRequest, NotFound, ServiceUnavailable } from "../platform/Errors.js"
 import { ApprovalId } from "../runtime/Domain.js"
 
 const MAX_MESSAGE = 100_000
@@ -236,11 +236,14 @@ export class RunsApi extends HttpApiGroup.make("runs")
       .setPath(RunPath)
       .addSuccess(RunObject)
       .addError(NotFound)
+      .addError(ServiceUnavailable)
       .annotate(
         OpenApi.Description,
         "Stops a background run (idempotent): it stops within a second wherever it runs, billed only for the steps it " +
-          "finished, and ends `cancelled`. A run that has ended is answered as it is. A foreground run stops when its " +
-          "client closes its stream (400 here)."
+          "finished, and ends `cancelled`, also while it waits for an approval. A session's turn stops as " +
+          "`POST /v1/sessions/:id/interrupt` stops it (a queued turn ends without running); the answer waits up to 2 s " +
+          "for its end, and is 503 with `Retry-After` while the session moves between runners. A run that has ended is " +
+          "answered as it is. A foreground run stops when its client closes its stream (400 here)."
       )
   )
   .add(

@@ -1,13 +1,16 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import * as Activity from "@effect/workflow/Activity"
+import * as DurableClock from "@effect/workflow/DurableClock"
+import * as DurableDeferred from "@effect/workflow/DurableDeferred"
 import * as Workflow from "@effect/workflow/Workflow"
 import { WorkflowEngine, WorkflowInstance } from "@effect/workflow/WorkflowEngine"
-import { Cause, Chunk, Deferred, Duration, Effect, Exit, Layer, Option, Schedule, Schema, Stream } from "effect"
+import { Cause, Chunk, Context, Deferred, Duration, Effect, Exit, Layer, Option, Schedule, Schema, Stream } from "effect"
 import type { CallerIdentity } from "../identity/Authentication.js"
 import { type Partition, partitionOf } from "../identity/Partition.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { newId } from "../platform/Ids.js"
 import type { Micros } from "../platform/Money.js"
+import { Approvals, type Decision } from "../runtime/Approvals.js"
 import type { InternalEvent } from "../runtime/Events.js"
 import type { RunOutcome } from "../runtime/Repo.js"
 import type { ClientTool, DurableSteps, RunnableAgent, RunRequest } from "../runtime/Run.js"
@@ -52,6 +55,23 @@ export const BackgroundRun = Workflow.make({
 })
 
 type Stop = "cancelled" | "expired"
+
+/**
+ * What wakes a suspended run (issue 43 item 2): its approval's answer, and its cancel. A run waiting for an approval
+ * holds no fiber: its workflow is suspended on these, and `DurableDeferred.done` from any runner (the approval or
+ * cancel route) resumes it on its shard's owner, which replays it from its records. Their names are their identity
+ * within the run's execution (the first `done` of a name wins).
+ */
+const Answer = Schema.Struct({ approved: Schema.Boolean, reason: Schema.String })
+export const approvalAnswer = (approvalId: string) => DurableDeferred.make(`approval/${approvalId}`, { success: Answer })
+export const CancelAsked = DurableDeferred.make("cancel")
+
+/** How a durable approval's wait ended: the answer (or the timeout's denial), or a stop of the run. */
+const Waited = Schema.Union(Answer, Schema.Struct({ stop: Schema.Literal("cancelled", "expired") }))
+/** Always persisted clocks: an in-memory clock (the library's default up to 60 s) would hold a fiber, and the wait's
+ * answer, delivered to the busy workflow entity, would wait behind it. */
+const persistedClock = (name: string, until: Date) =>
+  DurableClock.sleep({ name, duration: Math.max(until.getTime() - Date.now(), 0), inMemoryThreshold: Duration.zero })
 
 /**
  * How a stopped run's log ends: `run.failed` with a code of its own (spec 3.2: a stream ends with run.completed or
@@ -135,6 +155,7 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
   const repo = yield* RunRecords
   const cancels = yield* RunCancels
   const ends = yield* RunEnds
+  const approvals = yield* Approvals
 
   /** Tells the run's end as its row now says it; told again after a fault, the same end (`RunEnds` is idempotent). */
   const tellEnd = Effect.fn("BackgroundRun.tellEnd")(function*(payer: Partition, runId: string, stored: StoredRequest) {
@@ -155,6 +176,7 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
       const stored = row.request as StoredRequest
       const payer: Partition = { accountId: row.accountId, endUserId: row.endUserId }
       const workflow = yield* Effect.context<WorkflowEngine | WorkflowInstance>()
+      const instance = Context.get(workflow, WorkflowInstance)
       // Ended, but executed again: the runner that ended it may have died between writing the end and recording the
       // `finish` activity. The activity answers from its record if it had one; otherwise it tells the end now.
       if (TERMINAL.has(row.status)) {
@@ -167,26 +189,36 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
       const signal = yield* Deferred.make<Stop>()
       if (row.cancelRequested) yield* Deferred.succeed(signal, "cancelled")
       yield* cancels.watch(runId, signal)
+      // While the run executes, its deadline is this runner's timer; while it is suspended (an approval), the
+      // `DurableClock` of its wait wakes it at the same time (`persistedClock("deadline", …)` below).
       if (row.deadlineAt !== null) {
         const left = row.deadlineAt.getTime() - Date.now()
-        yield* Effect.forkScoped(Effect.zipRight(Effect.sleep(Math.max(left, 0)), Deferred.succeed(signal, "expired")))
+        if (left <= 0) yield* Deferred.succeed(signal, "expired")
+        else yield* Effect.forkScoped(Effect.zipRight(Effect.sleep(left), Deferred.succeed(signal, "expired")))
       }
 
       let outcome: RunOutcome | undefined
+      /** Stops the run where it is, for `stop`: told to the run's signal, then the engine is interrupted. */
+      const stopWith = (stop: Stop) => Effect.zipRight(Deferred.succeed(signal, stop), Effect.interrupt)
       const durable: DurableSteps = {
         step: <A, E>(name: string, codec: { encode: (a: A) => unknown; decode: (json: unknown) => A }, effect: Effect.Effect<A, E>) =>
           Activity.make({
             name,
             success: Schema.Unknown,
             // The step races the run's stop: a cancel or a deadline ends the step where it is (a model call cut, its
-            // step not charged), and that too is recorded, so an execution after a fault stops there as well.
-            execute: Effect.raceFirst(
-              effect.pipe(
-                Effect.map((value): unknown => ({ ok: codec.encode(value) })),
-                Effect.catchAll((error) => isRunStop(error) ? Effect.succeed({ stop: encodeStop(error) }) : Effect.die(error))
-              ),
-              Effect.map(Deferred.await(signal), (stopped): unknown => ({ stopped }))
-            ).pipe(Effect.ensuring(log.flush))
+            // step not charged), and that too is recorded, so an execution after a fault stops there as well. A run
+            // already stopped (a replay woken by its cancel) does not start the step at all.
+            execute: Effect.flatMap(Deferred.poll(signal), Option.match({
+              onSome: (stopped) => Effect.map(stopped, (stopped): unknown => ({ stopped })),
+              onNone: () =>
+                Effect.raceFirst(
+                  effect.pipe(
+                    Effect.map((value): unknown => ({ ok: codec.encode(value) })),
+                    Effect.catchAll((error) => isRunStop(error) ? Effect.succeed({ stop: encodeStop(error) }) : Effect.die(error))
+                  ),
+                  Effect.map(Deferred.await(signal), (stopped): unknown => ({ stopped }))
+                )
+            })).pipe(Effect.ensuring(log.flush))
           }).pipe(
             Effect.provide(workflow),
             Effect.flatMap((recorded) => {
@@ -195,11 +227,60 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
               if (result.stopped !== undefined) return Effect.zipRight(Deferred.succeed(signal, result.stopped), Effect.interrupt)
               return Effect.succeed(codec.decode(result.ok))
             })
-          )
+          ),
+        approve: (key, call, emit) =>
+          Effect.gen(function*() {
+            // Opened and told once: the approval's row (naming this run) and `approval.required` in the log; a
+            // replay answers its id and expiry from the record.
+            const opened = yield* Activity.make({
+              name: `ask/${key}`,
+              success: Schema.Struct({ id: Schema.String, expiresAt: Schema.String }),
+              execute: Effect.gen(function*() {
+                const approval = yield* approvals.openDurable(payer, runId, key)
+                yield* emit({
+                  type: "Ask",
+                  approval_id: approval.id,
+                  tool_call_id: call.id,
+                  name: call.name,
+                  arguments: call.params,
+                  expires_at: approval.expiresAt.toISOString()
+                })
+                yield* log.flush
+                return { id: approval.id, expiresAt: approval.expiresAt.toISOString() }
+              })
+            })
+            // A stop already known here (a replay woken by its cancel, a deadline passed while it ran) ends the run.
+            const known = yield* Deferred.poll(signal)
+            if (Option.isSome(known)) return yield* stopWith(yield* known.value)
+            // The wait: whichever comes first of the answer, the approval's expiry, a cancel and the run's deadline;
+            // the winner is recorded (`raceAll`), so every replay decides the same. While none has come, each branch
+            // suspends the workflow: the run holds no fiber, however long it waits.
+            type Branch = Effect.Effect<typeof Waited.Type, never, WorkflowEngine | WorkflowInstance>
+            const branches: readonly [Branch, ...Array<Branch>] = [
+              DurableDeferred.await(approvalAnswer(opened.id)),
+              // Its expiry: a timeout, unless an answer was claimed in time and has not reached the workflow yet
+              // (no answer is claimed after `expires_at`, so the row is the last word).
+              Effect.zipRight(
+                persistedClock(`approval/${key}`, new Date(opened.expiresAt)),
+                Effect.map(approvals.claimedAnswer(opened.id), Option.getOrElse((): typeof Waited.Type => ({ approved: false, reason: "timeout" })))
+              ),
+              Effect.as(DurableDeferred.await(CancelAsked), { stop: "cancelled" as const }),
+              ...(row.deadlineAt === null ? [] : [Effect.as(persistedClock("deadline", row.deadlineAt), { stop: "expired" as const })])
+            ]
+            const waited = yield* DurableDeferred.raceAll({ name: `approval/${key}`, success: Waited, error: Schema.Never, effects: branches })
+            if ("stop" in waited) return yield* stopWith(waited.stop)
+            return waited
+          }).pipe(Effect.provide(workflow)),
+        suspended: () => instance.suspended
       }
 
       const stopped = row.cancelRequested || (row.deadlineAt !== null && row.deadlineAt.getTime() <= Date.now())
-      const agent = stopped || row.agent === null ? Option.none<RunnableAgent>() : yield* runs.runnableOrModel(row.agent, payer.accountId)
+      // A stopped run that had begun (its log has events) is replayed all the same: its recorded steps count what
+      // it used (posted by its settle), and its first unrecorded step stops it. One that never began stops here.
+      const begun = row.status === "running"
+      const agent = (stopped && !begun) || row.agent === null
+        ? Option.none<RunnableAgent>()
+        : yield* runs.runnableOrModel(row.agent, payer.accountId)
       let status: "completed" | "failed" | "cancelled" | "incomplete"
       if (Option.isSome(agent)) {
         yield* repo.started(runId)
@@ -224,6 +305,12 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
           durable
         }
         const exit = yield* Effect.exit(engine.execute(request, log.emit, runs.resolveSubagent))
+        // Suspended (it waits for an approval): not an end. The workflow returns `Suspended` and is resumed by
+        // what it waits for; its log is written, and nothing else.
+        if (Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause) && instance.suspended) {
+          yield* log.flush
+          return yield* Effect.interrupt
+        }
         if (Exit.isSuccess(exit)) status = exit.value.status
         else if (Cause.isInterruptedOnly(exit.cause)) {
           const why = yield* Deferred.poll(signal)
@@ -251,13 +338,15 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
           // Written once (a second finish changes nothing), told every time this activity executes: its record is
           // what makes the end told once, and the webhook's idempotency key covers the execution that died before it.
           yield* repo.finish(runId, status, outcomeRecorded, reason)
+          // Its approvals can no longer be answered (an answer to one is a 404 from now on).
+          yield* approvals.forgetRun(runId)
           yield* tellEnd(payer, runId, stored)
         })
       }).pipe(Effect.provide(workflow))
     }).pipe(Effect.scoped, Effect.withSpan("BackgroundRun.execute", { attributes: { runId } }))
 
   return BackgroundRun.toLayer(({ runId }) => execute(runId))
-})).pipe(Layer.provide([Runs.Default, RunEngine.Default, RunRecords.Default, RunCancels.Default]))
+})).pipe(Layer.provide([Runs.Default, RunEngine.Default, RunRecords.Default, RunCancels.Default, Approvals.Default]))
 
 const emptyOutcome = (status: "completed" | "failed", failure?: { code: string; message: string }): RunOutcome => ({
   status,
@@ -318,8 +407,23 @@ export class BackgroundRuns extends Effect.Service<BackgroundRuns>()("atrium/run
       if (!TERMINAL.has(run.status)) {
         yield* repo.requestCancel(partition, id)
         yield* cancels.tell(id)
+        // A run suspended on an approval has no runner watching its row: the cancel wakes its workflow.
+        yield* wake(id, CancelAsked, Exit.void)
       }
       return yield* get(partition, id)
+    })
+
+    /** Completes one of a run's deferreds (its approval's answer, its cancel) from any runner: resumes the run. */
+    const wake = <A>(runId: string, deferred: DurableDeferred.DurableDeferred<Schema.Schema<A, any>>, exit: Exit.Exit<A>) =>
+      Effect.gen(function*() {
+        const executionId = yield* BackgroundRun.executionId({ runId })
+        const token = DurableDeferred.tokenFromExecutionId(deferred, { workflow: BackgroundRun, executionId })
+        yield* DurableDeferred.done(deferred, { token, exit })
+      }).pipe(Effect.provideService(WorkflowEngine, workflows))
+
+    /** The answer to a background run's approval (claimed already by `Approvals.answer`): the run goes on with it. */
+    const approve = Effect.fn("BackgroundRuns.approve")(function*(runId: string, approvalId: string, decision: Decision) {
+      yield* wake(runId, approvalAnswer(approvalId), Exit.succeed(decision))
     })
 
     /**
@@ -341,7 +445,7 @@ export class BackgroundRuns extends Effect.Service<BackgroundRuns>()("atrium/run
           return [Chunk.empty(), Option.some(cursor)] as const
         }))
 
-    return { start, get, cancel, events } as const
+    return { start, get, cancel, approve, events } as const
   }),
   dependencies: [RunRecords.Default, RunCancels.Default, RunsConfig.Default]
 }) {}

@@ -15,6 +15,7 @@ import type { RunResult } from "../runtime/Run.js"
 import { chatConversation, clientToolsOf, failedRunAnswer, outputFormatOf, refuseUnsupported, runError } from "./OpenAi.js"
 import { Runs } from "./Runs.js"
 import { BackgroundRuns } from "./Background.js"
+import { Sessions } from "../sessions/Sessions.js"
 import { RunRecords } from "./Repo.js"
 import { rowStatus, runObject } from "./Views.js"
 import { partitionOf } from "../identity/Partition.js"
@@ -174,6 +175,7 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
     const background = yield* BackgroundRuns
     const records = yield* RunRecords
     const approvals = yield* Approvals
+    const sessions = yield* Sessions
     const attachments = yield* Attachments
 
     /**
@@ -322,7 +324,12 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
           return { data: page.data.map(runObject), has_more: page.hasMore }
         }))
       .handle("cancelRun", ({ path }) =>
-        Effect.map(Effect.flatMap(Caller, (caller) => background.cancel(partitionOf(caller), path.id)), runObject))
+        Effect.gen(function*() {
+          const caller = yield* Caller
+          const run = yield* background.get(partitionOf(caller), path.id)
+          // A session's turn is the session's to stop (as its interrupt route does); any other run is a workflow.
+          return runObject(run.sessionId !== null ? yield* sessions.cancelTurn(caller, path.id) : yield* background.cancel(partitionOf(caller), path.id))
+        }))
       .handle("runEvents", ({ path, urlParams }) =>
         Effect.gen(function*() {
           const caller = yield* Caller
@@ -346,12 +353,12 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
         Effect.gen(function*() {
           const caller = yield* Caller
           const approved = payload.decision === "approve"
-          yield* approvals.answer(partitionOf(caller), path.approval_id, {
-            approved,
-            reason: payload.reason ?? (approved ? "" : "denied by the user")
-          })
+          const decision = { approved, reason: payload.reason ?? (approved ? "" : "denied by the user") }
+          const durable = yield* approvals.answer(partitionOf(caller), path.approval_id, decision)
+          // A background run's approval: claimed above, its workflow (suspended on it) goes on with the decision.
+          if (Option.isSome(durable)) yield* background.approve(durable.value, path.approval_id, decision)
           return { approval_id: path.approval_id, decision: payload.decision }
         }))
   })).pipe(Layer.provide(AuthenticationLive))
 
-export const RunsHttpLive = RunsHttp.pipe(Layer.provide([Runs.Default, Approvals.Default, Attachments.Default, BackgroundRuns.Default, RunRecords.Default]))
+export const RunsHttpLive = RunsHttp.pipe(Layer.provide([Runs.Default, Approvals.Default, Attachments.Default, BackgroundRuns.Default, RunRecords.Default, Sessions.Default]))

@@ -1,10 +1,11 @@
 import { Deferred, Duration, Effect, Option, Schema, Stream } from "effect"
+import { createHash } from "node:crypto"
 import { AppConfig } from "../platform/Config.js"
 import { listenResilient } from "../platform/Listener.js"
 import { NotFound } from "../platform/Errors.js"
 import { duration } from "../platform/Config.js"
 import { APPROVALS_CHANNEL, ApprovalsRepo } from "./approvals/Repo.js"
-import { type ApprovalId, newApprovalId } from "./Domain.js"
+import { ApprovalId, newApprovalId } from "./Domain.js"
 import type { Partition } from "../identity/Partition.js"
 
 export interface Decision {
@@ -99,9 +100,31 @@ export class Approvals extends Effect.Service<Approvals>()("atrium/runtime/Appro
       })
 
     /**
+     * Opens an approval of a background run (issue 43): nothing waits for it in this runner's memory. Its row names
+     * the run, whose workflow waits on a `DurableDeferred` (runs/Background.ts) that the answer resolves, on any
+     * runner, in embedded mode too; nobody answering is the workflow's `DurableClock` at `expiresAt`.
+     */
+    const openDurable = Effect.fn("Approvals.openDurable")(function*(owner: Partition, runId: string, key: string) {
+      // Its id is its identity: a step cut by a fault and executed again opens the same approval (the one its
+      // workflow waits on, whose answer may already be in), not a second one nobody waits for.
+      const id = ApprovalId.make(`apv_${createHash("sha256").update(`${runId}\n${key}`).digest("base64url").replace(/[-_]/g, "").slice(0, 20)}`)
+      const expiresAt = yield* repo.insertDurable({
+        id,
+        accountId: owner.accountId,
+        endUserId: owner.endUserId,
+        sessionId: null,
+        expiresAt: new Date(Date.now() + Duration.toMillis(timeout)),
+        runId
+      })
+      return { id, expiresAt }
+    })
+
+    /**
      * Answers an approval of `owner`'s; anyone else's, or one that is gone, is 404 (it reveals nothing). Answered
      * through a session (`throughSession`), it must be that session's own: another session of the same end user
      * would otherwise run the tool in the first session and wait on a turn of its own that never comes.
+     * Some run id: the approval is a background run's (`openDurable`), claimed here; the caller resolves the run's
+     * deferred with the decision (runs/Background.ts `BackgroundRuns.approve`).
      */
     const answer = Effect.fn("Approvals.answer")(function*(
       owner: Partition,
@@ -117,10 +140,11 @@ export class Approvals extends Effect.Service<Approvals>()("atrium/runtime/Appro
           (Option.isSome(local.value.sessionId) && local.value.sessionId.value === throughSession.value)
         if (!mine || !sameSession) return yield* gone
       }
-      if (!clustered) {
+      if (!clustered && Option.isSome(local)) {
         if (!(yield* resolveLocal(id, decision))) return yield* gone
-        return
+        return Option.none<string>()
       }
+      // Claimed in its row: in cluster mode every approval has one; in embedded mode only a background run's.
       const answer = JSON.stringify({ id, approved: decision.approved, reason: decision.reason })
       const claimed = yield* repo.claim({
         id,
@@ -130,14 +154,25 @@ export class Approvals extends Effect.Service<Approvals>()("atrium/runtime/Appro
         answer
       })
       if (Option.isNone(claimed)) return yield* gone
+      if (claimed.value.runId !== null) return Option.some(claimed.value.runId)
       if (Option.isSome(local)) {
         yield* resolveLocal(id, decision)
-        return
+        return Option.none<string>()
       }
       yield* repo.notify(answer)
+      return Option.none<string>()
     })
 
-    return { open, answer, timeout } as const
+    /**
+     * The answer claimed for a background run's approval, if any: read when its expiry's clock fires, since an answer
+     * claimed just before the expiry may not have reached the run's workflow yet (the one who answered got a 200).
+     */
+    const claimedAnswer = (id: string) =>
+      Effect.map(repo.answered([id]), (answers) =>
+        Option.flatMap(Option.fromNullable(answers[0]), (json) =>
+          Option.map(Schema.decodeUnknownOption(Answer)(json), ({ approved, reason }): Decision => ({ approved, reason }))))
+
+    return { open, openDurable, answer, claimedAnswer, timeout, forgetRun: repo.removeOfRun } as const
   }),
   dependencies: [ApprovalsRepo.Default, AppConfig.Default]
 }) {}

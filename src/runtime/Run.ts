@@ -2,6 +2,7 @@ import type * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as Prompt from "@effect/ai/Prompt"
 import type { Effect, Option } from "effect"
 import type { Partition } from "../identity/Partition.js"
+import type { Decision } from "./Approvals.js"
 import type { Fence } from "../platform/cluster/Fences.js"
 import { type Micros, parseCredits } from "../platform/Money.js"
 import type { InternalEvent } from "./Events.js"
@@ -108,6 +109,18 @@ export interface DurableSteps {
     codec: StepCodec<A>,
     effect: Effect.Effect<A, E>
   ) => Effect.Effect<A, E>
+  /**
+   * The approval of an `ask` tool call (`key`: its step and place, `step/index`), waited for durably: opened and told
+   * once (`approval.required` through `emit`), then waited for without holding a fiber (the workflow suspends on a
+   * `DurableDeferred` that the answer resolves on any runner, and wakes on a `DurableClock` when nobody answers). Its
+   * decision goes to the tool call's step. None: the approval waits in memory, as a foreground run's.
+   */
+  readonly approve?: (key: string, call: { readonly id: string; readonly name: string; readonly params: unknown }, emit: Emit) => Effect.Effect<Decision>
+  /**
+   * Whether the run was interrupted only to suspend (it waits for an approval, no fiber kept): the engine then neither
+   * settles its hold nor records an end, since the run goes on when the workflow resumes and replays its steps.
+   */
+  readonly suspended?: () => boolean
 }
 
 export interface StepCodec<A> {

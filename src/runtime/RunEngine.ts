@@ -9,6 +9,7 @@ import { checkOutput, CurrentOutputFormat } from "./models/OutputFormat.js"
 import { assistantContent, type ModelCall, ModelChain } from "./ModelChain.js"
 import { ExpertMemory, type MemoryOwner, type RunCharge, RunPayer } from "./Ports.js"
 import { RunsRepo } from "./Repo.js"
+import type { Decision } from "./Approvals.js"
 import {
   costOf,
   type Emit,
@@ -355,6 +356,12 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
 
             const results: Array<any> = []
             for (const [index, toolCall] of call.toolCalls.entries()) {
+              // A durable run waits for an approval outside the tool call's step: the wait is the workflow's (it
+              // suspends, holding no fiber), and the step that runs the tool (or tells its denial) follows it.
+              const approve = request.durable?.approve
+              const decided = approve !== undefined && toolCalls.asks(toolCall.name, policies)
+                ? Option.some(yield* approve(`${step}/${index}`, toolCall, emit))
+                : Option.none<Decision>()
               const outcome = yield* recorded(`tool/${step}/${index}`, jsonCodec<{ denied: boolean; isFailure: boolean; result: unknown }>(), toolCalls.run(
                 toolCall,
                 policies,
@@ -362,7 +369,8 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
                 { ...request, sandbox: holder },
                 remote,
                 emit,
-                (id, params) => delegate(id, params, request, emit, resolveSubagent, state)
+                (id, params) => delegate(id, params, request, emit, resolveSubagent, state),
+                decided
               ))
               if (outcome.denied) state.denied(toolCall.name)
               // `providerExecuted` is required in the encoded form of a tool result (@effect/ai 0.37): without it the
@@ -385,6 +393,11 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
         const exit = yield* Effect.exit(Effect.interruptible(Effect.scoped(body))).pipe(
           Effect.ensuring(ownHolder === undefined ? Effect.void : ownHolder.release)
         )
+        // A durable run interrupted only to suspend (it waits for an approval): it has not ended. Its hold stays
+        // (the replay asks for it again by its id, or for a new one once it expired) and nothing is recorded.
+        if (Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause) && request.durable?.suspended?.() === true) {
+          return yield* Effect.interrupt
+        }
         // However the run ended (interrupted too), what it used is posted before it says so, and its hold voided.
         yield* settle
         if (Exit.isSuccess(exit)) {

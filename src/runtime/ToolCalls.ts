@@ -1,5 +1,5 @@
 import { Effect, Option } from "effect"
-import { Approvals } from "./Approvals.js"
+import { Approvals, type Decision } from "./Approvals.js"
 import { DELEGATE_TOOL } from "./models/Builtin.js"
 import { ExpertMemory, KnowledgeSearch } from "./Ports.js"
 import { RunsRepo } from "./Repo.js"
@@ -33,7 +33,9 @@ export class ToolCalls extends Effect.Service<ToolCalls>()("atrium/runtime/ToolC
       remote: RemoteTools,
       emit: Emit,
       /** Runs a `delegate` call: a child run, which only the engine can start. */
-      delegate: (id: string, params: unknown) => Effect.Effect<unknown, { message: string }>
+      delegate: (id: string, params: unknown) => Effect.Effect<unknown, { message: string }>,
+      /** The answer to an `ask` call, already waited for elsewhere (a background run's, `DurableSteps.approve`). */
+      decided: Option.Option<Decision> = Option.none()
     ) =>
       Effect.gen(function*() {
         const { id, name, params } = toolCall
@@ -46,7 +48,9 @@ export class ToolCalls extends Effect.Service<ToolCalls>()("atrium/runtime/ToolC
         const policy = name === DELEGATE_TOOL ? "allow" : policies.get(name)
         if (policy === undefined) return yield* deny("the agent does not have this tool")
         if (policy === "deny") return yield* deny("denied by the agent's tool policy")
-        if (policy === "ask") {
+        if (policy === "ask" && Option.isSome(decided)) {
+          if (!decided.value.approved) return yield* deny(decided.value.reason.length > 0 ? decided.value.reason : "denied by the user")
+        } else if (policy === "ask") {
           const approval = yield* approvals.open(request.payer, request.sessionId)
           yield* emit({
             type: "Ask",
@@ -119,7 +123,11 @@ export class ToolCalls extends Effect.Service<ToolCalls>()("atrium/runtime/ToolC
         })
       )
 
-    return { run: runToolCall } as const
+    /** Whether a call of `name` waits for a human's approval first (the agent's policy `ask`). */
+    const asks = (name: string, policies: ReadonlyMap<string, "allow" | "ask" | "deny">) =>
+      name !== DELEGATE_TOOL && policies.get(name) === "ask"
+
+    return { run: runToolCall, asks } as const
   }),
   dependencies: [RunsRepo.Default, Approvals.Default, CodeRunner.Default]
 }) {}

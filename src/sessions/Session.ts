@@ -10,6 +10,7 @@ import { RunId } from "../runtime/Domain.js"
 import { RunPayer } from "../runtime/Ports.js"
 import { RunEngine } from "../runtime/RunEngine.js"
 import { unsafeMakeSandboxHolder } from "../runtime/sandbox/Holder.js"
+import { RunRecords } from "../runs/Repo.js"
 import { Runs } from "../runs/Runs.js"
 import { SessionsConfig } from "./Config.js"
 import { SessionHub } from "./Hub.js"
@@ -67,6 +68,7 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     const engine = yield* RunEngine
     const runPayer = yield* RunPayer
     const runs = yield* Runs
+    const runRecords = yield* RunRecords
 
     // A write refused before this activation (the previous one's) no longer holds the log back: this one starts
     // from the position the database has.
@@ -99,6 +101,11 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     const queued: Array<QueuedTurn> = []
     /** Queued turns sent with `interrupt` or `rollback`: they run before the others, in the order sent. */
     const urgent = new Set<number>()
+    /**
+     * Queued turns whose run was cancelled (`CancelTurn`, or a cancel written in their run's row before this load):
+     * each ends, cancelled, when its place comes, so the log still tells turns one after another.
+     */
+    const cancelledTurns = new Set<number>()
     let worker: Fiber.RuntimeFiber<void> | undefined
     /** Set once the behaviour is built: turns owed on reload wait for it before a worker starts. */
     let started = false
@@ -152,7 +159,13 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
     yield* repo.setStatus(sessionId, "idle")
     // Turns sent but not started when the runner that held them stopped: they run here, in the order sent.
     yield* repo.dequeueEnded(sessionId)
-    for (const turn of yield* repo.queuedTurns(sessionId)) yield* enqueue(turn)
+    const owed = yield* repo.queuedTurns(sessionId)
+    // A cancel of a queued turn's run is in its row (runs.cancel_requested_at) as well: it holds across runners.
+    const cancelledRuns = new Set(yield* runRecords.cancelled(owed.map((turn) => turnRunId(sessionId, turn.turn))))
+    for (const turn of owed) {
+      if (cancelledRuns.has(turnRunId(sessionId, turn.turn))) cancelledTurns.add(turn.turn)
+      yield* enqueue(turn)
+    }
 
     /**
      * What only a running turn uses, made per turn: an idle session (every active one, most of the time) does not
@@ -267,6 +280,18 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
         const { pendingParts, record, setStatus, writeEnd } = turnTools()
         const { accountId, agentIdentifier, endUserId, environmentId } = row.value
         const partition = { accountId, endUserId }
+        if (cancelledTurns.delete(turn.turn)) {
+          // Cancelled before it started: it ends here, in its place, having run nothing and cost nothing.
+          const failure = { code: "interrupted", message: "The turn was cancelled before it started." }
+          yield* writeEnd(turn.turn, Option.some({ type: "error", ...failure }), {
+            dequeue: turn.turn,
+            run: {
+              record: { id: turnRunId(sessionId, turn.turn), agentId: null, agentVersion: null, payerId: accountId, endUserId, sessionId, parentRunId: null, agent: agentIdentifier },
+              outcome: Option.some({ status: "cancelled", failureCode: failure.code, failureMessage: failure.message, inputTokens: 0, outputTokens: 0, creditsCharged: 0n, answerChars: 0, deniedTools: [] })
+            }
+          })
+          return
+        }
         const agent = yield* runs.runnable(agentIdentifier, accountId)
         if (Option.isNone(agent)) {
           // Its run ends too (a background message answered its id before the turn ran, and its row says `queued`).
@@ -508,6 +533,18 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
           yield* Fiber.interrupt(current.value.fiber)
           return true
         }),
+      CancelTurn: ({ payload }) =>
+        Effect.gen(function*() {
+          const running = current
+          if (Option.isSome(running) && turnRunId(sessionId, running.value.turn) === payload.runId) {
+            yield* Fiber.interrupt(running.value.fiber)
+            return true
+          }
+          const waiting = queued.find((turn) => turnRunId(sessionId, turn.turn) === payload.runId)
+          if (waiting === undefined) return false
+          cancelledTurns.add(waiting.turn)
+          return true
+        }),
       Stop: () =>
         Effect.gen(function*() {
           deleted = true
@@ -533,5 +570,5 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
   }),
   { maxIdleTime: "5 minutes" }
 )
-})).pipe(Layer.provide([SessionsConfig.Default, SessionsRepo.Default, SessionLog.Default, SessionHub.Default, Runs.Default, RunEngine.Default]))
+})).pipe(Layer.provide([SessionsConfig.Default, SessionsRepo.Default, SessionLog.Default, SessionHub.Default, Runs.Default, RunEngine.Default, RunRecords.Default]))
 

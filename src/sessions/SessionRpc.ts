@@ -38,6 +38,12 @@ const SetLeaf = Rpc.make("SetLeaf", {
 /** Stops the running turn, if any: true when one was stopped. */
 const Interrupt = Rpc.make("Interrupt", { success: Schema.Boolean })
 
+/**
+ * Cancels one turn by its run's id (`POST /v1/runs/:id/cancel`, issue 43): the running turn is stopped as `Interrupt`
+ * stops it; a queued one ends, cancelled, when its place comes, without running. False when neither is that run's.
+ */
+const CancelTurn = Rpc.make("CancelTurn", { payload: { runId: Schema.String }, success: Schema.Boolean })
+
 /** Stops everything before the session is deleted: the running turn and every queued one. */
 const Stop = Rpc.make("Stop", { success: Schema.Boolean })
 
@@ -57,4 +63,4 @@ const Reload = Rpc.make("Reload", { success: Schema.Boolean })
  * `seq`) before live subscribers see it. An idle session passivates and is reloaded from the database, so a
  * conversation can go on after a restart or days later.
  */
-export const Session = Entity.make("Session", [Send, Interrupt, Stop, Wake, Reload, SetLeaf])
+export const Session = Entity.make("Session", [Send, Interrupt, CancelTurn, Stop, Wake, Reload, SetLeaf])

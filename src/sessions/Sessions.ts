@@ -13,7 +13,7 @@ import { Approvals } from "../runtime/Approvals.js"
 import type { ApprovalId } from "../runtime/Domain.js"
 import { RunsRepo } from "../runtime/Repo.js"
 import { Runs } from "../runs/Runs.js"
-import { RunRecords } from "../runs/Repo.js"
+import { RunRecords, TERMINAL } from "../runs/Repo.js"
 import { turnRunId } from "./Rows.js"
 import { SessionFollow, type SessionEvent, type SessionSink } from "./Follow.js"
 import { SessionsRepo } from "./Repo.js"
@@ -413,6 +413,40 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
     })
 
     /**
+     * Cancels a session's turn by its run (`POST /v1/runs/:id/cancel`, issue 43): the running turn stops as
+     * `interrupt` stops it (billed for the model calls it finished), a queued one ends in its place without running.
+     * Idempotent: a run that ended is answered as it is. Answers the run once it has ended (waiting up to 2 s).
+     */
+    const cancelTurn = Effect.fn("Sessions.cancelTurn")(function*(caller: CallerIdentity, runId: string) {
+      const partition = partitionOf(caller)
+      const read = Effect.flatMap(records.byId(partition, runId), Option.match({
+        onNone: () => Effect.fail(new NotFound({ message: `No run ${runId}.` })),
+        onSome: Effect.succeed
+      }))
+      const run = yield* read
+      if (run.sessionId === null) return yield* new InvalidRequest({ message: `The run ${runId} is not a session's turn.` })
+      if (TERMINAL.has(run.status)) return run
+      // Written first: a queued turn's cancel then holds even if the session moves to another runner before its place.
+      yield* records.requestCancel(partition, runId)
+      const reached = yield* toEntity(client(run.sessionId).CancelTurn({ runId })).pipe(Effect.orDie)
+      let now = yield* read
+      // Not the running turn nor a queued one of the entity that answered, yet the run has not ended: the session is
+      // between runners (as for `interrupt`). Retryable: the next try reaches it, or finds it ended.
+      if (!reached && !TERMINAL.has(now.status)) {
+        return yield* new ServiceUnavailable({
+          message: "The session is moving between runners and this turn could not be reached; try again shortly.",
+          retry_after: RETRY_AFTER_SECONDS
+        })
+      }
+      // The turn's end is written by the session's worker once the turn has stopped: polled, as only the row says it.
+      for (let i = 0; i < 20 && !TERMINAL.has(now.status); i++) {
+        yield* Effect.sleep("100 millis")
+        now = yield* read
+      }
+      return now
+    })
+
+    /**
      * Binds a session of the caller's account to the caller's end user (docs/sessions.md): the account owns every
      * end user's data, so any of its callers may move a session between them; another account's session is 404.
      */
@@ -508,6 +542,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       sendStream,
       answerApproval,
       interrupt,
+      cancelTurn,
       adopt,
       subscribe,
       files,

@@ -811,7 +811,7 @@ export interface paths {
         put?: never;
         /**
          * POST /v1/runs/{id}/cancel
-         * @description Stops a background run (idempotent): it stops within a second wherever it runs, billed only for the steps it finished, and ends `cancelled`. A run that has ended is answered as it is. A foreground run stops when its client closes its stream (400 here).
+         * @description Stops a background run (idempotent): it stops within a second wherever it runs, billed only for the steps it finished, and ends `cancelled`, also while it waits for an approval. A session's turn stops as `POST /v1/sessions/:id/interrupt` stops it (a queued turn ends without running); the answer waits up to 2 s for its end, and is 503 with `Retry-After` while the session moves between runners. A run that has ended is answered as it is. A foreground run stops when its client closes its stream (400 here).
          */
         post: operations["runs.cancelRun"];
         delete?: never;
@@ -7128,6 +7128,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description Error */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
                 };
             };
         };

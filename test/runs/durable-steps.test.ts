@@ -1,9 +1,11 @@
 import { assert, describe, layer } from "@effect/vitest"
-import { Effect, Layer, Option } from "effect"
+import { Effect, Exit, Layer, Option } from "effect"
 import { defaultBilling } from "../../src/agents/Agent.js"
 import { AppConfig } from "../../src/platform/Config.js"
 import type { InternalEvent } from "../../src/runtime/Events.js"
+import type { ExpertConfig } from "../../src/runtime/Expert.js"
 import type { DurableSteps, RunRequest } from "../../src/runtime/Run.js"
+import { Approvals } from "../../src/runtime/Approvals.js"
 import { RunEngine } from "../../src/runtime/RunEngine.js"
 import { insertUser, TestDatabase } from "../support/Database.js"
 import { KnowledgeGate, RunPayerTest } from "../support/Ports.js"
@@ -18,7 +20,7 @@ import { KnowledgeGate, RunPayerTest } from "../support/Ports.js"
 const Env = Layer.mergeAll(AppConfig.Default, RunPayerTest.layer(), KnowledgeGate.layer).pipe(Layer.provideMerge(TestDatabase()))
 
 let made = 0
-const requestFor = (message: string, durable: DurableSteps) =>
+const requestFor = (message: string, durable: DurableSteps, tools: ExpertConfig["tools"] = []) =>
   Effect.gen(function*() {
     const userId = `usr_durable_${process.pid}_${++made}`
     yield* insertUser(userId)
@@ -29,7 +31,7 @@ const requestFor = (message: string, durable: DurableSteps) =>
         identifier: "builtin",
         ownerId: userId,
         version: null,
-        config: { instructions: "", model: "builtin", tools: [], subagents: [], billing: defaultBilling }
+        config: { instructions: "", model: "builtin", tools, subagents: [], billing: defaultBilling }
       },
       payer: { accountId: userId, endUserId: "" },
       history: [],
@@ -64,6 +66,40 @@ describe("durable steps", () => {
         assert.strictEqual(result.creditsCharged, mine[0]!.amount)
       }))
 
+    it.effect("a run suspended on its approval neither settles nor records an end; resumed over its records, it bills each step once", () =>
+      Effect.gen(function*() {
+        const engine = yield* RunEngine
+        const records = new Map<string, unknown>()
+        const step: DurableSteps["step"] = (name, codec, effect) =>
+          Effect.suspend(() =>
+            records.has(name)
+              ? Effect.succeed(codec.decode(records.get(name)))
+              : Effect.tap(effect, (value) => Effect.sync(() => void records.set(name, codec.encode(value))))
+          )
+        const asks: Array<string> = []
+        // First execution: the approval is not in, so the workflow suspends (an interrupt, `suspended` true).
+        const waiting: DurableSteps = { step, approve: (key) => Effect.zipRight(Effect.sync(() => void asks.push(key)), Effect.interrupt), suspended: () => true }
+        const asked = yield* requestFor(`/tool calculator {"expression": "6 * 7"}`, waiting, [{ name: "calculator", permission: "ask" }])
+        // As the workflow's: the run's row is the workflow's to write (once, when it ends), not each execution's.
+        const request = { ...asked, ledger: { start: () => Effect.void, finish: () => Effect.void } }
+        const first = told()
+        const exit = yield* Effect.exit(engine.execute(request, first.emit, () => Effect.succeedNone))
+        assert.isTrue(Exit.isInterrupted(exit))
+        assert.deepStrictEqual(asks, ["1/0"])
+        const { charges } = yield* RunPayerTest
+        const mine = () => charges.filter((charge) => charge.accountId === request.payer.accountId).map((charge) => charge.key)
+        // Not settled: its step is posted when the run ends, with the hold it keeps meanwhile (it has not ended).
+        assert.deepStrictEqual(mine(), [])
+        assert.isFalse(first.events.some((event) => event.type === "complete" || event.type === "error"))
+        // Resumed with the answer: step 1 from its record, the tool runs, step 2; each step posted once.
+        const resumed: DurableSteps = { step, approve: () => Effect.succeed({ approved: true, reason: "" }), suspended: () => false }
+        const second = told()
+        const result = yield* engine.execute({ ...request, durable: resumed }, second.emit, () => Effect.succeedNone)
+        assert.strictEqual(result.status, "completed", JSON.stringify(second.events.filter((event) => event.type === "error")))
+        assert.deepStrictEqual(mine(), [`${request.runId}:1`, `${request.runId}:2`])
+        assert.isTrue(second.events.some((event) => event.type === "tool_call_result"))
+      }))
+
     it.effect("a run executed again over its records runs none of its finished steps", () =>
       Effect.gen(function*() {
         const engine = yield* RunEngine
@@ -91,6 +127,30 @@ describe("durable steps", () => {
         assert.isFalse(second.events.some((event) => event.type === "text" || event.type === "turn_start"))
         assert.strictEqual(again.output, once.output)
         assert.strictEqual(again.creditsCharged, once.creditsCharged)
+      }))
+  })
+})
+
+describe("durable approvals' identity", () => {
+  layer(Approvals.Default.pipe(Layer.provideMerge(Env)))((it) => {
+    it.effect("an ask step executed again (after a fault) opens the same approval, with its first expiry", () =>
+      Effect.gen(function*() {
+        const approvals = yield* Approvals
+        const userId = `usr_durable_${process.pid}_${++made}`
+        yield* insertUser(userId)
+        const owner = { accountId: userId, endUserId: "" }
+        const first = yield* approvals.openDurable(owner, `run_identity_${made}`, "1/0")
+        const again = yield* approvals.openDurable(owner, `run_identity_${made}`, "1/0")
+        assert.strictEqual(again.id, first.id)
+        assert.strictEqual(again.expiresAt.getTime(), first.expiresAt.getTime())
+        // Another call of the run, or the same place in another run, is another approval.
+        const other = yield* approvals.openDurable(owner, `run_identity_${made}`, "2/0")
+        assert.notStrictEqual(other.id, first.id)
+        // Answered once, by its owner; the answer names the run whose workflow waits on it.
+        const answered = yield* approvals.answer(owner, first.id, { approved: true, reason: "" })
+        assert.deepStrictEqual(answered, Option.some(`run_identity_${made}`))
+        const twice = yield* Effect.flip(approvals.answer(owner, first.id, { approved: true, reason: "" }))
+        assert.strictEqual(twice._tag, "NotFound")
       }))
   })
 })

@@ -80,13 +80,61 @@ describe("sessions: background messages", () => {
         const created = [...events.matchAll(/event: run\.created\n(?:id: \d+\n)?data: (.*)\n/g)].map((m) => JSON.parse(m[1]!).run_id)
         assert.deepStrictEqual(created, [slow.body.id, next.body.id])
 
-        // Its events and its cancel are the session's.
+        // Its events are the session's; a cancel of a turn that ended answers it as it is.
         const runEvents = yield* request("GET", `/v1/runs/${slow.body.id}/events`, { token: user.token })
         assert.strictEqual(runEvents.status, 400, runEvents.text)
         assert.include(runEvents.body.error.message, `/v1/sessions/${session}/events`)
         const cancel = yield* request("POST", `/v1/runs/${slow.body.id}/cancel`, { token: user.token })
-        assert.strictEqual(cancel.status, 400, cancel.text)
-        assert.include(cancel.body.error.message, `/v1/sessions/${session}/interrupt`)
+        assert.strictEqual(cancel.status, 200, cancel.text)
+        assert.strictEqual(cancel.body.status, "completed")
+        assert.strictEqual(cancel.body.completed_at, first.completed_at)
+      }))
+
+    it.effect("POST /v1/runs/:id/cancel stops a running turn as interrupt does, and a queued one ends without running; idempotent", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const agent = yield* agentWith(user.token)
+        const session = yield* sessionOf(user.token, agent)
+        const running = yield* send(user.token, session, { message: "/slow 300", background: true })
+        assert.strictEqual(running.status, 202, running.text)
+        const waiting = yield* send(user.token, session, { message: "never runs", background: true })
+        assert.strictEqual(waiting.body.status, "queued")
+        yield* poll(user.token, running.body.id, (run) => run.status === "in_progress")
+
+        // The queued turn first: its cancel is taken (the run says so), and it ends when its place comes.
+        const queuedCancel = yield* request("POST", `/v1/runs/${waiting.body.id}/cancel`, { token: user.token })
+        assert.strictEqual(queuedCancel.status, 200, queuedCancel.text)
+        assert.strictEqual(queuedCancel.body.status, "queued")
+        assert.isTrue(queuedCancel.body.cancel_requested)
+        // Then the running one: stopped at once, its cut step not billed; the answer waited for its end.
+        const asked = Date.now()
+        const stopped = yield* request("POST", `/v1/runs/${running.body.id}/cancel`, { token: user.token })
+        assert.strictEqual(stopped.status, 200, stopped.text)
+        assert.strictEqual(stopped.body.status, "cancelled", stopped.text)
+        assert.isBelow(Date.now() - asked, 2_500)
+        assert.strictEqual(stopped.body.credits_charged, 0)
+        const again = yield* request("POST", `/v1/runs/${running.body.id}/cancel`, { token: user.token })
+        assert.strictEqual(again.status, 200, again.text)
+        assert.strictEqual(again.body.status, "cancelled")
+        assert.strictEqual(again.body.completed_at, stopped.body.completed_at)
+        const dropped = yield* poll(user.token, waiting.body.id, (run) => run.status !== "queued")
+        assert.strictEqual(dropped.status, "cancelled")
+        assert.strictEqual(dropped.credits_charged, 0)
+        assert.strictEqual(dropped.usage.output_tokens, 0)
+
+        // The session goes on: the next message runs; what the cancelled turns said is in the log as interrupted.
+        const next = yield* send(user.token, session, { message: "still here", background: true })
+        const ran = yield* poll(user.token, next.body.id, (run) => run.status === "completed")
+        assert.isAbove(ran.credits_charged, 0)
+        const server = yield* TestServer
+        const ledger = yield* server.query(
+          `SELECT idempotency_key FROM ledger_entries WHERE scope = 'run' AND idempotency_key LIKE 'session:${session}:%' ORDER BY idempotency_key`
+        )
+        assert.deepStrictEqual(ledger.map((row) => row.idempotency_key), [`session:${session}:3:1`])
+        // Someone else cannot cancel it, nor learn it exists.
+        const stranger = yield* newUser
+        const foreign = yield* request("POST", `/v1/runs/${next.body.id}/cancel`, { token: stranger.token })
+        assert.strictEqual(foreign.status, 404, foreign.text)
       }))
 
     it.effect("a retry with the same Idempotency-Key answers the same run; a deleted session's queued turn ends cancelled", () =>

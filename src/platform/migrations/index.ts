@@ -24,6 +24,7 @@ import schedules from "./0023_schedules.js"
 import traces from "./0024_traces.js"
 import memory from "./0025_memory.js"
 import turnFeedback from "./0027_turn_feedback.js"
+import durableApprovals from "./0030_durable_approvals.js"
 import marketStore from "./0031_market_store.js"
 
 /** Numbered migrations, applied in order at start; a released migration is never edited, only followed. */
@@ -53,5 +54,6 @@ export const migrations = Migrator.fromRecord({
   "0024_traces": traces,
   "0025_memory": memory,
   "0027_turn_feedback": turnFeedback,
+  "0030_durable_approvals": durableApprovals,
   "0031_market_store": marketStore
 })

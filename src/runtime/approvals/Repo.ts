@@ -19,11 +19,32 @@ export class ApprovalsRepo extends Effect.Service<ApprovalsRepo>()("atrium/runti
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
+    /** `runId`: a background run's approval (migration 0030), answered through its workflow's deferred. */
     const insert = SqlSchema.void({
-      Request: Schema.Struct({ ...Claim.fields, expiresAt: Schema.DateFromSelf }),
+      Request: Schema.Struct({ ...Claim.fields, expiresAt: Schema.DateFromSelf, runId: Schema.NullOr(Schema.String) }),
       execute: (row) =>
-        sql`INSERT INTO pending_approvals (id, account_id, end_user_id, session_id, expires_at)
-            VALUES (${row.id}, ${row.accountId}, ${row.endUserId}, ${row.sessionId}, ${row.expiresAt})`
+        sql`INSERT INTO pending_approvals (id, account_id, end_user_id, session_id, expires_at, run_id)
+            VALUES (${row.id}, ${row.accountId}, ${row.endUserId}, ${row.sessionId}, ${row.expiresAt}, ${row.runId})`
+    })
+
+    /**
+     * A background run's approval, whose id is its identity (the run and the call's place): opened again by a step
+     * executed again after a fault, it is the same approval, and keeps its first expiry (answered: its answer).
+     */
+    const insertDurable = SqlSchema.single({
+      Request: Schema.Struct({ ...Claim.fields, expiresAt: Schema.DateFromSelf, runId: Schema.String }),
+      Result: Schema.Struct({ expiresAt: Schema.DateFromSelf }),
+      execute: (row) =>
+        sql`INSERT INTO pending_approvals (id, account_id, end_user_id, session_id, expires_at, run_id)
+            VALUES (${row.id}, ${row.accountId}, ${row.endUserId}, ${row.sessionId}, ${row.expiresAt}, ${row.runId})
+            ON CONFLICT (id) DO UPDATE SET id = EXCLUDED.id
+            RETURNING expires_at`
+    })
+
+    /** A background run's approvals, when it ends: answered or not, none of them can be answered any more. */
+    const removeOfRun = SqlSchema.void({
+      Request: Schema.String,
+      execute: (runId) => sql`DELETE FROM pending_approvals WHERE run_id = ${runId}`
     })
 
     const remove = SqlSchema.void({
@@ -38,12 +59,12 @@ export class ApprovalsRepo extends Effect.Service<ApprovalsRepo>()("atrium/runti
      */
     const claim = SqlSchema.findOne({
       Request: Schema.Struct({ ...Claim.fields, answer: Schema.String }),
-      Result: Schema.Struct({ id: ApprovalId }),
+      Result: Schema.Struct({ id: ApprovalId, runId: Schema.NullOr(Schema.String) }),
       execute: (c) =>
         sql`UPDATE pending_approvals SET answer = ${c.answer}::jsonb
             WHERE id = ${c.id} AND account_id = ${c.accountId} AND end_user_id = ${c.endUserId} AND expires_at > now()
               AND (${c.sessionId}::text IS NULL OR session_id = ${c.sessionId}) AND answer IS NULL
-            RETURNING id`
+            RETURNING id, run_id`
     })
 
     /** The answers claimed for any of `ids` (as the JSON the notification carries). */
@@ -62,8 +83,12 @@ export class ApprovalsRepo extends Effect.Service<ApprovalsRepo>()("atrium/runti
     })
 
     return {
-      insert: (row: typeof Claim.Type & { readonly expiresAt: Date }) => Effect.orDie(insert(row)),
+      insert: (row: typeof Claim.Type & { readonly expiresAt: Date; readonly runId?: string | null }) =>
+        Effect.orDie(insert({ ...row, runId: row.runId ?? null })),
       remove: (id: ApprovalId) => Effect.orDie(remove(id)),
+      removeOfRun: (runId: string) => Effect.orDie(removeOfRun(runId)),
+      insertDurable: (row: typeof Claim.Type & { readonly expiresAt: Date; readonly runId: string }) =>
+        Effect.orDie(Effect.map(insertDurable(row), (found) => found.expiresAt)),
       claim: (c: typeof Claim.Type & { readonly answer: string }) => Effect.orDie(claim(c)),
       answered: (ids: ReadonlyArray<string>) =>
         Effect.orDie(Effect.map(answered(ids), (rows) => rows.map((row) => row.answer))),

@@ -1,0 +1,182 @@
+import { assert, describe, it, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import { request } from "../support/Client.js"
+import { openStream, parseStream } from "../support/Sse.js"
+import { makeMigratedStorage, makeSmsInbox, startServer, TestServer } from "../support/TestServer.js"
+import { agentWith, apiKeyOf, ENV, LIVE, newUser, toolDirective } from "./runs-support.js"
+
+/**
+ * Issue 43 item 2 (docs/runs.md, "Approvals in a background run"): a background run that meets an `ask` tool call
+ * waits on a `DurableDeferred`, its workflow suspended (no fiber anywhere), and the approval route resolves it on any
+ * runner. It survives its runner being stopped and another started on the same database, and goes on when approved;
+ * a denied one goes on with the denial, an unanswered one is denied at its `DurableClock` (APPROVAL_TIMEOUT, 2 s here),
+ * and a cancel wakes it and ends it `cancelled`, billed only for the step it finished.
+ */
+
+const CALC = toolDirective("calculator", { expression: "6 * 7" })
+const U1 = { "x-end-user-id": "u1" }
+
+const poll = (key: string, id: string, until: (run: Record<string, any>) => boolean) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < 200; i++) {
+      const reply = yield* request("GET", `/v1/runs/${id}`, { token: key, headers: U1 })
+      assert.strictEqual(reply.status, 200, reply.text)
+      if (until(reply.body)) return reply.body as Record<string, any>
+      // Polled: the run goes on in the background; only its record says how far it got.
+      yield* Effect.sleep("100 millis")
+    }
+    return assert.fail(`run ${id} never reached the state asked for`)
+  })
+
+const terminal = (run: Record<string, any>) => run.status !== "queued" && run.status !== "in_progress"
+
+/** Starts a background run of `agent` and reads its log until its `approval.required`. */
+const waitingRun = (key: string, agent: string) =>
+  Effect.gen(function*() {
+    const started = yield* request("POST", "/v1/agents/run", { token: key, headers: U1, body: { agent, message: CALC, background: true } })
+    assert.strictEqual(started.status, 202, started.text)
+    const live = yield* openStream(`/v1/runs/${started.body.id}/events`, { token: key, method: "GET", headers: U1 })
+    const asked = yield* live.until("approval.required")
+    const required = asked.events.find((e) => e.event === "approval.required")
+    assert.isDefined(required, asked.raw)
+    return { id: started.body.id as string, approvalId: required!.data.approval_id as string, required: required!.data }
+  })
+
+/** The whole log of a run that has ended. */
+const logOf = (key: string, id: string) =>
+  Effect.flatMap(TestServer, (server) =>
+    Effect.promise(() =>
+      fetch(`${server.url}/v1/runs/${id}/events`, { headers: { authorization: `Bearer ${key}`, ...U1 } }).then(async (r) => parseStream(await r.text()))
+    ))
+
+const answer = (key: string, approvalId: string, body: Record<string, unknown>) =>
+  request("POST", `/v1/approvals/${approvalId}`, { token: key, headers: U1, body })
+
+/** The run's ledger entries: `<run>:<step>` keys and amounts (micro-credits), as the wallet took them. */
+const ledgerOf = (runId: string) =>
+  Effect.flatMap(TestServer, (server) =>
+    server.query(`SELECT idempotency_key, amount::text AS amount FROM ledger_entries WHERE scope = 'run' AND idempotency_key LIKE '${runId}:%' ORDER BY idempotency_key`))
+
+describe("durable approvals: on one server", () => {
+  // Long enough that only the answer ends the wait, however loaded the machine (the timeout has its own server below).
+  layer(TestServer.layer({ ...ENV, APPROVAL_TIMEOUT: "2 minutes", BACKGROUND_CANCEL_POLL: "100 millis" }), LIVE)((it) => {
+    it.effect("approved: the tool runs and the run completes; denied: the model goes on with the denial", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const key = yield* apiKeyOf(user)
+        const agent = yield* agentWith(user.token, { calculator: "ask" })
+
+        const yes = yield* waitingRun(key, agent)
+        assert.match(yes.approvalId, /^apv_/)
+        assert.strictEqual(yes.required.name, "calculator")
+        assert.deepStrictEqual(yes.required.arguments, { expression: "6 * 7" })
+        // Someone else's answer is a 404 and leaves it open; the owner's goes through once.
+        const foreign = yield* request("POST", `/v1/approvals/${yes.approvalId}`, { token: key, headers: { "x-end-user-id": "u2" }, body: { decision: "approve" } })
+        assert.strictEqual(foreign.status, 404, foreign.text)
+        const approved = yield* answer(key, yes.approvalId, { decision: "approve" })
+        assert.strictEqual(approved.status, 200, approved.text)
+        const twice = yield* answer(key, yes.approvalId, { decision: "deny" })
+        assert.strictEqual(twice.status, 404, twice.text)
+        const done = yield* poll(key, yes.id, terminal)
+        assert.strictEqual(done.status, "completed", JSON.stringify(done))
+        const told = yield* logOf(key, yes.id)
+        const names = told.events.map((e) => e.event)
+        assert.include(names, "tool_call.completed")
+        assert.strictEqual(names.filter((n) => n === "approval.required").length, 1)
+        assert.strictEqual(told.events.find((e) => e.event === "tool_call.result")?.data.output.result, 42)
+
+        const no = yield* waitingRun(key, agent)
+        const denied = yield* answer(key, no.approvalId, { decision: "deny", reason: "not today" })
+        assert.strictEqual(denied.status, 200, denied.text)
+        const ended = yield* poll(key, no.id, terminal)
+        assert.strictEqual(ended.status, "completed", JSON.stringify(ended))
+        const log = yield* logOf(key, no.id)
+        assert.deepInclude(log.events.find((e) => e.event === "tool_call.denied")!.data, { name: "calculator", reason: "not today" })
+        assert.notInclude(log.events.map((e) => e.event), "tool_call.completed")
+        // Billed per step, once each: the step that asked and the step after the answer.
+        const entries = yield* ledgerOf(no.id)
+        assert.deepStrictEqual(entries.map((e) => e.idempotency_key), [`${no.id}:1`, `${no.id}:2`])
+        assert.strictEqual(-entries.reduce((sum, e) => sum + Number(e.amount), 0) / 1e6, ended.credits_charged)
+      }), { timeout: 60_000 })
+
+    it.effect("a cancel wakes a run waiting for its approval: cancelled, billed for the step it finished", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const key = yield* apiKeyOf(user)
+        const agent = yield* agentWith(user.token, { calculator: "ask" })
+        const waiting = yield* waitingRun(key, agent)
+        const cancelled = yield* request("POST", `/v1/runs/${waiting.id}/cancel`, { token: key, headers: U1 })
+        assert.strictEqual(cancelled.status, 200, cancelled.text)
+        const ended = yield* poll(key, waiting.id, terminal)
+        assert.strictEqual(ended.status, "cancelled", JSON.stringify(ended))
+        const entries = yield* ledgerOf(waiting.id)
+        assert.deepStrictEqual(entries.map((e) => e.idempotency_key), [`${waiting.id}:1`])
+        assert.strictEqual(-Number(entries[0]!.amount) / 1e6, ended.credits_charged)
+        assert.isAbove(ended.credits_charged, 0)
+        // Its approval went with it.
+        const late = yield* answer(key, waiting.approvalId, { decision: "approve" })
+        assert.strictEqual(late.status, 404, late.text)
+        const log = yield* logOf(key, waiting.id)
+        assert.strictEqual(log.events[log.events.length - 1]!.data.code, "cancelled")
+      }), { timeout: 60_000 })
+  })
+})
+
+describe("durable approvals: nobody answers", () => {
+  layer(TestServer.layer(ENV), LIVE)((it) => {
+    it.effect("nobody answers: denied with reason timeout at its DurableClock, and the run goes on", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const key = yield* apiKeyOf(user)
+        const agent = yield* agentWith(user.token, { calculator: "ask" })
+        const waiting = yield* waitingRun(key, agent)
+        const ended = yield* poll(key, waiting.id, terminal)
+        assert.strictEqual(ended.status, "completed", JSON.stringify(ended))
+        const log = yield* logOf(key, waiting.id)
+        assert.strictEqual(log.events.find((e) => e.event === "tool_call.denied")!.data.reason, "timeout")
+        // Expired: the answer is a 404 now.
+        const late = yield* answer(key, waiting.approvalId, { decision: "approve" })
+        assert.strictEqual(late.status, 404, late.text)
+      }), { timeout: 60_000 })
+  })
+})
+
+describe("durable approvals: across a restart", () => {
+  it.scopedLive("a run waiting for its approval survives its server stopping; another server on the database resumes it when approved", () =>
+    Effect.gen(function*() {
+      const storage = yield* makeMigratedStorage
+      const inbox = yield* makeSmsInbox
+      // Long enough that only the answer ends the wait (no timeout, no deadline in the way).
+      const env = { ...ENV, APPROVAL_TIMEOUT: "10 minutes" }
+
+      const first = yield* Effect.scoped(Effect.gen(function*() {
+        const server = yield* startServer(storage, inbox, env)
+        return yield* Effect.gen(function*() {
+          const user = yield* newUser
+          const key = yield* apiKeyOf(user)
+          const agent = yield* agentWith(user.token, { calculator: "ask" })
+          const waiting = yield* waitingRun(key, agent)
+          return { key, ...waiting }
+        }).pipe(Effect.provideService(TestServer, server))
+      }))
+      // The first server is gone; the run waited in no one's memory. A second one answers and resumes it.
+      const server = yield* startServer(storage, inbox, env)
+      yield* Effect.gen(function*() {
+        const before = yield* request("GET", `/v1/runs/${first.id}`, { token: first.key, headers: U1 })
+        assert.strictEqual(before.body.status, "in_progress", before.text)
+        const approved = yield* answer(first.key, first.approvalId, { decision: "approve" })
+        assert.strictEqual(approved.status, 200, approved.text)
+        const done = yield* poll(first.key, first.id, terminal)
+        assert.strictEqual(done.status, "completed", JSON.stringify(done))
+        const told = yield* logOf(first.key, first.id)
+        assert.strictEqual(told.events.find((e) => e.event === "tool_call.result")?.data.output.result, 42)
+        // Nothing told twice by the replay on the second server: one run.created, one approval.required.
+        const names = told.events.map((e) => e.event)
+        assert.strictEqual(names.filter((n) => n === "run.created").length, 1)
+        assert.strictEqual(names.filter((n) => n === "approval.required").length, 1)
+        const entries = yield* ledgerOf(first.id)
+        assert.deepStrictEqual(entries.map((e) => e.idempotency_key), [`${first.id}:1`, `${first.id}:2`])
+        assert.strictEqual(-entries.reduce((sum, e) => sum + Number(e.amount), 0) / 1e6, done.credits_charged)
+      }).pipe(Effect.provideService(TestServer, server))
+    }), { timeout: 120_000 })
+})
