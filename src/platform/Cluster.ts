@@ -42,9 +42,19 @@ import { EntityCut, EntityDeadline } from "./Outage.js"
  * `ShardingConfig` is always given explicitly: `layerFromEnv` would read our `HOST`/`PORT`.
  */
 
-const shared = {
+/** What every runner of ours is configured with, embedded or clustered (tested on an in-memory cluster). */
+export const shared = {
   entityMailboxCapacity: 10_000,
-  entityMaxIdleTime: "5 minutes"
+  entityMaxIdleTime: "5 minutes",
+  /**
+   * The local-first path every entity client takes (issue 45 item 1): a message to an entity whose shard this runner
+   * holds goes into that entity's mailbox as it is, through the cluster's own `sendLocal` (its mailbox, its capacity,
+   * its replies, its interruption), not encoded and decoded with its schemas first. Only a message to another runner
+   * is serialised, once, onto the runner socket. The encoding is exercised by the multi-runner tests
+   * (test/cluster/wallet-remote.test.ts, cluster.test.ts), where messages do cross runners. This replaced the
+   * wallet's second entrance (`LocalWallets`), which had made a local charge cheap by skipping the cluster.
+   */
+  simulateRemoteSerialization: false
 } as const
 
 /** A port nobody listens on right now (for `PORT=0`, where no runner port can be derived). */
@@ -133,11 +143,7 @@ const embedded = Sharding.layer.pipe(
   Layer.provideMerge(Runners.layerNoop),
   Layer.provideMerge(SqlMessageStorage.layerWith({ prefix: "cluster" })),
   Layer.provide([RunnerStorage.layerMemory, RunnerHealth.layerNoop]),
-  Layer.provide(ShardingConfig.layer({
-    ...shared,
-    // A message to an entity of this process is handed over as it is, not encoded and decoded with its schemas first.
-    simulateRemoteSerialization: false
-  })),
+  Layer.provide(ShardingConfig.layer(shared)),
   // Untracked: the one runner holds every shard, and nothing is fenced.
   Layer.provideMerge(ShardFences.Default)
 )
@@ -161,9 +167,7 @@ const clustered = Layer.unwrapEffect(Effect.gen(function*() {
       // A stopping runner's sessions may finish their running turns within SHUTDOWN_GRACE (Session.ts).
       entityTerminationTimeout: Duration.sum(app.shutdownGrace, "5 seconds"),
       runnerAddress: Option.some(address),
-      runnerListenAddress: Option.some(listen),
-      // Every payload is encoded and decoded, also to an entity of this process: what works here works remotely.
-      simulateRemoteSerialization: true
+      runnerListenAddress: Option.some(listen)
     })),
     Layer.provide(RpcSerialization.layerMsgPack),
     // This runner's fences: told by its runner storage, read by its watch and its entities.
