@@ -1,6 +1,6 @@
 import { ClusterError, Sharding } from "@effect/cluster"
-import { Effect, Either, Metric } from "effect"
-import { makeEntityCaller, shardOf } from "../platform/Cluster.js"
+import { Effect, Either, Exit, Metric, Request, RequestResolver } from "effect"
+import { makeEntityBatcher, makeEntityCaller, shardOf } from "../platform/Cluster.js"
 import type { Fence } from "../platform/cluster/Fences.js"
 import type { Micros } from "../platform/Money.js"
 import { walletChargeMessages, walletCharges, walletRequests } from "../platform/telemetry/Metrics.js"
@@ -51,6 +51,12 @@ export interface SettledCharge {
   readonly entry: ChargeEntry
 }
 
+/** One charge of one wallet, as the caller-side batcher carries it. */
+class ChargeOf extends Request.TaggedClass("ChargeOf")<Movement, ChargeError | ClusterFailure, {
+  readonly userId: string
+  readonly request: ChargeRequest
+}> {}
+
 /**
  * What the rest of the platform calls: the wallet of a user, wherever in the cluster it lives.
  *
@@ -82,31 +88,48 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
     const toEntity = yield* makeEntityCaller
 
     /**
-     * Sends `request` as a `Charges` message of one. A message cut by a hand-over (the wallet's shard moved, or its
-     * runner lost its shard locks) is sent again (`resendWhenCut`): the charge carries its key, so one the wallet did
-     * commit is answered from the ledger, not charged twice.
+     * Sends the charges of one wallet as one `Charges` message, each answered on its own, in order. A message cut by a
+     * hand-over (the wallet's shard moved, or its runner lost its shard locks) is sent again (`resendWhenCut`): each
+     * charge carries its key, so one the wallet did commit is answered from the ledger, not charged twice.
      */
-    const chargeByMessage = (userId: string, request: ChargeRequest) =>
-      Effect.flatMap(
-        toEntity(
-          Effect.suspend(() => {
-            // Counted as it leaves, each resend again: what went to another runner crossed the runner socket.
-            const [messages, sent] = ownedHere(userId) ? [messagesHere, chargesSentHere] : [messagesAway, chargesSentAway]
-            messages.unsafeUpdate(1, [])
-            sent.unsafeUpdate(1, [])
-            return client(userId).Charges({ charges: [request] })
-          }),
-          { resendWhenCut: true }
+    const sendCharges = (userId: string, batch: ReadonlyArray<ChargeOf>) => {
+      const charges = batch.map((c) => c.request)
+      return toEntity(
+        Effect.suspend(() => {
+          // Counted as it leaves, each resend again: what went to another runner crossed the runner socket.
+          const [messages, sent] = ownedHere(userId) ? [messagesHere, chargesSentHere] : [messagesAway, chargesSentAway]
+          messages.unsafeUpdate(1, [])
+          sent.unsafeUpdate(charges.length, [])
+          return client(userId).Charges({ charges })
+        }),
+        { resendWhenCut: true }
+      ).pipe(
+        // On any exit: every charge of the message gets its answer.
+        Effect.onExit((exit) =>
+          Effect.forEach(batch, (charge, i) => {
+            if (Exit.isFailure(exit)) return Request.failCause(charge, exit.cause)
+            const answer = exit.value[i]
+            return answer === undefined
+              ? Request.complete(charge, Exit.die(new Error("the wallet answered fewer charges than it was sent")))
+              : Request.complete(charge, Either.isRight(answer) ? Exit.succeed(answer.right) : Exit.fail(answer.left))
+          }, { discard: true })
         ),
-        (answers): Effect.Effect<Movement, ChargeError> => {
-          const answer = answers[0]
-          return answer === undefined
-            ? Effect.dieMessage("the wallet answered fewer charges than it was sent")
-            : Either.isRight(answer)
-            ? Effect.succeed(answer.right)
-            : Effect.fail(answer.left)
-        }
+        Effect.ignore
       )
+    }
+    /** Charges that leave together go as one message per wallet (normally one wallet: the batcher's key). */
+    const chargesResolver = RequestResolver.makeBatched((requests: ReadonlyArray<ChargeOf>) => {
+      const byWallet = new Map<string, Array<ChargeOf>>()
+      for (const r of requests) {
+        const same = byWallet.get(r.userId)
+        if (same === undefined) byWallet.set(r.userId, [r])
+        else same.push(r)
+      }
+      return Effect.forEach(byWallet, ([userId, batch]) => sendCharges(userId, batch), { concurrency: "unbounded", discard: true })
+    })
+    /** One message per wallet at a time from this process; what arrives meanwhile leaves together after it. */
+    const chargeBatched = yield* makeEntityBatcher(chargesResolver, (c) => c.userId)
+    const chargeByMessage = (userId: string, request: ChargeRequest) => chargeBatched(new ChargeOf({ userId, request }))
 
     const noEvent = { appId: null, event: null, metadata: null, description: null }
     const chargeWith = (userId: string, request: ChargeRequest) => countCharge(chargeByMessage(userId, request).pipe(orDieOnCluster))

@@ -10,8 +10,8 @@ import { servicesMode } from "../support/TestServer.js"
 
 /**
  * A charge on the runner that owns the wallet (issue 45 item 1, one road into the actor): `Wallets.charge` sends it
- * as a cluster message like any other, delivered into the entity's mailbox on this runner, and the entity decides
- * and commits what waits there together.
+ * in a cluster message like any other (charges of one wallet batched by the caller, `makeEntityBatcher`), delivered
+ * into the entity's mailbox on this runner, and the entity decides and commits what waits there together.
  */
 
 const CREDIT = 1_000_000n
@@ -49,12 +49,12 @@ describe.skipIf(servicesMode)("local charges", () => {
           Effect.either(wallets.charge(userId, CREDIT / 10n, { kind: "event", scope: "test", key }))
         const [directBefore, byMessageBefore, messagesBefore] = yield* counts
         const results = yield* Effect.forEach(Array.from({ length: 25 }, (_, i) => `c${i}`), charge, { concurrency: "unbounded" })
-        // One road: every charge went as a message to this runner, none around the cluster.
+        // One road: every charge went in a message to this runner, none around the cluster; sent at once, they
+        // left in batches (the first alone, those that came while it was on its way together).
         const [directAfter, byMessageAfter, messagesAfter] = yield* counts
-        assert.deepStrictEqual(
-          [directAfter - directBefore, byMessageAfter - byMessageBefore, messagesAfter - messagesBefore],
-          [0, 25, 25]
-        )
+        assert.deepStrictEqual([directAfter - directBefore, byMessageAfter - byMessageBefore], [0, 25])
+        assert.isAtLeast(messagesAfter - messagesBefore, 1)
+        assert.isBelow(messagesAfter - messagesBefore, 25)
         assert.strictEqual(results.filter(Either.isRight).length, 10)
         for (const refused of results.filter(Either.isLeft)) assert.strictEqual(refused.left._tag, "InsufficientCredits")
         assert.sameMembers(

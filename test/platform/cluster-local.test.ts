@@ -1,8 +1,8 @@
 import { Entity, MessageStorage, RunnerHealth, Runners, RunnerStorage, Sharding, ShardingConfig } from "@effect/cluster"
 import { Rpc } from "@effect/rpc"
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Exit, Fiber, Layer, Ref, Schema } from "effect"
-import { makeEntityCaller, shared } from "../../src/platform/Cluster.js"
+import { Deferred, Effect, Exit, Fiber, Layer, Ref, Request, RequestResolver, Schema } from "effect"
+import { makeEntityBatcher, makeEntityCaller, shared } from "../../src/platform/Cluster.js"
 
 /**
  * The local-first path every entity client takes (issue 45 item 1, `platform/Cluster.ts`): a message to an entity
@@ -82,5 +82,66 @@ describe("the local-first entity path", () => {
       // The interrupt travels as an envelope to the entity's mailbox and ends the handler.
       for (let i = 0; i < 100 && !(yield* Ref.get(interrupted)); i++) yield* Effect.sleep("10 millis")
       assert.isTrue(yield* Ref.get(interrupted))
+    }))
+})
+
+class Ask extends Request.TaggedClass("Ask")<string, string, { readonly key: string; readonly n: number }> {}
+
+/** Waits (up to 2 s) until `done` holds. */
+const until = (done: () => boolean) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < 1000 && !done(); i++) yield* Effect.sleep("2 millis")
+  })
+
+describe("caller-side batching (makeEntityBatcher)", () => {
+  /** A resolver that records each batch it sends and answers it when `release` opens (a message on its way). */
+  const recorded = Effect.gen(function*() {
+    const batches: Array<ReadonlyArray<number>> = []
+    const release = yield* Deferred.make<void>()
+    const resolver = RequestResolver.makeBatched((requests: ReadonlyArray<Ask>) =>
+      Effect.gen(function*() {
+        batches.push(requests.map((r) => r.n))
+        yield* Deferred.await(release)
+        for (const r of requests) yield* Request.complete(r, r.n < 0 ? Exit.fail(`refused ${r.n}`) : Exit.succeed(`${r.key}:${r.n}`))
+      })
+    )
+    const ask = yield* makeEntityBatcher(resolver, (r: Ask) => r.key)
+    return { ask, batches, release }
+  })
+
+  it.scopedLive("a lone request leaves at once; those that come while it is on its way leave together after it", () =>
+    Effect.gen(function*() {
+      const { ask, batches, release } = yield* recorded
+      const first = yield* Effect.fork(ask(new Ask({ key: "w", n: 0 })))
+      yield* until(() => batches.length === 1)
+      assert.deepStrictEqual(batches, [[0]])
+      const rest = yield* Effect.fork(Effect.forEach([1, 2, 3, -4], (n) => Effect.either(ask(new Ask({ key: "w", n }))), { concurrency: "unbounded" }))
+      // Another entity's requests do not wait for this one's.
+      const other = yield* Effect.fork(ask(new Ask({ key: "v", n: 9 })))
+      yield* until(() => batches.length === 2)
+      yield* Effect.sleep("20 millis")
+      assert.deepStrictEqual(batches, [[0], [9]])
+      yield* Deferred.succeed(release, undefined)
+      assert.strictEqual(yield* Fiber.join(first), "w:0")
+      assert.strictEqual(yield* Fiber.join(other), "v:9")
+      const answers = yield* Fiber.join(rest)
+      assert.deepStrictEqual(batches, [[0], [9], [1, 2, 3, -4]])
+      // Each caller gets its own answer, a refusal included.
+      assert.deepStrictEqual(answers.map((a) => a._tag === "Right" ? a.right : `left ${a.left}`), ["w:1", "w:2", "w:3", "left refused -4"])
+    }))
+
+  it.scopedLive("a caller that gives up before its request left takes it back", () =>
+    Effect.gen(function*() {
+      const { ask, batches, release } = yield* recorded
+      const first = yield* Effect.fork(ask(new Ask({ key: "w", n: 0 })))
+      yield* until(() => batches.length === 1)
+      const gaveUp = yield* Effect.fork(ask(new Ask({ key: "w", n: 1 })))
+      const kept = yield* Effect.fork(ask(new Ask({ key: "w", n: 2 })))
+      yield* Effect.sleep("20 millis")
+      yield* Fiber.interrupt(gaveUp)
+      yield* Deferred.succeed(release, undefined)
+      yield* Fiber.join(first)
+      assert.strictEqual(yield* Fiber.join(kept), "w:2")
+      assert.deepStrictEqual(batches, [[0], [2]])
     }))
 })
