@@ -6,7 +6,7 @@
  * The entity is a mailbox entity that answers what it takes in batches (`takeAll`), as the wallet does, with a payload
  * shaped like a `Charges` message of one.
  *
- *   npx tsx bench/local-send.ts [--messages 20000] [--concurrency 64] [--rounds 3]
+ *   npx tsx bench/local-send.ts [--messages 20000] [--concurrency 64] [--rounds 3] [--commit-ms 5]
  *
  * The rounds alternate the three ways, so a loaded machine slows them alike. A script: it prints a table and
  * asserts nothing.
@@ -21,6 +21,8 @@ for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.repla
 const MESSAGES = Number(args.get("messages") ?? 20_000)
 const CONCURRENCY = Number(args.get("concurrency") ?? 64)
 const ROUNDS = Number(args.get("rounds") ?? 3)
+/** How long the entity takes per batch (the wallet's commit), so that batches gather as they do for a hot wallet. */
+const COMMIT_MS = Number(args.get("commit-ms") ?? 5)
 
 const Entry = Schema.Struct({
   kind: Schema.String,
@@ -43,6 +45,7 @@ const Probe = Entity.make("BenchProbe", [Charges])
 const ProbeLive = Probe.toLayerMailbox((mailbox, replier) =>
   Effect.forever(Effect.gen(function*() {
     const [chunk] = yield* mailbox.takeAll
+    if (COMMIT_MS > 0) yield* Effect.sleep(COMMIT_MS)
     for (const request of chunk) yield* replier.succeed(request, request.payload.charges.map((c) => c.amount))
   }))
 )
@@ -82,22 +85,29 @@ const viaCluster = (config: Partial<ShardingConfig.ShardingConfig["Type"]>) =>
 
 class ChargeOf extends Request.TaggedClass("ChargeOf")<bigint, never, { readonly i: number }> {}
 
-/** As `Wallets.charge` sends: through `makeEntityBatcher`, one message per round trip for the hot entity. */
-const batched = (config: Partial<ShardingConfig.ShardingConfig["Type"]>) =>
+/** A mailbox entity that takes `commitMs` per batch, as the wallet's commit does (batches then gather). */
+const batchedWith = (config: Partial<ShardingConfig.ShardingConfig["Type"]>, through: "batcher" | "resolver") =>
   Effect.scoped(Effect.gen(function*() {
     const context = yield* Layer.build(clusterWith(config))
     const client = yield* Effect.provide(Probe.client, context)
     const toEntity = yield* makeEntityCaller
     const wallet = client("hot")
+    const sendBatch = (is: ReadonlyArray<number>) =>
+      Effect.map(Effect.orDie(toEntity(wallet.Charges({ charges: is.map(charge) }))), (answers) => answers.map((a) => Exit.succeed(a)))
+    if (through === "batcher") {
+      // As `Wallets.charge` sends: `makeEntityBatcher` calling the batch function directly.
+      const send = yield* makeEntityBatcher(sendBatch, () => "hot")
+      return yield* measure((i) => send(i))
+    }
+    // The same batcher over `Effect.request` and a `RequestResolver.makeBatched` resolver (tried, and dearer).
     const resolver = RequestResolver.makeBatched((requests: ReadonlyArray<ChargeOf>) =>
-      toEntity(wallet.Charges({ charges: requests.map((r) => charge(r.i)) })).pipe(
-        Effect.exit,
-        Effect.flatMap((exit) =>
-          Effect.forEach(requests, (r, n) => Request.complete(r, Exit.isSuccess(exit) ? Exit.succeed(exit.value[n]!) : Exit.die(exit.cause)), { discard: true })
-        )
-      )
+      Effect.flatMap(sendBatch(requests.map((r) => r.i)), (exits) =>
+        Effect.forEach(requests, (r, n) => Request.complete(r, exits[n]!), { discard: true })))
+    const send = yield* makeEntityBatcher(
+      (requests: ReadonlyArray<ChargeOf>) =>
+        Effect.forEach(requests, (r) => Effect.exit(Effect.request(r, resolver)), { batching: true }).pipe(Effect.withRequestCaching(false)),
+      () => "hot"
     )
-    const send = yield* makeEntityBatcher(resolver, () => "hot")
     return yield* measure((i) => send(new ChargeOf({ i })))
   }))
 
@@ -112,14 +122,21 @@ const direct = Effect.scoped(Effect.gen(function*() {
 }))
 
 const program = Effect.gen(function*() {
-  const rows: Record<string, Array<number>> = { "entity client, local-first, batched per entity (ours)": [], "entity client, local-first, a message each": [], "entity client, encoded locally (before)": [], "direct queue (LocalWallets' floor)": [] }
+  const rows: Record<string, Array<number>> = {
+    "entity client, local-first, batched per entity (ours)": [],
+    "the same batching through Effect.request + RequestResolver.makeBatched": [],
+    "entity client, local-first, a message each": [],
+    "entity client, encoded locally (before)": [],
+    "direct queue (LocalWallets' floor)": []
+  }
   for (let round = 0; round < ROUNDS; round++) {
-    rows["entity client, local-first, batched per entity (ours)"]!.push(yield* batched(shared))
+    rows["entity client, local-first, batched per entity (ours)"]!.push(yield* batchedWith(shared, "batcher"))
+    rows["the same batching through Effect.request + RequestResolver.makeBatched"]!.push(yield* batchedWith(shared, "resolver"))
     rows["entity client, local-first, a message each"]!.push(yield* viaCluster(shared))
     rows["entity client, encoded locally (before)"]!.push(yield* viaCluster({ ...shared, simulateRemoteSerialization: true }))
     rows["direct queue (LocalWallets' floor)"]!.push(yield* direct)
   }
-  console.log(`${MESSAGES} messages per round, ${CONCURRENCY} at a time, ${ROUNDS} rounds (CPU µs per message; median, all)\n`)
+  console.log(`${MESSAGES} messages per round, ${CONCURRENCY} at a time, ${COMMIT_MS} ms per batch in the entity, ${ROUNDS} rounds (CPU µs per message; median, all)\n`)
   console.log("| path | median µs | rounds |\n| --- | ---: | --- |")
   for (const [name, values] of Object.entries(rows)) {
     const sorted = [...values].sort((a, b) => a - b)

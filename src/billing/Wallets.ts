@@ -1,5 +1,5 @@
 import { ClusterError, Sharding } from "@effect/cluster"
-import { Effect, Either, Exit, Metric, Request, RequestResolver } from "effect"
+import { Effect, Either, Exit, Metric } from "effect"
 import { makeEntityBatcher, makeEntityCaller, shardOf } from "../platform/Cluster.js"
 import type { Fence } from "../platform/cluster/Fences.js"
 import type { Micros } from "../platform/Money.js"
@@ -52,10 +52,10 @@ export interface SettledCharge {
 }
 
 /** One charge of one wallet, as the caller-side batcher carries it. */
-class ChargeOf extends Request.TaggedClass("ChargeOf")<Movement, ChargeError | ClusterFailure, {
+interface ChargeOf {
   readonly userId: string
   readonly request: ChargeRequest
-}> {}
+}
 
 /**
  * What the rest of the platform calls: the wallet of a user, wherever in the cluster it lives.
@@ -92,7 +92,8 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
      * hand-over (the wallet's shard moved, or its runner lost its shard locks) is sent again (`resendWhenCut`): each
      * charge carries its key, so one the wallet did commit is answered from the ledger, not charged twice.
      */
-    const sendCharges = (userId: string, batch: ReadonlyArray<ChargeOf>) => {
+    const sendCharges = (batch: ReadonlyArray<ChargeOf>) => {
+      const userId = batch[0]!.userId
       const charges = batch.map((c) => c.request)
       return toEntity(
         Effect.suspend(() => {
@@ -104,32 +105,18 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
         }),
         { resendWhenCut: true }
       ).pipe(
-        // On any exit: every charge of the message gets its answer.
-        Effect.onExit((exit) =>
-          Effect.forEach(batch, (charge, i) => {
-            if (Exit.isFailure(exit)) return Request.failCause(charge, exit.cause)
-            const answer = exit.value[i]
-            return answer === undefined
-              ? Request.complete(charge, Exit.die(new Error("the wallet answered fewer charges than it was sent")))
-              : Request.complete(charge, Either.isRight(answer) ? Exit.succeed(answer.right) : Exit.fail(answer.left))
-          }, { discard: true })
+        Effect.map((answers) =>
+          answers.map((answer): Exit.Exit<Movement, ChargeError | ClusterFailure> =>
+            Either.isRight(answer) ? Exit.succeed(answer.right) : Exit.fail(answer.left)
+          )
         ),
-        Effect.ignore
+        // A message that failed as a whole fails each of its charges the same way.
+        Effect.catchAllCause((cause) => Effect.succeed(batch.map(() => Exit.failCause(cause))))
       )
     }
-    /** Charges that leave together go as one message per wallet (normally one wallet: the batcher's key). */
-    const chargesResolver = RequestResolver.makeBatched((requests: ReadonlyArray<ChargeOf>) => {
-      const byWallet = new Map<string, Array<ChargeOf>>()
-      for (const r of requests) {
-        const same = byWallet.get(r.userId)
-        if (same === undefined) byWallet.set(r.userId, [r])
-        else same.push(r)
-      }
-      return Effect.forEach(byWallet, ([userId, batch]) => sendCharges(userId, batch), { concurrency: "unbounded", discard: true })
-    })
     /** One message per wallet at a time from this process; what arrives meanwhile leaves together after it. */
-    const chargeBatched = yield* makeEntityBatcher(chargesResolver, (c) => c.userId)
-    const chargeByMessage = (userId: string, request: ChargeRequest) => chargeBatched(new ChargeOf({ userId, request }))
+    const chargeBatched = yield* makeEntityBatcher(sendCharges, (c: ChargeOf) => c.userId)
+    const chargeByMessage = (userId: string, request: ChargeRequest) => chargeBatched({ userId, request })
 
     const noEvent = { appId: null, event: null, metadata: null, description: null }
     const chargeWith = (userId: string, request: ChargeRequest) => countCharge(chargeByMessage(userId, request).pipe(orDieOnCluster))

@@ -1,7 +1,7 @@
 import { Entity, MessageStorage, RunnerHealth, Runners, RunnerStorage, Sharding, ShardingConfig } from "@effect/cluster"
 import { Rpc } from "@effect/rpc"
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Exit, Fiber, Layer, Ref, Request, RequestResolver, Schema } from "effect"
+import { Deferred, Effect, Exit, Fiber, Layer, Ref, Schema } from "effect"
 import { makeEntityBatcher, makeEntityCaller, shared } from "../../src/platform/Cluster.js"
 
 /**
@@ -85,7 +85,10 @@ describe("the local-first entity path", () => {
     }))
 })
 
-class Ask extends Request.TaggedClass("Ask")<string, string, { readonly key: string; readonly n: number }> {}
+interface Ask {
+  readonly key: string
+  readonly n: number
+}
 
 /** Waits (up to 2 s) until `done` holds. */
 const until = (done: () => boolean) =>
@@ -94,30 +97,29 @@ const until = (done: () => boolean) =>
   })
 
 describe("caller-side batching (makeEntityBatcher)", () => {
-  /** A resolver that records each batch it sends and answers it when `release` opens (a message on its way). */
+  /** A `send` that records each batch and answers it when `release` opens (a message on its way). */
   const recorded = Effect.gen(function*() {
     const batches: Array<ReadonlyArray<number>> = []
     const release = yield* Deferred.make<void>()
-    const resolver = RequestResolver.makeBatched((requests: ReadonlyArray<Ask>) =>
+    const send = (requests: ReadonlyArray<Ask>) =>
       Effect.gen(function*() {
         batches.push(requests.map((r) => r.n))
         yield* Deferred.await(release)
-        for (const r of requests) yield* Request.complete(r, r.n < 0 ? Exit.fail(`refused ${r.n}`) : Exit.succeed(`${r.key}:${r.n}`))
+        return requests.map((r) => r.n < 0 ? Exit.fail(`refused ${r.n}`) : Exit.succeed(`${r.key}:${r.n}`))
       })
-    )
-    const ask = yield* makeEntityBatcher(resolver, (r: Ask) => r.key)
+    const ask = yield* makeEntityBatcher(send, (r: Ask) => r.key)
     return { ask, batches, release }
   })
 
   it.scopedLive("a lone request leaves at once; those that come while it is on its way leave together after it", () =>
     Effect.gen(function*() {
       const { ask, batches, release } = yield* recorded
-      const first = yield* Effect.fork(ask(new Ask({ key: "w", n: 0 })))
+      const first = yield* Effect.fork(ask({ key: "w", n: 0 }))
       yield* until(() => batches.length === 1)
       assert.deepStrictEqual(batches, [[0]])
-      const rest = yield* Effect.fork(Effect.forEach([1, 2, 3, -4], (n) => Effect.either(ask(new Ask({ key: "w", n }))), { concurrency: "unbounded" }))
+      const rest = yield* Effect.fork(Effect.forEach([1, 2, 3, -4], (n) => Effect.either(ask({ key: "w", n })), { concurrency: "unbounded" }))
       // Another entity's requests do not wait for this one's.
-      const other = yield* Effect.fork(ask(new Ask({ key: "v", n: 9 })))
+      const other = yield* Effect.fork(ask({ key: "v", n: 9 }))
       yield* until(() => batches.length === 2)
       yield* Effect.sleep("20 millis")
       assert.deepStrictEqual(batches, [[0], [9]])
@@ -133,10 +135,10 @@ describe("caller-side batching (makeEntityBatcher)", () => {
   it.scopedLive("a caller that gives up before its request left takes it back", () =>
     Effect.gen(function*() {
       const { ask, batches, release } = yield* recorded
-      const first = yield* Effect.fork(ask(new Ask({ key: "w", n: 0 })))
+      const first = yield* Effect.fork(ask({ key: "w", n: 0 }))
       yield* until(() => batches.length === 1)
-      const gaveUp = yield* Effect.fork(ask(new Ask({ key: "w", n: 1 })))
-      const kept = yield* Effect.fork(ask(new Ask({ key: "w", n: 2 })))
+      const gaveUp = yield* Effect.fork(ask({ key: "w", n: 1 }))
+      const kept = yield* Effect.fork(ask({ key: "w", n: 2 }))
       yield* Effect.sleep("20 millis")
       yield* Fiber.interrupt(gaveUp)
       yield* Deferred.succeed(release, undefined)
