@@ -24,6 +24,7 @@ import schedules from "./0023_schedules.js"
 import traces from "./0024_traces.js"
 import memory from "./0025_memory.js"
 import turnFeedback from "./0027_turn_feedback.js"
+import evals from "./0028_evals.js"
 
 /** Numbered migrations, applied in order at start; a released migration is never edited, only followed. */
 export const migrations = Migrator.fromRecord({
@@ -51,5 +52,6 @@ export const migrations = Migrator.fromRecord({
   "0023_schedules": schedules,
   "0024_traces": traces,
   "0025_memory": memory,
-  "0027_turn_feedback": turnFeedback
+  "0027_turn_feedback": turnFeedback,
+  "0028_evals": evals
 })
