@@ -34,6 +34,14 @@ const LOST_AFTER_MS = 30_000
  * Every row's run is a background run (runs/Background.ts) paid by the creator, its id chosen when the eval run was
  * made: a pass that dies after marking a row running starts the same run again, never a second one.
  */
+const parsed = (text: string): unknown => {
+  try {
+    return text === "" ? {} : JSON.parse(text)
+  } catch {
+    return text
+  }
+}
+
 export const makeDriver = Effect.gen(function*() {
   const repo = yield* EvalsRepo
   const background = yield* BackgroundRuns
@@ -49,14 +57,20 @@ export const makeDriver = Effect.gen(function*() {
 
   const toolCallsOf = (runId: string) =>
     Effect.map(records.eventsAfter(runId, 0, 2_000), (events) => {
-      const calls = new Map<string, ToolCall>()
+      // A call is told as it changes (pending, running, its end), its arguments whole on one of them or in pieces
+      // (`tool_call_chunk`) as the model streamed them.
+      const calls = new Map<string, { name: string; arguments: unknown; pieces: string }>()
       for (const event of events) {
-        const e = event.payload as { type: string; tool_call_id?: string; name?: string; arguments?: unknown }
-        if (e.type === "tool_call" && e.tool_call_id !== undefined && e.name !== undefined && !calls.has(e.tool_call_id)) {
-          calls.set(e.tool_call_id, { name: e.name, arguments: e.arguments })
+        const e = event.payload as { type: string; tool_call_id?: string; name?: string; arguments?: unknown; delta?: string }
+        if (e.tool_call_id === undefined) continue
+        const before = calls.get(e.tool_call_id)
+        if (e.type === "tool_call" && e.name !== undefined) {
+          calls.set(e.tool_call_id, { name: e.name, arguments: e.arguments ?? before?.arguments, pieces: before?.pieces ?? "" })
+        } else if (e.type === "tool_call_chunk" && before !== undefined && typeof e.delta === "string") {
+          before.pieces += e.delta
         }
       }
-      return [...calls.values()]
+      return [...calls.values()].map((call): ToolCall => ({ name: call.name, arguments: call.arguments ?? parsed(call.pieces) }))
     })
 
   const observe = (result: OpenResult) =>

@@ -6,7 +6,8 @@ import type { StoredInput } from "./Rows.js"
  * tokens at the expert's model's rates, as the run engine counts and charges them (`costOf`: per-1k rates, rounded up
  * to the micro-credit), with
  *  - input: the expert's instructions, the conversation and the message (about 4 characters a token);
- *  - output: the row's expected answer (else its `contains` texts, else as long as the message);
+ *  - output: the model's reasoning where it is known, and the row's expected answer (else its `contains` texts, else
+ *    as long as the message);
  *  - one more model step per expected tool call (the input again, with the call and its result);
  *  - each LLM judge's call: its prompt (rubric, question, answer, reference) and a short verdict, at its model's rates.
  * The sum is then scaled by how far the expert's last finished eval run was from its own estimate (clamped to
@@ -17,6 +18,11 @@ export interface Rates {
   /** Micro-credits per 1,000 tokens. */
   readonly inputPer1k: bigint
   readonly outputPer1k: bigint
+  /**
+   * What the model reasons before each answer, when that is known (the builtin model's fixed text; "" for a provider's
+   * model, whose reasoning the expert's record accounts for): output tokens, charged as such.
+   */
+  readonly reasoning: string
 }
 
 export const tokensOf = (text: string) => Math.ceil(text.length / 4)
@@ -39,16 +45,16 @@ export const estimateRow = (row: {
   const conversation = [row.instructions, ...row.input.history.map((m) => m.content), row.input.message].join("\n")
   const answer = row.expected.expected ?? row.expected.contains?.join(" ") ?? row.input.message
   const input = tokensOf(conversation)
-  const output = tokensOf(answer)
   const tools = row.expected.expected_tools?.length ?? 0
   let total = 0n
   for (let step = 0; step <= tools; step++) {
     // Each step after a tool call reads the conversation so far (the call and its result included).
-    total += cost(row.rates, input + step * TOOL_ROUND_TOKENS, step === tools ? output : Math.ceil(TOOL_ROUND_TOKENS / 2))
+    const said = step === tools ? tokensOf(row.rates.reasoning + answer) : tokensOf(row.rates.reasoning) + Math.ceil(TOOL_ROUND_TOKENS / 2)
+    total += cost(row.rates, input + step * TOOL_ROUND_TOKENS, said)
   }
   for (const judge of row.judges) {
     const prompt = judgePrompt(row.expected.rubric ?? judge.rubric ?? DEFAULT_RUBRIC, row.input.message, answer, row.expected.expected)
-    total += cost(judge.rates, tokensOf(prompt), VERDICT_TOKENS)
+    total += cost(judge.rates, tokensOf(prompt), tokensOf(judge.rates.reasoning) + VERDICT_TOKENS)
   }
   return total
 }

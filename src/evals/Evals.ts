@@ -7,7 +7,8 @@ import type { CallerIdentity } from "../identity/Domain.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { newId } from "../platform/Ids.js"
 import { formatCredits, parseCredits } from "../platform/Money.js"
-import { ModelCatalog } from "../runtime/models/Catalog.js"
+import { BUILTIN_THINKING } from "../runtime/models/Builtin.js"
+import { BUILTIN_MODEL, ModelCatalog } from "../runtime/models/Catalog.js"
 import type { Grader, RowInput } from "./Domain.js"
 import { calibrated, configHash, estimateRow, type Rates } from "./Estimate.js"
 import { type DatasetRow, type EvalRowRow, type EvalRunRow, EvalsRepo, type ResultRow } from "./Repo.js"
@@ -77,9 +78,10 @@ export const resultView = (row: ResultRow) => ({
   output: row.output
 })
 
-const ratesOf = (entry: { inputPer1k: string; outputPer1k: string }): Rates => ({
+const ratesOf = (entry: { id: string; inputPer1k: string; outputPer1k: string }): Rates => ({
   inputPer1k: parseCredits(entry.inputPer1k) ?? 0n,
-  outputPer1k: parseCredits(entry.outputPer1k) ?? 0n
+  outputPer1k: parseCredits(entry.outputPer1k) ?? 0n,
+  reasoning: entry.id === BUILTIN_MODEL.id ? BUILTIN_THINKING.join("") : ""
 })
 
 /** The most rows a dataset holds: an eval run of it is one background run per row. */
@@ -215,7 +217,7 @@ export class Evals extends Effect.Service<Evals>()("atrium/evals/Evals", {
     /** The estimate of running `rows` through `config` with these graders (Estimate.ts). */
     const estimate = Effect.fn("Evals.estimate")(function*(agentId: string, config: AgentConfig, rows: ReadonlyArray<EvalRowRow>, graders: ReadonlyArray<Grader>) {
       const model = yield* catalog.find(config.model)
-      const rates = Option.match(model, { onNone: () => ({ inputPer1k: 0n, outputPer1k: 0n }), onSome: ratesOf })
+      const rates = Option.match(model, { onNone: (): Rates => ({ inputPer1k: 0n, outputPer1k: 0n, reasoning: "" }), onSome: ratesOf })
       const judges = yield* judgeRates(graders)
       const raw = rows.reduce((sum, row) =>
         sum + estimateRow({
@@ -310,7 +312,8 @@ export class Evals extends Effect.Service<Evals>()("atrium/evals/Evals", {
       const changed = theirs.flatMap((row) => {
         const before = mine.get(row.rowId)
         if (before === undefined || before.status !== "graded" || row.status !== "graded") return []
-        return before.passed !== row.passed || before.score !== row.score ? [{ row_id: row.rowId, a: side(before), b: side(row) }] : []
+        // Changed: it passes in one and not the other, or its answer is not the same.
+        return before.passed !== row.passed || before.output !== row.output ? [{ row_id: row.rowId, a: side(before), b: side(row) }] : []
       })
       const rateA = passRate(first)
       const rateB = passRate(second)
