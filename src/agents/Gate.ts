@@ -12,8 +12,9 @@ import { configHash } from "./Fingerprint.js"
  * is frozen as a version: the gate is server-side by construction.
  *
  * "A version's pass rate" is the pass rate of the latest completed eval run of the gate's dataset on it: for the live
- * version, a run with that `version`; for the draft about to be submitted, a run of the draft whose configuration is
- * the draft's now (its fingerprint: a draft edited after its run needs a new run). With no live version (a first
+ * version, a run with that `version` or a run of a draft whose configuration that version froze; for the draft about
+ * to be submitted, a run of the draft whose configuration is the draft's now (its fingerprint: a draft edited after
+ * its run needs a new run). With no live version (a first
  * publish) there is nothing to fall below. When either run is missing the gate refuses and says which eval run to
  * start; when the draft's rate is below the live one's by more than the threshold, it refuses with both rates.
  *
@@ -27,6 +28,7 @@ export class EvalGate extends Effect.Service<EvalGate>()("atrium/agents/EvalGate
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
+    /** The latest completed run of the dataset on this version, or on a draft whose configuration was the same. */
     const latest = SqlSchema.findOne({
       Request: Schema.Struct({ datasetId: Schema.String, agentId: Schema.String, version: Schema.NullOr(Schema.Number), configHash: Schema.String }),
       Result: Completed,
@@ -35,8 +37,14 @@ export class EvalGate extends Effect.Service<EvalGate>()("atrium/agents/EvalGate
           SELECT e.id, e.rows_total, (SELECT count(*) FROM eval_results x WHERE x.eval_run_id = e.id AND x.passed)::int AS rows_passed
           FROM eval_runs e
           WHERE e.dataset_id = ${q.datasetId} AND e.agent_id = ${q.agentId} AND e.status = 'completed'
-            AND ${q.version === null ? sql`e.version IS NULL AND e.config_hash = ${q.configHash}` : sql`e.version = ${q.version}`}
+            AND ((e.version IS NULL AND e.config_hash = ${q.configHash}) ${q.version === null ? sql`` : sql`OR e.version = ${q.version}`})
           ORDER BY e.finished_at DESC LIMIT 1`
+    })
+
+    const versionConfig = SqlSchema.findOne({
+      Request: Schema.Struct({ agentId: Schema.String, version: Schema.Number }),
+      Result: Schema.Struct({ config: Schema.Unknown }),
+      execute: (q) => sql`SELECT config FROM agent_versions WHERE agent_id = ${q.agentId} AND version = ${q.version}`
     })
 
     const datasetOf = SqlSchema.findOne({
@@ -64,7 +72,13 @@ export class EvalGate extends Effect.Service<EvalGate>()("atrium/agents/EvalGate
       const gate = agent.draft.eval_gate
       if (gate == null || agent.publishedVersion === null) return
       const candidate = yield* Effect.orDie(latest({ datasetId: gate.dataset, agentId: agent.id, version: null, configHash: configHash(agent.draft) }))
-      const live = yield* Effect.orDie(latest({ datasetId: gate.dataset, agentId: agent.id, version: agent.publishedVersion, configHash: "" }))
+      // The live version's own runs, or a draft's whose configuration it froze (evaluated before it was published).
+      const frozen = yield* Effect.orDie(versionConfig({ agentId: agent.id, version: agent.publishedVersion }))
+      const liveHash = Option.match(frozen, {
+        onNone: () => "",
+        onSome: ({ config }) => configHash((typeof config === "string" ? JSON.parse(config) : config) as AgentConfig)
+      })
+      const live = yield* Effect.orDie(latest({ datasetId: gate.dataset, agentId: agent.id, version: agent.publishedVersion, configHash: liveHash }))
       const details = {
         dataset: gate.dataset,
         threshold: gate.threshold,

@@ -2,8 +2,10 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { request } from "../support/Client.js"
 import { TestServer } from "../support/TestServer.js"
-import { call, connect, failed } from "../mcp/mcp-support.js"
-import { agentWith, apiKeyOf, approved, assertError, ENV, fullLedger, LIVE, micros, newUser, publish, toolDirective } from "../runs/runs-support.js"
+import { call, callOk, connect, failed } from "../mcp/mcp-support.js"
+import { streamOf } from "../support/Sse.js"
+import { makeAtriumFetchClient } from "../../src/client.js"
+import { agentWith, apiKeyOf, approved, assertError, liveAgent, ENV, fullLedger, LIVE, micros, newUser, publish, toolDirective } from "../runs/runs-support.js"
 
 /**
  * Issue 46 item 3 (evaluations), docs/evals.md: datasets of an expert, eval runs of them as background runs on the
@@ -235,6 +237,86 @@ describe("evals", () => {
         const badCsv = yield* request("POST", `/v1/evals/datasets/${id}/rows`, { token: user.token, body: { format: "csv", content: "input,expected_tools\nx,{nope\n" } })
         assert.include(badCsv.body.error.message, "line 2.expected_tools")
         assert.strictEqual((yield* request("GET", `/v1/evals/datasets/${id}`, { token: user.token })).body.rows, 6, "all or none")
+      }), { timeout: 60_000 })
+
+    it.effect("thumbs-down answers become rows only when their end user shared them, each once", () =>
+      Effect.gen(function*() {
+        const creator = yield* newUser
+        const buyer = yield* newUser
+        const agent = yield* liveAgent(creator.token, { name: `Helper ${Math.random().toString(36).slice(2, 8)}`, category: "coding" })
+        const session = yield* request("POST", "/v1/sessions", { token: buyer.token, body: { agent } })
+        assert.strictEqual(session.status, 201, session.text)
+        const id = session.body.id as string
+        for (const message of ["shared complaint", "private complaint", "shared praise"]) {
+          yield* streamOf(`/v1/sessions/${id}/events`, { token: buyer.token, body: { type: "message", message } })
+        }
+        const rate = (turn: number, body: Record<string, unknown>) =>
+          Effect.map(request("PUT", `/v1/sessions/${id}/turns/${turn}/feedback`, { token: buyer.token, body }), (reply) => assert.strictEqual(reply.status, 200, reply.text))
+        yield* rate(1, { rating: "down", reason: "wrong answer", share: true })
+        yield* rate(2, { rating: "down", reason: "secret stuff", share: false })
+        yield* rate(3, { rating: "up", share: true })
+        const made = yield* request("POST", "/v1/evals/datasets", { token: creator.token, body: { agent, name: "complaints" } })
+        const added = yield* request("POST", `/v1/evals/datasets/${made.body.id}/rows/from_feedback`, { token: creator.token, body: {} })
+        assert.strictEqual(added.status, 201, added.text)
+        assert.strictEqual(added.body.added, 1)
+        const rows = yield* request("GET", `/v1/evals/datasets/${made.body.id}/rows`, { token: creator.token })
+        assert.strictEqual(rows.body.data.length, 1)
+        assert.deepInclude(rows.body.data[0], { input: "shared complaint", source: "feedback" })
+        assert.deepInclude(rows.body.data[0].metadata, { reason: "wrong answer", rejected_answer: "You said: shared complaint" })
+        assert.notInclude(rows.text, "private complaint")
+        assert.notInclude(rows.text, "secret stuff")
+        const again = yield* request("POST", `/v1/evals/datasets/${made.body.id}/rows/from_feedback`, { token: creator.token, body: {} })
+        assert.strictEqual(again.body.added, 0, "a turn is added once")
+        // The buyer, not the creator, gets nothing of the dataset.
+        assertError(yield* request("POST", `/v1/evals/datasets/${made.body.id}/rows/from_feedback`, { token: buyer.token, body: {} }), 404, "not_found")
+      }), { timeout: 60_000 })
+
+    it.effect("MCP: run_eval and get_eval_results evaluate from the IDE", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const agent = yield* agentWith(user.token)
+        const datasetId = yield* dataset(user.token, agent, [{ input: "hi", expected: "You said: hi" }, { input: "yo", expected: "nope" }])
+        const mcp = yield* connect({ bearer: user.token })
+        const started = yield* callOk(mcp, "run_eval", { dataset: datasetId, agent, graders: [{ type: "exact" }] })
+        assert.strictEqual(started.status, "running")
+        assert.isString(started.estimate_credits)
+        yield* finished(user.token, started.id)
+        const results = yield* callOk(mcp, "get_eval_results", { id: started.id })
+        assert.deepInclude(results.run, { status: "completed", pass_rate: 0.5, rows_total: 2, rows_done: 2 })
+        assert.deepStrictEqual(results.results.map((r: any) => r.passed), [true, false])
+        const stranger = yield* newUser
+        const theirs = yield* connect({ bearer: stranger.token })
+        failed(yield* call(theirs, "get_eval_results", { id: started.id }), "No eval run")
+        failed(yield* call(theirs, "run_eval", { dataset: datasetId, agent, graders: [{ type: "exact" }] }), "No ")
+      }).pipe(Effect.scoped), { timeout: 60_000 })
+
+    it.effect("the typed client: datasets, rows, an eval run and its results, and a refused publish as EvalGateFailed with its rates", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const { url } = yield* TestServer
+        const client = yield* makeAtriumFetchClient({ baseUrl: url, token: user.token })
+        const agent = yield* agentWith(user.token)
+        const created = yield* client.evals.createDataset({ payload: { agent, name: "typed" } })
+        const added = yield* client.evals.addRows({ path: { id: created.id }, payload: [{ input: "hi", expected: "You said: hi" }] })
+        assert.strictEqual(added.added, 1)
+        const run = yield* client.evals.createRun({ payload: { dataset: created.id, agent, graders: [{ type: "exact" }] } })
+        yield* finished(user.token, run.id)
+        const got = yield* client.evals.getRun({ path: { id: run.id } })
+        assert.deepInclude(got, { status: "completed", pass_rate: 1, rows_total: 1, rows_done: 1 })
+        const results = yield* client.evals.runResults({ path: { id: run.id }, urlParams: {} })
+        assert.strictEqual(results.data[0]!.passed, true)
+        const missing = yield* Effect.flip(client.evals.getRun({ path: { id: "evr_nope" } }))
+        assert.strictEqual(missing._tag, "NotFound")
+
+        // v1 goes live with the configuration just evaluated: that run is v1's pass rate too.
+        const v1 = yield* publish(user.token, agent)
+        yield* approved(v1.id)
+        yield* client.agents.update({ path: { identifier: agent }, payload: { eval_gate: { dataset: created.id, threshold: 0 }, instructions: "Changed." } })
+        const refused = yield* Effect.flip(client.agents.publish({ path: { identifier: agent } }))
+        assert.strictEqual(refused._tag, "EvalGateFailed")
+        if (refused._tag === "EvalGateFailed") {
+          assert.deepInclude(refused.details, { pass_rate: null, live_pass_rate: 1, live_version: 1, threshold: 0, live_eval_run: run.id })
+        }
       }), { timeout: 60_000 })
 
     it.effect("the publish gate: a version below the live one by more than the threshold is refused, through the API and MCP", () =>
