@@ -76,10 +76,45 @@ export const contains = (grader: Extract<Grader, { type: "contains" }>, row: Exp
   )
 }
 
+/**
+ * A pattern whose matching may take exponential time: a quantified group that holds a quantifier (`(a+)+`, `(\w*)*`,
+ * `(x+){2,}`). Grading runs on the cluster's one eval driver, so a pattern that backtracks for minutes would stall
+ * every creator's eval runs: such patterns are refused (a heuristic, the usual star-height test).
+ */
+export const riskyPattern = (pattern: string): boolean => {
+  const quantifier = /^(?:[+*]|\{\d+,\d*\})/
+  // One entry per open group: whether something inside it is quantified.
+  const open: Array<boolean> = []
+  let inClass = false
+  for (let i = 0; i < pattern.length; i++) {
+    const c = pattern[i]!
+    if (c === "\\") {
+      i++
+      continue
+    }
+    if (inClass) {
+      if (c === "]") inClass = false
+      continue
+    }
+    if (c === "[") inClass = true
+    else if (c === "(") open.push(false)
+    else if (c === ")") {
+      const inner = open.pop() ?? false
+      const quantified = quantifier.test(pattern.slice(i + 1))
+      if (inner && quantified) return true
+      if (open.length > 0 && (inner || quantified)) open[open.length - 1] = true
+    } else if (open.length > 0 && quantifier.test(pattern.slice(i))) open[open.length - 1] = true
+  }
+  return false
+}
+
 /** A pattern is the creator's own; a bad one fails its rows (said why) rather than the run. */
 export const regex = (grader: Extract<Grader, { type: "regex" }>, row: Expectations, seen: Observation): Grade => {
   const pattern = row.regex ?? grader.pattern
   if (pattern === undefined) return skipped("regex", "no pattern")
+  if (riskyPattern(pattern)) {
+    return verdict("regex", false, "the pattern has a quantified group holding a quantifier, which may take exponential time: rewrite it")
+  }
   let compiled: RegExp
   try {
     compiled = new RegExp(pattern, grader.flags ?? "")

@@ -1,7 +1,7 @@
 import { Either, ParseResult, Schema } from "effect"
 import yaml from "js-yaml"
 import { RowInput } from "./Domain.js"
-import { type Expectations, microsOf } from "./Graders.js"
+import { type Expectations, microsOf, riskyPattern } from "./Graders.js"
 
 /**
  * Rows in and out (docs/evals.md, "Rows"): a row as the API takes it, as stored (its input as a message and the
@@ -43,6 +43,7 @@ export const toStored = (row: RowInput, at: string): Either.Either<StoredRow, st
     } catch {
       return Either.left(`${at}.regex: not a valid regular expression`)
     }
+    if (riskyPattern(row.regex)) return Either.left(`${at}.regex: a quantified group holding a quantifier may take exponential time`)
   }
   return Either.right({
     input,

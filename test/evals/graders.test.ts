@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Either } from "effect"
 import { calibrated, estimateRow } from "../../src/evals/Estimate.js"
-import { combine, gradeDirect, type Observation, parseVerdict } from "../../src/evals/Graders.js"
+import { combine, gradeDirect, type Observation, parseVerdict, riskyPattern } from "../../src/evals/Graders.js"
 import { parseCsv, parseJsonl, parseOpenAiEvals, parsePromptfoo } from "../../src/evals/Rows.js"
 
 /** Issue 46 item 3: the graders are pure functions of a row's expectations and what its run did. */
@@ -47,6 +47,13 @@ describe("graders", () => {
     const bad = gradeDirect({ type: "regex", pattern: "(" }, {}, seen())!
     assert.deepInclude(bad, { applicable: true, passed: false })
     assert.include(bad.explanation, "not a valid regular expression")
+    // Patterns that may backtrack for ever are refused before they run (the driver is one for the whole cluster).
+    for (const pattern of ["(a+)+$", "(\\w*)*x", "(x+){2,}", "((ab)*)+"]) {
+      const risky = gradeDirect({ type: "regex", pattern }, {}, seen({ output: "a".repeat(40) + "!" }))!
+      assert.deepInclude(risky, { passed: false }, pattern)
+      assert.include(risky.explanation, "exponential", pattern)
+    }
+    for (const pattern of ["^a+$", "(ab)+", "\\d{2,}", "(a|b)c+", "\\(a+\\)+"]) assert.isFalse(riskyPattern(pattern), pattern)
   })
 
   it("json_schema reads the answer as JSON (a fenced block too) and validates it", () => {
