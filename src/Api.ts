@@ -39,6 +39,7 @@ import { ModelsApi } from "./runtime/models/Api.js"
 import { InternalWebhooksApi, WebhooksApi } from "./webhooks/Api.js"
 import { SchedulesApi } from "./schedules/Api.js"
 import { TracesApi } from "./traces/Api.js"
+import { EvalsApi } from "./evals/Api.js"
 
 /** Operations that answer `text/event-stream` (always, or with `stream: true`), and what their events are. */
 const STREAMS: Record<string, { readonly only: boolean; readonly events: string }> = {
@@ -255,6 +256,7 @@ export class AtriumApi extends makeApi("atrium")
   .add(InternalWebhooksApi)
   .add(SchedulesApi)
   .add(TracesApi)
+  .add(EvalsApi)
   .annotate(OpenApi.Title, "Atrium platform API")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Transform, documentTruth)

@@ -44,6 +44,8 @@ import { ModelsHttp } from "./runtime/models/Http.js"
 import { AgentModelsLive } from "./runs/AgentModels.js"
 import { RunsHttpLive } from "./runs/Http.js"
 import { TracesHttpLive } from "./traces/Http.js"
+import { EvalsHttpLive } from "./evals/Http.js"
+import { EvalDriverLive } from "./evals/Driver.js"
 import { TraceWriterLive } from "./traces/Writer.js"
 import { ResponsesHttpLive } from "./responses/Http.js"
 import { EvolutionHttpLive } from "./evolution/Http.js"
@@ -90,7 +92,7 @@ const Edge = HttpLayerRouter.middleware(
 )
 
 const ApiRoutes = HttpLayerRouter.addHttpApi(AtriumApi, { openapiPath: "/openapi.json" }).pipe(
-  Layer.provide([HealthHttp, AuthHttp, AccountHttp, ModelsHttp.pipe(Layer.provide(AgentModelsLive)), BillingHttp, AgentsHttpLive, RunsHttpLive, ResponsesHttpLive, SessionsHttpLive, MarketHttpLive, NotificationsHttpLive, FilesHttpLive, KnowledgeHttpLive, EnvironmentsHttpLive, CredentialsHttpLive, MemoryHttpLive, EvolutionHttpLive, DistillationsHttpLive, WebhooksHttpLive, SchedulesHttpLive, TracesHttpLive]),
+  Layer.provide([HealthHttp, AuthHttp, AccountHttp, ModelsHttp.pipe(Layer.provide(AgentModelsLive)), BillingHttp, AgentsHttpLive, RunsHttpLive, ResponsesHttpLive, SessionsHttpLive, MarketHttpLive, NotificationsHttpLive, FilesHttpLive, KnowledgeHttpLive, EnvironmentsHttpLive, CredentialsHttpLive, MemoryHttpLive, EvolutionHttpLive, DistillationsHttpLive, WebhooksHttpLive, SchedulesHttpLive, TracesHttpLive, EvalsHttpLive]),
   Layer.provide([RunPayerLive, KnowledgeSearchLive, ExpertMemoryLive, TraceWriterLive]),
   Layer.provide(Wallets.Default)
 )
@@ -120,6 +122,13 @@ const Entities = Layer.mergeAll(
   SchedulerLive.pipe(
     Layer.provide(ScheduleFirerLive),
     Layer.provide([Runs.Default, BackgroundRuns.Default, RunRecords.Default, Sessions.Default, Webhooks.Default, LedgerReads.Default]),
+    Layer.provide([RunPayerLive, KnowledgeSearchLive, ExpertMemoryLive, TraceWriterLive]),
+    Layer.provide(Wallets.Default)
+  ),
+  // Evaluations (evals/Driver.ts): one driver in the cluster, a singleton, whose passes start each eval run's rows
+  // as background runs, grade them as they end, and complete the run.
+  EvalDriverLive.pipe(
+    Layer.provide([Runs.Default, BackgroundRuns.Default, RunRecords.Default]),
     Layer.provide([RunPayerLive, KnowledgeSearchLive, ExpertMemoryLive, TraceWriterLive]),
     Layer.provide(Wallets.Default)
   )

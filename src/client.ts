@@ -37,7 +37,8 @@ export { SessionId } from "./sessions/Domain.js"
  * The streamed answers (docs/events.md) are `Stream`s of the typed public events: `runs.run` (unless
  * `stream: false`), `runs.events` (a background run's log), `sessions.send` and `sessions.subscribe` (the last two
  * of those resume from the last `seq` they saw, with `Last-Event-ID`, when the connection drops). Webhooks and
- * schedules are the derived groups as they are (`webhooks.*`, `schedules.*`). A run that ends in `run.failed` fails its stream with `RunFailed`;
+ * schedules are the derived groups as they are (`webhooks.*`, `schedules.*`), as are evaluations (`evals.*`: datasets,
+ * rows, eval runs and their results, compare; a publish refused by an eval gate fails with `EvalGateFailed`). A run that ends in `run.failed` fails its stream with `RunFailed`;
  * so does a failed run on `runs.chatCompletions` and `responses.create`.
  */
 export interface AtriumClientOptions {

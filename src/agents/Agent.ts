@@ -116,7 +116,12 @@ export const AgentConfig = Schema.Struct({
    * Where the expert's spans are also sent (docs/traces.md, "OTLP export"): an OTLP/HTTP traces endpoint and its
    * headers, sealed under `SECRETS_KEY` (only their names stay readable); absent or null: nowhere.
    */
-  otlp_export: Schema.optional(Schema.NullOr(StoredOtlpExport))
+  otlp_export: Schema.optional(Schema.NullOr(StoredOtlpExport)),
+  /**
+   * The eval gate (docs/evals.md, "Publish gate"): a new version whose pass rate on `dataset` falls below the live
+   * version's by more than `threshold` (0 to 1) is not submitted. A setting of the expert, read from the draft.
+   */
+  eval_gate: Schema.optional(Schema.NullOr(Schema.Struct({ dataset: Schema.String, threshold: Schema.Number })))
 })
 export type AgentConfig = typeof AgentConfig.Type
 
@@ -143,7 +148,11 @@ export const AgentFields = {
   knowledge_bases: Schema.Array(Schema.String.pipe(Schema.maxLength(64))).pipe(Schema.maxItems(10)),
   memory: MemorySettings,
   trace_content: Schema.Boolean,
-  otlp_export: OtlpExportInput
+  otlp_export: OtlpExportInput,
+  eval_gate: Schema.NullOr(Schema.Struct({
+    dataset: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)),
+    threshold: Schema.Number.pipe(Schema.between(0, 1))
+  }))
 }
 
 export const defaultBilling: Billing = { type: "FREE", price: "0", free_trial_per_user: 3, allow_trial: true }

@@ -13,6 +13,7 @@ import { ModelCatalog } from "../runtime/models/Catalog.js"
 import { type AgentConfig, type AgentFields, defaultBilling, normalizeBilling, type OtlpExportInput } from "./Agent.js"
 import { type AgentRow, AgentsRepo, type Submission } from "./Repo.js"
 import { IdentifierTaken, newAgentId } from "./Domain.js"
+import { EvalGate } from "./Gate.js"
 export { IdentifierTaken } from "./Domain.js"
 
 type Fields = { readonly [K in keyof typeof AgentFields]?: Schema.Schema.Type<(typeof AgentFields)[K]> | undefined }
@@ -40,6 +41,7 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
     const box = yield* SecretBox
     const { allowedHosts } = yield* ToolsConfig
     const own = makeHostAddresses()
+    const gate = yield* EvalGate
 
     /**
      * The OTLP export a creator set (docs/traces.md): the endpoint passes the outbound rule now (and again at every
@@ -77,7 +79,8 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
       base: AgentConfig,
       fields: Fields,
       ownerId: UserId,
-      selfIdentifier?: string
+      selfIdentifier?: string,
+      agentId?: string
     ) {
       const next = { ...base }
       if (fields.name !== undefined) next.name = fields.name
@@ -164,6 +167,15 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
       }
       if (fields.trace_content !== undefined) next.trace_content = fields.trace_content
       if (fields.otlp_export !== undefined) next.otlp_export = yield* otlpExport(fields.otlp_export)
+      if (fields.eval_gate !== undefined) {
+        if (fields.eval_gate !== null) {
+          if (agentId === undefined) {
+            return yield* new InvalidRequest({ message: "Invalid request: eval_gate: set it once the expert exists (its datasets are made for it)" })
+          }
+          yield* gate.validate(agentId, ownerId, fields.eval_gate.dataset)
+        }
+        next.eval_gate = fields.eval_gate
+      }
       if (fields.billing !== undefined) {
         const billing = normalizeBilling(fields.billing, base.billing)
         if (typeof billing === "string") return yield* new InvalidRequest({ message: `Invalid request: ${billing}` })
@@ -227,7 +239,7 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
 
     const update = Effect.fn("Agents.update")(function*(identifier: string, ownerId: UserId, fields: Fields) {
       const agent = yield* owned(identifier, ownerId)
-      const draft = yield* merge(agent.draft, fields, ownerId, agent.identifier)
+      const draft = yield* merge(agent.draft, fields, ownerId, agent.identifier, agent.id)
       return yield* repo.updateDraft(agent.id, draft)
     })
 
@@ -265,6 +277,8 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
           })
         }
       }
+      // The eval gate, here so every path that publishes meets it (agents/Gate.ts).
+      if (agent.draft.eval_gate != null) yield* gate.check(agent)
       return yield* repo.publish(agent.id, `sub_${randomBase62(20)}`)
     })
 
@@ -376,7 +390,8 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
     Notifications.Default,
     KnowledgeRepo.Default,
     SecretBox.Default,
-    ToolsConfig.Default
+    ToolsConfig.Default,
+    EvalGate.Default
   ]
 }) {}
 

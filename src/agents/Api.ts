@@ -7,7 +7,7 @@ import { PlatformAuthentication, UserAuthentication } from "../identity/Domain.j
 import { Forbidden, InvalidRequest, NotFound } from "../platform/Errors.js"
 import { AgentFields, AgentRef, Identifier } from "./Agent.js"
 import { MemorySettings } from "../runtime/Expert.js"
-import { IdentifierTaken } from "./Domain.js"
+import { EvalGateFailed, IdentifierTaken } from "./Domain.js"
 import { ListParams } from "../platform/http/Lists.js"
 
 const BillingView = Schema.Struct({
@@ -85,6 +85,8 @@ export const AgentView = Schema.Struct({
     endpoint: Schema.String,
     headers: Schema.Record({ key: Schema.String, value: Schema.String })
   }))),
+  /** The eval gate on publishing (docs/evals.md): a dataset of this expert and the pass-rate drop it tolerates. */
+  eval_gate: Schema.optional(Schema.NullOr(Schema.Struct({ dataset: Schema.String, threshold: Schema.Number }))),
   published_version: Schema.NullOr(Schema.Int),
   pending_submission: Schema.NullOr(SubmissionView),
   /** The owner's single-agent view only: every submission, newest first, with the reviewer's reason. */
@@ -145,7 +147,14 @@ export class AgentsApi extends HttpApiGroup.make("agents")
       .addSuccess(Schema.Struct({ submission: Schema.Struct({ id: Schema.String, version: Schema.Int, status: Schema.Literal("pending") }) }))
       .addError(NotFound)
       .addError(Forbidden)
-      .annotate(OpenApi.Description, "Freeze the draft as a new version and submit it for review; it does not go live yet.")
+      .addError(EvalGateFailed)
+      .annotate(
+        OpenApi.Description,
+        "Freeze the draft as a new version and submit it for review; it does not go live yet. With an `eval_gate` " +
+          "set, a draft whose pass rate on the gate's dataset falls below the live version's by more than the threshold " +
+          "(or that has no finished eval run to compare) is refused: 409 `eval_gate_failed`, both pass rates in " +
+          "`error.details` (docs/evals.md)."
+      )
   )
   .add(
     HttpApiEndpoint.get("versions", "/v1/agents/:identifier/versions")

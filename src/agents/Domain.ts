@@ -20,3 +20,25 @@ export class IdentifierTaken extends WireError<IdentifierTaken>()(
   { message: Schema.String },
   { status: 409 }
 ) {}
+
+/**
+ * A new version refused by its expert's eval gate (docs/evals.md, "Publish gate"): its pass rate on the gate's
+ * dataset is below the live version's by more than the threshold, or one of the two has no finished eval run yet.
+ * `details` carries both pass rates (null where there is no run) and the runs they come from.
+ */
+export class EvalGateFailed extends WireError<EvalGateFailed>()(
+  "EvalGateFailed",
+  {
+    message: Schema.String,
+    details: Schema.optional(Schema.Struct({
+      dataset: Schema.String,
+      threshold: Schema.Number,
+      pass_rate: Schema.NullOr(Schema.Number),
+      live_pass_rate: Schema.NullOr(Schema.Number),
+      live_version: Schema.NullOr(Schema.Number),
+      eval_run: Schema.NullOr(Schema.String),
+      live_eval_run: Schema.NullOr(Schema.String)
+    }))
+  },
+  { status: 409 }
+) {}

@@ -28,6 +28,7 @@ const ownerView = (agent: AgentRow, pending: Option.Option<Submission>) => ({
     headers: Object.fromEntries(agent.draft.otlp_export.header_names.map((name) => [name, "[redacted]"]))
   },
   billing: billingView(agent.draft),
+  eval_gate: agent.draft.eval_gate ?? null,
   published_version: agent.publishedVersion,
   pending_submission: Option.match(pending, { onNone: () => null, onSome: submissionView }),
   created_at: agent.createdAt.toISOString(),

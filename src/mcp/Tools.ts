@@ -14,6 +14,7 @@ import { EngineTools } from "./EngineTools.js"
 import { KnowledgeTools } from "./KnowledgeTools.js"
 import { MemoryTools } from "./MemoryTools.js"
 import { RunTools } from "./RunTools.js"
+import { EvalTools } from "./EvalTools.js"
 import { publicTool, type ToolDefinition, ToolFailure, userTool } from "./Tool.js"
 
 /**
@@ -78,6 +79,7 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
     const knowledgeTools = yield* KnowledgeTools
     const memoryTools = yield* MemoryTools
     const runTools = yield* RunTools
+    const evalTools = yield* EvalTools
 
     const withPending = (agent: AgentRow) => Effect.map(agents.pendingOf(agent), (pending) => expertView(agent, pending))
 
@@ -401,11 +403,12 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
       ...knowledgeTools.tools,
       ...memoryTools.tools,
       // Beyond it too: runs and schedules (docs/runs.md, docs/schedules.md).
-      ...runTools.tools
+      ...runTools.tools,
+      ...evalTools.tools
     ]
 
     return { tools } as const
   }),
   // `Agents` needs `Wallets` (the cluster's wallet entities), which the server provides once for every route.
-  dependencies: [Agents.Default, Creators.Default, Market.Default, EngineTools.Default, McpConfig.Default, KnowledgeTools.Default, MemoryTools.Default, RunTools.Default]
+  dependencies: [Agents.Default, Creators.Default, Market.Default, EngineTools.Default, McpConfig.Default, KnowledgeTools.Default, MemoryTools.Default, RunTools.Default, EvalTools.Default]
 }) {}

@@ -43,6 +43,7 @@ export interface Envelope {
     readonly message: string
     readonly code?: string | undefined
     readonly param?: string | null | undefined
+    readonly details?: Record<string, unknown> | undefined
   }
 }
 
@@ -57,6 +58,9 @@ const envelopeOf = (identifier: string, type: string, description: string | unde
       }),
       param: Schema.optional(Schema.NullOr(Schema.String)).annotations({
         description: "On the OpenAI-compatible routes: the request field at fault, or null."
+      }),
+      details: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })).annotations({
+        description: "What a client needs to act on this error, where the error has more to say (eval_gate_failed: both pass rates)."
       })
     })
   }).annotations({ identifier, title: identifier, ...(description === undefined ? {} : { description }) })
@@ -67,9 +71,10 @@ const HEADER_FIELDS: ReadonlyArray<readonly [field: string, header: string]> = [
 /** The body of `props` (the error's `{_tag, ...}` form), with OpenAI's fields when `openAi`. */
 const bodyOf = (type: string, props: Record<string, unknown>, openAi: boolean): Envelope => {
   const message = typeof props["message"] === "string" ? props["message"] : "Request failed."
-  if (!openAi) return { error: { type, message } }
+  const details = typeof props["details"] === "object" && props["details"] !== null ? { details: props["details"] as Record<string, unknown> } : {}
+  if (!openAi) return { error: { type, message, ...details } }
   const param = typeof props["param"] === "string" ? props["param"] : null
-  return { error: { type, message, code: type, param } }
+  return { error: { type, message, code: type, param, ...details } }
 }
 
 /** Writes the envelope of an error: its body now, its header fields into `ErrorHeaders` for the edge. */
@@ -147,7 +152,8 @@ export const WireError = <Self = never>() =>
             ParseResult.succeed({
               _tag: tag,
               message: body.error.message,
-              ...(typeof body.error.param === "string" ? { param: body.error.param } : {})
+              ...(typeof body.error.param === "string" ? { param: body.error.param } : {}),
+              ...(body.error.details !== undefined ? { details: body.error.details } : {})
             }),
           encode: (props: Record<string, unknown>) => encodeEnvelope(type, props)
         }).annotations(HttpApiSchema.annotations({ status: options.status })).ast

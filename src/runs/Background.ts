@@ -45,6 +45,8 @@ export interface StoredRequest {
   readonly knowledge?: RunRequest["knowledge"]
   /** What `/v1/responses` keeps to build its response object from the run's events (responses/Responses.ts). */
   readonly response?: unknown
+  /** A published version its owner runs rather than the draft (an eval run of that version: docs/evals.md). */
+  readonly version?: number | undefined
 }
 
 /** The workflow: one execution per run id (its idempotency key), whichever runner starts or resumes it. */
@@ -280,6 +282,8 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
       const begun = row.status === "running"
       const agent = (stopped && !begun) || row.agent === null
         ? Option.none<RunnableAgent>()
+        : stored.version !== undefined
+        ? yield* runs.ownVersion(row.agent, payer.accountId, stored.version)
         : yield* runs.runnableOrModel(row.agent, payer.accountId)
       let status: "completed" | "failed" | "cancelled" | "incomplete"
       if (Option.isSome(agent)) {

@@ -59,6 +59,16 @@ export class Runs extends Effect.Service<Runs>()("atrium/runs/Runs", {
         return Option.map(config, (config): RunnableAgent => ({ id, identifier, ownerId, version: publishedVersion, config, traceContent }))
       })
 
+    /** A published version of `identifier` as its owner runs it (an eval run of that version); none for anyone else. */
+    const ownVersion = (identifier: string, ownerId: string, version: number) =>
+      Effect.gen(function*() {
+        const agent = yield* agents.byIdentifier(identifier)
+        if (Option.isNone(agent) || agent.value.ownerId !== ownerId) return Option.none<RunnableAgent>()
+        const { draft, id } = agent.value
+        const config = yield* agents.version(id, version)
+        return Option.map(config, (config): RunnableAgent => ({ id, identifier, ownerId, version, config, traceContent: draft.trace_content === true }))
+      })
+
     const resolveSubagent = (identifier: string, payer: Partition) => runnable(identifier, payer.accountId)
 
     /**
@@ -122,7 +132,7 @@ export class Runs extends Effect.Service<Runs>()("atrium/runs/Runs", {
 
     const invalid = (message: string) => new InvalidRequest({ message })
 
-    return { runnable, runnableOrModel, resolveSubagent, agentFor, agentOrModel, request, stream, execute, collect, invalid } as const
+    return { runnable, ownVersion, runnableOrModel, resolveSubagent, agentFor, agentOrModel, request, stream, execute, collect, invalid } as const
   }),
   dependencies: [AgentsRepo.Default, RunEngine.Default, ModelCatalog.Default]
 }) {}

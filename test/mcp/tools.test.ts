@@ -60,8 +60,13 @@ const RUNS: Record<string, Record<string, boolean>> = {
 const MEMORY: Record<string, Record<string, boolean>> = {
   configure_memory: { identifier: true, enabled: false, blocks: false }
 }
-const ALL = { ...SPEC, ...KNOWLEDGE, ...RUNS, ...MEMORY }
-const TOOL_COUNT = 34
+/** And evaluations (issue 46 item 3). */
+const EVALS: Record<string, Record<string, boolean>> = {
+  run_eval: { dataset: true, agent: true, version: false, graders: true, concurrency: false },
+  get_eval_results: { id: true, limit: false, after: false }
+}
+const ALL = { ...SPEC, ...KNOWLEDGE, ...RUNS, ...MEMORY, ...EVALS }
+const TOOL_COUNT = 36
 
 describe("mcp tools", () => {
   layer(TestServer.layer(ENV), LIVE)((it) => {

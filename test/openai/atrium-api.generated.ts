@@ -611,7 +611,7 @@ export interface paths {
         put?: never;
         /**
          * Freeze the draft as a new version and submit it for review; it does not go live yet
-         * @description Freeze the draft as a new version and submit it for review; it does not go live yet.
+         * @description Freeze the draft as a new version and submit it for review; it does not go live yet. With an `eval_gate` set, a draft whose pass rate on the gate's dataset falls below the live version's by more than the threshold (or that has no finished eval run to compare) is refused: 409 `eval_gate_failed`, both pass rates in `error.details` (docs/evals.md).
          */
         post: operations["agents.publish"];
         delete?: never;
@@ -2620,6 +2620,202 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/evals/datasets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * GET /v1/evals/datasets
+         * @description Your datasets, newest first (`agent` filters); `limit` (1-100, 20) and `after` (the last id of the previous page).
+         */
+        get: operations["evals.listDatasets"];
+        put?: never;
+        /**
+         * A dataset of one of your experts (`agent`: its identifier)
+         * @description A dataset of one of your experts (`agent`: its identifier). Only the expert's creator sees its datasets.
+         */
+        post: operations["evals.createDataset"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/evals/datasets/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * GET /v1/evals/datasets/{id}
+         * @description GET /v1/evals/datasets/{id}
+         */
+        get: operations["evals.getDataset"];
+        put?: never;
+        post?: never;
+        /**
+         * Deletes the dataset, its rows, and its eval runs with their results (the rows' runs and traces stay)
+         * @description Deletes the dataset, its rows, and its eval runs with their results (the rows' runs and traces stay).
+         */
+        delete: operations["evals.deleteDataset"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/evals/datasets/{id}/rows": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The dataset's rows in order; `limit` (1-100, 20) and `after` (the last row id of the previous page)
+         * @description The dataset's rows in order; `limit` (1-100, 20) and `after` (the last row id of the previous page).
+         */
+        get: operations["evals.listRows"];
+        put?: never;
+        /**
+         * POST /v1/evals/datasets/{id}/rows
+         * @description Appends rows: a JSON array of rows (`input`: a message or a conversation; `expected`, `contains`, `regex`, `json_schema`, `expected_tools`, `max_credits`, `max_latency_ms`, `rubric`), or a file's text as `{"format": "csv" | "jsonl", "content": "..."}` (CSV with a header naming those fields). All or none: a bad row is a 400 naming it.
+         */
+        post: operations["evals.addRows"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/evals/datasets/{id}/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * POST /v1/evals/datasets/{id}/import
+         * @description Imports another tool's tests as rows: promptfoo YAML (`tests` with `vars` and `assert`: equals, contains, icontains, contains-all, regex, is-json, llm-rubric, latency) or OpenAI Evals JSONL (items, with `string_check` and `score_model` criteria per line or in `testing_criteria`). What has no grader here is listed in `skipped`.
+         */
+        post: operations["evals.importRows"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/evals/datasets/{id}/rows/from_feedback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * POST /v1/evals/datasets/{id}/rows/from_feedback
+         * @description Adds the thumbs-down answers of the dataset's expert whose end users shared them (`share: true` on their feedback) as rows: the user's message as input, the answer and the reason in `metadata`. Feedback not shared is never read; a turn already added is not added again.
+         */
+        post: operations["evals.fromFeedback"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/evals/runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Your eval runs, newest first (`dataset`, `agent` filter); `limit` and `after`
+         * @description Your eval runs, newest first (`dataset`, `agent` filter); `limit` and `after`.
+         */
+        get: operations["evals.listRuns"];
+        put?: never;
+        /**
+         * POST /v1/evals/runs
+         * @description Runs the dataset against the expert (its draft, or `version`) as background runs, `concurrency` at a time, on your wallet, and grades each row with `graders`. Answers at once with `estimate_credits` (docs/evals.md, "Estimate"); 402 when the balance is below it.
+         */
+        post: operations["evals.createRun"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/evals/runs/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An eval run: `status`, `pass_rate`, `credits`, `rows_total`, `rows_done`
+         * @description An eval run: `status`, `pass_rate`, `credits`, `rows_total`, `rows_done`.
+         */
+        get: operations["evals.getRun"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/evals/runs/{id}/results": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * GET /v1/evals/runs/{id}/results
+         * @description The rows' results in dataset order: passed, score, each grader's explanation, the row's run and trace, its credits. `limit` (1-100, 20) and `after` (the last `row_id` of the previous page).
+         */
+        get: operations["evals.runResults"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/evals/compare": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * GET /v1/evals/compare
+         * @description Two eval runs side by side: pass rate, credits and latency (b minus a), and the rows whose outcome changed.
+         */
+        get: operations["evals.compare"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/oauth/authorize": {
         parameters: {
             query?: never;
@@ -2681,6 +2877,10 @@ export interface components {
                 code?: string;
                 /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
                 param?: string | null;
+                /** @description What a client needs to act on this error, where the error has more to say (eval_gate_failed: both pass rates). */
+                details?: {
+                    [key: string]: unknown;
+                };
             };
         };
         /** ServiceUnavailable */
@@ -2693,6 +2893,10 @@ export interface components {
                 code?: string;
                 /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
                 param?: string | null;
+                /** @description What a client needs to act on this error, where the error has more to say (eval_gate_failed: both pass rates). */
+                details?: {
+                    [key: string]: unknown;
+                };
             };
         };
         /**
@@ -2710,6 +2914,10 @@ export interface components {
                 code?: string;
                 /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
                 param?: string | null;
+                /** @description What a client needs to act on this error, where the error has more to say (eval_gate_failed: both pass rates). */
+                details?: {
+                    [key: string]: unknown;
+                };
             };
         };
         /** ChallengeRequired */
@@ -2722,6 +2930,10 @@ export interface components {
                 code?: string;
                 /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
                 param?: string | null;
+                /** @description What a client needs to act on this error, where the error has more to say (eval_gate_failed: both pass rates). */
+                details?: {
+                    [key: string]: unknown;
+                };
             };
         };
         /** SmsNotDelivered */
@@ -2734,6 +2946,10 @@ export interface components {
                 code?: string;
                 /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
                 param?: string | null;
+                /** @description What a client needs to act on this error, where the error has more to say (eval_gate_failed: both pass rates). */
+                details?: {
+                    [key: string]: unknown;
+                };
             };
         };
         /** InvalidCode */
@@ -2746,6 +2962,10 @@ export interface components {
                 code?: string;
                 /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
                 param?: string | null;
+                /** @description What a client needs to act on this error, where the error has more to say (eval_gate_failed: both pass rates). */
+                details?: {
+                    [key: string]: unknown;
+                };
             };
         };
         /** InvalidRequest */
@@ -2758,6 +2978,10 @@ export interface components {
                 code?: string;
                 /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
                 param?: string | null;
+                /** @description What a client needs to act on this error, where the error has more to say (eval_gate_failed: both pass rates). */
+                details?: {
+                    [key: string]: unknown;
+                };
             };
         };
         /** Unauthorized */
@@ -2770,6 +2994,10 @@ export interface components {
                 code?: string;
                 /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
                 param?: string | null;
+                /** @description What a client needs to act on this error, where the error has more to say (eval_gate_failed: both pass rates). */
+                details?: {
+                    [key: string]: unknown;
+                };
             };
         };
         /** NotFound */
@@ -2782,6 +3010,10 @@ export interface components {
                 code?: string;
                 /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
                 param?: string | null;
+                /** @description What a client needs to act on this error, where the error has more to say (eval_gate_failed: both pass rates). */
+                details?: {
+                    [key: string]: unknown;
+                };
             };
         };
         /** UnknownEvent */
@@ -2794,6 +3026,10 @@ export interface components {
                 code?: string;
                 /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
                 param?: string | null;
+                /** @description What a client needs to act on this error, where the error has more to say (eval_gate_failed: both pass rates). */
+                details?: {
+                    [key: string]: unknown;
+                };
             };
         };
         /** MeterDisabled */
@@ -2806,6 +3042,10 @@ export interface components {
                 code?: string;
                 /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
                 param?: string | null;
+                /** @description What a client needs to act on this error, where the error has more to say (eval_gate_failed: both pass rates). */
+                details?: {
+                    [key: string]: unknown;
+                };
             };
         };
         /** InsufficientScope */
@@ -2818,6 +3058,10 @@ export interface components {
                 code?: string;
                 /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
                 param?: string | null;
+                /** @description What a client needs to act on this error, where the error has more to say (eval_gate_failed: both pass rates). */
+                details?: {
+                    [key: string]: unknown;
+                };
             };
         };
         /** InsufficientCredits */
@@ -2830,6 +3074,10 @@ export interface components {
                 code?: string;
                 /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
                 param?: string | null;
+                /** @description What a client needs to act on this error, where the error has more to say (eval_gate_failed: both pass rates). */
+                details?: {
+                    [key: string]: unknown;
+                };
             };
         };
         /** DailyCapExceeded */
@@ -2842,6 +3090,10 @@ export interface components {
                 code?: string;
                 /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
                 param?: string | null;
+                /** @description What a client needs to act on this error, where the error has more to say (eval_gate_failed: both pass rates). */
+                details?: {
+                    [key: string]: unknown;
+                };
             };
         };
         /** IdempotencyConflict */
@@ -2854,6 +3106,10 @@ export interface components {
                 code?: string;
                 /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
                 param?: string | null;
+                /** @description What a client needs to act on this error, where the error has more to say (eval_gate_failed: both pass rates). */
+                details?: {
+                    [key: string]: unknown;
+                };
             };
         };
         ExpertTool: {
@@ -2893,6 +3149,10 @@ export interface components {
                 code?: string;
                 /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
                 param?: string | null;
+                /** @description What a client needs to act on this error, where the error has more to say (eval_gate_failed: both pass rates). */
+                details?: {
+                    [key: string]: unknown;
+                };
             };
         };
         /** Forbidden */
@@ -2905,6 +3165,26 @@ export interface components {
                 code?: string;
                 /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
                 param?: string | null;
+                /** @description What a client needs to act on this error, where the error has more to say (eval_gate_failed: both pass rates). */
+                details?: {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        /** EvalGateFailed */
+        EvalGateFailed: {
+            error: {
+                /** @enum {string} */
+                type: "eval_gate_failed";
+                message: string;
+                /** @description On the OpenAI-compatible routes (/v1/chat/completions, /v1/responses, /v1/models, /v1/vector_stores): the type again, as OpenAI's clients read it. */
+                code?: string;
+                /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
+                param?: string | null;
+                /** @description What a client needs to act on this error, where the error has more to say (eval_gate_failed: both pass rates). */
+                details?: {
+                    [key: string]: unknown;
+                };
             };
         };
         ChatCompletionChoice: {
@@ -3149,6 +3429,10 @@ export interface components {
                 code?: string;
                 /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
                 param?: string | null;
+                /** @description What a client needs to act on this error, where the error has more to say (eval_gate_failed: both pass rates). */
+                details?: {
+                    [key: string]: unknown;
+                };
             };
         };
         /** Format: binary */
@@ -3163,6 +3447,10 @@ export interface components {
                 code?: string;
                 /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
                 param?: string | null;
+                /** @description What a client needs to act on this error, where the error has more to say (eval_gate_failed: both pass rates). */
+                details?: {
+                    [key: string]: unknown;
+                };
             };
         };
         /** UploadSizeMismatch */
@@ -3175,6 +3463,10 @@ export interface components {
                 code?: string;
                 /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
                 param?: string | null;
+                /** @description What a client needs to act on this error, where the error has more to say (eval_gate_failed: both pass rates). */
+                details?: {
+                    [key: string]: unknown;
+                };
             };
         };
         /** FileInUse */
@@ -3187,6 +3479,10 @@ export interface components {
                 code?: string;
                 /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
                 param?: string | null;
+                /** @description What a client needs to act on this error, where the error has more to say (eval_gate_failed: both pass rates). */
+                details?: {
+                    [key: string]: unknown;
+                };
             };
         };
         VectorStore: {
@@ -3271,6 +3567,10 @@ export interface components {
                 code?: string;
                 /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
                 param?: string | null;
+                /** @description What a client needs to act on this error, where the error has more to say (eval_gate_failed: both pass rates). */
+                details?: {
+                    [key: string]: unknown;
+                };
             };
         };
         /** NotUsedYet */
@@ -3283,6 +3583,10 @@ export interface components {
                 code?: string;
                 /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
                 param?: string | null;
+                /** @description What a client needs to act on this error, where the error has more to say (eval_gate_failed: both pass rates). */
+                details?: {
+                    [key: string]: unknown;
+                };
             };
         };
         /** AlreadyApplied */
@@ -3295,6 +3599,10 @@ export interface components {
                 code?: string;
                 /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
                 param?: string | null;
+                /** @description What a client needs to act on this error, where the error has more to say (eval_gate_failed: both pass rates). */
+                details?: {
+                    [key: string]: unknown;
+                };
             };
         };
         ExpertConfig: {
@@ -3329,6 +3637,10 @@ export interface components {
                 code?: string;
                 /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
                 param?: string | null;
+                /** @description What a client needs to act on this error, where the error has more to say (eval_gate_failed: both pass rates). */
+                details?: {
+                    [key: string]: unknown;
+                };
             };
         };
         /** UnsupportedMediaType */
@@ -3341,6 +3653,10 @@ export interface components {
                 code?: string;
                 /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
                 param?: string | null;
+                /** @description What a client needs to act on this error, where the error has more to say (eval_gate_failed: both pass rates). */
+                details?: {
+                    [key: string]: unknown;
+                };
             };
         };
         /** DistillationFailed */
@@ -3353,6 +3669,10 @@ export interface components {
                 code?: string;
                 /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
                 param?: string | null;
+                /** @description What a client needs to act on this error, where the error has more to say (eval_gate_failed: both pass rates). */
+                details?: {
+                    [key: string]: unknown;
+                };
             };
         };
         /** DistillationTimedOut */
@@ -3365,6 +3685,10 @@ export interface components {
                 code?: string;
                 /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
                 param?: string | null;
+                /** @description What a client needs to act on this error, where the error has more to say (eval_gate_failed: both pass rates). */
+                details?: {
+                    [key: string]: unknown;
+                };
             };
         };
         /** DistillationBusy */
@@ -3377,6 +3701,10 @@ export interface components {
                 code?: string;
                 /** @description On the OpenAI-compatible routes: the request field at fault, or null. */
                 param?: string | null;
+                /** @description What a client needs to act on this error, where the error has more to say (eval_gate_failed: both pass rates). */
+                details?: {
+                    [key: string]: unknown;
+                };
             };
         };
         Trace: {
@@ -3416,6 +3744,183 @@ export interface components {
             started_at: string;
             /** @enum {string} */
             access: "own" | "creator";
+        };
+        EvalDataset: {
+            id: string;
+            /** @enum {string} */
+            object: "eval.dataset";
+            agent: string;
+            name: string;
+            rows: number;
+            created_at: string;
+        };
+        EvalRow: {
+            id: string;
+            /** @enum {string} */
+            object: "eval.row";
+            input: string | {
+                /** @enum {string} */
+                role: "user" | "assistant";
+                /**
+                 * maxLength(100000)
+                 * @description a string at most 100000 character(s) long
+                 */
+                content: string;
+            }[];
+            expected?: string;
+            contains?: string[];
+            regex?: string;
+            json_schema?: {
+                [key: string]: unknown;
+            };
+            expected_tools?: {
+                /**
+                 * maxLength(200)
+                 * @description a string at most 200 character(s) long
+                 */
+                name: string;
+                arguments?: {
+                    [key: string]: unknown;
+                };
+            }[];
+            max_credits?: string;
+            max_latency_ms?: number;
+            rubric?: string;
+            metadata?: {
+                [key: string]: unknown;
+            };
+            source: string;
+            created_at: string;
+        };
+        EvalGrader: {
+            /** @enum {string} */
+            type: "exact";
+            /**
+             * maxLength(100000)
+             * @description a string at most 100000 character(s) long
+             */
+            value?: string;
+            case_sensitive?: boolean;
+            trim?: boolean;
+        } | {
+            /** @enum {string} */
+            type: "contains";
+            value?: string | string[];
+            case_sensitive?: boolean;
+            /** @enum {string} */
+            mode?: "all" | "any";
+        } | {
+            /** @enum {string} */
+            type: "regex";
+            /**
+             * maxLength(2000)
+             * @description a string at most 2000 character(s) long
+             */
+            pattern?: string;
+            /** @description a string matching the pattern ^[imsu]{0,4}$ */
+            flags?: string;
+        } | {
+            /** @enum {string} */
+            type: "json_schema";
+            schema?: {
+                [key: string]: unknown;
+            };
+        } | {
+            /** @enum {string} */
+            type: "tool_trajectory";
+            /** @enum {string} */
+            order?: "strict" | "in_order" | "any";
+            /** @enum {string} */
+            arguments?: "subset" | "exact" | "ignore";
+        } | {
+            /** @enum {string} */
+            type: "budget";
+            /** @description Credits (up to 6 decimal places). */
+            max_credits?: number | string;
+            /**
+             * positive
+             * @description a positive number
+             */
+            max_latency_ms?: components["schemas"]["Int"];
+        } | {
+            /** @enum {string} */
+            type: "llm_judge";
+            /**
+             * maxLength(200)
+             * @description a string at most 200 character(s) long
+             */
+            model: string;
+            /**
+             * maxLength(10000)
+             * @description a string at most 10000 character(s) long
+             */
+            rubric?: string;
+            /**
+             * between(0, 1)
+             * @description a number between 0 and 1
+             */
+            threshold?: number;
+        };
+        EvalRun: {
+            id: string;
+            /** @enum {string} */
+            object: "eval.run";
+            dataset: string;
+            agent: string;
+            version: number | null;
+            /** @enum {string} */
+            status: "running" | "completed" | "failed" | "cancelled";
+            graders: unknown[];
+            concurrency: number;
+            estimate_credits: string;
+            credits: string;
+            pass_rate: number | null;
+            rows_total: number;
+            rows_done: number;
+            rows_passed: number;
+            mean_latency_ms: number | null;
+            created_at: string;
+            finished_at: string | null;
+        };
+        EvalResult: {
+            row_id: string;
+            position: number;
+            /** @enum {string} */
+            status: "pending" | "running" | "judging" | "graded";
+            passed: boolean | null;
+            score: number | null;
+            explanation: string | null;
+            grades: {
+                grader: string;
+                passed: boolean;
+                score: number;
+                explanation: string;
+            }[];
+            run_id: string;
+            trace_id: string | null;
+            credits: string;
+            latency_ms: number | null;
+            output: string | null;
+        };
+        EvalComparison: {
+            a: components["schemas"]["EvalRun"];
+            b: components["schemas"]["EvalRun"];
+            pass_rate_delta: number | null;
+            credits_delta: string;
+            mean_latency_ms_delta: number | null;
+            changed: {
+                row_id: string;
+                a: {
+                    passed: boolean | null;
+                    score: number | null;
+                    output: string | null;
+                };
+                b: {
+                    passed: boolean | null;
+                    score: number | null;
+                    output: string | null;
+                };
+            }[];
         };
     };
     responses: never;
@@ -5295,6 +5800,10 @@ export interface operations {
                                     [key: string]: string;
                                 };
                             } | null;
+                            eval_gate?: {
+                                dataset: string;
+                                threshold: number;
+                            } | null;
                             published_version: components["schemas"]["Int"] | null;
                             pending_submission: {
                                 id: string;
@@ -5495,6 +6004,18 @@ export interface operations {
                             [key: string]: string;
                         };
                     } | null;
+                    eval_gate?: {
+                        /**
+                         * maxLength(100)
+                         * @description a string at most 100 character(s) long
+                         */
+                        dataset: string;
+                        /**
+                         * between(0, 1)
+                         * @description a number between 0 and 1
+                         */
+                        threshold: number;
+                    } | null;
                 };
             };
         };
@@ -5557,6 +6078,10 @@ export interface operations {
                             headers: {
                                 [key: string]: string;
                             };
+                        } | null;
+                        eval_gate?: {
+                            dataset: string;
+                            threshold: number;
                         } | null;
                         published_version: components["schemas"]["Int"] | null;
                         pending_submission: {
@@ -5678,6 +6203,10 @@ export interface operations {
                             headers: {
                                 [key: string]: string;
                             };
+                        } | null;
+                        eval_gate?: {
+                            dataset: string;
+                            threshold: number;
                         } | null;
                         published_version: components["schemas"]["Int"] | null;
                         pending_submission: {
@@ -5877,6 +6406,18 @@ export interface operations {
                             [key: string]: string;
                         };
                     } | null;
+                    eval_gate?: {
+                        /**
+                         * maxLength(100)
+                         * @description a string at most 100 character(s) long
+                         */
+                        dataset: string;
+                        /**
+                         * between(0, 1)
+                         * @description a number between 0 and 1
+                         */
+                        threshold: number;
+                    } | null;
                 };
             };
         };
@@ -5939,6 +6480,10 @@ export interface operations {
                             headers: {
                                 [key: string]: string;
                             };
+                        } | null;
+                        eval_gate?: {
+                            dataset: string;
+                            threshold: number;
                         } | null;
                         published_version: components["schemas"]["Int"] | null;
                         pending_submission: {
@@ -6061,6 +6606,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description Error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EvalGateFailed"];
                 };
             };
         };
@@ -6215,6 +6769,10 @@ export interface operations {
                                     [key: string]: string;
                                 };
                             } | null;
+                            eval_gate?: {
+                                dataset: string;
+                                threshold: number;
+                            } | null;
                             published_version: components["schemas"]["Int"] | null;
                             pending_submission: {
                                 id: string;
@@ -6347,6 +6905,10 @@ export interface operations {
                             headers: {
                                 [key: string]: string;
                             };
+                        } | null;
+                        eval_gate?: {
+                            dataset: string;
+                            threshold: number;
                         } | null;
                         published_version: components["schemas"]["Int"] | null;
                         pending_submission: {
@@ -15124,6 +15686,881 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+        };
+    };
+    "evals.listDatasets": {
+        parameters: {
+            query?: {
+                /** @description a string at most 100 character(s) long */
+                agent?: string;
+                /** @description a string to be decoded into a number */
+                limit?: number;
+                /** @description a string at most 200 character(s) long */
+                after?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["EvalDataset"][];
+                        has_more: boolean;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "evals.createDataset": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * maxLength(100)
+                     * @description a string at most 100 character(s) long
+                     */
+                    agent: string;
+                    /**
+                     * maxLength(200)
+                     * @description a string at most 200 character(s) long
+                     */
+                    name: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        /** @enum {string} */
+                        object: "eval.dataset";
+                        agent: string;
+                        name: string;
+                        rows: number;
+                        created_at: string;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "evals.getDataset": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a string at most 100 character(s) long */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description EvalDataset */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EvalDataset"];
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "evals.deleteDataset": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a string at most 100 character(s) long */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        /** @enum {string} */
+                        object: "eval.dataset";
+                        /** @enum {boolean} */
+                        deleted: true;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "evals.listRows": {
+        parameters: {
+            query?: {
+                /** @description a string to be decoded into a number */
+                limit?: number;
+                /** @description a string at most 200 character(s) long */
+                after?: string;
+            };
+            header?: never;
+            path: {
+                /** @description a string at most 100 character(s) long */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["EvalRow"][];
+                        has_more: boolean;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "evals.addRows": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a string at most 100 character(s) long */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    input: string | {
+                        /** @enum {string} */
+                        role: "user" | "assistant";
+                        /**
+                         * maxLength(100000)
+                         * @description a string at most 100000 character(s) long
+                         */
+                        content: string;
+                    }[];
+                    /**
+                     * maxLength(100000)
+                     * @description a string at most 100000 character(s) long
+                     */
+                    expected?: string;
+                    contains?: string | string[];
+                    /**
+                     * maxLength(2000)
+                     * @description a string at most 2000 character(s) long
+                     */
+                    regex?: string;
+                    json_schema?: {
+                        [key: string]: unknown;
+                    };
+                    /**
+                     * maxItems(50)
+                     * @description an array of at most 50 item(s)
+                     */
+                    expected_tools?: {
+                        /**
+                         * maxLength(200)
+                         * @description a string at most 200 character(s) long
+                         */
+                        name: string;
+                        arguments?: {
+                            [key: string]: unknown;
+                        };
+                    }[];
+                    /** @description Credits (up to 6 decimal places). */
+                    max_credits?: number | string;
+                    /**
+                     * positive
+                     * @description a positive number
+                     */
+                    max_latency_ms?: components["schemas"]["Int"];
+                    /**
+                     * maxLength(10000)
+                     * @description a string at most 10000 character(s) long
+                     */
+                    rubric?: string;
+                    metadata?: {
+                        [key: string]: unknown;
+                    };
+                }[] | {
+                    /** @enum {string} */
+                    format: "csv" | "jsonl";
+                    /**
+                     * maxLength(5000000)
+                     * @description a string at most 5000000 character(s) long
+                     */
+                    content: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        object: "eval.rows.added";
+                        dataset: string;
+                        added: number;
+                        row_ids: string[];
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "evals.importRows": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a string at most 100 character(s) long */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @enum {string} */
+                    format: "promptfoo" | "openai_evals";
+                    /**
+                     * maxLength(5000000)
+                     * @description a string at most 5000000 character(s) long
+                     */
+                    content: string;
+                    testing_criteria?: {
+                        [key: string]: unknown;
+                    }[];
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        object: "eval.rows.added";
+                        dataset: string;
+                        added: number;
+                        row_ids: string[];
+                        skipped: string[];
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "evals.fromFeedback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a string at most 100 character(s) long */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * between(1, 1000)
+                     * @description a number between 1 and 1000
+                     */
+                    limit?: components["schemas"]["Int"];
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        object: "eval.rows.added";
+                        dataset: string;
+                        added: number;
+                        row_ids: string[];
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "evals.listRuns": {
+        parameters: {
+            query?: {
+                /** @description a string at most 100 character(s) long */
+                dataset?: string;
+                /** @description a string at most 100 character(s) long */
+                agent?: string;
+                /** @description a string to be decoded into a number */
+                limit?: number;
+                /** @description a string at most 200 character(s) long */
+                after?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["EvalRun"][];
+                        has_more: boolean;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "evals.createRun": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * maxLength(100)
+                     * @description a string at most 100 character(s) long
+                     */
+                    dataset: string;
+                    /**
+                     * maxLength(100)
+                     * @description a string at most 100 character(s) long
+                     */
+                    agent: string;
+                    /**
+                     * positive
+                     * @description a positive number
+                     */
+                    version?: components["schemas"]["Int"];
+                    /**
+                     * maxItems(10)
+                     * @description an array of at most 10 item(s)
+                     */
+                    graders: components["schemas"]["EvalGrader"][];
+                    /**
+                     * between(1, 20)
+                     * @description a number between 1 and 20
+                     */
+                    concurrency?: components["schemas"]["Int"];
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                        /** @enum {string} */
+                        object: "eval.run";
+                        dataset: string;
+                        agent: string;
+                        version: number | null;
+                        /** @enum {string} */
+                        status: "running" | "completed" | "failed" | "cancelled";
+                        graders: unknown[];
+                        concurrency: number;
+                        estimate_credits: string;
+                        credits: string;
+                        pass_rate: number | null;
+                        rows_total: number;
+                        rows_done: number;
+                        rows_passed: number;
+                        mean_latency_ms: number | null;
+                        created_at: string;
+                        finished_at: string | null;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InsufficientCredits"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "evals.getRun": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a string at most 100 character(s) long */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description EvalRun */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EvalRun"];
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "evals.runResults": {
+        parameters: {
+            query?: {
+                /** @description a string to be decoded into a number */
+                limit?: number;
+                /** @description a string at most 200 character(s) long */
+                after?: string;
+            };
+            header?: never;
+            path: {
+                /** @description a string at most 100 character(s) long */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["EvalResult"][];
+                        has_more: boolean;
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "evals.compare": {
+        parameters: {
+            query: {
+                /** @description a string at most 100 character(s) long */
+                a: string;
+                /** @description a string at most 100 character(s) long */
+                b: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description EvalComparison */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EvalComparison"];
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
         };

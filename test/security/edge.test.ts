@@ -245,7 +245,9 @@ describe.skipIf(servicesMode)("security: the HTTP edge (dist/main.js)", () => {
         const file = yield* upload(token, "for-the-store.txt")
         const session = yield* call("POST", "/v1/sessions", { token, body: { agent: agent.body.identifier } })
         const turn = yield* call("POST", `/v1/sessions/${session.body.id}/events`, { token, body: { type: "message", message: "one turn" } })
-        for (const reply of [agent, app, store, file, session, turn]) assert.include([200, 201], reply.status, reply.text)
+        const dataset = yield* call("POST", "/v1/evals/datasets", { token, body: { agent: agent.body.identifier, name: "Prerequisite" } })
+        const row = yield* call("POST", `/v1/evals/datasets/${dataset.body.id}/rows`, { token, body: [{ input: "hello", expected: "You said: hello" }] })
+        for (const reply of [agent, app, store, file, session, turn, dataset, row]) assert.include([200, 201], reply.status, reply.text)
         /** How to call each create of the contract; a create added to the contract without one here fails below. */
         const calls: Record<string, { readonly path: string; readonly options: RequestOptions }> = {
           "agents.create": post("/v1/agents", { name: "Replayed twice", category: "coding" }),
@@ -260,7 +262,11 @@ describe.skipIf(servicesMode)("security: the HTTP edge (dist/main.js)", () => {
           "knowledge.create": post("/v1/vector_stores", { name: "Replayed" }),
           "knowledge.addFile": post(`/v1/vector_stores/${store.body.id}/files`, { file_id: file.body.id }),
           "schedules.create": post("/v1/schedules", { agent: agent.body.identifier, cron: "0 9 * * 1", input: "Weekly." }),
-          "sessions.fork": post(`/v1/sessions/${session.body.id}/fork`, { turn: 1 })
+          "sessions.fork": post(`/v1/sessions/${session.body.id}/fork`, { turn: 1 }),
+          "evals.createDataset": post("/v1/evals/datasets", { agent: agent.body.identifier, name: "Replayed" }),
+          "evals.addRows": post(`/v1/evals/datasets/${dataset.body.id}/rows`, [{ input: "replayed" }]),
+          "evals.importRows": post(`/v1/evals/datasets/${dataset.body.id}/import`, { format: "promptfoo", content: "tests:\n  - vars: { input: replayed }\n" }),
+          "evals.createRun": post("/v1/evals/runs", { dataset: dataset.body.id, agent: agent.body.identifier, graders: [{ type: "exact" }] })
         }
         const fromContract = creates()
         assert.sameMembers(Object.keys(calls), fromContract.map((create) => create.name))

@@ -89,6 +89,61 @@ describe("security: what held", () => {
         assertError(yield* request("GET", "/v1/traces"), 401, "unauthorized")
       }))
 
+    it.effect("evals (issue 46): every evaluation route answers anyone but the expert's creator nothing", () =>
+      Effect.gen(function*() {
+        const owner = yield* newUser
+        const stranger = yield* newUser
+        const agent = yield* agentWith(owner.token)
+        const dataset = yield* request("POST", "/v1/evals/datasets", { token: owner.token, body: { agent, name: "private" } })
+        assert.strictEqual(dataset.status, 201, dataset.text)
+        const id = dataset.body.id as string
+        const rows = yield* request("POST", `/v1/evals/datasets/${id}/rows`, { token: owner.token, body: [{ input: "secret question", expected: "You said: secret question" }] })
+        assert.strictEqual(rows.status, 201, rows.text)
+        const run = yield* request("POST", "/v1/evals/runs", { token: owner.token, body: { dataset: id, agent, graders: [{ type: "exact" }] } })
+        assert.strictEqual(run.status, 201, run.text)
+        const runId = run.body.id as string
+        const ownerKey = yield* apiKeyOf(owner)
+        // Another account (login and key), and the creator's own end user: none of them is the creator.
+        const callers: ReadonlyArray<{ token: string; headers?: Record<string, string> }> = [
+          { token: stranger.token },
+          { token: yield* apiKeyOf(stranger) },
+          { token: ownerKey, headers: { "x-end-user-id": "someone" } }
+        ]
+        let leaks = 0
+        for (const caller of callers) {
+          const as = { token: caller.token, ...(caller.headers ? { headers: caller.headers } : {}) }
+          const answers = [
+            yield* request("GET", `/v1/evals/datasets/${id}`, as),
+            yield* request("GET", `/v1/evals/datasets/${id}/rows`, as),
+            yield* request("GET", `/v1/evals/runs/${runId}`, as),
+            yield* request("GET", `/v1/evals/runs/${runId}/results`, as),
+            yield* request("GET", `/v1/evals/compare?a=${runId}&b=${runId}`, as),
+            yield* request("DELETE", `/v1/evals/datasets/${id}`, as),
+            yield* request("POST", `/v1/evals/datasets/${id}/rows`, { ...as, body: [{ input: "planted" }] }),
+            yield* request("POST", `/v1/evals/datasets/${id}/import`, { ...as, body: { format: "promptfoo", content: "tests:\n  - vars: { input: planted }\n" } }),
+            yield* request("POST", `/v1/evals/datasets/${id}/rows/from_feedback`, { ...as, body: {} }),
+            yield* request("POST", "/v1/evals/runs", { ...as, body: { dataset: id, agent, graders: [{ type: "exact" }] } }),
+            yield* request("POST", "/v1/evals/datasets", { ...as, body: { agent, name: "mine now" } })
+          ]
+          for (const answer of answers) {
+            if (answer.status !== 404) leaks++
+            assert.notInclude(answer.text, "secret question")
+          }
+          for (const path of ["/v1/evals/datasets", `/v1/evals/datasets?agent=${agent}`, "/v1/evals/runs", `/v1/evals/runs?dataset=${id}`]) {
+            const list = yield* request("GET", path, as)
+            if (list.status === 200) leaks += list.body.data.length
+            assert.notInclude(list.text, id)
+          }
+        }
+        assert.strictEqual(leaks, 0)
+        // Nothing was planted or deleted: the owner's dataset is as it was.
+        const still = yield* request("GET", `/v1/evals/datasets/${id}`, { token: owner.token })
+        assert.strictEqual(still.body.rows, 1, still.text)
+        for (const path of [`/v1/evals/datasets/${id}`, `/v1/evals/runs/${runId}`, "/v1/evals/datasets"]) {
+          assertError(yield* request("GET", path), 401, "unauthorized")
+        }
+      }))
+
     it.effect("PKCE: a code exchanged with the wrong verifier is invalid_grant and is used up", () =>
       Effect.gen(function*() {
         const owner = yield* newUser

@@ -57,7 +57,8 @@ export const NOT_CREATES: Readonly<Record<string, string>> = {
   "webhooks.redeliver": "sends a delivery again on purpose; its receiver dedupes by the stable `webhook-id`",
   "internalWebhooks.emit": "an operator's event, idempotent by the `idempotency_key` in its body",
   "schedules.pause": "a change of state; a second pause finds it paused",
-  "schedules.resume": "a change of state; a second resume finds it active"
+  "schedules.resume": "a change of state; a second resume finds it active",
+  "evals.fromFeedback": "adds each shared thumbs-down once (its session and turn are the row's source), so a retry adds nothing"
 }
 
 /** Creates left without `Idempotency-Key` on purpose: their answer holds a secret shown once, which a replay would show again. */

@@ -28,7 +28,11 @@ export const IDEMPOTENT_CREATES: ReadonlyArray<string> = [
   "/api/apps/:id/meters",
   "/api/creator/apply",
   "/v1/schedules",
-  "/v1/sessions/:id/fork"
+  "/v1/sessions/:id/fork",
+  "/v1/evals/datasets",
+  "/v1/evals/datasets/:id/rows",
+  "/v1/evals/datasets/:id/import",
+  "/v1/evals/runs"
 ]
 
 const CREATE_PATTERNS = IDEMPOTENT_CREATES.map((path) => new RegExp(`^${path.replace(/:[a-z]+/g, "[^/]+")}/?$`))

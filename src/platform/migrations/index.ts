@@ -24,6 +24,7 @@ import schedules from "./0023_schedules.js"
 import traces from "./0024_traces.js"
 import memory from "./0025_memory.js"
 import turnFeedback from "./0027_turn_feedback.js"
+import evals from "./0028_evals.js"
 import durableApprovals from "./0030_durable_approvals.js"
 import marketStore from "./0031_market_store.js"
 
@@ -54,6 +55,7 @@ export const migrations = Migrator.fromRecord({
   "0024_traces": traces,
   "0025_memory": memory,
   "0027_turn_feedback": turnFeedback,
+  "0028_evals": evals,
   "0030_durable_approvals": durableApprovals,
   "0031_market_store": marketStore
 })

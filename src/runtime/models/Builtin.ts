@@ -76,8 +76,11 @@ const toolResultReply = (results: ReadonlyArray<Prompt.ToolResultPart>): Reply =
   )
 })
 
+/** What the builtin model reasons before each answer: output tokens like any model's reasoning (an eval's estimate counts them). */
+export const BUILTIN_THINKING: ReadonlyArray<string> = ["Reading the message. ", "Choosing what to do."]
+
 const directiveReply = (message: string, earlier: number, tools: ReadonlyArray<string>, system = ""): Reply => {
-  const thinking = ["Reading the message. ", "Choosing what to do."]
+  const thinking = BUILTIN_THINKING
   const directive = /^\/(\w+)(?:[ \t]+(.*))?$/s.exec(message.split("\n")[0]!.trim())
   const argument = directive?.[2]?.trim() ?? ""
   switch (directive?.[1]) {

@@ -1,0 +1,160 @@
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as OpenApi from "@effect/platform/OpenApi"
+import { Schema } from "effect"
+import { InsufficientCredits } from "../billing/Domain.js"
+import { PlatformAuthentication } from "../identity/Domain.js"
+import { InvalidRequest, NotFound } from "../platform/Errors.js"
+import {
+  AddRows,
+  CompareView,
+  CreateDataset,
+  CreateEvalRun,
+  DatasetView,
+  EvalRunView,
+  ImportPayload,
+  PageParams,
+  ResultView,
+  RowView
+} from "./Domain.js"
+
+const IdPath = Schema.Struct({ id: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)) })
+
+const RowsAdded = Schema.Struct({
+  object: Schema.Literal("eval.rows.added"),
+  dataset: Schema.String,
+  /** Rows written (a thumbs-down already in the dataset is not added again). */
+  added: Schema.Number,
+  row_ids: Schema.Array(Schema.String)
+})
+
+const page = <S extends Schema.Schema.Any>(item: S) => Schema.Struct({ data: Schema.Array(item), has_more: Schema.Boolean })
+
+/** Evaluations (issue 46 item 3, docs/evals.md): datasets, rows, eval runs, results, comparisons. */
+export class EvalsApi extends HttpApiGroup.make("evals")
+  .add(
+    HttpApiEndpoint.post("createDataset", "/v1/evals/datasets")
+      .setPayload(CreateDataset)
+      .addSuccess(DatasetView, { status: 201 })
+      .addError(NotFound)
+      .annotate(OpenApi.Description, "A dataset of one of your experts (`agent`: its identifier). Only the expert's creator sees its datasets.")
+  )
+  .add(
+    HttpApiEndpoint.get("listDatasets", "/v1/evals/datasets")
+      .setUrlParams(Schema.Struct({ agent: Schema.optional(Schema.String.pipe(Schema.maxLength(100))), ...PageParams.fields }))
+      .addSuccess(page(DatasetView))
+      .addError(NotFound)
+      .annotate(OpenApi.Description, "Your datasets, newest first (`agent` filters); `limit` (1-100, 20) and `after` (the last id of the previous page).")
+  )
+  .add(HttpApiEndpoint.get("getDataset", "/v1/evals/datasets/:id").setPath(IdPath).addSuccess(DatasetView).addError(NotFound))
+  .add(
+    HttpApiEndpoint.del("deleteDataset", "/v1/evals/datasets/:id")
+      .setPath(IdPath)
+      .addSuccess(Schema.Struct({ id: Schema.String, object: Schema.Literal("eval.dataset"), deleted: Schema.Literal(true) }))
+      .addError(NotFound)
+      .annotate(OpenApi.Description, "Deletes the dataset, its rows, and its eval runs with their results (the rows' runs and traces stay).")
+  )
+  .add(
+    HttpApiEndpoint.post("addRows", "/v1/evals/datasets/:id/rows")
+      .setPath(IdPath)
+      .setPayload(AddRows)
+      .addSuccess(RowsAdded, { status: 201 })
+      .addError(NotFound)
+      .annotate(
+        OpenApi.Description,
+        "Appends rows: a JSON array of rows (`input`: a message or a conversation; `expected`, `contains`, `regex`, " +
+          "`json_schema`, `expected_tools`, `max_credits`, `max_latency_ms`, `rubric`), or a file's text as " +
+          "`{\"format\": \"csv\" | \"jsonl\", \"content\": \"...\"}` (CSV with a header naming those fields). All or none: " +
+          "a bad row is a 400 naming it."
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("listRows", "/v1/evals/datasets/:id/rows")
+      .setPath(IdPath)
+      .setUrlParams(PageParams)
+      .addSuccess(page(RowView))
+      .addError(NotFound)
+      .annotate(OpenApi.Description, "The dataset's rows in order; `limit` (1-100, 20) and `after` (the last row id of the previous page).")
+  )
+  .add(
+    HttpApiEndpoint.post("importRows", "/v1/evals/datasets/:id/import")
+      .setPath(IdPath)
+      .setPayload(ImportPayload)
+      .addSuccess(Schema.Struct({ ...RowsAdded.fields, skipped: Schema.Array(Schema.String) }), { status: 201 })
+      .addError(NotFound)
+      .annotate(
+        OpenApi.Description,
+        "Imports another tool's tests as rows: promptfoo YAML (`tests` with `vars` and `assert`: equals, contains, " +
+          "icontains, contains-all, regex, is-json, llm-rubric, latency) or OpenAI Evals JSONL (items, with " +
+          "`string_check` and `score_model` criteria per line or in `testing_criteria`). What has no grader here is " +
+          "listed in `skipped`."
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("fromFeedback", "/v1/evals/datasets/:id/rows/from_feedback")
+      .setPath(IdPath)
+      .setPayload(Schema.Struct({ limit: Schema.optional(Schema.Int.pipe(Schema.between(1, 1000))) }))
+      .addSuccess(RowsAdded, { status: 201 })
+      .addError(NotFound)
+      .annotate(
+        OpenApi.Description,
+        "Adds the thumbs-down answers of the dataset's expert whose end users shared them (`share: true` on their " +
+          "feedback) as rows: the user's message as input, the answer and the reason in `metadata`. Feedback not " +
+          "shared is never read; a turn already added is not added again."
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("createRun", "/v1/evals/runs")
+      .setPayload(CreateEvalRun)
+      .addSuccess(EvalRunView, { status: 201 })
+      .addError(NotFound)
+      .addError(InsufficientCredits)
+      .annotate(
+        OpenApi.Description,
+        "Runs the dataset against the expert (its draft, or `version`) as background runs, `concurrency` at a time, on " +
+          "your wallet, and grades each row with `graders`. Answers at once with `estimate_credits` (docs/evals.md, " +
+          "\"Estimate\"); 402 when the balance is below it."
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("listRuns", "/v1/evals/runs")
+      .setUrlParams(Schema.Struct({
+        dataset: Schema.optional(Schema.String.pipe(Schema.maxLength(100))),
+        agent: Schema.optional(Schema.String.pipe(Schema.maxLength(100))),
+        ...PageParams.fields
+      }))
+      .addSuccess(page(EvalRunView))
+      .addError(NotFound)
+      .annotate(OpenApi.Description, "Your eval runs, newest first (`dataset`, `agent` filter); `limit` and `after`.")
+  )
+  .add(
+    HttpApiEndpoint.get("getRun", "/v1/evals/runs/:id")
+      .setPath(IdPath)
+      .addSuccess(EvalRunView)
+      .addError(NotFound)
+      .annotate(OpenApi.Description, "An eval run: `status`, `pass_rate`, `credits`, `rows_total`, `rows_done`.")
+  )
+  .add(
+    HttpApiEndpoint.get("runResults", "/v1/evals/runs/:id/results")
+      .setPath(IdPath)
+      .setUrlParams(PageParams)
+      .addSuccess(page(ResultView))
+      .addError(NotFound)
+      .annotate(
+        OpenApi.Description,
+        "The rows' results in dataset order: passed, score, each grader's explanation, the row's run and trace, its " +
+          "credits. `limit` (1-100, 20) and `after` (the last `row_id` of the previous page)."
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("compare", "/v1/evals/compare")
+      .setUrlParams(Schema.Struct({ a: Schema.String.pipe(Schema.maxLength(100)), b: Schema.String.pipe(Schema.maxLength(100)) }))
+      .addSuccess(CompareView)
+      .addError(NotFound)
+      .annotate(OpenApi.Description, "Two eval runs side by side: pass rate, credits and latency (b minus a), and the rows whose outcome changed.")
+  )
+  .middleware(PlatformAuthentication)
+  .addError(InvalidRequest)
+  .annotate(OpenApi.Title, "Evaluations")
+  .annotate(OpenApi.Description, "Datasets of an expert, eval runs with graders, results linked to traces, comparisons.")
+{}

@@ -1,0 +1,68 @@
+import { Effect, Option, Schema } from "effect"
+import type { CallerIdentity } from "../identity/Authentication.js"
+import { errorType } from "../platform/Errors.js"
+import { Grader } from "../evals/Domain.js"
+import { Evals } from "../evals/Evals.js"
+import { type McpCaller, type ToolDefinition, ToolFailure, userTool } from "./Tool.js"
+
+/**
+ * Evaluations from an IDE (issue 46 item 3, docs/evals.md "From an IDE"): start an eval run of a dataset and read
+ * its results, as `POST /v1/evals/runs` and `GET /v1/evals/runs/:id/results` do, with their rules: the expert's
+ * creator only, acting as their account.
+ */
+
+const proxy = <A, E extends { readonly _tag: string; readonly message: string }, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.mapError(effect, (error) => new ToolFailure({ type: errorType(error._tag), message: error.message }))
+
+const callerOf = (caller: McpCaller): CallerIdentity => ({
+  userId: caller.userId,
+  via: caller.via,
+  apiKeyId: Option.fromNullable(caller.apiKeyId),
+  endUserId: Option.none()
+})
+
+const text = (description: string) =>
+  Schema.propertySignature(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100))).annotations({ description })
+
+export class EvalTools extends Effect.Service<EvalTools>()("atrium/mcp/EvalTools", {
+  effect: Effect.gen(function*() {
+    const evals = yield* Evals
+
+    const tools: ReadonlyArray<ToolDefinition> = [
+      userTool(
+        "run_eval",
+        "Run one of your expert's datasets against it (its draft, or a published `version`) as background runs on your " +
+          "wallet, grading each row with `graders` (exact, contains, regex, json_schema, tool_trajectory, budget, " +
+          "llm_judge). Answers at once with the run's id and its cost estimate; follow it with get_eval_results.",
+        Schema.Struct({
+          dataset: text("The dataset's id (eds_...)"),
+          agent: text("The expert's identifier"),
+          version: Schema.optional(Schema.Int.pipe(Schema.positive())).annotations({ description: "A published version (default: the draft)" }),
+          graders: Schema.propertySignature(Schema.Array(Grader).pipe(Schema.minItems(1), Schema.maxItems(10)))
+            .annotations({ description: "How to grade each row, e.g. [{\"type\": \"exact\"}]" }),
+          concurrency: Schema.optional(Schema.Int.pipe(Schema.between(1, 20))).annotations({ description: "Rows at once, 1-20 (default 4)" })
+        }),
+        (args, caller) => proxy(evals.createRun(callerOf(caller), args))
+      ),
+      userTool(
+        "get_eval_results",
+        "An eval run's status, pass rate and credits, and its rows' results (passed, score, why, the row's run and " +
+          "trace), in dataset order; page with `after` (the last row_id).",
+        Schema.Struct({
+          id: text("The eval run's id (evr_...)"),
+          limit: Schema.optionalWith(Schema.Int.pipe(Schema.between(1, 100)), { default: () => 50 })
+            .annotations({ description: "Rows per page, 1-100 (default 50)", default: 50 }),
+          after: Schema.optional(Schema.String.pipe(Schema.maxLength(100))).annotations({ description: "The last row_id of the previous page" })
+        }),
+        (args, caller) =>
+          Effect.gen(function*() {
+            const run = yield* proxy(evals.getRun(callerOf(caller), args.id))
+            const page = yield* proxy(evals.results(callerOf(caller), args.id, { limit: args.limit, after: args.after }))
+            return { run, results: page.data, has_more: page.has_more }
+          })
+      )
+    ]
+    return { tools } as const
+  }),
+  dependencies: [Evals.Default]
+}) {}
