@@ -1,11 +1,24 @@
 import { createHash } from "node:crypto"
 import type { AgentConfig } from "./Agent.js"
 
+/** Nothing said: a setting absent, null, empty text or an empty list means the same to the engine. */
+const empty = (u: unknown) =>
+  u === undefined || u === null || u === "" || (Array.isArray(u) && u.length === 0) ||
+  (typeof u === "object" && u !== null && !Array.isArray(u) && Object.keys(u).length === 0)
+
+/**
+ * Keys sorted, and empty settings left out: the studio saves every field of its form (an empty list where the API
+ * left a field out), and saving an unchanged draft must not make its eval run stale.
+ */
 const canonical = (u: unknown): unknown =>
   Array.isArray(u)
     ? u.map(canonical)
     : typeof u === "object" && u !== null
-    ? Object.fromEntries(Object.keys(u).sort().map((k) => [k, canonical((u as Record<string, unknown>)[k])]))
+    ? Object.fromEntries(
+      Object.keys(u).sort()
+        .map((k) => [k, canonical((u as Record<string, unknown>)[k])] as const)
+        .filter(([, v]) => !empty(v))
+    )
     : u
 
 /**

@@ -26,6 +26,7 @@ export const APP_PAGES = [
   "/studio/:identifier/schedules",
   "/studio/:identifier/webhooks",
   "/studio/:identifier/traces",
+  "/studio/:identifier/evals",
   "/marketplace",
   "/marketplace/:identifier",
   // A creator's public page (issue 48 item 4), linked from their experts.

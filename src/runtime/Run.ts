@@ -159,9 +159,12 @@ export const MAX_STEPS = 12
 
 /**
  * A run without a budget holds this many times its first step's estimate when it starts (docs/billing.md, "Holds"),
- * capped by what the wallet has available: as many steps as a run may take, so a run rarely needs to extend its hold.
+ * capped by what the wallet has available. Four steps, not the twelve a run may take: a hold is what other runs of the
+ * wallet cannot use, and twelve steps of an answer each (`HOLD_STEP_OUTPUT_TOKENS`) reserved some 36 credits a run on
+ * a model at 1 and 2 credits per 1,000 tokens, so eight runs at once on a 100-credit wallet left the later ones
+ * nothing (budget_exhausted). Most runs take one to four steps; a longer one extends its hold in one round trip.
  */
-export const HOLD_STEPS = MAX_STEPS
+export const HOLD_STEPS = 4
 
 /**
  * What a hold's estimate assumes each step answers (tokens), and adds to the next step's prompt. The first step knows

@@ -22,6 +22,7 @@ const StudioRunsPage = page(() => import("./pages/StudioRuns.js"), "StudioRunsPa
 const StudioSchedulesPage = page(() => import("./pages/StudioSchedules.js"), "StudioSchedulesPage")
 const StudioWebhooksPage = page(() => import("./pages/StudioWebhooks.js"), "StudioWebhooksPage")
 const StudioTracesPage = page(() => import("./pages/StudioTraces.js"), "StudioTracesPage")
+const StudioEvalsPage = page(() => import("./pages/StudioEvals.js"), "StudioEvalsPage")
 const EarningsPage = page(() => import("./pages/Earnings.js"), "EarningsPage")
 const WalletPage = page(() => import("./pages/Wallet.js"), "WalletPage")
 const KeysPage = page(() => import("./pages/Keys.js"), "KeysPage")
@@ -67,6 +68,7 @@ const Routes = () => {
   if ((params = match("/studio/:identifier/schedules", path))) return <RequireLogin><StudioSchedulesPage identifier={params.identifier!} /></RequireLogin>
   if ((params = match("/studio/:identifier/webhooks", path))) return <RequireLogin><StudioWebhooksPage identifier={params.identifier!} /></RequireLogin>
   if ((params = match("/studio/:identifier/traces", path))) return <RequireLogin><StudioTracesPage identifier={params.identifier!} /></RequireLogin>
+  if ((params = match("/studio/:identifier/evals", path))) return <RequireLogin><StudioEvalsPage identifier={params.identifier!} /></RequireLogin>
   if (path === "/earnings") return <RequireLogin><EarningsPage /></RequireLogin>
   if (path === "/wallet") return <RequireLogin><WalletPage /></RequireLogin>
   if (path === "/keys") return <RequireLogin><KeysPage /></RequireLogin>

@@ -31,6 +31,7 @@ export const StudioTabs = ({ identifier }: { identifier: string }) => {
     [base, "Editor"],
     [`${base}/runs`, "Runs"],
     [`${base}/traces`, "Traces"],
+    [`${base}/evals`, "Evals"],
     [`${base}/schedules`, "Schedules"],
     [`${base}/webhooks`, "Webhooks"]
   ]
