@@ -4,6 +4,7 @@ import { BillingView as Billing, CreatorView, MarketItem, SkillList } from "../m
 import { RunObject } from "../runs/Api.js"
 import { ScheduleView } from "../schedules/Domain.js"
 import { MemorySettings } from "../runtime/Expert.js"
+import { EvalRunView, ResultView } from "../evals/Domain.js"
 
 /**
  * Every tool's `outputSchema` (MCP 2025-06-18): the shape of its `structuredContent`, which the SDK's client checks
@@ -132,6 +133,8 @@ export const TOOL_OUTPUTS: Readonly<Record<string, Schema.Schema<any, any, never
     agents: Schema.Array(Schema.Struct({ identifier: Schema.String, unlocks: int, gross: Schema.Number, net: Schema.Number }))
   }),
   browse_marketplace: Schema.Struct({ data: Schema.Array(MarketItem), page: int, pageSize: int, total: int }),
+  run_eval: EvalRunView,
+  get_eval_results: Schema.Struct({ run: EvalRunView, results: Schema.Array(ResultView), has_more: Schema.Boolean }),
   list_knowledge_bases: Schema.Struct({ knowledge_bases: Schema.Array(VectorStore) }),
   create_knowledge_base: VectorStore,
   add_knowledge_text: VectorStoreFile,

@@ -128,16 +128,23 @@ describe("mcp identity", () => {
         for (const credentials of [undefined, { bearer: "not-a-token" }, { cookie: "junk" }] as Array<Credentials>) {
           const client = yield* connect(credentials)
           const found = yield* callOk(client, "browse_marketplace", { keyword: word })
-          assert.deepStrictEqual(found, {
+          const [card] = found.data
+          assert.match(card.icon_url, new RegExp(`^/api/market/agents/${identifier}/icon\\?v=`))
+          assert.isString(card.published_at)
+          assert.deepStrictEqual({ ...found, data: [{ ...card, icon_url: "(checked)", published_at: "(checked)" }] }, {
             data: [{
               identifier,
               name: `Guarded ${word}`,
               description: "Someone else's",
               category: "other",
               billing: { type: "FREE", price: 0, free_trial_per_user: 3, allow_trial: true },
-              // Not an approved creator, and nobody talked to it yet.
+              // Not an approved creator, nobody talked to it yet, nobody rated it, and no operator featured it.
               creator: null,
-              usage: { conversations: 0, people: 0 }
+              usage: { conversations: 0, people: 0, recent_people: 0 },
+              rating: { average: null, count: 0 },
+              featured: false,
+              icon_url: "(checked)",
+              published_at: "(checked)"
             }],
             page: 1,
             pageSize: 20,
