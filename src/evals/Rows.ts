@@ -1,3 +1,4 @@
+import { csvRecords } from "../platform/Csv.js"
 import { Either, ParseResult, Schema } from "effect"
 import yaml from "js-yaml"
 import { RowInput } from "./Domain.js"
@@ -106,48 +107,12 @@ export const parseJsonl = (text: string): Either.Either<Array<StoredRow>, string
     }
   }))
 
-/** RFC 4180 CSV: quoted fields with "" for a quote, commas and line breaks inside quotes. */
-export const parseCsvRecords = (text: string): Either.Either<Array<Array<string>>, string> => {
-  const records: Array<Array<string>> = []
-  let record: Array<string> = []
-  let field = ""
-  let quoted = false
-  let i = 0
-  const body = text.replace(/^\uFEFF/, "")
-  while (i < body.length) {
-    const c = body[i]!
-    if (quoted) {
-      if (c === "\"") {
-        if (body[i + 1] === "\"") {
-          field += "\""
-          i += 2
-          continue
-        }
-        quoted = false
-      } else field += c
-      i++
-      continue
-    }
-    if (c === "\"" && field === "") quoted = true
-    else if (c === ",") {
-      record.push(field)
-      field = ""
-    } else if (c === "\n" || c === "\r") {
-      if (c === "\r" && body[i + 1] === "\n") i++
-      record.push(field)
-      records.push(record)
-      record = []
-      field = ""
-    } else field += c
-    i++
-  }
-  if (quoted) return Either.left("the CSV ends inside a quoted field")
-  if (field !== "" || record.length > 0) {
-    record.push(field)
-    records.push(record)
-  }
-  return Either.right(records.filter((r) => !(r.length === 1 && r[0] === "")))
-}
+/** CSV records (src/platform/Csv.ts) without its blank lines. */
+export const parseCsvRecords = (text: string): Either.Either<Array<Array<string>>, string> =>
+  Either.match(csvRecords(text), {
+    onLeft: () => Either.left("the CSV ends inside a quoted field"),
+    onRight: (records) => Either.right(records.filter((r) => !(r.length === 1 && r[0] === "")))
+  })
 
 /** Columns holding JSON (an object or array) rather than text. */
 const JSON_COLUMNS = new Set(["json_schema", "expected_tools", "metadata"])

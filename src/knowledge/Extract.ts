@@ -1,3 +1,6 @@
+import { Either } from "effect"
+import { csvRecords } from "../platform/Csv.js"
+
 /**
  * The text of a file, by its kind (docs/knowledge.md): plain text and Markdown as they are, HTML without its tags
  * (headings kept as Markdown headings so chunking sees the structure), CSV as one `column: value` line per row, JSON
@@ -85,47 +88,12 @@ export const htmlText = (html: string): string => {
     .trim()
 }
 
-/** RFC 4180 rows; a quote left open is a malformed file. */
-export const parseCsv = (text: string): Array<Array<string>> | Refusal => {
-  const rows: Array<Array<string>> = []
-  let row: Array<string> = []
-  let field = ""
-  let quoted = false
-  let i = 0
-  while (i < text.length) {
-    const c = text[i]!
-    if (quoted) {
-      if (c === "\"") {
-        if (text[i + 1] === "\"") {
-          field += "\""
-          i += 2
-          continue
-        }
-        quoted = false
-      } else field += c
-      i++
-      continue
-    }
-    if (c === "\"" && field.length === 0) quoted = true
-    else if (c === ",") {
-      row.push(field)
-      field = ""
-    } else if (c === "\n" || c === "\r") {
-      if (c === "\r" && text[i + 1] === "\n") i++
-      row.push(field)
-      rows.push(row)
-      row = []
-      field = ""
-    } else field += c
-    i++
-  }
-  if (quoted) return { code: "invalid_file", message: "Malformed CSV: a quoted field is never closed." }
-  if (field.length > 0 || row.length > 0) {
-    row.push(field)
-    rows.push(row)
-  }
-  return rows.filter((r) => r.some((value) => value.trim().length > 0))
-}
+/** CSV rows (src/platform/Csv.ts) with a value in them; a quote left open is a malformed file. */
+export const parseCsv = (text: string): Array<Array<string>> | Refusal =>
+  Either.match(csvRecords(text), {
+    onLeft: (): Refusal => ({ code: "invalid_file", message: "Malformed CSV: a quoted field is never closed." }),
+    onRight: (rows) => rows.filter((r) => r.some((value) => value.trim().length > 0))
+  })
 
 /** Each data row as `column: value; column: value`, so a row found alone still says what its values are. */
 export const csvText = (text: string): string | Refusal => {
