@@ -6,6 +6,7 @@ import { RunRecords } from "../runs/Repo.js"
 import { rowStatus, runObject } from "../runs/Views.js"
 import { CronExpression, Missed, TimeZoneName } from "../schedules/Domain.js"
 import { Schedules } from "../schedules/Schedules.js"
+import { Sessions } from "../sessions/Sessions.js"
 import { type McpCaller, type ToolDefinition, ToolFailure, userTool } from "./Tool.js"
 
 /**
@@ -36,6 +37,7 @@ export class RunTools extends Effect.Service<RunTools>()("atrium/mcp/RunTools", 
     const records = yield* RunRecords
     const background = yield* BackgroundRuns
     const schedules = yield* Schedules
+    const sessions = yield* Sessions
 
     const tools: ReadonlyArray<ToolDefinition> = [
       userTool(
@@ -68,9 +70,19 @@ export class RunTools extends Effect.Service<RunTools>()("atrium/mcp/RunTools", 
       ),
       userTool(
         "cancel_run",
-        "Stop a background run; it bills only what it used. Cancelling a run that has ended answers it as it is.",
+        "Stop a background run, or a conversation turn's run; it bills only what it used. Cancelling a run that has " +
+          "ended answers it as it is.",
         Schema.Struct({ runId }),
-        ({ runId }, caller) => Effect.map(proxy(background.cancel(account(caller), runId)), runObject)
+        ({ runId }, caller) =>
+          Effect.gen(function*() {
+            // A session's turn is the session's to stop, as POST /v1/runs/{id}/cancel does.
+            const run = yield* proxy(background.get(account(caller), runId))
+            return runObject(
+              run.sessionId !== null
+                ? yield* proxy(sessions.cancelTurn(callerOf(caller), runId))
+                : yield* proxy(background.cancel(account(caller), runId))
+            )
+          })
       ),
       userTool(
         "create_schedule",
@@ -102,5 +114,5 @@ export class RunTools extends Effect.Service<RunTools>()("atrium/mcp/RunTools", 
     ]
     return { tools } as const
   }),
-  dependencies: [RunRecords.Default, BackgroundRuns.Default, Schedules.Default]
+  dependencies: [RunRecords.Default, BackgroundRuns.Default, Schedules.Default, Sessions.Default]
 }) {}

@@ -52,5 +52,29 @@ describe("runs and schedules: MCP tools", () => {
         const refusedSchedule = yield* call(stranger, "create_schedule", { identifier: agent, cron: "0 8 * * *", input: "x" })
         assert.isTrue(refusedSchedule.isError, "someone's unpublished draft cannot be scheduled by another account")
       }))
+
+    it.scoped("cancel_run stops a conversation turn's run as POST /v1/runs/{id}/cancel does; a stranger stops nothing", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const agent = yield* agentWith(user.token)
+        const session = yield* request("POST", "/v1/sessions", { token: user.token, body: { agent } })
+        assert.strictEqual(session.status, 201, session.text)
+        const sent = yield* request("POST", `/v1/sessions/${session.body.id}/events`, {
+          token: user.token,
+          body: { type: "message", message: "/slow 300", background: true }
+        })
+        assert.strictEqual(sent.status, 202, sent.text)
+        const client = yield* connect({ bearer: user.token })
+        for (let i = 0; i < 100; i++) {
+          if (ok(yield* call(client, "get_run", { runId: sent.body.id })).status === "in_progress") break
+          yield* Effect.sleep("100 millis")
+        }
+        const stranger = yield* connect({ bearer: (yield* newUser).token })
+        const refused = yield* call(stranger, "cancel_run", { runId: sent.body.id })
+        assert.strictEqual((refused._meta as any)["atrium/error"].type, "not_found")
+        const cancelled = ok(yield* call(client, "cancel_run", { runId: sent.body.id }))
+        assert.strictEqual(cancelled.status, "cancelled", JSON.stringify(cancelled))
+        assert.strictEqual(ok(yield* call(client, "cancel_run", { runId: sent.body.id })).status, "cancelled", "idempotent")
+      }))
   })
 })
