@@ -148,11 +148,13 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
       })
     }
     // Its hold is voided (docs/billing.md, "Holds"): the dead runner posted none of the turn's steps, and the turn
-    // is not run again, so what it reserved goes back to the payer now rather than when the hold expires.
+    // is not run again, so what it reserved goes back to the payer now rather than when the hold expires. Beside the
+    // load, not in it: the payer's wallet may be on the runner that just stopped, and waiting for it (up to the
+    // entity deadline, 12 s) held the session's next turns back (the fault checker's "long turn did not start").
     if (Option.isSome(stale) && Option.isSome(row)) {
-      yield* runPayer.settle(row.value.accountId, `session:${sessionId}:${stale.value.turn}`, [], fence).pipe(
+      yield* Effect.forkScoped(runPayer.settle(row.value.accountId, `session:${sessionId}:${stale.value.turn}`, [], fence).pipe(
         Effect.catchAllCause((cause) => Effect.logWarning("the interrupted turn's hold could not be voided (it expires)", cause))
-      )
+      ))
     }
     // Its run, too (a runner killed mid-turn, whose shard this runner now owns, left it `running`).
     yield* repo.interruptRuns(sessionId, Option.map(stale, (t) => t.turn), MAX_STEPS)
