@@ -166,7 +166,8 @@ const UserBubble = ({ text, branch }: { text: string; branch: BranchControls | u
     const save = () => {
       const next = editing.trim()
       // The edit changes the words; the files the message carried go with the new version.
-      const quoted = text.slice(text.indexOf("<attachment ") >= 0 ? text.indexOf("<attachment ") : text.length)
+      const at = text.indexOf("<attachment ")
+      const quoted = at < 0 ? "" : text.slice(at)
       if (next === "" && quoted === "") return
       setEditing(null)
       branch.onEdit!([next, quoted].filter(Boolean).join("\n\n"))
