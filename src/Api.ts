@@ -296,6 +296,7 @@ export const AnyError: Schema.Schema<EdgeError, unknown> = (() => {
         for (const member of ast.value._tag === "Union" ? ast.value.types : [ast.value]) members.add(member)
       })
   })
-  return Schema.Union(...[...members].map((ast) => Schema.make(ast)), EdgeError) as any
+  // Each member's type is only known as an AST here; together they decode to the declared errors and the edge's.
+  return Schema.Union(...[...members].map((ast) => Schema.make(ast)), EdgeError) as unknown as Schema.Schema<EdgeError, unknown>
 })()
 

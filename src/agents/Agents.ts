@@ -246,9 +246,10 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
     /** One frozen version of the owner's agent (what a publish sent to review), or 404. */
     const ownedVersion = Effect.fn("Agents.ownedVersion")(function*(identifier: string, ownerId: UserId, version: number) {
       const agent = yield* owned(identifier, ownerId)
-      const config = yield* repo.version(agent.id, version)
-      if (Option.isNone(config)) return yield* new NotFound({ message: `${identifier} has no version ${version}.` })
-      return { agent, config: config.value }
+      const detail = yield* repo.versionDetail(agent.id, version)
+      if (Option.isNone(detail)) return yield* new NotFound({ message: `${identifier} has no version ${version}.` })
+      const { config, ...summary } = detail.value
+      return { agent, config, summary }
     })
 
     /**

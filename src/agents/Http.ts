@@ -103,8 +103,7 @@ export const AgentsHttp = HttpApiBuilder.group(AtriumApi, "agents", (handlers) =
       .handle("version", ({ path }) =>
         Effect.gen(function*() {
           const caller = yield* Caller
-          const { agent, config } = yield* agents.ownedVersion(path.identifier, caller.userId, path.version)
-          const summary = (yield* agents.versions(agent.id)).find((v) => v.version === path.version)!
+          const { agent, config, summary } = yield* agents.ownedVersion(path.identifier, caller.userId, path.version)
           return {
             ...versionSummary(agent, summary),
             agent: ownerView({ ...agent, draft: config }, Option.none())

@@ -109,14 +109,15 @@ export class AgentsRepo extends Effect.Service<AgentsRepo>()("atrium/agents/Agen
     const version = (agentId: AgentId, version: number) =>
       versionConfig({ agentId, version }).pipe(Effect.map(Option.map((row) => row.config)), Effect.orDie)
 
+    const VersionSummary = Schema.Struct({
+      version: Schema.Number,
+      createdAt: Schema.DateFromSelf,
+      status: Schema.NullOr(Schema.String),
+      reason: Schema.NullOr(Schema.String)
+    })
     const versionRows = SqlSchema.findAll({
       Request: AgentId,
-      Result: Schema.Struct({
-        version: Schema.Number,
-        createdAt: Schema.DateFromSelf,
-        status: Schema.NullOr(Schema.String),
-        reason: Schema.NullOr(Schema.String)
-      }),
+      Result: VersionSummary,
       execute: (agentId) =>
         sql`
           SELECT v.version, v.created_at, s.status, s.reason
@@ -126,6 +127,20 @@ export class AgentsRepo extends Effect.Service<AgentsRepo>()("atrium/agents/Agen
     })
     /** Every frozen version of an agent, newest first, with its review's outcome (a version is made by a publish). */
     const versions = (agentId: AgentId) => Effect.orDie(versionRows(agentId))
+
+    const versionDetailRow = SqlSchema.findOne({
+      Request: AgentVersion,
+      Result: Schema.Struct({ ...VersionSummary.fields, config: Config.fields.config }),
+      execute: ({ agentId, version }) =>
+        sql`
+          SELECT v.version, v.created_at, s.status, s.reason, v.config
+          FROM agent_versions v
+          LEFT JOIN agent_submissions s ON s.agent_id = v.agent_id AND s.version = v.version
+          WHERE v.agent_id = ${agentId} AND v.version = ${version}`
+    })
+    /** One frozen version with its review's outcome, in one read. */
+    const versionDetail = (agentId: AgentId, version: number) =>
+      Effect.orDie(versionDetailRow({ agentId, version }))
 
     const lockAgent = SqlSchema.void({
       Request: AgentId,
@@ -351,6 +366,7 @@ export class AgentsRepo extends Effect.Service<AgentsRepo>()("atrium/agents/Agen
       updateDraft,
       version,
       versions,
+      versionDetail,
       publish,
       pendingSubmission,
       latestSubmission,

@@ -88,7 +88,7 @@ export class Market extends Effect.Service<Market>()("atrium/market/Market", {
       return { data: rows.map(cardView), page: filter.page, pageSize: filter.pageSize, total }
     })
 
-    /** The front page: the featured experts, then each category that has any, its most popular first. */
+    /** The front page: the featured experts, then each category with at least one, its most popular first. */
     const front = Effect.fn("Market.front")(function*() {
       const featured = yield* repo.listing({ featured: true, sort: "popular", offset: 0, limit: FEATURED_SIZE })
       const counts = yield* agents.marketCategories

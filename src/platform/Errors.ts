@@ -162,7 +162,8 @@ export const WireError = <Self = never>() =>
       }
     }
   })
-  return Wire as any
+  // The class's static `ast` was redefined above to the envelope's; its declared type is the tagged class's.
+  return Wire as unknown as WireErrorClass<Self, Tag, Fields>
 }
 
 export class InvalidRequest extends WireError<InvalidRequest>()(
@@ -243,7 +244,8 @@ export interface AnyWireError {
 
 /** The class of a wire error: its schema (the envelope) and its status. */
 export const wireClassOf = (error: AnyWireError): Schema.Schema<AnyWireError, Envelope> & { readonly status: number } =>
-  error.constructor as any
+  // Every wire error's constructor is its `WireError` class (`makeWire`), whose schema is the envelope.
+  error.constructor as unknown as Schema.Schema<AnyWireError, Envelope> & { readonly status: number }
 
 /** "Invalid request: phone: is missing" — the field first, so a caller sees at once what to fix. */
 export const describeDecodeIssues = (issues: ReadonlyArray<DecodeIssue>, fallback: string): string => {

@@ -149,10 +149,10 @@ export const conversationOf = (
           return yield* invalid(`input[${index}].arguments`, "is not JSON")
         }
         called.set(item.call_id, item.name)
-        const part = { type: "tool-call", id: item.call_id, name: item.name, params, providerExecuted: false }
+        const part: Prompt.ToolCallPartEncoded = { type: "tool-call", id: item.call_id, name: item.name, params, providerExecuted: false }
         const previous = history[history.length - 1]
         if (previous?.role === "assistant") (previous.content as Array<unknown>).push(part)
-        else history.push({ role: "assistant", content: [part] as any })
+        else history.push({ role: "assistant", content: [part] })
       } else if (type === "function_call_output") {
         const name = item.call_id === undefined ? undefined : called.get(item.call_id)
         if (name === undefined) {

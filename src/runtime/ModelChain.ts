@@ -124,7 +124,10 @@ export class ModelChain extends Effect.Service<ModelChain>()("atrium/runtime/Mod
         const options = {
           prompt: conversation,
           ...(toolkit === undefined ? {} : { toolkit, disableToolCallResolution: true as const }),
-          ...(toolkit === undefined || toolChoice === undefined ? {} : { toolChoice: toolChoice as any })
+          ...(toolkit === undefined || toolChoice === undefined ? {} : {
+            // The toolkit's names are only known as strings here; the choice names tools of that same toolkit.
+            toolChoice: toolChoice as LanguageModel.ToolChoice<never>
+          })
         }
         const parts = plain === undefined ? undefined : yield* plain(options)
         yield* (parts === undefined

@@ -163,6 +163,19 @@ export class RunsRepo extends Effect.Service<RunsRepo>()("atrium/runtime/RunsRep
     const listFiles = (partition: Partition, workspace: string) =>
       Effect.orDie(workspaceFiles({ ...owner(partition), workspace }))
 
+    const filesUnderRow = SqlSchema.single({
+      Request: Schema.Struct({ ...Workspace.fields, prefix: Schema.String, path: Schema.String }),
+      Result: Schema.Struct({ count: Schema.Number, present: Schema.Boolean }),
+      execute: (at) =>
+        sql`
+          SELECT count(*)::int AS count, COALESCE(bool_or(path = ${at.path}), false) AS present FROM workspace_files
+          WHERE account_id = ${at.accountId} AND end_user_id = ${at.endUserId} AND workspace = ${at.workspace}
+            AND starts_with(path, ${at.prefix})`
+    })
+    /** How many files the workspace holds under `prefix`, and whether `path` is one of them (one read, no listing). */
+    const filesUnder = (partition: Partition, workspace: string, prefix: string, path: string) =>
+      Effect.orDie(filesUnderRow({ ...owner(partition), workspace, prefix, path }))
+
     const removeWorkspace = SqlSchema.void({
       Request: Workspace,
       execute: (at) =>
@@ -182,6 +195,6 @@ export class RunsRepo extends Effect.Service<RunsRepo>()("atrium/runtime/RunsRep
     const hasPurchased = (userId: string, agentId: string) =>
       purchase({ userId, agentId }).pipe(Effect.map(Option.isSome), Effect.orDie)
 
-    return { start, finish, hasPurchased, takeTrial, writeFile, readFile, listFiles, deleteWorkspace } as const
+    return { start, finish, hasPurchased, takeTrial, writeFile, readFile, listFiles, filesUnder, deleteWorkspace } as const
   })
 }) {}

@@ -503,9 +503,8 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
     const attach = Effect.fn("Sessions.attach")(function*(caller: CallerIdentity, id: string, name: string, content: string) {
       yield* owned(caller, id)
       const path = `attachments/${name}`
-      const listed = yield* workspace.listFiles(partitionOf(caller), id)
-      const attached = listed.filter((file) => file.path.startsWith("attachments/"))
-      if (attached.length >= MAX_ATTACHMENTS_PER_SESSION && !attached.some((file) => file.path === path)) {
+      const attached = yield* workspace.filesUnder(partitionOf(caller), id, "attachments/", path)
+      if (attached.count >= MAX_ATTACHMENTS_PER_SESSION && !attached.present) {
         return yield* new InvalidRequest({ message: `Invalid request: this conversation has ${MAX_ATTACHMENTS_PER_SESSION} attachments, the most it keeps; start a new one or attach under a name it has.` })
       }
       yield* workspace.writeFile(partitionOf(caller), id, path, content)

@@ -56,7 +56,8 @@ const guardedLookup = (allowed: ReadonlySet<string>, own: () => ReadonlySet<stri
         )
       }
     }
-    if (options.all) return (callback as any)(null, list)
+    // With `all`, Node's lookup callback takes the list; its type is the single address's overload.
+    if (options.all) return (callback as unknown as (error: null, addresses: Array<Dns.LookupAddress>) => void)(null, list)
     const first = list[0]
     if (first === undefined) return callback(new Error(`${hostname} has no address`), "", 0)
     return callback(null, first.address, first.family)

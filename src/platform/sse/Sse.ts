@@ -166,7 +166,7 @@ export const heldCount = () => heldStreams.size
  * A stream held for hours (a session subscription), written like `written` but without the request's fiber once its
  * headers are out. Effect's HTTP server keeps a request's fiber, its stack and the contexts every layer provided,
  * until the body ends: ~30 KiB per held response before any of ours (bench/held-floor.ts), twice what a whole
- * subscription may cost. So the route answers through the middleware as any other (its status and headers, CORS and
+ * subscription may cost. So the route answers through the middleware like every other (its status and headers, CORS and
  * the request id included), and the last step before the server writes that answer takes the Node response over:
  * it writes the headers and what is buffered, and from then on frames and pings go to the socket as they happen.
  * The request's fiber ends there, with its access line (its duration is the time to the headers).

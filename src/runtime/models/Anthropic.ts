@@ -2,6 +2,7 @@ import type * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as Prompt from "@effect/ai/Prompt"
 import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import type { Context } from "effect"
 import { Duration, Effect, Option, Stream } from "effect"
 import type { Options } from "./ChatCompletions.js"
 import { guardModel, idleGuard } from "./Responses.js"
@@ -136,14 +137,16 @@ export const make = (
     // Anthropic refuses thinking with a forced tool choice (`any`, `tool`): such a call goes without thinking.
     const unforced = <A, E, R>(request: any, stream: Stream.Stream<A, E, R>) =>
       options.reasoning && forcesTool(request?.toolChoice)
-        ? stream.pipe(Stream.provideService(AnthropicLanguageModel.Config, { thinking: undefined } as any))
+        ? stream.pipe(Stream.provideService(AnthropicLanguageModel.Config, 
+          // `thinking: undefined` overrides the model's configured thinking for this call; the type has no undefined.
+          { thinking: undefined } as unknown as Context.Tag.Service<typeof AnthropicLanguageModel.Config>
+        ))
         : stream
     const cached: LanguageModel.Service = {
       ...model,
-      generateText: ((request: any) =>
-        model.generateText({ ...request, prompt: withCacheControl(request.prompt) })) as any,
-      streamText: ((request: any) =>
-        unforced(request, model.streamText({ ...request, prompt: withCacheControl(request.prompt) })).pipe(Stream.map(wholePrompt))) as any
+      generateText: (request) => model.generateText({ ...request, prompt: withCacheControl(request.prompt) }),
+      streamText: (request) =>
+        unforced(request, model.streamText({ ...request, prompt: withCacheControl(request.prompt) })).pipe(Stream.map(wholePrompt))
     }
     return guardModel(cached, {
       module: MODULE,

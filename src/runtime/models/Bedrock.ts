@@ -2,6 +2,7 @@ import * as AiError from "@effect/ai/AiError"
 import * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as Response from "@effect/ai/Response"
 import * as Tool from "@effect/ai/Tool"
+import { blockEnd, blockStart, toolDescription, toolParameters } from "./AdapterParts.js"
 import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import { AwsV4Signer } from "aws4fetch"
@@ -155,8 +156,8 @@ export const encodeRequest = (
     if (Tool.isProviderDefined(tool)) {
       return Either.left(new AiError.MalformedInput({ module: MODULE, method, description: `the tool ${tool.name} cannot be used with Bedrock` }))
     }
-    const description = Tool.getDescription(tool as any)
-    tools.push({ toolSpec: { name: tool.name, ...(description !== undefined ? { description } : {}), inputSchema: { json: Tool.getJsonSchema(tool as any) } } })
+    const description = toolDescription(tool)
+    tools.push({ toolSpec: { name: tool.name, ...(description !== undefined ? { description } : {}), inputSchema: { json: toolParameters(tool) } } })
   }
   const choice = options.toolChoice
   // Converse has no "none": the tools stay (the history may hold calls) and the model chooses.
@@ -218,7 +219,7 @@ export class ConverseDecoder {
           if (block === undefined) {
             block = { kind, id: `${this.streamId}-${index}`, args: "" }
             this.blocks.set(index, block)
-            parts.push({ type: `${kind}-start`, id: block.id } as any)
+            parts.push(blockStart(kind, block.id))
           }
           return block
         }
@@ -227,7 +228,7 @@ export class ConverseDecoder {
           const b = open("reasoning")
           if (typeof delta.reasoningContent.text === "string") parts.push({ type: "reasoning-delta", id: b.id, delta: delta.reasoningContent.text })
           if (typeof delta.reasoningContent.signature === "string") {
-            parts.push({ type: "reasoning-delta", id: b.id, delta: "", metadata: { anthropic: { type: "thinking", signature: delta.reasoningContent.signature } } } as any)
+            parts.push({ type: "reasoning-delta", id: b.id, delta: "", metadata: { anthropic: { type: "thinking", signature: delta.reasoningContent.signature } } })
           }
         } else if (delta.toolUse !== undefined && block?.kind === "tool") {
           const input = typeof delta.toolUse.input === "string" ? delta.toolUse.input : JSON.stringify(delta.toolUse.input ?? {})
@@ -243,7 +244,7 @@ export class ConverseDecoder {
           parts.push({ type: "tool-params-end", id: block.id })
           parts.push({ type: "tool-call", id: block.id, name: block.name!, params: parseToolArguments(block.args), providerExecuted: false })
           this.calls++
-        } else if (block !== undefined) parts.push({ type: `${block.kind}-end`, id: block.id } as any)
+        } else if (block !== undefined) parts.push(blockEnd(block.kind, block.id))
         break
       }
       case "messageStop":
@@ -259,7 +260,7 @@ export class ConverseDecoder {
   onEnd(): Either.Either<Array<Response.StreamPartEncoded>, AiError.AiError> {
     if (this.stop === undefined) return this.fail("the model upstream closed the stream before the response was finished")
     const parts: Array<Response.StreamPartEncoded> = []
-    for (const block of this.blocks.values()) if (block.kind !== "tool") parts.push({ type: `${block.kind}-end`, id: block.id } as any)
+    for (const block of this.blocks.values()) if (block.kind !== "tool") parts.push(blockEnd(block.kind, block.id))
     const u = this.usage ?? {}
     const read = u.cacheReadInputTokens ?? 0
     const written = u.cacheWriteInputTokens ?? 0

@@ -3,6 +3,7 @@ import * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Prompt from "@effect/ai/Prompt"
 import * as Response from "@effect/ai/Response"
 import * as Tool from "@effect/ai/Tool"
+import { toolParameters } from "./AdapterParts.js"
 import type * as Toolkit from "@effect/ai/Toolkit"
 import { Chunk, Effect, FiberRef, Stream } from "effect"
 import { randomBase62 } from "../../platform/Ids.js"
@@ -162,7 +163,7 @@ const unformatted = (options: LanguageModel.ProviderOptions): Reply => {
 
 /** A call of `tool` with the deterministic instance of its parameters' schema. */
 const forcedCall = (tool: Tool.Any): NonNullable<Reply["toolCall"]> => {
-  const params = instanceOf(Tool.getJsonSchema(tool as any))
+  const params = instanceOf(toolParameters(tool))
   return { name: tool.name, params: params ?? {}, raw: JSON.stringify(params ?? {}) }
 }
 
@@ -291,8 +292,9 @@ export const plainAnswer = (request: StepRequest): Effect.Effect<ReadonlyArray<R
     return partsOf(answer, inputTokens).map((part): Response.StreamPart<any> => {
       const { type, ...params } = part
       return type === "finish"
-        ? Response.makePart("finish", { ...(params as any), usage: new Response.Usage((part as Response.FinishPartEncoded).usage) })
-        : Response.makePart(type, params as any) as Response.StreamPart<any>
+        ? Response.makePart("finish", { ...(params as Omit<Response.FinishPartEncoded, "type">), usage: new Response.Usage((part as Response.FinishPartEncoded).usage) })
+        // Every other part we build is already in its decoded form (plain strings and JSON).
+        : Response.makePart(type, params as unknown as Parameters<typeof Response.makePart>[1]) as Response.StreamPart<any>
     })
   })
 

@@ -2,6 +2,7 @@ import * as AiError from "@effect/ai/AiError"
 import * as IdGenerator from "@effect/ai/IdGenerator"
 import * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Tool from "@effect/ai/Tool"
+import { toolDescription, toolParameters } from "./AdapterParts.js"
 import type * as Prompt from "@effect/ai/Prompt"
 import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
@@ -162,13 +163,13 @@ export const encodeRequest = (
           malformedInput(method, `the provider-defined tool ${tool.name} cannot be used over Chat Completions`)
         )
       }
-      const description = Tool.getDescription(tool as any)
+      const description = toolDescription(tool)
       tools.push({
         type: "function",
         function: {
           name: tool.name,
           ...(description !== undefined ? { description } : {}),
-          parameters: Tool.getJsonSchema(tool as any)
+          parameters: toolParameters(tool)
         }
       })
     }

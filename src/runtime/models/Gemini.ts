@@ -3,6 +3,7 @@ import * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as Prompt from "@effect/ai/Prompt"
 import type * as Response from "@effect/ai/Response"
 import * as Tool from "@effect/ai/Tool"
+import { blockDelta, blockEnd, blockStart, toolDescription, toolParameters } from "./AdapterParts.js"
 import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import { Duration, Effect, Either, Encoding, Option, Redacted, Stream } from "effect"
@@ -102,11 +103,11 @@ export const encodeRequest = (
   const declarations: Array<unknown> = []
   for (const tool of options.tools) {
     if (Tool.isProviderDefined(tool)) return Either.left(malformed(method, `the tool ${tool.name} cannot be used with Gemini`))
-    const description = Tool.getDescription(tool as any)
+    const description = toolDescription(tool)
     declarations.push({
       name: tool.name,
       ...(description !== undefined ? { description } : {}),
-      parametersJsonSchema: Tool.getJsonSchema(tool as any)
+      parametersJsonSchema: toolParameters(tool)
     })
   }
   const choice = options.toolChoice
@@ -139,9 +140,9 @@ export class EventDecoder {
 
   private switchTo(kind: "text" | "reasoning" | undefined, parts: Array<Response.StreamPartEncoded>) {
     if (this.open === kind) return
-    if (this.open !== undefined) parts.push({ type: `${this.open}-end`, id: `${this.streamId}-${this.blocks}` } as any)
+    if (this.open !== undefined) parts.push(blockEnd(this.open, `${this.streamId}-${this.blocks}`))
     this.open = kind
-    if (kind !== undefined) parts.push({ type: `${kind}-start`, id: `${this.streamId}-${++this.blocks}` } as any)
+    if (kind !== undefined) parts.push(blockStart(kind, `${this.streamId}-${++this.blocks}`))
   }
 
   onEvent(data: string): Either.Either<Array<Response.StreamPartEncoded>, AiError.AiError> {
@@ -160,7 +161,7 @@ export class EventDecoder {
       if (typeof part?.text === "string" && part.text.length > 0) {
         const kind = part.thought === true ? "reasoning" : "text"
         this.switchTo(kind, parts)
-        parts.push({ type: `${kind}-delta`, id: `${this.streamId}-${this.blocks}`, delta: part.text } as any)
+        parts.push(blockDelta(kind, `${this.streamId}-${this.blocks}`, part.text))
       } else if (part?.functionCall !== undefined) {
         this.switchTo(undefined, parts)
         const name = String(part.functionCall.name ?? "")

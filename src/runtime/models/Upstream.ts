@@ -1,5 +1,6 @@
 import * as AiError from "@effect/ai/AiError"
 import * as Tool from "@effect/ai/Tool"
+import { toolParameters } from "./AdapterParts.js"
 import type * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as Toolkit from "@effect/ai/Toolkit"
 import * as Sse from "@effect/experimental/Sse"
@@ -237,7 +238,7 @@ const lenientTool = (tool: Tool.Any): Tool.Any => {
     decode: (input) =>
       isInvalidArguments(input) ? ParseResult.succeed(input) : Effect.orElseSucceed(decodeOriginal(input), () => input),
     encode: ParseResult.succeed
-  }).annotations({ jsonSchema: Tool.getJsonSchema(tool as any) })
+  }).annotations({ jsonSchema: toolParameters(tool) })
   const lenient = Object.assign(Object.create(Object.getPrototypeOf(tool)), tool, { parametersSchema }) as Tool.Any
   lenientTools.set(tool, lenient)
   return lenient
