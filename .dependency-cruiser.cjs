@@ -9,7 +9,7 @@ const LAYERS = [
   ["files", "environments", "credentials"],
   ["runtime"],
   ["billing", "agents", "knowledge", "traces"],
-  ["market", "runs", "sessions", "responses", "evolution", "distillation", "webhooks", "memory", "evals"],
+  ["market", "runs", "sessions", "responses", "evolution", "distillation", "webhooks", "memory", "evals", "schedules"],
   ["mcp"]
 ]
 
