@@ -1,15 +1,18 @@
 /**
- * Cluster mode, side by side: the platform as `WORKERS=1` and as `WORKERS=2` (node:cluster workers sharing the HTTP
- * port, each a cluster runner), same database server, same load: the hot wallet (every charge on one user), 64
+ * Cluster mode, side by side: the platform as `WORKERS=1`, `WORKERS=2` and `WORKERS=3` (node:cluster workers sharing
+ * the HTTP port, each a cluster runner), same database server, same load: the hot wallet (every charge on one user), 64
  * wallets, and session turns (one short turn per session at a time, many sessions). Then the time a killed runner's
  * sessions need to answer again: two separate runner processes, sessions on both, SIGKILL one, and how long until
  * every session answers a message sent to the survivor.
  *
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test REDIS_URL=redis://127.0.0.1:6379 \
- *     npx tsx bench/cluster.ts [--seconds 10] [--concurrency 64] [--sessions 32] [--phases hot,many,turns,failover]
+ *     npx tsx bench/cluster.ts [--seconds 10] [--concurrency 64] [--sessions 32] [--workers 1,2,3]
+ *       [--phases hot,many,turns,failover]
  *
  * A script, not a test: it prints a Markdown table for BENCHMARKS.md (with the load average next to every number)
- * and asserts nothing. Under each wallet phase it prints, from every process's metrics (`METRICS_PORT`), how the
+ * and asserts nothing. Each row has the CPU the platform's processes (the primary and its workers) spent per request
+ * that succeeded, so cost as runners grow reads side by side (issue 45 item 4: from 1 to 3 runners, CPU per charge
+ * should rise by at most 1.5×). Under each wallet phase it prints, from every process's metrics (`METRICS_PORT`), how the
  * charges reached their wallets: directly in the owner's entity, or in `Charges` messages, and how many charges each
  * message to another runner carried (issue 28 item 4).
  */
@@ -17,7 +20,8 @@ import * as Crypto from "node:crypto"
 import * as Http from "node:http"
 import * as Net from "node:net"
 import * as Os from "node:os"
-import { call, freePort, launchBenchPlatform, percentile } from "./support.js"
+import * as Fs from "node:fs"
+import { call, freePort, launchBenchPlatform, percentile, processCpu } from "./support.js"
 
 const args = new Map<string, string>()
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1]!)
@@ -27,6 +31,7 @@ const SESSIONS = Number(args.get("sessions") ?? 32)
 const ADMIN_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 const REDIS_URL = process.env.REDIS_URL ?? "redis://127.0.0.1:6379"
 const PHASES = new Set((args.get("phases") ?? "hot,many,turns,failover").split(","))
+const WORKERS = (args.get("workers") ?? "1,2,3").split(",").map(Number)
 const CODE = "123456"
 const PHONES = Array.from({ length: 70 }, (_, i) => `+1555${String(7_000_000 + i)}`)
 
@@ -52,8 +57,27 @@ const login = async (base: string, phone: string): Promise<User> => {
   return { token, apiKey: key.body.key as string, userId }
 }
 
-/** CONCURRENCY callers for SECONDS; each call returns whether it succeeded. */
-const drive = async (name: string, one: (i: number) => Promise<boolean>) => {
+/** A process and every process below it (node:cluster's workers are the primary's children). */
+const processTree = (root: number): Array<number> => {
+  const parents = new Map<number, number>()
+  for (const entry of Fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const stat = Fs.readFileSync(`/proc/${entry}/stat`, "utf8")
+      parents.set(Number(entry), Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]))
+    } catch {
+      // gone between the listing and the read
+    }
+  }
+  const tree = [root]
+  for (let i = 0; i < tree.length; i++) for (const [pid, parent] of parents) if (parent === tree[i]) tree.push(pid)
+  return tree
+}
+const treeCpu = (root: number) => processTree(root).reduce((sum, pid) => sum + (processCpu(pid) || 0), 0)
+
+/** CONCURRENCY callers for SECONDS; each call returns whether it succeeded. `root`: the platform's process, whose tree is measured. */
+const drive = async (name: string, one: (i: number) => Promise<boolean>, root: number) => {
+  const cpuBefore = treeCpu(root)
   const latencies: Array<number> = []
   let ok = 0
   let failed = 0
@@ -69,8 +93,9 @@ const drive = async (name: string, one: (i: number) => Promise<boolean>) => {
     }
   }))
   const seconds = (Date.now() - started) / 1000
+  const cpuMs = ((treeCpu(root) - cpuBefore) * 1000) / Math.max(ok, 1)
   latencies.sort((a, b) => a - b)
-  return `| ${name} | ${(ok / seconds).toFixed(0)}/s | ${failed} | ${percentile(latencies, 0.5).toFixed(1)} | ${percentile(latencies, 0.99).toFixed(1)} | ${load()} |`
+  return `| ${name} | ${(ok / seconds).toFixed(0)}/s | ${failed} | ${percentile(latencies, 0.5).toFixed(1)} | ${percentile(latencies, 0.99).toFixed(1)} | ${cpuMs.toFixed(2)} | ${load()} |`
 }
 
 const agentOf = async (base: string, user: User) =>
@@ -95,11 +120,13 @@ const portFree = (port: number) =>
     server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)))
   })
 
-/** A METRICS_PORT with the two ports after it free too (worker i of WORKERS=N listens on METRICS_PORT + 1 + i). */
-const metricsPortBase = async () => {
+/** A METRICS_PORT with the `workers` ports after it free too (worker i of WORKERS=N listens on METRICS_PORT + 1 + i). */
+const metricsPortBase = async (workers: number) => {
   for (;;) {
     const base = 20_000 + Crypto.randomInt(30_000)
-    if ((await portFree(base)) && (await portFree(base + 1)) && (await portFree(base + 2))) return base
+    let free = true
+    for (let i = 0; i <= workers && free; i++) free = await portFree(base + i)
+    if (free) return base
   }
 }
 
@@ -157,8 +184,8 @@ const rows: Array<string> = []
 const paths: Array<string> = []
 /** The first few refused charges are printed (a charge should never be refused here: every wallet has credits). */
 let refusals = 0
-for (const workers of [1, 2]) {
-  const metricsPort = await metricsPortBase()
+for (const workers of WORKERS) {
+  const metricsPort = await metricsPortBase(workers)
   const platform = await launchBenchPlatform({
     env: { ...env(workers), METRICS_PORT: String(metricsPort) },
     services: { adminUrl: ADMIN_URL, redisUrl: REDIS_URL }
@@ -168,6 +195,7 @@ for (const workers of [1, 2]) {
     rows.push(await phase())
     paths.push(await walletPaths(name, metricsPort, workers, before))
   }
+  const root = platform.child.pid!
   try {
     const users = await Promise.all(PHONES.slice(0, 65).map((phone) => login(platform.base, phone)))
     const consume = (user: User) =>
@@ -178,15 +206,15 @@ for (const workers of [1, 2]) {
         return r.status === 200
       })
     if (PHASES.has("hot")) {
-      await counted(`WORKERS=${workers} hot wallet`, () => drive(`WORKERS=${workers} hot wallet`, () => consume(users[0]!)))
+      await counted(`WORKERS=${workers} hot wallet`, () => drive(`WORKERS=${workers} hot wallet`, () => consume(users[0]!), root))
     }
     if (PHASES.has("many")) {
-      await counted(`WORKERS=${workers} 64 wallets`, () => drive(`WORKERS=${workers} 64 wallets`, (i) => consume(users[1 + (i % 64)]!)))
+      await counted(`WORKERS=${workers} 64 wallets`, () => drive(`WORKERS=${workers} 64 wallets`, (i) => consume(users[1 + (i % 64)]!), root))
     }
     if (PHASES.has("turns")) {
       const identifier = await agentOf(platform.base, users[0]!)
       const sessions = await Promise.all(Array.from({ length: SESSIONS }, () => sessionOf(platform.base, users[0]!, identifier)))
-      rows.push(await drive(`WORKERS=${workers} session turns (${SESSIONS} sessions)`, (i) => turn(platform.base, users[0]!, sessions[i % SESSIONS]!)))
+      rows.push(await drive(`WORKERS=${workers} session turns (${SESSIONS} sessions)`, (i) => turn(platform.base, users[0]!, sessions[i % SESSIONS]!), root))
     }
   } finally {
     await platform.stop()
@@ -223,16 +251,16 @@ if (PHASES.has("failover")) {
     ])
     times.sort((a, b) => a - b)
     walletTimes.sort((a, b) => a - b)
-    rows.push(`| failover: every session answers again after SIGKILL of one of 2 runners | p50 ${percentile(times, 0.5)} ms, max ${times[times.length - 1]} ms | | | | ${load()} |`)
-    rows.push(`| failover: every wallet answers again after SIGKILL of one of 2 runners | p50 ${percentile(walletTimes, 0.5)} ms, max ${walletTimes[walletTimes.length - 1]} ms | | | | ${load()} |`)
+    rows.push(`| failover: every session answers again after SIGKILL of one of 2 runners | p50 ${percentile(times, 0.5)} ms, max ${times[times.length - 1]} ms | | | | | ${load()} |`)
+    rows.push(`| failover: every wallet answers again after SIGKILL of one of 2 runners | p50 ${percentile(walletTimes, 0.5)} ms, max ${walletTimes[walletTimes.length - 1]} ms | | | | | ${load()} |`)
   } finally {
     await second.stop()
     await first.stop()
   }
 }
 
-console.log(`| run (${SECONDS} s, ${CONCURRENCY} concurrent) | throughput | failed | p50 ms | p99 ms | load |`)
-console.log("| --- | --- | --- | --- | --- | --- |")
+console.log(`| run (${SECONDS} s, ${CONCURRENCY} concurrent) | throughput | failed | p50 ms | p99 ms | CPU ms per success | load |`)
+console.log("| --- | --- | --- | --- | --- | --- | --- |")
 for (const row of rows) console.log(row)
 console.log("")
 for (const line of paths) console.log(`- ${line}`)
