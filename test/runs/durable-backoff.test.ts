@@ -19,7 +19,7 @@ const U1 = { "x-end-user-id": "u1" }
 const KEY = "sk-provider-secret-0123456789"
 const MODEL = { input_per_1k: "1", output_per_1k: "2", capabilities: ["tools"] }
 
-const poll = <A>(what: string, read: Effect.Effect<A>, until: (value: A) => boolean) =>
+const poll = <A, R>(what: string, read: Effect.Effect<A, never, R>, until: (value: A) => boolean) =>
   Effect.gen(function*() {
     for (let i = 0; i < 300; i++) {
       const value = yield* read
