@@ -45,6 +45,8 @@ export interface DurableOptions {
   readonly runners?: number | undefined
   /** Whether the killed runner is started again (true); when not, the fault clears once the survivors hold its shards. */
   readonly restartKilled?: boolean | undefined
+  /** Whether the runners start at once on the empty database (false: the first alone, then the others). */
+  readonly startTogether?: boolean | undefined
   /** A directory for the runners' output (a temporary one otherwise). */
   readonly keepLogs?: string | undefined
   readonly log?: ((line: string) => void) | undefined
@@ -226,9 +228,13 @@ export const runDurable = async (options: DurableOptions = {}): Promise<DurableR
   }
 
   try {
-    // The first one migrates the database; the others start together after it.
-    runners.push(await startRunner(0))
-    runners.push(...(await Promise.all(Array.from({ length: RUNNERS - 1 }, (_, i) => startRunner(i + 1)))))
+    // The first one migrates the database and the others start after it, unless told to start together (they then
+    // migrate it together, as the cluster tests' runners do: one start's wait instead of two).
+    if (options.startTogether === true) runners.push(...(await Promise.all(Array.from({ length: RUNNERS }, (_, i) => startRunner(i)))))
+    else {
+      runners.push(await startRunner(0))
+      runners.push(...(await Promise.all(Array.from({ length: RUNNERS - 1 }, (_, i) => startRunner(i + 1)))))
+    }
     await settledOn(RUNNERS)
     log(`${RUNNERS} runners up (database ${db.name}, redis db ${REDIS_DB}, logs in ${logDir})`)
 

@@ -22,6 +22,7 @@ describe.skipIf(databaseUrl === undefined || process.env.REDIS_URL === undefined
           schedules: 1,
           runners: 2,
           restartKilled: false,
+          startTogether: true,
           settleSeconds: 40,
           adminUrl: databaseUrl!,
           redisUrl: process.env.REDIS_URL!,
