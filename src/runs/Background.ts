@@ -13,7 +13,7 @@ import type { Micros } from "../platform/Money.js"
 import { Approvals, type Decision } from "../runtime/Approvals.js"
 import type { InternalEvent } from "../runtime/Events.js"
 import type { RunOutcome } from "../runtime/Repo.js"
-import type { ClientTool, DurableSteps, RunnableAgent, RunRequest } from "../runtime/Run.js"
+import { type ChainWait, type ClientTool, CurrentChainWait, type DurableSteps, type RunnableAgent, type RunRequest, type StepCodec, StepResting } from "../runtime/Run.js"
 import { RunEngine } from "../runtime/RunEngine.js"
 import { isRunStop, RunStop } from "../runtime/RunStop.js"
 import { RunsConfig } from "./Config.js"
@@ -70,6 +70,8 @@ export const CancelAsked = DurableDeferred.make("cancel")
 
 /** How a durable approval's wait ended: the answer (or the timeout's denial), or a stop of the run. */
 const Waited = Schema.Union(Answer, Schema.Struct({ stop: Schema.Literal("cancelled", "expired") }))
+/** How a durable rest (a step waiting for a resting provider) ended: its clock, or a stop of the run. */
+const Rested = Schema.Union(Schema.Struct({ rested: Schema.Literal(true) }), Schema.Struct({ stop: Schema.Literal("cancelled", "expired") }))
 /** Always persisted clocks: an in-memory clock (the library's default up to 60 s) would hold a fiber, and the wait's
  * answer, delivered to the busy workflow entity, would wait behind it. */
 const persistedClock = (name: string, until: Date) =>
@@ -202,34 +204,71 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
       let outcome: RunOutcome | undefined
       /** Stops the run where it is, for `stop`: told to the run's signal, then the engine is interrupted. */
       const stopWith = (stop: Stop) => Effect.zipRight(Deferred.succeed(signal, stop), Effect.interrupt)
+      /** What else ends a durable wait: the run's cancel (its deferred) and its deadline (a persisted clock). */
+      type Stopped = { readonly stop: Stop }
+      const stopBranches: Array<Effect.Effect<Stopped, never, WorkflowEngine | WorkflowInstance>> = [
+        Effect.as(DurableDeferred.await(CancelAsked), { stop: "cancelled" as const }),
+        ...(row.deadlineAt === null ? [] : [Effect.as(persistedClock("deadline", row.deadlineAt), { stop: "expired" as const })])
+      ]
+      /** One attempt of a step, recorded under `name`: its result, its run stop, the run's stop, or a rest to wait. */
+      const attempt = <A, E>(name: string, codec: StepCodec<A>, effect: Effect.Effect<A, E>, wait: ChainWait) =>
+        Activity.make({
+          name,
+          success: Schema.Unknown,
+          // The step races the run's stop: a cancel or a deadline ends the step where it is (a model call cut, its
+          // step not charged), and that too is recorded, so an execution after a fault stops there as well. A run
+          // already stopped (a replay woken by its cancel) does not start the step at all.
+          execute: Effect.flatMap(Deferred.poll(signal), Option.match({
+            onSome: (stopped) => Effect.map(stopped, (stopped): unknown => ({ stopped })),
+            onNone: () =>
+              Effect.raceFirst(
+                effect.pipe(
+                  Effect.locally(CurrentChainWait, wait),
+                  Effect.map((value): unknown => ({ ok: codec.encode(value) })),
+                  Effect.catchAll((error): Effect.Effect<unknown> =>
+                    isRunStop(error)
+                      ? Effect.succeed({ stop: encodeStop(error) })
+                      : error instanceof StepResting
+                      ? Effect.succeed({ rest: error.until })
+                      : Effect.die(error)
+                  )
+                ),
+                Effect.map(Deferred.await(signal), (stopped): unknown => ({ stopped }))
+              )
+          })).pipe(Effect.ensuring(log.flush))
+        })
+      /**
+       * A step whose providers all rest (ModelChain, `MAX_CHAIN_WAIT_MS`) ends its first attempt with the time to try
+       * again; the workflow waits for it on a persisted `DurableClock` (no fiber, no timer held: a runner that stops
+       * meanwhile costs nothing) raced with the run's cancel and deadline, then tries the step once more under a name
+       * of its own (`<step>/again`), which does not wait again. Every replay answers both attempts from their records.
+       */
+      const stepOf = <A, E>(name: string, codec: StepCodec<A>, effect: Effect.Effect<A, E>, again: boolean): Effect.Effect<A, E, WorkflowEngine | WorkflowInstance> =>
+        attempt(again ? `${name}/again` : name, codec, effect, again ? "waited" : "defer").pipe(
+          Effect.flatMap((recorded) => {
+            const result = recorded as { ok?: unknown; stop?: Record<string, unknown>; stopped?: Stop; rest?: number }
+            if (result.stop !== undefined) return Effect.fail(decodeStop(result.stop) as E)
+            if (result.stopped !== undefined) return Effect.zipRight(Deferred.succeed(signal, result.stopped), Effect.interrupt)
+            if (result.rest !== undefined && !again) {
+              const until = new Date(result.rest)
+              return Effect.gen(function*() {
+                const known = yield* Deferred.poll(signal)
+                if (Option.isSome(known)) return yield* stopWith(yield* known.value)
+                type Branch = Effect.Effect<typeof Rested.Type, never, WorkflowEngine | WorkflowInstance>
+                const branches: readonly [Branch, ...Array<Branch>] = [
+                  Effect.as(persistedClock(`rest/${name}`, until), { rested: true as const }),
+                  ...stopBranches
+                ]
+                const rested = yield* DurableDeferred.raceAll({ name: `rest/${name}`, success: Rested, error: Schema.Never, effects: branches })
+                if ("stop" in rested) return yield* stopWith(rested.stop)
+                return yield* stepOf(name, codec, effect, true)
+              })
+            }
+            return Effect.succeed(codec.decode(result.ok))
+          })
+        )
       const durable: DurableSteps = {
-        step: <A, E>(name: string, codec: { encode: (a: A) => unknown; decode: (json: unknown) => A }, effect: Effect.Effect<A, E>) =>
-          Activity.make({
-            name,
-            success: Schema.Unknown,
-            // The step races the run's stop: a cancel or a deadline ends the step where it is (a model call cut, its
-            // step not charged), and that too is recorded, so an execution after a fault stops there as well. A run
-            // already stopped (a replay woken by its cancel) does not start the step at all.
-            execute: Effect.flatMap(Deferred.poll(signal), Option.match({
-              onSome: (stopped) => Effect.map(stopped, (stopped): unknown => ({ stopped })),
-              onNone: () =>
-                Effect.raceFirst(
-                  effect.pipe(
-                    Effect.map((value): unknown => ({ ok: codec.encode(value) })),
-                    Effect.catchAll((error) => isRunStop(error) ? Effect.succeed({ stop: encodeStop(error) }) : Effect.die(error))
-                  ),
-                  Effect.map(Deferred.await(signal), (stopped): unknown => ({ stopped }))
-                )
-            })).pipe(Effect.ensuring(log.flush))
-          }).pipe(
-            Effect.provide(workflow),
-            Effect.flatMap((recorded) => {
-              const result = recorded as { ok?: unknown; stop?: Record<string, unknown>; stopped?: Stop }
-              if (result.stop !== undefined) return Effect.fail(decodeStop(result.stop) as E)
-              if (result.stopped !== undefined) return Effect.zipRight(Deferred.succeed(signal, result.stopped), Effect.interrupt)
-              return Effect.succeed(codec.decode(result.ok))
-            })
-          ),
+        step: (name, codec, effect) => stepOf(name, codec, effect, false).pipe(Effect.provide(workflow)),
         approve: (key, call, emit) =>
           Effect.gen(function*() {
             // Opened and told once: the approval's row (naming this run) and `approval.required` in the log; a
@@ -266,8 +305,7 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
                 persistedClock(`approval/${key}`, new Date(opened.expiresAt)),
                 Effect.map(approvals.claimedAnswer(opened.id), Option.getOrElse((): typeof Waited.Type => ({ approved: false, reason: "timeout" })))
               ),
-              Effect.as(DurableDeferred.await(CancelAsked), { stop: "cancelled" as const }),
-              ...(row.deadlineAt === null ? [] : [Effect.as(persistedClock("deadline", row.deadlineAt), { stop: "expired" as const })])
+              ...stopBranches
             ]
             const waited = yield* DurableDeferred.raceAll({ name: `approval/${key}`, success: Waited, error: Schema.Never, effects: branches })
             if ("stop" in waited) return yield* stopWith(waited.stop)

@@ -2,10 +2,10 @@ import type * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as Prompt from "@effect/ai/Prompt"
 import type * as Response from "@effect/ai/Response"
 import type * as Toolkit from "@effect/ai/Toolkit"
-import { Clock, Duration, Effect, Option, Stream } from "effect"
+import { Clock, Duration, Effect, FiberRef, Option, Stream } from "effect"
 import { ProviderHealth, retryable } from "./models/Health.js"
 import type { ResolvedModel } from "./models/Models.js"
-import { type Emit, MAX_CHAIN_WAIT_MS } from "./Run.js"
+import { CurrentChainWait, type Emit, MAX_CHAIN_WAIT_MS, StepResting } from "./Run.js"
 import { type ModelCallFailed, modelCallFailed, UpstreamUnavailable } from "./RunStop.js"
 import { tokensOf } from "./models/Builtin.js"
 import { annotateSpan, Attr, contentCaptured, contentOf, genAiSpan, Operation } from "./Tracing.js"
@@ -162,7 +162,9 @@ export class ModelChain extends Effect.Service<ModelChain>()("atrium/runtime/Mod
       Effect.gen(function*() {
         let last: ModelCallFailed | undefined
         let previous: ResolvedModel | undefined
-        let waited = false
+        // A durable step's second attempt, after its workflow waited (`StepResting`), does not wait again.
+        const wait = yield* FiberRef.get(CurrentChainWait)
+        let waited = wait === "waited"
         const tried = new Set<string>()
         /** Models already told as skipped in this step (once each, whichever pass skipped them). */
         const toldSkipped = new Set<string>()
@@ -184,6 +186,8 @@ export class ModelChain extends Effect.Service<ModelChain>()("atrium/runtime/Mod
             if (waited || soonest > MAX_CHAIN_WAIT_MS) break
             waited = true
             tried.clear()
+            // A background run's step does not sleep: its workflow waits on a DurableClock and tries the step again.
+            if (wait === "defer") return yield* new StepResting({ until: (yield* Clock.currentTimeMillis) + soonest })
             yield* Effect.sleep(Duration.millis(soonest))
             continue
           }

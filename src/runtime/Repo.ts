@@ -65,6 +65,17 @@ export class RunsRepo extends Effect.Service<RunsRepo>()("atrium/runtime/RunsRep
                   ${run.parentRunId}, 'running', ${run.agent}, now())`
     })
     const start = (run: RunRecord) => Effect.orDie(insertRun({ ...run, agent: run.agent ?? null }))
+    /**
+     * A run whose id is its identity, started again by every execution of its parent's workflow (a durable
+     * delegation's child, RunEngine): the first start writes its row, the next ones leave it.
+     */
+    const startOnce = (run: RunRecord) =>
+      Effect.orDie(Effect.asVoid(sql`
+        INSERT INTO runs (id, agent_id, agent_version, payer_id, end_user_id, session_id, parent_run_id, status, agent,
+                          started_at)
+        VALUES (${run.id}, ${run.agentId}, ${run.agentVersion}, ${run.payerId}, ${run.endUserId}, ${run.sessionId},
+                ${run.parentRunId}, 'running', ${run.agent ?? null}, now())
+        ON CONFLICT (id) DO NOTHING`))
 
     const finishRun = SqlSchema.void({
       Request: Schema.Struct({
@@ -195,6 +206,6 @@ export class RunsRepo extends Effect.Service<RunsRepo>()("atrium/runtime/RunsRep
     const hasPurchased = (userId: string, agentId: string) =>
       purchase({ userId, agentId }).pipe(Effect.map(Option.isSome), Effect.orDie)
 
-    return { start, finish, hasPurchased, takeTrial, writeFile, readFile, listFiles, filesUnder, deleteWorkspace } as const
+    return { start, startOnce, finish, hasPurchased, takeTrial, writeFile, readFile, listFiles, filesUnder, deleteWorkspace } as const
   })
 }) {}

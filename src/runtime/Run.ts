@@ -1,6 +1,6 @@
 import type * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as Prompt from "@effect/ai/Prompt"
-import type { Effect, Option } from "effect"
+import { Data, type Effect, FiberRef, type Option } from "effect"
 import type { Partition } from "../identity/Partition.js"
 import type { Decision } from "./Approvals.js"
 import type { Fence } from "../platform/cluster/Fences.js"
@@ -149,6 +149,18 @@ export interface RunResult {
   /** Calls of `clientTools` the run stopped at, for the caller to run (empty otherwise). */
   readonly clientToolCalls: ReadonlyArray<{ readonly id: string; readonly name: string; readonly params: unknown }>
 }
+
+/**
+ * How a step waits when every provider of its chain rests (ModelChain, `MAX_CHAIN_WAIT_MS`): `sleep` in its own fiber
+ * (a foreground run, a session's turn); `defer`: the step ends with `StepResting` and a background run's workflow
+ * waits on a `DurableClock` instead, holding no fiber (runs/Background.ts); `waited`: the step is that wait's second
+ * attempt, which does not wait again (a step waits once, as in memory).
+ */
+export type ChainWait = "sleep" | "defer" | "waited"
+export const CurrentChainWait: FiberRef.FiberRef<ChainWait> = FiberRef.unsafeMake<ChainWait>("sleep")
+
+/** A step handed its wait to the workflow (`defer`): try it again once `until` (ms since the epoch) has passed. */
+export class StepResting extends Data.TaggedError("StepResting")<{ readonly until: number }> {}
 
 /** Deepest delegation chain: the root run is depth 0, its subagent 1, ... */
 export const MAX_DELEGATION_DEPTH = 3

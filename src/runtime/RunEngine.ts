@@ -1,9 +1,10 @@
 import type * as Prompt from "@effect/ai/Prompt"
-import { Cause, Clock, Effect, Exit, Mailbox, Option, Schema, Stream } from "effect"
+import { createHash } from "node:crypto"
+import { Cause, Clock, Effect, Exit, FiberRef, Mailbox, Option, Schema, Stream } from "effect"
 import { newId } from "../platform/Ids.js"
 import { type Micros, toNumber } from "../platform/Money.js"
 import type { InternalEvent } from "./Events.js"
-import { tokensOf } from "./models/Builtin.js"
+import { DELEGATE_TOOL, tokensOf } from "./models/Builtin.js"
 import { Models, type ResolvedModel } from "./models/Models.js"
 import { checkOutput, CurrentOutputFormat } from "./models/OutputFormat.js"
 import { assistantContent, type ModelCall, ModelChain } from "./ModelChain.js"
@@ -12,12 +13,15 @@ import { RunsRepo } from "./Repo.js"
 import type { Decision } from "./Approvals.js"
 import {
   costOf,
+  CurrentChainWait,
   type Emit,
   MAX_DELEGATION_DEPTH,
   HOLD_STEP_OUTPUT_TOKENS,
   HOLD_STEPS,
   MAX_STEPS,
+  type DurableSteps,
   type ResolveSubagent,
+  type RunnableAgent,
   type RunRequest,
   type RunResult,
   type StepCodec
@@ -75,6 +79,16 @@ const modelStepCodec: StepCodec<{ readonly call: ModelCall; readonly charge: Mic
     return { call, charge: BigInt(charge) }
   }
 }
+/** A tool call's outcome, as the model is told it and a durable run records it. */
+type ToolOutcome = { readonly denied: boolean; readonly isFailure: boolean; readonly result: unknown }
+
+/**
+ * A durable delegation's child run id: the parent run and the call's place (`step/index`), so every execution of the
+ * parent's workflow runs the same child, whose charges (`<child>:<step>`) the wallet then takes once.
+ */
+const childRunId = (parentRunId: string, place: string) =>
+  `run_${createHash("sha256").update(`${parentRunId}\ndelegate/${place}`).digest("base64url").replace(/[-_]/g, "").slice(0, 20)}`
+
 /** A result that is JSON as it is (a tool call's outcome). */
 const jsonCodec = <A>(): StepCodec<A> => ({ encode: (value) => value, decode: (json) => json as A })
 const trialCodec: StepCodec<Option.Option<InternalEvent>> = {
@@ -273,7 +287,8 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
             // One step: the model call, its charge and its usage, recorded as one (a durable run's step identity is
             // its number, which is also its charge key's: a step run again after a fault bills once).
             const { call, charge } = yield* recorded(`step/${step}`, modelStepCodec, Effect.gen(function*() {
-              yield* emit({ type: "turn_start", turn: step })
+              // A step tried again after its workflow waited out a resting provider is the same turn, told once.
+              if ((yield* FiberRef.get(CurrentChainWait)) !== "waited") yield* emit({ type: "turn_start", turn: step })
               const promptTokens = tokensOf(JSON.stringify(conversation))
               const estimate = costOf(chain[0]!, promptTokens, state.lastOutputTokens)
               perStep = costOf(chain[0]!, promptTokens + HOLD_STEP_OUTPUT_TOKENS, HOLD_STEP_OUTPUT_TOKENS)
@@ -362,7 +377,11 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
               const decided = approve !== undefined && toolCalls.asks(toolCall.name, policies)
                 ? Option.some(yield* approve(`${step}/${index}`, toolCall, emit))
                 : Option.none<Decision>()
-              const outcome = yield* recorded(`tool/${step}/${index}`, jsonCodec<{ denied: boolean; isFailure: boolean; result: unknown }>(), toolCalls.run(
+              // A durable run's delegation is not one recorded step: its child's steps are the parent's, each recorded,
+              // so a child that waits for an approval suspends the parent's workflow as the parent's own would.
+              const outcome = request.durable !== undefined && toolCall.name === DELEGATE_TOOL
+                ? yield* durableDelegation(`${step}/${index}`, toolCall, request, request.durable, emit, resolveSubagent, state)
+                : yield* recorded(`tool/${step}/${index}`, jsonCodec<ToolOutcome>(), toolCalls.run(
                 toolCall,
                 policies,
                 context,
@@ -499,19 +518,8 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
         })
       })
 
-    /**
-     * Delegation: a child run of a listed subagent, paid by the same payer, with half of what is left of the
-     * budget. Only its `approval.required` events reach the parent's stream (a human must be able to answer them);
-     * its answer comes back as the tool's output.
-     */
-    const delegate = (
-      delegationId: string,
-      params: unknown,
-      request: RunRequest,
-      emit: Emit,
-      resolveSubagent: ResolveSubagent,
-      state: RunState
-    ): Effect.Effect<unknown, { message: string }> =>
+    /** What a `delegate` call runs: a listed subagent available to the payer, or why not (the tool's failure). */
+    const prepareDelegation = (params: unknown, request: RunRequest, resolveSubagent: ResolveSubagent) =>
       Effect.gen(function*() {
         const decoded = Schema.decodeUnknownOption(DelegateParameters)(params)
         if (Option.isNone(decoded)) {
@@ -526,25 +534,48 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
         }
         const child = yield* resolveSubagent(identifier, request.payer)
         if (Option.isNone(child)) return yield* Effect.fail({ message: `The subagent ${identifier} is not available.` })
+        return { identifier, message, agent: child.value }
+      })
+
+    /** The child run of a delegation: same payer, end user and workspace, half of what is left of the budget. */
+    const childRequest = (request: RunRequest, agent: RunnableAgent, message: string, state: RunState): RunRequest => ({
+      runId: newId("run"),
+      agent,
+      payer: request.payer,
+      history: [],
+      message,
+      // Half of what is left, not of the whole budget: the parent may already have spent most of it, and the
+      // tree as a whole must stay within what the caller allowed.
+      budget: Option.map(request.budget, (budget) => (budget > state.spent ? budget - state.spent : 0n) / 2n),
+      sessionId: request.sessionId,
+      workspace: request.workspace,
+      parentRunId: Option.some(request.runId),
+      depth: request.depth + 1
+    })
+
+    /** Only a child's `approval.required` reaches the parent's events: a human must be able to answer it. */
+    const childEmit = (emit: Emit): Emit => (event) => event.type === "Ask" ? emit(event) : Effect.void
+
+    const childFailure = (identifier: string, result: RunResult) =>
+      `The subagent ${identifier} failed: ${Option.getOrElse(Option.map(result.failure, (f) => f.message), () => "")}`
+
+    /**
+     * Delegation: a child run of a listed subagent, paid by the same payer, with half of what is left of the
+     * budget. Only its `approval.required` events reach the parent's stream (a human must be able to answer them);
+     * its answer comes back as the tool's output.
+     */
+    const delegate = (
+      delegationId: string,
+      params: unknown,
+      request: RunRequest,
+      emit: Emit,
+      resolveSubagent: ResolveSubagent,
+      state: RunState
+    ): Effect.Effect<unknown, { message: string }> =>
+      Effect.gen(function*() {
+        const { agent, identifier, message } = yield* prepareDelegation(params, request, resolveSubagent)
         yield* emit({ type: "delegation_started", delegation_id: delegationId, agent: identifier })
-        const childResult = yield* execute(
-          {
-            runId: newId("run"),
-            agent: child.value,
-            payer: request.payer,
-            history: [],
-            message,
-            // Half of what is left, not of the whole budget: the parent may already have spent most of it, and the
-            // tree as a whole must stay within what the caller allowed.
-            budget: Option.map(request.budget, (budget) => (budget > state.spent ? budget - state.spent : 0n) / 2n),
-            sessionId: request.sessionId,
-            workspace: request.workspace,
-            parentRunId: Option.some(request.runId),
-            depth: request.depth + 1
-          },
-          (event) => event.type === "Ask" ? emit(event) : Effect.void,
-          resolveSubagent
-        )
+        const childResult = yield* execute(childRequest(request, agent, message, state), childEmit(emit), resolveSubagent)
         state.charged(childResult.creditsCharged)
         yield* emit({
           type: "delegation_completed",
@@ -553,12 +584,77 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
           output: childResult.output,
           status: childResult.status
         })
-        if (childResult.status === "failed") {
-          return yield* Effect.fail({
-            message: `The subagent ${identifier} failed: ${Option.getOrElse(Option.map(childResult.failure, (f) => f.message), () => "")}`
-          })
-        }
+        if (childResult.status === "failed") return yield* Effect.fail({ message: childFailure(identifier, childResult) })
         return { agent: identifier, output: childResult.output }
+      })
+
+    /**
+     * A delegation of a durable run (issue 43): the child's run is part of the parent's workflow rather than one
+     * recorded step of it. Its id is its identity (the parent run and the call's place), its steps are recorded as
+     * the parent's under `d/<place>/`, and its `ask` approvals wait as the parent's own do (`DurableSteps.approve`,
+     * an approval id made of the parent run and the call's place): the parent's workflow suspends, holding no fiber,
+     * and the answer resumes it on any runner. Every execution of the parent runs the child again over its records
+     * (no model call, nothing told, nothing billed again); what the call tells before and after the child is recorded
+     * on its own (`tool/<place>/open`, `tool/<place>`), so it is told once.
+     */
+    const durableDelegation = (
+      place: string,
+      toolCall: { readonly id: string; readonly name: string; readonly params: unknown },
+      request: RunRequest,
+      durable: DurableSteps,
+      emit: Emit,
+      resolveSubagent: ResolveSubagent,
+      state: RunState
+    ) =>
+      Effect.gen(function*() {
+        const id = toolCall.id
+        type Opened = { readonly identifier: string; readonly message: string; readonly agent: RunnableAgent } | { readonly failed: string }
+        const opened = yield* durable.step(`tool/${place}/open`, jsonCodec<Opened>(), Effect.gen(function*() {
+          yield* emit({ type: "tool_call", tool_call_id: id, name: DELEGATE_TOOL, status: "running" })
+          const prepared = yield* Effect.either(prepareDelegation(toolCall.params, request, resolveSubagent))
+          if (prepared._tag === "Left") return { failed: prepared.left.message } satisfies Opened
+          yield* emit({ type: "delegation_started", delegation_id: id, agent: prepared.right.identifier })
+          return prepared.right satisfies Opened
+        }))
+        const failed = (message: string) =>
+          Effect.as(emit({ type: "tool_call", tool_call_id: id, name: DELEGATE_TOOL, status: "failed", error: message }), {
+            isFailure: true,
+            denied: false,
+            result: message
+          } satisfies ToolOutcome)
+        if ("failed" in opened) return yield* durable.step(`tool/${place}`, jsonCodec<ToolOutcome>(), failed(opened.failed))
+        const prefix = `d/${place}/`
+        const approve = durable.approve
+        const childResult = yield* execute(
+          {
+            ...childRequest(request, opened.agent, opened.message, state),
+            runId: childRunId(request.runId, place),
+            // Its row is written by the first execution only; the next ones replay it.
+            ledger: { start: repo.startOnce, finish: repo.finish },
+            durable: {
+              step: (name, codec, effect) => durable.step(`${prefix}${name}`, codec, effect),
+              ...(approve === undefined ? {} : { approve: (key, call, tell) => approve(`${prefix}${key}`, call, tell) }),
+              ...(durable.suspended === undefined ? {} : { suspended: durable.suspended })
+            }
+          },
+          childEmit(emit),
+          resolveSubagent
+        )
+        state.charged(childResult.creditsCharged)
+        return yield* durable.step(`tool/${place}`, jsonCodec<ToolOutcome>(), Effect.gen(function*() {
+          yield* emit({
+            type: "delegation_completed",
+            delegation_id: id,
+            agent: opened.identifier,
+            output: childResult.output,
+            status: childResult.status
+          })
+          if (childResult.status === "failed") return yield* failed(childFailure(opened.identifier, childResult))
+          const output = { agent: opened.identifier, output: childResult.output }
+          yield* emit({ type: "tool_call", tool_call_id: id, name: DELEGATE_TOOL, status: "completed" })
+          yield* emit({ type: "tool_call_result", tool_call_id: id, output })
+          return { isFailure: false, denied: false, result: output } satisfies ToolOutcome
+        }))
       })
 
     /**

@@ -180,3 +180,66 @@ describe("durable approvals: across a restart", () => {
       }).pipe(Effect.provideService(TestServer, server))
     }), { timeout: 120_000 })
 })
+
+describe("durable approvals: a subagent's, inside a delegation", () => {
+  it.scopedLive("a background run's subagent waits for its approval durably: approved after a restart, the tree completes, each step billed once", () =>
+    Effect.gen(function*() {
+      const storage = yield* makeMigratedStorage
+      const inbox = yield* makeSmsInbox
+      const env = { ...ENV, APPROVAL_TIMEOUT: "10 minutes" }
+
+      const first = yield* Effect.scoped(Effect.gen(function*() {
+        const server = yield* startServer(storage, inbox, env)
+        return yield* Effect.gen(function*() {
+          const user = yield* newUser
+          const key = yield* apiKeyOf(user)
+          const child = yield* agentWith(user.token, { calculator: "ask" })
+          const parent = yield* agentWith(user.token, {}, { subagents: [child] })
+          const started = yield* request("POST", "/v1/agents/run", {
+            token: key,
+            headers: U1,
+            body: { agent: parent, message: `/delegate ${child} ${CALC}`, background: true }
+          })
+          assert.strictEqual(started.status, 202, started.text)
+          const live = yield* openStream(`/v1/runs/${started.body.id}/events`, { token: key, method: "GET", headers: U1 })
+          const asked = yield* live.until("approval.required")
+          const required = asked.events.find((e) => e.event === "approval.required")
+          assert.isDefined(required, asked.raw)
+          // The child's approval is the parent run's: its row names the workflow that waits for it.
+          const rows = yield* server.query(`SELECT run_id FROM pending_approvals WHERE id = '${required!.data.approval_id}'`)
+          assert.deepStrictEqual(rows.map((r) => r.run_id), [started.body.id])
+          return { key, id: started.body.id as string, approvalId: required!.data.approval_id as string }
+        }).pipe(Effect.provideService(TestServer, server))
+      }))
+      // The first server is gone, and the child with it: nothing of the tree waited in memory.
+      const server = yield* startServer(storage, inbox, env)
+      yield* Effect.gen(function*() {
+        const approved = yield* answer(first.key, first.approvalId, { decision: "approve" })
+        assert.strictEqual(approved.status, 200, approved.text)
+        const done = yield* poll(first.key, first.id, terminal)
+        assert.strictEqual(done.status, "completed", JSON.stringify(done))
+        const told = yield* logOf(first.key, first.id)
+        const names = told.events.map((e) => e.event)
+        // Told once each: the replays on the second server told nothing of what the first had told.
+        for (const name of ["run.created", "approval.required", "delegation.started", "delegation.completed", "tool_call.result"]) {
+          assert.strictEqual(names.filter((n) => n === name).length, 1, `${name} in ${names.join(", ")}`)
+        }
+        const completed = told.events.find((e) => e.event === "delegation.completed")!.data
+        assert.strictEqual(completed.status, "completed")
+        assert.include(completed.output, `calculator returned: {"expression":"6 * 7","result":42}`)
+
+        // One child run (its id the parent's call's place), completed; each step of each run billed once, and the
+        // parent's credits its own steps' and its child's.
+        const runs = yield* server.query(`SELECT id, status, credits_charged::text AS credits FROM runs WHERE parent_run_id = '${first.id}'`)
+        assert.deepStrictEqual(runs.map((r) => r.status), ["completed"])
+        const childId = runs[0]!.id as string
+        const parentEntries = yield* ledgerOf(first.id)
+        const childEntries = yield* ledgerOf(childId)
+        assert.deepStrictEqual(parentEntries.map((e) => e.idempotency_key), [`${first.id}:1`, `${first.id}:2`])
+        assert.deepStrictEqual(childEntries.map((e) => e.idempotency_key), [`${childId}:1`, `${childId}:2`])
+        const sum = (entries: ReadonlyArray<Record<string, any>>) => -entries.reduce((total, e) => total + Number(e.amount), 0)
+        assert.strictEqual(sum(childEntries), Number(runs[0]!.credits))
+        assert.strictEqual((sum(parentEntries) + sum(childEntries)) / 1e6, done.credits_charged)
+      }).pipe(Effect.provideService(TestServer, server))
+    }), { timeout: 120_000 })
+})
