@@ -1,9 +1,10 @@
 /**
  * Screenshots of every page of the web app at desktop width (light) and phone width (dark), into
  * docs/screenshots/. Starts the platform (embedded, fresh data directory) and Debian's Chromium, fills the
- * platform with a few experts, a conversation and a sale, then visits each page.
+ * platform with a few experts, a conversation, a sale, a run, an eval, a schedule, a webhook and an order, then visits
+ * each page.
  *
- *   npm run build:web && npm run screenshots
+ *   npm run build && npm run screenshots
  */
 import { mkdirSync } from "node:fs"
 import { join, resolve } from "node:path"
@@ -19,6 +20,10 @@ const platform = await launchBenchPlatform({
   env: {
     SMS_TEST_OTP: `${CREATOR.phone}=${CREATOR.code},${BUYER.phone}=${BUYER.code}`,
     INTERNAL_TOKEN,
+    // The checkout page is the test payment provider's (on by default outside production; said here to be sure).
+    PAYMENTS_PROVIDER: "test",
+    // The webhook the webhooks page lists points at this machine (nothing listens; no DNS lookup in a sandbox).
+    TOOL_ALLOWED_HOSTS: "127.0.0.1",
     JWT_SECRET: "screenshots-secret-screenshots-secret-0123456789"
   }
 })
@@ -95,6 +100,19 @@ try {
   await api(creatorToken, "PATCH", `/v1/agents/${ids[0]}`, { description: `${experts[0]!.description} Now with examples.` })
   await api(creatorToken, "POST", `/v1/agents/${ids[0]}/publish`)
   await api(creatorToken, "POST", "/api/user/apiKey/create", { name: "my laptop" })
+  // The expert's own pages: a run (and its trace), a schedule, a webhook, an eval of the draft, and an order waiting on
+  // the test provider's checkout.
+  const run = await api(creatorToken, "POST", "/v1/agents/run", { agent: ids[0], message: "How much is 19% of 2,400?", background: true })
+  await api(creatorToken, "POST", "/v1/schedules", { agent: ids[0], cron: "0 9 * * 1-5", timezone: "Europe/Paris", input: "Summarise this week's tax news.", description: "Weekday digest" })
+  await api(creatorToken, "POST", "/v1/webhooks", { url: "http://127.0.0.1:9/atrium", events: ["run.failed"], description: "Alerts" })
+  const dataset = await api(creatorToken, "POST", "/v1/evals/datasets", { agent: ids[0], name: "Tax basics" })
+  await api(creatorToken, "POST", `/v1/evals/datasets/${dataset.id}/rows`, [
+    { input: "hello", contains: "hello" },
+    { input: "What is VAT?", contains: "value added tax" },
+    { input: "thanks", contains: "thanks" }
+  ])
+  await api(creatorToken, "POST", "/v1/evals/runs", { dataset: dataset.id, agent: ids[0], graders: [{ type: "contains" }] })
+  const order = await api(creatorToken, "POST", "/api/payment/orders", { amount: 100 })
   await setup.close()
 
   const buyerSetup = await browser.newContext()
@@ -132,6 +150,9 @@ try {
     await page.goto(`${base}/marketplace/${ids[0]}`)
     await page.getByTestId("price").waitFor()
     await shot(page, "expert")
+    await page.goto(`${base}/creators/${creatorId}`)
+    await page.getByRole("heading", { level: 1, name: "Lin Wei" }).waitFor()
+    await shot(page, "creator")
 
     await page.goto(`${base}/chat/${ids[0]}`)
     const box = page.getByRole("textbox", { name: "Message" })
@@ -155,12 +176,46 @@ try {
     await page.goto(`${base}/studio/${ids[0]}`)
     await page.getByTestId("submission").waitFor()
     await shot(page, "studio-edit")
+    // The version history, version 1 compared with the draft.
+    await page.getByRole("button", { name: "Compare version 1 with the draft" }).click()
+    await page.getByTestId("version-diff").waitFor()
+    await page.getByTestId("versions").scrollIntoViewIfNeeded()
+    await shot(page, "studio-versions")
+    await page.goto(`${base}/studio/${ids[0]}/runs?run=${run.id}`)
+    await page.locator("main h1").waitFor()
+    await page.waitForLoadState("networkidle")
+    await shot(page, "studio-runs")
+    await page.goto(`${base}/studio/${ids[0]}/traces?trace=${run.id}`)
+    await page.getByTestId("trace").waitFor()
+    await shot(page, "studio-traces")
+    await page.goto(`${base}/studio/${ids[0]}/evals`)
+    await page.getByRole("button", { name: "Open Tax basics" }).click()
+    await page.waitForFunction(() => (document.querySelector("[data-testid=eval-runs] tbody tr")?.textContent ?? "").includes("Finished"))
+    await page.getByTestId("eval-runs").locator("tbody tr th button").first().click()
+    await page.getByTestId("eval-results").waitFor()
+    await shot(page, "studio-evals")
+    await page.goto(`${base}/studio/${ids[0]}/schedules`)
+    await page.locator("main h1").waitFor()
+    await page.waitForLoadState("networkidle")
+    await shot(page, "studio-schedules")
+    await page.goto(`${base}/studio/${ids[0]}/webhooks`)
+    await page.locator("main h1").waitFor()
+    await page.waitForLoadState("networkidle")
+    await shot(page, "studio-webhooks")
     await page.goto(`${base}/earnings`)
-    await page.getByText(ids[0]!, { exact: true }).first().waitFor()
+    await page.locator("main h1").waitFor()
+    await page.waitForLoadState("networkidle")
     await shot(page, "earnings")
     await page.goto(`${base}/wallet`)
     await page.getByRole("table").waitFor()
     await shot(page, "wallet")
+    await page.goto(`${base}/checkout?order=${order.id}`)
+    await page.getByTestId("checkout-amount").waitFor()
+    await shot(page, "checkout")
+    await page.goto(`${base}/knowledge`)
+    await page.locator("main h1").waitFor()
+    await page.waitForLoadState("networkidle")
+    await shot(page, "knowledge")
     await page.goto(`${base}/keys`)
     await page.getByRole("table").waitFor()
     await shot(page, "keys")
