@@ -1,0 +1,65 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { request } from "../support/Client.js"
+import { makeMigratedStorage, makeSmsInbox, startServer, TestServer } from "../support/TestServer.js"
+import { agentWith, apiKeyOf, assertCompleted, ENV, newUser, runAgent } from "../runs/runs-support.js"
+
+/**
+ * Extraction is a durable workflow (issue 47 item 2, docs/memory.md "Extraction"): turns handed to it on a server
+ * that stops before it ran are read by another server on the same database, folded into one model call, and billed
+ * once as a `memory` ledger line.
+ */
+
+const MEMORY = { enabled: true, extraction: true, blocks: [{ label: "human", description: "Who the user is", limit: 200 }] }
+const U1 = { "x-end-user-id": "u1" }
+
+const say = (facts: ReadonlyArray<string>) => `/say ${JSON.stringify({ facts })}`
+
+describe("memory extraction across a restart", () => {
+  it.scopedLive("turns whose extraction had not run when their server stopped are extracted by the next server, billed once", () =>
+    Effect.gen(function*() {
+      const storage = yield* makeMigratedStorage
+      const inbox = yield* makeSmsInbox
+
+      // The first server's debounce outlasts it: its extraction never runs there.
+      const first = yield* Effect.scoped(Effect.gen(function*() {
+        const server = yield* startServer(storage, inbox, { ...ENV, MEMORY_EXTRACTION_DEBOUNCE: "10 minutes" })
+        return yield* Effect.gen(function*() {
+          const user = yield* newUser
+          const key = yield* apiKeyOf(user)
+          const agent = yield* agentWith(user.token, {}, { memory: MEMORY })
+          assertCompleted(yield* runAgent({ token: key, endUser: "u1" }, agent, say(["Lives in Oslo"])))
+          // The builtin model answers the newest turn's directive, which extraction reads first.
+          assertCompleted(yield* runAgent({ token: key, endUser: "u1" }, agent, say(["Lives in Oslo", "Has a dog named Rex"])))
+          const waiting = yield* server.query("SELECT run_id, extraction_id FROM memory_extraction_turns")
+          assert.strictEqual(waiting.length, 2, JSON.stringify(waiting))
+          assert.isTrue(waiting.every((row) => row.extraction_id === null), JSON.stringify(waiting))
+          const seen = yield* request("GET", `/v1/memory?agent=${agent}`, { token: key, headers: U1 })
+          assert.deepStrictEqual(seen.body.facts, [])
+          return { key, agent, accountId: user.userId }
+        }).pipe(Effect.provideService(TestServer, server))
+      }))
+
+      const server = yield* startServer(storage, inbox, { ...ENV, MEMORY_EXTRACTION_DEBOUNCE: "100 millis" })
+      yield* Effect.gen(function*() {
+        let facts: Array<string> = []
+        for (let i = 0; i < 300 && facts.length < 2; i++) {
+          const seen = yield* request("GET", `/v1/memory?agent=${first.agent}`, { token: first.key, headers: U1 })
+          assert.strictEqual(seen.status, 200, seen.text)
+          facts = seen.body.facts.map((fact: { text: string }) => fact.text)
+          if (facts.length < 2) yield* Effect.sleep("100 millis")
+        }
+        assert.sameMembers(facts, ["Lives in Oslo", "Has a dog named Rex"])
+        // Let the other turn's workflow run out: it finds its turn read by the first one's extraction.
+        yield* Effect.sleep("1 second")
+        const lines = yield* server.query(
+          `SELECT idempotency_key, amount::text AS amount, description FROM ledger_entries WHERE kind = 'memory' AND user_id = '${first.accountId}'`
+        )
+        assert.strictEqual(lines.length, 1, JSON.stringify(lines))
+        assert.match(String(lines[0]!.idempotency_key), /^memory:run_/)
+        assert.include(String(lines[0]!.description), "2 turns")
+        assert.isBelow(Number(lines[0]!.amount), 0)
+        assert.strictEqual((yield* server.query("SELECT run_id FROM memory_extraction_turns")).length, 0)
+      }).pipe(Effect.provideService(TestServer, server))
+    }), { timeout: 120_000 })
+})
