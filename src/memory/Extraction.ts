@@ -26,6 +26,8 @@ import { type ExtractionTurnRow, ExtractionTurnsRepo } from "./Repo.js"
  * storage; the shard's next owner executes it, and finds the turn in its table.
  */
 
+/** How many times an extraction finds another of its owner's running before it leaves its turns to the next one. */
+const BUSY_ATTEMPTS = 120
 /** The most turns one extraction reads (the newest). */
 const MAX_TURNS = 5
 /** The most of one turn extraction reads (characters of the message and of the answer each). */
@@ -160,11 +162,15 @@ export const MemoryExtractionLive = Layer.unwrapEffect(Effect.gen(function*() {
     }
   })
 
-  /** Claims the owner's waiting turns, extracts once from the newest of them, and lets them go. */
+  /**
+   * Claims the owner's waiting turns, extracts once from the newest of them, and lets them go; `busy` when another
+   * extraction of the owner holds turns (it runs first: this one reads what it wrote).
+   */
   const run = (id: string, first: ExtractionTurnRow) =>
     Effect.gen(function*() {
-      const claimed = yield* turnsRepo.claim({ id, agentId: first.agentId, accountId: first.accountId, endUserId: first.endUserId })
-      if (claimed.length === 0) return
+      const { busy, turns: claimed } = yield* turnsRepo.claim({ id, agentId: first.agentId, accountId: first.accountId, endUserId: first.endUserId })
+      if (busy) return "busy" as const
+      if (claimed.length === 0) return "done" as const
       // A session far busier than the debounce: the newest turns are what matters.
       const turns = claimed.slice(-MAX_TURNS)
       const last = turns[turns.length - 1]!
@@ -177,6 +183,7 @@ export const MemoryExtractionLive = Layer.unwrapEffect(Effect.gen(function*() {
         Effect.catchAllCause((cause) => Effect.logWarning("memory extraction failed", cause))
       )
       yield* turnsRepo.done(id)
+      return "done" as const
     })
 
   const execute = (runId: string) =>
@@ -187,8 +194,14 @@ export const MemoryExtractionLive = Layer.unwrapEffect(Effect.gen(function*() {
       // The debounce: turns of the same expert and end user that come meanwhile are read by this extraction.
       // Not a durable clock: an execution again after a fault waits again, which costs nothing.
       yield* Effect.sleep(extractionDebounce)
-      // Recorded once done: an execution again after that answers from the record and calls no model.
-      yield* Activity.make({ name: "extract", execute: run(runId, turn.value) })
+      // Each attempt recorded once done: an execution again after that answers from the records and calls no model.
+      // While another extraction of the owner runs, this one waits a debounce more, for at most BUSY_ATTEMPTS; past
+      // that its turns are left to the owner's next turn's extraction (which takes every waiting turn).
+      for (let attempt = 0; attempt < BUSY_ATTEMPTS; attempt++) {
+        const outcome = yield* Activity.make({ name: `extract/${attempt}`, success: Schema.Literal("busy", "done"), execute: run(runId, turn.value) })
+        if (outcome === "done") return
+        yield* Effect.sleep(extractionDebounce)
+      }
     }).pipe(Effect.withSpan("MemoryExtraction.execute", { attributes: { runId } }))
 
   return MemoryExtraction.toLayer(({ runId }) => execute(runId))

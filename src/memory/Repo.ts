@@ -247,27 +247,40 @@ export class ExtractionTurnsRepo extends Effect.Service<ExtractionTurnsRepo>()("
       execute: (runId) => sql`SELECT ${sql.literal(TURN_COLUMNS)} FROM memory_extraction_turns WHERE run_id = ${runId}`
     })
 
-    /**
-     * Takes for extraction `id` every turn of the owner no extraction took yet, and those it took before (an
-     * extraction executed again after a fault reads the same turns), oldest first.
-     */
-    const claim = SqlSchema.findAll({
-      Request: Schema.Struct({ id: Schema.String, agentId: Schema.String, accountId: Schema.String, endUserId: Schema.String }),
-      Result: Schema.Struct({ ...ExtractionTurnRow.fields, createdAt: Schema.DateFromSelf }),
+    const Claim = Schema.Struct({ id: Schema.String, agentId: Schema.String, accountId: Schema.String, endUserId: Schema.String })
+    const ClaimedRow = Schema.Struct({ ...ExtractionTurnRow.fields, createdAt: Schema.DateFromSelf })
+    const ownerRows = SqlSchema.findAll({
+      Request: Claim,
+      Result: ClaimedRow,
+      // Locked: two extractions of one owner claiming at once take turns, and the second sees the first's claim.
       execute: (c) =>
         sql`
-          UPDATE memory_extraction_turns SET extraction_id = ${c.id}
+          SELECT ${sql.literal(TURN_COLUMNS)}, created_at FROM memory_extraction_turns
           WHERE agent_id = ${c.agentId} AND account_id = ${c.accountId} AND end_user_id = ${c.endUserId}
-            AND (extraction_id IS NULL OR extraction_id = ${c.id})
-          RETURNING ${sql.literal(TURN_COLUMNS)}, created_at`
+          FOR UPDATE`
     })
+
+    /**
+     * Takes for extraction `id` every turn of the owner no extraction took yet, and those it took before (an
+     * extraction executed again after a fault reads the same turns), oldest first; `busy` (and nothing taken) while
+     * another extraction of the same owner holds turns: one owner's extractions run one after the other, so the
+     * later one reads what the earlier one wrote.
+     */
+    const claim = (c: typeof Claim.Type) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const rows = yield* ownerRows(c)
+        if (rows.some((row) => row.extractionId !== null && row.extractionId !== c.id)) return { busy: true, turns: [] }
+        const mine = rows.filter((row) => row.extractionId === null || row.extractionId === c.id)
+        const fresh = mine.filter((row) => row.extractionId === null).map((row) => row.runId)
+        if (fresh.length > 0) yield* sql`UPDATE memory_extraction_turns SET extraction_id = ${c.id} WHERE run_id IN ${sql.in(fresh)}`
+        const turns = [...mine].sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime() || a.runId.localeCompare(b.runId))
+        return { busy: false, turns: turns.map((row) => parsedTurn({ ...row, extractionId: c.id })) }
+      }))
 
     return {
       insert: (turn: Parameters<typeof insert>[0]) => Effect.asVoid(Effect.orDie(insert(turn))),
       byRun: (runId: string) => Effect.map(Effect.orDie(byRun(runId)), (row) => row.pipe(Option.map(parsedTurn))),
-      claim: (c: Parameters<typeof claim>[0]) =>
-        Effect.map(Effect.orDie(claim(c)), (rows) =>
-          [...rows].sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime() || a.runId.localeCompare(b.runId)).map(parsedTurn)),
+      claim: (c: typeof Claim.Type) => Effect.orDie(claim(c)),
       /** The turns extraction `id` read, once what it proposed is written. */
       done: (id: string) => Effect.asVoid(Effect.orDie(sql`DELETE FROM memory_extraction_turns WHERE extraction_id = ${id}`))
     } as const
