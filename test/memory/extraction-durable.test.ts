@@ -1,8 +1,8 @@
-import { assert, describe, it } from "@effect/vitest"
+import { assert, describe, it, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { request } from "../support/Client.js"
 import { makeMigratedStorage, makeSmsInbox, startServer, TestServer } from "../support/TestServer.js"
-import { agentWith, apiKeyOf, assertCompleted, ENV, newUser, runAgent } from "../runs/runs-support.js"
+import { agentWith, apiKeyOf, assertCompleted, ENV, LIVE, newUser, runAgent } from "../runs/runs-support.js"
 
 /**
  * Extraction is a durable workflow (issue 47 item 2, docs/memory.md "Extraction"): turns handed to it on a server
@@ -62,4 +62,24 @@ describe("memory extraction across a restart", () => {
         assert.strictEqual((yield* server.query("SELECT run_id FROM memory_extraction_turns")).length, 0)
       }).pipe(Effect.provideService(TestServer, server))
     }), { timeout: 120_000 })
+})
+
+describe("memory extraction and DELETE /v1/memory", () => {
+  layer(TestServer.layer({ ...ENV, MEMORY_EXTRACTION_DEBOUNCE: "1500 millis" }), LIVE)((it) => {
+    it.effect("everything deleted while a turn waits for extraction: the extraction writes nothing back", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const key = yield* apiKeyOf(user)
+        const agent = yield* agentWith(user.token, {}, { memory: MEMORY })
+        assertCompleted(yield* runAgent({ token: key, endUser: "u1" }, agent, say(["Lives in Oslo"])))
+        const deleted = yield* request("DELETE", `/v1/memory?agent=${agent}`, { token: key, headers: U1 })
+        assert.strictEqual(deleted.status, 200, deleted.text)
+        // Past the debounce, and past the extraction's model call had it found the turn.
+        yield* Effect.sleep("4 seconds")
+        const seen = yield* request("GET", `/v1/memory?agent=${agent}`, { token: key, headers: U1 })
+        assert.deepStrictEqual(seen.body.facts, [])
+        const server = yield* TestServer
+        assert.strictEqual((yield* server.query(`SELECT 1 FROM ledger_entries WHERE kind = 'memory' AND user_id = '${user.userId}'`)).length, 0)
+      }), { timeout: 60_000 })
+  })
 })
