@@ -81,5 +81,28 @@ describe("memory extraction and DELETE /v1/memory", () => {
         const server = yield* TestServer
         assert.strictEqual((yield* server.query(`SELECT 1 FROM ledger_entries WHERE kind = 'memory' AND user_id = '${user.userId}'`)).length, 0)
       }), { timeout: 60_000 })
+
+    it.effect("one extraction at a time per expert and end user: a later one waits for the earlier one to end", () =>
+      Effect.gen(function*() {
+        const server = yield* TestServer
+        const user = yield* newUser
+        const key = yield* apiKeyOf(user)
+        const agent = yield* agentWith(user.token, {}, { memory: MEMORY })
+        const waiting = (where: string) =>
+          server.query(`SELECT message, extraction_id FROM memory_extraction_turns WHERE account_id = '${user.userId}' AND ${where}`)
+        // The builtin model's `/slow 40` answers over 4 s, and so does the extraction that reads it.
+        assertCompleted(yield* runAgent({ token: key, endUser: "u1" }, agent, "/slow 40"))
+        for (let i = 0; i < 200 && (yield* waiting("extraction_id IS NOT NULL")).length === 0; i++) yield* Effect.sleep("50 millis")
+        assert.strictEqual((yield* waiting("extraction_id IS NOT NULL")).length, 1, "the slow turn's extraction took it")
+        // A turn while it runs: its own extraction must wait until the slow one has ended.
+        assertCompleted(yield* runAgent({ token: key, endUser: "u1" }, agent, say(["Has a dog named Rex"])))
+        let facts: Array<unknown> = []
+        for (let i = 0; i < 300 && facts.length === 0; i++) {
+          facts = (yield* request("GET", `/v1/memory?agent=${agent}`, { token: key, headers: U1 })).body.facts
+          if (facts.length === 0) yield* Effect.sleep("50 millis")
+        }
+        assert.strictEqual(facts.length, 1)
+        assert.deepStrictEqual(yield* waiting("message LIKE '/slow%'"), [], "the later extraction wrote while the earlier one still ran")
+      }), { timeout: 90_000 })
   })
 })
