@@ -17,6 +17,7 @@ import { FilesHttpLive } from "./files/Http.js"
 import { KnowledgeHttpLive } from "./knowledge/Http.js"
 import { KnowledgeSearchLive } from "./knowledge/KnowledgeSearchLive.js"
 import { ExpertMemoryLive } from "./memory/ExpertMemoryLive.js"
+import { MemoryExtractionLive } from "./memory/Extraction.js"
 import { MemoryHttpLive } from "./memory/Http.js"
 import { isStorageRoute, StorageRoute } from "./files/StorageHttp.js"
 import { accountOf, MISSING_END_USER, missingEndUser } from "./identity/Authentication.js"
@@ -117,6 +118,9 @@ const Entities = Layer.mergeAll(
     Layer.provide([RunPayerLive, KnowledgeSearchLive, ExpertMemoryLive, TraceWriterLive, RunEndWebhooksLive.pipe(Layer.provide(Webhooks.Default))]),
     Layer.provide(Wallets.Default)
   ),
+  // Memory extraction (memory/Extraction.ts): a workflow registered on every runner, like background runs, so an
+  // extraction a stopped runner had not run is executed by its shard's next owner.
+  MemoryExtractionLive.pipe(Layer.provide(Wallets.Default)),
   // Schedules (schedules/Scheduler.ts): one scheduler in the cluster, a singleton, whose firings start background
   // runs or session turns.
   SchedulerLive.pipe(

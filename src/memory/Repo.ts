@@ -1,6 +1,6 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
-import { Effect, Schema } from "effect"
+import { Effect, Option, Schema } from "effect"
 
 /** Whose memory: the expert and the end user's partition (account + end user id). */
 const Owner = Schema.Struct({ agentId: Schema.String, accountId: Schema.String, endUserId: Schema.String })
@@ -171,6 +171,8 @@ export class MemoryRepo extends Effect.Service<MemoryRepo>()("atrium/memory/Memo
       sql.withTransaction(Effect.gen(function*() {
         const blocks = yield* sql<{ label: string }>`DELETE FROM memory_blocks WHERE ${owned(key)} RETURNING label`
         const facts = yield* sql<{ id: string }>`DELETE FROM memory_facts WHERE ${owned(key)} RETURNING id`
+        // Turns still waiting for extraction would write facts again after the end user deleted everything.
+        yield* sql`DELETE FROM memory_extraction_turns WHERE ${owned(key)}`
         return { blocks: blocks.length, facts: facts.length }
       }))
 
@@ -201,6 +203,86 @@ export class MemoryRepo extends Effect.Service<MemoryRepo>()("atrium/memory/Memo
       removeFact: (key: MemoryKey, id: string) => Effect.map(Effect.orDie(removeFact({ ...key, id })), (rows) => rows.length > 0),
       removeAll: (key: MemoryKey) => Effect.orDie(removeAll(key)),
       usage: (agentId: string) => Effect.orDie(usage({ agentId }))
+    } as const
+  })
+}) {}
+
+/** A finished turn waiting for extraction (`memory_extraction_turns`), as extraction reads it. */
+export const ExtractionTurnRow = Schema.Struct({
+  runId: Schema.String,
+  agentId: Schema.String,
+  accountId: Schema.String,
+  endUserId: Schema.String,
+  agent: Schema.String,
+  models: Schema.Unknown,
+  settings: Schema.Unknown,
+  message: Schema.String,
+  answer: Schema.String,
+  extractionId: Schema.NullOr(Schema.String)
+})
+export type ExtractionTurnRow = typeof ExtractionTurnRow.Type
+
+const TURN_COLUMNS = "run_id, agent_id, account_id, end_user_id, agent, models, settings, message, answer, extraction_id"
+const parsed = (value: unknown) => (typeof value === "string" ? JSON.parse(value) : value)
+const parsedTurn = (row: ExtractionTurnRow): ExtractionTurnRow => ({ ...row, models: parsed(row.models), settings: parsed(row.settings) })
+
+/**
+ * The turns waiting for extraction (docs/memory.md "Extraction"): written by the turn, claimed by the extraction
+ * that reads them, deleted once it wrote what it proposed. SQL errors are defects here.
+ */
+export class ExtractionTurnsRepo extends Effect.Service<ExtractionTurnsRepo>()("atrium/memory/ExtractionTurnsRepo", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+
+    const insert = (turn: Omit<ExtractionTurnRow, "models" | "settings" | "extractionId"> & { models: ReadonlyArray<string>; settings: unknown }) =>
+      sql`
+        INSERT INTO memory_extraction_turns (run_id, agent_id, account_id, end_user_id, agent, models, settings, message, answer)
+        VALUES (${turn.runId}, ${turn.agentId}, ${turn.accountId}, ${turn.endUserId}, ${turn.agent},
+                ${JSON.stringify(turn.models)}::jsonb, ${JSON.stringify(turn.settings)}::jsonb, ${turn.message}, ${turn.answer})
+        ON CONFLICT (run_id) DO NOTHING`
+
+    const byRun = SqlSchema.findOne({
+      Request: Schema.String,
+      Result: ExtractionTurnRow,
+      execute: (runId) => sql`SELECT ${sql.literal(TURN_COLUMNS)} FROM memory_extraction_turns WHERE run_id = ${runId}`
+    })
+
+    const Claim = Schema.Struct({ id: Schema.String, agentId: Schema.String, accountId: Schema.String, endUserId: Schema.String })
+    const ClaimedRow = Schema.Struct({ ...ExtractionTurnRow.fields, createdAt: Schema.DateFromSelf })
+    const ownerRows = SqlSchema.findAll({
+      Request: Claim,
+      Result: ClaimedRow,
+      // Locked: two extractions of one owner claiming at once take turns, and the second sees the first's claim.
+      execute: (c) =>
+        sql`
+          SELECT ${sql.literal(TURN_COLUMNS)}, created_at FROM memory_extraction_turns
+          WHERE agent_id = ${c.agentId} AND account_id = ${c.accountId} AND end_user_id = ${c.endUserId}
+          FOR UPDATE`
+    })
+
+    /**
+     * Takes for extraction `id` every turn of the owner no extraction took yet, and those it took before (an
+     * extraction executed again after a fault reads the same turns), oldest first; `busy` (and nothing taken) while
+     * another extraction of the same owner holds turns: one owner's extractions run one after the other, so the
+     * later one reads what the earlier one wrote.
+     */
+    const claim = (c: typeof Claim.Type) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const rows = yield* ownerRows(c)
+        if (rows.some((row) => row.extractionId !== null && row.extractionId !== c.id)) return { busy: true, turns: [] }
+        const mine = rows.filter((row) => row.extractionId === null || row.extractionId === c.id)
+        const fresh = mine.filter((row) => row.extractionId === null).map((row) => row.runId)
+        if (fresh.length > 0) yield* sql`UPDATE memory_extraction_turns SET extraction_id = ${c.id} WHERE run_id IN ${sql.in(fresh)}`
+        const turns = [...mine].sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime() || a.runId.localeCompare(b.runId))
+        return { busy: false, turns: turns.map((row) => parsedTurn({ ...row, extractionId: c.id })) }
+      }))
+
+    return {
+      insert: (turn: Parameters<typeof insert>[0]) => Effect.asVoid(Effect.orDie(insert(turn))),
+      byRun: (runId: string) => Effect.map(Effect.orDie(byRun(runId)), (row) => row.pipe(Option.map(parsedTurn))),
+      claim: (c: typeof Claim.Type) => Effect.orDie(claim(c)),
+      /** The turns extraction `id` read, once what it proposed is written. */
+      done: (id: string) => Effect.asVoid(Effect.orDie(sql`DELETE FROM memory_extraction_turns WHERE extraction_id = ${id}`))
     } as const
   })
 }) {}

@@ -27,6 +27,7 @@ import turnFeedback from "./0027_turn_feedback.js"
 import evals from "./0028_evals.js"
 import durableApprovals from "./0030_durable_approvals.js"
 import marketStore from "./0031_market_store.js"
+import memoryExtractions from "./0033_memory_extractions.js"
 
 /** Numbered migrations, applied in order at start; a released migration is never edited, only followed. */
 export const migrations = Migrator.fromRecord({
@@ -57,5 +58,6 @@ export const migrations = Migrator.fromRecord({
   "0027_turn_feedback": turnFeedback,
   "0028_evals": evals,
   "0030_durable_approvals": durableApprovals,
-  "0031_market_store": marketStore
+  "0031_market_store": marketStore,
+  "0033_memory_extractions": memoryExtractions
 })
