@@ -135,6 +135,19 @@ export class EvalsApi extends HttpApiGroup.make("evals")
       .annotate(OpenApi.Description, "An eval run: `status`, `pass_rate`, `credits`, `rows_total`, `rows_done`.")
   )
   .add(
+    HttpApiEndpoint.post("cancelRun", "/v1/evals/runs/:id/cancel")
+      .setPath(IdPath)
+      .addSuccess(EvalRunView)
+      .addError(NotFound)
+      .annotate(
+        OpenApi.Description,
+        "Cancels a running eval run: its rows not started never start, and its rows' runs under way (answers and " +
+          "judges) are cancelled as `POST /v1/runs/:id/cancel` does, billed only for the steps they finished. Answers " +
+          "the eval run, `cancelled`, its `credits` what its rows' runs were charged (they end within a second). " +
+          "Idempotent: an eval run that has ended is answered as it is."
+      )
+  )
+  .add(
     HttpApiEndpoint.get("runResults", "/v1/evals/runs/:id/results")
       .setPath(IdPath)
       .setUrlParams(PageParams)

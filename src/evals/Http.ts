@@ -21,6 +21,7 @@ export const EvalsHttp = HttpApiBuilder.group(AtriumApi, "evals", (handlers) =>
       .handle("createRun", ({ payload }) => Effect.flatMap(Caller, (caller) => evals.createRun(caller, payload)))
       .handle("listRuns", ({ urlParams }) => Effect.flatMap(Caller, (caller) => evals.listRuns(caller, urlParams)))
       .handle("getRun", ({ path }) => Effect.flatMap(Caller, (caller) => evals.getRun(caller, path.id)))
+      .handle("cancelRun", ({ path }) => Effect.flatMap(Caller, (caller) => evals.cancelRun(caller, path.id)))
       .handle("runResults", ({ path, urlParams }) => Effect.flatMap(Caller, (caller) => evals.results(caller, path.id, urlParams)))
       .handle("compare", ({ urlParams }) => Effect.flatMap(Caller, (caller) => evals.compare(caller, urlParams.a, urlParams.b)))
   })).pipe(Layer.provide(AuthenticationLive))

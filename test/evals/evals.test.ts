@@ -202,6 +202,81 @@ describe("evals", () => {
         assertError(yield* request("GET", `/v1/evals/runs/${started.id}`, { token: owner.token }), 404, "not_found")
       }), { timeout: 60_000 })
 
+    it.effect("cancel: rows not started never start, rows under way are cancelled, billed only for what ran; the owner only, idempotent", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const stranger = yield* newUser
+        const agent = yield* agentWith(user.token)
+        // Two quick rows, then slow ones (30 s each): the eval is cancelled while the first two slow rows run.
+        const datasetId = yield* dataset(user.token, agent, [
+          { input: "hello", expected: "You said: hello" },
+          { input: "hi", expected: "You said: hi" },
+          ...Array.from({ length: 4 }, () => ({ input: "/slow 300" }))
+        ])
+        const before = (yield* fullLedger(user.token)).length
+        const started = yield* startRun(user.token, { dataset: datasetId, agent, graders: [{ type: "exact" }], concurrency: 2 })
+        let results: Array<any> = []
+        for (let i = 0; i < 300; i++) {
+          results = yield* allResults(user.token, started.id)
+          if (results[0].status === "graded" && results[1].status === "graded" && results[2].status === "running" && results[3].status === "running") break
+          yield* Effect.sleep("50 millis")
+        }
+        assert.deepStrictEqual(results.map((r) => r.status), ["graded", "graded", "running", "running", "pending", "pending"])
+        for (const r of results.slice(2, 4)) {
+          for (let i = 0; i < 100 && (yield* request("GET", `/v1/runs/${r.run_id}`, { token: user.token })).body.status !== "in_progress"; i++) {
+            yield* Effect.sleep("50 millis")
+          }
+        }
+
+        // Nobody else cancels it, nor learns it exists: a stranger, and the creator's own end user.
+        const key = yield* apiKeyOf(user)
+        assertError(yield* request("POST", `/v1/evals/runs/${started.id}/cancel`, { token: stranger.token }), 404, "not_found")
+        assertError(yield* request("POST", `/v1/evals/runs/${started.id}/cancel`, { token: key, headers: { "x-end-user-id": "someone" } }), 404, "not_found")
+        assert.strictEqual((yield* request("GET", `/v1/evals/runs/${started.id}`, { token: user.token })).body.status, "running")
+
+        const cancelled = yield* request("POST", `/v1/evals/runs/${started.id}/cancel`, { token: user.token })
+        assert.strictEqual(cancelled.status, 200, cancelled.text)
+        assert.deepInclude(cancelled.body, { id: started.id, status: "cancelled", rows_done: 2, rows_passed: 2 })
+        assert.isString(cancelled.body.finished_at)
+
+        // The rows' runs under way end cancelled; the rows not started never start.
+        for (const r of results.slice(2, 4)) {
+          let run: any
+          for (let i = 0; i < 100; i++) {
+            run = (yield* request("GET", `/v1/runs/${r.run_id}`, { token: user.token })).body
+            if (run.status === "cancelled") break
+            yield* Effect.sleep("50 millis")
+          }
+          assert.strictEqual(run.status, "cancelled")
+        }
+        yield* Effect.sleep("500 millis")
+        for (const r of results.slice(4)) assertError(yield* request("GET", `/v1/runs/${r.run_id}`, { token: user.token }), 404, "not_found")
+        const after = yield* allResults(user.token, started.id)
+        assert.deepStrictEqual(after.map((r) => r.status), ["graded", "graded", "cancelled", "cancelled", "cancelled", "cancelled"])
+
+        // Billed only for what ran: the ledger's charges for the expert's runs are the eval run's credits.
+        const run = (yield* request("GET", `/v1/evals/runs/${started.id}`, { token: user.token })).body
+        assert.strictEqual(run.status, "cancelled")
+        const charges = (yield* fullLedger(user.token)).slice(0, -before || undefined)
+          .filter((line) => (line.description ?? "").startsWith(`Run of ${agent} `))
+        assert.isAtLeast(charges.length, 2)
+        const charged = charges.reduce((sum, line) => sum + Math.abs(micros(line.amount)), 0)
+        assert.strictEqual(micros(Number(run.credits)), charged)
+
+        // Idempotent: again through the API and through MCP (`cancel_eval`), the eval run as it is.
+        const again = yield* request("POST", `/v1/evals/runs/${started.id}/cancel`, { token: user.token })
+        assert.strictEqual(again.status, 200, again.text)
+        assert.deepInclude(again.body, { status: "cancelled", credits: run.credits, finished_at: cancelled.body.finished_at })
+        const mcp = yield* connect({ bearer: user.token })
+        assert.deepInclude(yield* callOk(mcp, "cancel_eval", { id: started.id }), { status: "cancelled", credits: run.credits })
+        failed(yield* call(yield* connect({ bearer: stranger.token }), "cancel_eval", { id: started.id }), "No eval run")
+        // A finished eval run is answered as it is.
+        const quick = yield* dataset(user.token, agent, [{ input: "hey", expected: "You said: hey" }])
+        const done = yield* startRun(user.token, { dataset: quick, agent, graders: [{ type: "exact" }] })
+        yield* finished(user.token, done.id)
+        assert.deepInclude((yield* request("POST", `/v1/evals/runs/${done.id}/cancel`, { token: user.token })).body, { status: "completed", pass_rate: 1 })
+      }).pipe(Effect.scoped), { timeout: 120_000 })
+
     it.effect("rows from CSV, JSONL, promptfoo and OpenAI Evals; bad rows are a 400 naming them", () =>
       Effect.gen(function*() {
         const user = yield* newUser
