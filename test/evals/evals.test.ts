@@ -5,7 +5,7 @@ import { TestServer } from "../support/TestServer.js"
 import { call, callOk, connect, failed } from "../mcp/mcp-support.js"
 import { streamOf } from "../support/Sse.js"
 import { makeAtriumFetchClient } from "../../src/client.js"
-import { agentWith, apiKeyOf, approved, assertError, liveAgent, ENV, fullLedger, LIVE, micros, newUser, publish, toolDirective } from "../runs/runs-support.js"
+import { agentWith, apiKeyOf, approved, assertError, liveAgent, ENV, fullLedger, LIVE, micros, newUser, publish, runAgent, toolDirective } from "../runs/runs-support.js"
 
 /**
  * Issue 46 item 3 (evaluations), docs/evals.md: datasets of an expert, eval runs of them as background runs on the
@@ -276,6 +276,77 @@ describe("evals", () => {
         yield* finished(user.token, done.id)
         assert.deepInclude((yield* request("POST", `/v1/evals/runs/${done.id}/cancel`, { token: user.token })).body, { status: "completed", pass_rate: 1 })
       }).pipe(Effect.scoped), { timeout: 120_000 })
+
+    it.effect("add to dataset from a run: the creator's own run from its record, a buyer's only from captured content, never leaking it", () =>
+      Effect.gen(function*() {
+        const owner = yield* newUser
+        const buyer = yield* newUser
+        const stranger = yield* newUser
+        const agent = yield* liveAgent(owner.token, { name: `Traced ${Math.random().toString(36).slice(2, 8)}`, instructions: "Answer briefly." })
+        const datasetId = yield* dataset(owner.token, agent, [{ input: "seed", expected: "You said: seed" }])
+        const traced = (runId: string) =>
+          Effect.gen(function*() {
+            for (let i = 0; i < 100; i++) {
+              if ((yield* request("GET", `/v1/runs/${runId}/trace`, { token: owner.token })).status === 200) return
+              yield* Effect.sleep("100 millis")
+            }
+            assert.fail(`no trace of ${runId}`)
+          })
+        const buyerRun = (message: string) =>
+          Effect.gen(function*() {
+            const seen = new Set(((yield* request("GET", `/v1/traces?agent=${agent}&limit=100`, { token: owner.token })).body.data as Array<any>).map((t) => t.run_id))
+            yield* runAgent({ token: buyer.token }, agent, message)
+            for (let i = 0; i < 100; i++) {
+              const list = (yield* request("GET", `/v1/traces?agent=${agent}&limit=100`, { token: owner.token })).body.data as Array<any>
+              const fresh = list.find((t) => !seen.has(t.run_id) && t.access === "creator")
+              if (fresh !== undefined) return fresh.run_id as string
+              yield* Effect.sleep("100 millis")
+            }
+            return assert.fail("the buyer's trace did not show")
+          })
+        const rowsOf = Effect.map(request("GET", `/v1/evals/datasets/${datasetId}/rows?limit=100`, { token: owner.token }), (reply) => reply.body.data as Array<any>)
+
+        // The creator's own background run: its message and its answer, from the run's record (capture is off).
+        const own = yield* request("POST", "/v1/agents/run", { token: owner.token, body: { agent, message: "hello there", background: true } })
+        assert.strictEqual(own.status, 202, own.text)
+        yield* traced(own.body.id)
+        const added = yield* request("POST", `/v1/evals/datasets/${datasetId}/rows/from_run`, { token: owner.token, body: { run: own.body.id } })
+        assert.strictEqual(added.status, 201, added.text)
+        assert.strictEqual(added.body.added, 1)
+        assert.deepInclude((yield* rowsOf)[1], { input: "hello there", expected: "You said: hello there", source: "trace", metadata: { from_run: own.body.id } })
+        // Once: a second add of the same run adds nothing.
+        assert.strictEqual((yield* request("POST", `/v1/evals/datasets/${datasetId}/rows/from_run`, { token: owner.token, body: { run: own.body.id } })).body.added, 0)
+
+        // A buyer's run while capture is off: refused, and nothing of the buyer's words comes back or is kept.
+        const secret = yield* buyerRun("my private question 4711")
+        const refused = yield* request("POST", `/v1/evals/datasets/${datasetId}/rows/from_run`, { token: owner.token, body: { run: secret } })
+        assertError(refused, 400, "invalid_request")
+        assert.notInclude(refused.text, "4711")
+        assert.notInclude(refused.text, "private question")
+        assert.strictEqual((yield* rowsOf).length, 2)
+
+        // With capture on, a buyer's run becomes a row from its trace; the expected answer as the creator edited it.
+        assert.strictEqual((yield* request("PATCH", `/v1/agents/${agent}`, { token: owner.token, body: { trace_content: true } })).status, 200)
+        const shared = yield* buyerRun("what is a good name for a cat")
+        const fromBuyer = yield* request("POST", `/v1/evals/datasets/${datasetId}/rows/from_run`, { token: owner.token, body: { run: shared, expected: "Whiskers" } })
+        assert.strictEqual(fromBuyer.status, 201, fromBuyer.text)
+        assert.deepInclude((yield* rowsOf)[2], { input: "what is a good name for a cat", expected: "Whiskers", source: "trace" })
+
+        // Only the creator, only runs of the dataset's expert: a stranger and the creator's end user get 404, as does
+        // a run of another expert of the creator's.
+        const key = yield* apiKeyOf(owner)
+        for (const as of [{ token: stranger.token }, { token: key, headers: { "x-end-user-id": "someone" } }]) {
+          assertError(yield* request("POST", `/v1/evals/datasets/${datasetId}/rows/from_run`, { ...as, body: { run: own.body.id } }), 404, "not_found")
+        }
+        const other = yield* agentWith(owner.token)
+        const elsewhere = yield* request("POST", "/v1/agents/run", { token: owner.token, body: { agent: other, message: "hello", background: true } })
+        yield* traced(elsewhere.body.id)
+        assertError(yield* request("POST", `/v1/evals/datasets/${datasetId}/rows/from_run`, { token: owner.token, body: { run: elsewhere.body.id } }), 404, "not_found")
+        assertError(yield* request("POST", `/v1/evals/datasets/${datasetId}/rows/from_run`, { token: owner.token, body: { run: "run_nothing" } }), 404, "not_found")
+        // The buyer cannot add the run to a dataset of an expert they do not own, their own run though it is.
+        assertError(yield* request("POST", `/v1/evals/datasets/${datasetId}/rows/from_run`, { token: buyer.token, body: { run: shared } }), 404, "not_found")
+        assert.strictEqual((yield* rowsOf).length, 3)
+      }), { timeout: 90_000 })
 
     it.effect("rows from CSV, JSONL, promptfoo and OpenAI Evals; bad rows are a 400 naming them", () =>
       Effect.gen(function*() {

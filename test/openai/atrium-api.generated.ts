@@ -2776,6 +2776,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/evals/runs/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * POST /v1/evals/runs/{id}/cancel
+         * @description Cancels a running eval run: its rows not started never start, and its rows' runs under way (answers and judges) are cancelled as `POST /v1/runs/:id/cancel` does, billed only for the steps they finished. Answers the eval run, `cancelled`, its `credits` what its rows' runs were charged (they end within a second). Idempotent: an eval run that has ended is answered as it is.
+         */
+        post: operations["evals.cancelRun"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/evals/runs/{id}/results": {
         parameters: {
             query?: never;
@@ -3886,7 +3906,7 @@ export interface components {
             row_id: string;
             position: number;
             /** @enum {string} */
-            status: "pending" | "running" | "judging" | "graded";
+            status: "pending" | "running" | "judging" | "graded" | "cancelled";
             passed: boolean | null;
             score: number | null;
             explanation: string | null;
@@ -16406,6 +16426,56 @@ export interface operations {
         };
     };
     "evals.getRun": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a string at most 100 character(s) long */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description EvalRun */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EvalRun"];
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "evals.cancelRun": {
         parameters: {
             query?: never;
             header?: never;
