@@ -400,7 +400,7 @@ const AddToDataset = ({ identifier, runId, answer }: { identifier: string; runId
                 {datasets.map((d) => <option key={d.id} value={d.id}>{d.name}</option>)}
               </select>
             </label>
-            <label>Expected answer <textarea rows={3} value={expected} onChange={(e) => setExpected(e.target.value)} /></label>
+            <label>A good answer <textarea rows={3} value={expected} onChange={(e) => setExpected(e.target.value)} /></label>
             <div className="row"><button type="submit">Add to dataset</button></div>
             <p role="status" aria-live="polite">{status}</p>
             {error && <p role="alert" className="error">{error}</p>}
