@@ -379,6 +379,8 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
       hasPurchased: repo.hasPurchased,
       latestSubmission: repo.latestSubmission,
       pendingSubmissions: repo.pendingSubmissions,
+      /** The eval gate's scorecard of a submitted version (the review console's). */
+      scorecard: gate.scorecard,
       submissions: repo.submissions,
       submission: repo.submission,
       version: repo.version

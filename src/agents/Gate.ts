@@ -22,7 +22,14 @@ import { configHash } from "./Fingerprint.js"
  * evaluation tables (migration 0028) are made here rather than through the evals domain.
  */
 
-const Completed = Schema.Struct({ id: Schema.String, rowsTotal: Schema.Number, rowsPassed: Schema.Number })
+const Completed = Schema.Struct({
+  id: Schema.String,
+  version: Schema.NullOr(Schema.Number),
+  rowsTotal: Schema.Number,
+  rowsPassed: Schema.Number,
+  credits: Schema.BigInt,
+  finishedAt: Schema.NullOr(Schema.DateFromSelf)
+})
 
 export class EvalGate extends Effect.Service<EvalGate>()("atrium/agents/EvalGate", {
   effect: Effect.gen(function*() {
@@ -34,7 +41,9 @@ export class EvalGate extends Effect.Service<EvalGate>()("atrium/agents/EvalGate
       Result: Completed,
       execute: (q) =>
         sql`
-          SELECT e.id, e.rows_total, (SELECT count(*) FROM eval_results x WHERE x.eval_run_id = e.id AND x.passed)::int AS rows_passed
+          SELECT e.id, e.version, e.rows_total, e.finished_at,
+                 (SELECT count(*) FROM eval_results x WHERE x.eval_run_id = e.id AND x.passed)::int AS rows_passed,
+                 (SELECT coalesce(sum(x.credits), 0) FROM eval_results x WHERE x.eval_run_id = e.id)::bigint AS credits
           FROM eval_runs e
           WHERE e.dataset_id = ${q.datasetId} AND e.agent_id = ${q.agentId} AND e.status = 'completed'
             AND ((e.version IS NULL AND e.config_hash = ${q.configHash}) ${q.version === null ? sql`` : sql`OR e.version = ${q.version}`})
@@ -49,8 +58,8 @@ export class EvalGate extends Effect.Service<EvalGate>()("atrium/agents/EvalGate
 
     const datasetOf = SqlSchema.findOne({
       Request: Schema.Struct({ id: Schema.String, agentId: Schema.String, ownerId: Schema.String }),
-      Result: Schema.Struct({ id: Schema.String }),
-      execute: (q) => sql`SELECT id FROM eval_datasets WHERE id = ${q.id} AND agent_id = ${q.agentId} AND owner_id = ${q.ownerId}`
+      Result: Schema.Struct({ id: Schema.String, name: Schema.String }),
+      execute: (q) => sql`SELECT id, name FROM eval_datasets WHERE id = ${q.id} AND agent_id = ${q.agentId} AND owner_id = ${q.ownerId}`
     })
 
     const rate = (run: typeof Completed.Type) => (run.rowsTotal === 0 ? 0 : run.rowsPassed / run.rowsTotal)
@@ -113,6 +122,52 @@ export class EvalGate extends Effect.Service<EvalGate>()("atrium/agents/EvalGate
       }
     })
 
-    return { check, validate } as const
+    const hashOf = (config: unknown) => configHash((typeof config === "string" ? JSON.parse(config) : config) as AgentConfig)
+
+    /** The eval run a version is measured by: one of that version, or of a draft whose configuration it froze. */
+    const measured = (agentId: string, datasetId: string, version: number) =>
+      Effect.gen(function*() {
+        const frozen = yield* Effect.orDie(versionConfig({ agentId, version }))
+        const hash = Option.match(frozen, { onNone: () => "", onSome: ({ config }) => hashOf(config) })
+        const run = yield* Effect.orDie(latest({ datasetId, agentId, version, configHash: hash }))
+        return Option.match(run, {
+          onNone: () => null,
+          onSome: (r) => ({
+            eval_run: r.id,
+            pass_rate: rate(r),
+            rows_total: r.rowsTotal,
+            rows_passed: r.rowsPassed,
+            credits: r.credits,
+            finished_at: r.finishedAt?.toISOString() ?? null
+          })
+        })
+      })
+
+    /**
+     * The gate's scorecard of a submitted version for the review console (docs/evals.md, "Publish gate"): the gate's
+     * dataset and threshold, and the pass rates the gate compared, each with its eval run and what it cost. Null when
+     * the expert has no gate. The same reads as `check`, by version: what the creator's submission passed.
+     */
+    const scorecard = Effect.fn("EvalGate.scorecard")(function*(agent: {
+      readonly id: string
+      readonly ownerId: string
+      readonly publishedVersion: number | null
+      readonly draft: AgentConfig
+    }, submittedVersion: number) {
+      const gate = agent.draft.eval_gate
+      if (gate == null) return null
+      const dataset = yield* Effect.orDie(datasetOf({ id: gate.dataset, agentId: agent.id, ownerId: agent.ownerId }))
+      const submitted = yield* measured(agent.id, gate.dataset, submittedVersion)
+      const live = agent.publishedVersion === null || agent.publishedVersion === submittedVersion
+        ? null
+        : yield* measured(agent.id, gate.dataset, agent.publishedVersion)
+      return {
+        dataset: gate.dataset,
+        dataset_name: Option.match(dataset, { onNone: () => null, onSome: (d) => d.name }),
+        threshold: gate.threshold,
+        submitted, live, live_version: agent.publishedVersion === submittedVersion ? null : agent.publishedVersion }
+    })
+
+    return { check, validate, scorecard } as const
   })
 }) {}

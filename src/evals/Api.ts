@@ -104,6 +104,23 @@ export class EvalsApi extends HttpApiGroup.make("evals")
       )
   )
   .add(
+    HttpApiEndpoint.post("fromRun", "/v1/evals/datasets/:id/rows/from_run")
+      .setPath(IdPath)
+      .setPayload(Schema.Struct({
+        run: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)),
+        expected: Schema.optional(Schema.NullOr(Schema.String.pipe(Schema.maxLength(100_000))))
+      }))
+      .addSuccess(RowsAdded, { status: 201 })
+      .addError(NotFound)
+      .annotate(
+        OpenApi.Description,
+        "Adds a traced run of the dataset's expert as a row (\"add to dataset\" from a trace): its input (a message or a " +
+          "conversation) and, as `expected`, its answer, or `expected` as given (`null`: none). Your own background " +
+          "runs are read from their record; any other run (a buyer's) only from the content its trace kept, so a run " +
+          "whose expert had `trace_content` off is refused (400) and nothing of it is answered. A run is added once."
+      )
+  )
+  .add(
     HttpApiEndpoint.post("createRun", "/v1/evals/runs")
       .setPayload(CreateEvalRun)
       .addSuccess(EvalRunView, { status: 201 })
@@ -133,6 +150,19 @@ export class EvalsApi extends HttpApiGroup.make("evals")
       .addSuccess(EvalRunView)
       .addError(NotFound)
       .annotate(OpenApi.Description, "An eval run: `status`, `pass_rate`, `credits`, `rows_total`, `rows_done`.")
+  )
+  .add(
+    HttpApiEndpoint.post("cancelRun", "/v1/evals/runs/:id/cancel")
+      .setPath(IdPath)
+      .addSuccess(EvalRunView)
+      .addError(NotFound)
+      .annotate(
+        OpenApi.Description,
+        "Cancels a running eval run: its rows not started never start, and its rows' runs under way (answers and " +
+          "judges) are cancelled as `POST /v1/runs/:id/cancel` does, billed only for the steps they finished. Answers " +
+          "the eval run, `cancelled`, its `credits` what its rows' runs were charged (they end within a second). " +
+          "Idempotent: an eval run that has ended is answered as it is."
+      )
   )
   .add(
     HttpApiEndpoint.get("runResults", "/v1/evals/runs/:id/results")

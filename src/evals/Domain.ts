@@ -171,7 +171,8 @@ export const GradeView = Schema.Struct({
 export const ResultView = Schema.Struct({
   row_id: Schema.String,
   position: Schema.Number,
-  status: Schema.Literal("pending", "running", "judging", "graded"),
+  /** `cancelled`: the eval run was cancelled before this row was graded. */
+  status: Schema.Literal("pending", "running", "judging", "graded", "cancelled"),
   passed: Schema.NullOr(Schema.Boolean),
   score: Schema.NullOr(Schema.Number),
   explanation: Schema.NullOr(Schema.String),

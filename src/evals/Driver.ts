@@ -1,6 +1,7 @@
 import * as Singleton from "@effect/cluster/Singleton"
 import { Config, Effect, Layer, Option, Schedule } from "effect"
 import type { CallerIdentity } from "../identity/Domain.js"
+import { partitionOf } from "../identity/Partition.js"
 import type { UserId } from "../platform/Ids.js"
 import { duration } from "../platform/Config.js"
 import { newId } from "../platform/Ids.js"
@@ -108,7 +109,8 @@ export const makeDriver = Effect.gen(function*() {
       const seen: Observation = { output: "", status: "failed", failure: "agent_unavailable", toolCalls: [], creditsMicros: 0n, latencyMs: 0 }
       return yield* settle(run, result, [], seen, 0n)
     }
-    if (mark) yield* repo.markRunning(run.id, result.position)
+    // Not marked: the eval run was cancelled since this pass read it, and the row is not started.
+    if (mark && !(yield* repo.markRunning(run.id, result.position))) return
     const input = result.input
     yield* background.start(creator(run.ownerId), agent.value, {
       message: input.message,
@@ -116,7 +118,18 @@ export const makeDriver = Effect.gen(function*() {
       budget: null,
       ...(run.version === null ? {} : { version: run.version })
     }, result.runId)
+    yield* stopIfCancelled(run, result.runId)
   })
+
+  /**
+   * A cancel that came between the mark and the start did not see this run (it was not queued yet): the driver
+   * stops it. Either the cancel reads the run's row after it was queued, or this reads the cancel; one of them stops it.
+   */
+  const stopIfCancelled = (run: EvalRunRow, runId: string) =>
+    Effect.gen(function*() {
+      if (yield* repo.isRunning(run.id)) return
+      yield* background.cancel(partitionOf(creator(run.ownerId)), runId).pipe(Effect.ignore)
+    })
 
   const startJudge = Effect.fn("EvalDriver.startJudge")(function*(run: EvalRunRow, result: OpenResult, judge: Extract<Grader, { type: "llm_judge" }>, grades: ReadonlyArray<Grade>, seen: Observation) {
     const model = yield* runs.runnableOrModel(judge.model, run.ownerId)
@@ -125,7 +138,7 @@ export const makeDriver = Effect.gen(function*() {
       return yield* settle(run, result, [...grades, failed], seen, seen.creditsMicros)
     }
     const judgeRunId = newId("run")
-    yield* repo.markJudging({ evalRunId: run.id, position: result.position, judgeRunId, grades })
+    if (!(yield* repo.markJudging({ evalRunId: run.id, position: result.position, judgeRunId, grades }))) return
     const rubric = result.expected.rubric ?? judge.rubric ?? DEFAULT_RUBRIC
     yield* background.start(creator(run.ownerId), model.value, {
       message: judgePrompt(rubric, result.input.message, seen.output, result.expected.expected),
@@ -133,6 +146,7 @@ export const makeDriver = Effect.gen(function*() {
       budget: null,
       outputFormat: { type: "json_schema", name: "verdict", schema: VERDICT_SCHEMA, strict: true }
     }, judgeRunId)
+    yield* stopIfCancelled(run, judgeRunId)
   })
 
   const advance = Effect.fn("EvalDriver.advance")(function*(run: EvalRunRow) {

@@ -7,6 +7,7 @@ import type { CallerIdentity } from "../identity/Domain.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { newId } from "../platform/Ids.js"
 import { formatCredits, parseCredits } from "../platform/Money.js"
+import { BackgroundRuns } from "../runs/Background.js"
 import { BUILTIN_THINKING } from "../runtime/models/Builtin.js"
 import { BUILTIN_MODEL, ModelCatalog } from "../runtime/models/Catalog.js"
 import type { Grader, RowInput } from "./Domain.js"
@@ -94,6 +95,7 @@ export class Evals extends Effect.Service<Evals>()("atrium/evals/Evals", {
     const agents = yield* AgentsRepo
     const catalog = yield* ModelCatalog
     const wallets = yield* Wallets
+    const background = yield* BackgroundRuns
 
     /** The creator acting as their account: an end user of theirs (an API key's `X-End-User-Id`) is not the creator. */
     const creatorOf = (caller: CallerIdentity) => (Option.isSome(caller.endUserId) ? null : caller.userId as string)
@@ -278,6 +280,26 @@ export class Evals extends Effect.Service<Evals>()("atrium/evals/Evals", {
 
     const getRun = (caller: CallerIdentity, id: string) => Effect.map(ownRun(caller, id), runView)
 
+    /**
+     * Cancels an eval run (docs/evals.md, "Cancelling"): its pending rows never start, and its rows' runs under way
+     * (answers and judges) are cancelled through the runs' own cancel, so they are billed only for the steps they
+     * finished. Idempotent: an eval run that has ended is answered as it is.
+     */
+    const cancelRun = Effect.fn("Evals.cancelRun")(function*(caller: CallerIdentity, id: string) {
+      const run = yield* ownRun(caller, id)
+      if (yield* repo.cancel(run.id, run.ownerId)) {
+        const partition = { accountId: run.ownerId, endUserId: "" }
+        const flying = yield* repo.inFlight(run.id)
+        // A run not queued yet (the driver marked its row and is starting it) is stopped by the driver itself.
+        yield* Effect.forEach(
+          flying.flatMap((row) => (row.judgeRunId === null ? [row.runId] : [row.runId, row.judgeRunId])),
+          (runId) => background.cancel(partition, runId).pipe(Effect.catchTag("NotFound", () => Effect.void)),
+          { discard: true }
+        )
+      }
+      return runView(Option.getOrThrow(yield* repo.evalRun(run.id, run.ownerId)))
+    })
+
     const listRuns = Effect.fn("Evals.listRuns")(function*(caller: CallerIdentity, q: { dataset?: string | undefined; agent?: string | undefined; after?: string | undefined; limit?: number | undefined }) {
       const owner = creatorOf(caller)
       if (owner === null) return { data: [], has_more: false }
@@ -299,7 +321,10 @@ export class Evals extends Effect.Service<Evals>()("atrium/evals/Evals", {
       }
       const limit = q.limit ?? 20
       const rows = yield* repo.results({ evalRunId: run.id, after, limit })
-      return { data: rows.slice(0, limit).map(resultView), has_more: rows.length > limit }
+      const view = run.status === "cancelled"
+        ? (row: ResultRow) => resultView(row.status === "graded" ? row : { ...row, status: "cancelled" })
+        : resultView
+      return { data: rows.slice(0, limit).map(view), has_more: rows.length > limit }
     })
 
     /** Two runs side by side (docs/evals.md, "Compare"): their figures, and the rows of both whose outcome differs. */
@@ -328,7 +353,7 @@ export class Evals extends Effect.Service<Evals>()("atrium/evals/Evals", {
       }
     })
 
-    return { ownDataset, createDataset, listDatasets, getDataset, deleteDataset, addRows, importRows, addSourced, listRows, createRun, getRun, listRuns, results, compare } as const
+    return { ownDataset, createDataset, listDatasets, getDataset, deleteDataset, addRows, importRows, addSourced, listRows, createRun, getRun, cancelRun, listRuns, results, compare } as const
   }),
-  dependencies: [EvalsRepo.Default, AgentsRepo.Default, ModelCatalog.Default]
+  dependencies: [EvalsRepo.Default, AgentsRepo.Default, ModelCatalog.Default, BackgroundRuns.Default]
 }) {}

@@ -1,6 +1,6 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
-import { Effect, Schema } from "effect"
+import { Effect, Option, Schema } from "effect"
 import type { Expectations } from "./Graders.js"
 import type { StoredInput, StoredRow } from "./Rows.js"
 
@@ -59,7 +59,8 @@ export const ResultRow = Schema.Struct({
   position: Schema.Number,
   rowId: Schema.String,
   runId: Schema.String,
-  status: Schema.Literal("pending", "running", "judging", "graded"),
+  /** `cancelled` is never stored: a row of a cancelled eval run that was not graded is shown so (Evals.results). */
+  status: Schema.Literal("pending", "running", "judging", "graded", "cancelled"),
   passed: Schema.NullOr(Schema.Boolean),
   score: Schema.NullOr(Schema.Number),
   explanation: Schema.NullOr(Schema.String),
@@ -99,7 +100,10 @@ const runColumns = (sql: SqlClient.SqlClient) =>
       e.estimate_micros, e.rows_total, e.created_at, e.finished_at,
       (SELECT count(*) FROM eval_results x WHERE x.eval_run_id = e.id AND x.status = 'graded')::int AS rows_done,
       (SELECT count(*) FROM eval_results x WHERE x.eval_run_id = e.id AND x.passed)::int AS rows_passed,
-      (SELECT coalesce(sum(x.credits), 0) FROM eval_results x WHERE x.eval_run_id = e.id)::bigint AS credits,
+      (SELECT coalesce(sum(CASE WHEN x.status = 'graded' THEN x.credits
+                                ELSE coalesce(r.credits_charged, 0) + coalesce(j.credits_charged, 0) END), 0)
+         FROM eval_results x LEFT JOIN runs r ON r.id = x.run_id LEFT JOIN runs j ON j.id = x.judge_run_id
+         WHERE x.eval_run_id = e.id)::bigint AS credits,
       (SELECT avg(x.latency_ms) FROM eval_results x WHERE x.eval_run_id = e.id AND x.status = 'graded')::float8 AS mean_latency_ms`
 
 export class EvalsRepo extends Effect.Service<EvalsRepo>()("atrium/evals/EvalsRepo", {
@@ -269,18 +273,49 @@ export class EvalsRepo extends Effect.Service<EvalsRepo>()("atrium/evals/EvalsRe
           ORDER BY x.position`
     })
 
-    const markRunning = SqlSchema.void({
+    // Both marks hold only while the eval run is running: a cancelled one starts nothing more (Evals.cancelRun).
+    const markRunning = SqlSchema.findAll({
       Request: Schema.Struct({ evalRunId: Schema.String, position: Schema.Number }),
+      Result: Schema.Struct({ position: Schema.Number }),
       execute: (q) =>
-        sql`UPDATE eval_results SET status = 'running', started_at = now() WHERE eval_run_id = ${q.evalRunId} AND position = ${q.position} AND status = 'pending'`
+        sql`
+          UPDATE eval_results SET status = 'running', started_at = now()
+          WHERE eval_run_id = ${q.evalRunId} AND position = ${q.position} AND status = 'pending'
+            AND EXISTS (SELECT 1 FROM eval_runs e WHERE e.id = ${q.evalRunId} AND e.status = 'running')
+          RETURNING position`
     })
 
-    const markJudging = SqlSchema.void({
+    const markJudging = SqlSchema.findAll({
       Request: Schema.Struct({ evalRunId: Schema.String, position: Schema.Number, judgeRunId: Schema.String, grades: Schema.Unknown }),
+      Result: Schema.Struct({ position: Schema.Number }),
       execute: (q) =>
         sql`
           UPDATE eval_results SET status = 'judging', judge_run_id = ${q.judgeRunId}, grades = ${JSON.stringify(q.grades)}::jsonb
-          WHERE eval_run_id = ${q.evalRunId} AND position = ${q.position} AND status = 'running'`
+          WHERE eval_run_id = ${q.evalRunId} AND position = ${q.position} AND status = 'running'
+            AND EXISTS (SELECT 1 FROM eval_runs e WHERE e.id = ${q.evalRunId} AND e.status = 'running')
+          RETURNING position`
+    })
+
+    /** Cancels a running eval run of `ownerId`'s; answers whether this call did (false: not running, or not theirs). */
+    const cancel = SqlSchema.findAll({
+      Request: Schema.Struct({ id: Schema.String, ownerId: Schema.String }),
+      Result: Schema.Struct({ id: Schema.String }),
+      execute: (q) =>
+        sql`UPDATE eval_runs SET status = 'cancelled', finished_at = now() WHERE id = ${q.id} AND owner_id = ${q.ownerId} AND status = 'running' RETURNING id`
+    })
+
+    /** The runs under way of an eval run's rows: each row's run, and its judge's run once started. */
+    const inFlight = SqlSchema.findAll({
+      Request: Schema.String,
+      Result: Schema.Struct({ runId: Schema.String, judgeRunId: Schema.NullOr(Schema.String) }),
+      execute: (evalRunId) =>
+        sql`SELECT run_id, judge_run_id FROM eval_results WHERE eval_run_id = ${evalRunId} AND status IN ('running', 'judging')`
+    })
+
+    const status = SqlSchema.findOne({
+      Request: Schema.String,
+      Result: Schema.Struct({ status: Schema.String }),
+      execute: (id) => sql`SELECT status FROM eval_runs WHERE id = ${id}`
     })
 
     const grade = SqlSchema.void({
@@ -396,8 +431,11 @@ export class EvalsRepo extends Effect.Service<EvalsRepo>()("atrium/evals/EvalsRe
       evalRuns: (q: Parameters<typeof evalRuns>[0]) => Effect.orDie(evalRuns(q)),
       active: (limit: number) => Effect.orDie(active(limit)),
       open: (evalRunId: string) => Effect.map(Effect.orDie(open(evalRunId)), (rows) => rows as ReadonlyArray<OpenResult>),
-      markRunning: (evalRunId: string, position: number) => Effect.orDie(markRunning({ evalRunId, position })),
-      markJudging: (q: Parameters<typeof markJudging>[0]) => Effect.orDie(markJudging(q)),
+      markRunning: (evalRunId: string, position: number) => Effect.map(Effect.orDie(markRunning({ evalRunId, position })), (rows) => rows.length > 0),
+      markJudging: (q: Parameters<typeof markJudging>[0]) => Effect.map(Effect.orDie(markJudging(q)), (rows) => rows.length > 0),
+      cancel: (id: string, ownerId: string) => Effect.map(Effect.orDie(cancel({ id, ownerId })), (rows) => rows.length > 0),
+      inFlight: (evalRunId: string) => Effect.orDie(inFlight(evalRunId)),
+      isRunning: (id: string) => Effect.map(Effect.orDie(status(id)), (row) => Option.isSome(row) && row.value.status === "running"),
       grade: (q: Parameters<typeof grade>[0]) => Effect.orDie(grade(q)),
       finish: (id: string, status: "completed" | "failed" | "cancelled") => Effect.orDie(finish({ id, status })),
       results: (q: Parameters<typeof results>[0]) => Effect.orDie(results(q)),

@@ -89,6 +89,26 @@ const PageNumber = (name: string, max: number) =>
   )
 
 /** Public marketplace browsing (spec 4.7: `/api/market/*` needs no login). Published versions only. */
+/** One side of the gate's scorecard: the eval run a version is measured by (null: none completed). */
+const GateSide = Schema.NullOr(Schema.Struct({
+  eval_run: Schema.String,
+  pass_rate: Schema.Number,
+  rows_total: Schema.Number,
+  rows_passed: Schema.Number,
+  credits: Schema.String,
+  finished_at: Schema.NullOr(Schema.String)
+}))
+
+const GateScorecard = Schema.Struct({
+  dataset: Schema.String,
+  dataset_name: Schema.NullOr(Schema.String),
+  /** The drop in pass rate the gate tolerates (0-1). */
+  threshold: Schema.Number,
+  submitted: GateSide,
+  live: GateSide,
+  live_version: Schema.NullOr(Schema.Number)
+}).annotations({ identifier: "EvalGateScorecard" })
+
 export class MarketApi extends HttpApiGroup.make("market")
   .add(
     HttpApiEndpoint.get("agents", "/api/market/agents")
@@ -433,10 +453,16 @@ export class AdminApi extends HttpApiGroup.make("admin")
         submitted_at: Schema.String,
         published_version: Schema.NullOr(Schema.Int),
         submitted: Schema.NullOr(ExpertConfigView),
-        published: Schema.NullOr(ExpertConfigView)
+        published: Schema.NullOr(ExpertConfigView),
+        eval_gate: Schema.NullOr(GateScorecard)
       }))
       .addError(NotFound)
-      .annotate(OpenApi.Description, "A submission: the submitted version and the published one it would replace (null for a first one).")
+      .annotate(
+        OpenApi.Description,
+        "A submission: the submitted version and the published one it would replace (null for a first one), and the " +
+          "eval gate's scorecard when the expert has a gate (docs/evals.md, \"Publish gate\"): its dataset and threshold, " +
+          "and the pass rate of the submitted version and of the live one, each with the eval run it comes from and its credits."
+      )
   )
   .add(
     HttpApiEndpoint.post("approveSubmission", "/api/admin/submissions/:id/approve")

@@ -2,6 +2,7 @@ import { Effect, Option } from "effect"
 import { Agents } from "../agents/Agents.js"
 import type { AgentConfig } from "../agents/Agent.js"
 import { NotFound } from "../platform/Errors.js"
+import { formatCredits } from "../platform/Money.js"
 import { MarketConfig } from "./Config.js"
 import { Creators, creatorView } from "./Creators.js"
 import { MarketRepo } from "./Repo.js"
@@ -56,10 +57,17 @@ export class Review extends Effect.Service<Review>()("atrium/market/Review", {
       const previous = publishedVersion === null || publishedVersion === s.version
         ? Option.none<AgentConfig>()
         : yield* agents.version(s.agentId, publishedVersion)
+      const card = Option.isNone(agent) ? null : yield* agents.scorecard(agent.value, s.version)
+      const side = (m: NonNullable<NonNullable<typeof card>["submitted"]>) => ({ ...m, credits: formatCredits(m.credits) })
       return {
         id: s.id,
         agent: s.identifier,
         version: s.version,
+        eval_gate: card === null ? null : {
+          ...card,
+          submitted: card.submitted === null ? null : side(card.submitted),
+          live: card.live === null ? null : side(card.live)
+        },
         status: s.status,
         reason: s.reason,
         owner_id: s.ownerId,

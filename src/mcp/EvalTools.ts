@@ -45,6 +45,13 @@ export class EvalTools extends Effect.Service<EvalTools>()("atrium/mcp/EvalTools
         (args, caller) => proxy(evals.createRun(callerOf(caller), args))
       ),
       userTool(
+        "cancel_eval",
+        "Cancel one of your running eval runs: rows not started never start, and rows' runs under way are cancelled, " +
+          "billed only for what they finished. Answers the eval run (`cancelled`); an eval run that has ended is answered as it is.",
+        Schema.Struct({ id: text("The eval run's id (evr_...)") }),
+        (args, caller) => proxy(evals.cancelRun(callerOf(caller), args.id))
+      ),
+      userTool(
         "get_eval_results",
         "An eval run's status, pass rate and credits, and its rows' results (passed, score, why, the row's run and " +
           "trace), in dataset order; page with `after` (the last row_id).",

@@ -134,6 +134,7 @@ export const TOOL_OUTPUTS: Readonly<Record<string, Schema.Schema<any, any, never
   }),
   browse_marketplace: Schema.Struct({ data: Schema.Array(MarketItem), page: int, pageSize: int, total: int }),
   run_eval: EvalRunView,
+  cancel_eval: EvalRunView,
   get_eval_results: Schema.Struct({ run: EvalRunView, results: Schema.Array(ResultView), has_more: Schema.Boolean }),
   list_knowledge_bases: Schema.Struct({ knowledge_bases: Schema.Array(VectorStore) }),
   create_knowledge_base: VectorStore,

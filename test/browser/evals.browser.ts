@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { Browser } from "./Browser.js"
-import { api, assertAccessible, assertNoJargon, Atrium, checkPrerequisites, CREATOR_CODE, CREATOR_PHONE, internal, person, Platform, until } from "./support.js"
+import { api, assertAccessible, assertNoJargon, Atrium, checkPrerequisites, CREATOR_CODE, CREATOR_PHONE, internal, OPERATOR_CODE, OPERATOR_PHONE, person, Platform, until } from "./support.js"
 
 /**
  * An expert's evaluations in the studio (issue 46 item 3): a dataset made and filled on the Evals tab, an eval run of
@@ -12,7 +12,7 @@ import { api, assertAccessible, assertNoJargon, Atrium, checkPrerequisites, CREA
 checkPrerequisites()
 
 describe("web app in Chromium: evals", () => {
-  it.layer(Platform, { timeout: 180_000 })((it) => {
+  it.layer(Platform, { timeout: 300_000 })((it) => {
     it.effect("a dataset, an eval run with its results and traces; the gate refuses a worse draft's Publish in the editor", () =>
       Effect.gen(function*() {
         const { url: base } = yield* Atrium
@@ -51,8 +51,37 @@ describe("web app in Chromium: evals", () => {
           await until(page, "two results", () => (document.querySelector("[data-testid=eval-results]")?.textContent ?? "").split("Passed").length === 3)
           await assertNoJargon(page)
           await assertAccessible(page, "the Evals tab with a run's results")
+          // --- "Add to dataset" from a trace: the row's question, its answer as the expected one, edited first.
+          const traced = await api(base, creator.token, "POST", "/v1/evals/datasets", { agent: id, name: "From traces" })
           await results.getByRole("link", { name: "Open the trace of row 1" }).click()
           await page.getByTestId("trace").waitFor()
+          const expected = page.getByLabel("A good answer")
+          await until(page, "the answer prefilled", () => (document.querySelector("[data-testid=add-to-dataset] textarea")?.value ?? "") !== "")
+          assert.strictEqual(await expected.inputValue(), "Be exact.")
+          await page.getByRole("combobox", { name: /^Dataset/ }).selectOption({ label: "From traces" })
+          await expected.fill("Be exact, always.")
+          await page.getByRole("button", { name: "Add to dataset" }).click()
+          await page.getByText("Added to “From traces”.").waitFor()
+          const added = await api(base, creator.token, "GET", `/v1/evals/datasets/${traced.id}/rows`)
+          assert.deepInclude(added.data[0], { input: "/system", expected: "Be exact, always.", source: "trace" })
+          await page.getByRole("button", { name: "Add to dataset" }).click()
+          await page.getByText("This run is already in “From traces”.").waitFor()
+          await assertNoJargon(page)
+
+          // --- Cancel a running eval: its rows stop, it says so, and it is cancelled.
+          const slow = await api(base, creator.token, "POST", "/v1/evals/datasets", { agent: id, name: "Slow" })
+          await api(base, creator.token, "POST", `/v1/evals/datasets/${slow.id}/rows`, [{ input: "/slow 300" }, { input: "/slow 300" }, { input: "/slow 300" }])
+          await page.goto(`${base}/studio/${id}/evals`)
+          await page.getByRole("button", { name: "Open Slow" }).click()
+          await page.getByRole("button", { name: "Run the eval" }).click()
+          await page.getByText(/Eval started on the draft/).waitFor()
+          await page.getByTestId("eval-runs").getByRole("button", { name: /^Cancel the eval run/ }).click()
+          await page.getByText(/Eval cancelled after 0 of 3 rows/).waitFor()
+          await until(page, "the eval shows cancelled", () => (document.querySelector("[data-testid=eval-runs] tbody tr")?.textContent ?? "").includes("Cancelled"))
+          assert.strictEqual(await page.getByTestId("eval-runs").getByRole("button", { name: /^Cancel the eval run/ }).count(), 0)
+          const cancelledRuns = await api(base, creator.token, "GET", `/v1/evals/runs?dataset=${slow.id}`)
+          assert.strictEqual(cancelledRuns.data[0].status, "cancelled")
+          await assertNoJargon(page)
 
           // --- The gate: this dataset, no drop allowed. A draft that answers worse, evaluated, cannot be published.
           await page.goto(`${base}/studio/${id}/evals`)
@@ -74,6 +103,24 @@ describe("web app in Chromium: evals", () => {
           assert.match(await refusal.innerText(), /below the live version/)
           await assertNoJargon(page)
           assert.isNull((await api(base, creator.token, "GET", `/v1/agents/${id}`)).pending_submission, "nothing was submitted")
+
+          // --- Back to the live version's answers: the gate lets it through, and the review console shows its scorecard.
+          await api(base, creator.token, "PATCH", `/v1/agents/${id}`, { instructions: "Be exact." })
+          const resubmitted = await api(base, creator.token, "POST", `/v1/agents/${id}/publish`)
+          assert.strictEqual(resubmitted.submission.version, 2)
+          const operator = await person(browser, base, { phone: OPERATOR_PHONE, code: OPERATOR_CODE })
+          const desk = operator.page
+          await desk.goto(`${base}/admin`)
+          await desk.getByRole("button", { name: "Review Graded Expert" }).click()
+          const card = desk.getByTestId("scorecard")
+          await card.waitFor()
+          const text = await card.innerText()
+          assert.match(text, /Dataset “Checks”; a drop of at most 0% from the live version is allowed\. This version passes as many rows or more\./)
+          assert.match(text, /Submitted \(version 2\)\s+100%\s+2 of 2\s+[\d.]+ credits\s+Eval run evr_/)
+          assert.match(text, /Live \(version 1\)\s+100%\s+2 of 2/)
+          await assertNoJargon(desk)
+          await assertAccessible(desk, "the review console with a gate's scorecard")
+          await operator.context.close()
           await creator.context.close()
         })
       }))

@@ -5,7 +5,7 @@ import { TestServer } from "../support/TestServer.js"
 import { call, callOk, connect, failed } from "../mcp/mcp-support.js"
 import { streamOf } from "../support/Sse.js"
 import { makeAtriumFetchClient } from "../../src/client.js"
-import { agentWith, apiKeyOf, approved, assertError, liveAgent, ENV, fullLedger, LIVE, micros, newUser, publish, toolDirective } from "../runs/runs-support.js"
+import { agentWith, apiKeyOf, approved, assertError, liveAgent, ENV, fullLedger, LIVE, micros, newUser, publish, runAgent, toolDirective } from "../runs/runs-support.js"
 
 /**
  * Issue 46 item 3 (evaluations), docs/evals.md: datasets of an expert, eval runs of them as background runs on the
@@ -201,6 +201,152 @@ describe("evals", () => {
         assert.deepStrictEqual(deleted.body, { id: datasetId, object: "eval.dataset", deleted: true })
         assertError(yield* request("GET", `/v1/evals/runs/${started.id}`, { token: owner.token }), 404, "not_found")
       }), { timeout: 60_000 })
+
+    it.effect("cancel: rows not started never start, rows under way are cancelled, billed only for what ran; the owner only, idempotent", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const stranger = yield* newUser
+        const agent = yield* agentWith(user.token)
+        // Two quick rows, then slow ones (30 s each): the eval is cancelled while the first two slow rows run.
+        const datasetId = yield* dataset(user.token, agent, [
+          { input: "hello", expected: "You said: hello" },
+          { input: "hi", expected: "You said: hi" },
+          ...Array.from({ length: 4 }, () => ({ input: "/slow 300" }))
+        ])
+        const before = (yield* fullLedger(user.token)).length
+        const started = yield* startRun(user.token, { dataset: datasetId, agent, graders: [{ type: "exact" }], concurrency: 2 })
+        let results: Array<any> = []
+        for (let i = 0; i < 300; i++) {
+          results = yield* allResults(user.token, started.id)
+          if (results[0].status === "graded" && results[1].status === "graded" && results[2].status === "running" && results[3].status === "running") break
+          yield* Effect.sleep("50 millis")
+        }
+        assert.deepStrictEqual(results.map((r) => r.status), ["graded", "graded", "running", "running", "pending", "pending"])
+        for (const r of results.slice(2, 4)) {
+          for (let i = 0; i < 100 && (yield* request("GET", `/v1/runs/${r.run_id}`, { token: user.token })).body.status !== "in_progress"; i++) {
+            yield* Effect.sleep("50 millis")
+          }
+        }
+
+        // Nobody else cancels it, nor learns it exists: a stranger, and the creator's own end user.
+        const key = yield* apiKeyOf(user)
+        assertError(yield* request("POST", `/v1/evals/runs/${started.id}/cancel`, { token: stranger.token }), 404, "not_found")
+        assertError(yield* request("POST", `/v1/evals/runs/${started.id}/cancel`, { token: key, headers: { "x-end-user-id": "someone" } }), 404, "not_found")
+        assert.strictEqual((yield* request("GET", `/v1/evals/runs/${started.id}`, { token: user.token })).body.status, "running")
+
+        const cancelled = yield* request("POST", `/v1/evals/runs/${started.id}/cancel`, { token: user.token })
+        assert.strictEqual(cancelled.status, 200, cancelled.text)
+        assert.deepInclude(cancelled.body, { id: started.id, status: "cancelled", rows_done: 2, rows_passed: 2 })
+        assert.isString(cancelled.body.finished_at)
+
+        // The rows' runs under way end cancelled; the rows not started never start.
+        for (const r of results.slice(2, 4)) {
+          let run: any
+          for (let i = 0; i < 100; i++) {
+            run = (yield* request("GET", `/v1/runs/${r.run_id}`, { token: user.token })).body
+            if (run.status === "cancelled") break
+            yield* Effect.sleep("50 millis")
+          }
+          assert.strictEqual(run.status, "cancelled")
+        }
+        yield* Effect.sleep("500 millis")
+        for (const r of results.slice(4)) assertError(yield* request("GET", `/v1/runs/${r.run_id}`, { token: user.token }), 404, "not_found")
+        const after = yield* allResults(user.token, started.id)
+        assert.deepStrictEqual(after.map((r) => r.status), ["graded", "graded", "cancelled", "cancelled", "cancelled", "cancelled"])
+
+        // Billed only for what ran: the ledger's charges for the expert's runs are the eval run's credits.
+        const run = (yield* request("GET", `/v1/evals/runs/${started.id}`, { token: user.token })).body
+        assert.strictEqual(run.status, "cancelled")
+        const charges = (yield* fullLedger(user.token)).slice(0, -before || undefined)
+          .filter((line) => (line.description ?? "").startsWith(`Run of ${agent} `))
+        assert.isAtLeast(charges.length, 2)
+        const charged = charges.reduce((sum, line) => sum + Math.abs(micros(line.amount)), 0)
+        assert.strictEqual(micros(Number(run.credits)), charged)
+
+        // Idempotent: again through the API and through MCP (`cancel_eval`), the eval run as it is.
+        const again = yield* request("POST", `/v1/evals/runs/${started.id}/cancel`, { token: user.token })
+        assert.strictEqual(again.status, 200, again.text)
+        assert.deepInclude(again.body, { status: "cancelled", credits: run.credits, finished_at: cancelled.body.finished_at })
+        const mcp = yield* connect({ bearer: user.token })
+        assert.deepInclude(yield* callOk(mcp, "cancel_eval", { id: started.id }), { status: "cancelled", credits: run.credits })
+        failed(yield* call(yield* connect({ bearer: stranger.token }), "cancel_eval", { id: started.id }), "No eval run")
+        // A finished eval run is answered as it is.
+        const quick = yield* dataset(user.token, agent, [{ input: "hey", expected: "You said: hey" }])
+        const done = yield* startRun(user.token, { dataset: quick, agent, graders: [{ type: "exact" }] })
+        yield* finished(user.token, done.id)
+        assert.deepInclude((yield* request("POST", `/v1/evals/runs/${done.id}/cancel`, { token: user.token })).body, { status: "completed", pass_rate: 1 })
+      }).pipe(Effect.scoped), { timeout: 120_000 })
+
+    it.effect("add to dataset from a run: the creator's own run from its record, a buyer's only from captured content, never leaking it", () =>
+      Effect.gen(function*() {
+        const owner = yield* newUser
+        const buyer = yield* newUser
+        const stranger = yield* newUser
+        const agent = yield* liveAgent(owner.token, { name: `Traced ${Math.random().toString(36).slice(2, 8)}`, instructions: "Answer briefly." })
+        const datasetId = yield* dataset(owner.token, agent, [{ input: "seed", expected: "You said: seed" }])
+        const traced = (runId: string) =>
+          Effect.gen(function*() {
+            for (let i = 0; i < 100; i++) {
+              if ((yield* request("GET", `/v1/runs/${runId}/trace`, { token: owner.token })).status === 200) return
+              yield* Effect.sleep("100 millis")
+            }
+            assert.fail(`no trace of ${runId}`)
+          })
+        const buyerRun = (message: string) =>
+          Effect.gen(function*() {
+            const seen = new Set(((yield* request("GET", `/v1/traces?agent=${agent}&limit=100`, { token: owner.token })).body.data as Array<any>).map((t) => t.run_id))
+            yield* runAgent({ token: buyer.token }, agent, message)
+            for (let i = 0; i < 100; i++) {
+              const list = (yield* request("GET", `/v1/traces?agent=${agent}&limit=100`, { token: owner.token })).body.data as Array<any>
+              const fresh = list.find((t) => !seen.has(t.run_id) && t.access === "creator")
+              if (fresh !== undefined) return fresh.run_id as string
+              yield* Effect.sleep("100 millis")
+            }
+            return assert.fail("the buyer's trace did not show")
+          })
+        const rowsOf = Effect.map(request("GET", `/v1/evals/datasets/${datasetId}/rows?limit=100`, { token: owner.token }), (reply) => reply.body.data as Array<any>)
+
+        // The creator's own background run: its message and its answer, from the run's record (capture is off).
+        const own = yield* request("POST", "/v1/agents/run", { token: owner.token, body: { agent, message: "hello there", background: true } })
+        assert.strictEqual(own.status, 202, own.text)
+        yield* traced(own.body.id)
+        const added = yield* request("POST", `/v1/evals/datasets/${datasetId}/rows/from_run`, { token: owner.token, body: { run: own.body.id } })
+        assert.strictEqual(added.status, 201, added.text)
+        assert.strictEqual(added.body.added, 1)
+        assert.deepInclude((yield* rowsOf)[1], { input: "hello there", expected: "You said: hello there", source: "trace", metadata: { from_run: own.body.id } })
+        // Once: a second add of the same run adds nothing.
+        assert.strictEqual((yield* request("POST", `/v1/evals/datasets/${datasetId}/rows/from_run`, { token: owner.token, body: { run: own.body.id } })).body.added, 0)
+
+        // A buyer's run while capture is off: refused, and nothing of the buyer's words comes back or is kept.
+        const secret = yield* buyerRun("my private question 4711")
+        const refused = yield* request("POST", `/v1/evals/datasets/${datasetId}/rows/from_run`, { token: owner.token, body: { run: secret } })
+        assertError(refused, 400, "invalid_request")
+        assert.notInclude(refused.text, "4711")
+        assert.notInclude(refused.text, "private question")
+        assert.strictEqual((yield* rowsOf).length, 2)
+
+        // With capture on, a buyer's run becomes a row from its trace; the expected answer as the creator edited it.
+        assert.strictEqual((yield* request("PATCH", `/v1/agents/${agent}`, { token: owner.token, body: { trace_content: true } })).status, 200)
+        const shared = yield* buyerRun("what is a good name for a cat")
+        const fromBuyer = yield* request("POST", `/v1/evals/datasets/${datasetId}/rows/from_run`, { token: owner.token, body: { run: shared, expected: "Whiskers" } })
+        assert.strictEqual(fromBuyer.status, 201, fromBuyer.text)
+        assert.deepInclude((yield* rowsOf)[2], { input: "what is a good name for a cat", expected: "Whiskers", source: "trace" })
+
+        // Only the creator, only runs of the dataset's expert: a stranger and the creator's end user get 404, as does
+        // a run of another expert of the creator's.
+        const key = yield* apiKeyOf(owner)
+        for (const as of [{ token: stranger.token }, { token: key, headers: { "x-end-user-id": "someone" } }]) {
+          assertError(yield* request("POST", `/v1/evals/datasets/${datasetId}/rows/from_run`, { ...as, body: { run: own.body.id } }), 404, "not_found")
+        }
+        const other = yield* agentWith(owner.token)
+        const elsewhere = yield* request("POST", "/v1/agents/run", { token: owner.token, body: { agent: other, message: "hello", background: true } })
+        yield* traced(elsewhere.body.id)
+        assertError(yield* request("POST", `/v1/evals/datasets/${datasetId}/rows/from_run`, { token: owner.token, body: { run: elsewhere.body.id } }), 404, "not_found")
+        assertError(yield* request("POST", `/v1/evals/datasets/${datasetId}/rows/from_run`, { token: owner.token, body: { run: "run_nothing" } }), 404, "not_found")
+        // The buyer cannot add the run to a dataset of an expert they do not own, their own run though it is.
+        assertError(yield* request("POST", `/v1/evals/datasets/${datasetId}/rows/from_run`, { token: buyer.token, body: { run: shared } }), 404, "not_found")
+        assert.strictEqual((yield* rowsOf).length, 3)
+      }), { timeout: 90_000 })
 
     it.effect("rows from CSV, JSONL, promptfoo and OpenAI Evals; bad rows are a 400 naming them", () =>
       Effect.gen(function*() {

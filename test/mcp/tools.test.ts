@@ -63,10 +63,11 @@ const MEMORY: Record<string, Record<string, boolean>> = {
 /** And evaluations (issue 46 item 3). */
 const EVALS: Record<string, Record<string, boolean>> = {
   run_eval: { dataset: true, agent: true, version: false, graders: true, concurrency: false },
-  get_eval_results: { id: true, limit: false, after: false }
+  get_eval_results: { id: true, limit: false, after: false },
+  cancel_eval: { id: true }
 }
 const ALL = { ...SPEC, ...KNOWLEDGE, ...RUNS, ...MEMORY, ...EVALS }
-const TOOL_COUNT = 36
+const TOOL_COUNT = 37
 
 describe("mcp tools", () => {
   layer(TestServer.layer(ENV), LIVE)((it) => {

@@ -2012,8 +2012,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * A submission: the submitted version and the published one it would replace (null for a first one)
-         * @description A submission: the submitted version and the published one it would replace (null for a first one).
+         * GET /api/admin/submissions/{id}
+         * @description A submission: the submitted version and the published one it would replace (null for a first one), and the eval gate's scorecard when the expert has a gate (docs/evals.md, "Publish gate"): its dataset and threshold, and the pass rate of the submitted version and of the live one, each with the eval run it comes from and its credits.
          */
         get: operations["admin.submission"];
         put?: never;
@@ -2732,6 +2732,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/evals/datasets/{id}/rows/from_run": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * POST /v1/evals/datasets/{id}/rows/from_run
+         * @description Adds a traced run of the dataset's expert as a row ("add to dataset" from a trace): its input (a message or a conversation) and, as `expected`, its answer, or `expected` as given (`null`: none). Your own background runs are read from their record; any other run (a buyer's) only from the content its trace kept, so a run whose expert had `trace_content` off is refused (400) and nothing of it is answered. A run is added once.
+         */
+        post: operations["evals.fromRun"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/evals/runs": {
         parameters: {
             query?: never;
@@ -2770,6 +2790,26 @@ export interface paths {
         get: operations["evals.getRun"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/evals/runs/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * POST /v1/evals/runs/{id}/cancel
+         * @description Cancels a running eval run: its rows not started never start, and its rows' runs under way (answers and judges) are cancelled as `POST /v1/runs/:id/cancel` does, billed only for the steps they finished. Answers the eval run, `cancelled`, its `credits` what its rows' runs were charged (they end within a second). Idempotent: an eval run that has ended is answered as it is.
+         */
+        post: operations["evals.cancelRun"];
         delete?: never;
         options?: never;
         head?: never;
@@ -3627,6 +3667,28 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        EvalGateScorecard: {
+            dataset: string;
+            dataset_name: string | null;
+            threshold: number;
+            submitted: {
+                eval_run: string;
+                pass_rate: number;
+                rows_total: number;
+                rows_passed: number;
+                credits: string;
+                finished_at: string | null;
+            } | null;
+            live: {
+                eval_run: string;
+                pass_rate: number;
+                rows_total: number;
+                rows_passed: number;
+                credits: string;
+                finished_at: string | null;
+            } | null;
+            live_version: number | null;
+        };
         /** PayloadTooLarge */
         PayloadTooLarge: {
             error: {
@@ -3886,7 +3948,7 @@ export interface components {
             row_id: string;
             position: number;
             /** @enum {string} */
-            status: "pending" | "running" | "judging" | "graded";
+            status: "pending" | "running" | "judging" | "graded" | "cancelled";
             passed: boolean | null;
             score: number | null;
             explanation: string | null;
@@ -12866,6 +12928,7 @@ export interface operations {
                         published_version: components["schemas"]["Int"] | null;
                         submitted: components["schemas"]["ExpertConfig"] | null;
                         published: components["schemas"]["ExpertConfig"] | null;
+                        eval_gate: components["schemas"]["EvalGateScorecard"] | null;
                     };
                 };
             };
@@ -16240,6 +16303,73 @@ export interface operations {
             };
         };
     };
+    "evals.fromRun": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a string at most 100 character(s) long */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * maxLength(100)
+                     * @description a string at most 100 character(s) long
+                     */
+                    run: string;
+                    expected?: string | null;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        object: "eval.rows.added";
+                        dataset: string;
+                        added: number;
+                        row_ids: string[];
+                    };
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
     "evals.listRuns": {
         parameters: {
             query?: {
@@ -16406,6 +16536,56 @@ export interface operations {
         };
     };
     "evals.getRun": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a string at most 100 character(s) long */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description EvalRun */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EvalRun"];
+                };
+            };
+            /** @description The request did not match the expected schema */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["InvalidRequest"];
+                };
+            };
+            /** @description Error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description Error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+        };
+    };
+    "evals.cancelRun": {
         parameters: {
             query?: never;
             header?: never;

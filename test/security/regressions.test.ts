@@ -102,6 +102,8 @@ describe("security: what held", () => {
         const run = yield* request("POST", "/v1/evals/runs", { token: owner.token, body: { dataset: id, agent, graders: [{ type: "exact" }] } })
         assert.strictEqual(run.status, 201, run.text)
         const runId = run.body.id as string
+        // A run of the owner's that could become a row ("add to dataset"), by id: no one else may add it.
+        const ownRun = (yield* request("POST", "/v1/agents/run", { token: owner.token, body: { agent, message: "secret question", background: true } })).body.id as string
         const ownerKey = yield* apiKeyOf(owner)
         // Another account (login and key), and the creator's own end user: none of them is the creator.
         const callers: ReadonlyArray<{ token: string; headers?: Record<string, string> }> = [
@@ -122,6 +124,8 @@ describe("security: what held", () => {
             yield* request("POST", `/v1/evals/datasets/${id}/rows`, { ...as, body: [{ input: "planted" }] }),
             yield* request("POST", `/v1/evals/datasets/${id}/import`, { ...as, body: { format: "promptfoo", content: "tests:\n  - vars: { input: planted }\n" } }),
             yield* request("POST", `/v1/evals/datasets/${id}/rows/from_feedback`, { ...as, body: {} }),
+            yield* request("POST", `/v1/evals/datasets/${id}/rows/from_run`, { ...as, body: { run: `${ownRun}` } }),
+            yield* request("POST", `/v1/evals/runs/${runId}/cancel`, as),
             yield* request("POST", "/v1/evals/runs", { ...as, body: { dataset: id, agent, graders: [{ type: "exact" }] } }),
             yield* request("POST", "/v1/evals/datasets", { ...as, body: { agent, name: "mine now" } })
           ]
@@ -139,6 +143,8 @@ describe("security: what held", () => {
         // Nothing was planted or deleted: the owner's dataset is as it was.
         const still = yield* request("GET", `/v1/evals/datasets/${id}`, { token: owner.token })
         assert.strictEqual(still.body.rows, 1, still.text)
+        // Nor cancelled.
+        assert.notStrictEqual((yield* request("GET", `/v1/evals/runs/${runId}`, { token: owner.token })).body.status, "cancelled")
         for (const path of [`/v1/evals/datasets/${id}`, `/v1/evals/runs/${runId}`, "/v1/evals/datasets"]) {
           assertError(yield* request("GET", path), 401, "unauthorized")
         }

@@ -58,6 +58,8 @@ export const NOT_CREATES: Readonly<Record<string, string>> = {
   "internalWebhooks.emit": "an operator's event, idempotent by the `idempotency_key` in its body",
   "schedules.pause": "a change of state; a second pause finds it paused",
   "schedules.resume": "a change of state; a second resume finds it active",
+  "evals.cancelRun": "a change of state, idempotent: a second cancel answers the eval run as the first left it",
+  "evals.fromRun": "adds a run once (its id is the row's source), so a retry adds nothing",
   "evals.fromFeedback": "adds each shared thumbs-down once (its session and turn are the row's source), so a retry adds nothing"
 }
 

@@ -25,6 +25,15 @@ interface Application {
   email: string | null
   applied_at: string | null
 }
+interface GateSide { eval_run: string; pass_rate: number; rows_total: number; rows_passed: number; credits: string; finished_at: string | null }
+interface Scorecard {
+  dataset: string
+  dataset_name: string | null
+  threshold: number
+  submitted: GateSide | null
+  live: GateSide | null
+  live_version: number | null
+}
 interface Detail {
   id: string
   agent: string
@@ -32,6 +41,54 @@ interface Detail {
   published_version: number | null
   submitted: Record<string, unknown> | null
   published: Record<string, unknown> | null
+  eval_gate: Scorecard | null
+}
+
+const percent = (n: number) => `${new Intl.NumberFormat(undefined, { maximumFractionDigits: 1 }).format(n * 100)}%`
+
+/**
+ * The eval gate's scorecard (issue 46, docs/evals.md "Publish gate"): what the creator's gate measured before this
+ * version could be submitted, the submitted version's pass rate against the live one's on the gate's dataset.
+ */
+const GateScorecard = ({ agent, version, card }: { agent: string; version: number; card: Scorecard }) => {
+  const side = (label: string, s: GateSide | null) => (
+    <tr>
+      <th scope="row">{label}</th>
+      {s === null
+        ? <td colSpan={3}>No finished eval run</td>
+        : (
+          <>
+            <td className="num">{percent(s.pass_rate)}</td>
+            <td className="num">{s.rows_passed} of {s.rows_total}</td>
+            <td className="num">{s.credits} credits</td>
+          </>
+        )}
+      <td>{s === null ? "—" : <a href={`/studio/${encodeURIComponent(agent)}/evals`} title={s.eval_run}>Eval run {s.eval_run}</a>}</td>
+    </tr>
+  )
+  const drop = card.submitted !== null && card.live !== null ? card.live.pass_rate - card.submitted.pass_rate : null
+  return (
+    <div className="stack" data-testid="scorecard">
+      <h3>Eval gate</h3>
+      <p>
+        Dataset “{card.dataset_name ?? card.dataset}”; a drop of at most {percent(card.threshold)} from the live version is allowed.
+        {drop !== null && (drop > 0 ? ` This version passes ${percent(drop)} fewer rows.` : " This version passes as many rows or more.")}
+      </p>
+      <div className="table-wrap">
+        <table>
+          <caption>Pass rates on the gate's dataset</caption>
+          <thead>
+            <tr><th scope="col">Version</th><th scope="col" className="num">Pass rate</th><th scope="col" className="num">Rows passed</th><th scope="col" className="num">Cost</th><th scope="col">Eval run</th></tr>
+          </thead>
+          <tbody>
+            {side(`Submitted (version ${version})`, card.submitted)}
+            {card.live_version !== null ? side(`Live (version ${card.live_version})`, card.live) : null}
+          </tbody>
+        </table>
+      </div>
+      <p className="muted small">The eval runs are the creator's; their rows and answers are on the expert's Evals tab in the studio.</p>
+    </div>
+  )
 }
 
 const show = (value: unknown) =>
@@ -143,6 +200,7 @@ export const AdminPage = () => {
               </div>
               {open?.id === s.id && (
                 <div className="stack">
+                  {open.eval_gate && <GateScorecard agent={open.agent} version={open.version} card={open.eval_gate} />}
                   <Diff detail={open} />
                   <Decide
                     label={`version ${s.version} of ${s.name}`}

@@ -214,6 +214,15 @@ const DatasetPanel = ({ identifier, dataset, gated, onChanged }: { identifier: s
     return `Eval started on the draft: about ${credits(run.estimate_credits)} for ${run.rows_total} rows.`
   })
 
+  // Rows not started never start; rows under way stop and are charged only for what they did.
+  const cancel = (run: EvalRun) => act(async () => {
+    const stopped = await call((c) => c.evals.cancelRun({ path: { id: run.id } }))
+    setTick((n) => n + 1)
+    return stopped.status === "cancelled"
+      ? `Eval cancelled after ${stopped.rows_done} of ${stopped.rows_total} rows; the rows that ran are charged, the others are not.`
+      : `This eval had already ended (${RUN_STATUS[stopped.status].toLowerCase()}).`
+  })
+
   const runCompare = () => act(async () => {
     if (!compare.a || !compare.b || compare.a === compare.b) throw new Error("Choose two different runs to compare.")
     setComparison(await call((c) => c.evals.compare({ urlParams: compare })) as unknown as Comparison)
@@ -290,7 +299,17 @@ const DatasetPanel = ({ identifier, dataset, gated, onChanged }: { identifier: s
                     </button>
                   </th>
                   <td data-label="Of">{run.version === null ? "the draft" : `version ${run.version}`}</td>
-                  <td data-label="Status">{RUN_STATUS[run.status]}</td>
+                  <td data-label="Status">
+                    {RUN_STATUS[run.status]}
+                    {run.status === "running" && (
+                      <>
+                        {" "}
+                        <button type="button" className="secondary" onClick={() => void cancel(run)}>
+                          Cancel<span className="visually-hidden"> the eval run started {when(run.created_at)}</span>
+                        </button>
+                      </>
+                    )}
+                  </td>
                   <td data-label="Pass rate" className="num" data-testid="pass-rate">{percent(run.pass_rate)}</td>
                   <td data-label="Rows" className="num">{run.rows_done} of {run.rows_total}</td>
                   <td data-label="Credits" className="num">{credits(run.credits)} ({credits(run.estimate_credits)})</td>
@@ -360,7 +379,7 @@ const Results = ({ identifier, runId, tick }: { identifier: string; runId: strin
           {results.map((r) => (
             <tr key={r.row_id}>
               <th scope="row">{r.position}</th>
-              <td data-label="Outcome">{r.passed === null ? (r.status === "graded" ? "Not graded" : "Waiting") : r.passed ? "Passed" : "Failed"}</td>
+              <td data-label="Outcome">{r.passed === null ? (r.status === "graded" ? "Not graded" : r.status === "cancelled" ? "Cancelled" : "Waiting") : r.passed ? "Passed" : "Failed"}</td>
               <td data-label="Why">{r.explanation ?? "—"}</td>
               <td data-label="Credits" className="num">{credits(r.credits)}</td>
               <td data-label="Trace">

@@ -322,7 +322,90 @@ const TraceDetail = ({ identifier, runId }: { identifier: string; runId: string 
           {(children.get(null) ?? []).map((span) => <SpanNode key={span.span_id} span={span} children={children} start={start} total={end - start} />)}
         </ol>
       </section>
+      <AddToDataset identifier={identifier} runId={runId} answer={answerOf(spans, runId)} />
       <p><button type="button" className="secondary" onClick={() => navigate(`/studio/${identifier}/traces`)}>Back to the traces</button></p>
     </div>
+  )
+}
+
+const textOf = (content: unknown): string =>
+  typeof content === "string"
+    ? content
+    : Array.isArray(content)
+    ? content.map((part) => (typeof part === "object" && part !== null && (part as { type?: string }).type === "text" ? String((part as { text?: unknown }).text ?? "") : "")).join("")
+    : ""
+
+/** The run's last answer as its trace kept it (only when the expert keeps message content); null otherwise. */
+const answerOf = (spans: ReadonlyArray<Span>, runId: string): string | null => {
+  const chats = spans.filter((s) => s.run_id === runId && s.name.startsWith("chat "))
+  const kept = chats[chats.length - 1]?.attributes["gen_ai.output.messages"]
+  if (typeof kept !== "string") return null
+  try {
+    return textOf(JSON.parse(kept))
+  } catch {
+    return null
+  }
+}
+
+/**
+ * "Add to dataset" (docs/evals.md, "Rows from a run"): the run's question becomes a row of one of the expert's
+ * datasets, its answer the expected one unless edited. A buyer's run can be added only when its content was kept.
+ */
+const AddToDataset = ({ identifier, runId, answer }: { identifier: string; runId: string; answer: string | null }) => {
+  const [datasets, setDatasets] = useState<ReadonlyArray<{ id: string; name: string }> | null>(null)
+  const [chosen, setChosen] = useState("")
+  const [expected, setExpected] = useState(answer ?? "")
+  const [status, setStatus] = useState<string | null>(null)
+  const [error, setError] = useState<string | null>(null)
+
+  useEffect(() => {
+    call((c) => c.evals.listDatasets({ urlParams: { agent: identifier, limit: 100 } })).then((page) => {
+      const list = itemsOf<{ id: string; name: string }>(page)
+      setDatasets(list)
+      setChosen((now) => now || (list[0]?.id ?? ""))
+    }, () => setDatasets([]))
+    // Not kept in the trace: the creator's own run has its answer in its record (a buyer's is not readable).
+    if (answer === null) {
+      call((c) => c.runs.getRun({ path: { id: runId } })).then((run) => setExpected((now) => now || (run.output ?? "")), () => undefined)
+    }
+  }, [identifier, runId, answer])
+
+  const add = async () => {
+    setError(null)
+    setStatus(null)
+    const name = datasets?.find((d) => d.id === chosen)?.name ?? "the dataset"
+    try {
+      const added = await call((c) => c.evals.fromRun({ path: { id: chosen }, payload: { run: runId, expected: expected.trim() === "" ? null : expected } }))
+      setStatus(added.added === 0 ? `This run is already in “${name}”.` : `Added to “${name}”.`)
+    } catch (failure) {
+      setError((failure as Error).message)
+    }
+  }
+
+  if (datasets === null) return null
+  return (
+    <section className="card stack" aria-labelledby="add-to-dataset" data-testid="add-to-dataset">
+      <h3 id="add-to-dataset">Add to a dataset</h3>
+      {datasets.length === 0
+        ? <p className="muted">No dataset yet: <Link to={`/studio/${identifier}/evals`}>make one on the Evals tab</Link>, then add this run's question to it.</p>
+        : (
+          <form className="stack" onSubmit={(e) => { e.preventDefault(); void add() }}>
+            <p className="muted small">
+              The question of this run becomes a row to evaluate the expert with; its answer below is what a good answer
+              should be (edit it, or empty it for none). Someone else's run can be added only when this expert keeps message content.
+            </p>
+            <label>
+              Dataset{" "}
+              <select value={chosen} onChange={(e) => setChosen(e.target.value)}>
+                {datasets.map((d) => <option key={d.id} value={d.id}>{d.name}</option>)}
+              </select>
+            </label>
+            <label>A good answer <textarea rows={3} value={expected} onChange={(e) => setExpected(e.target.value)} /></label>
+            <div className="row"><button type="submit">Add to dataset</button></div>
+            <p role="status" aria-live="polite">{status}</p>
+            {error && <p role="alert" className="error">{error}</p>}
+          </form>
+        )}
+    </section>
   )
 }
