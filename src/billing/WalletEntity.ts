@@ -10,7 +10,14 @@ import { type ChargeError, type ChargeRequest, Wallet, type WalletRpcs } from ".
 
 type WalletRequest = Envelope.Request<WalletRpcs>
 
-const chargeItem = (c: ChargeRequest): Item => ({ tag: "Charge", amount: c.amount, entry: c.entry, dailyCap: c.dailyCap, fence: c.fence ?? null })
+const chargeItem = (c: ChargeRequest, hold?: string): Item => ({
+  tag: "Charge",
+  amount: c.amount,
+  entry: c.entry,
+  dailyCap: c.dailyCap,
+  fence: c.fence ?? null,
+  ...(hold === undefined ? {} : { hold })
+})
 
 /**
  * The items a request asks for, told apart by its payload (the envelope's `tag` does not narrow it). A hold lives
@@ -19,10 +26,16 @@ const chargeItem = (c: ChargeRequest): Item => ({ tag: "Charge", amount: c.amoun
 const itemsOf = (request: WalletRequest, ttlMs: number): ReadonlyArray<Item> => {
   const payload = request.payload
   if (payload === undefined || payload === null) return [{ tag: "Balance" }]
-  // A settle voids the hold first, then posts its charges: they may use what the hold reserved.
-  if ("hold" in payload && "charges" in payload) return [{ tag: "Release", hold: payload.hold }, ...payload.charges.map(chargeItem)]
+  // A settle voids the hold first, then posts its charges: they may use what the hold reserved. A final one (the cut
+  // run's next owner) keeps its run's late settles from posting for as long as a hold lives.
+  if ("hold" in payload && "charges" in payload) {
+    return [
+      { tag: "Release", hold: payload.hold, final: payload.final === true, ttlMs },
+      ...payload.charges.map((c) => chargeItem(c, payload.hold))
+    ]
+  }
   if ("hold" in payload) return [{ tag: "Hold", hold: payload.hold, amount: payload.amount, ttlMs }]
-  if ("charges" in payload) return payload.charges.map(chargeItem)
+  if ("charges" in payload) return payload.charges.map((c) => chargeItem(c))
   return [{ tag: "Credit", amount: payload.amount, entry: payload.entry }]
 }
 
@@ -103,6 +116,8 @@ export const WalletLive = Wallet.toLayerMailbox(
       Effect.orDie
     )
     let state: WalletState = yield* load
+    /** Holds their run's next owner voided (`Settle.final`), until when: in memory only (`DecideInput.voided`). */
+    let voided: ReadonlyMap<string, number> = new Map()
     /** A failed batch left the state unknown: it is read again before anything else is decided. */
     let stale = false
     /** What each capped app charged today (UTC), loaded from the ledger the first time it charges with a cap each day. */
@@ -132,7 +147,7 @@ export const WalletLive = Wallet.toLayerMailbox(
             spentToday.set(item.entry.appId, yield* repo.spentWithApp(userId, item.entry.appId, new Date(day * DAY_MS)))
           }
         }
-        return decideItems({ userId, state, items, prior, spentToday, now, staleCallers })
+        return decideItems({ userId, state, items, prior, spentToday, now, staleCallers, voided })
       })
 
     /**
@@ -149,7 +164,7 @@ export const WalletLive = Wallet.toLayerMailbox(
         /** Charges whose caller's fence the commit refused: decided again as refused (`StaleOwner`). */
         const staleCallers = new Set<string>()
         while (true) {
-          const { decisions, entries, holds, next, refused, spent } = yield* decide(items, prior, staleCallers)
+          const { decisions, entries, holds, next, refused, spent, voided: closed } = yield* decide(items, prior, staleCallers)
           const unseen = refused.filter((k) => !looked.has(entryKey(k.scope, k.key)))
           if (unseen.length > 0) {
             for (const k of unseen) looked.add(entryKey(k.scope, k.key))
@@ -200,6 +215,7 @@ export const WalletLive = Wallet.toLayerMailbox(
             }
           }
           state = next
+          if (closed !== undefined) voided = closed
           for (const [app, total] of spent) spentToday.set(app, total)
           return decisions
         }

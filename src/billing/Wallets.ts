@@ -162,12 +162,14 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
       /**
        * Ends the hold `holdId`: voids what is left of it and posts `charges` in order, each a ledger entry under its
        * own key (a settle sent again replays them), made under the caller's `fence` as `chargeFor`'s. One answer per
-       * charge: its movement, or why it was refused. One round trip.
+       * charge: its movement, or why it was refused. One round trip. `final`: the next owner of a cut run voids its
+       * hold, and the run's own late settles post nothing more (`WalletRpc`'s `Settle`).
        */
-      settle: (userId: string, holdId: string, charges: ReadonlyArray<SettledCharge>, fence: Fence | null) =>
+      settle: (userId: string, holdId: string, charges: ReadonlyArray<SettledCharge>, fence: Fence | null, final = false) =>
         countSettle(toEntity(
           client(userId).Settle({
             hold: holdId,
+            ...(final ? { final } : {}),
             charges: charges.map((c): ChargeRequest => ({
               amount: c.amount,
               entry: { ...noEvent, ...c.entry },

@@ -223,38 +223,65 @@ export const makeEntityCallerWith = (deadline: Duration.Duration) => Effect.gen(
   return <A, E>(call: Effect.Effect<A, E>, options?: { readonly resendWhenCut?: boolean }): Effect.Effect<A, E> =>
     Effect.async<A, E>((resume) => {
       let settled = false
+      /** The call's fiber now, or the pause before its resend. */
       let current: Fiber.RuntimeFiber<unknown, unknown> | undefined
-      const timer = runFork(Effect.sleep(deadline))
+      /** Whether `current` is a call (not a pause). */
+      let calling = false
+      let attempts = 0
+      const resendable = options?.resendWhenCut === true
       const finish = (answer: Effect.Effect<A, E>) => {
         if (settled) return
         settled = true
         timer.unsafeInterruptAsFork(FiberId.none)
         resume(answer)
       }
-      const send = (attempt: number) => {
+      const send = () => {
         const fiber = runFork(call)
         current = fiber
+        calling = true
         fiber.addObserver((exit) => {
-          if (settled) return
-          if (isCut(exit) && options?.resendWhenCut === true && attempt < RESENDS_WHEN_CUT) {
+          // A call given up for a last try (below) answers nothing: the last try does.
+          if (settled || current !== fiber) return
+          if (isCut(exit) && resendable && attempts < RESENDS_WHEN_CUT) {
+            attempts++
             const pause = runFork(Effect.sleep(RESEND_PAUSE))
             current = pause
+            calling = false
             // A pause cut short (the service stopping) sends nothing more: the call stays cut.
             pause.addObserver((paused) => {
+              if (settled || current !== pause) return
               if (!Exit.isSuccess(paused)) finish(settle(exit))
-              else if (!settled) send(attempt + 1)
+              else send()
             })
             return
           }
           finish(settle(exit))
         })
       }
-      timer.addObserver((exit) => {
+      /**
+       * A resendable call still unanswered `lastTry` before its deadline is sent once more, and the first left
+       * without waiting (its keys make a second delivery a replay). Its owner may be a runner that stopped (SIGSTOP, a
+       * split brain): the cluster does not cut a message in flight to it, and another runner holds its shard by now.
+       * One timer all along: the deadline's, which then runs on for the last try.
+       */
+      const lastTry = resendable ? lastTryOf(deadline) : undefined
+      const onDeadline = (exit: Exit.Exit<void>) => {
         if (settled || !Exit.isSuccess(exit)) return
         current?.unsafeInterruptAsFork(FiberId.none)
         finish(overdue)
+      }
+      let timer = runFork(Effect.sleep(lastTry === undefined ? deadline : Duration.subtract(deadline, lastTry)))
+      timer.addObserver(lastTry === undefined ? onDeadline : (exit) => {
+        if (settled || !Exit.isSuccess(exit)) return
+        timer = runFork(Effect.sleep(lastTry))
+        timer.addObserver(onDeadline)
+        // During a pause the resend is on its way already.
+        if (!calling) return
+        const stuck = current
+        send()
+        stuck?.unsafeInterruptAsFork(FiberId.none)
       })
-      send(0)
+      send()
       return Effect.suspend(() => {
         settled = true
         timer.unsafeInterruptAsFork(FiberId.none)
@@ -262,6 +289,9 @@ export const makeEntityCallerWith = (deadline: Duration.Duration) => Effect.gen(
       })
     })
 })
+
+/** How long before its deadline a resendable call is sent once more: a sixth of the deadline, at most 2 s. */
+const lastTryOf = (deadline: Duration.Duration): Duration.Duration => Duration.min(Duration.unsafeDivide(deadline, 6), Duration.seconds(2))
 
 /**
  * A call that ended interrupted though its caller was not (the caller's own interruption stops the wait instead):

@@ -1,6 +1,6 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import { Entity, type Sharding } from "@effect/cluster"
-import { Cause, Effect, Exit, Fiber, FiberHandle, Layer, Metric, Option, Schedule, Scope } from "effect"
+import { Cause, Effect, Exit, Fiber, FiberHandle, FiberSet, Layer, Metric, Option, Schedule, Scope } from "effect"
 import { ShardFences } from "../platform/cluster/Fences.js"
 import { AppConfig } from "../platform/Config.js"
 import { activeSessions, inFlight, queuedTurns, runningTurns } from "../platform/telemetry/Metrics.js"
@@ -39,8 +39,10 @@ const turnPartOf = (found: Option.Option<SessionRow>) =>
  * inherits from it holds no request. The worker and the engine run in the entity's scope (a `FiberHandle` of the
  * entity, issue 45 item 1): they end with it, after the sent turns had their grace.
  */
-export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
+export const SessionLive = Layer.unwrapScoped(Effect.gen(function*() {
   const { shutdownGrace } = yield* AppConfig
+  /** What a session's load starts that must outlive its activation: the void of a cut turn's hold and its recount. */
+  const closing = yield* FiberSet.make<void, never>()
   const { contextChars } = yield* SessionsConfig
   return Session.toLayer(Effect.gen(function*() {
     const address = yield* Entity.CurrentAddress
@@ -143,17 +145,31 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
         events: [nextLogged(stale.value.turn, { type: "error", code: "interrupted", message: "The server restarted during this turn." })]
       })
     }
-    // Its hold is voided (docs/billing.md, "Holds"): the dead runner posted none of the turn's steps, and the turn
-    // is not run again, so what it reserved goes back to the payer now rather than when the hold expires. Beside the
-    // load, not in it: the payer's wallet may be on the runner that just stopped, and waiting for it (up to the
-    // entity deadline, 12 s) held the session's next turns back (the fault checker's "long turn did not start").
+    // Its run, too (a runner killed mid-turn, whose shard this runner now owns, left it `running`), with the credits
+    // the ledger holds for its steps now.
+    yield* repo.interruptRuns(sessionId, Option.map(stale, (t) => t.turn), MAX_STEPS)
+    // Its hold is voided (docs/billing.md, "Holds"): the turn is not run again, so what it reserved goes back to the
+    // payer now rather than when the hold expires. For good (`voidHold`): the cut turn's own settle may still be on
+    // its way to the wallet (its runner stopped mid-call, or this runner restarted the session under the same fence,
+    // which the wallet's fence check cannot tell apart), and once the void is answered none can post any more; the
+    // turn's credits are then counted again, so one that posted between the count above and the void is in its run.
+    // Beside the load, not in it: the payer's wallet may be on the runner that just stopped, and waiting for it (up to
+    // the entity deadline, 12 s) held the session's next turns back (the fault checker's "long turn did not start").
+    // In this runner's set, not the entity's scope: a session that restarts meanwhile does not cut it short.
     if (Option.isSome(stale) && Option.isSome(row)) {
-      yield* Effect.forkScoped(runPayer.settle(row.value.accountId, `session:${sessionId}:${stale.value.turn}`, [], fence).pipe(
-        Effect.catchAllCause((cause) => Effect.logWarning("the interrupted turn's hold could not be voided (it expires)", cause))
+      const turn = stale.value.turn
+      yield* FiberSet.run(closing, runPayer.voidHold(row.value.accountId, `session:${sessionId}:${turn}`, fence).pipe(
+        // Tried again as a turn's end is (the database may be restarting), for about 15 s.
+        Effect.zipRight(repo.recountRun(sessionId, turnRunId(sessionId, turn), turn, MAX_STEPS).pipe(
+          Effect.sandbox,
+          Effect.retry({ schedule: END_RETRY, times: 10 }),
+          Effect.unsandbox
+        )),
+        Effect.catchAllCause((cause) =>
+          Effect.logWarning(`turn ${turn} of session ${sessionId}: its hold could not be voided (it expires) or its credits counted again`, cause)
+        )
       ))
     }
-    // Its run, too (a runner killed mid-turn, whose shard this runner now owns, left it `running`).
-    yield* repo.interruptRuns(sessionId, Option.map(stale, (t) => t.turn), MAX_STEPS)
     yield* repo.setStatus(sessionId, "idle")
     // Turns sent but not started when the runner that held them stopped: they run here, in the order sent.
     yield* repo.dequeueEnded(sessionId)

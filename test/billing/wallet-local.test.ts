@@ -68,5 +68,25 @@ describe.skipIf(servicesMode)("local charges", () => {
         // The balance is read in the entity too, after every charge it took before.
         assert.strictEqual(yield* wallets.balance(userId), 0n)
       }))
+
+    it.effect("a hold voided for good by its run's next owner (final settle): the cut run's later settle posts nothing new, and replays what it posted before", () =>
+      Effect.gen(function*() {
+        const wallets = yield* Wallets
+        const userId = yield* newUser
+        const step = (n: number) => ({ amount: CREDIT / 10n, entry: { kind: "usage", scope: "run", key: `session:cut_${userId}:1:${n}` } })
+        assert.strictEqual((yield* wallets.hold(userId, `session:cut_${userId}:1`, CREDIT / 2n)).amount, CREDIT / 2n)
+        // Step 1 posted before the cut (a settle of the run's that did arrive); then the next owner's void.
+        assert.isTrue(Either.isRight((yield* wallets.settle(userId, `session:cut_${userId}:1`, [step(1)], null))[0]!))
+        yield* wallets.settle(userId, `session:cut_${userId}:1`, [], null, true)
+        assert.deepStrictEqual(yield* wallets.funds(userId), { balance: CREDIT * 9n / 10n, held: 0n })
+        // The cut run's own settle, late: step 1 replays, step 2 is refused; a new hold under its id holds nothing.
+        const late = yield* wallets.settle(userId, `session:cut_${userId}:1`, [step(1), step(2)], null)
+        assert.isTrue(Either.isRight(late[0]!) && late[0].right.replay)
+        assert.isTrue(Either.isLeft(late[1]!) && late[1].left._tag === "StaleOwner")
+        assert.strictEqual((yield* wallets.hold(userId, `session:cut_${userId}:1`, CREDIT / 2n)).amount, 0n)
+        assert.deepStrictEqual(yield* wallets.funds(userId), { balance: CREDIT * 9n / 10n, held: 0n })
+        // Another run's hold and settle are untouched by it.
+        assert.strictEqual((yield* wallets.hold(userId, "run_other", CREDIT / 10n)).amount, CREDIT / 10n)
+      }))
   })
 })
