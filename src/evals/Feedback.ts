@@ -2,7 +2,7 @@ import { Effect } from "effect"
 import type { CallerIdentity } from "../identity/Domain.js"
 import { Evals } from "./Evals.js"
 import { EvalsRepo } from "./Repo.js"
-import type { StoredRow } from "./Rows.js"
+import { type StoredRow, textOf } from "./Rows.js"
 
 /**
  * Thumbs-down → dataset (issue 46 item 3, docs/evals.md "Rows from feedback"): the answers of the dataset's expert
@@ -10,13 +10,6 @@ import type { StoredRow } from "./Rows.js"
  * (with no expectation: the creator adds one, or grades it with a judge); the answer they disliked and their reason
  * go in `metadata`. A turn is added once (its `session:turn` is the row's source).
  */
-
-const textOf = (content: unknown): string =>
-  typeof content === "string"
-    ? content
-    : Array.isArray(content)
-    ? content.map((part) => (typeof part === "object" && part !== null && (part as { type?: string }).type === "text" ? String((part as { text?: unknown }).text ?? "") : "")).join("")
-    : ""
 
 export class FeedbackRows extends Effect.Service<FeedbackRows>()("atrium/evals/FeedbackRows", {
   effect: Effect.gen(function*() {

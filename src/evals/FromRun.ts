@@ -6,7 +6,7 @@ import type { StoredRequest } from "../runs/Background.js"
 import { type SpanRow, TracesRepo } from "../traces/Repo.js"
 import type { RowInput } from "./Domain.js"
 import { Evals } from "./Evals.js"
-import { toStored } from "./Rows.js"
+import { textOf, toStored } from "./Rows.js"
 
 /**
  * "Add to dataset" from a trace (issue 46 item 3, docs/evals.md "Rows from a run"): a run of the dataset's expert
@@ -21,13 +21,6 @@ import { toStored } from "./Rows.js"
 
 const INPUT = "gen_ai.input.messages"
 const OUTPUT = "gen_ai.output.messages"
-
-const textOf = (content: unknown): string =>
-  typeof content === "string"
-    ? content
-    : Array.isArray(content)
-    ? content.map((part) => (typeof part === "object" && part !== null && (part as { type?: string }).type === "text" ? String((part as { text?: unknown }).text ?? "") : "")).join("")
-    : ""
 
 const json = (value: unknown): unknown => {
   if (typeof value !== "string") return value

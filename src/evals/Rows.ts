@@ -10,6 +10,14 @@ import { type Expectations, microsOf, riskyPattern } from "./Graders.js"
  * YAML and OpenAI Evals exports. Pure: each parser answers rows, or the first problem with its line.
  */
 
+/** A message's text: a string as it is, or the text parts of a content array (a turn's or a trace's message). */
+export const textOf = (content: unknown): string =>
+  typeof content === "string"
+    ? content
+    : Array.isArray(content)
+    ? content.map((part) => (typeof part === "object" && part !== null && (part as { type?: string }).type === "text" ? String((part as { text?: unknown }).text ?? "") : "")).join("")
+    : ""
+
 export interface StoredInput {
   readonly message: string
   readonly history: ReadonlyArray<{ readonly role: "user" | "assistant"; readonly content: string }>
