@@ -10,11 +10,12 @@
 import { Effect, Layer, Logger, LogLevel } from "effect"
 import * as Os from "node:os"
 import pg from "pg"
-import { Wallets, WalletLive } from "../src/billing/Wallet.js"
 import { ClusterLive } from "../src/platform/Cluster.js"
 import { AppConfig } from "../src/platform/Config.js"
 import { DatabaseLive } from "../src/platform/Database.js"
 import { createBenchDatabase, percentile } from "./support.js"
+import { Wallets } from "../src/billing/Wallets.js"
+import { WalletLive } from "../src/billing/WalletEntity.js"
 
 const args = new Map<string, string>()
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1]!)

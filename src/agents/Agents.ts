@@ -2,7 +2,7 @@ import { Effect, Option, Redacted, Schema } from "effect"
 import { SecretBox } from "../credentials/SecretBox.js"
 import { ToolsConfig } from "../runtime/tools/Config.js"
 import { checkUrl, makeHostAddresses, OutboundRefused } from "../runtime/tools/Outbound.js"
-import { Wallets } from "../billing/Wallet.js"
+import { Wallets } from "../billing/Wallets.js"
 import { AgentsConfig } from "./Config.js"
 import { KnowledgeRepo } from "../knowledge/Repo.js"
 import { Notifications } from "../notifications/Notifications.js"
@@ -14,7 +14,6 @@ import { type AgentConfig, type AgentFields, defaultBilling, normalizeBilling, t
 import { type AgentRow, AgentsRepo, type Submission } from "./Repo.js"
 import { IdentifierTaken, newAgentId } from "./Domain.js"
 import { EvalGate } from "./Gate.js"
-export { IdentifierTaken } from "./Domain.js"
 
 type Fields = { readonly [K in keyof typeof AgentFields]?: Schema.Schema.Type<(typeof AgentFields)[K]> | undefined }
 

@@ -1,11 +1,12 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect, Layer, Option } from "effect"
 import { AtriumApi } from "../Api.js"
-import { AuthenticationLive, Caller, CurrentUser } from "../identity/Authentication.js"
+import { AuthenticationLive } from "../identity/Authentication.js"
 import { type AgentConfig, publicView } from "./Agent.js"
 import { Agents } from "./Agents.js"
 import type { AgentRow, Submission } from "./Repo.js"
 import { pageOf } from "../platform/http/Lists.js"
+import { Caller, CurrentUser } from "../identity/Domain.js"
 
 export const billingView = (config: AgentConfig) => ({ ...config.billing, price: Number(config.billing.price) })
 

@@ -5,8 +5,9 @@ import { Schema } from "effect"
 import { ApiKeyAuthentication, AppAuthentication, UserAuthentication } from "../identity/Domain.js"
 import { InvalidRequest, NotFound, Unauthorized, WireError } from "../platform/Errors.js"
 import { CreditAmount, CreditPrice } from "../platform/Money.js"
-import { AppId, DailyCapExceeded, IdempotencyConflict, InsufficientCredits } from "./Domain.js"
+import { DailyCapExceeded, IdempotencyConflict, InsufficientCredits } from "./Domain.js"
 import { ListParams } from "../platform/http/Lists.js"
+import { AppId } from "../platform/Ids.js"
 
 /** One metering unit of the platform: model usage per 1k tokens (later also per-use prices). */
 export const PlatformMeter = Schema.Struct({

@@ -3,7 +3,6 @@ import type { Fence } from "../platform/cluster/Fences.js"
 import type { Micros } from "../platform/Money.js"
 import { entryKey, type EntryInfo, type HoldChange, type HoldState, type KeyedEntry, type NewEntry, type WalletState } from "./Repo.js"
 import { InsufficientCredits, DailyCapExceeded, IdempotencyConflict, StaleOwner, WalletFailure, Movement } from "./Domain.js"
-export { InsufficientCredits, DailyCapExceeded, IdempotencyConflict, StaleOwner, WalletFailure, Movement } from "./Domain.js"
 
 /**
  * What a wallet decides, apart from how it is asked (the entity) and how it commits (the committer): given its

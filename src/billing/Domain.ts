@@ -9,7 +9,6 @@ export { IdempotencyConflict }
  */
 
 /** An OAuth app's id: identity's (its apps are), named here too, where the wallet's contract always had it. */
-export { AppId, newAppId } from "../platform/Ids.js"
 
 export class InsufficientCredits extends WireError<InsufficientCredits>()(
   "InsufficientCredits",

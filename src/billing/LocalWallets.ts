@@ -1,6 +1,6 @@
 import { Effect, type Either, type Option } from "effect"
-import type { Movement, WalletFailure } from "./Decide.js"
 import type { ChargeError, ChargeRequest } from "./WalletRpc.js"
+import type { Movement, WalletFailure } from "./Domain.js"
 
 /** A wallet entity active on this runner, as the client reaches it without a cluster message. */
 export interface LocalWallet {

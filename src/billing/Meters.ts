@@ -1,11 +1,11 @@
 import { Effect, Option } from "effect"
-import type { AppCaller } from "../identity/oauth/OAuth.js"
 import { Unauthorized } from "../platform/Errors.js"
 import { type BillingEvent, InsufficientScope, MeterDisabled, UnknownEvent } from "./Api.js"
 import { AppDirectory } from "./AppDirectory.js"
 import { entryKey, LedgerRepo } from "./Repo.js"
-import type { Movement } from "./Decide.js"
-import { Wallets } from "./Wallet.js"
+import type { AppCallerIdentity as AppCaller } from "../identity/Domain.js"
+import type { Movement } from "./Domain.js"
+import { Wallets } from "./Wallets.js"
 
 /**
  * Billing events of third-party apps (spec 2.6, `POST /v1/events`): the app's meter names the price, and the

@@ -5,7 +5,7 @@ import { randomBase62 } from "../platform/Ids.js"
 import { type Micros, parseCredits, toNumber } from "../platform/Money.js"
 import { BillingConfig } from "./Config.js"
 import { PaymentOrdersRepo } from "./OrdersRepo.js"
-import { Wallets } from "./Wallet.js"
+import { Wallets } from "./Wallets.js"
 
 /** What a provider's callback says: the order, whether it is paid, and optionally the amount it saw. */
 const Notification = Schema.Struct({

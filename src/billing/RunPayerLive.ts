@@ -1,7 +1,7 @@
 import { Effect, Either, Layer, Schedule } from "effect"
 import { isOutage } from "../platform/Outage.js"
 import { InsufficientFunds, PaymentFailed, RunPayer } from "../runtime/Ports.js"
-import { Wallets } from "./Wallet.js"
+import { Wallets } from "./Wallets.js"
 
 /**
  * A step's charge that met an outage (the database restarting, the wallet's shard between owners) is sent again with

@@ -6,10 +6,12 @@ import type { Micros } from "../platform/Money.js"
 import { EntityDeadline } from "../platform/Outage.js"
 import { WalletCommitter } from "./Committer.js"
 import { BillingConfig } from "./Config.js"
-import { DAY_MS, type Decision, decideItems, type Item, type Movement, type Refusal, WalletFailure } from "./Decide.js"
+import { DAY_MS, type Decision, decideItems, type Item, type Refusal } from "./Decide.js"
 import { entryKey, type KeyedEntry, LedgerRepo, type WalletState } from "./Repo.js"
 import { type LocalWallet, LocalWallets } from "./LocalWallets.js"
 import { type ChargeError, type ChargeRequest, Wallet, type WalletRpcs } from "./WalletRpc.js"
+import type { Movement } from "./Domain.js"
+import { WalletFailure } from "./Domain.js"
 
 type WalletRequest = Envelope.Request<WalletRpcs>
 

@@ -4,10 +4,11 @@ import { makeEntityCaller, shardOf } from "../platform/Cluster.js"
 import type { Fence } from "../platform/cluster/Fences.js"
 import type { Micros } from "../platform/Money.js"
 import { walletChargeMessages, walletCharges, walletRequests } from "../platform/telemetry/Metrics.js"
-import { type Movement, WalletFailure } from "./Decide.js"
 import { type LocalWallet, LocalWallets } from "./LocalWallets.js"
 import type { EntryInfo } from "./Repo.js"
 import { type ChargeError, type ChargeRequest, Wallet } from "./WalletRpc.js"
+import type { Movement } from "./Domain.js"
+import { WalletFailure } from "./Domain.js"
 
 type ClusterFailure =
   | ClusterError.MailboxFull

@@ -1,9 +1,10 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect, Layer, Option } from "effect"
 import { AtriumApi } from "../Api.js"
-import { AuthenticationLive, Caller } from "../identity/Authentication.js"
+import { AuthenticationLive } from "../identity/Authentication.js"
 import { Credentials } from "./Credentials.js"
 import { pageOf } from "../platform/http/Lists.js"
+import { Caller } from "../identity/Domain.js"
 
 export const CredentialsHttp = HttpApiBuilder.group(AtriumApi, "credentials", (handlers) =>
   Effect.gen(function*() {

@@ -2,7 +2,6 @@ import type * as Prompt from "@effect/ai/Prompt"
 import { Duration, Effect, Option } from "effect"
 import { type AgentConfig, type CATEGORIES, defaultBilling } from "../agents/Agent.js"
 import { Agents } from "../agents/Agents.js"
-import type { CallerIdentity } from "../identity/Authentication.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { newId } from "../platform/Ids.js"
 import { toNumber } from "../platform/Money.js"
@@ -28,7 +27,7 @@ import { type DistillationRow, DistillationsRepo, type TranscriptEntry } from ".
 import { foldRun, noProgress, type ProgressReport } from "./RunFold.js"
 import { partitionOf } from "../identity/Partition.js"
 import { DistillationFailed, DistillationTimedOut, DistillationBusy } from "./Domain.js"
-export { DistillationFailed, DistillationTimedOut, DistillationBusy } from "./Domain.js"
+import type { CallerIdentity } from "../identity/Domain.js"
 
 export interface StartInput {
   readonly topic: string

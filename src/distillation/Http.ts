@@ -1,9 +1,10 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect, Layer } from "effect"
 import { AtriumApi } from "../Api.js"
-import { AuthenticationLive, Caller } from "../identity/Authentication.js"
+import { AuthenticationLive } from "../identity/Authentication.js"
 import { Distillations } from "./Distillations.js"
 import { pageOf } from "../platform/http/Lists.js"
+import { Caller } from "../identity/Domain.js"
 
 export const DistillationsHttp = HttpApiBuilder.group(AtriumApi, "distillations", (handlers) =>
   Effect.gen(function*() {

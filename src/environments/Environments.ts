@@ -4,7 +4,6 @@ import { type EnvironmentConfig, type EnvironmentRow, EnvironmentsRepo, type Wri
 import type { FileId } from "../files/Domain.js"
 import type { Partition } from "../identity/Partition.js"
 import { type EnvironmentId, EnvironmentInUse, newEnvironmentId } from "./Domain.js"
-export { EnvironmentInUse } from "./Domain.js"
 
 /** What `POST` takes; `PATCH` takes any of it, with `env` as a merge patch (a `null` value removes the name). */
 export interface EnvironmentInput {

@@ -1,10 +1,11 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect, Layer } from "effect"
 import { AtriumApi } from "../Api.js"
-import { AuthenticationLive, Caller } from "../identity/Authentication.js"
+import { AuthenticationLive } from "../identity/Authentication.js"
 import { type EnvironmentRow, Environments } from "./Environments.js"
 import { partitionOf } from "../identity/Partition.js"
 import { pageOf } from "../platform/http/Lists.js"
+import { Caller } from "../identity/Domain.js"
 
 /** A value's last four characters tell two keys apart; under 12 characters that would be a third of it. */
 export const maskValue = (value: string) => (value.length >= 12 ? `****${value.slice(-4)}` : "****")

@@ -66,4 +66,3 @@ export const calibrated = (estimate: bigint, record: { readonly estimate: bigint
   return BigInt(Math.round(Number(estimate) * ratio))
 }
 
-export { configHash } from "../agents/Fingerprint.js"

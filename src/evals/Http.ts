@@ -1,10 +1,11 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect, Layer } from "effect"
 import { AtriumApi } from "../Api.js"
-import { AuthenticationLive, Caller } from "../identity/Authentication.js"
+import { AuthenticationLive } from "../identity/Authentication.js"
 import { Evals } from "./Evals.js"
 import { FeedbackRows } from "./Feedback.js"
 import { RunRows } from "./FromRun.js"
+import { Caller } from "../identity/Domain.js"
 
 export const EvalsHttp = HttpApiBuilder.group(AtriumApi, "evals", (handlers) =>
   Effect.gen(function*() {

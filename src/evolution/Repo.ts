@@ -3,7 +3,8 @@ import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
 import { AgentConfig } from "../agents/Agent.js"
 import { Json } from "../platform/Rows.js"
-import { type Candidate, Change, type Kind, KINDS, type Outcomes } from "./Suggestions.js"
+import { type Candidate, type Kind, KINDS, type Outcomes } from "./Suggestions.js"
+import { Change } from "./Domain.js"
 
 const SuggestionStatus = Schema.Literal("pending", "accepted", "dismissed")
 export type SuggestionStatus = typeof SuggestionStatus.Type

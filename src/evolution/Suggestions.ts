@@ -1,6 +1,5 @@
 import type { AgentConfig } from "../agents/Agent.js"
 import { Change } from "./Domain.js"
-export { Change } from "./Domain.js"
 
 /**
  * What self-evolution suggests, as pure functions: the evidence an agent's recorded runs give (`Evidence`), the

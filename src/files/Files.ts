@@ -8,7 +8,6 @@ import { type FileRow, FilesRepo } from "./Repo.js"
 import { newStorageKey, ObjectStorage, ObjectStorageLive } from "./Storage.js"
 import type { Partition } from "../identity/Partition.js"
 import { type FileId, FileInUse, newFileId, UploadIncomplete, UploadSizeMismatch } from "./Domain.js"
-export { UploadIncomplete, UploadSizeMismatch, FileInUse } from "./Domain.js"
 
 /** An upload URL handed out and not yet registered; it lives in the key-value store as long as the URL. */
 const PendingUpload = Schema.parseJson(Schema.Struct({

@@ -3,7 +3,7 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect, Layer, Option } from "effect"
 import { AtriumApi } from "../Api.js"
-import { AuthenticationLive, Caller } from "../identity/Authentication.js"
+import { AuthenticationLive } from "../identity/Authentication.js"
 import { AppConfig } from "../platform/Config.js"
 import { Files } from "./Files.js"
 import { type FileRow } from "./Repo.js"
@@ -11,6 +11,7 @@ import type { FileId } from "./Domain.js"
 import { contentDisposition } from "./Storage.js"
 import { DEFAULT_LIMIT } from "../platform/http/Lists.js"
 import { partitionOf } from "../identity/Partition.js"
+import { Caller } from "../identity/Domain.js"
 
 const fileView = (file: FileRow) => ({
   id: file.id,

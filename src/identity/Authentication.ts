@@ -9,9 +9,7 @@ import { API_KEY_PREFIX, ApiKeys } from "./ApiKeys.js"
 import { OAuth } from "./oauth/OAuth.js"
 import { Tokens } from "./Tokens.js"
 import { Caller, UserAuthentication, PlatformAuthentication, AppCaller, AppAuthentication, ApiKeyAuthentication, END_USER_ROUTES, MISSING_END_USER } from "./Domain.js"
-export type { CallerIdentity } from "./Domain.js"
 import type { AppCallerIdentity } from "./Domain.js"
-export { CurrentUser, Caller, UserAuthentication, PlatformAuthentication, AppCaller, AppAuthentication, ApiKeyAuthentication, END_USER_ROUTES, MISSING_END_USER } from "./Domain.js"
 
 /** Judged on the path as the router will match it (decoded, `//` collapsed, case folded), not the raw URL. */
 const isEndUserRoute = (url: string) => END_USER_ROUTES.test(routePath(url))

@@ -4,7 +4,6 @@ import * as Crypto from "node:crypto"
 import { KeyValue } from "../platform/KeyValue.js"
 import { ChallengeConfig } from "./Config.js"
 import { JwtKey } from "./Tokens.js"
-export { ChallengeRequired, ChallengeSchema } from "./Domain.js"
 
 /**
  * The login page's proof of work (spec 4.7's optional challenge): self-hosted ALTCHA, nothing leaves the platform.

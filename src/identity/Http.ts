@@ -6,9 +6,10 @@ import { AtriumApi } from "../Api.js"
 import { AppConfig } from "../platform/Config.js"
 import { clientAddress } from "../platform/Network.js"
 import { ApiKeys } from "./ApiKeys.js"
-import { AuthenticationLive, CurrentUser } from "./Authentication.js"
+import { AuthenticationLive } from "./Authentication.js"
 import { LoginChallenge } from "./Challenge.js"
 import { Login } from "./Login.js"
+import { CurrentUser } from "./Domain.js"
 
 const iso = (date: Date) => date.toISOString()
 

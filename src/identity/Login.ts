@@ -4,12 +4,11 @@ import * as Crypto from "node:crypto"
 import { AppConfig } from "../platform/Config.js"
 import { RateLimited } from "../platform/Errors.js"
 import { KeyValue } from "../platform/KeyValue.js"
-import { ChallengeRequired, LoginChallenge } from "./Challenge.js"
+import { LoginChallenge } from "./Challenge.js"
 import { IdentityRepo } from "./Repo.js"
 import { SmsDeliveryFailed, SmsSender, SmsSenderLive } from "./Sms.js"
-import { JwtKey, Tokens, type LoginIdentity } from "./Tokens.js"
-import { InvalidCode, SmsNotDelivered } from "./Domain.js"
-export { InvalidCode, SmsNotDelivered } from "./Domain.js"
+import { JwtKey, Tokens } from "./Tokens.js"
+import { InvalidCode, SmsNotDelivered, ChallengeRequired, type LoginIdentity } from "./Domain.js"
 
 /**
  * The source a client's counters belong to: its IPv4 address, or the /64 of its IPv6 address (one subscriber gets a

@@ -1,5 +1,5 @@
 import { Option } from "effect"
-import type { CallerIdentity } from "./Authentication.js"
+import type { CallerIdentity } from "./Domain.js"
 
 /**
  * Whose data a request reaches: the account (who pays and owns it), and inside it the end user the caller acts

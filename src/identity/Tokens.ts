@@ -16,7 +16,6 @@ import { BearerCache } from "./BearerCache.js"
  * stops the earlier token here within this. The session store is renewed on use at most this often.
  */
 export const LOGIN_CACHE_MS = 2_000
-export type { LoginIdentity } from "./Domain.js"
 
 export const sha256 = (text: string) => Crypto.createHash("sha256").update(text).digest("hex")
 

@@ -1,9 +1,10 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect, Layer } from "effect"
 import { AtriumApi } from "../Api.js"
-import { AuthenticationLive, Caller } from "../identity/Authentication.js"
+import { AuthenticationLive } from "../identity/Authentication.js"
 import { partitionOf } from "../identity/Partition.js"
 import { Knowledge } from "./Knowledge.js"
+import { Caller } from "../identity/Domain.js"
 
 /** `/v1/vector_stores*`: every call works in the caller's partition (account and `X-End-User-Id`). */
 export const KnowledgeHttp = HttpApiBuilder.group(AtriumApi, "knowledge", (handlers) =>

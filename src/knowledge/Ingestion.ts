@@ -1,5 +1,4 @@
 import { Cause, Duration, Effect, Option, Queue } from "effect"
-import { Wallets } from "../billing/Wallet.js"
 import { ObjectStorage, ObjectStorageLive } from "../files/Storage.js"
 import { newId } from "../platform/Ids.js"
 import { chunkText, type TextChunk } from "./Chunk.js"
@@ -9,6 +8,7 @@ import { extractText, isRefusal, kindOf, type Refusal } from "./Extract.js"
 import { pdfText } from "./Pdf.js"
 import { type Claim, IngestionRepo } from "./IngestionRepo.js"
 import { Retrieval } from "./Retrieval.js"
+import { Wallets } from "../billing/Wallets.js"
 
 /**
  * Ingestion, a durable background job (docs/knowledge.md). Its queue is the `vector_store_files` rows still

@@ -3,10 +3,10 @@ import { chargedToSpan } from "../runtime/Tracing.js"
 import { addEmbeddings } from "../platform/migrations/0016_knowledge.js"
 import type { FileId } from "../files/Domain.js"
 import { newId } from "../platform/Ids.js"
-import { Wallets } from "../billing/Wallet.js"
 import { KnowledgeConfig } from "./Config.js"
 import { embed, vectorLiteral } from "./Embeddings.js"
 import { type Candidate, type Filter, SearchRepo } from "./SearchRepo.js"
+import { Wallets } from "../billing/Wallets.js"
 
 /**
  * Hybrid retrieval (docs/knowledge.md): the full-text candidates (`ts_rank_cd`) and, when chunks have embeddings

@@ -6,7 +6,6 @@ import { toNumber } from "../platform/Money.js"
 import { Notifications } from "../notifications/Notifications.js"
 import { type CreatorRow, MarketRepo } from "./Repo.js"
 import { AlreadyApplied } from "./Domain.js"
-export { AlreadyApplied } from "./Domain.js"
 
 export const creatorView = (userId: string, creator: Option.Option<CreatorRow>) =>
   Option.match(creator, {

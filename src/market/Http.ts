@@ -3,11 +3,12 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect, Layer } from "effect"
 import { AtriumApi } from "../Api.js"
-import { AuthenticationLive, Caller, CurrentUser } from "../identity/Authentication.js"
+import { AuthenticationLive } from "../identity/Authentication.js"
 import { Creators } from "./Creators.js"
 import { Market } from "./Market.js"
 import { Review } from "./Review.js"
 import { pageOf } from "../platform/http/Lists.js"
+import { Caller, CurrentUser } from "../identity/Domain.js"
 
 const PAGE_SIZE = 20
 

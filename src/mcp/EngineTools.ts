@@ -2,7 +2,6 @@ import { Context, Effect, Option } from "effect"
 import { Distillations } from "../distillation/Distillations.js"
 import { foldRun, noProgress, type ProgressReport } from "../distillation/RunFold.js"
 import { Evolution } from "../evolution/Evolution.js"
-import type { CallerIdentity } from "../identity/Authentication.js"
 import { duration } from "../platform/Config.js"
 import { errorType } from "../platform/Errors.js"
 import { parseCredits, toNumber } from "../platform/Money.js"
@@ -10,6 +9,7 @@ import { type InternalEvent, publicPayload } from "../runtime/Events.js"
 import { RunEngine } from "../runtime/RunEngine.js"
 import { Runs } from "../runs/Runs.js"
 import { type McpCaller, ToolFailure } from "./Tool.js"
+import type { CallerIdentity } from "../identity/Domain.js"
 
 /**
  * The six tools that need the run engine (spec 4.10: Testing, Distillation, Self-evolution). Their names, schemas

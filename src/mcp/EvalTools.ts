@@ -1,9 +1,9 @@
 import { Effect, Option, Schema } from "effect"
-import type { CallerIdentity } from "../identity/Authentication.js"
 import { errorType } from "../platform/Errors.js"
 import { Grader } from "../evals/Domain.js"
 import { Evals } from "../evals/Evals.js"
 import { type McpCaller, type ToolDefinition, ToolFailure, userTool } from "./Tool.js"
+import type { CallerIdentity } from "../identity/Domain.js"
 
 /**
  * Evaluations from an IDE (issue 46 item 3, docs/evals.md "From an IDE"): start an eval run of a dataset and read

@@ -16,7 +16,6 @@ import { RunPayerLive } from "../billing/RunPayerLive.js"
 import { TraceWriterLive } from "../traces/Writer.js"
 import { KnowledgeSearchLive } from "../knowledge/KnowledgeSearchLive.js"
 import { ExpertMemoryLive } from "../memory/ExpertMemoryLive.js"
-import { Wallets } from "../billing/Wallet.js"
 import { credentialOf, credentialText } from "../platform/http/Bearer.js"
 import { jsonProblem } from "../platform/http/Text.js"
 import { CANCELLABLE, McpCancels } from "./Cancels.js"
@@ -37,6 +36,7 @@ import {
   toolSuccess
 } from "./Tool.js"
 import { McpTools } from "./Tools.js"
+import { Wallets } from "../billing/Wallets.js"
 
 const SERVER_INFO = { name: "atrium", version: "1.0.0" }
 

@@ -1,5 +1,4 @@
 import { Effect, Option, Schema } from "effect"
-import type { CallerIdentity } from "../identity/Authentication.js"
 import { errorType } from "../platform/Errors.js"
 import { BackgroundRuns } from "../runs/Background.js"
 import { RunRecords } from "../runs/Repo.js"
@@ -8,6 +7,7 @@ import { CronExpression, Missed, TimeZoneName } from "../schedules/Domain.js"
 import { Schedules } from "../schedules/Schedules.js"
 import { Sessions } from "../sessions/Sessions.js"
 import { type McpCaller, type ToolDefinition, ToolFailure, userTool } from "./Tool.js"
+import type { CallerIdentity } from "../identity/Domain.js"
 
 /**
  * Runs and schedules from an IDE (issue 43 item 5, docs/mcp.md): beside the spec's 22 tools. A creator follows the

@@ -2,7 +2,6 @@ import * as Activity from "@effect/workflow/Activity"
 import * as Workflow from "@effect/workflow/Workflow"
 import { WorkflowEngine } from "@effect/workflow/WorkflowEngine"
 import { Effect, Layer, Option, Schema } from "effect"
-import { Wallets } from "../billing/Wallet.js"
 import { MemorySettings } from "../runtime/Expert.js"
 import { ModelChain } from "../runtime/ModelChain.js"
 import { Models, type ResolvedModel } from "../runtime/models/Models.js"
@@ -12,6 +11,7 @@ import { CONTEXT_FACTS, renderMemory } from "../runtime/tools/Memory.js"
 import { MemoryConfig } from "./Config.js"
 import { Memory } from "./Memory.js"
 import { type ExtractionTurnRow, ExtractionTurnsRepo } from "./Repo.js"
+import { Wallets } from "../billing/Wallets.js"
 
 /**
  * Extraction (issue 47 item 2, docs/memory.md "Extraction"): after a turn of an expert with `memory.extraction`, one

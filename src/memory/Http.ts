@@ -1,11 +1,12 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect, Layer } from "effect"
 import { AtriumApi } from "../Api.js"
-import { AuthenticationLive, Caller } from "../identity/Authentication.js"
+import { AuthenticationLive } from "../identity/Authentication.js"
 import { partitionOf } from "../identity/Partition.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import type { MemoryBlock } from "../runtime/Ports.js"
 import { Memory } from "./Memory.js"
+import { Caller } from "../identity/Domain.js"
 
 const blockView = (block: MemoryBlock) => ({
   label: block.label,

@@ -1,9 +1,11 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect, Layer, Option } from "effect"
 import { AtriumApi } from "../Api.js"
-import { AuthenticationLive, CurrentUser } from "../identity/Authentication.js"
+import { AuthenticationLive } from "../identity/Authentication.js"
 import { NotFound } from "../platform/Errors.js"
-import { type Notification, Notifications } from "./Notifications.js"
+import { Notifications } from "./Notifications.js"
+import { CurrentUser } from "../identity/Domain.js"
+import type { Notification } from "./Repo.js"
 
 const NOTIFICATIONS_SHOWN = 100
 

@@ -2,7 +2,6 @@ import { Effect } from "effect"
 import { randomBase62 } from "../platform/Ids.js"
 import { NotificationsRepo } from "./Repo.js"
 
-export type { Notification } from "./Repo.js"
 
 /**
  * In-app notifications (spec 4.10 rule 1: review outcomes arrive this way). A layer of its own, below agents and

@@ -7,7 +7,6 @@ import { Effect } from "effect"
  */
 
 import type { CapabilityStatus } from "./Api.js"
-export { CapabilityStatus } from "./Api.js"
 
 export class Capabilities extends Effect.Service<Capabilities>()("atrium/platform/Capabilities", {
   sync: () => {

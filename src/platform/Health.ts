@@ -2,7 +2,6 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 import { Capabilities } from "./Capabilities.js"
 import { ServiceUnavailable } from "./Errors.js"
-export { HealthApi } from "./Api.js"
 import { KeyValue } from "./KeyValue.js"
 
 /** Both checks run at once and each has its own deadline, so a hung dependency gives a 503, not a hung probe. */

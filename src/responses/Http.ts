@@ -3,7 +3,7 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect, Either, Layer, Stream } from "effect"
 import { AtriumApi } from "../Api.js"
-import { AuthenticationLive, Caller } from "../identity/Authentication.js"
+import { AuthenticationLive } from "../identity/Authentication.js"
 import { partitionOf } from "../identity/Partition.js"
 import { AppConfig } from "../platform/Config.js"
 import { asJson, Attachments } from "../platform/http/Attach.js"
@@ -11,6 +11,7 @@ import * as Sse from "../platform/sse/Sse.js"
 import { type ListedInputItem as ListedInputItemSchema, type ResponseObject as ResponseSchema } from "./Api.js"
 import type { Frame } from "./Builder.js"
 import { Responses } from "./Responses.js"
+import { Caller } from "../identity/Domain.js"
 
 type ResponseObject = typeof ResponseSchema.Type
 type ListedInputItem = typeof ListedInputItemSchema.Type

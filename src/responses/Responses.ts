@@ -1,6 +1,5 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import { Chunk, Effect, Either, Option, Stream } from "effect"
-import type { CallerIdentity } from "../identity/Authentication.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { newId } from "../platform/Ids.js"
 import type { InternalEvent } from "../runtime/Events.js"
@@ -18,6 +17,7 @@ import { fileSearchOf } from "./FileSearch.js"
 import { type Frame, ResponseBuilder, suffix } from "./Builder.js"
 import { KnowledgeRepo } from "../knowledge/Repo.js"
 import { partitionOf } from "../identity/Partition.js"
+import type { CallerIdentity } from "../identity/Domain.js"
 
 /**
  * `/v1/responses` on the platform's runs and sessions (docs/runs.md "Responses"). An agent's conversation lives in a

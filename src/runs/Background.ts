@@ -5,7 +5,6 @@ import * as DurableDeferred from "@effect/workflow/DurableDeferred"
 import * as Workflow from "@effect/workflow/Workflow"
 import { WorkflowEngine, WorkflowInstance } from "@effect/workflow/WorkflowEngine"
 import { Cause, Chunk, Context, Deferred, Duration, Effect, Exit, Layer, Option, Schedule, Schema, Stream } from "effect"
-import type { CallerIdentity } from "../identity/Authentication.js"
 import { type Partition, partitionOf } from "../identity/Partition.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { newId } from "../platform/Ids.js"
@@ -21,6 +20,7 @@ import { RunEnds } from "./Lifecycle.js"
 import { RunRecords, type RunRow, TERMINAL } from "./Repo.js"
 import { Runs } from "./Runs.js"
 import { runObject } from "./Views.js"
+import type { CallerIdentity } from "../identity/Domain.js"
 
 /**
  * Background runs (issue 43, docs/runs.md): a run that answers at once and goes on without its caller, as a

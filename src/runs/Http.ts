@@ -3,7 +3,7 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Chunk, Effect, Either, Exit, Layer, Option, Stream } from "effect"
 import { AtriumApi } from "../Api.js"
-import { AuthenticationLive, Caller, type CallerIdentity } from "../identity/Authentication.js"
+import { AuthenticationLive } from "../identity/Authentication.js"
 import { AppConfig } from "../platform/Config.js"
 import { asJson, type Attached, Attachments, type Durable } from "../platform/http/Attach.js"
 import { newId } from "../platform/Ids.js"
@@ -19,6 +19,8 @@ import { Sessions } from "../sessions/Sessions.js"
 import { RunRecords } from "./Repo.js"
 import { rowStatus, runObject } from "./Views.js"
 import { partitionOf } from "../identity/Partition.js"
+import { Caller } from "../identity/Domain.js"
+import type { CallerIdentity } from "../identity/Domain.js"
 
 type Wire = { readonly type: string; readonly [key: string]: unknown }
 

@@ -2,7 +2,6 @@ import type * as Prompt from "@effect/ai/Prompt"
 import { Effect, Option, Stream } from "effect"
 import { type AgentConfig, defaultBilling } from "../agents/Agent.js"
 import { AgentsRepo } from "../agents/Repo.js"
-import type { CallerIdentity } from "../identity/Authentication.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { newId } from "../platform/Ids.js"
 import type { Micros } from "../platform/Money.js"
@@ -11,6 +10,7 @@ import { ModelCatalog } from "../runtime/models/Catalog.js"
 import type { RunnableAgent, RunRequest, RunResult } from "../runtime/Run.js"
 import { RunEngine } from "../runtime/RunEngine.js"
 import { type Partition, partitionOf } from "../identity/Partition.js"
+import type { CallerIdentity } from "../identity/Domain.js"
 
 /**
  * Stateless runs: who may run what, for whom, and paid by whom. A caller runs an agent's published version; its

@@ -1,7 +1,6 @@
 import { createHash } from "node:crypto"
 import { Effect, FiberSet, Layer, Option } from "effect"
 import { LedgerReads } from "../billing/LedgerReads.js"
-import type { CallerIdentity } from "../identity/Authentication.js"
 import { UserId } from "../platform/Ids.js"
 import { BackgroundRuns } from "../runs/Background.js"
 import { RunRecords } from "../runs/Repo.js"
@@ -10,6 +9,7 @@ import { Sessions } from "../sessions/Sessions.js"
 import { Webhooks } from "../webhooks/Webhooks.js"
 import type { FiringRow } from "./Repo.js"
 import { ScheduleFirer } from "./Scheduler.js"
+import type { CallerIdentity } from "../identity/Domain.js"
 
 /** A firing's run id, from its identity: a second start of the same firing finds its run. */
 export const firingRunId = (firing: Pick<FiringRow, "scheduleId" | "fireAt">) =>

@@ -1,8 +1,9 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect, Layer } from "effect"
 import { AtriumApi } from "../Api.js"
-import { AuthenticationLive, Caller } from "../identity/Authentication.js"
+import { AuthenticationLive } from "../identity/Authentication.js"
 import { Schedules } from "./Schedules.js"
+import { Caller } from "../identity/Domain.js"
 
 export const SchedulesHttp = HttpApiBuilder.group(AtriumApi, "schedules", (handlers) =>
   Effect.gen(function*() {

@@ -1,5 +1,4 @@
 import { Clock, Cron, Effect, Option } from "effect"
-import type { CallerIdentity } from "../identity/Authentication.js"
 import { partitionOf } from "../identity/Partition.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { type ListParams, pageOf } from "../platform/http/Lists.js"
@@ -9,6 +8,7 @@ import { Sessions } from "../sessions/Sessions.js"
 import { Webhooks } from "../webhooks/Webhooks.js"
 import { type CreateSchedule, cronOf, type ScheduleView, type UpdateSchedule } from "./Domain.js"
 import { type ScheduleRow, SchedulesRepo } from "./Repo.js"
+import type { CallerIdentity } from "../identity/Domain.js"
 
 export const scheduleView = (row: ScheduleRow): ScheduleView => ({
   id: row.id,

@@ -1,8 +1,8 @@
 import { Effect } from "effect"
-import type { CallerIdentity } from "../identity/Authentication.js"
 import { type ListParams, pageOf } from "../platform/http/Lists.js"
 import { FeedbackRepo, type FeedbackRow } from "./FeedbackRepo.js"
 import { Sessions } from "./Sessions.js"
+import type { CallerIdentity } from "../identity/Domain.js"
 
 export interface FeedbackInput {
   readonly rating: "up" | "down"

@@ -5,7 +5,7 @@ import { makeEntityCaller, shardOf } from "../platform/Cluster.js"
 import { type InternalEvent, isTerminal } from "../runtime/Events.js"
 import { type HubEvent, SessionHub } from "./Hub.js"
 import { SessionsRepo } from "./Repo.js"
-import { Session } from "./Session.js"
+import { Session } from "./SessionRpc.js"
 
 export type SessionEvent = InternalEvent & { readonly seq: number }
 

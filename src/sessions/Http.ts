@@ -3,7 +3,7 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Cause, type Duration, Effect, FiberRef, Layer, Option } from "effect"
 import { AtriumApi } from "../Api.js"
-import { AuthenticationLive, Caller } from "../identity/Authentication.js"
+import { AuthenticationLive } from "../identity/Authentication.js"
 import { AppConfig } from "../platform/Config.js"
 import { ErrorHeaders } from "../platform/Errors.js"
 import { parseCredits } from "../platform/Money.js"
@@ -14,6 +14,7 @@ import { Sessions } from "./Sessions.js"
 import { TurnFeedback } from "./Feedback.js"
 import { pageOf } from "../platform/http/Lists.js"
 import { runObject } from "../runs/Views.js"
+import { Caller } from "../identity/Domain.js"
 
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/
 

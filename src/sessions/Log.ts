@@ -3,7 +3,8 @@ import { Fenced } from "../platform/cluster/Fences.js"
 import { groupCommit } from "../platform/GroupCommit.js"
 import type { InternalEvent } from "../runtime/Events.js"
 import { SessionHub } from "./Hub.js"
-import { type LogWrite, SessionsRepo } from "./Repo.js"
+import { SessionsRepo } from "./Repo.js"
+import type { LogWrite } from "./Rows.js"
 
 /** The most writes one statement carries; more wait for the next. */
 const MAX_BATCH = 512

@@ -17,7 +17,6 @@ import {
 } from "./Rows.js"
 import { pathTo, type Tree, visibleTree } from "./Tree.js"
 
-export type { LoggedEvent, LogWrite, QueuedTurn, SessionRow, SessionStatus, TreeTurn, TurnRow } from "./Rows.js"
 
 const SESSION = `s.id, s.agent_id, a.identifier AS agent_identifier, s.account_id, s.end_user_id, s.environment_id,
   s.title, s.metadata, s.status, s.created_at, s.updated_at, s.leaf_turn, s.fork_of, s.fork_turn`

@@ -16,15 +16,13 @@ import { SessionsConfig } from "./Config.js"
 import { SessionHub } from "./Hub.js"
 import type { RunOutcome, RunRecord } from "../runtime/Repo.js"
 import { SessionLog } from "./Log.js"
-import { type LoggedEvent, type LogWrite, type QueuedTurn, type SessionRow, type SessionStatus, SessionsRepo, type TurnRow } from "./Repo.js"
+import { SessionsRepo } from "./Repo.js"
 import { Session, SessionGone } from "./SessionRpc.js"
-import { turnRunId } from "./Rows.js"
+import { turnRunId, type LoggedEvent, type LogWrite, type QueuedTurn, type SessionRow, type SessionStatus, type TurnRow } from "./Rows.js"
 import { SessionBusy } from "./Domain.js"
 import { KeepAlive, UnfinishedTurns } from "./Activation.js"
 import { KeptHistory } from "./History.js"
 
-export { Session, SessionGone } from "./SessionRpc.js"
-export { contextOf } from "./Window.js"
 
 /** How a turn's end that could not be written is tried again: 0.2 s doubling to 2 s apart, until it is written. */
 const END_RETRY = Schedule.exponential("200 millis", 2).pipe(Schedule.union(Schedule.spaced("2 seconds")))

@@ -10,7 +10,6 @@ import { MultitaskStrategy, SessionBusy } from "./Domain.js"
 
 export class SessionGone extends Schema.TaggedError<SessionGone>()("SessionGone", { message: Schema.String }) {}
 
-export { MultitaskStrategy } from "./Domain.js"
 
 /**
  * Queues a turn; answers at once with the turn's number (its events carry it), not when the turn ends. `parent`: the

@@ -1,5 +1,5 @@
 import type * as Prompt from "@effect/ai/Prompt"
-import type { TurnRow } from "./Repo.js"
+import type { TurnRow } from "./Rows.js"
 
 /**
  * The context window of a session: which of its turns the next turn's prompt shows. Pure, so the rules are tested

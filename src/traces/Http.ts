@@ -1,10 +1,11 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect, Layer, Option } from "effect"
 import { AtriumApi } from "../Api.js"
-import { AuthenticationLive, Caller } from "../identity/Authentication.js"
+import { AuthenticationLive } from "../identity/Authentication.js"
 import { NotFound } from "../platform/Errors.js"
 import { formatCredits, parseCredits } from "../platform/Money.js"
 import { type Reader, type SpanRow, type SummaryRow, TracesRepo } from "./Repo.js"
+import { Caller } from "../identity/Domain.js"
 
 /**
  * Who reads what (docs/traces.md): a caller reads their own runs' traces (the same account and end user, as every

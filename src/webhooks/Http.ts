@@ -1,10 +1,11 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect, Layer, Option } from "effect"
 import { AtriumApi } from "../Api.js"
-import { AuthenticationLive, Caller } from "../identity/Authentication.js"
+import { AuthenticationLive } from "../identity/Authentication.js"
 import { NotFound } from "../platform/Errors.js"
 import { DeliveryWorkerLive } from "./Deliveries.js"
 import { Webhooks } from "./Webhooks.js"
+import { Caller } from "../identity/Domain.js"
 
 export const WebhooksHttp = HttpApiBuilder.group(AtriumApi, "webhooks", (handlers) =>
   Effect.gen(function*() {

@@ -7,14 +7,10 @@ import {
 } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Option, Schema } from "effect"
-import {
-  ApiKeyAuthentication,
-  AuthenticationLive,
-  Caller,
-  PlatformAuthentication
-} from "../../src/identity/Authentication.js"
+import { AuthenticationLive } from "../../src/identity/Authentication.js"
 import { createApiKey, loginWithSms, request, type Reply } from "../support/Client.js"
 import { TEST_CODE, TEST_PHONE, TestServer } from "../support/TestServer.js"
+import { ApiKeyAuthentication, Caller, PlatformAuthentication } from "../../src/identity/Domain.js"
 
 /**
  * Authentication of `/v1` and `/openapi` (issue 2 item 8; spec 4.6, 5.1, 5.3, 7.2) over real HTTP.

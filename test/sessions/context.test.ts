@@ -4,11 +4,11 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Context, Effect, type Fiber, FiberRef, Layer, Option, Supervisor } from "effect"
 import * as V8 from "node:v8"
 import * as Vm from "node:vm"
-import { Session } from "../../src/sessions/Session.js"
 import { request } from "../support/Client.js"
 import { openStream, streamOf, textOf } from "../support/Sse.js"
 import { TestServer } from "../support/TestServer.js"
 import { agentWith, ENV, LIVE, newUser } from "../runs/runs-support.js"
+import { Session } from "../../src/sessions/SessionRpc.js"
 
 /**
  * A session woken by an HTTP request must not keep that request (its `HttpServerRequest`, the Node

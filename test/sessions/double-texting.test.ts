@@ -3,9 +3,10 @@ import { SqlClient } from "@effect/sql"
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect, Option, Queue, Runtime } from "effect"
 import fc from "fast-check"
-import { Session, SessionLive } from "../../src/sessions/Session.js"
+import { SessionLive } from "../../src/sessions/Session.js"
 import { KnowledgeGate, RunPayerTest } from "../support/Ports.js"
 import { newEntitySession, SessionEntityEnv } from "./entity-support.js"
+import { Session } from "../../src/sessions/SessionRpc.js"
 
 /**
  * Issue 44 item 4: double-texting as a property. Random schedules of sends (each with a `multitask_strategy`),

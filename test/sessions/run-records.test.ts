@@ -3,8 +3,9 @@ import { SqlClient } from "@effect/sql"
 import { SqlError } from "@effect/sql/SqlError"
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import { Session, SessionLive } from "../../src/sessions/Session.js"
+import { SessionLive } from "../../src/sessions/Session.js"
 import { newEntitySession, SessionEntityEnv } from "./entity-support.js"
+import { Session } from "../../src/sessions/SessionRpc.js"
 
 /**
  * A run's row is never in a session's log without its `run.created` (issue 42 item 7: "every run row has its

@@ -2,9 +2,10 @@ import { Entity } from "@effect/cluster"
 import { SqlClient } from "@effect/sql"
 import { assert, describe, layer } from "@effect/vitest"
 import { Deferred, Effect, Queue } from "effect"
-import { Session, SessionLive } from "../../src/sessions/Session.js"
+import { SessionLive } from "../../src/sessions/Session.js"
 import { KnowledgeGate } from "../support/Ports.js"
 import { newEntitySession, SessionEntityEnv } from "./entity-support.js"
+import { Session } from "../../src/sessions/SessionRpc.js"
 
 /**
  * The session entity on its own (issue 29 item 5): `Entity.makeTestClient` runs its behaviour in the test, with no

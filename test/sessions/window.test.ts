@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { RunId } from "../../src/runtime/Domain.js"
-import type { TurnRow } from "../../src/sessions/Repo.js"
-import { contextOf } from "../../src/sessions/Session.js"
+import type { TurnRow } from "../../src/sessions/Rows.js"
+import { contextOf } from "../../src/sessions/Window.js"
 
 /** The context window of a session's model call, on its own: the newest whole turns within the budget. */
 

@@ -7,7 +7,6 @@ import { BearerCache } from "../BearerCache.js"
 import { JwtKey, sha256, verifyHs256 } from "../Tokens.js"
 import { type AppRow, OAuthRepo } from "./Repo.js"
 import type { AppCallerIdentity as AppCaller } from "../Domain.js"
-export type { AppCallerIdentity as AppCaller } from "../Domain.js"
 
 /** Scopes an app may ask for (spec 5.1 rule 5: sessions and environments reuse `agents:write`). */
 export const SCOPES = ["events", "agents:write"] as const

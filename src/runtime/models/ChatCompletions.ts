@@ -24,8 +24,6 @@ import {
   UpstreamTimeout
 } from "./Upstream.js"
 
-export { ChunkDecoder, collectParts, mapFinishReason } from "./ChatCompletionsStream.js"
-export type { ChatMessage, ChatRequest } from "./ChatCompletionsWire.js"
 
 /**
  * An OpenAI Chat Completions provider: the dialect vLLM, Ollama, DeepSeek, Qwen and most hosted models speak, which

@@ -1,11 +1,12 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect, Layer, Option } from "effect"
 import { AtriumApi } from "../../Api.js"
-import { AuthenticationLive, Caller } from "../../identity/Authentication.js"
+import { AuthenticationLive } from "../../identity/Authentication.js"
 import { type AgentModel, RunnableAgents } from "../Ports.js"
 import { ModelCatalog } from "./Catalog.js"
 import { NotFound } from "../../platform/Errors.js"
 import { pageOf } from "../../platform/http/Lists.js"
+import { Caller } from "../../identity/Domain.js"
 
 export const ModelsHttp = HttpApiBuilder.group(AtriumApi, "models", (handlers) =>
   Effect.gen(function*() {

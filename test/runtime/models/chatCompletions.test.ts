@@ -5,6 +5,7 @@ import { Duration, Effect, Either, Layer, Option, Redacted, Stream } from "effec
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as ChatCompletions from "../../../src/runtime/models/ChatCompletions.js"
+import * as ChatCompletionsStream from "../../../src/runtime/models/ChatCompletionsStream.js"
 import * as Upstream from "../../../src/runtime/models/Upstream.js"
 import * as Mock from "../../support/MockUpstream.js"
 
@@ -513,7 +514,7 @@ layer(Layer.merge(NodeHttpClient.layerUndici, Mock.ToolsLayer), { excludeTestSer
 
 describe("ChunkDecoder (dialects)", () => {
   const decode = (events: ReadonlyArray<unknown>, tools: ReadonlyArray<string> = ["calculator", "get_time"]) => {
-    const decoder = new ChatCompletions.ChunkDecoder("s", new Set(tools), "test")
+    const decoder = new ChatCompletionsStream.ChunkDecoder("s", new Set(tools), "test")
     const parts: Array<any> = []
     for (const event of events) {
       const result = decoder.onEvent("message", typeof event === "string" ? event : JSON.stringify(event))
@@ -589,11 +590,11 @@ describe("ChunkDecoder (dialects)", () => {
   })
 
   it("finish reasons map to @effect/ai's", () => {
-    assert.strictEqual(ChatCompletions.mapFinishReason("stop"), "stop")
-    assert.strictEqual(ChatCompletions.mapFinishReason("length"), "length")
-    assert.strictEqual(ChatCompletions.mapFinishReason("tool_calls"), "tool-calls")
-    assert.strictEqual(ChatCompletions.mapFinishReason("content_filter"), "content-filter")
-    assert.strictEqual(ChatCompletions.mapFinishReason("weird"), "other")
+    assert.strictEqual(ChatCompletionsStream.mapFinishReason("stop"), "stop")
+    assert.strictEqual(ChatCompletionsStream.mapFinishReason("length"), "length")
+    assert.strictEqual(ChatCompletionsStream.mapFinishReason("tool_calls"), "tool-calls")
+    assert.strictEqual(ChatCompletionsStream.mapFinishReason("content_filter"), "content-filter")
+    assert.strictEqual(ChatCompletionsStream.mapFinishReason("weird"), "other")
   })
 
   it("[DONE] without a finish reason still finishes (reason unknown); no [DONE] and no reason is an error", () => {
