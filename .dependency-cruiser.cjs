@@ -6,10 +6,12 @@
 const LAYERS = [
   ["platform"],
   ["identity", "notifications"],
-  ["files", "environments", "credentials"],
+  ["files", "credentials"],
+  ["environments"],
   ["runtime"],
   ["billing", "agents", "knowledge", "traces"],
-  ["market", "runs", "sessions", "responses", "evolution", "distillation", "webhooks", "memory", "evals", "schedules"],
+  ["runs"],
+  ["market", "sessions", "responses", "evolution", "distillation", "webhooks", "memory", "evals", "schedules"],
   ["mcp"]
 ]
 

@@ -61,7 +61,7 @@ import { Runs } from "./runs/Runs.js"
 import { ScheduleFirerLive } from "./schedules/Fire.js"
 import { SchedulesHttpLive } from "./schedules/Http.js"
 import { SchedulerLive } from "./schedules/Scheduler.js"
-import { Sessions } from "./sessions/Sessions.js"
+import { Sessions, TurnCancelsLive } from "./sessions/Sessions.js"
 import { LedgerReads } from "./billing/LedgerReads.js"
 import { ClusterWorkflowEngine } from "@effect/cluster"
 import { Wallets } from "./billing/Wallets.js"
@@ -95,7 +95,7 @@ const Edge = HttpLayerRouter.middleware(
 )
 
 const ApiRoutes = HttpLayerRouter.addHttpApi(AtriumApi, { openapiPath: "/openapi.json" }).pipe(
-  Layer.provide([HealthHttp, AuthHttp, AccountHttp, ModelsHttp.pipe(Layer.provide(AgentModelsLive)), BillingHttp, AgentsHttpLive, RunsHttpLive, ResponsesHttpLive, SessionsHttpLive, MarketHttpLive, NotificationsHttpLive, FilesHttpLive, KnowledgeHttpLive, EnvironmentsHttpLive, CredentialsHttpLive, MemoryHttpLive, EvolutionHttpLive, DistillationsHttpLive, WebhooksHttpLive, SchedulesHttpLive, TracesHttpLive, EvalsHttpLive]),
+  Layer.provide([HealthHttp, AuthHttp, AccountHttp, ModelsHttp.pipe(Layer.provide(AgentModelsLive)), BillingHttp, AgentsHttpLive, RunsHttpLive.pipe(Layer.provide(TurnCancelsLive.pipe(Layer.provide(Sessions.Default)))), ResponsesHttpLive, SessionsHttpLive, MarketHttpLive, NotificationsHttpLive, FilesHttpLive, KnowledgeHttpLive, EnvironmentsHttpLive, CredentialsHttpLive, MemoryHttpLive, EvolutionHttpLive, DistillationsHttpLive, WebhooksHttpLive, SchedulesHttpLive, TracesHttpLive, EvalsHttpLive]),
   Layer.provide([RunPayerLive, KnowledgeSearchLive, ExpertMemoryLive, TraceWriterLive]),
   Layer.provide(Wallets.Default)
 )

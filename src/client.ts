@@ -16,9 +16,8 @@ import type { ApprovalEvent, MessageEvent } from "./sessions/Api.js"
 export { PublicEvent, RunFailed } from "./runtime/Domain.js"
 /** The branded ids the endpoints take (`FileId.make("file_…")`): a brand names the kind of id, the wire is the string. */
 export { AgentId } from "./agents/Domain.js"
-export { EnvironmentId } from "./environments/Domain.js"
 export { FileId } from "./files/Domain.js"
-export { ApiKeyId, AppId, UserId } from "./platform/Ids.js"
+export { ApiKeyId, AppId, EnvironmentId, UserId } from "./platform/Ids.js"
 export { ApprovalId, RunId } from "./runtime/Domain.js"
 export { SessionId } from "./sessions/Domain.js"
 

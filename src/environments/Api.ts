@@ -5,7 +5,8 @@ import { Schema } from "effect"
 import { PlatformAuthentication } from "../identity/Domain.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { FileId } from "../files/Domain.js"
-import { EnvironmentId, EnvironmentInUse } from "./Domain.js"
+import { EnvironmentInUse } from "./Domain.js"
+import { EnvironmentId } from "../platform/Ids.js"
 import { ListParams } from "../platform/http/Lists.js"
 
 const bounded = (min: number, max: number) =>

@@ -3,7 +3,8 @@ import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { type EnvironmentConfig, type EnvironmentRow, EnvironmentsRepo, type WriteResult } from "./Repo.js"
 import type { FileId } from "../files/Domain.js"
 import type { Partition } from "../identity/Partition.js"
-import { type EnvironmentId, EnvironmentInUse, newEnvironmentId } from "./Domain.js"
+import { EnvironmentInUse } from "./Domain.js"
+import { type EnvironmentId, newEnvironmentId } from "../platform/Ids.js"
 
 /** What `POST` takes; `PATCH` takes any of it, with `env` as a merge patch (a `null` value removes the name). */
 export interface EnvironmentInput {

@@ -5,7 +5,7 @@ import { Effect, Option, Predicate, Schema } from "effect"
 import { FileId } from "../files/Domain.js"
 import type { Partition } from "../identity/Partition.js"
 import { Json } from "../platform/Rows.js"
-import { EnvironmentId } from "./Domain.js"
+import { EnvironmentId } from "../platform/Ids.js"
 
 export interface EnvironmentConfig {
   readonly name: string

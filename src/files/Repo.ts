@@ -1,7 +1,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
-import { EnvironmentId } from "../environments/Domain.js"
+import { EnvironmentId } from "../platform/Ids.js"
 import type { Partition } from "../identity/Partition.js"
 import { FileId } from "./Domain.js"
 

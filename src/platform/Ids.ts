@@ -36,6 +36,15 @@ export const AppId = Schema.String.pipe(Schema.brand("AppId"))
 export type AppId = typeof AppId.Type
 export const newAppId = (): AppId => AppId.make(newId("app"))
 
+/**
+ * An environment's id (`env_…`, DESIGN.md §6). Here, not in the environments domain, because files name it too (a file
+ * an environment lists cannot be deleted) and environments name files: the id of each is a platform word, so neither
+ * folder imports the other's. The brand is a compile-time name only, as for the others.
+ */
+export const EnvironmentId = Schema.String.pipe(Schema.brand("EnvironmentId"))
+export type EnvironmentId = typeof EnvironmentId.Type
+export const newEnvironmentId = (): EnvironmentId => EnvironmentId.make(newId("env"))
+
 /** A webhook endpoint's id (`whk_…`): the brand is a compile-time name only, as for the others. */
 export const WebhookId = Schema.String.pipe(Schema.brand("WebhookId"))
 export type WebhookId = typeof WebhookId.Type

@@ -15,7 +15,7 @@ import type { RunResult } from "../runtime/Run.js"
 import { chatConversation, clientToolsOf, failedRunAnswer, outputFormatOf, refuseUnsupported, runError } from "./OpenAi.js"
 import { Runs } from "./Runs.js"
 import { BackgroundRuns } from "./Background.js"
-import { Sessions } from "../sessions/Sessions.js"
+import { TurnCancels } from "./Lifecycle.js"
 import { RunRecords } from "./Repo.js"
 import { rowStatus, runObject } from "./Views.js"
 import { partitionOf } from "../identity/Partition.js"
@@ -177,7 +177,7 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
     const background = yield* BackgroundRuns
     const records = yield* RunRecords
     const approvals = yield* Approvals
-    const sessions = yield* Sessions
+    const turns = yield* TurnCancels
     const attachments = yield* Attachments
 
     /**
@@ -330,7 +330,7 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
           const caller = yield* Caller
           const run = yield* background.get(partitionOf(caller), path.id)
           // A session's turn is the session's to stop (as its interrupt route does); any other run is a workflow.
-          return runObject(run.sessionId !== null ? yield* sessions.cancelTurn(caller, path.id) : yield* background.cancel(partitionOf(caller), path.id))
+          return runObject(run.sessionId !== null ? yield* turns.cancel(caller, path.id) : yield* background.cancel(partitionOf(caller), path.id))
         }))
       .handle("runEvents", ({ path, urlParams }) =>
         Effect.gen(function*() {
@@ -363,4 +363,4 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
         }))
   })).pipe(Layer.provide(AuthenticationLive))
 
-export const RunsHttpLive = RunsHttp.pipe(Layer.provide([Runs.Default, Approvals.Default, Attachments.Default, BackgroundRuns.Default, RunRecords.Default, Sessions.Default]))
+export const RunsHttpLive = RunsHttp.pipe(Layer.provide([Runs.Default, Approvals.Default, Attachments.Default, BackgroundRuns.Default, RunRecords.Default]))

@@ -1,4 +1,7 @@
 import { Context, type Effect } from "effect"
+import type { CallerIdentity } from "../identity/Domain.js"
+import type { InvalidRequest, NotFound, ServiceUnavailable } from "../platform/Errors.js"
+import type { RunRow } from "./Repo.js"
 import type { runObject } from "./Views.js"
 
 /** How a background run ended, as whoever is told of it reads it. */
@@ -19,4 +22,13 @@ export interface RunEnded {
  */
 export class RunEnds extends Context.Tag("atrium/runs/RunEnds")<RunEnds, {
   readonly ended: (event: RunEnded) => Effect.Effect<void>
+}>() {}
+
+/**
+ * The port through which `POST /v1/runs/:id/cancel` stops a run that is a session's turn: the turn is the session's to
+ * stop (as its interrupt route does), and sessions build on runs, so the sessions module implements it (wired in
+ * Server.ts) and runs does not import sessions. Answers the run once it has ended, as `Sessions.cancelTurn` does.
+ */
+export class TurnCancels extends Context.Tag("atrium/runs/TurnCancels")<TurnCancels, {
+  readonly cancel: (caller: CallerIdentity, runId: string) => Effect.Effect<RunRow, NotFound | InvalidRequest | ServiceUnavailable>
 }>() {}

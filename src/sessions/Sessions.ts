@@ -1,5 +1,5 @@
 import type * as Prompt from "@effect/ai/Prompt"
-import { Effect, Exit, Option, Queue, Schema, Scope, Stream } from "effect"
+import { Effect, Exit, Layer, Option, Queue, Schema, Scope, Stream } from "effect"
 import * as Crypto from "node:crypto"
 import { IdempotencyRepo } from "../platform/http/Repo.js"
 import { EnvironmentsRepo } from "../environments/Repo.js"
@@ -12,13 +12,14 @@ import type { ApprovalId } from "../runtime/Domain.js"
 import { RunsRepo } from "../runtime/Repo.js"
 import { Runs } from "../runs/Runs.js"
 import { RunRecords, TERMINAL } from "../runs/Repo.js"
+import { TurnCancels } from "../runs/Lifecycle.js"
 import { turnRunId } from "./Rows.js"
 import { SessionFollow, type SessionEvent, type SessionSink } from "./Follow.js"
 import { SessionsRepo } from "./Repo.js"
 import { messageView, preview, sessionView } from "./Views.js"
 import { messagesOf, pathTo, treeView, userMessageOf } from "./Tree.js"
 import { type Partition, partitionOf } from "../identity/Partition.js"
-import type { EnvironmentId } from "../environments/Domain.js"
+import type { EnvironmentId } from "../platform/Ids.js"
 import { MAX_ATTACHMENTS_PER_SESSION, type MultitaskStrategy, newSessionId, SessionBusy } from "./Domain.js"
 import { IdempotencyConflict } from "../billing/Domain.js"
 import type { CallerIdentity } from "../identity/Domain.js"
@@ -550,3 +551,6 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
   }),
   dependencies: [IdempotencyRepo.Default, RunRecords.Default, SessionsRepo.Default, SessionFollow.Default, Runs.Default, Approvals.Default, EnvironmentsRepo.Default, RunsRepo.Default]
 }) {}
+
+/** `POST /v1/runs/:id/cancel` of a session's turn (the runs module's port, `TurnCancels`), answered by the session. */
+export const TurnCancelsLive = Layer.effect(TurnCancels, Effect.map(Sessions, (sessions) => TurnCancels.of({ cancel: sessions.cancelTurn })))

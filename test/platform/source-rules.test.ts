@@ -22,6 +22,40 @@ const sources = (dir: string): Array<string> =>
  */
 const REEXPORT = /^export (type )?(\*|\{[^}]*\}) from /m
 
+/**
+ * No two folders of src/ import each other, even through others (item 2): dependency-cruiser checks cycles between
+ * modules and the order of the layers, but two folders of one layer could still lean on each other module by module.
+ * Type-only imports count, as they do for the layers.
+ */
+const IMPORT = /^(?:import|export)\b[^"\n]*?\bfrom "(\.[^"]+)"/gm
+const folderOf = (file: string) => Path.relative("src", file).split(Path.sep)
+const folderGraph = () => {
+  const graph = new Map<string, Set<string>>()
+  for (const file of sources("src")) {
+    const [from, ...rest] = folderOf(file)
+    if (rest.length === 0) continue
+    for (const match of Fs.readFileSync(file, "utf8").matchAll(IMPORT)) {
+      const [to, ...inside] = folderOf(Path.join(Path.dirname(file), match[1]!))
+      if (inside.length === 0 || to === from || to === "..") continue
+      graph.set(from!, (graph.get(from!) ?? new Set()).add(to!))
+    }
+  }
+  return graph
+}
+/** Every folder from which `start` is reached again, with the path: one line per cycle found. */
+const cyclesOf = (graph: Map<string, Set<string>>) =>
+  [...graph.keys()].flatMap((start) => {
+    const seen = new Set<string>()
+    const walk = (folder: string, path: Array<string>): Array<string> =>
+      [...(graph.get(folder) ?? [])].flatMap((next) => {
+        if (next === start) return [[...path, next].join(" -> ")]
+        if (seen.has(next)) return []
+        seen.add(next)
+        return walk(next, [...path, next])
+      })
+    return walk(start, [start]).slice(0, 1)
+  })
+
 describe("source rules", () => {
   it("no `as any` in src/", () => {
     const found = sources("src").flatMap((file) =>
@@ -35,5 +69,12 @@ describe("source rules", () => {
   it("no re-exports in src/ but the client's entry point", () => {
     const found = sources("src").filter((file) => file !== Path.join("src", "client.ts") && REEXPORT.test(Fs.readFileSync(file, "utf8")))
     assert.deepStrictEqual(found, [])
+  })
+
+  it("no import cycle between folders of src/", () => {
+    const graph = folderGraph()
+    // The check sees the folders' imports at all (a wrong pattern would find nothing and pass).
+    assert.isTrue(graph.get("sessions")?.has("runs"))
+    assert.deepStrictEqual(cyclesOf(graph), [])
   })
 })

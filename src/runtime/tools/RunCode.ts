@@ -1,5 +1,5 @@
 import { Effect, Either, Option, ParseResult, Schema } from "effect"
-import { EnvironmentId } from "../../environments/Domain.js"
+import { EnvironmentId } from "../../platform/Ids.js"
 import { EnvironmentsRepo } from "../../environments/Repo.js"
 import type { FileId } from "../../files/Domain.js"
 import { FilesRepo } from "../../files/Repo.js"
