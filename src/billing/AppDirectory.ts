@@ -1,5 +1,5 @@
 import { Cache, Effect, Option } from "effect"
-import { type AppRow, OAuthRepo } from "../identity/oauth/Repo.js"
+import { type OAuthApp, OAuthApps } from "../identity/oauth/Apps.js"
 import { type MeterRow, MetersRepo } from "./MetersRepo.js"
 
 /**
@@ -12,8 +12,8 @@ const TTL = "2 seconds"
 export class AppDirectory extends Effect.Service<AppDirectory>()("atrium/billing/AppDirectory", {
   effect: Effect.gen(function*() {
     const repo = yield* MetersRepo
-    const oauthApps = yield* OAuthRepo
-    const apps = yield* Cache.make({ capacity: 10_000, timeToLive: TTL, lookup: (id: string) => oauthApps.findApp(id) })
+    const oauthApps = yield* OAuthApps
+    const apps = yield* Cache.make({ capacity: 10_000, timeToLive: TTL, lookup: (id: string) => oauthApps.find(id) })
     const meters = yield* Cache.make({
       capacity: 100_000,
       timeToLive: TTL,
@@ -23,7 +23,7 @@ export class AppDirectory extends Effect.Service<AppDirectory>()("atrium/billing
       }
     })
     return {
-      app: (id: string): Effect.Effect<Option.Option<AppRow>> => apps.get(id),
+      app: (id: string): Effect.Effect<Option.Option<OAuthApp>> => apps.get(id),
       meter: (appId: string, eventName: string): Effect.Effect<Option.Option<MeterRow>> =>
         meters.get(JSON.stringify([appId, eventName])),
       /** After an app or any of its meters changed. */
@@ -36,5 +36,5 @@ export class AppDirectory extends Effect.Service<AppDirectory>()("atrium/billing
         })
     } as const
   }),
-  dependencies: [OAuthRepo.Default, MetersRepo.Default]
+  dependencies: [OAuthApps.Default, MetersRepo.Default]
 }) {}

@@ -3,10 +3,9 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { Clock, Effect, Layer, Option } from "effect"
 import { AtriumApi } from "../Api.js"
 import { AuthenticationLive } from "../identity/Authentication.js"
-import { type AppRow, OAuthRepo } from "../identity/oauth/Repo.js"
-import { sha256 } from "../identity/Tokens.js"
+import { type OAuthApp, OAuthApps } from "../identity/oauth/Apps.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
-import { newAppId, randomBase62 } from "../platform/Ids.js"
+import { randomBase62 } from "../platform/Ids.js"
 import { toNumber } from "../platform/Money.js"
 import { ModelCatalog } from "../runtime/models/Catalog.js"
 import { AppDirectory } from "./AppDirectory.js"
@@ -139,7 +138,7 @@ export const PaymentNotifyHttp = HttpApiBuilder.group(AtriumApi, "paymentNotify"
   })).pipe(Layer.provide(Payments.Default))
 
 /** What the API shows of an app: never the secret's hash. */
-const appView = (app: AppRow) => ({
+const appView = (app: OAuthApp) => ({
   id: app.id,
   name: app.name,
   client_id: app.clientId,
@@ -158,47 +157,30 @@ const meterView = (meter: MeterRow) => ({
 
 export const AppsHttp = HttpApiBuilder.group(AtriumApi, "apps", (handlers) =>
   Effect.gen(function*() {
-    const apps = yield* OAuthRepo
+    const apps = yield* OAuthApps
     const meters = yield* MetersRepo
     const directory = yield* AppDirectory
-    /** The caller's own app; someone else's answers exactly like one that does not exist. */
-    const ownApp = (id: string) =>
-      Effect.gen(function*() {
-        const user = yield* CurrentUser
-        const app = yield* apps.findApp(id)
-        if (Option.isNone(app) || app.value.ownerId !== user.userId) {
-          return yield* new NotFound({ message: `No app ${id}.` })
-        }
-        return app.value
-      })
+    const ownApp = (id: string) => Effect.flatMap(CurrentUser, (user) => apps.owned(user.userId, id))
     return handlers
       .handle("create", ({ payload }) =>
         Effect.gen(function*() {
           const user = yield* CurrentUser
-          const clientSecret = `cs_${randomBase62(40)}`
-          const app = yield* apps.insertApp({
-            id: newAppId(),
-            ownerId: user.userId,
-            name: payload.name,
-            clientId: `cid_${randomBase62(24)}`,
-            clientSecretHash: sha256(clientSecret),
-            redirectUris: payload.redirect_uris
-          })
+          const { app, clientSecret } = yield* apps.create(user.userId, { name: payload.name, redirectUris: payload.redirect_uris })
           return { ...appView(app), client_secret: clientSecret }
         }))
       .handle("list", ({ urlParams }) =>
         Effect.flatMap(CurrentUser, (user) =>
-          Effect.flatMap(apps.listApps(user.userId), (rows) => pageOf(rows.map(appView), urlParams, (app) => app.id))))
+          Effect.flatMap(apps.list(user.userId), (rows) => pageOf(rows.map(appView), urlParams, (app) => app.id))))
       .handle("update", ({ path, payload }) =>
         Effect.gen(function*() {
-          const app = yield* ownApp(path.id)
-          const updated = yield* apps.updateApp(app.id, {
+          const user = yield* CurrentUser
+          const updated = yield* apps.update(user.userId, path.id, {
             name: payload.name,
             redirectUris: payload.redirect_uris,
             dailyCapPerUser: payload.daily_cap_per_user
           })
-          yield* directory.invalidate(app.id)
-          return appView(Option.getOrThrow(updated))
+          yield* directory.invalidate(updated.id)
+          return appView(updated)
         }))
       .handle("createMeter", ({ path, payload }) =>
         Effect.gen(function*() {
@@ -231,7 +213,7 @@ export const AppsHttp = HttpApiBuilder.group(AtriumApi, "apps", (handlers) =>
           if (Option.isNone(meter)) return yield* new NotFound({ message: `No meter ${path.meterId}.` })
           return meterView(meter.value)
         }))
-  })).pipe(Layer.provide([OAuthRepo.Default, MetersRepo.Default, AppDirectory.Default, AuthenticationLive]))
+  })).pipe(Layer.provide([OAuthApps.Default, MetersRepo.Default, AppDirectory.Default, AuthenticationLive]))
 
 export const InternalBillingHttp = HttpApiBuilder.group(AtriumApi, "internalBilling", (handlers) =>
   Effect.gen(function*() {
