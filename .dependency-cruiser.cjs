@@ -29,7 +29,7 @@ const CONTRACT = [
   "^src/[^/]+/Domain\\.ts$",
   "^src/[^/]+/[A-Za-z]+Rpc\\.ts$",
   "^src/platform/(Errors|Ids|Money)\\.ts$",
-  "^src/platform/http/Lists\\.ts$",
+  "^src/platform/http/(Lists|Headers)\\.ts$",
   "^src/agents/Agent\\.ts$",
   "^src/runtime/Expert\\.ts$",
   "^src/identity/oauth/OpenApi\\.ts$"

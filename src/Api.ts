@@ -115,17 +115,12 @@ const withRunStatuses = (
   return merged
 }
 
-const IDEMPOTENCY_KEY = {
-  name: "Idempotency-Key",
-  in: "header",
-  required: false,
-  description: "A retry with the same key attaches to the run (or session turn) the first request started (docs/runs.md, Safe retries).",
-  schema: { type: "string", pattern: "^[\\x21-\\x7e]{1,255}$" }
-}
-
 /**
  * What the generated document cannot know: the streaming answers, the `X-End-User-Id` header that API keys must
- * send on the end-user routes, where the API is served, and a summary for every operation.
+ * send on the end-user routes, where the API is served, and a summary for every operation. `X-End-User-Id` is the
+ * authentication middleware's (identity/Authentication.ts reads it for every end-user route before a route decodes
+ * its own headers), and an HttpApi middleware cannot declare a header; the headers a route reads itself
+ * (`Idempotency-Key`, `Last-Event-ID`) are declared in its contract (platform/http/Headers.ts).
  */
 const documentTruth = (spec: Record<string, any>): Record<string, any> => {
   spec.servers = [{ url: "/", description: "this platform (the document is served by it)" }]
@@ -151,9 +146,6 @@ const documentTruth = (spec: Record<string, any>): Record<string, any> => {
       }
       const statuses = RUN_STATUSES[`${method} ${path}`]
       if (statuses !== undefined) operation.responses = withRunStatuses(operation.responses, statuses)
-      if (statuses !== undefined || `${method} ${path}` === "post /v1/sessions/{id}/events") {
-        operation.parameters = [...(operation.parameters ?? []), IDEMPOTENCY_KEY]
-      }
       // Query numbers arrive as text and are decoded to integers: say what a client sends, an integer.
       for (const parameter of operation.parameters ?? []) {
         if (parameter.in === "query" && (parameter.name === "limit" || parameter.name === "starting_after" || (parameter.name === "after" && path.endsWith("/events")))) {
@@ -163,15 +155,6 @@ const documentTruth = (spec: Record<string, any>): Record<string, any> => {
             : { minimum: 0, maximum: undefined }
           parameter.schema = { type: "integer", minimum, ...(maximum === undefined ? {} : { maximum }) }
         }
-      }
-      if (`${method} ${path}` === "get /v1/sessions/{id}/events" || `${method} ${path}` === "get /v1/runs/{id}/events") {
-        operation.parameters = [...(operation.parameters ?? []), {
-          name: "Last-Event-ID",
-          in: "header",
-          required: false,
-          description: "The seq of the last event received (what EventSource sends when it reconnects); `after` wins when both are given.",
-          schema: { type: "string", pattern: "^\\d{1,15}$" }
-        }]
       }
       if (END_USER_ROUTES.test(path)) {
         operation.parameters = [...(operation.parameters ?? []), {

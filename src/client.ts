@@ -9,7 +9,7 @@ import { Effect, FiberRef, Option, ParseResult, Ref, Schedule, Schema, type Scop
 import { globalValue } from "effect/GlobalValue"
 import { AnyError, AtriumApi, type EdgeError } from "./Api.js"
 export type { EdgeError } from "./Api.js"
-import type { RunPayload } from "./runs/Api.js"
+import { RunPayload } from "./runs/Api.js"
 import { PublicEvent, RunFailed } from "./runtime/Domain.js"
 import type { ApprovalEvent, MessageEvent } from "./sessions/Api.js"
 
@@ -215,9 +215,12 @@ export interface Run {
   (request: { readonly payload: typeof RunPayload.Encoded }): RunEvents
 }
 
-/** A call that may fail as a failed run. */
-type OrRunFailed<F> = F extends (request: infer Q) => Effect.Effect<infer A, infer E, infer R>
-  ? (request: Q) => Effect.Effect<A, E | EdgeError | RunFailed | HttpClientError.ResponseError, R>
+/**
+ * A call that may fail as a failed run; its headers (an `Idempotency-Key` for a retry that must not run twice) may be
+ * left out.
+ */
+type OrRunFailed<F> = F extends (request: infer Q extends { readonly headers: unknown }) => Effect.Effect<infer A, infer E, infer R>
+  ? (request: Omit<Q, "headers"> & { readonly headers?: Q["headers"] }) => Effect.Effect<A, E | EdgeError | RunFailed | HttpClientError.ResponseError, R>
   : never
 
 /** The typed client: the derived one, with the streamed endpoints as `Stream`s. */
@@ -291,7 +294,7 @@ export const makeAtriumClient = (options: AtriumClientOptions): Effect.Effect<At
 
     const run = ((request: { readonly payload: typeof RunPayload.Encoded }) =>
       request.payload.stream === false
-        ? api.runs.run({ payload: { ...request.payload, stream: false } })
+        ? Effect.flatMap(Schema.decode(RunPayload)({ ...request.payload, stream: false }), (payload) => api.runs.run({ headers: {}, payload }))
         : untilFailed(open(HttpClientRequest.bodyUnsafeJson(HttpClientRequest.post(`${base}/v1/agents/run`), request.payload)))) as Run
 
     /** One turn (a message) or the rest of one (an approval's answer), as its events. */
@@ -331,14 +334,14 @@ export const makeAtriumClient = (options: AtriumClientOptions): Effect.Effect<At
       runs: {
         ...api.runs,
         run,
-        chatCompletions: (request: Parameters<AtriumClient["runs"]["chatCompletions"]>[0]) => runFailure(api.runs.chatCompletions(request)),
+        chatCompletions: (request: Parameters<AtriumClient["runs"]["chatCompletions"]>[0]) => runFailure(api.runs.chatCompletions({ ...request, headers: request.headers ?? {} })),
         get: api.runs.getRun,
         cancel: api.runs.cancelRun,
         events: runEvents
       },
       responses: {
         ...api.responses,
-        create: (request: Parameters<AtriumClient["responses"]["create"]>[0]) => runFailure(api.responses.create(request)),
+        create: (request: Parameters<AtriumClient["responses"]["create"]>[0]) => runFailure(api.responses.create({ ...request, headers: request.headers ?? {} })),
         events: (request) => {
           const after = request.startingAfter === undefined ? "" : `&starting_after=${request.startingAfter}`
           const get = HttpClientRequest.get(`${base}/v1/responses/${encodeURIComponent(request.path.id)}?stream=true${after}`)

@@ -4,6 +4,7 @@ import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { PlatformAuthentication } from "../identity/Domain.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
+import { RunStartHeaders } from "../platform/http/Headers.js"
 
 const ContentPart = Schema.Struct({ type: Schema.String, text: Schema.optional(Schema.String) })
 
@@ -198,6 +199,7 @@ export class ResponsesApi extends HttpApiGroup.make("responses")
   .add(
     HttpApiEndpoint.post("create", "/v1/responses")
       .setPayload(ResponsePayload)
+      .setHeaders(RunStartHeaders)
       .addSuccess(ResponseObject)
       // `background: true`: the response at once, `queued` (docs/runs.md).
       .addSuccess(ResponseObject, { status: 202 })

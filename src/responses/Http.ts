@@ -1,5 +1,4 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
-import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect, Either, Layer, Stream } from "effect"
 import { AtriumApi } from "../Api.js"
@@ -25,17 +24,17 @@ export const ResponsesHttp = HttpApiBuilder.group(AtriumApi, "responses", (handl
     const sse = (frames: Stream.Stream<Frame>) =>
       Sse.response(Sse.encode(frames.pipe(Stream.map((frame): Sse.Frame => ({ event: frame.type, data: frame }))), { done: false, heartbeat }))
     return handlers
-      .handle("create", ({ payload }) =>
+      .handle("create", ({ headers, payload }) =>
         Effect.gen(function*() {
           const caller = yield* Caller
           const partition = partitionOf(caller)
-          const request = yield* HttpServerRequest.HttpServerRequest
+          const key = headers["idempotency-key"]
           const scope = `responses\n${partition.accountId}\n${partition.endUserId}`
           if (payload.background === true) {
             // Answered at once with the response, queued; a retry with the same key answers the same response. Its
             // events, streamed or read again later, are its run's log folded on whichever runner reads them.
             const queued = yield* attachments.attach(
-              request,
+              key,
               scope,
               payload,
               Effect.map(responses.create(caller, payload), (created) => Stream.make(created._tag === "Queued" ? created.body : created.builder.snapshot())),
@@ -48,7 +47,7 @@ export const ResponsesHttp = HttpApiBuilder.group(AtriumApi, "responses", (handl
           }
           // A retry with the same Idempotency-Key reads the response the first request started (Attach.ts).
           const attached = yield* attachments.attach(
-            request,
+            key,
             scope,
             payload,
             Effect.flatMap(responses.create(caller, payload), (created) => created._tag === "Streaming" ? Effect.succeed(created.frames) : Effect.die("a foreground response was queued")),

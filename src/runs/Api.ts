@@ -4,18 +4,21 @@ import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { PlatformAuthentication } from "../identity/Domain.js"
 import { InvalidRequest, NotFound, ServiceUnavailable } from "../platform/Errors.js"
+import { ResumeHeaders, RunStartHeaders } from "../platform/http/Headers.js"
+import { CreditAmount } from "../platform/Money.js"
 import { ApprovalId } from "../runtime/Domain.js"
 
 const MAX_MESSAGE = 100_000
 
-const Budget = Schema.Union(Schema.Number, Schema.String).annotations({
+/** The most a run (or a session's turn) may charge: decoded to micro-credits here, so no handler reads it again. */
+export const Budget = CreditAmount.annotations({
   description: "The most this run may charge, in credits (up to 6 decimal places)."
 })
 
 export const RunPayload = Schema.Struct({
   agent: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)),
   message: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(MAX_MESSAGE)),
-  budget: Schema.optional(Budget),
+  budget: Schema.optionalWith(Budget, { exact: true }),
   stream: Schema.optional(Schema.Boolean),
   /** Answer at once (202, the run `queued`) and run on without the caller: docs/runs.md. */
   background: Schema.optional(Schema.Boolean)
@@ -177,6 +180,7 @@ export class RunsApi extends HttpApiGroup.make("runs")
   .add(
     HttpApiEndpoint.post("run", "/v1/agents/run")
       .setPayload(RunPayload)
+      .setHeaders(RunStartHeaders)
       .addSuccess(RunView)
       // `background: true`: the run at once, `queued` (docs/runs.md).
       .addSuccess(RunObject, { status: 202 })
@@ -190,6 +194,7 @@ export class RunsApi extends HttpApiGroup.make("runs")
   .add(
     HttpApiEndpoint.post("chatCompletions", "/v1/chat/completions")
       .setPayload(ChatPayload)
+      .setHeaders(RunStartHeaders)
       .addSuccess(ChatCompletion)
       .addError(NotFound)
       .annotate(
@@ -250,6 +255,7 @@ export class RunsApi extends HttpApiGroup.make("runs")
     HttpApiEndpoint.get("runEvents", "/v1/runs/:id/events")
       .setPath(RunPath)
       .setUrlParams(Schema.Struct({ after: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.nonNegative())) }))
+      .setHeaders(ResumeHeaders)
       .addSuccess(Schema.String)
       .addError(NotFound)
       .annotate(

@@ -1,5 +1,4 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
-import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Chunk, Effect, Either, Exit, Layer, Option, Stream } from "effect"
 import { AtriumApi } from "../Api.js"
@@ -7,7 +6,7 @@ import { AuthenticationLive } from "../identity/Authentication.js"
 import { AppConfig } from "../platform/Config.js"
 import { asJson, type Attached, Attachments, type Durable } from "../platform/http/Attach.js"
 import { newId } from "../platform/Ids.js"
-import { parseCredits, toNumber } from "../platform/Money.js"
+import { toNumber } from "../platform/Money.js"
 import * as Sse from "../platform/sse/Sse.js"
 import { Approvals } from "../runtime/Approvals.js"
 import { type InternalEvent, publicFrame, publicPayload } from "../runtime/Events.js"
@@ -187,28 +186,23 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
     const shared = <A>(
       route: string,
       caller: CallerIdentity,
+      key: string | undefined,
       payload: unknown,
       answer: Stream.Stream<A>,
       durable?: Durable<A>
-    ): Effect.Effect<Either.Either<Attached<A>, HttpServerResponse.HttpServerResponse>, never, HttpServerRequest.HttpServerRequest> =>
-      Effect.gen(function*() {
-        const partition = partitionOf(caller)
-        return yield* attachments.attachWith(
-          yield* HttpServerRequest.HttpServerRequest,
-          `${route}\n${partition.accountId}\n${partition.endUserId}`,
-          payload,
-          Effect.succeed(answer),
-          durable
-        )
-      })
+    ): Effect.Effect<Either.Either<Attached<A>, HttpServerResponse.HttpServerResponse>> => {
+      const partition = partitionOf(caller)
+      return attachments.attachWith(key, `${route}\n${partition.accountId}\n${partition.endUserId}`, payload, Effect.succeed(answer), durable)
+    }
     const sharedAnswer = <A>(
       route: string,
       caller: CallerIdentity,
+      key: string | undefined,
       payload: unknown,
       answer: Effect.Effect<A>,
       durable?: Durable<NoInfer<A>>
-    ): Effect.Effect<Either.Either<{ value: A; replayed: boolean }, HttpServerResponse.HttpServerResponse>, never, HttpServerRequest.HttpServerRequest> =>
-      Effect.flatMap(shared(route, caller, payload, Stream.fromEffect(answer), durable), (attached): Effect.Effect<Either.Either<{ value: A; replayed: boolean }, HttpServerResponse.HttpServerResponse>> =>
+    ): Effect.Effect<Either.Either<{ value: A; replayed: boolean }, HttpServerResponse.HttpServerResponse>> =>
+      Effect.flatMap(shared(route, caller, key, payload, Stream.fromEffect(answer), durable), (attached): Effect.Effect<Either.Either<{ value: A; replayed: boolean }, HttpServerResponse.HttpServerResponse>> =>
         Either.isLeft(attached)
           ? Effect.succeed(Either.left(attached.left))
           : Effect.map(Stream.runHead(attached.right.items), (head) => Either.right({ value: Option.getOrThrow(head), replayed: attached.right.replayed })))
@@ -220,34 +214,26 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
     // How long a stream may stay quiet before a `: ping` comment; tests shorten it to see one.
     const { sseHeartbeat: heartbeat } = yield* AppConfig
 
-    const budgetOf = (budget: number | string | undefined) => {
-      if (budget === undefined) return Effect.succeed(undefined)
-      const micros = parseCredits(String(budget).trim())
-      return micros === undefined || micros <= 0n
-        ? Effect.fail(runs.invalid("Invalid request: budget: must be a positive amount of credits with at most 6 decimal places"))
-        : Effect.succeed(micros)
-    }
-
     return handlers
-      .handle("run", ({ payload }) =>
+      .handle("run", ({ headers, payload }) =>
         Effect.gen(function*() {
           const caller = yield* Caller
-          const budget = yield* budgetOf(payload.budget)
+          const key = headers["idempotency-key"]
           const agent = yield* runs.agentFor(payload.agent, caller)
           if (payload.background === true) {
             // Answered at once with the run; it goes on as a workflow, on whichever runner owns it (Background.ts).
-            const queued = yield* sharedAnswer("run-background", caller, payload, Effect.orDie(background.start(caller, agent, {
+            const queued = yield* sharedAnswer("run-background", caller, key, payload, Effect.orDie(background.start(caller, agent, {
               message: payload.message,
               history: [],
-              budget: budget === undefined ? null : budget.toString()
+              budget: payload.budget === undefined ? null : payload.budget.toString()
             })))
             return Either.isLeft(queued)
               ? queued.left
               : HttpServerResponse.unsafeJson(runObject(queued.right.value), { status: 202, headers: replayedHeaders(queued.right.replayed) })
           }
-          const request = runs.request(caller, agent, payload.message, { budget })
+          const request = runs.request(caller, agent, payload.message, { budget: payload.budget })
           if (payload.stream === false) {
-            const answer = yield* sharedAnswer("run", caller, payload, Effect.map(runs.collect(request), ({ events, result }) => ({
+            const answer = yield* sharedAnswer("run", caller, key, payload, Effect.map(runs.collect(request), ({ events, result }) => ({
               id: request.runId,
               object: "run" as const,
               agent: agent.identifier,
@@ -261,10 +247,10 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
             if (Either.isLeft(answer)) return answer.left
             return answer.right.replayed ? HttpServerResponse.unsafeJson(answer.right.value, { headers: replayedHeaders(true) }) : answer.right.value
           }
-          if ((yield* HttpServerRequest.HttpServerRequest).headers["idempotency-key"] !== undefined) {
+          if (key !== undefined) {
             let id = 0
             const frames = runs.stream(request).pipe(Stream.map((event) => publicFrame(event as Wire, ++id)))
-            const attached = yield* shared("run", caller, payload, frames, asJson)
+            const attached = yield* shared("run", caller, key, payload, frames, asJson)
             return Either.isLeft(attached) ? attached.left : sseOf(attached.right)
           }
           let eventId = 0
@@ -275,9 +261,10 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
               Effect.forkScoped
             ), { heartbeat, greet: false })
         }))
-      .handle("chatCompletions", ({ payload }) =>
+      .handle("chatCompletions", ({ headers, payload }) =>
         Effect.gen(function*() {
           const caller = yield* Caller
+          const key = headers["idempotency-key"]
           yield* refuseUnsupported(payload)
           const outputFormat = yield* outputFormatOf(payload.response_format)
           const conversation = yield* chatConversation(payload.messages)
@@ -294,21 +281,22 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
           const clientTools = new Set(tools.clientTools.map((tool) => tool.name))
           if (payload.stream === true) {
             const chunks = chatChunks(runs.stream(request), { ...meta, includeUsage: payload.stream_options?.include_usage === true, clientTools })
-            const attached = yield* shared("chat", caller, payload, chunks, asJson)
+            const attached = yield* shared("chat", caller, key, payload, chunks, asJson)
             return Either.isLeft(attached) ? attached.left : sseOf(attached.right)
           }
           // The whole answer (its id included) is what a retry with the same key gets again, on any runner.
           const answer = yield* sharedAnswer(
             "chat",
             caller,
+            key,
             payload,
             Effect.exit(Effect.map(runs.collect(request), ({ events, result }) => chatAnswer(meta, events, result))),
             successOnly()
           )
           if (Either.isLeft(answer)) return answer.left
           if (Exit.isFailure(answer.right.value)) return yield* Effect.failCause(answer.right.value.cause)
-          const { body, headers, status } = answer.right.value.value
-          return HttpServerResponse.unsafeJson(body, { status, headers: { ...headers, ...replayedHeaders(answer.right.replayed) } })
+          const { body, headers: answered, status } = answer.right.value.value
+          return HttpServerResponse.unsafeJson(body, { status, headers: { ...answered, ...replayedHeaders(answer.right.replayed) } })
         }))
       .handle("getRun", ({ path }) =>
         Effect.map(Effect.flatMap(Caller, (caller) => background.get(partitionOf(caller), path.id)), runObject))
@@ -332,7 +320,7 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
           // A session's turn is the session's to stop (as its interrupt route does); any other run is a workflow.
           return runObject(run.sessionId !== null ? yield* turns.cancel(caller, path.id) : yield* background.cancel(partitionOf(caller), path.id))
         }))
-      .handle("runEvents", ({ path, urlParams }) =>
+      .handle("runEvents", ({ headers, path, urlParams }) =>
         Effect.gen(function*() {
           const caller = yield* Caller
           const run = yield* background.get(partitionOf(caller), path.id)
@@ -342,13 +330,8 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
           if (!run.background) {
             return yield* runs.invalid("Events are kept for background runs; a foreground run told its events on its own stream.")
           }
-          const header = (yield* HttpServerRequest.HttpServerRequest).headers["last-event-id"]
-          let after = urlParams.after
-          if (after === undefined && header !== undefined && header !== "") {
-            if (!/^\d{1,15}$/.test(header)) return yield* runs.invalid("Invalid header Last-Event-ID: an event id")
-            after = Number(header)
-          }
-          const frames = background.events(run, after ?? 0).pipe(Stream.map(({ payload, seq }) => publicFrame(payload as Wire, seq, seq)))
+          const after = urlParams.after ?? headers["last-event-id"] ?? 0
+          const frames = background.events(run, after).pipe(Stream.map(({ payload, seq }) => publicFrame(payload as Wire, seq, seq)))
           return Sse.response(Sse.encode(frames, { done: true, heartbeat }))
         }))
       .handle("answerApproval", ({ path, payload }) =>

@@ -9,7 +9,8 @@ import { EnvironmentId } from "../platform/Ids.js"
 import { ApprovalId } from "../runtime/Domain.js"
 import { ATTACHMENT_BYTES, ATTACHMENT_NAME, MAX_ATTACHMENTS_PER_SESSION, MultitaskStrategy, SessionBusy, SessionId } from "./Domain.js"
 import { ListParams } from "../platform/http/Lists.js"
-import { RunObject } from "../runs/Api.js"
+import { ResumeHeaders, RunStartHeaders } from "../platform/http/Headers.js"
+import { Budget, RunObject } from "../runs/Api.js"
 
 /** A message sent with `background: true`: its turn's run, answered at once (docs/runs.md), and the turn's number. */
 const TurnRun = Schema.Struct({ ...RunObject.fields, turn: Schema.Number }).annotations({ identifier: "SessionTurnRun" })
@@ -58,7 +59,7 @@ const strategy = Schema.optional(MultitaskStrategy).annotations({
 export const MessageEvent = Schema.Struct({
   type: Schema.Literal("message"),
   message: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100_000)),
-  budget: Schema.optional(Schema.Union(Schema.Number, Schema.String)),
+  budget: Schema.optionalWith(Budget, { exact: true }),
   parent_turn: Schema.optional(Schema.NullOr(TurnNumber)).annotations({
     description: "The turn this message follows (an edit: the parent of the message it replaces, so it is that " +
       "message's sibling); null: a new first message. Absent: the session's current leaf."
@@ -74,7 +75,7 @@ export const MessageEvent = Schema.Struct({
 export const RegenerateEvent = Schema.Struct({
   type: Schema.Literal("regenerate"),
   turn: TurnNumber,
-  budget: Schema.optional(Schema.Union(Schema.Number, Schema.String)),
+  budget: Schema.optionalWith(Budget, { exact: true }),
   multitask_strategy: strategy,
   background: Schema.optional(Schema.Boolean)
 })
@@ -199,6 +200,7 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
     HttpApiEndpoint.post("send", "/v1/sessions/:id/events")
       .setPath(Path)
       .setPayload(Schema.Union(MessageEvent, RegenerateEvent, ApprovalEvent))
+      .setHeaders(RunStartHeaders)
       .addSuccess(Schema.String)
       .addSuccess(TurnRun, { status: 202 })
       .addError(NotFound)
@@ -216,6 +218,7 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
     HttpApiEndpoint.get("subscribe", "/v1/sessions/:id/events")
       .setPath(Path)
       .setUrlParams(Schema.Struct({ after: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.nonNegative())) }))
+      .setHeaders(ResumeHeaders)
       .addSuccess(Schema.String)
       .addError(NotFound)
       .annotate(

@@ -1,12 +1,10 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
-import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Cause, type Duration, Effect, FiberRef, Layer, Option } from "effect"
 import { AtriumApi } from "../Api.js"
 import { AuthenticationLive } from "../identity/Authentication.js"
 import { AppConfig } from "../platform/Config.js"
 import { ErrorHeaders } from "../platform/Errors.js"
-import { parseCredits } from "../platform/Money.js"
 import * as Sse from "../platform/sse/Sse.js"
 import { publicFrame } from "../runtime/Events.js"
 import type { SessionSink } from "./Follow.js"
@@ -15,8 +13,6 @@ import { TurnFeedback } from "./Feedback.js"
 import { pageOf } from "../platform/http/Lists.js"
 import { runObject } from "../runs/Views.js"
 import { Caller } from "../identity/Domain.js"
-
-const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/
 
 type Wire = { readonly type: string; readonly [key: string]: unknown }
 
@@ -70,7 +66,7 @@ export const SessionsHttp = HttpApiBuilder.group(AtriumApi, "sessions", (handler
       .handle("tree", ({ path }) => Effect.flatMap(Caller, (caller) => sessions.tree(caller, path.id)))
       .handle("fork", ({ path, payload }) => Effect.flatMap(Caller, (caller) => sessions.fork(caller, path.id, payload.turn)))
       .handle("remove", ({ path }) => Effect.flatMap(Caller, (caller) => sessions.remove(caller, path.id)))
-      .handle("send", ({ path, payload }) =>
+      .handle("send", ({ headers, path, payload }) =>
         Effect.gen(function*() {
           const caller = yield* Caller
           if (payload.type === "approval") {
@@ -81,19 +77,11 @@ export const SessionsHttp = HttpApiBuilder.group(AtriumApi, "sessions", (handler
               { heartbeat, done: true }
             )
           }
-          let budget = Option.none<bigint>()
-          if (payload.budget !== undefined) {
-            const micros = parseCredits(String(payload.budget).trim())
-            if (micros === undefined || micros <= 0n) {
-              return yield* sessions.invalid("Invalid request: budget: must be a positive amount of credits with at most 6 decimal places")
-            }
-            budget = Option.some(micros)
-          }
           // A regenerated turn is its message again, under the same parent (a sibling).
           const turn = payload.type === "regenerate"
             ? yield* sessions.regeneration(caller, path.id, payload.turn)
             : { message: payload.message, parent: payload.parent_turn }
-          const how = { budget, parent: turn.parent, strategy: payload.multitask_strategy }
+          const how = { budget: Option.fromNullable(payload.budget), parent: turn.parent, strategy: payload.multitask_strategy }
           const message = turn.message
           // `reject` while busy: a 409 `session_busy` the client should not retry as it is (OpenAI's SDKs read the header).
           const final = <A, E, R>(answer: Effect.Effect<A, E, R>) =>
@@ -101,10 +89,7 @@ export const SessionsHttp = HttpApiBuilder.group(AtriumApi, "sessions", (handler
               Cause.failureOption(cause).pipe(Option.exists((error) => (error as { _tag?: string })._tag === "SessionBusy"))
                 ? FiberRef.update(ErrorHeaders, (headers) => ({ ...headers, "x-should-retry": "false" }))
                 : Effect.void)
-          const key = (yield* HttpServerRequest.HttpServerRequest).headers["idempotency-key"]
-          if (key !== undefined && !IDEMPOTENCY_KEY.test(key)) {
-            return yield* sessions.invalid("Invalid request: Idempotency-Key: 1-255 visible ASCII characters.")
-          }
+          const key = headers["idempotency-key"]
           if (payload.background === true) {
             // Answered once the session has the turn, with its run; the turn runs in the session whoever is connected.
             const sent = yield* final(sessions.sendInBackground(caller, path.id, message, how, key))
@@ -124,17 +109,10 @@ export const SessionsHttp = HttpApiBuilder.group(AtriumApi, "sessions", (handler
           ))
           return first ? response : HttpServerResponse.setHeader(response, "idempotent-replayed", "true")
         }))
-      .handle("subscribe", ({ path, urlParams }) =>
-        Effect.gen(function*() {
-          const caller = yield* Caller
-          const request = yield* HttpServerRequest.HttpServerRequest
-          const header = request.headers["last-event-id"]
-          let after = Option.fromNullable(urlParams.after)
-          if (Option.isNone(after) && header !== undefined && header !== "") {
-            if (!/^\d{1,15}$/.test(header)) return yield* sessions.invalid("Invalid header Last-Event-ID: a seq number")
-            after = Option.some(Number(header))
-          }
-          return yield* sessionStream((sink) => sessions.subscribe(caller, path.id, after, sink), { heartbeat, done: false })
+      .handle("subscribe", ({ headers, path, urlParams }) =>
+        Effect.flatMap(Caller, (caller) => {
+          const after = Option.fromNullable(urlParams.after ?? headers["last-event-id"])
+          return sessionStream((sink) => sessions.subscribe(caller, path.id, after, sink), { heartbeat, done: false })
         }))
       .handle("interrupt", ({ path }) => Effect.flatMap(Caller, (caller) => sessions.interrupt(caller, path.id)))
       .handle("adopt", ({ path }) => Effect.flatMap(Caller, (caller) => sessions.adopt(caller, path.id)))

@@ -4,6 +4,7 @@ import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { PlatformAuthentication } from "../identity/Domain.js"
 import { IdempotencyConflict, InvalidRequest, NotFound, ServiceUnavailable } from "../platform/Errors.js"
+import { IdempotencyKey } from "../platform/http/Headers.js"
 import { ListParams } from "../platform/http/Lists.js"
 import { CreateWebhook, DeliveryView, EmitEvent, EVENT_TYPES, UpdateWebhook, WebhookView, WebhookWithSecret } from "./Domain.js"
 
@@ -18,7 +19,7 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
     HttpApiEndpoint.post("create", "/v1/webhooks")
       .setPayload(CreateWebhook)
       .setHeaders(Schema.Struct({
-        "idempotency-key": Schema.optional(Schema.String.pipe(Schema.pattern(/^[\x21-\x7e]{1,255}$/))).annotations({
+        "idempotency-key": Schema.optionalWith(IdempotencyKey, { exact: true }).annotations({
           description: "A retry with the same key and body answers the endpoint the first request made (its secret too); another body, 409."
         })
       }))

@@ -7154,7 +7154,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description A retry with the same key attaches to the run (or session turn) the first request started (docs/runs.md, Safe retries). */
-                "Idempotency-Key"?: string;
+                "idempotency-key"?: string;
                 /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
                 "X-End-User-Id"?: string;
             };
@@ -7303,7 +7303,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description A retry with the same key attaches to the run (or session turn) the first request started (docs/runs.md, Safe retries). */
-                "Idempotency-Key"?: string;
+                "idempotency-key"?: string;
                 /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
                 "X-End-User-Id"?: string;
             };
@@ -7773,7 +7773,7 @@ export interface operations {
             };
             header?: {
                 /** @description The seq of the last event received (what EventSource sends when it reconnects); `after` wins when both are given. */
-                "Last-Event-ID"?: string;
+                "last-event-id"?: string;
                 /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
                 "X-End-User-Id"?: string;
             };
@@ -7893,7 +7893,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description A retry with the same key attaches to the run (or session turn) the first request started (docs/runs.md, Safe retries). */
-                "Idempotency-Key"?: string;
+                "idempotency-key"?: string;
                 /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
                 "X-End-User-Id"?: string;
             };
@@ -8855,7 +8855,7 @@ export interface operations {
             };
             header?: {
                 /** @description The seq of the last event received (what EventSource sends when it reconnects); `after` wins when both are given. */
-                "Last-Event-ID"?: string;
+                "last-event-id"?: string;
                 /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
                 "X-End-User-Id"?: string;
             };
@@ -8909,7 +8909,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description A retry with the same key attaches to the run (or session turn) the first request started (docs/runs.md, Safe retries). */
-                "Idempotency-Key"?: string;
+                "idempotency-key"?: string;
                 /** @description Required with an API key (Bearer sk_...): a stable id of your end user (1-128 characters of A-Z a-z 0-9 . _ : @ -); their sessions, files and memory are kept apart. Login and OAuth callers may omit it. */
                 "X-End-User-Id"?: string;
             };
@@ -8928,6 +8928,7 @@ export interface operations {
                      * @description a string at most 100000 character(s) long
                      */
                     message: string;
+                    /** @description The most this run may charge, in credits (up to 6 decimal places). */
                     budget?: number | string;
                     /** @description The turn this message follows (an edit: the parent of the message it replaces, so it is that message's sibling); null: a new first message. Absent: the session's current leaf. */
                     parent_turn?: number | null;
@@ -8946,6 +8947,7 @@ export interface operations {
                      * @description a positive number
                      */
                     turn: number;
+                    /** @description The most this run may charge, in credits (up to 6 decimal places). */
                     budget?: number | string;
                     /**
                      * @description What this message does if a turn is running or waiting: `enqueue` (the default) waits its turn; `reject` is a 409 `session_busy` (`x-should-retry: false`); `interrupt` stops the running turn (it keeps what it said) and runs next; `rollback` cancels the running turn (off the leaf's path, billed for what it used) and runs next.

@@ -177,10 +177,10 @@ describe("the OpenAPI document passes the lint and generates a working typed cli
         conforms("/v1/chat/completions", "post", 400, failed.error)
         const chat = document.paths["/v1/chat/completions"].post
         for (const status of ["400", "402", "409", "429", "500", "502", "503", "504"]) assert.property(chat.responses, status)
-        assert.include(chat.parameters.map((p: { name: string }) => p.name), "Idempotency-Key")
+        assert.include(chat.parameters.map((p: { name: string }) => p.name), "idempotency-key")
         assert.deepStrictEqual(Object.keys(document.paths["/v1/sessions/{id}/files/content"].get.responses["200"].content), ["text/plain"])
         const subscribe = document.paths["/v1/sessions/{id}/events"].get
-        assert.include(subscribe.parameters.map((p: { name: string }) => p.name), "Last-Event-ID")
+        assert.include(subscribe.parameters.map((p: { name: string }) => p.name), "last-event-id")
         assert.strictEqual(subscribe.parameters.find((p: { name: string }) => p.name === "after").schema.type, "integer")
         const raw = yield* Effect.promise(() =>
           fetch(`${url}/v1/agents/run`, {

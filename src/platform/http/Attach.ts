@@ -1,8 +1,7 @@
-import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import type * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Chunk, Deferred, Duration, Effect, Either, Exit, FiberId, FiberSet, Option, Schema, Stream } from "effect"
 import * as Crypto from "node:crypto"
-import { IdempotencyConflict, InvalidRequest } from "../Errors.js"
+import { IdempotencyConflict } from "../Errors.js"
 import { wireErrorResponse } from "./ErrorResponse.js"
 import { IdempotencyRepo } from "./Repo.js"
 
@@ -25,7 +24,6 @@ const KEPT_MS = 10 * 60 * 1000
 const CLAIMED = Duration.minutes(15)
 /** How often a retry on another runner looks whether the first run has ended. */
 const POLL = Duration.millis(200)
-const KEY = /^[\x21-\x7e]{1,255}$/
 
 /**
  * How a route's items cross processes: `encode` gives an item's JSON, or none when the item cannot be kept (a
@@ -52,6 +50,13 @@ const AttachRecord = Schema.parseJson(Schema.Union(
 const decodeRecord = Schema.decodeUnknownOption(AttachRecord)
 
 const sha256 = (text: string) => Crypto.createHash("sha256").update(text).digest("base64url")
+
+/**
+ * What a request asked, as its decoded payload: a budget is micro-credits (`bigint`) by then, written as its digits,
+ * so `5`, `"5"` and `"5.0"` ask the same.
+ */
+const fingerprintOf = (payload: unknown) =>
+  JSON.stringify(payload ?? null, (_, value) => typeof value === "bigint" ? value.toString() : value)
 
 class Entry<A> {
   readonly items: Array<A> = []
@@ -135,37 +140,34 @@ export class Attachments extends Effect.Service<Attachments>()("atrium/platform/
      * a 409 with `x-should-retry: false`; a retry that arrives before the first request has started its run on this
      * runner is a 409 too (which the `openai` SDK and the AI SDK retry). With `durable`, a retry on another runner
      * waits for the first run's end and replays it. Without a key, `start`'s items as they come, tied to the request.
+     * `key` is the request's `Idempotency-Key` as the route's contract decoded it (`RunStartHeaders`).
      */
     const attachWith = <A, E, R>(
-      request: HttpServerRequest.HttpServerRequest,
+      key: string | undefined,
       scope: string,
       payload: unknown,
       start: Effect.Effect<Stream.Stream<A>, E, R>,
       durable?: Durable<A>
     ): Effect.Effect<Either.Either<Attached<A>, HttpServerResponse.HttpServerResponse>, E, R> =>
       Effect.gen(function*() {
-        const header = request.headers["idempotency-key"]
-        if (header === undefined) return Either.right({ items: yield* start, replayed: false })
-        if (!KEY.test(header)) {
-          return Either.left(yield* wireErrorResponse(new InvalidRequest({ message: "Invalid request: Idempotency-Key: 1-255 visible ASCII characters." })))
-        }
+        if (key === undefined) return Either.right({ items: yield* start, replayed: false })
         prune()
-        const key = `${sha256(scope)}:${sha256(header)}`
-        const storeKey = `attach:${key}`
-        const fingerprint = sha256(JSON.stringify(payload ?? null))
+        const entryKey = `${sha256(scope)}:${sha256(key)}`
+        const storeKey = `attach:${entryKey}`
+        const fingerprint = sha256(fingerprintOf(payload))
         while (true) {
-          const found = entries.get(key)
+          const found = entries.get(entryKey)
           if (found !== undefined) {
             if (found.fingerprint !== fingerprint) return Either.left(yield* conflict())
             if (!found.started) return Either.left(yield* busy())
             return Either.right({ items: found.follow(), replayed: true })
           }
           const entry = new Entry<A>(fingerprint)
-          entries.set(key, entry)
+          entries.set(entryKey, entry)
           if (durable !== undefined) {
             const claimed = yield* store.setIfAbsent(storeKey, JSON.stringify({ state: "running", fingerprint }), CLAIMED)
             if (!claimed) {
-              entries.delete(key)
+              entries.delete(entryKey)
               const record = Option.flatMap(yield* store.get(storeKey), decodeRecord)
               // Freed between the claim and this read (the first run's items could not be kept): claim it again.
               if (Option.isNone(record)) continue
@@ -180,7 +182,7 @@ export class Attachments extends Effect.Service<Attachments>()("atrium/platform/
             }
           }
           const items = yield* start.pipe(Effect.onError(() =>
-            Effect.zipRight(Effect.sync(() => entries.delete(key)), durable === undefined ? Effect.void : store.delete(storeKey))
+            Effect.zipRight(Effect.sync(() => entries.delete(entryKey)), durable === undefined ? Effect.void : store.delete(storeKey))
           ))
           entry.started = true
           yield* FiberSet.run(
@@ -200,13 +202,13 @@ export class Attachments extends Effect.Service<Attachments>()("atrium/platform/
 
     /** `attachWith`, the items only. */
     const attach = <A, E, R>(
-      request: HttpServerRequest.HttpServerRequest,
+      key: string | undefined,
       scope: string,
       payload: unknown,
       start: Effect.Effect<Stream.Stream<A>, E, R>,
       durable?: Durable<A>
     ): Effect.Effect<Either.Either<Stream.Stream<A>, HttpServerResponse.HttpServerResponse>, E, R> =>
-      Effect.map(attachWith(request, scope, payload, start, durable), Either.map((attached) => attached.items))
+      Effect.map(attachWith(key, scope, payload, start, durable), Either.map((attached) => attached.items))
 
     return { attach, attachWith } as const
   }),

@@ -5,6 +5,7 @@ import * as Crypto from "node:crypto"
 import { IdempotencyConflict, InvalidRequest } from "../Errors.js"
 import { wireErrorResponse } from "./ErrorResponse.js"
 import type { KeyValueStore } from "../KeyValue.js"
+import { IDEMPOTENCY_KEY } from "./Headers.js"
 
 /**
  * `Idempotency-Key` on the POSTs that create something (docs/http.md): the same key with the same request answers
@@ -45,8 +46,6 @@ const KEPT = "24 hours"
  */
 const CLAIMED = "10 minutes"
 
-const KEY = /^[\x21-\x7e]{1,255}$/
-
 const StoredResponse = Schema.Struct({
   state: Schema.Literal("done"),
   fingerprint: Schema.String,
@@ -83,7 +82,7 @@ export const idempotent = <E, R, R2>(
   const path = request.url.split("?")[0]!
   if (!CREATE_PATTERNS.some((pattern) => pattern.test(path))) return create
   return Effect.gen(function*() {
-    if (!KEY.test(key)) {
+    if (!IDEMPOTENCY_KEY.test(key)) {
       return yield* wireErrorResponse(new InvalidRequest({ message: "Invalid request: Idempotency-Key: 1-255 visible ASCII characters." }))
     }
     const account = yield* accountOf
