@@ -1,7 +1,7 @@
 import { Entity, ShardingConfig } from "@effect/cluster"
 import { SqlClient } from "@effect/sql"
 import { assert, describe, layer } from "@effect/vitest"
-import { Context, Deferred, Effect, Layer, Queue, Schedule } from "effect"
+import { Context, Deferred, Effect, Layer, Queue, Schedule, TestServices } from "effect"
 import { ShardFences } from "../../src/platform/cluster/Fences.js"
 import { AppConfig } from "../../src/platform/Config.js"
 import type { Micros } from "../../src/platform/Money.js"
@@ -113,10 +113,15 @@ describe("a cut turn's credits", () => {
         const session = yield* (yield* Entity.makeTestClient(Session, SessionLive))(sessionId)
         yield* session.Reload()
         assert.strictEqual(yield* Deferred.await(mailbox.voided), `session:${sessionId}:1`)
-        // The run's credits are the ledger's once the void is answered (counted again after it).
+        // The run's credits are the ledger's once the void is answered (counted again after it). The count runs beside
+        // the load, after the void returned, so it may not have committed when the test reads: the read is tried again,
+        // for up to 5 s of real time. On the live clock: this suite's clock is the TestClock, which nothing here moves,
+        // so a wait on it never ends (with PostgreSQL's pool the first read often came before the count, and the test
+        // hung until its 60 s timeout; PGlite's one connection queued the read behind the count).
         const settled = yield* creditsOf(sessionId, 1).pipe(
           Effect.filterOrFail((row) => row !== undefined && row.recorded === row.ledger, () => "not yet"),
           Effect.retry(Schedule.spaced("50 millis").pipe(Schedule.upTo("5 seconds"))),
+          TestServices.provideLive,
           Effect.orElse(() => creditsOf(sessionId, 1))
         )
         assert.deepStrictEqual(settled, { recorded: String(step!.amount), ledger: String(step!.amount), status: "failed" })
