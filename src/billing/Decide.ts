@@ -21,6 +21,8 @@ export type Item =
     readonly dailyCap: Micros | null
     /** The fence of the entity it is made for (a session's), checked by the commit (`NewEntry.callerFence`). */
     readonly fence?: Fence | null | undefined
+    /** The hold whose settle posts it: refused when its run's next owner voided that hold first (`Release.final`). */
+    readonly hold?: string | undefined
   }
   | { readonly tag: "Credit"; readonly amount: Micros; readonly entry: EntryInfo }
   | { readonly tag: "Balance" }
@@ -29,8 +31,13 @@ export type Item =
    * and keeps it `ttlMs` from now. A hold already at `amount` or above only lives longer: asking again resumes it.
    */
   | { readonly tag: "Hold"; readonly hold: string; readonly amount: Micros; readonly ttlMs: number }
-  /** Voids what is left of the hold `hold` (its run posts its charges right after, as `Charge` items). */
-  | { readonly tag: "Release"; readonly hold: string }
+  /**
+   * Voids what is left of the hold `hold` (its run posts its charges right after, as `Charge` items). `final`: the
+   * run's next owner voids the hold of a run that will not go on (a cut session turn), and nothing more may be posted
+   * to it or held under its id for `ttlMs` (`DecideInput.voided`): a settle of the cut run that arrives after this is
+   * refused its new charges, so what its next owner counted in the ledger after the void stays the run's cost.
+   */
+  | { readonly tag: "Release"; readonly hold: string; readonly final?: boolean | undefined; readonly ttlMs?: number | undefined }
 
 export type Refusal = InsufficientCredits | DailyCapExceeded | IdempotencyConflict | InvalidRequest | StaleOwner
 
@@ -69,6 +76,12 @@ export interface DecideInput {
   readonly now: number
   /** Keys of charges whose caller's fence the database refused: refused, never written. */
   readonly staleCallers?: ReadonlySet<string> | undefined
+  /**
+   * Holds voided by their run's next owner (`Release.final`), until when (ms): a later charge of their settles is
+   * refused (`StaleOwner`) unless it replays, and a later `Hold` of the same id holds nothing. Kept in the wallet
+   * entity's memory, not in the database: a wallet that restarts or moves meanwhile forgets them.
+   */
+  readonly voided?: ReadonlyMap<string, number> | undefined
 }
 
 export interface Decided {
@@ -81,10 +94,12 @@ export interface Decided {
   readonly spent: ReadonlyMap<string, Micros>
   /** The holds these items (or their expiry) changed, to write with the entries. */
   readonly holds: ReadonlyArray<HoldChange>
+  /** `voided` after these items, when they changed it (a final release), without the entries past their time. */
+  readonly voided?: ReadonlyMap<string, number> | undefined
 }
 
 /** Decides `items` in order against the state: charges within the balance and the app's daily cap, credits, balances. */
-export const decideItems = ({ items, now, prior, spentToday, staleCallers, state, userId }: DecideInput): Decided => {
+export const decideItems = ({ items, now, prior, spentToday, staleCallers, state, userId, voided }: DecideInput): Decided => {
   const day = Math.floor(now / DAY_MS)
   let balance = state.balance
   let seq = state.seq
@@ -99,6 +114,9 @@ export const decideItems = ({ items, now, prior, spentToday, staleCallers, state
   const holds = new Map<string, HoldState>()
   const changed = new Set<string>()
   let held = 0n
+  /** `voided`, copied on the first final release of these items. */
+  let closed: Map<string, number> | undefined
+  const isVoided = (hold: string) => ((closed ?? voided)?.get(hold) ?? 0) > now
   if (state.holds !== undefined) {
     for (const [id, hold] of state.holds) {
       if (hold.expiresAt > now) {
@@ -125,6 +143,11 @@ export const decideItems = ({ items, now, prior, spentToday, staleCallers, state
       decisions.push({ ok: true, value: { balance, held } })
       continue
     }
+    if (item.tag === "Hold" && isVoided(item.hold)) {
+      // The run this hold was for was cut and its next owner voided the hold: it holds nothing any more.
+      decisions.push({ ok: true, value: { hold: 0n, balance, held, expiresAt: now } })
+      continue
+    }
     if (item.tag === "Hold") {
       const existing = holds.get(item.hold)?.amount ?? 0n
       const wanted = item.amount > existing ? item.amount - existing : 0n
@@ -145,6 +168,10 @@ export const decideItems = ({ items, now, prior, spentToday, staleCallers, state
       const released = holds.get(item.hold)?.amount ?? 0n
       if (holds.delete(item.hold)) changed.add(item.hold)
       held -= released
+      if (item.final === true) {
+        if (closed === undefined) closed = new Map([...(voided ?? new Map<string, number>())].filter(([, until]) => until > now))
+        closed.set(item.hold, now + (item.ttlMs ?? 0))
+      }
       decisions.push({ ok: true, value: { released } })
       continue
     }
@@ -158,6 +185,12 @@ export const decideItems = ({ items, now, prior, spentToday, staleCallers, state
     let signed = amount
     if (item.tag === "Charge" && staleCallers?.has(id) === true) {
       decisions.push({ ok: false, error: new StaleOwner({ message: "The runner that asked for this charge no longer owns its session." }) })
+      continue
+    }
+    if (item.tag === "Charge" && item.hold !== undefined && isVoided(item.hold)) {
+      // Looked up as a refused one is: a charge posted before the void replays instead.
+      refused.push(entry)
+      decisions.push({ ok: false, error: new StaleOwner({ message: "This run's hold was voided by its next owner; the run no longer posts to it." }) })
       continue
     }
     if (item.tag === "Charge") {
@@ -203,5 +236,5 @@ export const decideItems = ({ items, now, prior, spentToday, staleCallers, state
   // A state that never had holds stays without them (the decision's unit tests compare states as they are).
   const next: WalletState = state.holds === undefined && holds.size === 0 ? { balance, seq } : { balance, seq, holds }
   const holdChanges = [...changed].map((hold): HoldChange => ({ hold, state: holds.get(hold) ?? null }))
-  return { entries, decisions, refused, next, spent, holds: holdChanges }
+  return { entries, decisions, refused, next, spent, holds: holdChanges, ...(closed === undefined ? {} : { voided: closed }) }
 }

@@ -56,6 +56,12 @@ export const RunPayerLive = Layer.effect(
           throughOutages,
           Effect.map((answers) => answers.map(Either.isRight)),
           Effect.catchAllDefect((defect) => Effect.fail(new PaymentFailed({ message: String(defect) })))
+        ),
+      voidHold: (accountId, holdId, fence) =>
+        wallets.settle(accountId, holdId, [], fence, true).pipe(
+          throughOutages,
+          Effect.asVoid,
+          Effect.catchAllDefect((defect) => Effect.fail(new PaymentFailed({ message: String(defect) })))
         )
     }))
 )

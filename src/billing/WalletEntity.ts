@@ -1,21 +1,25 @@
 import { Entity, type Envelope } from "@effect/cluster"
-import { Cause, Chunk, Clock, Duration, Effect, Either, Exit, Layer, Option, Queue, Schedule } from "effect"
-import { ENTITY_DEADLINE } from "../platform/Cluster.js"
+import { Cause, Chunk, Clock, Effect, Either, Exit, Layer, Schedule } from "effect"
 import { ShardFences } from "../platform/cluster/Fences.js"
 import type { Micros } from "../platform/Money.js"
-import { EntityDeadline } from "../platform/Outage.js"
 import { WalletCommitter } from "./Committer.js"
 import { BillingConfig } from "./Config.js"
 import { DAY_MS, type Decision, decideItems, type Item, type Refusal } from "./Decide.js"
 import { entryKey, type KeyedEntry, LedgerRepo, type WalletState } from "./Repo.js"
-import { type LocalWallet, LocalWallets } from "./LocalWallets.js"
 import { type ChargeError, type ChargeRequest, Wallet, type WalletRpcs } from "./WalletRpc.js"
 import type { Movement } from "./Domain.js"
 import { WalletFailure } from "./Domain.js"
 
 type WalletRequest = Envelope.Request<WalletRpcs>
 
-const chargeItem = (c: ChargeRequest): Item => ({ tag: "Charge", amount: c.amount, entry: c.entry, dailyCap: c.dailyCap, fence: c.fence ?? null })
+const chargeItem = (c: ChargeRequest, hold?: string): Item => ({
+  tag: "Charge",
+  amount: c.amount,
+  entry: c.entry,
+  dailyCap: c.dailyCap,
+  fence: c.fence ?? null,
+  ...(hold === undefined ? {} : { hold })
+})
 
 /**
  * The items a request asks for, told apart by its payload (the envelope's `tag` does not narrow it). A hold lives
@@ -24,10 +28,16 @@ const chargeItem = (c: ChargeRequest): Item => ({ tag: "Charge", amount: c.amoun
 const itemsOf = (request: WalletRequest, ttlMs: number): ReadonlyArray<Item> => {
   const payload = request.payload
   if (payload === undefined || payload === null) return [{ tag: "Balance" }]
-  // A settle voids the hold first, then posts its charges: they may use what the hold reserved.
-  if ("hold" in payload && "charges" in payload) return [{ tag: "Release", hold: payload.hold }, ...payload.charges.map(chargeItem)]
+  // A settle voids the hold first, then posts its charges: they may use what the hold reserved. A final one (the cut
+  // run's next owner) keeps its run's late settles from posting for as long as a hold lives.
+  if ("hold" in payload && "charges" in payload) {
+    return [
+      { tag: "Release", hold: payload.hold, final: payload.final === true, ttlMs },
+      ...payload.charges.map((c) => chargeItem(c, payload.hold))
+    ]
+  }
   if ("hold" in payload) return [{ tag: "Hold", hold: payload.hold, amount: payload.amount, ttlMs }]
-  if ("charges" in payload) return payload.charges.map(chargeItem)
+  if ("charges" in payload) return payload.charges.map((c) => chargeItem(c))
   return [{ tag: "Credit", amount: payload.amount, entry: payload.entry }]
 }
 
@@ -47,9 +57,6 @@ const creditError = (error: Refusal | WalletFailure) =>
 
 const chargeAnswer = (d: Decision) => Either.mapLeft(movement(d), chargeError)
 
-/** A balance's decision carries the balance; a failed one, the wallet's failure. */
-const balanceAnswer = (d: Decision): Either.Either<bigint, WalletFailure> =>
-  d.ok && "balance" in d.value ? Either.right(d.value.balance) : Either.left(walletFailure)
 /** A balance's or a hold's decision, with what the wallet holds (and, for a hold, when it expires). */
 const heldAnswer = (d: Decision): Either.Either<{ balance: bigint; held: bigint; hold: bigint; expiresAt: number }, WalletFailure> =>
   d.ok && "held" in d.value
@@ -61,21 +68,8 @@ const heldAnswer = (d: Decision): Either.Either<{ balance: bigint; held: bigint;
     })
     : Either.left(walletFailure)
 
-/** A request waiting for the wallet: its items, and how their decisions reach the asker. */
-interface Job {
-  readonly items: ReadonlyArray<Item>
-  readonly answer: (decisions: ReadonlyArray<Decision>) => Effect.Effect<void>
-}
-
-/** How long a local caller waits at most: as long as a message (`makeEntityCaller`). */
-const DEADLINE_MS = Duration.toMillis(ENTITY_DEADLINE)
-const DEADLINE_TEXT = Duration.format(ENTITY_DEADLINE)
-
 /** At most this many requests decided (and committed) together. */
-const MAX_JOBS_PER_BATCH = 4096
-
-/** How often a wallet charged only by local callers gets a charge as a cluster message (its `maxIdleTime` is 5 min). */
-const MESSAGE_EVERY = 60_000
+const MAX_REQUESTS_PER_BATCH = 4096
 
 /** How a wallet that could not be read is read again: 0.1 s doubling to 2 s apart, for as long as it takes. */
 const RELOAD = Schedule.exponential("100 millis", 2).pipe(Schedule.union(Schedule.spaced("2 seconds")))
@@ -83,9 +77,9 @@ const RELOAD = Schedule.exponential("100 millis", 2).pipe(Schedule.union(Schedul
 /**
  * The wallet entity's behaviour (its contract is `WalletRpc.ts`). It takes its requests in batches: every request
  * that arrived while the previous batch committed is decided in order against the in-memory state (`decideItems`),
- * then the batch is written by the group commit (`WalletCommitter`), and only then answered. The requests are the
- * mailbox's messages and the charges this runner's own callers bring directly (`LocalWallets`, issue 28 item 4):
- * both are decided and committed the same way, under the same fence and keys.
+ * then the batch is written by the group commit (`WalletCommitter`), and only then answered. Every request is a
+ * cluster message, the same way in from this runner and from another (issue 45 item 1: the wallet has one entrance;
+ * a message to an entity of this runner is delivered into its mailbox without encoding, `platform/Cluster.ts`).
  */
 export const WalletLive = Wallet.toLayerMailbox(
   Effect.gen(function*() {
@@ -105,8 +99,6 @@ export const WalletLive = Wallet.toLayerMailbox(
         ? now
         : undefined
     }
-    /** Whether this runner still holds the shard under the generation the wallet was read with. */
-    const current = () => fences.fenceCurrent(fence)
 
     const repo = yield* LedgerRepo
     const committer = yield* WalletCommitter
@@ -126,6 +118,8 @@ export const WalletLive = Wallet.toLayerMailbox(
       Effect.orDie
     )
     let state: WalletState = yield* load
+    /** Holds their run's next owner voided (`Settle.final`), until when: in memory only (`DecideInput.voided`). */
+    let voided: ReadonlyMap<string, number> = new Map()
     /** A failed batch left the state unknown: it is read again before anything else is decided. */
     let stale = false
     /** What each capped app charged today (UTC), loaded from the ledger the first time it charges with a cap each day. */
@@ -155,7 +149,7 @@ export const WalletLive = Wallet.toLayerMailbox(
             spentToday.set(item.entry.appId, yield* repo.spentWithApp(userId, item.entry.appId, new Date(day * DAY_MS)))
           }
         }
-        return decideItems({ userId, state, items, prior, spentToday, now, staleCallers })
+        return decideItems({ userId, state, items, prior, spentToday, now, staleCallers, voided })
       })
 
     /**
@@ -172,7 +166,7 @@ export const WalletLive = Wallet.toLayerMailbox(
         /** Charges whose caller's fence the commit refused: decided again as refused (`StaleOwner`). */
         const staleCallers = new Set<string>()
         while (true) {
-          const { decisions, entries, holds, next, refused, spent } = yield* decide(items, prior, staleCallers)
+          const { decisions, entries, holds, next, refused, spent, voided: closed } = yield* decide(items, prior, staleCallers)
           const unseen = refused.filter((k) => !looked.has(entryKey(k.scope, k.key)))
           if (unseen.length > 0) {
             for (const k of unseen) looked.add(entryKey(k.scope, k.key))
@@ -223,6 +217,7 @@ export const WalletLive = Wallet.toLayerMailbox(
             }
           }
           state = next
+          if (closed !== undefined) voided = closed
           for (const [app, total] of spent) spentToday.set(app, total)
           return decisions
         }
@@ -266,56 +261,6 @@ export const WalletLive = Wallet.toLayerMailbox(
         return yield* Effect.forEach(requests, (items) => Effect.forEach(items, settleAlone))
       })
 
-    /**
-     * The requests waiting for the wallet, in arrival order: the mailbox's (cluster messages) and the charges of this
-     * runner's own callers (`LocalWallets`), decided together by one loop.
-     */
-    const jobs = yield* Queue.unbounded<Job>()
-    /** The local callers not answered yet, each with how to tell it: answered `None` (send again) if the entity stops. */
-    const unanswered = new Map<Job, (answer: Effect.Effect<Option.Option<ReadonlyArray<Decision>>>) => void>()
-    let open = true
-    /** When the mailbox last brought a message (the cluster's clock for passivating an idle entity). */
-    let lastMessageAt = Date.now()
-
-    /**
-     * A local caller's request costs a queue slot and a callback: no fiber, no message. Its wait is bounded like a
-     * message's (`ENTITY_DEADLINE`, then `EntityDeadline`: 503), by one timer.
-     */
-    const ask = (items: ReadonlyArray<Item>) =>
-      Effect.async<Option.Option<ReadonlyArray<Decision>>>((resume) => {
-        // The cluster passivates an entity that got no message for `maxIdleTime`, however busy its local callers
-        // keep it; so now and then a request goes as a message instead, which tells the cluster it is in use.
-        if (!open || !current() || Date.now() - lastMessageAt > MESSAGE_EVERY) return resume(Effect.succeedNone)
-        const job: Job = {
-          items,
-          answer: (decisions) =>
-            Effect.sync(() => {
-              if (!unanswered.delete(job)) return
-              clearTimeout(timer)
-              resume(Effect.succeed(Option.some(decisions)))
-            })
-        }
-        const timer = setTimeout(() => {
-          if (unanswered.delete(job)) resume(Effect.die(new EntityDeadline({ message: `No answer from the wallet within ${DEADLINE_TEXT}.` })))
-        }, DEADLINE_MS)
-        unanswered.set(job, resume)
-        jobs.unsafeOffer(job)
-      })
-    const local: LocalWallet = {
-      charge: (charges) => Effect.map(ask(charges.map(chargeItem)), Option.map((decisions) => decisions.map(chargeAnswer))),
-      balance: Effect.map(ask([{ tag: "Balance" }]), Option.map(([decision]) => balanceAnswer(decision!)))
-    }
-    const localWallets = yield* LocalWallets
-    localWallets.byUser.set(userId, local)
-    yield* Effect.addFinalizer(() =>
-      Effect.sync(() => {
-        open = false
-        if (localWallets.byUser.get(userId) === local) localWallets.byUser.delete(userId)
-        for (const resume of unanswered.values()) resume(Effect.succeedNone)
-        unanswered.clear()
-      })
-    )
-
     return (mailbox, replier) => {
       /** Answers `request` with the decisions on its items. */
       const reply = (request: WalletRequest) => (decisions: ReadonlyArray<Decision>) => {
@@ -344,22 +289,20 @@ export const WalletLive = Wallet.toLayerMailbox(
         }
       }
       return Effect.gen(function*() {
-        // The mailbox's requests join the local callers' in the one queue the wallet decides from.
-        yield* Effect.fork(Effect.gen(function*() {
-          while (true) {
-            const [chunk, done] = yield* mailbox.takeAll
-            lastMessageAt = Date.now()
-            yield* Queue.offerAll(jobs, Chunk.map(chunk, (request): Job => ({ items: itemsOf(request, holdTtlMs), answer: reply(request) })))
-            if (done) return
-          }
-        }))
+        // Every request that arrived while the previous batch was decided and committed is taken at once.
         while (true) {
-          const batch = Chunk.toReadonlyArray(yield* Queue.takeBetween(jobs, 1, MAX_JOBS_PER_BATCH))
-          const decisions = yield* handle(batch.map((job) => job.items))
-          for (let i = 0; i < batch.length; i++) yield* batch[i]!.answer(decisions[i]!)
+          const [chunk, done] = yield* mailbox.takeAll
+          const requests = Chunk.toReadonlyArray(chunk)
+          for (let from = 0; from < requests.length; from += MAX_REQUESTS_PER_BATCH) {
+            const batch = requests.slice(from, from + MAX_REQUESTS_PER_BATCH)
+            const decisions = yield* handle(batch.map((request) => itemsOf(request, holdTtlMs)))
+            for (let i = 0; i < batch.length; i++) yield* reply(batch[i]!)(decisions[i]!)
+          }
+          // An ended mailbox brings nothing more (the entity is stopping): wait to be interrupted, do not spin.
+          if (done) return yield* Effect.never
         }
       })
     }
   }),
   { maxIdleTime: "5 minutes", mailboxCapacity: 10_000 }
-).pipe(Layer.provide([WalletCommitter.Default, LocalWallets.Default]), Layer.provide([LedgerRepo.Default, BillingConfig.Default]))
+).pipe(Layer.provide(WalletCommitter.Default), Layer.provide([LedgerRepo.Default, BillingConfig.Default]))

@@ -89,9 +89,18 @@ const Hold = Rpc.make("Hold", {
  * Ends the hold `hold`: voids what is left of it and posts `charges` (the run's steps, each its own ledger entry
  * under its own key), in order, each answered as in `Charges`. A settle sent again (or by the run's next owner)
  * replays the charges already posted by their keys; a hold already gone (expired, settled) voids nothing.
+ *
+ * `final` (the next owner of a cut session turn, voiding its hold): the run does not go on, so for as long as a hold
+ * lives the wallet refuses any later settle's new charges of this hold (`StaleOwner`) and holds nothing under its
+ * id again; the next owner counts the run's cost from the ledger once this is answered (docs/billing.md, "Holds").
+ * Optional on the wire: a runner of the previous release sends none.
  */
 const Settle = Rpc.make("Settle", {
-  payload: unvalidated(Schema.Struct({ hold: Schema.String, charges: Schema.Array(ChargeRequest) })),
+  payload: unvalidated(Schema.Struct({
+    hold: Schema.String,
+    charges: Schema.Array(ChargeRequest),
+    final: Schema.optional(Schema.Boolean)
+  })),
   success: Schema.Array(Schema.Either({ right: Movement, left: ChargeError }))
 })
 

@@ -1,10 +1,9 @@
 import { ClusterError, Sharding } from "@effect/cluster"
-import { Effect, Either, Exit, FiberSet, Metric, Option } from "effect"
-import { makeEntityCaller, shardOf } from "../platform/Cluster.js"
+import { Effect, Either, Exit, Metric } from "effect"
+import { makeEntityBatcher, makeEntityCaller, shardOf } from "../platform/Cluster.js"
 import type { Fence } from "../platform/cluster/Fences.js"
 import type { Micros } from "../platform/Money.js"
 import { walletChargeMessages, walletCharges, walletRequests } from "../platform/telemetry/Metrics.js"
-import { type LocalWallet, LocalWallets } from "./LocalWallets.js"
 import type { EntryInfo } from "./Repo.js"
 import { type ChargeError, type ChargeRequest, Wallet } from "./WalletRpc.js"
 import type { Movement } from "./Domain.js"
@@ -24,8 +23,7 @@ const isClusterFailure = (error: unknown): error is ClusterFailure =>
 const orDieOnCluster = <A, E, R>(effect: Effect.Effect<A, E | ClusterFailure, R>): Effect.Effect<A, Exclude<E, ClusterFailure>, R> =>
   Effect.catchIf(effect, isClusterFailure, Effect.die)
 
-/** The series `Wallets` counts into, tagged once here (updated without an effect, from the lanes' callbacks). */
-const chargesDirect = walletCharges.pipe(Metric.tagged("via", "direct"), Metric.tagged("to", "this_runner"))
+/** The series `Wallets` counts into, tagged once here (updated without an effect, as a message leaves). */
 const chargesSentHere = walletCharges.pipe(Metric.tagged("via", "message"), Metric.tagged("to", "this_runner"))
 const chargesSentAway = walletCharges.pipe(Metric.tagged("via", "message"), Metric.tagged("to", "another_runner"))
 const messagesHere = walletChargeMessages.pipe(Metric.tagged("to", "this_runner"))
@@ -54,29 +52,20 @@ export interface SettledCharge {
   readonly entry: ChargeEntry
 }
 
-/** A charge waiting in its wallet's lane for the next `Charges` message. */
-interface Waiting {
+/** One charge of one wallet, as the caller-side batcher carries it. */
+interface ChargeOf {
+  readonly userId: string
   readonly request: ChargeRequest
-  readonly resume: (effect: Effect.Effect<Movement, ChargeError | ClusterFailure>) => void
-  cancelled: boolean
-}
-
-/** The charges this process has for one wallet: at most one `Charges` message on its way, the rest waiting. */
-interface Lane {
-  inFlight: boolean
-  waiting: Array<Waiting>
 }
 
 /**
  * What the rest of the platform calls: the wallet of a user, wherever in the cluster it lives.
  *
- * Charges go out as `Charges` messages, one at a time per wallet from this process: a charge for a wallet with no
- * message on its way leaves at once (alone), and the charges that arrive meanwhile leave together when the answer
- * comes back. The entity decides them in order, as if each had been sent alone; each caller gets its own answer, and
- * only after the commit. A hot wallet thus costs one cluster message per batch instead of one per charge.
- *
- * A charge for a wallet whose entity is active on this runner skips the message: it goes into the entity directly
- * (`LocalWallets`), where it joins the requests being decided together. Credits and balances always go as messages.
+ * Every request is a cluster message (issue 45 item 1: one road into the actor), sent from this service's fibers
+ * (`makeEntityCaller`, with its deadline and its resends after a hand-over). A message to a wallet of this runner is
+ * delivered into its mailbox without being encoded (`platform/Cluster.ts`); the entity takes all that waits in its
+ * mailbox at once and decides and commits it together, so a hot wallet still pays one commit per batch. A run's or
+ * turn's several charges travel in one message (`settle`).
  */
 export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets", {
   scoped: Effect.gen(function*() {
@@ -84,7 +73,6 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
     const sharding = yield* Sharding.Sharding
     /** Whether this runner holds the wallet's shard now (where its next message goes: metrics only). */
     const ownedHere = (userId: string) => sharding.hasShardId(shardOf(sharding, Wallet, userId))
-    const localWallets = yield* LocalWallets
     const clients = new Map<string, ReturnType<typeof makeClient>>()
     /** The client of one wallet (an address and a proxy): made once per wallet, not per call. */
     const client = (userId: string) => {
@@ -96,99 +84,43 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
       }
       return c
     }
-    // Every message goes through `toEntity` (charges from a lane's own fiber, `runFork`): never from the caller's
-    // fiber, so an active wallet does not keep the request that woke it alive (see makeEntityCaller).
-    const runFork = yield* FiberSet.makeRuntime<never>()
+    // Every message goes through `toEntity`: never from the caller's fiber, so an active wallet does not keep the
+    // request that woke it alive (see makeEntityCaller).
     const toEntity = yield* makeEntityCaller
-    const lanes = new Map<string, Lane>()
 
     /**
-     * Sends what waits in `lane` as one message; when it is answered, sends what arrived meanwhile. A message cut by
-     * a hand-over (the wallet's shard moved, or its runner lost its shard locks) is sent again with the same charges
-     * (`resendWhenCut`): each carries its key, so one the wallet did commit is answered from the ledger, not charged
-     * twice.
+     * Sends the charges of one wallet as one `Charges` message, each answered on its own, in order. A message cut by a
+     * hand-over (the wallet's shard moved, or its runner lost its shard locks) is sent again (`resendWhenCut`): each
+     * charge carries its key, so one the wallet did commit is answered from the ledger, not charged twice.
      */
-    const send = (userId: string, lane: Lane) => {
-      const batch = lane.waiting.filter((w) => !w.cancelled)
-      lane.waiting = []
-      if (batch.length === 0) {
-        lanes.delete(userId)
-        return
-      }
-      lane.inFlight = true
-      const charges = batch.map((w) => w.request)
-      // Counted as it leaves, each resend again: what went to another runner crossed the runner socket.
-      const message = Effect.suspend(() => {
-        const here = ownedHere(userId)
-        const [messages, sent] = here ? [messagesHere, chargesSentHere] : [messagesAway, chargesSentAway]
-        messages.unsafeUpdate(1, [])
-        sent.unsafeUpdate(charges.length, [])
-        return client(userId).Charges({ charges })
-      })
-      runFork(
-        toEntity(message, { resendWhenCut: true }).pipe(
-          // On any exit, interruption included: every charge of the batch gets an answer and the lane moves on.
-          Effect.onExit((exit) =>
-            Effect.sync(() => {
-              if (Exit.isSuccess(exit)) {
-                batch.forEach((w, i) => {
-                  const result = exit.value[i]
-                  w.resume(
-                    result === undefined
-                      ? Effect.dieMessage("the wallet answered fewer charges than it was sent")
-                      : Either.isRight(result)
-                      ? Effect.succeed(result.right)
-                      : Effect.fail(result.left)
-                  )
-                })
-              } else {
-                for (const w of batch) w.resume(Effect.failCause(exit.cause))
-              }
-              lane.inFlight = false
-              send(userId, lane)
-            })
+    const sendCharges = (batch: ReadonlyArray<ChargeOf>) => {
+      const userId = batch[0]!.userId
+      const charges = batch.map((c) => c.request)
+      return toEntity(
+        Effect.suspend(() => {
+          // Counted as it leaves, each resend again: what went to another runner crossed the runner socket.
+          const [messages, sent] = ownedHere(userId) ? [messagesHere, chargesSentHere] : [messagesAway, chargesSentAway]
+          messages.unsafeUpdate(1, [])
+          sent.unsafeUpdate(charges.length, [])
+          return client(userId).Charges({ charges })
+        }),
+        { resendWhenCut: true }
+      ).pipe(
+        Effect.map((answers) =>
+          answers.map((answer): Exit.Exit<Movement, ChargeError | ClusterFailure> =>
+            Either.isRight(answer) ? Exit.succeed(answer.right) : Exit.fail(answer.left)
           )
-        )
+        ),
+        // A message that failed as a whole fails each of its charges the same way.
+        Effect.catchAllCause((cause) => Effect.succeed(batch.map(() => Exit.failCause(cause))))
       )
     }
-
-    /** Sends `request` in its wallet's next `Charges` message. */
-    const chargeByMessage = (userId: string, request: ChargeRequest) =>
-      Effect.async<Movement, ChargeError | ClusterFailure>((resume) => {
-        const waiting: Waiting = { request, resume, cancelled: false }
-        let lane = lanes.get(userId)
-        if (lane === undefined) {
-          lane = { inFlight: false, waiting: [] }
-          lanes.set(userId, lane)
-        }
-        lane.waiting.push(waiting)
-        if (!lane.inFlight) send(userId, lane)
-        // A caller that gives up before its charge left takes it back; once sent, the wallet decides it.
-        return Effect.sync(() => {
-          waiting.cancelled = true
-        })
-      })
-
-    /**
-     * Charges a wallet active on this runner in its entity, in the caller's fiber (issue 28 item 4): the entity
-     * decides it with its other requests and commits it with the same fence and keys as a message's, and answers
-     * after the commit; nothing crosses the cluster and nothing is stored as a message. `None` (the entity stopped,
-     * or its shard moved) sends it as a message instead: a charge the entity did commit carries its key and replays.
-     */
-    const chargeHere = (wallet: LocalWallet, userId: string, request: ChargeRequest) =>
-      Effect.flatMap(wallet.charge([request]), Option.match({
-        onNone: () => chargeByMessage(userId, request),
-        onSome: (answers) => {
-          chargesDirect.unsafeUpdate(1, [])
-          return answers[0]!
-        }
-      }))
+    /** One message per wallet at a time from this process; what arrives meanwhile leaves together after it. */
+    const chargeBatched = yield* makeEntityBatcher(sendCharges, (c: ChargeOf) => c.userId)
+    const chargeByMessage = (userId: string, request: ChargeRequest) => chargeBatched({ userId, request })
 
     const noEvent = { appId: null, event: null, metadata: null, description: null }
-    const chargeWith = (userId: string, request: ChargeRequest) => {
-      const here = localWallets.byUser.get(userId)
-      return countCharge((here === undefined ? chargeByMessage(userId, request) : chargeHere(here, userId, request)).pipe(orDieOnCluster))
-    }
+    const chargeWith = (userId: string, request: ChargeRequest) => countCharge(chargeByMessage(userId, request).pipe(orDieOnCluster))
     return {
       charge: (userId: string, amount: Micros, entry: ChargeEntry, dailyCap: Micros | null = null) =>
         chargeWith(userId, { amount, entry: { ...noEvent, ...entry }, dailyCap }).pipe(
@@ -207,12 +139,11 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
           orDieOnCluster,
           Effect.withSpan("Wallets.credit")
         ),
-      balance: (userId: string) => {
-        const byMessage = toEntity(client(userId).Balance(), { resendWhenCut: true }).pipe(Effect.map((reply) => reply.balance))
-        const here = localWallets.byUser.get(userId)
-        // A wallet active on this runner is read in its entity, in order with its other requests: no message.
-        return countBalance((here === undefined ? byMessage : Effect.flatMap(here.balance, Option.getOrElse(() => byMessage))).pipe(orDieOnCluster))
-      },
+      balance: (userId: string) =>
+        countBalance(toEntity(client(userId).Balance(), { resendWhenCut: true })).pipe(
+          Effect.map((reply) => reply.balance),
+          orDieOnCluster
+        ),
       /** The balance and what holds reserve of it (`GET /api/wallet`): available = balance - held. */
       funds: (userId: string) =>
         countBalance(toEntity(client(userId).Balance(), { resendWhenCut: true })).pipe(
@@ -232,12 +163,14 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
       /**
        * Ends the hold `holdId`: voids what is left of it and posts `charges` in order, each a ledger entry under its
        * own key (a settle sent again replays them), made under the caller's `fence` as `chargeFor`'s. One answer per
-       * charge: its movement, or why it was refused. One round trip.
+       * charge: its movement, or why it was refused. One round trip. `final`: the next owner of a cut run voids its
+       * hold, and the run's own late settles post nothing more (`WalletRpc`'s `Settle`).
        */
-      settle: (userId: string, holdId: string, charges: ReadonlyArray<SettledCharge>, fence: Fence | null) =>
+      settle: (userId: string, holdId: string, charges: ReadonlyArray<SettledCharge>, fence: Fence | null, final = false) =>
         countSettle(toEntity(
           client(userId).Settle({
             hold: holdId,
+            ...(final ? { final } : {}),
             charges: charges.map((c): ChargeRequest => ({
               amount: c.amount,
               entry: { ...noEvent, ...c.entry },
@@ -248,6 +181,5 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
           { resendWhenCut: true }
         )).pipe(orDieOnCluster)
     } as const
-  }),
-  dependencies: [LocalWallets.Default]
+  })
 }) {}

@@ -54,6 +54,12 @@ export class RunPayer extends Context.Tag("atrium/runtime/RunPayer")<RunPayer, {
     charges: ReadonlyArray<{ readonly amount: Micros; readonly charge: RunCharge }>,
     fence: Fence | null
   ) => Effect.Effect<ReadonlyArray<boolean>, PaymentFailed>
+  /**
+   * Voids the hold `holdId` of a run that will not go on (a session turn cut with its runner, closed by the session's
+   * next owner), for good: a settle of that run arriving at the wallet after this posts nothing new, so the run's
+   * cost counted from the ledger once this returned stays its cost (docs/billing.md, "Holds").
+   */
+  readonly voidHold: (accountId: string, holdId: string, fence: Fence | null) => Effect.Effect<void, PaymentFailed>
 }>() {}
 
 /** A passage `file_search` found, with its citation: the file, the chunk and its character range in the file's text. */

@@ -1,6 +1,6 @@
 import type * as ShardId from "@effect/cluster/ShardId"
 import * as Sharding from "@effect/cluster/Sharding"
-import { Effect, Option, Runtime, Schedule } from "effect"
+import { Effect, FiberSet, Option, Schedule } from "effect"
 import { makeEntityCaller, shardOf } from "../platform/Cluster.js"
 import { type InternalEvent, isTerminal } from "../runtime/Events.js"
 import { type HubEvent, SessionHub } from "./Hub.js"
@@ -35,9 +35,10 @@ export class SessionFollow extends Effect.Service<SessionFollow>()("atrium/sessi
     const toEntity = yield* makeEntityCaller
     /**
      * Runs what a subscription starts from the hub's callback (reading a gap from the log) with the service's context,
-     * not the subscribing request's, which would otherwise stay reachable for as long as the stream is held.
+     * not the subscribing request's, which would otherwise stay reachable for as long as the stream is held. Its
+     * fibers belong to the service (interrupted when it stops) and to the subscription's scope where one is given.
      */
-    const runInService = Runtime.runFork(yield* Effect.runtime<never>())
+    const runInService = yield* FiberSet.makeRuntime<never>()
 
     /** A message to the session's entity: it starts on (or moves to) its owner, which closes a turn a dead runner cut. */
     const wake = (id: string) => Effect.asVoid(Effect.orDie(toEntity(client(id).Wake())))

@@ -465,6 +465,25 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
     const interruptRuns = (id: string, turn: Option.Option<number>, maxSteps: number) =>
       Effect.orDie(interruptTurn({ id, turn: Option.getOrNull(turn), maxSteps }))
 
+    const recountTurn = SqlSchema.void({
+      Request: Schema.Struct({ id: Schema.String, runId: Schema.String, turn: Schema.Number, maxSteps: Schema.Number }),
+      execute: ({ id, maxSteps, runId, turn }) =>
+        sql`
+          UPDATE runs SET credits_charged = coalesce((
+              SELECT -sum(l.amount) FROM ledger_entries l
+              WHERE l.scope = 'run' AND l.idempotency_key IN (
+                SELECT 'session:' || ${id} || ':' || ${turn}::int || ':' || step FROM generate_series(1, ${maxSteps}) AS step)
+            ), 0)
+          WHERE id = ${runId} AND session_id = ${id} AND status <> 'running'`
+    })
+    /**
+     * Counts the credits of a cut turn's run again, from the ledger, once its hold was voided for good
+     * (`RunPayer.voidHold`): a settle of the cut turn that reached the wallet before the void but after the load's
+     * count (`interruptRuns`) is in the ledger by then, and none can post after it (docs/sessions.md, "Faults").
+     */
+    const recountRun = (id: string, runId: string, turn: number, maxSteps: number) =>
+      Effect.orDie(recountTurn({ id, runId, turn, maxSteps }))
+
     const runStartOf = SqlSchema.single({
       Request: Schema.Struct({ id: Schema.String, turn: Schema.Number, runId: Schema.String }),
       Result: Schema.Struct({ logged: Schema.Boolean }),
@@ -501,6 +520,7 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
       notify,
       commitLog,
       interruptRuns,
+      recountRun,
       runStarted
     } as const
   })

@@ -1,6 +1,6 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import { Entity, type Sharding } from "@effect/cluster"
-import { Cause, Effect, Exit, Fiber, Layer, Metric, Option, Runtime, Schedule, Scope } from "effect"
+import { Cause, Effect, Exit, Fiber, FiberHandle, FiberSet, Layer, Metric, Option, Schedule, Scope } from "effect"
 import { ShardFences } from "../platform/cluster/Fences.js"
 import { AppConfig } from "../platform/Config.js"
 import { activeSessions, inFlight, queuedTurns, runningTurns } from "../platform/telemetry/Metrics.js"
@@ -32,16 +32,15 @@ const turnPartOf = (found: Option.Option<SessionRow>) =>
   Option.map(found, ({ accountId, agentIdentifier, endUserId, environmentId }) => ({ accountId, agentIdentifier, endUserId, environmentId }))
 
 /**
- * The behaviour runs once per activation, in the fiber that sent the message that woke the session (for the API, the
- * HTTP request's). A fiber forked there would carry that fiber's FiberRefs, which keep every ancestor's value, not
- * only the current one: the cluster replaces the context the behaviour sees, yet the request's context (its
- * `HttpServerRequest`: the Node request, its socket and body) would stay in that history until the session
- * passivates. So the worker starts from this layer's runtime, with the entity's own context, and ends with the
- * entity's scope.
+ * The behaviour runs once per activation, in the fiber that sent the message that woke the session. That is never an
+ * HTTP request's fiber: every client sends from a fiber of its service (`makeEntityCaller`), so what the worker
+ * inherits from it holds no request. The worker and the engine run in the entity's scope (a `FiberHandle` of the
+ * entity, issue 45 item 1): they end with it, after the sent turns had their grace.
  */
-export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
-  const processRuntime = yield* Effect.runtime<never>()
+export const SessionLive = Layer.unwrapScoped(Effect.gen(function*() {
   const { shutdownGrace } = yield* AppConfig
+  /** What a session's load starts that must outlive its activation: the void of a cut turn's hold and its recount. */
+  const closing = yield* FiberSet.make<void, never>()
   const { contextChars } = yield* SessionsConfig
   return Session.toLayer(Effect.gen(function*() {
     const address = yield* Entity.CurrentAddress
@@ -104,7 +103,6 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
      * each ends, cancelled, when its place comes, so the log still tells turns one after another.
      */
     const cancelledTurns = new Set<number>()
-    let worker: Fiber.RuntimeFiber<void> | undefined
     /** Set once the behaviour is built: turns owed on reload wait for it before a worker starts. */
     let started = false
     /** Turns sent and not yet ended: what a runner giving the session up waits for. */
@@ -121,7 +119,7 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
           queued.push(turn)
         }
         yield* Metric.increment(queuedTurns)
-        if (started) startWorker()
+        if (started) yield* startWorker
       })
 
     // The session's sandbox (`run_code`): kept while the session is active, so variables persist between turns;
@@ -145,17 +143,31 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
         events: [nextLogged(stale.value.turn, { type: "error", code: "interrupted", message: "The server restarted during this turn." })]
       })
     }
-    // Its hold is voided (docs/billing.md, "Holds"): the dead runner posted none of the turn's steps, and the turn
-    // is not run again, so what it reserved goes back to the payer now rather than when the hold expires. Beside the
-    // load, not in it: the payer's wallet may be on the runner that just stopped, and waiting for it (up to the
-    // entity deadline, 12 s) held the session's next turns back (the fault checker's "long turn did not start").
+    // Its run, too (a runner killed mid-turn, whose shard this runner now owns, left it `running`), with the credits
+    // the ledger holds for its steps now.
+    yield* repo.interruptRuns(sessionId, Option.map(stale, (t) => t.turn), MAX_STEPS)
+    // Its hold is voided (docs/billing.md, "Holds"): the turn is not run again, so what it reserved goes back to the
+    // payer now rather than when the hold expires. For good (`voidHold`): the cut turn's own settle may still be on
+    // its way to the wallet (its runner stopped mid-call, or this runner restarted the session under the same fence,
+    // which the wallet's fence check cannot tell apart), and once the void is answered none can post any more; the
+    // turn's credits are then counted again, so one that posted between the count above and the void is in its run.
+    // Beside the load, not in it: the payer's wallet may be on the runner that just stopped, and waiting for it (up to
+    // the entity deadline, 12 s) held the session's next turns back (the fault checker's "long turn did not start").
+    // In this runner's set, not the entity's scope: a session that restarts meanwhile does not cut it short.
     if (Option.isSome(stale) && Option.isSome(row)) {
-      yield* Effect.forkScoped(runPayer.settle(row.value.accountId, `session:${sessionId}:${stale.value.turn}`, [], fence).pipe(
-        Effect.catchAllCause((cause) => Effect.logWarning("the interrupted turn's hold could not be voided (it expires)", cause))
+      const turn = stale.value.turn
+      yield* FiberSet.run(closing, runPayer.voidHold(row.value.accountId, `session:${sessionId}:${turn}`, fence).pipe(
+        // Tried again as a turn's end is (the database may be restarting), for about 15 s.
+        Effect.zipRight(repo.recountRun(sessionId, turnRunId(sessionId, turn), turn, MAX_STEPS).pipe(
+          Effect.sandbox,
+          Effect.retry({ schedule: END_RETRY, times: 10 }),
+          Effect.unsandbox
+        )),
+        Effect.catchAllCause((cause) =>
+          Effect.logWarning(`turn ${turn} of session ${sessionId}: its hold could not be voided (it expires) or its credits counted again`, cause)
+        )
       ))
     }
-    // Its run, too (a runner killed mid-turn, whose shard this runner now owns, left it `running`).
-    yield* repo.interruptRuns(sessionId, Option.map(stale, (t) => t.turn), MAX_STEPS)
     yield* repo.setStatus(sessionId, "idle")
     // Turns sent but not started when the runner that held them stopped: they run here, in the order sent.
     yield* repo.dequeueEnded(sessionId)
@@ -212,7 +224,8 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
           if (stop !== undefined) {
             stoppedBy = Option.some(stop)
             const running = current
-            if (Option.isSome(running)) Runtime.runFork(entityRuntime)(Fiber.interrupt(running.value.fiber))
+            // Not awaited: this runs in the turn's own fiber, which ends once this (uninterruptible) write returns.
+            if (Option.isSome(running)) yield* Fiber.interruptFork(running.value.fiber)
             return
           }
           setStatus(event.type === "Ask" ? "waiting_approval" : status === "waiting_approval" ? "running" : status)
@@ -407,20 +420,23 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
         }
       })
 
-    const entityRuntime = Runtime.make({
-      context: yield* Effect.context<Sharding.Sharding | Entity.CurrentAddress>(),
-      fiberRefs: processRuntime.fiberRefs,
-      runtimeFlags: processRuntime.runtimeFlags
-    })
+    const entityContext = yield* Effect.context<Sharding.Sharding | Entity.CurrentAddress>()
     const entityScope = yield* Effect.scope
+    /**
+     * The worker's fiber, in the entity's scope. Made before the finalizer below, so that it closes after it: the
+     * finalizer lets the sent turns end within their grace first, then interrupts the worker itself.
+     */
+    const worker = yield* FiberHandle.make<void, never>()
+    /** Which worker runs (a count of the workers started), 0 when none does. */
+    let working = 0
+    let workers = 0
 
     // While the worker has work the entity must stay active (no passivation mid-turn).
     const keepAlive = new KeepAlive()
 
     /**
      * The worker: one turn at a time, in order, while there are turns; it ends when none is left (the next `enqueue`
-     * starts another). Not forked into the entity's scope (a child scope per fork): the one finalizer below interrupts
-     * it, after the sent turns had their grace.
+     * starts another). The one finalizer below interrupts it, after the sent turns had their grace.
      */
     const work = (): Effect.Effect<void, never, Sharding.Sharding | Entity.CurrentAddress> => Effect.gen(function*() {
       for (;;) {
@@ -429,7 +445,8 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
           yield* keepAlive.idle()
           // Checked again after `keepAlive.idle()` (it may wait): a turn sent meanwhile found this worker still running.
           if (queued.length > 0) continue
-          worker = undefined
+          // Said in the same step as the check: a turn sent from now on starts the next worker.
+          working = 0
           return
         }
         yield* Metric.incrementBy(queuedTurns, -1)
@@ -446,15 +463,21 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
         )
       }
     })
-    function startWorker() {
-      if (worker !== undefined) return
-      const fiber = Runtime.runFork(entityRuntime)(work())
-      worker = fiber
-      // A worker that died all the same (a defect outside a turn) does not block the next `Send` from starting one.
-      fiber.addObserver(() => {
-        if (worker === fiber) worker = undefined
-      })
-    }
+    /**
+     * Starts the worker unless it runs. A worker that ended however (a defect outside a turn included) no longer
+     * counts as running, so the next `Send` starts another.
+     */
+    const startWorker = Effect.suspend(() => {
+      if (working !== 0) return Effect.void
+      const id = working = ++workers
+      // Replaces a worker that is only finishing (it said it was done); one that died does not block the next.
+      return Effect.asVoid(FiberHandle.run(
+        worker,
+        Effect.provide(work(), entityContext).pipe(Effect.onExit(() => Effect.sync(() => {
+          if (working === id) working = 0
+        })))
+      ))
+    })
 
     // One finalizer for the whole session, added to the scope directly (`Effect.addFinalizer` keeps a copy of the
     // fiber's refs per finalizer, for every active session). In order: a runner giving the session up (SIGTERM, or
@@ -472,7 +495,7 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
             // Finalizers are uninterruptible: without this the timeout could not stop the wait.
             yield* Effect.timeoutOption(Effect.interruptible(unfinished.drained()), shutdownGrace)
           }
-          if (worker !== undefined) yield* Fiber.interrupt(worker)
+          yield* FiberHandle.clear(worker)
           yield* Metric.incrementBy(queuedTurns, -queued.length)
           yield* Metric.incrementBy(activeSessions, -1)
           yield* sandbox.release
@@ -480,7 +503,7 @@ export const SessionLive = Layer.unwrapEffect(Effect.gen(function*() {
       )
     ))
     started = true
-    if (queued.length > 0) startWorker()
+    if (queued.length > 0) yield* startWorker
 
     return {
       Send: ({ payload }) =>

@@ -213,5 +213,40 @@ describe("wallet decide", () => {
       assert.deepStrictEqual(none.decisions[0], { ok: true, value: { hold: 0n, balance: 0n, held: 0n, expiresAt: NOW } })
       assert.deepStrictEqual(none.holds, [])
     })
+
+    it("a hold voided by its run's next owner (final) fences the cut run: its later settle posts nothing new, replays what it posted, and holds nothing again", () => {
+      const step = (n: number, amount: bigint): Item => ({
+        tag: "Charge",
+        amount,
+        entry: entry(`session:s:3:${n}`, { kind: "usage", scope: "run" }),
+        dailyCap: null,
+        hold: "session:s:3"
+      })
+      // The next owner's void: the hold goes, and the hold's id is fenced for a hold's life.
+      const voided = withHolds(1_000n, [["session:s:3", 600n, NOW + 10]], [{ tag: "Release", hold: "session:s:3", final: true, ttlMs: TTL }])
+      assert.deepStrictEqual(voided.decisions[0], { ok: true, value: { released: 600n } })
+      assert.deepStrictEqual([...voided.voided!], [["session:s:3", NOW + TTL]])
+      // The cut run's settle, arriving after it: step 1 was posted before the void (it replays), step 2 is refused.
+      const late = decideItems({
+        userId: "usr_a",
+        state: { balance: 750n, seq: 8n },
+        items: [release("session:s:3"), step(1, 250n), step(2, 250n), hold("session:s:3", 500n), hold("other", 100n)],
+        prior: new Map([[entryKey("run", "session:s:3:1"), { userId: "usr_a", scope: "run", key: "session:s:3:1", amount: -250n, balanceAfter: 750n }]]),
+        spentToday: new Map(),
+        now: NOW + 1,
+        voided: voided.voided
+      })
+      assert.deepStrictEqual(late.decisions[1], { ok: true, value: { amount: 250n, balance: 750n, replay: true } })
+      assert.strictEqual(late.decisions[2]!.ok === false && late.decisions[2]!.error._tag, "StaleOwner")
+      // Looked up by its key before it is refused: one posted before the void replays instead.
+      assert.deepStrictEqual(late.refused, [{ scope: "run", key: "session:s:3:2" }].map((k) => ({ ...entry(k.key, { kind: "usage", scope: "run" }) })))
+      assert.deepStrictEqual(late.decisions[3], { ok: true, value: { hold: 0n, balance: 750n, held: 0n, expiresAt: NOW + 1 } })
+      assert.deepStrictEqual(late.decisions[4], { ok: true, value: { hold: 100n, balance: 750n, held: 100n, expiresAt: NOW + 1 + TTL } })
+      assert.deepStrictEqual(late.entries, [])
+      // A plain settle (the run's own) fences nothing; and a fence lapses with a hold's life.
+      assert.isUndefined(withHolds(1_000n, [["r", 10n, NOW + 10]], [release("r")]).voided)
+      const after = decideItems({ userId: "usr_a", state: { balance: 750n, seq: 8n }, items: [step(2, 250n)], prior: new Map(), spentToday: new Map(), now: NOW + TTL, voided: voided.voided })
+      assert.isTrue(after.decisions[0]!.ok)
+    })
   })
 })

@@ -1,6 +1,5 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect, Either, Layer, Metric } from "effect"
-import { LocalWallets } from "../../src/billing/LocalWallets.js"
 import { WalletLive } from "../../src/billing/WalletEntity.js"
 import { Wallets } from "../../src/billing/Wallets.js"
 import { ClusterLive } from "../../src/platform/Cluster.js"
@@ -10,12 +9,13 @@ import { insertUser, TestDatabase } from "../support/Database.js"
 import { servicesMode } from "../support/TestServer.js"
 
 /**
- * A charge on the runner that owns the wallet (issue 28 item 4): `Wallets.charge` hands it to the entity directly
- * (`LocalWallets`), with no cluster message, and it is decided and committed exactly as a message's charges are.
+ * A charge on the runner that owns the wallet (issue 45 item 1, one road into the actor): `Wallets.charge` sends it
+ * in a cluster message like any other (charges of one wallet batched by the caller, `makeEntityBatcher`), delivered
+ * into the entity's mailbox on this runner, and the entity decides and commits what waits there together.
  */
 
 const CREDIT = 1_000_000n
-const Env = Layer.mergeAll(Wallets.Default, LocalWallets.Default).pipe(
+const Env = Wallets.Default.pipe(
   Layer.provideMerge(WalletLive),
   Layer.provideMerge(ClusterLive),
   Layer.provideMerge(AppConfig.Default),
@@ -36,37 +36,25 @@ const newUser = Effect.suspend(() => {
 })
 
 // Embedded mode only: in services mode `ClusterLive` is the clustered runner, and built here on its own (no server
-// around it) its first message got no answer within the test's deadline (not traced). In services mode the direct
-// path is taken by the HTTP suites (test/billing/concurrency.test.ts, wallet.test.ts), whose one runner owns every
-// wallet.
+// around it) its first message got no answer within the test's deadline (not traced). In services mode the same path
+// is taken by the HTTP suites (test/billing/concurrency.test.ts, wallet.test.ts), whose one runner owns every wallet.
 describe.skipIf(servicesMode)("local charges", () => {
   layer(Env)("Wallets.charge on the wallet's own runner", (it) => {
-    it.effect("goes into the active entity directly: serialised, never below zero, a repeated key replays", () =>
+    it.effect("is a cluster message into the entity: serialised, never below zero, a repeated key replays", () =>
       Effect.gen(function*() {
         const wallets = yield* Wallets
-        const local = yield* LocalWallets
         const userId = yield* newUser
-        // The first message wakes the entity, which makes itself known to this runner's client.
         assert.strictEqual(yield* wallets.balance(userId), CREDIT)
-        const entity = local.byUser.get(userId)
-        assert.isDefined(entity)
-        let direct = 0
-        let balances = 0
-        local.byUser.set(userId, {
-          charge: (charges) => Effect.suspend(() => (direct += charges.length, entity!.charge(charges))),
-          balance: Effect.suspend(() => (balances += 1, entity!.balance))
-        })
         const charge = (key: string) =>
           Effect.either(wallets.charge(userId, CREDIT / 10n, { kind: "event", scope: "test", key }))
         const [directBefore, byMessageBefore, messagesBefore] = yield* counts
         const results = yield* Effect.forEach(Array.from({ length: 25 }, (_, i) => `c${i}`), charge, { concurrency: "unbounded" })
-        assert.strictEqual(direct, 25)
-        // The metrics say so too: 25 charges direct, none in a message.
+        // One road: every charge went in a message to this runner, none around the cluster; sent at once, they
+        // left in batches (the first alone, those that came while it was on its way together).
         const [directAfter, byMessageAfter, messagesAfter] = yield* counts
-        assert.deepStrictEqual(
-          [directAfter - directBefore, byMessageAfter - byMessageBefore, messagesAfter - messagesBefore],
-          [25, 0, 0]
-        )
+        assert.deepStrictEqual([directAfter - directBefore, byMessageAfter - byMessageBefore], [0, 25])
+        assert.isAtLeast(messagesAfter - messagesBefore, 1)
+        assert.isBelow(messagesAfter - messagesBefore, 25)
         assert.strictEqual(results.filter(Either.isRight).length, 10)
         for (const refused of results.filter(Either.isLeft)) assert.strictEqual(refused.left._tag, "InsufficientCredits")
         assert.sameMembers(
@@ -79,7 +67,26 @@ describe.skipIf(servicesMode)("local charges", () => {
         assert.isTrue(Either.isRight(again) && again.right.replay)
         // The balance is read in the entity too, after every charge it took before.
         assert.strictEqual(yield* wallets.balance(userId), 0n)
-        assert.strictEqual(balances, 1)
+      }))
+
+    it.effect("a hold voided for good by its run's next owner (final settle): the cut run's later settle posts nothing new, and replays what it posted before", () =>
+      Effect.gen(function*() {
+        const wallets = yield* Wallets
+        const userId = yield* newUser
+        const step = (n: number) => ({ amount: CREDIT / 10n, entry: { kind: "usage", scope: "run", key: `session:cut_${userId}:1:${n}` } })
+        assert.strictEqual((yield* wallets.hold(userId, `session:cut_${userId}:1`, CREDIT / 2n)).amount, CREDIT / 2n)
+        // Step 1 posted before the cut (a settle of the run's that did arrive); then the next owner's void.
+        assert.isTrue(Either.isRight((yield* wallets.settle(userId, `session:cut_${userId}:1`, [step(1)], null))[0]!))
+        yield* wallets.settle(userId, `session:cut_${userId}:1`, [], null, true)
+        assert.deepStrictEqual(yield* wallets.funds(userId), { balance: CREDIT * 9n / 10n, held: 0n })
+        // The cut run's own settle, late: step 1 replays, step 2 is refused; a new hold under its id holds nothing.
+        const late = yield* wallets.settle(userId, `session:cut_${userId}:1`, [step(1), step(2)], null)
+        assert.isTrue(Either.isRight(late[0]!) && late[0].right.replay)
+        assert.isTrue(Either.isLeft(late[1]!) && late[1].left._tag === "StaleOwner")
+        assert.strictEqual((yield* wallets.hold(userId, `session:cut_${userId}:1`, CREDIT / 2n)).amount, 0n)
+        assert.deepStrictEqual(yield* wallets.funds(userId), { balance: CREDIT * 9n / 10n, held: 0n })
+        // Another run's hold and settle are untouched by it.
+        assert.strictEqual((yield* wallets.hold(userId, "run_other", CREDIT / 10n)).amount, CREDIT / 10n)
       }))
   })
 })

@@ -131,18 +131,20 @@ describe.skipIf(databaseUrl === undefined)("a wallet charged through the worker 
         scrapes.reduce((n, text) => n + total(text, metric, labels), 0)
       // Every charge counted once, by one of the three ways (nothing was resent: no shard moved).
       assert.strictEqual(sum("wallet_charges_total", {}), CHARGES, scrapes.join("\n"))
-      // One worker owns the wallet and takes its own charges without a message; the other sends all of its own.
-      const direct = scrapes.map((text) => total(text, "wallet_charges_total", { via: "direct" }))
+      // One road (issue 45): every charge went in a message, none around the cluster. One worker owns the wallet
+      // and sends its own charges to itself; the other sends all of its own over the runner socket.
+      assert.strictEqual(sum("wallet_charges_total", { via: "direct" }), 0, "a charge went around the cluster")
+      const here = scrapes.map((text) => total(text, "wallet_charges_total", { via: "message", to: "this_runner" }))
       const away = scrapes.map((text) => total(text, "wallet_charges_total", { via: "message", to: "another_runner" }))
-      const owner = direct[0]! > direct[1]! ? 0 : 1
+      const owner = here[0]! > here[1]! ? 0 : 1
       const other = 1 - owner
       assert.strictEqual(away[owner], 0, "the owner sent charges to another runner")
-      assert.strictEqual(direct[other], 0, "the worker without the wallet took charges directly")
+      assert.strictEqual(here[other], 0, "the worker without the wallet sent charges to itself")
       // Enough of them went through the other worker for the batching to show (node:cluster deals connections
       // round-robin, so about half).
       assert.isAtLeast(away[other]!, CHARGES / 5, "too few charges reached the worker that does not own the wallet")
       // Batched: the other worker's charges went in at most half as many messages. One message per charge (no
-      // lanes) would make these equal.
+      // caller-side batching, `makeEntityBatcher`) would make these equal.
       const messages = total(scrapes[other]!, "wallet_charge_messages_total", { to: "another_runner" })
       assert.isAtLeast(messages, 1)
       assert.isAtMost(messages, away[other]! / 2, `${away[other]} charges in ${messages} messages`)

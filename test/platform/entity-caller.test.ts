@@ -56,6 +56,24 @@ describe("entity caller", () => {
       assert.strictEqual(sent, 1)
     }).pipe(Effect.provide(TestContext.TestContext)))
 
+  it.scoped("an idempotent message its owner never answers (a paused runner) is sent once more before its deadline, and answered", () =>
+    Effect.gen(function*() {
+      const toEntity = yield* makeEntityCallerWith(Duration.millis(300))
+      let sent = 0
+      const first = yield* Deferred.make<void>()
+      // The first delivery went to a runner that stopped: it never answers, and the cluster does not cut it. The
+      // next one reaches the shard's new owner.
+      const call = Effect.suspend(() => ++sent === 1 ? Effect.zipRight(Deferred.succeed(first, undefined), Effect.never) : Effect.succeed("answered"))
+      const caller = yield* Effect.fork(toEntity(call, { resendWhenCut: true }))
+      yield* Deferred.await(first)
+      // A sixth of the deadline before it (50 ms of 300): sent again.
+      yield* TestClock.adjust("249 millis")
+      assert.strictEqual(sent, 1, "not sent again while there is time")
+      yield* TestClock.adjust("1 millis")
+      assert.strictEqual(yield* Fiber.join(caller), "answered")
+      assert.strictEqual(sent, 2)
+    }).pipe(Effect.provide(TestContext.TestContext)))
+
   it.scoped("a message nobody answers ends at its deadline as an outage (503), not a wait without end", () =>
     Effect.gen(function*() {
       const toEntity = yield* makeEntityCallerWith(Duration.millis(300))
@@ -71,6 +89,25 @@ describe("entity caller", () => {
         assert.instanceOf(Cause.squash(exit.cause), EntityDeadline)
         assert.isTrue(isOutage(exit.cause))
       }
+    }).pipe(Effect.provide(TestContext.TestContext)))
+
+  it.scoped("an idempotent message nobody answers, sent once more, still ends at its deadline", () =>
+    Effect.gen(function*() {
+      const toEntity = yield* makeEntityCallerWith(Duration.millis(300))
+      let sent = 0
+      const reached = yield* Deferred.make<void>()
+      const caller = yield* Effect.fork(toEntity(Effect.suspend(() => {
+        sent++
+        return Effect.zipRight(Deferred.succeed(reached, undefined), Effect.never)
+      }), { resendWhenCut: true }))
+      yield* Deferred.await(reached)
+      yield* TestClock.adjust("299 millis")
+      assert.isTrue(Option.isNone(yield* Fiber.poll(caller)), "not before its deadline")
+      assert.strictEqual(sent, 2)
+      yield* TestClock.adjust("1 millis")
+      const exit = yield* Fiber.await(caller)
+      assert.isTrue(Exit.isFailure(exit) && Cause.squash(exit.cause) instanceof EntityDeadline)
+      assert.strictEqual(sent, 2, "once more, not again and again")
     }).pipe(Effect.provide(TestContext.TestContext)))
 })
 

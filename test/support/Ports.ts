@@ -19,6 +19,7 @@ export class RunPayerTest extends Context.Tag("test/RunPayerTest")<RunPayerTest,
       const charges: Array<{ readonly accountId: string; readonly amount: Micros; readonly key: string }> = []
       const balanceOf = (accountId: string) => balances.get(accountId) ?? initial
       const holds = new Map<string, Micros>()
+      const voided = new Set<string>()
       const heldBy = (accountId: string) => {
         let held = 0n
         for (const [key, amount] of holds) if (key.startsWith(`${accountId}\u0000`)) held += amount
@@ -52,11 +53,18 @@ export class RunPayerTest extends Context.Tag("test/RunPayerTest")<RunPayerTest,
             holds.delete(`${accountId}\u0000${holdId}`)
             return posted.map(({ amount, charge }) => {
               if (charges.some((c) => c.key === charge.key)) return true
+              if (voided.has(`${accountId}\u0000${holdId}`)) return false
               if (balanceOf(accountId) - heldBy(accountId) < amount) return false
               balances.set(accountId, balanceOf(accountId) - amount)
               charges.push({ accountId, amount, key: charge.key })
               return true
             })
+          }),
+        // As the wallet's final settle: the hold is gone, and a later settle of it posts nothing new.
+        voidHold: (accountId, holdId) =>
+          Effect.sync(() => {
+            holds.delete(`${accountId}\u0000${holdId}`)
+            voided.add(`${accountId}\u0000${holdId}`)
           })
       }).pipe(Context.add(RunPayerTest, { charges }))
     }))

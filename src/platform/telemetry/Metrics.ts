@@ -53,8 +53,8 @@ export const walletCommitDuration = Metric.histogram(
 )
 
 /**
- * Wallet charges by how they reached the wallet's entity (issue 28 item 4): `via="direct"` taken by the entity on
- * this runner without a message (`LocalWallets`), `via="message"` sent in a `Charges` message, `to` the runner that
+ * Wallet charges by how they reached the wallet's entity (issue 28 item 4): `via="message"` sent in a `Charges`
+ * message (the only road since issue 45; `via="direct"`, around the cluster, is gone and stays 0), `to` the runner that
  * owned the wallet's shard when it left (`this_runner` or `another_runner`, over the runner socket). A message
  * resent after a hand-over counts its charges again.
  */
