@@ -1,6 +1,6 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import { Entity, type Sharding } from "@effect/cluster"
-import { Cause, Effect, Exit, Fiber, FiberHandle, FiberSet, Layer, Metric, Option, Schedule, Scope } from "effect"
+import { Cause, Duration, Effect, Exit, Fiber, FiberHandle, FiberSet, Layer, Metric, Option, Schedule, Scope } from "effect"
 import { ShardFences } from "../platform/cluster/Fences.js"
 import { AppConfig } from "../platform/Config.js"
 import { activeSessions, inFlight, queuedTurns, runningTurns } from "../platform/telemetry/Metrics.js"
@@ -37,10 +37,19 @@ const turnPartOf = (found: Option.Option<SessionRow>) =>
  * inherits from it holds no request. The worker and the engine run in the entity's scope (a `FiberHandle` of the
  * entity, issue 45 item 1): they end with it, after the sent turns had their grace.
  */
+/**
+ * How long a stopping runner waits for cut turns' voids and recounts under way (apart from `SHUTDOWN_GRACE`, which is
+ * the sent turns'): a void is one wallet round trip, answered within the failover budget once the wallet's owner is up.
+ */
+const CLOSING_GRACE = Duration.seconds(5)
+
 export const SessionLive = Layer.unwrapScoped(Effect.gen(function*() {
   const { shutdownGrace } = yield* AppConfig
   /** What a session's load starts that must outlive its activation: the void of a cut turn's hold and its recount. */
   const closing = yield* FiberSet.make<void, never>()
+  // At shutdown (this finalizer runs before the set's own, which interrupts) a void and recount still under way get up
+  // to `CLOSING_GRACE` to end: cut, they would not be done again, as the next activation finds the turn closed.
+  yield* Effect.addFinalizer(() => Effect.timeoutOption(FiberSet.awaitEmpty(closing), CLOSING_GRACE))
   const { contextChars } = yield* SessionsConfig
   return Session.toLayer(Effect.gen(function*() {
     const address = yield* Entity.CurrentAddress

@@ -26,6 +26,8 @@ import { newEntitySession } from "./entity-support.js"
 class Mailbox extends Context.Tag("test/CutTurnMailbox")<Mailbox, {
   readonly settles: Array<{ readonly accountId: string; readonly holdId: string; readonly charges: ReadonlyArray<{ readonly amount: Micros; readonly key: string }> }>
   readonly voided: Deferred.Deferred<string>
+  /** While it holds a deferred, a void waits for it before the wallet decides (a wallet slow to answer). */
+  readonly gate: Array<Deferred.Deferred<void>>
 }>() {}
 
 /** Appends a credit and a charge of `amount` to the user's ledger, as the wallet's commit would (chain and balance). */
@@ -52,6 +54,7 @@ const postCharge = (userId: string, key: string, amount: Micros) =>
 const SlowWallet = Layer.effectContext(Effect.gen(function*() {
   const settles: Array<{ readonly accountId: string; readonly holdId: string; readonly charges: ReadonlyArray<{ readonly amount: Micros; readonly key: string }> }> = []
   const voided = yield* Deferred.make<string>()
+  const gate: Array<Deferred.Deferred<void>> = []
   const sql = yield* SqlClient.SqlClient
   const payer = RunPayer.of({
     charge: () => Effect.void,
@@ -64,6 +67,7 @@ const SlowWallet = Layer.effectContext(Effect.gen(function*() {
       }),
     voidHold: (accountId, holdId) =>
       Effect.gen(function*() {
+        for (const wait of gate) yield* Deferred.await(wait)
         // The settle delivered before the void is decided first, then the void.
         for (const settle of settles.splice(0)) {
           if (settle.holdId !== holdId) continue
@@ -72,7 +76,7 @@ const SlowWallet = Layer.effectContext(Effect.gen(function*() {
         yield* Deferred.succeed(voided, holdId)
       }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
   })
-  return Context.make(RunPayer, payer).pipe(Context.add(Mailbox, { settles, voided }))
+  return Context.make(RunPayer, payer).pipe(Context.add(Mailbox, { settles, voided, gate }))
 }))
 
 const Env = Layer.mergeAll(AppConfig.Default, ShardingConfig.layer(), ShardFences.Default, SlowWallet, KnowledgeGate.layer).pipe(
@@ -126,6 +130,30 @@ describe("a cut turn's credits", () => {
           Effect.orElse(() => creditsOf(sessionId, 1))
         )
         assert.deepStrictEqual(settled, { recorded: String(step!.amount), ledger: String(step!.amount), status: "failed" })
+      }))
+
+    it.scoped("are counted again when the runner stops while the void is under way: the shutdown waits for it", () =>
+      Effect.gen(function*() {
+        const sessionId = yield* newSession
+        const mailbox = yield* Mailbox
+        yield* Effect.scoped(Effect.gen(function*() {
+          const session = yield* (yield* Entity.makeTestClient(Session, SessionLive))(sessionId)
+          yield* session.Send({ message: `/tool file_search ${JSON.stringify({ query: "cut" })}`, budget: null })
+          yield* nextSearch
+        }))
+        const [step] = mailbox.settles.find((settle) => settle.holdId === `session:${sessionId}:1`)!.charges
+        // The next activation's void waits on a slow wallet, and its runner stops meanwhile (the layer's scope closes);
+        // the wallet answers a moment later, while the runner is stopping.
+        const release = yield* Deferred.make<void>()
+        mailbox.gate.push(release)
+        yield* Effect.scoped(Effect.gen(function*() {
+          const session = yield* (yield* Entity.makeTestClient(Session, SessionLive))(sessionId)
+          yield* session.Reload()
+          yield* Effect.forkDaemon(TestServices.provideLive(Effect.delay(Deferred.succeed(release, undefined), "200 millis")))
+        }))
+        mailbox.gate.splice(0)
+        // Stopped: the void was answered and the turn counted again before the runner let go.
+        assert.deepStrictEqual(yield* creditsOf(sessionId, 1), { recorded: String(step!.amount), ledger: String(step!.amount), status: "failed" })
       }))
   })
 })
