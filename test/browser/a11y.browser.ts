@@ -6,6 +6,7 @@ import {
   Atrium,
   api,
   assertAccessible,
+  assertNoHorizontalOverflow,
   BUYER_CODE,
   BUYER_PHONE,
   checkPrerequisites,
@@ -25,12 +26,17 @@ import {
  * no serious or critical violation (issue 27 item 6, issue 48: the dark theme of the store, the creator's page, the
  * checkout, evals and versions too). The pages carry data: a featured expert with a review, a creator's page, a
  * conversation with a tool approval waiting, a sale, a key, an eval run, a version to compare, an order to pay, a
- * submission in the review queue. `/docs` has its own test (pages.browser.ts).
+ * submission in the review queue. `/docs` has its own test (pages.browser.ts). On the phone every page also fits the
+ * screen: nothing scrolls sideways (issue 48: the Evals page was 528 px wide on a 390 px phone).
  */
 
 checkPrerequisites()
 
 type View = { name: string; viewport: typeof DESKTOP; scheme: "light" | "dark" }
+/** On the phone a page must fit the screen's width, as well as pass axe. */
+const assertFits = (page: Page, view: View, state: string) =>
+  view.viewport.width === PHONE.width ? assertNoHorizontalOverflow(page, `${state} (${view.name})`) : Promise.resolve()
+
 const VIEWS: Array<View> = [
   { name: "desktop light", viewport: DESKTOP, scheme: "light" },
   { name: "phone dark", viewport: PHONE, scheme: "dark" }
@@ -99,6 +105,7 @@ describe("web app in Chromium: accessibility", () => {
         await ready(one.page)
         await one.page.waitForLoadState("networkidle")
         await assertAccessible(one.page, `${path} (${view.name})`)
+        await assertFits(one.page, view, path)
       }
       return { ...one, errors, check }
     }
@@ -124,6 +131,7 @@ describe("web app in Chromium: accessibility", () => {
               await anon.locator("main h1, main [role=status]").first().waitFor()
               await anon.waitForLoadState("networkidle")
               await assertAccessible(anon, `${path} (${view.name}, logged out)`)
+              await assertFits(anon, view, `${path} logged out`)
             }
             await anon.getByRole("link", { name: "Log in" }).first().waitFor()
             await guest.close()
@@ -199,6 +207,7 @@ describe("web app in Chromium: accessibility", () => {
             await box.press("Enter")
             await page.getByRole("button", { name: "Approve" }).waitFor()
             await assertAccessible(page, `a conversation with an approval waiting (${view.name})`)
+            await assertFits(page, view, "a conversation with an approval waiting")
             await page.getByRole("button", { name: "Deny" }).click()
             const menu = page.getByRole("button", { name: "Menu" })
             if (await menu.isVisible()) {

@@ -2,8 +2,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import * as Http from "node:http"
 import type { Page } from "playwright-core"
-import { Browser, CHROMIUM, chromiumAvailable, newPerson, PHONE } from "./Browser.js"
-import { assertAccessible, Atrium } from "./support.js"
+import { Browser, CHROMIUM, chromiumAvailable, DESKTOP, newPerson, PHONE } from "./Browser.js"
+import { assertAccessible, assertNoHorizontalOverflow, Atrium } from "./support.js"
 
 /**
  * Issue 26 item 7, in Chromium: `/docs`, the login page and the app's pages load nothing from another host, the
@@ -48,12 +48,17 @@ describe("HTML pages in Chromium", () => {
           const spec = await (await fetch(`${server.url}/openapi.json`)).json() as { paths: Record<string, Record<string, unknown>> }
           const operations = Object.values(spec.paths).reduce((n, item) => n + Object.keys(item).filter((m) => ["get", "post", "put", "patch", "delete"].includes(m)).length, 0)
           assert.strictEqual(await page.locator("article.operation").count(), operations, "every operation of the contract")
-          await assertAccessible(page, "/docs (light)")
-          const dark = await newPerson(browser, PHONE, "dark")
-          const darkPage = await dark.newPage()
-          await darkPage.goto(`${server.url}/docs`)
-          await assertAccessible(darkPage, "/docs (phone, dark)")
-          await dark.close()
+          await assertAccessible(page, "/docs (desktop, light)")
+          // Each theme on each screen: the colours differ by theme, the layout (tables, long paths) by width.
+          for (const [name, viewport, scheme] of [["phone, light", PHONE, "light"], ["phone, dark", PHONE, "dark"], ["desktop, dark", DESKTOP, "dark"]] as const) {
+            const other = await newPerson(browser, viewport, scheme)
+            const otherPage = await other.newPage()
+            await otherPage.goto(`${server.url}/docs`)
+            await otherPage.getByRole("heading", { name: "Sessions", exact: true }).waitFor()
+            await assertAccessible(otherPage, `/docs (${name})`)
+            if (viewport === PHONE) await assertNoHorizontalOverflow(otherPage, `/docs (${name})`)
+            await other.close()
+          }
           // The interactive explorer (Scalar), opt-in from the reference: it renders from this origin only.
           await page.goto(`${server.url}/docs/explorer`, { waitUntil: "networkidle" })
           await page.getByText("Sessions", { exact: true }).first().waitFor({ timeout: 60_000 })

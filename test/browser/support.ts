@@ -208,6 +208,23 @@ export const axeViolations = async (page: Page): Promise<Array<string>> => {
   return found.filter((v) => v.impact === "serious" || v.impact === "critical").map((v) => `${v.impact} ${v.id}: ${v.targets.join(", ")}`)
 }
 
+/**
+ * The page is no wider than its window: nothing to scroll sideways (a 390 px phone showed the Evals page 528 px wide,
+ * its cards cut off). The failure names the elements that reach past the right edge.
+ */
+export const assertNoHorizontalOverflow = async (page: Page, state: string) => {
+  const found = await page.evaluate(() => {
+    const doc = (globalThis as unknown as { document: { documentElement: { scrollWidth: number; clientWidth: number }; querySelectorAll(s: string): Iterable<{ tagName: string; className: unknown; getBoundingClientRect(): { right: number }; closest(s: string): unknown }> } }).document
+    const width = doc.documentElement.clientWidth
+    const past = [...doc.querySelectorAll("body *")]
+      .filter((el) => el.getBoundingClientRect().right > width + 0.5 && !el.closest(".visually-hidden, thead"))
+      .slice(0, 8)
+      .map((el) => `${el.tagName.toLowerCase()}${typeof el.className === "string" && el.className ? "." + el.className.trim().replace(/\s+/g, ".") : ""} (right edge ${Math.round(el.getBoundingClientRect().right)})`)
+    return { scrollWidth: doc.documentElement.scrollWidth, clientWidth: width, past }
+  })
+  assert.isAtMost(found.scrollWidth, found.clientWidth, `${state} is ${found.scrollWidth} px wide in a ${found.clientWidth} px window: ${found.past.join(", ")}`)
+}
+
 export const assertAccessible = async (page: Page, state: string) => {
   const violations = await axeViolations(page)
   assert.deepStrictEqual(violations, [], `axe on ${state}`)

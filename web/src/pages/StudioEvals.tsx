@@ -1,6 +1,7 @@
 import { useEffect, useState } from "react"
 import { call, itemsOf } from "../api.js"
 import { Link } from "../router.js"
+import { ListTable } from "./ListTable.js"
 import { credits, duration, StudioHeader, when } from "./StudioTabs.js"
 
 /** Shapes of `/v1/evals` (src/evals/Domain.ts), as this page reads them. */
@@ -281,44 +282,43 @@ const DatasetPanel = ({ identifier, dataset, gated, onChanged }: { identifier: s
       <p role="status" aria-live="polite">{status}</p>
       {error && <p role="alert" className="error">{error}</p>}
       {runs.length > 0 && (
-        <div className="table-wrap">
-          <table className="cards" data-testid="eval-runs">
-            <caption>Eval runs of {dataset.name}, newest first</caption>
-            <thead>
-              <tr>
-                <th scope="col">Started</th><th scope="col">Of</th><th scope="col">Status</th><th scope="col" className="num">Pass rate</th>
-                <th scope="col" className="num">Rows</th><th scope="col" className="num">Credits (estimate)</th><th scope="col" className="num">Mean time</th>
-              </tr>
-            </thead>
-            <tbody>
-              {runs.map((run) => (
-                <tr key={run.id}>
-                  <th scope="row">
-                    <button type="button" className="link" aria-expanded={openRun === run.id} onClick={() => setOpenRun(openRun === run.id ? null : run.id)}>
-                      {when(run.created_at)}<span className="visually-hidden">: its results</span>
-                    </button>
-                  </th>
-                  <td data-label="Of">{run.version === null ? "the draft" : `version ${run.version}`}</td>
-                  <td data-label="Status">
-                    {RUN_STATUS[run.status]}
-                    {run.status === "running" && (
-                      <>
-                        {" "}
-                        <button type="button" className="secondary" onClick={() => void cancel(run)}>
-                          Cancel<span className="visually-hidden"> the eval run started {when(run.created_at)}</span>
-                        </button>
-                      </>
-                    )}
-                  </td>
-                  <td data-label="Pass rate" className="num" data-testid="pass-rate">{percent(run.pass_rate)}</td>
-                  <td data-label="Rows" className="num">{run.rows_done} of {run.rows_total}</td>
-                  <td data-label="Credits" className="num">{credits(run.credits)} ({credits(run.estimate_credits)})</td>
-                  <td data-label="Mean time" className="num">{run.mean_latency_ms === null ? "—" : duration(run.mean_latency_ms)}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <ListTable
+          caption={`Eval runs of ${dataset.name}, newest first`}
+          testId="eval-runs"
+          rows={runs}
+          rowKey={(run) => run.id}
+          first={{
+            label: "Started",
+            cell: (run) => (
+              <button type="button" className="link" aria-expanded={openRun === run.id} onClick={() => setOpenRun(openRun === run.id ? null : run.id)}>
+                {when(run.created_at)}<span className="visually-hidden">: its results</span>
+              </button>
+            )
+          }}
+          columns={[
+            { label: "Of", cell: (run) => run.version === null ? "the draft" : `version ${run.version}` },
+            {
+              label: "Status",
+              cell: (run) => (
+                <>
+                  {RUN_STATUS[run.status]}
+                  {run.status === "running" && (
+                    <>
+                      {" "}
+                      <button type="button" className="secondary" onClick={() => void cancel(run)}>
+                        Cancel<span className="visually-hidden"> the eval run started {when(run.created_at)}</span>
+                      </button>
+                    </>
+                  )}
+                </>
+              )
+            },
+            { label: "Pass rate", numeric: true, testId: "pass-rate", cell: (run) => percent(run.pass_rate) },
+            { label: "Rows", numeric: true, cell: (run) => `${run.rows_done} of ${run.rows_total}` },
+            { label: "Credits (estimate)", cardLabel: "Credits", numeric: true, cell: (run) => `${credits(run.credits)} (${credits(run.estimate_credits)})` },
+            { label: "Mean time", numeric: true, cell: (run) => run.mean_latency_ms === null ? "—" : duration(run.mean_latency_ms) }
+          ]}
+        />
       )}
       {openRun && <Results identifier={identifier} runId={openRun} tick={tick} />}
       {runs.length > 1 && (
@@ -367,28 +367,24 @@ const Results = ({ identifier, runId, tick }: { identifier: string; runId: strin
   useEffect(() => {
     call((c) => c.evals.runResults({ path: { id: runId }, urlParams: { limit: 100 } })).then((page) => setResults(itemsOf<Result>(page)), () => setResults([]))
   }, [runId, tick])
-  if (results === null) return <p role="status">Loading…</p>
   return (
-    <div className="table-wrap">
-      <table className="cards" data-testid="eval-results">
-        <caption>Results, in the dataset's order (the first 100)</caption>
-        <thead>
-          <tr><th scope="col">Row</th><th scope="col">Outcome</th><th scope="col">Why</th><th scope="col" className="num">Credits</th><th scope="col">Trace</th></tr>
-        </thead>
-        <tbody>
-          {results.map((r) => (
-            <tr key={r.row_id}>
-              <th scope="row">{r.position}</th>
-              <td data-label="Outcome">{r.passed === null ? (r.status === "graded" ? "Not graded" : r.status === "cancelled" ? "Cancelled" : "Waiting") : r.passed ? "Passed" : "Failed"}</td>
-              <td data-label="Why">{r.explanation ?? "—"}</td>
-              <td data-label="Credits" className="num">{credits(r.credits)}</td>
-              <td data-label="Trace">
-                {r.trace_id ? <Link to={`/studio/${identifier}/traces?trace=${encodeURIComponent(r.run_id)}`}>Open the trace<span className="visually-hidden"> of row {r.position}</span></Link> : "—"}
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
+    <ListTable
+      caption="Results, in the dataset's order (the first 100)"
+      testId="eval-results"
+      rows={results}
+      rowKey={(r) => r.row_id}
+      first={{ label: "Row", cell: (r) => r.position }}
+      columns={[
+        { label: "Outcome", cell: (r) => r.passed === null ? (r.status === "graded" ? "Not graded" : r.status === "cancelled" ? "Cancelled" : "Waiting") : r.passed ? "Passed" : "Failed" },
+        { label: "Why", cell: (r) => r.explanation ?? "—" },
+        { label: "Credits", numeric: true, cell: (r) => credits(r.credits) },
+        {
+          label: "Trace",
+          cell: (r) => r.trace_id
+            ? <Link to={`/studio/${identifier}/traces?trace=${encodeURIComponent(r.run_id)}`}>Open the trace<span className="visually-hidden"> of row {r.position}</span></Link>
+            : "—"
+        }
+      ]}
+    />
   )
 }

@@ -3,6 +3,7 @@ import { useEffect, useRef, useState } from "react"
 import { call, failureOf, itemsOf } from "../api.js"
 import { readablePreview } from "../chat/Sidebar.js"
 import { Link, navigate, useLocation } from "../router.js"
+import { ListTable } from "./ListTable.js"
 import { credits, duration, StudioHeader, when } from "./StudioTabs.js"
 
 /** A run as `GET /v1/runs/:id` tells it (src/runs/Api.ts). */
@@ -114,48 +115,36 @@ const RunList = ({ identifier }: { identifier: string }) => {
         <button type="button" className="secondary" onClick={() => void load()}>Refresh</button>
       </div>
       {error && <p role="alert" className="error">{error}</p>}
-      {runs === null && !error && <p role="status">Loading…</p>}
-      {runs !== null && runs.length === 0 && (
-        <p className="empty-state" data-testid="runs-empty">
-          No runs yet. Start one from the API with <code>POST /v1/agents/run</code> (add <code>"background": true</code> to
-          run it without waiting), add a schedule in <Link to={`/studio/${identifier}/schedules`}>Schedules</Link>, or
-          talk to it in the <Link to={`/chat/${identifier}`}>test chat</Link>.
-        </p>
-      )}
-      {runs !== null && runs.length > 0 && (
-        <div className="table-wrap">
-          <table className="cards" data-testid="runs">
-            <caption className="visually-hidden">Runs, newest first</caption>
-            <thead>
-              <tr>
-                <th scope="col">Started</th>
-                <th scope="col">Status</th>
-                <th scope="col">Kind</th>
-                <th scope="col" className="num">Duration</th>
-                <th scope="col" className="num">Credits</th>
-              </tr>
-            </thead>
-            <tbody>
-              {runs.map((run) => (
-                <tr key={run.id}>
-                  <th scope="row">
-                    <Link to={`/studio/${identifier}/runs?run=${encodeURIComponent(run.id)}`}>
-                      {when(run.started_at ?? run.created_at)}<span className="visually-hidden">: open this run</span>
-                    </Link>
-                  </th>
-                  <td data-label="Status"><span className={`badge status-${run.status}`}>{statusOf(run)}</span></td>
-                  <td data-label="Kind">{kindOf(run)}</td>
-                  <td data-label="Duration" className="num">{durationOf(run, now)}</td>
-                  <td data-label="Credits" className="num">{credits(run.credits_charged)}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
-      )}
-      {more && runs !== null && runs.length > 0 && (
-        <button type="button" className="secondary" onClick={() => void load(runs[runs.length - 1]!.id)}>Older runs</button>
-      )}
+      <ListTable
+        caption="Runs, newest first"
+        captionHidden
+        testId="runs"
+        rows={runs}
+        rowKey={(run) => run.id}
+        failed={error !== null}
+        empty={
+          <p className="empty-state" data-testid="runs-empty">
+            No runs yet. Start one from the API with <code>POST /v1/agents/run</code> (add <code>"background": true</code> to
+            run it without waiting), add a schedule in <Link to={`/studio/${identifier}/schedules`}>Schedules</Link>, or
+            talk to it in the <Link to={`/chat/${identifier}`}>test chat</Link>.
+          </p>
+        }
+        first={{
+          label: "Started",
+          cell: (run) => (
+            <Link to={`/studio/${identifier}/runs?run=${encodeURIComponent(run.id)}`}>
+              {when(run.started_at ?? run.created_at)}<span className="visually-hidden">: open this run</span>
+            </Link>
+          )
+        }}
+        columns={[
+          { label: "Status", cell: (run) => <span className={`badge status-${run.status}`}>{statusOf(run)}</span> },
+          { label: "Kind", cell: kindOf },
+          { label: "Duration", numeric: true, cell: (run) => durationOf(run, now) },
+          { label: "Credits", numeric: true, cell: (run) => credits(run.credits_charged) }
+        ]}
+        older={{ label: "Older runs", more, onClick: (last) => void load(last.id) }}
+      />
     </div>
   )
 }

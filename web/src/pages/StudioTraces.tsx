@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState } from "react"
 import { call, itemsOf } from "../api.js"
 import { Link, navigate, useLocation } from "../router.js"
+import { ListTable } from "./ListTable.js"
 import { credits, duration, StudioHeader, when } from "./StudioTabs.js"
 
 /** A trace as `GET /v1/traces` lists it (src/traces/Domain.ts). */
@@ -119,54 +120,44 @@ const TraceList = ({ identifier }: { identifier: string }) => {
         <button type="button" className="secondary" onClick={() => void load()}>Refresh</button>
       </form>
       {error && <p role="alert" className="error">{error}</p>}
-      {traces === null && !error && <p role="status">Loading…</p>}
-      {traces !== null && traces.length === 0 && (
-        <p className="empty-state" data-testid="traces-empty">
-          {filtered
-            ? "No trace matches these filters."
-            : <>No traces yet. Every run leaves one a moment after it ends: try the expert in the <Link to={`/chat/${identifier}`}>test chat</Link>.</>}
-        </p>
-      )}
-      {traces !== null && traces.length > 0 && (
-        <div className="table-wrap">
-          <table className="cards" data-testid="traces">
-            <caption className="visually-hidden">Traces, newest first</caption>
-            <thead>
-              <tr>
-                <th scope="col">Started</th>
-                <th scope="col">Outcome</th>
-                <th scope="col">Whose</th>
-                <th scope="col">Tools</th>
-                <th scope="col" className="num">Duration</th>
-                <th scope="col" className="num">Credits</th>
-              </tr>
-            </thead>
-            <tbody>
-              {traces.map((trace) => (
-                <tr key={trace.trace_id}>
-                  <th scope="row">
-                    <Link to={`/studio/${identifier}/traces?trace=${encodeURIComponent(trace.run_id)}`}>
-                      {when(trace.started_at)}<span className="visually-hidden">: open this trace</span>
-                    </Link>
-                  </th>
-                  <td data-label="Outcome">
-                    <span className={`badge ${trace.status === "ok" ? "status-completed" : "status-failed"}`}>
-                      {trace.status === "ok" ? "Succeeded" : `Failed${trace.error_type ? ` (${trace.error_type})` : ""}`}
-                    </span>
-                  </td>
-                  <td data-label="Whose">{trace.access === "own" ? "Yours" : "A buyer's"}{trace.session_id ? ", a conversation turn" : ""}</td>
-                  <td data-label="Tools">{trace.tools.length > 0 ? trace.tools.join(", ") : "—"}</td>
-                  <td data-label="Duration" className="num">{duration(trace.duration_ms)}</td>
-                  <td data-label="Credits" className="num">{credits(trace.credits)}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
-      )}
-      {more && traces !== null && traces.length > 0 && (
-        <button type="button" className="secondary" onClick={() => void load(traces[traces.length - 1]!.trace_id)}>Older traces</button>
-      )}
+      <ListTable
+        caption="Traces, newest first"
+        captionHidden
+        testId="traces"
+        rows={traces}
+        rowKey={(trace) => trace.trace_id}
+        failed={error !== null}
+        empty={
+          <p className="empty-state" data-testid="traces-empty">
+            {filtered
+              ? "No trace matches these filters."
+              : <>No traces yet. Every run leaves one a moment after it ends: try the expert in the <Link to={`/chat/${identifier}`}>test chat</Link>.</>}
+          </p>
+        }
+        first={{
+          label: "Started",
+          cell: (trace) => (
+            <Link to={`/studio/${identifier}/traces?trace=${encodeURIComponent(trace.run_id)}`}>
+              {when(trace.started_at)}<span className="visually-hidden">: open this trace</span>
+            </Link>
+          )
+        }}
+        columns={[
+          {
+            label: "Outcome",
+            cell: (trace) => (
+              <span className={`badge ${trace.status === "ok" ? "status-completed" : "status-failed"}`}>
+                {trace.status === "ok" ? "Succeeded" : `Failed${trace.error_type ? ` (${trace.error_type})` : ""}`}
+              </span>
+            )
+          },
+          { label: "Whose", cell: (trace) => <>{trace.access === "own" ? "Yours" : "A buyer's"}{trace.session_id ? ", a conversation turn" : ""}</> },
+          { label: "Tools", cell: (trace) => trace.tools.length > 0 ? trace.tools.join(", ") : "—" },
+          { label: "Duration", numeric: true, cell: (trace) => duration(trace.duration_ms) },
+          { label: "Credits", numeric: true, cell: (trace) => credits(trace.credits) }
+        ]}
+        older={{ label: "Older traces", more, onClick: (last) => void load(last.trace_id) }}
+      />
     </div>
   )
 }

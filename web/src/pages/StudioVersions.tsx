@@ -1,5 +1,6 @@
 import { useEffect, useState } from "react"
 import { call, itemsOf } from "../api.js"
+import { OlderButton } from "./ListTable.js"
 import { when } from "./StudioTabs.js"
 
 /** A version as `GET /v1/agents/:identifier/versions` lists it (docs/agents.md "Version history"). */
@@ -211,9 +212,7 @@ export const VersionHistory = ({ identifier, draft, changes, onRestored }: {
           ))}
         </ol>
       )}
-      {more && versions !== null && versions.length > 0 && (
-        <button type="button" className="secondary" onClick={() => void load(versions[versions.length - 1]!.version)}>Older versions</button>
-      )}
+      <OlderButton rows={versions} label="Older versions" more={more} onClick={(last) => void load(last.version)} />
       <p role="status" aria-live="polite">{status}</p>
       {error && <p role="alert" className="error">{error}</p>}
     </section>

@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState, type FormEvent } from "react"
 import { EVENT_TYPES, isEventType } from "../../../src/webhooks/Domain.js"
 import { call, itemsOf } from "../api.js"
+import { ListTable } from "./ListTable.js"
 import { StudioHeader, when } from "./StudioTabs.js"
 
 /** An endpoint as the API tells it (src/webhooks/Domain.ts, WebhookView). */
@@ -325,55 +326,51 @@ const Deliveries = ({ hook }: { hook: Webhook }) => {
       </div>
       <p role="status" aria-live="polite">{status}</p>
       {error && <p role="alert" className="error">{error}</p>}
-      {items === null && !error && <p role="status">Loading…</p>}
-      {items !== null && items.length === 0 && (
-        <p className="muted" data-testid="deliveries-empty">Nothing sent yet: a delivery appears here after the first event it subscribes to, for example when a run completes.</p>
-      )}
-      {items !== null && items.length > 0 && (
-        <div className="table-wrap">
-          <table className="cards" data-testid="deliveries">
-            <caption className="visually-hidden">Deliveries, newest first</caption>
-            <thead>
-              <tr>
-                <th scope="col">Event</th>
-                <th scope="col">Result</th>
-                <th scope="col" className="num">Attempts</th>
-                <th scope="col" className="num">Latency</th>
-                <th scope="col">Answer</th>
-                <th scope="col"><span className="visually-hidden">Actions</span></th>
-              </tr>
-            </thead>
-            <tbody>
-              {items.map((d) => (
-                <tr key={d.id}>
-                  <th scope="row">
-                    {eventWords(d.event_type)}
-                    <span className="muted small"> · {when(d.last_attempt_at ?? d.created_at)}{d.redelivery ? " · sent again" : ""}</span>
-                  </th>
-                  <td data-label="Result">
-                    <span className={`badge delivery-${d.status}`}>{DELIVERY[d.status]}</span>
-                    {d.response_status !== null
-                      ? ` · answered ${d.response_status}`
-                      : d.error ? ` · ${d.error}` : ""}
-                    {d.status === "pending" && d.next_attempt_at && <span className="muted small"> · next try {when(d.next_attempt_at)}</span>}
-                  </td>
-                  <td data-label="Attempts" className="num">{d.attempts}</td>
-                  <td data-label="Latency" className="num">{d.latency_ms === null ? "—" : `${new Intl.NumberFormat().format(d.latency_ms)} ms`}</td>
-                  <td data-label="Answer"><span className="response-body">{d.response_body ? d.response_body.slice(0, 200) : "—"}</span></td>
-                  <td data-label="Actions">
-                    <button type="button" className="secondary" onClick={() => void redeliver(d)}>
-                      Redeliver<span className="visually-hidden"> “{eventWords(d.event_type)}”, sent {when(d.created_at)}</span>
-                    </button>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
-      )}
-      {more && items !== null && items.length > 0 && (
-        <button type="button" className="secondary" onClick={() => void load(items[items.length - 1]!.id)}>Older deliveries</button>
-      )}
+      <ListTable
+        caption="Deliveries, newest first"
+        captionHidden
+        testId="deliveries"
+        rows={items}
+        rowKey={(d) => d.id}
+        failed={error !== null}
+        empty={<p className="muted" data-testid="deliveries-empty">Nothing sent yet: a delivery appears here after the first event it subscribes to, for example when a run completes.</p>}
+        first={{
+          label: "Event",
+          cell: (d) => (
+            <>
+              {eventWords(d.event_type)}
+              <span className="muted small"> · {when(d.last_attempt_at ?? d.created_at)}{d.redelivery ? " · sent again" : ""}</span>
+            </>
+          )
+        }}
+        columns={[
+          {
+            label: "Result",
+            cell: (d) => (
+              <>
+                <span className={`badge delivery-${d.status}`}>{DELIVERY[d.status]}</span>
+                {d.response_status !== null
+                  ? ` · answered ${d.response_status}`
+                  : d.error ? ` · ${d.error}` : ""}
+                {d.status === "pending" && d.next_attempt_at && <span className="muted small"> · next try {when(d.next_attempt_at)}</span>}
+              </>
+            )
+          },
+          { label: "Attempts", numeric: true, cell: (d) => d.attempts },
+          { label: "Latency", numeric: true, cell: (d) => d.latency_ms === null ? "—" : `${new Intl.NumberFormat().format(d.latency_ms)} ms` },
+          { label: "Answer", cell: (d) => <span className="response-body">{d.response_body ? d.response_body.slice(0, 200) : "—"}</span> },
+          {
+            label: "Actions",
+            hiddenLabel: true,
+            cell: (d) => (
+              <button type="button" className="secondary" onClick={() => void redeliver(d)}>
+                Redeliver<span className="visually-hidden"> “{eventWords(d.event_type)}”, sent {when(d.created_at)}</span>
+              </button>
+            )
+          }
+        ]}
+        older={{ label: "Older deliveries", more, onClick: (last) => void load(last.id) }}
+      />
     </section>
   )
 }
