@@ -425,9 +425,9 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
   /**
    * A defect that leaves the workflow's body is its end for good: the engine records it as the workflow's result
    * (`CaptureDefects`) and never executes it again, so the run would stay `running` for ever, its steps perhaps
-   * posted by its settle, its end never told (what the durable bench saw of one run after the kill). The execution is tried
-   * again instead (its finished steps answer from their records: nothing is billed or told twice), a few times, and a
-   * run that still cannot go on ends failed. An interruption is not a defect: it is how the run suspends.
+   * posted by its settle, its end never told (what the durable bench saw of one run after the kill). The execution
+   * is tried again instead (its finished steps answer from their records: nothing is billed or told twice), a few
+   * times, and a run that still cannot go on ends failed. An interruption is not a defect: it is how the run suspends.
    */
   return BackgroundRun.toLayer(({ runId }) =>
     execute(runId).pipe(
