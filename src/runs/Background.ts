@@ -165,6 +165,10 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
   const approvals = yield* Approvals
   const ledger = yield* LedgerReads
 
+  /** What a run is charged: what the ledger holds for its own steps (`<run>:<step>`), and its subagents' credits. */
+  const chargedOf = (payer: Partition, runId: string) =>
+    Effect.zipWith(ledger.runCharged(payer.accountId, runId), repo.childrenCharged(runId), (own, children) => (own + children) as Micros)
+
   /** Tells the run's end as its row now says it; told again after a fault, the same end (`RunEnds` is idempotent). */
   const tellEnd = Effect.fn("BackgroundRun.tellEnd")(function*(payer: Partition, runId: string, stored: StoredRequest) {
     const ended = yield* repo.byId(payer, runId)
@@ -380,7 +384,12 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
       yield* Activity.make({
         name: "finish",
         execute: Effect.gen(function*() {
-          const outcomeRecorded: RunOutcome = { ...told, failureCode: failure?.code ?? null, failureMessage: failure?.message ?? null }
+          // Charged what the ledger holds for its steps (its settle has posted them by now), and what its subagents
+          // recorded: not this execution's own count, which misses a step an earlier execution posted and this one
+          // replays without its charge (a step cut by a cancel after its charge, the runner dead before this record),
+          // and counts steps whose posting the wallet refused or never answered.
+          const creditsCharged = yield* chargedOf(payer, runId)
+          const outcomeRecorded: RunOutcome = { ...told, creditsCharged, failureCode: failure?.code ?? null, failureMessage: failure?.message ?? null }
           // Written once (a second finish changes nothing), told every time this activity executes: its record is
           // what makes the end told once, and the webhook's idempotency key covers the execution that died before it.
           yield* repo.finish(runId, status, outcomeRecorded, reason)
@@ -413,8 +422,8 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
             const log = yield* openLog(repo, runId)
             yield* log.emit({ type: "error", ...failure })
             yield* log.flush
-            const charged = yield* ledger.runCharged(payer.accountId, runId)
-            yield* repo.finish(runId, "failed", { ...emptyOutcome("failed", failure), creditsCharged: charged as Micros }, null)
+            const creditsCharged = yield* chargedOf(payer, runId)
+            yield* repo.finish(runId, "failed", { ...emptyOutcome("failed", failure), creditsCharged }, null)
             yield* approvals.forgetRun(runId)
           }
           yield* tellEnd(payer, runId, row.request as StoredRequest)

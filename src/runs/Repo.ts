@@ -205,6 +205,12 @@ export class RunRecords extends Effect.Service<RunRecords>()("atrium/runs/RunRec
           ORDER BY r.created_at LIMIT ${limit}`
     })
 
+    const childrenCharged = SqlSchema.single({
+      Request: Schema.String,
+      Result: Schema.Struct({ charged: Schema.BigInt }),
+      execute: (id) => sql`SELECT COALESCE(sum(credits_charged), 0)::text AS charged FROM runs WHERE parent_run_id = ${id}`
+    })
+
     const cancelled = SqlSchema.findAll({
       Request: Schema.Array(Schema.String),
       Result: Schema.Struct({ id: Schema.String }),
@@ -274,7 +280,9 @@ export class RunRecords extends Effect.Service<RunRecords>()("atrium/runs/RunRec
       eventsAfter: (runId: string, after: number, limit = 500) =>
         Effect.map(eventsAfter({ runId, after, limit }), (rows) => rows.map((row) => ({ seq: row.seq, payload: parsed(row.payload) as { type: string } }))).pipe(Effect.orDie),
       logState: (runId: string) => Effect.orDie(logState(runId)),
-      stranded: (seconds: number, limit = 500) => Effect.orDie(stranded({ seconds, limit }))
+      stranded: (seconds: number, limit = 500) => Effect.orDie(stranded({ seconds, limit })),
+      /** The credits a run's subagents recorded (each its steps' and its own subagents'). */
+      childrenCharged: (id: string) => Effect.orDie(Effect.map(childrenCharged(id), (row) => row.charged))
     } as const
   })
 }) {}

@@ -34,12 +34,14 @@ const poll = (key: string, id: string, until: (run: Record<string, any>) => bool
  * dies after writing the row and before sending the workflow's start: `queued`, created a while ago, no workflow.
  * `request` changes what the copy's workflow will read.
  */
-const strandedCopy = (key: string, agent: string, id: string, request_ = "request") =>
+const strandedCopy = (key: string, agent: string, id: string, request_ = "request", before: (payer: string) => Effect.Effect<unknown, never, TestServer> = () => Effect.void) =>
   Effect.gen(function*() {
     const server = yield* TestServer
     const started = yield* request("POST", "/v1/agents/run", { token: key, headers: { "x-end-user-id": "u1" }, body: { agent, message: "hello sweep", background: true } })
     assert.strictEqual(started.status, 202, started.text)
     yield* poll(key, started.body.id, (run) => run.status === "completed")
+    const [payer] = yield* server.query(`SELECT payer_id FROM runs WHERE id = '${started.body.id}'`)
+    yield* before(payer!.payer_id as string)
     yield* server.query(`
       INSERT INTO runs (id, agent_id, agent_version, payer_id, end_user_id, status, agent, background, request, deadline_at, created_at)
       SELECT '${id}', agent_id, agent_version, payer_id, end_user_id, 'queued', agent, true, ${request_}, now() + interval '1 hour',
@@ -78,6 +80,29 @@ describe("background runs: nothing lost stays open", () => {
         // Its log ends, so a client following its events sees the end.
         const last = yield* server.query(`SELECT payload->>'type' AS type, payload->>'code' AS code FROM run_events WHERE run_id = '${id}' ORDER BY seq DESC LIMIT 1`)
         assert.deepStrictEqual(last.map((row) => [row.type, row.code]), [["error", "internal_error"]])
+      }))
+
+    it.effect("a run records what the ledger holds for its steps: a step posted before (by a runner that died) as it was posted", () =>
+      Effect.gen(function*() {
+        const server = yield* TestServer
+        const user = yield* newUser
+        const agent = yield* agentWith(user.token)
+        const key = yield* apiKeyOf(user)
+        const id = `run_sweptledger${Date.now()}`
+        // Its step 1 already in the ledger, at an amount of its own, as a runner that posted it and died leaves it;
+        // the wallet answers the run's own charge of that step from this entry (one key, one entry).
+        yield* strandedCopy(key, agent, id, "request", (payer) =>
+          server.query(`
+            WITH w AS (SELECT user_id, balance, seq FROM wallets WHERE user_id = '${payer}'),
+                 e AS (INSERT INTO ledger_entries (user_id, seq, amount, kind, scope, idempotency_key, description, balance_after)
+                       SELECT user_id, seq + 1, -7, 'usage', 'run', '${id}:1', 'posted by a runner that died', balance - 7 FROM w
+                       RETURNING user_id)
+            UPDATE wallets SET balance = balance - 7, seq = seq + 1 FROM e WHERE wallets.user_id = e.user_id`))
+        const run = yield* poll(key, id, (run) => run.status !== "queued" && run.status !== "in_progress")
+        assert.strictEqual(run.status, "completed")
+        const entries = yield* server.query(`SELECT amount::text AS amount FROM ledger_entries WHERE scope = 'run' AND idempotency_key LIKE '${id}:%'`)
+        assert.deepStrictEqual(entries.map((row) => row.amount), ["-7"])
+        assert.strictEqual(run.credits_charged, 0.000007)
       }))
 
     it.effect("a workflow's request read and left unanswered is read again at the next sweep, not ten minutes later", () =>
