@@ -49,6 +49,10 @@ export interface DurableOptions {
   readonly startTogether?: boolean | undefined
   /** A directory for the runners' output (a temporary one otherwise). */
   readonly keepLogs?: string | undefined
+  /** Keep the database after the checks (to read the runs' rows); it is dropped otherwise. */
+  readonly keepDatabase?: boolean | undefined
+  /** The runners' `LOG_LEVEL` (`warn`). */
+  readonly logLevel?: string | undefined
   readonly log?: ((line: string) => void) | undefined
 }
 
@@ -155,7 +159,7 @@ export const runDurable = async (options: DurableOptions = {}): Promise<DurableR
     SMS_TEST_OTP: phones.map((p) => `${p}=${CODE}`).join(","),
     SMS_CHALLENGE_AFTER: "100000",
     INTERNAL_TOKEN,
-    LOG_LEVEL: "warn",
+    LOG_LEVEL: options.logLevel ?? "warn",
     HOST: "127.0.0.1",
     // The receiver is on 127.0.0.1, which the outbound rule refuses unless named.
     TOOL_ALLOWED_HOSTS: "127.0.0.1",
@@ -479,7 +483,10 @@ export const runDurable = async (options: DurableOptions = {}): Promise<DurableR
     await Promise.all(children.map((child) => new Promise((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve(null) : child.once("exit", resolve)))))
     receiver.close()
     agent.destroy()
-    await db.drop().catch(() => undefined)
+    if (options.keepDatabase === true) {
+      log(`database kept: ${db.url}`)
+      await db.admin.end().catch(() => undefined)
+    } else await db.drop().catch(() => undefined)
     Fs.rmSync(dataDir, { recursive: true, force: true })
   }
 

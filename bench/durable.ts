@@ -21,7 +21,8 @@
  * postgres://postgres@127.0.0.1:5432/test), REDIS_URL (default redis://127.0.0.1:6379; the bench picks a database
  * number of its own, DURABLE_REDIS_DB to choose it), DURABLE_RUNS (40), DURABLE_SCHEDULES (3), DURABLE_MINUTES
  * (how long the full form keeps submitting and schedules firing; 0: submit everything at once), DURABLE_SETTLE_SECONDS
- * (60), DURABLE_KEEP_LOGS (a directory for the runners' output).
+ * (60), DURABLE_KEEP_LOGS (a directory for the runners' output), DURABLE_KEEP_DB=1 (keep the database, to read the
+ * runs' rows afterwards), DURABLE_LOG_LEVEL (the runners' LOG_LEVEL, `warn`).
  *
  * The harness (bench/durable-harness.ts) is the one the CI's short form runs too (test/cluster/durable.test.ts).
  */
@@ -41,7 +42,9 @@ const report = await runDurable({
   adminUrl: process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test",
   redisUrl: process.env.REDIS_URL ?? "redis://127.0.0.1:6379",
   redisDb: Number(process.env.DURABLE_REDIS_DB ?? 1 + Crypto.randomInt(15)),
-  keepLogs: process.env.DURABLE_KEEP_LOGS
+  keepLogs: process.env.DURABLE_KEEP_LOGS,
+  keepDatabase: process.env.DURABLE_KEEP_DB === "1",
+  logLevel: process.env.DURABLE_LOG_LEVEL
 })
 
 const seconds = report.seconds.toFixed(1)

@@ -55,7 +55,7 @@ import { SessionLive } from "./sessions/Session.js"
 import { WebhooksHttpLive } from "./webhooks/Http.js"
 import { RunEndWebhooksLive } from "./webhooks/RunEnds.js"
 import { Webhooks } from "./webhooks/Webhooks.js"
-import { BackgroundRunLive, BackgroundRuns } from "./runs/Background.js"
+import { BackgroundRunLive, BackgroundRuns, BackgroundSweepLive } from "./runs/Background.js"
 import { RunRecords } from "./runs/Repo.js"
 import { Runs } from "./runs/Runs.js"
 import { ScheduleFirerLive } from "./schedules/Fire.js"
@@ -120,6 +120,9 @@ const Entities = Layer.mergeAll(
     Layer.provide([RunPayerLive, KnowledgeSearchLive, ExpertMemoryLive, TraceWriterLive, RunEndWebhooksLive.pipe(Layer.provide(Webhooks.Default))]),
     Layer.provide(Wallets.Default)
   ),
+  // Their sweep (runs/Background.ts): one in the cluster, a singleton, starting or resuming a background run whose
+  // start or wake-up was lost on the way (a runner killed between writing the row and sending the start).
+  BackgroundSweepLive,
   // Memory extraction (memory/Extraction.ts): a workflow registered on every runner, like background runs, so an
   // extraction a stopped runner had not run is executed by its shard's next owner.
   MemoryExtractionLive.pipe(Layer.provide(Wallets.Default)),

@@ -53,6 +53,15 @@ export class LedgerReads extends Effect.Service<LedgerReads>()("atrium/billing/L
                  COALESCE((SELECT balance FROM wallets WHERE user_id = ${userId}), 0)::text AS balance`
     })
 
+    const runChargedOf = SqlSchema.single({
+      Request: Schema.Struct({ userId: Schema.String, runId: Schema.String }),
+      Result: Spent,
+      execute: ({ runId, userId }) =>
+        sql`
+          SELECT COALESCE(-SUM(amount), 0)::text AS spent FROM ledger_entries
+          WHERE user_id = ${userId} AND scope = 'run' AND split_part(idempotency_key, ':', 1) = ${runId}`
+    })
+
     const balanceOf = SqlSchema.findOne({
       Request: Schema.String,
       Result: Schema.Struct({ balance: Schema.BigInt }),
@@ -78,6 +87,12 @@ export class LedgerReads extends Effect.Service<LedgerReads>()("atrium/billing/L
           Effect.map((rows) => ({ hasMore: rows.length > limit, lines: rows.slice(0, limit) })),
           Effect.orDie
         ),
+      /**
+       * What the ledger holds for a run's own steps (scope `run`, keys `<run>:<step>`): what a run whose end was
+       * written without its engine's count (runs/Background.ts, after a defect) records as charged.
+       */
+      runCharged: (userId: string, runId: string) =>
+        runChargedOf({ userId, runId }).pipe(Effect.map((row) => row.spent), Effect.orDie),
       /** Every entry's amount summed, and the wallet's balance: equal, always (tests and audits read this). */
       audit: (userId: string) => Effect.orDie(auditOf(userId))
     } as const

@@ -1,12 +1,15 @@
 import type * as Prompt from "@effect/ai/Prompt"
+import * as Singleton from "@effect/cluster/Singleton"
 import * as Activity from "@effect/workflow/Activity"
 import * as DurableClock from "@effect/workflow/DurableClock"
 import * as DurableDeferred from "@effect/workflow/DurableDeferred"
 import * as Workflow from "@effect/workflow/Workflow"
 import { WorkflowEngine, WorkflowInstance } from "@effect/workflow/WorkflowEngine"
 import { Cause, Chunk, Context, Deferred, Duration, Effect, Exit, Layer, Option, Schedule, Schema, Stream } from "effect"
+import { LedgerReads } from "../billing/LedgerReads.js"
 import { type Partition, partitionOf } from "../identity/Partition.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
+import { RunnersRepo } from "../platform/cluster/Repo.js"
 import { newId } from "../platform/Ids.js"
 import type { Micros } from "../platform/Money.js"
 import { Approvals, type Decision } from "../runtime/Approvals.js"
@@ -160,6 +163,11 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
   const cancels = yield* RunCancels
   const ends = yield* RunEnds
   const approvals = yield* Approvals
+  const ledger = yield* LedgerReads
+
+  /** What a run is charged: what the ledger holds for its own steps (`<run>:<step>`), and its subagents' credits. */
+  const chargedOf = (payer: Partition, runId: string) =>
+    Effect.zipWith(ledger.runCharged(payer.accountId, runId), repo.childrenCharged(runId), (own, children) => (own + children) as Micros)
 
   /** Tells the run's end as its row now says it; told again after a fault, the same end (`RunEnds` is idempotent). */
   const tellEnd = Effect.fn("BackgroundRun.tellEnd")(function*(payer: Partition, runId: string, stored: StoredRequest) {
@@ -376,7 +384,12 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
       yield* Activity.make({
         name: "finish",
         execute: Effect.gen(function*() {
-          const outcomeRecorded: RunOutcome = { ...told, failureCode: failure?.code ?? null, failureMessage: failure?.message ?? null }
+          // Charged what the ledger holds for its steps (its settle has posted them by now), and what its subagents
+          // recorded: not this execution's own count, which misses a step an earlier execution posted and this one
+          // replays without its charge (a step cut by a cancel after its charge, the runner dead before this record),
+          // and counts steps whose posting the wallet refused or never answered.
+          const creditsCharged = yield* chargedOf(payer, runId)
+          const outcomeRecorded: RunOutcome = { ...told, creditsCharged, failureCode: failure?.code ?? null, failureMessage: failure?.message ?? null }
           // Written once (a second finish changes nothing), told every time this activity executes: its record is
           // what makes the end told once, and the webhook's idempotency key covers the execution that died before it.
           yield* repo.finish(runId, status, outcomeRecorded, reason)
@@ -387,8 +400,55 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
       }).pipe(Effect.provide(workflow))
     }).pipe(Effect.scoped, Effect.withSpan("BackgroundRun.execute", { attributes: { runId } }))
 
-  return BackgroundRun.toLayer(({ runId }) => execute(runId))
-})).pipe(Layer.provide([Runs.Default, RunEngine.Default, RunRecords.Default, RunCancels.Default, Approvals.Default]))
+  /**
+   * The last word on a run whose execution kept failing (below): it ends `failed` (`internal_error`), charged what the
+   * ledger holds for its steps (its engine's count is lost with the execution; a settle may have posted them before
+   * the defect), its approvals forgotten and its end told. Recorded, so a replay does not end it twice; a run that
+   * had ended before the defect (its end written, its telling failed) keeps its end, which is told.
+   */
+  const endAfterDefect = (runId: string, cause: Cause.Cause<never>) =>
+    Effect.gen(function*() {
+      yield* Effect.logError(`background run ${runId}: its execution kept failing; it ends failed (internal_error)`, cause)
+      const workflow = yield* Effect.context<WorkflowEngine | WorkflowInstance>()
+      yield* Activity.make({
+        name: "finish/defect",
+        execute: Effect.gen(function*() {
+          const found = yield* repo.background(runId)
+          if (Option.isNone(found)) return
+          const row = found.value
+          const payer: Partition = { accountId: row.accountId, endUserId: row.endUserId }
+          if (!TERMINAL.has(row.status)) {
+            const failure = { code: "internal_error", message: "The run failed on our side." }
+            const log = yield* openLog(repo, runId)
+            yield* log.emit({ type: "error", ...failure })
+            yield* log.flush
+            const creditsCharged = yield* chargedOf(payer, runId)
+            yield* repo.finish(runId, "failed", { ...emptyOutcome("failed", failure), creditsCharged }, null)
+            yield* approvals.forgetRun(runId)
+          }
+          yield* tellEnd(payer, runId, row.request as StoredRequest)
+        }).pipe(Effect.scoped)
+      }).pipe(Effect.provide(workflow))
+    })
+
+  /**
+   * A defect that leaves the workflow's body is its end for good: the engine records it as the workflow's result
+   * (`CaptureDefects`) and never executes it again, so the run would stay `running` for ever, its steps perhaps
+   * posted by its settle, its end never told (what the durable bench saw of one run after the kill). The execution
+   * is tried again instead (its finished steps answer from their records: nothing is billed or told twice), a few
+   * times, and a run that still cannot go on ends failed. An interruption is not a defect: it is how the run suspends.
+   */
+  return BackgroundRun.toLayer(({ runId }) =>
+    execute(runId).pipe(
+      Effect.sandbox,
+      Effect.retry({ schedule: DEFECT_RETRY, while: (cause) => !Cause.isInterruptedOnly(cause) }),
+      Effect.catchAll((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : endAfterDefect(runId, cause))
+    )
+  )
+})).pipe(Layer.provide([Runs.Default, RunEngine.Default, RunRecords.Default, RunCancels.Default, Approvals.Default, LedgerReads.Default]))
+
+/** How often, and how far apart, a failing execution of a background run is tried again before the run ends failed. */
+const DEFECT_RETRY = Schedule.exponential("500 millis", 2).pipe(Schedule.intersect(Schedule.recurs(4)))
 
 const emptyOutcome = (status: "completed" | "failed", failure?: { code: string; message: string }): RunOutcome => ({
   status,
@@ -491,3 +551,38 @@ export class BackgroundRuns extends Effect.Service<BackgroundRuns>()("atrium/run
   }),
   dependencies: [RunRecords.Default, RunCancels.Default, RunsConfig.Default]
 }) {}
+
+/**
+ * The sweep (issue 43: no run stays non-terminal), one in the cluster (a singleton, as the scheduler): every
+ * `BACKGROUND_SWEEP` it makes sure of the background runs whose start or wake-up may have been lost on the way.
+ *
+ * - A run still `queued` that long: the runner that wrote its row may have died before it sent the workflow's start.
+ *   The start is sent again (one execution per run id: a start already there changes nothing).
+ * - A run asked to cancel, or with an approval answered, and still open that long: its workflow is resumed (a
+ *   workflow not suspended is left as it is), as the answer's or the cancel's own message would have.
+ * - The workflows' requests read and left unanswered that long are read again by their shard's owner: the cluster's
+ *   storage otherwise reads a message once per ten minutes (`RunnersRepo.rereadStale`).
+ */
+export const BackgroundSweepLive = Singleton.make(
+  "atrium/runs/BackgroundSweep",
+  Effect.gen(function*() {
+    const repo = yield* RunRecords
+    const runners = yield* RunnersRepo
+    const workflows = yield* WorkflowEngine
+    const { backgroundSweep } = yield* RunsConfig
+    const seconds = Duration.toSeconds(backgroundSweep)
+    const pass = Effect.gen(function*() {
+      yield* runners.rereadStale(["Workflow/BackgroundRun", "Workflow/-/DurableClock"], seconds)
+      const stranded = yield* repo.stranded(seconds)
+      yield* Effect.forEach(stranded, (run) =>
+        run.status === "queued"
+          ? BackgroundRun.execute({ runId: run.id }, { discard: true })
+          : Effect.flatMap(BackgroundRun.executionId({ runId: run.id }), (executionId) => BackgroundRun.resume(executionId)), { discard: true })
+      if (stranded.length > 0) yield* Effect.logInfo(`background runs: the sweep started or resumed ${stranded.length}`)
+    }).pipe(Effect.provideService(WorkflowEngine, workflows))
+    yield* pass.pipe(
+      Effect.catchAllCause((cause) => Effect.logWarning("background runs: a sweep failed", cause)),
+      Effect.repeat(Schedule.spaced(backgroundSweep))
+    )
+  })
+).pipe(Layer.provide([RunRecords.Default, RunnersRepo.Default, RunsConfig.Default]))

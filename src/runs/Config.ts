@@ -9,6 +9,11 @@ export class RunsConfig extends Effect.Service<RunsConfig>()("atrium/runs/RunsCo
      */
     backgroundDeadline: setting("BACKGROUND_RUN_DEADLINE", Config.duration, Duration.hours(1)),
     /** How often a runner looks for cancels of the background runs it runs (written by any runner). */
-    cancelPoll: setting("BACKGROUND_CANCEL_POLL", Config.duration, Duration.millis(250))
+    cancelPoll: setting("BACKGROUND_CANCEL_POLL", Config.duration, Duration.millis(250)),
+    /**
+     * How often the cluster's sweep (one, a singleton) makes sure of background runs whose start or wake-up may have
+     * been lost, and how old such a run must be first (runs/Background.ts `BackgroundSweepLive`).
+     */
+    backgroundSweep: setting("BACKGROUND_SWEEP", Config.duration, Duration.seconds(15))
   })
 }) {}

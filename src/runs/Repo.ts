@@ -185,6 +185,32 @@ export class RunRecords extends Effect.Service<RunRecords>()("atrium/runs/RunRec
           WHERE id = ${id} AND payer_id = ${accountId} AND end_user_id = ${endUserId} AND background RETURNING id`
     })
 
+    /**
+     * Background runs (not a session's turn, not a subagent) that the sweep (runs/Background.ts) makes sure of, older
+     * than `seconds`: `queued` ones, whose workflow may never have been started (the runner that wrote the row died
+     * before it sent the start), and open ones with something to wake them for (a cancel asked, an approval answered),
+     * whose wake-up may have been lost.
+     */
+    const stranded = SqlSchema.findAll({
+      Request: Schema.Struct({ seconds: Schema.Number, limit: Schema.Number }),
+      Result: Schema.Struct({ id: Schema.String, status: Schema.String }),
+      execute: ({ limit, seconds }) =>
+        sql`
+          SELECT r.id, r.status FROM runs r
+          WHERE r.background AND r.session_id IS NULL AND r.parent_run_id IS NULL AND r.status IN ('queued', 'running')
+            AND r.created_at < now() - make_interval(secs => ${seconds})
+            AND (r.status = 'queued'
+              OR r.cancel_requested_at < now() - make_interval(secs => ${seconds})
+              OR EXISTS (SELECT 1 FROM pending_approvals a WHERE a.run_id = r.id AND a.answer IS NOT NULL))
+          ORDER BY r.created_at LIMIT ${limit}`
+    })
+
+    const childrenCharged = SqlSchema.single({
+      Request: Schema.String,
+      Result: Schema.Struct({ charged: Schema.BigInt }),
+      execute: (id) => sql`SELECT COALESCE(sum(credits_charged), 0)::text AS charged FROM runs WHERE parent_run_id = ${id}`
+    })
+
     const cancelled = SqlSchema.findAll({
       Request: Schema.Array(Schema.String),
       Result: Schema.Struct({ id: Schema.String }),
@@ -253,7 +279,10 @@ export class RunRecords extends Effect.Service<RunRecords>()("atrium/runs/RunRec
         events.length === 0 ? Effect.void : Effect.orDie(appendEvents({ runId, events })),
       eventsAfter: (runId: string, after: number, limit = 500) =>
         Effect.map(eventsAfter({ runId, after, limit }), (rows) => rows.map((row) => ({ seq: row.seq, payload: parsed(row.payload) as { type: string } }))).pipe(Effect.orDie),
-      logState: (runId: string) => Effect.orDie(logState(runId))
+      logState: (runId: string) => Effect.orDie(logState(runId)),
+      stranded: (seconds: number, limit = 500) => Effect.orDie(stranded({ seconds, limit })),
+      /** The credits a run's subagents recorded (each its steps' and its own subagents'). */
+      childrenCharged: (id: string) => Effect.orDie(Effect.map(childrenCharged(id), (row) => row.charged))
     } as const
   })
 }) {}

@@ -104,6 +104,30 @@ export class RunnersRepo extends Effect.Service<RunnersRepo>()("atrium/platform/
      * state is still the newest, and raising it would fence every running turn of the cluster after each restart.
      * Had another runner acquired it in between, that runner raised it, so the generations differ and it is raised.
      */
+    /**
+     * Unprocessed requests to entities of `entityTypes` that a runner read more than `seconds` ago and has not
+     * answered: read again at the next poll of their shard's owner. The cluster's storage does not read a message
+     * again for ten minutes once read (SqlMessageStorage `last_read`), and a runner that read one and then skipped
+     * it (its request id still marked processed from the execution before, its entity closing) would leave it there
+     * that long: a background run resumed by an answer, then not run for ten minutes (runs/Background.ts, the
+     * sweep). A request being processed is skipped by its owner as before (the cluster knows it is in flight).
+     */
+    const rereadRows = SqlSchema.single({
+      Request: Schema.Struct({ entityTypes: Schema.Array(Schema.String), seconds: Schema.Number }),
+      Result: Schema.Struct({ n: Schema.Number }),
+      execute: ({ entityTypes, seconds }) =>
+        sql`
+          WITH stale AS (
+            UPDATE cluster_messages SET last_read = NULL
+            WHERE processed = false AND kind = 0 AND entity_type IN ${sql.in(entityTypes)}
+              AND last_read < now() - make_interval(secs => ${seconds})
+              AND NOT EXISTS (SELECT 1 FROM cluster_replies r WHERE r.request_id = cluster_messages.request_id AND r.kind = 0)
+            RETURNING 1)
+          SELECT count(*)::int AS n FROM stale`
+    })
+    const rereadStale = (entityTypes: ReadonlyArray<string>, seconds: number) =>
+      rowDefects(Effect.map(rereadRows({ entityTypes, seconds }), (row) => row.n))
+
     const raised = SqlSchema.findAll({
       Request: Schema.Struct({ runner: Schema.String, shards: Schema.Array(Schema.String), known: Schema.Array(Schema.NullOr(Schema.String)) }),
       Result: Generation,
@@ -125,6 +149,6 @@ export class RunnersRepo extends Effect.Service<RunnersRepo>()("atrium/platform/
     const raiseGenerations = (runner: string, shards: ReadonlyArray<{ readonly shard: string; readonly known: string | null }>) =>
       rowDefects(raised({ runner, shards: shards.map((s) => s.shard), known: shards.map((s) => s.known) }))
 
-    return { register, unregister, beatAndWatch, cut, remaining, markUnhealthy, raiseGenerations } as const
+    return { register, unregister, beatAndWatch, cut, remaining, markUnhealthy, raiseGenerations, rereadStale } as const
   })
 }) {}
