@@ -1,6 +1,6 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import { createHash } from "node:crypto"
-import { Cause, Clock, Effect, Exit, FiberRef, Mailbox, Option, Schema, Stream } from "effect"
+import { Cause, Clock, Effect, Exit, FiberRef, Mailbox, Option, Schedule, Schema, Stream } from "effect"
 import { newId } from "../platform/Ids.js"
 import { type Micros, toNumber } from "../platform/Money.js"
 import type { InternalEvent } from "./Events.js"
@@ -57,6 +57,9 @@ import type { ToolContext } from "./tools/Tools.js"
  */
 
 const DEFAULT_INSTRUCTIONS = "You are a helpful expert."
+
+/** A settle that found no wallet is tried again for about half a minute, past a failover and a slow shard move. */
+const SETTLE_RETRY = Schedule.exponential("500 millis").pipe(Schedule.union(Schedule.spaced("4 seconds")), Schedule.upTo("30 seconds"))
 
 /** Whose run a trace is: the expert's creator and the run's payer (with its end user) may read it. */
 const traceRunOf = (request: RunRequest): TraceRun => ({
@@ -201,6 +204,10 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
           if (!asked && unposted.size === 0) return Effect.void
           const charges = [...unposted.entries()].sort(([a], [b]) => a - b).map(([, c]) => c)
           return runPayer.settle(payer.accountId, holdId, charges, request.chargeFence ?? null).pipe(
+            // Unanswered (the wallet's owner stopped, its shards not yet moved: 13 s once after a kill -9 in the fault
+            // checker), it is sent again: its charges are keyed, so what reached the wallet the first time is a replay.
+            // Given up, the run would record steps its payer was never charged.
+            Effect.retry({ while: (error) => error._tag === "PaymentFailed", schedule: SETTLE_RETRY }),
             Effect.flatMap((posted) => {
               const refused = charges.filter((_, i) => posted[i] !== true)
               if (refused.length === 0) return Effect.void

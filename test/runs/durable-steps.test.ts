@@ -1,5 +1,5 @@
 import { assert, describe, layer } from "@effect/vitest"
-import { Effect, Exit, Layer, Option } from "effect"
+import { Context, Effect, Exit, Layer, Option, TestServices } from "effect"
 import { defaultBilling } from "../../src/agents/Agent.js"
 import { AppConfig } from "../../src/platform/Config.js"
 import type { InternalEvent } from "../../src/runtime/Events.js"
@@ -7,6 +7,7 @@ import type { ExpertConfig } from "../../src/runtime/Expert.js"
 import type { DurableSteps, RunRequest } from "../../src/runtime/Run.js"
 import { Approvals } from "../../src/runtime/Approvals.js"
 import { RunEngine } from "../../src/runtime/RunEngine.js"
+import { PaymentFailed, RunPayer } from "../../src/runtime/Ports.js"
 import { insertUser, TestDatabase } from "../support/Database.js"
 import { KnowledgeGate, RunPayerTest } from "../support/Ports.js"
 
@@ -20,7 +21,7 @@ import { KnowledgeGate, RunPayerTest } from "../support/Ports.js"
 const Env = Layer.mergeAll(AppConfig.Default, RunPayerTest.layer(), KnowledgeGate.layer).pipe(Layer.provideMerge(TestDatabase()))
 
 let made = 0
-const requestFor = (message: string, durable: DurableSteps, tools: ExpertConfig["tools"] = []) =>
+const requestFor = (message: string, durable: DurableSteps | undefined, tools: ExpertConfig["tools"] = []) =>
   Effect.gen(function*() {
     const userId = `usr_durable_${process.pid}_${++made}`
     yield* insertUser(userId)
@@ -151,6 +152,40 @@ describe("durable approvals' identity", () => {
         assert.deepStrictEqual(answered, Option.some(`run_identity_${made}`))
         const twice = yield* Effect.flip(approvals.answer(owner, first.id, { approved: true, reason: "" }))
         assert.strictEqual(twice._tag, "NotFound")
+      }))
+  })
+})
+
+/**
+ * A wallet whose first two settles find no owner (its runner was killed and its shards had not moved yet: 13 s once
+ * in the fault checker), as `RunPayerLive` reports it after the entity's 12 s deadline; the third reaches it.
+ */
+const UnansweredSettles = Layer.effectContext(Effect.gen(function*() {
+  const payer = yield* RunPayer
+  let unanswered = 2
+  return Context.make(RunPayer, {
+    ...payer,
+    settle: (...args) =>
+      Effect.suspend(() =>
+        unanswered-- > 0 ? Effect.fail(new PaymentFailed({ message: "EntityDeadline: No answer from the entity within 12s." })) : payer.settle(...args)
+      )
+  }).pipe(Context.add(RunPayerTest, yield* RunPayerTest))
+})).pipe(Layer.provide(RunPayerTest.layer()))
+
+describe("a run's settle", () => {
+  const FlakyEnv = Layer.mergeAll(AppConfig.Default, UnansweredSettles, KnowledgeGate.layer).pipe(Layer.provideMerge(TestDatabase()))
+  layer(RunEngine.Default.pipe(Layer.provideMerge(FlakyEnv)))((it) => {
+    it.effect("that finds no wallet is sent again: the run records what its payer was charged, not steps left unposted", () =>
+      Effect.gen(function*() {
+        const engine = yield* RunEngine
+        const request = yield* requestFor("hello", undefined)
+        // On the live clock: the settle's pauses before it is sent again are real (half a second, then a second).
+        const result = yield* TestServices.provideLive(engine.execute(request, told().emit, () => Effect.succeedNone))
+        assert.strictEqual(result.status, "completed")
+        const { charges } = yield* RunPayerTest
+        const mine = charges.filter((charge) => charge.accountId === request.payer.accountId)
+        assert.deepStrictEqual(mine.map((charge) => charge.key), [`${request.runId}:1`])
+        assert.strictEqual(result.creditsCharged, mine[0]!.amount)
       }))
   })
 })
