@@ -34,7 +34,7 @@ describe("Policy", () => {
     // @ts-expect-error the permit of "thing.update" is still required
     const ungranted: Effect.Effect<string> = update
     // @ts-expect-error another rule's permit does not stand in for it
-    const wrong: Effect.Effect<string> = update.pipe(policyUse(policy("thing.delete", Effect.succeed(true), missing)))
+    const wrong: Effect.Effect<string, NotFound> = update.pipe(policyUse(policy("thing.delete", Effect.succeed(true), missing)))
     assert.isDefined(ungranted)
     assert.isDefined(wrong)
   })
