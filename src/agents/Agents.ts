@@ -14,6 +14,7 @@ import { type AgentConfig, type AgentFields, defaultBilling, normalizeBilling, t
 import { type AgentRow, AgentsRepo, type Submission } from "./Repo.js"
 import { IdentifierTaken, newAgentId } from "./Domain.js"
 import { EvalGate } from "./Gate.js"
+import { canDelegateTo, changeAccess, isCreator } from "./Policy.js"
 
 type Fields = { readonly [K in keyof typeof AgentFields]?: Schema.Schema.Type<(typeof AgentFields)[K]> | undefined }
 
@@ -155,10 +156,7 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
             return yield* new InvalidRequest({ message: "Invalid request: subagents: an agent cannot delegate to itself" })
           }
           const subagent = yield* repo.byIdentifier(identifier)
-          if (
-            Option.isNone(subagent) ||
-            (subagent.value.ownerId !== ownerId && subagent.value.publishedVersion === null)
-          ) {
+          if (Option.isNone(subagent) || !canDelegateTo(ownerId, subagent.value)) {
             return yield* new InvalidRequest({ message: `Invalid request: subagents: no agent ${identifier}` })
           }
         }
@@ -220,10 +218,9 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
      */
     const owned = (identifier: string, viewerId: string) =>
       Effect.flatMap(repo.byIdentifier(identifier), (agent): Effect.Effect<AgentRow, NotFound | Forbidden> => {
-        if (Option.isSome(agent) && agent.value.ownerId === viewerId) return Effect.succeed(agent.value)
-        if (Option.isSome(agent) && agent.value.publishedVersion !== null) {
-          return Effect.fail(new Forbidden({ message: `Only the creator of ${identifier} can change it.` }))
-        }
+        const access = Option.isSome(agent) ? changeAccess(viewerId, agent.value) : "hidden"
+        if (access === "creator" && Option.isSome(agent)) return Effect.succeed(agent.value)
+        if (access === "forbidden") return Effect.fail(new Forbidden({ message: `Only the creator of ${identifier} can change it.` }))
         return Effect.fail(notFound(identifier))
       })
 
@@ -315,7 +312,7 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
       if (config.billing.type !== "UNLOCK") {
         return yield* new InvalidRequest({ message: `${identifier} is free: there is nothing to unlock.` })
       }
-      if (agent.ownerId === buyerId) {
+      if (isCreator(buyerId, agent)) {
         return yield* new InvalidRequest({ message: "You created this agent: it is already yours." })
       }
       const key = `${buyerId}:${agent.id}`
@@ -353,7 +350,7 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
       const found = yield* Effect.option(published(identifier))
       if (Option.isNone(found)) return false
       const { agent, config } = found.value
-      if (config.billing.type !== "UNLOCK" || agent.ownerId === userId) return true
+      if (config.billing.type !== "UNLOCK" || isCreator(userId, agent)) return true
       return yield* repo.hasPurchased(userId, agent.id)
     })
 

@@ -5,6 +5,7 @@ import { AuthenticationLive } from "../identity/Authentication.js"
 import { type AgentConfig, publicView } from "./Agent.js"
 import { Agents } from "./Agents.js"
 import type { AgentRow, Submission } from "./Repo.js"
+import { isCreator } from "./Policy.js"
 import { pageOf } from "../platform/http/Lists.js"
 import { Caller, CurrentUser } from "../identity/Domain.js"
 
@@ -64,7 +65,7 @@ export const AgentsHttp = HttpApiBuilder.group(AtriumApi, "agents", (handlers) =
         Effect.gen(function*() {
           const caller = yield* Caller
           const agent = yield* agents.byIdentifier(path.identifier)
-          if (Option.isSome(agent) && agent.value.ownerId === caller.userId) {
+          if (Option.isSome(agent) && isCreator(caller.userId, agent.value)) {
             const history = yield* agents.submissions(agent.value.id)
             return {
               ...(yield* withPending(agent.value)),
@@ -126,7 +127,7 @@ export const AgentsHttp = HttpApiBuilder.group(AtriumApi, "agents", (handlers) =
         Effect.gen(function*() {
           const caller = yield* Caller
           const agent = yield* agents.byIdentifier(path.identifier)
-          if (Option.isSome(agent) && agent.value.ownerId === caller.userId) {
+          if (Option.isSome(agent) && isCreator(caller.userId, agent.value)) {
             return { message: agent.value.draft.opening_message }
           }
           const { config } = yield* agents.published(path.identifier)

@@ -18,6 +18,8 @@ import { pageOf } from "../platform/http/Lists.js"
 import { AppCaller, Caller, CurrentUser } from "../identity/Domain.js"
 import type { Movement } from "./Domain.js"
 import { Wallets } from "./Wallets.js"
+import { canUpdateApp } from "../identity/Policy.js"
+import { policyUse } from "../platform/Policy.js"
 
 const DAY_MS = 86_400_000
 
@@ -174,11 +176,11 @@ export const AppsHttp = HttpApiBuilder.group(AtriumApi, "apps", (handlers) =>
       .handle("update", ({ path, payload }) =>
         Effect.gen(function*() {
           const user = yield* CurrentUser
-          const updated = yield* apps.update(user.userId, path.id, {
+          const updated = yield* apps.update(path.id, {
             name: payload.name,
             redirectUris: payload.redirect_uris,
             dailyCapPerUser: payload.daily_cap_per_user
-          })
+          }).pipe(policyUse(canUpdateApp(user.userId, path.id, yield* apps.find(path.id))))
           yield* directory.invalidate(updated.id)
           return appView(updated)
         }))

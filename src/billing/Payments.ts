@@ -6,6 +6,7 @@ import { type Micros, parseCredits, toNumber } from "../platform/Money.js"
 import { BillingConfig } from "./Config.js"
 import { PaymentOrdersRepo } from "./OrdersRepo.js"
 import { Wallets } from "./Wallets.js"
+import { isOrderOf } from "./Policy.js"
 
 /** What a provider's callback says: the order, whether it is paid, and optionally the amount it saw. */
 const Notification = Schema.Struct({
@@ -86,7 +87,7 @@ export class Payments extends Effect.Service<Payments>()("atrium/billing/Payment
     /** The order, if it is this person's (someone else's is "no such order", as if it did not exist). */
     const orderOf = Effect.fn("Payments.orderOf")(function*(userId: string, id: string) {
       const order = /[\u0000\uD800-\uDFFF]/u.test(id) ? Option.none() : yield* orders.find(id)
-      if (Option.isNone(order) || order.value.userId !== userId) return yield* new NotFound({ message: "No such order." })
+      if (Option.isNone(order) || !isOrderOf(userId, order.value)) return yield* new NotFound({ message: "No such order." })
       return { id, amount: toNumber(order.value.amount), status: order.value.status as "pending" | "paid", provider: config.paymentsProvider }
     })
 

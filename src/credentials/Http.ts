@@ -1,18 +1,16 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
-import { Effect, Layer, Option } from "effect"
+import { Effect, Layer } from "effect"
 import { AtriumApi } from "../Api.js"
 import { AuthenticationLive } from "../identity/Authentication.js"
 import { Credentials } from "./Credentials.js"
+import { ownedBy } from "./Policy.js"
 import { pageOf } from "../platform/http/Lists.js"
 import { Caller } from "../identity/Domain.js"
 
 export const CredentialsHttp = HttpApiBuilder.group(AtriumApi, "credentials", (handlers) =>
   Effect.gen(function*() {
     const credentials = yield* Credentials
-    const owner = Effect.map(Caller, (caller) => ({
-      accountId: caller.userId,
-      endUserId: Option.getOrElse(caller.endUserId, () => "")
-    }))
+    const owner = Effect.map(Caller, ownedBy)
     return handlers
       .handle("create", ({ payload }) => Effect.flatMap(owner, (o) => credentials.create(o, payload.server_url, payload.token)))
       .handle("list", ({ urlParams }) =>

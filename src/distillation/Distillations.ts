@@ -28,6 +28,7 @@ import { foldRun, noProgress, type ProgressReport } from "./RunFold.js"
 import { partitionOf } from "../identity/Partition.js"
 import { DistillationFailed, DistillationTimedOut, DistillationBusy } from "./Domain.js"
 import type { CallerIdentity } from "../identity/Domain.js"
+import { ownedBy } from "./Policy.js"
 
 export interface StartInput {
   readonly topic: string
@@ -177,7 +178,7 @@ export class Distillations extends Effect.Service<Distillations>()("atrium/disti
       if (message.trim().length === 0 || message.length > LIMITS.message) {
         return yield* new InvalidRequest({ message: `Invalid request: message must be 1-${LIMITS.message} characters.` })
       }
-      const claim = yield* repo.claim(input.sessionId, caller.userId, timeout)
+      const claim = yield* repo.claim(input.sessionId, ownedBy(caller), timeout)
       if (claim._tag === "Missing") return yield* notFound(input.sessionId)
       if (claim._tag === "Busy") {
         return yield* new DistillationBusy({
@@ -229,13 +230,13 @@ export class Distillations extends Effect.Service<Distillations>()("atrium/disti
 
     /** The whole conversation: draft, transcript and the agent it created. */
     const get = Effect.fn("Distillations.get")(function*(caller: CallerIdentity, id: string) {
-      const row = yield* repo.byId(id, caller.userId)
+      const row = yield* repo.byId(id, ownedBy(caller))
       if (Option.isNone(row)) return yield* notFound(id)
       return { ...distillationView(row.value), messages: row.value.messages }
     })
 
     const list = Effect.fn("Distillations.list")(function*(caller: CallerIdentity) {
-      const rows = yield* repo.byOwner(caller.userId)
+      const rows = yield* repo.byOwner(ownedBy(caller))
       return { data: rows.map(distillationView), has_more: false }
     })
 

@@ -3,7 +3,7 @@ import { Effect, Layer } from "effect"
 import { AtriumApi } from "../Api.js"
 import { AuthenticationLive } from "../identity/Authentication.js"
 import { type EnvironmentRow, Environments } from "./Environments.js"
-import { partitionOf } from "../identity/Partition.js"
+import { ownedBy } from "./Policy.js"
 import { pageOf } from "../platform/http/Lists.js"
 import { Caller } from "../identity/Domain.js"
 
@@ -25,7 +25,7 @@ const view = (environment: EnvironmentRow) => ({
 export const EnvironmentsHttp = HttpApiBuilder.group(AtriumApi, "environments", (handlers) =>
   Effect.gen(function*() {
     const environments = yield* Environments
-    const partition = Effect.map(Caller, partitionOf)
+    const partition = Effect.map(Caller, ownedBy)
     return handlers
       .handle("create", ({ payload }) =>
         Effect.map(Effect.flatMap(partition, (p) => environments.create(p, payload)), view))

@@ -12,6 +12,7 @@ import { Runs } from "../runs/Runs.js"
 import type { Grader } from "./Domain.js"
 import { combine, DEFAULT_RUBRIC, type Grade, gradeDirect, judgePrompt, type Observation, parseVerdict, type ToolCall, VERDICT_SCHEMA } from "./Graders.js"
 import { type EvalRunRow, EvalsRepo, type OpenResult } from "./Repo.js"
+import { canEvaluate } from "./Policy.js"
 
 /** Evaluations' settings (docs/evals.md, README settings), read once. */
 export class EvalsConfig extends Effect.Service<EvalsConfig>()("atrium/evals/EvalsConfig", {
@@ -105,7 +106,7 @@ export const makeDriver = Effect.gen(function*() {
     const agent: Option.Option<RunnableAgent> = run.version === null
       ? yield* runs.runnable(run.agent, run.ownerId)
       : yield* runs.ownVersion(run.agent, run.ownerId, run.version)
-    if (Option.isNone(agent) || agent.value.ownerId !== run.ownerId) {
+    if (Option.isNone(agent) || !canEvaluate(run.ownerId, agent.value)) {
       const seen: Observation = { output: "", status: "failed", failure: "agent_unavailable", toolCalls: [], creditsMicros: 0n, latencyMs: 0 }
       return yield* settle(run, result, [], seen, 0n)
     }

@@ -15,6 +15,7 @@ import { type DatasetRow, type EvalRowRow, type EvalRunRow, EvalsRepo, type Resu
 import { parseCsv, parseJsonl, parseOpenAiEvals, parsePromptfoo, rowFields, type StoredRow, toStored } from "./Rows.js"
 import { Wallets } from "../billing/Wallets.js"
 import { configHash } from "../agents/Fingerprint.js"
+import { canEvaluate, creatorOf } from "./Policy.js"
 
 /**
  * Evaluations (issue 46 item 3, docs/evals.md): datasets of an expert and their rows, eval runs of a dataset against
@@ -98,13 +99,11 @@ export class Evals extends Effect.Service<Evals>()("atrium/evals/Evals", {
     const wallets = yield* Wallets
     const background = yield* BackgroundRuns
 
-    /** The creator acting as their account: an end user of theirs (an API key's `X-End-User-Id`) is not the creator. */
-    const creatorOf = (caller: CallerIdentity) => (Option.isSome(caller.endUserId) ? null : caller.userId as string)
 
     const ownAgent = Effect.fn("Evals.ownAgent")(function*(caller: CallerIdentity, identifier: string) {
       const owner = creatorOf(caller)
       const agent = yield* agents.byIdentifier(identifier)
-      if (owner === null || Option.isNone(agent) || agent.value.ownerId !== owner) return yield* notFound(`agent ${identifier} of yours`)
+      if (owner === null || Option.isNone(agent) || !canEvaluate(owner, agent.value)) return yield* notFound(`agent ${identifier} of yours`)
       return agent.value
     })
 

@@ -7,6 +7,8 @@ import { type SpanRow, TracesRepo } from "../traces/Repo.js"
 import type { RowInput } from "./Domain.js"
 import { Evals } from "./Evals.js"
 import { textOf, toStored } from "./Rows.js"
+import { isCreatorsOwnRun, isRunOf } from "./Policy.js"
+import { creatorReader } from "../traces/Policy.js"
 
 /**
  * "Add to dataset" from a trace (issue 46 item 3, docs/evals.md "Rows from a run"): a run of the dataset's expert
@@ -73,11 +75,11 @@ export class RunRows extends Effect.Service<RunRows>()("atrium/evals/RunRows", {
       const dataset = yield* evals.ownDataset(caller, datasetId)
       const creator = { accountId: dataset.ownerId, endUserId: "" }
       // The run's trace as its expert's creator reads it: a run of another expert (theirs or anyone's) is not found.
-      const trace = yield* traces.byRun(body.run, { ...creator, asCreator: true })
-      if (Option.isNone(trace) || trace.value.ownerId !== dataset.ownerId || trace.value.agent !== dataset.agent) {
+      const trace = yield* traces.byRun(body.run, creatorReader(dataset.ownerId))
+      if (Option.isNone(trace) || !isRunOf(dataset, trace.value)) {
         return yield* new NotFound({ message: `No run ${body.run} of ${dataset.agent} with a trace.` })
       }
-      const own = trace.value.payerId === dataset.ownerId && trace.value.endUserId === ""
+      const own = isCreatorsOwnRun(dataset.ownerId, trace.value)
       let found: { input: RowInput["input"]; output: string } | null = null
       if (own) {
         const run = yield* records.byId(creator, body.run)

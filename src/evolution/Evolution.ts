@@ -9,6 +9,8 @@ import { ModelCatalog } from "../runtime/models/Catalog.js"
 import type { RunnableAgent } from "../runtime/Run.js"
 import { RunEngine } from "../runtime/RunEngine.js"
 import { EvolutionRepo, type SuggestionRow } from "./Repo.js"
+import { evolutionAccess, isSuggestionOf } from "./Policy.js"
+import { allowed } from "../platform/Policy.js"
 import {
   alternativesOf,
   applies,
@@ -138,10 +140,9 @@ export class Evolution extends Effect.Service<Evolution>()("atrium/evolution/Evo
     /** The agent if `userId` owns it; 404 for anyone else's draft (as everywhere), 403 for their published agent. */
     const ownedAgent = (identifier: string, userId: string) =>
       Effect.flatMap(agents.byIdentifier(identifier), (agent): Effect.Effect<AgentRow, NotFound | Forbidden> => {
-        if (Option.isSome(agent) && agent.value.ownerId === userId) return Effect.succeed(agent.value)
-        if (Option.isSome(agent) && agent.value.publishedVersion !== null) {
-          return Effect.fail(new Forbidden({ message: `Only the creator of ${identifier} can see or change its evolution.` }))
-        }
+        const access = Option.isSome(agent) ? evolutionAccess(userId, agent.value) : "hidden"
+        if (access === "creator" && Option.isSome(agent)) return Effect.succeed(agent.value)
+        if (access === "forbidden") return Effect.fail(new Forbidden({ message: `Only the creator of ${identifier} can see or change its evolution.` }))
         return Effect.fail(new NotFound({ message: `No agent ${identifier}.` }))
       })
 
@@ -221,9 +222,7 @@ export class Evolution extends Effect.Service<Evolution>()("atrium/evolution/Evo
     /** A suggestion of one of `userId`'s agents; anyone else's is as absent as a missing one. */
     const ownSuggestion = (suggestionId: string, userId: string) =>
       Effect.flatMap(repo.byId(suggestionId), (found) =>
-        Option.isSome(found) && found.value.ownerId === userId
-          ? Effect.succeed(found.value)
-          : Effect.fail(new NotFound({ message: `No suggestion ${suggestionId}.` })))
+        allowed(found, (suggestion) => isSuggestionOf(userId, suggestion), () => new NotFound({ message: `No suggestion ${suggestionId}.` })))
 
     const acceptedView = (
       identifier: string,

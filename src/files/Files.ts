@@ -8,6 +8,7 @@ import { type FileRow, FilesRepo } from "./Repo.js"
 import { newStorageKey, ObjectStorage, ObjectStorageLive } from "./Storage.js"
 import type { Partition } from "../identity/Partition.js"
 import { type FileId, FileInUse, newFileId, UploadIncomplete, UploadSizeMismatch } from "./Domain.js"
+import { canRegister } from "./Policy.js"
 
 /** An upload URL handed out and not yet registered; it lives in the key-value store as long as the URL. */
 const PendingUpload = Schema.parseJson(Schema.Struct({
@@ -65,7 +66,7 @@ export class Files extends Effect.Service<Files>()("atrium/files/Files", {
 
     const register = Effect.fn("Files.register")(function*(partition: Partition, uploadId: string) {
       const pending = Option.flatMap(yield* kv.get(pendingKey(uploadId)), decodePending).pipe(
-        Option.filter((p) => p.ownerId === partition.accountId && p.endUserId === partition.endUserId)
+        Option.filter((p) => canRegister(partition, p))
       )
       if (Option.isNone(pending)) {
         return yield* new NotFound({

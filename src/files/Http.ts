@@ -10,7 +10,7 @@ import { type FileRow } from "./Repo.js"
 import type { FileId } from "./Domain.js"
 import { contentDisposition } from "./Storage.js"
 import { DEFAULT_LIMIT } from "../platform/http/Lists.js"
-import { partitionOf } from "../identity/Partition.js"
+import { ownedBy } from "./Policy.js"
 import { Caller } from "../identity/Domain.js"
 
 const fileView = (file: FileRow) => ({
@@ -59,7 +59,7 @@ const safeFilename = (name: string) => {
 export const FilesHttp = HttpApiBuilder.group(AtriumApi, "files", (handlers) =>
   Effect.gen(function*() {
     const files = yield* Files
-    const partition = Effect.map(Caller, partitionOf)
+    const partition = Effect.map(Caller, ownedBy)
     return handlers
       .handle("uploadUrl", ({ payload }) =>
         Effect.gen(function*() {

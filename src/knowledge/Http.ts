@@ -2,7 +2,7 @@ import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect, Layer } from "effect"
 import { AtriumApi } from "../Api.js"
 import { AuthenticationLive } from "../identity/Authentication.js"
-import { partitionOf } from "../identity/Partition.js"
+import { ownedBy } from "./Policy.js"
 import { Knowledge } from "./Knowledge.js"
 import { Caller } from "../identity/Domain.js"
 
@@ -10,7 +10,7 @@ import { Caller } from "../identity/Domain.js"
 export const KnowledgeHttp = HttpApiBuilder.group(AtriumApi, "knowledge", (handlers) =>
   Effect.gen(function*() {
     const knowledge = yield* Knowledge
-    const partition = Effect.map(Caller, partitionOf)
+    const partition = Effect.map(Caller, ownedBy)
     return handlers
       .handle("create", ({ payload }) =>
         Effect.flatMap(partition, (p) =>

@@ -6,6 +6,7 @@ import { newId } from "../platform/Ids.js"
 import { NotUsedYet } from "./Domain.js"
 import { generatedIcon, iconUrl, iconVersion, MAX_ICON_BYTES, sniffIcon } from "./Icons.js"
 import { type CreatorRow, type ListingRow, MarketRepo, type ReviewRow, type Skill, type Sort } from "./Repo.js"
+import { canSee, isOwnExpert, seesDraft } from "./Policy.js"
 
 /**
  * The skills an agent has: a skill is listed when the agent has every one of its tools and none of them is denied
@@ -152,7 +153,7 @@ export class Market extends Effect.Service<Market>()("atrium/market/Market", {
      */
     const reviewRight = Effect.fn("Market.reviewRight")(function*(identifier: string, userId: string) {
       const agent = yield* publishedAgent(identifier)
-      if (agent.ownerId === userId) {
+      if (isOwnExpert(userId, agent)) {
         return { agent, refusal: Option.some<Forbidden | NotUsedYet>(new Forbidden({ message: "You cannot review your own expert." })) }
       }
       if (!(yield* repo.hasRun(agent.id, userId))) {
@@ -214,9 +215,9 @@ export class Market extends Effect.Service<Market>()("atrium/market/Market", {
     /** The icon to serve: the upload as stored (its sniffed type), else the one drawn from the published name. */
     const icon = Effect.fn("Market.icon")(function*(identifier: string, viewerId?: string) {
       const agent = yield* agents.byIdentifier(identifier)
-      const visible = Option.filter(agent, (a) => a.publishedVersion !== null || a.ownerId === viewerId)
+      const visible = Option.filter(agent, (a) => canSee(viewerId, a))
       if (Option.isNone(visible)) return yield* new NotFound({ message: `No agent ${identifier}.` })
-      const owner = visible.value.ownerId === viewerId
+      const owner = seesDraft(viewerId, visible.value)
       const name = owner || visible.value.publishedVersion === null
         ? visible.value.draft.name
         : (yield* agents.published(identifier)).config.name
@@ -279,7 +280,7 @@ export class Market extends Effect.Service<Market>()("atrium/market/Market", {
     /** The owner sees the skills of the draft; anyone else those of the published version (404 if none). */
     const agentSkills = Effect.fn("Market.agentSkills")(function*(identifier: string, viewerId: string) {
       const agent = yield* agents.byIdentifier(identifier)
-      const config = Option.isSome(agent) && agent.value.ownerId === viewerId
+      const config = Option.isSome(agent) && seesDraft(viewerId, agent.value)
         ? agent.value.draft
         : (yield* agents.published(identifier)).config
       return { data: skillsOf(config, yield* repo.skills(undefined)).map(skillView), has_more: false }

@@ -16,6 +16,7 @@ import { MemoryTools } from "./MemoryTools.js"
 import { RunTools } from "./RunTools.js"
 import { EvalTools } from "./EvalTools.js"
 import { publicTool, type ToolDefinition, ToolFailure, userTool } from "./Tool.js"
+import { canRun, isCreator } from "../agents/Policy.js"
 
 /**
  * The 22 tools of spec 4.10, as one table: name, description, parameters (an Effect Schema struct, published as JSON
@@ -156,7 +157,7 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
         ({ identifier }, caller) =>
           Effect.gen(function*() {
             const agent = yield* agents.byIdentifier(identifier)
-            if (Option.isSome(agent) && agent.value.ownerId === caller.userId) return yield* withPending(agent.value)
+            if (Option.isSome(agent) && isCreator(caller.userId, agent.value)) return yield* withPending(agent.value)
             const { agent: row, config, version } = yield* proxy(agents.published(identifier))
             return {
               identifier: row.identifier,
@@ -328,7 +329,7 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
           Effect.gen(function*() {
             // Only an expert the caller can see gets a link: their own, or a published one.
             const agent = yield* agents.byIdentifier(identifier)
-            const visible = Option.exists(agent, (a) => a.ownerId === caller.userId || a.publishedVersion !== null)
+            const visible = Option.exists(agent, (a) => canRun(caller.userId, a))
             if (!visible) return yield* new ToolFailure({ type: "not_found", message: `No agent ${identifier}.` })
             return { identifier, url: `${config.baseUrl}${chatPath(identifier)}` }
           })

@@ -7,6 +7,7 @@ import type { MemoryBlockSetting, MemorySettings } from "../runtime/Expert.js"
 import { type MemoryBlock, type MemoryFact, type MemoryOwner, MemoryRefused } from "../runtime/Ports.js"
 import { MAX_FACT_CHARS } from "../runtime/tools/Memory.js"
 import { type BlockRow, type FactRow, type MemoryKey, MemoryRepo } from "./Repo.js"
+import { canUseMemoryOf, readsDraft } from "./Policy.js"
 
 /**
  * What an expert remembers of each end user (issue 47, docs/memory.md): blocks within their limits and facts that
@@ -68,10 +69,10 @@ export class Memory extends Effect.Service<Memory>()("atrium/memory/Memory", {
       const agent = yield* agents.byIdentifier(identifier)
       const notFound = new NotFound({ message: `No agent ${identifier}.` })
       if (Option.isNone(agent)) return yield* notFound
-      const { draft, id, ownerId, publishedVersion } = agent.value
+      const { draft, id, publishedVersion } = agent.value
+      if (!canUseMemoryOf(partition, agent.value)) return yield* notFound
       let config = draft
-      if (ownerId !== partition.accountId) {
-        if (publishedVersion === null) return yield* notFound
+      if (!readsDraft(partition, agent.value) && publishedVersion !== null) {
         const published = yield* agents.version(id, publishedVersion)
         if (Option.isNone(published)) return yield* notFound
         config = published.value

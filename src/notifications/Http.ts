@@ -6,6 +6,7 @@ import { NotFound } from "../platform/Errors.js"
 import { Notifications } from "./Notifications.js"
 import { CurrentUser } from "../identity/Domain.js"
 import type { Notification } from "./Repo.js"
+import { ownedBy } from "./Policy.js"
 
 const NOTIFICATIONS_SHOWN = 100
 
@@ -27,17 +28,17 @@ export const NotificationsHttp = HttpApiBuilder.group(AtriumApi, "notifications"
       .handle("list", () =>
         Effect.gen(function*() {
           const user = yield* CurrentUser
-          const rows = yield* notifications.list(user.userId, NOTIFICATIONS_SHOWN + 1)
+          const rows = yield* notifications.list(ownedBy(user), NOTIFICATIONS_SHOWN + 1)
           return {
             data: rows.slice(0, NOTIFICATIONS_SHOWN).map(notificationView),
             has_more: rows.length > NOTIFICATIONS_SHOWN,
-            unread: yield* notifications.unread(user.userId)
+            unread: yield* notifications.unread(ownedBy(user))
           }
         }))
       .handle("read", ({ path }) =>
         Effect.gen(function*() {
           const user = yield* CurrentUser
-          const read = yield* notifications.markRead(user.userId, path.id)
+          const read = yield* notifications.markRead(ownedBy(user), path.id)
           if (Option.isNone(read)) return yield* new NotFound({ message: `No notification ${path.id}.` })
           return notificationView(read.value)
         }))

@@ -3,7 +3,7 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect, Either, Layer, Stream } from "effect"
 import { AtriumApi } from "../Api.js"
 import { AuthenticationLive } from "../identity/Authentication.js"
-import { partitionOf } from "../identity/Partition.js"
+import { ownedBy } from "./Policy.js"
 import { AppConfig } from "../platform/Config.js"
 import { asJson, Attachments } from "../platform/http/Attach.js"
 import * as Sse from "../platform/sse/Sse.js"
@@ -27,7 +27,7 @@ export const ResponsesHttp = HttpApiBuilder.group(AtriumApi, "responses", (handl
       .handle("create", ({ headers, payload }) =>
         Effect.gen(function*() {
           const caller = yield* Caller
-          const partition = partitionOf(caller)
+          const partition = ownedBy(caller)
           const key = headers["idempotency-key"]
           const scope = `responses\n${partition.accountId}\n${partition.endUserId}`
           if (payload.background === true) {

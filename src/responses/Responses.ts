@@ -16,7 +16,7 @@ import { type ResponseRow, ResponsesRepo } from "./Repo.js"
 import { fileSearchOf } from "./FileSearch.js"
 import { type Frame, ResponseBuilder, suffix } from "./Builder.js"
 import { KnowledgeRepo } from "../knowledge/Repo.js"
-import { partitionOf } from "../identity/Partition.js"
+import { ownedBy } from "./Policy.js"
 import type { CallerIdentity } from "../identity/Domain.js"
 
 /**
@@ -199,7 +199,7 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
           if (tool.type === "file_search") {
             const ids = tool.vector_store_ids ?? []
             if (ids.length === 0) return yield* invalid(`tools[${index}].vector_store_ids`, "name at least one vector store")
-            const found = yield* knowledge.existing(partitionOf(caller), ids)
+            const found = yield* knowledge.existing(ownedBy(caller), ids)
             const missing = ids.filter((id) => !found.includes(id))
             if (missing.length > 0) return yield* invalid(`tools[${index}].vector_store_ids`, `no vector store ${missing.join(", ")} of yours`)
             continue
@@ -222,7 +222,7 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
         onLeft: (problem) => Effect.fail(invalid(problem.param, problem.message)),
         onRight: Effect.succeed
       })
-      const partition = partitionOf(caller)
+      const partition = ownedBy(caller)
       const previous = payload.previous_response_id == null
         ? Option.none()
         : Option.some(Option.getOrElse(yield* repo.byId(partition, payload.previous_response_id), () => undefined))
@@ -440,7 +440,7 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
         return yield* invalid("stream", "only a background response's events are kept; this response told them on its own stream")
       }
       const runId = runIdOf(id)
-      const run = yield* Effect.orDie(background.get(partitionOf(caller), runId))
+      const run = yield* Effect.orDie(background.get(ownedBy(caller), runId))
       const found = yield* records.background(runId)
       if (Option.isNone(found)) return yield* notFound(id)
       const builder = builderOf((found.value.request as StoredRequest).response as StoredResponse)
@@ -451,7 +451,7 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
     })
 
     const retrieve = Effect.fn("Responses.retrieve")(function*(caller: CallerIdentity, id: string) {
-      const row = yield* repo.byId(partitionOf(caller), id)
+      const row = yield* repo.byId(ownedBy(caller), id)
       if (Option.isNone(row)) return yield* notFound(id)
       return row.value
     })
@@ -464,7 +464,7 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
         // has, within 2 s, so the answer says `cancelled`.
         const now = yield* settle(row)
         if (now.ended) return now.body
-        yield* Effect.orDie(background.cancel(partitionOf(caller), runIdOf(id)))
+        yield* Effect.orDie(background.cancel(ownedBy(caller), runIdOf(id)))
         for (let waited = 0; waited < 20; waited++) {
           const run = yield* records.background(runIdOf(id))
           if (Option.isNone(run) || TERMINAL.has(run.value.status)) break
@@ -485,7 +485,7 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
     const remove = Effect.fn("Responses.remove")(function*(caller: CallerIdentity, id: string) {
       const row = yield* retrieve(caller, id)
       if (row.status === "in_progress") yield* cancel(caller, id)
-      if (!(yield* repo.remove(partitionOf(caller), id))) return yield* notFound(id)
+      if (!(yield* repo.remove(ownedBy(caller), id))) return yield* notFound(id)
       return { id, object: "response" as const, deleted: true as const }
     })
 

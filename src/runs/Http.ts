@@ -17,7 +17,7 @@ import { BackgroundRuns } from "./Background.js"
 import { TurnCancels } from "./Lifecycle.js"
 import { RunRecords } from "./Repo.js"
 import { rowStatus, runObject } from "./Views.js"
-import { partitionOf } from "../identity/Partition.js"
+import { ownedBy } from "./Policy.js"
 import { Caller } from "../identity/Domain.js"
 import type { CallerIdentity } from "../identity/Domain.js"
 
@@ -191,7 +191,7 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
       answer: Stream.Stream<A>,
       durable?: Durable<A>
     ): Effect.Effect<Either.Either<Attached<A>, HttpServerResponse.HttpServerResponse>> => {
-      const partition = partitionOf(caller)
+      const partition = ownedBy(caller)
       return attachments.attachWith(key, `${route}\n${partition.accountId}\n${partition.endUserId}`, payload, Effect.succeed(answer), durable)
     }
     const sharedAnswer = <A>(
@@ -299,11 +299,11 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
           return HttpServerResponse.unsafeJson(body, { status, headers: { ...answered, ...replayedHeaders(answer.right.replayed) } })
         }))
       .handle("getRun", ({ path }) =>
-        Effect.map(Effect.flatMap(Caller, (caller) => background.get(partitionOf(caller), path.id)), runObject))
+        Effect.map(Effect.flatMap(Caller, (caller) => background.get(ownedBy(caller), path.id)), runObject))
       .handle("listRuns", ({ urlParams }) =>
         Effect.gen(function*() {
           const caller = yield* Caller
-          const page = yield* records.list(partitionOf(caller), {
+          const page = yield* records.list(ownedBy(caller), {
             agent: urlParams.agent ?? null,
             status: urlParams.status === undefined ? null : rowStatus(urlParams.status),
             createdAfter: urlParams.created_after ?? null,
@@ -316,14 +316,14 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
       .handle("cancelRun", ({ path }) =>
         Effect.gen(function*() {
           const caller = yield* Caller
-          const run = yield* background.get(partitionOf(caller), path.id)
+          const run = yield* background.get(ownedBy(caller), path.id)
           // A session's turn is the session's to stop (as its interrupt route does); any other run is a workflow.
-          return runObject(run.sessionId !== null ? yield* turns.cancel(caller, path.id) : yield* background.cancel(partitionOf(caller), path.id))
+          return runObject(run.sessionId !== null ? yield* turns.cancel(caller, path.id) : yield* background.cancel(ownedBy(caller), path.id))
         }))
       .handle("runEvents", ({ headers, path, urlParams }) =>
         Effect.gen(function*() {
           const caller = yield* Caller
-          const run = yield* background.get(partitionOf(caller), path.id)
+          const run = yield* background.get(ownedBy(caller), path.id)
           if (run.sessionId !== null) {
             return yield* runs.invalid(`A session's turn is told in its session's events: GET /v1/sessions/${run.sessionId}/events.`)
           }
@@ -339,7 +339,7 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
           const caller = yield* Caller
           const approved = payload.decision === "approve"
           const decision = { approved, reason: payload.reason ?? (approved ? "" : "denied by the user") }
-          const durable = yield* approvals.answer(partitionOf(caller), path.approval_id, decision)
+          const durable = yield* approvals.answer(ownedBy(caller), path.approval_id, decision)
           // A background run's approval: claimed above, its workflow (suspended on it) goes on with the decision.
           if (Option.isSome(durable)) yield* background.approve(durable.value, path.approval_id, decision)
           return { approval_id: path.approval_id, decision: payload.decision }

@@ -9,8 +9,9 @@ import type { InternalEvent } from "../runtime/Events.js"
 import { ModelCatalog } from "../runtime/models/Catalog.js"
 import type { RunnableAgent, RunRequest, RunResult } from "../runtime/Run.js"
 import { RunEngine } from "../runtime/RunEngine.js"
-import { type Partition, partitionOf } from "../identity/Partition.js"
+import type { Partition } from "../identity/Partition.js"
 import type { CallerIdentity } from "../identity/Domain.js"
+import { mayRun, mayRunVersion, ownedBy, runsDraft } from "./Policy.js"
 
 /**
  * Stateless runs: who may run what, for whom, and paid by whom. A caller runs an agent's published version; its
@@ -53,8 +54,8 @@ export class Runs extends Effect.Service<Runs>()("atrium/runs/Runs", {
         const { draft, id, ownerId, publishedVersion } = agent.value
         // Trace capture is the expert's live setting, not its version's (docs/traces.md).
         const traceContent = draft.trace_content === true
-        if (ownerId === userId) return Option.some<RunnableAgent>({ id, identifier, ownerId, version: null, config: draft, traceContent })
-        if (publishedVersion === null) return Option.none<RunnableAgent>()
+        if (runsDraft(userId, agent.value)) return Option.some<RunnableAgent>({ id, identifier, ownerId, version: null, config: draft, traceContent })
+        if (!mayRun(userId, agent.value) || publishedVersion === null) return Option.none<RunnableAgent>()
         const config = yield* agents.version(id, publishedVersion)
         return Option.map(config, (config): RunnableAgent => ({ id, identifier, ownerId, version: publishedVersion, config, traceContent }))
       })
@@ -63,7 +64,7 @@ export class Runs extends Effect.Service<Runs>()("atrium/runs/Runs", {
     const ownVersion = (identifier: string, ownerId: string, version: number) =>
       Effect.gen(function*() {
         const agent = yield* agents.byIdentifier(identifier)
-        if (Option.isNone(agent) || agent.value.ownerId !== ownerId) return Option.none<RunnableAgent>()
+        if (Option.isNone(agent) || !mayRunVersion(ownerId, agent.value)) return Option.none<RunnableAgent>()
         const { draft, id } = agent.value
         const config = yield* agents.version(id, version)
         return Option.map(config, (config): RunnableAgent => ({ id, identifier, ownerId, version, config, traceContent: draft.trace_content === true }))
@@ -105,7 +106,7 @@ export class Runs extends Effect.Service<Runs>()("atrium/runs/Runs", {
     ): RunRequest => ({
       runId: newId("run"),
       agent,
-      payer: partitionOf(caller),
+      payer: ownedBy(caller),
       history: options.history ?? [],
       message,
       budget: Option.fromNullable(options.budget),

@@ -1,6 +1,5 @@
 import { Clock, Cron, Effect, Option } from "effect"
-import { partitionOf } from "../identity/Partition.js"
-import { InvalidRequest, NotFound } from "../platform/Errors.js"
+import { NotFound } from "../platform/Errors.js"
 import { type ListParams, pageOf } from "../platform/http/Lists.js"
 import { newId } from "../platform/Ids.js"
 import { Runs } from "../runs/Runs.js"
@@ -9,6 +8,7 @@ import { Webhooks } from "../webhooks/Webhooks.js"
 import { type CreateSchedule, cronOf, type ScheduleView, type UpdateSchedule } from "./Domain.js"
 import { type ScheduleRow, SchedulesRepo } from "./Repo.js"
 import type { CallerIdentity } from "../identity/Domain.js"
+import { ownedBy, runsAs } from "./Policy.js"
 
 export const scheduleView = (row: ScheduleRow): ScheduleView => ({
   id: row.id,
@@ -52,20 +52,13 @@ export class Schedules extends Effect.Service<Schedules>()("atrium/schedules/Sch
     const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms))
 
     const owned = (caller: CallerIdentity, id: string) =>
-      Effect.flatMap(repo.find(partitionOf(caller), id), Option.match({
+      Effect.flatMap(repo.find(ownedBy(caller), id), Option.match({
         onNone: () => Effect.fail(new NotFound({ message: `No schedule ${id}.` })),
         onSome: Effect.succeed
       }))
 
     const create = Effect.fn("Schedules.create")(function*(caller: CallerIdentity, body: CreateSchedule) {
-      // With an API key the header names the end user; a login or OAuth caller may name one in the body.
-      if (body.end_user_id !== undefined && Option.isSome(caller.endUserId) && caller.endUserId.value !== body.end_user_id) {
-        return yield* new InvalidRequest({ message: "end_user_id: must match the X-End-User-Id header when both are given." })
-      }
-      const partition = {
-        accountId: caller.userId as string,
-        endUserId: Option.getOrElse(caller.endUserId, () => body.end_user_id ?? "")
-      }
+      const partition = yield* runsAs(caller, body.end_user_id)
       const acting: CallerIdentity = { ...caller, endUserId: partition.endUserId === "" ? Option.none() : Option.some(partition.endUserId) }
       if (Option.isNone(yield* runs.runnable(body.agent, caller.userId))) {
         return yield* new NotFound({ message: `No agent ${body.agent}.` })
@@ -93,7 +86,7 @@ export class Schedules extends Effect.Service<Schedules>()("atrium/schedules/Sch
     })
 
     const list = Effect.fn("Schedules.list")(function*(caller: CallerIdentity, params: ListParams) {
-      return yield* pageOf((yield* repo.list(partitionOf(caller))).map(scheduleView), params, (s) => s.id)
+      return yield* pageOf((yield* repo.list(ownedBy(caller))).map(scheduleView), params, (s) => s.id)
     })
 
     const get = Effect.fn("Schedules.get")(function*(caller: CallerIdentity, id: string) {
@@ -108,7 +101,7 @@ export class Schedules extends Effect.Service<Schedules>()("atrium/schedules/Sch
         const timezone = change.timezone ?? row.timezone
         const unchanged = cron === row.cron && timezone === row.timezone && status === row.status
         yield* repo.update({
-          ...partitionOf(caller),
+          ...ownedBy(caller),
           id: row.id,
           cron,
           timezone,
@@ -139,7 +132,7 @@ export class Schedules extends Effect.Service<Schedules>()("atrium/schedules/Sch
     })
 
     const remove = Effect.fn("Schedules.remove")(function*(caller: CallerIdentity, id: string) {
-      if (!(yield* repo.remove(partitionOf(caller), id))) return yield* new NotFound({ message: `No schedule ${id}.` })
+      if (!(yield* repo.remove(ownedBy(caller), id))) return yield* new NotFound({ message: `No schedule ${id}.` })
       return { id, object: "schedule" as const, deleted: true as const }
     })
 

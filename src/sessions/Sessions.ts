@@ -24,6 +24,8 @@ import { MAX_ATTACHMENTS_PER_SESSION, type MultitaskStrategy, newSessionId, Sess
 import { IdempotencyConflict } from "../billing/Domain.js"
 import type { CallerIdentity } from "../identity/Domain.js"
 import { Session } from "./SessionRpc.js"
+import { isOwner, ownedBy } from "./Policy.js"
+import { allowed } from "../platform/Policy.js"
 
 
 /** How long a message's `Idempotency-Key` names its turn (as a create's key, Idempotency.ts). */
@@ -80,13 +82,8 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
     /** The session if the caller's partition owns it; 404 whether it is someone else's or does not exist. */
     const owned = (caller: CallerIdentity, id: string) =>
       Effect.gen(function*() {
-        const partition = partitionOf(caller)
-        const session = yield* repo.byId(id)
-        if (Option.isNone(session)) return yield* notFound(id)
-        if (session.value.accountId !== partition.accountId || session.value.endUserId !== partition.endUserId) {
-          return yield* notFound(id)
-        }
-        return session.value
+        const partition = ownedBy(caller)
+        return yield* allowed(yield* repo.byId(id), (session) => isOwner(partition, session), () => notFound(id))
       })
 
     const create = Effect.fn("Sessions.create")(function*(caller: CallerIdentity, body: {

@@ -4,19 +4,9 @@ import { AtriumApi } from "../Api.js"
 import { AuthenticationLive } from "../identity/Authentication.js"
 import { NotFound } from "../platform/Errors.js"
 import { formatCredits, parseCredits } from "../platform/Money.js"
-import { type Reader, type SpanRow, type SummaryRow, TracesRepo } from "./Repo.js"
+import { type SpanRow, type SummaryRow, TracesRepo } from "./Repo.js"
+import { accessOf, endUserReader, type Reader, readerOf } from "./Policy.js"
 import { Caller } from "../identity/Domain.js"
-
-/**
- * Who reads what (docs/traces.md): a caller reads their own runs' traces (the same account and end user, as every
- * run read); acting as the account itself (no `X-End-User-Id`), they also read every trace of their experts' runs,
- * buyers' included. A creator never learns a buyer's end user: the summaries say only `creator`.
- */
-
-const readerOf = (caller: Caller["Type"]): Reader => {
-  const endUserId = Option.getOrElse(caller.endUserId, () => "")
-  return { accountId: caller.userId, endUserId, asCreator: endUserId === "" }
-}
 
 const spanView = (span: SpanRow) => ({
   span_id: span.spanId,
@@ -45,7 +35,7 @@ const summaryView = (reader: Reader) => (row: SummaryRow) => ({
   tools: row.tools,
   span_count: row.spanCount,
   started_at: row.startedAt.toISOString(),
-  access: row.payerId === reader.accountId && row.endUserId === reader.endUserId ? "own" as const : "creator" as const
+  access: accessOf(reader, row)
 })
 
 /** `after` is a time when it reads as one (the issue's shape), else the last trace of the previous page. */
@@ -66,10 +56,10 @@ export const TracesHttp = HttpApiBuilder.group(AtriumApi, "traces", (handlers) =
       .handle("searchTraces", ({ urlParams }) =>
         Effect.gen(function*() {
           let reader = readerOf(yield* Caller)
-          // One of the account's own end users: their runs only (what the account would see with their header).
           if (urlParams.end_user !== undefined) {
-            if (reader.endUserId !== "" && reader.endUserId !== urlParams.end_user) return { data: [], has_more: false }
-            reader = { accountId: reader.accountId, endUserId: urlParams.end_user, asCreator: false }
+            const narrowed = endUserReader(reader, urlParams.end_user)
+            if (Option.isNone(narrowed)) return { data: [], has_more: false }
+            reader = narrowed.value
           }
           const after = urlParams.after
           const time = after !== undefined && TIME.test(after) ? new Date(after) : undefined

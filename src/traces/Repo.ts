@@ -3,6 +3,7 @@ import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
 import { Json } from "../platform/Rows.js"
 import type { SpanRecord } from "../runtime/Tracing.js"
+import type { Reader } from "./Policy.js"
 
 /**
  * The stored traces (migration 0024): spans written in batches by the writer, one statement per batch whatever its
@@ -44,13 +45,6 @@ const SummaryRow = Schema.Struct({
 })
 export type SummaryRow = typeof SummaryRow.Type
 
-/** Who asks: their own runs (payer and end user, strictly), and, acting as the account, their experts' runs. */
-export interface Reader {
-  readonly accountId: string
-  readonly endUserId: string
-  /** The expert's creator's view is included (only when acting as the account itself). */
-  readonly asCreator: boolean
-}
 
 export interface Search {
   readonly agent: string | null
@@ -152,6 +146,7 @@ export class TracesRepo extends Effect.Service<TracesRepo>()("atrium/traces/Trac
             started_at = least(traces.started_at, excluded.started_at), ended_at = excluded.ended_at`
       })
 
+    /** The rule of `traces/Policy.ts` as a filter: own runs, or the expert's owner's view when `asCreator`. */
     const readable = (reader: Reader) =>
       reader.asCreator
         ? sql`((payer_id = ${reader.accountId} AND end_user_id = ${reader.endUserId}) OR owner_id = ${reader.accountId})`

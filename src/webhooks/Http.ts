@@ -6,12 +6,12 @@ import { NotFound } from "../platform/Errors.js"
 import { DeliveryWorkerLive } from "./Deliveries.js"
 import { Webhooks } from "./Webhooks.js"
 import { Caller } from "../identity/Domain.js"
+import { ownedBy } from "./Policy.js"
 
 export const WebhooksHttp = HttpApiBuilder.group(AtriumApi, "webhooks", (handlers) =>
   Effect.gen(function*() {
     const webhooks = yield* Webhooks
-    // The account the caller acts for; an API key's end user does not partition webhooks (they are the account's).
-    const account = Effect.map(Caller, (caller) => caller.userId as string)
+    const account = Effect.map(Caller, ownedBy)
     return handlers
       .handle("create", ({ headers, payload }) =>
         Effect.flatMap(account, (a) => webhooks.create(a, payload, Option.fromNullable(headers["idempotency-key"]))))

@@ -56,7 +56,23 @@ const cyclesOf = (graph: Map<string, Set<string>>) =>
     return walk(start, [start]).slice(0, 1)
   })
 
+/**
+ * Every rule of a domain in one home (item 2): each domain folder of src/ has a `Policy.ts` that names who may reach
+ * what (the checks, and the partition its repository filters by). Not domains, so no Policy:
+ * - platform: the mechanism itself (`platform/Policy.ts`) and the plumbing every domain shares; it owns no rows.
+ * - runtime: the engine runs what a domain's rules already let through (the agent, the payer's partition handed to it).
+ * - mcp: a second door onto the domains' services, whose rules it goes through; it owns no rows of its own.
+ */
+const NOT_DOMAINS = new Set(["platform", "runtime", "mcp"])
+
 describe("source rules", () => {
+  it("every domain folder of src/ has its Policy module", () => {
+    const domains = Fs.readdirSync("src", { withFileTypes: true }).filter((entry) => entry.isDirectory() && !NOT_DOMAINS.has(entry.name))
+    assert.isAbove(domains.length, 15)
+    const without = domains.filter((entry) => !Fs.existsSync(Path.join("src", entry.name, "Policy.ts"))).map((entry) => entry.name)
+    assert.deepStrictEqual(without, [])
+  })
+
   it("no `as any` in src/", () => {
     const found = sources("src").flatMap((file) =>
       Fs.readFileSync(file, "utf8").split("\n").flatMap((line, index) =>

@@ -346,12 +346,15 @@ describe("traces", () => {
         const byEndUser = yield* request("GET", "/v1/traces?end_user=alice", { token: key })
         assert.deepStrictEqual(byEndUser.body.data.map((row: any) => row.run_id), [runId])
 
-        // 0 cross reads: another account, another end user of the same account, the account without the end user.
+        // 0 cross reads: another account, another end user of the same account, the account without the end user, and
+        // an end user of the creator's own account (the creator's view is the account's, not its end users').
         let crossReads = 0
+        const creatorKey = yield* apiKeyOf(creator)
         const attempts: Array<[string, Record<string, string>]> = [
           [stranger.token, {}],
           [key, { "x-end-user-id": "bob" }],
-          [buyer.token, {}]
+          [buyer.token, {}],
+          [creatorKey, { "x-end-user-id": "carol" }]
         ]
         for (const [token, headers] of attempts) {
           const one = yield* request("GET", `/v1/runs/${runId}/trace`, { token, headers })

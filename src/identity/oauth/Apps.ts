@@ -4,6 +4,8 @@ import { newAppId, randomBase62 } from "../../platform/Ids.js"
 import type { Micros } from "../../platform/Money.js"
 import { sha256 } from "../Tokens.js"
 import { type AppRow, OAuthRepo } from "./Repo.js"
+import { isAppCreator } from "../Policy.js"
+import { allowed, policyRequire } from "../../platform/Policy.js"
 
 /** A third-party app as the rest of the platform sees it (its secret only hashed). */
 export type OAuthApp = AppRow
@@ -33,20 +35,19 @@ export class OAuthApps extends Effect.Service<OAuthApps>()("atrium/identity/OAut
 
     const owned = Effect.fn("OAuthApps.owned")(function*(ownerId: string, id: string) {
       const app = yield* repo.findApp(id)
-      if (Option.isNone(app) || app.value.ownerId !== ownerId) return yield* new NotFound({ message: `No app ${id}.` })
-      return app.value
+      return yield* allowed(app, (row) => isAppCreator(ownerId, row), () => new NotFound({ message: `No app ${id}.` }))
     })
 
-    const update = Effect.fn("OAuthApps.update")(function*(ownerId: string, id: string, patch: {
+    /** Changes app `id`: only under `canUpdateApp` (identity's Policy), which the caller grants with `policyUse`. */
+    const update = Effect.fn("OAuthApps.update")(function*(id: string, patch: {
       readonly name?: string | undefined
       readonly redirectUris?: ReadonlyArray<string> | undefined
       readonly dailyCapPerUser?: Micros | null | undefined
     }) {
-      const app = yield* owned(ownerId, id)
-      const updated = yield* repo.updateApp(app.id, patch)
-      // Deleted between the two statements: as if it never was.
+      const updated = yield* repo.updateApp(id, patch)
+      // Deleted since the policy read it: as if it never was.
       return yield* Option.match(updated, { onNone: () => Effect.fail(new NotFound({ message: `No app ${id}.` })), onSome: Effect.succeed })
-    })
+    }, policyRequire("identity.app.update"))
 
     return {
       create,
