@@ -200,14 +200,16 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
             return held - used
           })
         /** Ends the hold: posts what the run's steps used and voids the rest (whatever way the run ended). */
-        const settle = Effect.suspend(() => {
+        const settle = (patient: boolean) => Effect.suspend(() => {
           if (!asked && unposted.size === 0) return Effect.void
           const charges = [...unposted.entries()].sort(([a], [b]) => a - b).map(([, c]) => c)
           return runPayer.settle(payer.accountId, holdId, charges, request.chargeFence ?? null).pipe(
             // Unanswered (the wallet's owner stopped, its shards not yet moved: 13 s once after a kill -9 in the fault
             // checker), it is sent again: its charges are keyed, so what reached the wallet the first time is a replay.
-            // Given up, the run would record steps its payer was never charged.
-            Effect.retry({ while: (error) => error._tag === "PaymentFailed", schedule: SETTLE_RETRY }),
+            // Given up, the run would record steps its payer was never charged. Not for a run cut short (a cancel,
+            // its runner stopping): it must let go at once, and its next owner settles or voids the hold and counts
+            // the run from the ledger (a session's next activation, a background run's resumed workflow).
+            patient ? Effect.retry({ while: (error) => error._tag === "PaymentFailed", schedule: SETTLE_RETRY }) : (settling) => settling,
             Effect.flatMap((posted) => {
               const refused = charges.filter((_, i) => posted[i] !== true)
               if (refused.length === 0) return Effect.void
@@ -425,7 +427,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
           return yield* Effect.interrupt
         }
         // However the run ended (interrupted too), what it used is posted before it says so, and its hold voided.
-        yield* settle
+        yield* settle(!(Exit.isFailure(exit) && Cause.isInterrupted(exit.cause)))
         if (Exit.isSuccess(exit)) {
           yield* emit({
             type: "complete",
