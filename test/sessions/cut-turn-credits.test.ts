@@ -86,6 +86,17 @@ const Env = Layer.mergeAll(AppConfig.Default, ShardingConfig.layer(), ShardFence
 const newSession = newEntitySession("cutcredits", { searches: true })
 const nextSearch = Effect.flatMap(KnowledgeGate, (gate) => Queue.take(gate.searches))
 
+/**
+ * The session's first activation, cut mid-turn (its step charged, at its tool call) as a restart on the same runner
+ * cuts it: its settle reaches the wallet unanswered.
+ */
+const cutFirstActivation = (sessionId: string) =>
+  Effect.scoped(Effect.gen(function*() {
+    const session = yield* (yield* Entity.makeTestClient(Session, SessionLive))(sessionId)
+    yield* session.Send({ message: `/tool file_search ${JSON.stringify({ query: "cut" })}`, budget: null })
+    yield* nextSearch
+  }))
+
 /** The run's recorded credits and what the ledger holds for its turn's steps. */
 const creditsOf = (sessionId: string, turn: number) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
@@ -100,12 +111,7 @@ describe("a cut turn's credits", () => {
       Effect.gen(function*() {
         const sessionId = yield* newSession
         const mailbox = yield* Mailbox
-        // The first activation, cut mid-turn (its step charged, at its tool call), as a restart on the same runner.
-        yield* Effect.scoped(Effect.gen(function*() {
-          const session = yield* (yield* Entity.makeTestClient(Session, SessionLive))(sessionId)
-          yield* session.Send({ message: `/tool file_search ${JSON.stringify({ query: "cut" })}`, budget: null })
-          yield* nextSearch
-        }))
+        yield* cutFirstActivation(sessionId)
         // Its settle reached the wallet, unanswered: nothing of it is in the ledger yet.
         assert.strictEqual(mailbox.settles.length, 1)
         const [step] = mailbox.settles[0]!.charges
@@ -136,11 +142,7 @@ describe("a cut turn's credits", () => {
       Effect.gen(function*() {
         const sessionId = yield* newSession
         const mailbox = yield* Mailbox
-        yield* Effect.scoped(Effect.gen(function*() {
-          const session = yield* (yield* Entity.makeTestClient(Session, SessionLive))(sessionId)
-          yield* session.Send({ message: `/tool file_search ${JSON.stringify({ query: "cut" })}`, budget: null })
-          yield* nextSearch
-        }))
+        yield* cutFirstActivation(sessionId)
         const [step] = mailbox.settles.find((settle) => settle.holdId === `session:${sessionId}:1`)!.charges
         // The next activation's void waits on a slow wallet, and its runner stops meanwhile (the layer's scope closes);
         // the wallet answers a moment later, while the runner is stopping.
