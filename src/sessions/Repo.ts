@@ -1,6 +1,7 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
+import type * as Statement from "@effect/sql/Statement"
 import { Effect, Option, Schema } from "effect"
 import type { Partition } from "../identity/Partition.js"
 import { Json } from "../platform/Rows.js"
@@ -435,17 +436,24 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
     /** Tells every runner listening on `channel` (cluster mode's live fan-out of session events). */
     const notify = (channel: string, payload: string) => Effect.orDie(notifyChannel({ channel, payload }))
 
+    /**
+     * What the ledger holds for a turn's steps, as a SQL expression: its entries keyed `session:<id>:<turn>:<step>`
+     * (RunEngine's `chargeKey`), `turn` an expression of the statement it goes in.
+     */
+    const turnCredits = (id: string, turn: Statement.Fragment, maxSteps: number) =>
+      sql`coalesce((
+        SELECT -sum(l.amount) FROM ledger_entries l
+        WHERE l.scope = 'run' AND l.idempotency_key IN (
+          SELECT 'session:' || ${id} || ':' || ${turn} || ':' || step FROM generate_series(1, ${maxSteps}) AS step)
+      ), 0)`
+
     const interruptTurn = SqlSchema.void({
       Request: Schema.Struct({ id: Schema.String, turn: Schema.NullOr(Schema.Number), maxSteps: Schema.Number }),
       execute: ({ id, maxSteps, turn }) =>
         sql`
           UPDATE runs SET status = 'failed', failure_code = 'interrupted',
             failure_message = 'The runner of this turn stopped during it.', finished_at = now(),
-            credits_charged = coalesce((
-              SELECT -sum(l.amount) FROM ledger_entries l
-              WHERE l.scope = 'run' AND l.idempotency_key IN (
-                SELECT 'session:' || ${id} || ':' || own.turn || ':' || step FROM generate_series(1, ${maxSteps}) AS step)
-            ), 0)
+            credits_charged = ${turnCredits(id, sql`own.turn`, maxSteps)}
           FROM runs r CROSS JOIN LATERAL (
             SELECT coalesce((
               SELECT e.turn FROM session_events e WHERE e.session_id = ${id} AND e.payload->>'type' = 'preparing'
@@ -469,11 +477,7 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
       Request: Schema.Struct({ id: Schema.String, runId: Schema.String, turn: Schema.Number, maxSteps: Schema.Number }),
       execute: ({ id, maxSteps, runId, turn }) =>
         sql`
-          UPDATE runs SET credits_charged = coalesce((
-              SELECT -sum(l.amount) FROM ledger_entries l
-              WHERE l.scope = 'run' AND l.idempotency_key IN (
-                SELECT 'session:' || ${id} || ':' || ${turn}::int || ':' || step FROM generate_series(1, ${maxSteps}) AS step)
-            ), 0)
+          UPDATE runs SET credits_charged = ${turnCredits(id, sql`${turn}::int`, maxSteps)}
           WHERE id = ${runId} AND session_id = ${id} AND status <> 'running'`
     })
     /**
