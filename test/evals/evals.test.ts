@@ -1,6 +1,7 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { request } from "../support/Client.js"
+import { pollUntil } from "../support/Poll.js"
 import { TestServer } from "../support/TestServer.js"
 import { call, callOk, connect, failed } from "../mcp/mcp-support.js"
 import { streamOf } from "../support/Sse.js"
@@ -17,16 +18,15 @@ const EVAL_ENV = { ...ENV, EVAL_POLL: "50 millis" }
 
 /** An eval run polled until it has ended (the contract: `status` leaves `running`). */
 const finished = (token: string, id: string, seconds = 240) =>
-  Effect.gen(function*() {
-    const deadline = Date.now() + seconds * 1000
-    while (true) {
-      const reply = yield* request("GET", `/v1/evals/runs/${id}`, { token })
+  pollUntil(
+    Effect.map(request("GET", `/v1/evals/runs/${id}`, { token }), (reply) => {
       assert.strictEqual(reply.status, 200, reply.text)
-      if (reply.body.status !== "running") return reply.body
-      if (Date.now() > deadline) return assert.fail(`eval run ${id} still running after ${seconds} s: ${reply.text}`)
-      yield* Effect.sleep("100 millis")
-    }
-  })
+      return reply.body
+    }),
+    (run) => run.status !== "running",
+    `eval run ${id} ended`,
+    { within: seconds * 1000 }
+  )
 
 /** Every result of an eval run, paged 100 at a time. */
 const allResults = (token: string, id: string) =>
@@ -94,11 +94,7 @@ describe("evals", () => {
         assert.isAtMost(Math.abs(charged - estimate) / charged, 0.2, `estimate ${estimate} vs actual ${charged}`)
 
         // Every row links to its run (a background run of the creator's) and, within 2 s, to that run's trace.
-        let results = yield* allResults(user.token, started.id)
-        for (let i = 0; i < 40 && results.some((r) => r.trace_id === null); i++) {
-          yield* Effect.sleep("50 millis")
-          results = yield* allResults(user.token, started.id)
-        }
+        const results = yield* pollUntil(allResults(user.token, started.id), (rows) => rows.every((r) => r.trace_id !== null), "every row's trace", { every: 50, within: 2_000 })
         assert.strictEqual(results.length, 100)
         assert.strictEqual(new Set(results.map((r) => r.row_id)).size, 100)
         for (const [i, result] of results.entries()) {
@@ -215,18 +211,15 @@ describe("evals", () => {
         ])
         const before = (yield* fullLedger(user.token)).length
         const started = yield* startRun(user.token, { dataset: datasetId, agent, graders: [{ type: "exact" }], concurrency: 2 })
-        let results: Array<any> = []
-        for (let i = 0; i < 300; i++) {
-          results = yield* allResults(user.token, started.id)
-          if (results[0].status === "graded" && results[1].status === "graded" && results[2].status === "running" && results[3].status === "running") break
-          yield* Effect.sleep("50 millis")
-        }
+        const results: Array<any> = yield* pollUntil(
+          allResults(user.token, started.id),
+          (rows) => rows[0].status === "graded" && rows[1].status === "graded" && rows[2].status === "running" && rows[3].status === "running",
+          "two rows graded and two running",
+          { every: 50, within: 15_000 }
+        )
         assert.deepStrictEqual(results.map((r) => r.status), ["graded", "graded", "running", "running", "pending", "pending"])
-        for (const r of results.slice(2, 4)) {
-          for (let i = 0; i < 100 && (yield* request("GET", `/v1/runs/${r.run_id}`, { token: user.token })).body.status !== "in_progress"; i++) {
-            yield* Effect.sleep("50 millis")
-          }
-        }
+        const runOf = (id: string) => Effect.map(request("GET", `/v1/runs/${id}`, { token: user.token }), (reply) => reply.body)
+        for (const r of results.slice(2, 4)) yield* pollUntil(runOf(r.run_id), (run) => run.status === "in_progress", "the row's run in progress", { every: 50, within: 5_000 })
 
         // Nobody else cancels it, nor learns it exists: a stranger, and the creator's own end user.
         const key = yield* apiKeyOf(user)
@@ -240,16 +233,7 @@ describe("evals", () => {
         assert.isString(cancelled.body.finished_at)
 
         // The rows' runs under way end cancelled; the rows not started never start.
-        for (const r of results.slice(2, 4)) {
-          let run: any
-          for (let i = 0; i < 100; i++) {
-            run = (yield* request("GET", `/v1/runs/${r.run_id}`, { token: user.token })).body
-            if (run.status === "cancelled") break
-            yield* Effect.sleep("50 millis")
-          }
-          assert.strictEqual(run.status, "cancelled")
-        }
-        yield* Effect.sleep("500 millis")
+        for (const r of results.slice(2, 4)) yield* pollUntil(runOf(r.run_id), (run) => run.status === "cancelled", "the row's run cancelled", { every: 50, within: 5_000 })
         for (const r of results.slice(4)) assertError(yield* request("GET", `/v1/runs/${r.run_id}`, { token: user.token }), 404, "not_found")
         const after = yield* allResults(user.token, started.id)
         assert.deepStrictEqual(after.map((r) => r.status), ["graded", "graded", "cancelled", "cancelled", "cancelled", "cancelled"])
@@ -285,24 +269,19 @@ describe("evals", () => {
         const agent = yield* liveAgent(owner.token, { name: `Traced ${Math.random().toString(36).slice(2, 8)}`, instructions: "Answer briefly." })
         const datasetId = yield* dataset(owner.token, agent, [{ input: "seed", expected: "You said: seed" }])
         const traced = (runId: string) =>
-          Effect.gen(function*() {
-            for (let i = 0; i < 100; i++) {
-              if ((yield* request("GET", `/v1/runs/${runId}/trace`, { token: owner.token })).status === 200) return
-              yield* Effect.sleep("100 millis")
-            }
-            assert.fail(`no trace of ${runId}`)
-          })
+          Effect.asVoid(pollUntil(request("GET", `/v1/runs/${runId}/trace`, { token: owner.token }), (reply) => reply.status === 200, `the trace of ${runId}`, { within: 10_000 }))
         const buyerRun = (message: string) =>
           Effect.gen(function*() {
             const seen = new Set(((yield* request("GET", `/v1/traces?agent=${agent}&limit=100`, { token: owner.token })).body.data as Array<any>).map((t) => t.run_id))
             yield* runAgent({ token: buyer.token }, agent, message)
-            for (let i = 0; i < 100; i++) {
-              const list = (yield* request("GET", `/v1/traces?agent=${agent}&limit=100`, { token: owner.token })).body.data as Array<any>
-              const fresh = list.find((t) => !seen.has(t.run_id) && t.access === "creator")
-              if (fresh !== undefined) return fresh.run_id as string
-              yield* Effect.sleep("100 millis")
-            }
-            return assert.fail("the buyer's trace did not show")
+            const fresh = (list: Array<any>) => list.find((t) => !seen.has(t.run_id) && t.access === "creator")
+            const list = yield* pollUntil(
+              Effect.map(request("GET", `/v1/traces?agent=${agent}&limit=100`, { token: owner.token }), (reply) => reply.body.data as Array<any>),
+              (traces) => fresh(traces) !== undefined,
+              "the buyer's trace",
+              { within: 10_000 }
+            )
+            return fresh(list).run_id as string
           })
         const rowsOf = Effect.map(request("GET", `/v1/evals/datasets/${datasetId}/rows?limit=100`, { token: owner.token }), (reply) => reply.body.data as Array<any>)
 

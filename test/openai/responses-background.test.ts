@@ -3,7 +3,7 @@ import { Chunk, Effect, Stream } from "effect"
 import { makeAtriumFetchClient } from "../../src/client.js"
 import { request } from "../support/Client.js"
 import { TestServer } from "../support/TestServer.js"
-import { agentWith, apiKeyOf, ENV, LIVE, newUser } from "../runs/runs-support.js"
+import { agentWith, apiKeyOf, ENV, LIVE, newUser, pollRun } from "../runs/runs-support.js"
 
 /**
  * Issue 43 item 1, `background: true` on `POST /v1/responses` (docs/runs.md), at the HTTP level: answered at once
@@ -16,16 +16,7 @@ import { agentWith, apiKeyOf, ENV, LIVE, newUser } from "../runs/runs-support.js
 
 const as = (key: string) => ({ token: key, headers: { "x-end-user-id": "u1" } })
 
-const poll = (key: string, id: string, until: (body: Record<string, any>) => boolean) =>
-  Effect.gen(function*() {
-    for (let i = 0; i < 150; i++) {
-      const reply = yield* request("GET", `/v1/responses/${id}`, as(key))
-      assert.strictEqual(reply.status, 200, reply.text)
-      if (until(reply.body)) return reply.body as Record<string, any>
-      yield* Effect.sleep("100 millis")
-    }
-    return assert.fail(`response ${id} never reached the state asked for`)
-  })
+const poll = (key: string, id: string, until: (body: Record<string, any>) => boolean) => pollRun(key, id, until, { path: "/v1/responses" })
 
 /** A response's events, as `GET /v1/responses/:id?stream=true` gives them. */
 const streamed = (key: string, id: string, startingAfter?: number) =>

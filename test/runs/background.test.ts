@@ -6,7 +6,7 @@ import { Webhook } from "standardwebhooks"
 import { request } from "../support/Client.js"
 import { parseStream } from "../support/Sse.js"
 import { TestServer } from "../support/TestServer.js"
-import { agentWith, apiKeyOf, ENV, LIVE, newUser, runAgent } from "./runs-support.js"
+import { agentWith, apiKeyOf, ENV, LIVE, newUser, pollRun, runAgent } from "./runs-support.js"
 
 /**
  * Issue 43 items 1-4 (docs/runs.md): every run answers `GET /v1/runs/:id` in its caller's partition only; a
@@ -16,16 +16,7 @@ import { agentWith, apiKeyOf, ENV, LIVE, newUser, runAgent } from "./runs-suppor
  */
 
 const poll = (key: string, id: string, until: (run: Record<string, any>) => boolean, endUser = "u1") =>
-  Effect.gen(function*() {
-    for (let i = 0; i < 150; i++) {
-      const reply = yield* request("GET", `/v1/runs/${id}`, { token: key, headers: { "x-end-user-id": endUser } })
-      assert.strictEqual(reply.status, 200, reply.text)
-      if (until(reply.body)) return reply.body as Record<string, any>
-      // Polled: the run goes on in the background; only its record says how far it got.
-      yield* Effect.sleep("100 millis")
-    }
-    return assert.fail(`run ${id} never reached the state asked for`)
-  })
+  pollRun(key, id, until, { headers: { "x-end-user-id": endUser } })
 
 /**
  * A receiver on 127.0.0.1 and an endpoint of `token`'s account pointing at it, for `events`: what it receives,

@@ -3,7 +3,7 @@ import { Effect } from "effect"
 import { request } from "../support/Client.js"
 import { openStream, parseStream } from "../support/Sse.js"
 import { makeMigratedStorage, makeSmsInbox, startServer, TestServer } from "../support/TestServer.js"
-import { agentWith, apiKeyOf, ENV, LIVE, newUser, toolDirective } from "./runs-support.js"
+import { agentWith, apiKeyOf, ENV, LIVE, newUser, pollRun, toolDirective } from "./runs-support.js"
 
 /**
  * Issue 43 item 2 (docs/runs.md, "Approvals in a background run"): a background run that meets an `ask` tool call
@@ -16,17 +16,7 @@ import { agentWith, apiKeyOf, ENV, LIVE, newUser, toolDirective } from "./runs-s
 const CALC = toolDirective("calculator", { expression: "6 * 7" })
 const U1 = { "x-end-user-id": "u1" }
 
-const poll = (key: string, id: string, until: (run: Record<string, any>) => boolean) =>
-  Effect.gen(function*() {
-    for (let i = 0; i < 200; i++) {
-      const reply = yield* request("GET", `/v1/runs/${id}`, { token: key, headers: U1 })
-      assert.strictEqual(reply.status, 200, reply.text)
-      if (until(reply.body)) return reply.body as Record<string, any>
-      // Polled: the run goes on in the background; only its record says how far it got.
-      yield* Effect.sleep("100 millis")
-    }
-    return assert.fail(`run ${id} never reached the state asked for`)
-  })
+const poll = (key: string, id: string, until: (run: Record<string, any>) => boolean) => pollRun(key, id, until)
 
 const terminal = (run: Record<string, any>) => run.status !== "queued" && run.status !== "in_progress"
 

@@ -6,6 +6,7 @@ import * as Fake from "../support/ProviderFakes.js"
 import { parseStream } from "../support/Sse.js"
 import { makeMigratedStorage, makeSmsInbox, type RunningServer, startServer, TestServer } from "../support/TestServer.js"
 import { agentWith, apiKeyOf, ENV, newUser } from "./runs-support.js"
+import { pollUntil } from "../support/Poll.js"
 
 /**
  * Issue 43 item 2, retry backoff (docs/runs.md, "Waits of a background run"): a step of a background run whose every
@@ -19,15 +20,7 @@ const U1 = { "x-end-user-id": "u1" }
 const KEY = "sk-provider-secret-0123456789"
 const MODEL = { input_per_1k: "1", output_per_1k: "2", capabilities: ["tools"] }
 
-const poll = <A, R>(what: string, read: Effect.Effect<A, never, R>, until: (value: A) => boolean) =>
-  Effect.gen(function*() {
-    for (let i = 0; i < 300; i++) {
-      const value = yield* read
-      if (until(value)) return value
-      yield* Effect.sleep("100 millis")
-    }
-    return assert.fail(`never: ${what}`)
-  })
+const poll = <A, R>(what: string, read: Effect.Effect<A, never, R>, until: (value: A) => boolean) => pollUntil(read, until, what)
 
 describe("durable backoff", () => {
   it.scopedLive("a background run waiting out a provider's Retry-After holds no fiber: another server finishes its step after a restart", () =>

@@ -2,7 +2,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { request } from "../support/Client.js"
 import { TestServer } from "../support/TestServer.js"
-import { agentWith, apiKeyOf, ENV, LIVE, newUser } from "./runs-support.js"
+import { agentWith, apiKeyOf, ENV, LIVE, newUser, pollRun } from "./runs-support.js"
 
 /**
  * No background run stays non-terminal (issue 43; the durable bench's run left `running` after the kill), whatever was
@@ -15,19 +15,8 @@ import { agentWith, apiKeyOf, ENV, LIVE, newUser } from "./runs-support.js"
  * The faults are made in the database, as a killed runner leaves it.
  */
 
-const poll = (key: string, id: string, until: (run: Record<string, any>) => boolean) =>
-  Effect.gen(function*() {
-    let last: Record<string, any> = {}
-    for (let i = 0; i < 300; i++) {
-      const reply = yield* request("GET", `/v1/runs/${id}`, { token: key, headers: { "x-end-user-id": "u1" } })
-      assert.strictEqual(reply.status, 200, reply.text)
-      last = reply.body
-      if (until(last)) return last
-      // Polled: the sweep and the workflow go on in the background; only the run's record says how far they got.
-      yield* Effect.sleep("100 millis")
-    }
-    return assert.fail(`run ${id} never reached the state asked for; last ${JSON.stringify(last)}`)
-  })
+// The sweep and the workflow go on in the background; only the run's record says how far they got.
+const poll = (key: string, id: string, until: (run: Record<string, any>) => boolean) => pollRun(key, id, until)
 
 /**
  * A background run of `key`'s agent `agent`, completed, and a copy of its row under `id` as a runner leaves it when it

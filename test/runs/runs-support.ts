@@ -3,6 +3,7 @@ import { Effect } from "effect"
 import { createAgent, ENV as AGENTS_ENV } from "../agents/agents-support.js"
 import { micros } from "../billing/billing-support.js"
 import { request } from "../support/Client.js"
+import { pollUntil } from "../support/Poll.js"
 import { names, openStream, type ParsedStream, streamOf, type StreamEvent } from "../support/Sse.js"
 
 export { approved, createAgent, liveAgent, newUser, publish, type User, LIVE, balanceOf, assertError } from "../agents/agents-support.js"
@@ -117,3 +118,23 @@ export const parseChatStream = (raw: string) => {
   assert.isTrue(done, "the stream ends with data: [DONE]")
   return { chunks, pings }
 }
+
+/**
+ * A run's record (`GET /v1/runs/:id`, or `/v1/responses/:id` with `path`), read again until `until` holds: a background
+ * run goes on alone, and only its record says how far it got.
+ */
+export const pollRun = (
+  key: string,
+  id: string,
+  until: (run: Record<string, any>) => boolean,
+  options: { readonly headers?: Record<string, string>; readonly path?: string; readonly within?: number } = {}
+) =>
+  pollUntil(
+    Effect.map(request("GET", `${options.path ?? "/v1/runs"}/${id}`, { token: key, headers: options.headers ?? { "x-end-user-id": "u1" } }), (reply) => {
+      assert.strictEqual(reply.status, 200, reply.text)
+      return reply.body as Record<string, any>
+    }),
+    until,
+    `run ${id} in the state asked for`,
+    { within: options.within ?? 30_000 }
+  )

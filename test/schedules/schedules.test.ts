@@ -3,6 +3,7 @@ import { Effect } from "effect"
 import { request } from "../support/Client.js"
 import { TestServer } from "../support/TestServer.js"
 import { agentWith, apiKeyOf, ENV, LIVE, newUser } from "../runs/runs-support.js"
+import { pollUntil } from "../support/Poll.js"
 
 /**
  * Issue 43 item 4 (docs/schedules.md): a schedule is made, read, changed, paused, resumed and removed in its
@@ -23,15 +24,7 @@ const firingsOf = (id: string) =>
     server.query(`SELECT status, run_id, error FROM schedule_firings WHERE schedule_id = '${id}' ORDER BY fire_at`))
 
 const waitFor = <A, R>(read: Effect.Effect<A, never, R>, until: (value: A) => boolean, what: string) =>
-  Effect.gen(function*() {
-    let value: A | undefined
-    for (let i = 0; i < 100; i++) {
-      value = yield* read
-      if (until(value)) return value
-      yield* Effect.sleep("100 millis")
-    }
-    return assert.fail(`never: ${what} (last seen: ${JSON.stringify(value)})`)
-  })
+  pollUntil(read, until, what, { within: 10_000 })
 
 describe("schedules", () => {
   layer(TestServer.layer({

@@ -2,7 +2,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { request } from "../support/Client.js"
 import { TestServer } from "../support/TestServer.js"
-import { agentWith, ENV, LIVE, newUser } from "../runs/runs-support.js"
+import { agentWith, ENV, LIVE, newUser, pollRun } from "../runs/runs-support.js"
 
 /**
  * Issue 43 item 1, `background: true` on `POST /v1/sessions/:id/events` (docs/sessions.md): a message answered at
@@ -18,16 +18,7 @@ const sessionOf = (token: string, agent: string) =>
     return reply.body.id as string
   })
 
-const poll = (token: string, id: string, until: (run: Record<string, any>) => boolean) =>
-  Effect.gen(function*() {
-    for (let i = 0; i < 150; i++) {
-      const reply = yield* request("GET", `/v1/runs/${id}`, { token })
-      assert.strictEqual(reply.status, 200, reply.text)
-      if (until(reply.body)) return reply.body as Record<string, any>
-      yield* Effect.sleep("100 millis")
-    }
-    return assert.fail(`run ${id} never reached the state asked for`)
-  })
+const poll = (token: string, id: string, until: (run: Record<string, any>) => boolean) => pollRun(token, id, until, { headers: {} })
 
 const send = (token: string, session: string, body: Record<string, unknown>, headers: Record<string, string> = {}) =>
   request("POST", `/v1/sessions/${session}/events`, { token, headers, body: { type: "message", ...body } })

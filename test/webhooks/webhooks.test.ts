@@ -7,6 +7,7 @@ import { Webhook } from "standardwebhooks"
 import { requestAt } from "../support/Client.js"
 import { launchPlatform } from "../support/Process.js"
 import { INTERNAL_TOKEN, JWT_SECRET, makeMigratedStorage } from "../support/TestServer.js"
+import { pollUntil } from "../support/Poll.js"
 
 /**
  * Webhooks on the compiled build (issue 43 item 3; docs/webhooks.md): `dist/main.js` as a process, a receiver on
@@ -31,15 +32,7 @@ const userIdOf = (token: string) => JSON.parse(Buffer.from(token.split(".")[1]!,
 
 /** Polled: deliveries go out from the platform's worker, in its own time. */
 const eventually = <A>(what: string, check: Effect.Effect<A | undefined>) =>
-  Effect.gen(function*() {
-    const deadline = Date.now() + 30_000
-    while (Date.now() < deadline) {
-      const found = yield* check
-      if (found !== undefined) return found
-      yield* Effect.sleep("100 millis")
-    }
-    return assert.fail(`timed out waiting for ${what}`)
-  })
+  Effect.map(pollUntil(check, (found) => found !== undefined, what), (found) => found!)
 
 describe("webhooks on the compiled build", () => {
   it.scopedLive("signed deliveries, retried under one webhook-id, never redirected, owned by one account", () =>
