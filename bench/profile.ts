@@ -73,5 +73,7 @@ console.log("| where the code lives | self time |\n| --- | ---: |")
 for (const [bucket, micros] of [...bySelf].sort((a, b) => b[1] - a[1])) {
   if (micros / total >= 0.002) console.log(`| ${bucket} | ${pct(micros)} |`)
 }
+const sumOf = (test: (bucket: string) => boolean) => [...bySelf].filter(([bucket]) => test(bucket)).reduce((sum, [, micros]) => sum + micros, 0)
+console.log(`\nours in all: ${pct(sumOf((b) => b.startsWith("ours:")))}; effect and @effect/* in all: ${pct(sumOf((b) => b.startsWith("effect") || b.startsWith("@effect/")))}`)
 console.log(`\ntop ${TOP} functions by self time:`)
 for (const [fn, micros] of [...byFunction].sort((a, b) => b[1] - a[1]).slice(0, TOP)) console.log(`${pct(micros).padStart(6)}  ${fn}`)
