@@ -21,6 +21,7 @@ import {
   runAgent,
   toolDirective
 } from "./runs-support.js"
+import { pollUntil, realWait } from "../support/Poll.js"
 
 /**
  * The stream as a whole: every one of the 20 public events of spec 6.2 from a documented request (docs/events.md),
@@ -105,26 +106,22 @@ describe("streams", () => {
         const user = yield* newUser
         const agent = yield* agentWith(user.token)
         const before = yield* balanceOf(user.token)
-        const live = yield* openRun(user, agent, "/slow 50")
+        const live = yield* openRun(user, agent, "/slow 10")
         const partial = yield* live.until("output.text.delta")
         assert.strictEqual(textOf(partial), "chunk 1 ")
         const runId = only(partial, "run.created").run_id
         assert.strictEqual((yield* runStatus(runId)).status, "running")
         yield* live.cancel
 
-        let row = yield* runStatus(runId)
-        for (let i = 0; i < 100 && row.status === "running"; i++) {
-          // Polled: the server records a cancelled run after the client left, and tells no one.
-          yield* Effect.sleep("20 millis")
-          row = yield* runStatus(runId)
-        }
+        // Polled: the server records a cancelled run after the client left, and tells no one.
+        const row = yield* pollUntil(runStatus(runId), (run) => run.status !== "running", "the run recorded as ended", { every: 20, within: 5_000 })
         assert.strictEqual(row.status, "cancelled")
         assert.strictEqual(row.failure_code, "interrupted")
         assert.isNotNull(row.finished_at)
         assert.strictEqual(Number(row.credits_charged), 0)
-        // Had the run gone on, its one model call (50 increments, 100 ms apart) would have been charged by now.
+        // Had the run gone on, its one model call (10 increments, 100 ms apart) would have been charged by now.
         // Real wait (the server runs on the wall clock): past when the step would have been charged, nothing was.
-        yield* Effect.sleep("5500 millis")
+        yield* realWait(1_500)
         assert.strictEqual(yield* balanceOf(user.token), before, "billing stopped with the run")
         assert.strictEqual((yield* runStatus(runId)).status, "cancelled")
 
