@@ -4,6 +4,7 @@ import { call, connect, ok } from "../mcp/mcp-support.js"
 import { request } from "../support/Client.js"
 import { TestServer } from "../support/TestServer.js"
 import { agentWith, ENV, LIVE, newUser } from "./runs-support.js"
+import { pollUntil } from "../support/Poll.js"
 
 /**
  * Issue 43 item 5: runs and schedules from an IDE through the official MCP client. A creator lists, reads and
@@ -18,14 +19,8 @@ describe("runs and schedules: MCP tools", () => {
         const started = yield* request("POST", "/v1/agents/run", { token: user.token, body: { agent, message: "via the IDE", background: true } })
         assert.strictEqual(started.status, 202, started.text)
         const client = yield* connect({ bearer: user.token })
-        let run: any
-        for (let i = 0; i < 100; i++) {
-          run = ok(yield* call(client, "get_run", { runId: started.body.id }))
-          if (run.status === "completed") break
-          // Polled: the run goes on in the background.
-          yield* Effect.sleep("100 millis")
-        }
-        assert.strictEqual(run.status, "completed", JSON.stringify(run))
+        // Polled: the run goes on in the background.
+        const run: any = yield* pollUntil(Effect.map(call(client, "get_run", { runId: started.body.id }), ok), (run: any) => run.status === "completed", "the run completed")
         assert.strictEqual(run.output, "You said: via the IDE")
         const listed = ok(yield* call(client, "list_runs", { identifier: agent, status: "completed" }))
         assert.deepStrictEqual(listed.runs.map((r: any) => r.id), [run.id])
@@ -65,10 +60,7 @@ describe("runs and schedules: MCP tools", () => {
         })
         assert.strictEqual(sent.status, 202, sent.text)
         const client = yield* connect({ bearer: user.token })
-        for (let i = 0; i < 100; i++) {
-          if (ok(yield* call(client, "get_run", { runId: sent.body.id })).status === "in_progress") break
-          yield* Effect.sleep("100 millis")
-        }
+        yield* pollUntil(Effect.map(call(client, "get_run", { runId: sent.body.id }), ok), (run: any) => run.status === "in_progress", "the turn in progress")
         const stranger = yield* connect({ bearer: (yield* newUser).token })
         const refused = yield* call(stranger, "cancel_run", { runId: sent.body.id })
         assert.strictEqual((refused._meta as any)["atrium/error"].type, "not_found")

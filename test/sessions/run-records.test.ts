@@ -6,6 +6,7 @@ import { Effect, Layer } from "effect"
 import { SessionLive } from "../../src/sessions/Session.js"
 import { newEntitySession, SessionEntityEnv } from "./entity-support.js"
 import { Session } from "../../src/sessions/SessionRpc.js"
+import { pollUntil } from "../support/Poll.js"
 
 /**
  * A run's row is never in a session's log without its `run.created` (issue 42 item 7: "every run row has its
@@ -58,11 +59,7 @@ describe("session run records", () => {
         const session = yield* (yield* Entity.makeTestClient(Session, live))(sessionId)
         assert.deepStrictEqual(yield* session.Send({ message: "hello", budget: null }), { turn: 1 })
         // The turn's end is tried again 0.2 s after the refusal (END_RETRY): waited for in the log.
-        let events = yield* eventsOf(sessionId)
-        for (let i = 0; i < 300 && !events.some((e) => e.type === "complete" || e.type === "error"); i++) {
-          yield* Effect.sleep("50 millis")
-          events = yield* eventsOf(sessionId)
-        }
+        const events = yield* pollUntil(eventsOf(sessionId), (log) => log.some((e) => e.type === "complete" || e.type === "error"), "the turn's end in its log", { every: 50, within: 15_000 })
         assert.isAtLeast(refused.count, 1, "the turn's start was refused")
         const runs = yield* sql<{ id: string; status: string }>`SELECT id, status FROM runs WHERE session_id = ${sessionId}`
         assert.strictEqual(runs.length, 1, "the run is recorded")
@@ -78,9 +75,7 @@ describe("session run records", () => {
         // The session goes on: with the database answering again, the next turn writes as usual.
         refused.armed = false
         assert.deepStrictEqual(yield* session.Send({ message: "again", budget: null }), { turn: 2 })
-        for (let i = 0; i < 300 && !(yield* eventsOf(sessionId)).some((e) => e.turn === 2 && e.type === "complete"); i++) {
-          yield* Effect.sleep("50 millis")
-        }
+        yield* pollUntil(eventsOf(sessionId), (log) => log.some((e) => e.turn === 2 && e.type === "complete"), "the second turn's end", { every: 50, within: 15_000 })
         const second = (yield* eventsOf(sessionId)).filter((e) => e.turn === 2)
         assert.strictEqual(second[0]!.type, "preparing")
         assert.strictEqual(second.at(-1)!.type, "complete")
