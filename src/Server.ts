@@ -33,7 +33,6 @@ import { IdempotencyRepo } from "./platform/http/Repo.js"
 import { AppConfig } from "./platform/Config.js"
 import { DatabaseLive } from "./platform/Database.js"
 import { HealthHttp } from "./platform/HealthHttp.js"
-import { makeDocsRoute } from "./platform/http/Docs.js"
 import { makeReferenceRoute } from "./platform/http/Reference.js"
 import { makeEdge, methodsServed } from "./platform/http/Edge.js"
 import { KeyValueLive } from "./platform/KeyValue.js"
@@ -103,8 +102,8 @@ const ApiRoutes = HttpLayerRouter.addHttpApi(AtriumApi, { openapiPath: "/openapi
 /** The web app (web/dist): its pages, its assets and the login page. */
 const WebAppRoutes = makeWebAppRoutes(fallbackLoginPage)
 
-/** The API reference at /docs (platform/http/Reference.ts) and the interactive explorer at /docs/explorer (Docs.ts). */
-const DocsRoute = Layer.merge(makeReferenceRoute(AtriumApi), makeDocsRoute(AtriumApi))
+/** The API reference at /docs (platform/http/Reference.ts). */
+const DocsRoute = makeReferenceRoute(AtriumApi)
 
 export const Routes = Layer.mergeAll(ApiRoutes, DocsRoute, OAuthRoutes, WebAppRoutes, StorageRoute, McpRoute, Edge).pipe(
   Layer.provide([Tokens.Default, ApiKeys.Default, OAuth.Default, IdempotencyRepo.Default])

@@ -26,8 +26,9 @@ import {
  * no serious or critical violation (issue 27 item 6, issue 48: the dark theme of the store, the creator's page, the
  * checkout, evals and versions too). The pages carry data: a featured expert with a review, a creator's page, a
  * conversation with a tool approval waiting, a sale, a key, an eval run, a version to compare, an order to pay, a
- * submission in the review queue. `/docs` has its own test (pages.browser.ts). On the phone every page also fits the
- * screen: nothing scrolls sideways (issue 48: the Evals page was 528 px wide on a 390 px phone).
+ * submission in the review queue. The API reference (`/docs`, and `/docs/explorer`, which leads to it since Scalar's
+ * explorer was dropped: docs/web.md) in all four views. On the phone every page also fits the screen: nothing scrolls
+ * sideways (issue 48: the Evals page was 528 px wide on a 390 px phone).
  */
 
 checkPrerequisites()
@@ -116,6 +117,25 @@ describe("web app in Chromium: accessibility", () => {
         const browser = yield* Browser
         yield* Effect.promise(() => seed(browser, base))
       }))
+
+    // The reference is one large page (every operation, ~260 KB): axe takes a while on it, so each view is a test.
+    for (const view of [...VIEWS, { name: "desktop dark", viewport: DESKTOP, scheme: "dark" }, { name: "phone light", viewport: PHONE, scheme: "light" }] as Array<View>) {
+      it.effect(`axe (${view.name}): the API reference, reached at /docs/explorer, where Scalar's explorer was`, () =>
+        Effect.gen(function*() {
+          const { url: base } = yield* Atrium
+          const browser = yield* Browser
+          yield* Effect.promise(async () => {
+            const context = await newPerson(browser, view.viewport, view.scheme)
+            const page = await context.newPage()
+            await page.goto(`${base}/docs/explorer`)
+            assert.strictEqual(new URL(page.url()).pathname, "/docs", "/docs/explorer shows the reference")
+            await page.getByRole("heading", { name: "Sessions", exact: true }).waitFor()
+            await assertAccessible(page, `/docs (${view.name})`)
+            await assertFits(page, view, "/docs")
+            await context.close()
+          })
+        }))
+    }
 
     for (const view of VIEWS) {
       it.effect(`axe (${view.name}): logged out, the store, an expert, a creator's page; the review console`, () =>

@@ -118,6 +118,14 @@ describe("web app in Chromium: chat", () => {
           await until(page, "the second long answer done", () =>
             (document.querySelectorAll("[data-testid=answer]")[4]?.textContent ?? "").includes("chunk 40 ") &&
             !document.querySelector("[aria-busy=true]"))
+          // The tree read after the turn ended gives the newest message its Edit, below the last scroll: the view
+          // follows that too (a frame later, so waited for), to the very end, where the answer's actions are.
+          await until(page, "the newest message with its Edit, and the view at the conversation's end", () => {
+            const box = document.querySelector("[data-testid=conversation]") as unknown as { scrollHeight: number; scrollTop: number; clientHeight: number }
+            const users = document.querySelectorAll(".bubble.user")
+            const newest = users[users.length - 1] as unknown as { querySelector(s: string): unknown } | undefined
+            return newest?.querySelector(".message-actions") != null && box.scrollHeight - box.scrollTop - box.clientHeight <= 2
+          })
           assert.isTrue(await inView(page, "[data-testid=answer]"), "the newest answer is in view")
           // Scrolled up to read, the view stays put and offers a way back.
           await box.fill("/slow 20")

@@ -10,8 +10,9 @@ import * as Crypto from "node:crypto"
  * - Nothing loads from another host: scripts, styles, fonts, images, workers and fetches are this origin's (or
  *   `data:`/`blob:` the page made itself). An injected `<script src=https://evil>` or a beacon goes nowhere.
  * - Inline scripts run only when the platform wrote them: each is allowed by its SHA-256, computed from the page it
- *   renders (the login page's `next`, Scalar's bundle and its configuration at `/docs`), never from other answers. Inline styles are allowed:
- *   React and Scalar set style attributes, and CSS cannot run code.
+ *   renders (the login page's `next`), never from other answers. Inline styles are allowed: React sets style
+ *   attributes, and CSS cannot run code. No page compiles WebAssembly or evaluates code (`'wasm-unsafe-eval'`,
+ *   `'unsafe-eval'`): the one that did, Scalar's explorer, is gone (docs/web.md).
  * - `frame-ancestors 'none'` (and `X-Frame-Options: DENY` for old browsers): no page is framed (clickjacking).
  * - No `form-action`: the consent form's answer is a redirect to the app's own `redirect_uri`, another origin, which
  *   browsers check against `form-action` too.
@@ -31,14 +32,11 @@ export const inlineScriptHashes = (html: string): Array<string> => {
   return [...hashes]
 }
 
-/**
- * The policy of a page with this HTML. `wasm`: the page compiles WebAssembly (Scalar's reference at `/docs` does),
- * which `'wasm-unsafe-eval'` allows without allowing JavaScript's `eval`.
- */
-export const pagePolicy = (html: string, wasm = false): string =>
+/** The policy of a page with this HTML. */
+export const pagePolicy = (html: string): string =>
   [
     "default-src 'self'",
-    ["script-src 'self'", ...(wasm ? ["'wasm-unsafe-eval'"] : []), ...inlineScriptHashes(html)].join(" "),
+    ["script-src 'self'", ...inlineScriptHashes(html)].join(" "),
     "style-src 'self' 'unsafe-inline'",
     "img-src 'self' data: blob:",
     "font-src 'self' data:",
@@ -50,8 +48,8 @@ export const pagePolicy = (html: string, wasm = false): string =>
   ].join("; ")
 
 /** The headers of a page the platform wrote itself (`html`): its policy, `X-Frame-Options` and `nosniff`. */
-export const pageHeaders = (html: string, wasm = false): Record<string, string> => ({
-  "content-security-policy": pagePolicy(html, wasm),
+export const pageHeaders = (html: string): Record<string, string> => ({
+  "content-security-policy": pagePolicy(html),
   "x-frame-options": "DENY",
   "x-content-type-options": "nosniff"
 })

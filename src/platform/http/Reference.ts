@@ -7,10 +7,10 @@ import { pageHeaders } from "./Csp.js"
 
 /**
  * The API reference at `/docs` (issue 48 item 1): one HTML page written from the platform's own OpenAPI document,
- * without JavaScript: every operation by group, with its parameters, body fields and answers. Scalar's interactive
- * explorer (`/docs/explorer`, platform/http/Docs.ts) is 12 MB and failed axe; this page is a few hundred KB,
- * semantic HTML that a screen reader and a search box both read, and stays in step with the contract because it
- * is the contract's document.
+ * without JavaScript: every operation by group, with its parameters, body fields and answers. It replaced Scalar's
+ * interactive explorer, 12 MB and failing axe (nine rules, three critical, in its own markup; docs/web.md): this page
+ * is a few hundred KB, semantic HTML that a screen reader and a search box both read, and stays in step with the
+ * contract because it is the contract's document. Requests are sent from any OpenAPI client given `/openapi.json`.
  */
 
 type Json = Record<string, any>
@@ -114,8 +114,8 @@ export const referencePage = (spec: Json) => {
     `<meta name="color-scheme" content="light dark"><title>${title}</title><style>${STYLE}</style></head><body>` +
     `<a class="skip" href="#main">Skip to the reference</a>` +
     `<header><h1>${title}</h1><p>${prose(spec.info?.description ?? "")}</p>` +
-    `<p>The machine-readable document is <a href="/openapi.json">/openapi.json</a>; an interactive explorer that sends ` +
-    `requests from the page is at <a href="/docs/explorer">/docs/explorer</a> (a large page).</p></header>` +
+    `<p>The machine-readable document is <a href="/openapi.json">/openapi.json</a>: load it into any OpenAPI client ` +
+    `to send requests.</p></header>` +
     `<nav aria-label="Groups"><h2>Groups</h2><ul>${names.map((n) => `<li><a href="#${slug(n)}">${escape(n)}</a></li>`).join("")}</ul></nav>` +
     `<main id="main">${names.map((n) =>
       `<section id="${slug(n)}" aria-labelledby="${slug(n)}-title"><h2 id="${slug(n)}-title">${escape(n)}</h2>` +
@@ -138,7 +138,10 @@ const STYLE = [
   "h4{margin:.5rem 0 .2rem}"
 ].join("")
 
-/** `GET /docs`: the page, written once on its first request. */
+/**
+ * `GET /docs`: the page, written once on its first request. `/docs/explorer`, where Scalar's explorer was (linked
+ * from this page until it was dropped), leads here: bookmarks of it keep working.
+ */
 export const makeReferenceRoute = (api: HttpApi.HttpApi.Any) => HttpLayerRouter.use(Effect.fnUntraced(function*(router) {
   const page = yield* Effect.cached(Effect.sync(() => referencePage(OpenApi.fromApi(api as never) as unknown as Json)))
   yield* router.add("GET", "/docs", Effect.map(page, (html) =>
@@ -146,4 +149,5 @@ export const makeReferenceRoute = (api: HttpApi.HttpApi.Any) => HttpLayerRouter.
       contentType: "text/html; charset=utf-8",
       headers: { ...pageHeaders(html), "cache-control": "no-cache" }
     })))
+  yield* router.add("GET", "/docs/explorer", Effect.succeed(HttpServerResponse.redirect("/docs", { status: 301 })))
 }))

@@ -1,4 +1,4 @@
-import { useEffect, useLayoutEffect, useMemo, useRef, useState, type FormEvent, type KeyboardEvent, type WheelEvent } from "react"
+import { useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState, type FormEvent, type KeyboardEvent, type WheelEvent } from "react"
 import { SessionId } from "../../../src/sessions/Domain.js"
 import { call, itemsOf } from "../api.js"
 import { Link, navigate, useLocation } from "../router.js"
@@ -496,24 +496,50 @@ const textOf = (content: unknown): string => {
 /**
  * Keeps the newest turn in view while it streams, unless the person scrolled up to read: then a "Jump to latest"
  * button brings them back (and keeps following from there).
+ *
+ * Followed by state and by size. A change of `deps` (the turns) scrolls in the same commit, before the page paints.
+ * They are not all that moves the end: the tree read after a turn ends adds Edit and Regenerate, the model banner
+ * and the header's status shrink the box; those came after the last scroll and left the end below the fold (the
+ * browser suite's "the newest answer is in view" failed under load when they landed before its check). So a
+ * ResizeObserver on the box and its list follows any change of size too, a frame later. Only a scroll up lets go:
+ * a scroll event sees the distance to the end when it is dispatched, a frame after the scroll, when the content may
+ * have grown again without anyone scrolling.
  */
 const useStickToBottom = (deps: ReadonlyArray<unknown>) => {
-  const ref = useRef<HTMLDivElement>(null)
+  const box = useRef<HTMLDivElement | null>(null)
   const stuck = useRef(true)
+  const lastTop = useRef(0)
   const [atBottom, setAtBottom] = useState(true)
   const toBottom = () => {
-    const el = ref.current
+    const el = box.current
     if (el) el.scrollTop = el.scrollHeight
   }
   useLayoutEffect(() => {
     if (stuck.current) toBottom()
   }, deps)
+  const observer = useRef<ResizeObserver | null>(null)
+  const ref = useCallback((el: HTMLDivElement | null) => {
+    observer.current?.disconnect()
+    observer.current = null
+    box.current = el
+    if (el === null) return
+    observer.current = new ResizeObserver(() => {
+      if (stuck.current) toBottom()
+    })
+    observer.current.observe(el)
+    for (const child of el.children) observer.current.observe(child)
+  }, [])
   const onScroll = () => {
-    const el = ref.current
+    const el = box.current
     if (!el) return
-    const near = el.scrollHeight - el.scrollTop - el.clientHeight < 48
-    stuck.current = near
-    setAtBottom(near)
+    if (el.scrollHeight - el.scrollTop - el.clientHeight < 48) {
+      stuck.current = true
+      setAtBottom(true)
+    } else if (el.scrollTop < lastTop.current) {
+      stuck.current = false
+      setAtBottom(false)
+    }
+    lastTop.current = el.scrollTop
   }
   const stick = () => {
     stuck.current = true
