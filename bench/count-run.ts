@@ -31,6 +31,7 @@ interface Counts {
   readonly fibers: number
   readonly writes: Record<string, number>
   readonly writev: Record<string, number>
+  readonly responseWrites?: number
   readonly opsBySpan: Record<string, number>
   readonly cpu: { user: number; system: number }
 }
@@ -50,6 +51,7 @@ const perRun = (a: Counts, b: Counts, n: number) => {
     ops: (b.ops - a.ops) / n,
     writes: keyed(a.writes, b.writes),
     writev: keyed(a.writev, b.writev),
+    responseWrites: ((b.responseWrites ?? 0) - (a.responseWrites ?? 0)) / n,
     opsBySpan: Object.fromEntries(Object.entries(keyed(a.opsBySpan, b.opsBySpan)).filter(([, n]) => n >= 1).sort((x, y) => y[1] - x[1])),
     cpuMs: (b.cpu.user + b.cpu.system - a.cpu.user - a.cpu.system) / 1000 / n
   }

@@ -1,10 +1,11 @@
 /**
  * A counting probe for bench/count-run.ts, preloaded into the platform with `--import` (never in production): fibers
  * started (Effect's fiber-id counter), Effect ops evaluated (each op handler of the fiber run loop wrapped), and
- * socket writes by peer (HTTP clients, PostgreSQL, Redis; `write` and `writev` apart). SIGUSR2 writes the counts to
+ * socket writes by peer (HTTP clients, PostgreSQL, Redis; `write` and `writev` apart) and HTTP response writes. SIGUSR2 writes the counts to
  * PROBE_OUT. PROBE_OPS=1 also counts ops by the fiber's span (and, with PROBE_FIBERS=1, the place its fiber started);
  * PROBE_FIBERS=1 counts fibers by where they start; PROBE_TRACE=1 keeps the last HTTP writes (PROBE_OUT.trace).
  */
+import * as http from "node:http"
 import * as net from "node:net"
 import * as fs from "node:fs"
 const OUT = process.env.PROBE_OUT ?? "/tmp/probe.json"
@@ -41,6 +42,13 @@ net.Socket.prototype._writeGeneric = function(writev, data, encoding, cb) {
     if (trace.length > 200) trace.shift()
   }
   return orig.call(this, writev, data, encoding, cb)
+}
+// Response writes (each a chunk of its own on a chunked response), whatever socket writes they end in.
+counts.responseWrites = 0
+const origWrite = http.OutgoingMessage.prototype.write
+http.OutgoingMessage.prototype.write = function(...args) {
+  if (this instanceof http.ServerResponse) counts.responseWrites++
+  return origWrite.apply(this, args)
 }
 const fibers = () => globalThis["effect/GlobalValue"]?.get(Symbol.for("effect/Fiber/Id/_fiberCounter"))?.current ?? -1
 process.on("SIGUSR2", () => {
