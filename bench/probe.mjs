@@ -78,3 +78,31 @@ if (process.env.PROBE_FIBERS === "1") {
     fs.writeFileSync(`${OUT}.fibers`, JSON.stringify([...sites].sort((a, b) => b[1] - a[1])))
   })
 }
+// PROBE_SITES=1: where AbortControllers are aborted (each a DOMException) and where crypto fills random bytes, by the
+// first frames outside Node (PROBE_OUT.sites).
+if (process.env.PROBE_SITES === "1") {
+  const crypto = await import("node:crypto")
+  const sites = new Map()
+  const note = (what) => {
+    const frames = (new Error().stack ?? "").split("\n").slice(3)
+      .filter((l) => !/probe\.mjs|node:internal/.test(l)).slice(0, 5)
+      .map((l) => l.trim().replace(/\(.*\/(node_modules|dist)\//, "($1/"))
+    const key = `${what} ${frames.join(" < ")}`
+    sites.set(key, (sites.get(key) ?? 0) + 1)
+  }
+  const abort = AbortController.prototype.abort
+  AbortController.prototype.abort = function(...args) { note("abort"); return abort.apply(this, args) }
+  const fill = crypto.randomFillSync
+  crypto.default.randomFillSync = function(...args) { note("randomFillSync"); return fill.apply(this, args) }
+  const bytes = crypto.randomBytes
+  crypto.default.randomBytes = function(...args) { note("randomBytes"); return bytes.apply(this, args) }
+  const uuid = crypto.randomUUID
+  crypto.default.randomUUID = function(...args) { note("randomUUID"); return uuid.apply(this, args) }
+  const getRandomValues = globalThis.crypto.getRandomValues.bind(globalThis.crypto)
+  globalThis.crypto.getRandomValues = function(a) { note("getRandomValues"); return getRandomValues(a) }
+  // The named exports of `node:crypto` (an ESM import's bindings) follow the patched functions.
+  ;(await import("node:module")).syncBuiltinESMExports()
+  process.on("SIGUSR2", () => {
+    fs.writeFileSync(`${OUT}.sites`, JSON.stringify([...sites].sort((a, b) => b[1] - a[1])))
+  })
+}
