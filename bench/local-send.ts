@@ -10,6 +10,10 @@
  *
  * The rounds alternate the three ways, so a loaded machine slows them alike. A script: it prints a table and
  * asserts nothing.
+ *
+ * `--count 1` counts instead of timing (counts do not depend on load): fibers started and Effect ops evaluated per
+ * message on our path (batched, `makeEntityBatcher` + `makeEntityCaller` + the entity client), at concurrency 1 (a
+ * message per charge) and at `--concurrency`; `PROBE_FIBERS=1` adds where the fibers start.
  */
 import { Entity, MessageStorage, RunnerHealth, Runners, RunnerStorage, Sharding, ShardingConfig } from "@effect/cluster"
 import { Rpc } from "@effect/rpc"
@@ -23,6 +27,7 @@ const CONCURRENCY = Number(args.get("concurrency") ?? 64)
 const ROUNDS = Number(args.get("rounds") ?? 3)
 /** How long the entity takes per batch (the wallet's commit), so that batches gather as they do for a hot wallet. */
 const COMMIT_MS = Number(args.get("commit-ms") ?? 5)
+const COUNT = args.get("count") === "1"
 
 const Entry = Schema.Struct({
   kind: Schema.String,
@@ -64,6 +69,52 @@ const charge = (i: number) => ({
   dailyCap: null
 })
 
+/** Counts of the fiber run loop (`--count`), as bench/probe.mjs takes them in the platform. */
+const counter = { ops: 0, fibers: 0, sites: new Map<string, number>(), on: false }
+const countRunLoop = async () => {
+  const FR = await import(new URL("../node_modules/effect/dist/esm/internal/fiberRuntime.js", import.meta.url).href)
+  const proto = FR.FiberRuntime.prototype as Record<string, unknown>
+  for (const key of Object.getOwnPropertyNames(proto)) {
+    if (!/^[A-Z][A-Za-z]+$/.test(key)) continue
+    const orig = proto[key]
+    if (typeof orig !== "function") continue
+    proto[key] = function(this: unknown, op: unknown) {
+      counter.ops++
+      return orig.call(this, op)
+    }
+  }
+  const seen = new WeakSet<object>()
+  for (const m of ["resume", "start"]) {
+    const orig = proto[m] as (this: object, e: unknown) => unknown
+    proto[m] = function(this: object, effect: unknown) {
+      if (!seen.has(this)) {
+        seen.add(this)
+        counter.fibers++
+        if (counter.on && process.env.PROBE_FIBERS === "1") {
+          const frames = (new Error().stack ?? "").split("\n").slice(2)
+            .filter((l) => !/node_modules\/effect\/|local-send|node:internal/.test(l)).slice(0, 3)
+            .map((l) => l.trim().replace(/\(.*\/(node_modules|src)\//, "($1/"))
+          const key = frames.join(" < ")
+          counter.sites.set(key, (counter.sites.get(key) ?? 0) + 1)
+        }
+      }
+      return orig.call(this, effect)
+    }
+  }
+}
+
+/** Fibers and ops per call of `one` over MESSAGES calls, `concurrency` at a time. */
+const count = <E>(one: (i: number) => Effect.Effect<unknown, E>, concurrency: number) =>
+  Effect.gen(function*() {
+    yield* Effect.forEach(Array.from({ length: 1000 }, (_, i) => i), one, { concurrency, discard: true })
+    const [ops, fibers] = [counter.ops, counter.fibers]
+    counter.on = true
+    counter.sites.clear()
+    yield* Effect.forEach(Array.from({ length: MESSAGES }, (_, i) => i), one, { concurrency, discard: true })
+    counter.on = false
+    return { fibers: (counter.fibers - fibers) / MESSAGES, ops: (counter.ops - ops) / MESSAGES }
+  })
+
 /** CPU microseconds per call of `one` over MESSAGES calls, CONCURRENCY at a time. */
 const measure = <E>(one: (i: number) => Effect.Effect<unknown, E>) =>
   Effect.gen(function*() {
@@ -86,7 +137,7 @@ const viaCluster = (config: Partial<ShardingConfig.ShardingConfig["Type"]>) =>
 class ChargeOf extends Request.TaggedClass("ChargeOf")<bigint, never, { readonly i: number }> {}
 
 /** A mailbox entity that takes `commitMs` per batch, as the wallet's commit does (batches then gather). */
-const batchedWith = (config: Partial<ShardingConfig.ShardingConfig["Type"]>, through: "batcher" | "resolver") =>
+const batchedWith = (config: Partial<ShardingConfig.ShardingConfig["Type"]>, through: "batcher" | "resolver" | "count") =>
   Effect.scoped(Effect.gen(function*() {
     const context = yield* Layer.build(clusterWith(config))
     const client = yield* Effect.provide(Probe.client, context)
@@ -98,6 +149,17 @@ const batchedWith = (config: Partial<ShardingConfig.ShardingConfig["Type"]>, thr
       // As `Wallets.charge` sends: `makeEntityBatcher` calling the batch function directly.
       const send = yield* makeEntityBatcher(sendBatch, () => "hot")
       return yield* measure((i) => send(i))
+    }
+    if (through === "count") {
+      const send = yield* makeEntityBatcher(sendBatch, () => "hot")
+      for (const concurrency of [1, CONCURRENCY]) {
+        const counts = yield* count((i) => send(i), concurrency)
+        console.log(JSON.stringify({ concurrency, commitMs: COMMIT_MS, messages: MESSAGES, perCharge: counts }))
+        for (const [site, n] of [...counter.sites].map(([k, n]): [string, number] => [k, n / MESSAGES]).filter(([, n]) => n >= 0.05).sort((x, y) => y[1] - x[1])) {
+          console.log(`  ${n.toFixed(2)} ${site}`)
+        }
+      }
+      return 0
     }
     // The same batcher over `Effect.request` and a `RequestResolver.makeBatched` resolver (tried, and dearer).
     const resolver = RequestResolver.makeBatched((requests: ReadonlyArray<ChargeOf>) =>
@@ -144,7 +206,7 @@ const program = Effect.gen(function*() {
   }
 })
 
-Effect.runPromise(program).catch((error) => {
+;(COUNT ? countRunLoop().then(() => Effect.runPromise(batchedWith(shared, "count"))) : Effect.runPromise(program)).catch((error) => {
   console.error(error)
   process.exit(1)
 })

@@ -1,10 +1,11 @@
 /**
  * A counting probe for bench/count-run.ts, preloaded into the platform with `--import` (never in production): fibers
  * started (Effect's fiber-id counter), Effect ops evaluated (each op handler of the fiber run loop wrapped), and
- * socket writes by peer (HTTP clients, PostgreSQL, Redis; `write` and `writev` apart). SIGUSR2 writes the counts to
+ * socket writes by peer (HTTP clients, PostgreSQL, Redis; `write` and `writev` apart) and HTTP response writes. SIGUSR2 writes the counts to
  * PROBE_OUT. PROBE_OPS=1 also counts ops by the fiber's span (and, with PROBE_FIBERS=1, the place its fiber started);
  * PROBE_FIBERS=1 counts fibers by where they start; PROBE_TRACE=1 keeps the last HTTP writes (PROBE_OUT.trace).
  */
+import * as http from "node:http"
 import * as net from "node:net"
 import * as fs from "node:fs"
 const OUT = process.env.PROBE_OUT ?? "/tmp/probe.json"
@@ -42,6 +43,13 @@ net.Socket.prototype._writeGeneric = function(writev, data, encoding, cb) {
   }
   return orig.call(this, writev, data, encoding, cb)
 }
+// Response writes (each a chunk of its own on a chunked response), whatever socket writes they end in.
+counts.responseWrites = 0
+const origWrite = http.OutgoingMessage.prototype.write
+http.OutgoingMessage.prototype.write = function(...args) {
+  if (this instanceof http.ServerResponse) counts.responseWrites++
+  return origWrite.apply(this, args)
+}
 const fibers = () => globalThis["effect/GlobalValue"]?.get(Symbol.for("effect/Fiber/Id/_fiberCounter"))?.current ?? -1
 process.on("SIGUSR2", () => {
   if (process.env.PROBE_TRACE === "1") fs.writeFileSync(`${OUT}.trace`, trace.join("\n"))
@@ -68,5 +76,33 @@ if (process.env.PROBE_FIBERS === "1") {
   }
   process.on("SIGUSR2", () => {
     fs.writeFileSync(`${OUT}.fibers`, JSON.stringify([...sites].sort((a, b) => b[1] - a[1])))
+  })
+}
+// PROBE_SITES=1: where AbortControllers are aborted (each a DOMException) and where crypto fills random bytes, by the
+// first frames outside Node (PROBE_OUT.sites).
+if (process.env.PROBE_SITES === "1") {
+  const crypto = await import("node:crypto")
+  const sites = new Map()
+  const note = (what) => {
+    const frames = (new Error().stack ?? "").split("\n").slice(3)
+      .filter((l) => !/probe\.mjs|node:internal/.test(l)).slice(0, 5)
+      .map((l) => l.trim().replace(/\(.*\/(node_modules|dist)\//, "($1/"))
+    const key = `${what} ${frames.join(" < ")}`
+    sites.set(key, (sites.get(key) ?? 0) + 1)
+  }
+  const abort = AbortController.prototype.abort
+  AbortController.prototype.abort = function(...args) { note("abort"); return abort.apply(this, args) }
+  const fill = crypto.randomFillSync
+  crypto.default.randomFillSync = function(...args) { note("randomFillSync"); return fill.apply(this, args) }
+  const bytes = crypto.randomBytes
+  crypto.default.randomBytes = function(...args) { note("randomBytes"); return bytes.apply(this, args) }
+  const uuid = crypto.randomUUID
+  crypto.default.randomUUID = function(...args) { note("randomUUID"); return uuid.apply(this, args) }
+  const getRandomValues = globalThis.crypto.getRandomValues.bind(globalThis.crypto)
+  globalThis.crypto.getRandomValues = function(a) { note("getRandomValues"); return getRandomValues(a) }
+  // The named exports of `node:crypto` (an ESM import's bindings) follow the patched functions.
+  ;(await import("node:module")).syncBuiltinESMExports()
+  process.on("SIGUSR2", () => {
+    fs.writeFileSync(`${OUT}.sites`, JSON.stringify([...sites].sort((a, b) => b[1] - a[1])))
   })
 }

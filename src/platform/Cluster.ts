@@ -202,6 +202,7 @@ export const makeEntityCaller = Effect.suspend(() => makeEntityCallerWith(ENTITY
 /** `makeEntityCaller` with a deadline of the caller's (tests). */
 export const makeEntityCallerWith = (deadline: Duration.Duration) => Effect.gen(function*() {
   const runFork = yield* FiberSet.makeRuntime<never>()
+  const after = yield* makeTimers
   /**
    * A call still cut after its resends (or not resendable) is an outage the caller is told of (`EntityCut`: 503 with
    * `Retry-After`), not an interruption of the caller's own fiber: that reached the HTTP server as a request
@@ -215,10 +216,10 @@ export const makeEntityCallerWith = (deadline: Duration.Duration) => Effect.gen(
    * (`ENTITY_DEADLINE`): past it the caller gets `EntityDeadline` (a defect: the HTTP edge answers 503 with
    * `Retry-After`), never a wait without end on an owner that is not there (issue 33).
    *
-   * The call, its pauses before a resend and its deadline are fibers of the service whose ends are observed, not a
-   * race and a scope in the caller's fiber: a call costs two fibers of ours, not three (issue 28). A caller
-   * interrupted waits for the call's fiber to end; a call past its deadline is interrupted without waiting, as a
-   * timeout's loser is.
+   * The call and its pauses before a resend are fibers of the service whose ends are observed, not a race and a
+   * scope in the caller's fiber (issue 28); its deadline waits in the caller's line of timers (`makeTimers`), so a
+   * call costs one fiber of ours. A caller interrupted waits for the call's fiber to end; a call past its deadline is
+   * interrupted without waiting, as a timeout's loser is.
    */
   return <A, E>(call: Effect.Effect<A, E>, options?: { readonly resendWhenCut?: boolean }): Effect.Effect<A, E> =>
     Effect.async<A, E>((resume) => {
@@ -232,7 +233,7 @@ export const makeEntityCallerWith = (deadline: Duration.Duration) => Effect.gen(
       const finish = (answer: Effect.Effect<A, E>) => {
         if (settled) return
         settled = true
-        timer.unsafeInterruptAsFork(FiberId.none)
+        cancelTimer()
         resume(answer)
       }
       const send = () => {
@@ -265,16 +266,14 @@ export const makeEntityCallerWith = (deadline: Duration.Duration) => Effect.gen(
        * One timer all along: the deadline's, which then runs on for the last try.
        */
       const lastTry = resendable ? lastTryOf(deadline) : undefined
-      const onDeadline = (exit: Exit.Exit<void>) => {
-        if (settled || !Exit.isSuccess(exit)) return
+      const onDeadline = () => {
+        if (settled) return
         current?.unsafeInterruptAsFork(FiberId.none)
         finish(overdue)
       }
-      let timer = runFork(Effect.sleep(lastTry === undefined ? deadline : Duration.subtract(deadline, lastTry)))
-      timer.addObserver(lastTry === undefined ? onDeadline : (exit) => {
-        if (settled || !Exit.isSuccess(exit)) return
-        timer = runFork(Effect.sleep(lastTry))
-        timer.addObserver(onDeadline)
+      let cancelTimer = after(lastTry === undefined ? deadline : Duration.subtract(deadline, lastTry), lastTry === undefined ? onDeadline : () => {
+        if (settled) return
+        cancelTimer = after(lastTry, onDeadline)
         // During a pause the resend is on its way already.
         if (!calling) return
         const stuck = current
@@ -284,10 +283,63 @@ export const makeEntityCallerWith = (deadline: Duration.Duration) => Effect.gen(
       send()
       return Effect.suspend(() => {
         settled = true
-        timer.unsafeInterruptAsFork(FiberId.none)
+        cancelTimer()
         return current === undefined ? Effect.void : Fiber.interrupt(current)
       })
     })
+})
+
+/**
+ * The deadlines of one caller's calls (`makeEntityCaller`): `after(duration, fire)` calls `fire` once `duration` has
+ * passed on the Clock, unless the returned function is called first. A timer was a fiber of its own, one of a call's
+ * three; now the timers of one duration wait in the order they were set, which is the order they fall due, and one
+ * fiber per duration serves them while any waits (a cancelled timer is skipped when its turn comes).
+ */
+const makeTimers = Effect.gen(function*() {
+  const runFork = yield* FiberSet.makeRuntime<never>()
+  const clock = yield* Effect.clock
+  type Timer = { readonly at: number; fire: (() => void) | undefined }
+  const lines = new Map<number, { timers: Array<Timer>; next: number; serving: boolean }>()
+  const serve = (line: { timers: Array<Timer>; next: number; serving: boolean }): Effect.Effect<void> =>
+    Effect.suspend(() => {
+      const now = clock.unsafeCurrentTimeMillis()
+      while (line.next < line.timers.length) {
+        const timer = line.timers[line.next]!
+        if (timer.fire !== undefined && timer.at > now) {
+          // What was served is let go of now and then, not on every wake.
+          if (line.next >= 1024) {
+            line.timers.splice(0, line.next)
+            line.next = 0
+          }
+          return Effect.zipRight(clock.sleep(Duration.millis(timer.at - now)), serve(line))
+        }
+        line.next++
+        const fire = timer.fire
+        timer.fire = undefined
+        fire?.()
+      }
+      line.timers = []
+      line.next = 0
+      line.serving = false
+      return Effect.void
+    })
+  return (duration: Duration.Duration, fire: () => void): (() => void) => {
+    const millis = Duration.toMillis(duration)
+    let line = lines.get(millis)
+    if (line === undefined) {
+      line = { timers: [], next: 0, serving: false }
+      lines.set(millis, line)
+    }
+    const timer: Timer = { at: clock.unsafeCurrentTimeMillis() + millis, fire }
+    line.timers.push(timer)
+    if (!line.serving) {
+      line.serving = true
+      runFork(serve(line))
+    }
+    return () => {
+      timer.fire = undefined
+    }
+  }
 })
 
 /** How long before its deadline a resendable call is sent once more: a sixth of the deadline, at most 2 s. */

@@ -5,16 +5,35 @@ import { Schema } from "effect"
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 /**
- * Uniform base62 from the system CSPRNG (rejection sampling, so no character is likelier than another). Web Crypto's
- * `getRandomValues` (a global in Node and browsers alike) keeps this module free of `node:*`: it is a contract.
+ * Random bytes from the system CSPRNG, drawn 4 KiB at a time and each used once, as Node's own `randomUUID` does: a
+ * call to the CSPRNG per id cost a `randomFillSync` each, five per run (a run's id, its model's part ids, its spans).
+ * Web Crypto's `getRandomValues` (a global in Node and browsers alike) keeps this module free of `node:*`: it is a
+ * contract.
  */
+const POOL = new Uint8Array(4096)
+let taken = POOL.length
+const randomByte = (): number => {
+  if (taken === POOL.length) {
+    globalThis.crypto.getRandomValues(POOL)
+    taken = 0
+  }
+  return POOL[taken++]!
+}
+
+/** Uniform base62 (rejection sampling, so no character is likelier than another). */
 export const randomBase62 = (length: number): string => {
   let out = ""
   while (out.length < length) {
-    for (const byte of globalThis.crypto.getRandomValues(new Uint8Array(length * 2))) {
-      if (byte < 248 && out.length < length) out += BASE62[byte % 62]
-    }
+    const byte = randomByte()
+    if (byte < 248) out += BASE62[byte % 62]
   }
+  return out
+}
+
+/** `bytes` random bytes as lowercase hex (a span's id). */
+export const randomHex = (bytes: number): string => {
+  let out = ""
+  for (let i = 0; i < bytes; i++) out += randomByte().toString(16).padStart(2, "0")
   return out
 }
 

@@ -26,7 +26,8 @@ import {
 import { ATTR_ERROR_TYPE } from "@opentelemetry/semantic-conventions"
 import { Clock, Context, Effect, Exit, FiberRef, Option, type Tracer } from "effect"
 import * as Tracers from "effect/Tracer"
-import { createHash, randomBytes } from "node:crypto"
+import { createHash } from "node:crypto"
+import { randomHex } from "../platform/Ids.js"
 import type { Micros } from "../platform/Money.js"
 
 /**
@@ -120,7 +121,7 @@ export class TraceSink extends Context.Tag("atrium/runtime/TraceSink")<TraceSink
   readonly offer: (span: SpanRecord) => void
 }>() {}
 
-const newSpanId = () => randomBytes(8).toString("hex")
+const newSpanId = () => randomHex(8)
 
 /** The root trace of a run is named after its run id, so a durable run executed again keeps its trace. */
 export const traceIdOf = (runId: string) => createHash("sha256").update(runId).digest("hex").slice(0, 32)

@@ -73,7 +73,38 @@ const STREAM_HEADERS = {
 /** The response of a streaming endpoint. */
 export const response = <E>(body: Stream.Stream<Uint8Array, E>) => HttpServerResponse.stream(body, STREAM_HEADERS)
 
-/** Where a written stream's frames go: each written to the response at once, in order. */
+/**
+ * Text written within one tick, passed on as one piece when the tick's work is done (`process.nextTick` runs after
+ * the microtasks the fibers run in): a run's model step emits about ten frames at once, which were ten response
+ * writes, ten chunks and forty socket buffers. The order is kept; `take` hands what waits to the stream's end.
+ */
+const coalesced = (send: (text: string) => void) => {
+  let pending = ""
+  let scheduled = false
+  const flush = () => {
+    scheduled = false
+    if (pending === "") return
+    const text = pending
+    pending = ""
+    send(text)
+  }
+  return {
+    write: (text: string) => {
+      pending += text
+      if (scheduled) return
+      scheduled = true
+      process.nextTick(flush)
+    },
+    /** What waits, no longer to be passed on: to be written by the caller with the stream's end. */
+    take: () => {
+      const text = pending
+      pending = ""
+      return text
+    }
+  }
+}
+
+/** Where a written stream's frames go: written to the response when the tick they are sent in ends, in order. */
 export interface Outlet {
   readonly send: (frame: Frame) => void
   /** Ends the response (after `data: [DONE]` when the stream has one); nothing is written after. */
@@ -107,8 +138,9 @@ const openIn = <E, R>(scope: Scope.CloseableScope, open: (outlet: Outlet) => Eff
  * A run's or a turn's stream, written by pushes rather than pulled, ending with `data: [DONE]`: `open` starts, in a
  * scope the response owns, whatever sends frames to the outlet as they happen (a run's fiber, a session's hub
  * listener); pings come from the shared ticker and are written straight to the body. Nothing stands between an
- * event and the socket but `frame`: no Effect stream, no queue, no merge with the pings, which as a pulled stream
- * cost ~28 channel executors and 6 fibers per response (BENCHMARKS.md). A stream held for hours is `held`.
+ * event and the socket but `frame` and the tick's join (`coalesced`): no Effect stream, no queue, no merge with the
+ * pings, which as a pulled stream cost ~28 channel executors and 6 fibers per response (BENCHMARKS.md). A stream held
+ * for hours is `held`.
  *
  * The scope closes when the body does, whoever ends it: `end`, the client going away, the server stopping; so a
  * client that leaves interrupts what `open` forked. A frame is one push, so a ping never splits one.
@@ -118,20 +150,28 @@ export const written = <E, R>(
   options: WriteOptions
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, E, Exclude<R, Scope.Scope> | HttpServerRequest.HttpServerRequest> =>
   Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
     // A HEAD answer never reads its body, so nothing would ever close what `open` holds.
-    if ((yield* HttpServerRequest.HttpServerRequest).method === "HEAD") return HttpServerResponse.empty(STREAM_HEADERS)
+    if (request.method === "HEAD") return HttpServerResponse.empty(STREAM_HEADERS)
     const scope = yield* Scope.make()
+    const socket = NodeHttpServerRequest.toServerResponse(request).socket
     const body = new Readable({ read() {} })
+    const pending = coalesced((text) => body.push(text))
     let writable = true
+    let corked = false
     const write = (text: string) => {
-      if (writable) body.push(text)
+      if (writable) pending.write(text)
     }
     const outlet: Outlet = {
       send: (next) => write(frame(next)),
       end: () => {
         if (!writable) return
-        body.push(DONE)
         writable = false
+        // The platform ends the response on the body's end, a tick after `[DONE]` is written: corked, the socket sends
+        // both in one write; `end` uncorks it fully (Node's OutgoingMessage.end).
+        corked = socket !== null && socket !== undefined
+        socket?.cork()
+        body.push(pending.take() + DONE)
         body.push(null)
       }
     }
@@ -142,6 +182,9 @@ export const written = <E, R>(
     const stopPings = Heartbeat.every(options.heartbeat, () => write(PING))
     body.once("close", () => {
       writable = false
+      pending.take()
+      // Should the response never end (the client gone first), the socket is not left corked.
+      if (corked && socket !== null && socket !== undefined && socket.writableCorked > 0) socket.uncork()
       stopPings()
       runFork(Scope.close(scope, Exit.void))
     })
@@ -184,19 +227,24 @@ export const held = <E, R>(
     if ((yield* HttpServerRequest.HttpServerRequest).method === "HEAD") return HttpServerResponse.empty(STREAM_HEADERS)
     const scope = yield* Scope.make()
     let socket: Http.ServerResponse | undefined
-    const buffered: Array<string> = [RETRY, GREETING]
+    let buffered = RETRY + GREETING
+    const pending = coalesced((text) => {
+      if (socket === undefined) buffered += text
+      else socket.write(text)
+    })
     let writable = true
     const write = (text: string) => {
-      if (!writable) return
-      if (socket === undefined) buffered.push(text)
-      else socket.write(text)
+      if (writable) pending.write(text)
     }
     const outlet: Outlet = {
       send: (next) => write(frame(next)),
       end: () => {
         if (!writable) return
         writable = false
-        socket?.end()
+        // What waits and the response's end go out as one write.
+        const rest = pending.take()
+        if (socket === undefined) buffered += rest
+        else socket.end(rest)
       }
     }
     // The scope's release runs from Node's callbacks. Its finalizers need no service, and a runtime taken from this
@@ -209,6 +257,7 @@ export const held = <E, R>(
       if (released) return
       released = true
       writable = false
+      pending.take()
       stopPings()
       heldStreams.delete(endNow)
       runFork(Scope.close(scope, Exit.void))
@@ -232,8 +281,10 @@ export const held = <E, R>(
         const node = NodeHttpServerRequest.toServerResponse(request)
         node.writeHead(response.status, response.headers)
         socket = node
-        for (const text of buffered.splice(0)) node.write(text)
-        if (!writable) node.end()
+        const first = buffered
+        buffered = ""
+        if (writable) node.write(first)
+        else node.end(first)
         // The server's own close listener is there to interrupt the request's fiber, which ends now; it would keep that
         // fiber (and everything it held) reachable for as long as the stream is held.
         node.removeAllListeners("close")
