@@ -65,6 +65,7 @@ import { LedgerReads } from "./billing/LedgerReads.js"
 import { ClusterWorkflowEngine } from "@effect/cluster"
 import { Wallets } from "./billing/Wallets.js"
 import { WalletLive } from "./billing/WalletEntity.js"
+import { WalletRelayLive } from "./billing/WalletRelay.js"
 import { MISSING_END_USER } from "./identity/Domain.js"
 
 /** The HTTP edge (platform/http/Edge.ts) over this platform's domains: login tokens, accounts, the storage route. */
@@ -112,6 +113,8 @@ export const Routes = Layer.mergeAll(ApiRoutes, DocsRoute, OAuthRoutes, WebAppRo
 /** The entities this process runs, on one cluster runner over the database. */
 const Entities = Layer.mergeAll(
   WalletLive,
+  // Charges for several wallets of this runner from another, in one message (billing/WalletRelay.ts).
+  WalletRelayLive,
   SessionLive.pipe(Layer.provide([RunPayerLive, KnowledgeSearchLive, ExpertMemoryLive, TraceWriterLive]), Layer.provide(Wallets.Default)),
   // Background runs (runs/Background.ts): the workflow registered on every runner, on the cluster's workflow engine;
   // a run's end goes out as its webhooks (the same `Webhooks` as the routes', so an emit wakes this process's worker).

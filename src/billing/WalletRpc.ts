@@ -119,3 +119,26 @@ export const Wallet = Entity.make("Wallet", [Charges, Credit, Balance, Hold, Set
 
 /** The wallet's RPCs, as its entity's mailbox carries them. */
 export type WalletRpcs = typeof Charges | typeof Credit | typeof Balance | typeof Hold | typeof Settle
+
+/** Charges of one wallet, as a `Relay` carries them. */
+const RelayedCharges = Schema.Struct({ userId: Schema.String, charges: Schema.Array(ChargeRequest) })
+
+/**
+ * The charges a runner has for several wallets of another runner, in one message (issue 45 item 4: one round trip on
+ * the runner socket per batch, not one per wallet). It goes to the relay of the first wallet's id, which lives on that
+ * wallet's shard, so on the runner that holds it; the relay hands each wallet its own charges as one `Charges`
+ * message into its mailbox (a local send, not encoded), so every wallet's charges are still decided and committed by
+ * its own entity, in order. A wallet the relay's runner does not hold (its shard moved), or whose message was cut
+ * there, is answered `null`: the sender sends it `Charges` itself. `runner`: the runner that answered, so the sender
+ * learns where the wallets it answered live.
+ */
+const Relay = Rpc.make("Relay", {
+  payload: unvalidated(Schema.Struct({ wallets: Schema.Array(RelayedCharges) })),
+  success: Schema.Struct({
+    runner: Schema.String,
+    wallets: Schema.Array(Schema.NullOr(Schema.Array(Schema.Either({ right: Movement, left: ChargeError }))))
+  })
+})
+
+/** The wallets' relay (`Relay`): one per wallet id, on that wallet's shard, stateless. */
+export const WalletRelay = Entity.make("WalletRelay", [Relay]).annotate(ClusterSchema.ClientTracingEnabled, false)

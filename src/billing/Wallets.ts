@@ -5,7 +5,7 @@ import type { Fence } from "../platform/cluster/Fences.js"
 import type { Micros } from "../platform/Money.js"
 import { walletChargeMessages, walletCharges, walletRequests } from "../platform/telemetry/Metrics.js"
 import type { EntryInfo } from "./Repo.js"
-import { type ChargeError, type ChargeRequest, Wallet } from "./WalletRpc.js"
+import { type ChargeError, type ChargeRequest, Wallet, WalletRelay } from "./WalletRpc.js"
 import type { Movement } from "./Domain.js"
 import { WalletFailure } from "./Domain.js"
 
@@ -115,8 +115,69 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
         Effect.catchAllCause((cause) => Effect.succeed(batch.map(() => Exit.failCause(cause))))
       )
     }
-    /** One message per wallet at a time from this process; what arrives meanwhile leaves together after it. */
-    const chargeBatched = yield* makeEntityBatcher(sendCharges, (c: ChargeOf) => c.userId)
+    const makeRelay = yield* WalletRelay.client
+    /** Where each wallet of another runner lives, as its last relay answered: what its charges travel with. */
+    const runnerOf = new Map<string, string>()
+    /**
+     * Sends the charges of wallets of another runner as one `Relay` message (issue 45 item 4: one round trip on the
+     * runner socket for many wallets), to the relay on the first wallet's shard; each wallet's charges are then one
+     * `Charges` message into its own mailbox there, answered in order. A wallet the relay did not answer (not on its
+     * runner, or cut there) is sent its charges directly, and where it lives is learned again.
+     */
+    const relayCharges = (batch: ReadonlyArray<ChargeOf>) => {
+      const byWallet = new Map<string, Array<number>>()
+      batch.forEach((c, i) => {
+        const indices = byWallet.get(c.userId)
+        if (indices === undefined) byWallet.set(c.userId, [i])
+        else indices.push(i)
+      })
+      const wallets = [...byWallet].map(([userId, indices]) => ({ userId, charges: indices.map((i) => batch[i]!.request) }))
+      return toEntity(
+        Effect.suspend(() => {
+          messagesAway.unsafeUpdate(1, [])
+          chargesSentAway.unsafeUpdate(batch.length, [])
+          return makeRelay(wallets[0]!.userId).Relay({ wallets })
+        }),
+        { resendWhenCut: true }
+      ).pipe(
+        Effect.flatMap((reply) => {
+          const answers = new Array<Exit.Exit<Movement, ChargeError | ClusterFailure>>(batch.length)
+          const unanswered: Array<ReadonlyArray<number>> = []
+          wallets.forEach(({ userId }, w) => {
+            const indices = byWallet.get(userId)!
+            const answered = reply.wallets[w]
+            if (answered === null || answered === undefined || answered.length !== indices.length) {
+              runnerOf.delete(userId)
+              unanswered.push(indices)
+              return
+            }
+            if (runnerOf.size >= 10_000) runnerOf.clear()
+            runnerOf.set(userId, reply.runner)
+            indices.forEach((index, k) => {
+              const answer = answered[k]!
+              answers[index] = Either.isRight(answer) ? Exit.succeed(answer.right) : Exit.fail(answer.left)
+            })
+          })
+          return Effect.as(
+            Effect.forEach(unanswered, (indices) =>
+              Effect.map(sendCharges(indices.map((i) => batch[i]!)), (exits) => indices.forEach((index, k) => {
+                answers[index] = exits[k]!
+              })), { concurrency: "unbounded", discard: true }),
+            answers
+          )
+        }),
+        Effect.catchAllCause((cause) => Effect.succeed(batch.map(() => Exit.failCause(cause))))
+      )
+    }
+    /**
+     * One message at a time from this process per wallet of this runner, and per runner for the wallets of another
+     * (`relayCharges`); what arrives meanwhile leaves together after it.
+     */
+    const chargeBatched = yield* makeEntityBatcher(
+      (batch: ReadonlyArray<ChargeOf>) =>
+        batch.every((c) => c.userId === batch[0]!.userId) && ownedHere(batch[0]!.userId) ? sendCharges(batch) : relayCharges(batch),
+      (c: ChargeOf) => ownedHere(c.userId) ? c.userId : `runner:${runnerOf.get(c.userId) ?? c.userId}`
+    )
     const chargeByMessage = (userId: string, request: ChargeRequest) => chargeBatched({ userId, request })
 
     const noEvent = { appId: null, event: null, metadata: null, description: null }

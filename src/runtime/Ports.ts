@@ -46,13 +46,16 @@ export class RunPayer extends Context.Tag("atrium/runtime/RunPayer")<RunPayer, {
   /**
    * Ends the hold `holdId`: voids what is left of it and posts `charges` (each once per key, in order). Whether each
    * was posted (or had been): a charge is refused only when the hold no longer covered it (it had expired) and the
-   * wallet cannot pay it, or when `fence` is stale.
+   * wallet cannot pay it, or when `fence` is stale. `cut`: the run was cut short (a cancel, its runner stopping) and
+   * lets go without waiting out an outage, its next owner settling the hold; a run that ended on its own waits, within
+   * the 15 s every request is promised (`RunPayerLive`).
    */
   readonly settle: (
     accountId: string,
     holdId: string,
     charges: ReadonlyArray<{ readonly amount: Micros; readonly charge: RunCharge }>,
-    fence: Fence | null
+    fence: Fence | null,
+    cut: boolean
   ) => Effect.Effect<ReadonlyArray<boolean>, PaymentFailed>
   /**
    * Voids the hold `holdId` of a run that will not go on (a session turn cut with its runner, closed by the session's

@@ -1,6 +1,6 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import { createHash } from "node:crypto"
-import { Cause, Clock, Effect, Exit, FiberRef, Mailbox, Option, Schedule, Schema, Stream } from "effect"
+import { Cause, Clock, Effect, Exit, FiberRef, Mailbox, Option, Schema, Stream } from "effect"
 import { newId } from "../platform/Ids.js"
 import { type Micros, toNumber } from "../platform/Money.js"
 import type { InternalEvent } from "./Events.js"
@@ -57,9 +57,6 @@ import type { ToolContext } from "./tools/Tools.js"
  */
 
 const DEFAULT_INSTRUCTIONS = "You are a helpful expert."
-
-/** A settle that found no wallet is tried again for about half a minute, past a failover and a slow shard move. */
-const SETTLE_RETRY = Schedule.exponential("500 millis").pipe(Schedule.union(Schedule.spaced("4 seconds")), Schedule.upTo("30 seconds"))
 
 /** Whose run a trace is: the expert's creator and the run's payer (with its end user) may read it. */
 const traceRunOf = (request: RunRequest): TraceRun => ({
@@ -200,16 +197,16 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
             return held - used
           })
         /** Ends the hold: posts what the run's steps used and voids the rest (whatever way the run ended). */
-        const settle = (patient: boolean) => Effect.suspend(() => {
+        /**
+         * `cut`: the run was cut short (a cancel, its runner stopping) and lets go of its settle without waiting out
+         * an outage; its next owner settles or voids the hold and counts the run from the ledger (a session's next
+         * activation, a background run's resumed workflow). A run that ended on its own has its settle sent again
+         * through an outage by the payer (`RunPayerLive`): given up, it would record steps its payer was never charged.
+         */
+        const settle = (cut: boolean) => Effect.suspend(() => {
           if (!asked && unposted.size === 0) return Effect.void
           const charges = [...unposted.entries()].sort(([a], [b]) => a - b).map(([, c]) => c)
-          return runPayer.settle(payer.accountId, holdId, charges, request.chargeFence ?? null).pipe(
-            // Unanswered (the wallet's owner stopped, its shards not yet moved: 13 s once after a kill -9 in the fault
-            // checker), it is sent again: its charges are keyed, so what reached the wallet the first time is a replay.
-            // Given up, the run would record steps its payer was never charged. Not for a run cut short (a cancel,
-            // its runner stopping): it must let go at once, and its next owner settles or voids the hold and counts
-            // the run from the ledger (a session's next activation, a background run's resumed workflow).
-            patient ? Effect.retry({ while: (error) => error._tag === "PaymentFailed", schedule: SETTLE_RETRY }) : (settling) => settling,
+          return runPayer.settle(payer.accountId, holdId, charges, request.chargeFence ?? null, cut).pipe(
             Effect.flatMap((posted) => {
               const refused = charges.filter((_, i) => posted[i] !== true)
               if (refused.length === 0) return Effect.void
@@ -427,7 +424,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
           return yield* Effect.interrupt
         }
         // However the run ended (interrupted too), what it used is posted before it says so, and its hold voided.
-        yield* settle(!(Exit.isFailure(exit) && Cause.isInterrupted(exit.cause)))
+        yield* settle(Exit.isFailure(exit) && Cause.isInterrupted(exit.cause))
         if (Exit.isSuccess(exit)) {
           yield* emit({
             type: "complete",

@@ -1,8 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Layer, TestClock, TestContext } from "effect"
-import { RunPayerLive } from "../../src/billing/RunPayerLive.js"
+import { Cause, Effect, Either, Exit, Fiber, Layer, Option, TestClock, TestContext } from "effect"
+import { OUTAGE_WINDOW, RunPayerLive } from "../../src/billing/RunPayerLive.js"
 import { WalletFailure } from "../../src/billing/Domain.js"
 import { Wallets } from "../../src/billing/Wallets.js"
+import { ENTITY_DEADLINE } from "../../src/platform/Cluster.js"
+import { EntityDeadline } from "../../src/platform/Outage.js"
 import { RunPayer } from "../../src/runtime/Ports.js"
 
 /**
@@ -47,6 +49,64 @@ describe("RunPayerLive in an outage", () => {
       const [readExit, chargeExit] = [yield* Fiber.await(read), yield* Fiber.await(charge)]
       assert.isTrue(Exit.isFailure(readExit) && Exit.isFailure(chargeExit))
       assert.strictEqual(calls.balance, calls.charge)
+    }).pipe(Effect.provide(layer), Effect.provide(TestContext.TestContext))
+  })
+})
+
+/**
+ * A wallet whose owner does not answer (its runner killed, its shards not moved yet: 13 s once in the fault checker):
+ * each of its first `unanswered` settles runs to the entity's 12 s deadline and dies as `makeEntityCaller` does; the
+ * next one posts.
+ */
+const deadlineWallets = (unanswered: number) => {
+  const calls = { settle: 0 }
+  const wallets = {
+    settle: (_userId: string, _holdId: string, charges: ReadonlyArray<unknown>) =>
+      Effect.suspend(() =>
+        ++calls.settle <= unanswered
+          ? Effect.zipRight(Effect.sleep(ENTITY_DEADLINE), Effect.die(new EntityDeadline({ message: "No answer from the entity within 12s." })))
+          : Effect.succeed(charges.map(() => Either.right({ balance: 0n })))
+      )
+  } as unknown as Wallets
+  return { calls, layer: RunPayerLive.pipe(Layer.provide(Layer.succeed(Wallets, wallets))) }
+}
+
+const step = [{ amount: 5n, charge: { key: "run_1:1", description: "step 1" } }]
+
+describe("RunPayerLive: a run's settle", () => {
+  it.effect("that ran to the entity's deadline is sent once more, and the run's end waits at most 15 s", () => {
+    const { calls, layer } = deadlineWallets(1)
+    return Effect.gen(function*() {
+      const payer = yield* RunPayer
+      const settling = yield* Effect.fork(payer.settle("acct", "hold", step, null, false))
+      yield* TestClock.adjust(ENTITY_DEADLINE)
+      yield* TestClock.adjust("1 second")
+      assert.deepStrictEqual(yield* Fiber.join(settling), [true])
+      assert.strictEqual(calls.settle, 2)
+    }).pipe(Effect.provide(layer), Effect.provide(TestContext.TestContext))
+  })
+
+  it.effect("of a wallet that never answers gives up by 15 s from its start: one try after the deadline, cut at the window's end", () => {
+    const { calls, layer } = deadlineWallets(1_000)
+    return Effect.gen(function*() {
+      const payer = yield* RunPayer
+      const settling = yield* Effect.fork(payer.settle("acct", "hold", step, null, false))
+      yield* TestClock.adjust(OUTAGE_WINDOW)
+      const exit = yield* Fiber.await(settling)
+      assert.isTrue(Exit.isFailure(exit) && Cause.failureOption(exit.cause).pipe(Option.exists((e) => e._tag === "PaymentFailed")))
+      assert.strictEqual(calls.settle, 2)
+    }).pipe(Effect.provide(layer), Effect.provide(TestContext.TestContext))
+  })
+
+  it.effect("of a run cut short lets go at the entity's deadline: no try after it", () => {
+    const { calls, layer } = deadlineWallets(1)
+    return Effect.gen(function*() {
+      const payer = yield* RunPayer
+      const settling = yield* Effect.fork(payer.settle("acct", "hold", step, null, true))
+      yield* TestClock.adjust(ENTITY_DEADLINE)
+      const exit = yield* Fiber.await(settling)
+      assert.isTrue(Exit.isFailure(exit))
+      assert.strictEqual(calls.settle, 1)
     }).pipe(Effect.provide(layer), Effect.provide(TestContext.TestContext))
   })
 })

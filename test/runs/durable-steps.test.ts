@@ -1,5 +1,5 @@
 import { assert, describe, layer } from "@effect/vitest"
-import { Context, Effect, Exit, Layer, Option, TestServices } from "effect"
+import { Context, Effect, Exit, Layer, Option } from "effect"
 import { defaultBilling } from "../../src/agents/Agent.js"
 import { AppConfig } from "../../src/platform/Config.js"
 import type { InternalEvent } from "../../src/runtime/Events.js"
@@ -7,7 +7,7 @@ import type { ExpertConfig } from "../../src/runtime/Expert.js"
 import type { DurableSteps, RunRequest } from "../../src/runtime/Run.js"
 import { Approvals } from "../../src/runtime/Approvals.js"
 import { RunEngine } from "../../src/runtime/RunEngine.js"
-import { PaymentFailed, RunPayer } from "../../src/runtime/Ports.js"
+import { RunPayer } from "../../src/runtime/Ports.js"
 import { insertUser, TestDatabase } from "../support/Database.js"
 import { KnowledgeGate, RunPayerTest } from "../support/Ports.js"
 
@@ -157,31 +157,34 @@ describe("durable approvals' identity", () => {
 })
 
 /**
- * A wallet whose first two settles find no owner (its runner was killed and its shards had not moved yet: 13 s once
- * in the fault checker), as `RunPayerLive` reports it after the entity's 12 s deadline; the third reaches it.
+ * A run's settle and its outages: the engine sends it once and tells its payer whether the run was cut short; the
+ * payer (`RunPayerLive`) waits out an outage for a run that ended on its own (test/billing/run-payer.test.ts).
  */
-const UnansweredSettles = Layer.effectContext(Effect.gen(function*() {
+const RecordedSettles = Layer.effectContext(Effect.gen(function*() {
   const payer = yield* RunPayer
-  let unanswered = 2
+  const cuts: Array<boolean> = []
   return Context.make(RunPayer, {
     ...payer,
-    settle: (...args) =>
-      Effect.suspend(() =>
-        unanswered-- > 0 ? Effect.fail(new PaymentFailed({ message: "EntityDeadline: No answer from the entity within 12s." })) : payer.settle(...args)
-      )
-  }).pipe(Context.add(RunPayerTest, yield* RunPayerTest))
+    settle: (accountId, holdId, charges, fence, cut) =>
+      Effect.suspend(() => {
+        cuts.push(cut)
+        return payer.settle(accountId, holdId, charges, fence, cut)
+      })
+  }).pipe(Context.add(RunPayerTest, yield* RunPayerTest), Context.add(SettleCuts, cuts))
 })).pipe(Layer.provide(RunPayerTest.layer()))
 
+class SettleCuts extends Context.Tag("test/SettleCuts")<SettleCuts, Array<boolean>>() {}
+
 describe("a run's settle", () => {
-  const FlakyEnv = Layer.mergeAll(AppConfig.Default, UnansweredSettles, KnowledgeGate.layer).pipe(Layer.provideMerge(TestDatabase()))
-  layer(RunEngine.Default.pipe(Layer.provideMerge(FlakyEnv)))((it) => {
-    it.effect("that finds no wallet is sent again: the run records what its payer was charged, not steps left unposted", () =>
+  const RecordedEnv = Layer.mergeAll(AppConfig.Default, RecordedSettles, KnowledgeGate.layer).pipe(Layer.provideMerge(TestDatabase()))
+  layer(RunEngine.Default.pipe(Layer.provideMerge(RecordedEnv)))((it) => {
+    it.effect("of a run that ended on its own is sent once, as not cut: its payer waits out an outage for it", () =>
       Effect.gen(function*() {
         const engine = yield* RunEngine
         const request = yield* requestFor("hello", undefined)
-        // On the live clock: the settle's pauses before it is sent again are real (half a second, then a second).
-        const result = yield* TestServices.provideLive(engine.execute(request, told().emit, () => Effect.succeedNone))
+        const result = yield* engine.execute(request, told().emit, () => Effect.succeedNone)
         assert.strictEqual(result.status, "completed")
+        assert.deepStrictEqual(yield* SettleCuts, [false])
         const { charges } = yield* RunPayerTest
         const mine = charges.filter((charge) => charge.accountId === request.payer.accountId)
         assert.deepStrictEqual(mine.map((charge) => charge.key), [`${request.runId}:1`])
