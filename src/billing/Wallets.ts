@@ -1,5 +1,5 @@
 import { ClusterError, Sharding } from "@effect/cluster"
-import { Effect, Either, Exit, Metric } from "effect"
+import { Cause, Effect, Either, Exit, Metric } from "effect"
 import { makeEntityBatcher, makeEntityCaller, shardOf } from "../platform/Cluster.js"
 import type { Fence } from "../platform/cluster/Fences.js"
 import type { Micros } from "../platform/Money.js"
@@ -166,7 +166,21 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
             answers
           )
         }),
-        Effect.catchAllCause((cause) => Effect.succeed(batch.map(() => Exit.failCause(cause))))
+        // A relay that failed (a runner of an earlier release has no relay; an outage past the resends) leaves each
+        // wallet's charges to go directly, as they would have without it: keyed, so any the relay did deliver replay.
+        Effect.catchAllCause((cause) =>
+          Cause.isInterruptedOnly(cause)
+            ? Effect.succeed(batch.map(() => Exit.failCause(cause)))
+            : Effect.map(
+              Effect.forEach([...byWallet.values()], (indices) => Effect.map(sendCharges(indices.map((i) => batch[i]!)), (exits) => ({ indices, exits })), {
+                concurrency: "unbounded"
+              }),
+              (sent) => {
+                const answers = new Array<Exit.Exit<Movement, ChargeError | ClusterFailure>>(batch.length)
+                for (const { exits, indices } of sent) indices.forEach((index, k) => (answers[index] = exits[k]!))
+                return answers
+              }
+            ))
       )
     }
     /**
