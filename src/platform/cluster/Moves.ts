@@ -1,4 +1,5 @@
 import { Duration, Effect, Layer } from "effect"
+import { failoverBudget } from "./Budget.js"
 import { RunnersRepo } from "./Repo.js"
 
 /**
@@ -60,23 +61,31 @@ export const SUSPECT = Duration.seconds(1)
 /** How often the watch looks, while any call is suspect. */
 export const MOVES_POLL = Duration.millis(250)
 const SUSPECT_MS = Duration.toMillis(SUSPECT)
+/**
+ * How long after a shard's acquisition a runner may still route to its former owner: each runner recomputes the
+ * assignment every `assignments` (0.5 s), on its own clock, and a loaded one late. A call sent within this of the
+ * acquisition may have gone to the former owner.
+ */
+const ROUTING_LAG_MS = 2 * Duration.toMillis(failoverBudget.assignments)
 
 /**
- * Whether the call sent at `sentAt` (under `known`, when the watch saw its shard's acquisition before) is to be cut:
- * its shard was acquired after it was sent (`asOf` - `ageMs`: the database's own age of the acquisition, so the
- * clocks of the database and this process need not agree; `asOf` is when the answer came, which errs towards a cut,
- * harmless for a keyed message), by another runner than the one it went to. One the watch has seen before and was
- * not cut for (or was cut for already) is not cut again.
+ * Whether the call sent at `sentAt` (under `known`, the acquisition of its shard the watch saw last) is to be cut: its
+ * shard was acquired after it was sent, or so shortly before (`ROUTING_LAG_MS`) that it may have been routed to the
+ * former owner, and not again by the runner it was known to go to (a database restart gives a runner its own locks
+ * back). When is the database's own age of the acquisition (`asOf` - `ageMs`), so the clocks of the database and this
+ * process need not agree; `asOf` is when the answer came, which errs towards a cut, harmless for a keyed message.
+ *
+ * A call is cut at most twice for one acquisition: once when it is seen, and once more if the resend, sent within
+ * `ROUTING_LAG_MS` of it, is unanswered for `SUSPECT` too; after that its `sentAt` is past the lag.
  */
 export const movedSince = (
   call: { readonly sentAt: number; readonly known: Acquisition | undefined },
   latest: Acquisition,
   asOf: number
-): "cut" | "known" | "same" => {
-  if (call.known !== undefined && call.known.acquiredAt === latest.acquiredAt) return "same"
-  if (asOf - latest.ageMs <= call.sentAt) return "known"
+): "cut" | "known" => {
+  if (asOf - latest.ageMs <= call.sentAt - ROUTING_LAG_MS) return "known"
   // Acquired again by the runner it went to (a restart of the database: its locks came back to it): not moved.
-  if (call.known !== undefined && call.known.runner === latest.runner) return "known"
+  if (call.known !== undefined && call.known.acquiredAt !== latest.acquiredAt && call.known.runner === latest.runner) return "known"
   return "cut"
 }
 
@@ -138,7 +147,8 @@ export const watchMoves = Layer.scopedDiscard(Effect.gen(function*() {
     if (shards.length === 0) return
     const latest = yield* repo.acquisitions(shards).pipe(Effect.timeout("1 second"))
     const cut = moves.judge(latest, Date.now())
-    if (cut > 0) yield* Effect.logDebug(`${cut} calls in flight to moved shards sent again to their new owners`)
+    // Rare (a runner lost its shards), and what an operator reading a failover wants to see.
+    if (cut > 0) yield* Effect.logInfo(`${cut} calls in flight to moved shards sent again to their new owners`)
   }).pipe(Effect.catchAllCause(() => Effect.void))
   yield* round.pipe(Effect.delay(MOVES_POLL), Effect.forever, Effect.forkScoped)
 })).pipe(Layer.provide(RunnersRepo.Default))
