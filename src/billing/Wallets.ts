@@ -73,6 +73,12 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
     const sharding = yield* Sharding.Sharding
     /** Whether this runner holds the wallet's shard now (where its next message goes: metrics only). */
     const ownedHere = (userId: string) => sharding.hasShardId(shardOf(sharding, Wallet, userId))
+    /**
+     * How a message to a wallet is sent: again after a hand-over cut it (`resendWhenCut`: every wallet message is
+     * keyed or a read), and again at once when its shard moves while it is on its way (`shard`: the runner it went to
+     * may be stopped, and nothing else would cut it; issue 42 item 7).
+     */
+    const resendable = (userId: string) => ({ resendWhenCut: true, shard: shardOf(sharding, Wallet, userId) })
     const clients = new Map<string, ReturnType<typeof makeClient>>()
     /** The client of one wallet (an address and a proxy): made once per wallet, not per call. */
     const client = (userId: string) => {
@@ -104,7 +110,7 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
           sent.unsafeUpdate(charges.length, [])
           return client(userId).Charges({ charges })
         }),
-        { resendWhenCut: true }
+        resendable(userId)
       ).pipe(
         Effect.map((answers) =>
           answers.map((answer): Exit.Exit<Movement, ChargeError | ClusterFailure> =>
@@ -138,7 +144,8 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
           chargesSentAway.unsafeUpdate(batch.length, [])
           return makeRelay(wallets[0]!.userId).Relay({ wallets })
         }),
-        { resendWhenCut: true }
+        // Followed while in flight like a wallet's own message: the relay's shard is its first wallet's.
+        { resendWhenCut: true, shard: shardOf(sharding, WalletRelay, wallets[0]!.userId) }
       ).pipe(
         Effect.flatMap((reply) => {
           const answers = new Array<Exit.Exit<Movement, ChargeError | ClusterFailure>>(batch.length)
@@ -210,18 +217,18 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
       chargeFor: (userId: string, amount: Micros, entry: ChargeEntry, fence: Fence | null) =>
         chargeWith(userId, { amount, entry: { ...noEvent, ...entry }, dailyCap: null, ...(fence === null ? {} : { fence }) }),
       credit: (userId: string, amount: Micros, entry: Partial<EntryInfo> & Pick<EntryInfo, "kind" | "scope" | "key">) =>
-        countCredit(toEntity(client(userId).Credit({ amount, entry: { ...noEvent, ...entry } }), { resendWhenCut: true })).pipe(
+        countCredit(toEntity(client(userId).Credit({ amount, entry: { ...noEvent, ...entry } }), resendable(userId))).pipe(
           orDieOnCluster,
           Effect.withSpan("Wallets.credit")
         ),
       balance: (userId: string) =>
-        countBalance(toEntity(client(userId).Balance(), { resendWhenCut: true })).pipe(
+        countBalance(toEntity(client(userId).Balance(), resendable(userId))).pipe(
           Effect.map((reply) => reply.balance),
           orDieOnCluster
         ),
       /** The balance and what holds reserve of it (`GET /api/wallet`): available = balance - held. */
       funds: (userId: string) =>
-        countBalance(toEntity(client(userId).Balance(), { resendWhenCut: true })).pipe(
+        countBalance(toEntity(client(userId).Balance(), resendable(userId))).pipe(
           Effect.map((reply) => ({ balance: reply.balance, held: reply.held ?? 0n })),
           orDieOnCluster
         ),
@@ -231,7 +238,7 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
        * voids it unless asked again (ms since the epoch; a wallet that did not say: never renewed). One round trip.
        */
       hold: (userId: string, holdId: string, amount: Micros) =>
-        countHold(toEntity(client(userId).Hold({ hold: holdId, amount }), { resendWhenCut: true })).pipe(
+        countHold(toEntity(client(userId).Hold({ hold: holdId, amount }), resendable(userId))).pipe(
           Effect.map((reply) => ({ amount: reply.hold, expiresAt: reply.expiresAt ?? Number.MAX_SAFE_INTEGER })),
           orDieOnCluster
         ),
@@ -253,7 +260,7 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
               ...(fence === null ? {} : { fence })
             }))
           }),
-          { resendWhenCut: true }
+          resendable(userId)
         )).pipe(orDieOnCluster)
     } as const
   })

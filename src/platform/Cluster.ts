@@ -19,6 +19,7 @@ import * as Net from "node:net"
 import { AppConfig } from "./Config.js"
 import { clusterTimings, failoverBudget } from "./cluster/Budget.js"
 import { type Refresh, ShardFences } from "./cluster/Fences.js"
+import { type MovedShard, ShardMoves, watchMoves } from "./cluster/Moves.js"
 import { RunnersRepo } from "./cluster/Repo.js"
 import { watchRunners } from "./cluster/Watch.js"
 import { withStartupLock } from "./Database.js"
@@ -144,8 +145,9 @@ const embedded = Sharding.layer.pipe(
   Layer.provideMerge(SqlMessageStorage.layerWith({ prefix: "cluster" })),
   Layer.provide([RunnerStorage.layerMemory, RunnerHealth.layerNoop]),
   Layer.provide(ShardingConfig.layer(shared)),
-  // Untracked: the one runner holds every shard, and nothing is fenced.
-  Layer.provideMerge(ShardFences.Default)
+  // Untracked: the one runner holds every shard, and nothing is fenced or moves.
+  Layer.provideMerge(ShardFences.Default),
+  Layer.provideMerge(ShardMoves.Default)
 )
 
 const clustered = Layer.unwrapEffect(Effect.gen(function*() {
@@ -156,7 +158,7 @@ const clustered = Layer.unwrapEffect(Effect.gen(function*() {
   // Listen where the others dial, on every interface when the advertised host is not a loopback one.
   const listen = RunnerAddress.make(runner.host === "127.0.0.1" || runner.host === "localhost" ? runner.host : "0.0.0.0", port)
   yield* Effect.logDebug(`cluster runner at ${address.host}:${address.port}`)
-  return Layer.merge(watchRunners(address).pipe(Layer.provide(Runners.layerRpc)), SocketRunner.layer).pipe(
+  return Layer.mergeAll(watchRunners(address).pipe(Layer.provide(Runners.layerRpc)), watchMoves, SocketRunner.layer).pipe(
     Layer.provide([NodeClusterSocket.layerSocketServer, NodeClusterSocket.layerClientProtocol]),
     Layer.provide(PingHealth),
     Layer.provideMerge(Layer.orDie(withStartupLock(SqlMessageStorage.layerWith({ prefix: "cluster" })))),
@@ -171,7 +173,9 @@ const clustered = Layer.unwrapEffect(Effect.gen(function*() {
     })),
     Layer.provide(RpcSerialization.layerMsgPack),
     // This runner's fences: told by its runner storage, read by its watch and its entities.
-    Layer.provideMerge(ShardFences.Default)
+    Layer.provideMerge(ShardFences.Default),
+    // This runner's calls in flight, cut when their shard moves (`watchMoves`).
+    Layer.provideMerge(ShardMoves.Default)
   )
 })).pipe(Layer.orDie)
 
@@ -203,6 +207,7 @@ export const makeEntityCaller = Effect.suspend(() => makeEntityCallerWith(ENTITY
 export const makeEntityCallerWith = (deadline: Duration.Duration) => Effect.gen(function*() {
   const runFork = yield* FiberSet.makeRuntime<never>()
   const after = yield* makeTimers
+  const moves = Option.getOrUndefined(yield* Effect.serviceOption(ShardMoves))
   /**
    * A call still cut after its resends (or not resendable) is an outage the caller is told of (`EntityCut`: 503 with
    * `Retry-After`), not an interruption of the caller's own fiber: that reached the HTTP server as a request
@@ -220,8 +225,15 @@ export const makeEntityCallerWith = (deadline: Duration.Duration) => Effect.gen(
    * scope in the caller's fiber (issue 28); its deadline waits in the caller's line of timers (`makeTimers`), so a
    * call costs one fiber of ours. A caller interrupted waits for the call's fiber to end; a call past its deadline is
    * interrupted without waiting, as a timeout's loser is.
+   *
+   * `shard` (with `resendWhenCut`): the entity's shard. The call is followed while in flight (`ShardMoves`): sent to a
+   * runner that lost that shard since (a paused owner whose shards the others took), it is cut and sent again at
+   * once, to the new owner, instead of waiting for its last try (issue 42 item 7).
    */
-  return <A, E>(call: Effect.Effect<A, E>, options?: { readonly resendWhenCut?: boolean }): Effect.Effect<A, E> =>
+  return <A, E>(
+    call: Effect.Effect<A, E>,
+    options?: { readonly resendWhenCut?: boolean; readonly shard?: MovedShard }
+  ): Effect.Effect<A, E> =>
     Effect.async<A, E>((resume) => {
       let settled = false
       /** The call's fiber now, or the pause before its resend. */
@@ -233,10 +245,18 @@ export const makeEntityCallerWith = (deadline: Duration.Duration) => Effect.gen(
       const finish = (answer: Effect.Effect<A, E>) => {
         if (settled) return
         settled = true
+        moved.done()
         cancelTimer()
         resume(answer)
       }
+      /** The attempt in flight given up and the call sent again at once (its shard moved, or its last try). */
+      const sendAgain = () => {
+        const stuck = current
+        send()
+        stuck?.unsafeInterruptAsFork(FiberId.none)
+      }
       const send = () => {
+        moved.sent()
         const fiber = runFork(call)
         current = fiber
         calling = true
@@ -276,18 +296,26 @@ export const makeEntityCallerWith = (deadline: Duration.Duration) => Effect.gen(
         cancelTimer = after(lastTry, onDeadline)
         // During a pause the resend is on its way already.
         if (!calling) return
-        const stuck = current
-        send()
-        stuck?.unsafeInterruptAsFork(FiberId.none)
+        sendAgain()
       })
+      // Its shard moved while an attempt was in flight: that attempt went to the runner that lost it.
+      const moved = resendable && options?.shard !== undefined && moves !== undefined
+        ? moves.track(options.shard, () => {
+          if (!settled && calling) sendAgain()
+        })
+        : untracked
       send()
       return Effect.suspend(() => {
         settled = true
+        moved.done()
         cancelTimer()
         return current === undefined ? Effect.void : Fiber.interrupt(current)
       })
     })
 })
+
+/** A call no watch follows (not resendable, or no shard given). */
+const untracked = { sent: () => {}, done: () => {} } as const
 
 /**
  * The deadlines of one caller's calls (`makeEntityCaller`): `after(duration, fire)` calls `fire` once `duration` has

@@ -535,6 +535,12 @@ export const chargeLoop = (h: Harness, users: ReadonlyArray<User>, what: string,
   }
 }
 
+/**
+ * How long after its owner's shards moved the charge in flight to the stopped owner may still wait: the watch's poll,
+ * its statement and the resend, on a loaded machine. Without the cut it waits for its last try, 10 s after it left.
+ */
+const IN_FLIGHT_AFTER_MOVE_MS = 2_000
+
 /** The promised bound on every recovery (docs/operations.md "The failover budget"; issue 42 item 7). */
 export const RECOVERY_BOUND_MS = 5_000
 
@@ -819,11 +825,21 @@ export const faultOwner = (h: Harness, fault: OwnerFault, ctx: OwnerFaultContext
       return created.body.id as string
     }
     const report: Record<string, unknown> = { fault: fault.name, runner: index }
+    /**
+     * Every probe charge's key and answer: the charge in flight at the stop is sent again to the new owner while the
+     * first delivery may still reach the stopped one when it wakes (issue 42 item 7); its key must keep it one charge.
+     */
+    const probeKeys = new Map<string, number | null>()
     const pre = yield* Effect.promise(async () => {
       const [wallet] = await ownedOrMore(h, index, ctx.wallets, (u) => u.userId, 1, () => createUser(h))
       const [running, idle, rejoin] = await ownedOrMore(h, index, ctx.sessions, (s) => s, 3, newSession)
-      const charge = (what: string) =>
-        call(h.answers, what, `${base}/openapi/credit/consume`, { token: wallet!.apiKey, body: { amount: "0.01", idempotency_key: Crypto.randomUUID() } })
+      const charge = async (what: string) => {
+        const key = Crypto.randomUUID()
+        probeKeys.set(key, null)
+        const reply = await call(h.answers, what, `${base}/openapi/credit/consume`, { token: wallet!.apiKey, body: { amount: "0.01", idempotency_key: key } })
+        probeKeys.set(key, reply.status)
+        return reply
+      }
       // Warm: the wallet active on its owner, B's way to it open.
       const warm = await charge("probe")
       if (warm.status !== 200) throw new Error(`the probe wallet did not answer before the fault: ${warm.status}`)
@@ -883,12 +899,24 @@ export const faultOwner = (h: Harness, fault: OwnerFault, ctx: OwnerFaultContext
     // the owner never had it (the harness took a wallet whose shard was moving): reported, and the short form
     // requires two of its three pauses to have held theirs.
     const held = inFlightAnswer.ms >= 2_000
-    Object.assign(report, { shardsMovedMs: movedMs, walletMs, sessionMs, chargeInFlight: { ...inFlightAnswer, held } })
+    Object.assign(report, {
+      shardsMovedMs: movedMs,
+      walletMs,
+      sessionMs,
+      chargeInFlight: { ...inFlightAnswer, held, afterMoveMs: movedMs === null ? null : inFlightAnswer.ms - movedMs },
+      // The machine's load as the fault ended (other checks share it): the timings above are read against it.
+      loadAverage: Os.loadavg().map((l) => Number(l.toFixed(1)))
+    })
     bounded(h, `${fault.name}: its shards moved`, movedMs)
     bounded(h, `${fault.name}: its wallet (a charge in flight to it) answers elsewhere`, walletMs)
     bounded(h, `${fault.name}: a session it owns answers elsewhere`, sessionMs)
     if (inFlightAnswer.status !== 200) h.broken.push(`${fault.name}: the charge in flight at the stop answered ${inFlightAnswer.status} after ${(inFlightAnswer.ms / 1000).toFixed(1)} s, not 200`)
     else bounded(h, `${fault.name}: the charge in flight at the stop answered`, inFlightAnswer.ms)
+    // Cut and sent again to the new owner once its shard moved (ShardMoves, src/platform/cluster/Moves.ts), not
+    // answered by its last try 2 s before its 12 s deadline: within a few polls of the move, not seconds later.
+    if (held && fault.kind !== "kill" && inFlightAnswer.status === 200 && movedMs !== null && inFlightAnswer.ms - movedMs > IN_FLIGHT_AFTER_MOVE_MS) {
+      timing(h, `${fault.name}: the charge in flight answered ${((inFlightAnswer.ms - movedMs) / 1000).toFixed(1)} s after its owner's shards moved (not cut and sent again to the new owner)`)
+    }
     let rejoin: Promise<InterruptCase | undefined> = Promise.resolve(undefined)
     if (fault.kind === "kill") {
       yield* Effect.promise(() => others.stop())
@@ -948,6 +976,20 @@ export const faultOwner = (h: Harness, fault: OwnerFault, ctx: OwnerFaultContext
     }
     // After the fault: every run as its log and the ledger say.
     for (const v of yield* Effect.promise(() => runViolations(h))) h.broken.push(`after ${fault.name}: ${v}`)
+    // Every probe charge once in the ledger when answered 200, at most once otherwise: none doubled by a resend. The
+    // stopped owner has woken by now (a pause), so a first delivery it still held has had its chance to post.
+    if (fault.kind !== "kill") yield* Effect.promise(() => sleep(1_000))
+    const probeLedger = yield* Effect.promise(() =>
+      h.db(`SELECT idempotency_key AS key, count(*)::int AS n FROM ledger_entries WHERE idempotency_key = ANY($1) GROUP BY 1`, [
+        Array.from(probeKeys.keys())
+      ])
+    )
+    const posted = new Map(probeLedger.map((row) => [row.key as string, row.n as number]))
+    for (const [key, status] of probeKeys) {
+      const n = posted.get(key) ?? 0
+      if (n > 1 || (status === 200 && n !== 1)) h.broken.push(`${fault.name}: probe charge ${key} answered ${status}, ${n} ledger entries`)
+    }
+    report.probeCharges = { sent: probeKeys.size, answered200: Array.from(probeKeys.values()).filter((s) => s === 200).length }
     console.log(JSON.stringify(report))
     return report
   })

@@ -149,6 +149,21 @@ export class RunnersRepo extends Effect.Service<RunnersRepo>()("atrium/platform/
     const raiseGenerations = (runner: string, shards: ReadonlyArray<{ readonly shard: string; readonly known: string | null }>) =>
       rowDefects(raised({ runner, shards: shards.map((s) => s.shard), known: shards.map((s) => s.known) }))
 
-    return { register, unregister, beatAndWatch, cut, remaining, markUnhealthy, raiseGenerations, rereadStale } as const
+    /**
+     * The latest acquisition of each of `shards` (`ShardMoves`: calls in flight to a shard that moved since): by
+     * whom, its time as text (which acquisition) and its age by the database's clock, so no two clocks are compared.
+     */
+    const acquiredRows = SqlSchema.findAll({
+      Request: Schema.Array(Schema.String),
+      Result: Schema.Struct({ shard: Schema.String, runner: Schema.String, acquiredAt: Schema.String, ageMs: Schema.Number }),
+      execute: (shards) =>
+        sql`
+          SELECT shard, runner, acquired_at::text AS acquired_at,
+            (extract(epoch FROM clock_timestamp() - acquired_at) * 1000)::float8 AS age_ms
+          FROM shard_generations WHERE shard = ANY(${shards}::text[])`
+    })
+    const acquisitions = (shards: ReadonlyArray<string>) => rowDefects(acquiredRows(shards))
+
+    return { register, unregister, beatAndWatch, cut, remaining, markUnhealthy, raiseGenerations, rereadStale, acquisitions } as const
   })
 }) {}
