@@ -494,13 +494,16 @@ const runWith = async (options: DurableOptions, services: OwnServices | undefine
      */
     const submitting = (async () => {
       const bounds = [...FAULTS.map((_, k) => dueAt(k)), RUNS]
+      const paceFrom = Date.now()
       let from = 0
       for (const [k, to] of bounds.entries()) {
         if (spread === 0) while (begun.length < k) await sleep(100)
         for (let i = from; i < to; i += 8) {
           await Promise.all(Array.from({ length: Math.min(8, to - i) }, (_, j) => submit(i + j)))
           submittedSoFar = Math.min(to, i + 8)
-          if (spread > 0) await sleep(spread * 8)
+          // On a schedule (the i-th run at i × spread), so the submissions take `minutes` however long each batch
+          // takes to be answered; behind it, the next batch goes at once.
+          if (spread > 0) await sleep(Math.max(0, paceFrom + (i + 8) * spread - Date.now()))
         }
         from = to
       }
