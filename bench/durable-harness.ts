@@ -123,11 +123,17 @@ export const runDurable = async (options: DurableOptions = {}): Promise<DurableR
   }
   const scope = Effect.runSync(Scope.make())
   let keep = false
+  // Interrupted (Ctrl-C), the services go too: PostgreSQL is a daemon of its own, which nothing else would stop.
+  const interrupted = () => void Effect.runPromise(Scope.close(scope, Exit.void)).finally(() => process.exit(130))
+  process.once("SIGINT", interrupted)
+  process.once("SIGTERM", interrupted)
   try {
     const services = await Effect.runPromise(Scope.extend(Effect.all({ postgres: ownPostgres, redis: ownRedis }, { concurrency: 2 }), scope))
     keep = options.keepDatabase === true
     return await runWith(options, services)
   } finally {
+    process.off("SIGINT", interrupted)
+    process.off("SIGTERM", interrupted)
     if (!keep) await Effect.runPromise(Scope.close(scope, Exit.void))
   }
 }
