@@ -278,6 +278,11 @@ const runWith = async (options: DurableOptions, services: OwnServices | undefine
   const main = Path.resolve(import.meta.dirname, "../dist/main.js")
   /** Every runner process started, for the clean-up (a replacement may still be starting when the bench ends). */
   const children: Array<ChildProcess.ChildProcess> = []
+  // Interrupted or exiting early, the runners go with the bench (they would keep their database's connections).
+  const orphans = () => {
+    for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL")
+  }
+  process.once("exit", orphans)
   const startRunner = async (index: number): Promise<Runner> => {
     const runnerPort = await freePort()
     const httpPort = await freePort()
@@ -491,8 +496,10 @@ const runWith = async (options: DurableOptions, services: OwnServices | undefine
         log(`${fault}: ${alive} runners hold every shard ${seconds(Date.now() - at)} after it began`)
       }
     })()
-    // A failed fault (the cluster never settled) ends the bench; its error is the bench's failure.
-    faulting.catch(() => undefined)
+    // A failed fault (the cluster never settled) ends the bench; its error is the bench's failure, and the
+    // submissions waiting for it to begin stop.
+    let faultFailed = false
+    faulting.catch(() => void (faultFailed = true))
     /**
      * In batches of eight, never across a fault's share. All at once (no `minutes`), the share after a fault is
      * submitted as soon as it began (during it), so the next fault finds those runs in flight; spread over minutes,
@@ -503,7 +510,12 @@ const runWith = async (options: DurableOptions, services: OwnServices | undefine
       const paceFrom = Date.now()
       let from = 0
       for (const [k, to] of bounds.entries()) {
-        if (spread === 0) while (begun.length < k) await sleep(100)
+        if (spread === 0) {
+          while (begun.length < k) {
+            if (faultFailed) return await faulting
+            await sleep(100)
+          }
+        }
         for (let i = from; i < to; i += 8) {
           await Promise.all(Array.from({ length: Math.min(8, to - i) }, (_, j) => submit(i + j)))
           submittedSoFar = Math.min(to, i + 8)
