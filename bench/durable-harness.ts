@@ -1,17 +1,29 @@
 /**
  * The durable-runs harness (issue 43 item 6, docs/runs.md "The durable bench"), shared by the bench
  * (`bench/durable.ts`, any size) and its short form in CI (`test/cluster/durable.test.ts`): runners from `dist/` over a
- * PostgreSQL database and a Redis database number of their own, background runs of every kind (multi-step with a
- * tool, slow single steps, tool calls waiting on approvals answered later, some denied, some cancelled), schedules
- * firing every minute, and a webhook receiver that fails a fifth of the deliveries; midway the busiest runner is
- * killed with SIGKILL (and, unless told otherwise, started again). Then it checks, and reports every failure:
+ * PostgreSQL database and a Redis database of their own, background runs of every kind (multi-step with a tool, slow
+ * single steps, tool calls waiting on approvals answered later, some denied, some cancelled), schedules firing every
+ * minute, and a webhook receiver that fails a fifth of the deliveries. Meanwhile it injects faults, one after the
+ * other, spread over the submissions (`faults`, in their order):
  *
- * - every run is terminal within `settleSeconds` of the fault clearing (none `queued` or `in_progress`);
+ *   kill      kill -9 of the busiest runner (most shard locks), started again unless told otherwise
+ *   stop      SIGSTOP of the busiest runner for `pauseSeconds` (20), then SIGCONT
+ *   postgres  a PostgreSQL restart (`pg_ctl restart -m fast`: every connection cut)
+ *   redis     a Redis restart (killed, started empty on the same port)
+ *
+ * The PostgreSQL and Redis faults need a PostgreSQL and a Redis of the harness's own (test/support/Services.ts, as
+ * the fault checker's): the machine's shared 5432 and 6379 are never restarted. Without those faults the harness
+ * makes its database on `adminUrl`'s server and takes a database number of `redisUrl`, unless `ownServices`.
+ * A fault clears when what it broke is back (the killed runner answers again, or the survivors hold every shard when
+ * it is not started again; SIGCONT; the restart returned); the next fault comes once the cluster holds every shard
+ * again. Then it checks, and reports every failure:
+ *
+ * - every run is terminal within `settleSeconds` of the last fault clearing (none `queued` or `in_progress`);
  * - no step billed twice: one ledger entry per key, each run's `credits_charged` equal to its entries' sum, and at
  *   most one entry per model step (`<run>:<n>`, n ≤ the run's steps);
  * - every approved call ran, every denied one was told denied; every cancel honoured (`cancelled`);
- * - every terminal event delivered at least once, with one `webhook-id` per event (the receiver verifies each
- *   signature with `standardwebhooks`);
+ * - every terminal event delivered at least once (the bench's runs and the firings' runs), with one `webhook-id` per
+ *   event (the receiver verifies each signature with `standardwebhooks`);
  * - every schedule firing ran exactly once (one firing row per time, one run per firing, each terminal).
  *
  * A script's code, not a test's: it asserts nothing itself, it returns what failed. `dist/` must be built.
@@ -23,9 +35,15 @@ import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import { Effect, Exit, Scope } from "effect"
 import pg from "pg"
 import { Webhook } from "standardwebhooks"
+import { type OwnPostgres, ownPostgres, type OwnRedis, ownRedis, servicesAvailable } from "../test/support/Services.js"
 import { call, createBenchDatabase, freePort, platformNodeArgs } from "./support.js"
+
+/** The faults the harness can inject (see above). */
+export const DURABLE_FAULTS = ["kill", "stop", "postgres", "redis"] as const
+export type DurableFault = (typeof DURABLE_FAULTS)[number]
 
 export interface DurableOptions {
   /** Background runs submitted (40). */
@@ -43,6 +61,15 @@ export interface DurableOptions {
   readonly redisDb?: number | undefined
   /** Runner processes (3); at least 2, since one is killed. */
   readonly runners?: number | undefined
+  /** The faults, in their order (kill -9 alone unless said); each at most once. */
+  readonly faults?: ReadonlyArray<DurableFault> | undefined
+  /** How long a stopped runner stays stopped (20 s). */
+  readonly pauseSeconds?: number | undefined
+  /**
+   * Start a PostgreSQL and a Redis of the harness's own (forced by the `postgres` and `redis` faults); `adminUrl` and
+   * `redisUrl` are then not used.
+   */
+  readonly ownServices?: boolean | undefined
   /** Whether the killed runner is started again (true); when not, the fault clears once the survivors hold its shards. */
   readonly restartKilled?: boolean | undefined
   /** Whether the runners start at once on the empty database (false: the first alone, then the others). */
@@ -67,23 +94,75 @@ export interface DurableReport {
   readonly cancelled: number
   readonly delivered: number
   readonly firings: number
+  /** Each fault injected, when (seconds from the start), and how long until it cleared and the cluster settled again. */
+  readonly faults: ReadonlyArray<{ readonly fault: DurableFault; readonly at: number; readonly clearedAfter: number; readonly settledAfter: number }>
+  /** Seconds from the last fault clearing until every run was terminal. */
+  readonly terminalAfter: number
 }
 
 const USERS = 4
 const CODE = "123456"
 const INTERNAL_TOKEN = "durable-bench-internal-token-0123456789"
 const FAIL_RATE = 0.2
+const TERMINAL_SQL = "('completed', 'failed', 'cancelled', 'incomplete')"
 
+interface OwnServices {
+  readonly postgres: OwnPostgres
+  readonly redis: OwnRedis
+}
+
+/**
+ * Runs the harness; with the `postgres` or `redis` fault (or `ownServices`) over a PostgreSQL and a Redis started for
+ * it, stopped at the end (left running when `keepDatabase` asks to read the database afterwards).
+ */
 export const runDurable = async (options: DurableOptions = {}): Promise<DurableReport> => {
+  const faults = options.faults ?? ["kill"]
+  if (!(options.ownServices === true || faults.includes("postgres") || faults.includes("redis"))) return runWith(options, undefined)
+  if (!servicesAvailable) {
+    throw new Error("the postgres and redis faults need PostgreSQL's binaries (initdb, pg_ctl) and redis-server, to start services of the bench's own")
+  }
+  const scope = Effect.runSync(Scope.make())
+  let keep = false
+  // Interrupted (Ctrl-C), the services go too: PostgreSQL is a daemon of its own, which nothing else would stop.
+  const interrupted = () => void Effect.runPromise(Scope.close(scope, Exit.void)).finally(() => process.exit(130))
+  process.once("SIGINT", interrupted)
+  process.once("SIGTERM", interrupted)
+  try {
+    const services = await Effect.runPromise(Scope.extend(Effect.all({ postgres: ownPostgres, redis: ownRedis }, { concurrency: 2 }), scope))
+    keep = options.keepDatabase === true
+    return await runWith(options, services)
+  } finally {
+    process.off("SIGINT", interrupted)
+    process.off("SIGTERM", interrupted)
+    if (!keep) await Effect.runPromise(Scope.close(scope, Exit.void))
+  }
+}
+
+/** Connection errors worth waiting out (the bench's own reads during a PostgreSQL restart), by code or message. */
+const CONNECTION_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "EPIPE", "57P01", "57P02", "57P03", "08000", "08001", "08003", "08006"])
+const isConnectionError = (error: unknown) => {
+  const { code, message } = error as { code?: string; message?: string }
+  return (code !== undefined && CONNECTION_CODES.has(code)) || /terminat|connection|connect ECONN|shutting down|starting up/i.test(message ?? "")
+}
+
+const runWith = async (options: DurableOptions, services: OwnServices | undefined): Promise<DurableReport> => {
   const RUNS = options.runs ?? 40
   const SCHEDULES = options.schedules ?? 3
   const MINUTES = options.minutes ?? 0
   const SETTLE_SECONDS = options.settleSeconds ?? 60
-  const ADMIN_URL = options.adminUrl ?? "postgres://postgres@127.0.0.1:5432/test"
-  const REDIS_BASE = options.redisUrl ?? "redis://127.0.0.1:6379"
+  const ADMIN_URL = services?.postgres.url ?? options.adminUrl ?? "postgres://postgres@127.0.0.1:5432/test"
+  const REDIS_BASE = services?.redis.url ?? options.redisUrl ?? "redis://127.0.0.1:6379"
   const REDIS_DB = options.redisDb ?? 1 + Crypto.randomInt(15)
   const RUNNERS = Math.max(2, options.runners ?? 3)
   const RESTART = options.restartKilled ?? true
+  const FAULTS: ReadonlyArray<DurableFault> = options.faults ?? ["kill"]
+  const PAUSE_MS = (options.pauseSeconds ?? 20) * 1000
+  for (const fault of FAULTS) if (!DURABLE_FAULTS.includes(fault)) throw new Error(`unknown fault ${fault} (${DURABLE_FAULTS.join(", ")})`)
+  if (new Set(FAULTS).size !== FAULTS.length) throw new Error(`a fault named twice: ${FAULTS.join(",")}`)
+  // A stop with a runner killed and not started again leaves one serving runner of two: none, when it is stopped.
+  if (FAULTS.includes("kill") && FAULTS.includes("stop") && !RESTART && RUNNERS < 3) {
+    throw new Error("kill (not restarted) and stop need three runners: one must serve while the other two are down")
+  }
 
   const started = Date.now()
   const print = options.log ?? ((line: string) => console.log(line))
@@ -94,6 +173,8 @@ export const runDurable = async (options: DurableOptions = {}): Promise<DurableR
   let answeredCount = 0
   let cancelledCount = 0
   let firingCount = 0
+  const faultReport: Array<DurableReport["faults"][number]> = []
+  let terminalAfter = NaN
 
   // --- the webhook receiver: verifies every delivery, fails a fifth of them (503) so they are retried ---------------
 
@@ -133,14 +214,26 @@ export const runDurable = async (options: DurableOptions = {}): Promise<DurableR
 
   // --- the cluster: a database and a Redis database number of its own, its runners from dist/ ----------------------
 
-  const db = await createBenchDatabase(ADMIN_URL, "atrium_durable")
-  const sql = async (text: string, params: Array<unknown> = []) => {
-    const client = new pg.Client({ connectionString: db.url })
-    await client.connect()
-    try {
-      return (await client.query(text, params)).rows
-    } finally {
-      await client.end()
+  const db = await (services === undefined ? createBenchDatabase(ADMIN_URL, "atrium_durable") : ownDatabase(ADMIN_URL))
+  /**
+   * One statement on a connection of its own; a connection error (PostgreSQL restarting) is waited out for up to a
+   * minute, so the bench's own reads do not fail the bench where the runners are expected to recover.
+   */
+  const sql = async (text: string, params: Array<unknown> = []): Promise<Array<any>> => {
+    const until = Date.now() + 60_000
+    for (;;) {
+      const client = new pg.Client({ connectionString: db.url })
+      // A connection cut by the restart is told as an 'error' event, which unheard would end this process.
+      client.on("error", () => undefined)
+      try {
+        await client.connect()
+        return (await client.query(text, params)).rows
+      } catch (error) {
+        if (!isConnectionError(error) || Date.now() > until) throw error
+      } finally {
+        await client.end().catch(() => undefined)
+      }
+      await sleep(250)
     }
   }
   const redisUrl = new URL(REDIS_BASE)
@@ -185,6 +278,11 @@ export const runDurable = async (options: DurableOptions = {}): Promise<DurableR
   const main = Path.resolve(import.meta.dirname, "../dist/main.js")
   /** Every runner process started, for the clean-up (a replacement may still be starting when the bench ends). */
   const children: Array<ChildProcess.ChildProcess> = []
+  // Interrupted or exiting early, the runners go with the bench (they would keep their database's connections).
+  const orphans = () => {
+    for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL")
+  }
+  process.once("exit", orphans)
   const startRunner = async (index: number): Promise<Runner> => {
     const runnerPort = await freePort()
     const httpPort = await freePort()
@@ -243,7 +341,13 @@ export const runDurable = async (options: DurableOptions = {}): Promise<DurableR
     log(`${RUNNERS} runners up (database ${db.name}, redis db ${REDIS_DB}, logs in ${logDir})`)
 
     // --- users, agents, webhook endpoints, schedules ----------------------------------------------------------------
-    const via = (i: number) => runners[i % runners.length]!.url
+    /** Runners not sent to: killed and not back yet, or stopped. */
+    const down = new Set<number>()
+    const serving = () => runners.filter((r) => !down.has(r.index))
+    const via = (i: number) => {
+      const up = serving()
+      return up[i % up.length]!.url
+    }
     const users = await Promise.all(phones.map(async (phone, i) => {
       const base = via(i)
       const login = await call(agent, base, "POST", "/api/auth/login", { phone, code: CODE })
@@ -283,90 +387,180 @@ export const runDurable = async (options: DurableOptions = {}): Promise<DurableR
     // --- the runs ---------------------------------------------------------------------------------------------------
     type Kind = "tool" | "slow" | "approve" | "deny" | "cancel"
     const kindOf = (i: number): Kind => (["tool", "tool", "slow", "tool", "approve", "slow", "deny", "tool", "cancel", "approve"] as const)[i % 10]!
-    const runs: Array<{ id: string; kind: Kind; user: (typeof users)[number] }> = []
+    const runs: Array<{ id: string; kind: Kind; user: (typeof users)[number]; submittedAt: number }> = []
     let submitFailures = 0
     const submit = async (i: number) => {
       const kind = kindOf(i)
       const user = users[i % users.length]!
       const message = kind === "slow" || kind === "cancel" ? "/slow 20" : `/tool calculator {"expression":"${i} * 2"}`
       const body = { agent: kind === "approve" || kind === "deny" ? user.asks : user.tools, message, background: true }
-      // A runner killed mid-request answers nothing: the client retries with its Idempotency-Key, elsewhere.
+      // A runner killed mid-request answers nothing, and PostgreSQL restarting answers 5xx: the client retries with
+      // its Idempotency-Key, elsewhere, for up to a minute and a half.
       const idempotency = Crypto.randomUUID()
-      for (let attempt = 0; attempt < 20; attempt++) {
+      const submittedAt = Date.now()
+      const until = submittedAt + 90_000
+      for (let attempt = 0; Date.now() < until; attempt++) {
         const reply = await call(agent, via(i + attempt), "POST", "/v1/agents/run", body, { ...user.headers, "idempotency-key": idempotency }).catch(() => undefined)
         if (reply?.status === 202) {
-          runs.push({ id: reply.body.id as string, kind, user })
+          runs.push({ id: reply.body.id as string, kind, user, submittedAt })
           return
         }
         await sleep(250)
       }
       submitFailures++
     }
-    const killAt = Math.floor(RUNS / 2)
-    let killedAt = 0
-    let faultCleared = 0
     const spread = MINUTES > 0 ? (MINUTES * 60_000) / RUNS : 0
-    /**
-     * Midway: the busiest runner (the one holding most shard locks, told by its lock connection's application name) is
-     * killed as a crash, and started again; requests go to the others meanwhile.
-     */
-    const kill = async () => {
-      const [busiest] = await sql(
+    const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`
+    /** The busiest serving runner: the one holding most shard locks, told by its lock connection's application name. */
+    const busiest = async () => {
+      const rows = await sql(
         `SELECT b.address, count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
          JOIN cluster_runner_backends b ON b.application_name = a.application_name
-         WHERE l.locktype = 'advisory' AND l.granted GROUP BY b.address ORDER BY n DESC LIMIT 1`
+         WHERE l.locktype = 'advisory' AND l.granted GROUP BY b.address ORDER BY n DESC`
       )
-      const port = Number(String(busiest?.address ?? "").split(":")[1])
-      const victim = runners.find((r) => r.runnerPort === port) ?? runners[1]!
-      log(`kill -9 runner ${victim.index} (pid ${victim.child.pid}, ${busiest?.n ?? "?"} shards)`)
-      victim.child.kill("SIGKILL")
-      killedAt = Date.now()
-      const at = runners.indexOf(victim)
-      // Until it is back, its place in the rotation sends to a survivor.
-      runners[at] = { ...runners[(at + 1) % runners.length]!, index: victim.index }
-      if (RESTART) {
-        void startRunner(victim.index).then((runner) => {
-          runners[at] = runner
-          faultCleared = Date.now()
-          log(`runner ${victim.index} started again, ${((faultCleared - killedAt) / 1000).toFixed(1)} s after the kill`)
-        })
-      } else {
-        // Not started again (the short form): the fault has cleared once the survivors hold every shard.
-        void settledOn(RUNNERS - 1).then(() => {
-          faultCleared = Date.now()
-          log(`the survivors hold every shard, ${((faultCleared - killedAt) / 1000).toFixed(1)} s after the kill`)
-        })
+      for (const row of rows) {
+        const victim = serving().find((r) => r.runnerPort === Number(String(row.address).split(":")[1]))
+        if (victim !== undefined) return { victim, shards: row.n as number }
+      }
+      return { victim: serving()[serving().length - 1]!, shards: 0 }
+    }
+    /** Runners alive at the end of the faults (a killed one not started again is not). */
+    let alive = RUNNERS
+    /**
+     * Each fault, injected while the submissions go on: resolves once it has cleared (when that was, in
+     * `faultCleared`), after which the cluster settles on every live runner before the next.
+     */
+    const inject = async (fault: DurableFault): Promise<number> => {
+      switch (fault) {
+        case "kill": {
+          const { victim, shards } = await busiest()
+          log(`kill -9 runner ${victim.index} (pid ${victim.child.pid}, ${shards} shards)`)
+          // Requests go to the others until it is back (as a load balancer whose health check fails would send).
+          down.add(victim.index)
+          victim.child.kill("SIGKILL")
+          if (RESTART) {
+            runners[runners.indexOf(victim)] = await startRunner(victim.index)
+            down.delete(victim.index)
+            return Date.now()
+          }
+          // Not started again (the short form): the fault has cleared once the survivors hold every shard.
+          alive--
+          await settledOn(alive)
+          return Date.now()
+        }
+        case "stop": {
+          const { victim, shards } = await busiest()
+          log(`SIGSTOP runner ${victim.index} (pid ${victim.child.pid}, ${shards} shards) for ${seconds(PAUSE_MS)}`)
+          down.add(victim.index)
+          victim.child.kill("SIGSTOP")
+          await sleep(PAUSE_MS)
+          victim.child.kill("SIGCONT")
+          const woken = Date.now()
+          // Sent to again once it answers (its requests taken before the stop are answered as it wakes).
+          void (async () => {
+            while (!(await fetch(`${victim.url}/api/health`, { signal: AbortSignal.timeout(5_000) }).then((r) => r.ok, () => false))) await sleep(200)
+            down.delete(victim.index)
+          })()
+          return woken
+        }
+        case "postgres":
+          log("PostgreSQL restart (pg_ctl restart -m fast)")
+          await Effect.runPromise(services!.postgres.restart)
+          return Date.now()
+        case "redis":
+          log("Redis restart (killed, started empty)")
+          await Effect.runPromise(services!.redis.restart)
+          return Date.now()
       }
     }
+    let submittedSoFar = 0
+    /** When each fault began, in order. */
+    const begun: Array<number> = []
+    let faultCleared = 0
+    const injected: Array<{ fault: DurableFault; at: number; clearedAfter: number; settledAfter: number }> = []
+    /** The runs submitted before the k-th fault (of n): k/(n+1) of them. */
+    const dueAt = (k: number) => Math.floor((RUNS * (k + 1)) / (FAULTS.length + 1))
+    /**
+     * The faults, one at a time, each once its share of the runs is submitted and the one before has cleared and the
+     * cluster settled again: each finds runs in flight (just submitted, slow, waiting on approvals answered during it).
+     */
+    const faulting = (async () => {
+      for (const [k, fault] of FAULTS.entries()) {
+        while (submittedSoFar < dueAt(k)) await sleep(100)
+        const at = Date.now()
+        begun.push(at)
+        faultCleared = await inject(fault)
+        log(`${fault}: cleared ${seconds(faultCleared - at)} after it began`)
+        await settledOn(alive)
+        injected.push({ fault, at: (at - started) / 1000, clearedAfter: (faultCleared - at) / 1000, settledAfter: (Date.now() - at) / 1000 })
+        log(`${fault}: ${alive} runners hold every shard ${seconds(Date.now() - at)} after it began`)
+      }
+    })()
+    // A failed fault (the cluster never settled) ends the bench; its error is the bench's failure, and the
+    // submissions waiting for it to begin stop.
+    let faultFailed = false
+    faulting.catch(() => void (faultFailed = true))
+    /**
+     * In batches of eight, never across a fault's share. All at once (no `minutes`), the share after a fault is
+     * submitted as soon as it began (during it), so the next fault finds those runs in flight; spread over minutes,
+     * the submissions go on at their pace whatever the faults do.
+     */
     const submitting = (async () => {
-      for (let i = 0; i < RUNS; i += 8) {
-        await Promise.all(Array.from({ length: Math.min(8, RUNS - i) }, (_, j) => submit(i + j)))
-        if (i < killAt && i + 8 >= killAt) await kill()
-        if (spread > 0) await sleep(spread * 8)
+      const bounds = [...FAULTS.map((_, k) => dueAt(k)), RUNS]
+      const paceFrom = Date.now()
+      let from = 0
+      for (const [k, to] of bounds.entries()) {
+        if (spread === 0) {
+          while (begun.length < k) {
+            if (faultFailed) return await faulting
+            await sleep(100)
+          }
+        }
+        for (let i = from; i < to; i += 8) {
+          await Promise.all(Array.from({ length: Math.min(8, to - i) }, (_, j) => submit(i + j)))
+          submittedSoFar = Math.min(to, i + 8)
+          // On a schedule (the i-th run at i × spread), so the submissions take `minutes` however long each batch
+          // takes to be answered; behind it, the next batch goes at once.
+          if (spread > 0) await sleep(Math.max(0, paceFrom + (i + 8) * spread - Date.now()))
+        }
+        from = to
       }
     })()
 
-    // Cancels (a second after their run started) and approvals (answered late: after the kill, whoever took them).
+    // Cancels (as soon as their run is submitted) and approvals (answered late: once a fault began after the run was
+    // submitted, during it, through whichever runner serves; after the last fault, at once).
     const answered = new Set<string>()
     const cancelled = new Set<string>()
     const answering = (async () => {
-      while (runs.length + submitFailures < RUNS || answered.size + cancelled.size < runs.filter((r) => r.kind === "approve" || r.kind === "deny" || r.kind === "cancel").length) {
+      /** Approval runs that ended unanswered by this loop (an answer whose reply was lost, then the run's end). */
+      const endedUnanswered = new Set<string>()
+      const asking = () => runs.filter((r) => r.kind === "approve" || r.kind === "deny")
+      while (runs.length + submitFailures < RUNS || answered.size + endedUnanswered.size + cancelled.size < asking().length + runs.filter((r) => r.kind === "cancel").length) {
         for (const run of runs.filter((r) => r.kind === "cancel" && !cancelled.has(r.id))) {
           const reply = await call(agent, via(cancelled.size), "POST", `/v1/runs/${run.id}/cancel`, undefined, run.user.headers).catch(() => undefined)
           if (reply?.status === 200) cancelled.add(run.id)
         }
-        if (killedAt > 0) {
-          const waiting = await sql(`SELECT id, run_id FROM pending_approvals WHERE run_id IS NOT NULL AND answer IS NULL`)
+        {
+          const waiting = await sql(`SELECT id, run_id, answer IS NOT NULL AS done FROM pending_approvals WHERE run_id IS NOT NULL`)
           for (const row of waiting) {
             const run = runs.find((r) => r.id === row.run_id)
             if (run === undefined || answered.has(run.id)) continue
+            if (begun.length < FAULTS.length && !begun.some((at) => at > run.submittedAt)) continue
+            // Answered by an earlier request whose reply was lost (a runner killed or PostgreSQL restarting meanwhile).
+            if (row.done === true) {
+              answered.add(run.id)
+              continue
+            }
             const decision = run.kind === "approve" ? { decision: "approve" } : { decision: "deny", reason: "bench says no" }
             const reply = await call(agent, via(answered.size), "POST", `/v1/approvals/${row.id}`, decision, run.user.headers).catch(() => undefined)
             if (reply?.status === 200) answered.add(run.id)
           }
+          const open = asking().filter((r) => !answered.has(r.id) && !endedUnanswered.has(r.id)).map((r) => r.id)
+          const ended = open.length === 0 ? [] : await sql(`SELECT id FROM runs WHERE id = ANY($1) AND status IN ${TERMINAL_SQL}`, [open])
+          for (const row of ended) endedUnanswered.add(row.id as string)
         }
         await sleep(500)
-        if (Date.now() - started > (MINUTES * 60 + SETTLE_SECONDS + 180) * 1000) break
+        if (Date.now() - started > (MINUTES * 60 + SETTLE_SECONDS + 180 + FAULTS.length * 60) * 1000) break
       }
     })()
     await submitting
@@ -376,10 +570,8 @@ export const runDurable = async (options: DurableOptions = {}): Promise<DurableR
     answeredCount = answered.size
     cancelledCount = cancelled.size
     log(`${answered.size} approvals answered, ${cancelled.size} cancels asked`)
-    while (faultCleared === 0) {
-      if (Date.now() - killedAt > 180_000) throw new Error("the fault never cleared (the killed runner's shards were not taken over)")
-      await sleep(200)
-    }
+    await faulting
+    faultReport.push(...injected)
     if (MINUTES > 0) await sleep(Math.max(0, MINUTES * 60_000 - (Date.now() - started)))
 
     // --- every run terminal within SETTLE_SECONDS of the fault clearing ---------------------------------------------
@@ -389,14 +581,16 @@ export const runDurable = async (options: DurableOptions = {}): Promise<DurableR
     const settleFrom = Math.max(faultCleared, Date.now())
     for (;;) {
       const all = [...ids, ...(await firingRuns())]
-      open = await sql(`SELECT id, status FROM runs WHERE id = ANY($1) AND status NOT IN ('completed', 'failed', 'cancelled', 'incomplete')`, [all])
+      open = await sql(`SELECT id, status FROM runs WHERE id = ANY($1) AND status NOT IN ${TERMINAL_SQL}`, [all])
       if (open.length === 0 || Date.now() - settleFrom > SETTLE_SECONDS * 1000) break
       await sleep(500)
     }
-    const terminalAfter = (Date.now() - Math.max(faultCleared, killedAt)) / 1000
-    check(open.length === 0, `${open.length} runs not terminal ${SETTLE_SECONDS} s after the fault cleared: ${JSON.stringify(open.slice(0, 5))}`)
+    // From the last fault's clearing, or the last submission when the submissions went on after it (the full form).
+    terminalAfter = (Date.now() - settleFrom) / 1000
+    const afterFault = faultCleared === 0 ? "" : ` (${seconds(Date.now() - faultCleared)} after the last fault cleared)`
+    check(open.length === 0, `${open.length} runs not terminal ${SETTLE_SECONDS} s after the last fault cleared and the last submission: ${JSON.stringify(open.slice(0, 5))}`)
     check(submitFailures === 0, `${submitFailures} runs could not be submitted`)
-    log(`all runs terminal ${terminalAfter.toFixed(1)} s after the fault cleared`)
+    if (open.length === 0) log(`all runs terminal ${terminalAfter.toFixed(1)} s after the faults and the submissions ended${afterFault}`)
 
     // --- statuses as asked: approved calls ran, denied ones were denied, cancels honoured ----------------------------
     const rows = await sql(
@@ -445,9 +639,14 @@ export const runDurable = async (options: DurableOptions = {}): Promise<DurableR
 
     // --- webhooks: every terminal event delivered, one webhook-id per event -----------------------------------------
     const hookDeadline = Date.now() + SETTLE_SECONDS * 1000
-    const missing = () => runs.filter((run) => !delivered.some((d) => d.runId === run.id))
+    // The bench's runs and the firings' runs: each one's end, to its owner's endpoint.
+    const ended = [...ids, ...(await firingRuns())]
+    const missing = () => {
+      const told = new Set(delivered.map((d) => d.runId))
+      return ended.filter((id) => !told.has(id))
+    }
     while (missing().length > 0 && Date.now() < hookDeadline) await sleep(500)
-    check(missing().length === 0, `${missing().length} runs' end never delivered: ${missing().slice(0, 5).map((r) => r.id).join(", ")}`)
+    check(missing().length === 0, `${missing().length} runs' end never delivered: ${missing().slice(0, 5).join(", ")}`)
     const idsPerEvent = new Map<string, Set<string>>()
     for (const d of delivered) {
       const event = `${d.runId}:${d.type}`
@@ -483,9 +682,11 @@ export const runDurable = async (options: DurableOptions = {}): Promise<DurableR
     await Promise.all(children.map((child) => new Promise((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve(null) : child.once("exit", resolve)))))
     receiver.close()
     agent.destroy()
-    if (options.keepDatabase === true) {
+    if (options.keepDatabase === true && services !== undefined) {
+      log(`PostgreSQL left running: ${db.url} (stop it with: pg_ctl -D ${services.postgres.dataDir} stop -m fast, as postgres)`)
+    } else if (options.keepDatabase === true) {
       log(`database kept: ${db.url}`)
-      await db.admin.end().catch(() => undefined)
+      await db.admin?.end().catch(() => undefined)
     } else await db.drop().catch(() => undefined)
     Fs.rmSync(dataDir, { recursive: true, force: true })
   }
@@ -498,6 +699,26 @@ export const runDurable = async (options: DurableOptions = {}): Promise<DurableR
     answered: answeredCount,
     cancelled: cancelledCount,
     delivered: delivered.length,
-    firings: firingCount
+    firings: firingCount,
+    faults: faultReport,
+    terminalAfter
   }
+}
+
+/**
+ * The database on a PostgreSQL of the harness's own: made with a connection that is closed at once (the server is
+ * restarted by the `postgres` fault and thrown away at the end, so nothing drops it).
+ */
+const ownDatabase = async (adminUrl: string) => {
+  const name = "atrium_durable"
+  const admin = new pg.Client({ connectionString: adminUrl })
+  await admin.connect()
+  try {
+    await admin.query(`CREATE DATABASE ${name}`)
+  } finally {
+    await admin.end()
+  }
+  const url = new URL(adminUrl)
+  url.pathname = `/${name}`
+  return { name, url: url.toString(), admin: undefined, drop: () => Promise.resolve() }
 }

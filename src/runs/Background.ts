@@ -11,6 +11,7 @@ import { type Partition, partitionOf } from "../identity/Partition.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { RunnersRepo } from "../platform/cluster/Repo.js"
 import { newId } from "../platform/Ids.js"
+import { isOutage } from "../platform/Outage.js"
 import type { Micros } from "../platform/Money.js"
 import { Approvals, type Decision } from "../runtime/Approvals.js"
 import type { InternalEvent } from "../runtime/Events.js"
@@ -102,6 +103,29 @@ const decodeStop = (json: Record<string, unknown>): RunStop =>
   )
 
 /**
+ * How long a background run's activity waits out an outage (PostgreSQL restarting, a shard between owners) before it
+ * gives up: an activity's defect is recorded as its result (`Schema.Defect`), and every execution after it replays
+ * that defect, so a step that met a database restart would end its run `failed` (`internal_error`) however soon the
+ * database was back (the durable bench's PostgreSQL restart: two slow runs failed so, in a step and in its log's flush).
+ */
+const OUTAGE_RETRY = Schedule.exponential("200 millis", 2).pipe(
+  Schedule.union(Schedule.spaced("2 seconds")),
+  Schedule.upTo("60 seconds")
+)
+
+/**
+ * Tries `effect` again while it dies of an outage (`isOutage`), on `OUTAGE_RETRY`. Only defects: the database's
+ * failures are defects here (the repositories' `orDie`), and a typed failure (a run's stop, a model's error) keeps its
+ * meaning. A step tried again is a step run again after a cut, as after a kill: its charge key makes it billed once.
+ */
+const outlasting = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  effect.pipe(
+    Effect.sandbox,
+    Effect.retry({ schedule: OUTAGE_RETRY, while: (cause) => Cause.failures(cause).length === 0 && isOutage(cause) }),
+    Effect.unsandbox
+  )
+
+/**
  * A run's log of events (`run_events`): told in order with their seq, written in batches every 100 ms and at the
  * end of every step (a step's events are in the log before its result is recorded). An execution after a fault goes
  * on from the last seq written; its `run.created` is not told twice, and once the log has its end nothing more is.
@@ -112,10 +136,11 @@ const openLog = (repo: RunRecords, runId: string) =>
     let seq = last
     let pending: Array<{ seq: number; payload: unknown }> = []
     const writing = yield* Effect.makeSemaphore(1)
+    // Written through an outage (the insert is idempotent per seq), so a batch is not lost with a flush that met it.
     const flush = writing.withPermits(1)(Effect.suspend(() => {
       const batch = pending
       pending = []
-      return repo.appendEvents(runId, batch)
+      return outlasting(repo.appendEvents(runId, batch))
     }))
     const emit = (event: InternalEvent): Effect.Effect<void> =>
       Effect.sync(() => {
@@ -192,7 +217,7 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
       // Ended, but executed again: the runner that ended it may have died between writing the end and recording the
       // `finish` activity. The activity answers from its record if it had one; otherwise it tells the end now.
       if (TERMINAL.has(row.status)) {
-        return yield* Activity.make({ name: "finish", execute: tellEnd(payer, runId, stored) }).pipe(Effect.provide(workflow))
+        return yield* Activity.make({ name: "finish", execute: outlasting(tellEnd(payer, runId, stored)) }).pipe(Effect.provide(workflow))
       }
       const log = yield* openLog(repo, runId)
 
@@ -230,7 +255,7 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
             onSome: (stopped) => Effect.map(stopped, (stopped): unknown => ({ stopped })),
             onNone: () =>
               Effect.raceFirst(
-                effect.pipe(
+                outlasting(effect).pipe(
                   Effect.locally(CurrentChainWait, wait),
                   Effect.map((value): unknown => ({ ok: codec.encode(value) })),
                   Effect.catchAll((error): Effect.Effect<unknown> =>
@@ -284,7 +309,7 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
             const opened = yield* Activity.make({
               name: `ask/${key}`,
               success: Schema.Struct({ id: Schema.String, expiresAt: Schema.String }),
-              execute: Effect.gen(function*() {
+              execute: outlasting(Effect.gen(function*() {
                 const approval = yield* approvals.openDurable(payer, runId, key)
                 yield* emit({
                   type: "Ask",
@@ -296,7 +321,7 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
                 })
                 yield* log.flush
                 return { id: approval.id, expiresAt: approval.expiresAt.toISOString() }
-              })
+              }))
             })
             // A stop already known here (a replay woken by its cancel, a deadline passed while it ran) ends the run.
             const known = yield* Deferred.poll(signal)
@@ -383,7 +408,7 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
       // The end, recorded once: a re-execution after it was recorded answers from the record and tells no one again.
       yield* Activity.make({
         name: "finish",
-        execute: Effect.gen(function*() {
+        execute: outlasting(Effect.gen(function*() {
           // Charged what the ledger holds for its steps (its settle has posted them by now), and what its subagents
           // recorded: not this execution's own count, which misses a step an earlier execution posted and this one
           // replays without its charge (a step cut by a cancel after its charge, the runner dead before this record),
@@ -396,7 +421,7 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
           // Its approvals can no longer be answered (an answer to one is a 404 from now on).
           yield* approvals.forgetRun(runId)
           yield* tellEnd(payer, runId, stored)
-        })
+        }))
       }).pipe(Effect.provide(workflow))
     }).pipe(Effect.scoped, Effect.withSpan("BackgroundRun.execute", { attributes: { runId } }))
 
@@ -412,7 +437,7 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
       const workflow = yield* Effect.context<WorkflowEngine | WorkflowInstance>()
       yield* Activity.make({
         name: "finish/defect",
-        execute: Effect.gen(function*() {
+        execute: outlasting(Effect.gen(function*() {
           const found = yield* repo.background(runId)
           if (Option.isNone(found)) return
           const row = found.value
@@ -427,7 +452,7 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
             yield* approvals.forgetRun(runId)
           }
           yield* tellEnd(payer, runId, row.request as StoredRequest)
-        }).pipe(Effect.scoped)
+        }).pipe(Effect.scoped))
       }).pipe(Effect.provide(workflow))
     })
 
@@ -440,6 +465,9 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
    */
   return BackgroundRun.toLayer(({ runId }) =>
     execute(runId).pipe(
+      // An outage outside the activities (the run's row read, its log's state) is waited out before it counts as a
+      // defect: the defect's few tries are over in 7.5 s, sooner than a loaded database's restart.
+      outlasting,
       Effect.sandbox,
       Effect.retry({ schedule: DEFECT_RETRY, while: (cause) => !Cause.isInterruptedOnly(cause) }),
       Effect.catchAll((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : endAfterDefect(runId, cause))

@@ -1,19 +1,24 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { runDurable } from "../../bench/durable-harness.js"
+import { type DurableFault, runDurable } from "../../bench/durable-harness.js"
+import { servicesAvailable } from "../support/Services.js"
 import { databaseUrl } from "./support.js"
 
 /**
  * Issue 43 item 6, the short form in CI (docs/runs.md, "The durable bench"): the harness of `bench/durable.ts`, with
  * all its checks, on a small load. Two runners from `dist/`, ten background runs of every kind (tool runs, slow runs,
- * approvals answered after the fault, one denied, one cancelled), a schedule, a webhook receiver refusing a fifth of
- * the deliveries; the busiest runner is killed with SIGKILL midway and not started again (the survivor takes its
- * shards: the fault clears then). Every run terminal, no step billed twice, every end delivered under one
- * `webhook-id`, every firing once. Services mode only (PostgreSQL and Redis), as every cluster test.
+ * approvals answered after a fault, one denied, one cancelled), a schedule, a webhook receiver refusing a fifth of
+ * the deliveries; the busiest runner is killed with SIGKILL and not started again (the survivor takes its shards: the
+ * fault clears then), and then PostgreSQL is restarted (every connection of the survivor cut) while the last runs are
+ * submitted. Every run terminal, no step billed twice, every end delivered under one `webhook-id`, every firing once.
+ * Services mode only, as every cluster test; the restart needs a PostgreSQL of the test's own
+ * (test/support/Services.ts: the shared one is never restarted), so where its binaries are missing the kill is the
+ * only fault (on the shared PostgreSQL and Redis).
  */
+const faults: ReadonlyArray<DurableFault> = servicesAvailable ? ["kill", "postgres"] : ["kill"]
 
 describe.skipIf(databaseUrl === undefined || process.env.REDIS_URL === undefined)("cluster: durable runs, the short form of bench/durable.ts", () => {
-  it.live("ten background runs of every kind through a kill -9: the bench's checks all hold", () =>
+  it.live(`ten background runs of every kind through ${faults.join(" then ")}: the bench's checks all hold`, () =>
     Effect.gen(function*() {
       const lines: Array<string> = []
       const report = yield* Effect.promise(() =>
@@ -21,6 +26,7 @@ describe.skipIf(databaseUrl === undefined || process.env.REDIS_URL === undefined
           runs: 10,
           schedules: 1,
           runners: 2,
+          faults,
           restartKilled: false,
           startTogether: true,
           settleSeconds: 40,
@@ -35,8 +41,10 @@ describe.skipIf(databaseUrl === undefined || process.env.REDIS_URL === undefined
       )
       assert.deepStrictEqual(report.failures, [], lines.join("\n"))
       assert.strictEqual(report.submitted, 10, lines.join("\n"))
-      // The approvals were answered after the kill, the cancel asked: the load did what the checks are about.
+      // The approvals were answered after a fault, the cancel asked, every fault injected: the load did what the
+      // checks are about.
       assert.strictEqual(report.answered, 3, lines.join("\n"))
       assert.strictEqual(report.cancelled, 1, lines.join("\n"))
+      assert.deepStrictEqual(report.faults.map((f) => f.fault), faults, lines.join("\n"))
     }), { timeout: 240_000 })
 })

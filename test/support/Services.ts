@@ -45,6 +45,8 @@ export interface OwnPostgres {
   /** `postgres://postgres@127.0.0.1:<port>/postgres` */
   readonly url: string
   readonly port: number
+  /** Its data directory (for `pg_ctl -D` by hand, when a bench leaves it running to be read). */
+  readonly dataDir: string
   /** `pg_ctl restart -m fast`: every connection is cut, the server answers again when it returns. */
   readonly restart: Effect.Effect<void>
   /** `pg_ctl stop -m fast`: connections are cut and nothing answers until `start`. */
@@ -69,6 +71,7 @@ export const ownPostgres: Effect.Effect<OwnPostgres, never, Scope.Scope> = Effec
   return {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
     port,
+    dataDir: data,
     restart: Effect.asVoid(ctl("-m", "fast", "-o", options, "restart")),
     stop: Effect.asVoid(ctl("-m", "fast", "stop")),
     start
