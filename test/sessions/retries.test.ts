@@ -123,5 +123,34 @@ describe("session turns: safe retries", () => {
         })
         assert.strictEqual(stranger.status, 404, stranger.text)
       }))
+
+    it.effect("a finished turn whose frames pass the socket's buffer is replayed to its end", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const agent = yield* agentWith(user.token)
+        const server = yield* TestServer
+        const created = yield* request("POST", "/v1/sessions", { token: user.token, body: { agent } })
+        const path = `/v1/sessions/${created.body.id}/events`
+        // Echoed three words a frame: some 200 KB of frames, replayed from the log and ended in one go. The end corks
+        // the socket so that [DONE] and the response's end leave in one write; a last piece past the socket's
+        // high-water mark once paused the pipe for good, and the replay never ended.
+        const body = { type: "message", message: Array.from({ length: 4_000 }, (_, i) => `w${i}`).join(" ") }
+        const send = Effect.promise(async () => {
+          const response = await fetch(server.url + path, {
+            method: "POST",
+            headers: { "content-type": "application/json", authorization: `Bearer ${user.token}`, "idempotency-key": "long-turn" },
+            body: JSON.stringify(body),
+            signal: AbortSignal.timeout(30_000)
+          })
+          return { replayed: response.headers.get("idempotent-replayed"), text: await response.text() }
+        })
+        const first = yield* send
+        assert.isTrue(first.text.trimEnd().endsWith("data: [DONE]"), first.text.slice(-300))
+        const again = yield* send
+        assert.strictEqual(again.replayed, "true")
+        assert.isAbove(again.text.length, 64 * 1024)
+        assert.isTrue(again.text.trimEnd().endsWith("data: [DONE]"), again.text.slice(-300))
+        assert.strictEqual(textOf(parseStream(again.text)), textOf(parseStream(first.text)))
+      }))
   })
 })

@@ -154,7 +154,8 @@ export const written = <E, R>(
     // A HEAD answer never reads its body, so nothing would ever close what `open` holds.
     if (request.method === "HEAD") return HttpServerResponse.empty(STREAM_HEADERS)
     const scope = yield* Scope.make()
-    const socket = NodeHttpServerRequest.toServerResponse(request).socket
+    // Not every request is Node's (a test's, made from a web `Request`): then there is no socket to cork.
+    const socket = (NodeHttpServerRequest.toServerResponse(request) as Http.ServerResponse | undefined)?.socket
     const body = new Readable({ read() {} })
     const pending = coalesced((text) => body.push(text))
     let writable = true
@@ -173,6 +174,12 @@ export const written = <E, R>(
         socket?.cork()
         body.push(pending.take() + DONE)
         body.push(null)
+        // A last piece past the socket's high-water mark (a whole turn replayed and ended in one tick) or a slow
+        // client's backlog pauses the pipe into the response, so the body never ends and `end` never uncorks: the
+        // corked socket would then never drain. In the usual case the response has ended before this runs.
+        if (corked) setImmediate(() => {
+          if (socket !== null && socket !== undefined && socket.writableCorked > 0 && !socket.destroyed) socket.uncork()
+        })
       }
     }
     write(RETRY)
