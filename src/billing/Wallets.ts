@@ -67,6 +67,9 @@ interface ChargeOf {
  * mailbox at once and decides and commits it together, so a hot wallet still pays one commit per batch. A run's or
  * turn's several charges travel in one message (`settle`).
  */
+/** How long charges for other runners' wallets go directly after a relay failed as a whole. */
+const RELAYS_OFF_MS = 5 * 60_000
+
 export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets", {
   scoped: Effect.gen(function*() {
     const makeClient = yield* Wallet.client
@@ -130,6 +133,13 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
      * `Charges` message into its own mailbox there, answered in order. A wallet the relay did not answer (not on its
      * runner, or cut there) is sent its charges directly, and where it lives is learned again.
      */
+    /**
+     * Until when (ms since the epoch) charges for another runner's wallets go directly: a relay failed as a whole. A
+     * runner of an earlier release has no relay entity, and the cluster holds a message for an unregistered entity
+     * until its deadline, so without this every batch for that runner would wait 12 s before going directly.
+     */
+    let relaysOffUntil = 0
+    const relaying = () => Date.now() >= relaysOffUntil
     const relayCharges = (batch: ReadonlyArray<ChargeOf>) => {
       const byWallet = new Map<string, Array<number>>()
       batch.forEach((c, i) => {
@@ -179,9 +189,14 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
           Cause.isInterruptedOnly(cause)
             ? Effect.succeed(batch.map(() => Exit.failCause(cause)))
             : Effect.map(
-              Effect.forEach([...byWallet.values()], (indices) => Effect.map(sendCharges(indices.map((i) => batch[i]!)), (exits) => ({ indices, exits })), {
-                concurrency: "unbounded"
-              }),
+              Effect.zipRight(
+                Effect.sync(() => {
+                  relaysOffUntil = Date.now() + RELAYS_OFF_MS
+                }),
+                Effect.forEach([...byWallet.values()], (indices) => Effect.map(sendCharges(indices.map((i) => batch[i]!)), (exits) => ({ indices, exits })), {
+                  concurrency: "unbounded"
+                })
+              ),
               (sent) => {
                 const answers = new Array<Exit.Exit<Movement, ChargeError | ClusterFailure>>(batch.length)
                 for (const { exits, indices } of sent) indices.forEach((index, k) => (answers[index] = exits[k]!))
@@ -196,8 +211,8 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
      */
     const chargeBatched = yield* makeEntityBatcher(
       (batch: ReadonlyArray<ChargeOf>) =>
-        batch.every((c) => c.userId === batch[0]!.userId) && ownedHere(batch[0]!.userId) ? sendCharges(batch) : relayCharges(batch),
-      (c: ChargeOf) => ownedHere(c.userId) ? c.userId : `runner:${runnerOf.get(c.userId) ?? c.userId}`
+        batch.every((c) => c.userId === batch[0]!.userId) && (ownedHere(batch[0]!.userId) || !relaying()) ? sendCharges(batch) : relayCharges(batch),
+      (c: ChargeOf) => ownedHere(c.userId) || !relaying() ? c.userId : `runner:${runnerOf.get(c.userId) ?? c.userId}`
     )
     const chargeByMessage = (userId: string, request: ChargeRequest) => chargeBatched({ userId, request })
 
