@@ -148,7 +148,9 @@ const openLog = (repo: RunRecords, runId: string) =>
         pending.push({ seq: ++seq, payload: event })
       })
     yield* Effect.forkScoped(Effect.repeat(flush, Schedule.spaced("100 millis")))
-    yield* Effect.addFinalizer(() => flush)
+    // Bounded at the scope's close: a runner stopping during an outage does not wait `outlasting`'s minute per run
+    // (its next owner replays the run from its last finished step and writes the log again).
+    yield* Effect.addFinalizer(() => Effect.ignore(Effect.timeout(Effect.interruptible(flush), "5 seconds")))
     return { emit, flush } as const
   })
 
