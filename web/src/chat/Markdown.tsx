@@ -55,12 +55,21 @@ export const Markdown = ({ text, testId }: { text: string; testId?: string }) =>
   useEffect(() => {
     if (wanted) void loadHighlighter().then(() => setColoured(highlighter !== null))
   }, [wanted])
-  const html = useMemo(() => renderMarkdown(text), [text, coloured])
+  // Which code block's Copy was used, and how it went: part of the rendered HTML, so a render that sets the HTML again
+  // (the highlighter arriving, the conversation read again) keeps "Copied" instead of reverting to "Copy code".
+  const [copied, setCopied] = useState<{ readonly block: number; readonly ok: boolean } | null>(null)
+  const html = useMemo(() => {
+    const rendered = renderMarkdown(text)
+    if (copied === null) return rendered
+    let block = -1
+    return rendered.replaceAll(COPY, (button) => ++block === copied.block ? button.replace("Copy code", copied.ok ? "Copied" : "Copy failed") : button)
+  }, [text, coloured, copied])
   const copy = (event: MouseEvent<HTMLDivElement>) => {
     const button = (event.target as HTMLElement).closest("button[data-copy]")
     if (!button) return
+    const block = [...event.currentTarget.querySelectorAll("button[data-copy]")].indexOf(button)
     const code = button.closest(".code")?.querySelector("code")?.textContent ?? ""
-    void navigator.clipboard?.writeText(code).then(() => { button.textContent = "Copied" }, () => { button.textContent = "Copy failed" })
+    void navigator.clipboard?.writeText(code).then(() => setCopied({ block, ok: true }), () => setCopied({ block, ok: false }))
   }
   return <div className="answer md" data-testid={testId} onClick={copy} dangerouslySetInnerHTML={{ __html: html }} />
 }
