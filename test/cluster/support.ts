@@ -75,3 +75,19 @@ export const settled = (shared: Shared, runners: number) =>
     }
     throw new Error(`the cluster did not settle on ${runners} runners: ${JSON.stringify(last)}`)
   })
+
+/** The samples of one metric in a Prometheus text scrape, each with its labels. */
+export const samplesOf = (text: string, metric: string) =>
+  text.split("\n").flatMap((line) => {
+    const match = /^([a-zA-Z_:][\w:]*)(?:\{([^}]*)\})? (\S+)/.exec(line)
+    if (match === null || match[1] !== metric) return []
+    const labels: Record<string, string> = {}
+    for (const [, key, value] of (match[2] ?? "").matchAll(/(\w+)="([^"]*)"/g)) labels[key!] = value!
+    return [{ labels, value: Number(match[3]) }]
+  })
+
+/** The sum of a metric's samples whose labels include `labels`. */
+export const total = (text: string, metric: string, labels: Record<string, string>) =>
+  samplesOf(text, metric)
+    .filter((s) => Object.entries(labels).every(([k, v]) => s.labels[k] === v))
+    .reduce((sum, s) => sum + s.value, 0)

@@ -7,7 +7,7 @@ import { freePorts } from "../support/Local.js"
 import { freePort, launchPlatform } from "../support/Process.js"
 import { adminQuery } from "../support/Templates.js"
 import { internalAuth, type SmsInbox, TestServer } from "../support/TestServer.js"
-import { CODE, databaseUrl, makeShared, settled } from "./support.js"
+import { CODE, databaseUrl, makeShared, settled, total } from "./support.js"
 
 /**
  * Issue 45 item 4: a runner's charges for several wallets of another runner travel together, one `Relay` message on
@@ -22,19 +22,6 @@ const PAYERS = 16
 const CHARGES = 10
 const PRICE_MICROS = 10_000
 const PHONES = Array.from({ length: PAYERS + 1 }, (_, i) => `+1556${Crypto.randomInt(1e6).toString().padStart(6, "0")}${i.toString().padStart(2, "0")}`)
-
-const samplesOf = (text: string, metric: string) =>
-  text.split("\n").flatMap((line) => {
-    const match = /^([a-zA-Z_:][\w:]*)(?:\{([^}]*)\})? (\S+)/.exec(line)
-    if (match === null || match[1] !== metric) return []
-    const labels: Record<string, string> = {}
-    for (const [, key, value] of (match[2] ?? "").matchAll(/(\w+)="([^"]*)"/g)) labels[key!] = value!
-    return [{ labels, value: Number(match[3]) }]
-  })
-const total = (text: string, metric: string, labels: Record<string, string>) =>
-  samplesOf(text, metric)
-    .filter((s) => Object.entries(labels).every(([k, v]) => s.labels[k] === v))
-    .reduce((sum, s) => sum + s.value, 0)
 
 describe.skipIf(databaseUrl === undefined)("charges for many wallets of another runner (issue 45 item 4)", () => {
   it.scopedLive("WORKERS=2: relayed together, every charge answered once, in order per wallet", () =>

@@ -7,7 +7,7 @@ import { freePorts } from "../support/Local.js"
 import { freePort, launchPlatform } from "../support/Process.js"
 import { adminQuery } from "../support/Templates.js"
 import { internalAuth, type SmsInbox, TestServer } from "../support/TestServer.js"
-import { CODE, databaseUrl, makeShared, settled } from "./support.js"
+import { CODE, databaseUrl, makeShared, settled, total } from "./support.js"
 
 /**
  * Issue 28 item 4: under `WORKERS=2` a wallet's charges taken by the worker that does not own it reach the owner in
@@ -25,22 +25,6 @@ const PRICE_MICROS = 10_000
 
 /** A port P with P, P + 1 and P + 2 free: the primary's metrics and each of the two workers' (METRICS_PORT + 1 + i). */
 const metricsPorts = Effect.promise(() => freePorts(3))
-
-/** The samples of one metric in a Prometheus text scrape, each with its labels. */
-const samplesOf = (text: string, metric: string) =>
-  text.split("\n").flatMap((line) => {
-    const match = /^([a-zA-Z_:][\w:]*)(?:\{([^}]*)\})? (\S+)/.exec(line)
-    if (match === null || match[1] !== metric) return []
-    const labels: Record<string, string> = {}
-    for (const [, key, value] of (match[2] ?? "").matchAll(/(\w+)="([^"]*)"/g)) labels[key!] = value!
-    return [{ labels, value: Number(match[3]) }]
-  })
-
-/** The sum of a metric's samples whose labels include `labels`. */
-const total = (text: string, metric: string, labels: Record<string, string>) =>
-  samplesOf(text, metric)
-    .filter((s) => Object.entries(labels).every(([k, v]) => s.labels[k] === v))
-    .reduce((sum, s) => sum + s.value, 0)
 
 describe.skipIf(databaseUrl === undefined)("a wallet charged through the worker that does not own it (issue 28 item 4)", () => {
   it.scopedLive("WORKERS=2: every charge once, the non-owner's in batches over the runner socket, no message stored", () =>
