@@ -13,6 +13,22 @@ import { agentWith, ENV, LIVE, newUser } from "../runs/runs-support.js"
 
 const SLOW_30 = Array.from({ length: 30 }, (_, i) => `chunk ${i + 1} `).join("")
 
+/** A message POSTed with an `Idempotency-Key`, read whole; a request cut by its timeout answers status 0. */
+const postWithKey = (url: string, token: string, key: string, body: unknown, timeoutMs: number) =>
+  Effect.promise(async () => {
+    try {
+      const response = await fetch(url, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${token}`, "idempotency-key": key },
+        body: JSON.stringify(body),
+        signal: AbortSignal.timeout(timeoutMs)
+      })
+      return { status: response.status, replayed: response.headers.get("idempotent-replayed"), text: await response.text() }
+    } catch (error) {
+      return { status: 0, replayed: null, text: String(error) }
+    }
+  })
+
 describe("session turns: safe retries", () => {
   layer(TestServer.layer(ENV), LIVE)((it) => {
     it.effect("a timed-out retry leaves one turn", () =>
@@ -28,20 +44,7 @@ describe("session turns: safe retries", () => {
 
         // A client with a 1 s timeout and two retries, as the `openai` SDK makes them: each attempt is cut off (the
         // turn takes 3 s) and the next one carries the same key.
-        const attempt = (key: string, timeoutMs: number) =>
-          Effect.promise(async () => {
-            try {
-              const response = await fetch(server.url + path, {
-                method: "POST",
-                headers: { "content-type": "application/json", authorization: `Bearer ${user.token}`, "idempotency-key": key },
-                body: JSON.stringify(body),
-                signal: AbortSignal.timeout(timeoutMs)
-              })
-              return { status: response.status, replayed: response.headers.get("idempotent-replayed"), text: await response.text() }
-            } catch (error) {
-              return { status: 0, replayed: null, text: String(error) }
-            }
-          })
+        const attempt = (key: string, timeoutMs: number) => postWithKey(server.url + path, user.token, key, body, timeoutMs)
         const cut = []
         for (let i = 0; i < 3; i++) cut.push(yield* attempt("slow-turn-1", 1000))
         assert.deepStrictEqual(cut.map((a) => a.status), [0, 0, 0], "every attempt timed out")
@@ -135,15 +138,7 @@ describe("session turns: safe retries", () => {
         // the socket so that [DONE] and the response's end leave in one write; a last piece past the socket's
         // high-water mark once paused the pipe for good, and the replay never ended.
         const body = { type: "message", message: Array.from({ length: 4_000 }, (_, i) => `w${i}`).join(" ") }
-        const send = Effect.promise(async () => {
-          const response = await fetch(server.url + path, {
-            method: "POST",
-            headers: { "content-type": "application/json", authorization: `Bearer ${user.token}`, "idempotency-key": "long-turn" },
-            body: JSON.stringify(body),
-            signal: AbortSignal.timeout(30_000)
-          })
-          return { replayed: response.headers.get("idempotent-replayed"), text: await response.text() }
-        })
+        const send = postWithKey(server.url + path, user.token, "long-turn", body, 30_000)
         const first = yield* send
         assert.isTrue(first.text.trimEnd().endsWith("data: [DONE]"), first.text.slice(-300))
         const again = yield* send
