@@ -29,10 +29,6 @@ export const pollUntil = <A, E, R>(
     }
   })
 
-/** `pollUntil` of a synchronous check (state the test's own listeners collect). */
-export const pollCheck = (check: () => boolean, what: string, options?: { readonly every?: number; readonly within?: number }) =>
-  Effect.asVoid(pollUntil(Effect.sync(check), (ok) => ok, what, options))
-
 /**
  * A fixed wait on the real clock, for the few places where nothing can be read to say the moment has come (a
  * server-side timer that must expire, a window in which something must NOT happen). Each call says why at its site;
