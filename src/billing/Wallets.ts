@@ -148,6 +148,16 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
         else indices.push(i)
       })
       const wallets = [...byWallet].map(([userId, indices]) => ({ userId, charges: indices.map((i) => batch[i]!.request) }))
+      type Answers = Array<Exit.Exit<Movement, ChargeError | ClusterFailure>>
+      /** Each group's charges (one wallet's) sent directly as its own `Charges`, their answers put in `answers`. */
+      const sendDirectly = (groups: ReadonlyArray<ReadonlyArray<number>>, answers: Answers) =>
+        Effect.as(
+          Effect.forEach(groups, (indices) =>
+            Effect.map(sendCharges(indices.map((i) => batch[i]!)), (exits) => indices.forEach((index, k) => {
+              answers[index] = exits[k]!
+            })), { concurrency: "unbounded", discard: true }),
+          answers
+        )
       return toEntity(
         Effect.suspend(() => {
           messagesAway.unsafeUpdate(1, [])
@@ -158,7 +168,7 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
         { resendWhenCut: true, shard: shardOf(sharding, WalletRelay, wallets[0]!.userId) }
       ).pipe(
         Effect.flatMap((reply) => {
-          const answers = new Array<Exit.Exit<Movement, ChargeError | ClusterFailure>>(batch.length)
+          const answers: Answers = new Array(batch.length)
           const unanswered: Array<ReadonlyArray<number>> = []
           wallets.forEach(({ userId }, w) => {
             const indices = byWallet.get(userId)!
@@ -175,33 +185,18 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
               answers[index] = Either.isRight(answer) ? Exit.succeed(answer.right) : Exit.fail(answer.left)
             })
           })
-          return Effect.as(
-            Effect.forEach(unanswered, (indices) =>
-              Effect.map(sendCharges(indices.map((i) => batch[i]!)), (exits) => indices.forEach((index, k) => {
-                answers[index] = exits[k]!
-              })), { concurrency: "unbounded", discard: true }),
-            answers
-          )
+          return sendDirectly(unanswered, answers)
         }),
         // A relay that failed (a runner of an earlier release has no relay; an outage past the resends) leaves each
         // wallet's charges to go directly, as they would have without it: keyed, so any the relay did deliver replay.
         Effect.catchAllCause((cause) =>
           Cause.isInterruptedOnly(cause)
             ? Effect.succeed(batch.map(() => Exit.failCause(cause)))
-            : Effect.map(
-              Effect.zipRight(
-                Effect.sync(() => {
-                  relaysOffUntil = Date.now() + RELAYS_OFF_MS
-                }),
-                Effect.forEach([...byWallet.values()], (indices) => Effect.map(sendCharges(indices.map((i) => batch[i]!)), (exits) => ({ indices, exits })), {
-                  concurrency: "unbounded"
-                })
-              ),
-              (sent) => {
-                const answers = new Array<Exit.Exit<Movement, ChargeError | ClusterFailure>>(batch.length)
-                for (const { exits, indices } of sent) indices.forEach((index, k) => (answers[index] = exits[k]!))
-                return answers
-              }
+            : Effect.zipRight(
+              Effect.sync(() => {
+                relaysOffUntil = Date.now() + RELAYS_OFF_MS
+              }),
+              sendDirectly([...byWallet.values()], new Array(batch.length))
             ))
       )
     }
