@@ -57,14 +57,21 @@ export const watchRunners = (address: RunnerAddress.RunnerAddress) =>
     const answered = new Map<string, number>()
     /** The ping in flight to each runner, since when: one answered late still counts (a starved runner is slow). */
     const pinging = new Map<string, number>()
+    /**
+     * When the first ping went unanswered since each runner fell still. Not the ping in flight: a killed runner's port
+     * refuses at once, so its pings never stay out, and judging by the one in flight never cut it: its shards waited
+     * for its heartbeat row to expire (12 s) whenever the cluster's own health check, a singleton, had died with it.
+     */
+    const unanswered = new Map<string, number>()
     const ping = (runner: string) =>
       Effect.suspend(() => {
         if (pinging.has(runner)) return Effect.void
         pinging.set(runner, Date.now())
+        if (!unanswered.has(runner)) unanswered.set(runner, Date.now())
         const [host, port] = [runner.slice(0, runner.lastIndexOf(":")), Number(runner.slice(runner.lastIndexOf(":") + 1))]
         return runners.ping(RunnerAddress.make(host, port)).pipe(
           Effect.timeout(PING_TIMEOUT),
-          Effect.tap(() => Effect.sync(() => answered.set(runner, Date.now()))),
+          Effect.tap(() => Effect.sync(() => { answered.set(runner, Date.now()); unanswered.delete(runner) })),
           Effect.ignore,
           Effect.ensuring(Effect.sync(() => pinging.delete(runner))),
           Effect.forkScoped,
@@ -81,6 +88,7 @@ export const watchRunners = (address: RunnerAddress.RunnerAddress) =>
         const ended = yield* repo.cut(row.applicationName)
         seen.delete(row.address)
         answered.delete(row.address)
+        unanswered.delete(row.address)
         cutAt.set(row.address, now)
         // Its locks go when its sessions have ended (asynchronous): then it leaves the assignment, and the others
         // acquire its shards at their next assignment refresh.
@@ -106,6 +114,7 @@ export const watchRunners = (address: RunnerAddress.RunnerAddress) =>
           // Judged only once it was seen to beat (not a runner still starting).
           seen.set(row.address, { beat: row.beat, since: now, moved: before !== undefined && before.beat !== row.beat })
           answered.set(row.address, now)
+          unanswered.delete(row.address)
           if (before !== undefined && before.beat !== row.beat && cutAt.has(row.address)) {
             cutAt.delete(row.address)
             rejoined.set(row.address, now)
@@ -117,9 +126,9 @@ export const watchRunners = (address: RunnerAddress.RunnerAddress) =>
         // been out for `pingSilent` by the time it is `silent`: a paused runner is cut at `silent`, not later.
         if (now - before.since >= SILENT_MS - PING_SILENT_MS) yield* ping(row.address)
         if (now - before.since < SILENT_MS) continue
-        // It answered since it fell still, or its ping has not been out for `pingSilent` yet: not judged now.
+        // It answered since it fell still, or its pings have not gone unanswered for `pingSilent` yet: not judged now.
         if ((answered.get(row.address) ?? -Infinity) > before.since) continue
-        if (now - (pinging.get(row.address) ?? now) < PING_SILENT_MS) continue
+        if (now - (unanswered.get(row.address) ?? now) < PING_SILENT_MS) continue
         fences.tick()
         if (fences.laggedWithin(SILENT_MS)) continue
         cutting.add(row.address)
