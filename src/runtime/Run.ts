@@ -92,6 +92,12 @@ export interface RunRequest {
    */
   readonly chargeFence?: Fence | null | undefined
   /**
+   * Done when the run's owner gives it up without a hand-over (a session whose shard is released because the lock
+   * storage failed). A settle still waiting for the wallet then lets go at once: the wallet may be this runner's, its
+   * shard waiting behind the same release, and the run's next owner voids its hold and counts it from the ledger.
+   */
+  readonly givenUp?: Effect.Effect<void> | undefined
+  /**
    * A background run's steps (runs/Background.ts): each model step and each tool call goes through `step`, which
    * records its result once and answers the recorded result when the run is executed again (on another runner after
    * a fault), so a finished step is neither run nor billed twice. None: steps run as they come (a foreground run).

@@ -8,7 +8,7 @@ import { DELEGATE_TOOL, tokensOf } from "./models/Builtin.js"
 import { Models, type ResolvedModel } from "./models/Models.js"
 import { checkOutput, CurrentOutputFormat } from "./models/OutputFormat.js"
 import { assistantContent, type ModelCall, ModelChain } from "./ModelChain.js"
-import { ExpertMemory, type MemoryOwner, type RunCharge, RunPayer } from "./Ports.js"
+import { ExpertMemory, type MemoryOwner, PaymentFailed, type RunCharge, RunPayer } from "./Ports.js"
 import { RunsRepo } from "./Repo.js"
 import type { Decision } from "./Approvals.js"
 import {
@@ -206,7 +206,16 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
         const settle = (cut: boolean) => Effect.suspend(() => {
           if (!asked && unposted.size === 0) return Effect.void
           const charges = [...unposted.entries()].sort(([a], [b]) => a - b).map(([, c]) => c)
-          return runPayer.settle(payer.accountId, holdId, charges, request.chargeFence ?? null, cut).pipe(
+          const settling = runPayer.settle(payer.accountId, holdId, charges, request.chargeFence ?? null, cut)
+          // Raced in fibers of their own: this runs uninterruptible, and a settle that lets go must stop waiting.
+          const released = request.givenUp === undefined ? settling : Effect.raceFirst(
+            Effect.interruptible(settling),
+            Effect.interruptible(Effect.zipRight(
+              request.givenUp,
+              Effect.fail(new PaymentFailed({ message: "The run's owner gave it up: its next owner settles its hold." }))
+            ))
+          )
+          return released.pipe(
             Effect.flatMap((posted) => {
               const refused = charges.filter((_, i) => posted[i] !== true)
               if (refused.length === 0) return Effect.void

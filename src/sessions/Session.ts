@@ -1,6 +1,6 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import { Entity, type Sharding } from "@effect/cluster"
-import { Cause, Duration, Effect, Exit, Fiber, FiberHandle, FiberSet, Layer, Metric, Option, Schedule, Scope } from "effect"
+import { Cause, Deferred, Duration, Effect, Exit, Fiber, FiberHandle, FiberSet, Layer, Metric, Option, Schedule, Scope } from "effect"
 import { ShardFences } from "../platform/cluster/Fences.js"
 import { AppConfig } from "../platform/Config.js"
 import { activeSessions, inFlight, queuedTurns, runningTurns } from "../platform/telemetry/Metrics.js"
@@ -96,7 +96,13 @@ export const SessionLive = Layer.unwrapScoped(Effect.gen(function*() {
     /** The history as the next turn's prompt needs it, kept while the session is active (`KeptHistory`). */
     const history = new KeptHistory((to) => repo.path(sessionId, to), contextChars)
     /** The running turn; `rollback`: a message sent with `multitask_strategy: rollback` cancelled it. */
-    let current: Option.Option<{ readonly turn: number; readonly fiber: Fiber.RuntimeFiber<unknown, unknown>; rollback: boolean }> = Option.none()
+    let current: Option.Option<{
+      readonly turn: number
+      readonly fiber: Fiber.RuntimeFiber<unknown, unknown>
+      rollback: boolean
+      /** Done when the runner gives the session up without a hand-over (the finalizer below): the run's settle lets go. */
+      readonly givenUp: Deferred.Deferred<void>
+    }> = Option.none()
     /** Why the running turn was stopped from inside (its log broke, or its shard was lost), if it was. */
     let stoppedBy: Option.Option<{ readonly code: string; readonly message: string }> = Option.none()
     /**
@@ -352,6 +358,7 @@ export const SessionLive = Layer.unwrapScoped(Effect.gen(function*() {
         // The turn it continues: the one it was sent under (a branch), or the leaf as it is now.
         const parent = Option.getOrElse(turn.parent ?? Option.none(), () => leaf)
         const prompt = yield* history.prompt(parent)
+        const givenUp = yield* Deferred.make<void>()
         const fiber = yield* Effect.fork(engine.execute({
           runId,
           agent: agent.value,
@@ -369,9 +376,10 @@ export const SessionLive = Layer.unwrapScoped(Effect.gen(function*() {
           // The turn's identity, not the run's: whatever happens to the run, a step of this turn is charged once.
           chargeKey: `session:${sessionId}:${turn.turn}`,
           fence: owner,
-          chargeFence: fence
+          chargeFence: fence,
+          givenUp: Deferred.await(givenUp)
         }, emit, runs.resolveSubagent))
-        const running = { turn: turn.turn, fiber, rollback: false }
+        const running = { turn: turn.turn, fiber, rollback: false, givenUp }
         current = Option.some(running)
         const exit = yield* Fiber.await(fiber)
         current = Option.none()
@@ -498,11 +506,18 @@ export const SessionLive = Layer.unwrapScoped(Effect.gen(function*() {
       Scope.addFinalizer(
         entityScope,
         Effect.gen(function*() {
-          // A shard this runner lost (its locks gone, or it was paused past them) is not handed over: it is someone
-          // else's already, and a turn running on would bill and write as a second owner.
-          if (fences.shardState(address.shardId) !== "lost") {
+          // Only a shard this runner holds, verified, is handed over. One it lost (its locks gone, or it was paused
+          // past them) is someone else's already, and a turn running on would bill and write as a second owner. One
+          // unverified is being given up because the lock storage failed (a database restart: the cluster releases
+          // every shard and acquires them again): the running turn is cut at once, and its settle lets go of a wallet
+          // that may be this runner's, whose shard waits behind this very release (the fault checker: wallets
+          // unanswered for 25 s after an 8 s PostgreSQL stop, a turn's settle and this wait holding the release).
+          // The next activation voids the turn's hold and counts it from the ledger.
+          if (fences.shardState(address.shardId) === "held") {
             // Finalizers are uninterruptible: without this the timeout could not stop the wait.
             yield* Effect.timeoutOption(Effect.interruptible(unfinished.drained()), shutdownGrace)
+          } else if (Option.isSome(current)) {
+            yield* Deferred.succeed(current.value.givenUp, undefined)
           }
           yield* FiberHandle.clear(worker)
           yield* Metric.incrementBy(queuedTurns, -queued.length)

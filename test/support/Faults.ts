@@ -900,6 +900,7 @@ export const faultOwner = (h: Harness, fault: OwnerFault, ctx: OwnerFaultContext
     // requires two of its three pauses to have held theirs.
     const held = inFlightAnswer.ms >= 2_000
     Object.assign(report, {
+      stoppedAt: new Date(stoppedAt).toISOString(),
       shardsMovedMs: movedMs,
       walletMs,
       sessionMs,
