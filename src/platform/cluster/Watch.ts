@@ -9,7 +9,13 @@ const STALL_MS = Duration.toMillis(failoverBudget.stall)
 const SILENT_MS = Duration.toMillis(failoverBudget.silent)
 const PING_TIMEOUT = failoverBudget.pingTimeout
 const PING_SILENT_MS = Duration.toMillis(failoverBudget.pingSilent)
-const REJOIN_GRACE_MS = 15_000
+/**
+ * A woken runner is not judged for this long after it beats again: it reconnects everything at once and may beat late
+ * once. Short: it is judged by its unanswered pings too, and after a hand-over back it owns shards again, so a second
+ * pause must be cut as the first was (15 s here left a runner paused again 10 s after waking holding its shards for
+ * 7.5 s in the fault checker, its quietest run).
+ */
+const REJOIN_GRACE_MS = 3_000
 
 /**
  * Runners watch each other (issues 26 and 33): PostgreSQL never sees a paused process's connections close (the kernel
@@ -44,8 +50,7 @@ export const watchRunners = (address: RunnerAddress.RunnerAddress) =>
     const seen = new Map<string, { beat: string; since: number; moved: boolean }>()
     /**
      * Runners this watcher cut, and when. One that beats again (it woke) is not judged for `REJOIN_GRACE_MS` after
-     * that: waking, it reconnects everything on a loaded host and may beat late once, and a second cut would only
-     * throw its recovery back (its shards are elsewhere already; its writes are fenced).
+     * that: waking, it reconnects everything on a loaded host and may beat late once.
      */
     const cutAt = new Map<string, number>()
     const rejoined = new Map<string, number>()
