@@ -14,7 +14,7 @@ import { databaseUrl } from "./support.js"
 // The PostgreSQL restart is not in CI's short form yet: on the session-23 merge it ended one tool run in ten `failed`
 // (`internal_error`): the workflow engine's own write of an activity's result met the cut connection
 // (`PersistenceError`, a typed failure outside the steps' `outlasting`). `bench/durable.ts --faults postgres` shows it.
-const faults: ReadonlyArray<DurableFault> = ["kill"]
+const faults: ReadonlyArray<DurableFault> = (process.env.DURABLE_FAULTS?.split(",") as Array<DurableFault> | undefined) ?? ["kill"]
 
 describe.skipIf(databaseUrl === undefined || process.env.REDIS_URL === undefined)("cluster: durable runs, the short form of bench/durable.ts", () => {
   it.live(`ten background runs of every kind through ${faults.join(" then ")}: the bench's checks all hold`, () =>
@@ -29,6 +29,7 @@ describe.skipIf(databaseUrl === undefined || process.env.REDIS_URL === undefined
           restartKilled: false,
           startTogether: true,
           settleSeconds: 40,
+          keepLogs: process.env.DURABLE_KEEP_LOGS,
           adminUrl: databaseUrl!,
           redisUrl: process.env.REDIS_URL!,
           log: (line) => {
