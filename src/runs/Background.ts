@@ -591,9 +591,15 @@ export class BackgroundRuns extends Effect.Service<BackgroundRuns>()("atrium/run
 
     /**
      * A background run's events from `after` on, from its log: while it runs the log is read again every 200 ms,
-     * and the stream ends after its last event once the run has ended. Any runner can serve it.
+     * and the stream ends after its last event once the run has ended. Any runner can serve it. `place` is the event's
+     * place among those the log shows (its superseded events left out: "A step tried again"), counted from the log's
+     * start however far on the stream begins, so a resumed stream numbers on as a read from the start would.
      */
-    const events = (run: RunRow, after: number): Stream.Stream<{ seq: number; payload: { type: string } }> =>
+    const events = (run: RunRow, after: number): Stream.Stream<{ seq: number; place: number; payload: { type: string } }> =>
+      Stream.unwrap(Effect.map(after === 0 ? Effect.succeed(0) : repo.shownUpTo(run.id, after), (before) =>
+        Stream.mapAccum(logFrom(run, after), before, (place, event) => [place + 1, { ...event, place: place + 1 }] as const)))
+
+    const logFrom = (run: RunRow, after: number): Stream.Stream<{ seq: number; payload: { type: string } }> =>
       Stream.paginateChunkEffect(after, (cursor) =>
         Effect.gen(function*() {
           const rows = yield* repo.eventsAfter(run.id, cursor)

@@ -237,6 +237,15 @@ export class RunRecords extends Effect.Service<RunRecords>()("atrium/runs/RunRec
           ORDER BY seq LIMIT ${limit}`
     })
 
+    const shownUpTo = SqlSchema.single({
+      Request: Schema.Struct({ runId: Schema.String, seq: Schema.Number }),
+      Result: Schema.Struct({ shown: Schema.Number }),
+      execute: ({ runId, seq }) =>
+        sql`
+          SELECT count(*)::int AS shown FROM run_events
+          WHERE run_id = ${runId} AND seq <= ${seq} AND payload->>'superseded' IS NULL`
+    })
+
     const stepAttempts = SqlSchema.findAll({
       Request: Schema.String,
       Result: Schema.Struct({ step: Schema.String, attempt: Schema.Number }),
@@ -303,6 +312,8 @@ export class RunRecords extends Effect.Service<RunRecords>()("atrium/runs/RunRec
       eventsAfter: (runId: string, after: number, limit = 500) =>
         Effect.map(eventsAfter({ runId, after, limit }), (rows) => rows.map((row) => ({ seq: row.seq, payload: parsed(row.payload) as { type: string } }))).pipe(Effect.orDie),
       logState: (runId: string) => Effect.orDie(logState(runId)),
+      /** How many of the run's events up to `seq` a read shows (the superseded left out). */
+      shownUpTo: (runId: string, seq: number) => Effect.orDie(Effect.map(shownUpTo({ runId, seq }), (row) => row.shown)),
       /** The last attempt the log holds of each step that told events in it (`attempt` of its events). */
       stepAttempts: (runId: string) => Effect.orDie(stepAttempts(runId)),
       /** Marks the events of `step`'s attempts before `attempt` superseded: no read returns them any more. */

@@ -65,6 +65,8 @@ describe("durable runs: a step tried again", () => {
         // Both attempts' events are kept in the log (superseded, not deleted): seqs are never taken twice.
         const { last } = yield* repo.logState(runId)
         assert.strictEqual(last, 5)
+        // A stream resumed after seq 5 numbers its events on from the 3 a read shows up to there (`event_id`).
+        assert.strictEqual(yield* repo.shownUpTo(runId, 5), 3)
 
         // The next execution (its runner killed mid-step) counts the step's attempts from the log.
         yield* Effect.scoped(Effect.gen(function*() {
