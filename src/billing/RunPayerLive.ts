@@ -51,6 +51,9 @@ export const throughOutages = (window: Duration.Duration) => <A, E, R>(effect: E
   })
 const throughOutagesNow = throughOutages(OUTAGE_WINDOW)
 
+/** A wallet's outage that outlasted its window, as the run engine's failure: `outage` when it was one (not a bug). */
+const unanswered = (defect: unknown) => Effect.fail(new PaymentFailed({ message: String(defect), outage: isOutage(Cause.die(defect)) }))
+
 /** The run engine's payer: the account's wallet, charged per run step as a `usage` entry of scope `run`. */
 export const RunPayerLive = Layer.effect(
   RunPayer,
@@ -72,7 +75,7 @@ export const RunPayerLive = Layer.effect(
       hold: (accountId, holdId, amount) =>
         wallets.hold(accountId, holdId, amount).pipe(
           throughOutagesNow,
-          Effect.catchAllDefect((defect) => Effect.fail(new PaymentFailed({ message: String(defect) })))
+          Effect.catchAllDefect(unanswered)
         ),
       // A run that ended on its own waits out an outage for its settle (`OUTAGE_WINDOW`), one cut short does not.
       settle: (accountId, holdId, charges, fence, cut) =>
@@ -87,13 +90,13 @@ export const RunPayerLive = Layer.effect(
         ).pipe(
           throughOutages(cut ? CUT_WINDOW : OUTAGE_WINDOW),
           Effect.map((answers) => answers.map(Either.isRight)),
-          Effect.catchAllDefect((defect) => Effect.fail(new PaymentFailed({ message: String(defect) })))
+          Effect.catchAllDefect(unanswered)
         ),
       voidHold: (accountId, holdId, fence) =>
         wallets.settle(accountId, holdId, [], fence, true).pipe(
           throughOutagesNow,
           Effect.asVoid,
-          Effect.catchAllDefect((defect) => Effect.fail(new PaymentFailed({ message: String(defect) })))
+          Effect.catchAllDefect(unanswered)
         )
     }))
 )

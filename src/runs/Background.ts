@@ -5,7 +5,7 @@ import * as DurableClock from "@effect/workflow/DurableClock"
 import * as DurableDeferred from "@effect/workflow/DurableDeferred"
 import * as Workflow from "@effect/workflow/Workflow"
 import { WorkflowEngine, WorkflowInstance } from "@effect/workflow/WorkflowEngine"
-import { Cause, Chunk, Context, Deferred, Duration, Effect, Exit, Layer, Option, Schedule, Schema, Stream } from "effect"
+import { Cause, Chunk, Context, Deferred, Duration, Effect, Exit, FiberRef, Layer, Option, Schedule, Schema, Stream } from "effect"
 import { LedgerReads } from "../billing/LedgerReads.js"
 import { type Partition, partitionOf } from "../identity/Partition.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
@@ -118,21 +118,36 @@ const OUTAGE_RETRY = Schedule.exponential("200 millis", 2).pipe(
  * failures are defects here (the repositories' `orDie`), and a typed failure (a run's stop, a model's error) keeps its
  * meaning. A step tried again is a step run again after a cut, as after a kill: its charge key makes it billed once.
  */
-const outlasting = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+const outlasting = <A, E, R>(effect: Effect.Effect<A, E, R>, what?: string): Effect.Effect<A, E, R> =>
   effect.pipe(
     Effect.sandbox,
-    Effect.retry({ schedule: OUTAGE_RETRY, while: (cause) => Cause.failures(cause).length === 0 && isOutage(cause) }),
+    Effect.retry({
+      schedule: what === undefined
+        ? OUTAGE_RETRY
+        : Schedule.tapInput(OUTAGE_RETRY, (cause: Cause.Cause<unknown>) => Effect.logWarning(`${what} met an outage; asked again`, cause)),
+      while: (cause) => Cause.failures(cause).length === 0 && isOutage(cause)
+    }),
     Effect.unsandbox
   )
+
+/** The attempt of a step whose events are being told (set around each attempt of a step, read by the log's `emit`). */
+const TellingAttempt = FiberRef.unsafeMake<{ readonly step: string; readonly attempt: number } | undefined>(undefined)
 
 /**
  * A run's log of events (`run_events`): told in order with their seq, written in batches every 100 ms and at the
  * end of every step (a step's events are in the log before its result is recorded). An execution after a fault goes
  * on from the last seq written; its `run.created` is not told twice, and once the log has its end nothing more is.
+ *
+ * A step's events carry the step (its activity's name) and its attempt (1, 2, …, counted in the log, so across
+ * executions): a step tried again (after a kill, an outage, a wallet that did not answer) begins its attempt by
+ * marking the events of the attempts before it superseded, which no read returns any more (docs/runs.md, "A step
+ * tried again"), so the log reads as one run.
  */
-const openLog = (repo: RunRecords, runId: string) =>
+export const openLog = (repo: RunRecords, runId: string) =>
   Effect.gen(function*() {
     const { ended, last } = yield* repo.logState(runId)
+    // Only an execution after another has attempts to count on: the first one's are all its own.
+    const attempts = new Map(last === 0 ? [] : (yield* repo.stepAttempts(runId)).map(({ attempt, step }) => [step, attempt] as const))
     let seq = last
     let pending: Array<{ seq: number; payload: unknown }> = []
     const writing = yield* Effect.makeSemaphore(1)
@@ -143,15 +158,27 @@ const openLog = (repo: RunRecords, runId: string) =>
       return outlasting(repo.appendEvents(runId, batch))
     }))
     const emit = (event: InternalEvent): Effect.Effect<void> =>
-      Effect.sync(() => {
-        if (ended || (last > 0 && event.type === "preparing")) return
-        pending.push({ seq: ++seq, payload: event })
+      Effect.flatMap(FiberRef.get(TellingAttempt), (telling) =>
+        Effect.sync(() => {
+          if (ended || (last > 0 && event.type === "preparing")) return
+          pending.push({ seq: ++seq, payload: telling === undefined ? event : { ...event, ...telling } })
+        }))
+    /**
+     * Runs one attempt of `step`, its events told as that attempt's. An attempt after others first writes what they
+     * told (a retry within this execution may have some still pending) and then marks it superseded.
+     */
+    const attempt = <A, E, R>(step: string, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+      Effect.suspend(() => {
+        const n = (attempts.get(step) ?? 0) + 1
+        attempts.set(step, n)
+        const begin = n === 1 ? Effect.void : Effect.zipRight(flush, outlasting(repo.supersede(runId, step, n)))
+        return Effect.zipRight(begin, Effect.locally(effect, TellingAttempt, { step, attempt: n }))
       })
     yield* Effect.forkScoped(Effect.repeat(flush, Schedule.spaced("100 millis")))
     // Bounded at the scope's close: a runner stopping during an outage does not wait `outlasting`'s minute per run
     // (its next owner replays the run from its last finished step and writes the log again).
     yield* Effect.addFinalizer(() => Effect.ignore(Effect.timeout(Effect.interruptible(flush), "5 seconds")))
-    return { emit, flush } as const
+    return { emit, flush, attempt } as const
   })
 
 /** Where a run's cancel reaches it: this runner's running background runs, and one poll for all of them. */
@@ -257,7 +284,8 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
             onSome: (stopped) => Effect.map(stopped, (stopped): unknown => ({ stopped })),
             onNone: () =>
               Effect.raceFirst(
-                outlasting(effect).pipe(
+                // Each try is an attempt of its own in the log (an outage's retry here, a kill's re-execution).
+                outlasting(log.attempt(name, effect)).pipe(
                   Effect.locally(CurrentChainWait, wait),
                   Effect.map((value): unknown => ({ ok: codec.encode(value) })),
                   Effect.catchAll((error): Effect.Effect<unknown> =>
@@ -303,7 +331,10 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
           })
         )
       const durable: DurableSteps = {
-        step: (name, codec, effect) => stepOf(name, codec, effect, false).pipe(Effect.provide(workflow)),
+        // The engine's own writes for a step (its activity's request, the wait for its reply) met an outage: asked
+        // again (`outlasting`), as the same activity and attempt, whose request the storage already has or takes now.
+        step: (name, codec, effect) =>
+          outlasting(stepOf(name, codec, effect, false), `background run ${runId}: the record of ${name}`).pipe(Effect.provide(workflow)),
         approve: (key, call, emit) =>
           Effect.gen(function*() {
             // Opened and told once: the approval's row (naming this run) and `approval.required` in the log; a
@@ -311,7 +342,7 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
             const opened = yield* Activity.make({
               name: `ask/${key}`,
               success: Schema.Struct({ id: Schema.String, expiresAt: Schema.String }),
-              execute: outlasting(Effect.gen(function*() {
+              execute: outlasting(log.attempt(`ask/${key}`, Effect.gen(function*() {
                 const approval = yield* approvals.openDurable(payer, runId, key)
                 yield* emit({
                   type: "Ask",
@@ -323,7 +354,7 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
                 })
                 yield* log.flush
                 return { id: approval.id, expiresAt: approval.expiresAt.toISOString() }
-              }))
+              })))
             })
             // A stop already known here (a replay woken by its cancel, a deadline passed while it ran) ends the run.
             const known = yield* Deferred.poll(signal)
@@ -345,7 +376,7 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
             const waited = yield* DurableDeferred.raceAll({ name: `approval/${key}`, success: Waited, error: Schema.Never, effects: branches })
             if ("stop" in waited) return yield* stopWith(waited.stop)
             return waited
-          }).pipe(Effect.provide(workflow)),
+          }).pipe((waiting) => outlasting(waiting, `background run ${runId}: the approval ${key}`), Effect.provide(workflow)),
         suspended: () => instance.suspended
       }
 
@@ -560,9 +591,15 @@ export class BackgroundRuns extends Effect.Service<BackgroundRuns>()("atrium/run
 
     /**
      * A background run's events from `after` on, from its log: while it runs the log is read again every 200 ms,
-     * and the stream ends after its last event once the run has ended. Any runner can serve it.
+     * and the stream ends after its last event once the run has ended. Any runner can serve it. `place` is the event's
+     * place among those the log shows (its superseded events left out: "A step tried again"), counted from the log's
+     * start however far on the stream begins, so a resumed stream numbers on as a read from the start would.
      */
-    const events = (run: RunRow, after: number): Stream.Stream<{ seq: number; payload: { type: string } }> =>
+    const events = (run: RunRow, after: number): Stream.Stream<{ seq: number; place: number; payload: { type: string } }> =>
+      Stream.unwrap(Effect.map(after === 0 ? Effect.succeed(0) : repo.shownUpTo(run.id, after), (before) =>
+        Stream.mapAccum(logFrom(run, after), before, (place, event) => [place + 1, { ...event, place: place + 1 }] as const)))
+
+    const logFrom = (run: RunRow, after: number): Stream.Stream<{ seq: number; payload: { type: string } }> =>
       Stream.paginateChunkEffect(after, (cursor) =>
         Effect.gen(function*() {
           const rows = yield* repo.eventsAfter(run.id, cursor)

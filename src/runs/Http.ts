@@ -331,7 +331,7 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
             return yield* runs.invalid("Events are kept for background runs; a foreground run told its events on its own stream.")
           }
           const after = urlParams.after ?? headers["last-event-id"] ?? 0
-          const frames = background.events(run, after).pipe(Stream.map(({ payload, seq }) => publicFrame(payload as Wire, seq, seq)))
+          const frames = background.events(run, after).pipe(Stream.map(({ payload, place, seq }) => publicFrame(payload as Wire, place, seq)))
           return Sse.response(Sse.encode(frames, { done: true, heartbeat }))
         }))
       .handle("answerApproval", ({ path, payload }) =>

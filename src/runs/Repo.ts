@@ -226,11 +226,43 @@ export class RunRecords extends Effect.Service<RunRecords>()("atrium/runs/RunRec
           ON CONFLICT (run_id, seq) DO NOTHING`
     })
 
+    // An abandoned attempt's events are kept, marked, and left out of every read (docs/runs.md, "A step tried again").
     const eventsAfter = SqlSchema.findAll({
       Request: Schema.Struct({ runId: Schema.String, after: Schema.Number, limit: Schema.Number }),
       Result: Schema.Struct({ seq: Schema.Number, payload: Schema.Unknown }),
       execute: ({ after, limit, runId }) =>
-        sql`SELECT seq, payload FROM run_events WHERE run_id = ${runId} AND seq > ${after} ORDER BY seq LIMIT ${limit}`
+        sql`
+          SELECT seq, payload FROM run_events
+          WHERE run_id = ${runId} AND seq > ${after} AND payload->>'superseded' IS NULL
+          ORDER BY seq LIMIT ${limit}`
+    })
+
+    const shownUpTo = SqlSchema.single({
+      Request: Schema.Struct({ runId: Schema.String, seq: Schema.Number }),
+      Result: Schema.Struct({ shown: Schema.Number }),
+      execute: ({ runId, seq }) =>
+        sql`
+          SELECT count(*)::int AS shown FROM run_events
+          WHERE run_id = ${runId} AND seq <= ${seq} AND payload->>'superseded' IS NULL`
+    })
+
+    const stepAttempts = SqlSchema.findAll({
+      Request: Schema.String,
+      Result: Schema.Struct({ step: Schema.String, attempt: Schema.Number }),
+      execute: (runId) =>
+        sql`
+          SELECT payload->>'step' AS step, max((payload->>'attempt')::int) AS attempt
+          FROM run_events WHERE run_id = ${runId} AND payload->>'step' IS NOT NULL
+          GROUP BY 1`
+    })
+
+    const supersede = SqlSchema.void({
+      Request: Schema.Struct({ runId: Schema.String, step: Schema.String, attempt: Schema.Number }),
+      execute: ({ attempt, runId, step }) =>
+        sql`
+          UPDATE run_events SET payload = payload || '{"superseded": true}'::jsonb
+          WHERE run_id = ${runId} AND payload->>'step' = ${step} AND (payload->>'attempt')::int < ${attempt}
+            AND payload->>'superseded' IS NULL`
     })
 
     const logState = SqlSchema.single({
@@ -280,6 +312,12 @@ export class RunRecords extends Effect.Service<RunRecords>()("atrium/runs/RunRec
       eventsAfter: (runId: string, after: number, limit = 500) =>
         Effect.map(eventsAfter({ runId, after, limit }), (rows) => rows.map((row) => ({ seq: row.seq, payload: parsed(row.payload) as { type: string } }))).pipe(Effect.orDie),
       logState: (runId: string) => Effect.orDie(logState(runId)),
+      /** How many of the run's events up to `seq` a read shows (the superseded left out). */
+      shownUpTo: (runId: string, seq: number) => Effect.orDie(Effect.map(shownUpTo({ runId, seq }), (row) => row.shown)),
+      /** The last attempt the log holds of each step that told events in it (`attempt` of its events). */
+      stepAttempts: (runId: string) => Effect.orDie(stepAttempts(runId)),
+      /** Marks the events of `step`'s attempts before `attempt` superseded: no read returns them any more. */
+      supersede: (runId: string, step: string, attempt: number) => Effect.orDie(supersede({ runId, step, attempt })),
       stranded: (seconds: number, limit = 500) => Effect.orDie(stranded({ seconds, limit })),
       /** The credits a run's subagents recorded (each its steps' and its own subagents'). */
       childrenCharged: (id: string) => Effect.orDie(Effect.map(childrenCharged(id), (row) => row.charged))

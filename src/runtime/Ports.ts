@@ -14,8 +14,11 @@ import type { MemorySettings } from "./Expert.js"
 /** The wallet cannot pay for the step. */
 export class InsufficientFunds extends Data.TaggedError("InsufficientFunds")<{ readonly message: string }> {}
 
-/** The charge failed for another reason (the payment side is down, or refused the charge). */
-export class PaymentFailed extends Data.TaggedError("PaymentFailed")<{ readonly message: string }> {}
+/**
+ * The charge failed for another reason (the payment side is down, or refused the charge). `outage`: the wallet did not
+ * answer (an outage outlasted its window), so the same request may be answered later; a refusal has none.
+ */
+export class PaymentFailed extends Data.TaggedError("PaymentFailed")<{ readonly message: string; readonly outage?: boolean }> {}
 
 export interface RunCharge {
   /** Unique per run step: the same key charges once however often it is sent. */

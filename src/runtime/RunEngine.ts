@@ -1,6 +1,6 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import { createHash } from "node:crypto"
-import { Cause, Clock, Effect, Exit, FiberRef, Mailbox, Option, Schema, Stream } from "effect"
+import { Cause, Clock, Duration, Effect, Exit, FiberRef, identity, Mailbox, Option, Schedule, Schema, Stream } from "effect"
 import { newId } from "../platform/Ids.js"
 import { type Micros, toNumber } from "../platform/Money.js"
 import type { InternalEvent } from "./Events.js"
@@ -57,6 +57,22 @@ import type { ToolContext } from "./tools/Tools.js"
  */
 
 const DEFAULT_INSTRUCTIONS = "You are a helpful expert."
+
+/** The pauses of a durable run waiting for its wallet: 1 s doubling, at most 30 s apart. */
+const WALLET_WAIT = Schedule.exponential("1 second", 2).pipe(Schedule.union(Schedule.spaced("30 seconds")))
+/** How long a durable run's settle waits for the wallet before the run records what the ledger holds. */
+const SETTLE_PATIENCE = Duration.minutes(5)
+
+/**
+ * Asks the wallet again while it does not answer (`PaymentFailed` of an outage: each ask already waited out its own
+ * window, `RunPayerLive`), on `WALLET_WAIT`, for `patience` (unbounded: the caller's race bounds it). A refusal is
+ * final. The request's key (the hold's id, the charges' keys) makes an ask that did commit answer from the wallet.
+ */
+const walletPatient = <A, R>(effect: Effect.Effect<A, PaymentFailed, R>, patience?: Duration.Duration): Effect.Effect<A, PaymentFailed, R> =>
+  Effect.retry(effect, {
+    schedule: patience === undefined ? WALLET_WAIT : Schedule.upTo(WALLET_WAIT, patience),
+    while: (error) => error.outage === true
+  })
 
 /** Whose run a trace is: the expert's creator and the run's payer (with its end user) may read it. */
 const traceRunOf = (request: RunRequest): TraceRun => ({
@@ -189,6 +205,9 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
             }
             asked = true
             const grant = yield* runPayer.hold(payer.accountId, holdId, target).pipe(
+              // A durable run has no client waiting on it: a wallet that does not answer is waited for, for as long as
+              // the run lives (its deadline and its cancel race its steps), rather than failing it `billing_failed`.
+              request.durable === undefined ? identity : walletPatient,
               Effect.catchTag("PaymentFailed", (error) => Effect.fail(new BillingFailed({ message: error.message })))
             )
             held = grant.amount
@@ -206,7 +225,11 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
         const settle = (cut: boolean) => Effect.suspend(() => {
           if (!asked && unposted.size === 0) return Effect.void
           const charges = [...unposted.entries()].sort(([a], [b]) => a - b).map(([, c]) => c)
-          const settling = runPayer.settle(payer.accountId, holdId, charges, request.chargeFence ?? null, cut)
+          const settling = runPayer.settle(payer.accountId, holdId, charges, request.chargeFence ?? null, cut).pipe(
+            // A durable run that ended on its own is billed once: its settle waits for the wallet (`SETTLE_PATIENCE`)
+            // rather than leave its steps unposted. One cut short lets go, as any run's (its next owner settles).
+            request.durable === undefined || cut ? identity : (settling) => walletPatient(settling, SETTLE_PATIENCE)
+          )
           // Raced in fibers of their own: this runs uninterruptible, and a settle that lets go must stop waiting.
           const released = request.givenUp === undefined ? settling : Effect.raceFirst(
             Effect.interruptible(settling),

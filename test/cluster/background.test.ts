@@ -68,12 +68,14 @@ describe.skipIf(databaseUrl === undefined)("cluster: background runs (issue 43)"
         assert.strictEqual(-Number(mine[0]!.amount) / 1e6, run.credits_charged)
       }
 
-      // Some runs were on the killed runner: their step was cut and told again from its start on the survivor.
+      // Some runs were on the killed runner: their step was cut and told again from its start on the survivor, as its
+      // second attempt; the log reads as one run, the cut attempt's events superseded (docs/runs.md).
       const logs = yield* Effect.all(ended.map((run) =>
         Effect.promise(() =>
           fetch(`${b.url}/v1/runs/${run.id}/events`, { headers: { authorization: `Bearer ${user.token}` } }).then(async (r) => r.text())
         )))
-      const resumed = logs.filter((text) => parseStream(text).events.filter((e) => e.event === "run.in_progress").length > 1)
+      for (const text of logs) assert.strictEqual(parseStream(text).events.filter((e) => e.event === "run.in_progress").length, 1, text)
+      const resumed = logs.filter((text) => parseStream(text).events.some((e) => e.event === "run.in_progress" && e.data.attempt === 2))
       assert.isAbove(resumed.length, 0, "no run was on the killed runner")
     }), { timeout: 180_000 })
 })

@@ -8,13 +8,16 @@ import { databaseUrl } from "./support.js"
  * all its checks, on a small load. Two runners from `dist/`, ten background runs of every kind (tool runs, slow runs,
  * approvals answered after a fault, one denied, one cancelled), a schedule, a webhook receiver refusing a fifth of
  * the deliveries; the busiest runner is killed with SIGKILL and not started again (the survivor takes its shards: the
- * fault clears then). Every run terminal, no step billed twice, every end delivered under one `webhook-id`, every
- * firing once. Services mode only, as every cluster test.
+ * fault clears then), then PostgreSQL is restarted under the survivor (a PostgreSQL and a Redis of the harness's own,
+ * test/support/Services.ts). Every run terminal, no step billed twice, every end delivered under one `webhook-id`,
+ * every firing once. Services mode only, as every cluster test.
+ *
+ * The PostgreSQL restart used to end one run in ten `failed` (`internal_error`): the workflow engine's own write of a
+ * step's activity met the cut connection (a `PersistenceError` it makes a defect, outside the step's `outlasting`),
+ * which the run engine took for a failed run. `DurableSteps.step` now asks again (src/runs/Background.ts).
+ * DURABLE_FAULTS (e.g. `postgres`) runs other faults; DURABLE_KEEP_LOGS keeps the runners' output.
  */
-// The PostgreSQL restart is not in CI's short form yet: on the session-23 merge it ended one tool run in ten `failed`
-// (`internal_error`): the workflow engine's own write of an activity's result met the cut connection
-// (`PersistenceError`, a typed failure outside the steps' `outlasting`). `bench/durable.ts --faults postgres` shows it.
-const faults: ReadonlyArray<DurableFault> = ["kill"]
+const faults: ReadonlyArray<DurableFault> = (process.env.DURABLE_FAULTS?.split(",") as Array<DurableFault> | undefined) ?? ["kill", "postgres"]
 
 describe.skipIf(databaseUrl === undefined || process.env.REDIS_URL === undefined)("cluster: durable runs, the short form of bench/durable.ts", () => {
   it.live(`ten background runs of every kind through ${faults.join(" then ")}: the bench's checks all hold`, () =>
@@ -29,6 +32,7 @@ describe.skipIf(databaseUrl === undefined || process.env.REDIS_URL === undefined
           restartKilled: false,
           startTogether: true,
           settleSeconds: 40,
+          keepLogs: process.env.DURABLE_KEEP_LOGS,
           adminUrl: databaseUrl!,
           redisUrl: process.env.REDIS_URL!,
           log: (line) => {

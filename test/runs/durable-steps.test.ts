@@ -7,7 +7,7 @@ import type { ExpertConfig } from "../../src/runtime/Expert.js"
 import type { DurableSteps, RunRequest } from "../../src/runtime/Run.js"
 import { Approvals } from "../../src/runtime/Approvals.js"
 import { RunEngine } from "../../src/runtime/RunEngine.js"
-import { RunPayer } from "../../src/runtime/Ports.js"
+import { PaymentFailed, RunPayer } from "../../src/runtime/Ports.js"
 import { insertUser, TestDatabase } from "../support/Database.js"
 import { KnowledgeGate, RunPayerTest } from "../support/Ports.js"
 
@@ -189,6 +189,83 @@ describe("a run's settle", () => {
         const mine = charges.filter((charge) => charge.accountId === request.payer.accountId)
         assert.deepStrictEqual(mine.map((charge) => charge.key), [`${request.runId}:1`])
         assert.strictEqual(result.creditsCharged, mine[0]!.amount)
+      }))
+  })
+})
+
+/**
+ * A wallet that does not answer (issue 43: a background run whose wallet answers slowly ended `billing_failed`): each
+ * account's first `holdOutages` holds and first `settleOutages` settles fail as `RunPayerLive` fails them once an
+ * outage outlasted its window (`PaymentFailed` with `outage`); a refused one has no `outage`.
+ */
+class WalletAsks extends Context.Tag("test/WalletAsks")<WalletAsks, {
+  readonly fail: (accountId: string, failures: { holds: number; settles: number; outage: boolean }) => void
+  readonly asked: (accountId: string) => { holds: number; settles: number }
+}>() {}
+const SlowWallet = Layer.effectContext(Effect.gen(function*() {
+  const payer = yield* RunPayer
+  const plans = new Map<string, { holds: number; settles: number; outage: boolean }>()
+  const asks = new Map<string, { holds: number; settles: number }>()
+  const askedOf = (accountId: string) => {
+    const found = asks.get(accountId) ?? { holds: 0, settles: 0 }
+    asks.set(accountId, found)
+    return found
+  }
+  const unanswered = (accountId: string, kind: "holds" | "settles") =>
+    Effect.suspend(() => {
+      const plan = plans.get(accountId)
+      askedOf(accountId)[kind]++
+      if (plan === undefined || plan[kind] === 0) return Effect.void
+      plan[kind]--
+      return Effect.fail(new PaymentFailed({ message: "EntityDeadline: No answer from the wallet within 15s.", outage: plan.outage }))
+    })
+  return Context.make(RunPayer, {
+    ...payer,
+    hold: (accountId, holdId, amount) => Effect.zipRight(unanswered(accountId, "holds"), payer.hold(accountId, holdId, amount)),
+    settle: (accountId, holdId, charges, fence, cut) =>
+      Effect.zipRight(unanswered(accountId, "settles"), payer.settle(accountId, holdId, charges, fence, cut))
+  }).pipe(
+    Context.add(RunPayerTest, yield* RunPayerTest),
+    Context.add(WalletAsks, { fail: (accountId, failures) => void plans.set(accountId, { ...failures }), asked: askedOf })
+  )
+})).pipe(Layer.provide(RunPayerTest.layer()))
+
+describe("a durable run's wallet", () => {
+  const SlowEnv = Layer.mergeAll(AppConfig.Default, SlowWallet, KnowledgeGate.layer).pipe(Layer.provideMerge(TestDatabase()))
+  const direct: DurableSteps = { step: (_name, _codec, effect) => effect }
+  // The live clock: the wallet's waits are real pauses (1 s, then 2 s).
+  layer(RunEngine.Default.pipe(Layer.provideMerge(SlowEnv)), { excludeTestServices: true })((it) => {
+    it.effect("that does not answer is waited for: the run completes, billed once, its settle waited for too", () =>
+      Effect.gen(function*() {
+        const engine = yield* RunEngine
+        const wallet = yield* WalletAsks
+        const request = yield* requestFor("hello", direct)
+        wallet.fail(request.payer.accountId, { holds: 2, settles: 1, outage: true })
+        const result = yield* engine.execute(request, told().emit, () => Effect.succeedNone)
+        assert.strictEqual(result.status, "completed", JSON.stringify(result.failure))
+        assert.deepStrictEqual(wallet.asked(request.payer.accountId), { holds: 3, settles: 2 })
+        const { charges } = yield* RunPayerTest
+        const mine = charges.filter((charge) => charge.accountId === request.payer.accountId)
+        assert.deepStrictEqual(mine.map((charge) => charge.key), [`${request.runId}:1`])
+        assert.strictEqual(result.creditsCharged, mine[0]!.amount)
+      }), { timeout: 20_000 })
+
+    it.effect("a foreground run, whose client waits, fails billing_failed at once; a refusal fails a durable run too", () =>
+      Effect.gen(function*() {
+        const engine = yield* RunEngine
+        const wallet = yield* WalletAsks
+        const foreground = yield* requestFor("hello", undefined)
+        wallet.fail(foreground.payer.accountId, { holds: 1, settles: 0, outage: true })
+        const failed = yield* engine.execute(foreground, told().emit, () => Effect.succeedNone)
+        assert.strictEqual(failed.status, "failed")
+        assert.strictEqual(Option.getOrUndefined(failed.failure)?.code, "billing_failed")
+        assert.strictEqual(wallet.asked(foreground.payer.accountId).holds, 1)
+
+        const refused = yield* requestFor("hello", direct)
+        wallet.fail(refused.payer.accountId, { holds: 1, settles: 0, outage: false })
+        const refusal = yield* engine.execute(refused, told().emit, () => Effect.succeedNone)
+        assert.strictEqual(Option.getOrUndefined(refusal.failure)?.code, "billing_failed")
+        assert.strictEqual(wallet.asked(refused.payer.accountId).holds, 1)
       }))
   })
 })
