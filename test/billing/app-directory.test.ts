@@ -9,7 +9,7 @@ import { type OAuthApp, OAuthApps } from "../../src/identity/oauth/Apps.js"
  * lookup that a change overtook does not put what it read back. test/billing/events.test.ts checks the same through
  * the API (a disabled meter, a new price, a new cap are seen at once).
  */
-const app = (dailyCapPerUser: number | null) => ({ id: "app_1", dailyCapPerUser }) as unknown as OAuthApp
+const app = (dailyCapPerUser: bigint | null) => ({ id: "app_1", dailyCapPerUser }) as unknown as OAuthApp
 const meter = { id: "mtr_1", appId: "app_1", eventName: "call", creditsPerUse: 10_000n, disabled: false } as unknown as MeterRow
 
 /** A directory over an app whose reads are counted and, while `gate` is set, wait for it. */
@@ -32,7 +32,7 @@ const directory = Effect.gen(function*() {
   return {
     service,
     reads: () => reads,
-    change: (cap: number) => void (current = app(cap)),
+    change: (cap: bigint) => void (current = app(cap)),
     hold: Effect.map(Deferred.make<void>(), (d) => (gate = d)),
     release: Effect.suspend(() => (gate === undefined ? Effect.void : Effect.asVoid(Deferred.succeed(gate, undefined))))
   }
@@ -47,9 +47,9 @@ describe("AppDirectory", () => {
       yield* d.service.priced("app_1", "call")
       yield* d.service.priced("app_1", "call")
       assert.strictEqual(d.reads(), 1)
-      d.change(5)
+      d.change(5n)
       yield* d.service.invalidate("app_1")
-      assert.strictEqual(capOf(yield* d.service.priced("app_1", "call")), 5)
+      assert.strictEqual(capOf(yield* d.service.priced("app_1", "call")), 5n)
       assert.strictEqual(d.reads(), 2)
     }))
 
@@ -60,12 +60,12 @@ describe("AppDirectory", () => {
       // The lookup reads the old app, then waits; the app changes and is invalidated meanwhile.
       const slow = yield* Effect.fork(d.service.priced("app_1", "call"))
       while (d.reads() === 0) yield* Effect.yieldNow()
-      d.change(7)
+      d.change(7n)
       yield* d.service.invalidate("app_1")
       yield* Deferred.succeed(gate, undefined)
       assert.isNull(capOf(yield* Fiber.join(slow)))
       // The next charge reads the app again and sees the change.
-      assert.strictEqual(capOf(yield* d.service.priced("app_1", "call")), 7)
+      assert.strictEqual(capOf(yield* d.service.priced("app_1", "call")), 7n)
       assert.strictEqual(d.reads(), 2)
     }))
 })
