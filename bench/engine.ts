@@ -392,6 +392,7 @@ const statementsFloorPart = async () => {
     env: { SMS_TEST_OTP: phones.map((p) => `${p}=123456`).join(","), SIGNUP_CREDITS: "1000000" },
     ...(SERVICES ? { services: { adminUrl: ADMIN_URL, redisUrl: REDIS_URL } } : {})
   })
+  progress(`${STATEMENTS_FLOOR}: the platform started; making ${FLOOR_USERS} users, their agents and wallets`)
   let agents: Array<string> = []
   const setup = new Http.Agent({ keepAlive: true, maxSockets: 10 })
   try {
@@ -410,6 +411,7 @@ const statementsFloorPart = async () => {
     setup.destroy()
     await platform.stop({ keepData: true })
   }
+  progress(`${STATEMENTS_FLOOR}: the database is ready; starting bench/effect-floor.ts on it`)
   const port = await freePort()
   const where = platform.db !== undefined ? ["--database", platform.db.url] : ["--data-dir", platform.dataDir!]
   const script = "bench/effect-floor.ts"
