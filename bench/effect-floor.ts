@@ -365,7 +365,11 @@ const Database: Layer.Layer<SqlClient.SqlClient> | undefined = DATABASE !== unde
 const server = Http.createServer()
 const ServerLive = HttpApiBuilder.serve().pipe(
   Layer.provide(HttpApiBuilder.api(FloorApi).pipe(Layer.provide(Database === undefined ? FloorLive : FloorLive.pipe(Layer.provide(Database))))),
-  Layer.provide(NodeHttpServer.layer(() => server, { port: PORT, host: "127.0.0.1" }))
+  // With a database, it is opened before the server listens: a request that came before the routes were set would
+  // hang (PGlite takes seconds to open).
+  Layer.provide(NodeHttpServer.layer(() => server, { port: PORT, host: "127.0.0.1" }).pipe(
+    Database === undefined ? (self) => self : Layer.provide(Database)
+  ))
 )
 
 server.once("listening", () => {
