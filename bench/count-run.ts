@@ -9,7 +9,7 @@
  *     npx tsx bench/count-run.ts [--runs 300] [--concurrency 10] [--users 10]
  *
  * PROBE_OPS=1 adds the ops by span, PROBE_FIBERS=1 the fibers by where they start, PROBE_TRACE=1 the last HTTP writes
- * (bench/probe.mjs). It prints one JSON line per phase (runs, turns, then hot-wallet charges: `POST /v1/events` with
+ * (bench/probe.mjs), PROBE_SQL=1 the statements sent to PostgreSQL per run by their text. It prints one JSON line per phase (runs, turns, then hot-wallet charges: `POST /v1/events` with
  * an OAuth access token on one wallet, as bench/billing.ts's hot phase): counts per run, turn or charge.
  * `--phases run,turn,charge` picks the phases.
  */
@@ -73,7 +73,7 @@ const pool = async (n: number, concurrency: number, once: (i: number) => Promise
 const main = async () => {
   const phones = Array.from({ length: USERS }, (_, i) => `+1555${String(3_000_000 + i).padStart(7, "0")}`)
   const platform = await launchBenchPlatform({
-    env: { SMS_TEST_OTP: phones.map((p) => `${p}=123456`).join(","), SIGNUP_CREDITS: "1000000", PROBE_OUT: OUT, PROBE_FIBERS: process.env.PROBE_FIBERS ?? "0", PROBE_OPS: process.env.PROBE_OPS ?? "0", PROBE_TRACE: process.env.PROBE_TRACE ?? "0", PROBE_SITES: process.env.PROBE_SITES ?? "0" },
+    env: { SMS_TEST_OTP: phones.map((p) => `${p}=123456`).join(","), SIGNUP_CREDITS: "1000000", PROBE_OUT: OUT, PROBE_FIBERS: process.env.PROBE_FIBERS ?? "0", PROBE_OPS: process.env.PROBE_OPS ?? "0", PROBE_TRACE: process.env.PROBE_TRACE ?? "0", PROBE_SITES: process.env.PROBE_SITES ?? "0", PROBE_SQL: process.env.PROBE_SQL ?? "0" },
     nodeArgs: ["--import", Path.resolve(import.meta.dirname, "probe.mjs")],
     ...(SERVICES ? { services: { adminUrl: process.env.DATABASE_URL!, redisUrl: process.env.REDIS_URL ?? "redis://127.0.0.1:6379" } } : {})
   })
@@ -120,6 +120,7 @@ const main = async () => {
       const a = await snapshot(child.pid!)
       const failed = await pool(RUNS, concurrency, once)
       const sitesA = Fs.existsSync(`${OUT}.sites`) ? new Map<string, number>(JSON.parse(Fs.readFileSync(`${OUT}.sites`, "utf8"))) : undefined
+      const sqlA = Fs.existsSync(`${OUT}.sql`) ? new Map<string, number>(JSON.parse(Fs.readFileSync(`${OUT}.sql`, "utf8"))) : undefined
       const fibersA = Fs.existsSync(`${OUT}.fibers`) ? new Map<string, number>(JSON.parse(Fs.readFileSync(`${OUT}.fibers`, "utf8"))) : undefined
       const b = await snapshot(child.pid!)
       if (process.env.PROBE_TRACE === "1") console.log(Fs.readFileSync(`${OUT}.trace`, "utf8").split("\n").slice(-12).join("\n"))
@@ -129,6 +130,12 @@ const main = async () => {
         const sitesB: Array<[string, number]> = JSON.parse(Fs.readFileSync(`${OUT}.sites`, "utf8"))
         for (const [site, n] of sitesB.map(([k, n]): [string, number] => [k, (n - (sitesA.get(k) ?? 0)) / RUNS]).filter(([, n]) => n >= 0.05).sort((x, y) => y[1] - x[1])) {
           console.log(`  ${n.toFixed(2)} ${site}`)
+        }
+      }
+      if (sqlA !== undefined) {
+        const sqlB: Array<[string, number]> = JSON.parse(Fs.readFileSync(`${OUT}.sql`, "utf8"))
+        for (const [text, n] of sqlB.map(([k, n]): [string, number] => [k, (n - (sqlA.get(k) ?? 0)) / RUNS]).filter(([, n]) => n >= 0.05).sort((x, y) => y[1] - x[1])) {
+          console.log(`  ${n.toFixed(2)} ${text.slice(0, 400)}`)
         }
       }
       if (fibersA !== undefined) {

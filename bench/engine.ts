@@ -21,7 +21,7 @@
  *   intervals (15 s), so the floor and the platform ping every held answer the same number of times in the window.
  * - --wallet-connections 64: connections of the hot-wallet run (bench/billing.ts --concurrency).
  * - --peer on|off [on]: the LangGraph peer (installed on demand in bench/peer-langgraph by its `npm ci`).
- * - --parts floor,effect,get,runs,turns,sessions,billing,peer [all]: which parts run (always in this order).
+ * - --parts floor,effect,effect-db,get,runs,turns,sessions,billing,peer [all]: which parts run (always in this order).
  * - --out FILE.md: also write the report to FILE.md (it always goes to stdout; progress and the scripts' own tables go
  *   to stderr).
  *
@@ -30,6 +30,12 @@
  *    --trivial-clients, `POST /run` (11 events) at each level, then --subscriptions `GET /hold` held idle (heap per
  *    held answer after a forced GC, CPU over --idle-seconds).
  * 1b. effect: bench/effect-floor.ts the same way (the same routes through HttpApi, NodeHttpServer and Effect streams).
+ * 1c. effect-db: the Effect floor with a run's statements (issue 45 item 5): the platform is started once on a fresh
+ *    database (PostgreSQL in services mode, a PGlite data directory in embedded mode) to make its tables, 50 users with
+ *    their signup grant and an agent each, and stopped; bench/effect-floor.ts then serves `POST /run` on that database
+ *    (`--database URL` or `--data-dir DIR`), running before and within each run's events the statements a builtin run
+ *    runs, client i naming user i's agent as bench/runs.ts does: warm-up, then `POST /run` at each level. Our run's CPU
+ *    over this row's is what our own code adds to the Effect runtime doing the same work.
  * 2. get: `GET /v1/meters` on the platform (started by launchBenchPlatform) at --trivial-clients, the same loop as 1.
  * 3. runs: bench/runs.ts --levels LEVELS (POST /v1/agents/run, its warm-up and its long-answer phase included).
  * 4. turns: bench/sessions.ts --phases memory,turns --sessions 0 --gc off --turn-sessions L, one run per level: the
@@ -59,7 +65,7 @@ import * as Http from "node:http"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { createThread, ensureInstalled, startLangGraph, statelessRun, threadRun, type Timing as PeerTiming } from "./peer-langgraph/peer.js"
-import { closedLoop, freePort, launchBenchPlatform, type LoopResult, pair, processCpu, type RunTiming, streamRun } from "./support.js"
+import { call, closedLoop, freePort, launchBenchPlatform, type LoopResult, pair, processCpu, type RunTiming, streamRun } from "./support.js"
 
 const args = new Map<string, string>()
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1]!)
@@ -73,7 +79,7 @@ const IDLE_SECONDS = Number(args.get("idle-seconds") ?? 45)
 const WALLET_CONNECTIONS = Number(args.get("wallet-connections") ?? 64)
 const PEER = (args.get("peer") ?? "on") !== "off"
 const OUT = args.get("out")
-const PARTS = new Set((args.get("parts") ?? "floor,effect,get,runs,turns,sessions,billing,peer").split(","))
+const PARTS = new Set((args.get("parts") ?? "floor,effect,effect-db,get,runs,turns,sessions,billing,peer").split(","))
 if (!PEER) PARTS.delete("peer")
 const SERVICES = process.env.DATABASE_URL !== undefined
 const ADMIN_URL = process.env.DATABASE_URL ?? ""
@@ -218,7 +224,9 @@ const openHolds = async (base: string, path: string, n: number, concurrency: num
 // ---------------------------------------------------------------------------------------------------------------------
 // Results
 
-type System = "floor" | "Effect floor" | "Atrium" | "LangGraph"
+type System = "floor" | "Effect floor" | typeof STATEMENTS_FLOOR | "Atrium" | "LangGraph"
+/** bench/effect-floor.ts with a run's statements behind each run (part effect-db). */
+const STATEMENTS_FLOOR = "Effect floor with a run's statements"
 
 /** One load of runs, turns or trivial requests, whoever served it. */
 interface Row {
@@ -367,6 +375,77 @@ const floorPart = (system: "floor" | "Effect floor", script: string) => async ()
     child.kill("SIGTERM")
     await exited
     process.removeListener("exit", kill)
+  }
+}
+
+/** The users (and an agent each) the statements floor's runs are paid by, as bench/runs.ts's --users. */
+const FLOOR_USERS = 50
+
+/**
+ * The Effect floor with a run's statements: the platform makes the database (its migrations, the users and their
+ * wallets, their agents) and stops; bench/effect-floor.ts then runs a builtin run's statements on it, no code of ours
+ * in the process.
+ */
+const statementsFloorPart = async () => {
+  const phones = Array.from({ length: FLOOR_USERS }, (_, i) => `+1555${String(4_000_000 + i).padStart(7, "0")}`)
+  const platform = await launchBenchPlatform({
+    env: { SMS_TEST_OTP: phones.map((p) => `${p}=123456`).join(","), SIGNUP_CREDITS: "1000000" },
+    ...(SERVICES ? { services: { adminUrl: ADMIN_URL, redisUrl: REDIS_URL } } : {})
+  })
+  progress(`${STATEMENTS_FLOOR}: the platform started; making ${FLOOR_USERS} users, their agents and wallets`)
+  let agents: Array<string> = []
+  const setup = new Http.Agent({ keepAlive: true, maxSockets: 10 })
+  try {
+    agents = await Promise.all(phones.map(async (phone, i) => {
+      const token = (await call(setup, platform.base, "POST", "/api/auth/login", { phone, code: "123456" })).body.token as string
+      const created = await call(setup, platform.base, "POST", "/v1/agents", { name: `Floor ${i}`, instructions: "Answer briefly." }, {
+        authorization: `Bearer ${token}`
+      })
+      if (typeof created.body.identifier !== "string") throw new Error(`POST /v1/agents answered ${created.status}`)
+      // A wallet is made (with its signup grant) when it is first read.
+      const wallet = await call(setup, platform.base, "GET", "/api/wallet", undefined, { authorization: `Bearer ${token}` })
+      if (wallet.status !== 200) throw new Error(`GET /api/wallet answered ${wallet.status}`)
+      return created.body.identifier as string
+    }))
+  } finally {
+    setup.destroy()
+    await platform.stop({ keepData: true })
+  }
+  progress(`${STATEMENTS_FLOOR}: the database is ready; starting bench/effect-floor.ts on it`)
+  const port = await freePort()
+  const where = platform.db !== undefined ? ["--database", platform.db.url] : ["--data-dir", platform.dataDir!]
+  const script = "bench/effect-floor.ts"
+  const child = ChildProcess.spawn(process.execPath, ["--expose-gc", "--import", "tsx", script, "--port", String(port), ...where], {
+    cwd: ROOT,
+    stdio: ["ignore", "ignore", "inherit"]
+  })
+  const exited = new Promise((resolve) => child.once("exit", resolve))
+  const kill = () => child.kill("SIGKILL")
+  process.once("exit", kill)
+  const base = `http://127.0.0.1:${port}`
+  const agent = new Http.Agent({ keepAlive: true, maxSockets: Math.max(...LEVELS, WARM_UP_CLIENTS) + 10 })
+  try {
+    for (let i = 0; ; i++) {
+      if (i > 300 || child.exitCode !== null) throw new Error(`${script} ${where[0]} did not start`)
+      if (await getOnce(agent, base, "/json").then((r) => r.ok)) break
+      await sleep(100)
+    }
+    const cmd = (what: string) => `engine.ts → node --expose-gc --import tsx ${script} ${where[0]} (the platform's database, ${FLOOR_USERS} users): ${what}`
+    const run = (client: number) => streamRun(agent, base, "/run", {}, { agent: agents[client % agents.length], message: MESSAGE })
+    await phase(`${STATEMENTS_FLOOR}: warm-up`, cmd(`POST /run, ${WARM_UP_CLIENTS} clients, ${WARM_UP} s`), () =>
+      closedLoop({ clients: WARM_UP_CLIENTS, seconds: WARM_UP, once: run }))
+    for (const level of LEVELS) {
+      const loaded = await phase(`${STATEMENTS_FLOOR}: POST /run, ${plural(level, "client")}`, cmd(`POST /run, ${plural(level, "client")}, ${SECONDS} s`), () =>
+        closedLoop({ clients: level, seconds: SECONDS, once: run, cpu: () => processCpu(child.pid!) }))
+      if (loaded.value) runRows.push(rowOfLoop(STATEMENTS_FLOOR, "POST /run with a run's statements", loaded.id, loaded.value, runPick))
+    }
+  } finally {
+    agent.destroy()
+    child.kill("SIGTERM")
+    await exited
+    process.removeListener("exit", kill)
+    await platform.db?.drop()
+    if (platform.dataDir !== undefined) Fs.rmSync(platform.dataDir, { recursive: true, force: true })
   }
 }
 
@@ -651,6 +730,10 @@ const report = (started: Date, loadStart: ReadonlyArray<number>, seconds: number
       r?.cpuMs ?? NaN,
       { effect: cpuAt(runRows, "Effect floor", TARGET_LEVEL), floor: cpuAt(runRows, "floor", TARGET_LEVEL), peer: cpuAt(runRows, "LangGraph", TARGET_LEVEL) },
       ms(2), (r?.cpuMs ?? NaN) <= 1.5, r?.phase)
+    const withStatements = cpuAt(runRows, STATEMENTS_FLOOR, TARGET_LEVEL)
+    target(`(5)`, `server CPU per builtin run, ${TARGET_LEVEL} clients; beside it (Effect column): ${STATEMENTS_FLOOR} (bench/effect-floor.ts --database), ` +
+      `so ours / Effect is what our code adds to the runtime doing the same statements and events`, "reference",
+      r?.cpuMs ?? NaN, { effect: withStatements }, ms(2), "reference", r?.phase)
     const t = at(turnRows, "Atrium", TARGET_LEVEL)
     target(`3`, `server CPU per session turn, ${TARGET_LEVEL} sessions${levelNote}; floors POST /run; peer: run on a thread`, "≤ 3 ms",
       t?.cpuMs ?? NaN,
@@ -726,7 +809,7 @@ const report = (started: Date, loadStart: ReadonlyArray<number>, seconds: number
         `CPU per ${unit} ms |${commits ? " PG commits per turn |" : ""} failed | load avg | phase |`
     )
     out(`| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |${commits ? " ---: |" : ""} ---: | --- | --- |`)
-    const order: Array<System> = ["floor", "Effect floor", "Atrium", "LangGraph"]
+    const order: Array<System> = ["floor", "Effect floor", STATEMENTS_FLOOR, "Atrium", "LangGraph"]
     const sorted = [...rows].sort((a, b) => a.clients - b.clients || order.indexOf(a.system) - order.indexOf(b.system))
     for (const r of sorted) {
       const cpu = r.cpuMsSettled !== undefined ? `${f(r.cpuMs, 2)} (${f(r.cpuMsSettled, 2)} with the ${PEER_SETTLE_SECONDS} s after)` : f(r.cpuMs, 2)
@@ -815,6 +898,7 @@ const main = async () => {
   try {
     if (PARTS.has("floor")) await part("floor", "bench/floor.ts", floorPart("floor", "bench/floor.ts"))
     if (PARTS.has("effect")) await part("Effect floor", "bench/effect-floor.ts", floorPart("Effect floor", "bench/effect-floor.ts"))
+    if (PARTS.has("effect-db")) await part(STATEMENTS_FLOOR, "bench/effect-floor.ts --database", statementsFloorPart)
     if (PARTS.has("get")) await part("Atrium: trivial GET", "launchBenchPlatform", getPart)
     if (PARTS.has("runs")) await part("Atrium: runs", "bench/runs.ts", runsPart)
     if (PARTS.has("turns")) await part("Atrium: turns", "bench/sessions.ts", turnsPart)

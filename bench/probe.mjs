@@ -3,7 +3,9 @@
  * started (Effect's fiber-id counter), Effect ops evaluated (each op handler of the fiber run loop wrapped), and
  * socket writes by peer (HTTP clients, PostgreSQL, Redis; `write` and `writev` apart) and HTTP response writes. SIGUSR2 writes the counts to
  * PROBE_OUT. PROBE_OPS=1 also counts ops by the fiber's span (and, with PROBE_FIBERS=1, the place its fiber started);
- * PROBE_FIBERS=1 counts fibers by where they start; PROBE_TRACE=1 keeps the last HTTP writes (PROBE_OUT.trace).
+ * PROBE_FIBERS=1 counts fibers by where they start; PROBE_TRACE=1 keeps the last HTTP writes (PROBE_OUT.trace);
+ * PROBE_SQL=1 counts the statements sent to PostgreSQL by their text (PROBE_OUT.sql), read from the frontend's Parse
+ * and Query messages on the wire, whatever client sent them: what bench/effect-floor.ts's `--statements` replays.
  */
 import * as http from "node:http"
 import * as net from "node:net"
@@ -31,9 +33,33 @@ const portOf = (s) => {
   const p = s.remotePort
   return p === 5432 ? "pg" : p === 6379 ? "redis" : s.server || s._server ? "http" : String(p ?? "?")
 }
+const statements = new Map()
+/** The statement texts in a buffer of PostgreSQL frontend messages: `P` (Parse: name, text) and `Q` (Query: text). */
+const noteStatements = (buffer) => {
+  if (!Buffer.isBuffer(buffer)) return
+  let at = 0
+  while (at + 5 <= buffer.length) {
+    const type = buffer[at]
+    const length = buffer.readInt32BE(at + 1)
+    if (length < 4 || at + 1 + length > buffer.length) return
+    const body = buffer.subarray(at + 5, at + 1 + length)
+    let text
+    if (type === 0x51) text = body.subarray(0, body.indexOf(0)).toString()
+    else if (type === 0x50) {
+      const nameEnd = body.indexOf(0)
+      text = body.subarray(nameEnd + 1, body.indexOf(0, nameEnd + 1)).toString()
+    }
+    if (text !== undefined) {
+      const key = text.replace(/\s+/g, " ").trim()
+      statements.set(key, (statements.get(key) ?? 0) + 1)
+    }
+    at += 1 + length
+  }
+}
 const orig = net.Socket.prototype._writeGeneric
 net.Socket.prototype._writeGeneric = function(writev, data, encoding, cb) {
   const k = portOf(this)
+  if (process.env.PROBE_SQL === "1" && k === "pg") for (const d of writev ? data : [{ chunk: data }]) noteStatements(d.chunk ?? d)
   const m = writev ? counts.writev : counts.writes
   m[k] = (m[k] ?? 0) + 1
   if (process.env.PROBE_TRACE === "1" && k === "http") {
@@ -53,6 +79,7 @@ http.OutgoingMessage.prototype.write = function(...args) {
 const fibers = () => globalThis["effect/GlobalValue"]?.get(Symbol.for("effect/Fiber/Id/_fiberCounter"))?.current ?? -1
 process.on("SIGUSR2", () => {
   if (process.env.PROBE_TRACE === "1") fs.writeFileSync(`${OUT}.trace`, trace.join("\n"))
+  if (process.env.PROBE_SQL === "1") fs.writeFileSync(`${OUT}.sql`, JSON.stringify([...statements].sort((a, b) => b[1] - a[1])))
   fs.writeFileSync(OUT, JSON.stringify({ ...counts, opsBySpan: Object.fromEntries(opsBySpan), fibers: fibers(), cpu: process.cpuUsage() }))
 })
 // PROBE_FIBERS=1: where fibers start, by the span they start in and the first frames outside Effect.

@@ -21,9 +21,8 @@ export class Meters extends Effect.Service<Meters>()("atrium/billing/Meters", {
       if (!caller.scopes.includes("events")) {
         return yield* new InsufficientScope({ message: "This access token lacks the `events` scope." })
       }
-      const app = yield* directory.app(caller.appId)
+      const { app, meter } = yield* directory.priced(caller.appId, event.event)
       if (Option.isNone(app)) return yield* new Unauthorized({ message: "The app of this access token no longer exists." })
-      const meter = yield* directory.meter(app.value.id, event.event)
       if (Option.isNone(meter) || meter.value.disabled) {
         // A retry of an event charged before its meter went away still gets its original answer.
         const prior = (yield* ledger.findByKeys([{ scope: app.value.id, key: event.idempotency_key }]))
