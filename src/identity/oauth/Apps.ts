@@ -1,6 +1,6 @@
 import { Effect, Option } from "effect"
 import { NotFound } from "../../platform/Errors.js"
-import { newAppId, randomBase62 } from "../../platform/Ids.js"
+import { AppId, randomBase62 } from "../../platform/Ids.js"
 import type { Micros } from "../../platform/Money.js"
 import { sha256 } from "../Tokens.js"
 import { type AppRow, OAuthRepo } from "./Repo.js"
@@ -23,7 +23,7 @@ export class OAuthApps extends Effect.Service<OAuthApps>()("atrium/identity/OAut
     const create = Effect.fn("OAuthApps.create")(function*(ownerId: string, fields: { readonly name: string; readonly redirectUris: ReadonlyArray<string> }) {
       const clientSecret = `cs_${randomBase62(40)}`
       const app = yield* repo.insertApp({
-        id: newAppId(),
+        id: AppId.random(),
         ownerId,
         name: fields.name,
         clientId: `cid_${randomBase62(24)}`,
