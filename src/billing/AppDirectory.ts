@@ -1,5 +1,6 @@
 import { Cache, Effect, Option } from "effect"
 import { type OAuthApp, OAuthApps } from "../identity/oauth/Apps.js"
+import type { AppId } from "../platform/Ids.js"
 import { type MeterRow, MetersRepo } from "./MetersRepo.js"
 
 /**
@@ -13,7 +14,7 @@ export class AppDirectory extends Effect.Service<AppDirectory>()("atrium/billing
   effect: Effect.gen(function*() {
     const repo = yield* MetersRepo
     const oauthApps = yield* OAuthApps
-    const apps = yield* Cache.make({ capacity: 10_000, timeToLive: TTL, lookup: (id: string) => oauthApps.find(id) })
+    const apps = yield* Cache.make({ capacity: 10_000, timeToLive: TTL, lookup: (id: AppId) => oauthApps.find(id) })
     const meters = yield* Cache.make({
       capacity: 100_000,
       timeToLive: TTL,
@@ -23,11 +24,11 @@ export class AppDirectory extends Effect.Service<AppDirectory>()("atrium/billing
       }
     })
     return {
-      app: (id: string): Effect.Effect<Option.Option<OAuthApp>> => apps.get(id),
-      meter: (appId: string, eventName: string): Effect.Effect<Option.Option<MeterRow>> =>
+      app: (id: AppId): Effect.Effect<Option.Option<OAuthApp>> => apps.get(id),
+      meter: (appId: AppId, eventName: string): Effect.Effect<Option.Option<MeterRow>> =>
         meters.get(JSON.stringify([appId, eventName])),
       /** After an app or any of its meters changed. */
-      invalidate: (appId: string) =>
+      invalidate: (appId: AppId) =>
         Effect.gen(function*() {
           yield* apps.invalidate(appId)
           for (const key of yield* meters.keys) {
