@@ -16,6 +16,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { DatabaseLive } from "../src/platform/Database.js"
+import { UserId } from "../src/platform/Ids.js"
 import { SessionsRepo } from "../src/sessions/Repo.js"
 import { createBenchDatabase, percentile } from "./support.js"
 
@@ -39,9 +40,9 @@ const main = async () => {
     const program = Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const repo = yield* SessionsRepo
-      yield* sql`INSERT INTO users (id, phone) VALUES ('benchf_user', '+15550000001')`
-      yield* sql`INSERT INTO agents (id, identifier, owner_id, draft) VALUES ('agt_benchf', 'benchf', 'benchf_user', '{}'::jsonb)`
-      yield* sql`INSERT INTO sessions (id, agent_id, account_id, end_user_id, leaf_turn) VALUES ('ses_benchf', 'agt_benchf', 'benchf_user', '', ${TURNS})`
+      yield* sql`INSERT INTO users (id, phone) VALUES ('usr_benchf', '+15550000001')`
+      yield* sql`INSERT INTO agents (id, identifier, owner_id, draft) VALUES ('agt_benchf', 'benchf', 'usr_benchf', '{}'::jsonb)`
+      yield* sql`INSERT INTO sessions (id, agent_id, account_id, end_user_id, leaf_turn) VALUES ('ses_benchf', 'agt_benchf', 'usr_benchf', '', ${TURNS})`
       // A line of TURNS turns, each a question and an answer of a few hundred characters.
       yield* sql`
         INSERT INTO session_turns (session_id, turn, parent_turn, run_id, messages, chars, status)
@@ -58,7 +59,7 @@ const main = async () => {
         const t0 = performance.now()
         // What Sessions.fork does after the owner check: the turn is on the tree, the row, the answer.
         if (!(yield* repo.hasTurn("ses_benchf", at))) return yield* Effect.dieMessage(`no turn ${at}`)
-        yield* repo.fork({ id, from: "ses_benchf", turn: at, accountId: "benchf_user", endUserId: "" })
+        yield* repo.fork({ id, from: "ses_benchf", turn: at, accountId: UserId.make("usr_benchf"), endUserId: "" })
         const forked = yield* repo.byId(id)
         forkTimes.push(performance.now() - t0)
         if (Option.isNone(forked)) return yield* Effect.dieMessage("the fork is missing")

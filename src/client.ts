@@ -15,11 +15,9 @@ import type { ApprovalEvent, MessageEvent } from "./sessions/Api.js"
 
 export { PublicEvent, RunFailed } from "./runtime/Domain.js"
 /** The branded ids the endpoints take (`FileId.make("file_…")`): a brand names the kind of id, the wire is the string. */
-export { AgentId } from "./agents/Domain.js"
 export { FileId } from "./files/Domain.js"
-export { ApiKeyId, AppId, EnvironmentId, UserId } from "./platform/Ids.js"
+export { AgentId, ApiKeyId, AppId, EnvironmentId, SessionId, UserId } from "./platform/Ids.js"
 export { ApprovalId, RunId } from "./runtime/Domain.js"
-export { SessionId } from "./sessions/Domain.js"
 
 /**
  * A typed client of the platform's API for TypeScript callers, derived from the same `HttpApi` the server serves

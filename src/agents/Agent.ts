@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { EvalDatasetId } from "../platform/Ids.js"
 import { BUILTIN_TOOLS, McpServer, MemorySettings, ToolPolicy } from "../runtime/Expert.js"
 
 /**
@@ -121,7 +122,7 @@ export const AgentConfig = Schema.Struct({
    * The eval gate (docs/evals.md, "Publish gate"): a new version whose pass rate on `dataset` falls below the live
    * version's by more than `threshold` (0 to 1) is not submitted. A setting of the expert, read from the draft.
    */
-  eval_gate: Schema.optional(Schema.NullOr(Schema.Struct({ dataset: Schema.String, threshold: Schema.Number })))
+  eval_gate: Schema.optional(Schema.NullOr(Schema.Struct({ dataset: EvalDatasetId.unchecked, threshold: Schema.Number })))
 })
 export type AgentConfig = typeof AgentConfig.Type
 
@@ -150,7 +151,7 @@ export const AgentFields = {
   trace_content: Schema.Boolean,
   otlp_export: OtlpExportInput,
   eval_gate: Schema.NullOr(Schema.Struct({
-    dataset: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)),
+    dataset: EvalDatasetId.unchecked.pipe(Schema.minLength(1), Schema.maxLength(100)),
     threshold: Schema.Number.pipe(Schema.between(0, 1))
   }))
 }

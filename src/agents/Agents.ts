@@ -7,12 +7,12 @@ import { AgentsConfig } from "./Config.js"
 import { KnowledgeRepo } from "../knowledge/Repo.js"
 import { Notifications } from "../notifications/Notifications.js"
 import { Forbidden, InvalidRequest, NotFound } from "../platform/Errors.js"
-import { randomBase62, type UserId } from "../platform/Ids.js"
+import { AgentId, randomBase62, type UserId } from "../platform/Ids.js"
 import { parseCredits, toNumber } from "../platform/Money.js"
 import { ModelCatalog } from "../runtime/models/Catalog.js"
 import { type AgentConfig, type AgentFields, defaultBilling, normalizeBilling, type OtlpExportInput } from "./Agent.js"
 import { type AgentRow, AgentsRepo, type Submission } from "./Repo.js"
-import { IdentifierTaken, newAgentId } from "./Domain.js"
+import { IdentifierTaken, SubmissionId } from "./Domain.js"
 import { EvalGate } from "./Gate.js"
 import { canDelegateTo, changeAccess, isCreator } from "./Policy.js"
 
@@ -80,7 +80,7 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
       fields: Fields,
       ownerId: UserId,
       selfIdentifier?: string,
-      agentId?: string
+      agentId?: AgentId
     ) {
       const next = { ...base }
       if (fields.name !== undefined) next.name = fields.name
@@ -203,7 +203,7 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
       for (let attempt = 0; attempt < 5; attempt++) {
         const stem = slugify(fields.name)
         const identifier = wanted ?? `${stem.length >= 3 ? stem : "agent"}-${randomBase62(6).toLowerCase()}`
-        const inserted = yield* repo.insert({ id: newAgentId(), identifier, ownerId, draft })
+        const inserted = yield* repo.insert({ id: AgentId.random(), identifier, ownerId, draft })
         if (Option.isSome(inserted)) return inserted.value
         if (wanted !== undefined) {
           return yield* new IdentifierTaken({ message: `The identifier "${wanted}" is taken.` })
@@ -216,7 +216,7 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
      * The agent if `viewerId` owns it. Anyone else gets 404 for an unpublished agent, whether it exists or not, and
      * 403 for a published one (its existence is public anyway).
      */
-    const owned = (identifier: string, viewerId: string) =>
+    const owned = (identifier: string, viewerId: UserId) =>
       Effect.flatMap(repo.byIdentifier(identifier), (agent): Effect.Effect<AgentRow, NotFound | Forbidden> => {
         const access = Option.isSome(agent) ? changeAccess(viewerId, agent.value) : "hidden"
         if (access === "creator" && Option.isSome(agent)) return Effect.succeed(agent.value)
@@ -276,11 +276,11 @@ export class Agents extends Effect.Service<Agents>()("atrium/agents/Agents", {
       }
       // The eval gate, here so every path that publishes meets it (agents/Gate.ts).
       if (agent.draft.eval_gate != null) yield* gate.check(agent)
-      return yield* repo.publish(agent.id, `sub_${randomBase62(20)}`)
+      return yield* repo.publish(agent.id, SubmissionId.random())
     })
 
     const decide = Effect.fn("Agents.decide")(function*(
-      submissionId: string,
+      submissionId: SubmissionId,
       decision: "approved" | "rejected",
       reason: string | null
     ) {

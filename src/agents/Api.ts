@@ -7,7 +7,7 @@ import { PlatformAuthentication, UserAuthentication } from "../identity/Domain.j
 import { Forbidden, InvalidRequest, NotFound } from "../platform/Errors.js"
 import { AgentFields, AgentRef, Identifier } from "./Agent.js"
 import { MemorySettings } from "../runtime/Expert.js"
-import { EvalGateFailed, IdentifierTaken } from "./Domain.js"
+import { EvalGateFailed, IdentifierTaken, SubmissionId } from "./Domain.js"
 import { ListParams } from "../platform/http/Lists.js"
 
 const BillingView = Schema.Struct({
@@ -248,15 +248,15 @@ export class PurchasesApi extends HttpApiGroup.make("purchases")
 export class ReviewsApi extends HttpApiGroup.make("reviews")
   .add(
     HttpApiEndpoint.post("approve", "/internal/reviews/:id/approve")
-      .setPath(Schema.Struct({ id: Schema.String }))
-      .addSuccess(Schema.Struct({ id: Schema.String, version: Schema.Int, status: Schema.String }))
+      .setPath(Schema.Struct({ id: SubmissionId.unchecked }))
+      .addSuccess(Schema.Struct({ id: SubmissionId, version: Schema.Int, status: Schema.String }))
       .addError(NotFound)
   )
   .add(
     HttpApiEndpoint.post("reject", "/internal/reviews/:id/reject")
-      .setPath(Schema.Struct({ id: Schema.String }))
+      .setPath(Schema.Struct({ id: SubmissionId.unchecked }))
       .setPayload(Schema.Struct({ reason: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(2000)) }))
-      .addSuccess(Schema.Struct({ id: Schema.String, version: Schema.Int, status: Schema.String }))
+      .addSuccess(Schema.Struct({ id: SubmissionId, version: Schema.Int, status: Schema.String }))
       .addError(NotFound)
   )
   .addError(InvalidRequest)

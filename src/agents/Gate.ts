@@ -2,6 +2,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
 import { InvalidRequest } from "../platform/Errors.js"
+import type { AgentId, EvalDatasetId, UserId } from "../platform/Ids.js"
 import type { AgentConfig } from "./Agent.js"
 import { EvalGateFailed } from "./Domain.js"
 import { configHash } from "./Fingerprint.js"
@@ -65,7 +66,7 @@ export class EvalGate extends Effect.Service<EvalGate>()("atrium/agents/EvalGate
     const rate = (run: typeof Completed.Type) => (run.rowsTotal === 0 ? 0 : run.rowsPassed / run.rowsTotal)
 
     /** A gate's dataset must be one of this expert's. */
-    const validate = (agentId: string, ownerId: string, datasetId: string) =>
+    const validate = (agentId: AgentId, ownerId: UserId, datasetId: EvalDatasetId) =>
       Effect.flatMap(Effect.orDie(datasetOf({ id: datasetId, agentId, ownerId })), (found) =>
         Option.isSome(found)
           ? Effect.void
@@ -73,7 +74,7 @@ export class EvalGate extends Effect.Service<EvalGate>()("atrium/agents/EvalGate
 
     /** Refuses the draft when it falls below the live version on the gate's dataset, or cannot be compared yet. */
     const check = Effect.fn("EvalGate.check")(function*(agent: {
-      readonly id: string
+      readonly id: AgentId
       readonly identifier: string
       readonly publishedVersion: number | null
       readonly draft: AgentConfig
@@ -125,7 +126,7 @@ export class EvalGate extends Effect.Service<EvalGate>()("atrium/agents/EvalGate
     const hashOf = (config: unknown) => configHash((typeof config === "string" ? JSON.parse(config) : config) as AgentConfig)
 
     /** The eval run a version is measured by: one of that version, or of a draft whose configuration it froze. */
-    const measured = (agentId: string, datasetId: string, version: number) =>
+    const measured = (agentId: AgentId, datasetId: EvalDatasetId, version: number) =>
       Effect.gen(function*() {
         const frozen = yield* Effect.orDie(versionConfig({ agentId, version }))
         const hash = Option.match(frozen, { onNone: () => "", onSome: ({ config }) => hashOf(config) })
@@ -149,8 +150,8 @@ export class EvalGate extends Effect.Service<EvalGate>()("atrium/agents/EvalGate
      * the expert has no gate. The same reads as `check`, by version: what the creator's submission passed.
      */
     const scorecard = Effect.fn("EvalGate.scorecard")(function*(agent: {
-      readonly id: string
-      readonly ownerId: string
+      readonly id: AgentId
+      readonly ownerId: UserId
       readonly publishedVersion: number | null
       readonly draft: AgentConfig
     }, submittedVersion: number) {

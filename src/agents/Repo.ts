@@ -1,13 +1,13 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
-import { UserId } from "../platform/Ids.js"
+import { AgentId, UserId } from "../platform/Ids.js"
 import { Json } from "../platform/Rows.js"
 import { AgentConfig } from "./Agent.js"
-import { AgentId } from "./Domain.js"
+import { SubmissionId } from "./Domain.js"
 
 const SubmissionRow = Schema.Struct({
-  id: Schema.String,
+  id: SubmissionId,
   version: Schema.Number,
   status: Schema.Literal("pending", "approved", "rejected", "superseded"),
   reason: Schema.NullOr(Schema.String),
@@ -180,7 +180,7 @@ export class AgentsRepo extends Effect.Service<AgentsRepo>()("atrium/agents/Agen
      * Freezes the draft as the next version and submits it; a submission still pending for an older version is
      * superseded (review looks at the newest). The published version is untouched.
      */
-    const publish = (agentId: AgentId, submissionId: string) =>
+    const publish = (agentId: AgentId, submissionId: SubmissionId) =>
       sql.withTransaction(Effect.gen(function*() {
         // The draft is copied inside the database, under the row lock, exactly as stored.
         yield* lockAgent(agentId)
@@ -218,7 +218,7 @@ export class AgentsRepo extends Effect.Service<AgentsRepo>()("atrium/agents/Agen
           SELECT s.id, s.version, s.status, s.reason, s.submitted_at, s.decided_at, s.agent_id, a.identifier, a.owner_id
           FROM agent_submissions s JOIN agents a ON a.id = s.agent_id WHERE s.id = ${id}`
     })
-    const submission = (id: string) => Effect.orDie(submissionById(id))
+    const submission = (id: SubmissionId) => Effect.orDie(submissionById(id))
 
     const decideSubmission = SqlSchema.findOne({
       Request: Schema.Struct({
@@ -241,7 +241,7 @@ export class AgentsRepo extends Effect.Service<AgentsRepo>()("atrium/agents/Agen
           WHERE id = ${agentId}`
     })
     /** Decides a pending submission; approval makes its version the published one. None when it is not pending. */
-    const decide = (id: string, decision: "approved" | "rejected", reason: string | null) =>
+    const decide = (id: SubmissionId, decision: "approved" | "rejected", reason: string | null) =>
       sql.withTransaction(Effect.gen(function*() {
         const decided = yield* decideSubmission({ id, decision, reason })
         if (Option.isNone(decided)) return decided

@@ -293,7 +293,7 @@ export class AppsApi extends HttpApiGroup.make("apps")
   )
   .add(
     HttpApiEndpoint.patch("update", "/api/apps/:id")
-      .setPath(Schema.Struct({ id: AppId }))
+      .setPath(Schema.Struct({ id: AppId.unchecked }))
       .setPayload(Schema.Struct({
         name: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100))),
         redirect_uris: Schema.optional(Schema.Array(RedirectUri).pipe(Schema.minItems(1), Schema.maxItems(10))),
@@ -304,7 +304,7 @@ export class AppsApi extends HttpApiGroup.make("apps")
   )
   .add(
     HttpApiEndpoint.post("createMeter", "/api/apps/:id/meters")
-      .setPath(Schema.Struct({ id: AppId }))
+      .setPath(Schema.Struct({ id: AppId.unchecked }))
       .setPayload(Schema.Struct({
         event_name: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)),
         credits_per_use: CreditPrice
@@ -315,14 +315,14 @@ export class AppsApi extends HttpApiGroup.make("apps")
   )
   .add(
     HttpApiEndpoint.get("listMeters", "/api/apps/:id/meters")
-      .setPath(Schema.Struct({ id: AppId }))
+      .setPath(Schema.Struct({ id: AppId.unchecked }))
       .setUrlParams(ListParams)
       .addSuccess(Schema.Struct({ data: Schema.Array(MeterView), has_more: Schema.Boolean }))
       .addError(NotFound)
   )
   .add(
     HttpApiEndpoint.patch("updateMeter", "/api/apps/:id/meters/:meterId")
-      .setPath(Schema.Struct({ id: AppId, meterId: Schema.String }))
+      .setPath(Schema.Struct({ id: AppId.unchecked, meterId: Schema.String }))
       .setPayload(Schema.Struct({
         credits_per_use: Schema.optional(CreditPrice),
         disabled: Schema.optional(Schema.Boolean)

@@ -1,5 +1,6 @@
 import { Clock, Effect, Option } from "effect"
 import { type OAuthApp, OAuthApps } from "../identity/oauth/Apps.js"
+import type { AppId } from "../platform/Ids.js"
 import { type MeterRow, MetersRepo } from "./MetersRepo.js"
 
 /**
@@ -50,7 +51,7 @@ export class AppDirectory extends Effect.Service<AppDirectory>()("atrium/billing
       else keys.add(key)
     }
 
-    const lookup = (appId: string, eventName: string, key: string) =>
+    const lookup = (appId: AppId, eventName: string, key: string) =>
       Effect.gen(function*() {
         const generation = generations.get(appId) ?? 0
         const app = yield* oauthApps.find(appId)
@@ -62,7 +63,7 @@ export class AppDirectory extends Effect.Service<AppDirectory>()("atrium/billing
 
     return {
       /** The app `appId` and its meter `eventName`, from the cache when it holds them. */
-      priced: (appId: string, eventName: string): Effect.Effect<Priced> =>
+      priced: (appId: AppId, eventName: string): Effect.Effect<Priced> =>
         Effect.flatMap(Clock.currentTimeMillis, (now) => {
           const key = keyOf(appId, eventName)
           const entry = entries.get(key)
@@ -71,7 +72,7 @@ export class AppDirectory extends Effect.Service<AppDirectory>()("atrium/billing
           return lookup(appId, eventName, key)
         }),
       /** After an app or any of its meters changed. */
-      invalidate: (appId: string) =>
+      invalidate: (appId: AppId) =>
         Effect.sync(() => {
           generations.set(appId, (generations.get(appId) ?? 0) + 1)
           for (const key of byApp.get(appId) ?? []) entries.delete(key)

@@ -5,7 +5,7 @@ import { AtriumApi } from "../Api.js"
 import { AuthenticationLive } from "../identity/Authentication.js"
 import { type OAuthApp, OAuthApps } from "../identity/oauth/Apps.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
-import { randomBase62 } from "../platform/Ids.js"
+import { type AppId, randomBase62 } from "../platform/Ids.js"
 import { toNumber } from "../platform/Money.js"
 import { ModelCatalog } from "../runtime/models/Catalog.js"
 import { AppDirectory } from "./AppDirectory.js"
@@ -162,7 +162,7 @@ export const AppsHttp = HttpApiBuilder.group(AtriumApi, "apps", (handlers) =>
     const apps = yield* OAuthApps
     const meters = yield* MetersRepo
     const directory = yield* AppDirectory
-    const ownApp = (id: string) => Effect.flatMap(CurrentUser, (user) => apps.owned(user.userId, id))
+    const ownApp = (id: AppId) => Effect.flatMap(CurrentUser, (user) => apps.owned(user.userId, id))
     return handlers
       .handle("create", ({ payload }) =>
         Effect.gen(function*() {

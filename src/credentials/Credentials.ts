@@ -1,6 +1,6 @@
 import { Effect, Option, Redacted } from "effect"
 import { NotFound, ServiceUnavailable } from "../platform/Errors.js"
-import { randomBase62 } from "../platform/Ids.js"
+import { randomBase62, type UserId } from "../platform/Ids.js"
 import { CredentialsRepo } from "./Repo.js"
 import { SecretBox } from "./SecretBox.js"
 
@@ -15,7 +15,7 @@ import { SecretBox } from "./SecretBox.js"
  */
 
 export interface Owner {
-  readonly accountId: string
+  readonly accountId: UserId
   readonly endUserId: string
 }
 

@@ -1,10 +1,11 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Schema } from "effect"
+import { UserId } from "../platform/Ids.js"
 
 export const CredentialRow = Schema.Struct({
   id: Schema.String,
-  accountId: Schema.String,
+  accountId: UserId,
   endUserId: Schema.String,
   serverUrl: Schema.String,
   secret: Schema.String,
@@ -13,7 +14,7 @@ export const CredentialRow = Schema.Struct({
 })
 export type CredentialRow = typeof CredentialRow.Type
 
-const Owner = Schema.Struct({ accountId: Schema.String, endUserId: Schema.String })
+const Owner = Schema.Struct({ accountId: UserId, endUserId: Schema.String })
 const COLUMNS = "id, account_id, end_user_id, server_url, secret, hint, created_at"
 
 /** Stored credentials (the secret encrypted). SQL errors are defects here. */

@@ -3,7 +3,8 @@ import { Duration, Effect, Option } from "effect"
 import { type AgentConfig, type CATEGORIES, defaultBilling } from "../agents/Agent.js"
 import { Agents } from "../agents/Agents.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
-import { newId } from "../platform/Ids.js"
+import { newId, type UserId } from "../platform/Ids.js"
+import { RunId } from "../runtime/Domain.js"
 import { toNumber } from "../platform/Money.js"
 import { BUILTIN_MODEL_ID } from "../runtime/models/Builtin.js"
 import type { RunnableAgent, RunResult } from "../runtime/Run.js"
@@ -78,7 +79,7 @@ export class Distillations extends Effect.Service<Distillations>()("atrium/disti
     const wordsItself = model !== BUILTIN_MODEL_ID
 
     /** The distiller as the run engine sees it: an agent of no one's, run for (and paid by) the caller. */
-    const distiller = (ownerId: string, topic: string, materials: ReadonlyArray<Material>, draft: Draft): RunnableAgent => {
+    const distiller = (ownerId: UserId, topic: string, materials: ReadonlyArray<Material>, draft: Draft): RunnableAgent => {
       const config: AgentConfig = {
         name: "Distiller",
         description: "The platform's distiller",
@@ -103,7 +104,7 @@ export class Distillations extends Effect.Service<Distillations>()("atrium/disti
       progress: ProgressReport
     ) =>
       Effect.gen(function*() {
-        const runId = newId("run")
+        const runId = RunId.random()
         const folded = yield* foldRun(engine, {
           runId,
           agent,

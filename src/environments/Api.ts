@@ -40,7 +40,7 @@ const Env = Schema.Record({ key: Schema.String, value: Schema.String }).pipe(Sch
 /** A merge patch of `env`: a string sets a variable, `null` removes it, names not mentioned stay as they are. */
 const EnvPatch = Schema.Record({ key: Schema.String, value: Schema.NullOr(Schema.String) }).pipe(Schema.filter(envEntries))
 
-const FileIds = Schema.Array(FileId.pipe(Schema.filter((id) => (id.length >= 1 && id.length <= 64) || "file ids are 1-64 characters")))
+const FileIds = Schema.Array(FileId.unchecked.pipe(Schema.filter((id) => (id.length >= 1 && id.length <= 64) || "file ids are 1-64 characters")))
   .pipe(Schema.filter((list) => list.length <= 100 || "at most 100 files"))
 
 /**
@@ -59,7 +59,7 @@ export const EnvironmentView = Schema.Struct({
   updated_at: Schema.String
 })
 
-const Path = Schema.Struct({ id: EnvironmentId })
+const Path = Schema.Struct({ id: EnvironmentId.unchecked })
 
 /** Spec 4.4: reusable sandbox environments. */
 export class EnvironmentsApi extends HttpApiGroup.make("environments")

@@ -4,7 +4,7 @@ import { type EnvironmentConfig, type EnvironmentRow, EnvironmentsRepo, type Wri
 import type { FileId } from "../files/Domain.js"
 import type { Partition } from "../identity/Partition.js"
 import { EnvironmentInUse } from "./Domain.js"
-import { type EnvironmentId, newEnvironmentId } from "../platform/Ids.js"
+import { EnvironmentId } from "../platform/Ids.js"
 
 /** What `POST` takes; `PATCH` takes any of it, with `env` as a merge patch (a `null` value removes the name). */
 export interface EnvironmentInput {
@@ -50,7 +50,7 @@ export const MAX_ENV_VARS = 100
 export class Environments extends Effect.Service<Environments>()("atrium/environments/Environments", {
   effect: Effect.gen(function*() {
     const repo = yield* EnvironmentsRepo
-    const notFound = (id: string) => new NotFound({ message: `No environment ${id}.` })
+    const notFound = (id: EnvironmentId) => new NotFound({ message: `No environment ${id}.` })
 
     /** The outcome of a write: the row, or why not. */
     const written = <E>(result: WriteResult, missing: () => Effect.Effect<never, E>) =>
@@ -84,7 +84,7 @@ export class Environments extends Effect.Service<Environments>()("atrium/environ
         apply({ name: input.name, description: "", packages: [], env: {}, files: [], setupScript: "" }, input)
       )
       if (typeof config === "string") return yield* new InvalidRequest({ message: config })
-      const id = newEnvironmentId()
+      const id = EnvironmentId.random()
       return yield* written(yield* repo.insert(id, partition, config), () => Effect.dieMessage("insert found no row"))
     })
 

@@ -5,7 +5,7 @@ import { Effect, Option, Predicate, Schema } from "effect"
 import { FileId } from "../files/Domain.js"
 import type { Partition } from "../identity/Partition.js"
 import { Json } from "../platform/Rows.js"
-import { EnvironmentId } from "../platform/Ids.js"
+import { EnvironmentId, UserId } from "../platform/Ids.js"
 
 export interface EnvironmentConfig {
   readonly name: string
@@ -46,7 +46,7 @@ const owner = (partition: Partition) => ({ accountId: partition.accountId, endUs
 const isForeignKeyViolation = (error: unknown) =>
   Predicate.isTagged(error, "SqlError") && ((error as SqlError.SqlError).cause as { code?: unknown } | undefined)?.code === "23503"
 
-const Owner = { accountId: Schema.String, endUserId: Schema.String }
+const Owner = { accountId: UserId, endUserId: Schema.String }
 const OwnedEnvironment = Schema.Struct({ ...Owner, id: EnvironmentId })
 const Config = {
   name: Schema.String,

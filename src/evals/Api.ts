@@ -4,6 +4,7 @@ import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { InsufficientCredits } from "../billing/Domain.js"
 import { PlatformAuthentication } from "../identity/Domain.js"
+import { RunId } from "../runtime/Domain.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import {
   AddRows,
@@ -107,7 +108,7 @@ export class EvalsApi extends HttpApiGroup.make("evals")
     HttpApiEndpoint.post("fromRun", "/v1/evals/datasets/:id/rows/from_run")
       .setPath(IdPath)
       .setPayload(Schema.Struct({
-        run: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)),
+        run: RunId.unchecked.pipe(Schema.minLength(1), Schema.maxLength(100)),
         expected: Schema.optional(Schema.NullOr(Schema.String.pipe(Schema.maxLength(100_000))))
       }))
       .addSuccess(RowsAdded, { status: 201 })

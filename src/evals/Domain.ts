@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { EvalDatasetId } from "../platform/Ids.js"
 
 /**
  * The wire shapes of evaluations (issue 46 items 3-4, docs/evals.md): datasets of an expert, their rows, graders,
@@ -9,7 +10,7 @@ const Text = (max: number) => Schema.String.pipe(Schema.maxLength(max))
 const Id = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100))
 
 export const DatasetView = Schema.Struct({
-  id: Schema.String,
+  id: EvalDatasetId,
   object: Schema.Literal("eval.dataset"),
   agent: Schema.String,
   name: Schema.String,

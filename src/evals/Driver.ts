@@ -4,7 +4,7 @@ import type { CallerIdentity } from "../identity/Domain.js"
 import { partitionOf } from "../identity/Partition.js"
 import type { UserId } from "../platform/Ids.js"
 import { duration } from "../platform/Config.js"
-import { newId } from "../platform/Ids.js"
+import { RunId } from "../runtime/Domain.js"
 import type { RunnableAgent } from "../runtime/Run.js"
 import { BackgroundRuns } from "../runs/Background.js"
 import { RunRecords, TERMINAL } from "../runs/Repo.js"
@@ -57,7 +57,7 @@ export const makeDriver = Effect.gen(function*() {
     endUserId: Option.none()
   })
 
-  const toolCallsOf = (runId: string) =>
+  const toolCallsOf = (runId: RunId) =>
     Effect.map(records.eventsAfter(runId, 0, 2_000), (events) => {
       // A call is told as it changes (pending, running, its end), its arguments whole on one of them or in pieces
       // (`tool_call_chunk`) as the model streamed them.
@@ -126,7 +126,7 @@ export const makeDriver = Effect.gen(function*() {
    * A cancel that came between the mark and the start did not see this run (it was not queued yet): the driver
    * stops it. Either the cancel reads the run's row after it was queued, or this reads the cancel; one of them stops it.
    */
-  const stopIfCancelled = (run: EvalRunRow, runId: string) =>
+  const stopIfCancelled = (run: EvalRunRow, runId: RunId) =>
     Effect.gen(function*() {
       if (yield* repo.isRunning(run.id)) return
       yield* background.cancel(partitionOf(creator(run.ownerId)), runId).pipe(Effect.ignore)
@@ -138,7 +138,7 @@ export const makeDriver = Effect.gen(function*() {
       const failed: Grade = { grader: "llm_judge", applicable: true, passed: false, score: 0, explanation: `the judge model ${judge.model} is not available` }
       return yield* settle(run, result, [...grades, failed], seen, seen.creditsMicros)
     }
-    const judgeRunId = newId("run")
+    const judgeRunId = RunId.random()
     if (!(yield* repo.markJudging({ evalRunId: run.id, position: result.position, judgeRunId, grades }))) return
     const rubric = result.expected.rubric ?? judge.rubric ?? DEFAULT_RUBRIC
     yield* background.start(creator(run.ownerId), model.value, {

@@ -4,7 +4,8 @@ import type { AgentConfig } from "../agents/Agent.js"
 import { InsufficientCredits } from "../billing/Domain.js"
 import type { CallerIdentity } from "../identity/Domain.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
-import { newId } from "../platform/Ids.js"
+import { EvalDatasetId, newId } from "../platform/Ids.js"
+import { RunId } from "../runtime/Domain.js"
 import { formatCredits, parseCredits } from "../platform/Money.js"
 import { BackgroundRuns } from "../runs/Background.js"
 import { BUILTIN_THINKING } from "../runtime/models/Builtin.js"
@@ -116,7 +117,7 @@ export class Evals extends Effect.Service<Evals>()("atrium/evals/Evals", {
 
     const createDataset = Effect.fn("Evals.createDataset")(function*(caller: CallerIdentity, input: { agent: string; name: string }) {
       const agent = yield* ownAgent(caller, input.agent)
-      const id = newId("eds")
+      const id = EvalDatasetId.random()
       yield* repo.insertDataset({ id, agentId: agent.id, ownerId: agent.ownerId, name: input.name })
       return datasetView(Option.getOrThrow(yield* repo.dataset(id, agent.ownerId)))
     })
@@ -266,7 +267,7 @@ export class Evals extends Effect.Service<Evals>()("atrium/evals/Evals", {
         graders: input.graders,
         concurrency: input.concurrency ?? DEFAULT_CONCURRENCY,
         estimateMicros,
-        results: rows.map((row) => ({ position: row.position, rowId: row.id, runId: newId("run") }))
+        results: rows.map((row) => ({ position: row.position, rowId: row.id, runId: RunId.random() }))
       })
       return runView(Option.getOrThrow(yield* repo.evalRun(id, agent.ownerId)))
     })

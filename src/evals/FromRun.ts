@@ -5,6 +5,7 @@ import { RunRecords } from "../runs/Repo.js"
 import type { StoredRequest } from "../runs/Background.js"
 import { type SpanRow, TracesRepo } from "../traces/Repo.js"
 import type { RowInput } from "./Domain.js"
+import type { RunId } from "../runtime/Domain.js"
 import { Evals } from "./Evals.js"
 import { textOf, toStored } from "./Rows.js"
 import { isCreatorsOwnRun, isRunOf } from "./Policy.js"
@@ -71,7 +72,7 @@ export class RunRows extends Effect.Service<RunRows>()("atrium/evals/RunRows", {
     const traces = yield* TracesRepo
     const records = yield* RunRecords
 
-    const add = Effect.fn("RunRows.add")(function*(caller: CallerIdentity, datasetId: string, body: { run: string; expected?: string | null | undefined }) {
+    const add = Effect.fn("RunRows.add")(function*(caller: CallerIdentity, datasetId: string, body: { run: RunId; expected?: string | null | undefined }) {
       const dataset = yield* evals.ownDataset(caller, datasetId)
       const creator = { accountId: dataset.ownerId, endUserId: "" }
       // The run's trace as its expert's creator reads it: a run of another expert (theirs or anyone's) is not found.

@@ -1,6 +1,7 @@
 import { Option } from "effect"
 import { isCreator, type Ownable } from "../agents/Policy.js"
 import type { CallerIdentity } from "../identity/Domain.js"
+import type { UserId } from "../platform/Ids.js"
 
 /**
  * Who evaluates what (issue 49: the domain's rules in one file). Evals are a creator's tool for their own experts:
@@ -11,7 +12,7 @@ import type { CallerIdentity } from "../identity/Domain.js"
  * The creator a caller acts as: their account, only when acting as the account itself. An end user of theirs (an API
  * key's `X-End-User-Id`) is not the creator, and reaches no dataset and no eval run.
  */
-export const creatorOf = (caller: CallerIdentity): string | null => (Option.isSome(caller.endUserId) ? null : caller.userId)
+export const creatorOf = (caller: CallerIdentity): UserId | null => (Option.isSome(caller.endUserId) ? null : caller.userId)
 
 /**
  * Datasets, their rows and eval runs are their creator's: `EvalsRepo` filters every read by the owner the caller acts

@@ -1,6 +1,8 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
+import { EvalDatasetId, UserId } from "../platform/Ids.js"
+import { RunId } from "../runtime/Domain.js"
 import type { Expectations } from "./Graders.js"
 import type { StoredInput, StoredRow } from "./Rows.js"
 
@@ -13,10 +15,10 @@ const Json = Schema.transform(Schema.Unknown, Schema.Unknown, {
 })
 
 export const DatasetRow = Schema.Struct({
-  id: Schema.String,
+  id: EvalDatasetId,
   agentId: Schema.String,
   agent: Schema.String,
-  ownerId: Schema.String,
+  ownerId: UserId,
   name: Schema.String,
   rows: Schema.Number,
   createdAt: Schema.DateFromSelf
@@ -35,12 +37,12 @@ export type EvalRowRow = typeof EvalRowRow.Type
 
 export const EvalRunRow = Schema.Struct({
   id: Schema.String,
-  datasetId: Schema.String,
+  datasetId: EvalDatasetId,
   agentId: Schema.String,
   agent: Schema.String,
   version: Schema.NullOr(Schema.Number),
   configHash: Schema.String,
-  ownerId: Schema.String,
+  ownerId: UserId,
   graders: Json,
   concurrency: Schema.Number,
   status: Schema.Literal("running", "completed", "failed", "cancelled"),
@@ -58,7 +60,7 @@ export type EvalRunRow = typeof EvalRunRow.Type
 export const ResultRow = Schema.Struct({
   position: Schema.Number,
   rowId: Schema.String,
-  runId: Schema.String,
+  runId: RunId,
   /** `cancelled` is never stored: a row of a cancelled eval run that was not graded is shown so (Evals.results). */
   status: Schema.Literal("pending", "running", "judging", "graded", "cancelled"),
   passed: Schema.NullOr(Schema.Boolean),
@@ -76,8 +78,8 @@ export type ResultRow = typeof ResultRow.Type
 export const OpenResult = Schema.Struct({
   position: Schema.Number,
   rowId: Schema.String,
-  runId: Schema.String,
-  judgeRunId: Schema.NullOr(Schema.String),
+  runId: RunId,
+  judgeRunId: Schema.NullOr(RunId),
   status: Schema.Literal("pending", "running", "judging"),
   startedAt: Schema.NullOr(Schema.DateFromSelf),
   grades: Schema.NullOr(Json),
@@ -114,20 +116,20 @@ export class EvalsRepo extends Effect.Service<EvalsRepo>()("atrium/evals/EvalsRe
       (SELECT count(*) FROM eval_rows r WHERE r.dataset_id = d.id)::int AS rows`
 
     const insertDataset = SqlSchema.void({
-      Request: Schema.Struct({ id: Schema.String, agentId: Schema.String, ownerId: Schema.String, name: Schema.String }),
+      Request: Schema.Struct({ id: Schema.String, agentId: Schema.String, ownerId: UserId, name: Schema.String }),
       execute: (d) => sql`INSERT INTO eval_datasets (id, agent_id, owner_id, name) VALUES (${d.id}, ${d.agentId}, ${d.ownerId}, ${d.name})`
     })
 
     // The owner is in the statement: another account's dataset is simply not found.
     const dataset = SqlSchema.findOne({
-      Request: Schema.Struct({ id: Schema.String, ownerId: Schema.String }),
+      Request: Schema.Struct({ id: Schema.String, ownerId: UserId }),
       Result: DatasetRow,
       execute: ({ id, ownerId }) =>
         sql`SELECT ${datasetColumns} FROM eval_datasets d JOIN agents a ON a.id = d.agent_id WHERE d.id = ${id} AND d.owner_id = ${ownerId}`
     })
 
     const datasets = SqlSchema.findAll({
-      Request: Schema.Struct({ ownerId: Schema.String, agentId: Schema.NullOr(Schema.String), after: Schema.NullOr(Schema.String), limit: Schema.Number }),
+      Request: Schema.Struct({ ownerId: UserId, agentId: Schema.NullOr(Schema.String), after: Schema.NullOr(Schema.String), limit: Schema.Number }),
       Result: DatasetRow,
       execute: (q) =>
         sql`
@@ -139,7 +141,7 @@ export class EvalsRepo extends Effect.Service<EvalsRepo>()("atrium/evals/EvalsRe
     })
 
     const deleteDataset = SqlSchema.findAll({
-      Request: Schema.Struct({ id: Schema.String, ownerId: Schema.String }),
+      Request: Schema.Struct({ id: Schema.String, ownerId: UserId }),
       Result: Schema.Struct({ id: Schema.String }),
       execute: ({ id, ownerId }) => sql`DELETE FROM eval_datasets WHERE id = ${id} AND owner_id = ${ownerId} RETURNING id`
     })
@@ -204,11 +206,11 @@ export class EvalsRepo extends Effect.Service<EvalsRepo>()("atrium/evals/EvalsRe
       agent: string
       version: number | null
       configHash: string
-      ownerId: string
+      ownerId: UserId
       graders: unknown
       concurrency: number
       estimateMicros: bigint
-      results: ReadonlyArray<{ position: number; rowId: string; runId: string }>
+      results: ReadonlyArray<{ position: number; rowId: string; runId: RunId }>
     }) =>
       sql.withTransaction(Effect.gen(function*() {
         yield* sql`
@@ -226,14 +228,14 @@ export class EvalsRepo extends Effect.Service<EvalsRepo>()("atrium/evals/EvalsRe
       })).pipe(Effect.orDie)
 
     const evalRun = SqlSchema.findOne({
-      Request: Schema.Struct({ id: Schema.String, ownerId: Schema.String }),
+      Request: Schema.Struct({ id: Schema.String, ownerId: UserId }),
       Result: EvalRunRow,
       execute: ({ id, ownerId }) => sql`SELECT ${runColumns(sql)} FROM eval_runs e WHERE e.id = ${id} AND e.owner_id = ${ownerId}`
     })
 
     const evalRuns = SqlSchema.findAll({
       Request: Schema.Struct({
-        ownerId: Schema.String,
+        ownerId: UserId,
         datasetId: Schema.NullOr(Schema.String),
         agent: Schema.NullOr(Schema.String),
         after: Schema.NullOr(Schema.String),
@@ -286,7 +288,7 @@ export class EvalsRepo extends Effect.Service<EvalsRepo>()("atrium/evals/EvalsRe
     })
 
     const markJudging = SqlSchema.findAll({
-      Request: Schema.Struct({ evalRunId: Schema.String, position: Schema.Number, judgeRunId: Schema.String, grades: Schema.Unknown }),
+      Request: Schema.Struct({ evalRunId: Schema.String, position: Schema.Number, judgeRunId: RunId, grades: Schema.Unknown }),
       Result: Schema.Struct({ position: Schema.Number }),
       execute: (q) =>
         sql`
@@ -298,7 +300,7 @@ export class EvalsRepo extends Effect.Service<EvalsRepo>()("atrium/evals/EvalsRe
 
     /** Cancels a running eval run of `ownerId`'s; answers whether this call did (false: not running, or not theirs). */
     const cancel = SqlSchema.findAll({
-      Request: Schema.Struct({ id: Schema.String, ownerId: Schema.String }),
+      Request: Schema.Struct({ id: Schema.String, ownerId: UserId }),
       Result: Schema.Struct({ id: Schema.String }),
       execute: (q) =>
         sql`UPDATE eval_runs SET status = 'cancelled', finished_at = now() WHERE id = ${q.id} AND owner_id = ${q.ownerId} AND status = 'running' RETURNING id`
@@ -307,7 +309,7 @@ export class EvalsRepo extends Effect.Service<EvalsRepo>()("atrium/evals/EvalsRe
     /** The runs under way of an eval run's rows: each row's run, and its judge's run once started. */
     const inFlight = SqlSchema.findAll({
       Request: Schema.String,
-      Result: Schema.Struct({ runId: Schema.String, judgeRunId: Schema.NullOr(Schema.String) }),
+      Result: Schema.Struct({ runId: RunId, judgeRunId: Schema.NullOr(RunId) }),
       execute: (evalRunId) =>
         sql`SELECT run_id, judge_run_id FROM eval_results WHERE eval_run_id = ${evalRunId} AND status IN ('running', 'judging')`
     })
@@ -419,21 +421,21 @@ export class EvalsRepo extends Effect.Service<EvalsRepo>()("atrium/evals/EvalsRe
     return {
       sharedThumbsDown: (agentId: string, limit: number) => Effect.orDie(sharedThumbsDown({ agentId, limit })),
       insertDataset: (d: Parameters<typeof insertDataset>[0]) => Effect.orDie(insertDataset(d)),
-      dataset: (id: string, ownerId: string) => Effect.orDie(dataset({ id, ownerId })),
+      dataset: (id: string, ownerId: UserId) => Effect.orDie(dataset({ id, ownerId })),
       datasets: (q: Parameters<typeof datasets>[0]) => Effect.orDie(datasets(q)),
-      deleteDataset: (id: string, ownerId: string) => Effect.map(Effect.orDie(deleteDataset({ id, ownerId })), (rows) => rows.length > 0),
+      deleteDataset: (id: string, ownerId: UserId) => Effect.map(Effect.orDie(deleteDataset({ id, ownerId })), (rows) => rows.length > 0),
       insertRows,
       rowsPage: (q: Parameters<typeof rowsPage>[0]) => Effect.orDie(rowsPage(q)),
       rowExists: (datasetId: string, id: string) => Effect.orDie(rowExists({ datasetId, id })),
       allRows: (datasetId: string) => Effect.orDie(allRows(datasetId)),
       insertRun,
-      evalRun: (id: string, ownerId: string) => Effect.orDie(evalRun({ id, ownerId })),
+      evalRun: (id: string, ownerId: UserId) => Effect.orDie(evalRun({ id, ownerId })),
       evalRuns: (q: Parameters<typeof evalRuns>[0]) => Effect.orDie(evalRuns(q)),
       active: (limit: number) => Effect.orDie(active(limit)),
       open: (evalRunId: string) => Effect.map(Effect.orDie(open(evalRunId)), (rows) => rows as ReadonlyArray<OpenResult>),
       markRunning: (evalRunId: string, position: number) => Effect.map(Effect.orDie(markRunning({ evalRunId, position })), (rows) => rows.length > 0),
       markJudging: (q: Parameters<typeof markJudging>[0]) => Effect.map(Effect.orDie(markJudging(q)), (rows) => rows.length > 0),
-      cancel: (id: string, ownerId: string) => Effect.map(Effect.orDie(cancel({ id, ownerId })), (rows) => rows.length > 0),
+      cancel: (id: string, ownerId: UserId) => Effect.map(Effect.orDie(cancel({ id, ownerId })), (rows) => rows.length > 0),
       inFlight: (evalRunId: string) => Effect.orDie(inFlight(evalRunId)),
       isRunning: (id: string) => Effect.map(Effect.orDie(status(id)), (row) => Option.isSome(row) && row.value.status === "running"),
       grade: (q: Parameters<typeof grade>[0]) => Effect.orDie(grade(q)),

@@ -5,6 +5,7 @@ import { foldRun, noProgress } from "../distillation/RunFold.js"
 import { duration } from "../platform/Config.js"
 import { Forbidden, InvalidRequest, NotFound } from "../platform/Errors.js"
 import { newId } from "../platform/Ids.js"
+import { RunId } from "../runtime/Domain.js"
 import { ModelCatalog } from "../runtime/models/Catalog.js"
 import type { RunnableAgent } from "../runtime/Run.js"
 import { RunEngine } from "../runtime/RunEngine.js"
@@ -122,7 +123,7 @@ export class Evolution extends Effect.Service<Evolution>()("atrium/evolution/Evo
           `Write the addition to ${target} for this agent.`
         ].join("\n")
         const folded = yield* foldRun(engine, {
-          runId: newId("run"),
+          runId: RunId.random(),
           agent: drafter,
           payer: { accountId: agent.ownerId, endUserId: "" },
           history: [],

@@ -7,7 +7,7 @@ import { Schema } from "effect"
 import { PlatformAuthentication } from "../identity/Domain.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { ListParams } from "../platform/http/Lists.js"
-import { FileId, FileInUse, UploadIncomplete, UploadSizeMismatch } from "./Domain.js"
+import { FileId, FileInUse, UploadId, UploadIncomplete, UploadSizeMismatch } from "./Domain.js"
 
 /** A name to show and to download as: no path, no control characters. */
 const Filename = Schema.String.pipe(
@@ -39,7 +39,7 @@ export const FileView = Schema.Struct({
   created_at: Schema.String
 })
 
-const Path = Schema.Struct({ id: FileId })
+const Path = Schema.Struct({ id: FileId.unchecked })
 
 /** OpenAI's file object, answered to its one-step (multipart) upload, with our record's fields beside it. */
 export const OpenAiFileView = Schema.Struct({
@@ -69,7 +69,7 @@ export class FilesApi extends HttpApiGroup.make("files")
     HttpApiEndpoint.post("uploadUrl", "/v1/files/upload-url")
       .setPayload(Schema.Struct({ filename: Filename, content_type: ContentType, size: Size }))
       .addSuccess(Schema.Struct({
-        upload_id: Schema.String,
+        upload_id: UploadId,
         upload_url: Schema.String,
         method: Schema.Literal("PUT"),
         headers: Schema.Record({ key: Schema.String, value: Schema.String }),
@@ -83,7 +83,7 @@ export class FilesApi extends HttpApiGroup.make("files")
   )
   .add(
     HttpApiEndpoint.post("register", "/v1/files")
-      .setPayload(Schema.Union(Schema.Struct({ upload_id: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64)) }), MultipartUpload))
+      .setPayload(Schema.Union(Schema.Struct({ upload_id: UploadId.unchecked.pipe(Schema.minLength(1), Schema.maxLength(64)) }), MultipartUpload))
       // Each answer with its own status, as each protocol has it: 201 for the platform's record, 200 for OpenAI's.
       .addSuccess(FileView, { status: 201 })
       .addSuccess(OpenAiFileView, { status: 200 })

@@ -1,19 +1,19 @@
 import { Schema } from "effect"
 import { WireError } from "../platform/Errors.js"
-import { newId } from "../platform/Ids.js"
+import { prefixedId } from "../platform/Ids.js"
 
 /**
  * The files domain's contract (docs/architecture.md, "Contracts"): its errors on the wire. Imports only `effect`,
  * `@effect/platform` contract modules and other contracts.
  */
 
-/**
- * A file's id (`file_…`, DESIGN.md §6). The brand is a compile-time name only: the wire carries the same string, and a
- * path or body that names a wrong id still answers "not found", as before.
- */
-export const FileId = Schema.String.pipe(Schema.brand("FileId"))
+/** A file's id (`file_…`, DESIGN.md §6). */
+export const FileId = prefixedId("file", "FileId")
 export type FileId = typeof FileId.Type
-export const newFileId = (): FileId => FileId.make(newId("file"))
+
+/** A pending upload's id (`upl_…`): 24 characters, not 20, so the id an upload URL names is harder to guess. */
+export const UploadId = prefixedId("upl", "UploadId")
+export type UploadId = typeof UploadId.Type
 
 export class UploadIncomplete extends WireError<UploadIncomplete>()(
   "UploadIncomplete",

@@ -7,7 +7,7 @@ import { FilesConfig } from "./Config.js"
 import { type FileRow, FilesRepo } from "./Repo.js"
 import { newStorageKey, ObjectStorage, ObjectStorageLive } from "./Storage.js"
 import type { Partition } from "../identity/Partition.js"
-import { type FileId, FileInUse, newFileId, UploadIncomplete, UploadSizeMismatch } from "./Domain.js"
+import { FileInUse, FileId, UploadId, UploadIncomplete, UploadSizeMismatch } from "./Domain.js"
 import { canRegister } from "./Policy.js"
 
 /** An upload URL handed out and not yet registered; it lives in the key-value store as long as the URL. */
@@ -22,7 +22,7 @@ const PendingUpload = Schema.parseJson(Schema.Struct({
 const encodePending = Schema.encodeSync(PendingUpload)
 const decodePending = Schema.decodeUnknownOption(PendingUpload)
 
-const pendingKey = (uploadId: string) => `upload:${uploadId}`
+const pendingKey = (uploadId: UploadId) => `upload:${uploadId}`
 
 /**
  * Files (spec 4.5): a two-step upload. `createUpload` reserves a storage key and signs a PUT URL for exactly the
@@ -46,7 +46,7 @@ export class Files extends Effect.Service<Files>()("atrium/files/Files", {
           message: `Invalid request: size: files are limited to ${config.maxBytes} bytes (FILE_MAX_BYTES).`
         })
       }
-      const uploadId = `upl_${randomBase62(24)}`
+      const uploadId = UploadId.make(`upl_${randomBase62(24)}`, true)
       const storageKey = newStorageKey()
       const now = yield* Clock.currentTimeMillis
       const expiresAt = new Date(now + Duration.toMillis(config.uploadTtl))
@@ -64,7 +64,7 @@ export class Files extends Effect.Service<Files>()("atrium/files/Files", {
       return { uploadId, ...signed }
     })
 
-    const register = Effect.fn("Files.register")(function*(partition: Partition, uploadId: string) {
+    const register = Effect.fn("Files.register")(function*(partition: Partition, uploadId: UploadId) {
       const pending = Option.flatMap(yield* kv.get(pendingKey(uploadId)), decodePending).pipe(
         Option.filter((p) => canRegister(partition, p))
       )
@@ -88,7 +88,7 @@ export class Files extends Effect.Service<Files>()("atrium/files/Files", {
         })
       }
       const file = yield* repo.insert({
-        id: newFileId(),
+        id: FileId.random(),
         ownerId: partition.accountId,
         endUserId: partition.endUserId,
         filename: upload.filename,
@@ -118,7 +118,7 @@ export class Files extends Effect.Service<Files>()("atrium/files/Files", {
       const stored = yield* storage.stat(storageKey)
       if (Option.isNone(stored)) return yield* Effect.dieMessage("an object just stored is not there")
       return yield* repo.insert({
-        id: newFileId(),
+        id: FileId.random(),
         ownerId: partition.accountId,
         endUserId: partition.endUserId,
         filename: input.filename,
@@ -129,7 +129,7 @@ export class Files extends Effect.Service<Files>()("atrium/files/Files", {
       })
     })
 
-    const notFound = (id: string) => new NotFound({ message: `No file ${id}.` })
+    const notFound = (id: FileId) => new NotFound({ message: `No file ${id}.` })
 
     const get = Effect.fn("Files.get")(function*(partition: Partition, id: FileId, origin: string) {
       const file = yield* repo.byId(partition, id)

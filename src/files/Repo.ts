@@ -1,7 +1,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
-import { EnvironmentId } from "../platform/Ids.js"
+import { EnvironmentId, UserId } from "../platform/Ids.js"
 import type { Partition } from "../identity/Partition.js"
 import { FileId } from "./Domain.js"
 
@@ -21,7 +21,7 @@ export type FileRow = typeof FileRowSchema.Type
 
 const FILE = "id, owner_id, end_user_id, filename, content_type, size::text AS size, sha256, storage_key, created_at"
 
-const OwnedFile = Schema.Struct({ id: FileId, accountId: Schema.String, endUserId: Schema.String })
+const OwnedFile = Schema.Struct({ id: FileId, accountId: UserId, endUserId: Schema.String })
 
 /** Files' records (their bytes are in object storage). SQL errors are defects here. */
 export class FilesRepo extends Effect.Service<FilesRepo>()("atrium/files/FilesRepo", {
@@ -97,7 +97,7 @@ export class FilesRepo extends Effect.Service<FilesRepo>()("atrium/files/FilesRe
       })).pipe(Effect.orDie, Effect.withSpan("FilesRepo.remove"))
 
     const PageRequest = Schema.Struct({
-      accountId: Schema.String,
+      accountId: UserId,
       endUserId: Schema.String,
       after: Schema.NullOr(FileId),
       limit: Schema.Int

@@ -1,6 +1,6 @@
 import { Clock, Effect, Option } from "effect"
 import { NotFound } from "../platform/Errors.js"
-import { type ApiKeyId, newApiKeyId, randomBase62, type UserId } from "../platform/Ids.js"
+import { ApiKeyId, randomBase62, type UserId } from "../platform/Ids.js"
 import { BearerCache } from "./BearerCache.js"
 import { IdentityRepo } from "./Repo.js"
 import { sha256 } from "./Tokens.js"
@@ -26,7 +26,7 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("atrium/identity/ApiKeys"
 
     const create = Effect.fn("ApiKeys.create")(function*(userId: UserId, name: string) {
       const key = generate()
-      const id = newApiKeyId()
+      const id = ApiKeyId.random()
       const createdAt = yield* repo.insertApiKey({
         id,
         userId,

@@ -2,7 +2,7 @@ import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
 import * as HttpApiSecurity from "@effect/platform/HttpApiSecurity"
 import { Context, type Option, Schema } from "effect"
 import { InvalidRequest, Unauthorized, WireError } from "../platform/Errors.js"
-import type { ApiKeyId, UserId } from "../platform/Ids.js"
+import type { ApiKeyId, AppId, UserId } from "../platform/Ids.js"
 
 /**
  * The identity domain's contract (docs/architecture.md, "Contracts"): the middleware tags the API groups name, what
@@ -18,7 +18,7 @@ export interface LoginIdentity {
 /** The user and app behind an OAuth access token. */
 export interface AppCallerIdentity {
   readonly userId: string
-  readonly appId: string
+  readonly appId: AppId
   readonly scopes: ReadonlyArray<string>
 }
 

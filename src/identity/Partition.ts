@@ -1,4 +1,5 @@
 import { Option } from "effect"
+import type { UserId } from "../platform/Ids.js"
 import type { CallerIdentity } from "./Domain.js"
 
 /**
@@ -7,7 +8,7 @@ import type { CallerIdentity } from "./Domain.js"
  * within one partition; another one's rows are simply not found (spec 2.7).
  */
 export interface Partition {
-  readonly accountId: string
+  readonly accountId: UserId
   readonly endUserId: string
 }
 

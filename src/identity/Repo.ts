@@ -1,7 +1,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
-import { ApiKeyId, newUserId, UserId } from "../platform/Ids.js"
+import { ApiKeyId, UserId } from "../platform/Ids.js"
 
 export class User extends Schema.Class<User>("User")({
   id: UserId,
@@ -123,7 +123,7 @@ export class IdentityRepo extends Effect.Service<IdentityRepo>()("atrium/identit
 
     return {
       upsertByPhone: (phone: string) =>
-        upsertByPhone({ id: newUserId(), phone }).pipe(Effect.orDie, Effect.withSpan("IdentityRepo.upsertByPhone")),
+        upsertByPhone({ id: UserId.random(), phone }).pipe(Effect.orDie, Effect.withSpan("IdentityRepo.upsertByPhone")),
       findUser: (id: UserId) => findUser(id).pipe(Effect.orDie),
       currentToken: (id: UserId) =>
         currentToken(id).pipe(

@@ -18,7 +18,7 @@ import {
 } from "./Domain.js"
 
 const StorePath = Schema.Struct({ id: Schema.String })
-const FilePath = Schema.Struct({ id: Schema.String, file_id: FileId })
+const FilePath = Schema.Struct({ id: Schema.String, file_id: FileId.unchecked })
 
 /** Knowledge bases as OpenAI's vector stores (docs/knowledge.md). */
 export class KnowledgeApi extends HttpApiGroup.make("knowledge")

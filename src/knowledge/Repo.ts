@@ -1,6 +1,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
+import { UserId } from "../platform/Ids.js"
 import { FileId } from "../files/Domain.js"
 import type { Partition } from "../identity/Partition.js"
 import { Json } from "../platform/Rows.js"
@@ -78,7 +79,7 @@ export interface Limits {
   readonly maxStoreFiles: number
 }
 
-const Owner = { accountId: Schema.String, endUserId: Schema.String }
+const Owner = { accountId: UserId, endUserId: Schema.String }
 const OwnedStore = Schema.Struct({ ...Owner, id: Schema.String })
 const OwnedStoreFile = Schema.Struct({ ...Owner, storeId: Schema.String, fileId: FileId })
 const PageRequest = {

@@ -6,6 +6,8 @@ import { Category } from "../agents/Agent.js"
 import { CaseDemoView, ExpertConfigView } from "../agents/Api.js"
 import { PlatformAuthentication, UserAuthentication } from "../identity/Domain.js"
 import { Forbidden, InvalidRequest, NotFound, PayloadTooLarge, UnsupportedMediaType } from "../platform/Errors.js"
+import { SubmissionId } from "../agents/Domain.js"
+import { UserId } from "../platform/Ids.js"
 import { AlreadyApplied, NotUsedYet } from "./Domain.js"
 import { ListParams } from "../platform/http/Lists.js"
 
@@ -194,7 +196,7 @@ export class MarketApi extends HttpApiGroup.make("market")
   )
   .add(
     HttpApiEndpoint.get("creator", "/api/market/creators/:id")
-      .setPath(Schema.Struct({ id: Schema.String }))
+      .setPath(Schema.Struct({ id: UserId.unchecked }))
       .addSuccess(Schema.Struct({
         id: Schema.String,
         display_name: Schema.String,
@@ -363,13 +365,13 @@ export class CreatorsApi extends HttpApiGroup.make("creators")
 export class CreatorReviewsApi extends HttpApiGroup.make("creatorReviews")
   .add(
     HttpApiEndpoint.post("approve", "/internal/creators/:id/approve")
-      .setPath(Schema.Struct({ id: Schema.String }))
+      .setPath(Schema.Struct({ id: UserId.unchecked }))
       .addSuccess(CreatorView)
       .addError(NotFound)
   )
   .add(
     HttpApiEndpoint.post("reject", "/internal/creators/:id/reject")
-      .setPath(Schema.Struct({ id: Schema.String }))
+      .setPath(Schema.Struct({ id: UserId.unchecked }))
       .setPayload(Schema.Struct({ reason: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(2000)) }))
       .addSuccess(CreatorView)
       .addError(NotFound)
@@ -442,7 +444,7 @@ export class AdminApi extends HttpApiGroup.make("admin")
   )
   .add(
     HttpApiEndpoint.get("submission", "/api/admin/submissions/:id")
-      .setPath(Schema.Struct({ id: Schema.String }))
+      .setPath(Schema.Struct({ id: SubmissionId.unchecked }))
       .addSuccess(Schema.Struct({
         id: Schema.String,
         agent: Schema.String,
@@ -466,13 +468,13 @@ export class AdminApi extends HttpApiGroup.make("admin")
   )
   .add(
     HttpApiEndpoint.post("approveSubmission", "/api/admin/submissions/:id/approve")
-      .setPath(Schema.Struct({ id: Schema.String }))
+      .setPath(Schema.Struct({ id: SubmissionId.unchecked }))
       .addSuccess(Decision)
       .addError(NotFound)
   )
   .add(
     HttpApiEndpoint.post("rejectSubmission", "/api/admin/submissions/:id/reject")
-      .setPath(Schema.Struct({ id: Schema.String }))
+      .setPath(Schema.Struct({ id: SubmissionId.unchecked }))
       .setPayload(Reason)
       .addSuccess(Decision)
       .addError(NotFound)
@@ -493,13 +495,13 @@ export class AdminApi extends HttpApiGroup.make("admin")
   )
   .add(
     HttpApiEndpoint.post("approveApplication", "/api/admin/applications/:id/approve")
-      .setPath(Schema.Struct({ id: Schema.String }))
+      .setPath(Schema.Struct({ id: UserId.unchecked }))
       .addSuccess(CreatorView)
       .addError(NotFound)
   )
   .add(
     HttpApiEndpoint.post("rejectApplication", "/api/admin/applications/:id/reject")
-      .setPath(Schema.Struct({ id: Schema.String }))
+      .setPath(Schema.Struct({ id: UserId.unchecked }))
       .setPayload(Reason)
       .addSuccess(CreatorView)
       .addError(NotFound)

@@ -7,7 +7,7 @@ import { Notifications } from "../notifications/Notifications.js"
 import { type CreatorRow, MarketRepo } from "./Repo.js"
 import { AlreadyApplied } from "./Domain.js"
 
-export const creatorView = (userId: string, creator: Option.Option<CreatorRow>) =>
+export const creatorView = (userId: UserId, creator: Option.Option<CreatorRow>) =>
   Option.match(creator, {
     onNone: () => ({
       user_id: userId,
@@ -43,10 +43,10 @@ export class Creators extends Effect.Service<Creators>()("atrium/market/Creators
     const agents = yield* Agents
     const notifications = yield* Notifications
 
-    const profile = (userId: string) => Effect.map(repo.creator(userId), (creator) => creatorView(userId, creator))
+    const profile = (userId: UserId) => Effect.map(repo.creator(userId), (creator) => creatorView(userId, creator))
 
     const apply = Effect.fn("Creators.apply")(function*(application: {
-      readonly userId: string
+      readonly userId: UserId
       readonly displayName: string
       readonly bio: string
       readonly accountType: string
@@ -66,7 +66,7 @@ export class Creators extends Effect.Service<Creators>()("atrium/market/Creators
     })
 
     const decide = Effect.fn("Creators.decide")(function*(
-      userId: string,
+      userId: UserId,
       decision: "approved" | "rejected",
       reason: string | null
     ) {

@@ -2,7 +2,7 @@ import { Effect, Option } from "effect"
 import { type AgentConfig, CATEGORIES, publicView } from "../agents/Agent.js"
 import { Agents } from "../agents/Agents.js"
 import { Forbidden, InvalidRequest, NotFound, PayloadTooLarge, UnsupportedMediaType } from "../platform/Errors.js"
-import { newId } from "../platform/Ids.js"
+import { newId, type UserId } from "../platform/Ids.js"
 import { NotUsedYet } from "./Domain.js"
 import { generatedIcon, iconUrl, iconVersion, MAX_ICON_BYTES, sniffIcon } from "./Icons.js"
 import { type CreatorRow, type ListingRow, MarketRepo, type ReviewRow, type Skill, type Sort } from "./Repo.js"
@@ -128,7 +128,7 @@ export class Market extends Effect.Service<Market>()("atrium/market/Market", {
     })
 
     /** A creator's public page: only an approved creator has one; their published experts, most popular first. */
-    const creatorPage = Effect.fn("Market.creatorPage")(function*(userId: string) {
+    const creatorPage = Effect.fn("Market.creatorPage")(function*(userId: UserId) {
       const found = Option.filter(yield* repo.creator(userId), (c) => c.status === "approved")
       if (Option.isNone(found)) return yield* new NotFound({ message: "There is no creator with this id." })
       const { rows } = yield* repo.listing({ owner: userId, sort: "popular", offset: 0, limit: 100 })
@@ -151,7 +151,7 @@ export class Market extends Effect.Service<Market>()("atrium/market/Market", {
      * Whether `userId` may review the expert: not its creator (403, never), and only after running it at least once
      * (409 until then).
      */
-    const reviewRight = Effect.fn("Market.reviewRight")(function*(identifier: string, userId: string) {
+    const reviewRight = Effect.fn("Market.reviewRight")(function*(identifier: string, userId: UserId) {
       const agent = yield* publishedAgent(identifier)
       if (isOwnExpert(userId, agent)) {
         return { agent, refusal: Option.some<Forbidden | NotUsedYet>(new Forbidden({ message: "You cannot review your own expert." })) }
@@ -168,7 +168,7 @@ export class Market extends Effect.Service<Market>()("atrium/market/Market", {
     })
 
     /** The viewer's own review and whether they may write one (the expert page's form). */
-    const myReview = Effect.fn("Market.myReview")(function*(identifier: string, userId: string) {
+    const myReview = Effect.fn("Market.myReview")(function*(identifier: string, userId: UserId) {
       const { agent, refusal } = yield* reviewRight(identifier, userId)
       const mine = yield* repo.reviewOf(agent.id, userId)
       return {
@@ -180,7 +180,7 @@ export class Market extends Effect.Service<Market>()("atrium/market/Market", {
 
     const putReview = Effect.fn("Market.putReview")(function*(
       identifier: string,
-      userId: string,
+      userId: UserId,
       input: { readonly rating: number; readonly text?: string | undefined }
     ) {
       const { agent, refusal } = yield* reviewRight(identifier, userId)
@@ -196,7 +196,7 @@ export class Market extends Effect.Service<Market>()("atrium/market/Market", {
     })
 
     /** Deletes the caller's own review; there is no way to name anyone else's. 404 when they have none. */
-    const deleteReview = Effect.fn("Market.deleteReview")(function*(identifier: string, userId: string) {
+    const deleteReview = Effect.fn("Market.deleteReview")(function*(identifier: string, userId: UserId) {
       const agent = yield* publishedAgent(identifier)
       if (!(yield* repo.deleteReview(agent.id, userId))) {
         return yield* new NotFound({ message: "You have not reviewed this expert." })
@@ -213,7 +213,7 @@ export class Market extends Effect.Service<Market>()("atrium/market/Market", {
     })
 
     /** The icon to serve: the upload as stored (its sniffed type), else the one drawn from the published name. */
-    const icon = Effect.fn("Market.icon")(function*(identifier: string, viewerId?: string) {
+    const icon = Effect.fn("Market.icon")(function*(identifier: string, viewerId?: UserId) {
       const agent = yield* agents.byIdentifier(identifier)
       const visible = Option.filter(agent, (a) => canSee(viewerId, a))
       if (Option.isNone(visible)) return yield* new NotFound({ message: `No agent ${identifier}.` })
@@ -239,7 +239,7 @@ export class Market extends Effect.Service<Market>()("atrium/market/Market", {
     })
 
     /** The owner sets the icon: base64 of a PNG, JPEG or WebP of at most 256 KB, its type read from its bytes. */
-    const putIcon = Effect.fn("Market.putIcon")(function*(identifier: string, ownerId: string, base64: string) {
+    const putIcon = Effect.fn("Market.putIcon")(function*(identifier: string, ownerId: UserId, base64: string) {
       const agent = yield* agents.owned(identifier, ownerId)
       const text = base64.replace(/^data:[^,]*,/, "").replace(/\s+/g, "")
       if (!/^[A-Za-z0-9+/]*={0,2}$/.test(text) || text.length % 4 !== 0) {
@@ -258,7 +258,7 @@ export class Market extends Effect.Service<Market>()("atrium/market/Market", {
       return { identifier, content_type: type, bytes: bytes.length, icon_url: iconUrl(identifier, agent.draft.name, new Date()) }
     })
 
-    const removeIcon = Effect.fn("Market.removeIcon")(function*(identifier: string, ownerId: string) {
+    const removeIcon = Effect.fn("Market.removeIcon")(function*(identifier: string, ownerId: UserId) {
       const agent = yield* agents.owned(identifier, ownerId)
       yield* repo.removeIcon(agent.id)
       return { identifier, deleted: true as const }
@@ -278,7 +278,7 @@ export class Market extends Effect.Service<Market>()("atrium/market/Market", {
       Effect.map(repo.skills(keyword), (rows) => ({ data: rows.map(skillView), has_more: false }))
 
     /** The owner sees the skills of the draft; anyone else those of the published version (404 if none). */
-    const agentSkills = Effect.fn("Market.agentSkills")(function*(identifier: string, viewerId: string) {
+    const agentSkills = Effect.fn("Market.agentSkills")(function*(identifier: string, viewerId: UserId) {
       const agent = yield* agents.byIdentifier(identifier)
       const config = Option.isSome(agent) && seesDraft(viewerId, agent.value)
         ? agent.value.draft

@@ -3,9 +3,10 @@ import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
 import { AgentConfig } from "../agents/Agent.js"
 import { Json } from "../platform/Rows.js"
+import { AgentId, UserId } from "../platform/Ids.js"
 
 const CreatorRowSchema = Schema.Struct({
-  userId: Schema.String,
+  userId: UserId,
   displayName: Schema.String,
   bio: Schema.String,
   accountType: Schema.String,
@@ -45,7 +46,7 @@ const ORDER: Record<Sort, string> = {
 const ListingRow = Schema.Struct({
   id: Schema.String,
   identifier: Schema.String,
-  ownerId: Schema.String,
+  ownerId: UserId,
   config: Json(AgentConfig),
   publishedAt: Schema.NullOr(Schema.DateFromSelf),
   creatorName: Schema.NullOr(Schema.String),
@@ -72,8 +73,8 @@ const ListingFilter = Schema.Struct({
 
 const ReviewRow = Schema.Struct({
   id: Schema.String,
-  agentId: Schema.String,
-  userId: Schema.String,
+  agentId: AgentId,
+  userId: UserId,
   rating: Schema.Number,
   text: Schema.String,
   createdAt: Schema.DateFromSelf,
@@ -95,15 +96,15 @@ export class MarketRepo extends Effect.Service<MarketRepo>()("atrium/market/Mark
     const sql = yield* SqlClient.SqlClient
 
     const creatorOf = SqlSchema.findOne({
-      Request: Schema.String,
+      Request: UserId,
       Result: CreatorRowSchema,
       execute: (userId) => sql`SELECT ${sql.literal(CREATOR)} FROM creators WHERE user_id = ${userId}`
     })
-    const creator = (userId: string) => Effect.orDie(creatorOf(userId))
+    const creator = (userId: UserId) => Effect.orDie(creatorOf(userId))
 
     const fileApplication = SqlSchema.findOne({
       Request: Schema.Struct({
-        userId: Schema.String,
+        userId: UserId,
         displayName: Schema.String,
         bio: Schema.String,
         accountType: Schema.String,
@@ -126,7 +127,7 @@ export class MarketRepo extends Effect.Service<MarketRepo>()("atrium/market/Mark
      * user's application is pending or approved: those are not overwritten.
      */
     const apply = (application: {
-      userId: string
+      userId: UserId
       displayName: string
       bio: string
       accountType: string
@@ -135,7 +136,7 @@ export class MarketRepo extends Effect.Service<MarketRepo>()("atrium/market/Mark
 
     const decideApplication = SqlSchema.findOne({
       Request: Schema.Struct({
-        userId: Schema.String,
+        userId: UserId,
         decision: Schema.Literal("approved", "rejected"),
         reason: Schema.NullOr(Schema.String)
       }),
@@ -147,7 +148,7 @@ export class MarketRepo extends Effect.Service<MarketRepo>()("atrium/market/Mark
           RETURNING ${sql.literal(CREATOR)}`
     })
     /** Decides a pending application; none when it is not pending. */
-    const decide = (userId: string, decision: "approved" | "rejected", reason: string | null) =>
+    const decide = (userId: UserId, decision: "approved" | "rejected", reason: string | null) =>
       Effect.orDie(decideApplication({ userId, decision, reason }))
 
     /** Applications waiting for review, oldest first. */
@@ -243,17 +244,17 @@ export class MarketRepo extends Effect.Service<MarketRepo>()("atrium/market/Mark
 
     /** Whether `userId` ran the expert themselves at least once (a login's run: no end user of an API key). */
     const ranOf = SqlSchema.findAll({
-      Request: Schema.Struct({ agentId: Schema.String, userId: Schema.String }),
+      Request: Schema.Struct({ agentId: AgentId, userId: UserId }),
       Result: Schema.Struct({ one: Schema.Number }),
       execute: ({ agentId, userId }) =>
         sql`SELECT 1 AS one FROM runs WHERE agent_id = ${agentId} AND payer_id = ${userId} AND end_user_id = '' LIMIT 1`
     })
-    const hasRun = (agentId: string, userId: string) =>
+    const hasRun = (agentId: AgentId, userId: UserId) =>
       Effect.map(Effect.orDie(ranOf({ agentId, userId })), (rows) => rows.length > 0)
 
     const REVIEW = "id, agent_id, user_id, rating, text, created_at, updated_at"
     const upsertReview = SqlSchema.single({
-      Request: Schema.Struct({ id: Schema.String, agentId: Schema.String, userId: Schema.String, rating: Schema.Number, text: Schema.String }),
+      Request: Schema.Struct({ id: Schema.String, agentId: AgentId, userId: UserId, rating: Schema.Number, text: Schema.String }),
       Result: ReviewRow,
       execute: (r) =>
         sql`
@@ -263,36 +264,36 @@ export class MarketRepo extends Effect.Service<MarketRepo>()("atrium/market/Mark
           RETURNING ${sql.literal(REVIEW)}`
     })
     /** Writes the user's one review of an expert, or replaces its rating and text (the id and date stay). */
-    const putReview = (review: { id: string; agentId: string; userId: string; rating: number; text: string }) =>
+    const putReview = (review: { id: string; agentId: AgentId; userId: UserId; rating: number; text: string }) =>
       Effect.orDie(upsertReview(review))
 
     const reviewOfUser = SqlSchema.findOne({
-      Request: Schema.Struct({ agentId: Schema.String, userId: Schema.String }),
+      Request: Schema.Struct({ agentId: AgentId, userId: UserId }),
       Result: ReviewRow,
       execute: ({ agentId, userId }) =>
         sql`SELECT ${sql.literal(REVIEW)} FROM agent_reviews WHERE agent_id = ${agentId} AND user_id = ${userId}`
     })
-    const reviewOf = (agentId: string, userId: string) => Effect.orDie(reviewOfUser({ agentId, userId }))
+    const reviewOf = (agentId: AgentId, userId: UserId) => Effect.orDie(reviewOfUser({ agentId, userId }))
 
     const deleteReviewOf = SqlSchema.findAll({
-      Request: Schema.Struct({ agentId: Schema.String, userId: Schema.String }),
+      Request: Schema.Struct({ agentId: AgentId, userId: UserId }),
       Result: Schema.Struct({ id: Schema.String }),
       execute: ({ agentId, userId }) =>
         sql`DELETE FROM agent_reviews WHERE agent_id = ${agentId} AND user_id = ${userId} RETURNING id`
     })
     /** Deletes the user's own review (the only one this can reach); whether there was one. */
-    const deleteReview = (agentId: string, userId: string) =>
+    const deleteReview = (agentId: AgentId, userId: UserId) =>
       Effect.map(Effect.orDie(deleteReviewOf({ agentId, userId })), (rows) => rows.length > 0)
 
     const reviewById = SqlSchema.findOne({
-      Request: Schema.Struct({ agentId: Schema.String, id: Schema.String }),
+      Request: Schema.Struct({ agentId: AgentId, id: Schema.String }),
       Result: ReviewRow,
       execute: ({ agentId, id }) => sql`SELECT ${sql.literal(REVIEW)} FROM agent_reviews WHERE agent_id = ${agentId} AND id = ${id}`
     })
     const reviewsAfter = SqlSchema.findAll({
       Request: Schema.Struct({
-        agentId: Schema.String,
-        ownerId: Schema.String,
+        agentId: AgentId,
+        ownerId: UserId,
         afterAt: Schema.NullOr(Schema.DateFromSelf),
         afterId: Schema.String,
         limit: Schema.Number
@@ -306,7 +307,7 @@ export class MarketRepo extends Effect.Service<MarketRepo>()("atrium/market/Mark
           ORDER BY created_at DESC, id DESC LIMIT ${q.limit}`
     })
     /** Reviews of an expert, newest first, one page after the review `after` (none: not a review of this expert). */
-    const reviews = (agentId: string, ownerId: string, after: string | undefined, limit: number) =>
+    const reviews = (agentId: AgentId, ownerId: UserId, after: string | undefined, limit: number) =>
       Effect.gen(function*() {
         let afterAt: Date | null = null
         if (after !== undefined) {
@@ -318,22 +319,22 @@ export class MarketRepo extends Effect.Service<MarketRepo>()("atrium/market/Mark
       }).pipe(Effect.orDie)
 
     const iconOf = SqlSchema.findOne({
-      Request: Schema.String,
+      Request: AgentId,
       Result: IconRow,
       execute: (agentId) =>
         sql`SELECT content_type, encode(bytes, 'base64') AS data, updated_at FROM agent_icons WHERE agent_id = ${agentId}`
     })
     /** The uploaded icon (its sniffed type, its bytes as base64: both drivers agree on text where they differ on bytea). */
-    const icon = (agentId: string) => Effect.orDie(iconOf(agentId))
-    const putIcon = (agentId: string, contentType: string, base64: string) =>
+    const icon = (agentId: AgentId) => Effect.orDie(iconOf(agentId))
+    const putIcon = (agentId: AgentId, contentType: string, base64: string) =>
       Effect.orDie(sql`
         INSERT INTO agent_icons (agent_id, content_type, bytes) VALUES (${agentId}, ${contentType}, decode(${base64}, 'base64'))
         ON CONFLICT (agent_id) DO UPDATE SET content_type = EXCLUDED.content_type, bytes = EXCLUDED.bytes, updated_at = now()`)
-    const removeIcon = (agentId: string) => Effect.orDie(sql`DELETE FROM agent_icons WHERE agent_id = ${agentId}`)
+    const removeIcon = (agentId: AgentId) => Effect.orDie(sql`DELETE FROM agent_icons WHERE agent_id = ${agentId}`)
 
-    const feature = (agentId: string) =>
+    const feature = (agentId: AgentId) =>
       Effect.orDie(sql`INSERT INTO agent_featured (agent_id) VALUES (${agentId}) ON CONFLICT (agent_id) DO NOTHING`)
-    const unfeature = (agentId: string) => Effect.orDie(sql`DELETE FROM agent_featured WHERE agent_id = ${agentId}`)
+    const unfeature = (agentId: AgentId) => Effect.orDie(sql`DELETE FROM agent_featured WHERE agent_id = ${agentId}`)
 
     return {
       creator,

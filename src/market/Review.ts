@@ -1,6 +1,7 @@
 import { Effect, Option } from "effect"
 import { Agents } from "../agents/Agents.js"
 import type { AgentConfig } from "../agents/Agent.js"
+import type { SubmissionId } from "../agents/Domain.js"
 import { NotFound } from "../platform/Errors.js"
 import { formatCredits } from "../platform/Money.js"
 import { MarketConfig } from "./Config.js"
@@ -47,7 +48,7 @@ export class Review extends Effect.Service<Review>()("atrium/market/Review", {
     })
 
     /** A submission with the version it would replace (none for a first publication): the console diffs them. */
-    const submission = Effect.fn("Review.submission")(function*(id: string) {
+    const submission = Effect.fn("Review.submission")(function*(id: SubmissionId) {
       const found = yield* agents.submission(id)
       if (Option.isNone(found)) return yield* new NotFound({ message: `No submission ${id}.` })
       const s = found.value

@@ -8,6 +8,8 @@ import { Files } from "../files/Files.js"
 import { MaxResults, SearchQuery, StoreName } from "../knowledge/Domain.js"
 import { Knowledge } from "../knowledge/Knowledge.js"
 import { errorType } from "../platform/Errors.js"
+import type { Partition } from "../identity/Partition.js"
+import type { UserId } from "../platform/Ids.js"
 import { type ToolDefinition, ToolFailure, userTool } from "./Tool.js"
 
 /**
@@ -29,10 +31,10 @@ export class KnowledgeTools extends Effect.Service<KnowledgeTools>()("atrium/mcp
     const knowledge = yield* Knowledge
     const files = yield* Files
     const agents = yield* Agents
-    const account = (userId: string) => ({ accountId: userId, endUserId: "" })
+    const account = (userId: UserId): Partition => ({ accountId: userId, endUserId: "" })
 
     /** Text as a file of the caller's: written to a temporary file, stored as a one-step upload would be. */
-    const textFile = (userId: string, filename: string, text: string) =>
+    const textFile = (userId: UserId, filename: string, text: string) =>
       Effect.acquireUseRelease(
         Effect.promise(() => Fs.mkdtemp(Path.join(Os.tmpdir(), "atrium-mcp-"))),
         (dir) =>

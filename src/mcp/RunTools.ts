@@ -1,5 +1,6 @@
 import { Effect, Option, Schema } from "effect"
 import { errorType } from "../platform/Errors.js"
+import { RunId } from "../runtime/Domain.js"
 import { BackgroundRuns } from "../runs/Background.js"
 import { RunRecords } from "../runs/Repo.js"
 import { rowStatus, runObject } from "../runs/Views.js"
@@ -8,6 +9,7 @@ import { Schedules } from "../schedules/Schedules.js"
 import { Sessions } from "../sessions/Sessions.js"
 import { type McpCaller, type ToolDefinition, ToolFailure, userTool } from "./Tool.js"
 import type { CallerIdentity } from "../identity/Domain.js"
+import type { Partition } from "../identity/Partition.js"
 
 /**
  * Runs and schedules from an IDE (issue 43 item 5, docs/mcp.md): beside the spec's 22 tools. A creator follows the
@@ -18,7 +20,7 @@ import type { CallerIdentity } from "../identity/Domain.js"
 const proxy = <A, E extends { readonly _tag: string; readonly message: string }, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.mapError(effect, (error) => new ToolFailure({ type: errorType(error._tag), message: error.message }))
 
-const runId = Schema.propertySignature(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)))
+const runId = Schema.propertySignature(RunId.unchecked.pipe(Schema.minLength(1), Schema.maxLength(100)))
   .annotations({ description: "The run's id (run_...)" })
 
 const RunStatus = Schema.Literal("queued", "in_progress", "completed", "failed", "cancelled", "incomplete")
@@ -30,7 +32,7 @@ const callerOf = (caller: McpCaller): CallerIdentity => ({
   apiKeyId: Option.fromNullable(caller.apiKeyId),
   endUserId: Option.none()
 })
-const account = (caller: McpCaller) => ({ accountId: caller.userId as string, endUserId: "" })
+const account = (caller: McpCaller): Partition => ({ accountId: caller.userId, endUserId: "" })
 
 export class RunTools extends Effect.Service<RunTools>()("atrium/mcp/RunTools", {
   effect: Effect.gen(function*() {

@@ -8,6 +8,7 @@ import { CreatorApplication, MAX_PAGE, MAX_PAGE_SIZE, MarketKeyword } from "../m
 import { Creators } from "../market/Creators.js"
 import { Market } from "../market/Market.js"
 import { errorType } from "../platform/Errors.js"
+import type { UserId } from "../platform/Ids.js"
 import { RunPayload } from "../runs/Api.js"
 import { McpConfig } from "./Config.js"
 import { EngineTools } from "./EngineTools.js"
@@ -85,7 +86,7 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
     const withPending = (agent: AgentRow) => Effect.map(agents.pendingOf(agent), (pending) => expertView(agent, pending))
 
     /** The caller's own agent (404 for a draft of someone else, 403 for their published one), as `/v1` decides. */
-    const owned = (identifier: string, userId: string) => proxy(agents.owned(identifier, userId))
+    const owned = (identifier: string, userId: UserId) => proxy(agents.owned(identifier, userId))
 
     const tools: ReadonlyArray<ToolDefinition> = [
       // Identity

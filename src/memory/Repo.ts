@@ -1,9 +1,10 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
+import { UserId } from "../platform/Ids.js"
 
 /** Whose memory: the expert and the end user's partition (account + end user id). */
-const Owner = Schema.Struct({ agentId: Schema.String, accountId: Schema.String, endUserId: Schema.String })
+const Owner = Schema.Struct({ agentId: Schema.String, accountId: UserId, endUserId: Schema.String })
 export type MemoryKey = typeof Owner.Type
 
 export const BlockRow = Schema.Struct({
@@ -42,7 +43,8 @@ export const KEPT_VERSIONS = 100
 export class MemoryRepo extends Effect.Service<MemoryRepo>()("atrium/memory/MemoryRepo", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const owned = (key: MemoryKey) =>
+    // The statement gets the request encoded (its ids plain strings).
+    const owned = (key: typeof Owner.Encoded) =>
       sql`agent_id = ${key.agentId} AND account_id = ${key.accountId} AND end_user_id = ${key.endUserId}`
 
     const blocks = SqlSchema.findAll({
@@ -211,7 +213,7 @@ export class MemoryRepo extends Effect.Service<MemoryRepo>()("atrium/memory/Memo
 export const ExtractionTurnRow = Schema.Struct({
   runId: Schema.String,
   agentId: Schema.String,
-  accountId: Schema.String,
+  accountId: UserId,
   endUserId: Schema.String,
   agent: Schema.String,
   models: Schema.Unknown,
@@ -247,7 +249,7 @@ export class ExtractionTurnsRepo extends Effect.Service<ExtractionTurnsRepo>()("
       execute: (runId) => sql`SELECT ${sql.literal(TURN_COLUMNS)} FROM memory_extraction_turns WHERE run_id = ${runId}`
     })
 
-    const Claim = Schema.Struct({ id: Schema.String, agentId: Schema.String, accountId: Schema.String, endUserId: Schema.String })
+    const Claim = Schema.Struct({ id: Schema.String, agentId: Schema.String, accountId: UserId, endUserId: Schema.String })
     const ClaimedRow = Schema.Struct({ ...ExtractionTurnRow.fields, createdAt: Schema.DateFromSelf })
     const ownerRows = SqlSchema.findAll({
       Request: Claim,

@@ -1,5 +1,5 @@
 import { Effect } from "effect"
-import { randomBase62 } from "../platform/Ids.js"
+import { randomBase62, type UserId } from "../platform/Ids.js"
 import { NotificationsRepo } from "./Repo.js"
 
 
@@ -12,14 +12,14 @@ export class Notifications extends Effect.Service<Notifications>()("atrium/notif
     const repo = yield* NotificationsRepo
     return {
       notify: Effect.fn("Notifications.notify")(
-        function*(userId: string, kind: string, title: string, body: string, data: Record<string, unknown> = {}) {
+        function*(userId: UserId, kind: string, title: string, body: string, data: Record<string, unknown> = {}) {
           yield* repo.insert({ id: `ntf_${randomBase62(20)}`, userId, kind, title, body, data })
         }
       ),
-      list: (userId: string, limit = 100) => repo.list(userId, limit),
-      unread: (userId: string) => repo.unread(userId),
+      list: (userId: UserId, limit = 100) => repo.list(userId, limit),
+      unread: (userId: UserId) => repo.unread(userId),
       /** Marks one as read (keeping the first time it was read); none when it is not the user's. */
-      markRead: (userId: string, id: string) => repo.markRead(userId, id)
+      markRead: (userId: UserId, id: string) => repo.markRead(userId, id)
     } as const
   }),
   dependencies: [NotificationsRepo.Default]

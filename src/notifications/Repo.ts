@@ -1,6 +1,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Schema } from "effect"
+import { UserId } from "../platform/Ids.js"
 
 /** A notification row; `data` is jsonb (an object from node-postgres, a string from some drivers). */
 const NotificationRow = Schema.Struct({
@@ -25,7 +26,7 @@ export class NotificationsRepo extends Effect.Service<NotificationsRepo>()("atri
     const insert = SqlSchema.void({
       Request: Schema.Struct({
         id: Schema.String,
-        userId: Schema.String,
+        userId: UserId,
         kind: Schema.String,
         title: Schema.String,
         body: Schema.String,
@@ -38,7 +39,7 @@ export class NotificationsRepo extends Effect.Service<NotificationsRepo>()("atri
     })
 
     const list = SqlSchema.findAll({
-      Request: Schema.Struct({ userId: Schema.String, limit: Schema.Int }),
+      Request: Schema.Struct({ userId: UserId, limit: Schema.Int }),
       Result: NotificationRow,
       execute: ({ limit, userId }) =>
         sql`
@@ -53,7 +54,7 @@ export class NotificationsRepo extends Effect.Service<NotificationsRepo>()("atri
     })
 
     const markRead = SqlSchema.findOne({
-      Request: Schema.Struct({ userId: Schema.String, id: Schema.String }),
+      Request: Schema.Struct({ userId: UserId, id: Schema.String }),
       Result: NotificationRow,
       execute: ({ id, userId }) =>
         sql`
@@ -64,9 +65,9 @@ export class NotificationsRepo extends Effect.Service<NotificationsRepo>()("atri
 
     return {
       insert: (n: Parameters<typeof insert>[0]) => Effect.orDie(insert(n)),
-      list: (userId: string, limit: number) => Effect.orDie(list({ userId, limit })),
-      unread: (userId: string) => Effect.orDie(Effect.map(unread(userId), (row) => row.count)),
-      markRead: (userId: string, id: string) => Effect.orDie(markRead({ userId, id }))
+      list: (userId: UserId, limit: number) => Effect.orDie(list({ userId, limit })),
+      unread: (userId: UserId) => Effect.orDie(Effect.map(unread(userId), (row) => row.count)),
+      markRead: (userId: UserId, id: string) => Effect.orDie(markRead({ userId, id }))
     } as const
   })
 }) {}

@@ -39,42 +39,71 @@ export const randomHex = (bytes: number): string => {
 
 export const newId = (prefix: string) => `${prefix}_${randomBase62(20)}`
 
-export const UserId = Schema.String.pipe(Schema.startsWith("usr_"), Schema.brand("UserId"))
-export type UserId = typeof UserId.Type
-export const newUserId = () => UserId.make(newId("usr"))
-
-export const ApiKeyId = Schema.String.pipe(Schema.startsWith("key_"), Schema.brand("ApiKeyId"))
-export type ApiKeyId = typeof ApiKeyId.Type
-export const newApiKeyId = () => ApiKeyId.make(newId("key"))
-
 /**
- * An OAuth app's id (`app_…`, DESIGN.md §6). The brand is a compile-time name only: the wire carries the same string, and a
- * path or body that names a wrong id still answers "not found", as before.
+ * One maker for every kind of id (issue 49): `prefixedId("file", "FileId")` is the schema of a `file_…` id, branded
+ * so a signature names the kind it takes and the compiler refuses a run's id where a file's is wanted.
+ *
+ * - The schema checks the prefix: a body or a row that names an id of the wrong kind fails to decode (a 400 at the
+ *   edge, where the contract uses it).
+ * - `.unchecked` is the same brand without the prefix check, for a path segment and for the bodies that answered
+ *   "not found" before: an id of the wrong kind there answers 404 `not_found` like an unknown one, as OpenAI does and
+ *   as the docs promise. The type is the same, so a handler hands either to a service.
+ * - `.make` checks the prefix (a wrong one throws), for an id built from a known string.
+ * - `.random()` mints one with `newId` and does not decode it: minting is on the hot path (five ids per run).
  */
-export const AppId = Schema.String.pipe(Schema.brand("AppId"))
+export const prefixedId = <const Prefix extends string, const Name extends string>(prefix: Prefix, name: Name) => {
+  const checked = Schema.String.pipe(Schema.startsWith(`${prefix}_`), Schema.brand(name))
+  const unchecked = Schema.String.pipe(Schema.brand(name))
+  type Id = typeof checked.Type
+  return Object.assign(checked, {
+    prefix,
+    unchecked,
+    // A cast, not `make`: the prefix is ours, and a decode per id would cost more than the id.
+    random: (): Id => newId(prefix) as Id
+  })
+}
+
+export const UserId = prefixedId("usr", "UserId")
+export type UserId = typeof UserId.Type
+
+export const ApiKeyId = prefixedId("key", "ApiKeyId")
+export type ApiKeyId = typeof ApiKeyId.Type
+
+/** An OAuth app's id (`app_…`, DESIGN.md §6). */
+export const AppId = prefixedId("app", "AppId")
 export type AppId = typeof AppId.Type
-export const newAppId = (): AppId => AppId.make(newId("app"))
 
 /**
  * An environment's id (`env_…`, DESIGN.md §6). Here, not in the environments domain, because files name it too (a file
  * an environment lists cannot be deleted) and environments name files: the id of each is a platform word, so neither
- * folder imports the other's. The brand is a compile-time name only, as for the others.
+ * folder imports the other's.
  */
-export const EnvironmentId = Schema.String.pipe(Schema.brand("EnvironmentId"))
+export const EnvironmentId = prefixedId("env", "EnvironmentId")
 export type EnvironmentId = typeof EnvironmentId.Type
-export const newEnvironmentId = (): EnvironmentId => EnvironmentId.make(newId("env"))
 
-/** A webhook endpoint's id (`whk_…`): the brand is a compile-time name only, as for the others. */
-export const WebhookId = Schema.String.pipe(Schema.brand("WebhookId"))
+/**
+ * An eval dataset's id (`eds_…`): a platform word, since an agent's publish gate names one and the evals domain,
+ * above agents, owns them.
+ */
+export const EvalDatasetId = prefixedId("eds", "EvalDatasetId")
+export type EvalDatasetId = typeof EvalDatasetId.Type
+
+/** An agent's id (`agt_…`, DESIGN.md §6): a platform word, since the engine (below agents) names the agent it runs. */
+export const AgentId = prefixedId("agt", "AgentId")
+export type AgentId = typeof AgentId.Type
+
+/** A session's id (`ses_…`, DESIGN.md §6): a platform word, since runs name a turn's session and sessions are above runs. */
+export const SessionId = prefixedId("ses", "SessionId")
+export type SessionId = typeof SessionId.Type
+
+/** A webhook endpoint's id (`whk_…`). */
+export const WebhookId = prefixedId("whk", "WebhookId")
 export type WebhookId = typeof WebhookId.Type
-export const newWebhookId = (): WebhookId => WebhookId.make(newId("whk"))
 
 /** One event's delivery to one endpoint (`whd_…`). */
-export const WebhookDeliveryId = Schema.String.pipe(Schema.brand("WebhookDeliveryId"))
+export const WebhookDeliveryId = prefixedId("whd", "WebhookDeliveryId")
 export type WebhookDeliveryId = typeof WebhookDeliveryId.Type
-export const newWebhookDeliveryId = (): WebhookDeliveryId => WebhookDeliveryId.make(newId("whd"))
 
 /** A webhook event (`evt_…`): also the `webhook-id` of every delivery of it, retries and redeliveries alike. */
-export const WebhookEventId = Schema.String.pipe(Schema.brand("WebhookEventId"))
+export const WebhookEventId = prefixedId("evt", "WebhookEventId")
 export type WebhookEventId = typeof WebhookEventId.Type
-export const newWebhookEventId = (): WebhookEventId => WebhookEventId.make(newId("evt"))

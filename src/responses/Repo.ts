@@ -1,13 +1,14 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
+import { UserId } from "../platform/Ids.js"
 import type { Partition } from "../identity/Partition.js"
 
 const Json = Schema.Unknown
 
 export const ResponseRow = Schema.Struct({
   id: Schema.String,
-  accountId: Schema.String,
+  accountId: UserId,
   endUserId: Schema.String,
   sessionId: Schema.NullOr(Schema.String),
   status: Schema.Literal("queued", "in_progress", "completed", "failed", "cancelled", "incomplete"),
@@ -30,7 +31,7 @@ export class ResponsesRepo extends Effect.Service<ResponsesRepo>()("atrium/respo
     const insert = SqlSchema.void({
       Request: Schema.Struct({
         id: Schema.String,
-        accountId: Schema.String,
+        accountId: UserId,
         endUserId: Schema.String,
         sessionId: Schema.NullOr(Schema.String),
         body: Json,
@@ -45,7 +46,7 @@ export class ResponsesRepo extends Effect.Service<ResponsesRepo>()("atrium/respo
     })
 
     const findById = SqlSchema.findOne({
-      Request: Schema.Struct({ id: Schema.String, accountId: Schema.String, endUserId: Schema.String }),
+      Request: Schema.Struct({ id: Schema.String, accountId: UserId, endUserId: Schema.String }),
       Result: ResponseRow,
       execute: ({ accountId, endUserId, id }) =>
         sql`
@@ -80,7 +81,7 @@ export class ResponsesRepo extends Effect.Service<ResponsesRepo>()("atrium/respo
 
     /** The output item `itemId` of one of the partition's responses (what an `item_reference` names). */
     const findItem = SqlSchema.findOne({
-      Request: Schema.Struct({ itemId: Schema.String, accountId: Schema.String, endUserId: Schema.String }),
+      Request: Schema.Struct({ itemId: Schema.String, accountId: UserId, endUserId: Schema.String }),
       Result: Schema.Struct({ item: Json }),
       execute: ({ accountId, endUserId, itemId }) =>
         sql`
@@ -92,7 +93,7 @@ export class ResponsesRepo extends Effect.Service<ResponsesRepo>()("atrium/respo
 
     /** Deletes one of the partition's responses: false when it has none by that id. */
     const remove = SqlSchema.findAll({
-      Request: Schema.Struct({ id: Schema.String, accountId: Schema.String, endUserId: Schema.String }),
+      Request: Schema.Struct({ id: Schema.String, accountId: UserId, endUserId: Schema.String }),
       Result: Schema.Struct({ id: Schema.String }),
       execute: ({ accountId, endUserId, id }) =>
         sql`

@@ -2,6 +2,7 @@ import type * as Prompt from "@effect/ai/Prompt"
 import { Chunk, Effect, Either, Option, Stream } from "effect"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { newId } from "../platform/Ids.js"
+import { RunId } from "../runtime/Domain.js"
 import type { InternalEvent } from "../runtime/Events.js"
 import { fromTextFormat, toTextFormat } from "../runtime/models/OutputFormat.js"
 import type { RunRequest } from "../runtime/Run.js"
@@ -54,7 +55,7 @@ const storedItems = (input: ResponsePayload["input"]) =>
  * A background response's run: `run_` and the response id's own part (docs/runs.md), so either names the other
  * without a column for it.
  */
-export const runIdOf = (responseId: string) => `run_${suffix(responseId)}`
+export const runIdOf = (responseId: string) => RunId.make(`run_${suffix(responseId)}`)
 
 /** What a background response's run keeps (`StoredRequest.response`) to fold its log into the response, anywhere. */
 interface StoredResponse {

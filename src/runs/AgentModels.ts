@@ -30,7 +30,7 @@ export const AgentModelsLive = Layer.effect(
           ]
           return listed.filter((agent) => !seen.has(agent.identifier) && seen.add(agent.identifier) !== undefined)
         }),
-      find: (identifier: string, userId: string) =>
+      find: (identifier: string, userId: UserId) =>
         Effect.map(runs.runnable(identifier, userId), Option.map((agent) => ({
           identifier: agent.identifier,
           description: (agent.config as { description?: string }).description ?? "",

@@ -6,7 +6,7 @@ import { PlatformAuthentication } from "../identity/Domain.js"
 import { InvalidRequest, NotFound, ServiceUnavailable } from "../platform/Errors.js"
 import { ResumeHeaders, RunStartHeaders } from "../platform/http/Headers.js"
 import { CreditAmount } from "../platform/Money.js"
-import { ApprovalId } from "../runtime/Domain.js"
+import { ApprovalId, RunId } from "../runtime/Domain.js"
 
 const MAX_MESSAGE = 100_000
 
@@ -26,7 +26,7 @@ export const RunPayload = Schema.Struct({
 
 /** A run as `GET /v1/runs/:id` tells it, foreground or background (docs/runs.md, "Lifecycle"). */
 export const RunObject = Schema.Struct({
-  id: Schema.String,
+  id: RunId,
   object: Schema.Literal("run"),
   /** The agent's identifier (a bare model's id through chat completions). */
   agent: Schema.NullOr(Schema.String),
@@ -49,7 +49,7 @@ export const RunObject = Schema.Struct({
   cancel_requested: Schema.Boolean
 }).annotations({ identifier: "Run" })
 
-const RunPath = Schema.Struct({ id: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)) })
+const RunPath = Schema.Struct({ id: RunId.unchecked.pipe(Schema.minLength(1), Schema.maxLength(100)) })
 
 const RunStatusParam = Schema.Literal("queued", "in_progress", "completed", "failed", "cancelled", "incomplete")
 
@@ -267,7 +267,7 @@ export class RunsApi extends HttpApiGroup.make("runs")
   )
   .add(
     HttpApiEndpoint.post("answerApproval", "/v1/approvals/:approval_id")
-      .setPath(Schema.Struct({ approval_id: ApprovalId }))
+      .setPath(Schema.Struct({ approval_id: ApprovalId.unchecked }))
       .setPayload(Schema.Struct({
         decision: Schema.Literal("approve", "deny"),
         reason: Schema.optional(Schema.String.pipe(Schema.maxLength(1000)))

@@ -10,7 +10,6 @@ import { LedgerReads } from "../billing/LedgerReads.js"
 import { type Partition, partitionOf } from "../identity/Partition.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { RunnersRepo } from "../platform/cluster/Repo.js"
-import { newId } from "../platform/Ids.js"
 import { isOutage } from "../platform/Outage.js"
 import type { Micros } from "../platform/Money.js"
 import { Approvals, type Decision } from "../runtime/Approvals.js"
@@ -18,6 +17,7 @@ import type { InternalEvent } from "../runtime/Events.js"
 import type { RunOutcome } from "../runtime/Repo.js"
 import { type ChainWait, type ClientTool, CurrentChainWait, type DurableSteps, type RunnableAgent, type RunRequest, type StepCodec, StepResting } from "../runtime/Run.js"
 import { RunEngine } from "../runtime/RunEngine.js"
+import { ApprovalId, RunId } from "../runtime/Domain.js"
 import { isRunStop, RunStop } from "../runtime/RunStop.js"
 import { RunsConfig } from "./Config.js"
 import { RunEnds } from "./Lifecycle.js"
@@ -56,7 +56,7 @@ export interface StoredRequest {
 /** The workflow: one execution per run id (its idempotency key), whichever runner starts or resumes it. */
 export const BackgroundRun = Workflow.make({
   name: "BackgroundRun",
-  payload: { runId: Schema.String },
+  payload: { runId: RunId },
   idempotencyKey: ({ runId }) => runId
 })
 
@@ -69,7 +69,7 @@ type Stop = "cancelled" | "expired"
  * within the run's execution (the first `done` of a name wins).
  */
 const Answer = Schema.Struct({ approved: Schema.Boolean, reason: Schema.String })
-export const approvalAnswer = (approvalId: string) => DurableDeferred.make(`approval/${approvalId}`, { success: Answer })
+export const approvalAnswer = (approvalId: ApprovalId) => DurableDeferred.make(`approval/${approvalId}`, { success: Answer })
 export const CancelAsked = DurableDeferred.make("cancel")
 
 /** How a durable approval's wait ended: the answer (or the timeout's denial), or a stop of the run. */
@@ -143,7 +143,7 @@ const TellingAttempt = FiberRef.unsafeMake<{ readonly step: string; readonly att
  * marking the events of the attempts before it superseded, which no read returns any more (docs/runs.md, "A step
  * tried again"), so the log reads as one run.
  */
-export const openLog = (repo: RunRecords, runId: string) =>
+export const openLog = (repo: RunRecords, runId: RunId) =>
   Effect.gen(function*() {
     const { ended, last } = yield* repo.logState(runId)
     // Only an execution after another has attempts to count on: the first one's are all its own.
@@ -186,8 +186,8 @@ export class RunCancels extends Effect.Service<RunCancels>()("atrium/runs/RunCan
   scoped: Effect.gen(function*() {
     const repo = yield* RunRecords
     const { cancelPoll } = yield* RunsConfig
-    const watched = new Map<string, Deferred.Deferred<Stop>>()
-    const tell = (runId: string) => {
+    const watched = new Map<RunId, Deferred.Deferred<Stop>>()
+    const tell = (runId: RunId) => {
       const signal = watched.get(runId)
       return signal === undefined ? Effect.void : Effect.asVoid(Deferred.succeed(signal, "cancelled"))
     }
@@ -197,7 +197,7 @@ export class RunCancels extends Effect.Service<RunCancels>()("atrium/runs/RunCan
     ).pipe(Effect.catchAllCause((cause) => Effect.logWarning("could not read the cancels of background runs", cause)))
     yield* Effect.forkScoped(Effect.repeat(poll, Schedule.spaced(cancelPoll)))
     return {
-      watch: (runId: string, signal: Deferred.Deferred<Stop>) =>
+      watch: (runId: RunId, signal: Deferred.Deferred<Stop>) =>
         Effect.acquireRelease(Effect.sync(() => void watched.set(runId, signal)), () => Effect.sync(() => void watched.delete(runId))),
       /** A cancel answered by this runner reaches a run it runs at once, without waiting for the poll. */
       tell
@@ -220,11 +220,11 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
   const ledger = yield* LedgerReads
 
   /** What a run is charged: what the ledger holds for its own steps (`<run>:<step>`), and its subagents' credits. */
-  const chargedOf = (payer: Partition, runId: string) =>
+  const chargedOf = (payer: Partition, runId: RunId) =>
     Effect.zipWith(ledger.runCharged(payer.accountId, runId), repo.childrenCharged(runId), (own, children) => (own + children) as Micros)
 
   /** Tells the run's end as its row now says it; told again after a fault, the same end (`RunEnds` is idempotent). */
-  const tellEnd = Effect.fn("BackgroundRun.tellEnd")(function*(payer: Partition, runId: string, stored: StoredRequest) {
+  const tellEnd = Effect.fn("BackgroundRun.tellEnd")(function*(payer: Partition, runId: RunId, stored: StoredRequest) {
     const ended = yield* repo.byId(payer, runId)
     if (Option.isNone(ended)) return
     yield* ends.ended({
@@ -234,7 +234,7 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
     })
   })
 
-  const execute = (runId: string) =>
+  const execute = (runId: RunId) =>
     Effect.gen(function*() {
       const found = yield* repo.background(runId)
       if (Option.isNone(found)) return
@@ -341,7 +341,7 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
             // replay answers its id and expiry from the record.
             const opened = yield* Activity.make({
               name: `ask/${key}`,
-              success: Schema.Struct({ id: Schema.String, expiresAt: Schema.String }),
+              success: Schema.Struct({ id: ApprovalId, expiresAt: Schema.String }),
               execute: outlasting(log.attempt(`ask/${key}`, Effect.gen(function*() {
                 const approval = yield* approvals.openDurable(payer, runId, key)
                 yield* emit({
@@ -464,7 +464,7 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
    * the defect), its approvals forgotten and its end told. Recorded, so a replay does not end it twice; a run that
    * had ended before the defect (its end written, its telling failed) keeps its end, which is told.
    */
-  const endAfterDefect = (runId: string, cause: Cause.Cause<never>) =>
+  const endAfterDefect = (runId: RunId, cause: Cause.Cause<never>) =>
     Effect.gen(function*() {
       yield* Effect.logError(`background run ${runId}: its execution kept failing; it ends failed (internal_error)`, cause)
       const workflow = yield* Effect.context<WorkflowEngine | WorkflowInstance>()
@@ -532,7 +532,7 @@ export class BackgroundRuns extends Effect.Service<BackgroundRuns>()("atrium/run
     const { backgroundDeadline } = yield* RunsConfig
 
     /** Queues a run of `agent` and starts its workflow; the run is answered at once, `queued`. */
-    const start = Effect.fn("BackgroundRuns.start")(function*(caller: CallerIdentity, agent: RunnableAgent, stored: StoredRequest, runId = newId("run")) {
+    const start = Effect.fn("BackgroundRuns.start")(function*(caller: CallerIdentity, agent: RunnableAgent, stored: StoredRequest, runId: RunId = RunId.random()) {
       const partition = partitionOf(caller)
       yield* repo.enqueue({
         id: runId,
@@ -549,7 +549,7 @@ export class BackgroundRuns extends Effect.Service<BackgroundRuns>()("atrium/run
       return yield* get(partition, runId)
     })
 
-    const get = (partition: Partition, id: string) =>
+    const get = (partition: Partition, id: RunId) =>
       Effect.flatMap(repo.byId(partition, id), Option.match({
         onNone: () => Effect.fail(new NotFound({ message: `No run ${id}.` })),
         onSome: Effect.succeed
@@ -559,7 +559,7 @@ export class BackgroundRuns extends Effect.Service<BackgroundRuns>()("atrium/run
      * Asks a background run to stop (idempotent: a run that ended, or was asked before, is answered as it is). The
      * runner running it sees the cancel within `BACKGROUND_CANCEL_POLL` (at once when it is this one).
      */
-    const cancel = Effect.fn("BackgroundRuns.cancel")(function*(partition: Partition, id: string) {
+    const cancel = Effect.fn("BackgroundRuns.cancel")(function*(partition: Partition, id: RunId) {
       const run = yield* get(partition, id)
       if (run.sessionId !== null) {
         return yield* new InvalidRequest({ message: `A session's turn is stopped with POST /v1/sessions/${run.sessionId}/interrupt.` })
@@ -577,7 +577,7 @@ export class BackgroundRuns extends Effect.Service<BackgroundRuns>()("atrium/run
     })
 
     /** Completes one of a run's deferreds (its approval's answer, its cancel) from any runner: resumes the run. */
-    const wake = <A>(runId: string, deferred: DurableDeferred.DurableDeferred<Schema.Schema<A, any>>, exit: Exit.Exit<A>) =>
+    const wake = <A>(runId: RunId, deferred: DurableDeferred.DurableDeferred<Schema.Schema<A, any>>, exit: Exit.Exit<A>) =>
       Effect.gen(function*() {
         const executionId = yield* BackgroundRun.executionId({ runId })
         const token = DurableDeferred.tokenFromExecutionId(deferred, { workflow: BackgroundRun, executionId })
@@ -585,7 +585,7 @@ export class BackgroundRuns extends Effect.Service<BackgroundRuns>()("atrium/run
       }).pipe(Effect.provideService(WorkflowEngine, workflows))
 
     /** The answer to a background run's approval (claimed already by `Approvals.answer`): the run goes on with it. */
-    const approve = Effect.fn("BackgroundRuns.approve")(function*(runId: string, approvalId: string, decision: Decision) {
+    const approve = Effect.fn("BackgroundRuns.approve")(function*(runId: RunId, approvalId: ApprovalId, decision: Decision) {
       yield* wake(runId, approvalAnswer(approvalId), Exit.succeed(decision))
     })
 

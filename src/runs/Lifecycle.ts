@@ -1,13 +1,15 @@
 import { Context, type Effect } from "effect"
 import type { CallerIdentity } from "../identity/Domain.js"
 import type { InvalidRequest, NotFound, ServiceUnavailable } from "../platform/Errors.js"
+import type { UserId } from "../platform/Ids.js"
+import type { RunId } from "../runtime/Domain.js"
 import type { RunRow } from "./Repo.js"
 import type { runObject } from "./Views.js"
 
 /** How a background run ended, as whoever is told of it reads it. */
 export interface RunEnded {
   /** The account that ran it and pays: who is told (its webhooks). */
-  readonly accountId: string
+  readonly accountId: UserId
   /** The run as `GET /v1/runs/:id` answers it once it has ended. */
   readonly run: ReturnType<typeof runObject>
   /** The `/v1/responses` response the run answers, if any. */
@@ -30,5 +32,5 @@ export class RunEnds extends Context.Tag("atrium/runs/RunEnds")<RunEnds, {
  * Server.ts) and runs does not import sessions. Answers the run once it has ended, as `Sessions.cancelTurn` does.
  */
 export class TurnCancels extends Context.Tag("atrium/runs/TurnCancels")<TurnCancels, {
-  readonly cancel: (caller: CallerIdentity, runId: string) => Effect.Effect<RunRow, NotFound | InvalidRequest | ServiceUnavailable>
+  readonly cancel: (caller: CallerIdentity, runId: RunId) => Effect.Effect<RunRow, NotFound | InvalidRequest | ServiceUnavailable>
 }>() {}

@@ -2,11 +2,13 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
 import type { Partition } from "../identity/Partition.js"
+import { AgentId, SessionId, UserId } from "../platform/Ids.js"
+import { RunId } from "../runtime/Domain.js"
 import type { RunOutcome } from "../runtime/Repo.js"
 
 /** A run's row as `GET /v1/runs/:id` reads it (migrations 0006, 0009, 0018). */
 export const RunRow = Schema.Struct({
-  id: Schema.String,
+  id: RunId,
   agent: Schema.NullOr(Schema.String),
   status: Schema.Literal("queued", "running", "completed", "failed", "cancelled", "incomplete"),
   background: Schema.Boolean,
@@ -17,8 +19,8 @@ export const RunRow = Schema.Struct({
   failureCode: Schema.NullOr(Schema.String),
   failureMessage: Schema.NullOr(Schema.String),
   incompleteReason: Schema.NullOr(Schema.String),
-  sessionId: Schema.NullOr(Schema.String),
-  parentRunId: Schema.NullOr(Schema.String),
+  sessionId: Schema.NullOr(SessionId),
+  parentRunId: Schema.NullOr(RunId),
   createdAt: Schema.DateFromSelf,
   startedAt: Schema.NullOr(Schema.DateFromSelf),
   finishedAt: Schema.NullOr(Schema.DateFromSelf),
@@ -29,8 +31,8 @@ export type RunRow = typeof RunRow.Type
 
 /** What a background run's workflow reads to run it on any runner. */
 export const BackgroundRow = Schema.Struct({
-  id: Schema.String,
-  accountId: Schema.String,
+  id: RunId,
+  accountId: UserId,
   endUserId: Schema.String,
   agent: Schema.NullOr(Schema.String),
   status: RunRow.fields.status,
@@ -42,7 +44,7 @@ export type BackgroundRow = typeof BackgroundRow.Type
 
 export const TERMINAL = new Set(["completed", "failed", "cancelled", "incomplete"])
 
-const Caller = { accountId: Schema.String, endUserId: Schema.String }
+const Caller = { accountId: UserId, endUserId: Schema.String }
 
 /** JSON columns come back parsed from PostgreSQL and as text from some drivers. */
 const parsed = (value: unknown) => (typeof value === "string" ? JSON.parse(value) : value)
@@ -96,12 +98,12 @@ export class RunRecords extends Effect.Service<RunRecords>()("atrium/runs/RunRec
 
     const insertQueued = SqlSchema.void({
       Request: Schema.Struct({
-        id: Schema.String,
+        id: RunId,
         ...Caller,
-        agentId: Schema.NullOr(Schema.String),
+        agentId: Schema.NullOr(AgentId),
         agentVersion: Schema.NullOr(Schema.Number),
         agent: Schema.String,
-        sessionId: Schema.NullOr(Schema.String),
+        sessionId: Schema.NullOr(SessionId),
         request: Schema.Unknown,
         deadlineAt: Schema.DateFromSelf
       }),
@@ -193,7 +195,7 @@ export class RunRecords extends Effect.Service<RunRecords>()("atrium/runs/RunRec
      */
     const stranded = SqlSchema.findAll({
       Request: Schema.Struct({ seconds: Schema.Number, limit: Schema.Number }),
-      Result: Schema.Struct({ id: Schema.String, status: Schema.String }),
+      Result: Schema.Struct({ id: RunId, status: Schema.String }),
       execute: ({ limit, seconds }) =>
         sql`
           SELECT r.id, r.status FROM runs r
@@ -212,8 +214,8 @@ export class RunRecords extends Effect.Service<RunRecords>()("atrium/runs/RunRec
     })
 
     const cancelled = SqlSchema.findAll({
-      Request: Schema.Array(Schema.String),
-      Result: Schema.Struct({ id: Schema.String }),
+      Request: Schema.Array(RunId),
+      Result: Schema.Struct({ id: RunId }),
       execute: (ids) => sql`SELECT id FROM runs WHERE id IN ${sql.in(ids)} AND cancel_requested_at IS NOT NULL`
     })
 
@@ -276,19 +278,19 @@ export class RunRecords extends Effect.Service<RunRecords>()("atrium/runs/RunRec
     })
 
     return {
-      byId: (partition: Partition, id: string) => Effect.orDie(findOne({ id, ...partition })),
+      byId: (partition: Partition, id: RunId) => Effect.orDie(findOne({ id, ...partition })),
       list: (partition: Partition, query: Omit<typeof ListQuery.Type, "accountId" | "endUserId">) =>
         Effect.map(findMany({ ...partition, ...query }), (rows) => ({ data: rows.slice(0, query.limit), hasMore: rows.length > query.limit })).pipe(Effect.orDie),
       enqueue: (run: Omit<Parameters<typeof insertQueued>[0], "accountId" | "endUserId"> & { partition: Partition }) =>
         Effect.orDie(insertQueued({ ...run, ...run.partition })),
-      enqueueTurn: (run: { id: string; partition: Partition; agentId: string; agent: string; sessionId: string }) =>
+      enqueueTurn: (run: { id: RunId; partition: Partition; agentId: AgentId; agent: string; sessionId: SessionId }) =>
         Effect.orDie(insertTurn({ id: run.id, ...run.partition, agentId: run.agentId, agent: run.agent, sessionId: run.sessionId })),
-      closeSession: (sessionId: string) => Effect.orDie(closeSession(sessionId)),
-      background: (id: string) =>
+      closeSession: (sessionId: SessionId) => Effect.orDie(closeSession(sessionId)),
+      background: (id: RunId) =>
         Effect.map(findBackground(id), Option.map((row) => ({ ...row, request: parsed(row.request) }))).pipe(Effect.orDie),
-      started: (id: string) => Effect.orDie(started(id)),
+      started: (id: RunId) => Effect.orDie(started(id)),
       /** The end of a background run, once: false when it had already ended. */
-      finish: (id: string, status: string, outcome: RunOutcome, incompleteReason: string | null) =>
+      finish: (id: RunId, status: string, outcome: RunOutcome, incompleteReason: string | null) =>
         Effect.map(finishing({
           id,
           status,
@@ -303,24 +305,24 @@ export class RunRecords extends Effect.Service<RunRecords>()("atrium/runs/RunRec
           output: outcome.output ?? ""
         }), (rows) => rows.length > 0).pipe(Effect.orDie),
       /** Asks a background run of the caller's to stop: false when the caller has no such background run. */
-      requestCancel: (partition: Partition, id: string) =>
+      requestCancel: (partition: Partition, id: RunId) =>
         Effect.map(cancelling({ id, ...partition }), (rows) => rows.length > 0).pipe(Effect.orDie),
-      cancelled: (ids: ReadonlyArray<string>) =>
+      cancelled: (ids: ReadonlyArray<RunId>) =>
         ids.length === 0 ? Effect.succeed([]) : Effect.map(cancelled(ids), (rows) => rows.map((row) => row.id)).pipe(Effect.orDie),
-      appendEvents: (runId: string, events: ReadonlyArray<{ seq: number; payload: unknown }>) =>
+      appendEvents: (runId: RunId, events: ReadonlyArray<{ seq: number; payload: unknown }>) =>
         events.length === 0 ? Effect.void : Effect.orDie(appendEvents({ runId, events })),
-      eventsAfter: (runId: string, after: number, limit = 500) =>
+      eventsAfter: (runId: RunId, after: number, limit = 500) =>
         Effect.map(eventsAfter({ runId, after, limit }), (rows) => rows.map((row) => ({ seq: row.seq, payload: parsed(row.payload) as { type: string } }))).pipe(Effect.orDie),
-      logState: (runId: string) => Effect.orDie(logState(runId)),
+      logState: (runId: RunId) => Effect.orDie(logState(runId)),
       /** How many of the run's events up to `seq` a read shows (the superseded left out). */
-      shownUpTo: (runId: string, seq: number) => Effect.orDie(Effect.map(shownUpTo({ runId, seq }), (row) => row.shown)),
+      shownUpTo: (runId: RunId, seq: number) => Effect.orDie(Effect.map(shownUpTo({ runId, seq }), (row) => row.shown)),
       /** The last attempt the log holds of each step that told events in it (`attempt` of its events). */
-      stepAttempts: (runId: string) => Effect.orDie(stepAttempts(runId)),
+      stepAttempts: (runId: RunId) => Effect.orDie(stepAttempts(runId)),
       /** Marks the events of `step`'s attempts before `attempt` superseded: no read returns them any more. */
-      supersede: (runId: string, step: string, attempt: number) => Effect.orDie(supersede({ runId, step, attempt })),
+      supersede: (runId: RunId, step: string, attempt: number) => Effect.orDie(supersede({ runId, step, attempt })),
       stranded: (seconds: number, limit = 500) => Effect.orDie(stranded({ seconds, limit })),
       /** The credits a run's subagents recorded (each its steps' and its own subagents'). */
-      childrenCharged: (id: string) => Effect.orDie(Effect.map(childrenCharged(id), (row) => row.charged))
+      childrenCharged: (id: RunId) => Effect.orDie(Effect.map(childrenCharged(id), (row) => row.charged))
     } as const
   })
 }) {}

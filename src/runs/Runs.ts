@@ -3,7 +3,7 @@ import { Effect, Option, Stream } from "effect"
 import { type AgentConfig, defaultBilling } from "../agents/Agent.js"
 import { AgentsRepo } from "../agents/Repo.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
-import { newId } from "../platform/Ids.js"
+import { newId, type UserId } from "../platform/Ids.js"
 import type { Micros } from "../platform/Money.js"
 import type { InternalEvent } from "../runtime/Events.js"
 import { ModelCatalog } from "../runtime/models/Catalog.js"
@@ -24,7 +24,7 @@ import { mayRun, mayRunVersion, ownedBy, runsDraft } from "./Policy.js"
  * caller acting for itself). The same rule as files and environments (src/files/Repo.ts).
  */
 /** A bare model as an agent of no one: no tools, no instructions beyond the caller's own system messages. */
-const bareModel = (modelId: string, ownerId: string): RunnableAgent => {
+const bareModel = (modelId: string, ownerId: UserId): RunnableAgent => {
   const config: AgentConfig = {
     name: modelId,
     description: "",
@@ -47,7 +47,7 @@ export class Runs extends Effect.Service<Runs>()("atrium/runs/Runs", {
     const catalog = yield* ModelCatalog
 
     /** The agent `identifier` as `userId` may run it: the owner's draft, anyone else's published version. */
-    const runnable = (identifier: string, userId: string) =>
+    const runnable = (identifier: string, userId: UserId) =>
       Effect.gen(function*() {
         const agent = yield* agents.byIdentifier(identifier)
         if (Option.isNone(agent)) return Option.none<RunnableAgent>()
@@ -61,7 +61,7 @@ export class Runs extends Effect.Service<Runs>()("atrium/runs/Runs", {
       })
 
     /** A published version of `identifier` as its owner runs it (an eval run of that version); none for anyone else. */
-    const ownVersion = (identifier: string, ownerId: string, version: number) =>
+    const ownVersion = (identifier: string, ownerId: UserId, version: number) =>
       Effect.gen(function*() {
         const agent = yield* agents.byIdentifier(identifier)
         if (Option.isNone(agent) || !mayRunVersion(ownerId, agent.value)) return Option.none<RunnableAgent>()
@@ -76,7 +76,7 @@ export class Runs extends Effect.Service<Runs>()("atrium/runs/Runs", {
      * What a run that names `name` runs, read again where it runs (a background run's workflow, on any runner): the
      * agent as `accountId` may run it, else a bare model of the catalog (a background `/v1/responses` may name one).
      */
-    const runnableOrModel = (name: string, accountId: string) =>
+    const runnableOrModel = (name: string, accountId: UserId) =>
       Effect.flatMap(runnable(name, accountId), (agent) =>
         Option.isSome(agent)
           ? Effect.succeed(agent)

@@ -5,7 +5,7 @@ import { listenResilient } from "../platform/Listener.js"
 import { NotFound } from "../platform/Errors.js"
 import { duration } from "../platform/Config.js"
 import { APPROVALS_CHANNEL, ApprovalsRepo } from "./approvals/Repo.js"
-import { ApprovalId, newApprovalId } from "./Domain.js"
+import { ApprovalId, type RunId } from "./Domain.js"
 import type { Partition } from "../identity/Partition.js"
 
 export interface Decision {
@@ -72,7 +72,7 @@ export class Approvals extends Effect.Service<Approvals>()("atrium/runtime/Appro
     /** Opens an approval; `wait` resolves with the answer or the timeout's denial, and forgets the approval. */
     const open = (owner: Partition, sessionId: Option.Option<string> = Option.none()) =>
       Effect.gen(function*() {
-        const id = newApprovalId()
+        const id = ApprovalId.random()
         const decision = yield* Deferred.make<Decision>()
         const expiresAt = new Date(Date.now() + Duration.toMillis(timeout))
         if (clustered) {
@@ -142,7 +142,7 @@ export class Approvals extends Effect.Service<Approvals>()("atrium/runtime/Appro
       }
       if (!clustered && Option.isSome(local)) {
         if (!(yield* resolveLocal(id, decision))) return yield* gone
-        return Option.none<string>()
+        return Option.none<RunId>()
       }
       // Claimed in its row: in cluster mode every approval has one; in embedded mode only a background run's.
       const answer = JSON.stringify({ id, approved: decision.approved, reason: decision.reason })
@@ -157,10 +157,10 @@ export class Approvals extends Effect.Service<Approvals>()("atrium/runtime/Appro
       if (claimed.value.runId !== null) return Option.some(claimed.value.runId)
       if (Option.isSome(local)) {
         yield* resolveLocal(id, decision)
-        return Option.none<string>()
+        return Option.none<RunId>()
       }
       yield* repo.notify(answer)
-      return Option.none<string>()
+      return Option.none<RunId>()
     })
 
     /**

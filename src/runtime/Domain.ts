@@ -1,5 +1,5 @@
 import { Schema } from "effect"
-import { newId } from "../platform/Ids.js"
+import { prefixedId } from "../platform/Ids.js"
 
 /**
  * The run events' contract (docs/events.md): the payloads of the 20 public events a run, a session turn and a
@@ -8,21 +8,13 @@ import { newId } from "../platform/Ids.js"
  * honest about what is known, not about everything sent).
  */
 
-/**
- * A run's id (`run_…`, DESIGN.md §6). The brand is a compile-time name only: the wire carries the same string, and a
- * path or body that names a wrong id still answers "not found", as before.
- */
-export const RunId = Schema.String.pipe(Schema.brand("RunId"))
+/** A run's id (`run_…`, DESIGN.md §6). */
+export const RunId = prefixedId("run", "RunId")
 export type RunId = typeof RunId.Type
-export const newRunId = (): RunId => RunId.make(newId("run"))
 
-/**
- * An approval request's id (`apv_…`, DESIGN.md §6). The brand is a compile-time name only: the wire carries the same string, and a
- * path or body that names a wrong id still answers "not found", as before.
- */
-export const ApprovalId = Schema.String.pipe(Schema.brand("ApprovalId"))
+/** An approval request's id (`apv_…`, DESIGN.md §6). */
+export const ApprovalId = prefixedId("apv", "ApprovalId")
 export type ApprovalId = typeof ApprovalId.Type
-export const newApprovalId = (): ApprovalId => ApprovalId.make(newId("apv"))
 
 const event = <Type extends string, Fields extends Schema.Struct.Fields>(type: Type, fields: Fields) =>
   Schema.Struct({

@@ -1,6 +1,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
+import { UserId } from "../platform/Ids.js"
 import type { Partition } from "../identity/Partition.js"
 
 export interface RunRecord {
@@ -30,7 +31,7 @@ export interface RunOutcome {
   readonly output?: string | undefined
 }
 
-const Owner = { accountId: Schema.String, endUserId: Schema.String }
+const Owner = { accountId: UserId, endUserId: Schema.String }
 const Trial = Schema.Struct({ agentId: Schema.String, payerId: Schema.String, limit: Schema.Number })
 const Used = Schema.Struct({ used: Schema.Number })
 const Workspace = Schema.Struct({ ...Owner, workspace: Schema.String })

@@ -2,6 +2,7 @@ import type * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as Prompt from "@effect/ai/Prompt"
 import { Data, type Effect, FiberRef, type Option } from "effect"
 import type { Partition } from "../identity/Partition.js"
+import type { AgentId, UserId } from "../platform/Ids.js"
 import type { Decision } from "./Approvals.js"
 import type { Fence } from "../platform/cluster/Fences.js"
 import { type Micros, parseCredits } from "../platform/Money.js"
@@ -20,9 +21,9 @@ import type { SandboxHolder } from "./sandbox/Holder.js"
 /** An agent as a run sees it: a published version, or the owner's draft (`version` null). */
 export interface RunnableAgent {
   /** None for a bare model called through `/v1/chat/completions` (an agent of no one, without tools). */
-  readonly id: string | null
+  readonly id: AgentId | null
   readonly identifier: string
-  readonly ownerId: string
+  readonly ownerId: UserId
   readonly version: number | null
   readonly config: ExpertConfig
   /**

@@ -1,4 +1,5 @@
 import { Cron, DateTime, Either, Option, Schema } from "effect"
+import { WebhookId } from "../platform/Ids.js"
 
 /**
  * A 5-field cron expression (minute hour day-of-month month day-of-week), as Effect's `Cron` parses it; the
@@ -37,7 +38,7 @@ export const CreateSchedule = Schema.Struct({
   session: Schema.optional(Schema.String).annotations({
     description: "A session of yours: each firing is a turn of it instead of a fresh run."
   }),
-  webhook: Schema.optional(Schema.String).annotations({
+  webhook: Schema.optional(WebhookId.unchecked).annotations({
     description: "An endpoint of yours (whk_…) that gets this schedule's `schedule.failed` events, whatever it subscribes to."
   }),
   missed: Schema.optional(Missed),

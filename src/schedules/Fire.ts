@@ -2,6 +2,7 @@ import { createHash } from "node:crypto"
 import { Effect, FiberSet, Layer, Option } from "effect"
 import { LedgerReads } from "../billing/LedgerReads.js"
 import { UserId } from "../platform/Ids.js"
+import { RunId } from "../runtime/Domain.js"
 import { BackgroundRuns } from "../runs/Background.js"
 import { RunRecords } from "../runs/Repo.js"
 import { Runs } from "../runs/Runs.js"
@@ -13,7 +14,7 @@ import type { CallerIdentity } from "../identity/Domain.js"
 
 /** A firing's run id, from its identity: a second start of the same firing finds its run. */
 export const firingRunId = (firing: Pick<FiringRow, "scheduleId" | "fireAt">) =>
-  `run_${createHash("sha256").update(`${firing.scheduleId}\n${firing.fireAt.toISOString()}`).digest("base64url").replace(/[-_]/g, "").slice(0, 20)}`
+  RunId.make(`run_${createHash("sha256").update(`${firing.scheduleId}\n${firing.fireAt.toISOString()}`).digest("base64url").replace(/[-_]/g, "").slice(0, 20)}`)
 
 const noSink = { event: () => {}, end: () => {} }
 

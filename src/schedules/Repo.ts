@@ -1,18 +1,19 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Schema } from "effect"
+import { UserId, WebhookId } from "../platform/Ids.js"
 import type { Partition } from "../identity/Partition.js"
 
 export const ScheduleRow = Schema.Struct({
   id: Schema.String,
-  accountId: Schema.String,
+  accountId: UserId,
   endUserId: Schema.String,
   agent: Schema.String,
   cron: Schema.String,
   timezone: Schema.String,
   input: Schema.String,
   sessionId: Schema.NullOr(Schema.String),
-  webhookId: Schema.NullOr(Schema.String),
+  webhookId: Schema.NullOr(WebhookId),
   missed: Schema.Literal("run_once", "skip"),
   description: Schema.String,
   status: Schema.Literal("active", "paused"),
@@ -30,12 +31,12 @@ export type ScheduleRow = typeof ScheduleRow.Type
 export const FiringRow = Schema.Struct({
   scheduleId: Schema.String,
   fireAt: Schema.DateFromSelf,
-  accountId: Schema.String,
+  accountId: UserId,
   endUserId: Schema.String,
   agent: Schema.String,
   input: Schema.String,
   sessionId: Schema.NullOr(Schema.String),
-  webhookId: Schema.NullOr(Schema.String)
+  webhookId: Schema.NullOr(WebhookId)
 })
 export type FiringRow = typeof FiringRow.Type
 
@@ -58,7 +59,7 @@ const SELECT = `
     SELECT fire_at, status, run_id, error FROM schedule_firings f WHERE f.schedule_id = s.id ORDER BY fire_at DESC LIMIT 1
   ) l ON true`
 
-const Owned = Schema.Struct({ accountId: Schema.String, endUserId: Schema.String, id: Schema.String })
+const Owned = Schema.Struct({ accountId: UserId, endUserId: Schema.String, id: Schema.String })
 const FiringStatus = Schema.Literal("pending", "started", "skipped", "failed")
 
 /**
@@ -72,14 +73,14 @@ export class SchedulesRepo extends Effect.Service<SchedulesRepo>()("atrium/sched
     const insert = SqlSchema.void({
       Request: Schema.Struct({
         id: Schema.String,
-        accountId: Schema.String,
+        accountId: UserId,
         endUserId: Schema.String,
         agent: Schema.String,
         cron: Schema.String,
         timezone: Schema.String,
         input: Schema.String,
         sessionId: Schema.NullOr(Schema.String),
-        webhookId: Schema.NullOr(Schema.String),
+        webhookId: Schema.NullOr(WebhookId),
         missed: Schema.String,
         description: Schema.String,
         nextRunAt: Schema.DateFromSelf,
@@ -94,7 +95,7 @@ export class SchedulesRepo extends Effect.Service<SchedulesRepo>()("atrium/sched
     })
 
     const list = SqlSchema.findAll({
-      Request: Schema.Struct({ accountId: Schema.String, endUserId: Schema.String }),
+      Request: Schema.Struct({ accountId: UserId, endUserId: Schema.String }),
       Result: ScheduleRow,
       execute: (p) =>
         sql`${sql.literal(SELECT)} WHERE s.account_id = ${p.accountId} AND s.end_user_id = ${p.endUserId}

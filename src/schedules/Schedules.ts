@@ -64,7 +64,7 @@ export class Schedules extends Effect.Service<Schedules>()("atrium/schedules/Sch
         return yield* new NotFound({ message: `No agent ${body.agent}.` })
       }
       if (body.session !== undefined) yield* sessions.get(acting, body.session)
-      if (body.webhook !== undefined) yield* webhooks.get(partition.accountId, body.webhook)
+      if (body.webhook !== undefined) yield* webhooks.get(caller.userId, body.webhook)
       const timezone = body.timezone ?? "UTC"
       const at = yield* now
       const id = newId("sched")

@@ -7,7 +7,8 @@ import { InvalidRequest, NotFound, ServiceUnavailable } from "../platform/Errors
 import { IdempotencyConflict } from "../billing/Domain.js"
 import { EnvironmentId } from "../platform/Ids.js"
 import { ApprovalId } from "../runtime/Domain.js"
-import { ATTACHMENT_BYTES, ATTACHMENT_NAME, MAX_ATTACHMENTS_PER_SESSION, MultitaskStrategy, SessionBusy, SessionId } from "./Domain.js"
+import { ATTACHMENT_BYTES, ATTACHMENT_NAME, MAX_ATTACHMENTS_PER_SESSION, MultitaskStrategy, SessionBusy } from "./Domain.js"
+import { SessionId } from "../platform/Ids.js"
 import { ListParams } from "../platform/http/Lists.js"
 import { ResumeHeaders, RunStartHeaders } from "../platform/http/Headers.js"
 import { Budget, RunObject } from "../runs/Api.js"
@@ -46,7 +47,7 @@ export const HistoryMessage = Schema.Struct({
   })))
 }).annotations({ identifier: "SessionMessage" })
 
-const Path = Schema.Struct({ id: SessionId })
+const Path = Schema.Struct({ id: SessionId.unchecked })
 
 const TurnNumber = Schema.Number.pipe(Schema.int(), Schema.positive())
 
@@ -92,12 +93,12 @@ export const TreeTurnView = Schema.Struct({
 
 export const ApprovalEvent = Schema.Struct({
   type: Schema.Literal("approval"),
-  approval_id: ApprovalId,
+  approval_id: ApprovalId.unchecked,
   decision: Schema.Literal("approve", "deny"),
   reason: Schema.optional(Schema.String.pipe(Schema.maxLength(1000)))
 })
 
-const TurnPath = Schema.Struct({ id: SessionId, turn: Schema.NumberFromString.pipe(Schema.int(), Schema.positive()) })
+const TurnPath = Schema.Struct({ id: SessionId.unchecked, turn: Schema.NumberFromString.pipe(Schema.int(), Schema.positive()) })
 
 /** A thumbs up or down on one answer (docs/sessions.md "Feedback"). */
 export const FeedbackView = Schema.Struct({
@@ -117,7 +118,7 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
     HttpApiEndpoint.post("create", "/v1/sessions")
       .setPayload(Schema.Struct({
         agent: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)),
-        environment_id: Schema.optional(EnvironmentId),
+        environment_id: Schema.optional(EnvironmentId.unchecked),
         title: Schema.optional(Schema.String.pipe(Schema.maxLength(200))),
         metadata: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
       }))

@@ -1,19 +1,10 @@
 import { Schema } from "effect"
 import { WireError } from "../platform/Errors.js"
-import { newId } from "../platform/Ids.js"
 
 /**
  * The sessions domain's contract (docs/architecture.md, "Contracts"): its errors on the wire. Imports only `effect`,
  * `@effect/platform` contract modules and other contracts.
  */
-
-/**
- * A session's id (`ses_…`, DESIGN.md §6). The brand is a compile-time name only: the wire carries the same string, and a
- * path or body that names a wrong id still answers "not found", as before.
- */
-export const SessionId = Schema.String.pipe(Schema.brand("SessionId"))
-export type SessionId = typeof SessionId.Type
-export const newSessionId = (): SessionId => SessionId.make(newId("ses"))
 
 export class SessionBusy extends WireError<SessionBusy>()(
   "SessionBusy",

@@ -3,6 +3,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import type * as Statement from "@effect/sql/Statement"
 import { Effect, Option, Schema } from "effect"
+import { SessionId, UserId } from "../platform/Ids.js"
 import type { Partition } from "../identity/Partition.js"
 import { Json } from "../platform/Rows.js"
 import { commitLogWith } from "./LogRepo.js"
@@ -36,7 +37,7 @@ const ForkRow = Schema.Struct({
   id: Schema.String,
   from: Schema.String,
   turn: Schema.Number,
-  accountId: Schema.String,
+  accountId: UserId,
   endUserId: Schema.String
 })
 const InFlight = Schema.Struct({ seq: Schema.NumberFromString, turn: Schema.Number })
@@ -52,7 +53,7 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
       Request: Schema.Struct({
         id: Schema.String,
         agentId: Schema.String,
-        accountId: Schema.String,
+        accountId: UserId,
         endUserId: Schema.String,
         environmentId: Schema.NullOr(Schema.String),
         title: Schema.NullOr(Schema.String),
@@ -91,7 +92,7 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
 
     const sessionPage = SqlSchema.findAll({
       Request: Schema.Struct({
-        accountId: Schema.String,
+        accountId: UserId,
         endUserId: Schema.String,
         limit: Schema.Number,
         before: Schema.NullOr(Schema.Struct({ createdAt: Schema.DateFromSelf, id: Schema.String })),
@@ -160,7 +161,7 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
     })
     const setStatus = (id: string, status: SessionStatus) => Effect.orDie(statusRow({ id, status }))
 
-    const Workspace = Schema.Struct({ accountId: Schema.String, endUserId: Schema.String, id: Schema.String })
+    const Workspace = Schema.Struct({ accountId: UserId, endUserId: Schema.String, id: Schema.String })
     const moveSession = SqlSchema.void({
       Request: Schema.Struct({ id: Schema.String, to: Schema.String }),
       execute: ({ id, to }) => sql`UPDATE sessions SET end_user_id = ${to}, updated_at = now() WHERE id = ${id}`
@@ -173,7 +174,7 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
           WHERE account_id = ${files.accountId} AND end_user_id = ${files.endUserId} AND workspace = ${files.id}`
     })
     /** Moves a session (and its workspace files) to another end user of the same account. */
-    const adopt = (id: string, accountId: string, from: string, to: string) =>
+    const adopt = (id: SessionId, accountId: UserId, from: string, to: string) =>
       sql.withTransaction(Effect.gen(function*() {
         yield* moveSession({ id, to })
         yield* moveWorkspace({ accountId, endUserId: from, id, to })

@@ -5,7 +5,7 @@ import type { Fence } from "../platform/cluster/Fences.js"
 import { Json } from "../platform/Rows.js"
 import { RunId } from "../runtime/Domain.js"
 import type { RunOutcome, RunRecord } from "../runtime/Repo.js"
-import { SessionId } from "./Domain.js"
+import { AgentId, EnvironmentId, SessionId, UserId } from "../platform/Ids.js"
 
 /**
  * A turn's run id, from the turn's identity (its session and number): known the moment the session numbers the turn,
@@ -13,18 +13,18 @@ import { SessionId } from "./Domain.js"
  * same on whichever runner runs the turn. A turn runs once (a turn cut by a crash is closed, not run again).
  */
 export const turnRunId = (sessionId: string, turn: number) =>
-  `run_${createHash("sha256").update(`${sessionId}\n${turn}`).digest("base64url").replace(/[-_]/g, "").slice(0, 20)}`
+  RunId.make(`run_${createHash("sha256").update(`${sessionId}\n${turn}`).digest("base64url").replace(/[-_]/g, "").slice(0, 20)}`)
 
 /** The rows of sessions, their history, queue and event log, and what one session writes at once (`commitLog`). */
 export type SessionStatus = "idle" | "running" | "waiting_approval"
 
 export const SessionRowSchema = Schema.Struct({
   id: SessionId,
-  agentId: Schema.String,
+  agentId: AgentId,
   agentIdentifier: Schema.String,
-  accountId: Schema.String,
+  accountId: UserId,
   endUserId: Schema.String,
-  environmentId: Schema.NullOr(Schema.String),
+  environmentId: Schema.NullOr(EnvironmentId),
   title: Schema.NullOr(Schema.String),
   metadata: Schema.transform(Schema.NullOr(Json(Schema.Record({ key: Schema.String, value: Schema.Unknown }))), Schema.Record({ key: Schema.String, value: Schema.Unknown }), {
     strict: true,

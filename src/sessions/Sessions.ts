@@ -8,7 +8,7 @@ import { InvalidRequest, NotFound, ServiceUnavailable } from "../platform/Errors
 import { RETRY_AFTER_SECONDS } from "../platform/Outage.js"
 import type { Micros } from "../platform/Money.js"
 import { Approvals } from "../runtime/Approvals.js"
-import type { ApprovalId } from "../runtime/Domain.js"
+import type { ApprovalId, RunId } from "../runtime/Domain.js"
 import { RunsRepo } from "../runtime/Repo.js"
 import { Runs } from "../runs/Runs.js"
 import { RunRecords, TERMINAL } from "../runs/Repo.js"
@@ -19,8 +19,8 @@ import { SessionsRepo } from "./Repo.js"
 import { messageView, preview, sessionView } from "./Views.js"
 import { messagesOf, pathTo, treeView, userMessageOf } from "./Tree.js"
 import { type Partition, partitionOf } from "../identity/Partition.js"
-import type { EnvironmentId } from "../platform/Ids.js"
-import { MAX_ATTACHMENTS_PER_SESSION, type MultitaskStrategy, newSessionId, SessionBusy } from "./Domain.js"
+import { type EnvironmentId, SessionId } from "../platform/Ids.js"
+import { MAX_ATTACHMENTS_PER_SESSION, type MultitaskStrategy, SessionBusy } from "./Domain.js"
 import { IdempotencyConflict } from "../billing/Domain.js"
 import type { CallerIdentity } from "../identity/Domain.js"
 import { Session } from "./SessionRpc.js"
@@ -98,7 +98,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
         const environment = yield* environments.byId(partition, body.environment_id)
         if (Option.isNone(environment)) return yield* new NotFound({ message: `No environment ${body.environment_id}.` })
       }
-      const id = newSessionId()
+      const id = SessionId.random()
       // A bare model has no agent row; sessions are for agents (`/v1/chat/completions` serves bare models).
       if (agent.id === null) return yield* new NotFound({ message: `No agent ${body.agent}.` })
       yield* repo.insert({
@@ -179,7 +179,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
      */
     const fork = Effect.fn("Sessions.fork")(function*(caller: CallerIdentity, id: string, turn: number) {
       const session = yield* ownedTurn(caller, id, turn)
-      const forked = newSessionId()
+      const forked = SessionId.random()
       yield* repo.fork({ id: forked, from: id, turn, accountId: session.accountId, endUserId: session.endUserId })
       return sessionView(Option.getOrThrow(yield* repo.byId(forked)))
     })
@@ -226,7 +226,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       yield* toEntity(client(id).Stop()).pipe(Effect.orDie)
       yield* repo.remove(session)
       // Its turns that had not ended will not: their runs end `cancelled` (a background message's run may be queued).
-      yield* records.closeSession(id)
+      yield* records.closeSession(session.id)
       return { id, deleted: true }
     })
 
@@ -348,7 +348,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
         : yield* sendOnce(caller, id, key, message, how, detached)
       const runId = turnRunId(id, sent.turn)
       const partition = partitionOf(caller)
-      yield* records.enqueueTurn({ id: runId, partition, agentId: session.agentId, agent: session.agentIdentifier, sessionId: id })
+      yield* records.enqueueTurn({ id: runId, partition, agentId: session.agentId, agent: session.agentIdentifier, sessionId: session.id })
       const run = yield* records.byId(partition, runId)
       return { first: sent.first, turn: sent.turn, run: Option.getOrThrow(run) }
     })
@@ -414,7 +414,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
      * `interrupt` stops it (billed for the model calls it finished), a queued one ends in its place without running.
      * Idempotent: a run that ended is answered as it is. Answers the run once it has ended (waiting up to 2 s).
      */
-    const cancelTurn = Effect.fn("Sessions.cancelTurn")(function*(caller: CallerIdentity, runId: string) {
+    const cancelTurn = Effect.fn("Sessions.cancelTurn")(function*(caller: CallerIdentity, runId: RunId) {
       const partition = partitionOf(caller)
       const read = Effect.flatMap(records.byId(partition, runId), Option.match({
         onNone: () => Effect.fail(new NotFound({ message: `No run ${runId}.` })),
@@ -455,7 +455,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
         if (session.value.status !== "idle") {
           return yield* new SessionBusy({ message: "The session is running a turn; adopt it when it is idle." })
         }
-        yield* repo.adopt(id, target.accountId, session.value.endUserId, target.endUserId)
+        yield* repo.adopt(session.value.id, target.accountId, session.value.endUserId, target.endUserId)
         // The session keeps its row while active: its next turn must be paid and filed for the new end user.
         yield* toEntity(client(id).Reload()).pipe(Effect.orDie)
       }

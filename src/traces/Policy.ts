@@ -1,5 +1,6 @@
 import { Option } from "effect"
 import type { CallerIdentity } from "../identity/Domain.js"
+import type { UserId } from "../platform/Ids.js"
 
 /**
  * Who reads which traces (issue 49: the domain's rules in one file; docs/traces.md).
@@ -16,7 +17,7 @@ import type { CallerIdentity } from "../identity/Domain.js"
  * a `Reader` is built only here, so the repository is never asked with a view these rules did not give.
  */
 export interface Reader {
-  readonly accountId: string
+  readonly accountId: UserId
   readonly endUserId: string
   /** The expert's creator's view is included (only when acting as the account itself). */
   readonly asCreator: boolean
@@ -38,7 +39,7 @@ export const endUserReader = (reader: Reader, endUserId: string): Option.Option<
     : Option.some({ accountId: reader.accountId, endUserId, asCreator: false })
 
 /** The creator's view alone, as their account (a dataset's row made from one of their experts' runs). */
-export const creatorReader = (accountId: string): Reader => ({ accountId, endUserId: "", asCreator: true })
+export const creatorReader = (accountId: UserId): Reader => ({ accountId, endUserId: "", asCreator: true })
 
 /** How a listed trace is the reader's: their own run, or one they see as its expert's creator. */
 export const accessOf = (reader: Reader, trace: { readonly payerId: string; readonly endUserId: string }): "own" | "creator" =>

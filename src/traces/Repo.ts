@@ -1,6 +1,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
+import { UserId } from "../platform/Ids.js"
 import { Json } from "../platform/Rows.js"
 import type { SpanRecord } from "../runtime/Tracing.js"
 import type { Reader } from "./Policy.js"
@@ -147,13 +148,14 @@ export class TracesRepo extends Effect.Service<TracesRepo>()("atrium/traces/Trac
       })
 
     /** The rule of `traces/Policy.ts` as a filter: own runs, or the expert's owner's view when `asCreator`. */
-    const readable = (reader: Reader) =>
+    // Given the request as encoded, where the account is a plain string.
+    const readable = (reader: Omit<Reader, "accountId"> & { readonly accountId: string }) =>
       reader.asCreator
         ? sql`((payer_id = ${reader.accountId} AND end_user_id = ${reader.endUserId}) OR owner_id = ${reader.accountId})`
         : sql`(payer_id = ${reader.accountId} AND end_user_id = ${reader.endUserId})`
 
     const summaryOfRun = SqlSchema.findOne({
-      Request: Schema.Struct({ runId: Schema.String, accountId: Schema.String, endUserId: Schema.String, asCreator: Schema.Boolean }),
+      Request: Schema.Struct({ runId: Schema.String, accountId: UserId, endUserId: Schema.String, asCreator: Schema.Boolean }),
       Result: SummaryRow,
       // A delegated run's spans live in its root run's trace: found through them.
       execute: (q) =>
@@ -181,7 +183,7 @@ export class TracesRepo extends Effect.Service<TracesRepo>()("atrium/traces/Trac
 
     const searchRows = SqlSchema.findAll({
       Request: Schema.Struct({
-        accountId: Schema.String,
+        accountId: UserId,
         endUserId: Schema.String,
         asCreator: Schema.Boolean,
         agent: Schema.NullOr(Schema.String),

@@ -6,9 +6,10 @@ import { PlatformAuthentication } from "../identity/Domain.js"
 import { IdempotencyConflict, InvalidRequest, NotFound, ServiceUnavailable } from "../platform/Errors.js"
 import { IdempotencyKey } from "../platform/http/Headers.js"
 import { ListParams } from "../platform/http/Lists.js"
+import { WebhookDeliveryId, WebhookId } from "../platform/Ids.js"
 import { CreateWebhook, DeliveryView, EmitEvent, EVENT_TYPES, UpdateWebhook, WebhookView, WebhookWithSecret } from "./Domain.js"
 
-const IdPath = Schema.Struct({ id: Schema.String })
+const IdPath = Schema.Struct({ id: WebhookId.unchecked })
 
 /**
  * Webhook endpoints of the caller's account (docs/webhooks.md): each subscribed event is POSTed to the endpoint,
@@ -77,7 +78,7 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
   )
   .add(
     HttpApiEndpoint.post("redeliver", "/v1/webhooks/:id/deliveries/:delivery_id/redeliver")
-      .setPath(Schema.Struct({ id: Schema.String, delivery_id: Schema.String }))
+      .setPath(Schema.Struct({ id: WebhookId.unchecked, delivery_id: WebhookDeliveryId.unchecked }))
       .addSuccess(DeliveryView, { status: 202 })
       .addError(NotFound)
       .annotate(OpenApi.Description, "Send a delivery's event again, as a new delivery with the same webhook-id.")

@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { UserId } from "../platform/Ids.js"
 
 /**
  * Webhooks' contract (docs/webhooks.md): the event types an endpoint can subscribe to, and what the routes answer.
@@ -105,7 +106,7 @@ export const DeliveryView = Schema.Struct({
 })
 
 export const EmitEvent = Schema.Struct({
-  account: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200)),
+  account: UserId.unchecked.pipe(Schema.minLength(1), Schema.maxLength(200)),
   type: EventTypeName,
   data: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
   idempotency_key: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(255))

@@ -1,6 +1,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Schema } from "effect"
+import { UserId, WebhookDeliveryId, WebhookEventId, WebhookId } from "../platform/Ids.js"
 
 /** jsonb arrives as an object from node-postgres and as text from some drivers. */
 const Json = Schema.Union(
@@ -9,8 +10,8 @@ const Json = Schema.Union(
 )
 
 export const EndpointRow = Schema.Struct({
-  id: Schema.String,
-  accountId: Schema.String,
+  id: WebhookId,
+  accountId: UserId,
   url: Schema.String,
   events: Schema.Array(Schema.String),
   description: Schema.String,
@@ -24,9 +25,9 @@ export const EndpointRow = Schema.Struct({
 export type EndpointRow = typeof EndpointRow.Type
 
 export const DeliveryRow = Schema.Struct({
-  id: Schema.String,
-  endpointId: Schema.String,
-  eventId: Schema.String,
+  id: WebhookDeliveryId,
+  endpointId: WebhookId,
+  eventId: WebhookEventId,
   eventType: Schema.String,
   status: Schema.Literal("pending", "succeeded", "failed"),
   attempts: Schema.Number,
@@ -43,15 +44,15 @@ export type DeliveryRow = typeof DeliveryRow.Type
 
 /** A delivery claimed by a worker, with what sending it needs. */
 export const ClaimRow = Schema.Struct({
-  id: Schema.String,
-  endpointId: Schema.String,
+  id: WebhookDeliveryId,
+  endpointId: WebhookId,
   attempts: Schema.Number,
   expiresAt: Schema.DateFromSelf,
-  accountId: Schema.String,
+  accountId: UserId,
   url: Schema.String,
   secret: Schema.String,
   endpointStatus: Schema.Literal("enabled", "disabled"),
-  eventId: Schema.String,
+  eventId: WebhookEventId,
   eventType: Schema.String,
   data: Json,
   eventCreatedAt: Schema.DateFromSelf
@@ -62,7 +63,7 @@ const ENDPOINT = "id, account_id, url, events, description, secret, status, disa
 const DELIVERY = `d.id, d.endpoint_id, d.event_id, v.type AS event_type, d.status, d.attempts, d.next_attempt_at,
   d.response_status, d.latency_ms, d.response_body, d.error, d.last_attempt_at, d.manual, d.created_at`
 
-const Owned = Schema.Struct({ accountId: Schema.String, id: Schema.String })
+const Owned = Schema.Struct({ accountId: UserId, id: WebhookId })
 
 /**
  * Webhooks' SQL. Every time comes from the caller (the Effect `Clock`), never the database's `now()`, so the retry
@@ -74,8 +75,8 @@ export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("atrium/webhook
 
     const insertEndpoint = SqlSchema.findOne({
       Request: Schema.Struct({
-        id: Schema.String,
-        accountId: Schema.String,
+        id: WebhookId,
+        accountId: UserId,
         url: Schema.String,
         events: Schema.Array(Schema.String),
         description: Schema.String,
@@ -96,7 +97,7 @@ export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("atrium/webhook
 
     /** The endpoint a create with this key made, with what that create asked for. */
     const byIdempotencyKey = SqlSchema.findOne({
-      Request: Schema.Struct({ accountId: Schema.String, idempotencyKey: Schema.String }),
+      Request: Schema.Struct({ accountId: UserId, idempotencyKey: Schema.String }),
       Result: Schema.Struct({ ...EndpointRow.fields, requestHash: Schema.NullOr(Schema.String) }),
       execute: (key) =>
         sql`
@@ -105,7 +106,7 @@ export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("atrium/webhook
     })
 
     const listEndpoints = SqlSchema.findAll({
-      Request: Schema.String,
+      Request: UserId,
       Result: EndpointRow,
       execute: (accountId) =>
         sql`SELECT ${sql.literal(ENDPOINT)} FROM webhook_endpoints WHERE account_id = ${accountId} ORDER BY created_at DESC, id DESC LIMIT 1000`
@@ -147,13 +148,13 @@ export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("atrium/webhook
 
     const removeEndpoint = SqlSchema.findAll({
       Request: Owned,
-      Result: Schema.Struct({ id: Schema.String }),
+      Result: Schema.Struct({ id: WebhookId }),
       execute: ({ accountId, id }) => sql`DELETE FROM webhook_endpoints WHERE id = ${id} AND account_id = ${accountId} RETURNING id`
     })
 
     /** Pending deliveries of a disabled endpoint end as failed: they would never be sent. */
     const dropPending = SqlSchema.void({
-      Request: Schema.Struct({ endpointId: Schema.String, reason: Schema.String, now: Schema.DateFromSelf }),
+      Request: Schema.Struct({ endpointId: WebhookId, reason: Schema.String, now: Schema.DateFromSelf }),
       execute: ({ endpointId, now, reason }) =>
         sql`
           UPDATE webhook_deliveries SET status = 'failed', error = ${reason}, lease_owner = NULL, lease_until = NULL, updated_at = ${now}
@@ -162,14 +163,14 @@ export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("atrium/webhook
 
     const insertEvent = SqlSchema.findAll({
       Request: Schema.Struct({
-        id: Schema.String,
-        accountId: Schema.String,
+        id: WebhookEventId,
+        accountId: UserId,
         type: Schema.String,
         data: Schema.String,
         idempotencyKey: Schema.String,
         now: Schema.DateFromSelf
       }),
-      Result: Schema.Struct({ id: Schema.String }),
+      Result: Schema.Struct({ id: WebhookEventId }),
       execute: (e) =>
         sql`
           INSERT INTO webhook_events (id, account_id, type, data, idempotency_key, created_at)
@@ -179,16 +180,16 @@ export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("atrium/webhook
     })
 
     const eventByKey = SqlSchema.findOne({
-      Request: Schema.Struct({ accountId: Schema.String, idempotencyKey: Schema.String }),
-      Result: Schema.Struct({ id: Schema.String }),
+      Request: Schema.Struct({ accountId: UserId, idempotencyKey: Schema.String }),
+      Result: Schema.Struct({ id: WebhookEventId }),
       execute: (key) =>
         sql`SELECT id FROM webhook_events WHERE account_id = ${key.accountId} AND idempotency_key = ${key.idempotencyKey}`
     })
 
     /** The enabled endpoints of the event's account subscribed to its type. */
     const targets = SqlSchema.findAll({
-      Request: Schema.Struct({ eventId: Schema.String, endpointId: Schema.NullOr(Schema.String) }),
-      Result: Schema.Struct({ id: Schema.String }),
+      Request: Schema.Struct({ eventId: WebhookEventId, endpointId: Schema.NullOr(WebhookId) }),
+      Result: Schema.Struct({ id: WebhookId }),
       execute: ({ endpointId, eventId }) =>
         sql`
           SELECT e.id FROM webhook_events v JOIN webhook_endpoints e ON e.account_id = v.account_id
@@ -198,9 +199,9 @@ export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("atrium/webhook
 
     const insertDeliveries = SqlSchema.void({
       Request: Schema.Struct({
-        eventId: Schema.String,
-        ids: Schema.Array(Schema.String),
-        endpointIds: Schema.Array(Schema.String),
+        eventId: WebhookEventId,
+        ids: Schema.Array(WebhookDeliveryId),
+        endpointIds: Schema.Array(WebhookId),
         now: Schema.DateFromSelf,
         expiresAt: Schema.DateFromSelf
       }),
@@ -212,7 +213,7 @@ export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("atrium/webhook
     })
 
     const listDeliveries = SqlSchema.findAll({
-      Request: Schema.Struct({ endpointId: Schema.String, after: Schema.NullOr(Schema.String), limit: Schema.Number }),
+      Request: Schema.Struct({ endpointId: WebhookId, after: Schema.NullOr(WebhookDeliveryId), limit: Schema.Number }),
       Result: DeliveryRow,
       execute: ({ after, endpointId, limit }) =>
         after === null
@@ -227,7 +228,7 @@ export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("atrium/webhook
     })
 
     const findDelivery = SqlSchema.findOne({
-      Request: Schema.Struct({ endpointId: Schema.String, id: Schema.String }),
+      Request: Schema.Struct({ endpointId: WebhookId, id: WebhookDeliveryId }),
       Result: DeliveryRow,
       execute: ({ endpointId, id }) =>
         sql`
@@ -236,7 +237,7 @@ export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("atrium/webhook
     })
 
     const insertRedelivery = SqlSchema.single({
-      Request: Schema.Struct({ id: Schema.String, endpointId: Schema.String, eventId: Schema.String, now: Schema.DateFromSelf, expiresAt: Schema.DateFromSelf }),
+      Request: Schema.Struct({ id: WebhookDeliveryId, endpointId: WebhookId, eventId: WebhookEventId, now: Schema.DateFromSelf, expiresAt: Schema.DateFromSelf }),
       Result: DeliveryRow,
       execute: (r) =>
         sql`
@@ -278,7 +279,7 @@ export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("atrium/webhook
      */
     const record = SqlSchema.findOne({
       Request: Schema.Struct({
-        id: Schema.String,
+        id: WebhookDeliveryId,
         runner: Schema.String,
         ok: Schema.Boolean,
         next: Schema.NullOr(Schema.DateFromSelf),
@@ -288,7 +289,7 @@ export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("atrium/webhook
         error: Schema.NullOr(Schema.String),
         now: Schema.DateFromSelf
       }),
-      Result: Schema.Struct({ endpointId: Schema.String, failingSince: Schema.NullOr(Schema.DateFromSelf) }),
+      Result: Schema.Struct({ endpointId: WebhookId, failingSince: Schema.NullOr(Schema.DateFromSelf) }),
       execute: (r) =>
         sql`
           WITH done AS (
@@ -309,8 +310,8 @@ export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("atrium/webhook
 
     /** Disables an endpoint that is still enabled; true when this call did it (so its owner is told once). */
     const disable = SqlSchema.findAll({
-      Request: Schema.Struct({ endpointId: Schema.String, reason: Schema.String, now: Schema.DateFromSelf }),
-      Result: Schema.Struct({ id: Schema.String }),
+      Request: Schema.Struct({ endpointId: WebhookId, reason: Schema.String, now: Schema.DateFromSelf }),
+      Result: Schema.Struct({ id: WebhookId }),
       execute: ({ endpointId, now, reason }) =>
         sql`
           UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = ${reason}, updated_at = ${now}
@@ -321,7 +322,7 @@ export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("atrium/webhook
       /** None when a create with the same Idempotency-Key made one already. */
       insertEndpoint: (row: Parameters<typeof insertEndpoint>[0]) => Effect.orDie(insertEndpoint(row)),
       byIdempotencyKey: (key: Parameters<typeof byIdempotencyKey>[0]) => Effect.orDie(byIdempotencyKey(key)),
-      listEndpoints: (accountId: string) => Effect.orDie(listEndpoints(accountId)),
+      listEndpoints: (accountId: UserId) => Effect.orDie(listEndpoints(accountId)),
       findEndpoint: (owned: typeof Owned.Type) => Effect.orDie(findEndpoint(owned)),
       updateEndpoint: (update: Parameters<typeof updateEndpoint>[0]) => Effect.orDie(updateEndpoint(update)),
       removeEndpoint: (owned: typeof Owned.Type) => Effect.map(Effect.orDie(removeEndpoint(owned)), (rows) => rows.length > 0),
@@ -335,7 +336,7 @@ export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("atrium/webhook
           return found._tag === "Some" ? { id: found.value.id, fresh: false } : undefined
         })),
       /** The endpoints an event goes to: those subscribed to its type, and `endpointId` (named by its emitter) too. */
-      targets: (eventId: string, endpointId: string | null = null) =>
+      targets: (eventId: WebhookEventId, endpointId: WebhookId | null = null) =>
         Effect.map(Effect.orDie(targets({ eventId, endpointId })), (rows) => rows.map((row) => row.id)),
       insertDeliveries: (request: Parameters<typeof insertDeliveries>[0]) => Effect.orDie(insertDeliveries(request)),
       listDeliveries: (request: Parameters<typeof listDeliveries>[0]) => Effect.orDie(listDeliveries(request)),

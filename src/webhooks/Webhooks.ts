@@ -3,7 +3,7 @@ import { Clock, Duration, Effect, Option, Redacted } from "effect"
 import { SecretBox } from "../credentials/SecretBox.js"
 import { IdempotencyConflict, InvalidRequest, NotFound, ServiceUnavailable } from "../platform/Errors.js"
 import { DEFAULT_LIMIT, type ListParams, pageOf } from "../platform/http/Lists.js"
-import { newWebhookDeliveryId, newWebhookEventId, newWebhookId } from "../platform/Ids.js"
+import { type UserId, WebhookDeliveryId, WebhookEventId, WebhookId } from "../platform/Ids.js"
 import { ToolsConfig } from "../runtime/tools/Config.js"
 import { checkUrl, makeHostAddresses, OutboundRefused } from "../runtime/tools/Outbound.js"
 import { WebhooksConfig } from "./Config.js"
@@ -13,13 +13,13 @@ import { type DeliveryRow, type EndpointRow, WebhooksRepo } from "./Repo.js"
 
 /** What `emit` is given: one event of an account, emitted once per `idempotencyKey`. */
 export interface EmitInput {
-  readonly account: string
+  readonly account: UserId
   readonly type: EventType
   readonly data: Record<string, unknown>
   /** Who emits what, e.g. `run:<id>:completed`: a second emit with the same key is the first one's event. */
   readonly idempotencyKey: string
   /** An endpoint of the account's that gets the event whether or not it subscribes to its type (a schedule's own). */
-  readonly endpoint?: string | undefined
+  readonly endpoint?: WebhookId | undefined
 }
 
 /** A new signing secret in Standard Webhooks' form: `whsec_` and 24 random bytes in base64. */
@@ -69,7 +69,7 @@ export class Webhooks extends Effect.Service<Webhooks>()("atrium/webhooks/Webhoo
     const own = makeHostAddresses()
     const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
-    const notFound = (id: string) => new NotFound({ message: `No webhook endpoint ${id}.` })
+    const notFound = (id: WebhookId) => new NotFound({ message: `No webhook endpoint ${id}.` })
 
     /** The outbound rule at the door (checked again at every attempt, on the addresses connected to). */
     const checkTarget = (url: string) =>
@@ -92,7 +92,7 @@ export class Webhooks extends Effect.Service<Webhooks>()("atrium/webhooks/Webhoo
         onSome: Effect.succeed
       })
 
-    const owned = (accountId: string, id: string) =>
+    const owned = (accountId: UserId, id: WebhookId) =>
       Effect.flatMap(repo.findEndpoint({ accountId, id }), Option.match({ onNone: () => Effect.fail(notFound(id)), onSome: Effect.succeed }))
 
     /**
@@ -101,7 +101,7 @@ export class Webhooks extends Effect.Service<Webhooks>()("atrium/webhooks/Webhoo
      * The platform's generic key store is not used here because it would keep that answer, secret and all, in clear.
      */
     const create = Effect.fn("Webhooks.create")(function*(
-      accountId: string,
+      accountId: UserId,
       input: { readonly url: string; readonly events: ReadonlyArray<string>; readonly description?: string | undefined },
       idempotencyKey: Option.Option<string>
     ) {
@@ -126,7 +126,7 @@ export class Webhooks extends Effect.Service<Webhooks>()("atrium/webhooks/Webhoo
       yield* checkTarget(input.url)
       const secret = newSecret()
       const row = yield* repo.insertEndpoint({
-        id: newWebhookId(),
+        id: WebhookId.random(),
         accountId,
         url: input.url,
         events,
@@ -143,17 +143,17 @@ export class Webhooks extends Effect.Service<Webhooks>()("atrium/webhooks/Webhoo
       return raced.value
     })
 
-    const list = Effect.fn("Webhooks.list")(function*(accountId: string, params: ListParams) {
+    const list = Effect.fn("Webhooks.list")(function*(accountId: UserId, params: ListParams) {
       return yield* pageOf((yield* repo.listEndpoints(accountId)).map(endpointView), params, (endpoint) => endpoint.id)
     })
 
-    const get = Effect.fn("Webhooks.get")(function*(accountId: string, id: string) {
+    const get = Effect.fn("Webhooks.get")(function*(accountId: UserId, id: WebhookId) {
       return endpointView(yield* owned(accountId, id))
     })
 
     const update = Effect.fn("Webhooks.update")(function*(
-      accountId: string,
-      id: string,
+      accountId: UserId,
+      id: WebhookId,
       patch: {
         readonly url?: string | undefined
         readonly events?: ReadonlyArray<string> | undefined
@@ -179,11 +179,11 @@ export class Webhooks extends Effect.Service<Webhooks>()("atrium/webhooks/Webhoo
       return endpointView(row.value)
     })
 
-    const remove = Effect.fn("Webhooks.remove")(function*(accountId: string, id: string) {
+    const remove = Effect.fn("Webhooks.remove")(function*(accountId: UserId, id: WebhookId) {
       if (!(yield* repo.removeEndpoint({ accountId, id }))) return yield* notFound(id)
     })
 
-    const rotateSecret = Effect.fn("Webhooks.rotateSecret")(function*(accountId: string, id: string) {
+    const rotateSecret = Effect.fn("Webhooks.rotateSecret")(function*(accountId: UserId, id: WebhookId) {
       yield* owned(accountId, id)
       const secret = newSecret()
       const row = yield* repo.updateEndpoint({
@@ -200,23 +200,23 @@ export class Webhooks extends Effect.Service<Webhooks>()("atrium/webhooks/Webhoo
       return { ...endpointView(row.value), secret: Redacted.value(secret) }
     })
 
-    const listDeliveries = Effect.fn("Webhooks.deliveries")(function*(accountId: string, id: string, params: ListParams) {
+    const listDeliveries = Effect.fn("Webhooks.deliveries")(function*(accountId: UserId, id: WebhookId, params: ListParams) {
       yield* owned(accountId, id)
       const limit = params.limit ?? DEFAULT_LIMIT
-      if (params.after !== undefined && Option.isNone(yield* repo.findDelivery({ endpointId: id, id: params.after }))) {
+      if (params.after !== undefined && Option.isNone(yield* repo.findDelivery({ endpointId: id, id: WebhookDeliveryId.unchecked.make(params.after) }))) {
         return yield* new NotFound({ message: `after: ${params.after} is not in this list.` })
       }
-      const rows = yield* repo.listDeliveries({ endpointId: id, after: params.after ?? null, limit: limit + 1 })
+      const rows = yield* repo.listDeliveries({ endpointId: id, after: params.after === undefined ? null : WebhookDeliveryId.unchecked.make(params.after), limit: limit + 1 })
       return { data: rows.slice(0, limit).map(deliveryView), has_more: rows.length > limit }
     })
 
-    const redeliver = Effect.fn("Webhooks.redeliver")(function*(accountId: string, id: string, deliveryId: string) {
+    const redeliver = Effect.fn("Webhooks.redeliver")(function*(accountId: UserId, id: WebhookId, deliveryId: WebhookDeliveryId) {
       yield* owned(accountId, id)
       const original = yield* repo.findDelivery({ endpointId: id, id: deliveryId })
       if (Option.isNone(original)) return yield* new NotFound({ message: `No delivery ${deliveryId} of webhook endpoint ${id}.` })
       const at = yield* now
       const row = yield* repo.insertRedelivery({
-        id: newWebhookDeliveryId(),
+        id: WebhookDeliveryId.random(),
         endpointId: id,
         eventId: original.value.eventId,
         now: at,
@@ -236,7 +236,7 @@ export class Webhooks extends Effect.Service<Webhooks>()("atrium/webhooks/Webhoo
       const at = yield* now
       const made = yield* repo.withTransaction(Effect.gen(function*() {
         const event = yield* repo.insertEvent({
-          id: newWebhookEventId(),
+          id: WebhookEventId.random(),
           accountId: input.account,
           type: input.type,
           data: JSON.stringify(input.data),
@@ -249,7 +249,7 @@ export class Webhooks extends Effect.Service<Webhooks>()("atrium/webhooks/Webhoo
         if (endpointIds.length > 0) {
           yield* repo.insertDeliveries({
             eventId: event.id,
-            ids: endpointIds.map(() => newWebhookDeliveryId()),
+            ids: endpointIds.map(() => WebhookDeliveryId.random()),
             endpointIds,
             now: at,
             expiresAt: new Date(at.getTime() + Duration.toMillis(config.retryWindow))

@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
+import { UserId } from "../../src/platform/Ids.js"
 import { canDelegateTo, canRun, changeAccess, isCreator } from "../../src/agents/Policy.js"
 import { mayRunVersion, runsDraft } from "../../src/runs/Policy.js"
 import { canUseMemoryOf } from "../../src/memory/Policy.js"
@@ -36,8 +37,8 @@ describe("agents policy", () => {
 
   it.effect("memory and the marketplace follow the same rule", () =>
     Effect.sync(() => {
-      assert.isFalse(canUseMemoryOf({ accountId: "usr_b", endUserId: "" }, draft))
-      assert.isTrue(canUseMemoryOf({ accountId: "usr_b", endUserId: "eu" }, published))
+      assert.isFalse(canUseMemoryOf({ accountId: UserId.make("usr_b"), endUserId: "" }, draft))
+      assert.isTrue(canUseMemoryOf({ accountId: UserId.make("usr_b"), endUserId: "eu" }, published))
       assert.isFalse(canSee(undefined, draft))
       assert.isFalse(canSee("usr_b", draft))
       assert.isTrue(canSee("usr_a", draft))

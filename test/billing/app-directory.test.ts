@@ -3,6 +3,7 @@ import { Deferred, Effect, Fiber, Layer, Option } from "effect"
 import { AppDirectory } from "../../src/billing/AppDirectory.js"
 import { type MeterRow, MetersRepo } from "../../src/billing/MetersRepo.js"
 import { type OAuthApp, OAuthApps } from "../../src/identity/oauth/Apps.js"
+import { AppId } from "../../src/platform/Ids.js"
 
 /**
  * The app and meter cache of `POST /v1/events` (issue 45 item 3): a change invalidates what the cache holds, and a
@@ -10,6 +11,7 @@ import { type OAuthApp, OAuthApps } from "../../src/identity/oauth/Apps.js"
  * the API (a disabled meter, a new price, a new cap are seen at once).
  */
 const app = (dailyCapPerUser: bigint | null) => ({ id: "app_1", dailyCapPerUser }) as unknown as OAuthApp
+const APP = AppId.make("app_1")
 const meter = { id: "mtr_1", appId: "app_1", eventName: "call", creditsPerUse: 10_000n, disabled: false } as unknown as MeterRow
 
 /** A directory over an app whose reads are counted and, while `gate` is set, wait for it. */
@@ -44,12 +46,12 @@ describe("AppDirectory", () => {
   it.live("reads an app and its meter once, and again after an invalidation", () =>
     Effect.gen(function*() {
       const d = yield* directory
-      yield* d.service.priced("app_1", "call")
-      yield* d.service.priced("app_1", "call")
+      yield* d.service.priced(APP, "call")
+      yield* d.service.priced(APP, "call")
       assert.strictEqual(d.reads(), 1)
       d.change(5n)
-      yield* d.service.invalidate("app_1")
-      assert.strictEqual(capOf(yield* d.service.priced("app_1", "call")), 5n)
+      yield* d.service.invalidate(APP)
+      assert.strictEqual(capOf(yield* d.service.priced(APP, "call")), 5n)
       assert.strictEqual(d.reads(), 2)
     }))
 
@@ -58,14 +60,14 @@ describe("AppDirectory", () => {
       const d = yield* directory
       const gate = yield* d.hold
       // The lookup reads the old app, then waits; the app changes and is invalidated meanwhile.
-      const slow = yield* Effect.fork(d.service.priced("app_1", "call"))
+      const slow = yield* Effect.fork(d.service.priced(APP, "call"))
       while (d.reads() === 0) yield* Effect.yieldNow()
       d.change(7n)
-      yield* d.service.invalidate("app_1")
+      yield* d.service.invalidate(APP)
       yield* Deferred.succeed(gate, undefined)
       assert.isNull(capOf(yield* Fiber.join(slow)))
       // The next charge reads the app again and sees the change.
-      assert.strictEqual(capOf(yield* d.service.priced("app_1", "call")), 7n)
+      assert.strictEqual(capOf(yield* d.service.priced(APP, "call")), 7n)
       assert.strictEqual(d.reads(), 2)
     }))
 })

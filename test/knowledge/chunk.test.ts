@@ -77,7 +77,7 @@ describe("knowledge: extraction", () => {
 
 describe("knowledge: fusion", () => {
   const candidate = (seq: number): Candidate => ({
-    storeId: "vs", fileId: FileId.make("f"), generation: 1, seq, text: "", heading: "", startChar: 0, endChar: 0, filename: "f", attributes: {}, score: 0
+    storeId: "vs", fileId: FileId.make("file_f"), generation: 1, seq, text: "", heading: "", startChar: 0, endChar: 0, filename: "f", attributes: {}, score: 0
   })
   it("reciprocal rank: first in both lists scores 1; a passage in one list scores less than one in both", () => {
     const fused = fuse([[candidate(1), candidate(2)], [candidate(1), candidate(3)]])

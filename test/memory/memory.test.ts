@@ -4,7 +4,7 @@ import { Effect, Either, FastCheck as fc, Layer } from "effect"
 import { AgentsRepo } from "../../src/agents/Repo.js"
 import { Memory } from "../../src/memory/Memory.js"
 import { MemoryRepo } from "../../src/memory/Repo.js"
-import { randomBase62 } from "../../src/platform/Ids.js"
+import { randomBase62, UserId } from "../../src/platform/Ids.js"
 import type { MemorySettings } from "../../src/runtime/Expert.js"
 import type { MemoryOwner } from "../../src/runtime/Ports.js"
 import { insertUser, TestDatabase } from "../support/Database.js"
@@ -28,7 +28,7 @@ const newExpert = (settings: MemorySettings = SETTINGS) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const n = randomBase62(10).toLowerCase()
-    const userId = `usr_${n}`
+    const userId = UserId.make(`usr_${n}`)
     yield* insertUser(userId)
     const draft = {
       name: n, description: "", category: "other", instructions: "", model: "builtin", tools: [], subagents: [],
@@ -39,7 +39,7 @@ const newExpert = (settings: MemorySettings = SETTINGS) =>
     return { agentId: `agt_${n}`, identifier: `m-${n}`, userId }
   })
 
-const ownerOf = (agentId: string, accountId: string, endUserId = "", settings: MemorySettings = SETTINGS): MemoryOwner => ({
+const ownerOf = (agentId: string, accountId: UserId, endUserId = "", settings: MemorySettings = SETTINGS): MemoryOwner => ({
   agentId,
   partition: { accountId, endUserId },
   settings
@@ -208,7 +208,7 @@ describe("memory", () => {
         const expert = yield* newExpert()
         const mine = yield* memory.ownerFor(expert.identifier, { accountId: expert.userId, endUserId: "x" })
         assert.deepStrictEqual(mine.settings, SETTINGS)
-        const stranger = yield* Effect.flip(memory.ownerFor(expert.identifier, { accountId: "usr_other", endUserId: "" }))
+        const stranger = yield* Effect.flip(memory.ownerFor(expert.identifier, { accountId: UserId.make("usr_other"), endUserId: "" }))
         assert.strictEqual(stranger._tag, "NotFound")
         assert.strictEqual((yield* Effect.flip(memory.ownerFor("no-such-expert", { accountId: expert.userId, endUserId: "" })))._tag, "NotFound")
       }))

@@ -1,6 +1,6 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Chunk, Effect, Stream } from "effect"
-import { FileId, makeAtriumFetchClient, type PublicEvent } from "../../src/client.js"
+import { FileId, makeAtriumFetchClient, type PublicEvent, RunId } from "../../src/client.js"
 import { TestServer } from "../support/TestServer.js"
 import { agentWith, apiKeyOf, ENV, LIVE, newUser } from "../runs/runs-support.js"
 
@@ -134,7 +134,7 @@ describe("atrium/client", () => {
             method: "POST",
             headers: { authorization: `Bearer ${user.token}`, "content-type": "application/json" },
             body: JSON.stringify({ agent, message: "in the background", background: true })
-          }).then((r) => r.json() as Promise<{ id: string }>)
+          }).then((r) => r.json() as Promise<{ id: RunId }>)
         )
         const events = yield* Stream.runCollect(client.runs.events({ path: { id: started.id } }))
         assert.strictEqual(textOf(events), "You said: in the background")
@@ -146,7 +146,7 @@ describe("atrium/client", () => {
         assert.strictEqual(run.status, "completed")
         const cancelled = yield* client.runs.cancel({ path: { id: started.id } })
         assert.strictEqual(cancelled.status, "completed", "an ended run is answered as it is")
-        const missing = yield* Effect.flip(client.runs.get({ path: { id: "run_missing" } }))
+        const missing = yield* Effect.flip(client.runs.get({ path: { id: RunId.make("run_missing") } }))
         assert.strictEqual(missing._tag, "NotFound")
 
         const schedule = yield* client.schedules.create({ payload: { agent, cron: "0 7 * * *", timezone: "Asia/Tokyo", input: "Good morning." } })

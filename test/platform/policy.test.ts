@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Option } from "effect"
 import { NotFound } from "../../src/platform/Errors.js"
+import { UserId } from "../../src/platform/Ids.js"
 import { allowed, policy, policyRequire, policyUse, withSystemActor } from "../../src/platform/Policy.js"
 import { canUpdateApp } from "../../src/identity/Policy.js"
 
@@ -49,7 +50,7 @@ describe("Policy", () => {
 
   it.effect("an OAuth app is changed by its creator only; another's answers as a missing one", () =>
     Effect.gen(function*() {
-      const app = Option.some({ ownerId: "usr_a" })
+      const app = Option.some({ ownerId: UserId.make("usr_a") })
       assert.deepStrictEqual(yield* canUpdateApp("usr_a", "app_1", app), { rule: "identity.app.update" })
       const other = yield* Effect.flip(canUpdateApp("usr_b", "app_1", app))
       const none = yield* Effect.flip(canUpdateApp("usr_b", "app_1", Option.none()))

@@ -65,6 +65,37 @@ const cyclesOf = (graph: Map<string, Set<string>>) =>
  */
 const NOT_DOMAINS = new Set(["platform", "runtime", "mcp"])
 
+/**
+ * Types from the contract to the row (item 1): a service or repository takes a branded id (`FileId`, `RunId`, …,
+ * made by `prefixedId` in platform/Ids.ts), not a bare `string`, so the compiler refuses one kind of id where another
+ * is wanted. Counted: positional parameters named `id` or `…Id` typed `string`, in the modules that declare a
+ * service or port (`Effect.Service`, `Context.Tag`) and in the repositories (`Repo.ts`, `…Repo.ts`). Not ids of ours,
+ * so not counted: the names below, which are strings minted elsewhere. The budget is what is left: it may only go
+ * down, and 0 is the goal.
+ */
+const NOT_OUR_IDS = new Set([
+  "endUserId", // the caller's own name for its user (`X-End-User-Id`): any string it chooses
+  "accessKeyId", // the object store's credential
+  "requestId", // an HTTP request's
+  "toolCallId", // the model's name for one call
+  "spanId", // OpenTelemetry's hex ids
+  "parentSpanId",
+  "modelId" // a provider's model name
+])
+const BARE_ID_BUDGET = 265
+const ID_PARAMETER = /[(,]\s*(\w*Id|id)\??: string\b/g
+const SERVICE = /Effect\.Service<|Context\.Tag\(|Context\.GenericTag\b/
+const serviceOrRepository = (file: string, text: string) => /(^|\/)(\w*Repo)\.ts$/.test(file) || SERVICE.test(text)
+const idParametersIn = (text: string) =>
+  [...text.replace(/\/\*[\s\S]*?\*\//g, "").replace(/\/\/.*$/gm, "").matchAll(ID_PARAMETER)]
+    .filter((match) => !NOT_OUR_IDS.has(match[1]!))
+    .map((match) => match[0].replace(/^[(,]\s*/, ""))
+const bareIdParameters = () =>
+  sources("src").flatMap((file) => {
+    const text = Fs.readFileSync(file, "utf8")
+    return serviceOrRepository(file, text) ? idParametersIn(text).map((parameter) => `${file}: ${parameter}`) : []
+  })
+
 describe("source rules", () => {
   it("every domain folder of src/ has its Policy module", () => {
     const domains = Fs.readdirSync("src", { withFileTypes: true }).filter((entry) => entry.isDirectory() && !NOT_DOMAINS.has(entry.name))
@@ -92,5 +123,13 @@ describe("source rules", () => {
     // The check sees the folders' imports at all (a wrong pattern would find nothing and pass).
     assert.isTrue(graph.get("sessions")?.has("runs"))
     assert.deepStrictEqual(cyclesOf(graph), [])
+  })
+
+  it("no service or repository takes a bare string for an id of ours, beyond what is left to brand", () => {
+    const found = bareIdParameters()
+    // The pattern sees parameters at all (a wrong one would count nothing and pass), and not the ids of others.
+    assert.deepStrictEqual(idParametersIn("(partition: Partition, agentId: string,\n  id?: string, endUserId: string)"), ["agentId: string", "id?: string"])
+    assert.isTrue(serviceOrRepository("src/x/Repo.ts", "") && serviceOrRepository("src/x/X.ts", "class X extends Effect.Service<X>()"))
+    assert.isAtMost(found.length, BARE_ID_BUDGET, `${found.length} bare-string ids (budget ${BARE_ID_BUDGET}):\n${found.join("\n")}`)
   })
 })

@@ -2,6 +2,8 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Cause, Effect, Exit, Layer } from "effect"
 import { openLog } from "../../src/runs/Background.js"
 import { RunRecords } from "../../src/runs/Repo.js"
+import { UserId } from "../../src/platform/Ids.js"
+import { RunId } from "../../src/runtime/Domain.js"
 import type { InternalEvent } from "../../src/runtime/Events.js"
 import { insertUser, TestDatabase } from "../support/Database.js"
 
@@ -16,9 +18,9 @@ import { insertUser, TestDatabase } from "../support/Database.js"
 let made = 0
 const queuedRun = Effect.gen(function*() {
   const repo = yield* RunRecords
-  const userId = `usr_durable_log_${process.pid}_${++made}`
+  const userId = UserId.make(`usr_durable_log_${process.pid}_${++made}`)
   yield* insertUser(userId)
-  const id = `run_durable_log_${process.pid}_${made}`
+  const id = RunId.make(`run_durable_log_${process.pid}_${made}`)
   yield* repo.enqueue({
     id,
     partition: { accountId: userId, endUserId: "" },
@@ -33,7 +35,7 @@ const queuedRun = Effect.gen(function*() {
 })
 
 const text = (delta: string): InternalEvent => ({ type: "text", delta })
-const read = (runId: string) =>
+const read = (runId: RunId) =>
   Effect.map(Effect.flatMap(RunRecords, (repo) => repo.eventsAfter(runId, 0)), (rows) => rows.map((row) => row.payload as Record<string, unknown>))
 
 describe("durable runs: a step tried again", () => {

@@ -1,5 +1,6 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Context, Effect, Exit, Layer, Option } from "effect"
+import { UserId } from "../../src/platform/Ids.js"
 import { defaultBilling } from "../../src/agents/Agent.js"
 import { AppConfig } from "../../src/platform/Config.js"
 import type { InternalEvent } from "../../src/runtime/Events.js"
@@ -23,7 +24,7 @@ const Env = Layer.mergeAll(AppConfig.Default, RunPayerTest.layer(), KnowledgeGat
 let made = 0
 const requestFor = (message: string, durable: DurableSteps | undefined, tools: ExpertConfig["tools"] = []) =>
   Effect.gen(function*() {
-    const userId = `usr_durable_${process.pid}_${++made}`
+    const userId = UserId.make(`usr_durable_${process.pid}_${++made}`)
     yield* insertUser(userId)
     const request: RunRequest = {
       runId: `run_durable_${process.pid}_${made}`,
@@ -137,7 +138,7 @@ describe("durable approvals' identity", () => {
     it.effect("an ask step executed again (after a fault) opens the same approval, with its first expiry", () =>
       Effect.gen(function*() {
         const approvals = yield* Approvals
-        const userId = `usr_durable_${process.pid}_${++made}`
+        const userId = UserId.make(`usr_durable_${process.pid}_${++made}`)
         yield* insertUser(userId)
         const owner = { accountId: userId, endUserId: "" }
         const first = yield* approvals.openDurable(owner, `run_identity_${made}`, "1/0")

@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, TestClock, TestContext } from "effect"
+import { UserId } from "../../src/platform/Ids.js"
 import { SchedulesConfig } from "../../src/schedules/Config.js"
 import { SchedulesRepo } from "../../src/schedules/Repo.js"
 import { makeScheduler, ScheduleFirer } from "../../src/schedules/Scheduler.js"
@@ -36,7 +37,7 @@ const daily = (start: string, id: string) =>
     const now = new Date(start)
     yield* repo.insert({
       id,
-      accountId: `usr_${id}`,
+      accountId: UserId.make(`usr_${id}`),
       endUserId: "",
       agent: "digest",
       cron: "30 2 * * *",

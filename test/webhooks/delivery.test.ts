@@ -1,6 +1,7 @@
 import { assert, describe, layer } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, ConfigProvider, Effect, Layer, Option, TestClock, TestContext } from "effect"
+import { UserId, type WebhookDeliveryId } from "../../src/platform/Ids.js"
 import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
 import { SecretBox } from "../../src/credentials/SecretBox.js"
@@ -59,13 +60,13 @@ const Env = Webhooks.DefaultWithoutDependencies.pipe(
 
 let users = 0
 const newUser = Effect.suspend(() => {
-  const id = `usr_webhooks_${process.pid}_${++users}`
+  const id = UserId.make(`usr_webhooks_${process.pid}_${++users}`)
   return Effect.as(insertUser(id), id)
 })
 
 const deliveriesOf = (endpointId: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    sql<{ id: string; status: string; attempts: number; nextAttemptAt: Date; error: string | null }>`
+    sql<{ id: WebhookDeliveryId; status: string; attempts: number; nextAttemptAt: Date; error: string | null }>`
       SELECT id, status, attempts, next_attempt_at, error FROM webhook_deliveries WHERE endpoint_id = ${endpointId} ORDER BY created_at, id`
   ).pipe(Effect.orDie)
 
@@ -87,10 +88,10 @@ const runToTheEnd = (endpointId: string) =>
     assert.fail("the deliveries never ended")
   })
 
-const create = (account: string, path: string, events: ReadonlyArray<string> = ["run.completed"]) =>
+const create = (account: UserId, path: string, events: ReadonlyArray<string> = ["run.completed"]) =>
   Effect.flatMap(Webhooks, (webhooks) => webhooks.create(account, { url: `http://127.0.0.1:9/${path}`, events }, Option.none()))
 
-const emit = (account: string, key: string) =>
+const emit = (account: UserId, key: string) =>
   Effect.flatMap(Webhooks, (webhooks) =>
     webhooks.emit({ account, type: "run.completed", data: { run_id: `run_${key}` }, idempotencyKey: key })).pipe(
       Effect.map(Option.getOrThrow)

@@ -1,6 +1,6 @@
 import { Effect, Option } from "effect"
 import { NotFound } from "../../platform/Errors.js"
-import { newAppId, randomBase62 } from "../../platform/Ids.js"
+import { AppId, randomBase62, type UserId } from "../../platform/Ids.js"
 import type { Micros } from "../../platform/Money.js"
 import { sha256 } from "../Tokens.js"
 import { type AppRow, OAuthRepo } from "./Repo.js"
@@ -20,10 +20,10 @@ export class OAuthApps extends Effect.Service<OAuthApps>()("atrium/identity/OAut
     const repo = yield* OAuthRepo
 
     /** A new app and its client secret, shown this once (only its hash is kept). */
-    const create = Effect.fn("OAuthApps.create")(function*(ownerId: string, fields: { readonly name: string; readonly redirectUris: ReadonlyArray<string> }) {
+    const create = Effect.fn("OAuthApps.create")(function*(ownerId: UserId, fields: { readonly name: string; readonly redirectUris: ReadonlyArray<string> }) {
       const clientSecret = `cs_${randomBase62(40)}`
       const app = yield* repo.insertApp({
-        id: newAppId(),
+        id: AppId.random(),
         ownerId,
         name: fields.name,
         clientId: `cid_${randomBase62(24)}`,
@@ -33,13 +33,13 @@ export class OAuthApps extends Effect.Service<OAuthApps>()("atrium/identity/OAut
       return { app, clientSecret }
     })
 
-    const owned = Effect.fn("OAuthApps.owned")(function*(ownerId: string, id: string) {
+    const owned = Effect.fn("OAuthApps.owned")(function*(ownerId: UserId, id: AppId) {
       const app = yield* repo.findApp(id)
       return yield* allowed(app, (row) => isAppCreator(ownerId, row), () => new NotFound({ message: `No app ${id}.` }))
     })
 
     /** Changes app `id`: only under `canUpdateApp` (identity's Policy), which the caller grants with `policyUse`. */
-    const update = Effect.fn("OAuthApps.update")(function*(id: string, patch: {
+    const update = Effect.fn("OAuthApps.update")(function*(id: AppId, patch: {
       readonly name?: string | undefined
       readonly redirectUris?: ReadonlyArray<string> | undefined
       readonly dailyCapPerUser?: Micros | null | undefined
@@ -53,9 +53,9 @@ export class OAuthApps extends Effect.Service<OAuthApps>()("atrium/identity/OAut
       create,
       owned,
       update,
-      list: (ownerId: string) => repo.listApps(ownerId),
+      list: (ownerId: UserId) => repo.listApps(ownerId),
       /** Any app by its id, whoever owns it: for `POST /v1/events`, which the app itself calls. */
-      find: (id: string) => repo.findApp(id)
+      find: (id: AppId) => repo.findApp(id)
     } as const
   }),
   dependencies: [OAuthRepo.Default]

@@ -1,7 +1,7 @@
 import { Clock, Data, Duration, Effect, Option, Schema } from "effect"
 import * as Jose from "jose"
 import * as Crypto from "node:crypto"
-import { randomBase62 } from "../../platform/Ids.js"
+import { AppId, randomBase62, type UserId } from "../../platform/Ids.js"
 import { KeyValue } from "../../platform/KeyValue.js"
 import { BearerCache } from "../BearerCache.js"
 import { JwtKey, sha256, verifyHs256 } from "../Tokens.js"
@@ -30,7 +30,7 @@ const CODE_TTL = "10 minutes"
 const AccessClaims = Schema.Struct({
   typ: Schema.Literal("oauth_access"),
   sub: Schema.String,
-  app: Schema.String,
+  app: AppId,
   scope: Schema.String,
   iat: Schema.Number,
   exp: Schema.Number
@@ -42,7 +42,7 @@ const ACCESS_TOKENS_CACHED = 10_000
 
 interface PendingCode {
   readonly appId: string
-  readonly userId: string
+  readonly userId: UserId
   readonly redirectUri: string
   readonly scope: string
   readonly codeChallenge: string
@@ -99,7 +99,7 @@ export class OAuth extends Effect.Service<OAuth>()("atrium/identity/OAuth", {
       return app.value
     })
 
-    const accessToken = (app: AppRow, userId: string, scope: string, now: number) =>
+    const accessToken = (app: AppRow, userId: UserId, scope: string, now: number) =>
       Effect.promise(() =>
         new Jose.SignJWT({ typ: "oauth_access", app: app.id, scope })
           .setProtectedHeader({ alg: "HS256", typ: "JWT" })
@@ -109,7 +109,7 @@ export class OAuth extends Effect.Service<OAuth>()("atrium/identity/OAuth", {
           .sign(key)
       )
 
-    const tokens = (app: AppRow, userId: string, scope: string, familyId: string) =>
+    const tokens = (app: AppRow, userId: UserId, scope: string, familyId: string) =>
       Effect.gen(function*() {
         const nowMs = yield* Clock.currentTimeMillis
         const refreshToken = `rt_${randomBase62(48)}`

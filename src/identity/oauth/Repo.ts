@@ -1,7 +1,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Schema } from "effect"
-import { AppId } from "../../platform/Ids.js"
+import { AppId, UserId } from "../../platform/Ids.js"
 import type { Micros } from "../../platform/Money.js"
 
 /** jsonb as node-postgres (an array) or PGlite (sometimes its text) hands it over. */
@@ -10,7 +10,7 @@ const JsonStrings = Schema.Union(Schema.Array(Schema.String), Schema.parseJson(S
 /** A third-party app (spec 2.6): its client credentials (the secret only hashed) and where it may be redirected. */
 const AppRowSchema = Schema.Struct({
   id: AppId,
-  ownerId: Schema.String,
+  ownerId: UserId,
   name: Schema.String,
   clientId: Schema.String,
   clientSecretHash: Schema.String,
@@ -27,7 +27,7 @@ const APP_COLUMNS = "id, owner_id, name, client_id, client_secret_hash, redirect
 /** A refresh token rotated by this request, with its grant's state. */
 const RotatedRow = Schema.Struct({
   familyId: Schema.String,
-  userId: Schema.String,
+  userId: UserId,
   scope: Schema.String,
   expiresAt: Schema.DateFromSelf,
   revoked: Schema.Boolean
@@ -50,7 +50,7 @@ export class OAuthRepo extends Effect.Service<OAuthRepo>()("atrium/identity/OAut
     const insertApp = SqlSchema.single({
       Request: Schema.Struct({
         id: AppId,
-        ownerId: Schema.String,
+        ownerId: UserId,
         name: Schema.String,
         clientId: Schema.String,
         clientSecretHash: Schema.String,
@@ -71,7 +71,7 @@ export class OAuthRepo extends Effect.Service<OAuthRepo>()("atrium/identity/OAut
       execute: (ownerId) => sql`SELECT ${sql.literal(APP_COLUMNS)} FROM apps WHERE owner_id = ${ownerId} ORDER BY created_at, id`
     })
 
-    const updateApp = (id: string, patch: {
+    const updateApp = (id: AppId, patch: {
       readonly name?: string | undefined
       readonly redirectUris?: ReadonlyArray<string> | undefined
       readonly dailyCapPerUser?: Micros | null | undefined
@@ -91,7 +91,7 @@ export class OAuthRepo extends Effect.Service<OAuthRepo>()("atrium/identity/OAut
             WHERE id = ${id} RETURNING ${sql.literal(APP_COLUMNS)}`
       })(undefined)
 
-    const insertFamily = (familyId: string, appId: string, userId: string) =>
+    const insertFamily = (familyId: string, appId: AppId, userId: UserId) =>
       sql`INSERT INTO oauth_families (id, app_id, user_id) VALUES (${familyId}, ${appId}, ${userId})`
 
     const revokeFamily = (familyId: string, now: Date) =>
@@ -100,8 +100,8 @@ export class OAuthRepo extends Effect.Service<OAuthRepo>()("atrium/identity/OAut
     const insertRefreshToken = (token: {
       readonly tokenHash: string
       readonly familyId: string
-      readonly appId: string
-      readonly userId: string
+      readonly appId: AppId
+      readonly userId: UserId
       readonly scope: string
       readonly expiresAt: Date
     }) =>
@@ -110,7 +110,7 @@ export class OAuthRepo extends Effect.Service<OAuthRepo>()("atrium/identity/OAut
         VALUES (${token.tokenHash}, ${token.familyId}, ${token.appId}, ${token.userId}, ${token.scope}, ${token.expiresAt})`
 
     /** Marks the token rotated; none when it is unknown, another app's, or rotated already. */
-    const rotate = (tokenHash: string, appId: string, now: Date) =>
+    const rotate = (tokenHash: string, appId: AppId, now: Date) =>
       SqlSchema.findOne({
         Request: Schema.Void,
         Result: RotatedRow,
@@ -123,24 +123,24 @@ export class OAuthRepo extends Effect.Service<OAuthRepo>()("atrium/identity/OAut
       })(undefined)
 
     /** Revokes the grant a token of this app belongs to (a rotated token presented again: it leaked). */
-    const revokeFamilyOf = (tokenHash: string, appId: string, now: Date) =>
+    const revokeFamilyOf = (tokenHash: string, appId: AppId, now: Date) =>
       sql`
         UPDATE oauth_families SET revoked_at = COALESCE(revoked_at, ${now})
         WHERE id = (SELECT family_id FROM oauth_refresh_tokens WHERE token_hash = ${tokenHash} AND app_id = ${appId})`
 
     return {
-      findApp: (id: string) => Effect.orDie(findById(id)),
+      findApp: (id: AppId) => Effect.orDie(findById(id)),
       findAppByClientId: (clientId: string) => Effect.orDie(findByClientId(clientId)),
       insertApp: (app: Parameters<typeof insertApp>[0]) => Effect.orDie(insertApp(app)),
-      listApps: (ownerId: string) => Effect.orDie(listApps(ownerId)),
-      updateApp: (id: string, patch: Parameters<typeof updateApp>[1]) => Effect.orDie(updateApp(id, patch)),
-      insertFamily: (familyId: string, appId: string, userId: string) =>
+      listApps: (ownerId: UserId) => Effect.orDie(listApps(ownerId)),
+      updateApp: (id: AppId, patch: Parameters<typeof updateApp>[1]) => Effect.orDie(updateApp(id, patch)),
+      insertFamily: (familyId: string, appId: AppId, userId: UserId) =>
         Effect.orDie(Effect.asVoid(insertFamily(familyId, appId, userId))),
       revokeFamily: (familyId: string, now: Date) => Effect.orDie(Effect.asVoid(revokeFamily(familyId, now))),
       insertRefreshToken: (token: Parameters<typeof insertRefreshToken>[0]) =>
         Effect.orDie(Effect.asVoid(insertRefreshToken(token))),
-      rotate: (tokenHash: string, appId: string, now: Date) => Effect.orDie(rotate(tokenHash, appId, now)),
-      revokeFamilyOf: (tokenHash: string, appId: string, now: Date) =>
+      rotate: (tokenHash: string, appId: AppId, now: Date) => Effect.orDie(rotate(tokenHash, appId, now)),
+      revokeFamilyOf: (tokenHash: string, appId: AppId, now: Date) =>
         Effect.orDie(Effect.asVoid(revokeFamilyOf(tokenHash, appId, now)))
     } as const
   })

@@ -1,7 +1,8 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Schema } from "effect"
-import { ApprovalId } from "../Domain.js"
+import { UserId } from "../../platform/Ids.js"
+import { ApprovalId, RunId } from "../Domain.js"
 
 /** The channel on which a claimed answer travels to the runner whose run waits for it. */
 export const APPROVALS_CHANNEL = "atrium_approvals"
@@ -9,7 +10,7 @@ export const APPROVALS_CHANNEL = "atrium_approvals"
 /** `sessionId`: the session the approval waits in (on insert), or the one it is answered through (on claim). */
 const Claim = Schema.Struct({
   id: ApprovalId,
-  accountId: Schema.String,
+  accountId: UserId,
   endUserId: Schema.String,
   sessionId: Schema.NullOr(Schema.String)
 })
@@ -59,7 +60,7 @@ export class ApprovalsRepo extends Effect.Service<ApprovalsRepo>()("atrium/runti
      */
     const claim = SqlSchema.findOne({
       Request: Schema.Struct({ ...Claim.fields, answer: Schema.String }),
-      Result: Schema.Struct({ id: ApprovalId, runId: Schema.NullOr(Schema.String) }),
+      Result: Schema.Struct({ id: ApprovalId, runId: Schema.NullOr(RunId) }),
       execute: (c) =>
         sql`UPDATE pending_approvals SET answer = ${c.answer}::jsonb
             WHERE id = ${c.id} AND account_id = ${c.accountId} AND end_user_id = ${c.endUserId} AND expires_at > now()

@@ -7,6 +7,7 @@ import { ToolsConfig } from "./Config.js"
 import { SafeFetch } from "./Outbound.js"
 import { lenientTool, ToolFailure } from "./Tools.js"
 import type { Partition } from "../../identity/Partition.js"
+import type { UserId } from "../../platform/Ids.js"
 
 /**
  * Tools from an expert's remote MCP servers (docs/tools.md), through the official SDK client over Streamable HTTP.
@@ -49,7 +50,7 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/runtime/tools/M
     const { mcpTimeoutMs: timeoutMs } = yield* ToolsConfig
 
     /** Whose credential a server gets: none, the expert owner's (`bearer`), or the caller's end user's. */
-    const tokenFor = (server: McpServer, payer: Partition, ownerId: string) =>
+    const tokenFor = (server: McpServer, payer: Partition, ownerId: UserId) =>
       Effect.gen(function*() {
         if (server.auth === "none") return Option.some(Option.none<Redacted.Redacted<string>>())
         const owner = server.auth === "bearer" ? { accountId: ownerId, endUserId: "" } : payer
@@ -57,7 +58,7 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/runtime/tools/M
         return Option.map(secret, Option.some)
       })
 
-    const connect = (server: McpServer, payer: Partition, ownerId: string): Effect.Effect<Connection> =>
+    const connect = (server: McpServer, payer: Partition, ownerId: UserId): Effect.Effect<Connection> =>
       Effect.gen(function*() {
         const none = (failure: ToolFailure): Connection => ({ server, client: Option.none(), failure: Option.some(failure), schemas: new Map() })
         const token = yield* tokenFor(server, payer, ownerId)
@@ -104,7 +105,7 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/runtime/tools/M
       }).pipe(Effect.withSpan("McpTools.connect", { attributes: { server: server.name } }))
 
     /** Connects to the expert's servers (all at once) and describes their listed tools to the model. */
-    const open = (config: ExpertConfig, payer: Partition, ownerId: string) =>
+    const open = (config: ExpertConfig, payer: Partition, ownerId: UserId) =>
       Effect.gen(function*() {
         const servers = config.mcp_servers ?? []
         const connections = yield* Effect.forEach(servers, (server) => connect(server, payer, ownerId), { concurrency: "unbounded" })

@@ -1,6 +1,6 @@
 import { previewWithoutQuotes } from "./attachments.js"
 import { useEffect, useState } from "react"
-import { SessionId } from "../../../src/sessions/Domain.js"
+import { SessionId } from "../../../src/platform/Ids.js"
 import { call, itemsOf } from "../api.js"
 import { navigate } from "../router.js"
 

@@ -1,6 +1,8 @@
 import { useEffect, useState } from "react"
 import { call } from "../api.js"
 import { useMe } from "../session.js"
+import { SubmissionId } from "../../../src/agents/Domain.js"
+import { UserId } from "../../../src/platform/Ids.js"
 
 /**
  * The review console (issue 27 item 4), for the operators named by `ADMIN_PHONES`: what waits for review, the
@@ -173,7 +175,7 @@ export const AdminPage = () => {
   const openSubmission = async (id: string) => {
     setError(null)
     try {
-      setOpen(await call((c) => c.admin.submission({ path: { id } })) as Detail)
+      setOpen(await call((c) => c.admin.submission({ path: { id: SubmissionId.unchecked.make(id) } })) as Detail)
     } catch (failure) {
       setError((failure as Error).message)
     }
@@ -205,13 +207,13 @@ export const AdminPage = () => {
                   <Decide
                     label={`version ${s.version} of ${s.name}`}
                     onApprove={async () => {
-                      await call((c) => c.admin.approveSubmission({ path: { id: s.id } }))
+                      await call((c) => c.admin.approveSubmission({ path: { id: SubmissionId.unchecked.make(s.id) } }))
                       setStatus(`Approved: version ${s.version} of ${s.name} is live.`)
                       setOpen(null)
                       await load()
                     }}
                     onReject={async (reason) => {
-                      await call((c) => c.admin.rejectSubmission({ path: { id: s.id }, payload: { reason } }))
+                      await call((c) => c.admin.rejectSubmission({ path: { id: SubmissionId.unchecked.make(s.id) }, payload: { reason } }))
                       setStatus(`Rejected version ${s.version} of ${s.name}; its creator is told why.`)
                       setOpen(null)
                       await load()
@@ -234,12 +236,12 @@ export const AdminPage = () => {
               <Decide
                 label={`the application of ${a.display_name}`}
                 onApprove={async () => {
-                  await call((c) => c.admin.approveApplication({ path: { id: a.user_id } }))
+                  await call((c) => c.admin.approveApplication({ path: { id: UserId.unchecked.make(a.user_id) } }))
                   setStatus(`${a.display_name} is now a creator.`)
                   await load()
                 }}
                 onReject={async (reason) => {
-                  await call((c) => c.admin.rejectApplication({ path: { id: a.user_id }, payload: { reason } }))
+                  await call((c) => c.admin.rejectApplication({ path: { id: UserId.unchecked.make(a.user_id) }, payload: { reason } }))
                   setStatus(`Rejected the application of ${a.display_name}.`)
                   await load()
                 }}

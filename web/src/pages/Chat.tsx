@@ -1,5 +1,5 @@
 import { useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState, type FormEvent, type KeyboardEvent, type WheelEvent } from "react"
-import { SessionId } from "../../../src/sessions/Domain.js"
+import { SessionId } from "../../../src/platform/Ids.js"
 import { call, itemsOf } from "../api.js"
 import { Link, navigate, useLocation } from "../router.js"
 import { formatCredits, useMe } from "../session.js"
@@ -68,7 +68,7 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
       send: async (id, text) => {
         // The message's files go to the conversation first: the turn may read them (read_file) as soon as it starts.
         for (const file of pendingFiles.current.get(text) ?? []) {
-          await call((c) => c.sessions.attach({ path: { id: SessionId.make(id) }, payload: file }))
+          await call((c) => c.sessions.attach({ path: { id: SessionId.unchecked.make(id) }, payload: file }))
         }
         pendingFiles.current.delete(text)
         // Queued before the request: the turn's first events may arrive before its answer does.
@@ -124,8 +124,8 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
   /** Reads the tree and the current branch's messages again (after a turn ended, or a switch). */
   const refreshBranch = async (id: string) => {
     const [session, shape] = await Promise.all([
-      call((c) => c.sessions.get({ path: { id: SessionId.make(id) } })),
-      call((c) => c.sessions.tree({ path: { id: SessionId.make(id) } }))
+      call((c) => c.sessions.get({ path: { id: SessionId.unchecked.make(id) } })),
+      call((c) => c.sessions.tree({ path: { id: SessionId.unchecked.make(id) } }))
     ])
     setUserByTurn(userMessagesOf(session.messages))
     setTree(shape as TreeState)
@@ -139,7 +139,7 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
     setTurns([])
     setTree(null)
     setRatings({})
-    call((c) => c.sessions.feedback({ path: { id: SessionId.make(sessionId) }, urlParams: {} })).then(
+    call((c) => c.sessions.feedback({ path: { id: SessionId.unchecked.make(sessionId) }, urlParams: {} })).then(
       (list) => { if (!cancelled) setRatings(Object.fromEntries(list.data.map((f) => [f.turn, f.rating]))) },
       () => undefined
     )
@@ -210,7 +210,7 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
     if (sessionId === null || tree === null) return
     try {
       const leaf = newestLeafUnder(tree, turn)
-      await call((c) => c.sessions.update({ path: { id: SessionId.make(sessionId) }, payload: { leaf } }))
+      await call((c) => c.sessions.update({ path: { id: SessionId.unchecked.make(sessionId) }, payload: { leaf } }))
       await refreshBranch(sessionId)
     } catch (failure) {
       setError((failure as Error).message)
@@ -240,7 +240,7 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
   const feedbackOf = (turn: Turn): FeedbackControls | undefined => {
     const number = turn.number
     if (number === undefined || sessionId === null || embedded || turn.status === "running") return undefined
-    const path = { id: SessionId.make(sessionId), turn: number }
+    const path = { id: SessionId.unchecked.make(sessionId), turn: number }
     return {
       rating: ratings[number] ?? null,
       onRate: async (rating, reason, share) => {
@@ -296,7 +296,7 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
   const interrupt = async () => {
     if (sessionId === null) return
     try {
-      await call((c) => c.sessions.interrupt({ path: { id: SessionId.make(sessionId) } }))
+      await call((c) => c.sessions.interrupt({ path: { id: SessionId.unchecked.make(sessionId) } }))
     } catch (failure) {
       setError((failure as Error).message)
     }

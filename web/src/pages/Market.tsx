@@ -3,6 +3,7 @@ import { CATEGORIES } from "../../../src/agents/Agent.js"
 import { call, itemsOf } from "../api.js"
 import { Link, navigate, useLocation } from "../router.js"
 import { formatCredits, useMe } from "../session.js"
+import { UserId } from "../../../src/platform/Ids.js"
 
 interface Item {
   identifier: string
@@ -481,7 +482,7 @@ export const CreatorPage = ({ id }: { id: string }) => {
   const [creator, setCreator] = useState<Creator | null>(null)
   const [error, setError] = useState<string | null>(null)
   useEffect(() => {
-    call((c) => c.market.creator({ path: { id } })).then((d) => setCreator(d as unknown as Creator), (e: Error) => setError(e.message))
+    call((c) => c.market.creator({ path: { id: UserId.unchecked.make(id) } })).then((d) => setCreator(d as unknown as Creator), (e: Error) => setError(e.message))
   }, [id])
   if (error) return <section><h1>Creator</h1><p role="alert" className="error">{error}</p></section>
   if (!creator) return <p role="status">Loading…</p>

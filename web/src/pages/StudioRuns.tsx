@@ -5,6 +5,7 @@ import { readablePreview } from "../chat/Sidebar.js"
 import { Link, navigate, useLocation } from "../router.js"
 import { ListTable } from "./ListTable.js"
 import { credits, duration, StudioHeader, when } from "./StudioTabs.js"
+import { RunId } from "../../../src/runtime/Domain.js"
 
 /** A run as `GET /v1/runs/:id` tells it (src/runs/Api.ts). */
 interface Run {
@@ -365,7 +366,7 @@ const RunDetail = ({ identifier, id }: { identifier: string; id: string }) => {
   const [status, setStatus] = useState<string | null>(null)
   const [now, setNow] = useState(Date.now())
 
-  const reload = () => call((c) => c.runs.getRun({ path: { id } })).then((r) => setRun(r as Run), (e: Error) => setError(e.message))
+  const reload = () => call((c) => c.runs.getRun({ path: { id: RunId.unchecked.make(id) } })).then((r) => setRun(r as Run), (e: Error) => setError(e.message))
 
   useEffect(() => {
     setRun(null)
@@ -397,7 +398,7 @@ const RunDetail = ({ identifier, id }: { identifier: string; id: string }) => {
   const cancel = async () => {
     setError(null)
     try {
-      const r = await call((c) => c.runs.cancelRun({ path: { id } }))
+      const r = await call((c) => c.runs.cancelRun({ path: { id: RunId.unchecked.make(id) } }))
       setRun(r as Run)
       setStatus("Cancel requested: the run stops within a second and is billed only for what it used.")
     } catch (failure) {

@@ -3,6 +3,7 @@ import { call, itemsOf } from "../api.js"
 import { Link, navigate, useLocation } from "../router.js"
 import { ListTable } from "./ListTable.js"
 import { credits, duration, StudioHeader, when } from "./StudioTabs.js"
+import { RunId } from "../../../src/runtime/Domain.js"
 
 /** A trace as `GET /v1/traces` lists it (src/traces/Domain.ts). */
 interface TraceSummary {
@@ -357,7 +358,7 @@ const AddToDataset = ({ identifier, runId, answer }: { identifier: string; runId
     }, () => setDatasets([]))
     // Not kept in the trace: the creator's own run has its answer in its record (a buyer's is not readable).
     if (answer === null) {
-      call((c) => c.runs.getRun({ path: { id: runId } })).then((run) => setExpected((now) => now || (run.output ?? "")), () => undefined)
+      call((c) => c.runs.getRun({ path: { id: RunId.unchecked.make(runId) } })).then((run) => setExpected((now) => now || (run.output ?? "")), () => undefined)
     }
   }, [identifier, runId, answer])
 
@@ -366,7 +367,7 @@ const AddToDataset = ({ identifier, runId, answer }: { identifier: string; runId
     setStatus(null)
     const name = datasets?.find((d) => d.id === chosen)?.name ?? "the dataset"
     try {
-      const added = await call((c) => c.evals.fromRun({ path: { id: chosen }, payload: { run: runId, expected: expected.trim() === "" ? null : expected } }))
+      const added = await call((c) => c.evals.fromRun({ path: { id: chosen }, payload: { run: RunId.unchecked.make(runId), expected: expected.trim() === "" ? null : expected } }))
       setStatus(added.added === 0 ? `This run is already in “${name}”.` : `Added to “${name}”.`)
     } catch (failure) {
       setError((failure as Error).message)

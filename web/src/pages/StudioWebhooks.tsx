@@ -3,6 +3,7 @@ import { EVENT_TYPES, isEventType } from "../../../src/webhooks/Domain.js"
 import { call, itemsOf } from "../api.js"
 import { ListTable } from "./ListTable.js"
 import { StudioHeader, when } from "./StudioTabs.js"
+import { WebhookDeliveryId, WebhookId } from "../../../src/platform/Ids.js"
 
 /** An endpoint as the API tells it (src/webhooks/Domain.ts, WebhookView). */
 interface Webhook {
@@ -220,7 +221,7 @@ const WebhookItem = ({ hook, onChanged, onSecret, onStatus, onError }: {
     const problem = urlProblem(edit.url)
     if (problem) return onError(problem)
     if (edit.events.length === 0) return onError("Events: choose at least one event to send.")
-    await run(() => call((c) => c.webhooks.update({ path: { id: hook.id }, payload: { url: edit.url.trim(), description: edit.description, events: edit.events.filter(isEventType) } })), "Endpoint saved.")
+    await run(() => call((c) => c.webhooks.update({ path: { id: WebhookId.unchecked.make(hook.id) }, payload: { url: edit.url.trim(), description: edit.description, events: edit.events.filter(isEventType) } })), "Endpoint saved.")
     setEditing(false)
   }
 
@@ -228,7 +229,7 @@ const WebhookItem = ({ hook, onChanged, onSecret, onStatus, onError }: {
     if (!confirm(`Make a new signing secret for ${name}? Deliveries from now on are signed with the new one.`)) return
     onError(null)
     try {
-      const rotated = await call((c) => c.webhooks.rotateSecret({ path: { id: hook.id } }))
+      const rotated = await call((c) => c.webhooks.rotateSecret({ path: { id: WebhookId.unchecked.make(hook.id) } }))
       onSecret(rotated.secret)
     } catch (failure) {
       onError((failure as Error).message)
@@ -237,7 +238,7 @@ const WebhookItem = ({ hook, onChanged, onSecret, onStatus, onError }: {
 
   const remove = async () => {
     if (!confirm(`Delete the endpoint ${name}? Its deliveries still waiting are dropped.`)) return
-    await run(() => call((c) => c.webhooks.delete({ path: { id: hook.id } })), "Endpoint deleted.")
+    await run(() => call((c) => c.webhooks.delete({ path: { id: WebhookId.unchecked.make(hook.id) } })), "Endpoint deleted.")
   }
 
   return (
@@ -267,8 +268,8 @@ const WebhookItem = ({ hook, onChanged, onSecret, onStatus, onError }: {
             </button>
             <button type="button" className="secondary" onClick={() => setEditing(true)}>Edit<span className="visually-hidden"> {name}</span></button>
             {hook.status === "enabled"
-              ? <button type="button" className="secondary" onClick={() => void run(() => call((c) => c.webhooks.update({ path: { id: hook.id }, payload: { disabled: true } })), "Endpoint turned off: nothing is sent to it until you turn it on.")}>Turn off<span className="visually-hidden"> {name}</span></button>
-              : <button type="button" className="secondary" onClick={() => void run(() => call((c) => c.webhooks.update({ path: { id: hook.id }, payload: { disabled: false } })), "Endpoint turned on.")}>Turn on<span className="visually-hidden"> {name}</span></button>}
+              ? <button type="button" className="secondary" onClick={() => void run(() => call((c) => c.webhooks.update({ path: { id: WebhookId.unchecked.make(hook.id) }, payload: { disabled: true } })), "Endpoint turned off: nothing is sent to it until you turn it on.")}>Turn off<span className="visually-hidden"> {name}</span></button>
+              : <button type="button" className="secondary" onClick={() => void run(() => call((c) => c.webhooks.update({ path: { id: WebhookId.unchecked.make(hook.id) }, payload: { disabled: false } })), "Endpoint turned on.")}>Turn on<span className="visually-hidden"> {name}</span></button>}
             <button type="button" className="secondary" onClick={() => void rotate()}>New secret<span className="visually-hidden"> for {name}</span></button>
             <button type="button" className="danger" onClick={() => void remove()}>Delete<span className="visually-hidden"> {name}</span></button>
           </div>
@@ -288,7 +289,7 @@ const Deliveries = ({ hook }: { hook: Webhook }) => {
   const [status, setStatus] = useState<string | null>(null)
 
   const load = (after?: string) =>
-    call((c) => c.webhooks.deliveries({ path: { id: hook.id }, urlParams: after ? { limit: PAGE, after } : { limit: PAGE } })).then((page) => {
+    call((c) => c.webhooks.deliveries({ path: { id: WebhookId.unchecked.make(hook.id) }, urlParams: after ? { limit: PAGE, after } : { limit: PAGE } })).then((page) => {
       const got = itemsOf<Delivery>(page)
       setItems((old) => after ? [...(old ?? []), ...got] : got)
       setMore(page.has_more)
@@ -310,7 +311,7 @@ const Deliveries = ({ hook }: { hook: Webhook }) => {
   const redeliver = async (delivery: Delivery) => {
     setError(null)
     try {
-      await call((c) => c.webhooks.redeliver({ path: { id: hook.id, delivery_id: delivery.id } }))
+      await call((c) => c.webhooks.redeliver({ path: { id: WebhookId.unchecked.make(hook.id), delivery_id: WebhookDeliveryId.unchecked.make(delivery.id) } }))
       setStatus(`“${eventWords(delivery.event_type)}” sent again.`)
       await load()
     } catch (failure) {
