@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { requestAt } from "../support/Client.js"
-import { pollUntil } from "../support/Poll.js"
+import { pollUntil, realWait } from "../support/Poll.js"
 import { parseStream } from "../support/Sse.js"
 import { adminQuery } from "../support/Templates.js"
 import { agentOf, grant, makeClusterShared, newUser, runner } from "./runners.js"
@@ -45,6 +45,10 @@ describe.skipIf(databaseUrl === undefined)("cluster: background runs (issue 43)"
       yield* pollUntil(Effect.all(ids.map((id) => read(b, id))), (runs) => runs.every((run) => run.status === "in_progress"), "every run in progress", {
         within: 10_000
       })
+      // Real wait: the runs on A must be streaming their step when it is killed (tried without it: none of them had
+      // begun, and none was resumed); only their logs say so, and the log of a run still going is a stream that does
+      // not end.
+      yield* realWait(500)
       yield* Effect.promise(() => a.kill())
 
       const ended = yield* pollUntil(

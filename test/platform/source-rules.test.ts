@@ -79,7 +79,7 @@ const NOT_DOMAINS = new Set(["platform", "runtime", "mcp"])
  * only in its own CI step), whose pauses are the faults' own schedule (load served between faults, a runner held
  * paused for 9 s), the scenario it injects rather than a wait for a state.
  */
-const REAL_WAIT_BUDGET = 11
+const REAL_WAIT_BUDGET = 12
 const NOT_COUNTED = new Set([
   "test/support/Poll.ts",
   "test/support/Faults.ts",
