@@ -6,6 +6,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { requestAt } from "./support/Client.js"
 import { launchPlatform } from "./support/Process.js"
+import { pollPromise, realWait } from "./support/Poll.js"
 import { seedDataDir } from "./support/Templates.js"
 import { servicesMode } from "./support/TestServer.js"
 
@@ -28,14 +29,15 @@ const tempDir = Effect.acquireRelease(
  */
 const codeFromLog = (platform: { readonly output: () => string }, phone: string) =>
   Effect.promise(async () => {
-    for (let i = 0; i < 100; i++) {
-      const line = platform.output().split("\n").reverse().find((l) => l.includes(`SMS to ${phone}`))
-      const code = line?.match(/\b(\d{6})\b/)?.[1]
-      if (code !== undefined) return code
-      // Polled: the code is in a real process's output, read as it arrives.
-      await new Promise((r) => setTimeout(r, 50))
-    }
-    throw new Error(`no SMS line for ${phone} in:\n${platform.output()}`)
+    // Polled: the code is in a real process's output, read as it arrives.
+    const code = await pollPromise(
+      () => platform.output().split("\n").reverse().find((l) => l.includes(`SMS to ${phone}`))?.match(/\b(\d{6})\b/)?.[1],
+      (found) => found !== undefined,
+      `the SMS line for ${phone}`,
+      { every: 50, within: 5_000 }
+    ).catch(() => undefined)
+    if (code === undefined) throw new Error(`no SMS line for ${phone} in:\n${platform.output()}`)
+    return code
   })
 
 // A process runs embedded whatever the mode (it is given no DATABASE_URL): once, in the embedded suite.
@@ -80,8 +82,9 @@ describe.skipIf(servicesMode)("the platform process (npm start)", () => {
         (socket) => Effect.sync(() => socket.destroy())
       )
       socket.write("POST /api/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
-      // Real time for a real process: its server must have taken the half-sent request before it is told to stop.
-      yield* Effect.sleep("200 millis")
+      // Real wait for a real process: its server must have taken the half-sent request before it is told to stop, and
+      // a request still arriving is seen nowhere.
+      yield* realWait(200)
       const exitCode = yield* platform.terminate
       assert.strictEqual(exitCode, 0, platform.output())
     }), { timeout: 120_000 })

@@ -24,28 +24,28 @@ export class AppDirectory extends Effect.Service<AppDirectory>()("atrium/billing
   effect: Effect.gen(function*() {
     const repo = yield* MetersRepo
     const oauthApps = yield* OAuthApps
-    const entries = new Map<string, { readonly priced: Priced; readonly until: number }>()
+    const entries = new Map<string, { readonly appId: AppId; readonly priced: Priced; readonly until: number }>()
     /** The keys cached for each app, so a change to the app drops them all without walking the map. */
-    const byApp = new Map<string, Set<string>>()
+    const byApp = new Map<AppId, Set<string>>()
     /**
      * Bumped by every invalidation of the app: a lookup that began before a change and ends after it must not put
      * what it read (the old app or meter) back in the cache.
      */
-    const generations = new Map<string, number>()
+    const generations = new Map<AppId, number>()
 
-    const keyOf = (appId: string, eventName: string) => `${appId}\u0000${eventName}`
-    const forget = (key: string, appId: string) => {
+    const keyOf = (appId: AppId, eventName: string) => `${appId}\u0000${eventName}`
+    const forget = (key: string, appId: AppId) => {
       entries.delete(key)
       const keys = byApp.get(appId)
       keys?.delete(key)
       if (keys?.size === 0) byApp.delete(appId)
     }
-    const keep = (appId: string, key: string, priced: Priced, until: number) => {
+    const keep = (appId: AppId, key: string, priced: Priced, until: number) => {
       if (entries.size >= CAPACITY) {
-        const oldest = entries.keys().next()
-        if (oldest.done !== true) forget(oldest.value, oldest.value.slice(0, oldest.value.indexOf("\u0000")))
+        const oldest = entries.entries().next()
+        if (oldest.done !== true) forget(oldest.value[0], oldest.value[1].appId)
       }
-      entries.set(key, { priced, until })
+      entries.set(key, { appId, priced, until })
       const keys = byApp.get(appId)
       if (keys === undefined) byApp.set(appId, new Set([key]))
       else keys.add(key)

@@ -5,6 +5,7 @@ import { Effect } from "effect"
 import * as V8 from "node:v8"
 import * as Vm from "node:vm"
 import { request } from "../support/Client.js"
+import { pollUntil } from "../support/Poll.js"
 import { TestServer } from "../support/TestServer.js"
 import { apiKeyOf, BILLING_ENV, LIVE, newUser } from "./billing-support.js"
 
@@ -32,14 +33,11 @@ const gc = Vm.runInNewContext("gc") as () => void
 
 const ServerWithProbe = TestServer.layer(BILLING_ENV, Probe)
 
-const collected = (entry: { readonly message: WeakRef<object> }) =>
-  Effect.gen(function*() {
-    for (let attempt = 0; attempt < 20 && entry.message.deref() !== undefined; attempt++) {
-      // The garbage collector clears a WeakRef in its own time: no event tells when.
-      yield* Effect.sleep("50 millis")
-      gc()
-    }
-    return entry.message.deref() === undefined
+/** Until the request's message is garbage (polled, collecting each time: a WeakRef is cleared in the collector's own time). */
+const collected = (entry: { readonly path: string; readonly message: WeakRef<object> }) =>
+  pollUntil(Effect.sync(() => (gc(), entry.message.deref() === undefined)), (gone) => gone, `${entry.path}: its IncomingMessage collected`, {
+    every: 50,
+    within: 1_000
   })
 
 describe("wallet context", () => {
@@ -59,7 +57,7 @@ describe("wallet context", () => {
           assert.strictEqual(woke.status, 200, woke.text)
           const [first] = seen
           assert.isDefined(first)
-          assert.isTrue(yield* collected(first!), `${first!.path}: its IncomingMessage is still reachable`)
+          yield* collected(first!)
           // The wallet is still the same activation and still answers.
           const again = yield* request("GET", "/openapi/credit/balance", { token: key })
           assert.strictEqual(again.status, 200, again.text)

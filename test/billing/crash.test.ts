@@ -9,6 +9,7 @@ import pg from "pg"
 import { authorizeApp, registerApp, userIdOf } from "../support/Billing.js"
 import { requestAt } from "../support/Client.js"
 import { launchPlatform, type PlatformProcess } from "../support/Process.js"
+import { realWait } from "../support/Poll.js"
 import { seedDataDir, testDatabase } from "../support/Templates.js"
 import { INTERNAL_TOKEN, internalAuth, type SmsInbox, TestServer } from "../support/TestServer.js"
 
@@ -225,8 +226,8 @@ const loadAndKill = async (platform: Platform, actors: ReadonlyArray<Actor>, ops
   // A bound, not a pause: warm once every caller was answered, or after 15 s on a very slow machine.
   await Promise.race([warmedUp, new Promise((r) => (timer = setTimeout(r, 15_000)))])
   clearTimeout(timer)
-  // Real time for a real process: it is killed this long into the load, wherever its charges are then.
-  await new Promise((r) => setTimeout(r, killAfter))
+  // Real wait for a real process: it is killed this long into the load, wherever its charges are then.
+  await Effect.runPromise(realWait(killAfter))
   const killed = platform.kill()
   stopped = true
   await killed

@@ -6,6 +6,7 @@ import { WalletLive } from "../../src/billing/WalletEntity.js"
 import { Wallet } from "../../src/billing/WalletRpc.js"
 import { ShardFences } from "../../src/platform/cluster/Fences.js"
 import { insertUser, TestDatabase } from "../support/Database.js"
+import { pollUntil } from "../support/Poll.js"
 
 /**
  * The wallet entity on its own (issue 29 item 5): `Entity.makeTestClient` runs its behaviour in this fiber, with no
@@ -53,6 +54,21 @@ const stored = (userId: string) =>
 /** `effect` on the wall clock, with this layer's configuration still (`TestServices.provideLive` would replace both). */
 const onLiveClock = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.flatMap(TestServices.provideLive(Effect.clock), (clock) => Effect.withClock(effect, clock))
+
+/**
+ * Until `holdId`'s expiry has passed, read on the database's clock (which a wallet's start compares with) and this
+ * process's (which a running wallet compares with): polled, so it costs the hold's lifetime and no guessed slack.
+ */
+const expired = (userId: string, holdId: string) =>
+  pollUntil(
+    Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      sql<{ expired: boolean; expiresAt: string }>`
+        SELECT expires_at <= now() AS expired, (extract(epoch FROM expires_at) * 1000)::bigint::text AS expires_at
+        FROM wallet_holds WHERE user_id = ${userId} AND hold_id = ${holdId}`).pipe(Effect.orDie),
+    (rows) => rows[0]?.expired === true && Date.now() > Number(rows[0].expiresAt),
+    `hold ${holdId} expired`,
+    { every: 50, within: HOLD_TTL_MS + 10_000 }
+  )
 
 const ledger = (userId: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
@@ -188,7 +204,7 @@ layer(Env)("Wallet entity (makeTestClient)", (it) => {
         const client = yield* (yield* Entity.makeTestClient(Wallet, WalletLive))(userId)
         yield* client.Hold({ hold: "run_gone", amount: 700_000n })
       }))
-      yield* Effect.sleep(HOLD_TTL_MS + 300)
+      yield* expired(userId, "run_gone")
       // No one touched the wallet since: the row is still there, and only the wallet knows it is void.
       assert.deepStrictEqual(yield* stored(userId), { held: "700000", holds: [["run_gone", "700000"]] })
       const client = yield* (yield* Entity.makeTestClient(Wallet, WalletLive))(userId)
@@ -200,7 +216,7 @@ layer(Env)("Wallet entity (makeTestClient)", (it) => {
       yield* client.Hold({ hold: "run_quiet", amount: 900_000n })
       const [reserved] = yield* client.Charges({ charges: [charge(200_000n, "while-held")] })
       assert.strictEqual(Either.isLeft(reserved!) ? reserved.left._tag : "charged", "InsufficientCredits")
-      yield* Effect.sleep(HOLD_TTL_MS + 300)
+      yield* expired(userId, "run_quiet")
       const [freed] = yield* client.Charges({ charges: [charge(200_000n, "after-expiry")] })
       assert.deepStrictEqual(freed, Either.right({ amount: 200_000n, balance: 800_000n, replay: false }))
       assert.deepStrictEqual(yield* stored(userId), { held: "0", holds: [] })

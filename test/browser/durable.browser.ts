@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { createServer, type IncomingHttpHeaders } from "node:http"
 import type { AddressInfo } from "node:net"
+import { pollPromise } from "../support/Poll.js"
 import { Browser } from "./Browser.js"
 import { api, assertAccessible, Atrium, assertNoJargon, checkPrerequisites, CREATOR_CODE, CREATOR_PHONE, person, platformWith, until } from "./support.js"
 
@@ -124,7 +125,7 @@ describe("web app in Chromium: runs, webhooks and schedules of an expert", () =>
           // (Told by the run's id: the end of a run before it, told a moment late, may come too.)
           const hello = await background("hello")
           const ofHello = () => received.filter((r) => r.body.includes(hello.id))
-          for (let i = 0; i < 100 && ofHello().length === 0; i++) await new Promise((r) => setTimeout(r, 100))
+          await pollPromise(() => ofHello().length, (n) => n > 0, "the run's end delivered", { within: 10_000 })
           assert.strictEqual(ofHello().length, 1, "one delivery")
           assert.match(String(ofHello()[0]!.headers["webhook-signature"]), /^v1,/)
           await page.getByRole("button", { name: "Deliveries of My receiver" }).click()
@@ -136,7 +137,7 @@ describe("web app in Chromium: runs, webhooks and schedules of an expert", () =>
           assert.match(await first.innerText(), /\d+ ms/)
           await first.getByRole("button", { name: /^Redeliver/ }).click()
           await page.getByText("“A run completed” sent again.").waitFor()
-          for (let i = 0; i < 100 && ofHello().length < 2; i++) await new Promise((r) => setTimeout(r, 100))
+          await pollPromise(() => ofHello().length, (n) => n >= 2, "the run's end redelivered", { within: 10_000 })
           assert.strictEqual(ofHello().length, 2, "redelivered")
           assert.strictEqual(ofHello()[1]!.headers["webhook-id"], ofHello()[0]!.headers["webhook-id"], "the same webhook-id")
           await page.getByRole("button", { name: "Refresh the deliveries" }).click()
@@ -215,14 +216,10 @@ describe("web app in Chromium: runs, webhooks and schedules of an expert", () =>
             fallback_models: ["builtin"],
             tools: [{ name: "calculator", permission: "allow" }]
           })
-          const finished = async (runId: string) => {
-            for (let i = 0; i < 200; i++) {
-              const run = await api(base, creator.token, "GET", `/v1/runs/${runId}`)
-              if (!["queued", "in_progress"].includes(run.status)) return run as { id: string; status: string; credits_charged: number }
-              await new Promise((resolve) => setTimeout(resolve, 100))
-            }
-            throw new Error(`run ${runId} did not end`)
-          }
+          const finished = (runId: string) =>
+            pollPromise(() => api(base, creator.token, "GET", `/v1/runs/${runId}`), (run) => !["queued", "in_progress"].includes(run.status), `run ${runId} ended`, {
+              within: 20_000
+            }) as Promise<{ id: string; status: string; credits_charged: number }>
           const started = await api(base, creator.token, "POST", "/v1/agents/run", { agent: id, message: `/tool calculator {"expression": "6*7"}`, background: true })
           const run = await finished(started.id)
           assert.strictEqual(run.status, "completed")
@@ -263,25 +260,26 @@ describe("web app in Chromium: runs, webhooks and schedules of an expert", () =>
           await page.getByText("Saved.").waitFor()
           assert.strictEqual((await api(base, creator.token, "GET", `/v1/agents/${id}`)).trace_content, true)
           // The tracer reads the setting within 5 s (docs/traces.md); runs until one keeps what was said.
-          let kept = false
-          for (let i = 0; i < 15 && !kept; i++) {
-            const next = await finished((await api(base, creator.token, "POST", "/v1/agents/run", { agent: id, message: "say zebra-lantern", background: true })).id)
-            for (let j = 0; j < 40; j++) {
-              const trace = await fetch(`${base}/v1/runs/${next.id}/trace`, { headers: { authorization: `Bearer ${creator.token}` } })
-              if (trace.status === 200) {
-                kept = JSON.stringify(await trace.json()).includes("zebra-lantern")
-                if (kept) {
-                  await page.goto(`${base}/studio/${id}/traces?trace=${next.id}`)
-                  await page.getByTestId("trace").locator("summary").filter({ hasText: "chat builtin" }).first().click()
-                  await page.locator(".span-content").filter({ hasText: "zebra-lantern" }).first().waitFor()
-                }
-                break
-              }
-              await new Promise((resolve) => setTimeout(resolve, 100))
-            }
-            if (!kept) await new Promise((resolve) => setTimeout(resolve, 500))
-          }
-          assert.isTrue(kept, "a trace keeps what was said once the creator turned it on")
+          // Polled: a run, then its trace (written within 2 s of its end), until a trace keeps what was said.
+          const traceOf = (runId: string) =>
+            pollPromise(
+              () => fetch(`${base}/v1/runs/${runId}/trace`, { headers: { authorization: `Bearer ${creator.token}` } }),
+              (trace) => trace.status === 200,
+              `the trace of ${runId}`,
+              { within: 4_000 }
+            ).then((trace) => trace.json())
+          const kept = await pollPromise(
+            async () => {
+              const next = await finished((await api(base, creator.token, "POST", "/v1/agents/run", { agent: id, message: "say zebra-lantern", background: true })).id)
+              return JSON.stringify(await traceOf(next.id)).includes("zebra-lantern") ? next.id : undefined
+            },
+            (runId) => runId !== undefined,
+            "a trace that keeps what was said once the creator turned it on",
+            { every: 500, within: 20_000 }
+          )
+          await page.goto(`${base}/studio/${id}/traces?trace=${kept}`)
+          await page.getByTestId("trace").locator("summary").filter({ hasText: "chat builtin" }).first().click()
+          await page.locator(".span-content").filter({ hasText: "zebra-lantern" }).first().waitFor()
           await creator.context.close()
         })
       }))

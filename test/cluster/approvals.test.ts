@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { requestAt } from "../support/Client.js"
+import { pollUntil } from "../support/Poll.js"
 import { freePort, launchPlatform } from "../support/Process.js"
 import { adminQuery } from "../support/Templates.js"
 import { agentOf, grant, makeClusterShared, newUser, runner } from "./runners.js"
@@ -49,13 +50,11 @@ describe.skipIf(databaseUrl === undefined)("cluster: a background run waiting fo
         const started = yield* requestAt(a.url, "POST", "/v1/agents/run", { token: user.token, body: { agent, message: CALC, background: true } })
         assert.strictEqual(started.status, 202, started.text)
         const id = started.body.id as string
-        for (let i = 0; i < 300; i++) {
-          const rows = yield* db(`SELECT id FROM pending_approvals WHERE run_id = $1`, [id])
-          if (rows.length > 0) return { id, approvalId: rows[0]!.id as string }
-          // Polled: the run is in the background; only its approval's row says it waits.
-          yield* Effect.sleep("100 millis")
-        }
-        return assert.fail(`run ${id} never asked for its approval`)
+        // Polled: the run is in the background; only its approval's row says it waits.
+        const rows = yield* pollUntil(db(`SELECT id FROM pending_approvals WHERE run_id = $1`, [id]), (rows) => rows.length > 0, `run ${id} asking for its approval`, {
+          within: 30_000
+        })
+        return { id, approvalId: rows[0]!.id as string }
       })
       // Runs until two wait on A's shards (each run's shard is its id's hash: about half of them).
       const runs: Array<{ id: string; approvalId: string; onA: boolean }> = []
@@ -77,12 +76,12 @@ describe.skipIf(databaseUrl === undefined)("cluster: a background run waiting fo
           assert.strictEqual(reply.status, 200, reply.text)
           return reply.body as Record<string, any>
         })
-      let ended: Array<Record<string, any>> = []
-      for (let i = 0; i < 900; i++) {
-        ended = yield* Effect.all(runs.map((run) => read(run.id)))
-        if (ended.every((run) => run.status !== "queued" && run.status !== "in_progress")) break
-        yield* Effect.sleep("100 millis")
-      }
+      const ended = yield* pollUntil(
+        Effect.all(runs.map((run) => read(run.id))),
+        (runs) => runs.every((run) => run.status !== "queued" && run.status !== "in_progress"),
+        "every run ended on B",
+        { within: 90_000 }
+      )
       assert.deepStrictEqual(ended.map((run) => run.status), runs.map(() => "completed"), b.output().slice(-3000))
 
       // Billed once: no key twice in the ledger, each run's two steps once, its credits equal to its entries.

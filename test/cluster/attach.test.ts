@@ -2,6 +2,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import OpenAI from "openai"
 import { requestAt } from "../support/Client.js"
+import { pollUntil } from "../support/Poll.js"
+import { adminQuery } from "../support/Templates.js"
 import { agentOf, grant, makeClusterShared, newUser, runner } from "./runners.js"
 import { databaseUrl, settled } from "./support.js"
 
@@ -31,7 +33,13 @@ describe.skipIf(databaseUrl === undefined)("cluster: a retry on another runner a
       const before = yield* Effect.map(requestAt(a.url, "GET", "/openapi/credit/balance", { token: user.apiKey }), (r) => r.body.balance as number)
 
       const first = yield* Effect.fork(Effect.promise(() => client(a.url).chat.completions.create(body, options).withResponse()))
-      yield* Effect.sleep("600 millis")
+      // Polled: the first call is on its way once its run is recorded on A (its key claimed before).
+      yield* pollUntil(
+        Effect.promise(() => adminQuery(shared.databaseUrl, `SELECT id FROM runs WHERE payer_id = $1 AND status = 'running'`, [user.userId])),
+        (rows) => rows.length > 0,
+        "the first call's run started",
+        { every: 50, within: 30_000 }
+      )
       const retry = yield* Effect.promise(() => client(b.url).chat.completions.create(body, options).withResponse())
       const original = yield* Effect.flatten(first.await)
 

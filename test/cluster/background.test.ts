@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { requestAt } from "../support/Client.js"
+import { pollUntil, realWait } from "../support/Poll.js"
 import { parseStream } from "../support/Sse.js"
 import { adminQuery } from "../support/Templates.js"
 import { agentOf, grant, makeClusterShared, newUser, runner } from "./runners.js"
@@ -41,20 +42,21 @@ describe.skipIf(databaseUrl === undefined)("cluster: background runs (issue 43)"
         return reply.body as Record<string, any>
       })
       // Every run started and streaming before the kill: polled, as only the runs' records say how far they got.
-      for (let i = 0; i < 100; i++) {
-        const runs = yield* Effect.all(ids.map((id) => read(b, id)))
-        if (runs.every((run) => run.status === "in_progress")) break
-        yield* Effect.sleep("100 millis")
-      }
-      yield* Effect.sleep("500 millis")
+      yield* pollUntil(Effect.all(ids.map((id) => read(b, id))), (runs) => runs.every((run) => run.status === "in_progress"), "every run in progress", {
+        within: 10_000
+      })
+      // Real wait: the runs on A must be streaming their step when it is killed (tried without it: none of them had
+      // begun, and none was resumed); only their logs say so, and the log of a run still going is a stream that does
+      // not end.
+      yield* realWait(500)
       yield* Effect.promise(() => a.kill())
 
-      let ended: Array<Record<string, any>> = []
-      for (let i = 0; i < 600; i++) {
-        ended = yield* Effect.all(ids.map((id) => read(b, id)))
-        if (ended.every((run) => run.status !== "queued" && run.status !== "in_progress")) break
-        yield* Effect.sleep("100 millis")
-      }
+      const ended = yield* pollUntil(
+        Effect.all(ids.map((id) => read(b, id))),
+        (runs) => runs.every((run) => run.status !== "queued" && run.status !== "in_progress"),
+        "every run ended on B",
+        { within: 60_000 }
+      )
       assert.deepStrictEqual(ended.map((run) => run.status), ids.map(() => "completed"), b.output().slice(-3000))
       for (const run of ended) assert.strictEqual(run.output, ANSWER)
 

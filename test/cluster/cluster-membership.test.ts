@@ -55,9 +55,10 @@ describe.skipIf(databaseUrl === undefined)("cluster (issue 13): a runner joins",
       yield* settled(shared, 1)
       // Several wallets, so that some of them move to B when it takes its shards.
       const payers = yield* Effect.all(Array.from({ length: 6 }, () => newUser(a)), { concurrency: 2 })
-      yield* chargedThrough(a, payers, () => a, 5, Effect.gen(function*() {
-        yield* runner(shared)
-        yield* settled(shared, 2)
-      }))
+      yield* chargedThrough(a, payers, () => a, 5, () =>
+        Effect.gen(function*() {
+          yield* runner(shared)
+          yield* settled(shared, 2)
+        }))
     }), { timeout: 240_000 })
 })

@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Scope } from "effect"
 import * as Crypto from "node:crypto"
+import { pollUntil } from "../support/Poll.js"
 import { adminQuery } from "../support/Templates.js"
 import {
   agentOf,
@@ -86,8 +87,8 @@ describe.skipIf(databaseUrl === undefined)("cluster (issue 13): a runner leaves"
           }).then((r) => r.status, () => null)
         ).pipe(Effect.tap((status) => Effect.sync(() => outcomes.set(key, status)))), { concurrency: 16, discard: true })
       const loading = yield* Effect.fork(load)
-      // Real time under load: the runner is killed while charges to it are in flight.
-      yield* Effect.sleep("300 millis")
+      // Polled: the runner is killed while charges to it are in flight, once the first few have been answered.
+      yield* pollUntil(Effect.sync(() => outcomes.size), (answered) => answered >= 16, "the first charges answered", { every: 20, within: 60_000 })
       yield* Effect.promise(() => c.kill())
       yield* loading.await
 

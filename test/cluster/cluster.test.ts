@@ -3,6 +3,7 @@ import { Duration, Effect, Exit, Scope } from "effect"
 import pg from "pg"
 import { failoverBudget } from "../../src/platform/cluster/Budget.js"
 import { requestAt } from "../support/Client.js"
+import { realWait } from "../support/Poll.js"
 import { openStream } from "../support/Sse.js"
 import {
   agentOf,
@@ -164,9 +165,9 @@ describe.skipIf(databaseUrl === undefined)("cluster (issue 13): two runners as o
       yield* settled(shared, 2)
       // Wallets on both runners, charged through both: half the messages cross from one runner to the other.
       const payers = yield* Effect.all(Array.from({ length: 6 }, () => newUser(a)), { concurrency: 2 })
-      yield* chargedThrough(a, payers, (i) => i % 2 === 0 ? a : b, 10, Effect.gen(function*() {
-        // Real time under load: the charges are flowing through both runners when their refreshes start to fail.
-        yield* Effect.sleep("1 second")
+      yield* chargedThrough(a, payers, (i) => i % 2 === 0 ? a : b, 10, (moreRounds) => Effect.gen(function*() {
+        // The charges are flowing through both runners when their refreshes start to fail.
+        yield* moreRounds(2)
         // The runners' heartbeat rows are locked for longer than a refresh may take, as a stalled PostgreSQL or a
         // starved process would make it: each refresh times out, each runner gives every shard up at once (cutting
         // the wallet messages in flight) and takes them back once its refresh goes through again. A refresh starts
@@ -177,15 +178,16 @@ describe.skipIf(databaseUrl === undefined)("cluster (issue 13): two runners as o
           try {
             await client.query("BEGIN")
             await client.query(`SELECT 1 FROM cluster_runners FOR UPDATE`)
-            // Real time: the lock outlasts a refresh and its timeout (see above), as a stalled PostgreSQL would.
-            await new Promise((resolve) => setTimeout(resolve, lockHeld))
+            // Real wait: the lock is the fault, and it must outlast a refresh and its timeout (see above), as a stalled
+            // PostgreSQL would; nothing else ends it.
+            await Effect.runPromise(realWait(lockHeld))
             await client.query("ROLLBACK")
           } finally {
             await client.end()
           }
         })
-        // Real time under load: charges go on after the lock is let go, while the runners take their shards back.
-        yield* Effect.sleep("1 second")
+        // Charges go on after the lock is let go, while the runners take their shards back.
+        yield* moreRounds(2)
         yield* settled(shared, 2)
       }))
       // The cut really happened (else this test would prove nothing).

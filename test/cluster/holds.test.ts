@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { requestAt } from "../support/Client.js"
+import { pollUntil } from "../support/Poll.js"
 import { shardOf } from "../support/Faults.js"
 import { freePort, launchPlatform } from "../support/Process.js"
 import { adminQuery } from "../support/Templates.js"
@@ -61,20 +62,16 @@ describe.skipIf(databaseUrl === undefined)("cluster: holds after kill -9 (issue 
         assert.strictEqual(reply.status, 200, reply.text)
         return reply.body as Record<string, any>
       })
-      for (let i = 0; i < 100; i++) {
-        const runs = yield* Effect.all(ids.map((id) => read(b, id)))
-        if (runs.every((run) => run.status === "in_progress")) break
-        yield* Effect.sleep("100 millis")
-      }
+      yield* pollUntil(Effect.all(ids.map((id) => read(b, id))), (runs) => runs.every((run) => run.status === "in_progress"), "every run in progress", {
+        within: 10_000
+      })
       // Every run holds credits before the kill, the foreground one too (polled: the runs start as the runners can).
-      const holdsNow = Effect.promise(() =>
-        adminQuery(shared.databaseUrl, `SELECT hold_id FROM wallet_holds WHERE user_id = '${user.userId}'`)
+      const holdsBefore = yield* pollUntil(
+        Effect.promise(() => adminQuery(shared.databaseUrl, `SELECT hold_id FROM wallet_holds WHERE user_id = '${user.userId}'`)),
+        (holds) => holds.length >= RUNS + 1,
+        "every run's hold placed",
+        { within: 30_000 }
       )
-      let holdsBefore = yield* holdsNow
-      for (let i = 0; i < 300 && holdsBefore.length < RUNS + 1; i++) {
-        yield* Effect.sleep("100 millis")
-        holdsBefore = yield* holdsNow
-      }
       assert.strictEqual(holdsBefore.length, RUNS + 1, JSON.stringify(holdsBefore))
 
       // Two sessions whose shards A holds, each with a turn running there (30 s of output) when A is killed.
@@ -101,11 +98,7 @@ describe.skipIf(databaseUrl === undefined)("cluster: holds after kill -9 (issue 
       const turnHoldsNow = Effect.promise(() =>
         adminQuery(shared.databaseUrl, `SELECT hold_id, expires_at FROM wallet_holds WHERE hold_id = ANY($1)`, [turnHolds])
       )
-      let placed = yield* turnHoldsNow
-      for (let i = 0; i < 300 && placed.length < 2; i++) {
-        yield* Effect.sleep("100 millis")
-        placed = yield* turnHoldsNow
-      }
+      const placed = yield* pollUntil(turnHoldsNow, (holds) => holds.length >= 2, "both turns' holds placed", { within: 30_000 })
       assert.lengthOf(placed, 2, JSON.stringify(placed))
       /** When the first of the two turns' holds would expire, had no one voided it. */
       const expiresFirst = placed.map((row) => new Date(row.expires_at as string).getTime()).sort((x, y) => x - y)[0]!
@@ -119,19 +112,19 @@ describe.skipIf(databaseUrl === undefined)("cluster: holds after kill -9 (issue 
       // Each session's next message, on B, starts it there (as soon as B holds its shard): the cut turn is closed as
       // interrupted and its hold voided, then the new turn runs.
       for (const session of sessions) {
-        let reply = yield* Effect.promise(() => fetch(`${b.url}/v1/sessions/${session}/events`, {
-          method: "POST",
-          headers: { authorization: `Bearer ${user.token}`, "content-type": "application/json" },
-          body: JSON.stringify({ type: "message", message: "hello again" })
-        }).then(async (r) => ({ status: r.status, text: await r.text() })))
-        for (let i = 0; i < 120 && (reply.status !== 200 || !reply.text.includes("run.completed")); i++) {
-          yield* Effect.sleep("250 millis")
-          reply = yield* Effect.promise(() => fetch(`${b.url}/v1/sessions/${session}/events`, {
-            method: "POST",
-            headers: { authorization: `Bearer ${user.token}`, "content-type": "application/json" },
-            body: JSON.stringify({ type: "message", message: "hello again" })
-          }).then(async (r) => ({ status: r.status, text: await r.text() })))
-        }
+        // Sent again until B holds the shard and the turn completes there.
+        const reply = yield* pollUntil(
+          Effect.promise(() =>
+            fetch(`${b.url}/v1/sessions/${session}/events`, {
+              method: "POST",
+              headers: { authorization: `Bearer ${user.token}`, "content-type": "application/json" },
+              body: JSON.stringify({ type: "message", message: "hello again" })
+            }).then(async (r) => ({ status: r.status, text: await r.text() }))
+          ),
+          (reply) => reply.status === 200 && reply.text.includes("run.completed"),
+          `the next message of ${session} completed on B`,
+          { every: 250, within: 30_000 }
+        )
         assert.include(reply.text, "run.completed", `${reply.status} ${reply.text.slice(-500)}`)
       }
       const [voided] = yield* Effect.promise(() =>
@@ -154,20 +147,17 @@ describe.skipIf(databaseUrl === undefined)("cluster: holds after kill -9 (issue 
       )
       assert.lengthOf(interrupted, 2, JSON.stringify(interrupted))
 
-      let ended: Array<Record<string, any>> = []
-      for (let i = 0; i < 600; i++) {
-        ended = yield* Effect.all(ids.map((id) => read(b, id)))
-        if (ended.every((run) => run.status !== "queued" && run.status !== "in_progress")) break
-        yield* Effect.sleep("100 millis")
-      }
+      const ended = yield* pollUntil(
+        Effect.all(ids.map((id) => read(b, id))),
+        (runs) => runs.every((run) => run.status !== "queued" && run.status !== "in_progress"),
+        "every run ended on B",
+        { within: 60_000 }
+      )
       assert.deepStrictEqual(ended.map((run) => run.status), ids.map(() => "completed"), b.output().slice(-3000))
 
       // The foreground run's hold is voided once it expires: the wallet's next request finds it void.
-      let after = yield* wallet(b)
-      for (let i = 0; i < (TTL_SECONDS + 30) * 2 && after.held !== 0; i++) {
-        yield* Effect.sleep("500 millis")
-        after = yield* wallet(b)
-      }
+      // Polled: the hold expires on the wallet's clock and tells no one; the next read finds it void.
+      const after = yield* pollUntil(wallet(b), (after) => after.held === 0, "every hold settled or voided", { every: 500, within: (TTL_SECONDS + 30) * 1_000 })
       assert.strictEqual(after.held, 0, "every hold was settled or voided")
       const left = yield* Effect.promise(() =>
         adminQuery(shared.databaseUrl, `SELECT hold_id FROM wallet_holds WHERE user_id = '${user.userId}'`)

@@ -3,6 +3,7 @@ import { Effect, Fiber } from "effect"
 import * as Crypto from "node:crypto"
 import { userIdOf } from "../support/Billing.js"
 import { requestAt } from "../support/Client.js"
+import { pollUntil } from "../support/Poll.js"
 import { freePort, launchPlatform, type PlatformProcess } from "../support/Process.js"
 import { type LiveStream, openStream, type ParsedStream } from "../support/Sse.js"
 import { internalAuth, type SmsInbox, TestServer } from "../support/TestServer.js"
@@ -145,14 +146,15 @@ export const untilEnd = (live: LiveStream) =>
 /**
  * Charges every payer 0.5 in rounds through `via(i)` (payer i's runner) while `disruption` runs and `roundsAfter`
  * rounds after it, then checks that every charge was answered 200 and that each balance fell by exactly what was
- * charged: nothing refused, lost or doubled around the disruption.
+ * charged: nothing refused, lost or doubled around the disruption. The disruption is given `moreRounds(n)`, which
+ * waits until `n` more rounds have been answered from when it is called (polled: the load tells no one).
  */
 export const chargedThrough = <R>(
   reader: PlatformProcess,
   payers: ReadonlyArray<User>,
   via: (i: number) => PlatformProcess,
   roundsAfter: number,
-  disruption: Effect.Effect<void, never, R>
+  disruption: (moreRounds: (n: number) => Effect.Effect<void>) => Effect.Effect<void, never, R>
 ) =>
   Effect.gen(function*() {
     for (const payer of payers) yield* grant(reader, payer, "1000")
@@ -168,7 +170,17 @@ export const chargedThrough = <R>(
       }
     })
     const loading = yield* Effect.fork(load)
-    yield* disruption
+    const moreRounds = (n: number) =>
+      Effect.suspend(() => {
+        const from = statuses.length
+        return Effect.asVoid(
+          pollUntil(Effect.sync(() => statuses.length), (answered) => answered >= from + n * payers.length, `${n} more rounds of charges answered`, {
+            every: 20,
+            within: 120_000
+          })
+        )
+      })
+    yield* disruption(moreRounds)
     disrupted = true
     yield* Fiber.join(loading)
     assert.deepStrictEqual(statuses.filter((status) => status !== 200), [])

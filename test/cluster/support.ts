@@ -3,6 +3,7 @@ import * as Crypto from "node:crypto"
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import { pollPromise } from "../support/Poll.js"
 import { adminQuery, testDatabase } from "../support/Templates.js"
 import { INTERNAL_TOKEN } from "../support/TestServer.js"
 
@@ -57,24 +58,22 @@ export const SHARDS = 300
  * answers health before it has taken its shards, and until then the others still own them.
  */
 export const settled = (shared: Shared, runners: number) =>
-  Effect.promise(async () => {
-    const deadline = Date.now() + 120_000
-    let last: unknown = null
-    while (Date.now() < deadline) {
-      const [row] = await adminQuery(
-        databaseUrl!,
-        `SELECT count(DISTINCT l.pid)::int AS runners, count(*)::int AS shards FROM pg_locks l
-         JOIN pg_database d ON d.oid = l.database
-         WHERE l.locktype = 'advisory' AND l.granted AND d.datname = $1`,
-        [shared.name]
-      )
-      last = row
-      if (row!.runners === runners && row!.shards === SHARDS) return
-      // Polled: the runners' shard locks are seen only in pg_locks.
-      await new Promise((resolve) => setTimeout(resolve, 250))
-    }
-    throw new Error(`the cluster did not settle on ${runners} runners: ${JSON.stringify(last)}`)
-  })
+  // Polled: the runners' shard locks are seen only in pg_locks.
+  Effect.promise(() =>
+    pollPromise(
+      async () =>
+        (await adminQuery(
+          databaseUrl!,
+          `SELECT count(DISTINCT l.pid)::int AS runners, count(*)::int AS shards FROM pg_locks l
+           JOIN pg_database d ON d.oid = l.database
+           WHERE l.locktype = 'advisory' AND l.granted AND d.datname = $1`,
+          [shared.name]
+        ))[0],
+      (row) => row!.runners === runners && row!.shards === SHARDS,
+      `the cluster settled on ${runners} runners`,
+      { every: 250, within: 120_000 }
+    )
+  )
 
 /** The samples of one metric in a Prometheus text scrape, each with its labels. */
 export const samplesOf = (text: string, metric: string) =>

@@ -5,6 +5,7 @@ import * as Fs from "node:fs/promises"
 import * as Http from "node:http"
 import * as Path from "node:path"
 import { request } from "../support/Client.js"
+import { pollUntil } from "../support/Poll.js"
 import {
   assertError,
   call,
@@ -430,12 +431,14 @@ describe("files: expiry", () => {
           content_type: "text/plain",
           size: bytes.length
         })
-        // Real wait: the URLs' expiry is wall-clock time, signed into them and checked by the server.
-        yield* Effect.sleep("4100 millis")
+        // Polled: the URLs' expiry is wall-clock time, signed into them and checked by the server. A GET changes
+        // nothing, so the download URL is read until it is refused; a PUT would store the file, so the upload URL is
+        // tried once the `expires_at` it was given has passed (a second before the download's, most times).
+        assertError(yield* pollUntil(fetchUrl(record.body.download_url), (reply) => reply.status !== 200, "the download URL expired", { within: 10_000 }), 403, "forbidden")
+        yield* pollUntil(Effect.sync(() => Date.now()), (now) => now > Date.parse(late.body.expires_at), "the upload URL's expires_at passed", { every: 50, within: 10_000 })
         const put = yield* fetchUrl(late.body.upload_url, { method: "PUT", headers: late.body.headers, body: bytes })
         assertError(put, 403, "forbidden")
         assert.include(put.body.error.message, "expired")
-        assertError(yield* fetchUrl(record.body.download_url), 403, "forbidden")
         // The pending upload is gone with its URL.
         assertError(yield* call(alice, "POST", "/v1/files", { upload_id: late.body.upload_id }), 404, "not_found")
         // The file itself is not: a fresh download URL works.

@@ -2,6 +2,7 @@ import { assert } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Jose from "jose"
 import { type Reply, request } from "../support/Client.js"
+import { pollUntil } from "../support/Poll.js"
 import { JWT_SECRET } from "../support/TestServer.js"
 
 /**
@@ -79,7 +80,13 @@ export const signWith = (
   header: Jose.JWTHeaderParameters = { alg: "HS256", typ: "JWT" }
 ) => Effect.promise(() => new Jose.SignJWT(claims).setProtectedHeader(header).sign(key))
 
-/** Wall-clock time passing, whatever clock the test fiber carries: the server's TTLs run on real time. */
-export const sleep = (millis: number) =>
-  // Real time: the server under test keeps code lifetimes, cooldowns and token expiry on the wall clock.
-  Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, millis)))
+/**
+ * `send` answered past the phone's resend cooldown (1 ms where these suites set `SMS_COOLDOWN`, on the server's wall
+ * clock): a request the cooldown refuses changes nothing (docs/identity.md, the abuse model), so it is sent again until
+ * another answer comes. Polled, not slept: on most tries the cooldown is long over by the time the request arrives.
+ */
+export const pastCooldown = <R>(send: Effect.Effect<Reply, never, R>) =>
+  pollUntil(send, (reply) => !coolingDown(reply), "an answer past the resend cooldown", { every: 5, within: 10_000 })
+
+const coolingDown = (reply: Reply) =>
+  reply.status === 429 && String(reply.body?.error?.message ?? "").includes("moments ago")

@@ -2,6 +2,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { createAgent } from "../agents/agents-support.js"
 import { call, connect, ENV, LIVE, newUser, ok } from "../mcp/mcp-support.js"
+import { pollUntil } from "../support/Poll.js"
 import { TestServer } from "../support/TestServer.js"
 import { MANUAL } from "./support.js"
 
@@ -16,13 +17,13 @@ describe("knowledge: MCP tools", () => {
         assert.match(store.id, /^vs_/)
         const added = ok(yield* call(client, "add_knowledge_text", { knowledgeBaseId: store.id, filename: "manual.md", text: MANUAL }))
         assert.strictEqual(added.status, "in_progress")
-        let status: any
-        for (let i = 0; i < 400; i++) {
-          status = ok(yield* call(client, "knowledge_status", { knowledgeBaseId: store.id }))
-          if (status.files[0].status !== "in_progress") break
-          // Polled: ingestion runs in the background and is seen only through knowledge_status.
-          yield* Effect.promise(() => new Promise((r) => setTimeout(r, 50)))
-        }
+        // Polled: ingestion runs in the background and is seen only through knowledge_status.
+        const status: any = yield* pollUntil(
+          Effect.map(call(client, "knowledge_status", { knowledgeBaseId: store.id }), ok),
+          (status: any) => status.files[0].status !== "in_progress",
+          "the manual ingested",
+          { every: 50, within: 20_000 }
+        )
         assert.strictEqual(status.files[0].status, "completed", JSON.stringify(status))
         const found = ok(yield* call(client, "search_knowledge", { knowledgeBaseId: store.id, query: "warranty" }))
         assert.include(found.data[0].content[0].text, "two years")

@@ -5,6 +5,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import pg from "pg"
 import { requestAt } from "../support/Client.js"
+import { pollPromise } from "../support/Poll.js"
 import { launchPlatform } from "../support/Process.js"
 import { JWT_SECRET, makeMigratedStorage, servicesMode } from "../support/TestServer.js"
 import { makeFakeEmbeddings } from "./support.js"
@@ -82,11 +83,10 @@ describe("knowledge: ingestion across a crash", () => {
       const path = `/v1/vector_stores/${store.body.id}/files/${file.body.id}`
 
       // Two steps written, the third one waiting on the upstream: the process dies there.
-      const midway = yield* Effect.promise(async () => {
-        // Polled: a real process reaches the upstream in its own time; the mock only counts who waits.
-        for (let i = 0; i < 2400 && upstream.waiting() === 0; i++) await new Promise((r) => setTimeout(r, 25))
-        return upstream.waiting()
-      })
+      // Polled: a real process reaches the upstream in its own time; the mock only counts who waits.
+      const midway = yield* Effect.promise(() =>
+        pollPromise(() => upstream.waiting(), (n) => n > 0, "the third step waiting on the upstream", { every: 25, within: 60_000 }).catch(() => upstream.waiting())
+      )
       assert.strictEqual(midway, 1, first.output().slice(-3000))
       const before = yield* requestAt(first.url, "GET", path, { token })
       assert.strictEqual(before.body.status, "in_progress")
@@ -99,15 +99,15 @@ describe("knowledge: ingestion across a crash", () => {
       const embeddedBefore = upstream.requests.flatMap((r) => r.inputs).length
 
       const second = yield* launchPlatform(env)
-      const done = yield* Effect.promise(async () => {
-        for (let i = 0; i < 1200; i++) {
-          const reply = await fetch(`${second.url}${path}`, { headers: { authorization: `Bearer ${token}` } }).then((r) => r.json() as Promise<any>)
-          if (reply.status !== "in_progress") return reply
-          // Polled: the restarted process resumes ingestion in the background, seen only through the file's status.
-          await new Promise((r) => setTimeout(r, 50))
-        }
-        throw new Error(`still in progress:\n${second.output().slice(-3000)}`)
-      })
+      // Polled: the restarted process resumes ingestion in the background, seen only through the file's status.
+      const done = yield* Effect.promise(() =>
+        pollPromise(
+          () => fetch(`${second.url}${path}`, { headers: { authorization: `Bearer ${token}` } }).then((r) => r.json() as Promise<any>),
+          (reply) => reply.status !== "in_progress",
+          "the file ingested after the restart",
+          { every: 50, within: 60_000 }
+        ).catch((error) => Promise.reject(new Error(`${error}\n${second.output().slice(-3000)}`)))
+      )
       assert.strictEqual(done.status, "completed", JSON.stringify(done))
       assert.strictEqual(done.progress.chunks_done, total)
       // The new runner embedded only what was not written: the chunks after the first four.
@@ -169,15 +169,15 @@ describe("knowledge: ingestion across a crash", () => {
       })
       assert.strictEqual(store.status, 200, store.text)
       // The first runner claimed the file and waits on the lock in its first step: killed there.
-      const waiting = yield* Effect.promise(async () => {
-        for (let i = 0; i < 2400; i++) {
-          const blocked = await db.query("SELECT count(*)::int AS n FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE c.relname = 'knowledge_chunks' AND NOT l.granted")
-          if (blocked.rows[0].n > 0) return true
-          // Polled: the real process's lock wait is seen only in pg_locks.
-          await new Promise((r) => setTimeout(r, 25))
-        }
-        return false
-      })
+      // Polled: the real process's lock wait is seen only in pg_locks.
+      const waiting = yield* Effect.promise(() =>
+        pollPromise(
+          () => db.query("SELECT count(*)::int AS n FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE c.relname = 'knowledge_chunks' AND NOT l.granted"),
+          (blocked) => blocked.rows[0].n > 0,
+          "the first runner waiting on the lock",
+          { every: 25, within: 60_000 }
+        ).then(() => true, () => false)
+      )
       assert.isTrue(waiting, first.output().slice(-3000))
       yield* Effect.promise(() => first.kill())
       yield* Scope.close(firstScope, { _tag: "Success", value: undefined } as any)
@@ -189,15 +189,15 @@ describe("knowledge: ingestion across a crash", () => {
 
       const second = yield* launchPlatform(env)
       const path = `/v1/vector_stores/${store.body.id}/files/${file.body.id}`
-      const done = yield* Effect.promise(async () => {
-        for (let i = 0; i < 1200; i++) {
-          const reply = await fetch(`${second.url}${path}`, { headers: { authorization: `Bearer ${token}` } }).then((r) => r.json() as Promise<any>)
-          if (reply.status !== "in_progress") return reply
-          // Polled: the restarted process resumes ingestion in the background, seen only through the file's status.
-          await new Promise((r) => setTimeout(r, 50))
-        }
-        throw new Error(`still in progress:\n${second.output().slice(-3000)}`)
-      })
+      // Polled: the restarted process resumes ingestion in the background, seen only through the file's status.
+      const done = yield* Effect.promise(() =>
+        pollPromise(
+          () => fetch(`${second.url}${path}`, { headers: { authorization: `Bearer ${token}` } }).then((r) => r.json() as Promise<any>),
+          (reply) => reply.status !== "in_progress",
+          "the file ingested after the restart",
+          { every: 50, within: 60_000 }
+        ).catch((error) => Promise.reject(new Error(`${error}\n${second.output().slice(-3000)}`)))
+      )
       assert.strictEqual(done.status, "completed", JSON.stringify(done))
       const rows = yield* Effect.promise(() => db.query("SELECT count(*)::int AS n, count(DISTINCT seq)::int AS seqs, max(seq)::int AS last FROM knowledge_chunks"))
       assert.deepStrictEqual(rows.rows[0], { n: done.progress.chunks_total, seqs: done.progress.chunks_total, last: done.progress.chunks_total - 1 })

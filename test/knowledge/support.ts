@@ -1,6 +1,6 @@
-import { assert } from "@effect/vitest"
 import { Effect } from "effect"
 import OpenAI from "openai"
+import { pollUntil } from "../support/Poll.js"
 import { TestServer } from "../support/TestServer.js"
 import { type Caller, upload } from "../files/support.js"
 
@@ -34,15 +34,13 @@ export const uploadText = (caller: Caller, text: string, filename = "manual.md",
 
 /** Polls a store's file until its ingestion ends. */
 export const untilIngested = (client: OpenAI, storeId: string, fileId: string) =>
-  Effect.gen(function*() {
-    for (let i = 0; i < 600; i++) {
-      const file = yield* Effect.promise(() => client.vectorStores.files.retrieve(fileId, { vector_store_id: storeId }))
-      if (file.status !== "in_progress") return file
-      // Polled: ingestion runs in the background and is seen only through the file's status.
-      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 50)))
-    }
-    return assert.fail(`${fileId} was still in progress`)
-  })
+  // Polled: ingestion runs in the background and is seen only through the file's status.
+  pollUntil(
+    Effect.promise(() => client.vectorStores.files.retrieve(fileId, { vector_store_id: storeId })),
+    (file) => file.status !== "in_progress",
+    `${fileId} ingested`,
+    { every: 50, within: 60_000 }
+  )
 
 /**
  * A stand-in OpenAI-compatible `/embeddings` upstream over real HTTP. Its vectors are deterministic: one dimension

@@ -2,6 +2,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { balanceOf, createAgent } from "../agents/agents-support.js"
 import { TestServer } from "../support/TestServer.js"
+import { pollUntil, realWait } from "../support/Poll.js"
 import { connect, ENV, LIVE, newUser } from "./mcp-support.js"
 
 /**
@@ -33,14 +34,8 @@ describe("MCP cancellation", () => {
           }).then((value) => ({ value }), (error: unknown) => ({ error }))
         )
         const fiber = yield* Effect.fork(settled)
-        // Wait until the run is recorded as running.
-        let running: ReadonlyArray<any> = []
-        for (let i = 0; i < 100 && running.length === 0; i++) {
-          yield* Effect.sleep("100 millis")
-          running = (yield* runsOf(agent.identifier)).filter((row: any) => row.status === "running")
-        }
-        assert.strictEqual(running.length, 1, "the run started")
-        yield* Effect.sleep("500 millis")
+        // Polled until the run is recorded as running: the IDE presses stop while it goes on.
+        yield* pollUntil(runsOf(agent.identifier), (rows) => rows.some((row: any) => row.status === "running"), "the run started", { within: 10_000 })
         const abortedAt = Date.now()
         controller.abort("the user pressed stop")
         const outcome = yield* fiber.await
@@ -48,12 +43,10 @@ describe("MCP cancellation", () => {
         assert.property((outcome as any).value, "error", "the SDK rejects the aborted call")
 
         // Stopped within a second (generous under load: 3 s; the figure is written down for the lead).
-        let row: any
-        while (Date.now() - abortedAt < 3000) {
-          row = (yield* runsOf(agent.identifier))[0]
-          if (row.status !== "running") break
-          yield* Effect.sleep("50 millis")
-        }
+        const row: any = (yield* pollUntil(runsOf(agent.identifier), (rows) => rows[0]?.status !== "running", "the run stopped 3 s after the abort", {
+          every: 50,
+          within: 3_000
+        }))[0]
         const stoppedAfter = Date.now() - abortedAt
         assert.strictEqual(row.status, "cancelled", `stopped after ${stoppedAfter} ms`)
         console.log(`MCP cancel: run stopped ${stoppedAfter} ms after the abort`)
@@ -61,7 +54,9 @@ describe("MCP cancellation", () => {
         // Billing stopped: the wallet and the run's charge stay where they were.
         const balance = yield* balanceOf(user.token)
         const charged = row.credits
-        yield* Effect.sleep("1500 millis")
+        // Real wait (the server bills on its own time, and a stopped run tells nothing more): 1.5 s is several of the
+        // run's steps, each billed had it gone on; none was.
+        yield* realWait(1_500)
         assert.strictEqual(yield* balanceOf(user.token), balance)
         assert.strictEqual((yield* runsOf(agent.identifier))[0].credits, charged)
       }))
@@ -76,7 +71,8 @@ describe("MCP cancellation", () => {
         const answer = yield* Effect.fork(Effect.promise(() =>
           client.callTool({ name: "test_expert", arguments: { identifier: agent.identifier, message: "/slow 20" } }, undefined, { timeout: 60_000 })
         ))
-        yield* Effect.sleep("700 millis")
+        // Polled: the call has reached the server once its run is recorded.
+        yield* pollUntil(runsOf(agent.identifier), (rows) => rows.some((row: any) => row.status === "running"), "the call's run started", { within: 10_000 })
         // The client's calls so far: initialize (0), tools/list (1), this call (2). Someone else cancels every id.
         for (const requestId of [0, 1, 2, 3, 4]) {
           const response = yield* Effect.promise(() =>

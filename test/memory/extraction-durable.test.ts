@@ -1,6 +1,7 @@
 import { assert, describe, it, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { request } from "../support/Client.js"
+import { pollUntil, realWait } from "../support/Poll.js"
 import { makeMigratedStorage, makeSmsInbox, startServer, TestServer } from "../support/TestServer.js"
 import { agentWith, apiKeyOf, assertCompleted, ENV, LIVE, newUser, runAgent } from "../runs/runs-support.js"
 
@@ -42,16 +43,19 @@ describe("memory extraction across a restart", () => {
 
       const server = yield* startServer(storage, inbox, { ...ENV, MEMORY_EXTRACTION_DEBOUNCE: "100 millis" })
       yield* Effect.gen(function*() {
-        let facts: Array<string> = []
-        for (let i = 0; i < 300 && facts.length < 2; i++) {
-          const seen = yield* request("GET", `/v1/memory?agent=${first.agent}`, { token: first.key, headers: U1 })
-          assert.strictEqual(seen.status, 200, seen.text)
-          facts = seen.body.facts.map((fact: { text: string }) => fact.text)
-          if (facts.length < 2) yield* Effect.sleep("100 millis")
-        }
+        const facts = yield* pollUntil(
+          Effect.map(request("GET", `/v1/memory?agent=${first.agent}`, { token: first.key, headers: U1 }), (seen) => {
+            assert.strictEqual(seen.status, 200, seen.text)
+            return seen.body.facts.map((fact: { text: string }) => fact.text) as Array<string>
+          }),
+          (facts) => facts.length >= 2,
+          "both turns' facts extracted",
+          { within: 30_000 }
+        )
         assert.sameMembers(facts, ["Lives in Oslo", "Has a dog named Rex"])
-        // Let the other turn's workflow run out: it finds its turn read by the first one's extraction.
-        yield* Effect.sleep("1 second")
+        // Real wait: the other turn's workflow runs out on its own and tells no one; it finds its turn read by the
+        // first one's extraction, and must bill nothing (one ledger line below).
+        yield* realWait(1_000)
         const lines = yield* server.query(
           `SELECT idempotency_key, amount::text AS amount, description FROM ledger_entries WHERE kind = 'memory' AND user_id = '${first.accountId}'`
         )
@@ -74,8 +78,9 @@ describe("memory extraction and DELETE /v1/memory", () => {
         assertCompleted(yield* runAgent({ token: key, endUser: "u1" }, agent, say(["Lives in Oslo"])))
         const deleted = yield* request("DELETE", `/v1/memory?agent=${agent}`, { token: key, headers: U1 })
         assert.strictEqual(deleted.status, 200, deleted.text)
-        // Past the debounce, and past the extraction's model call had it found the turn.
-        yield* Effect.sleep("4 seconds")
+        // Real wait: past the 1.5 s debounce, and past the extraction's model call had it found the turn; an
+        // extraction that finds nothing tells no one.
+        yield* realWait(4_000)
         const seen = yield* request("GET", `/v1/memory?agent=${agent}`, { token: key, headers: U1 })
         assert.deepStrictEqual(seen.body.facts, [])
         const server = yield* TestServer
@@ -92,15 +97,16 @@ describe("memory extraction and DELETE /v1/memory", () => {
           server.query(`SELECT message, extraction_id FROM memory_extraction_turns WHERE account_id = '${user.userId}' AND ${where}`)
         // The builtin model's `/slow 40` answers over 4 s, and so does the extraction that reads it.
         assertCompleted(yield* runAgent({ token: key, endUser: "u1" }, agent, "/slow 40"))
-        for (let i = 0; i < 200 && (yield* waiting("extraction_id IS NOT NULL")).length === 0; i++) yield* Effect.sleep("50 millis")
+        yield* pollUntil(waiting("extraction_id IS NOT NULL"), (rows) => rows.length > 0, "the slow turn's extraction took it", { every: 50, within: 10_000 })
         assert.strictEqual((yield* waiting("extraction_id IS NOT NULL")).length, 1, "the slow turn's extraction took it")
         // A turn while it runs: its own extraction must wait until the slow one has ended.
         assertCompleted(yield* runAgent({ token: key, endUser: "u1" }, agent, say(["Has a dog named Rex"])))
-        let facts: Array<unknown> = []
-        for (let i = 0; i < 300 && facts.length === 0; i++) {
-          facts = (yield* request("GET", `/v1/memory?agent=${agent}`, { token: key, headers: U1 })).body.facts
-          if (facts.length === 0) yield* Effect.sleep("50 millis")
-        }
+        const facts: Array<unknown> = yield* pollUntil(
+          Effect.map(request("GET", `/v1/memory?agent=${agent}`, { token: key, headers: U1 }), (reply) => reply.body.facts as Array<unknown>),
+          (facts) => facts.length > 0,
+          "the later turn's facts",
+          { every: 50, within: 15_000 }
+        )
         assert.strictEqual(facts.length, 1)
         assert.deepStrictEqual(yield* waiting("message LIKE '/slow%'"), [], "the later extraction wrote while the earlier one still ran")
       }), { timeout: 90_000 })

@@ -3,6 +3,7 @@ import { Effect } from "effect"
 import { fullLedger } from "../billing/billing-support.js"
 import { call, callOk, connect, failed } from "../mcp/mcp-support.js"
 import { request } from "../support/Client.js"
+import { pollUntil } from "../support/Poll.js"
 import { textOf } from "../support/Sse.js"
 import { TestServer } from "../support/TestServer.js"
 import {
@@ -153,13 +154,13 @@ describe("memory over HTTP", () => {
         assertCompleted(turn)
         // Off the turn's path: the turn is over before extraction ran (it waits out its debounce first).
         assert.deepStrictEqual((yield* memoryOf({ token: user.token }, agent)).body.facts, [])
-        let seen: any
-        for (let i = 0; i < 100; i++) {
-          seen = (yield* memoryOf({ token: user.token }, agent)).body
-          // Written in order: facts, supersessions, then block edits (the last one refused).
-          if (seen.facts.length > 0 && seen.blocks.find((b: any) => b.label === "human").version > 0) break
-          yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 100)))
-        }
+        // Written in order: facts, supersessions, then block edits (the last one refused).
+        const seen: any = yield* pollUntil(
+          Effect.map(memoryOf({ token: user.token }, agent), (reply) => reply.body),
+          (seen: any) => seen.facts.length > 0 && seen.blocks.find((b: any) => b.label === "human").version > 0,
+          "the extraction written",
+          { within: 10_000 }
+        )
         assert.deepStrictEqual(seen.facts.map((f: any) => f.text), ["Lives in Oslo"])
         // Its block append within the limit was kept, the one past it refused.
         assert.strictEqual(seen.blocks.find((b: any) => b.label === "human").value, "Name: Bo")

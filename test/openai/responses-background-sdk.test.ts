@@ -3,6 +3,7 @@ import { Effect } from "effect"
 import OpenAI from "openai"
 import { requestAt } from "../support/Client.js"
 import { launchPlatform } from "../support/Process.js"
+import { pollUntil } from "../support/Poll.js"
 import { INTERNAL_TOKEN, JWT_SECRET, makeMigratedStorage } from "../support/TestServer.js"
 
 /**
@@ -62,13 +63,13 @@ describe("openai SDK: background responses on the compiled build", () => {
       assert.strictEqual(lastSeen, 5)
 
       // Polled until it ends.
-      let polled = yield* Effect.promise(() => client.responses.retrieve(first.id))
-      const seen = new Set<string>([polled.status!])
-      while (polled.status === "queued" || polled.status === "in_progress") {
-        yield* Effect.sleep("200 millis")
-        polled = yield* Effect.promise(() => client.responses.retrieve(first.id))
-        seen.add(polled.status!)
-      }
+      const seen = new Set<string>()
+      const polled = yield* pollUntil(
+        Effect.tap(Effect.promise(() => client.responses.retrieve(first.id)), (response) => seen.add(response.status!)),
+        (response) => response.status !== "queued" && response.status !== "in_progress",
+        "the background response ended",
+        { every: 200, within: 60_000 }
+      )
       assert.strictEqual(polled.status, "completed", JSON.stringify(polled))
       assert.isTrue(seen.has("in_progress"), `statuses seen: ${[...seen].join(", ")}`)
       assert.strictEqual(polled.output_text, Array.from({ length: 12 }, (_, i) => `chunk ${i + 1} `).join(""))
@@ -93,11 +94,12 @@ describe("openai SDK: background responses on the compiled build", () => {
       // was cut before it finished, and a cut call is not charged).
       const before = yield* wallet()
       const slow = yield* Effect.promise(() => client.responses.create({ model: agent, input: "/slow 300", background: true }))
-      let running = yield* Effect.promise(() => client.responses.retrieve(slow.id))
-      while (running.status !== "in_progress" || running.output_text.length === 0) {
-        yield* Effect.sleep("100 millis")
-        running = yield* Effect.promise(() => client.responses.retrieve(slow.id))
-      }
+      yield* pollUntil(
+        Effect.promise(() => client.responses.retrieve(slow.id)),
+        (running) => running.status === "in_progress" && running.output_text.length > 0,
+        "the slow response saying something",
+        { within: 60_000 }
+      )
       const asked = Date.now()
       const cancelled = yield* Effect.promise(() => client.responses.cancel(slow.id))
       assert.strictEqual(cancelled.status, "cancelled")
@@ -110,10 +112,6 @@ describe("openai SDK: background responses on the compiled build", () => {
       const stopped = yield* run(slow.id)
       assert.strictEqual(stopped.status, "cancelled")
       assert.strictEqual(stopped.credits_charged, 0)
-      // Nothing more is said once it stopped: its output stays what it was when cancelled.
-      yield* Effect.sleep("500 millis")
-      const later = yield* Effect.promise(() => client.responses.retrieve(slow.id))
-      assert.strictEqual(later.output_text, cancelled.output_text)
       const after = yield* wallet()
       assert.strictEqual(after.balance, before.balance, "a cancelled run's cut step is not charged")
       assert.strictEqual(after.held, 0, "its hold was given back")
@@ -121,5 +119,8 @@ describe("openai SDK: background responses on the compiled build", () => {
       const last = stream[stream.length - 1]!
       assert.strictEqual(last.type, "response.failed")
       assert.strictEqual(last.type === "response.failed" ? last.response.status : "", "cancelled")
+      // Nothing more is said once it stopped: its log ends with the cancel, and its output is still what it was then.
+      const later = yield* Effect.promise(() => client.responses.retrieve(slow.id))
+      assert.strictEqual(later.output_text, cancelled.output_text)
     }), { timeout: 120_000 })
 })

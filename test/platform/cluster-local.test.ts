@@ -1,8 +1,9 @@
 import { Entity, MessageStorage, RunnerHealth, Runners, RunnerStorage, Sharding, ShardingConfig } from "@effect/cluster"
 import { Rpc } from "@effect/rpc"
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Exit, Fiber, Layer, Ref, Schema } from "effect"
+import { Deferred, Effect, Exit, Fiber, Layer, Ref, Schema, TestClock, TestContext } from "effect"
 import { makeEntityBatcher, makeEntityCaller, shared } from "../../src/platform/Cluster.js"
+import { pollUntil } from "../support/Poll.js"
 
 /**
  * The local-first path every entity client takes (issue 45 item 1, `platform/Cluster.ts`): a message to an entity
@@ -80,8 +81,7 @@ describe("the local-first entity path", () => {
       const exit = yield* Fiber.interrupt(call)
       assert.isTrue(Exit.isInterrupted(exit))
       // The interrupt travels as an envelope to the entity's mailbox and ends the handler.
-      for (let i = 0; i < 100 && !(yield* Ref.get(interrupted)); i++) yield* Effect.sleep("10 millis")
-      assert.isTrue(yield* Ref.get(interrupted))
+      yield* pollUntil(Ref.get(interrupted), (done) => done, "the handler interrupted", { every: 10, within: 1_000 })
     }))
 })
 
@@ -91,10 +91,7 @@ interface Ask {
 }
 
 /** Waits (up to 2 s) until `done` holds. */
-const until = (done: () => boolean) =>
-  Effect.gen(function*() {
-    for (let i = 0; i < 1000 && !done(); i++) yield* Effect.sleep("2 millis")
-  })
+const until = (done: () => boolean) => pollUntil(Effect.sync(done), (held) => held, "the batches sent", { every: 2, within: 2_000 })
 
 describe("caller-side batching (makeEntityBatcher)", () => {
   /** A `send` that records each batch and answers it when `release` opens (a message on its way). */
@@ -111,7 +108,9 @@ describe("caller-side batching (makeEntityBatcher)", () => {
     return { ask, batches, release }
   })
 
-  it.scopedLive("a lone request leaves at once; those that come while it is on its way leave together after it", () =>
+  // On the TestClock (its own, as docs/testing.md says for a top-level test): the batcher has no timer, so moving the
+  // clock only lets every fiber that can run do so first, without waiting on the real clock.
+  it.scoped("a lone request leaves at once; those that come while it is on its way leave together after it", () =>
     Effect.gen(function*() {
       const { ask, batches, release } = yield* recorded
       const first = yield* Effect.fork(ask({ key: "w", n: 0 }))
@@ -121,7 +120,7 @@ describe("caller-side batching (makeEntityBatcher)", () => {
       // Another entity's requests do not wait for this one's.
       const other = yield* Effect.fork(ask({ key: "v", n: 9 }))
       yield* until(() => batches.length === 2)
-      yield* Effect.sleep("20 millis")
+      yield* TestClock.adjust("20 millis")
       assert.deepStrictEqual(batches, [[0], [9]])
       yield* Deferred.succeed(release, undefined)
       assert.strictEqual(yield* Fiber.join(first), "w:0")
@@ -130,20 +129,20 @@ describe("caller-side batching (makeEntityBatcher)", () => {
       assert.deepStrictEqual(batches, [[0], [9], [1, 2, 3, -4]])
       // Each caller gets its own answer, a refusal included.
       assert.deepStrictEqual(answers.map((a) => a._tag === "Right" ? a.right : `left ${a.left}`), ["w:1", "w:2", "w:3", "left refused -4"])
-    }))
+    }).pipe(Effect.provide(TestContext.TestContext)))
 
-  it.scopedLive("a caller that gives up before its request left takes it back", () =>
+  it.scoped("a caller that gives up before its request left takes it back", () =>
     Effect.gen(function*() {
       const { ask, batches, release } = yield* recorded
       const first = yield* Effect.fork(ask({ key: "w", n: 0 }))
       yield* until(() => batches.length === 1)
       const gaveUp = yield* Effect.fork(ask({ key: "w", n: 1 }))
       const kept = yield* Effect.fork(ask({ key: "w", n: 2 }))
-      yield* Effect.sleep("20 millis")
+      yield* TestClock.adjust("20 millis")
       yield* Fiber.interrupt(gaveUp)
       yield* Deferred.succeed(release, undefined)
       yield* Fiber.join(first)
       assert.strictEqual(yield* Fiber.join(kept), "w:2")
       assert.deepStrictEqual(batches, [[0], [2]])
-    }))
+    }).pipe(Effect.provide(TestContext.TestContext)))
 })

@@ -5,6 +5,7 @@ import * as Http from "node:http"
 import * as Zlib from "node:zlib"
 import { clientAddress, isPrivateAddress, routePath } from "../../src/platform/Network.js"
 import { freshPhone, type Reply } from "../support/Client.js"
+import { realWait } from "../support/Poll.js"
 import {
   internalAuth,
   makeSmsInbox,
@@ -283,8 +284,8 @@ describe("HTTP", () => {
               req.on("error", (error) => resume(Effect.fail(error)))
             })
           assert.deepStrictEqual(yield* get(), { status: 200, reused: false })
-          // Real time: the server's idle timeout is wall-clock time on its sockets.
-          yield* Effect.sleep("6 seconds")
+          // Real wait: the server's idle timeout is wall-clock time on its sockets, and a socket it keeps says nothing.
+          yield* realWait(6_000)
           assert.deepStrictEqual(yield* get(), { status: 200, reused: true })
         }), 30_000)
 

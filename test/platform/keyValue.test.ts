@@ -10,6 +10,7 @@ import {
   makeRedis,
   redisLimiterStore
 } from "../../src/platform/KeyValue.js"
+import { realWait } from "../support/Poll.js"
 
 /**
  * The key-value port's contract, run against both implementations: the in-memory store always, Redis when
@@ -74,11 +75,11 @@ for (const implementation of implementations) {
   const StoreLive = Layer.scoped(KeyValue, implementation.make(prefix))
   const exact = implementation.effectClock
   /**
-   * Lets `millis` pass for the store: the TestClock moved for the memory store; for Redis, a real wait (Redis expires
-   * keys by its own clock), with 100 ms of slack past the TTL for its expiry.
+   * Lets `millis` pass for the store: the TestClock moved for the memory store; for Redis (services mode only), a
+   * real wait: Redis expires keys by its own clock, and a key it expires says nothing. 100 ms of slack past the TTL.
    */
   const pass = (millis: number) =>
-    exact ? TestClock.adjust(`${millis} millis`) : Effect.sleep(`${millis + 100} millis`)
+    exact ? TestClock.adjust(`${millis} millis`) : realWait(millis + 100)
 
   describe(`key-value store (${implementation.name})`, () => {
     layer(StoreLive, { excludeTestServices: !exact })((it) => {

@@ -96,7 +96,71 @@ const bareIdParameters = () =>
     return serviceOrRepository(file, text) ? idParametersIn(text).map((parameter) => `${file}: ${parameter}`) : []
   })
 
+/**
+ * Real waits in test/ stay within their budget (item 4): a fixed pause costs its whole length every run and guesses
+ * how long the machine takes, so a test waits for an event, polls a state (`pollUntil`/`pollPromise`, which end as
+ * soon as it holds), or moves the `TestClock` (docs/testing.md, "Time"). What stays is `realWait(ms)`, only where a
+ * test must let real time pass that nothing can be read for: a lifetime a server keeps on its wall clock and that
+ * cannot be tried without using it up, or a window in which something must NOT happen. Each is called directly (no
+ * helper hides how often) and says why at its site.
+ *
+ * Every other timer in test/ (`setTimeout(`, `Effect.sleep(`, a `sleep(` of its own) is a real wait in disguise
+ * unless it is listed in `TIMERS` with why it is not one. Not counted: `test/support/Poll.ts`, the one home of the
+ * pause between reads; and the fault checker (`test/support/Faults.ts`, `test/cluster/faults.test.ts`, issue 42, run
+ * only in its own CI step), whose pauses are the faults' own schedule (load served between faults, a runner held
+ * paused for 9 s), the scenario it injects rather than a wait for a state.
+ */
+const REAL_WAIT_BUDGET = 12
+const NOT_COUNTED = new Set([
+  "test/support/Poll.ts",
+  "test/support/Faults.ts",
+  "test/cluster/faults.test.ts",
+  // This rule, which names what it counts.
+  "test/platform/source-rules.test.ts"
+])
+const TIMER = /\bsetTimeout\(|\bEffect\.sleep\(|\bsleep\(/
+/** Timers that are not waits, by file and a piece of their line, with why. */
+const TIMERS: ReadonlyArray<{ readonly file: string; readonly line: string; readonly why: string }> = [
+  { file: "test/support/MockUpstream.ts", line: "const sleep = ", why: "the fake upstream's pause between scripted writes" },
+  { file: "test/support/MockUpstream.ts", line: "await sleep(write.pause)", why: "a slow model's stream, as a test scripts it; the test waits on the stream" },
+  { file: "test/support/MockUpstream.ts", line: "await sleep(20)", why: "a cut stream's last write reaches the client before the socket drops" },
+  { file: "test/support/RecallModel.ts", line: "const timer = setTimeout(", why: "a deadline for an extraction that never comes, cleared when it does" },
+  { file: "test/support/Recall.ts", line: "setTimeout(resolve, 50)", why: "a poll in the recall driver, which bench/recall.ts loads outside vitest (Poll.ts needs it)" },
+  { file: "test/billing/crash.test.ts", line: "setTimeout(r, 15_000)", why: "a bound raced against the warm-up's event, cleared when it comes" },
+  { file: "test/security/edge.test.ts", line: "setTimeout(() => done(false), 15_000)", why: "a bound raced against the server closing the socket" },
+  { file: "test/web/outbox.test.ts", line: "setTimeout(resolve, 0)", why: "lets the callbacks already due run: no time passes" },
+  { file: "test/billing/run-payer.test.ts", line: "Effect.sleep(ENTITY_DEADLINE)", why: "a fake wallet's 12 s on the TestClock, moved by TestClock.adjust" }
+]
+
+const testSources = () => sources("test").map((file) => file.split(Path.sep).join("/")).filter((file) => !NOT_COUNTED.has(file))
+const linesOf = (file: string) => Fs.readFileSync(file, "utf8").split("\n").map((line, index) => ({ at: `${file}:${index + 1}`, line }))
+
 describe("source rules", () => {
+  it(`real waits in test/: at most ${REAL_WAIT_BUDGET}, each a direct realWait(ms), every other timer listed`, () => {
+    const lines = testSources().flatMap((file) => linesOf(file).map((entry) => ({ ...entry, file })))
+    const waits = lines.filter(({ line }) => /\brealWait\(/.test(line))
+    // The count sees the waits at all (a wrong pattern would find none and pass).
+    assert.isAbove(waits.length, 0)
+    assert.isAtMost(waits.length, REAL_WAIT_BUDGET, waits.map(({ at, line }) => `${at}: ${line.trim()}`).join("\n"))
+    // Called, never passed around or wrapped, so each site is one wait the count sees.
+    const aliased = lines.filter(({ line }) => /\brealWait\b(?!\()/.test(line) && !/^import /.test(line.trim()))
+    assert.deepStrictEqual(aliased.map(({ at }) => at), [])
+    // Every real wait says why: a comment just above it, or on its line.
+    const unexplained = waits.filter(({ at, file }) => {
+      const index = Number(at.slice(file.length + 1)) - 1
+      const around = linesOf(file).slice(Math.max(0, index - 3), index + 1).map(({ line }) => line)
+      return !around.some((line) => /\/\/|\/\*|^\s*\*/.test(line))
+    })
+    assert.deepStrictEqual(unexplained.map(({ at }) => at), [])
+    // Any other timer is listed, and every listed one is still there.
+    const timers = lines.filter(({ line }) => TIMER.test(line.replace(/\/\/.*$/, "")) && !/^\s*\*/.test(line))
+    const unlisted = timers.filter(({ file, line }) => !TIMERS.some((timer) => timer.file === file && line.includes(timer.line)))
+    assert.deepStrictEqual(unlisted.map(({ at, line }) => `${at}: ${line.trim()}`), [])
+    const stale = TIMERS.filter((timer) => !timers.some(({ file, line }) => timer.file === file && line.includes(timer.line)))
+    assert.deepStrictEqual(stale, [])
+  })
+
+
   it("every domain folder of src/ has its Policy module", () => {
     const domains = Fs.readdirSync("src", { withFileTypes: true }).filter((entry) => entry.isDirectory() && !NOT_DOMAINS.has(entry.name))
     assert.isAbove(domains.length, 15)

@@ -6,6 +6,7 @@ import type * as Net from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { requestAt } from "../support/Client.js"
+import { pollPromise } from "../support/Poll.js"
 import { freePort, launchPlatform, type PlatformProcess } from "../support/Process.js"
 import { servicesMode } from "../support/TestServer.js"
 
@@ -80,25 +81,20 @@ const jsonLines = (platform: PlatformProcess) =>
 /** The access line of the request with this id; the pipe may trail the answer, so it is waited for. */
 const accessLine = (platform: PlatformProcess, requestId: string) =>
   Effect.promise(async () => {
-    for (let i = 0; i < 200; i++) {
-      const line = jsonLines(platform).find((l) => l.msg === "request" && l.request_id === requestId)
-      if (line !== undefined) return line
-      // Polled: a real process's output pipe may trail its answer.
-      await new Promise((r) => setTimeout(r, 50))
-    }
-    throw new Error(`no access line for ${requestId} in:\n${platform.output()}`)
+    // Polled: a real process's output pipe may trail its answer.
+    const line = await pollPromise(
+      () => jsonLines(platform).find((l) => l.msg === "request" && l.request_id === requestId),
+      (found) => found !== undefined,
+      `the access line for ${requestId}`,
+      { every: 50, within: 10_000 }
+    ).catch(() => undefined)
+    if (line === undefined) throw new Error(`no access line for ${requestId} in:\n${platform.output()}`)
+    return line
   })
 
 const waitFor = <A>(what: string, probe: () => Promise<A | undefined>) =>
-  Effect.promise(async () => {
-    for (let i = 0; i < 300; i++) {
-      const found = await probe()
-      if (found !== undefined) return found
-      // Polled: what a real process exports (its metrics, its spans) is read from outside it.
-      await new Promise((r) => setTimeout(r, 100))
-    }
-    throw new Error(`gave up waiting for ${what}`)
-  })
+  // Polled: what a real process exports (its metrics, its spans) is read from outside it.
+  Effect.promise(async () => (await pollPromise(probe, (found) => found !== undefined, what, { within: 30_000 }))!)
 
 const PHONE = "+8613700001717"
 const CODE = "171717"

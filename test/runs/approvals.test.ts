@@ -1,6 +1,7 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { request } from "../support/Client.js"
+import { pollUntil } from "../support/Poll.js"
 import { textOf } from "../support/Sse.js"
 import { TestServer } from "../support/TestServer.js"
 import {
@@ -173,12 +174,13 @@ describe("approvals", () => {
         const runId = only(asked, "run.created").run_id
         const required = only(asked, "approval.required")
         yield* live.cancel
-        let status: unknown = "running"
-        for (let i = 0; i < 100 && status === "running"; i++) {
-          // Polled: the server records a cancelled run after the client left, and tells no one.
-          yield* Effect.sleep("20 millis")
-          status = (yield* server.query(`SELECT status FROM runs WHERE id = '${runId}'`))[0]?.status
-        }
+        // Polled: the server records a cancelled run after the client left, and tells no one.
+        const status = yield* pollUntil(
+          Effect.map(server.query(`SELECT status FROM runs WHERE id = '${runId}'`), (rows) => rows[0]?.status),
+          (status) => status !== "running",
+          "the run recorded as ended",
+          { every: 20, within: 5_000 }
+        )
         assert.strictEqual(status, "cancelled")
         assertError(yield* answer(user, required.approval_id, { decision: "approve" }), 404, "not_found")
       }))

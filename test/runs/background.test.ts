@@ -5,6 +5,7 @@ import type { AddressInfo } from "node:net"
 import { Webhook } from "standardwebhooks"
 import { request } from "../support/Client.js"
 import { parseStream } from "../support/Sse.js"
+import { pollUntil } from "../support/Poll.js"
 import { TestServer } from "../support/TestServer.js"
 import { agentWith, apiKeyOf, ENV, LIVE, newUser, pollRun, runAgent } from "./runs-support.js"
 
@@ -44,12 +45,26 @@ const webhookReceiver = (token: string, events: ReadonlyArray<string>) =>
     const created = yield* request("POST", "/v1/webhooks", { token, body: { url, events } })
     assert.strictEqual(created.status, 201, created.text)
     secret = created.body.secret
-    /** The deliveries received once `count` have come (polled: the platform's worker sends them in its own time). */
+    const endpoint = String(created.body.id).replace(/'/g, "")
+    /**
+     * The deliveries received once `count` have come and the worker has recorded them (polled: it sends them in its
+     * own time). No second delivery of the same end is on its way: the endpoint has one delivery row per delivery
+     * received, each sent once, none left to send.
+     */
     const deliveries = (count: number) =>
       Effect.gen(function*() {
-        for (let i = 0; i < 150 && received.length < count; i++) yield* Effect.sleep("100 millis")
-        // A moment more: a second delivery of the same end would show here.
-        yield* Effect.sleep("500 millis")
+        const server = yield* TestServer
+        const [sent] = yield* pollUntil(
+          server.query(
+            `SELECT count(*)::int AS deliveries, coalesce(sum(attempts), 0)::int AS attempts,
+                    count(*) FILTER (WHERE status <> 'succeeded')::int AS unsent
+             FROM webhook_deliveries WHERE endpoint_id = '${endpoint}'`
+          ),
+          (rows) => received.length >= count && rows[0]?.unsent === 0,
+          `${count} webhook deliveries`,
+          { within: 15_000 }
+        )
+        assert.deepStrictEqual(sent, { deliveries: received.length, attempts: received.length, unsent: 0 })
         return received
       })
     return { deliveries } as const

@@ -1,6 +1,7 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { request } from "../support/Client.js"
+import { pollUntil } from "../support/Poll.js"
 import { TestServer } from "../support/TestServer.js"
 import { agentWith, apiKeyOf, ENV, LIVE, newUser, pollRun } from "./runs-support.js"
 
@@ -106,12 +107,12 @@ describe("background runs: nothing lost stays open", () => {
             VALUES (${id}, 'sweep-test:1', 'Workflow/BackgroundRun', 'sweep-${id}', 0, 'run', '{}', '{}', ${processed}, ${id},
                     now() - interval '1 minute')`)
         }
-        let reads: ReadonlyArray<Record<string, unknown>> = []
-        for (let i = 0; i < 100; i++) {
-          reads = yield* server.query(`SELECT id::text AS id, last_read IS NULL AS again FROM cluster_messages WHERE id IN (${base}, ${base + 1}) ORDER BY id`)
-          if (reads[0]?.again === true) break
-          yield* Effect.sleep("100 millis")
-        }
+        const reads = yield* pollUntil(
+          server.query(`SELECT id::text AS id, last_read IS NULL AS again FROM cluster_messages WHERE id IN (${base}, ${base + 1}) ORDER BY id`),
+          (rows) => rows[0]?.again === true,
+          "the sweep's pass over the unanswered message",
+          { within: 10_000 }
+        )
         assert.deepStrictEqual(reads.map((row) => row.again), [true, false])
         yield* server.query(`DELETE FROM cluster_messages WHERE id IN (${base}, ${base + 1})`)
       }))

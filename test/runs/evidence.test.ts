@@ -8,6 +8,7 @@ import { Effect, Layer, Redacted } from "effect"
 import * as Path from "node:path"
 import { migrations } from "../../src/platform/migrations/index.js"
 import * as Mock from "../support/MockUpstream.js"
+import { pollUntil } from "../support/Poll.js"
 import { textOf } from "../support/Sse.js"
 import { makeSmsInbox, makeStorage, startServer, type Storage, TestServer } from "../support/TestServer.js"
 import {
@@ -42,24 +43,20 @@ interface Evidence {
 const evidenceOf = (runId: string) =>
   Effect.gen(function*() {
     const server = yield* TestServer
-    for (let i = 0; i < 200; i++) {
-      const rows = yield* server.query(
-        `SELECT status, answer_chars, denied_tools, tools_denied FROM runs WHERE id = '${runId.replace(/'/g, "")}'`
-      )
-      const row = rows[0]
-      if (row !== undefined && row.status !== "running") {
-        const denied = typeof row.denied_tools === "string" ? JSON.parse(row.denied_tools) : row.denied_tools
-        return {
-          status: row.status as string,
-          answerChars: row.answer_chars === null ? null : Number(row.answer_chars),
-          deniedTools: denied as Array<string>,
-          toolsDenied: Number(row.tools_denied)
-        } satisfies Evidence
-      }
-      // Polled: the run's row is finished by the server after the answer was sent.
-      yield* Effect.sleep("20 millis")
-    }
-    return assert.fail(`run ${runId} was not finished`)
+    // Polled: the run's row is finished by the server after the answer was sent.
+    const [row] = yield* pollUntil(
+      server.query(`SELECT status, answer_chars, denied_tools, tools_denied FROM runs WHERE id = '${runId.replace(/'/g, "")}'`),
+      (rows) => rows[0] !== undefined && rows[0].status !== "running",
+      `run ${runId} finished`,
+      { every: 20, within: 4_000 }
+    )
+    const denied = typeof row!.denied_tools === "string" ? JSON.parse(row!.denied_tools) : row!.denied_tools
+    return {
+      status: row!.status as string,
+      answerChars: row!.answer_chars === null ? null : Number(row!.answer_chars),
+      deniedTools: denied as Array<string>,
+      toolsDenied: Number(row!.tools_denied)
+    } satisfies Evidence
   })
 
 const runIdOf = (stream: Parameters<typeof only>[0]) => only(stream, "run.created").run_id as string

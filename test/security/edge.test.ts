@@ -9,6 +9,7 @@ import * as Path from "node:path"
 import { type Reply, requestAt, type RequestOptions } from "../support/Client.js"
 import { creates } from "../support/Creates.js"
 import { launchPlatform, type PlatformProcess } from "../support/Process.js"
+import { pollUntil } from "../support/Poll.js"
 import { seedDataDir } from "../support/Templates.js"
 import { servicesMode } from "../support/TestServer.js"
 
@@ -95,13 +96,7 @@ const storedObjects = Effect.flatMap(EdgePlatform, (platform) =>
 /** The platform's temporary folder is empty again (a request's folder goes when its answer is out; it may lag it). */
 const noTemporaryFiles = Effect.gen(function*() {
   const { tmpDir } = yield* EdgePlatform
-  let left: ReadonlyArray<string> = []
-  for (let tries = 0; tries < 40; tries++) {
-    left = yield* entriesOf(tmpDir)
-    if (left.length === 0) return
-    yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 50)))
-  }
-  assert.deepStrictEqual(left, [], "temporary files were left behind")
+  yield* pollUntil(entriesOf(tmpDir), (left) => left.length === 0, "no temporary file left behind", { every: 50, within: 2_000 })
 })
 
 interface RawAnswer {

@@ -4,6 +4,7 @@ import * as Jose from "jose"
 import * as Crypto from "node:crypto"
 import { registerApp, userIdOf } from "../support/Billing.js"
 import { request } from "../support/Client.js"
+import { pollUntil } from "../support/Poll.js"
 import { internalAuth, JWT_SECRET, TestServer } from "../support/TestServer.js"
 import { agentWith, apiKeyOf, assertError, balanceOf, ENV, LIVE, newUser, streamOf } from "../runs/runs-support.js"
 
@@ -58,12 +59,11 @@ describe("security: what held", () => {
         const run = yield* streamOf("/v1/agents/run", { token: owner.token, body: { agent, message: "/tool calculator {\"expression\": \"1 + 1\"}" } })
         const runId = run.events[0]!.data.run_id as string
         // The owner's trace is there (polled: the writer writes it after the run, within 2 s)...
-        let traceId: string | undefined
-        for (let i = 0; i < 80 && traceId === undefined; i++) {
-          const mine = yield* request("GET", `/v1/runs/${runId}/trace`, { token: owner.token })
-          if (mine.status === 200) traceId = mine.body.trace_id
-          else yield* Effect.sleep("25 millis")
-        }
+        const mine = yield* pollUntil(request("GET", `/v1/runs/${runId}/trace`, { token: owner.token }), (reply) => reply.status === 200, "the owner reads the trace", {
+          every: 25,
+          within: 2_000
+        })
+        const traceId: string = mine.body.trace_id
         assert.isString(traceId, "the owner reads the trace")
         // ...and nobody else reads any of it, by id or by search (the route matrix of the trace routes).
         const key = yield* apiKeyOf(stranger)

@@ -7,6 +7,7 @@ import * as Path from "node:path"
 import { checkCgroups, groupOf, sweepCgroups } from "../../src/runtime/sandbox/Cgroup.js"
 import { checkContainment } from "../../src/runtime/sandbox/Containment.js"
 import { madeByLiveServer, serverTag } from "../../src/runtime/sandbox/Guests.js"
+import { pollUntil } from "../support/Poll.js"
 
 /**
  * The memory cgroup of each guest (issue 42 item 2), where the host gives one: a root server with a writable memory
@@ -60,9 +61,8 @@ describe("a guest's memory cgroup", () => {
           assert.isTrue(cgroups.cgroups.oomKilled(group), `the kernel's OOM killer ended it (${output.status} ${output.signal} ${output.stderr})`)
           assert.closeTo(cgroups.cgroups.limitOf(group)!, 128 * MiB, 4096)
         } finally {
-          for (let i = 0; i < 40 && !cgroups.cgroups.remove(group); i++) {
-            yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 50)))
-          }
+          // Polled: the kernel lets a group go once its last process has been reaped.
+          yield* Effect.ignore(Effect.sandbox(pollUntil(Effect.sync(() => cgroups.cgroups.remove(group)), (removed) => removed, "the group removed", { every: 50, within: 2_000 })))
           Fs.rmSync(dir, { recursive: true, force: true })
         }
         assert.isFalse(Fs.existsSync(group), "the guest's group is removed once it ended")
@@ -76,18 +76,12 @@ describe("a guest's memory cgroup", () => {
       const group = cgroups.cgroups.make(`${serverTag()}-probe-${process.pid}`, 256 * MiB)
       const child = ChildProcess.spawn("/bin/sh", ["-c", 'echo $$ > "$0/cgroup.procs" && exec sleep 5', group], { stdio: "ignore" })
       try {
-        let seen: string | undefined
-        for (let i = 0; i < 40 && seen !== Path.basename(group); i++) {
-          yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 25)))
-          seen = groupOf(cgroups.cgroups, child.pid!)
-        }
-        assert.strictEqual(seen, Path.basename(group))
+        // Polled: the shell moves itself into the group in its own time.
+        yield* pollUntil(Effect.sync(() => groupOf(cgroups.cgroups, child.pid!)), (seen) => seen === Path.basename(group), "the process in its group", { every: 25, within: 1_000 })
         assert.isFalse(cgroups.cgroups.remove(group), "a group with a live process stays")
       } finally {
         child.kill("SIGKILL")
-        for (let i = 0; i < 40 && !cgroups.cgroups.remove(group); i++) {
-          yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 25)))
-        }
+        yield* Effect.ignore(Effect.sandbox(pollUntil(Effect.sync(() => cgroups.cgroups.remove(group)), (removed) => removed, "the group removed", { every: 25, within: 1_000 })))
       }
       assert.isFalse(Fs.existsSync(group))
     }))

@@ -10,6 +10,7 @@ import type { SandboxSettings } from "../../src/runtime/sandbox/Config.js"
 import { checkContainment, type Containment } from "../../src/runtime/sandbox/Containment.js"
 import type { SandboxLimits } from "../../src/runtime/sandbox/Sandbox.js"
 import { GUEST_PROCESS_BYTES, make } from "../../src/runtime/sandbox/WasmSandbox.js"
+import { pollPromise } from "../support/Poll.js"
 
 /**
  * The host's side of the sandbox's channel (issue 42, Deliver 1; docs/tools.md "The channel"), against a guest that
@@ -120,19 +121,17 @@ const hostileRun = (mode: string) =>
 
 /** Whether the process is gone (reaped), waiting up to 5 s for its exit to be seen. */
 const gone = (pid: number) =>
-  Effect.promise(async () => {
-    const deadline = Date.now() + 5_000
-    while (Date.now() < deadline) {
-      try {
-        process.kill(pid, 0)
-      } catch {
-        return true
-      }
-      // Polled: the kill is real, its exit reaches this process's event loop.
-      await new Promise((resolve) => setTimeout(resolve, 20))
-    }
+  // Polled: the kill is real, its exit reaches this process's event loop.
+  Effect.promise(() => pollPromise(() => !alive(pid), (gone) => gone, `process ${pid} gone`, { every: 20, within: 5_000 }).catch(() => false))
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
     return false
-  })
+  }
+}
 
 describe("the sandbox's channel against a guest that broke its runtime", () => {
   it.effect("frames cut anywhere arrive whole and in order", () =>

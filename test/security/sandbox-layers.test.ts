@@ -7,6 +7,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { checkContainment, guestProcess } from "../../src/runtime/sandbox/Containment.js"
 import { sweepWorkdirs, workdirPrefix } from "../../src/runtime/sandbox/Guests.js"
+import { pollUntil } from "../support/Poll.js"
 
 /**
  * The layers under the WebAssembly runtimes, each on its own (issue 24: breaking one layer alone gives nothing). This
@@ -116,24 +117,14 @@ describe("sandbox layers under a guest that escaped its runtime", () => {
       const guest = args.at(-1)!
       const child = ChildProcess.spawn(file, args.map((arg) => arg === guest ? idle : arg === `--allow-fs-read=${guest}` ? `--allow-fs-read=${idle}` : arg), { env: {}, cwd: dir, stdio: "ignore" })
       // The idle script stands where the guest script does: found as the guest is, by what its launchers run.
-      let pid: number | undefined
-      for (let i = 0; i < 100 && pid === undefined; i++) {
-        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 50)))
-        pid = guestProcessOf(child.pid!, idle)
-      }
-      assert.isDefined(pid, "the guest process started")
+      const pid = yield* pollUntil(Effect.sync(() => guestProcessOf(child.pid!, idle)), (pid) => pid !== undefined, "the guest process started", { every: 50, within: 5_000 })
       const status = Fs.readFileSync(`/proc/${pid}/status`, "utf8")
       assert.match(status, /^NSpid:\s+\d+\s+1$/m, "PID 1 of a namespace of its own")
       if (uid !== undefined) assert.match(status, new RegExp(`^Uid:\\s+${uid}\\s+${uid}\\s+${uid}\\s+${uid}$`, "m"))
       assert.match(Fs.readFileSync(`/proc/${pid}/limits`, "utf8"), /^Max data size\s+536870912\s+536870912/m)
       child.kill("SIGKILL")
-      let gone = false
-      for (let i = 0; i < 40 && !gone; i++) {
-        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 50)))
-        gone = !Fs.existsSync(`/proc/${pid}`)
-      }
+      yield* pollUntil(Effect.sync(() => !Fs.existsSync(`/proc/${pid}`)), (gone) => gone, "the guest died with its launcher", { every: 50, within: 2_000 })
       Fs.rmSync(dir, { recursive: true, force: true })
-      assert.isTrue(gone, "the guest died with its launcher")
       assert.isUndefined(guestProcess(process.pid), "no guest process is left under this one")
     }), 30_000)
 

@@ -4,6 +4,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import { request } from "../support/Client.js"
 import { openStream, streamOf } from "../support/Sse.js"
+import { pollUntil } from "../support/Poll.js"
 import { servicesMode } from "../support/TestServer.js"
 import { hostOf, login, PHONE_A, platform, sessionFor } from "./sandbox-support.js"
 
@@ -38,13 +39,15 @@ interface Sample {
 const sampleHealth = (samples: Array<Sample>, over: () => boolean) =>
   Effect.gen(function*() {
     const host = yield* hostOf
-    while (!over()) {
+    // A sampler, not a wait: it reads every 20 ms (real time: the platform is a real process) until the turn is over.
+    const sample = Effect.gen(function*() {
+      if (over()) return true
       const started = performance.now()
       const reply = yield* request("GET", "/api/health")
       samples.push({ status: reply.status, ms: performance.now() - started, rssMb: rssMb(host.pid) })
-      // Real time: the platform is a real process.
-      yield* Effect.sleep("20 millis")
-    }
+      return over()
+    })
+    yield* pollUntil(sample, (done) => done, "the turn sampled to its end", { every: 20, within: 600_000 })
   })
 
 /** One `run_code` turn, with `/api/health` sampled while it runs. */

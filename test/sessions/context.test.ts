@@ -5,6 +5,7 @@ import { Context, Effect, type Fiber, FiberRef, Layer, Option, Supervisor } from
 import * as V8 from "node:v8"
 import * as Vm from "node:vm"
 import { request } from "../support/Client.js"
+import { pollUntil } from "../support/Poll.js"
 import { openStream, streamOf, textOf } from "../support/Sse.js"
 import { TestServer } from "../support/TestServer.js"
 import { agentWith, ENV, LIVE, newUser } from "../runs/runs-support.js"
@@ -99,11 +100,11 @@ const running = (entry: Probed) =>
 const assertNoneStillRuns = (entry: Probed) =>
   Effect.gen(function*() {
     // Polled: a fiber ending after its handler replied signals nothing the test can wait on.
-    for (let attempt = 0; attempt < 40 && running(entry).length > 0; attempt++) yield* Effect.sleep("50 millis")
-    assert.deepStrictEqual(
-      running(entry).map((fiber) => ({ fiber: fiber.id().id, holdsTheRequest: holdsARequest(fiber) })),
-      [],
-      `${entry.path}: fibers started under the request still run after its answer`
+    yield* pollUntil(
+      Effect.sync(() => running(entry).map((fiber) => ({ fiber: fiber.id().id, holdsTheRequest: holdsARequest(fiber) }))),
+      (still) => still.length === 0,
+      `${entry.path}: every fiber started under the request ended after its answer`,
+      { every: 50, within: 2_000 }
     )
   })
 
@@ -162,12 +163,11 @@ describe("session context", () => {
         assert.strictEqual(textOf(yield* say(session.token, session.id, "hello")), "You said: hello")
         const [first] = probed
         assert.isDefined(first)
-        for (let attempt = 0; attempt < 20 && first!.message.deref() !== undefined; attempt++) {
-          // The garbage collector clears a WeakRef in its own time: no event tells when.
-          yield* Effect.sleep("50 millis")
-          gc()
-        }
-        assert.isUndefined(first!.message.deref(), `${first!.path}: its IncomingMessage is still reachable`)
+        // Polled, collecting each time: the garbage collector clears a WeakRef in its own time.
+        yield* pollUntil(Effect.sync(() => (gc(), first!.message.deref() === undefined)), (gone) => gone, `${first!.path}: its IncomingMessage collected`, {
+          every: 50,
+          within: 1_000
+        })
         // Still the same activation: the session answers from memory, with its history.
         assert.strictEqual(textOf(yield* say(session.token, session.id, "/history")), "I see 2 earlier messages.")
       }))

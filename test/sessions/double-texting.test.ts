@@ -5,6 +5,7 @@ import { Effect, Option, Queue, Runtime } from "effect"
 import fc from "fast-check"
 import { SessionLive } from "../../src/sessions/Session.js"
 import { KnowledgeGate, RunPayerTest } from "../support/Ports.js"
+import { pollUntil } from "../support/Poll.js"
 import { newEntitySession, SessionEntityEnv } from "./entity-support.js"
 import { Session } from "../../src/sessions/SessionRpc.js"
 
@@ -56,28 +57,21 @@ describe("double-texting", () => {
         let rejected = 0
         let label = 0
 
-        const endedCount = sql<{ n: number }>`
-          SELECT count(*)::int AS n FROM session_events WHERE session_id = ${sessionId} AND payload->>'type' IN ('complete', 'error')`
         const releaseAll = Effect.gen(function*() {
           for (let next = yield* Queue.poll(gate.searches); Option.isSome(next); next = yield* Queue.poll(gate.searches)) {
             yield* next.value.answer([])
           }
         })
         /** Every accepted message has ended: released as they come. */
-        const settle = Effect.gen(function*() {
-          const deadline = Date.now() + 20_000
-          for (;;) {
-            yield* releaseAll
-            const [row] = yield* endedCount
-            if (row!.n >= sent.size) return
-            if (Date.now() > deadline) {
-              const ended = yield* sql`SELECT turn, payload->>'type' AS type, payload->>'code' AS code FROM session_events WHERE session_id = ${sessionId} AND payload->>'type' IN ('complete', 'error') ORDER BY seq`
-              return yield* Effect.die(new Error(`not settled: ${row!.n} ended of ${sent.size}: ${JSON.stringify([...sent.keys()])} ${JSON.stringify(ended)}`))
-            }
-            // The real clock: the test's own clock (TestClock) does not move by itself.
-            yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 5)))
-          }
-        }).pipe(Effect.orDie)
+        const settle = Effect.suspend(() =>
+          // Polled on the real clock (pollUntil pauses with a timer): the test's own clock (TestClock) does not move by itself.
+          pollUntil(
+            Effect.zipRight(releaseAll, sql`SELECT turn, payload->>'type' AS type, payload->>'code' AS code FROM session_events WHERE session_id = ${sessionId} AND payload->>'type' IN ('complete', 'error') ORDER BY seq`),
+            (ended) => ended.length >= sent.size,
+            `every accepted message ended: ${sent.size} sent (${JSON.stringify([...sent.keys()])}), the ends seen last`,
+            { every: 5, within: 20_000 }
+          )
+        ).pipe(Effect.asVoid, Effect.orDie)
 
         const runSchedule = (ops: ReadonlyArray<Op>) =>
           Effect.gen(function*() {

@@ -2,6 +2,7 @@ import { assert, describe, it, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { registerApp, authorizeApp } from "../support/Billing.js"
 import { request } from "../support/Client.js"
+import { pollUntil } from "../support/Poll.js"
 import { openStream, streamOf, textOf } from "../support/Sse.js"
 import { makeSmsInbox, makeMigratedStorage, startServer, TestServer } from "../support/TestServer.js"
 import { agentWith, ENV, LIVE, newUser } from "../runs/runs-support.js"
@@ -99,9 +100,8 @@ describe("session lifecycle", () => {
           // Acknowledged means written: wait for the row rather than for the stream's first event (there is none yet).
           const server = yield* TestServer
           const queuedNow = server.query(`SELECT turn FROM session_queue WHERE session_id = '${session}' ORDER BY turn`)
-          let queued = yield* queuedNow
           // Polled: the queued turn's row is the only sign it was written (its stream says nothing yet).
-          while (queued.length < 2) queued = yield* Effect.zipRight(Effect.sleep("50 millis"), queuedNow)
+          const queued = yield* pollUntil(queuedNow, (rows) => rows.length >= 2, "the owed turn queued", { every: 50, within: 30_000 })
           assert.deepStrictEqual(queued.map((row) => Number(row.turn)), [1, 2])
         }))
       const server = yield* startServer(storage, inbox, ENV)

@@ -4,6 +4,7 @@ import * as Heartbeat from "../../src/platform/sse/Heartbeat.js"
 import * as Sse from "../../src/platform/sse/Sse.js"
 import { openSubscriptions } from "../../src/platform/telemetry/Metrics.js"
 import { createApiKey, request } from "../support/Client.js"
+import { pollUntil } from "../support/Poll.js"
 import { names, openStream, streamOf, textOf } from "../support/Sse.js"
 import { TestServer } from "../support/TestServer.js"
 import { agentWith, assertError, ENV, LIVE, newUser, toolDirective } from "../runs/runs-support.js"
@@ -21,11 +22,7 @@ const createSession = (token: string, agent: string, headers?: Record<string, st
  * Waits for what the server does on its own after a client left (its listener, ping and gauge let go): no event
  * reaches the test for it, so the state is polled, 50 ms apart, for at most 5 s.
  */
-const until = (check: () => boolean) =>
-  Effect.gen(function*() {
-    for (let i = 0; i < 100 && !check(); i++) yield* Effect.sleep("50 millis")
-    assert.isTrue(check(), "in time")
-  })
+const until = (check: () => boolean) => pollUntil(Effect.sync(check), (held) => held, "the server let go", { every: 50, within: 5_000 })
 
 const say = (token: string, session: string, message: string, headers?: Record<string, string>) =>
   streamOf(`/v1/sessions/${session}/events`, { token, body: { type: "message", message }, ...(headers ? { headers } : {}) })

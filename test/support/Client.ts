@@ -1,5 +1,6 @@
 import { solveChallenge } from "altcha-lib"
 import { Effect } from "effect"
+import { pollUntil } from "./Poll.js"
 import { TEST_CODE, TEST_PHONE, TestServer } from "./TestServer.js"
 
 /** A real HTTP response, read whole. */
@@ -100,13 +101,10 @@ export const createApiKey = (token: string, name = "test") =>
  * `run_code`'s status in `/api/health` once the start-up self-check has answered (it says `checking` until then,
  * for the second or two a guest takes to start).
  */
-export const runCodeCapability = Effect.gen(function*() {
-  const deadline = Date.now() + 120_000
-  while (true) {
-    const health = yield* request("GET", "/api/health")
-    const status = health.body?.capabilities?.run_code
-    if (status?.status !== "checking" || Date.now() > deadline) return status as { status: string; detail: string }
-    // Polled: the server checks run_code in the background at start and tells only through /api/health.
-    yield* Effect.sleep("200 millis")
-  }
-})
+export const runCodeCapability = pollUntil(
+  Effect.map(request("GET", "/api/health"), (health) => health.body?.capabilities?.run_code as { status: string; detail: string }),
+  // Polled: the server checks run_code in the background at start and tells only through /api/health.
+  (status) => status?.status !== "checking",
+  "run_code's start-up self-check answered",
+  { every: 200, within: 120_000 }
+)

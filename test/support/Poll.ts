@@ -36,7 +36,30 @@ export const pollUntil = <A, E, R>(
  */
 export const realWait = (millis: number) => pause(millis)
 
-const pause = (millis: number) => Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, millis)))
+/**
+ * `pollUntil` for code outside Effect (a process's output read in a Promise, a driver of real processes): reads until
+ * `done` holds, `every` ms apart, for at most `within` ms, and rejects naming what was awaited and what was seen last.
+ */
+export const pollPromise = async <A>(
+  read: () => Promise<A> | A,
+  done: (value: A) => boolean,
+  what: string,
+  options: { readonly every?: number; readonly within?: number } = {}
+): Promise<A> => {
+  const every = options.every ?? 100
+  const deadline = Date.now() + (options.within ?? 30_000)
+  while (true) {
+    const value = await read()
+    if (done(value)) return value
+    if (Date.now() > deadline) {
+      throw new Error(`${what}: not reached within ${options.within ?? 30_000} ms (last seen: ${lastSeen(value)})`)
+    }
+    await sleep(every)
+  }
+}
+
+const sleep = (millis: number) => new Promise<void>((resolve) => setTimeout(resolve, millis))
+const pause = (millis: number) => Effect.promise(() => sleep(millis))
 
 const lastSeen = (value: unknown) => {
   try {

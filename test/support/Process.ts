@@ -2,6 +2,7 @@ import { Duration, Effect, type Scope } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as Path from "node:path"
 import { freePort as freePortOnce } from "./Local.js"
+import { pollPromise } from "./Poll.js"
 
 /**
  * The platform as its own process, the entry point `npm start` runs: for tests of start-up, shutdown, crashes,
@@ -78,21 +79,22 @@ export const launchPlatform = (
     const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
     // Ready when health answers; a cold start (tsx compiling the sources, PGlite initialising) on a busy machine
     // takes a while, so the wait is a generous deadline rather than a count of tries.
-    const url = yield* Effect.promise(async () => {
-      const deadline = Date.now() + 180_000
-      while (Date.now() < deadline) {
-        if (child.exitCode !== null) throw new Error(`platform exited early:\n${output}`)
-        const port = env.PORT ?? LISTENING.exec(output)?.[1]
-        if (port !== undefined) {
+    // Polled: a real process's output, read as it arrives.
+    const url = yield* Effect.promise(() =>
+      pollPromise(
+        async () => {
+          if (child.exitCode !== null) throw new Error(`platform exited early:\n${output}`)
+          const port = env.PORT ?? LISTENING.exec(output)?.[1]
+          if (port === undefined) return undefined
           const url = `http://127.0.0.1:${port}`
           const ok = await fetch(`${url}/api/health`, { signal: AbortSignal.timeout(2_000) }).then((r) => r.ok, () => false)
-          if (ok) return url
-        }
-        // Polled: a real process's output, read as it arrives.
-        await new Promise((r) => setTimeout(r, 50))
-      }
-      throw new Error(`platform did not become healthy:\n${output}`)
-    })
+          return ok ? url : undefined
+        },
+        (url) => url !== undefined,
+        "the platform healthy",
+        { every: 50, within: 180_000 }
+      ).then((url) => url!, (error: Error) => Promise.reject(error.message.startsWith("platform exited") ? error : new Error(`platform did not become healthy:\n${output}`)))
+    )
     const terminateWithin = (limit: Duration.DurationInput) =>
       Effect.promise(() => {
         child.kill("SIGTERM")

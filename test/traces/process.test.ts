@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { requestAt } from "../support/Client.js"
+import { pollUntil } from "../support/Poll.js"
 import { launchPlatform } from "../support/Process.js"
 import { JWT_SECRET, makeMigratedStorage } from "../support/TestServer.js"
 
@@ -41,17 +42,12 @@ describe("traces on the compiled build", () => {
       assert.isString(runId, run.text)
 
       // Polled, not timed: the writer writes the trace after the run; it must be there within 2 s.
-      let trace: any
-      const deadline = Date.now() + 2_000
-      while (trace === undefined) {
-        const reply = yield* call(alice, "GET", `/v1/runs/${runId}/trace`)
-        if (reply.status === 200) trace = reply.body
-        else {
-          assert.strictEqual(reply.status, 404, reply.text)
-          assert.isBelow(Date.now(), deadline, "the trace was not visible 2 s after the run ended")
-          yield* Effect.sleep("25 millis")
-        }
-      }
+      const reply = yield* pollUntil(call(alice, "GET", `/v1/runs/${runId}/trace`), (r) => r.status !== 404, "the trace 2 s after the run ended", {
+        every: 25,
+        within: 2_000
+      })
+      assert.strictEqual(reply.status, 200, reply.text)
+      const trace: any = reply.body
       assert.deepStrictEqual(Object.keys(trace).sort(), ["run_id", "spans", "trace_id"])
       assert.strictEqual(trace.run_id, runId)
       const names = trace.spans.map((span: any) => span.name)

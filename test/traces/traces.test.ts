@@ -3,6 +3,7 @@ import { Effect } from "effect"
 import { createServer, type IncomingHttpHeaders } from "node:http"
 import type { AddressInfo } from "node:net"
 import { request } from "../support/Client.js"
+import { pollUntil } from "../support/Poll.js"
 import {
   agentWith,
   apiKeyOf,
@@ -52,16 +53,16 @@ const CALCULATE = toolDirective("calculator", { expression: "6 * 7" })
  * (docs/traces.md). Polling is the contract, not a timer: it fails when 2 s pass without it.
  */
 const traceOf = (token: string, runId: string, headers: Record<string, string> = {}) =>
-  Effect.gen(function*() {
-    const deadline = Date.now() + 2_000
-    while (true) {
-      const reply = yield* request("GET", `/v1/runs/${runId}/trace`, { token, headers })
-      if (reply.status === 200) return reply.body as Trace
-      assert.strictEqual(reply.status, 404, reply.text)
-      if (Date.now() > deadline) return assert.fail(`the trace of ${runId} was not visible 2 s after its run ended`)
-      yield* Effect.sleep("25 millis")
+  Effect.map(
+    pollUntil(request("GET", `/v1/runs/${runId}/trace`, { token, headers }), (reply) => reply.status !== 404, `the trace of ${runId} 2 s after its run ended`, {
+      every: 25,
+      within: 2_000
+    }),
+    (reply) => {
+      assert.strictEqual(reply.status, 200, reply.text)
+      return reply.body as Trace
     }
-  })
+  )
 
 interface Span {
   readonly span_id: string
@@ -259,9 +260,8 @@ describe("traces", () => {
         const runId = stream.events[0]!.data.run_id as string
         const trace = yield* traceOf(user.token, runId)
         // Polled: the export follows the stored batch, from a fiber of its own.
-        const deadline = Date.now() + 10_000
         const names = () => received.flatMap((r) => r.body.resourceSpans[0].scopeSpans[0].spans.map((span: any) => span.name))
-        while (!names().includes(`invoke_agent ${agent}`) && Date.now() < deadline) yield* Effect.sleep("50 millis")
+        yield* pollUntil(Effect.sync(names), (seen) => seen.includes(`invoke_agent ${agent}`), "the run's spans at the collector", { every: 50, within: 10_000 })
         assert.includeMembers(names(), [`invoke_agent ${agent}`, "chat builtin", "execute_tool calculator"])
         for (const delivery of received) {
           assert.strictEqual(delivery.path, "/v1/traces")
