@@ -46,7 +46,7 @@ export class Files extends Effect.Service<Files>()("atrium/files/Files", {
           message: `Invalid request: size: files are limited to ${config.maxBytes} bytes (FILE_MAX_BYTES).`
         })
       }
-      const uploadId = UploadId.make(`upl_${randomBase62(24)}`, true)
+      const uploadId = UploadId.make(`upl_${randomBase62(24)}`)
       const storageKey = newStorageKey()
       const now = yield* Clock.currentTimeMillis
       const expiresAt = new Date(now + Duration.toMillis(config.uploadTtl))

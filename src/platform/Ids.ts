@@ -1,4 +1,4 @@
-import { Schema } from "effect"
+import { ParseResult, Schema } from "effect"
 
 /** Ids are prefixed strings (DESIGN.md §6); the prefix says what a bare id in a log line is. */
 
@@ -52,13 +52,29 @@ export const newId = (prefix: string) => `${prefix}_${randomBase62(20)}`
  * - `.random()` mints one with `newId` and does not decode it: minting is on the hot path (five ids per run).
  */
 export const prefixedId = <const Prefix extends string, const Name extends string>(prefix: Prefix, name: Name) => {
-  const checked = Schema.String.pipe(Schema.startsWith(`${prefix}_`), Schema.brand(name))
   const unchecked = Schema.String.pipe(Schema.brand(name))
-  type Id = typeof checked.Type
+  type Id = typeof unchecked.Type
+  const start = `${prefix}_`
+  /**
+   * The prefix is checked when an id is decoded (a body, a row), not when one is encoded: a repository's request is
+   * encoded, and an id of the wrong kind that a path let through (`.unchecked`) must find nothing there (404), not
+   * fail the statement (a 500).
+   */
+  const checked = Schema.transformOrFail(Schema.String, unchecked, {
+    strict: true,
+    decode: (id, _, ast) =>
+      id.startsWith(start) ? ParseResult.succeed(id) : ParseResult.fail(new ParseResult.Type(ast, id, `Expected ${name}, an id starting with "${start}"`)),
+    encode: ParseResult.succeed
+  }).annotations({ identifier: name, jsonSchema: { type: "string", pattern: `^${start}` } })
   return Object.assign(checked, {
     prefix,
     unchecked,
-    // A cast, not `make`: the prefix is ours, and a decode per id would cost more than the id.
+    /** An id built from a known string: one of the wrong kind throws. */
+    make: (id: string): Id => {
+      if (!id.startsWith(start)) throw new Error(`Expected ${name}, an id starting with "${start}": ${id}`)
+      return id as Id
+    },
+    // A cast, not a decode: the prefix is ours, and a decode per id would cost more than the id.
     random: (): Id => newId(prefix) as Id
   })
 }

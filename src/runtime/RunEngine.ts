@@ -231,8 +231,10 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
             request.durable === undefined || cut ? identity : (settling) => walletPatient(settling, SETTLE_PATIENCE)
           )
           // Raced in fibers of their own: this runs uninterruptible, and a settle that lets go must stop waiting.
+          // Disconnected: letting go does not wait for the settle's own interruption, whose cluster call may tell the
+          // wallet's runner of it through the very storage that is down.
           const released = request.givenUp === undefined ? settling : Effect.raceFirst(
-            Effect.interruptible(settling),
+            Effect.disconnect(Effect.interruptible(settling)),
             Effect.interruptible(Effect.zipRight(
               request.givenUp,
               Effect.fail(new PaymentFailed({ message: "The run's owner gave it up: its next owner settles its hold." }))
@@ -588,7 +590,9 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
       sessionId: request.sessionId,
       workspace: request.workspace,
       parentRunId: Option.some(request.runId),
-      depth: request.depth + 1
+      depth: request.depth + 1,
+      // A subagent's settle lets go with its parent's: the parent waits for the child, behind the same release.
+      givenUp: request.givenUp
     })
 
     /** Only a child's `approval.required` reaches the parent's events: a human must be able to answer it. */

@@ -508,8 +508,10 @@ export const SessionLive = Layer.unwrapScoped(Effect.gen(function*() {
         Effect.gen(function*() {
           // Only a shard this runner holds, verified, is handed over. One it lost (its locks gone, or it was paused
           // past them) is someone else's already, and a turn running on would bill and write as a second owner. One
-          // unverified is being given up because the lock storage failed (a database restart: the cluster releases
-          // every shard and acquires them again): the running turn is cut at once, and its settle lets go of a wallet
+          // unverified (a lock refresh failed, or this process stalled past `failoverBudget.stall`) is mostly being
+          // given up because the lock storage failed (a database restart: the cluster releases every shard and
+          // acquires them again; a hand-over right after a stall loses its grace too, not money: the next activation
+          // settles): the running turn is cut at once, and its settle lets go of a wallet
           // that may be this runner's, whose shard waits behind this very release (the fault checker: wallets
           // unanswered for 25 s after an 8 s PostgreSQL stop, a turn's settle and this wait holding the release).
           // The next activation voids the turn's hold and counts it from the ledger.

@@ -323,6 +323,17 @@ describe("files", () => {
         assert.strictEqual(fine.status, 200, fine.text)
       }))
 
+    // An id of another kind is an unknown id (docs/architecture.md, "Ids"): the path lets it through unchecked, and
+    // the repository's statement must take it and find nothing (its request once checked the prefix: a 500).
+    it.effect("an id of another kind in a path or an environment's files answers 404, as an unknown one does", () =>
+      Effect.gen(function*() {
+        const caller = (yield* newAccount).asEndUser("alice")
+        assertError(yield* call(caller, "GET", "/v1/files/run_0000000000000000000x"), 404, "not_found")
+        assertError(yield* call(caller, "GET", "/v1/files/run_0000000000000000000x/content"), 404, "not_found")
+        assertError(yield* call(caller, "DELETE", "/v1/files/run_0000000000000000000x"), 404, "not_found")
+        assertError(yield* call(caller, "GET", "/v1/environments/file_000000000000000000x"), 404, "not_found")
+      }))
+
     it.effect("files never cross end users or accounts: 404 on GET, DELETE and registration", () =>
       Effect.gen(function*() {
         const account = yield* newAccount
