@@ -3040,6 +3040,7 @@ export interface components {
                 };
             };
         };
+        ApiKeyId: string;
         /** NotFound */
         NotFound: {
             error: {
@@ -3152,6 +3153,7 @@ export interface components {
                 };
             };
         };
+        AppId: string;
         ExpertTool: {
             name: string;
             /** @enum {string} */
@@ -3227,6 +3229,7 @@ export interface components {
                 };
             };
         };
+        RunId: string;
         ChatCompletionChoice: {
             index: components["schemas"]["Int"];
             message: {
@@ -3252,7 +3255,7 @@ export interface components {
             [key: string]: unknown;
         };
         Run: {
-            id: string;
+            id: components["schemas"]["RunId"];
             /** @enum {string} */
             object: "run";
             agent: string | null;
@@ -3282,6 +3285,7 @@ export interface components {
         };
         /** @description a string to be decoded into a Date */
         DateFromString: string;
+        ApprovalId: string;
         Response: {
             id: string;
             /** @enum {string} */
@@ -3440,6 +3444,7 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        SessionId: string;
         SessionMessage: {
             turn: number;
             /** @enum {string} */
@@ -3475,8 +3480,11 @@ export interface components {
                 };
             };
         };
+        SubmissionId: string;
+        UploadId: string;
         /** Format: binary */
         PersistedFile: string;
+        FileId: string;
         /** UploadIncomplete */
         UploadIncomplete: {
             error: {
@@ -3550,7 +3558,7 @@ export interface components {
             language: string;
         };
         VectorStoreFile: {
-            id: string;
+            id: components["schemas"]["FileId"];
             /** @enum {string} */
             object: "vector_store.file";
             usage_bytes: components["schemas"]["Int"];
@@ -3597,6 +3605,7 @@ export interface components {
              */
             filters: components["schemas"]["SearchFilter"][];
         };
+        EnvironmentId: string;
         /** EnvironmentInUse */
         EnvironmentInUse: {
             error: {
@@ -3807,8 +3816,9 @@ export interface components {
             /** @enum {string} */
             access: "own" | "creator";
         };
+        EvalDatasetId: string;
         EvalDataset: {
-            id: string;
+            id: components["schemas"]["EvalDatasetId"];
             /** @enum {string} */
             object: "eval.dataset";
             agent: string;
@@ -4329,11 +4339,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        /**
-                         * startsWith("key_")
-                         * @description a string starting with "key_"
-                         */
-                        id: string;
+                        id: components["schemas"]["ApiKeyId"];
                         name: string;
                         key: string;
                         created_at: string;
@@ -4377,11 +4383,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
-                            /**
-                             * startsWith("key_")
-                             * @description a string starting with "key_"
-                             */
-                            id: string;
+                            id: components["schemas"]["ApiKeyId"];
                             name: string;
                             prefix: string;
                             last4: string;
@@ -5342,7 +5344,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
-                            id: string;
+                            id: components["schemas"]["AppId"];
                             name: string;
                             client_id: string;
                             redirect_uris: string[];
@@ -5413,7 +5415,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["AppId"];
                         name: string;
                         client_id: string;
                         redirect_uris: string[];
@@ -5477,7 +5479,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["AppId"];
                         name: string;
                         client_id: string;
                         redirect_uris: string[];
@@ -7221,7 +7223,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["RunId"];
                         /** @enum {string} */
                         object: "run";
                         agent: string | null;
@@ -7853,7 +7855,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        approval_id: string;
+                        approval_id: components["schemas"]["ApprovalId"];
                         /** @enum {string} */
                         decision: "approve" | "deny";
                     };
@@ -8374,7 +8376,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
-                            id: string;
+                            id: components["schemas"]["SessionId"];
                             agent: string;
                             /** @enum {string} */
                             status: "idle" | "running" | "waiting_approval";
@@ -8459,7 +8461,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["SessionId"];
                         agent: string;
                         /** @enum {string} */
                         status: "idle" | "running" | "waiting_approval";
@@ -8524,7 +8526,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["SessionId"];
                         agent: string;
                         /** @enum {string} */
                         status: "idle" | "running" | "waiting_approval";
@@ -8657,7 +8659,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["SessionId"];
                         agent: string;
                         /** @enum {string} */
                         status: "idle" | "running" | "waiting_approval";
@@ -8803,7 +8805,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["SessionId"];
                         agent: string;
                         /** @enum {string} */
                         status: "idle" | "running" | "waiting_approval";
@@ -8986,7 +8988,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["RunId"];
                         /** @enum {string} */
                         object: "run";
                         agent: string | null;
@@ -9139,7 +9141,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["SessionId"];
                         agent: string;
                         /** @enum {string} */
                         status: "idle" | "running" | "waiting_approval";
@@ -9727,7 +9729,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["SubmissionId"];
                         version: components["schemas"]["Int"];
                         status: string;
                     };
@@ -9781,7 +9783,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["SubmissionId"];
                         version: components["schemas"]["Int"];
                         status: string;
                     };
@@ -9834,7 +9836,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        upload_id: string;
+                        upload_id: components["schemas"]["UploadId"];
                         upload_url: string;
                         /** @enum {string} */
                         method: "PUT";
@@ -9892,7 +9894,7 @@ export interface operations {
                         /** @enum {string} */
                         object: "list";
                         data: {
-                            id: string;
+                            id: components["schemas"]["FileId"];
                             /** @enum {string} */
                             object: "file";
                             bytes: components["schemas"]["Int"];
@@ -9981,7 +9983,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["FileId"];
                         /** @enum {string} */
                         object: "file";
                         bytes: components["schemas"]["Int"];
@@ -10005,7 +10007,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["FileId"];
                         filename: string;
                         content_type: string;
                         size: components["schemas"]["Int"];
@@ -10125,7 +10127,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["FileId"];
                         filename: string;
                         content_type: string;
                         size: components["schemas"]["Int"];
@@ -10186,7 +10188,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["FileId"];
                         /** @enum {boolean} */
                         deleted: true;
                     };
@@ -10605,10 +10607,6 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
-                    /**
-                     * maxLength(64)
-                     * @description a string at most 64 character(s) long
-                     */
                     file_id: string;
                     attributes?: {
                         [key: string]: string | number | boolean;
@@ -10812,7 +10810,7 @@ export interface operations {
                      * maxItems(100)
                      * @description an array of at most 100 item(s)
                      */
-                    file_ids?: string[];
+                    file_ids?: components["schemas"]["FileId"][];
                 };
             };
         };
@@ -10828,7 +10826,7 @@ export interface operations {
                         object: "vector_store.search_results.page";
                         search_query: string[];
                         data: {
-                            file_id: string;
+                            file_id: components["schemas"]["FileId"];
                             filename: string;
                             score: number;
                             attributes: {
@@ -10903,14 +10901,14 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
-                            id: string;
+                            id: components["schemas"]["EnvironmentId"];
                             name: string;
                             description: string;
                             packages: string[];
                             env: {
                                 [key: string]: string;
                             };
-                            files: string[];
+                            files: components["schemas"]["FileId"][];
                             setup_script: string;
                             created_at: string;
                             updated_at: string;
@@ -10977,14 +10975,14 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["EnvironmentId"];
                         name: string;
                         description: string;
                         packages: string[];
                         env: {
                             [key: string]: string;
                         };
-                        files: string[];
+                        files: components["schemas"]["FileId"][];
                         setup_script: string;
                         created_at: string;
                         updated_at: string;
@@ -11029,14 +11027,14 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["EnvironmentId"];
                         name: string;
                         description: string;
                         packages: string[];
                         env: {
                             [key: string]: string;
                         };
-                        files: string[];
+                        files: components["schemas"]["FileId"][];
                         setup_script: string;
                         created_at: string;
                         updated_at: string;
@@ -11090,7 +11088,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["EnvironmentId"];
                         /** @enum {boolean} */
                         deleted: true;
                     };
@@ -11165,14 +11163,14 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["EnvironmentId"];
                         name: string;
                         description: string;
                         packages: string[];
                         env: {
                             [key: string]: string;
                         };
-                        files: string[];
+                        files: components["schemas"]["FileId"][];
                         setup_script: string;
                         created_at: string;
                         updated_at: string;
@@ -15843,7 +15841,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["EvalDatasetId"];
                         /** @enum {string} */
                         object: "eval.dataset";
                         agent: string;
