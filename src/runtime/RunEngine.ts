@@ -234,7 +234,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
           // Disconnected: letting go does not wait for the settle's own interruption, whose cluster call may tell the
           // wallet's runner of it through the very storage that is down.
           const released = request.givenUp === undefined ? settling : Effect.raceFirst(
-            Effect.disconnect(Effect.interruptible(settling)),
+            Effect.interruptible(Effect.disconnect(Effect.interruptible(settling))),
             Effect.interruptible(Effect.zipRight(
               request.givenUp,
               Effect.fail(new PaymentFailed({ message: "The run's owner gave it up: its next owner settles its hold." }))
