@@ -158,7 +158,7 @@ const clustered = Layer.unwrapEffect(Effect.gen(function*() {
   // Listen where the others dial, on every interface when the advertised host is not a loopback one.
   const listen = RunnerAddress.make(runner.host === "127.0.0.1" || runner.host === "localhost" ? runner.host : "0.0.0.0", port)
   yield* Effect.logDebug(`cluster runner at ${address.host}:${address.port}`)
-  return Layer.mergeAll(watchRunners(address).pipe(Layer.provide(Runners.layerRpc)), watchMoves, SocketRunner.layer).pipe(
+  return Layer.mergeAll(watchRunners(address).pipe(Layer.provide([Runners.layerRpc, RunnersRepo.Default])), watchMoves, SocketRunner.layer).pipe(
     Layer.provide([NodeClusterSocket.layerSocketServer, NodeClusterSocket.layerClientProtocol]),
     Layer.provide(PingHealth),
     Layer.provideMerge(Layer.orDie(withStartupLock(SqlMessageStorage.layerWith({ prefix: "cluster" })))),

@@ -142,4 +142,4 @@ export const watchRunners = (address: RunnerAddress.RunnerAddress) =>
     }).pipe(Effect.catchAllCause(() => Effect.sync(() => seen.clear())))
     // The heartbeat and the watch in one statement every `beat` (`RunnersRepo.beatAndWatch`).
     yield* watch.pipe(Effect.delay(failoverBudget.beat), Effect.forever, Effect.forkScoped)
-  })).pipe(Layer.provide(RunnersRepo.Default))
+  }))
