@@ -33,6 +33,20 @@ const vectorAvailable = !servicesMode || await (async () => {
 })()
 if (!vectorAvailable) console.warn("knowledge restart test skipped: this PostgreSQL has no pgvector, so nothing pauses ingestion mid-file")
 
+/**
+ * The file's status once the restarted process has resumed its ingestion in the background (seen only through the
+ * status, so polled); a poll that times out carries the process's last output.
+ */
+const ingestedAfterRestart = (platform: { readonly url: string; readonly output: () => string }, path: string, token: string) =>
+  Effect.promise(() =>
+    pollPromise(
+      () => fetch(`${platform.url}${path}`, { headers: { authorization: `Bearer ${token}` } }).then((r) => r.json() as Promise<any>),
+      (reply) => reply.status !== "in_progress",
+      "the file ingested after the restart",
+      { every: 50, within: 60_000 }
+    ).catch((error) => Promise.reject(new Error(`${error}\n${platform.output().slice(-3000)}`)))
+  )
+
 const PHONE = "+15550003232"
 const CODE = "123456"
 
@@ -99,15 +113,7 @@ describe("knowledge: ingestion across a crash", () => {
       const embeddedBefore = upstream.requests.flatMap((r) => r.inputs).length
 
       const second = yield* launchPlatform(env)
-      // Polled: the restarted process resumes ingestion in the background, seen only through the file's status.
-      const done = yield* Effect.promise(() =>
-        pollPromise(
-          () => fetch(`${second.url}${path}`, { headers: { authorization: `Bearer ${token}` } }).then((r) => r.json() as Promise<any>),
-          (reply) => reply.status !== "in_progress",
-          "the file ingested after the restart",
-          { every: 50, within: 60_000 }
-        ).catch((error) => Promise.reject(new Error(`${error}\n${second.output().slice(-3000)}`)))
-      )
+      const done = yield* ingestedAfterRestart(second, path, token)
       assert.strictEqual(done.status, "completed", JSON.stringify(done))
       assert.strictEqual(done.progress.chunks_done, total)
       // The new runner embedded only what was not written: the chunks after the first four.
@@ -189,15 +195,7 @@ describe("knowledge: ingestion across a crash", () => {
 
       const second = yield* launchPlatform(env)
       const path = `/v1/vector_stores/${store.body.id}/files/${file.body.id}`
-      // Polled: the restarted process resumes ingestion in the background, seen only through the file's status.
-      const done = yield* Effect.promise(() =>
-        pollPromise(
-          () => fetch(`${second.url}${path}`, { headers: { authorization: `Bearer ${token}` } }).then((r) => r.json() as Promise<any>),
-          (reply) => reply.status !== "in_progress",
-          "the file ingested after the restart",
-          { every: 50, within: 60_000 }
-        ).catch((error) => Promise.reject(new Error(`${error}\n${second.output().slice(-3000)}`)))
-      )
+      const done = yield* ingestedAfterRestart(second, path, token)
       assert.strictEqual(done.status, "completed", JSON.stringify(done))
       const rows = yield* Effect.promise(() => db.query("SELECT count(*)::int AS n, count(DISTINCT seq)::int AS seqs, max(seq)::int AS last FROM knowledge_chunks"))
       assert.deepStrictEqual(rows.rows[0], { n: done.progress.chunks_total, seqs: done.progress.chunks_total, last: done.progress.chunks_total - 1 })
