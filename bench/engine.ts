@@ -311,11 +311,13 @@ let peerVersion = ""
 // ---------------------------------------------------------------------------------------------------------------------
 // The parts
 
-/** One of the two floors, as its own process: bench/floor.ts (bare `node:http`) or bench/effect-floor.ts (a bare
- * Effect `HttpApi` on `NodeHttpServer`, our versions): the same routes, answers and loads. */
-const floorPart = (system: "floor" | "Effect floor", script: string) => async () => {
+/**
+ * A floor's server (`script` with `args`) on a free port, answering `GET /json`: its process, its base URL, a
+ * keep-alive agent of `maxSockets`, and `stop` (the agent closed, the process ended and waited for).
+ */
+const startFloor = async (script: string, args: ReadonlyArray<string>, maxSockets: number) => {
   const port = await freePort()
-  const child = ChildProcess.spawn(process.execPath, ["--expose-gc", "--import", "tsx", script, "--port", String(port)], {
+  const child = ChildProcess.spawn(process.execPath, ["--expose-gc", "--import", "tsx", script, "--port", String(port), ...args], {
     cwd: ROOT,
     stdio: ["ignore", "ignore", "inherit"]
   })
@@ -323,18 +325,35 @@ const floorPart = (system: "floor" | "Effect floor", script: string) => async ()
   const kill = () => child.kill("SIGKILL")
   process.once("exit", kill)
   const base = `http://127.0.0.1:${port}`
-  const pid = child.pid!
-  const agent = new Http.Agent({ keepAlive: true, maxSockets: Math.max(...LEVELS, TRIVIAL_CLIENTS, WARM_UP_CLIENTS) + 10 })
+  const agent = new Http.Agent({ keepAlive: true, maxSockets })
+  const stop = async () => {
+    agent.destroy()
+    child.kill("SIGTERM")
+    await exited
+    process.removeListener("exit", kill)
+  }
+  try {
+    for (let i = 0; ; i++) {
+      if (i > 300 || child.exitCode !== null) throw new Error(`${[script, ...args.slice(0, 1)].join(" ")} did not start`)
+      if (await getOnce(agent, base, "/json").then((r) => r.ok)) break
+      await sleep(100)
+    }
+  } catch (error) {
+    await stop()
+    throw error
+  }
+  return { child, pid: child.pid!, base, agent, stop }
+}
+
+/** One of the two floors, as its own process: bench/floor.ts (bare `node:http`) or bench/effect-floor.ts (a bare
+ * Effect `HttpApi` on `NodeHttpServer`, our versions): the same routes, answers and loads. */
+const floorPart = (system: "floor" | "Effect floor", script: string) => async () => {
+  const { agent, base, pid, stop } = await startFloor(script, [], Math.max(...LEVELS, TRIVIAL_CLIENTS, WARM_UP_CLIENTS) + 10)
   const mem = async () => {
     const response = await fetch(`${base}/mem`)
     return (await response.json()) as { heapUsed: number; rss: number; held: number }
   }
   try {
-    for (let i = 0; ; i++) {
-      if (i > 300 || child.exitCode !== null) throw new Error(`${script} did not start`)
-      if (await getOnce(agent, base, "/json").then((r) => r.ok)) break
-      await sleep(100)
-    }
     const cmd = (what: string) => `engine.ts → node --expose-gc --import tsx ${script}: ${what}`
     const run = () => streamRun(agent, base, "/run", {}, { agent: system, message: MESSAGE })
     await phase(`${system}: warm-up`, cmd(`POST /run, ${WARM_UP_CLIENTS} clients, ${WARM_UP} s`), () =>
@@ -371,10 +390,7 @@ const floorPart = (system: "floor" | "Effect floor", script: string) => async ()
       }
     }
   } finally {
-    agent.destroy()
-    child.kill("SIGTERM")
-    await exited
-    process.removeListener("exit", kill)
+    await stop()
   }
 }
 
@@ -412,38 +428,26 @@ const statementsFloorPart = async () => {
     await platform.stop({ keepData: true })
   }
   progress(`${STATEMENTS_FLOOR}: the database is ready; starting bench/effect-floor.ts on it`)
-  const port = await freePort()
   const where = platform.db !== undefined ? ["--database", platform.db.url] : ["--data-dir", platform.dataDir!]
   const script = "bench/effect-floor.ts"
-  const child = ChildProcess.spawn(process.execPath, ["--expose-gc", "--import", "tsx", script, "--port", String(port), ...where], {
-    cwd: ROOT,
-    stdio: ["ignore", "ignore", "inherit"]
+  const floor = await startFloor(script, where, Math.max(...LEVELS, WARM_UP_CLIENTS) + 10).catch(async (error) => {
+    await platform.db?.drop()
+    if (platform.dataDir !== undefined) Fs.rmSync(platform.dataDir, { recursive: true, force: true })
+    throw error
   })
-  const exited = new Promise((resolve) => child.once("exit", resolve))
-  const kill = () => child.kill("SIGKILL")
-  process.once("exit", kill)
-  const base = `http://127.0.0.1:${port}`
-  const agent = new Http.Agent({ keepAlive: true, maxSockets: Math.max(...LEVELS, WARM_UP_CLIENTS) + 10 })
+  const { agent, base, pid } = floor
   try {
-    for (let i = 0; ; i++) {
-      if (i > 300 || child.exitCode !== null) throw new Error(`${script} ${where[0]} did not start`)
-      if (await getOnce(agent, base, "/json").then((r) => r.ok)) break
-      await sleep(100)
-    }
     const cmd = (what: string) => `engine.ts → node --expose-gc --import tsx ${script} ${where[0]} (the platform's database, ${FLOOR_USERS} users): ${what}`
     const run = (client: number) => streamRun(agent, base, "/run", {}, { agent: agents[client % agents.length], message: MESSAGE })
     await phase(`${STATEMENTS_FLOOR}: warm-up`, cmd(`POST /run, ${WARM_UP_CLIENTS} clients, ${WARM_UP} s`), () =>
       closedLoop({ clients: WARM_UP_CLIENTS, seconds: WARM_UP, once: run }))
     for (const level of LEVELS) {
       const loaded = await phase(`${STATEMENTS_FLOOR}: POST /run, ${plural(level, "client")}`, cmd(`POST /run, ${plural(level, "client")}, ${SECONDS} s`), () =>
-        closedLoop({ clients: level, seconds: SECONDS, once: run, cpu: () => processCpu(child.pid!) }))
+        closedLoop({ clients: level, seconds: SECONDS, once: run, cpu: () => processCpu(pid) }))
       if (loaded.value) runRows.push(rowOfLoop(STATEMENTS_FLOOR, "POST /run with a run's statements", loaded.id, loaded.value, runPick))
     }
   } finally {
-    agent.destroy()
-    child.kill("SIGTERM")
-    await exited
-    process.removeListener("exit", kill)
+    await floor.stop()
     await platform.db?.drop()
     if (platform.dataDir !== undefined) Fs.rmSync(platform.dataDir, { recursive: true, force: true })
   }
