@@ -5,7 +5,7 @@ import * as DurableClock from "@effect/workflow/DurableClock"
 import * as DurableDeferred from "@effect/workflow/DurableDeferred"
 import * as Workflow from "@effect/workflow/Workflow"
 import { WorkflowEngine, WorkflowInstance } from "@effect/workflow/WorkflowEngine"
-import { Cause, Chunk, Context, Deferred, Duration, Effect, Exit, FiberRef, Layer, Option, Schedule, Schema, Stream } from "effect"
+import { Cause, Chunk, Clock, Context, Deferred, Duration, Effect, Exit, FiberRef, Layer, Option, Schedule, Schema, Stream } from "effect"
 import { LedgerReads } from "../billing/LedgerReads.js"
 import { type Partition, partitionOf } from "../identity/Partition.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
@@ -103,29 +103,49 @@ const decodeStop = (json: Record<string, unknown>): RunStop =>
   )
 
 /**
- * How long a background run's activity waits out an outage (PostgreSQL restarting, a shard between owners) before it
- * gives up: an activity's defect is recorded as its result (`Schema.Defect`), and every execution after it replays
- * that defect, so a step that met a database restart would end its run `failed` (`internal_error`) however soon the
- * database was back (the durable bench's PostgreSQL restart: two slow runs failed so, in a step and in its log's flush).
+ * How a background run waits out an outage (PostgreSQL restarting, a shard between owners) before it gives up: an
+ * activity's defect is recorded as its result (`Schema.Defect`), and every execution after it replays that defect, so
+ * a step that met a database restart would end its run `failed` (`internal_error`) however soon the database was back
+ * (the durable bench's PostgreSQL restart: two slow runs failed so, in a step and in its log's flush).
  */
-const OUTAGE_RETRY = Schedule.exponential("200 millis", 2).pipe(
-  Schedule.union(Schedule.spaced("2 seconds")),
-  Schedule.upTo("60 seconds")
-)
+const OUTAGE_RETRY = Schedule.exponential("200 millis", 2).pipe(Schedule.union(Schedule.spaced("2 seconds")))
+const OUTAGE_PATIENCE_MS = 60_000
 
 /**
- * Tries `effect` again while it dies of an outage (`isOutage`), on `OUTAGE_RETRY`. Only defects: the database's
- * failures are defects here (the repositories' `orDie`), and a typed failure (a run's stop, a model's error) keeps its
- * meaning. A step tried again is a step run again after a cut, as after a kill: its charge key makes it billed once.
+ * One run's patience with an outage, shared by every `outlasting` of its execution (and the execution's own retries):
+ * they nest (the whole body, a step's record, the step inside its activity), and each with a minute of its own would
+ * wait a minute per level, the outer ones replaying a defect the inner one had already recorded. One outage gets one
+ * minute, counted from when the run first met it; a success between two outages starts the count again; and once the
+ * run has given up, no level tries again (what gave up is recorded, and replays the same).
  */
-const outlasting = <A, E, R>(effect: Effect.Effect<A, E, R>, what?: string): Effect.Effect<A, E, R> =>
+export interface OutagePatience {
+  since: number | undefined
+  spent: boolean
+}
+export const outagePatience = (): OutagePatience => ({ since: undefined, spent: false })
+
+/**
+ * Tries `effect` again while it dies of an outage (`isOutage`), on `OUTAGE_RETRY`, within `patience`. Only defects:
+ * the database's failures are defects here (the repositories' `orDie`), and a typed failure (a run's stop, a model's
+ * error) keeps its meaning. A step tried again is a step run again after a cut, as after a kill: its charge key makes
+ * it billed once.
+ */
+export const outlastingOf = (patience: OutagePatience) => <A, E, R>(effect: Effect.Effect<A, E, R>, what?: string): Effect.Effect<A, E, R> =>
   effect.pipe(
+    Effect.tap(() => Effect.sync(() => void (patience.since = undefined))),
     Effect.sandbox,
     Effect.retry({
       schedule: what === undefined
         ? OUTAGE_RETRY
         : Schedule.tapInput(OUTAGE_RETRY, (cause: Cause.Cause<unknown>) => Effect.logWarning(`${what} met an outage; asked again`, cause)),
-      while: (cause) => Cause.failures(cause).length === 0 && isOutage(cause)
+      while: (cause) =>
+        Effect.map(Clock.currentTimeMillis, (now) => {
+          if (patience.spent || Cause.failures(cause).length > 0 || !isOutage(cause)) return false
+          patience.since ??= now
+          if (now - patience.since < OUTAGE_PATIENCE_MS) return true
+          patience.spent = true
+          return false
+        })
     }),
     Effect.unsandbox
   )
@@ -143,8 +163,9 @@ const TellingAttempt = FiberRef.unsafeMake<{ readonly step: string; readonly att
  * marking the events of the attempts before it superseded, which no read returns any more (docs/runs.md, "A step
  * tried again"), so the log reads as one run.
  */
-export const openLog = (repo: RunRecords, runId: RunId) =>
+export const openLog = (repo: RunRecords, runId: RunId, patience: OutagePatience = outagePatience()) =>
   Effect.gen(function*() {
+    const outlast = outlastingOf(patience)
     const { ended, last } = yield* repo.logState(runId)
     // Only an execution after another has attempts to count on: the first one's are all its own.
     const attempts = new Map(last === 0 ? [] : (yield* repo.stepAttempts(runId)).map(({ attempt, step }) => [step, attempt] as const))
@@ -155,7 +176,7 @@ export const openLog = (repo: RunRecords, runId: RunId) =>
     const flush = writing.withPermits(1)(Effect.suspend(() => {
       const batch = pending
       pending = []
-      return outlasting(repo.appendEvents(runId, batch))
+      return outlast(repo.appendEvents(runId, batch))
     }))
     const emit = (event: InternalEvent): Effect.Effect<void> =>
       Effect.flatMap(FiberRef.get(TellingAttempt), (telling) =>
@@ -171,7 +192,7 @@ export const openLog = (repo: RunRecords, runId: RunId) =>
       Effect.suspend(() => {
         const n = (attempts.get(step) ?? 0) + 1
         attempts.set(step, n)
-        const begin = n === 1 ? Effect.void : Effect.zipRight(flush, outlasting(repo.supersede(runId, step, n)))
+        const begin = n === 1 ? Effect.void : Effect.zipRight(flush, outlast(repo.supersede(runId, step, n)))
         return Effect.zipRight(begin, Effect.locally(effect, TellingAttempt, { step, attempt: n }))
       })
     yield* Effect.forkScoped(Effect.repeat(flush, Schedule.spaced("100 millis")))
@@ -234,8 +255,9 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
     })
   })
 
-  const execute = (runId: RunId) =>
+  const execute = (runId: RunId, patience: OutagePatience) =>
     Effect.gen(function*() {
+      const outlasting = outlastingOf(patience)
       const found = yield* repo.background(runId)
       if (Option.isNone(found)) return
       const row = found.value
@@ -248,7 +270,7 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
       if (TERMINAL.has(row.status)) {
         return yield* Activity.make({ name: "finish", execute: outlasting(tellEnd(payer, runId, stored)) }).pipe(Effect.provide(workflow))
       }
-      const log = yield* openLog(repo, runId)
+      const log = yield* openLog(repo, runId, patience)
 
       // Why the run must stop before its end: a cancel (any runner writes it, this one polls), or its deadline,
       // which is a time in the row, so an execution after a fault keeps the first one's.
@@ -466,6 +488,8 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
    */
   const endAfterDefect = (runId: RunId, cause: Cause.Cause<never>) =>
     Effect.gen(function*() {
+      // Patience of its own: the execution's is spent, and the run's end must outlast an outage too.
+      const outlasting = outlastingOf(outagePatience())
       yield* Effect.logError(`background run ${runId}: its execution kept failing; it ends failed (internal_error)`, cause)
       const workflow = yield* Effect.context<WorkflowEngine | WorkflowInstance>()
       yield* Activity.make({
@@ -497,14 +521,17 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
    * times, and a run that still cannot go on ends failed. An interruption is not a defect: it is how the run suspends.
    */
   return BackgroundRun.toLayer(({ runId }) =>
-    execute(runId).pipe(
-      // An outage outside the activities (the run's row read, its log's state) is waited out before it counts as a
-      // defect: the defect's few tries are over in 7.5 s, sooner than a loaded database's restart.
-      outlasting,
-      Effect.sandbox,
-      Effect.retry({ schedule: DEFECT_RETRY, while: (cause) => !Cause.isInterruptedOnly(cause) }),
-      Effect.catchAll((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : endAfterDefect(runId, cause))
-    )
+    Effect.suspend(() => {
+      const patience = outagePatience()
+      return execute(runId, patience).pipe(
+        // An outage outside the activities (the run's row read, its log's state) is waited out before it counts as a
+        // defect: the defect's few tries are over in 7.5 s, sooner than a loaded database's restart.
+        (execution) => outlastingOf(patience)(execution),
+        Effect.sandbox,
+        Effect.retry({ schedule: DEFECT_RETRY, while: (cause) => !Cause.isInterruptedOnly(cause) }),
+        Effect.catchAll((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : endAfterDefect(runId, cause))
+      )
+    })
   )
 })).pipe(Layer.provide([Runs.Default, RunEngine.Default, RunRecords.Default, RunCancels.Default, Approvals.Default, LedgerReads.Default]))
 

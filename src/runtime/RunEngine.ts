@@ -215,20 +215,26 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
             renewAt = grant.expiresAt > now ? now + Math.floor((grant.expiresAt - now) / 2) : Number.MAX_SAFE_INTEGER
             return held - used
           })
-        /** Ends the hold: posts what the run's steps used and voids the rest (whatever way the run ended). */
         /**
+         * Ends the hold: posts what the run's steps used and voids the rest (whatever way the run ended). Answers
+         * whether the settle was let go because this run's fiber was interrupted (its runner stopping): the run has
+         * then not ended, and says nothing more.
+         *
          * `cut`: the run was cut short (a cancel, its runner stopping) and lets go of its settle without waiting out
          * an outage; its next owner settles or voids the hold and counts the run from the ledger (a session's next
          * activation, a background run's resumed workflow). A run that ended on its own has its settle sent again
          * through an outage by the payer (`RunPayerLive`): given up, it would record steps its payer was never charged.
          */
-        const settle = (cut: boolean) => Effect.suspend(() => {
-          if (!asked && unposted.size === 0) return Effect.void
+        const settle = (cut: boolean): Effect.Effect<boolean> => Effect.suspend(() => {
+          if (!asked && unposted.size === 0) return Effect.succeed(false)
           const charges = [...unposted.entries()].sort(([a], [b]) => a - b).map(([, c]) => c)
+          const patient = request.durable !== undefined && !cut
           const settling = runPayer.settle(payer.accountId, holdId, charges, request.chargeFence ?? null, cut).pipe(
             // A durable run that ended on its own is billed once: its settle waits for the wallet (`SETTLE_PATIENCE`)
             // rather than leave its steps unposted. One cut short lets go, as any run's (its next owner settles).
-            request.durable === undefined || cut ? identity : (settling) => walletPatient(settling, SETTLE_PATIENCE)
+            // Its runner stopping meanwhile interrupts the wait (this runs uninterruptible otherwise, and would hold
+            // the runner's shutdown for minutes): the workflow has recorded no end, and its next owner settles.
+            patient ? (settling) => Effect.interruptible(Effect.disconnect(Effect.interruptible(walletPatient(settling, SETTLE_PATIENCE)))) : identity
           )
           // Raced in fibers of their own: this runs uninterruptible, and a settle that lets go must stop waiting.
           // Disconnected: letting go does not wait for the settle's own interruption, whose cluster call may tell the
@@ -243,13 +249,17 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
           return released.pipe(
             Effect.flatMap((posted) => {
               const refused = charges.filter((_, i) => posted[i] !== true)
-              if (refused.length === 0) return Effect.void
+              if (refused.length === 0) return Effect.succeed(false)
               // Only when the hold was gone (it outlived HOLD_TTL_SECONDS) and the wallet could not pay, or the
               // session moved on: the run says what the ledger took.
               for (const c of refused) state.charged(-c.amount)
-              return Effect.logWarning(`run ${request.runId}: ${refused.length} step charge(s) were not posted`)
+              return Effect.as(Effect.logWarning(`run ${request.runId}: ${refused.length} step charge(s) were not posted`), false)
             }),
-            Effect.catchAllCause((cause) => Effect.logError(`run ${request.runId}: its hold could not be settled`, cause))
+            Effect.catchAllCause((cause) =>
+              patient && Cause.isInterruptedOnly(cause)
+                ? Effect.succeed(true)
+                : Effect.as(Effect.logError(`run ${request.runId}: its hold could not be settled`, cause), false)
+            )
           )
         })
 
@@ -458,7 +468,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
           return yield* Effect.interrupt
         }
         // However the run ended (interrupted too), what it used is posted before it says so, and its hold voided.
-        yield* settle(Exit.isFailure(exit) && Cause.isInterrupted(exit.cause))
+        if (yield* settle(Exit.isFailure(exit) && Cause.isInterrupted(exit.cause))) return yield* Effect.interrupt
         if (Exit.isSuccess(exit)) {
           yield* emit({
             type: "complete",

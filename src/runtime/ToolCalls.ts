@@ -74,7 +74,8 @@ export class ToolCalls extends Effect.Service<ToolCalls>()("atrium/runtime/ToolC
           name === DELEGATE_TOOL
             ? delegate(id, params)
             : remote.has(name)
-            ? remote.call(name, params)
+            // Keyed by the run and the model's call id, which a durable run's replay answers from the model step's record.
+            ? remote.call(name, params, `${request.runId}:${id}`)
             : name === FILE_SEARCH && context.knowledge !== undefined
             ? Effect.provideService(runFileSearch(params, context, request.payer.accountId), KnowledgeSearch, knowledgeSearch)
             : name === RUN_CODE

@@ -1,5 +1,5 @@
 import { assert, describe, layer } from "@effect/vitest"
-import { Context, Effect, Exit, Layer, Option } from "effect"
+import { Context, Effect, Exit, Fiber, Layer, Option } from "effect"
 import { UserId } from "../../src/platform/Ids.js"
 import { defaultBilling } from "../../src/agents/Agent.js"
 import { AppConfig } from "../../src/platform/Config.js"
@@ -10,6 +10,7 @@ import { Approvals } from "../../src/runtime/Approvals.js"
 import { RunEngine } from "../../src/runtime/RunEngine.js"
 import { PaymentFailed, RunPayer } from "../../src/runtime/Ports.js"
 import { insertUser, TestDatabase } from "../support/Database.js"
+import { pollUntil } from "../support/Poll.js"
 import { KnowledgeGate, RunPayerTest } from "../support/Ports.js"
 
 /**
@@ -249,6 +250,27 @@ describe("a durable run's wallet", () => {
         const mine = charges.filter((charge) => charge.accountId === request.payer.accountId)
         assert.deepStrictEqual(mine.map((charge) => charge.key), [`${request.runId}:1`])
         assert.strictEqual(result.creditsCharged, mine[0]!.amount)
+      }), { timeout: 20_000 })
+
+    it.effect("whose settle waits for the wallet lets go when its runner stops: interrupted at once, no end told, nothing posted", () =>
+      Effect.gen(function*() {
+        const engine = yield* RunEngine
+        const wallet = yield* WalletAsks
+        const request = yield* requestFor("hello", direct)
+        // The settle meets a wallet that does not answer (its patience is minutes); the hold answers.
+        wallet.fail(request.payer.accountId, { holds: 0, settles: 1_000, outage: true })
+        const run = told()
+        const fiber = yield* Effect.fork(engine.execute(request, run.emit, () => Effect.succeedNone))
+        yield* pollUntil(Effect.sync(() => wallet.asked(request.payer.accountId).settles), (n) => n >= 1, "the settle asked", { every: 20 })
+        // The runner stopping interrupts the run's fiber: it must end now, not after the settle's patience.
+        const exit = yield* Fiber.interrupt(fiber).pipe(
+          Effect.timeoutFail({ duration: "5 seconds", onTimeout: () => new Error("the run held its interruption for its settle") })
+        )
+        assert.isTrue(Exit.isInterrupted(exit))
+        // Not ended: nothing told as its end, nothing posted (its next owner settles the hold and tells the end).
+        assert.isFalse(run.events.some((event) => event.type === "complete" || event.type === "error"))
+        const { charges } = yield* RunPayerTest
+        assert.deepStrictEqual(charges.filter((charge) => charge.accountId === request.payer.accountId), [])
       }), { timeout: 20_000 })
 
     it.effect("a foreground run, whose client waits, fails billing_failed at once; a refusal fails a durable run too", () =>

@@ -5,6 +5,7 @@ import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js"
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
 import { Effect } from "effect"
 import { z } from "zod"
+import { IDEMPOTENCY_META } from "../../src/runtime/tools/Mcp.js"
 import { isPrivateAddress } from "../../src/runtime/tools/Outbound.js"
 import { createApiKey, request } from "../support/Client.js"
 import { names, type ParsedStream } from "../support/Sse.js"
@@ -16,14 +17,14 @@ import { agentWith, answer, ENV, LIVE, newUser, only, openRun, runAgent } from "
  * random port, reached through the engine's SDK client; per-end-user credentials; refused private addresses.
  */
 
-/** What the local server saw: the Authorization header of each tool call, by tool. */
-const seen: Array<{ tool: string; authorization: string | undefined }> = []
+/** What the local server saw: the Authorization header of each tool call, by tool, and the call's idempotency key. */
+const seen: Array<{ tool: string; authorization: string | undefined; key?: unknown }> = []
 
 const mcpServerFor = (incoming: IncomingMessage) => {
   const server = new McpServer({ name: "local-test", version: "1.0.0" })
   const authorization = incoming.headers.authorization
-  server.registerTool("echo", { description: "Echoes text", inputSchema: { text: z.string() } }, async ({ text }) => {
-    seen.push({ tool: "echo", authorization })
+  server.registerTool("echo", { description: "Echoes text", inputSchema: { text: z.string() } }, async ({ text }, extra) => {
+    seen.push({ tool: "echo", authorization, key: extra._meta?.[IDEMPOTENCY_META] })
     return { content: [{ type: "text", text: `echo: ${text}` }] }
   })
   server.registerTool("add", { description: "Adds two numbers", inputSchema: { a: z.number(), b: z.number() } }, async ({ a, b }) => {
@@ -123,8 +124,14 @@ describe("remote MCP tools", () => {
         assert.deepStrictEqual(bobs.body.data, [])
 
         seen.length = 0
-        const echo = toolCall(yield* runAgent(alice, agent, `/tool local__echo ${JSON.stringify({ text: "hi" })}`))
+        const echoed = yield* runAgent(alice, agent, `/tool local__echo ${JSON.stringify({ text: "hi" })}`)
+        const echo = toolCall(echoed)
         assert.deepStrictEqual(echo.result.content, [{ type: "text", text: "echo: hi" }])
+        // The call carries its idempotency key, the run's and the model's call's ids: the same on every try of it.
+        const runId = echoed.events.find((e) => e.event === "run.created")?.data.run_id
+        const callId = echoed.events.find((e) => e.event === "tool_call.result")?.data.tool_call_id
+        assert.match(String(runId), /^run_/)
+        assert.strictEqual(seen[0]?.key, `${runId}:${callId}`)
         const who = toolCall(yield* runAgent(alice, agent, "/tool local__whoami {}"))
         assert.strictEqual(who.result.content[0].text, "Bearer alice-secret-token-1234")
 

@@ -17,6 +17,8 @@ import type { UserId } from "../../platform/Ids.js"
  */
 
 export const MCP_SEPARATOR = "__"
+/** Where a tool call's idempotency key travels: the request's `_meta` (MCP's place for what is not an argument). */
+export const IDEMPOTENCY_META = "atrium/idempotency_key"
 
 const ANY_OBJECT = Schema.Struct({}, Schema.Record({ key: Schema.String, value: Schema.Unknown }))
 
@@ -34,7 +36,11 @@ export interface RemoteTools {
   readonly definitions: Record<string, ReturnType<typeof lenientTool>>
   readonly policies: ReadonlyMap<string, "allow" | "ask" | "deny">
   readonly has: (name: string) => boolean
-  readonly call: (name: string, params: unknown) => Effect.Effect<unknown, ToolFailure>
+  /**
+   * `key`: the call's idempotency key, the same on every try of the call (a durable run's tool step tried again after
+   * a kill or an outage runs its tool again): the server may answer a key it has seen from what it did then.
+   */
+  readonly call: (name: string, params: unknown, key: string) => Effect.Effect<unknown, ToolFailure>
   readonly close: Effect.Effect<void>
 }
 
@@ -129,7 +135,7 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/runtime/tools/M
           }
         }
 
-        const call = (name: string, params: unknown) =>
+        const call = (name: string, params: unknown, key: string) =>
           Effect.gen(function*() {
             const route = routes.get(name)
             if (route === undefined) return yield* new ToolFailure({ message: `Unknown tool ${name}.` })
@@ -142,7 +148,7 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/runtime/tools/M
             const client = connection.client.value
             const args = typeof params === "object" && params !== null && !Array.isArray(params) ? params as Record<string, unknown> : {}
             const result = yield* Effect.tryPromise({
-              try: () => client.callTool({ name: tool, arguments: args }, undefined, { timeout: timeoutMs }),
+              try: () => client.callTool({ name: tool, arguments: args, _meta: { [IDEMPOTENCY_META]: key } }, undefined, { timeout: timeoutMs }),
               catch: (error) => new ToolFailure({ code: "mcp_error", message: `The MCP server ${connection.server.name} failed: ${messageOf(error)}` })
             }).pipe(Effect.timeoutFail({
               duration: timeoutMs + 1000,
