@@ -10,11 +10,11 @@ export const ExpertMemoryLive = Layer.effect(
     ExpertMemory.of({
       snapshot: memory.snapshot,
       read: memory.read,
-      replace: (owner, label, old, next) => memory.replace(owner, label, old, next, "model"),
-      append: (owner, label, text) => memory.append(owner, label, text, "model"),
+      replace: (owner, label, old, next, call) => memory.replace(owner, label, old, next, "model", call),
+      append: (owner, label, text, call) => memory.append(owner, label, text, "model", call),
       search: memory.search,
-      addFact: (owner, text) => memory.addFact(owner, text, "model"),
-      supersede: (owner, id, text) => memory.supersede(owner, id, text, "model"),
+      addFact: (owner, text, call) => memory.addFact(owner, text, "model", call),
+      supersede: (owner, id, text, call) => memory.supersede(owner, id, text, "model", call),
       afterTurn: extraction.afterTurn
     }))
 ).pipe(Layer.provide([Memory.Default, Extraction.Default]))

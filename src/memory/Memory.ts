@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto"
 import { Effect, Option } from "effect"
 import { AgentsRepo } from "../agents/Repo.js"
 import type { Partition } from "../identity/Partition.js"
@@ -19,6 +20,13 @@ import { canUseMemoryOf, readsDraft } from "./Policy.js"
 export const MAX_FACTS = 1_000
 /** Retries of a block write that lost a race with another write of the same block (each decides again). */
 const WRITE_ATTEMPTS = 5
+
+/**
+ * A fact's id: derived from the tool call that writes it when there is one (its idempotency key), so a repeat of the
+ * call (a durable run's step tried again) finds the fact the first try wrote; random otherwise.
+ */
+const factIdOf = (call: string | undefined) =>
+  call === undefined ? newId("fact") : `fact_${createHash("sha256").update(call).digest("base64url").slice(0, 24)}`
 
 /** Who wrote a block's version. */
 export type Writer = "model" | "user" | "extraction"
@@ -99,7 +107,8 @@ export class Memory extends Effect.Service<Memory>()("atrium/memory/Memory", {
       owner: MemoryOwner,
       label: string,
       writer: Writer,
-      change: (current: string) => string | MemoryRefused
+      change: (current: string) => string | MemoryRefused,
+      call?: string
     ) {
       const setting = yield* settingOf(owner, label)
       if (writer !== "user" && setting.read_only === true) {
@@ -109,12 +118,15 @@ export class Memory extends Effect.Service<Memory>()("atrium/memory/Memory", {
       for (let attempt = 0; attempt < WRITE_ATTEMPTS; attempt++) {
         const row = (yield* repo.blocks(key)).find((block) => block.label === label)
         const current = blockOf(setting, row)
+        // A repeat of a tool call that already wrote this block (a durable run's step tried again): what it wrote is
+        // there; it is not applied twice.
+        if (call !== undefined && (yield* repo.writtenByCall(key, label, call))) return current
         const next = change(current.value)
         if (typeof next !== "string") return yield* next
         const over = withinLimit(setting, next)
         if (over !== undefined) return yield* new MemoryRefused({ message: over })
         if (next === current.value && row !== undefined) return current
-        const written = yield* repo.write({ ...key, label, expected: current.version, value: next, writtenBy: writer })
+        const written = yield* repo.write({ ...key, label, expected: current.version, value: next, writtenBy: writer, call: call ?? null })
         if (Option.isSome(written)) return { ...current, value: next, version: written.value.version }
       }
       return yield* new MemoryRefused({ message: `The block ${label} is being changed by another call; try again.` })
@@ -137,7 +149,7 @@ export class Memory extends Effect.Service<Memory>()("atrium/memory/Memory", {
         return blockOf(setting, rows.find((row) => row.label === label))
       })
 
-    const replace = (owner: MemoryOwner, label: string, old: string, next: string, writer: Writer = "model") =>
+    const replace = (owner: MemoryOwner, label: string, old: string, next: string, writer: Writer = "model", call?: string) =>
       edit(owner, label, writer, (current) => {
         const at = current.indexOf(old)
         if (at < 0) return new MemoryRefused({ message: `The block ${label} does not contain the text to replace.` })
@@ -145,10 +157,10 @@ export class Memory extends Effect.Service<Memory>()("atrium/memory/Memory", {
           return new MemoryRefused({ message: `The text to replace appears more than once in ${label}; give more of it.` })
         }
         return current.slice(0, at) + next + current.slice(at + old.length)
-      })
+      }, call)
 
-    const append = (owner: MemoryOwner, label: string, text: string, writer: Writer = "model") =>
-      edit(owner, label, writer, (current) => current.length === 0 ? text : `${current}\n${text}`)
+    const append = (owner: MemoryOwner, label: string, text: string, writer: Writer = "model", call?: string) =>
+      edit(owner, label, writer, (current) => current.length === 0 ? text : `${current}\n${text}`, call)
 
     const setValue = (owner: MemoryOwner, label: string, value: string, writer: Writer) =>
       edit(owner, label, writer, () => value)
@@ -173,21 +185,33 @@ export class Memory extends Effect.Service<Memory>()("atrium/memory/Memory", {
         ? Effect.fail(new MemoryRefused({ message: `A fact is 1 to ${MAX_FACT_CHARS} characters.` }))
         : Effect.void
 
-    const addFact = Effect.fn("Memory.addFact")(function*(owner: MemoryOwner, text: string, source: Writer = "model") {
+    const addFact = Effect.fn("Memory.addFact")(function*(owner: MemoryOwner, text: string, source: Writer = "model", call?: string) {
       yield* checkFact(text)
       const key = keyOf(owner)
+      const id = factIdOf(call)
+      // A repeat of the tool call that added it answers the fact it added.
+      if (call !== undefined) {
+        const added = yield* repo.fact(key, id)
+        if (Option.isSome(added)) return factOf(added.value)
+      }
       if ((yield* repo.countCurrent(key)) >= MAX_FACTS) {
         return yield* new MemoryRefused({ message: `This user already has ${MAX_FACTS} facts; supersede one instead.` })
       }
-      return factOf(yield* repo.insertFact({ ...key, id: newId("fact"), text, source }))
+      return factOf(yield* repo.insertFact({ ...key, id, text, source }))
     })
 
-    const supersede = Effect.fn("Memory.supersede")(function*(owner: MemoryOwner, id: string, text: string, source: Writer = "model") {
+    const supersede = Effect.fn("Memory.supersede")(function*(owner: MemoryOwner, id: string, text: string, source: Writer = "model", call?: string) {
       yield* checkFact(text)
       const key = keyOf(owner)
-      const created = yield* repo.supersede({ ...key, old: id, id: newId("fact"), text, source })
+      const newer = factIdOf(call)
+      const created = yield* repo.supersede({ ...key, old: id, id: newer, text, source })
       if (Option.isSome(created)) return factOf(created.value)
       const existing = yield* repo.fact(key, id)
+      // A repeat of the tool call that superseded it answers the fact it wrote.
+      if (call !== undefined && Option.isSome(existing) && existing.value.supersededBy === newer) {
+        const written = yield* repo.fact(key, newer)
+        if (Option.isSome(written)) return factOf(written.value)
+      }
       return yield* new MemoryRefused({
         message: Option.isSome(existing)
           ? `The fact ${id} was already superseded by ${existing.value.supersededBy ?? "a newer fact"}.`

@@ -63,7 +63,9 @@ export class MemoryRepo extends Effect.Service<MemoryRepo>()("atrium/memory/Memo
         label: Schema.String,
         expected: Schema.Number,
         value: Schema.String,
-        writtenBy: Schema.String
+        writtenBy: Schema.String,
+        // The model's tool call that wrote it (its idempotency key), kept on the version.
+        call: Schema.NullOr(Schema.String)
       }),
       Result: Schema.Struct({ version: Schema.Number, updatedAt: Schema.DateFromSelf }),
       execute: (w) =>
@@ -75,8 +77,8 @@ export class MemoryRepo extends Effect.Service<MemoryRepo>()("atrium/memory/Memo
               ON CONFLICT DO NOTHING
               RETURNING version, updated_at
             ), kept AS (
-              INSERT INTO memory_block_versions (agent_id, account_id, end_user_id, label, version, value, written_by)
-              SELECT ${w.agentId}, ${w.accountId}, ${w.endUserId}, ${w.label}, version, ${w.value}, ${w.writtenBy} FROM written
+              INSERT INTO memory_block_versions (agent_id, account_id, end_user_id, label, version, value, written_by, call_key)
+              SELECT ${w.agentId}, ${w.accountId}, ${w.endUserId}, ${w.label}, version, ${w.value}, ${w.writtenBy}, ${w.call} FROM written
             )
             SELECT version, updated_at FROM written`
           : sql`
@@ -85,13 +87,23 @@ export class MemoryRepo extends Effect.Service<MemoryRepo>()("atrium/memory/Memo
               WHERE ${owned(w)} AND label = ${w.label} AND version = ${w.expected}
               RETURNING version, updated_at
             ), kept AS (
-              INSERT INTO memory_block_versions (agent_id, account_id, end_user_id, label, version, value, written_by)
-              SELECT ${w.agentId}, ${w.accountId}, ${w.endUserId}, ${w.label}, version, ${w.value}, ${w.writtenBy} FROM written
+              INSERT INTO memory_block_versions (agent_id, account_id, end_user_id, label, version, value, written_by, call_key)
+              SELECT ${w.agentId}, ${w.accountId}, ${w.endUserId}, ${w.label}, version, ${w.value}, ${w.writtenBy}, ${w.call} FROM written
             ), pruned AS (
               DELETE FROM memory_block_versions
               WHERE ${owned(w)} AND label = ${w.label} AND version <= ${w.expected + 1 - KEPT_VERSIONS}
             )
             SELECT version, updated_at FROM written`
+    })
+
+    /** Whether the tool call `call` wrote a version of the block still kept (a repeat of that call finds it). */
+    const writtenByCall = SqlSchema.findOne({
+      Request: Schema.Struct({ ...Owner.fields, label: Schema.String, call: Schema.String }),
+      Result: Schema.Struct({ version: Schema.Number }),
+      execute: (w) =>
+        sql`
+          SELECT version FROM memory_block_versions
+          WHERE ${owned(w)} AND label = ${w.label} AND call_key = ${w.call} LIMIT 1`
     })
 
     const versions = SqlSchema.findAll({
@@ -195,6 +207,8 @@ export class MemoryRepo extends Effect.Service<MemoryRepo>()("atrium/memory/Memo
     return {
       blocks: (key: MemoryKey) => Effect.orDie(blocks(key)),
       write: (w: Parameters<typeof write>[0]) => Effect.orDie(write(w)),
+      writtenByCall: (key: MemoryKey, label: string, call: string) =>
+        Effect.map(Effect.orDie(writtenByCall({ ...key, label, call })), Option.isSome),
       versions: (key: MemoryKey) => Effect.orDie(versions(key)),
       insertFact: (f: Parameters<typeof insertFact>[0]) => Effect.orDie(insertFact(f)),
       supersede: (f: Parameters<typeof supersede>[0]) => Effect.orDie(supersede(f)),

@@ -137,16 +137,20 @@ export class ExpertMemory extends Context.Tag("atrium/runtime/ExpertMemory")<Exp
     readonly facts: ReadonlyArray<MemoryFact>
   }>
   readonly read: (owner: MemoryOwner, label: string) => Effect.Effect<MemoryBlock, MemoryRefused>
-  readonly replace: (owner: MemoryOwner, label: string, old: string, next: string) => Effect.Effect<MemoryBlock, MemoryRefused>
-  readonly append: (owner: MemoryOwner, label: string, text: string) => Effect.Effect<MemoryBlock, MemoryRefused>
+  /**
+   * The writes take the tool call's idempotency key (`call`, the run's and the call's ids): a repeat of the call (a
+   * durable run's tool step tried again) writes nothing again and answers what the first try wrote.
+   */
+  readonly replace: (owner: MemoryOwner, label: string, old: string, next: string, call: string) => Effect.Effect<MemoryBlock, MemoryRefused>
+  readonly append: (owner: MemoryOwner, label: string, text: string, call: string) => Effect.Effect<MemoryBlock, MemoryRefused>
   /** Current facts and blocks matching the query's words (full text). */
   readonly search: (owner: MemoryOwner, query: string, limit: number) => Effect.Effect<{
     readonly facts: ReadonlyArray<MemoryFact>
     readonly blocks: ReadonlyArray<MemoryBlock>
   }>
-  readonly addFact: (owner: MemoryOwner, text: string) => Effect.Effect<MemoryFact, MemoryRefused>
+  readonly addFact: (owner: MemoryOwner, text: string, call: string) => Effect.Effect<MemoryFact, MemoryRefused>
   /** A newer fact in place of `id`, which stays, marked superseded. */
-  readonly supersede: (owner: MemoryOwner, id: string, text: string) => Effect.Effect<MemoryFact, MemoryRefused>
+  readonly supersede: (owner: MemoryOwner, id: string, text: string, call: string) => Effect.Effect<MemoryFact, MemoryRefused>
   /**
    * A turn of an expert with extraction finished: memory may propose facts and block edits from it, later and
    * elsewhere (this returns at once; the turn never waits for it), at most one model call per turn.

@@ -70,18 +70,20 @@ export class ToolCalls extends Effect.Service<ToolCalls>()("atrium/runtime/ToolC
         }
 
         yield* emit({ type: "tool_call", tool_call_id: id, name, status: "running" })
+        // The call's idempotency key: the run's and the model's call's ids, which a durable run's replay answers from
+        // the model step's record, so every try of this call (its step tried again after a fault) carries the same.
+        const callKey = `${request.runId}:${id}`
         const outcome = yield* Effect.either(
           name === DELEGATE_TOOL
             ? delegate(id, params)
             : remote.has(name)
-            // Keyed by the run and the model's call id, which a durable run's replay answers from the model step's record.
-            ? remote.call(name, params, `${request.runId}:${id}`)
+            ? remote.call(name, params, callKey)
             : name === FILE_SEARCH && context.knowledge !== undefined
             ? Effect.provideService(runFileSearch(params, context, request.payer.accountId), KnowledgeSearch, knowledgeSearch)
             : name === RUN_CODE
             ? codeRunner.run(params, { ...context, holder: request.sandbox!, environmentId: request.environmentId ?? null })
             : isMemoryTool(name)
-            ? runMemoryTool(name, params, Option.fromNullable(context.memory), memory)
+            ? runMemoryTool(name, params, Option.fromNullable(context.memory), memory, callKey)
             : isBuiltinTool(name)
             ? Effect.provideService(runBuiltin(name, params, context), RunsRepo, repo)
             : Effect.fail({ message: `Unknown tool ${name}.` })

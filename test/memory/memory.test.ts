@@ -157,6 +157,35 @@ describe("memory", () => {
         assert.deepStrictEqual(snapshot.facts.map((fact) => fact.text).sort(), ["The user lives in Porto.", "The user's favourite colour is teal."])
       }))
 
+    it.effect("a tool call tried again (a durable run's step after a fault) writes once: its key finds what it wrote", () =>
+      Effect.gen(function*() {
+        const memory = yield* Memory
+        const expert = yield* newExpert()
+        const owner = ownerOf(expert.agentId, expert.userId)
+        // Each call twice with its key, as a step cut after its tool ran and before its result was recorded.
+        const first = yield* memory.append(owner, "human", "Name: Ada", "model", "run_a:call_1")
+        const again = yield* memory.append(owner, "human", "Name: Ada", "model", "run_a:call_1")
+        assert.deepStrictEqual([again.value, again.version], [first.value, first.version])
+        // Another call appending the same text is another write.
+        assert.strictEqual((yield* memory.append(owner, "human", "Likes Go", "model", "run_a:call_2")).value, "Name: Ada\nLikes Go")
+        assert.strictEqual((yield* memory.append(owner, "human", "Likes Go", "model", "run_a:call_2")).value, "Name: Ada\nLikes Go")
+
+        const added = yield* memory.addFact(owner, "The user lives in Lisbon.", "model", "run_a:call_3")
+        const addedAgain = yield* memory.addFact(owner, "The user lives in Lisbon.", "model", "run_a:call_3")
+        assert.strictEqual(addedAgain.id, added.id)
+        const moved = yield* memory.supersede(owner, added.id, "The user lives in Porto.", "model", "run_a:call_4")
+        const movedAgain = yield* memory.supersede(owner, added.id, "The user lives in Porto.", "model", "run_a:call_4")
+        assert.strictEqual(movedAgain.id, moved.id)
+        // A different call superseding it again is still refused: the fact was superseded by another.
+        assert.include(yield* refusal(memory.supersede(owner, added.id, "x", "model", "run_a:call_5")), `already superseded by ${moved.id}`)
+
+        const { facts, versions } = yield* Effect.zip(memory.view(owner), memory.exported(owner)).pipe(
+          Effect.map(([view, exported]) => ({ facts: view.facts, versions: exported.versions }))
+        )
+        assert.deepStrictEqual(facts.map((fact) => fact.text).sort(), ["The user lives in Lisbon.", "The user lives in Porto."])
+        assert.deepStrictEqual(versions.map((v) => v.value), ["Name: Ada", "Name: Ada\nLikes Go"])
+      }))
+
     it.effect("a deleted fact, or everything deleted, is in no search and no snapshot", () =>
       Effect.gen(function*() {
         const memory = yield* Memory

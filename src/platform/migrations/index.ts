@@ -28,6 +28,7 @@ import evals from "./0028_evals.js"
 import durableApprovals from "./0030_durable_approvals.js"
 import marketStore from "./0031_market_store.js"
 import memoryExtractions from "./0033_memory_extractions.js"
+import memoryCallKeys from "./0034_memory_call_keys.js"
 
 /** Numbered migrations, applied in order at start; a released migration is never edited, only followed. */
 export const migrations = Migrator.fromRecord({
@@ -59,5 +60,6 @@ export const migrations = Migrator.fromRecord({
   "0028_evals": evals,
   "0030_durable_approvals": durableApprovals,
   "0031_market_store": marketStore,
-  "0033_memory_extractions": memoryExtractions
+  "0033_memory_extractions": memoryExtractions,
+  "0034_memory_call_keys": memoryCallKeys
 })

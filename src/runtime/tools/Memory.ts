@@ -72,7 +72,8 @@ export const runMemoryTool = (
   name: MemoryToolName,
   args: unknown,
   owner: Option.Option<MemoryOwner>,
-  memory: Option.Option<typeof ExpertMemory.Service>
+  memory: Option.Option<typeof ExpertMemory.Service>,
+  call: string
 ): Effect.Effect<unknown, ToolFailure> =>
   Effect.gen(function*() {
     if (Option.isNone(owner) || Option.isNone(memory)) {
@@ -92,9 +93,9 @@ export const runMemoryTool = (
       case "memory_read":
         return blockView(yield* Effect.mapError(port.read(at, params.label), refused))
       case "memory_replace":
-        return blockView(yield* Effect.mapError(port.replace(at, params.label, params.old, params.new), refused))
+        return blockView(yield* Effect.mapError(port.replace(at, params.label, params.old, params.new, call), refused))
       case "memory_append":
-        return blockView(yield* Effect.mapError(port.append(at, params.label, params.text), refused))
+        return blockView(yield* Effect.mapError(port.append(at, params.label, params.text, call), refused))
       case "memory_search": {
         const found = yield* port.search(at, params.query, 10)
         return {
@@ -105,13 +106,13 @@ export const runMemoryTool = (
         }
       }
       case "fact_add":
-        return factView(yield* Effect.mapError(port.addFact(at, params.text), refused))
+        return factView(yield* Effect.mapError(port.addFact(at, params.text, call), refused))
       case "memory_save": {
-        const fact = yield* Effect.mapError(port.addFact(at, params.text), refused)
+        const fact = yield* Effect.mapError(port.addFact(at, params.text, call), refused)
         return { saved: true, id: fact.id }
       }
       case "fact_supersede":
-        return factView(yield* Effect.mapError(port.supersede(at, params.id, params.text), refused))
+        return factView(yield* Effect.mapError(port.supersede(at, params.id, params.text, call), refused))
     }
   })
 
