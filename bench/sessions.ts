@@ -11,7 +11,8 @@
  * --subscriptions 10000, --sub-sessions 1000 (sessions the subscriptions are spread over), --delivery-sessions 20
  * (sessions that get a message while everyone listens), --turn-sessions 500, --seconds 20 (turn phase), --users 50,
  * --concurrency 100 (creates, first messages and subscription opens in flight at once), --open-seconds 120 (stop
- * opening subscriptions after this long and report how far it got), --idle-seconds 10 (server CPU while they are
+ * opening subscriptions after this long and report how far it got), --idle-commit-seconds 5 (the idle platform's
+ * commits counted before the turn phase, to give the turns' net of them), --idle-seconds 10 (server CPU while they are
  * held idle), --idle-profile FILE (a CPU profile of the server over that window; needs the inspector), --gc on|off
  * (force a full GC in the server through the inspector before each memory sample), --phases
  * memory,subscriptions,turns, --json FILE (also write every phase's numbers as JSON, for bench/engine.ts),
@@ -48,6 +49,8 @@ const GC = (args.get("gc") ?? "on") !== "off"
 const IDLE_PROFILE = args.get("idle-profile")
 /** How long the held subscriptions sit idle (heartbeats only) while the server's CPU is measured. */
 const IDLE_SECONDS = Number(args.get("idle-seconds") ?? 10)
+/** How long the idle platform's own commits are counted before the turn phase (to give the turns' commits net of them). */
+const IDLE_COMMIT_SECONDS = Number(args.get("idle-commit-seconds") ?? 5)
 const PHASES = new Set((args.get("phases") ?? "memory,subscriptions,turns").split(","))
 /** Also write every phase's numbers as JSON to this file. */
 const JSON_FILE = args.get("json")
@@ -734,6 +737,12 @@ const main = async () => {
       if (sessions.length < TURN_SESSIONS) await grow(TURN_SESSIONS)
       progress(`turn phase: ${TURN_SESSIONS} sessions for ${SECONDS} s`)
       const statuses = new Map<number, number>()
+      // The idle platform's own commits (its polls: cluster storage, schedules, webhooks, the eval driver), over
+      // IDLE_SECONDS before the load, so the turns' figure can be given net of them: with one session they are most.
+      const idleAt = Date.now()
+      const idle0 = await commits()
+      await new Promise((r) => setTimeout(r, IDLE_COMMIT_SECONDS * 1000))
+      const idleCommitsPerSecond = (await commits() - idle0) / ((Date.now() - idleAt) / 1000)
       const commits0 = await commits()
       const writes0 = await writes()
       const wallet0 = await walletRequests()
@@ -772,7 +781,9 @@ const main = async () => {
           (Number.isNaN(committed)
             ? "."
             : `; PostgreSQL committed ${f(committed / Math.max(1, timings.length + failed), 1)} transactions per turn ` +
-              `(${f(committed / seconds, 0)}/s), ${f(wrote / Math.max(1, timings.length + failed), 2)} of them writing.`) +
+              `(${f(committed / seconds, 0)}/s), ${f(wrote / Math.max(1, timings.length + failed), 2)} of them writing; ` +
+              `net of the idle platform's own ${f(idleCommitsPerSecond, 1)} commits/s: ` +
+              `${f((committed - idleCommitsPerSecond * seconds) / Math.max(1, timings.length + failed), 1)} per turn.`) +
           ` Wallet round trips per turn: ${f(walletPerTurn, 2)}.`
       )
       if (failed > 0) out(`Failed turns by status: ${[...statuses].map(([st, n]) => `${n} × ${st}`).join(", ")}.`)
