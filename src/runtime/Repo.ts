@@ -103,6 +103,17 @@ export class RunsRepo extends Effect.Service<RunsRepo>()("atrium/runtime/RunsRep
     })
     const finish = (runId: string, outcome: RunOutcome) => Effect.orDie(finishRun({ runId, ...outcome, output: outcome.output ?? null, toolsDenied: outcome.deniedTools.length }))
 
+    /**
+     * A finished run's credits less `refused`: charges its settle posted later than its end (the wallet answered
+     * after the run's row was written) and the wallet refused, so the row says what the ledger took.
+     */
+    const lessCreditsOf = SqlSchema.void({
+      Request: Schema.Struct({ runId: Schema.String, refused: Schema.BigInt }),
+      execute: ({ refused, runId }) =>
+        sql`UPDATE runs SET credits_charged = credits_charged - ${refused}::bigint WHERE id = ${runId} AND status <> 'running'`
+    })
+    const lessCredits = (runId: string, refused: bigint) => Effect.orDie(lessCreditsOf({ runId, refused }))
+
     const claimTrial = SqlSchema.findOne({
       Request: Trial,
       Result: Used,
@@ -207,6 +218,6 @@ export class RunsRepo extends Effect.Service<RunsRepo>()("atrium/runtime/RunsRep
     const hasPurchased = (userId: string, agentId: string) =>
       purchase({ userId, agentId }).pipe(Effect.map(Option.isSome), Effect.orDie)
 
-    return { start, startOnce, finish, hasPurchased, takeTrial, writeFile, readFile, listFiles, filesUnder, deleteWorkspace } as const
+    return { start, startOnce, finish, lessCredits, hasPurchased, takeTrial, writeFile, readFile, listFiles, filesUnder, deleteWorkspace } as const
   })
 }) {}

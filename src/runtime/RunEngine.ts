@@ -1,6 +1,6 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import { createHash } from "node:crypto"
-import { Cause, Clock, Duration, Effect, Exit, FiberRef, identity, Mailbox, Option, Schedule, Schema, Stream } from "effect"
+import { Cause, Clock, Deferred, Duration, Effect, Exit, FiberRef, identity, Mailbox, Option, Schedule, Schema, Stream } from "effect"
 import { newId } from "../platform/Ids.js"
 import { type Micros, toNumber } from "../platform/Money.js"
 import type { InternalEvent } from "./Events.js"
@@ -150,9 +150,12 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
           parentRunId: Option.getOrNull(request.parentRunId),
           agent: agent.identifier
         })
+        /** Done once the run's row is written (a settle answered after the run's end corrects that row, not before it). */
+        const rowWritten = yield* Deferred.make<void>()
         const record = (status: "completed" | "failed" | "cancelled", failure: Option.Option<{ code: string; message: string }>) =>
           ledger.finish(request.runId, state.record(status, failure)).pipe(
-            Effect.catchAllCause((cause) => Effect.logError("the run's record could not be written", cause))
+            Effect.catchAllCause((cause) => Effect.logError("the run's record could not be written", cause)),
+            Effect.ensuring(Deferred.succeed(rowWritten, undefined))
           )
 
         /**
@@ -255,13 +258,39 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
               for (const c of refused) state.charged(-c.amount)
               return Effect.as(Effect.logWarning(`run ${request.runId}: ${refused.length} step charge(s) were not posted`), false)
             }),
-            Effect.catchAllCause((cause) =>
-              patient && Cause.isInterruptedOnly(cause)
-                ? Effect.succeed(true)
-                : Effect.as(Effect.logError(`run ${request.runId}: its hold could not be settled`, cause), false)
-            )
+            Effect.catchAllCause((cause) => {
+              if (patient && Cause.isInterruptedOnly(cause)) return Effect.succeed(true)
+              // A foreground run that ended on its own, whose wallet did not answer its settle within the window its
+              // caller is promised: its caller is told now, and the settle is asked again here, keyed, for as long as
+              // a durable run's would be (its steps are not given up: the fault checker found such runs recorded as
+              // charged with nothing in the ledger). Its row is corrected if the wallet then refuses some.
+              // (A turn its session gave up fails without `outage`: its next owner settles or voids the hold. A late
+              // settle that meets that void, or its session's newer fence, is refused, and the row corrected.)
+              const later = !cut && request.durable === undefined &&
+                Cause.failureOption(cause).pipe(Option.exists((error) => error.outage === true))
+              return Effect.zipRight(
+                Effect.logError(`run ${request.runId}: its hold could not be settled${later ? " yet; asked again in the background" : ""}`, cause),
+                later ? Effect.as(Effect.forkDaemon(settleLater(charges, settling)), false) : Effect.succeed(false)
+              )
+            })
           )
         })
+        /** The settle of a run that ended, asked again until the wallet answers (`SETTLE_PATIENCE`), once its row is written. */
+        const settleLater = (charges: ReadonlyArray<{ readonly amount: Micros; readonly charge: RunCharge }>, settling: Effect.Effect<ReadonlyArray<boolean>, PaymentFailed>) =>
+          walletPatient(settling, SETTLE_PATIENCE).pipe(
+            Effect.flatMap((posted) => {
+              const refused = charges.reduce((sum, c, i) => posted[i] === true ? sum : sum + c.amount, 0n)
+              if (refused === 0n) return Effect.logInfo(`run ${request.runId}: its hold is settled, after its end`)
+              // The row is ours to correct only when the run writes its own (`RunRequest.ledger` unset).
+              const correct = request.ledger === undefined
+                ? Effect.zipRight(Effect.timeout(Deferred.await(rowWritten), "1 minute"), repo.lessCredits(request.runId, refused))
+                : Effect.void
+              return Effect.zipRight(Effect.ignore(correct), Effect.logWarning(`run ${request.runId}: ${refused} micro-credits were refused after its end`))
+            }),
+            Effect.catchAllCause((cause) =>
+              Effect.logError(`run ${request.runId}: its hold could not be settled within ${Duration.format(SETTLE_PATIENCE)}; its row may say more than the ledger took`, cause)
+            )
+          )
 
         // A run without a conversation's sandbox gets one of its own, released when the run ends.
         const ownHolder = request.sandbox === undefined ? yield* makeSandboxHolder : undefined

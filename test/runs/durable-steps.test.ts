@@ -273,6 +273,24 @@ describe("a durable run's wallet", () => {
         assert.deepStrictEqual(charges.filter((charge) => charge.accountId === request.payer.accountId), [])
       }), { timeout: 20_000 })
 
+    it.effect("a foreground run's settle the wallet did not answer is asked again after the run's end, until its steps are posted", () =>
+      Effect.gen(function*() {
+        const engine = yield* RunEngine
+        const wallet = yield* WalletAsks
+        const request = yield* requestFor("hello", undefined)
+        // The settle goes unanswered past the window its caller is promised (the fault checker's runs, recorded as
+        // charged with nothing in the ledger); the hold answers.
+        wallet.fail(request.payer.accountId, { holds: 0, settles: 1, outage: true })
+        const result = yield* engine.execute(request, told().emit, () => Effect.succeedNone)
+        assert.strictEqual(result.status, "completed")
+        const { charges } = yield* RunPayerTest
+        const mine = () => charges.filter((charge) => charge.accountId === request.payer.accountId)
+        yield* pollUntil(Effect.sync(mine), (posted) => posted.length > 0, "the step posted by the settle asked again", { within: 10_000 })
+        assert.deepStrictEqual(mine().map((charge) => charge.key), [`${request.runId}:1`])
+        assert.strictEqual(result.creditsCharged, mine()[0]!.amount)
+        assert.strictEqual(wallet.asked(request.payer.accountId).settles, 2)
+      }), { timeout: 20_000 })
+
     it.effect("a foreground run, whose client waits, fails billing_failed at once; a refusal fails a durable run too", () =>
       Effect.gen(function*() {
         const engine = yield* RunEngine
