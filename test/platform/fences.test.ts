@@ -2,6 +2,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Exit, Layer, Option } from "effect"
 import { LedgerRepo, type WalletCommit } from "../../src/billing/Repo.js"
+import { SessionId } from "../../src/platform/Ids.js"
 import { DatabaseLive } from "../../src/platform/Database.js"
 import { SessionsRepo } from "../../src/sessions/Repo.js"
 import { makeMigratedStorage } from "../support/TestServer.js"
@@ -91,7 +92,7 @@ describe("fencing tokens", () => {
         yield* sql`INSERT INTO shard_generations (shard, generation, runner) VALUES (${SHARD}, 5, 'test')
           ON CONFLICT (shard) DO UPDATE SET generation = 5`
         const event = (session: string, seq: number) => ({
-          sessionId: `ses_${id}_${session}`,
+          sessionId: SessionId.make(`ses_${id}_${session}`),
           events: [{ seq, turn: 1, payload: { type: "text", delta: "x", seq } as any }],
           enqueue: { turn: seq, message: "m", budget: Option.none() }
         })
@@ -110,7 +111,7 @@ describe("fencing tokens", () => {
         // One terminal event per turn (migration 0015's `session_events_one_end`): an end of turn 1 is taken, a
         // second end of the same turn (a woken owner's, of another kind) is refused by the database.
         const end = (seq: number, type: "complete" | "error") => ({
-          sessionId: `ses_${id}_b`,
+          sessionId: SessionId.make(`ses_${id}_b`),
           fence: { shard: SHARD, generation: "5" },
           events: [{ seq, turn: 1, payload: { type, seq, ...(type === "error" ? { code: "interrupted", message: "x" } : {}) } as any }]
         })
