@@ -2,7 +2,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Exit, Layer, Option } from "effect"
 import { LedgerRepo, type WalletCommit } from "../../src/billing/Repo.js"
-import { SessionId } from "../../src/platform/Ids.js"
+import { SessionId, UserId } from "../../src/platform/Ids.js"
 import { DatabaseLive } from "../../src/platform/Database.js"
 import { SessionsRepo } from "../../src/sessions/Repo.js"
 import { makeMigratedStorage } from "../support/TestServer.js"
@@ -29,7 +29,7 @@ describe("fencing tokens", () => {
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         const repo = yield* LedgerRepo
-        const userId = `usr_fence_${Date.now()}`
+        const userId = UserId.make(`usr_fence_${Date.now()}`)
         yield* sql`INSERT INTO users (id, phone) VALUES (${userId}, ${`+1555${Date.now() % 10_000_000}`})`
         yield* sql`INSERT INTO shard_generations (shard, generation, runner) VALUES (${SHARD}, 2, 'test')
           ON CONFLICT (shard) DO UPDATE SET generation = 2`
@@ -69,7 +69,7 @@ describe("fencing tokens", () => {
                  (SELECT balance::text FROM wallets WHERE user_id = ${userId}) AS balance`
         assert.deepStrictEqual([after[0]!.n, after[0]!.balance], [2, "10"])
         // In one shared statement, the stale wallet is refused and the other written.
-        const otherId = `${userId}_b`
+        const otherId = UserId.make(`${userId}_b`)
         yield* sql`INSERT INTO users (id, phone) VALUES (${otherId}, ${`+1556${Date.now() % 10_000_000}`})`
         const other = yield* repo.load(otherId, 0n)
         const mixed = yield* repo.commitWallets([
