@@ -7,6 +7,7 @@
  *
  * A script, not a test: it prints medians and asserts nothing.
  */
+import { UserId } from "../src/platform/Ids.js"
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Logger, LogLevel } from "effect"
 import * as Os from "node:os"
@@ -27,12 +28,12 @@ const main = async () => {
     const program = Effect.gen(function*() {
       const repo = yield* LedgerRepo
       const sql = yield* SqlClient.SqlClient
-      const users = Array.from({ length: 64 }, (_, i) => `benchc_${i}`)
+      const users = Array.from({ length: 64 }, (_, i) => UserId.unchecked.make(`benchc_${i}`))
       yield* sql`INSERT INTO users ${sql.insert(users.map((id, i) => ({ id, phone: `+1555${String(i).padStart(7, "0")}` })))}`
       const states = new Map<string, WalletState>()
       for (const user of users) states.set(user, yield* repo.load(user, 1_000_000_000n))
       let serial = 0
-      const batchOf = (user: string, n: number): WalletCommit => {
+      const batchOf = (user: UserId, n: number): WalletCommit => {
         const from = states.get(user)!
         let { balance, seq } = from
         const entries: Array<NewEntry> = []

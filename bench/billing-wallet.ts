@@ -7,6 +7,7 @@
  *
  * A script, not a test.
  */
+import { UserId } from "../src/platform/Ids.js"
 import { Effect, Layer, Logger, LogLevel } from "effect"
 import * as Os from "node:os"
 import pg from "pg"
@@ -36,14 +37,14 @@ const main = async () => {
     )
     const program = Effect.gen(function*() {
       const wallets = yield* Wallets
-      const users = Array.from({ length: USERS }, (_, i) => `benchw_user_${i}`)
+      const users = Array.from({ length: USERS }, (_, i) => UserId.unchecked.make(`benchw_user_${i}`))
       const client = new pg.Client({ connectionString: db.url })
       yield* Effect.promise(() => client.connect())
       yield* Effect.promise(() =>
         client.query(`INSERT INTO users (id, phone) SELECT u, '+1555' || lpad(i::text, 7, '0') FROM unnest($1::text[]) WITH ORDINALITY AS t(u, i)`, [users])
       )
       yield* Effect.promise(() => client.end())
-      const run = (name: string, userOf: (worker: number) => string) =>
+      const run = (name: string, userOf: (worker: number) => UserId) =>
         Effect.gen(function*() {
           const latencies: Array<number> = []
           const deadline = performance.now() + SECONDS * 1000

@@ -16,7 +16,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { DatabaseLive } from "../src/platform/Database.js"
-import { UserId } from "../src/platform/Ids.js"
+import { SessionId, UserId } from "../src/platform/Ids.js"
 import { SessionsRepo } from "../src/sessions/Repo.js"
 import { createBenchDatabase, percentile } from "./support.js"
 
@@ -55,11 +55,11 @@ const main = async () => {
       const readTimes: Array<number> = []
       for (let round = 0; round < ROUNDS; round++) {
         const at = TURNS - (round % 10)
-        const id = `ses_benchf_fork_${round}`
+        const id = SessionId.make(`ses_benchf_fork_${round}`)
         const t0 = performance.now()
         // What Sessions.fork does after the owner check: the turn is on the tree, the row, the answer.
-        if (!(yield* repo.hasTurn("ses_benchf", at))) return yield* Effect.dieMessage(`no turn ${at}`)
-        yield* repo.fork({ id, from: "ses_benchf", turn: at, accountId: UserId.make("usr_benchf"), endUserId: "" })
+        if (!(yield* repo.hasTurn(SessionId.make("ses_benchf"), at))) return yield* Effect.dieMessage(`no turn ${at}`)
+        yield* repo.fork({ id, from: SessionId.make("ses_benchf"), turn: at, accountId: UserId.make("usr_benchf"), endUserId: "" })
         const forked = yield* repo.byId(id)
         forkTimes.push(performance.now() - t0)
         if (Option.isNone(forked)) return yield* Effect.dieMessage("the fork is missing")

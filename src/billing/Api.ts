@@ -5,9 +5,9 @@ import { Schema } from "effect"
 import { ApiKeyAuthentication, AppAuthentication, UserAuthentication } from "../identity/Domain.js"
 import { InvalidRequest, NotFound, Unauthorized, WireError } from "../platform/Errors.js"
 import { CreditAmount, CreditPrice } from "../platform/Money.js"
-import { DailyCapExceeded, IdempotencyConflict, InsufficientCredits } from "./Domain.js"
+import { DailyCapExceeded, IdempotencyConflict, InsufficientCredits, MeterId, OrderId } from "./Domain.js"
 import { ListParams } from "../platform/http/Lists.js"
-import { AppId } from "../platform/Ids.js"
+import { AppId, UserId } from "../platform/Ids.js"
 
 /** One metering unit of the platform: model usage per 1k tokens (later also per-use prices). */
 export const PlatformMeter = Schema.Struct({
@@ -204,14 +204,14 @@ export class WalletApi extends HttpApiGroup.make("wallet")
   )
   .add(
     HttpApiEndpoint.get("order", "/api/payment/orders/:id")
-      .setPath(Schema.Struct({ id: Schema.String }))
+      .setPath(Schema.Struct({ id: OrderId.unchecked }))
       .addSuccess(OrderStatus)
       .addError(NotFound)
       .annotate(OpenApi.Description, "One of the person's orders: its amount, whether it is paid, and the provider that takes it.")
   )
   .add(
     HttpApiEndpoint.post("testCheckout", "/api/payment/orders/:id/test-checkout")
-      .setPath(Schema.Struct({ id: Schema.String }))
+      .setPath(Schema.Struct({ id: OrderId.unchecked }))
       .setPayload(Schema.Struct({ decision: Schema.Literal("complete", "decline") }))
       .addSuccess(OrderStatus)
       .addError(NotFound)
@@ -322,7 +322,7 @@ export class AppsApi extends HttpApiGroup.make("apps")
   )
   .add(
     HttpApiEndpoint.patch("updateMeter", "/api/apps/:id/meters/:meterId")
-      .setPath(Schema.Struct({ id: AppId.unchecked, meterId: Schema.String }))
+      .setPath(Schema.Struct({ id: AppId.unchecked, meterId: MeterId.unchecked }))
       .setPayload(Schema.Struct({
         credits_per_use: Schema.optional(CreditPrice),
         disabled: Schema.optional(Schema.Boolean)
@@ -340,7 +340,7 @@ export class AppsApi extends HttpApiGroup.make("apps")
 export class InternalBillingApi extends HttpApiGroup.make("internalBilling")
   .add(
     HttpApiEndpoint.post("grant", "/internal/wallets/:userId/grants")
-      .setPath(Schema.Struct({ userId: NoNul }))
+      .setPath(Schema.Struct({ userId: NoNul.pipe(Schema.compose(UserId.unchecked)) }))
       .setPayload(Schema.Struct({
         amount: CreditAmount,
         idempotency_key: IdempotencyKey,

@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { prefixedId } from "../platform/Ids.js"
 import { IdempotencyConflict, WireError } from "../platform/Errors.js"
 
 export { IdempotencyConflict }
@@ -46,3 +47,11 @@ export class StaleOwner extends Schema.TaggedError<StaleOwner>()(
 /** The outcome of a charge or a credit: `replay` when the key had been used before and nothing moved. */
 export const Movement = Schema.Struct({ amount: Schema.BigInt, balance: Schema.BigInt, replay: Schema.Boolean })
 export type Movement = typeof Movement.Type
+
+/** A top-up order (`ord_…`). */
+export const OrderId = prefixedId("ord", "OrderId")
+export type OrderId = typeof OrderId.Type
+
+/** A usage meter of an OAuth app (`mtr_…`). */
+export const MeterId = prefixedId("mtr", "MeterId")
+export type MeterId = typeof MeterId.Type

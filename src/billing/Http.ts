@@ -5,7 +5,7 @@ import { AtriumApi } from "../Api.js"
 import { AuthenticationLive } from "../identity/Authentication.js"
 import { type OAuthApp, OAuthApps } from "../identity/oauth/Apps.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
-import { type AppId, randomBase62 } from "../platform/Ids.js"
+import type { AppId } from "../platform/Ids.js"
 import { toNumber } from "../platform/Money.js"
 import { ModelCatalog } from "../runtime/models/Catalog.js"
 import { AppDirectory } from "./AppDirectory.js"
@@ -16,7 +16,7 @@ import { type MeterRow, MetersRepo } from "./MetersRepo.js"
 import { LedgerRepo } from "./Repo.js"
 import { pageOf } from "../platform/http/Lists.js"
 import { AppCaller, Caller, CurrentUser } from "../identity/Domain.js"
-import type { Movement } from "./Domain.js"
+import { MeterId, type Movement } from "./Domain.js"
 import { Wallets } from "./Wallets.js"
 import { canUpdateApp } from "../identity/Policy.js"
 import { policyUse } from "../platform/Policy.js"
@@ -188,7 +188,7 @@ export const AppsHttp = HttpApiBuilder.group(AtriumApi, "apps", (handlers) =>
         Effect.gen(function*() {
           const app = yield* ownApp(path.id)
           const meter = yield* meters.insertMeter({
-            id: `mtr_${randomBase62(20)}`,
+            id: MeterId.random(),
             appId: app.id,
             eventName: payload.event_name,
             creditsPerUse: payload.credits_per_use

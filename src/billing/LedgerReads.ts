@@ -1,7 +1,9 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
+import { UserId } from "../platform/Ids.js"
 import { Json } from "../platform/Rows.js"
+import { RunId } from "../runtime/Domain.js"
 
 const LedgerLineRow = Schema.Struct({
   seq: Schema.BigInt,
@@ -19,7 +21,7 @@ export type LedgerLine = typeof LedgerLineRow.Type
 const Spent = Schema.Struct({ spent: Schema.BigInt })
 const Audit = Schema.Struct({ sum: Schema.BigInt, balance: Schema.BigInt })
 
-const LedgerPage = Schema.Struct({ userId: Schema.String, limit: Schema.Number, before: Schema.NullOr(Schema.BigInt) })
+const LedgerPage = Schema.Struct({ userId: UserId, limit: Schema.Number, before: Schema.NullOr(Schema.BigInt) })
 
 /** Read side of the ledger: what a user sees of their wallet. */
 export class LedgerReads extends Effect.Service<LedgerReads>()("atrium/billing/LedgerReads", {
@@ -27,7 +29,7 @@ export class LedgerReads extends Effect.Service<LedgerReads>()("atrium/billing/L
     const sql = yield* SqlClient.SqlClient
 
     const spentSinceOf = SqlSchema.single({
-      Request: Schema.Struct({ userId: Schema.String, since: Schema.DateFromSelf }),
+      Request: Schema.Struct({ userId: UserId, since: Schema.DateFromSelf }),
       Result: Spent,
       execute: ({ since, userId }) =>
         sql`
@@ -45,7 +47,7 @@ export class LedgerReads extends Effect.Service<LedgerReads>()("atrium/billing/L
           ORDER BY ledger_entries.seq DESC LIMIT ${limit + 1}`
     })
     const auditOf = SqlSchema.single({
-      Request: Schema.String,
+      Request: UserId,
       Result: Audit,
       execute: (userId) =>
         sql`
@@ -54,7 +56,7 @@ export class LedgerReads extends Effect.Service<LedgerReads>()("atrium/billing/L
     })
 
     const runChargedOf = SqlSchema.single({
-      Request: Schema.Struct({ userId: Schema.String, runId: Schema.String }),
+      Request: Schema.Struct({ userId: UserId, runId: RunId }),
       Result: Spent,
       execute: ({ runId, userId }) =>
         sql`
@@ -63,7 +65,7 @@ export class LedgerReads extends Effect.Service<LedgerReads>()("atrium/billing/L
     })
 
     const balanceOf = SqlSchema.findOne({
-      Request: Schema.String,
+      Request: UserId,
       Result: Schema.Struct({ balance: Schema.BigInt }),
       execute: (userId) => sql`SELECT balance::text AS balance FROM wallets WHERE user_id = ${userId}`
     })
@@ -74,15 +76,15 @@ export class LedgerReads extends Effect.Service<LedgerReads>()("atrium/billing/L
        * signup grant): a read beside the wallet's entity, for a decision that needs no strict order with charges
        * (whether a scheduled firing may start at all).
        */
-      balance: (userId: string) => balanceOf(userId).pipe(Effect.map(Option.map((row) => row.balance)), Effect.orDie),
+      balance: (userId: UserId) => balanceOf(userId).pipe(Effect.map(Option.map((row) => row.balance)), Effect.orDie),
       /** Credits spent since `since` (charges of any kind). */
-      spentSince: (userId: string, since: Date) =>
+      spentSince: (userId: UserId, since: Date) =>
         spentSinceOf({ userId, since }).pipe(Effect.map((row) => row.spent), Effect.orDie),
       /**
        * Newest first; `before` is the `seq` to page below. Ordered by the table's `seq`: a bare `ORDER BY seq` would
        * name the output column `seq::text` and sort "9" above "10".
        */
-      page: (userId: string, limit: number, before: bigint | null) =>
+      page: (userId: UserId, limit: number, before: bigint | null) =>
         pageOf({ userId, limit, before }).pipe(
           Effect.map((rows) => ({ hasMore: rows.length > limit, lines: rows.slice(0, limit) })),
           Effect.orDie
@@ -91,10 +93,10 @@ export class LedgerReads extends Effect.Service<LedgerReads>()("atrium/billing/L
        * What the ledger holds for a run's own steps (scope `run`, keys `<run>:<step>`): what a run whose end was
        * written without its engine's count (runs/Background.ts, after a defect) records as charged.
        */
-      runCharged: (userId: string, runId: string) =>
+      runCharged: (userId: UserId, runId: RunId) =>
         runChargedOf({ userId, runId }).pipe(Effect.map((row) => row.spent), Effect.orDie),
       /** Every entry's amount summed, and the wallet's balance: equal, always (tests and audits read this). */
-      audit: (userId: string) => Effect.orDie(auditOf(userId))
+      audit: (userId: UserId) => Effect.orDie(auditOf(userId))
     } as const
   })
 }) {}

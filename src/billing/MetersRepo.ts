@@ -2,10 +2,11 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Schema } from "effect"
 import { AppId } from "../platform/Ids.js"
+import { MeterId } from "./Domain.js"
 import type { Micros } from "../platform/Money.js"
 
 const MeterRowSchema = Schema.Struct({
-  id: Schema.String,
+  id: MeterId,
   appId: AppId,
   eventName: Schema.String,
   /** Micro-credits per event. */
@@ -17,10 +18,10 @@ export type MeterRow = typeof MeterRowSchema.Type
 
 const METER_COLUMNS = "id, app_id, event_name, credits_per_use::text, disabled, created_at"
 
-const MeterKey = Schema.Struct({ appId: Schema.String, eventName: Schema.String })
+const MeterKey = Schema.Struct({ appId: AppId, eventName: Schema.String })
 const MeterPatch = Schema.Struct({
-  appId: Schema.String,
-  meterId: Schema.String,
+  appId: AppId,
+  meterId: MeterId,
   creditsPerUse: Schema.NullOr(Schema.BigInt),
   disabled: Schema.NullOr(Schema.Boolean)
 })
@@ -41,7 +42,7 @@ export class MetersRepo extends Effect.Service<MetersRepo>()("atrium/billing/Met
           RETURNING ${sql.literal(METER_COLUMNS)}`
     })
     const metersOf = SqlSchema.findAll({
-      Request: Schema.String,
+      Request: AppId,
       Result: MeterRowSchema,
       execute: (appId) => sql`SELECT ${sql.literal(METER_COLUMNS)} FROM meters WHERE app_id = ${appId} ORDER BY created_at, id`
     })
@@ -65,9 +66,9 @@ export class MetersRepo extends Effect.Service<MetersRepo>()("atrium/billing/Met
 
     return {
       insertMeter: (meter: Omit<MeterRow, "createdAt" | "disabled">) => Effect.orDie(insertMeter(meter)),
-      listMeters: (appId: string) => Effect.orDie(metersOf(appId)),
-      findMeter: (appId: string, eventName: string) => Effect.orDie(meterOf({ appId, eventName })),
-      updateMeter: (appId: string, meterId: string, patch: {
+      listMeters: (appId: AppId) => Effect.orDie(metersOf(appId)),
+      findMeter: (appId: AppId, eventName: string) => Effect.orDie(meterOf({ appId, eventName })),
+      updateMeter: (appId: AppId, meterId: MeterId, patch: {
         readonly creditsPerUse?: Micros | undefined
         readonly disabled?: boolean | undefined
       }) =>

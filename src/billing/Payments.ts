@@ -1,7 +1,8 @@
 import { Effect, Option, Redacted, Schema } from "effect"
 import * as Crypto from "node:crypto"
 import { InvalidRequest, NotFound, Unauthorized } from "../platform/Errors.js"
-import { randomBase62 } from "../platform/Ids.js"
+import type { UserId } from "../platform/Ids.js"
+import { OrderId } from "./Domain.js"
 import { type Micros, parseCredits, toNumber } from "../platform/Money.js"
 import { BillingConfig } from "./Config.js"
 import { PaymentOrdersRepo } from "./OrdersRepo.js"
@@ -10,7 +11,7 @@ import { isOrderOf } from "./Policy.js"
 
 /** What a provider's callback says: the order, whether it is paid, and optionally the amount it saw. */
 const Notification = Schema.Struct({
-  order_id: Schema.String,
+  order_id: OrderId.unchecked,
   status: Schema.optional(Schema.Unknown),
   amount: Schema.optional(Schema.Unknown)
 })
@@ -30,8 +31,8 @@ export class Payments extends Effect.Service<Payments>()("atrium/billing/Payment
     const wallets = yield* Wallets
     const refused = new Unauthorized({ message: "The payment notification's signature does not verify." })
 
-    const createOrder = Effect.fn("Payments.createOrder")(function*(userId: string, amount: Micros) {
-      const id = `ord_${randomBase62(20)}`
+    const createOrder = Effect.fn("Payments.createOrder")(function*(userId: UserId, amount: Micros) {
+      const id = OrderId.random()
       const createdAt = yield* orders.insert(id, userId, amount)
       return { id, amount: toNumber(amount), status: "pending" as const, created_at: createdAt.toISOString(), pay_url: payUrl(id) }
     })
@@ -85,7 +86,7 @@ export class Payments extends Effect.Service<Payments>()("atrium/billing/Payment
     })
 
     /** The order, if it is this person's (someone else's is "no such order", as if it did not exist). */
-    const orderOf = Effect.fn("Payments.orderOf")(function*(userId: string, id: string) {
+    const orderOf = Effect.fn("Payments.orderOf")(function*(userId: UserId, id: OrderId) {
       const order = /[\u0000\uD800-\uDFFF]/u.test(id) ? Option.none() : yield* orders.find(id)
       if (Option.isNone(order) || !isOrderOf(userId, order.value)) return yield* new NotFound({ message: "No such order." })
       return { id, amount: toNumber(order.value.amount), status: order.value.status as "pending" | "paid", provider: config.paymentsProvider }
@@ -95,7 +96,7 @@ export class Payments extends Effect.Service<Payments>()("atrium/billing/Payment
      * The test provider's checkout (`PAYMENTS_PROVIDER=test`): the person completes or declines their order, and it
      * is settled exactly as a provider's signed callback would settle it. Off, there is no such provider (404).
      */
-    const testCheckout = Effect.fn("Payments.testCheckout")(function*(userId: string, id: string, decision: "complete" | "decline") {
+    const testCheckout = Effect.fn("Payments.testCheckout")(function*(userId: UserId, id: OrderId, decision: "complete" | "decline") {
       if (config.paymentsProvider !== "test") return yield* new NotFound({ message: "The test payment provider is off." })
       yield* orderOf(userId, id)
       yield* settle("test", { order_id: id, status: decision === "complete" ? "paid" : "declined" })
@@ -103,7 +104,7 @@ export class Payments extends Effect.Service<Payments>()("atrium/billing/Payment
     })
 
     /** Where the person pays an order: the test provider's page, or nowhere yet (a real provider's callback). */
-    const payUrl = (id: string) => config.paymentsProvider === "test" ? `/checkout?order=${encodeURIComponent(id)}` : null
+    const payUrl = (id: OrderId) => config.paymentsProvider === "test" ? `/checkout?order=${encodeURIComponent(id)}` : null
 
     return { createOrder, notify, orderOf, testCheckout, payUrl } as const
   }),

@@ -1,3 +1,4 @@
+import type { UserId } from "../platform/Ids.js"
 /**
  * Whose money it is (issue 49: the domain's rules in one file).
  *
@@ -6,4 +7,4 @@
  * - A payment order is its person's: anyone else's is `No such order.`, as if it did not exist.
  * - An app's meters and usage are its creator's (identity's `isAppCreator`, through `OAuthApps.owned`).
  */
-export const isOrderOf = (userId: string, order: { readonly userId: string }): boolean => order.userId === userId
+export const isOrderOf = (userId: UserId, order: { readonly userId: UserId }): boolean => order.userId === userId

@@ -3,6 +3,7 @@ import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
 import type { Fence } from "../platform/cluster/Fences.js"
 import type { Micros } from "../platform/Money.js"
+import { AppId, UserId } from "../platform/Ids.js"
 import { rowDefects } from "../platform/Rows.js"
 
 /** What a ledger entry records beyond its amount: why, for whom, and the key that makes it happen once. */
@@ -11,7 +12,7 @@ export interface EntryInfo {
   /** With `key`, unique forever: an app id for events, `credit:<user>` for /openapi consumes, `grant`, `order`... */
   readonly scope: string
   readonly key: string
-  readonly appId: string | null
+  readonly appId: AppId | null
   readonly event: string | null
   readonly metadata: Readonly<Record<string, string>> | null
   readonly description: string | null
@@ -94,13 +95,13 @@ const Metadata = Schema.Record({ key: Schema.String, value: Schema.String })
 
 /** A ledger entry as written (`sql.insert`: the column names in camelCase). */
 const EntryRow = Schema.Struct({
-  userId: Schema.String,
+  userId: UserId,
   seq: Schema.BigInt,
   amount: Schema.BigInt,
   kind: Schema.String,
   scope: Schema.String,
   idempotencyKey: Schema.String,
-  appId: Schema.NullOr(Schema.String),
+  appId: Schema.NullOr(AppId),
   event: Schema.NullOr(Schema.String),
   metadata: Schema.NullOr(Schema.parseJson(Metadata)),
   description: Schema.NullOr(Schema.String),
@@ -108,7 +109,7 @@ const EntryRow = Schema.Struct({
   createdAt: Schema.DateFromSelf
 })
 
-const entryRow = (userId: string, e: NewEntry): typeof EntryRow.Type => ({
+const entryRow = (userId: UserId, e: NewEntry): typeof EntryRow.Type => ({
   userId,
   seq: e.seq,
   amount: e.amount,
@@ -125,7 +126,7 @@ const entryRow = (userId: string, e: NewEntry): typeof EntryRow.Type => ({
 
 /** A ledger entry found by its key (amounts selected `::text`). */
 const KeyedRow = Schema.Struct({
-  userId: Schema.String,
+  userId: UserId,
   scope: Schema.String,
   idempotencyKey: Schema.String,
   amount: Schema.BigInt,
@@ -202,17 +203,17 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
     const sql = yield* SqlClient.SqlClient
 
     const createWallet = SqlSchema.findOne({
-      Request: Schema.String,
-      Result: Schema.Struct({ userId: Schema.String }),
+      Request: UserId,
+      Result: Schema.Struct({ userId: UserId }),
       execute: (userId) =>
         sql`INSERT INTO wallets (user_id) VALUES (${userId}) ON CONFLICT (user_id) DO NOTHING RETURNING user_id`
     })
     const grantSignup = SqlSchema.void({
-      Request: Schema.Struct({ userId: Schema.String, balance: Schema.BigInt }),
+      Request: Schema.Struct({ userId: UserId, balance: Schema.BigInt }),
       execute: ({ balance, userId }) => sql`UPDATE wallets SET balance = ${balance}, seq = 1 WHERE user_id = ${userId}`
     })
     const walletState = SqlSchema.single({
-      Request: Schema.String,
+      Request: UserId,
       Result: WalletRow,
       execute: (userId) => sql`SELECT balance::text, seq::text FROM wallets WHERE user_id = ${userId}`
     })
@@ -221,7 +222,7 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
      * runner left its hold behind, and the wallet's next start releases it once it expired (migration 0020).
      */
     const liveHolds = SqlSchema.findAll({
-      Request: Schema.String,
+      Request: UserId,
       Result: Schema.Struct({ holdId: Schema.String, amount: Schema.BigInt, expiresAt: Schema.DateFromSelf }),
       execute: (userId) =>
         sql`
@@ -236,7 +237,7 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
     })
 
     /** The wallet of `userId`, created on first use with the signup grant (once: its key is the user id). */
-    const load = (userId: string, signupCredits: Micros) =>
+    const load = (userId: UserId, signupCredits: Micros) =>
       sql.withTransaction(Effect.gen(function*() {
         const created = yield* createWallet(userId)
         if (Option.isSome(created) && signupCredits > 0n) {
@@ -289,7 +290,7 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
         )).pipe(Effect.orDie, Effect.withSpan("LedgerRepo.findByKeys"))
 
     const spentWithAppSince = SqlSchema.single({
-      Request: Schema.Struct({ userId: Schema.String, appId: Schema.String, since: Schema.DateFromSelf }),
+      Request: Schema.Struct({ userId: UserId, appId: AppId, since: Schema.DateFromSelf }),
       Result: Spent,
       execute: ({ appId, since, userId }) =>
         sql`
@@ -297,7 +298,7 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
           WHERE user_id = ${userId} AND app_id = ${appId} AND amount < 0 AND created_at >= ${since}`
     })
     /** What `userId` was charged by `appId` since `since` (for the app's daily cap). */
-    const spentWithApp = (userId: string, appId: string, since: Date) =>
+    const spentWithApp = (userId: UserId, appId: AppId, since: Date) =>
       spentWithAppSince({ userId, appId, since }).pipe(Effect.map((row) => row.spent), Effect.orDie)
 
     const commit = SqlSchema.findAll({
@@ -463,11 +464,11 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
       }).pipe(Effect.withSpan("LedgerRepo.commitWallets", { attributes: { wallets: commits.length } }))
 
     const userById = SqlSchema.findOne({
-      Request: Schema.String,
-      Result: Schema.Struct({ id: Schema.String }),
+      Request: UserId,
+      Result: Schema.Struct({ id: UserId }),
       execute: (userId) => sql`SELECT id FROM users WHERE id = ${userId}`
     })
-    const findUser = (userId: string) => userById(userId).pipe(Effect.map(Option.map((row) => row.id)), Effect.orDie)
+    const findUser = (userId: UserId) => userById(userId).pipe(Effect.map(Option.map((row) => row.id)), Effect.orDie)
 
     return { load, findByKeys, spentWithApp, commitWallets, findUser } as const
   })

@@ -1,3 +1,4 @@
+import { UserId } from "../platform/Ids.js"
 import { Entity, type Envelope } from "@effect/cluster"
 import { Cause, Chunk, Clock, Effect, Either, Exit, Layer, Schedule } from "effect"
 import { ShardFences } from "../platform/cluster/Fences.js"
@@ -84,7 +85,7 @@ const RELOAD = Schedule.exponential("100 millis", 2).pipe(Schedule.union(Schedul
 export const WalletLive = Wallet.toLayerMailbox(
   Effect.gen(function*() {
     const address = yield* Entity.CurrentAddress
-    const userId = address.entityId
+    const userId = UserId.unchecked.make(address.entityId)
     /**
      * This runner's fences (migration 0017), the one place the wallet touches them. The generation under which this
      * runner holds the wallet's shard: every commit carries it, and the database refuses it once another runner

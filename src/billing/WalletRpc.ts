@@ -1,3 +1,4 @@
+import { AppId } from "../platform/Ids.js"
 import * as ClusterSchema from "@effect/cluster/ClusterSchema"
 import * as Entity from "@effect/cluster/Entity"
 import * as Rpc from "@effect/rpc/Rpc"
@@ -14,7 +15,7 @@ const Entry = Schema.Struct({
   kind: Schema.String,
   scope: Schema.String,
   key: Schema.String,
-  appId: Schema.NullOr(Schema.String),
+  appId: Schema.NullOr(AppId.unchecked),
   event: Schema.NullOr(Schema.String),
   metadata: Schema.NullOr(Schema.Record({ key: Schema.String, value: Schema.String })),
   description: Schema.NullOr(Schema.String)

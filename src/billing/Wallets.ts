@@ -2,6 +2,7 @@ import { ClusterError, Sharding } from "@effect/cluster"
 import { Cause, Effect, Either, Exit, Metric } from "effect"
 import { makeEntityBatcher, makeEntityCaller, shardOf } from "../platform/Cluster.js"
 import type { Fence } from "../platform/cluster/Fences.js"
+import type { UserId } from "../platform/Ids.js"
 import type { Micros } from "../platform/Money.js"
 import { walletChargeMessages, walletCharges, walletRequests } from "../platform/telemetry/Metrics.js"
 import type { EntryInfo } from "./Repo.js"
@@ -54,7 +55,7 @@ export interface SettledCharge {
 
 /** One charge of one wallet, as the caller-side batcher carries it. */
 interface ChargeOf {
-  readonly userId: string
+  readonly userId: UserId
   readonly request: ChargeRequest
 }
 
@@ -75,16 +76,16 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
     const makeClient = yield* Wallet.client
     const sharding = yield* Sharding.Sharding
     /** Whether this runner holds the wallet's shard now (where its next message goes: metrics only). */
-    const ownedHere = (userId: string) => sharding.hasShardId(shardOf(sharding, Wallet, userId))
+    const ownedHere = (userId: UserId) => sharding.hasShardId(shardOf(sharding, Wallet, userId))
     /**
      * How a message to a wallet is sent: again after a hand-over cut it (`resendWhenCut`: every wallet message is
      * keyed or a read), and again at once when its shard moves while it is on its way (`shard`: the runner it went to
      * may be stopped, and nothing else would cut it; issue 42 item 7).
      */
-    const resendable = (userId: string) => ({ resendWhenCut: true, shard: shardOf(sharding, Wallet, userId) })
+    const resendable = (userId: UserId) => ({ resendWhenCut: true, shard: shardOf(sharding, Wallet, userId) })
     const clients = new Map<string, ReturnType<typeof makeClient>>()
     /** The client of one wallet (an address and a proxy): made once per wallet, not per call. */
-    const client = (userId: string) => {
+    const client = (userId: UserId) => {
       let c = clients.get(userId)
       if (c === undefined) {
         if (clients.size >= 10_000) clients.clear()
@@ -209,12 +210,12 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
         batch.every((c) => c.userId === batch[0]!.userId) && (ownedHere(batch[0]!.userId) || !relaying()) ? sendCharges(batch) : relayCharges(batch),
       (c: ChargeOf) => ownedHere(c.userId) || !relaying() ? c.userId : `runner:${runnerOf.get(c.userId) ?? c.userId}`
     )
-    const chargeByMessage = (userId: string, request: ChargeRequest) => chargeBatched({ userId, request })
+    const chargeByMessage = (userId: UserId, request: ChargeRequest) => chargeBatched({ userId, request })
 
     const noEvent = { appId: null, event: null, metadata: null, description: null }
-    const chargeWith = (userId: string, request: ChargeRequest) => countCharge(chargeByMessage(userId, request).pipe(orDieOnCluster))
+    const chargeWith = (userId: UserId, request: ChargeRequest) => countCharge(chargeByMessage(userId, request).pipe(orDieOnCluster))
     return {
-      charge: (userId: string, amount: Micros, entry: ChargeEntry, dailyCap: Micros | null = null) =>
+      charge: (userId: UserId, amount: Micros, entry: ChargeEntry, dailyCap: Micros | null = null) =>
         chargeWith(userId, { amount, entry: { ...noEvent, ...entry }, dailyCap }).pipe(
           // Only a charge made with a caller's fence is refused as stale (`chargeFor`).
           Effect.catchTag("StaleOwner", Effect.die)
@@ -224,20 +225,20 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
        * commit refuses it in the same statement once the fence is stale (`StaleOwner`), so a runner that lost the
        * session bills nothing, wherever the wallet lives (issue 42 item 7).
        */
-      chargeFor: (userId: string, amount: Micros, entry: ChargeEntry, fence: Fence | null) =>
+      chargeFor: (userId: UserId, amount: Micros, entry: ChargeEntry, fence: Fence | null) =>
         chargeWith(userId, { amount, entry: { ...noEvent, ...entry }, dailyCap: null, ...(fence === null ? {} : { fence }) }),
-      credit: (userId: string, amount: Micros, entry: Partial<EntryInfo> & Pick<EntryInfo, "kind" | "scope" | "key">) =>
+      credit: (userId: UserId, amount: Micros, entry: Partial<EntryInfo> & Pick<EntryInfo, "kind" | "scope" | "key">) =>
         countCredit(toEntity(client(userId).Credit({ amount, entry: { ...noEvent, ...entry } }), resendable(userId))).pipe(
           orDieOnCluster,
           Effect.withSpan("Wallets.credit")
         ),
-      balance: (userId: string) =>
+      balance: (userId: UserId) =>
         countBalance(toEntity(client(userId).Balance(), resendable(userId))).pipe(
           Effect.map((reply) => reply.balance),
           orDieOnCluster
         ),
       /** The balance and what holds reserve of it (`GET /api/wallet`): available = balance - held. */
-      funds: (userId: string) =>
+      funds: (userId: UserId) =>
         countBalance(toEntity(client(userId).Balance(), resendable(userId))).pipe(
           Effect.map((reply) => ({ balance: reply.balance, held: reply.held ?? 0n })),
           orDieOnCluster
@@ -247,7 +248,7 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
        * allow (docs/billing.md, "Holds"): the hold's amount now (0 when nothing is available) and when the wallet
        * voids it unless asked again (ms since the epoch; a wallet that did not say: never renewed). One round trip.
        */
-      hold: (userId: string, holdId: string, amount: Micros) =>
+      hold: (userId: UserId, holdId: string, amount: Micros) =>
         countHold(toEntity(client(userId).Hold({ hold: holdId, amount }), resendable(userId))).pipe(
           Effect.map((reply) => ({ amount: reply.hold, expiresAt: reply.expiresAt ?? Number.MAX_SAFE_INTEGER })),
           orDieOnCluster
@@ -258,7 +259,7 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
        * charge: its movement, or why it was refused. One round trip. `final`: the next owner of a cut run voids its
        * hold, and the run's own late settles post nothing more (`WalletRpc`'s `Settle`).
        */
-      settle: (userId: string, holdId: string, charges: ReadonlyArray<SettledCharge>, fence: Fence | null, final = false) =>
+      settle: (userId: UserId, holdId: string, charges: ReadonlyArray<SettledCharge>, fence: Fence | null, final = false) =>
         countSettle(toEntity(
           client(userId).Settle({
             hold: holdId,

@@ -17,7 +17,7 @@ export interface LoginIdentity {
 
 /** The user and app behind an OAuth access token. */
 export interface AppCallerIdentity {
-  readonly userId: string
+  readonly userId: UserId
   readonly appId: AppId
   readonly scopes: ReadonlyArray<string>
 }

@@ -1,3 +1,4 @@
+import { UserId } from "../platform/Ids.js"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
@@ -12,7 +13,7 @@ const ClaimSchema = Schema.Struct({
   overlapTokens: Schema.Number,
   chunksDone: Schema.Number,
   attempts: Schema.Number,
-  ownerId: Schema.String,
+  ownerId: UserId,
   language: Schema.String,
   filename: Schema.String,
   contentType: Schema.String,

@@ -2,7 +2,7 @@ import { Effect, Option } from "effect"
 import type { FileId } from "../files/Domain.js"
 import type { Partition } from "../identity/Partition.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
-import { newId } from "../platform/Ids.js"
+import { newId, type UserId } from "../platform/Ids.js"
 import { KnowledgeConfig } from "./Config.js"
 import { type ChunkingStrategy, DEFAULT_CHUNKING, type SearchFilter, type SearchRequest } from "./Domain.js"
 import { Ingestion } from "./Ingestion.js"
@@ -210,7 +210,7 @@ export class Knowledge extends Effect.Service<Knowledge>()("atrium/knowledge/Kno
         readonly fileIds?: ReadonlyArray<FileId> | undefined
         readonly filter?: SearchFilter | null | undefined
       },
-      payer: string
+      payer: UserId
     ) {
       const unique = [...new Set(storeIds)]
       const stores = yield* repo.storesIn(owner, unique)

@@ -10,7 +10,7 @@ const Attributes = Json(Schema.Record({ key: Schema.String, value: Schema.Union(
 
 const StoreRowSchema = Schema.Struct({
   id: Schema.String,
-  ownerId: Schema.String,
+  ownerId: UserId,
   endUserId: Schema.String,
   name: Schema.String,
   metadata: Json(Schema.Record({ key: Schema.String, value: Schema.String })),

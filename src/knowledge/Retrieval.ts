@@ -2,7 +2,7 @@ import { Effect, Option } from "effect"
 import { chargedToSpan } from "../runtime/Tracing.js"
 import { addEmbeddings } from "../platform/migrations/0016_knowledge.js"
 import type { FileId } from "../files/Domain.js"
-import { newId } from "../platform/Ids.js"
+import { newId, type UserId } from "../platform/Ids.js"
 import { KnowledgeConfig } from "./Config.js"
 import { embed, vectorLiteral } from "./Embeddings.js"
 import { type Candidate, type Filter, SearchRepo } from "./SearchRepo.js"
@@ -67,7 +67,7 @@ export class Retrieval extends Effect.Service<Retrieval>()("atrium/knowledge/Ret
       )
 
     /** The query's embedding, paid by `payer`; none (full-text only) when the provider fails or the wallet refuses. */
-    const queryVector = (payer: string, query: string) =>
+    const queryVector = (payer: UserId, query: string) =>
       Effect.gen(function*() {
         if (!vectors || Option.isNone(config.embeddings)) return Option.none<{ literal: string; dims: number }>()
         const settings = config.embeddings.value
@@ -97,7 +97,7 @@ export class Retrieval extends Effect.Service<Retrieval>()("atrium/knowledge/Ret
     const search = Effect.fn("Retrieval.search")(function*(
       stores: ReadonlyArray<{ readonly id: string; readonly language: string }>,
       options: SearchOptions,
-      payer: string
+      payer: UserId
     ) {
       if (stores.length === 0) return { passages: [] as Array<Passage>, ranker: "full_text" as const }
       const scope = { storeIds: stores.map((s) => s.id), fileIds: options.fileIds, filter: options.filter }

@@ -2,6 +2,7 @@ import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
+import { SessionId } from "../platform/Ids.js"
 import { PlatformAuthentication } from "../identity/Domain.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { RunStartHeaders } from "../platform/http/Headers.js"
@@ -42,7 +43,7 @@ export const ResponsePayload = Schema.Struct({
   input: Schema.Union(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100_000)), Schema.Array(InputItem).pipe(Schema.minItems(1), Schema.maxItems(500))),
   instructions: Schema.optional(Schema.NullOr(Schema.String.pipe(Schema.maxLength(100_000)))),
   previous_response_id: Schema.optional(Schema.NullOr(Schema.String)),
-  conversation: Schema.optional(Schema.NullOr(Schema.Union(Schema.String, Schema.Struct({ id: Schema.String })))),
+  conversation: Schema.optional(Schema.NullOr(Schema.Union(SessionId.unchecked, Schema.Struct({ id: SessionId.unchecked })))),
   stream: Schema.optional(Schema.NullOr(Schema.Boolean)),
   store: Schema.optional(Schema.NullOr(Schema.Boolean)),
   tools: Schema.optional(Schema.NullOr(Schema.Array(ResponsesTool).pipe(Schema.maxItems(128)))),

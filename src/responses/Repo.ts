@@ -1,7 +1,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
-import { UserId } from "../platform/Ids.js"
+import { SessionId, UserId } from "../platform/Ids.js"
 import type { Partition } from "../identity/Partition.js"
 
 const Json = Schema.Unknown
@@ -10,7 +10,7 @@ export const ResponseRow = Schema.Struct({
   id: Schema.String,
   accountId: UserId,
   endUserId: Schema.String,
-  sessionId: Schema.NullOr(Schema.String),
+  sessionId: Schema.NullOr(SessionId),
   status: Schema.Literal("queued", "in_progress", "completed", "failed", "cancelled", "incomplete"),
   body: Json,
   input: Json,
@@ -33,7 +33,7 @@ export class ResponsesRepo extends Effect.Service<ResponsesRepo>()("atrium/respo
         id: Schema.String,
         accountId: UserId,
         endUserId: Schema.String,
-        sessionId: Schema.NullOr(Schema.String),
+        sessionId: Schema.NullOr(SessionId),
         body: Json,
         input: Json,
         runId: Schema.NullOr(Schema.String)
@@ -112,7 +112,7 @@ export class ResponsesRepo extends Effect.Service<ResponsesRepo>()("atrium/respo
           Effect.orDie
         ),
       /** `runId`: a background response's run (migration 0018's column; `run_` and the response id's part). */
-      insert: (row: { id: string; partition: Partition; sessionId: string | null; body: unknown; input: unknown; runId?: string | null }) =>
+      insert: (row: { id: string; partition: Partition; sessionId: SessionId | null; body: unknown; input: unknown; runId?: string | null }) =>
         insert({ id: row.id, accountId: row.partition.accountId, endUserId: row.partition.endUserId, sessionId: row.sessionId, body: row.body, input: row.input, runId: row.runId ?? null })
           .pipe(Effect.orDie),
       byId: (partition: Partition, id: string) =>

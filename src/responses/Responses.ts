@@ -1,7 +1,7 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import { Chunk, Effect, Either, Option, Stream } from "effect"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
-import { newId } from "../platform/Ids.js"
+import { newId, type SessionId } from "../platform/Ids.js"
 import { RunId } from "../runtime/Domain.js"
 import type { InternalEvent } from "../runtime/Events.js"
 import { fromTextFormat, toTextFormat } from "../runtime/models/OutputFormat.js"
@@ -257,7 +257,7 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
       const singleMessage = !conversation.resume && conversation.history.length === 0
 
       // Which conversation: an existing session, a new one, or one kept with the response.
-      let sessionId: string | null = previousRow?.sessionId ?? conversationId ?? null
+      let sessionId: SessionId | null = previousRow?.sessionId ?? conversationId ?? null
       // `previous_response_id` is a branch point, as OpenAI has it (docs/sessions.md "Branches"): the new response
       // continues that response's turn, a sibling of any other child of it (a retry after a timeout makes a sibling,
       // not a second turn on the same line). `conversation` continues the session's current leaf.

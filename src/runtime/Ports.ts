@@ -37,15 +37,15 @@ export interface HoldGrant {
 /** Who pays a run's model steps: the account's wallet. */
 export class RunPayer extends Context.Tag("atrium/runtime/RunPayer")<RunPayer, {
   /** Takes `amount` micro-credits from the account for one step of a run, once per `charge.key`. */
-  readonly charge: (accountId: string, amount: Micros, charge: RunCharge) => Effect.Effect<void, InsufficientFunds | PaymentFailed>
+  readonly charge: (accountId: UserId, amount: Micros, charge: RunCharge) => Effect.Effect<void, InsufficientFunds | PaymentFailed>
   /** What the account can spend now. */
-  readonly balance: (accountId: string) => Effect.Effect<Micros>
+  readonly balance: (accountId: UserId) => Effect.Effect<Micros>
   /**
    * Places, extends or resumes the hold `holdId` on the account's wallet at `amount` in all (docs/billing.md,
    * "Holds"), as far as its available credits allow: the hold's amount now (0: nothing is available) and its expiry.
    * A run pays its steps against its hold with no round trip, asks again past half its life, and ends it with `settle`.
    */
-  readonly hold: (accountId: string, holdId: string, amount: Micros) => Effect.Effect<HoldGrant, PaymentFailed>
+  readonly hold: (accountId: UserId, holdId: string, amount: Micros) => Effect.Effect<HoldGrant, PaymentFailed>
   /**
    * Ends the hold `holdId`: voids what is left of it and posts `charges` (each once per key, in order). Whether each
    * was posted (or had been): a charge is refused only when the hold no longer covered it (it had expired) and the
@@ -54,7 +54,7 @@ export class RunPayer extends Context.Tag("atrium/runtime/RunPayer")<RunPayer, {
    * the 15 s every request is promised (`RunPayerLive`).
    */
   readonly settle: (
-    accountId: string,
+    accountId: UserId,
     holdId: string,
     charges: ReadonlyArray<{ readonly amount: Micros; readonly charge: RunCharge }>,
     fence: Fence | null,
@@ -65,7 +65,7 @@ export class RunPayer extends Context.Tag("atrium/runtime/RunPayer")<RunPayer, {
    * next owner), for good: a settle of that run arriving at the wallet after this posts nothing new, so the run's
    * cost counted from the ledger once this returned stays its cost (docs/billing.md, "Holds").
    */
-  readonly voidHold: (accountId: string, holdId: string, fence: Fence | null) => Effect.Effect<void, PaymentFailed>
+  readonly voidHold: (accountId: UserId, holdId: string, fence: Fence | null) => Effect.Effect<void, PaymentFailed>
 }>() {}
 
 /** A passage `file_search` found, with its citation: the file, the chunk and its character range in the file's text. */
@@ -94,7 +94,7 @@ export class KnowledgeSearch extends Context.Tag("atrium/runtime/KnowledgeSearch
     storeIds: ReadonlyArray<string>,
     query: string,
     maxResults: number,
-    payer: string
+    payer: UserId
   ) => Effect.Effect<ReadonlyArray<KnowledgePassage>, KnowledgeUnavailable>
 }>() {}
 

@@ -1,5 +1,5 @@
 import { Cron, DateTime, Either, Option, Schema } from "effect"
-import { WebhookId } from "../platform/Ids.js"
+import { SessionId, WebhookId } from "../platform/Ids.js"
 
 /**
  * A 5-field cron expression (minute hour day-of-month month day-of-week), as Effect's `Cron` parses it; the
@@ -35,7 +35,7 @@ export const CreateSchedule = Schema.Struct({
   end_user_id: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))).annotations({
     description: "The end user the runs are for; with an API key, the X-End-User-Id header decides it."
   }),
-  session: Schema.optional(Schema.String).annotations({
+  session: Schema.optional(SessionId.unchecked).annotations({
     description: "A session of yours: each firing is a turn of it instead of a fresh run."
   }),
   webhook: Schema.optional(WebhookId.unchecked).annotations({
@@ -63,7 +63,7 @@ export const ScheduleView = Schema.Struct({
   timezone: Schema.String,
   input: Schema.String,
   end_user_id: Schema.NullOr(Schema.String),
-  session: Schema.NullOr(Schema.String),
+  session: Schema.NullOr(SessionId),
   webhook: Schema.NullOr(Schema.String),
   missed: Missed,
   description: Schema.String,

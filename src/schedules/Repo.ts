@@ -1,7 +1,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Schema } from "effect"
-import { UserId, WebhookId } from "../platform/Ids.js"
+import { SessionId, UserId, WebhookId } from "../platform/Ids.js"
 import type { Partition } from "../identity/Partition.js"
 
 export const ScheduleRow = Schema.Struct({
@@ -12,7 +12,7 @@ export const ScheduleRow = Schema.Struct({
   cron: Schema.String,
   timezone: Schema.String,
   input: Schema.String,
-  sessionId: Schema.NullOr(Schema.String),
+  sessionId: Schema.NullOr(SessionId),
   webhookId: Schema.NullOr(WebhookId),
   missed: Schema.Literal("run_once", "skip"),
   description: Schema.String,
@@ -35,7 +35,7 @@ export const FiringRow = Schema.Struct({
   endUserId: Schema.String,
   agent: Schema.String,
   input: Schema.String,
-  sessionId: Schema.NullOr(Schema.String),
+  sessionId: Schema.NullOr(SessionId),
   webhookId: Schema.NullOr(WebhookId)
 })
 export type FiringRow = typeof FiringRow.Type
@@ -79,7 +79,7 @@ export class SchedulesRepo extends Effect.Service<SchedulesRepo>()("atrium/sched
         cron: Schema.String,
         timezone: Schema.String,
         input: Schema.String,
-        sessionId: Schema.NullOr(Schema.String),
+        sessionId: Schema.NullOr(SessionId),
         webhookId: Schema.NullOr(WebhookId),
         missed: Schema.String,
         description: Schema.String,

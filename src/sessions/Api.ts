@@ -129,7 +129,7 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
     HttpApiEndpoint.get("list", "/v1/sessions")
       .setUrlParams(Schema.Struct({
         limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 100))),
-        after: Schema.optional(Schema.String),
+        after: Schema.optional(SessionId.unchecked),
         q: Schema.optional(Schema.Trim.pipe(Schema.minLength(1), Schema.maxLength(200))).annotations({
           description: "Only the conversations whose title or messages contain these words (case-insensitive)."
         })

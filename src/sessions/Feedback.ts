@@ -1,3 +1,4 @@
+import type { SessionId } from "../platform/Ids.js"
 import { Effect } from "effect"
 import { type ListParams, pageOf } from "../platform/http/Lists.js"
 import { FeedbackRepo, type FeedbackRow } from "./FeedbackRepo.js"
@@ -10,7 +11,7 @@ export interface FeedbackInput {
   readonly share?: boolean | undefined
 }
 
-const view = (sessionId: string, row: FeedbackRow) => ({
+const view = (sessionId: SessionId, row: FeedbackRow) => ({
   session_id: sessionId,
   turn: row.turn,
   rating: row.rating,
@@ -28,7 +29,7 @@ export class TurnFeedback extends Effect.Service<TurnFeedback>()("atrium/session
     const sessions = yield* Sessions
     const feedback = yield* FeedbackRepo
 
-    const rate = Effect.fn("TurnFeedback.rate")(function*(caller: CallerIdentity, id: string, turn: number, input: FeedbackInput) {
+    const rate = Effect.fn("TurnFeedback.rate")(function*(caller: CallerIdentity, id: SessionId, turn: number, input: FeedbackInput) {
       const session = yield* sessions.ownedTurn(caller, id, turn)
       const reason = input.reason?.trim()
       const row = yield* feedback.set({
@@ -42,13 +43,13 @@ export class TurnFeedback extends Effect.Service<TurnFeedback>()("atrium/session
       return view(id, row)
     })
 
-    const clear = Effect.fn("TurnFeedback.clear")(function*(caller: CallerIdentity, id: string, turn: number) {
+    const clear = Effect.fn("TurnFeedback.clear")(function*(caller: CallerIdentity, id: SessionId, turn: number) {
       yield* sessions.ownedTurn(caller, id, turn)
       return { session_id: id, turn, deleted: yield* feedback.remove(id, turn) }
     })
 
     /** A session has one rating per turn at most: read whole, paged as the platform's lists are. */
-    const list = Effect.fn("TurnFeedback.list")(function*(caller: CallerIdentity, id: string, params: ListParams) {
+    const list = Effect.fn("TurnFeedback.list")(function*(caller: CallerIdentity, id: SessionId, params: ListParams) {
       yield* sessions.owned(caller, id)
       const rows = (yield* feedback.ofSession(id)).map((row) => view(id, row))
       return yield* pageOf(rows, params, (row) => String(row.turn))

@@ -1,3 +1,4 @@
+import { AgentId, SessionId } from "../platform/Ids.js"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Schema } from "effect"
@@ -12,8 +13,8 @@ export const FeedbackRow = Schema.Struct({
 export type FeedbackRow = typeof FeedbackRow.Type
 
 const FeedbackWrite = Schema.Struct({
-  sessionId: Schema.String,
-  agentId: Schema.String,
+  sessionId: SessionId,
+  agentId: AgentId,
   turn: Schema.Number,
   rating: Schema.Literal("up", "down"),
   reason: Schema.NullOr(Schema.String),
@@ -38,7 +39,7 @@ export class FeedbackRepo extends Effect.Service<FeedbackRepo>()("atrium/session
     })
 
     const remove = SqlSchema.findAll({
-      Request: Schema.Struct({ sessionId: Schema.String, turn: Schema.Number }),
+      Request: Schema.Struct({ sessionId: SessionId, turn: Schema.Number }),
       Result: Schema.Struct({ turn: Schema.Number }),
       execute: ({ sessionId, turn }) =>
         sql`DELETE FROM turn_feedback WHERE session_id = ${sessionId} AND turn = ${turn} RETURNING turn`
@@ -55,8 +56,8 @@ export class FeedbackRepo extends Effect.Service<FeedbackRepo>()("atrium/session
       /** Sets the turn's rating (a second rating replaces the first). */
       set: (row: typeof FeedbackWrite.Type) => Effect.orDie(upsert(row)),
       /** Whether there was a rating to take back. */
-      remove: (sessionId: string, turn: number) => Effect.map(Effect.orDie(remove({ sessionId, turn })), (rows) => rows.length > 0),
-      ofSession: (sessionId: string) => Effect.orDie(ofSession(sessionId))
+      remove: (sessionId: SessionId, turn: number) => Effect.map(Effect.orDie(remove({ sessionId, turn })), (rows) => rows.length > 0),
+      ofSession: (sessionId: SessionId) => Effect.orDie(ofSession(sessionId))
     } as const
   })
 }) {}

@@ -1,3 +1,4 @@
+import type { SessionId } from "../platform/Ids.js"
 import type * as ShardId from "@effect/cluster/ShardId"
 import * as Sharding from "@effect/cluster/Sharding"
 import { Effect, FiberSet, Option, Schedule } from "effect"
@@ -41,7 +42,7 @@ export class SessionFollow extends Effect.Service<SessionFollow>()("atrium/sessi
     const runInService = yield* FiberSet.makeRuntime<never>()
 
     /** A message to the session's entity: it starts on (or moves to) its owner, which closes a turn a dead runner cut. */
-    const wake = (id: string) => Effect.asVoid(Effect.orDie(toEntity(client(id).Wake())))
+    const wake = (id: SessionId) => Effect.asVoid(Effect.orDie(toEntity(client(id).Wake())))
 
     /**
      * Cluster mode: while streams wait for a session's events, the session is woken now and then. If its runner
@@ -68,7 +69,7 @@ export class SessionFollow extends Effect.Service<SessionFollow>()("atrium/sessi
     }
     // Every cause: while the owner's runner is dead the wake dies (no runner for the shard yet), and that must not
     // stop the check, which the next owner needs.
-    const wakeIgnoring = (id: string) => Effect.catchAllCause(wake(id), () => Effect.void)
+    const wakeIgnoring = (id: SessionId) => Effect.catchAllCause(wake(id), () => Effect.void)
     /**
      * The sessions this process's streams wait on, each with its number of streams and whether its shard was held
      * here at the last check. One loop per process checks them all every `OWNER_CHECK` (issue 28: a fiber and a
@@ -77,10 +78,10 @@ export class SessionFollow extends Effect.Service<SessionFollow>()("atrium/sessi
      * need a wake get an effect (and a fiber), so settled ones cost a lookup each, not a fiber each (1,000 watched
      * sessions were 1,000 fibers every check).
      */
-    const watched = new Map<string, Watch>()
+    const watched = new Map<SessionId, Watch>()
     if (hub.clustered) {
       const checkAll = Effect.suspend(() => {
-        const waking: Array<string> = []
+        const waking: Array<SessionId> = []
         for (const [id, watch] of watched) if (due(watch)) waking.push(id)
         return waking.length === 0 ? Effect.void : Effect.forEach(waking, wakeIgnoring, { discard: true, concurrency: 64 })
       })
@@ -92,7 +93,7 @@ export class SessionFollow extends Effect.Service<SessionFollow>()("atrium/sessi
      * the first check at once; a turn's own stream skips it, since the message it sends next reaches the owner (and
      * starts it) as that check's wake would, which cost a turn a second entity message (issue 28).
      */
-    const watchOwner = (id: string, now: boolean) =>
+    const watchOwner = (id: SessionId, now: boolean) =>
       hub.clustered
         ? Effect.acquireRelease(
           Effect.sync(() => {
@@ -117,7 +118,7 @@ export class SessionFollow extends Effect.Service<SessionFollow>()("atrium/sessi
      * events, whichever it is (an approval's answer continues the waiting turn). `sending`: the caller sends the
      * session a message next (`watchOwner`'s first check is left to it).
      */
-    const followTurn = (id: string, sink: SessionSink, options?: { readonly sending?: boolean }) =>
+    const followTurn = (id: SessionId, sink: SessionSink, options?: { readonly sending?: boolean }) =>
       Effect.gen(function*() {
         let turn: Option.Option<number> | undefined
         let ended = false
@@ -154,7 +155,7 @@ export class SessionFollow extends Effect.Service<SessionFollow>()("atrium/sessi
      * a retry with the message's `Idempotency-Key` reads, on whichever runner it lands. The session is woken first, so
      * a turn whose runner died is closed by its next owner rather than waited for.
      */
-    const followLoggedTurn = (id: string, turn: number, sink: SessionSink) =>
+    const followLoggedTurn = (id: SessionId, turn: number, sink: SessionSink) =>
       Effect.gen(function*() {
         yield* wake(id)
         yield* followLog(id, yield* repo.turnStart(id, turn), Option.some(turn), sink)
@@ -165,7 +166,7 @@ export class SessionFollow extends Effect.Service<SessionFollow>()("atrium/sessi
      * turns until the session is deleted, or, given `turn`, that turn's only, until its last. The log is read after
      * listening, so every event is either replayed or live; `seq` drops duplicates.
      */
-    const followLog = (id: string, start: number, turn: Option.Option<number>, sink: SessionSink) =>
+    const followLog = (id: SessionId, start: number, turn: Option.Option<number>, sink: SessionSink) =>
       Effect.gen(function*() {
         let last = start
         let ended = false

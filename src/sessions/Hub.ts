@@ -1,6 +1,6 @@
 import { Effect, Option, Scope, Stream } from "effect"
 import { AppConfig } from "../platform/Config.js"
-import { randomBase62 } from "../platform/Ids.js"
+import { randomBase62, type SessionId } from "../platform/Ids.js"
 import { listenResilient } from "../platform/Listener.js"
 import type { InternalEvent } from "../runtime/Events.js"
 import { SessionsRepo } from "./Repo.js"
@@ -21,7 +21,7 @@ const MAX_PAYLOAD = 7_000
 /** One notification: the runner that sent it, the session, and the event (or where to read it from the log). */
 interface Note {
   readonly r: string
-  readonly s: string
+  readonly s: SessionId
   readonly e?: HubEvent
   readonly p?: { readonly turn: number; readonly seq: number }
 }
@@ -43,19 +43,19 @@ export type HubListener = (event: HubEvent) => void
  */
 export class SessionHub extends Effect.Service<SessionHub>()("atrium/sessions/SessionHub", {
   scoped: Effect.gen(function*() {
-    const topics = new Map<string, Set<HubListener>>()
+    const topics = new Map<SessionId, Set<HubListener>>()
     /**
      * The last `seq` told to each session's listeners here. A logged event at or before it is not told again (a
      * catch-up after a reconnection may read what a notification also brought), and one past the next is preceded by
      * the events between, read from the log: listeners get every event once, in order, whatever the notifications did.
      */
-    const told = new Map<string, number>()
+    const told = new Map<SessionId, number>()
     const config = yield* AppConfig
     const clustered = Option.isSome(config.databaseUrl)
     const repo = yield* SessionsRepo
     const self = randomBase62(12)
 
-    const tellListeners = (sessionId: string, event: HubEvent) => {
+    const tellListeners = (sessionId: SessionId, event: HubEvent) => {
       const listeners = topics.get(sessionId)
       if (listeners === undefined) return
       if (event._tag === "logged") told.set(sessionId, Math.max(told.get(sessionId) ?? 0, event.seq))
@@ -75,7 +75,7 @@ export class SessionHub extends Effect.Service<SessionHub>()("atrium/sessions/Se
     })
 
     /** Tells the session's listeners what the log holds after what they were told, up to `upTo` (or the end). */
-    const fillFromLog = (sessionId: string, after: number, upTo: number) =>
+    const fillFromLog = (sessionId: SessionId, after: number, upTo: number) =>
       Effect.gen(function*() {
         let last = after
         while (last < upTo) {
@@ -89,7 +89,7 @@ export class SessionHub extends Effect.Service<SessionHub>()("atrium/sessions/Se
         }
       })
 
-    const publishLocal = (sessionId: string, event: HubEvent) =>
+    const publishLocal = (sessionId: SessionId, event: HubEvent) =>
       Effect.sync(() => {
         if (!topics.has(sessionId)) return
         if (event._tag === "logged" && event.seq <= (told.get(sessionId) ?? 0)) return
@@ -97,7 +97,7 @@ export class SessionHub extends Effect.Service<SessionHub>()("atrium/sessions/Se
       })
 
     /** Another runner's event: in order after what the listeners here were told, the events between from the log. */
-    const publishRemote = (sessionId: string, event: HubEvent) =>
+    const publishRemote = (sessionId: SessionId, event: HubEvent) =>
       Effect.gen(function*() {
         if (!topics.has(sessionId)) return
         const before = told.get(sessionId)
@@ -151,7 +151,7 @@ export class SessionHub extends Effect.Service<SessionHub>()("atrium/sessions/Se
     }
 
     /** The notification that tells other runners of `event`; none outside cluster mode (or too big to say). */
-    const noteOf = (sessionId: string, event: HubEvent): Option.Option<string> => {
+    const noteOf = (sessionId: SessionId, event: HubEvent): Option.Option<string> => {
       if (!clustered) return Option.none()
       const payload = JSON.stringify({ r: self, s: sessionId, e: event } satisfies Note)
       if (Buffer.byteLength(payload) <= MAX_PAYLOAD) return Option.some(payload)
@@ -160,7 +160,7 @@ export class SessionHub extends Effect.Service<SessionHub>()("atrium/sessions/Se
     }
 
     /** Tells this runner's subscribers and, in cluster mode, the others' (for what is not logged: `SessionLog` logs). */
-    const publish = (sessionId: string, event: HubEvent) =>
+    const publish = (sessionId: SessionId, event: HubEvent) =>
       Effect.gen(function*() {
         yield* publishLocal(sessionId, event)
         const note = noteOf(sessionId, event)
@@ -172,7 +172,7 @@ export class SessionHub extends Effect.Service<SessionHub>()("atrium/sessions/Se
      * to the scope itself, not through `acquireRelease`, which would keep the subscribing request's fiber refs (its
      * whole context) for as long as a subscription is held.
      */
-    const listen = (sessionId: string, listener: HubListener): Effect.Effect<void, never, Scope.Scope> =>
+    const listen = (sessionId: SessionId, listener: HubListener): Effect.Effect<void, never, Scope.Scope> =>
       Effect.flatMap(Effect.scope, (scope) => {
         let listeners = topics.get(sessionId)
         if (listeners === undefined) {

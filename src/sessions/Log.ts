@@ -1,3 +1,4 @@
+import type { SessionId } from "../platform/Ids.js"
 import { Cause, Deferred, Effect, Exit, Option } from "effect"
 import { Fenced } from "../platform/cluster/Fences.js"
 import { groupCommit } from "../platform/GroupCommit.js"
@@ -32,10 +33,10 @@ export class SessionLog extends Effect.Service<SessionLog>()("atrium/sessions/Se
   scoped: Effect.gen(function*() {
     const repo = yield* SessionsRepo
     const hub = yield* SessionHub
-    const broken = new Set<string>()
+    const broken = new Set<SessionId>()
     /** Sessions whose write was refused by its fence since they last resumed. */
-    const fenced = new Set<string>()
-    const refusal = (sessionId: string) => Cause.die(new Error(`an earlier write of session ${sessionId} failed; its log waits for the session to resume`))
+    const fenced = new Set<SessionId>()
+    const refusal = (sessionId: SessionId) => Cause.die(new Error(`an earlier write of session ${sessionId} failed; its log waits for the session to resume`))
 
     const logged = (write: LogWrite) =>
       (write.events ?? []).map((event) => ({
@@ -105,13 +106,13 @@ export class SessionLog extends Effect.Service<SessionLog>()("atrium/sessions/Se
     const commitNow = (write: LogWrite) => Effect.flatMap(enqueue(write), Deferred.await)
 
     /** Whether a write of the session failed since it last resumed (its turn must stop: the log cannot go on). */
-    const failed = (sessionId: string) => broken.has(sessionId)
+    const failed = (sessionId: SessionId) => broken.has(sessionId)
 
     /** Whether a write of the session was refused by its fence since it last resumed: this runner lost it. */
-    const refused = (sessionId: string) => fenced.has(sessionId)
+    const refused = (sessionId: SessionId) => fenced.has(sessionId)
 
     /** The session has read its position from the database again: its writes are tried again. */
-    const resume = (sessionId: string) =>
+    const resume = (sessionId: SessionId) =>
       Effect.sync(() => {
         broken.delete(sessionId)
         fenced.delete(sessionId)

@@ -1,3 +1,4 @@
+import { RunId } from "../runtime/Domain.js"
 import type * as Prompt from "@effect/ai/Prompt"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
@@ -30,19 +31,19 @@ const Positions = Schema.Struct({
 })
 const ChainTurn = Schema.Struct({
   ...TurnRowSchema.fields,
-  sessionId: Schema.String,
+  sessionId: SessionId,
   depth: Schema.Number
 })
 const ForkRow = Schema.Struct({
-  id: Schema.String,
-  from: Schema.String,
+  id: SessionId,
+  from: SessionId,
   turn: Schema.Number,
   accountId: UserId,
   endUserId: Schema.String
 })
 const InFlight = Schema.Struct({ seq: Schema.NumberFromString, turn: Schema.Number })
-const LastTurn = Schema.Struct({ sessionId: Schema.String, messages: Json(Schema.Array(Schema.Unknown)) })
-const SessionTurn = Schema.Struct({ id: Schema.String, turn: Schema.Number })
+const LastTurn = Schema.Struct({ sessionId: SessionId, messages: Json(Schema.Array(Schema.Unknown)) })
+const SessionTurn = Schema.Struct({ id: SessionId, turn: Schema.Number })
 
 /** Sessions, their turns (history) and event logs. SQL errors are defects here. */
 export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/sessions/SessionsRepo", {
@@ -51,7 +52,7 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
 
     const insertRow = SqlSchema.void({
       Request: Schema.Struct({
-        id: Schema.String,
+        id: SessionId,
         agentId: Schema.String,
         accountId: UserId,
         endUserId: Schema.String,
@@ -66,7 +67,7 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
                   ${session.environmentId}, ${session.title}, ${session.metadata}::jsonb)`
     })
     const insert = (session: {
-      id: string
+      id: SessionId
       agentId: string
       partition: Partition
       environmentId: string | null
@@ -84,18 +85,18 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
       }))
 
     const sessionById = SqlSchema.findOne({
-      Request: Schema.String,
+      Request: SessionId,
       Result: SessionRowSchema,
       execute: (id) => sql`SELECT ${sql.literal(SESSION)} FROM sessions s JOIN agents a ON a.id = s.agent_id WHERE s.id = ${id}`
     })
-    const byId = (id: string) => Effect.orDie(sessionById(id))
+    const byId = (id: SessionId) => Effect.orDie(sessionById(id))
 
     const sessionPage = SqlSchema.findAll({
       Request: Schema.Struct({
         accountId: UserId,
         endUserId: Schema.String,
         limit: Schema.Number,
-        before: Schema.NullOr(Schema.Struct({ createdAt: Schema.DateFromSelf, id: Schema.String })),
+        before: Schema.NullOr(Schema.Struct({ createdAt: Schema.DateFromSelf, id: SessionId })),
         /** A `LIKE` pattern (wildcards in the words escaped) over the title and the texts of the session's turns. */
         matching: Schema.NullOr(Schema.String)
       }),
@@ -117,7 +118,7 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
     const list = (
       partition: Partition,
       limit: number,
-      before: Option.Option<{ createdAt: Date; id: string }>,
+      before: Option.Option<{ createdAt: Date; id: SessionId }>,
       search: Option.Option<string> = Option.none()
     ) =>
       Effect.orDie(sessionPage({
@@ -140,9 +141,9 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
           WHERE ${sql.in("s.id", ids)}`
     })
     /** The messages of each session's leaf turn (sessions without a turn are absent). */
-    const lastTurns = (ids: ReadonlyArray<string>) =>
+    const lastTurns = (ids: ReadonlyArray<SessionId>) =>
       ids.length === 0
-        ? Effect.succeed(new Map<string, ReadonlyArray<Prompt.MessageEncoded>>())
+        ? Effect.succeed(new Map<SessionId, ReadonlyArray<Prompt.MessageEncoded>>())
         : lastTurnsOf(ids).pipe(
           // Written by `commitLog` from the prompt's own encoding: read back as it was written.
           Effect.map((rows) => new Map(rows.map((row) => [row.sessionId, row.messages as ReadonlyArray<Prompt.MessageEncoded>]))),
@@ -150,20 +151,20 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
         )
 
     const titleRow = SqlSchema.void({
-      Request: Schema.Struct({ id: Schema.String, title: Schema.NullOr(Schema.String) }),
+      Request: Schema.Struct({ id: SessionId, title: Schema.NullOr(Schema.String) }),
       execute: ({ id, title }) => sql`UPDATE sessions SET title = ${title}, updated_at = now() WHERE id = ${id}`
     })
-    const setTitle = (id: string, title: string | null) => Effect.orDie(titleRow({ id, title }))
+    const setTitle = (id: SessionId, title: string | null) => Effect.orDie(titleRow({ id, title }))
 
     const statusRow = SqlSchema.void({
-      Request: Schema.Struct({ id: Schema.String, status: Schema.Literal("idle", "running", "waiting_approval") }),
+      Request: Schema.Struct({ id: SessionId, status: Schema.Literal("idle", "running", "waiting_approval") }),
       execute: ({ id, status }) => sql`UPDATE sessions SET status = ${status}, updated_at = now() WHERE id = ${id}`
     })
-    const setStatus = (id: string, status: SessionStatus) => Effect.orDie(statusRow({ id, status }))
+    const setStatus = (id: SessionId, status: SessionStatus) => Effect.orDie(statusRow({ id, status }))
 
-    const Workspace = Schema.Struct({ accountId: UserId, endUserId: Schema.String, id: Schema.String })
+    const Workspace = Schema.Struct({ accountId: UserId, endUserId: Schema.String, id: SessionId })
     const moveSession = SqlSchema.void({
-      Request: Schema.Struct({ id: Schema.String, to: Schema.String }),
+      Request: Schema.Struct({ id: SessionId, to: Schema.String }),
       execute: ({ id, to }) => sql`UPDATE sessions SET end_user_id = ${to}, updated_at = now() WHERE id = ${id}`
     })
     const moveWorkspace = SqlSchema.void({
@@ -188,7 +189,7 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
           WHERE account_id = ${files.accountId} AND end_user_id = ${files.endUserId} AND workspace = ${files.id}`
     })
     const deleteSession = SqlSchema.void({
-      Request: Schema.String,
+      Request: SessionId,
       execute: (id) => sql`DELETE FROM sessions WHERE id = ${id}`
     })
     /** Removes the session, its history, its log and its workspace files. */
@@ -202,7 +203,7 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
     // The session and its fork chain (origin, origin's origin, ...): each level's own turns (those after the turn it
     // was forked at), up to the turn the level below was forked at. Turn numbers of the levels do not overlap.
     const chainTurns = SqlSchema.findAll({
-      Request: Schema.Struct({ id: Schema.String, messages: Schema.Boolean }),
+      Request: Schema.Struct({ id: SessionId, messages: Schema.Boolean }),
       Result: ChainTurn,
       execute: ({ id, messages }) =>
         sql`
@@ -219,7 +220,7 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
           ORDER BY t.turn`
     })
     const forkTurnOf = SqlSchema.findOne({
-      Request: Schema.String,
+      Request: SessionId,
       Result: Schema.Struct({ forkTurn: Schema.NullOr(Schema.Number) }),
       execute: (id) => sql`SELECT fork_turn FROM sessions WHERE id = ${id}`
     })
@@ -227,7 +228,7 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
      * The session's tree (`Tree.ts`): its own turns, and for a fork the path it shares with its origin, read where it
      * is (nothing is copied). Without `messages`, only the shape (a fork checks its turn by it).
      */
-    const tree = (id: string, options: { readonly messages: boolean } = { messages: true }): Effect.Effect<Tree> =>
+    const tree = (id: SessionId, options: { readonly messages: boolean } = { messages: true }): Effect.Effect<Tree> =>
       Effect.gen(function*() {
         const forkTurn = Option.match(yield* forkTurnOf(id), { onNone: () => null, onSome: (row) => row.forkTurn })
         // Written by `commitLog` from the prompt's own encoding: read back as it was written.
@@ -235,10 +236,10 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
         return visibleTree(forkTurn, rows.filter((row) => row.depth === 0), rows.filter((row) => row.depth > 0))
       }).pipe(Effect.orDie)
     /** The turns from the root to `leaf`, the history as that branch has it. */
-    const path = (id: string, leaf: number | null) => Effect.map(tree(id), (found) => pathTo(found, leaf))
+    const path = (id: SessionId, leaf: number | null) => Effect.map(tree(id), (found) => pathTo(found, leaf))
 
     const ownTurn = SqlSchema.single({
-      Request: Schema.Struct({ id: Schema.String, turn: Schema.Number }),
+      Request: Schema.Struct({ id: SessionId, turn: Schema.Number }),
       Result: Schema.Struct({ own: Schema.Boolean, forkTurn: Schema.NullOr(Schema.Number) }),
       execute: ({ id, turn }) =>
         sql`
@@ -250,7 +251,7 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
      * Whether the session's tree has `turn`: one indexed lookup for its own turns (a fork, a switch, a branch check
      * do not read a long session's tree); a fork's shared turn is looked for on the path it shares.
      */
-    const hasTurn = (id: string, turn: number) =>
+    const hasTurn = (id: SessionId, turn: number) =>
       Effect.gen(function*() {
         const found = yield* ownTurn({ id, turn })
         if (found.own) return true
@@ -270,12 +271,12 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
     const fork = (fork: typeof ForkRow.Type) => Effect.orDie(forkRow(fork))
 
     const forksOf = SqlSchema.findAll({
-      Request: Schema.String,
-      Result: Schema.Struct({ id: Schema.String }),
+      Request: SessionId,
+      Result: Schema.Struct({ id: SessionId }),
       execute: (id) => sql`SELECT id FROM sessions WHERE fork_of = ${id}`
     })
     const copyTurns = SqlSchema.void({
-      Request: Schema.Struct({ id: Schema.String, turns: Schema.String }),
+      Request: Schema.Struct({ id: SessionId, turns: Schema.String }),
       execute: ({ id, turns }) =>
         sql`
           INSERT INTO session_turns (session_id, turn, parent_turn, run_id, messages, chars, status, created_at)
@@ -284,14 +285,14 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
           ON CONFLICT (session_id, turn) DO NOTHING`
     })
     const unfork = SqlSchema.void({
-      Request: Schema.String,
+      Request: SessionId,
       execute: (id) => sql`UPDATE sessions SET fork_of = NULL, fork_turn = NULL WHERE id = ${id}`
     })
     /**
      * Before a session is deleted, each fork of it gets its own copy of the path it shared (the same turn numbers, so
      * its own turns' parents still name them) and stops pointing at it: deleting an origin takes nothing from a fork.
      */
-    const detachForks = (id: string) =>
+    const detachForks = (id: SessionId) =>
       Effect.gen(function*() {
         for (const { id: forkId } of yield* forksOf(id)) {
           const shared = [...(yield* tree(forkId)).turns.values()].filter((turn) => turn.sessionId !== forkId)
@@ -312,7 +313,7 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
       })
 
     const positionsOf = SqlSchema.single({
-      Request: Schema.String,
+      Request: SessionId,
       Result: Positions,
       execute: (id) =>
         sql`
@@ -324,7 +325,7 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
                  (SELECT leaf_turn FROM sessions WHERE id = ${id}) AS leaf`
     })
     /** Where a reloaded session goes on: the last `seq` and the last turn number (sent turns included). */
-    const positions = (id: string) =>
+    const positions = (id: SessionId) =>
       positionsOf(id).pipe(
         Effect.map((row) => ({ seq: row.seq ?? 0, turn: row.turn ?? 0, leaf: row.leaf })),
         Effect.orDie
@@ -332,7 +333,7 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
 
     // `seq` comes as text (a bigint) but is ordered as the number it is: the table's column, not the text.
     const eventsAfterSeq = SqlSchema.findAll({
-      Request: Schema.Struct({ id: Schema.String, seq: Schema.Number, limit: Schema.Number }),
+      Request: Schema.Struct({ id: SessionId, seq: Schema.Number, limit: Schema.Number }),
       Result: LoggedEventRow,
       execute: ({ id, limit, seq }) =>
         sql`
@@ -340,10 +341,10 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
           WHERE session_id = ${id} AND seq > ${seq} ORDER BY session_events.seq LIMIT ${limit}`
     })
     /** Logged events after `seq`, in order, at most `limit`. */
-    const eventsAfter = (id: string, seq: number, limit: number) => Effect.orDie(eventsAfterSeq({ id, seq, limit }))
+    const eventsAfter = (id: SessionId, seq: number, limit: number) => Effect.orDie(eventsAfterSeq({ id, seq, limit }))
 
     const inFlightTurn = SqlSchema.findOne({
-      Request: Schema.String,
+      Request: SessionId,
       Result: InFlight,
       execute: (id) =>
         sql`
@@ -359,7 +360,7 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
      * The turn in flight, if any (its events are logged and none ended it), and the `seq` before its first event
      * (its `run.created`).
      */
-    const inFlight = (id: string) => Effect.orDie(inFlightTurn(id))
+    const inFlight = (id: SessionId) => Effect.orDie(inFlightTurn(id))
 
     const endedTurn = SqlSchema.single({
       Request: SessionTurn,
@@ -370,10 +371,10 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
             AND payload->>'type' IN ('complete', 'error')) AS ended`
     })
     /** Whether the turn has its terminal event in the log (`run.completed` or `run.failed`; one at most: 0015). */
-    const turnEnded = (id: string, turn: number) =>
+    const turnEnded = (id: SessionId, turn: number) =>
       endedTurn({ id, turn }).pipe(Effect.map((row) => row.ended), Effect.orDie)
 
-    const inFlightStart = (id: string) => Effect.map(inFlight(id), Option.map((turn) => turn.seq))
+    const inFlightStart = (id: SessionId) => Effect.map(inFlight(id), Option.map((turn) => turn.seq))
 
     const turnStartSeq = SqlSchema.single({
       Request: SessionTurn,
@@ -388,11 +389,11 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
      * yet (it waits behind another), the log's last `seq`. One statement, so both are of one snapshot: a turn's first
      * event that was not in it comes after that last `seq`.
      */
-    const turnStart = (id: string, turn: number) =>
+    const turnStart = (id: SessionId, turn: number) =>
       turnStartSeq({ id, turn }).pipe(Effect.map((row) => row.seq), Effect.orDie)
 
     const dequeueEndedTurns = SqlSchema.void({
-      Request: Schema.String,
+      Request: SessionId,
       execute: (id) =>
         sql`
           DELETE FROM session_queue q WHERE q.session_id = ${id} AND (
@@ -404,10 +405,10 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
      * Forgets the sent turns that did end (in the history, or with a last event in the log) though their row stayed:
      * a runner that stopped between the two. They must not run again.
      */
-    const dequeueEnded = (id: string) => Effect.orDie(dequeueEndedTurns(id))
+    const dequeueEnded = (id: SessionId) => Effect.orDie(dequeueEndedTurns(id))
 
     const queuedTurnsOf = SqlSchema.findAll({
-      Request: Schema.String,
+      Request: SessionId,
       Result: QueuedTurnRow,
       execute: (sessionId) =>
         sql`
@@ -415,7 +416,7 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
           WHERE session_id = ${sessionId} ORDER BY turn`
     })
     /** Sent turns not yet ended, oldest first: what a reloaded session still owes. */
-    const queuedTurns = (id: string): Effect.Effect<ReadonlyArray<QueuedTurn>> =>
+    const queuedTurns = (id: SessionId): Effect.Effect<ReadonlyArray<QueuedTurn>> =>
       queuedTurnsOf(id).pipe(
         Effect.map((rows) =>
           rows.map(({ branch, budget, message, parentTurn, turn }) => ({
@@ -439,9 +440,10 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
 
     /**
      * What the ledger holds for a turn's steps, as a SQL expression: its entries keyed `session:<id>:<turn>:<step>`
-     * (RunEngine's `chargeKey`), `turn` an expression of the statement it goes in.
+     * (RunEngine's `chargeKey`), `turn` an expression of the statement it goes in. `id` is the encoded session id: the
+     * statements it goes in pass their request's encoded side.
      */
-    const turnCredits = (id: string, turn: Statement.Fragment, maxSteps: number) =>
+    const turnCredits = (id: typeof SessionId.Encoded, turn: Statement.Fragment, maxSteps: number) =>
       sql`coalesce((
         SELECT -sum(l.amount) FROM ledger_entries l
         WHERE l.scope = 'run' AND l.idempotency_key IN (
@@ -449,7 +451,7 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
       ), 0)`
 
     const interruptTurn = SqlSchema.void({
-      Request: Schema.Struct({ id: Schema.String, turn: Schema.NullOr(Schema.Number), maxSteps: Schema.Number }),
+      Request: Schema.Struct({ id: SessionId, turn: Schema.NullOr(Schema.Number), maxSteps: Schema.Number }),
       execute: ({ id, maxSteps, turn }) =>
         sql`
           UPDATE runs SET status = 'failed', failure_code = 'interrupted',
@@ -471,11 +473,11 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
      * Not only the turn in flight: an earlier turn's run stays `running` when its turn was closed in the log but the
      * runner stopped (or the database restarted) before this statement, which is a statement of its own.
      */
-    const interruptRuns = (id: string, turn: Option.Option<number>, maxSteps: number) =>
+    const interruptRuns = (id: SessionId, turn: Option.Option<number>, maxSteps: number) =>
       Effect.orDie(interruptTurn({ id, turn: Option.getOrNull(turn), maxSteps }))
 
     const recountTurn = SqlSchema.void({
-      Request: Schema.Struct({ id: Schema.String, runId: Schema.String, turn: Schema.Number, maxSteps: Schema.Number }),
+      Request: Schema.Struct({ id: SessionId, runId: RunId, turn: Schema.Number, maxSteps: Schema.Number }),
       execute: ({ id, maxSteps, runId, turn }) =>
         sql`
           UPDATE runs SET credits_charged = ${turnCredits(id, sql`${turn}::int`, maxSteps)}
@@ -486,11 +488,11 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
      * (`RunPayer.voidHold`): a settle of the cut turn that reached the wallet before the void but after the load's
      * count (`interruptRuns`) is in the ledger by then, and none can post after it (docs/sessions.md, "Faults").
      */
-    const recountRun = (id: string, runId: string, turn: number, maxSteps: number) =>
+    const recountRun = (id: SessionId, runId: RunId, turn: number, maxSteps: number) =>
       Effect.orDie(recountTurn({ id, runId, turn, maxSteps }))
 
     const runStartOf = SqlSchema.single({
-      Request: Schema.Struct({ id: Schema.String, turn: Schema.Number, runId: Schema.String }),
+      Request: Schema.Struct({ id: SessionId, turn: Schema.Number, runId: RunId }),
       Result: Schema.Struct({ logged: Schema.Boolean }),
       execute: ({ id, runId, turn }) =>
         sql`
@@ -498,7 +500,7 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
             AND payload->>'type' = 'preparing' AND payload->>'run_id' = ${runId}) AS logged`
     })
     /** Whether the turn's `preparing` event (`run.created`) naming `runId` is in the log. */
-    const runStarted = (id: string, turn: number, runId: string) =>
+    const runStarted = (id: SessionId, turn: number, runId: RunId) =>
       runStartOf({ id, turn, runId }).pipe(Effect.map((row) => row.logged), Effect.orDie)
 
     return {

@@ -12,7 +12,7 @@ import { AgentId, EnvironmentId, SessionId, UserId } from "../platform/Ids.js"
  * before it runs, so a message sent with `background: true` answers its run at once (docs/sessions.md), and the
  * same on whichever runner runs the turn. A turn runs once (a turn cut by a crash is closed, not run again).
  */
-export const turnRunId = (sessionId: string, turn: number) =>
+export const turnRunId = (sessionId: SessionId, turn: number) =>
   RunId.make(`run_${createHash("sha256").update(`${sessionId}\n${turn}`).digest("base64url").replace(/[-_]/g, "").slice(0, 20)}`)
 
 /** The rows of sessions, their history, queue and event log, and what one session writes at once (`commitLog`). */
@@ -87,7 +87,7 @@ export const QueuedTurnRow = Schema.Struct({
 /** A turn of a session's tree as its reads see it (`SessionsRepo.tree`): own turns, and a fork's inherited path. */
 export interface TreeTurn extends TurnRow {
   /** The session whose turn it is (the fork's origin for an inherited one). */
-  readonly sessionId: string
+  readonly sessionId: SessionId
 }
 
 export const LoggedEventRow = Schema.Struct({
@@ -101,7 +101,7 @@ export const LoggedEventRow = Schema.Struct({
  * with its outcome), the turn as history, and the queue's changes. Any part may be absent.
  */
 export interface LogWrite {
-  readonly sessionId: string
+  readonly sessionId: SessionId
   /**
    * The generation under which the writer holds the session's shard (fencing, migration 0017): the write is refused
    * once another runner acquired it. `null` or absent: embedded mode, nothing to fence.

@@ -1,3 +1,4 @@
+import { SessionId } from "../platform/Ids.js"
 import type * as Prompt from "@effect/ai/Prompt"
 import { Entity, type Sharding } from "@effect/cluster"
 import { Cause, Deferred, Duration, Effect, Exit, Fiber, FiberHandle, FiberSet, Layer, Metric, Option, Schedule, Scope } from "effect"
@@ -53,7 +54,7 @@ export const SessionLive = Layer.unwrapScoped(Effect.gen(function*() {
   const { contextChars } = yield* SessionsConfig
   return Session.toLayer(Effect.gen(function*() {
     const address = yield* Entity.CurrentAddress
-    const sessionId = address.entityId
+    const sessionId = SessionId.unchecked.make(address.entityId)
     /**
      * The generation under which this runner holds the session's shard as the session starts (fencing, migration
      * 0017): every write of the session carries it, and the database refuses it once another runner acquired the
@@ -280,7 +281,7 @@ export const SessionLive = Layer.unwrapScoped(Effect.gen(function*() {
               // A run's row is never in the log without its `run.created` (the event naming it, and its turn): when
               // the failed write took it, it is logged again, with the end (docs/sessions.md "Faults").
               const record = parts.run?.record
-              start = record === undefined || (yield* repo.runStarted(sessionId, turnNumber, record.id))
+              start = record === undefined || (yield* repo.runStarted(sessionId, turnNumber, RunId.unchecked.make(record.id)))
                 ? Option.none()
                 : Option.some<InternalEvent>({
                   type: "preparing",

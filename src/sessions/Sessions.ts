@@ -77,10 +77,10 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
     const toEntity = yield* makeEntityCaller
     const { followLog, followLoggedTurn, followTurn, wake } = yield* SessionFollow
 
-    const notFound = (id: string) => new NotFound({ message: `No session ${id}.` })
+    const notFound = (id: SessionId) => new NotFound({ message: `No session ${id}.` })
 
     /** The session if the caller's partition owns it; 404 whether it is someone else's or does not exist. */
-    const owned = (caller: CallerIdentity, id: string) =>
+    const owned = (caller: CallerIdentity, id: SessionId) =>
       Effect.gen(function*() {
         const partition = ownedBy(caller)
         return yield* allowed(yield* repo.byId(id), (session) => isOwner(partition, session), () => notFound(id))
@@ -115,12 +115,12 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
     const list = Effect.fn("Sessions.list")(function*(
       caller: CallerIdentity,
       limit: number,
-      after: Option.Option<string>,
+      after: Option.Option<SessionId>,
       search: Option.Option<string> = Option.none()
     ) {
       const partition = partitionOf(caller)
       const cursor = yield* Option.match(after, {
-        onNone: () => Effect.succeed(Option.none<{ createdAt: Date; id: string }>()),
+        onNone: () => Effect.succeed(Option.none<{ createdAt: Date; id: SessionId }>()),
         onSome: (id) => Effect.map(owned(caller, id), (row) => Option.some({ createdAt: row.createdAt, id: row.id }))
       })
       const rows = yield* repo.list(partition, limit, cursor, search)
@@ -132,7 +132,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       }
     })
 
-    const get = Effect.fn("Sessions.get")(function*(caller: CallerIdentity, id: string) {
+    const get = Effect.fn("Sessions.get")(function*(caller: CallerIdentity, id: SessionId) {
       yield* owned(caller, id)
       yield* wake(id)
       const session = yield* owned(caller, id)
@@ -142,17 +142,17 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
     })
 
     /** Every turn of the session with its parent and children, and the current leaf (docs/sessions.md "Branches"). */
-    const tree = Effect.fn("Sessions.tree")(function*(caller: CallerIdentity, id: string) {
+    const tree = Effect.fn("Sessions.tree")(function*(caller: CallerIdentity, id: SessionId) {
       yield* owned(caller, id)
       yield* wake(id)
       const session = yield* owned(caller, id)
       return treeView(yield* repo.tree(id), session.leafTurn)
     })
 
-    const noTurn = (id: string, turn: number) => new NotFound({ message: `No turn ${turn} in session ${id}.` })
+    const noTurn = (id: SessionId, turn: number) => new NotFound({ message: `No turn ${turn} in session ${id}.` })
 
     /** The session if the caller owns it and its tree has `turn`; the same 404s as `owned`, or one for the turn. */
-    const ownedTurn = (caller: CallerIdentity, id: string, turn: number) =>
+    const ownedTurn = (caller: CallerIdentity, id: SessionId, turn: number) =>
       Effect.gen(function*() {
         const session = yield* owned(caller, id)
         if (!(yield* repo.hasTurn(id, turn))) return yield* noTurn(id, turn)
@@ -163,7 +163,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
      * Switches the session's branch: `leaf` becomes the current leaf (with `newest`, the newest leaf under it). Refused
      * while a turn runs or waits (409 `session_busy`): that turn's end moves the leaf.
      */
-    const switchLeaf = Effect.fn("Sessions.switchLeaf")(function*(caller: CallerIdentity, id: string, leaf: number | null) {
+    const switchLeaf = Effect.fn("Sessions.switchLeaf")(function*(caller: CallerIdentity, id: SessionId, leaf: number | null) {
       yield* owned(caller, id)
       if (leaf !== null && !(yield* repo.hasTurn(id, leaf))) return yield* noTurn(id, leaf)
       const switched = yield* toEntity(client(id).SetLeaf({ leaf })).pipe(
@@ -177,7 +177,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
      * A new session that shares this one's history up to `turn` (docs/sessions.md "Branches"): it points at its origin,
      * nothing is copied; its own turns are numbered after `turn`. Answered as `POST /v1/sessions` answers.
      */
-    const fork = Effect.fn("Sessions.fork")(function*(caller: CallerIdentity, id: string, turn: number) {
+    const fork = Effect.fn("Sessions.fork")(function*(caller: CallerIdentity, id: SessionId, turn: number) {
       const session = yield* ownedTurn(caller, id, turn)
       const forked = SessionId.random()
       yield* repo.fork({ id: forked, from: id, turn, accountId: session.accountId, endUserId: session.endUserId })
@@ -185,7 +185,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
     })
 
     /** The message and parent of a regenerated turn: its user's message again, as a sibling (same parent). */
-    const regeneration = Effect.fn("Sessions.regeneration")(function*(caller: CallerIdentity, id: string, turn: number) {
+    const regeneration = Effect.fn("Sessions.regeneration")(function*(caller: CallerIdentity, id: SessionId, turn: number) {
       yield* owned(caller, id)
       const found = (yield* repo.tree(id)).turns.get(turn)
       if (found === undefined) return yield* noTurn(id, turn)
@@ -197,7 +197,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
     })
 
     /** Renames a session (the web app's conversation list shows the title); an empty title clears it. */
-    const rename = Effect.fn("Sessions.rename")(function*(caller: CallerIdentity, id: string, title: string) {
+    const rename = Effect.fn("Sessions.rename")(function*(caller: CallerIdentity, id: SessionId, title: string) {
       yield* owned(caller, id)
       yield* repo.setTitle(id, title.trim() === "" ? null : title.trim())
       return sessionView(Option.getOrThrow(yield* repo.byId(id)))
@@ -207,21 +207,21 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
      * The conversation as the model sees it, up to `upto` (a turn) or the session's leaf: a Responses request that goes
      * on from it statelessly, and its `input_items`.
      */
-    const history = Effect.fn("Sessions.history")(function*(caller: CallerIdentity, id: string, upto?: number | null) {
+    const history = Effect.fn("Sessions.history")(function*(caller: CallerIdentity, id: SessionId, upto?: number | null) {
       const session = yield* owned(caller, id)
       const path = pathTo(yield* repo.tree(id), upto === undefined ? session.leafTurn : upto)
       return messagesOf(path) as ReadonlyArray<Prompt.MessageEncoded>
     })
 
     /** The turns on the path before `turn` (from the root to its parent); none while it has not ended. */
-    const turnsBefore = Effect.fn("Sessions.turnsBefore")(function*(caller: CallerIdentity, id: string, turn: number) {
+    const turnsBefore = Effect.fn("Sessions.turnsBefore")(function*(caller: CallerIdentity, id: SessionId, turn: number) {
       yield* owned(caller, id)
       const found = yield* repo.tree(id)
       const node = found.turns.get(turn)
       return node === undefined ? [] : pathTo(found, node.parentTurn)
     })
 
-    const remove = Effect.fn("Sessions.remove")(function*(caller: CallerIdentity, id: string) {
+    const remove = Effect.fn("Sessions.remove")(function*(caller: CallerIdentity, id: SessionId) {
       const session = yield* owned(caller, id)
       yield* toEntity(client(id).Stop()).pipe(Effect.orDie)
       yield* repo.remove(session)
@@ -233,7 +233,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
     /** Sends a message: the turn waits behind any running one, and `sink` gets that turn only. */
     const send = Effect.fn("Sessions.send")(function*(
       caller: CallerIdentity,
-      id: string,
+      id: SessionId,
       message: string,
       /** How it is sent; a bare budget (as before branches) is a message on the leaf, queued. */
       sending_: SendOptions | Option.Option<Micros>,
@@ -282,7 +282,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
      */
     const sendOnce = Effect.fn("Sessions.sendOnce")(function*(
       caller: CallerIdentity,
-      id: string,
+      id: SessionId,
       key: string,
       message: string,
       sending_: SendOptions | Option.Option<Micros>,
@@ -337,7 +337,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
      */
     const sendInBackground = Effect.fn("Sessions.sendInBackground")(function*(
       caller: CallerIdentity,
-      id: string,
+      id: SessionId,
       message: string,
       how: SendOptions,
       key: string | undefined
@@ -356,7 +356,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
     /** `send` as a pulled stream, for a reader that folds the turn into something else (the Responses API). */
     const sendStream = (
       caller: CallerIdentity,
-      id: string,
+      id: SessionId,
       message: string,
       how: SendOptions,
       onTurn?: (turn: number) => Effect.Effect<void>
@@ -377,7 +377,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
     /** Answers a pending approval of this session's turn; `sink` gets the rest of that turn. */
     const answerApproval = Effect.fn("Sessions.answerApproval")(function*(
       caller: CallerIdentity,
-      id: string,
+      id: SessionId,
       approvalId: ApprovalId,
       approved: boolean,
       reason: string,
@@ -389,7 +389,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       yield* follow(Option.none())
     })
 
-    const interrupt = Effect.fn("Sessions.interrupt")(function*(caller: CallerIdentity, id: string) {
+    const interrupt = Effect.fn("Sessions.interrupt")(function*(caller: CallerIdentity, id: SessionId) {
       yield* owned(caller, id)
       // The turn in flight as the interrupt leaves, if any.
       const before = yield* repo.inFlight(id)
@@ -447,7 +447,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
      * Binds a session of the caller's account to the caller's end user (docs/sessions.md): the account owns every
      * end user's data, so any of its callers may move a session between them; another account's session is 404.
      */
-    const adopt = Effect.fn("Sessions.adopt")(function*(caller: CallerIdentity, id: string) {
+    const adopt = Effect.fn("Sessions.adopt")(function*(caller: CallerIdentity, id: SessionId) {
       const target: Partition = partitionOf(caller)
       const session = yield* repo.byId(id)
       if (Option.isNone(session) || session.value.accountId !== target.accountId) return yield* notFound(id)
@@ -471,7 +471,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
      */
     const subscribe = Effect.fn("Sessions.subscribe")(function*(
       caller: CallerIdentity,
-      id: string,
+      id: SessionId,
       after: Option.Option<number>,
       sink: SessionSink
     ) {
@@ -487,7 +487,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
     })
 
     /** The session's workspace (its turns' files), for its partition (the caller's: `owned`): what `list_files` shows. */
-    const files = Effect.fn("Sessions.files")(function*(caller: CallerIdentity, id: string) {
+    const files = Effect.fn("Sessions.files")(function*(caller: CallerIdentity, id: SessionId) {
       yield* owned(caller, id)
       const listed = yield* workspace.listFiles(partitionOf(caller), id)
       return { data: listed.map((file) => ({ path: file.path, size: Number(file.size), updated_at: file.updatedAt.toISOString() })) }
@@ -497,7 +497,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
      * A text file the user attaches, into the session's workspace under `attachments/`. A name attached again is
      * replaced; a new name past the session's attachment limit is refused, and nothing is written.
      */
-    const attach = Effect.fn("Sessions.attach")(function*(caller: CallerIdentity, id: string, name: string, content: string) {
+    const attach = Effect.fn("Sessions.attach")(function*(caller: CallerIdentity, id: SessionId, name: string, content: string) {
       yield* owned(caller, id)
       const path = `attachments/${name}`
       const attached = yield* workspace.filesUnder(partitionOf(caller), id, "attachments/", path)
@@ -508,7 +508,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       return { path, size: content.length, updated_at: new Date().toISOString() }
     })
 
-    const fileContent = Effect.fn("Sessions.fileContent")(function*(caller: CallerIdentity, id: string, path: string) {
+    const fileContent = Effect.fn("Sessions.fileContent")(function*(caller: CallerIdentity, id: SessionId, path: string) {
       yield* owned(caller, id)
       const content = yield* workspace.readFile(partitionOf(caller), id, path)
       if (Option.isNone(content)) return yield* new NotFound({ message: `No file ${path} in session ${id}.` })

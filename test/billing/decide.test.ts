@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { DAY_MS, decideItems, type Item, MAX_BALANCE } from "../../src/billing/Decide.js"
 import { entryKey, type EntryInfo, type KeyedEntry } from "../../src/billing/Repo.js"
+import { AppId } from "../../src/platform/Ids.js"
 
 /** The wallet's decision on its own (issue 12 item 8): no entity, no database, no clock. */
 
@@ -58,7 +59,7 @@ describe("wallet decide", () => {
   })
 
   it("an app's daily cap counts what it charged today; past it the charge is refused with the seconds to midnight UTC", () => {
-    const app = { scope: "app_1", appId: "app_1", kind: "event", event: "call" }
+    const app = { scope: "app_1", appId: AppId.make("app_1"), kind: "event", event: "call" }
     const decided = decide(
       10_000_000n,
       [charge(400_000n, "e1", app, 1_000_000n), charge(400_000n, "e2", app, 1_000_000n)],
@@ -122,8 +123,8 @@ describe("wallet decide", () => {
   })
 
   it("an app whose day was not loaded is not counted on; a loaded one is, and a charge with no cap ignores the cap", () => {
-    const untracked = { scope: "app_2", appId: "app_2", kind: "event", event: "call" }
-    const tracked = { scope: "app_1", appId: "app_1", kind: "event", event: "call" }
+    const untracked = { scope: "app_2", appId: AppId.make("app_2"), kind: "event", event: "call" }
+    const tracked = { scope: "app_1", appId: AppId.make("app_1"), kind: "event", event: "call" }
     const decided = decide(
       10_000n,
       [charge(300n, "u1", untracked), charge(300n, "t1", tracked), charge(5_000n, "t2", tracked, null)],

@@ -1,11 +1,15 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Either, Exit, Fiber, Layer, Option, TestClock, TestContext } from "effect"
 import { OUTAGE_WINDOW, RunPayerLive } from "../../src/billing/RunPayerLive.js"
+import { UserId } from "../../src/platform/Ids.js"
 import { WalletFailure } from "../../src/billing/Domain.js"
 import { Wallets } from "../../src/billing/Wallets.js"
 import { ENTITY_DEADLINE } from "../../src/platform/Cluster.js"
 import { EntityDeadline } from "../../src/platform/Outage.js"
 import { RunPayer } from "../../src/runtime/Ports.js"
+
+/** The account a test payer charges: the fake wallets here take any. */
+const ACCOUNT = UserId.make("usr_acct")
 
 /**
  * `RunPayerLive` over a wallet client that is away for a while (issue 42 item 8): the balance a run reads before each
@@ -32,7 +36,7 @@ describe("RunPayerLive in an outage", () => {
     const { calls, layer } = flakyWallets(3)
     return Effect.gen(function*() {
       const payer = yield* RunPayer
-      const read = yield* Effect.fork(payer.balance("acct"))
+      const read = yield* Effect.fork(payer.balance(ACCOUNT))
       yield* TestClock.adjust("5 seconds")
       assert.strictEqual(yield* Fiber.join(read), 42n)
       assert.strictEqual(calls.balance, 4)
@@ -43,8 +47,8 @@ describe("RunPayerLive in an outage", () => {
     const { calls, layer } = flakyWallets(1_000)
     return Effect.gen(function*() {
       const payer = yield* RunPayer
-      const read = yield* Effect.fork(payer.balance("acct"))
-      const charge = yield* Effect.fork(payer.charge("acct", 1n, { key: "k", description: "d" }))
+      const read = yield* Effect.fork(payer.balance(ACCOUNT))
+      const charge = yield* Effect.fork(payer.charge(ACCOUNT, 1n, { key: "k", description: "d" }))
       yield* TestClock.adjust("30 seconds")
       const [readExit, chargeExit] = [yield* Fiber.await(read), yield* Fiber.await(charge)]
       assert.isTrue(Exit.isFailure(readExit) && Exit.isFailure(chargeExit))
@@ -78,7 +82,7 @@ describe("RunPayerLive: a run's settle", () => {
     const { calls, layer } = deadlineWallets(1)
     return Effect.gen(function*() {
       const payer = yield* RunPayer
-      const settling = yield* Effect.fork(payer.settle("acct", "hold", step, null, false))
+      const settling = yield* Effect.fork(payer.settle(ACCOUNT, "hold", step, null, false))
       yield* TestClock.adjust(ENTITY_DEADLINE)
       yield* TestClock.adjust("1 second")
       assert.deepStrictEqual(yield* Fiber.join(settling), [true])
@@ -90,7 +94,7 @@ describe("RunPayerLive: a run's settle", () => {
     const { calls, layer } = deadlineWallets(1_000)
     return Effect.gen(function*() {
       const payer = yield* RunPayer
-      const settling = yield* Effect.fork(payer.settle("acct", "hold", step, null, false))
+      const settling = yield* Effect.fork(payer.settle(ACCOUNT, "hold", step, null, false))
       yield* TestClock.adjust(OUTAGE_WINDOW)
       const exit = yield* Fiber.await(settling)
       assert.isTrue(Exit.isFailure(exit) && Cause.failureOption(exit.cause).pipe(Option.exists((e) => e._tag === "PaymentFailed")))
@@ -102,7 +106,7 @@ describe("RunPayerLive: a run's settle", () => {
     const { calls, layer } = deadlineWallets(1)
     return Effect.gen(function*() {
       const payer = yield* RunPayer
-      const settling = yield* Effect.fork(payer.settle("acct", "hold", step, null, true))
+      const settling = yield* Effect.fork(payer.settle(ACCOUNT, "hold", step, null, true))
       yield* TestClock.adjust(ENTITY_DEADLINE)
       const exit = yield* Fiber.await(settling)
       assert.isTrue(Exit.isFailure(exit))

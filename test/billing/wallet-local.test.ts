@@ -1,3 +1,4 @@
+import { UserId } from "../../src/platform/Ids.js"
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect, Either, Layer, Metric } from "effect"
 import { WalletLive } from "../../src/billing/WalletEntity.js"
@@ -31,7 +32,7 @@ const counts = Effect.all({
 }).pipe(Effect.map(({ byMessage, direct, messages }) => [direct.count, byMessage.count, messages.count]))
 
 const newUser = Effect.suspend(() => {
-  const id = `usr_local_${process.pid}_${++users}`
+  const id = UserId.make(`usr_local_${process.pid}_${++users}`)
   return Effect.as(insertUser(id), id)
 })
 

@@ -322,6 +322,8 @@ describe("wallet", () => {
         assert.strictEqual(yield* balanceOf(user.token), 100)
         assertError(yield* checkout(other.token, "complete"), 404, "not_found")
         assertError(yield* request("GET", `/api/payment/orders/${order.id}`, { token: other.token }), 404, "not_found")
+        // An id of another kind in the path is a 404 like an unknown order (OrderId.unchecked), not a 400.
+        assertError(yield* request("GET", `/api/payment/orders/${order.id.replace(/^ord_/, "run_")}`, { token: user.token }), 404, "not_found")
         assertError(yield* checkout(user.token, "maybe"), 400, "invalid_request")
         for (let i = 0; i < 2; i++) {
           const paid = yield* checkout(user.token, "complete")

@@ -15082,7 +15082,7 @@ export interface operations {
                             timezone: string;
                             input: string;
                             end_user_id: string | null;
-                            session: string | null;
+                            session: components["schemas"]["SessionId"] | null;
                             webhook: string | null;
                             /**
                              * @description A firing found later than SCHEDULE_MISSED_AFTER (the cluster was down): `run_once` (default) runs it once on recovery, however many were missed; `skip` skips them.
@@ -15197,7 +15197,7 @@ export interface operations {
                         timezone: string;
                         input: string;
                         end_user_id: string | null;
-                        session: string | null;
+                        session: components["schemas"]["SessionId"] | null;
                         webhook: string | null;
                         /**
                          * @description A firing found later than SCHEDULE_MISSED_AFTER (the cluster was down): `run_once` (default) runs it once on recovery, however many were missed; `skip` skips them.
@@ -15275,7 +15275,7 @@ export interface operations {
                         timezone: string;
                         input: string;
                         end_user_id: string | null;
-                        session: string | null;
+                        session: components["schemas"]["SessionId"] | null;
                         webhook: string | null;
                         /**
                          * @description A firing found later than SCHEDULE_MISSED_AFTER (the cluster was down): `run_once` (default) runs it once on recovery, however many were missed; `skip` skips them.
@@ -15430,7 +15430,7 @@ export interface operations {
                         timezone: string;
                         input: string;
                         end_user_id: string | null;
-                        session: string | null;
+                        session: components["schemas"]["SessionId"] | null;
                         webhook: string | null;
                         /**
                          * @description A firing found later than SCHEDULE_MISSED_AFTER (the cluster was down): `run_once` (default) runs it once on recovery, however many were missed; `skip` skips them.
@@ -15508,7 +15508,7 @@ export interface operations {
                         timezone: string;
                         input: string;
                         end_user_id: string | null;
-                        session: string | null;
+                        session: components["schemas"]["SessionId"] | null;
                         webhook: string | null;
                         /**
                          * @description A firing found later than SCHEDULE_MISSED_AFTER (the cluster was down): `run_once` (default) runs it once on recovery, however many were missed; `skip` skips them.
@@ -15586,7 +15586,7 @@ export interface operations {
                         timezone: string;
                         input: string;
                         end_user_id: string | null;
-                        session: string | null;
+                        session: components["schemas"]["SessionId"] | null;
                         webhook: string | null;
                         /**
                          * @description A firing found later than SCHEDULE_MISSED_AFTER (the cluster was down): `run_once` (default) runs it once on recovery, however many were missed; `skip` skips them.

@@ -1,6 +1,6 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Chunk, Effect, Stream } from "effect"
-import { FileId, makeAtriumFetchClient, type PublicEvent, RunId } from "../../src/client.js"
+import { FileId, makeAtriumFetchClient, type PublicEvent, RunId, UserId } from "../../src/client.js"
 import { TestServer } from "../support/TestServer.js"
 import { agentWith, apiKeyOf, ENV, LIVE, newUser } from "../runs/runs-support.js"
 
@@ -98,7 +98,7 @@ describe("atrium/client", () => {
         assert.isArray((yield* client.wallet.ledger({ urlParams: {} })).data)
         assert.isDefined(yield* Effect.either(client.paymentNotify.notify({ path: { provider: "none" } })))
         assert.isArray((yield* client.apps.list({ urlParams: {} })).data)
-        const grant = yield* Effect.flip(client.internalBilling.grant({ path: { userId: "usr_none" }, payload: { amount: 1_000_000n, idempotency_key: "k1", reason: "test" } }))
+        const grant = yield* Effect.flip(client.internalBilling.grant({ path: { userId: UserId.make("usr_none") }, payload: { amount: 1_000_000n, idempotency_key: "k1", reason: "test" } }))
         // The private network's guard answers before HttpApi (Server.ts), with a status the endpoint does not declare:
         // the client decodes it through the wire errors' schemas all the same.
         assert.strictEqual(grant._tag, "Unauthorized")

@@ -2,6 +2,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Exit, Layer, Option } from "effect"
 import { LedgerRepo, type WalletCommit } from "../../src/billing/Repo.js"
+import { SessionId, UserId } from "../../src/platform/Ids.js"
 import { DatabaseLive } from "../../src/platform/Database.js"
 import { SessionsRepo } from "../../src/sessions/Repo.js"
 import { makeMigratedStorage } from "../support/TestServer.js"
@@ -28,7 +29,7 @@ describe("fencing tokens", () => {
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         const repo = yield* LedgerRepo
-        const userId = `usr_fence_${Date.now()}`
+        const userId = UserId.make(`usr_fence_${Date.now()}`)
         yield* sql`INSERT INTO users (id, phone) VALUES (${userId}, ${`+1555${Date.now() % 10_000_000}`})`
         yield* sql`INSERT INTO shard_generations (shard, generation, runner) VALUES (${SHARD}, 2, 'test')
           ON CONFLICT (shard) DO UPDATE SET generation = 2`
@@ -68,7 +69,7 @@ describe("fencing tokens", () => {
                  (SELECT balance::text FROM wallets WHERE user_id = ${userId}) AS balance`
         assert.deepStrictEqual([after[0]!.n, after[0]!.balance], [2, "10"])
         // In one shared statement, the stale wallet is refused and the other written.
-        const otherId = `${userId}_b`
+        const otherId = UserId.make(`${userId}_b`)
         yield* sql`INSERT INTO users (id, phone) VALUES (${otherId}, ${`+1556${Date.now() % 10_000_000}`})`
         const other = yield* repo.load(otherId, 0n)
         const mixed = yield* repo.commitWallets([
@@ -91,7 +92,7 @@ describe("fencing tokens", () => {
         yield* sql`INSERT INTO shard_generations (shard, generation, runner) VALUES (${SHARD}, 5, 'test')
           ON CONFLICT (shard) DO UPDATE SET generation = 5`
         const event = (session: string, seq: number) => ({
-          sessionId: `ses_${id}_${session}`,
+          sessionId: SessionId.make(`ses_${id}_${session}`),
           events: [{ seq, turn: 1, payload: { type: "text", delta: "x", seq } as any }],
           enqueue: { turn: seq, message: "m", budget: Option.none() }
         })
@@ -110,7 +111,7 @@ describe("fencing tokens", () => {
         // One terminal event per turn (migration 0015's `session_events_one_end`): an end of turn 1 is taken, a
         // second end of the same turn (a woken owner's, of another kind) is refused by the database.
         const end = (seq: number, type: "complete" | "error") => ({
-          sessionId: `ses_${id}_b`,
+          sessionId: SessionId.make(`ses_${id}_b`),
           fence: { shard: SHARD, generation: "5" },
           events: [{ seq, turn: 1, payload: { type, seq, ...(type === "error" ? { code: "interrupted", message: "x" } : {}) } as any }]
         })

@@ -9,6 +9,7 @@ import { PaymentFailed, RunPayer } from "../../src/runtime/Ports.js"
 import { SessionLive } from "../../src/sessions/Session.js"
 import { Session } from "../../src/sessions/SessionRpc.js"
 import { turnRunId } from "../../src/sessions/Rows.js"
+import type { SessionId } from "../../src/platform/Ids.js"
 import { KnowledgeGate } from "../support/Ports.js"
 import { TestDatabase } from "../support/Database.js"
 import { newEntitySession } from "./entity-support.js"
@@ -98,7 +99,7 @@ const cutFirstActivation = (sessionId: string) =>
   }))
 
 /** The run's recorded credits and what the ledger holds for its turn's steps. */
-const creditsOf = (sessionId: string, turn: number) =>
+const creditsOf = (sessionId: SessionId, turn: number) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
     sql<{ recorded: string; ledger: string; status: string }>`
       SELECT r.credits_charged::text AS recorded, r.status,

@@ -1,3 +1,4 @@
+import { SessionId } from "../../src/platform/Ids.js"
 import { ShardingConfig } from "@effect/cluster"
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer } from "effect"
@@ -46,7 +47,7 @@ export const newEntitySession = (prefix: string, options: { readonly searches: b
       billing: { type: "FREE", price: "0", free_trial_per_user: 0, allow_trial: false }
     }
     yield* sql`INSERT INTO agents (id, identifier, owner_id, draft) VALUES (${`agt_${n}`}, ${n.replaceAll("_", "-")}, ${userId}, ${JSON.stringify(draft)}::jsonb)`
-    const sessionId = `ses_${n}`
+    const sessionId = SessionId.make(`ses_${n}`)
     yield* sql`INSERT INTO sessions (id, agent_id, account_id, end_user_id) VALUES (${sessionId}, ${`agt_${n}`}, ${userId}, ${userId})`
     return sessionId
   }).pipe(Effect.orDie)

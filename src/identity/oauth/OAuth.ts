@@ -1,7 +1,7 @@
 import { Clock, Data, Duration, Effect, Option, Schema } from "effect"
 import * as Jose from "jose"
 import * as Crypto from "node:crypto"
-import { AppId, randomBase62, type UserId } from "../../platform/Ids.js"
+import { AppId, randomBase62, UserId } from "../../platform/Ids.js"
 import { KeyValue } from "../../platform/KeyValue.js"
 import { BearerCache } from "../BearerCache.js"
 import { JwtKey, sha256, verifyHs256 } from "../Tokens.js"
@@ -29,7 +29,7 @@ const CODE_TTL = "10 minutes"
 /** The claims of an app's access token; `typ` keeps it apart from login tokens, which have exactly four claims. */
 const AccessClaims = Schema.Struct({
   typ: Schema.Literal("oauth_access"),
-  sub: Schema.String,
+  sub: UserId.unchecked,
   app: AppId,
   scope: Schema.String,
   iat: Schema.Number,

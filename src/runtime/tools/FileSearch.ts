@@ -1,3 +1,4 @@
+import type { UserId } from "../../platform/Ids.js"
 import { Effect, Either, ParseResult, Schema } from "effect"
 import { type KnowledgePassage, KnowledgeSearch } from "../Ports.js"
 import { ToolFailure, type ToolContext } from "./Tools.js"
@@ -38,7 +39,7 @@ export const citationOf = (passage: KnowledgePassage, n: number) => ({
 })
 
 /** Runs `file_search` over the run's knowledge; fails as a tool call (the model is told) when it cannot. */
-export const runFileSearch = (params: unknown, context: ToolContext, payer: string) =>
+export const runFileSearch = (params: unknown, context: ToolContext, payer: UserId) =>
   Effect.gen(function*() {
     const knowledge = context.knowledge
     if (knowledge === undefined) return yield* new ToolFailure({ message: "This run has no knowledge to search." })

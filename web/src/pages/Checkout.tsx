@@ -1,4 +1,5 @@
 import { useEffect, useState } from "react"
+import { OrderId } from "../../../src/billing/Domain.js"
 import { call } from "../api.js"
 import { Link, useLocation } from "../router.js"
 import { formatCredits, useMe } from "../session.js"
@@ -18,7 +19,8 @@ interface OrderStatus {
 export const CheckoutPage = () => {
   const me = useMe()
   const { search } = useLocation()
-  const id = search.get("order") ?? ""
+  // Unchecked: a mistyped link answers 404 like an unknown order.
+  const id = OrderId.unchecked.make(search.get("order") ?? "")
   const [order, setOrder] = useState<OrderStatus | null>(null)
   const [outcome, setOutcome] = useState<"paid" | "declined" | null>(null)
   const [busy, setBusy] = useState(false)
