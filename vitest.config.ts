@@ -1,7 +1,10 @@
-import { defineConfig } from "vitest/config"
+import { configDefaults, defineConfig } from "vitest/config"
 import { scratchEnv } from "./test/support/Local.js"
+import { leftOutOf } from "./test/support/Suites.js"
 
-const workers = process.env.DATABASE_URL ? 3 : 2
+// Services mode as the tests see it (`servicesMode` in test/support/TestServer.ts).
+const services = process.env.DATABASE_URL !== undefined
+const workers = services ? 3 : 2
 
 export default defineConfig({
   // vitest keeps each file's last duration here and starts the longest files first, so no long file is left to run
@@ -9,6 +12,9 @@ export default defineConfig({
   cacheDir: ".vitest-cache",
   test: {
     include: ["test/**/*.test.ts"],
+    // A file that proves nothing more in the other mode runs in one suite only: test/support/Suites.ts says which
+    // and why (docs/testing.md, "Which suite runs a file").
+    exclude: [...configDefaults.exclude, ...leftOutOf(services ? "services" : "embedded")],
     // One migrated database per run that every test's own database is copied from (test/support/Templates.ts).
     globalSetup: ["test/support/globalSetup.ts"],
     // Every test file boots its own server and database; two cores want few at once. Against PostgreSQL and Redis a

@@ -10,7 +10,7 @@ import { request, runCodeCapability } from "./support/Client.js"
 import { launchPlatform } from "./support/Process.js"
 import { streamOf } from "./support/Sse.js"
 import { seedDataDir } from "./support/Templates.js"
-import { servicesMode, TestServer } from "./support/TestServer.js"
+import { TestServer } from "./support/TestServer.js"
 
 /**
  * The artifact users run (issue 25 item 4, issue 24): the image's runtime stage laid out as a folder by
@@ -65,8 +65,7 @@ const runCode = (token: string, session: string, language: "python" | "javascrip
     })
   )
 
-// A process runs embedded whatever the mode (it is given no DATABASE_URL): once, in the embedded suite.
-describe.skipIf(servicesMode)("the runtime artifact, started from a foreign working directory", () => {
+describe("the runtime artifact, started from a foreign working directory", () => {
   layer(artifact, { timeout: 600_000, excludeTestServices: true })((it) => {
     it.effect("serves the app, the OpenAPI document, run_code in both languages, MCP and a streamed turn", () =>
       Effect.gen(function*() {

@@ -8,7 +8,6 @@ import { requestAt } from "./support/Client.js"
 import { launchPlatform } from "./support/Process.js"
 import { pollPromise, realWait } from "./support/Poll.js"
 import { seedDataDir } from "./support/Templates.js"
-import { servicesMode } from "./support/TestServer.js"
 
 /**
  * The newcomer's path: the real entry point (`src/main.ts`, what `npm start` runs) as its own process, with no
@@ -40,8 +39,7 @@ const codeFromLog = (platform: { readonly output: () => string }, phone: string)
     return code
   })
 
-// A process runs embedded whatever the mode (it is given no DATABASE_URL): once, in the embedded suite.
-describe.skipIf(servicesMode)("the platform process (npm start)", () => {
+describe("the platform process (npm start)", () => {
   it.scopedLive("starts with nothing configured, logs SMS codes to the console, and stops cleanly on SIGTERM", () =>
     Effect.gen(function*() {
       const dataDir = yield* tempDir

@@ -7,7 +7,6 @@ import { ClusterLive } from "../../src/platform/Cluster.js"
 import { AppConfig } from "../../src/platform/Config.js"
 import { walletChargeMessages, walletCharges } from "../../src/platform/telemetry/Metrics.js"
 import { insertUser, TestDatabase } from "../support/Database.js"
-import { servicesMode } from "../support/TestServer.js"
 
 /**
  * A charge on the runner that owns the wallet (issue 45 item 1, one road into the actor): `Wallets.charge` sends it
@@ -36,10 +35,10 @@ const newUser = Effect.suspend(() => {
   return Effect.as(insertUser(id), id)
 })
 
-// Embedded mode only: in services mode `ClusterLive` is the clustered runner, and built here on its own (no server
+// Embedded mode only (test/support/Suites.ts): in services mode `ClusterLive` is the clustered runner, and built here on its own (no server
 // around it) its first message got no answer within the test's deadline (not traced). In services mode the same path
 // is taken by the HTTP suites (test/billing/concurrency.test.ts, wallet.test.ts), whose one runner owns every wallet.
-describe.skipIf(servicesMode)("local charges", () => {
+describe("local charges", () => {
   layer(Env)("Wallets.charge on the wallet's own runner", (it) => {
     it.effect("is a cluster message into the entity: serialised, never below zero, a repeated key replays", () =>
       Effect.gen(function*() {

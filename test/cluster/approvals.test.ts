@@ -5,7 +5,7 @@ import { pollUntil } from "../support/Poll.js"
 import { freePort, launchPlatform } from "../support/Process.js"
 import { adminQuery } from "../support/Templates.js"
 import { agentOf, grant, makeClusterShared, newUser, runner } from "./runners.js"
-import { databaseUrl, settled } from "./support.js"
+import { settled } from "./support.js"
 
 /**
  * Issue 43 item 2 on `dist/` (docs/runs.md, "Approvals in a background run"): background runs waiting for their
@@ -18,7 +18,7 @@ import { databaseUrl, settled } from "./support.js"
 const CALC = `/tool calculator {"expression":"6 * 7"}`
 const MAX_RUNS = 12
 
-describe.skipIf(databaseUrl === undefined)("cluster: a background run waiting for its approval (issue 43)", () => {
+describe("cluster: a background run waiting for its approval (issue 43)", () => {
   it.scopedLive("kill -9 of the runner it waits on: answered through another runner, it completes there, billed once", () =>
     Effect.gen(function*() {
       const shared = yield* makeClusterShared

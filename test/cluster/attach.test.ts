@@ -5,7 +5,7 @@ import { requestAt } from "../support/Client.js"
 import { pollUntil } from "../support/Poll.js"
 import { adminQuery } from "../support/Templates.js"
 import { agentOf, grant, makeClusterShared, newUser, runner } from "./runners.js"
-import { databaseUrl, settled } from "./support.js"
+import { settled } from "./support.js"
 
 /**
  * Issue 44 item 5: a retry with the same `Idempotency-Key` attaches to the first run wherever it lands. The first
@@ -17,7 +17,7 @@ import { databaseUrl, settled } from "./support.js"
 const SLOW = 20
 const ANSWER = Array.from({ length: SLOW }, (_, i) => `chunk ${i + 1} `).join("")
 
-describe.skipIf(databaseUrl === undefined)("cluster: a retry on another runner attaches to the first run (issue 44)", () => {
+describe("cluster: a retry on another runner attaches to the first run (issue 44)", () => {
   it.scopedLive("chat completions: the retry on runner B answers runner A's run, billed once", () =>
     Effect.gen(function*() {
       const shared = yield* makeClusterShared

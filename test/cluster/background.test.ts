@@ -5,7 +5,7 @@ import { pollUntil, realWait } from "../support/Poll.js"
 import { parseStream } from "../support/Sse.js"
 import { adminQuery } from "../support/Templates.js"
 import { agentOf, grant, makeClusterShared, newUser, runner } from "./runners.js"
-import { databaseUrl, settled } from "./support.js"
+import { settled } from "./support.js"
 
 /**
  * Issue 43, "Done when" 1: background runs started on one runner survive the kill -9 of that runner and complete on
@@ -19,7 +19,7 @@ const RUNS = 8
 const SLOW = 40
 const ANSWER = Array.from({ length: SLOW }, (_, i) => `chunk ${i + 1} `).join("")
 
-describe.skipIf(databaseUrl === undefined)("cluster: background runs (issue 43)", () => {
+describe("cluster: background runs (issue 43)", () => {
   it.scopedLive("a background run survives kill -9 of its runner and completes on another, billed once", () =>
     Effect.gen(function*() {
       const shared = yield* makeClusterShared

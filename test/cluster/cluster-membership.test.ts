@@ -13,7 +13,7 @@ import {
   send,
   untilEnd
 } from "./runners.js"
-import { databaseUrl, settled } from "./support.js"
+import { settled } from "./support.js"
 
 /**
  * Issue 13: a runner that joins takes its shards without cutting the turns running on the others, and every charge
@@ -21,7 +21,7 @@ import { databaseUrl, settled } from "./support.js"
  * The runners are `dist/main.js` processes (`runners.ts`); services mode only.
  */
 
-describe.skipIf(databaseUrl === undefined)("cluster (issue 13): a runner joins", () => {
+describe("cluster (issue 13): a runner joins", () => {
   it.scopedLive("a runner that joins takes its shards without cutting the turns running on the others", () =>
     Effect.gen(function*() {
       const shared = yield* makeClusterShared

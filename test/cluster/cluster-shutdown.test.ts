@@ -19,7 +19,7 @@ import {
   subscribe,
   untilEnd
 } from "./runners.js"
-import { databaseUrl, settled } from "./support.js"
+import { settled } from "./support.js"
 
 /**
  * Issue 13: a runner that leaves. On SIGTERM it lets its turns end, then hands its sessions over; after kill -9 its cut
@@ -27,7 +27,7 @@ import { databaseUrl, settled } from "./support.js"
  * The runners are `dist/main.js` processes (`runners.ts`); services mode only.
  */
 
-describe.skipIf(databaseUrl === undefined)("cluster (issue 13): a runner leaves", () => {
+describe("cluster (issue 13): a runner leaves", () => {
   it.scopedLive("SIGTERM: a stopping runner lets its running turns end, then hands its sessions over", () =>
     Effect.gen(function*() {
       const shared = yield* makeClusterShared

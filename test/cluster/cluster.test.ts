@@ -22,7 +22,7 @@ import {
   subscribe,
   untilEnd
 } from "./runners.js"
-import { databaseUrl, settled } from "./support.js"
+import { settled } from "./support.js"
 
 /**
  * Issue 13: two runner processes over one PostgreSQL behave like one process (a wallet, a session, interrupts and
@@ -31,7 +31,7 @@ import { databaseUrl, settled } from "./support.js"
  * The runners are `dist/main.js` processes (`runners.ts`); services mode only.
  */
 
-describe.skipIf(databaseUrl === undefined)("cluster (issue 13): two runners as one", () => {
+describe("cluster (issue 13): two runners as one", () => {
   it.scopedLive("two runners: one wallet, one session, interrupt and approvals from either runner", () =>
     Effect.gen(function*() {
       const shared = yield* makeClusterShared

@@ -19,7 +19,7 @@ import { databaseUrl } from "./support.js"
  */
 const faults: ReadonlyArray<DurableFault> = (process.env.DURABLE_FAULTS?.split(",") as Array<DurableFault> | undefined) ?? ["kill", "postgres"]
 
-describe.skipIf(databaseUrl === undefined || process.env.REDIS_URL === undefined)("cluster: durable runs, the short form of bench/durable.ts", () => {
+describe("cluster: durable runs, the short form of bench/durable.ts", () => {
   it.live(`ten background runs of every kind through ${faults.join(" then ")}: the bench's checks all hold`, () =>
     Effect.gen(function*() {
       const lines: Array<string> = []

@@ -6,7 +6,7 @@ import { shardOf } from "../support/Faults.js"
 import { freePort, launchPlatform } from "../support/Process.js"
 import { adminQuery } from "../support/Templates.js"
 import { agentOf, grant, makeClusterShared, newUser, runner, sessionOf } from "./runners.js"
-import { databaseUrl, settled } from "./support.js"
+import { settled } from "./support.js"
 
 /**
  * Issue 45 item 2, "Done when": a hold whose run died is released or resumed, after kill -9, on `dist/`. Background
@@ -23,7 +23,7 @@ const RUNS = 6
 const SLOW = 100
 const TTL_SECONDS = 45
 
-describe.skipIf(databaseUrl === undefined)("cluster: holds after kill -9 (issue 45)", () => {
+describe("cluster: holds after kill -9 (issue 45)", () => {
   it.scopedLive("a dead runner's holds are resumed by the runs' next owner or voided when they expire", () =>
     Effect.gen(function*() {
       const shared = yield* makeClusterShared

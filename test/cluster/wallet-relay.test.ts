@@ -7,7 +7,7 @@ import { freePorts } from "../support/Local.js"
 import { freePort, launchPlatform } from "../support/Process.js"
 import { adminQuery } from "../support/Templates.js"
 import { internalAuth, type SmsInbox, TestServer } from "../support/TestServer.js"
-import { CODE, databaseUrl, makeShared, settled, total } from "./support.js"
+import { CODE, makeShared, settled, total } from "./support.js"
 
 /**
  * Issue 45 item 4: a runner's charges for several wallets of another runner travel together, one `Relay` message on
@@ -23,7 +23,7 @@ const CHARGES = 10
 const PRICE_MICROS = 10_000
 const PHONES = Array.from({ length: PAYERS + 1 }, (_, i) => `+1556${Crypto.randomInt(1e6).toString().padStart(6, "0")}${i.toString().padStart(2, "0")}`)
 
-describe.skipIf(databaseUrl === undefined)("charges for many wallets of another runner (issue 45 item 4)", () => {
+describe("charges for many wallets of another runner (issue 45 item 4)", () => {
   it.scopedLive("WORKERS=2: relayed together, every charge answered once, in order per wallet", () =>
     Effect.gen(function*() {
       const shared = yield* makeShared("wallet_relay", { fromTemplate: true, phones: PHONES })

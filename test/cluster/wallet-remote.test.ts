@@ -7,7 +7,7 @@ import { freePorts } from "../support/Local.js"
 import { freePort, launchPlatform } from "../support/Process.js"
 import { adminQuery } from "../support/Templates.js"
 import { internalAuth, type SmsInbox, TestServer } from "../support/TestServer.js"
-import { CODE, databaseUrl, makeShared, settled, total } from "./support.js"
+import { CODE, makeShared, settled, total } from "./support.js"
 
 /**
  * Issue 28 item 4: under `WORKERS=2` a wallet's charges taken by the worker that does not own it reach the owner in
@@ -26,7 +26,7 @@ const PRICE_MICROS = 10_000
 /** A port P with P, P + 1 and P + 2 free: the primary's metrics and each of the two workers' (METRICS_PORT + 1 + i). */
 const metricsPorts = Effect.promise(() => freePorts(3))
 
-describe.skipIf(databaseUrl === undefined)("a wallet charged through the worker that does not own it (issue 28 item 4)", () => {
+describe("a wallet charged through the worker that does not own it (issue 28 item 4)", () => {
   it.scopedLive("WORKERS=2: every charge once, the non-owner's in batches over the runner socket, no message stored", () =>
     Effect.gen(function*() {
       const shared = yield* makeShared("wallet_remote", { fromTemplate: true, phones: PHONES })

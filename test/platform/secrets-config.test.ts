@@ -7,7 +7,6 @@ import { BillingConfig } from "../../src/billing/Config.js"
 import { CredentialsConfig } from "../../src/credentials/Config.js"
 import { optionalSecret } from "../../src/platform/Config.js"
 import { spawnPlatform } from "../support/Process.js"
-import { servicesMode } from "../support/TestServer.js"
 import { seedDataDir } from "../support/Templates.js"
 
 /**
@@ -51,8 +50,7 @@ describe("secret settings", () => {
 
   // What an operator sees: `npm start` with an unfilled line in its env file exits at once and says which.
   for (const name of ["PAYMENT_WEBHOOK_SECRET"]) {
-    // A process runs embedded whatever the mode (it is given no DATABASE_URL): once, in the embedded suite.
-    it.live.skipIf(servicesMode)(`npm start with ${name}= exits non-zero naming it, and never listens`, () =>
+    it.live(`npm start with ${name}= exits non-zero naming it, and never listens`, () =>
       Effect.promise(async () => {
         const dataDir = await Fs.mkdtemp(Path.join(Os.tmpdir(), "atrium-secret-"))
         // Already migrated (a copy of the run's template): the test is about the setting, not a first start.

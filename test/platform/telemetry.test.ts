@@ -8,7 +8,6 @@ import * as Path from "node:path"
 import { requestAt } from "../support/Client.js"
 import { pollPromise } from "../support/Poll.js"
 import { freePort, launchPlatform, type PlatformProcess } from "../support/Process.js"
-import { servicesMode } from "../support/TestServer.js"
 
 /**
  * What an operator sees of a running process (issue 17), through the real entry point as its own process with its
@@ -99,8 +98,7 @@ const waitFor = <A>(what: string, probe: () => Promise<A | undefined>) =>
 const PHONE = "+8613700001717"
 const CODE = "171717"
 
-// A process runs embedded whatever the mode (it is given no DATABASE_URL): once, in the embedded suite.
-describe.skipIf(servicesMode)("operations: logs, metrics and traces of the real process", () => {
+describe("operations: logs, metrics and traces of the real process", () => {
   it.scopedLive("JSON access lines with request ids, /metrics on its own loopback listener, spans over OTLP", () =>
     Effect.gen(function*() {
       const collector = yield* makeCollector

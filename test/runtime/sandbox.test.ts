@@ -2,7 +2,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { createApiKey, request } from "../support/Client.js"
 import { names, type ParsedStream, streamOf } from "../support/Sse.js"
-import { servicesMode, TestServer } from "../support/TestServer.js"
+import { TestServer } from "../support/TestServer.js"
 import { upload } from "../files/support.js"
 import { agentWith, ENV, LIVE, newUser } from "../runs/runs-support.js"
 
@@ -47,10 +47,10 @@ const javascript = (token: string, session: string, code: string, headers: Recor
 
 const TOOLS = { run_code: "allow", write_file: "allow", read_file: "allow", list_files: "allow" } as const
 
-// Once, in the embedded suite: what run_code does is the sandbox's (guest processes, Pyodide, QuickJS), the same
+// Once, in the embedded suite (test/support/Suites.ts): what run_code does is the sandbox's (guest processes, Pyodide, QuickJS), the same
 // over PGlite as over PostgreSQL, and its Python loads are about 30 CPU-seconds a run. The escape and layer tests
 // (test/security/sandbox-*.test.ts) run once too; sessions over PostgreSQL are the services suite's sessions tests.
-describe.skipIf(servicesMode)("run_code", () => {
+describe("run_code", () => {
   layer(TestServer.layer(SANDBOX_ENV), { ...LIVE, timeout: 120_000 })((it) => {
     it.effect("Python: files in and out, variables that persist, and every limit ends as tool_call.failed", () =>
       Effect.gen(function*() {

@@ -11,7 +11,6 @@ import { creates } from "../support/Creates.js"
 import { launchPlatform, type PlatformProcess } from "../support/Process.js"
 import { pollUntil } from "../support/Poll.js"
 import { seedDataDir } from "../support/Templates.js"
-import { servicesMode } from "../support/TestServer.js"
 
 /**
  * Issue 42 items 3, 4, 5 and 8 against `dist/main.js`: a body that never ends is answered 408 within seconds and its
@@ -155,7 +154,7 @@ const assertEveryAnswerHeaders = (headers: Headers, what: string) => {
   assert.strictEqual(headers.get("x-content-type-options"), "nosniff", what)
 }
 
-describe.skipIf(servicesMode)("security: the HTTP edge (dist/main.js)", () => {
+describe("security: the HTTP edge (dist/main.js)", () => {
   layer(EdgePlatformLive, { timeout: "200 seconds" })((it) => {
     it.effect("bodies that never end are answered 408 within seconds and their connections closed", () =>
       Effect.gen(function*() {

@@ -3,7 +3,7 @@ import { Effect } from "effect"
 import * as Fs from "node:fs"
 import { checkCgroups } from "../../src/runtime/sandbox/Cgroup.js"
 import { runCodeCapability } from "../support/Client.js"
-import { servicesMode, TestServer } from "../support/TestServer.js"
+import { TestServer } from "../support/TestServer.js"
 import {
   balanceOf,
   hostOf,
@@ -154,8 +154,7 @@ const JS_PROBES: ReadonlyArray<readonly [string, string]> = [
   ["the env object", `JSON.stringify(env)`]
 ]
 
-// A process runs embedded whatever the mode (it is given no DATABASE_URL): once, in the embedded suite.
-describe.skipIf(servicesMode)("sandbox escape (dist/main.js, secrets set)", () => {
+describe("sandbox escape (dist/main.js, secrets set)", () => {
   layer(platform({ SANDBOX_TIME_MS: "10000" }), { timeout: 600_000, excludeTestServices: true })((it) => {
     it.effect("every probe leaks nothing: no secret, no host file, no process, no connection, no credits", () =>
       Effect.gen(function*() {

@@ -5,7 +5,6 @@ import * as Os from "node:os"
 import { request } from "../support/Client.js"
 import { openStream, streamOf } from "../support/Sse.js"
 import { pollUntil } from "../support/Poll.js"
-import { servicesMode } from "../support/TestServer.js"
 import { hostOf, login, PHONE_A, platform, sessionFor } from "./sandbox-support.js"
 
 /**
@@ -68,7 +67,7 @@ const sampledTurn = (token: string, session: string, language: "python" | "javas
 
 const utf8 = (value: unknown) => Buffer.byteLength(typeof value === "string" ? value : JSON.stringify(value))
 
-describe.skipIf(servicesMode)("bounded sandbox output (dist/main.js)", () => {
+describe("bounded sandbox output (dist/main.js)", () => {
   layer(
     platform({ SANDBOX_OUTPUT_BYTES: String(OUTPUT_BYTES), SANDBOX_FILE_BYTES: String(1024 * 1024), SANDBOX_TIME_MS: "60000" }),
     { timeout: 600_000, excludeTestServices: true }
