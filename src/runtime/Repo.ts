@@ -3,6 +3,7 @@ import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
 import { UserId } from "../platform/Ids.js"
 import type { Partition } from "../identity/Partition.js"
+import type { RunId } from "./Domain.js"
 
 export interface RunRecord {
   readonly id: string
@@ -112,7 +113,7 @@ export class RunsRepo extends Effect.Service<RunsRepo>()("atrium/runtime/RunsRep
       execute: ({ refused, runId }) =>
         sql`UPDATE runs SET credits_charged = credits_charged - ${refused}::bigint WHERE id = ${runId} AND status <> 'running'`
     })
-    const lessCredits = (runId: string, refused: bigint) => Effect.orDie(lessCreditsOf({ runId, refused }))
+    const lessCredits = (runId: RunId, refused: bigint) => Effect.orDie(lessCreditsOf({ runId, refused }))
 
     const claimTrial = SqlSchema.findOne({
       Request: Trial,

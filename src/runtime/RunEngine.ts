@@ -9,6 +9,7 @@ import { Models, type ResolvedModel } from "./models/Models.js"
 import { checkOutput, CurrentOutputFormat } from "./models/OutputFormat.js"
 import { assistantContent, type ModelCall, ModelChain } from "./ModelChain.js"
 import { ExpertMemory, type MemoryOwner, PaymentFailed, type RunCharge, RunPayer } from "./Ports.js"
+import { RunId } from "./Domain.js"
 import { RunsRepo } from "./Repo.js"
 import type { Decision } from "./Approvals.js"
 import {
@@ -283,7 +284,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
               if (refused === 0n) return Effect.logInfo(`run ${request.runId}: its hold is settled, after its end`)
               // The row is ours to correct only when the run writes its own (`RunRequest.ledger` unset).
               const correct = request.ledger === undefined
-                ? Effect.zipRight(Effect.timeout(Deferred.await(rowWritten), "1 minute"), repo.lessCredits(request.runId, refused))
+                ? Effect.zipRight(Effect.timeout(Deferred.await(rowWritten), "1 minute"), repo.lessCredits(RunId.unchecked.make(request.runId), refused))
                 : Effect.void
               return Effect.zipRight(Effect.ignore(correct), Effect.logWarning(`run ${request.runId}: ${refused} micro-credits were refused after its end`))
             }),
