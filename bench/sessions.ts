@@ -738,7 +738,7 @@ const main = async () => {
       progress(`turn phase: ${TURN_SESSIONS} sessions for ${SECONDS} s`)
       const statuses = new Map<number, number>()
       // The idle platform's own commits (its polls: cluster storage, schedules, webhooks, the eval driver), over
-      // IDLE_SECONDS before the load, so the turns' figure can be given net of them: with one session they are most.
+      // IDLE_COMMIT_SECONDS before the load, so the turns' figure can be given net of them.
       const idleAt = Date.now()
       const idle0 = await commits()
       await new Promise((r) => setTimeout(r, IDLE_COMMIT_SECONDS * 1000))

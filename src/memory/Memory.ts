@@ -197,7 +197,12 @@ export class Memory extends Effect.Service<Memory>()("atrium/memory/Memory", {
       if ((yield* repo.countCurrent(key)) >= MAX_FACTS) {
         return yield* new MemoryRefused({ message: `This user already has ${MAX_FACTS} facts; supersede one instead.` })
       }
-      return factOf(yield* repo.insertFact({ ...key, id, text, source }))
+      const inserted = yield* repo.insertFact({ ...key, id, text, source })
+      if (Option.isSome(inserted)) return factOf(inserted.value)
+      // Taken meanwhile by another try of the same call (a runner that lost the run still finishing its step).
+      const taken = yield* repo.fact(key, id)
+      if (Option.isSome(taken)) return factOf(taken.value)
+      return yield* new MemoryRefused({ message: "The fact could not be written; try again." })
     })
 
     const supersede = Effect.fn("Memory.supersede")(function*(owner: MemoryOwner, id: string, text: string, source: Writer = "model", call?: string) {

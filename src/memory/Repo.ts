@@ -115,13 +115,15 @@ export class MemoryRepo extends Effect.Service<MemoryRepo>()("atrium/memory/Memo
           WHERE ${owned(key)} ORDER BY label, version`
     })
 
-    const insertFact = SqlSchema.single({
+    /** None when the id is taken: a keyed fact written by another try of the same call (its id is the call's). */
+    const insertFact = SqlSchema.findOne({
       Request: Schema.Struct({ ...Owner.fields, id: Schema.String, text: Schema.String, source: Schema.String }),
       Result: FactRow,
       execute: (f) =>
         sql`
           INSERT INTO memory_facts (id, agent_id, account_id, end_user_id, text, source)
           VALUES (${f.id}, ${f.agentId}, ${f.accountId}, ${f.endUserId}, ${f.text}, ${f.source})
+          ON CONFLICT (id) DO NOTHING
           RETURNING ${sql.literal(FACT_COLUMNS)}`
     })
 

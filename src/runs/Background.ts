@@ -115,14 +115,15 @@ const OUTAGE_PATIENCE_MS = 60_000
  * One run's patience with an outage, shared by every `outlasting` of its execution (and the execution's own retries):
  * they nest (the whole body, a step's record, the step inside its activity), and each with a minute of its own would
  * wait a minute per level, the outer ones replaying a defect the inner one had already recorded. One outage gets one
- * minute, counted from when the run first met it; a success between two outages starts the count again; and once the
- * run has given up, no level tries again (what gave up is recorded, and replays the same).
+ * minute, counted from when the run first met it (`since`); once a level has given up (`spentAt`), no level tries
+ * again. Both end only with a success of work that began after them (the storage answers again): a success of work
+ * begun before the outage says nothing about it, and a later outage after the storage came back gets its own minute.
  */
 export interface OutagePatience {
   since: number | undefined
-  spent: boolean
+  spentAt: number | undefined
 }
-export const outagePatience = (): OutagePatience => ({ since: undefined, spent: false })
+export const outagePatience = (): OutagePatience => ({ since: undefined, spentAt: undefined })
 
 /**
  * Tries `effect` again while it dies of an outage (`isOutage`), on `OUTAGE_RETRY`, within `patience`. Only defects:
@@ -131,8 +132,12 @@ export const outagePatience = (): OutagePatience => ({ since: undefined, spent: 
  * it billed once.
  */
 export const outlastingOf = (patience: OutagePatience) => <A, E, R>(effect: Effect.Effect<A, E, R>, what?: string): Effect.Effect<A, E, R> =>
-  effect.pipe(
-    Effect.tap(() => Effect.sync(() => void (patience.since = undefined))),
+  Effect.flatMap(Clock.currentTimeMillis, (began) =>
+    Effect.tap(effect, () =>
+      Effect.sync(() => {
+        if (patience.since !== undefined && began >= patience.since) patience.since = undefined
+        if (patience.spentAt !== undefined && began >= patience.spentAt) patience.spentAt = undefined
+      }))).pipe(
     Effect.sandbox,
     Effect.retry({
       schedule: what === undefined
@@ -140,10 +145,10 @@ export const outlastingOf = (patience: OutagePatience) => <A, E, R>(effect: Effe
         : Schedule.tapInput(OUTAGE_RETRY, (cause: Cause.Cause<unknown>) => Effect.logWarning(`${what} met an outage; asked again`, cause)),
       while: (cause) =>
         Effect.map(Clock.currentTimeMillis, (now) => {
-          if (patience.spent || Cause.failures(cause).length > 0 || !isOutage(cause)) return false
+          if (patience.spentAt !== undefined || Cause.failures(cause).length > 0 || !isOutage(cause)) return false
           patience.since ??= now
           if (now - patience.since < OUTAGE_PATIENCE_MS) return true
-          patience.spent = true
+          patience.spentAt = now
           return false
         })
     }),
@@ -173,8 +178,10 @@ export const openLog = (repo: RunRecords, runId: RunId, patience: OutagePatience
     let pending: Array<{ seq: number; payload: unknown }> = []
     const writing = yield* Effect.makeSemaphore(1)
     // Written through an outage (the insert is idempotent per seq), so a batch is not lost with a flush that met it.
+    // Nothing pending, nothing asked: an empty flush succeeding would say nothing of the storage (`OutagePatience`).
     const flush = writing.withPermits(1)(Effect.suspend(() => {
       const batch = pending
+      if (batch.length === 0) return Effect.void
       pending = []
       return outlast(repo.appendEvents(runId, batch))
     }))

@@ -106,14 +106,18 @@ export class RunsRepo extends Effect.Service<RunsRepo>()("atrium/runtime/RunsRep
 
     /**
      * A finished run's credits less `refused`: charges its settle posted later than its end (the wallet answered
-     * after the run's row was written) and the wallet refused, so the row says what the ledger took.
+     * after the run's row was written) and the wallet refused, so the row says what the ledger took. Whether the row
+     * was there to correct (not while the run's row is still `running`: a session writes it with the turn's commit).
      */
-    const lessCreditsOf = SqlSchema.void({
+    const lessCreditsOf = SqlSchema.findAll({
       Request: Schema.Struct({ runId: Schema.String, refused: Schema.BigInt }),
+      Result: Schema.Struct({ id: Schema.String }),
       execute: ({ refused, runId }) =>
-        sql`UPDATE runs SET credits_charged = credits_charged - ${refused}::bigint WHERE id = ${runId} AND status <> 'running'`
+        sql`
+          UPDATE runs SET credits_charged = GREATEST(0, credits_charged - ${refused}::bigint)
+          WHERE id = ${runId} AND status <> 'running' RETURNING id`
     })
-    const lessCredits = (runId: RunId, refused: bigint) => Effect.orDie(lessCreditsOf({ runId, refused }))
+    const lessCredits = (runId: RunId, refused: bigint) => Effect.map(Effect.orDie(lessCreditsOf({ runId, refused })), (rows) => rows.length > 0)
 
     const claimTrial = SqlSchema.findOne({
       Request: Trial,

@@ -1,6 +1,6 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import { createHash } from "node:crypto"
-import { Cause, Clock, Deferred, Duration, Effect, Exit, FiberRef, identity, Mailbox, Option, Schedule, Schema, Stream } from "effect"
+import { Cause, Clock, Duration, Effect, Exit, FiberRef, FiberSet, HashSet, identity, Mailbox, Option, Schedule, Schema, Stream } from "effect"
 import { newId } from "../platform/Ids.js"
 import { type Micros, toNumber } from "../platform/Money.js"
 import type { InternalEvent } from "./Events.js"
@@ -114,9 +114,15 @@ const trialCodec: StepCodec<Option.Option<InternalEvent>> = {
 }
 
 export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEngine", {
-  effect: Effect.gen(function*() {
+  scoped: Effect.gen(function*() {
     const models = yield* Models
     const repo = yield* RunsRepo
+    /**
+     * Settles asked again after their runs' ends (`settleLater`): bounded in number, and interrupted with this
+     * service (a runner stopping loses them, as docs/billing.md "Holds" says).
+     */
+    const lateSettles = yield* FiberSet.make()
+    const lateSettlesAtOnce = yield* Effect.makeSemaphore(64)
     const runPayer = yield* RunPayer
     const mcpTools = yield* McpTools
     const modelChain = yield* ModelChain
@@ -151,12 +157,9 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
           parentRunId: Option.getOrNull(request.parentRunId),
           agent: agent.identifier
         })
-        /** Done once the run's row is written (a settle answered after the run's end corrects that row, not before it). */
-        const rowWritten = yield* Deferred.make<void>()
         const record = (status: "completed" | "failed" | "cancelled", failure: Option.Option<{ code: string; message: string }>) =>
           ledger.finish(request.runId, state.record(status, failure)).pipe(
-            Effect.catchAllCause((cause) => Effect.logError("the run's record could not be written", cause)),
-            Effect.ensuring(Deferred.succeed(rowWritten, undefined))
+            Effect.catchAllCause((cause) => Effect.logError("the run's record could not be written", cause))
           )
 
         /**
@@ -259,34 +262,41 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
               for (const c of refused) state.charged(-c.amount)
               return Effect.as(Effect.logWarning(`run ${request.runId}: ${refused.length} step charge(s) were not posted`), false)
             }),
-            Effect.catchAllCause((cause) => {
-              if (patient && Cause.isInterruptedOnly(cause)) return Effect.succeed(true)
-              // A foreground run that ended on its own, whose wallet did not answer its settle within the window its
-              // caller is promised: its caller is told now, and the settle is asked again here, keyed, for as long as
-              // a durable run's would be (its steps are not given up: the fault checker found such runs recorded as
-              // charged with nothing in the ledger). Its row is corrected if the wallet then refuses some.
-              // (A turn its session gave up fails without `outage`: its next owner settles or voids the hold. A late
-              // settle that meets that void, or its session's newer fence, is refused, and the row corrected.)
-              const later = !cut && request.durable === undefined &&
-                Cause.failureOption(cause).pipe(Option.exists((error) => error.outage === true))
-              return Effect.zipRight(
-                Effect.logError(`run ${request.runId}: its hold could not be settled${later ? " yet; asked again in the background" : ""}`, cause),
-                later ? Effect.as(Effect.forkDaemon(settleLater(charges, settling)), false) : Effect.succeed(false)
-              )
-            })
+            Effect.catchAllCause((cause) =>
+              Effect.flatMap(Effect.descriptor, (fiber) => {
+                // Let go because this run's own fiber was interrupted (its runner stopping), not because the wallet's
+                // call was: the run has not ended.
+                if (patient && Cause.isInterruptedOnly(cause) && HashSet.size(fiber.interruptors) > 0) return Effect.succeed(true)
+                // A foreground run that ended on its own, whose wallet did not answer its settle within the window
+                // its caller is promised: its caller is told now, and the settle is asked again in the background,
+                // keyed, for as long as a durable run's would be (its steps are not given up: the fault checker found
+                // such runs recorded as charged with nothing in the ledger). Its row is corrected if the wallet then
+                // refuses some. (A turn its session gave up fails without `outage`: its next owner settles or voids
+                // the hold. A late settle that meets that void, or its session's newer fence, is refused.)
+                const later = !cut && request.durable === undefined &&
+                  Cause.failureOption(cause).pipe(Option.exists((error) => error.outage === true))
+                return Effect.zipRight(
+                  Effect.logError(`run ${request.runId}: its hold could not be settled${later ? " yet; asked again in the background" : ""}`, cause),
+                  later ? Effect.as(FiberSet.run(lateSettles, Effect.interruptible(lateSettlesAtOnce.withPermits(1)(settleLater(charges, settling)))), false) : Effect.succeed(false)
+                )
+              })
+            )
           )
         })
-        /** The settle of a run that ended, asked again until the wallet answers (`SETTLE_PATIENCE`), once its row is written. */
+        /**
+         * The settle of a run that ended, asked again until the wallet answers (`SETTLE_PATIENCE`); the charges it
+         * refused are taken off the run's row once that row is written (a session writes it with the turn's commit,
+         * after the run's end: looked for every second for a minute).
+         */
         const settleLater = (charges: ReadonlyArray<{ readonly amount: Micros; readonly charge: RunCharge }>, settling: Effect.Effect<ReadonlyArray<boolean>, PaymentFailed>) =>
           walletPatient(settling, SETTLE_PATIENCE).pipe(
             Effect.flatMap((posted) => {
               const refused = charges.reduce((sum, c, i) => posted[i] === true ? sum : sum + c.amount, 0n)
               if (refused === 0n) return Effect.logInfo(`run ${request.runId}: its hold is settled, after its end`)
-              // The row is ours to correct only when the run writes its own (`RunRequest.ledger` unset).
-              const correct = request.ledger === undefined
-                ? Effect.zipRight(Effect.timeout(Deferred.await(rowWritten), "1 minute"), repo.lessCredits(RunId.unchecked.make(request.runId), refused))
-                : Effect.void
-              return Effect.zipRight(Effect.ignore(correct), Effect.logWarning(`run ${request.runId}: ${refused} micro-credits were refused after its end`))
+              const correct = repo.lessCredits(RunId.unchecked.make(request.runId), refused).pipe(
+                Effect.repeat({ schedule: Schedule.spaced("1 second"), while: (corrected) => !corrected, times: 60 })
+              )
+              return Effect.zipRight(correct, Effect.logWarning(`run ${request.runId}: ${refused} micro-credits were refused after its end`))
             }),
             Effect.catchAllCause((cause) =>
               Effect.logError(`run ${request.runId}: its hold could not be settled within ${Duration.format(SETTLE_PATIENCE)}; its row may say more than the ledger took`, cause)
@@ -462,7 +472,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
               const outcome = request.durable !== undefined && toolCall.name === DELEGATE_TOOL
                 ? yield* durableDelegation(`${step}/${index}`, toolCall, request, request.durable, emit, resolveSubagent, state)
                 : yield* recorded(`tool/${step}/${index}`, jsonCodec<ToolOutcome>(), toolCalls.run(
-                toolCall,
+                { ...toolCall, key: `${request.runId}:${step}/${index}` },
                 policies,
                 context,
                 { ...request, sandbox: holder },

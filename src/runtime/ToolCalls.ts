@@ -26,7 +26,12 @@ export class ToolCalls extends Effect.Service<ToolCalls>()("atrium/runtime/ToolC
 
     /** A tool call through the agent's policy: denied, asked for, or run; the result goes back to the model. */
     const runToolCall = (
-      toolCall: { id: string; name: string; params: unknown },
+      /**
+       * `key`: the call's idempotency key, the run and the call's place in it (`<run id>:<step>/<index>`), the same on
+       * every try of the call (a durable run's tool step tried again after a fault, which a replay reaches at the same
+       * place); not the model's call id, which a provider may repeat from one step to the next.
+       */
+      toolCall: { id: string; name: string; params: unknown; key: string },
       policies: ReadonlyMap<string, "allow" | "ask" | "deny">,
       context: ToolContext,
       request: RunRequest,
@@ -70,9 +75,7 @@ export class ToolCalls extends Effect.Service<ToolCalls>()("atrium/runtime/ToolC
         }
 
         yield* emit({ type: "tool_call", tool_call_id: id, name, status: "running" })
-        // The call's idempotency key: the run's and the model's call's ids, which a durable run's replay answers from
-        // the model step's record, so every try of this call (its step tried again after a fault) carries the same.
-        const callKey = `${request.runId}:${id}`
+        const callKey = toolCall.key
         const outcome = yield* Effect.either(
           name === DELEGATE_TOOL
             ? delegate(id, params)

@@ -8,6 +8,9 @@ import type { ExpertConfig } from "../../src/runtime/Expert.js"
 import type { DurableSteps, RunRequest } from "../../src/runtime/Run.js"
 import { Approvals } from "../../src/runtime/Approvals.js"
 import { RunEngine } from "../../src/runtime/RunEngine.js"
+import { RunId } from "../../src/runtime/Domain.js"
+import { RunsRepo } from "../../src/runtime/Repo.js"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { PaymentFailed, RunPayer } from "../../src/runtime/Ports.js"
 import { insertUser, TestDatabase } from "../support/Database.js"
 import { pollUntil } from "../support/Poll.js"
@@ -289,7 +292,20 @@ describe("a durable run's wallet", () => {
         assert.deepStrictEqual(mine().map((charge) => charge.key), [`${request.runId}:1`])
         assert.strictEqual(result.creditsCharged, mine()[0]!.amount)
         assert.strictEqual(wallet.asked(request.payer.accountId).settles, 2)
-      }), { timeout: 20_000 })
+        // Had the wallet refused some, the run's row (written at its end) is taken down by what it refused, never
+        // below 0; a row still `running` (a session writes it later) is not there to correct yet.
+        const runs = yield* RunsRepo
+        const sql = yield* SqlClient.SqlClient
+        const creditsOf = (id: string) => Effect.map(sql<{ credits: string }>`SELECT credits_charged::text AS credits FROM runs WHERE id = ${id}`.pipe(Effect.orDie), (rows) => BigInt(rows[0]!.credits))
+        assert.strictEqual(yield* creditsOf(request.runId), result.creditsCharged)
+        assert.isTrue(yield* runs.lessCredits(RunId.unchecked.make(request.runId), 1n))
+        assert.strictEqual(yield* creditsOf(request.runId), result.creditsCharged - 1n)
+        assert.isTrue(yield* runs.lessCredits(RunId.unchecked.make(request.runId), result.creditsCharged * 10n))
+        assert.strictEqual(yield* creditsOf(request.runId), 0n)
+        const open = yield* requestFor("hello", undefined)
+        yield* runs.start({ id: open.runId, agentId: null, agentVersion: null, payerId: open.payer.accountId, endUserId: "", sessionId: null, parentRunId: null, agent: "builtin" })
+        assert.isFalse(yield* runs.lessCredits(RunId.unchecked.make(open.runId), 1n))
+      }).pipe(Effect.provide(RunsRepo.Default)), { timeout: 20_000 })
 
     it.effect("a foreground run, whose client waits, fails billing_failed at once; a refusal fails a durable run too", () =>
       Effect.gen(function*() {

@@ -1,10 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, TestClock } from "effect"
+import { Effect, Exit, Fiber, TestClock, TestContext } from "effect"
 import { outagePatience, outlastingOf } from "../../src/runs/Background.js"
 
 /**
  * A background run's patience with an outage (docs/runs.md, "Patience with an outage"): its `outlasting` waits nest
  * (the execution, a step's record, the step's activity), and share one minute per outage rather than a minute each.
+ * Each test brings its own `TestContext`: a file run before this one in the same worker (`isolate: false`) can leave
+ * the default services without a test clock (test/runtime/admission.test.ts).
  */
 
 /** What a database restart looks like to a repository: a defect naming a refused connection. */
@@ -34,13 +36,32 @@ describe("a background run's patience with an outage", () => {
       // One minute for the outage (and the schedule's last pause), not a minute per level.
       assert.isAtLeast(seconds, 60)
       assert.isAtMost(seconds, 63, `gave up after ${seconds} s`)
-      assert.isTrue(patience.spent)
+      assert.isDefined(patience.spentAt)
       const triesWhenSpent = tries
       // Spent: a later wait of the same execution gives up at once.
       const again = yield* Effect.fork(outlasting(Effect.zipRight(Effect.sync(() => void tries++), refused)))
       assert.isTrue(Exit.isFailure(yield* Fiber.await(again)))
       assert.strictEqual(tries, triesWhenSpent + 1)
-    }))
+      // The storage answers again (work begun after the give-up succeeds): a later outage gets its own minute.
+      assert.strictEqual(yield* outlasting(Effect.succeed("up")), "up")
+      assert.isUndefined(patience.spentAt)
+      const later = yield* Effect.fork(outlasting(refused))
+      assert.isAtLeast(yield* secondsUntilDone(later), 60)
+    }).pipe(Effect.provide(TestContext.TestContext)))
+
+  it.effect("a success of work begun before the outage (a flush already in flight) does not start its minute again", () =>
+    Effect.gen(function*() {
+      const patience = outagePatience()
+      const outlasting = outlastingOf(patience)
+      // Begun now, done in 50 s: it succeeds in the middle of the outage below.
+      const slow = yield* Effect.fork(outlasting(Effect.as(Effect.sleep("50 seconds"), "done")))
+      yield* TestClock.adjust("10 seconds")
+      const failing = yield* Effect.fork(outlasting(refused))
+      const seconds = yield* secondsUntilDone(failing)
+      assert.strictEqual(yield* Fiber.join(slow), "done")
+      // Counted from 10 s: given up at about 70 s, so about 60 s after it began, not 60 s after the slow success.
+      assert.isAtMost(seconds, 63, `gave up after ${seconds} s`)
+    }).pipe(Effect.provide(TestContext.TestContext)))
 
   it.effect("a success between two outages starts the count again; a bug is not waited out", () =>
     Effect.gen(function*() {
@@ -66,5 +87,5 @@ describe("a background run's patience with an outage", () => {
       const bug = yield* Effect.exit(outlasting(Effect.zipRight(Effect.sync(() => void bugs++), Effect.die(new Error("a bug")))))
       assert.isTrue(Exit.isFailure(bug))
       assert.strictEqual(bugs, 1)
-    }))
+    }).pipe(Effect.provide(TestContext.TestContext)))
 })
