@@ -129,7 +129,8 @@ const TIMERS: ReadonlyArray<{ readonly file: string; readonly line: string; read
   { file: "test/billing/crash.test.ts", line: "setTimeout(r, 15_000)", why: "a bound raced against the warm-up's event, cleared when it comes" },
   { file: "test/security/edge.test.ts", line: "setTimeout(() => done(false), 15_000)", why: "a bound raced against the server closing the socket" },
   { file: "test/web/outbox.test.ts", line: "setTimeout(resolve, 0)", why: "lets the callbacks already due run: no time passes" },
-  { file: "test/billing/run-payer.test.ts", line: "Effect.sleep(ENTITY_DEADLINE)", why: "a fake wallet's 12 s on the TestClock, moved by TestClock.adjust" }
+  { file: "test/billing/run-payer.test.ts", line: "Effect.sleep(ENTITY_DEADLINE)", why: "a fake wallet's 12 s on the TestClock, moved by TestClock.adjust" },
+  { file: "test/runs/outage-patience.test.ts", line: "Effect.sleep(\"50 seconds\")", why: "work in flight during an outage, on the TestClock, moved by TestClock.adjust" }
 ]
 
 const testSources = () => sources("test").map((file) => file.split(Path.sep).join("/")).filter((file) => !NOT_COUNTED.has(file))
