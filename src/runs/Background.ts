@@ -170,7 +170,7 @@ const TellingAttempt = FiberRef.unsafeMake<{ readonly step: string; readonly att
  */
 export const openLog = (repo: RunRecords, runId: RunId, patience: OutagePatience = outagePatience()) =>
   Effect.gen(function*() {
-    const outlast = outlastingOf(patience)
+    const outlasting = outlastingOf(patience)
     const { ended, last } = yield* repo.logState(runId)
     // Only an execution after another has attempts to count on: the first one's are all its own.
     const attempts = new Map(last === 0 ? [] : (yield* repo.stepAttempts(runId)).map(({ attempt, step }) => [step, attempt] as const))
@@ -183,7 +183,7 @@ export const openLog = (repo: RunRecords, runId: RunId, patience: OutagePatience
       const batch = pending
       if (batch.length === 0) return Effect.void
       pending = []
-      return outlast(repo.appendEvents(runId, batch))
+      return outlasting(repo.appendEvents(runId, batch))
     }))
     const emit = (event: InternalEvent): Effect.Effect<void> =>
       Effect.flatMap(FiberRef.get(TellingAttempt), (telling) =>
@@ -199,7 +199,7 @@ export const openLog = (repo: RunRecords, runId: RunId, patience: OutagePatience
       Effect.suspend(() => {
         const n = (attempts.get(step) ?? 0) + 1
         attempts.set(step, n)
-        const begin = n === 1 ? Effect.void : Effect.zipRight(flush, outlast(repo.supersede(runId, step, n)))
+        const begin = n === 1 ? Effect.void : Effect.zipRight(flush, outlasting(repo.supersede(runId, step, n)))
         return Effect.zipRight(begin, Effect.locally(effect, TellingAttempt, { step, attempt: n }))
       })
     yield* Effect.forkScoped(Effect.repeat(flush, Schedule.spaced("100 millis")))
@@ -496,7 +496,8 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
   const endAfterDefect = (runId: RunId, cause: Cause.Cause<never>) =>
     Effect.gen(function*() {
       // Patience of its own: the execution's is spent, and the run's end must outlast an outage too.
-      const outlasting = outlastingOf(outagePatience())
+      const patience = outagePatience()
+      const outlasting = outlastingOf(patience)
       yield* Effect.logError(`background run ${runId}: its execution kept failing; it ends failed (internal_error)`, cause)
       const workflow = yield* Effect.context<WorkflowEngine | WorkflowInstance>()
       yield* Activity.make({
@@ -508,7 +509,7 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
           const payer: Partition = { accountId: row.accountId, endUserId: row.endUserId }
           if (!TERMINAL.has(row.status)) {
             const failure = { code: "internal_error", message: "The run failed on our side." }
-            const log = yield* openLog(repo, runId)
+            const log = yield* openLog(repo, runId, patience)
             yield* log.emit({ type: "error", ...failure })
             yield* log.flush
             const creditsCharged = yield* chargedOf(payer, runId)
@@ -533,7 +534,7 @@ export const BackgroundRunLive = Layer.unwrapEffect(Effect.gen(function*() {
       return execute(runId, patience).pipe(
         // An outage outside the activities (the run's row read, its log's state) is waited out before it counts as a
         // defect: the defect's few tries are over in 7.5 s, sooner than a loaded database's restart.
-        (execution) => outlastingOf(patience)(execution),
+        outlastingOf(patience),
         Effect.sandbox,
         Effect.retry({ schedule: DEFECT_RETRY, while: (cause) => !Cause.isInterruptedOnly(cause) }),
         Effect.catchAll((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : endAfterDefect(runId, cause))

@@ -75,6 +75,14 @@ const walletPatient = <A, R>(effect: Effect.Effect<A, PaymentFailed, R>, patienc
     while: (error) => error.outage === true
   })
 
+/**
+ * `effect` in a fiber of its own that this one can stop waiting for, even from an uninterruptible region (a run's
+ * settle): interrupted, it answers at once and leaves `effect`'s own interruption behind (its cluster call may have to
+ * tell the wallet's runner through the very storage that is down).
+ */
+const lettingGo = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.interruptible(Effect.disconnect(Effect.interruptible(effect)))
+
 /** Whose run a trace is: the expert's creator and the run's payer (with its end user) may read it. */
 const traceRunOf = (request: RunRequest): TraceRun => ({
   runId: request.runId,
@@ -241,13 +249,12 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
             // rather than leave its steps unposted. One cut short lets go, as any run's (its next owner settles).
             // Its runner stopping meanwhile interrupts the wait (this runs uninterruptible otherwise, and would hold
             // the runner's shutdown for minutes): the workflow has recorded no end, and its next owner settles.
-            patient ? (settling) => Effect.interruptible(Effect.disconnect(Effect.interruptible(walletPatient(settling, SETTLE_PATIENCE)))) : identity
+            patient ? (settling) => lettingGo(walletPatient(settling, SETTLE_PATIENCE)) : identity
           )
-          // Raced in fibers of their own: this runs uninterruptible, and a settle that lets go must stop waiting.
-          // Disconnected: letting go does not wait for the settle's own interruption, whose cluster call may tell the
-          // wallet's runner of it through the very storage that is down.
+          // Raced in fibers of their own (`lettingGo`): this runs uninterruptible, and a settle that lets go must stop
+          // waiting.
           const released = request.givenUp === undefined ? settling : Effect.raceFirst(
-            Effect.interruptible(Effect.disconnect(Effect.interruptible(settling))),
+            lettingGo(settling),
             Effect.interruptible(Effect.zipRight(
               request.givenUp,
               Effect.fail(new PaymentFailed({ message: "The run's owner gave it up: its next owner settles its hold." }))

@@ -75,18 +75,17 @@ export class ToolCalls extends Effect.Service<ToolCalls>()("atrium/runtime/ToolC
         }
 
         yield* emit({ type: "tool_call", tool_call_id: id, name, status: "running" })
-        const callKey = toolCall.key
         const outcome = yield* Effect.either(
           name === DELEGATE_TOOL
             ? delegate(id, params)
             : remote.has(name)
-            ? remote.call(name, params, callKey)
+            ? remote.call(name, params, toolCall.key)
             : name === FILE_SEARCH && context.knowledge !== undefined
             ? Effect.provideService(runFileSearch(params, context, request.payer.accountId), KnowledgeSearch, knowledgeSearch)
             : name === RUN_CODE
             ? codeRunner.run(params, { ...context, holder: request.sandbox!, environmentId: request.environmentId ?? null })
             : isMemoryTool(name)
-            ? runMemoryTool(name, params, Option.fromNullable(context.memory), memory, callKey)
+            ? runMemoryTool(name, params, Option.fromNullable(context.memory), memory, toolCall.key)
             : isBuiltinTool(name)
             ? Effect.provideService(runBuiltin(name, params, context), RunsRepo, repo)
             : Effect.fail({ message: `Unknown tool ${name}.` })
