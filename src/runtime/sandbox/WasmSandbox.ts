@@ -44,6 +44,15 @@ export const GUEST_PROCESS_BYTES = 384 * MiB
 const CGROUP_SLACK_BYTES = 64 * MiB
 /** How often each live guest's resident memory is read (/proc/<pid>/status). */
 const MEMORY_CHECK_MS = 2_000
+/**
+ * Guests' memory groups are numbered per process, not per sandbox: a process that holds two sandboxes in turn (the
+ * tests build one per file in one worker) would name the second's first group as the first's, which can outlive its
+ * sandbox while its killed guest is still exiting (the kernel refuses the removal), and the self-check failed EEXIST.
+ */
+const nextGuestGroup = (() => {
+  let made = 0
+  return () => ++made
+})()
 /** What of a guest that failed to start is logged (its own stderr: Node's error, never the guest's output). */
 const STARTUP_LOG_BYTES = 2000
 
@@ -91,7 +100,6 @@ export const make = (
     const uids = makeUidPool(settings.uidBase, settings.uidCount)
     const workdirs = workdirPrefix()
     const cgroupPrefix = `${serverTag()}-`
-    let cgroupsMade = 0
     const runFork = Runtime.runFork(yield* Effect.runtime<never>())
 
     /** Starts a guest process; it is killed and its working directory removed when `scope` closes. */
@@ -109,7 +117,7 @@ export const make = (
         const cgroup = cgroups === undefined
           ? undefined
           : yield* Effect.try({
-            try: () => cgroups.make(`${cgroupPrefix}${++cgroupsMade}`, processBytes + CGROUP_SLACK_BYTES),
+            try: () => cgroups.make(`${cgroupPrefix}${nextGuestGroup()}`, processBytes + CGROUP_SLACK_BYTES),
             catch: (error) => unavailable(`the sandbox's memory cgroup could not be made: ${String(error)}`)
           })
         const { file, args } = containment.command(heapMb, processBytes, uid, cgroup)
