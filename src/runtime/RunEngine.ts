@@ -246,7 +246,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
           const patient = request.durable !== undefined && !cut
           const settling = runPayer.settle(payer.accountId, holdId, charges, request.chargeFence ?? null, cut).pipe(
             // A durable run that ended on its own is billed once: its settle waits for the wallet (`SETTLE_PATIENCE`)
-            // rather than leave its steps unposted. One cut short lets go, as any run's (its next owner settles).
+            // rather than leave its steps unposted. One cut short lets go, as every run does (its next owner settles).
             // Its runner stopping meanwhile interrupts the wait (this runs uninterruptible otherwise, and would hold
             // the runner's shutdown for minutes): the workflow has recorded no end, and its next owner settles.
             patient ? (settling) => lettingGo(walletPatient(settling, SETTLE_PATIENCE)) : identity

@@ -31,7 +31,11 @@ describe("cluster: durable runs, the short form of bench/durable.ts", () => {
           faults,
           restartKilled: false,
           startTogether: true,
-          settleSeconds: 40,
+          // What this proves is that every run ends, billed once, and every end is delivered; how soon is the bench's
+          // figure. CI runs this file beside the browser suite on two cores, four to five times slower than alone
+          // (11-16 s quiet), where it failed once with 40 s (stop 56; the part of CI's output kept did not say which
+          // check).
+          settleSeconds: 120,
           keepLogs: process.env.DURABLE_KEEP_LOGS,
           adminUrl: databaseUrl!,
           redisUrl: process.env.REDIS_URL!,
@@ -49,5 +53,5 @@ describe("cluster: durable runs, the short form of bench/durable.ts", () => {
       assert.strictEqual(report.answered, 3, lines.join("\n"))
       assert.strictEqual(report.cancelled, 1, lines.join("\n"))
       assert.deepStrictEqual(report.faults.map((f) => f.fault), faults, lines.join("\n"))
-    }), { timeout: 240_000 })
+    }), { timeout: 420_000 })
 })
