@@ -21,7 +21,7 @@
 import * as Http from "node:http"
 import * as Os from "node:os"
 import pg from "pg"
-import { call, closedLoop, launchBenchPlatform, processCpu, streamRun, writeJson } from "./support.js"
+import { call, closedLoop, launchBenchPlatform, processCpu, STATISTICS_LAG_MS, streamRun, writeJson } from "./support.js"
 
 const args = new Map<string, string>()
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1]!)
@@ -75,9 +75,9 @@ const main = async () => {
   const { base, child, db } = platform
   const stats = new pg.Client({ connectionString: ADMIN_URL })
   await stats.connect()
-  /** The bench database's commits so far; PostgreSQL's statistics lag up to a second, hence the wait. */
+  /** The bench database's commits so far, once PostgreSQL's statistics caught up (`STATISTICS_LAG_MS`). */
   const commits = async () => {
-    await sleep(1500)
+    await sleep(STATISTICS_LAG_MS)
     const result = await stats.query("SELECT xact_commit::bigint AS n FROM pg_stat_database WHERE datname = $1", [db!.name])
     return Number(result.rows[0].n)
   }

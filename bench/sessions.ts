@@ -30,7 +30,7 @@
 import * as Fs from "node:fs"
 import * as Http from "node:http"
 import * as Os from "node:os"
-import { call, closedLoop, freePort, launchBenchPlatform, pair, processCpu, writeJson } from "./support.js"
+import { call, closedLoop, freePort, launchBenchPlatform, pair, processCpu, STATISTICS_LAG_MS, writeJson } from "./support.js"
 
 const args = new Map<string, string>()
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ""), process.argv[i + 1]!)
@@ -330,10 +330,10 @@ const main = async () => {
     mode: SERVICES ? "services" : "embedded",
     loadStart: startLoad
   }
-  /** Transactions PostgreSQL committed in the bench database (services mode; its statistics lag up to a second). */
+  /** Transactions PostgreSQL committed in the bench database (services mode), once its statistics caught up. */
   const commits = async (): Promise<number> => {
     if (db === undefined) return NaN
-    await new Promise((r) => setTimeout(r, 1500))
+    await new Promise((r) => setTimeout(r, STATISTICS_LAG_MS))
     const result = await db.admin.query("SELECT xact_commit::bigint AS n FROM pg_stat_database WHERE datname = $1", [db.name])
     return Number(result.rows[0].n)
   }
@@ -739,11 +739,11 @@ const main = async () => {
       const statuses = new Map<number, number>()
       // The idle platform's own commits (its polls: cluster storage, schedules, webhooks, the eval driver), over
       // IDLE_COMMIT_SECONDS before the load, so the turns' figure can be given net of them.
-      const idleAt = Date.now()
       const idle0 = await commits()
+      const idleAt = Date.now()
       await new Promise((r) => setTimeout(r, IDLE_COMMIT_SECONDS * 1000))
-      const idleCommitsPerSecond = (await commits() - idle0) / ((Date.now() - idleAt) / 1000)
       const commits0 = await commits()
+      const idleCommitsPerSecond = (commits0 - idle0) / ((Date.now() - idleAt) / 1000)
       const writes0 = await writes()
       const wallet0 = await walletRequests()
       const { timings, failures, seconds, cpuSeconds } = await closedLoop({

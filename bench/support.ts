@@ -204,6 +204,14 @@ const assertBuilt = () => {
   }
 }
 
+/**
+ * How long to wait before reading PostgreSQL's transaction counters (`pg_stat_database.xact_commit`) so they hold
+ * everything before the read: since PostgreSQL 15 a busy backend reports its counts at most once a second and an idle
+ * one up to 10 s later (`PGSTAT_IDLE_INTERVAL`): 1,000 statements of a connection left idle were not counted 3 s
+ * later (session 26), so a read 1.5 s after a phase could miss its end or take in the phase before.
+ */
+export const STATISTICS_LAG_MS = 11_000
+
 /** A database of its own for one bench run, on the server of `adminUrl`. */
 export interface BenchDatabase {
   readonly name: string
