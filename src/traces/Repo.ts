@@ -1,4 +1,5 @@
 import * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlError from "@effect/sql/SqlError"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
 import { UserId } from "../platform/Ids.js"
@@ -91,7 +92,15 @@ export class TracesRepo extends Effect.Service<TracesRepo>()("atrium/traces/Trac
           attributes: span.attributes,
           credits: span.credits.toString()
         }))
-        const roots = spans.filter((span) => span.parentSpanId === null).map((span) => ({
+        // A run executed again after a fault ends a root span per attempt, under one trace: its summary takes the last
+        // that ended. Both in one statement, PostgreSQL refused the whole batch (a row updated twice, error 21000), and
+        // the writer put it back in front: no trace of this process was written again.
+        const lastRoots = new Map<string, SpanRecord>()
+        for (const span of spans) {
+          const seen = span.parentSpanId === null ? lastRoots.get(span.traceId) : undefined
+          if (span.parentSpanId === null && (seen === undefined || span.endTime >= seen.endTime)) lastRoots.set(span.traceId, span)
+        }
+        const roots = [...lastRoots.values()].map((span) => ({
           trace_id: span.traceId,
           run_id: span.run.runId,
           agent_id: span.run.agentId,
@@ -231,6 +240,15 @@ export class TracesRepo extends Effect.Service<TracesRepo>()("atrium/traces/Trac
     })
     const exists = (traceId: string) => Effect.map(Effect.orDie(knownTrace(traceId)), Option.isSome)
 
-    return { write, byRun, spans, search, exists } as const
+    /**
+     * A refusal that waiting cannot mend: the statement's data was refused (SQLSTATE classes 21, 22 and 23:
+     * cardinality, data, integrity), not the database's availability.
+     */
+    const refusedForGood = (error: SqlError.SqlError) => {
+      const code = (error.cause as { code?: unknown } | undefined)?.code
+      return typeof code === "string" && /^2[123]/.test(code)
+    }
+
+    return { write, byRun, spans, search, exists, refusedForGood } as const
   })
 }) {}

@@ -53,11 +53,35 @@ export const TraceWriterLive = Layer.scoped(
         const batch = buffer.slice(0, BATCH_SIZE)
         buffer = buffer.slice(batch.length)
         const result = yield* Effect.either(repo.write(batch))
-        if (result._tag === "Left") {
+        if (result._tag === "Left" && !repo.refusedForGood(result.left)) {
           // Back in front (a later span's root must not be written before its children), capped as `offer` is.
           buffer = [...batch, ...buffer].slice(-MAX_BUFFERED)
           yield* Effect.logWarning("traces: a batch of spans could not be written; trying again", result.left)
           return
+        }
+        if (result._tag === "Left") {
+          // Its data was refused, so it would be refused again, and every trace after it would wait behind it: each
+          // span is written alone; one refused for good even so is dropped and counted, one the database could not
+          // take now (it went away meanwhile) waits for the next round.
+          yield* Effect.logError("traces: a batch of spans was refused; writing them one by one", result.left)
+          const kept: Array<SpanRecord> = []
+          const later: Array<SpanRecord> = []
+          let refused = 0
+          for (const span of batch) {
+            const alone = yield* Effect.either(repo.write([span]))
+            if (alone._tag === "Right") kept.push(span)
+            else if (repo.refusedForGood(alone.left)) refused++
+            else later.push(span)
+          }
+          if (refused > 0) {
+            yield* Metric.incrementBy(dropped, refused)
+            yield* Effect.logError(`traces: ${refused} span(s) refused by trace storage, dropped`)
+          }
+          buffer = [...later, ...buffer].slice(-MAX_BUFFERED)
+          yield* Metric.incrementBy(written, kept.length)
+          exporter.offer(kept)
+          if (later.length > 0) return
+          continue
         }
         yield* Metric.incrementBy(written, batch.length)
         exporter.offer(batch)
