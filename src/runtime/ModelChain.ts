@@ -3,6 +3,7 @@ import type * as Prompt from "@effect/ai/Prompt"
 import type * as Response from "@effect/ai/Response"
 import type * as Toolkit from "@effect/ai/Toolkit"
 import { Clock, Duration, Effect, FiberRef, Option, Stream } from "effect"
+import { makeStorableDeltas, storableText, storableValue } from "../platform/Storable.js"
 import { ProviderHealth, retryable } from "./models/Health.js"
 import type { ResolvedModel } from "./models/Models.js"
 import { CurrentChainWait, type Emit, MAX_CHAIN_WAIT_MS, StepResting } from "./Run.js"
@@ -70,6 +71,9 @@ export class ModelChain extends Effect.Service<ModelChain>()("atrium/runtime/Mod
         let thinkingOpen = false
         const announced = new Set<string>()
         const toolCalls: Array<{ id: string; name: string; params: unknown; options?: { google: { thoughtSignature: string } } }> = []
+        // What the model says is stored (the session's log, a durable step's record): made storable as it arrives.
+        const textDeltas = makeStorableDeltas()
+        const thinkingDeltas = makeStorableDeltas()
         const told = (part: Response.StreamPart<any>): Effect.Effect<void, unknown> => {
           switch (part.type) {
             case "reasoning-start":
@@ -81,20 +85,25 @@ export class ModelChain extends Effect.Service<ModelChain>()("atrium/runtime/Mod
                 const signed = (part.metadata as { anthropic?: { signature?: unknown } } | undefined)?.anthropic?.signature
                 if (typeof signed === "string") signature = signed
               }
-              thinking += part.delta
-              return part.delta.length === 0 ? Effect.void : emit({ type: "reasoning", delta: part.delta })
+              {
+                const delta = thinkingDeltas.next(part.delta)
+                thinking += delta
+                return delta.length === 0 ? Effect.void : emit({ type: "reasoning", delta })
+              }
             case "reasoning-end":
               if (!thinkingOpen) return Effect.void
               thinkingOpen = false
               return emit({ type: "thinking_status", status: "finished" })
-            case "text-delta":
-              text += part.delta
-              return part.delta.length === 0 ? Effect.void : emit({ type: "text", delta: part.delta })
+            case "text-delta": {
+              const delta = textDeltas.next(part.delta)
+              text += delta
+              return delta.length === 0 ? Effect.void : emit({ type: "text", delta })
+            }
             case "tool-params-start":
               announced.add(part.id)
               return emit({ type: "tool_call", tool_call_id: part.id, name: part.name, status: "pending" })
             case "tool-params-delta":
-              return emit({ type: "tool_call_chunk", tool_call_id: part.id, delta: part.delta })
+              return emit({ type: "tool_call_chunk", tool_call_id: part.id, delta: storableText(part.delta) })
             case "tool-call": {
               {
                 // Gemini signs a call made while thinking; the signature must go back with the call.
@@ -102,12 +111,12 @@ export class ModelChain extends Effect.Service<ModelChain>()("atrium/runtime/Mod
                 toolCalls.push({
                   id: part.id,
                   name: part.name,
-                  params: part.params,
+                  params: storableValue(part.params),
                   ...(typeof signed === "string" ? { options: { google: { thoughtSignature: signed } } } : {})
                 })
               }
               if (announced.has(part.id)) return Effect.void
-              return emit({ type: "tool_call", tool_call_id: part.id, name: part.name, status: "pending", arguments: part.params })
+              return emit({ type: "tool_call", tool_call_id: part.id, name: part.name, status: "pending", arguments: toolCalls[toolCalls.length - 1]!.params })
             }
             case "finish":
               finishReason = part.reason
@@ -133,6 +142,17 @@ export class ModelChain extends Effect.Service<ModelChain>()("atrium/runtime/Mod
         yield* (parts === undefined
           ? Stream.runForEach(model.streamText(options), told)
           : Effect.forEach(parts, told, { discard: true })).pipe(Effect.mapError(modelCallFailed))
+        // A stream that ended inside a surrogate pair: what was held back is told, as a replacement character.
+        const thinkingRest = thinkingDeltas.rest()
+        if (thinkingRest.length > 0) {
+          thinking += thinkingRest
+          yield* emit({ type: "reasoning", delta: thinkingRest })
+        }
+        const textRest = textDeltas.rest()
+        if (textRest.length > 0) {
+          text += textRest
+          yield* emit({ type: "text", delta: textRest })
+        }
         if (thinkingOpen) yield* emit({ type: "thinking_status", status: "finished" })
         // A provider that reports no usage is billed by the same estimate the builtin model uses.
         if (inputTokens === 0) inputTokens = tokensOf(JSON.stringify(conversation))

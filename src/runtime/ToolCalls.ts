@@ -7,6 +7,7 @@ import type { Emit, RunRequest } from "./Run.js"
 import type { RemoteTools } from "./tools/Mcp.js"
 import { CodeRunner, RUN_CODE } from "./tools/RunCode.js"
 import { FILE_SEARCH, runFileSearch } from "./tools/FileSearch.js"
+import { storableText, storableValue } from "../platform/Storable.js"
 import { isMemoryTool, runMemoryTool } from "./tools/Memory.js"
 import { isBuiltinTool, runBuiltin, type ToolContext } from "./tools/Tools.js"
 import { annotateSpan, Attr, contentCaptured, contentOf, genAiSpan, Operation } from "./Tracing.js"
@@ -92,19 +93,23 @@ export class ToolCalls extends Effect.Service<ToolCalls>()("atrium/runtime/ToolC
         )
         if (outcome._tag === "Left") {
           const code = (outcome.left as { code?: unknown }).code
+          // A remote tool's error text is stored too.
+          const message = storableText(outcome.left.message)
           yield* emit({
             type: "tool_call",
             tool_call_id: id,
             name,
             status: "failed",
-            error: outcome.left.message,
+            error: message,
             ...(typeof code === "string" ? { code } : {})
           })
-          return { isFailure: true, denied: false, result: outcome.left.message }
+          return { isFailure: true, denied: false, result: message }
         }
+        // A tool's result is stored (the session's log, a durable step's record) and goes back to the model.
+        const result = storableValue(outcome.right)
         yield* emit({ type: "tool_call", tool_call_id: id, name, status: "completed" })
-        yield* emit({ type: "tool_call_result", tool_call_id: id, output: outcome.right })
-        return { isFailure: false, denied: false, result: outcome.right }
+        yield* emit({ type: "tool_call_result", tool_call_id: id, output: result })
+        return { isFailure: false, denied: false, result }
       }).pipe(
         Effect.tap((outcome) =>
           Effect.gen(function*() {

@@ -131,5 +131,26 @@ describe("runs through an upstream model", () => {
         assert.isNull(limited.headers.get("x-should-retry"))
         assert.deepInclude(limited.body.error, { type: "rate_limit_error", code: "upstream_rate_limited", param: null })
       }))
+
+    it.effect("a NUL and a lone surrogate from the model are stored as U+FFFD: the session's turn ends, and the next one runs", () =>
+      Effect.gen(function*() {
+        const upstream = yield* Mock.Upstream
+        const user = yield* newUser
+        const agent = yield* mockAgent(user.token)
+        const session = (yield* request("POST", "/v1/sessions", { token: user.token, body: { agent, title: "t" } })).body
+        // A pair split across two chunks is whole again; a high surrogate with no low one after it is not.
+        yield* upstream.script(
+          Mock.stream([Mock.chatText(["a\u0000b \uD83D", "\uDE00 c\uD800d"], [5, 5])]),
+          Mock.stream([Mock.chatText(["next"], [5, 5])])
+        )
+        // Before: the session's log write was refused (jsonb takes no \u0000), tried again and again, and the turn
+        // never ended.
+        const first = yield* streamOf(`/v1/sessions/${session.id}/events`, { token: user.token, body: { type: "message", message: "hi" } })
+        assert.strictEqual(textOf(first), "a\uFFFDb \uD83D\uDE00 c\uFFFDd")
+        const second = yield* streamOf(`/v1/sessions/${session.id}/events`, { token: user.token, body: { type: "message", message: "again" } })
+        assert.strictEqual(textOf(second), "next")
+        const detail = yield* request("GET", `/v1/sessions/${session.id}`, { token: user.token })
+        assert.deepStrictEqual(detail.body.messages.map((m: { role: string }) => m.role), ["user", "assistant", "user", "assistant"])
+      }))
   })
 })
