@@ -6,6 +6,7 @@ import { TestServer } from "../support/TestServer.js"
 import { call, callOk, connect, failed } from "../mcp/mcp-support.js"
 import { streamOf } from "../support/Sse.js"
 import { makeAtriumFetchClient } from "../../src/client.js"
+import { EvalRunId } from "../../src/evals/Domain.js"
 import { agentWith, apiKeyOf, approved, assertError, liveAgent, ENV, fullLedger, LIVE, micros, newUser, publish, runAgent, toolDirective } from "../runs/runs-support.js"
 
 /**
@@ -430,7 +431,7 @@ describe("evals", () => {
         assert.deepInclude(got, { status: "completed", pass_rate: 1, rows_total: 1, rows_done: 1 })
         const results = yield* client.evals.runResults({ path: { id: run.id }, urlParams: {} })
         assert.strictEqual(results.data[0]!.passed, true)
-        const missing = yield* Effect.flip(client.evals.getRun({ path: { id: "evr_nope" } }))
+        const missing = yield* Effect.flip(client.evals.getRun({ path: { id: EvalRunId.make("evr_nope") } }))
         assert.strictEqual(missing._tag, "NotFound")
 
         // v1 goes live with the configuration just evaluated: that run is v1's pass rate too.

@@ -3826,8 +3826,9 @@ export interface components {
             rows: number;
             created_at: string;
         };
+        EvalRowId: string;
         EvalRow: {
-            id: string;
+            id: components["schemas"]["EvalRowId"];
             /** @enum {string} */
             object: "eval.row";
             input: string | {
@@ -3933,11 +3934,12 @@ export interface components {
              */
             threshold?: number;
         };
+        EvalRunId: string;
         EvalRun: {
-            id: string;
+            id: components["schemas"]["EvalRunId"];
             /** @enum {string} */
             object: "eval.run";
-            dataset: string;
+            dataset: components["schemas"]["EvalDatasetId"];
             agent: string;
             version: number | null;
             /** @enum {string} */
@@ -3955,7 +3957,7 @@ export interface components {
             finished_at: string | null;
         };
         EvalResult: {
-            row_id: string;
+            row_id: components["schemas"]["EvalRowId"];
             position: number;
             /** @enum {string} */
             status: "pending" | "running" | "judging" | "graded" | "cancelled";
@@ -3968,7 +3970,7 @@ export interface components {
                 score: number;
                 explanation: string;
             }[];
-            run_id: string;
+            run_id: components["schemas"]["RunId"];
             trace_id: string | null;
             credits: string;
             latency_ms: number | null;
@@ -3981,7 +3983,7 @@ export interface components {
             credits_delta: string;
             mean_latency_ms_delta: number | null;
             changed: {
-                row_id: string;
+                row_id: components["schemas"]["EvalRowId"];
                 a: {
                     passed: boolean | null;
                     score: number | null;
@@ -16130,9 +16132,9 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         object: "eval.rows.added";
-                        dataset: string;
+                        dataset: components["schemas"]["EvalDatasetId"];
                         added: number;
-                        row_ids: string[];
+                        row_ids: components["schemas"]["EvalRowId"][];
                     };
                 };
             };
@@ -16201,9 +16203,9 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         object: "eval.rows.added";
-                        dataset: string;
+                        dataset: components["schemas"]["EvalDatasetId"];
                         added: number;
-                        row_ids: string[];
+                        row_ids: components["schemas"]["EvalRowId"][];
                         skipped: string[];
                     };
                 };
@@ -16268,9 +16270,9 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         object: "eval.rows.added";
-                        dataset: string;
+                        dataset: components["schemas"]["EvalDatasetId"];
                         added: number;
-                        row_ids: string[];
+                        row_ids: components["schemas"]["EvalRowId"][];
                     };
                 };
             };
@@ -16335,9 +16337,9 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         object: "eval.rows.added";
-                        dataset: string;
+                        dataset: components["schemas"]["EvalDatasetId"];
                         added: number;
-                        row_ids: string[];
+                        row_ids: components["schemas"]["EvalRowId"][];
                     };
                 };
             };
@@ -16475,10 +16477,10 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["EvalRunId"];
                         /** @enum {string} */
                         object: "eval.run";
-                        dataset: string;
+                        dataset: components["schemas"]["EvalDatasetId"];
                         agent: string;
                         version: number | null;
                         /** @enum {string} */
