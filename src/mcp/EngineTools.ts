@@ -1,6 +1,7 @@
 import { Context, Effect, Option } from "effect"
 import { Distillations } from "../distillation/Distillations.js"
 import { foldRun, noProgress, type ProgressReport } from "../distillation/RunFold.js"
+import type { SuggestionId } from "../evolution/Domain.js"
 import { Evolution } from "../evolution/Evolution.js"
 import { duration } from "../platform/Config.js"
 import { errorType } from "../platform/Errors.js"
@@ -151,7 +152,7 @@ export class EngineTools extends Effect.Service<EngineTools>()("atrium/mcp/Engin
     const listEvolutionSuggestions = (args: { readonly identifier: string }, caller: McpCaller) =>
       proxy(evolution.list(args.identifier, caller.userId))
 
-    const acceptEvolution = (args: { readonly suggestionId: string }, caller: McpCaller) =>
+    const acceptEvolution = (args: { readonly suggestionId: SuggestionId }, caller: McpCaller) =>
       proxy(evolution.accept(args.suggestionId, caller.userId))
 
     const getEvolutionStats = (args: { readonly identifier: string }, caller: McpCaller) =>

@@ -4,6 +4,7 @@ import { Agents, type Submission } from "../agents/Agents.js"
 import type { AgentRow } from "../agents/Repo.js"
 import { billingView, submissionView } from "../agents/Http.js"
 import { DistillationMessage, StartDistillation } from "../distillation/Api.js"
+import { SuggestionId } from "../evolution/Domain.js"
 import { CreatorApplication, MAX_PAGE, MAX_PAGE_SIZE, MarketKeyword } from "../market/Api.js"
 import { Creators } from "../market/Creators.js"
 import { Market } from "../market/Market.js"
@@ -362,7 +363,8 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
         "Apply a suggested improvement. Takes effect immediately, without another review: the draft and the " +
           "published version both get the change.",
         Schema.Struct({
-          suggestionId: described(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(128)), "The id of a suggestion")
+          // Unchecked: an id of another kind is a suggestion that is not there, as it was.
+          suggestionId: described(SuggestionId.unchecked.pipe(Schema.minLength(1), Schema.maxLength(128)), "The id of a suggestion")
         }),
         (args, caller) => engine.acceptEvolution(args, caller)
       ),

@@ -3730,6 +3730,7 @@ export interface components {
                 };
             };
         };
+        SuggestionId: string;
         /** DistillationFailed */
         DistillationFailed: {
             error: {
@@ -13644,7 +13645,7 @@ export interface operations {
                     "application/json": {
                         identifier: string;
                         data: {
-                            id: string;
+                            id: components["schemas"]["SuggestionId"];
                             agent: string;
                             kind: string;
                             subject: string;
@@ -13748,7 +13749,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         suggestion: {
-                            id: string;
+                            id: components["schemas"]["SuggestionId"];
                             agent: string;
                             kind: string;
                             subject: string;
@@ -13858,7 +13859,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["SuggestionId"];
                         agent: string;
                         kind: string;
                         subject: string;
