@@ -1,4 +1,5 @@
 import { Context, Effect, Option } from "effect"
+import type { DistillationId } from "../distillation/Domain.js"
 import { Distillations } from "../distillation/Distillations.js"
 import { foldRun, noProgress, type ProgressReport } from "../distillation/RunFold.js"
 import type { SuggestionId } from "../evolution/Domain.js"
@@ -33,7 +34,7 @@ export interface StartDistillationArgs {
   readonly materials: ReadonlyArray<{ readonly filename: string; readonly content: string }>
 }
 export interface ContinueDistillationArgs {
-  readonly sessionId: string
+  readonly sessionId: DistillationId
   readonly message: string
 }
 

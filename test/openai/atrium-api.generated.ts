@@ -3731,6 +3731,7 @@ export interface components {
             };
         };
         SuggestionId: string;
+        DistillationId: string;
         /** DistillationFailed */
         DistillationFailed: {
             error: {
@@ -14074,7 +14075,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
-                            sessionId: string;
+                            sessionId: components["schemas"]["DistillationId"];
                             topic: string;
                             draft: {
                                 name: string;
@@ -14159,7 +14160,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        sessionId: string;
+                        sessionId: components["schemas"]["DistillationId"];
                         topic: string;
                         draft: {
                             name: string;
@@ -14180,7 +14181,7 @@ export interface operations {
                         updated_at: string;
                         answer: string;
                         run: {
-                            id: string;
+                            id: components["schemas"]["RunId"];
                             status: string;
                             credits_charged: number;
                             usage: {
@@ -14257,7 +14258,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        sessionId: string;
+                        sessionId: components["schemas"]["DistillationId"];
                         topic: string;
                         draft: {
                             name: string;
@@ -14278,7 +14279,7 @@ export interface operations {
                         updated_at: string;
                         answer: string;
                         run: {
-                            id: string;
+                            id: components["schemas"]["RunId"];
                             status: string;
                             credits_charged: number;
                             usage: {
@@ -14372,7 +14373,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        sessionId: string;
+                        sessionId: components["schemas"]["DistillationId"];
                         topic: string;
                         draft: {
                             name: string;
