@@ -5,8 +5,9 @@ import { Schema } from "effect"
 import { IdentifierTaken } from "../agents/Domain.js"
 import { PlatformAuthentication } from "../identity/Domain.js"
 import { Forbidden, InvalidRequest, NotFound } from "../platform/Errors.js"
-import { DistillationBusy, DistillationFailed, DistillationTimedOut } from "./Domain.js"
+import { DistillationBusy, DistillationFailed, DistillationId, DistillationTimedOut } from "./Domain.js"
 import { ListParams } from "../platform/http/Lists.js"
+import { RunId } from "../runtime/Domain.js"
 
 const Material = Schema.Struct({
   filename: Schema.String.annotations({ description: "Name of the source file, 1-200 characters" }),
@@ -21,7 +22,7 @@ const DraftView = Schema.Struct({
 })
 
 const Summary = {
-  sessionId: Schema.String,
+  sessionId: DistillationId,
   topic: Schema.String,
   draft: DraftView,
   agent: Schema.NullOr(Schema.Struct({ identifier: Schema.String, created: Schema.optional(Schema.Boolean) })),
@@ -35,7 +36,7 @@ const TurnView = Schema.Struct({
   ...Summary,
   answer: Schema.String,
   run: Schema.Struct({
-    id: Schema.String,
+    id: RunId,
     status: Schema.String,
     credits_charged: Schema.Number,
     usage: Schema.Struct({ input_tokens: Schema.Int, output_tokens: Schema.Int })
@@ -52,7 +53,8 @@ const Transcript = Schema.Struct({
   }))
 })
 
-const Path = Schema.Struct({ id: Schema.String })
+// Unchecked: an id of another kind in the path is a distillation that is not there (404), as it was.
+const Path = Schema.Struct({ id: DistillationId.unchecked })
 
 /**
  * What starts a distillation and what continues one (HTTP and the MCP tools). The materials' limits are the

@@ -3,7 +3,7 @@ import { Duration, Effect, Option } from "effect"
 import { type AgentConfig, type CATEGORIES, defaultBilling } from "../agents/Agent.js"
 import { Agents } from "../agents/Agents.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
-import { newId, type UserId } from "../platform/Ids.js"
+import type { AgentId, UserId } from "../platform/Ids.js"
 import { RunId } from "../runtime/Domain.js"
 import { toNumber } from "../platform/Money.js"
 import { BUILTIN_MODEL_ID } from "../runtime/models/Builtin.js"
@@ -27,7 +27,7 @@ import { DistillationConfig } from "./Config.js"
 import { type DistillationRow, DistillationsRepo, type TranscriptEntry } from "./Repo.js"
 import { foldRun, noProgress, type ProgressReport } from "./RunFold.js"
 import { partitionOf } from "../identity/Partition.js"
-import { DistillationFailed, DistillationTimedOut, DistillationBusy } from "./Domain.js"
+import { DistillationFailed, DistillationTimedOut, DistillationBusy, DistillationId } from "./Domain.js"
 import type { CallerIdentity } from "../identity/Domain.js"
 import { ownedBy } from "./Policy.js"
 
@@ -45,7 +45,7 @@ const historyOf = (messages: ReadonlyArray<TranscriptEntry>): Array<Prompt.Messa
       : { role: "assistant", content: [{ type: "text", text: m.content }] }
   )
 
-const runView = (runId: string, result: RunResult) => ({
+const runView = (runId: RunId, result: RunResult) => ({
   id: runId,
   status: result.status,
   credits_charged: toNumber(result.creditsCharged),
@@ -155,7 +155,7 @@ export class Distillations extends Effect.Service<Distillations>()("atrium/disti
       const { result, runId } = yield* turn(caller, distiller(caller.userId, topic, materials, draft), [], message, progress)
       const answer = wordsItself && result.output.trim().length > 0 ? result.output : firstAnswer(topic, digests, draft)
       const row = yield* repo.insert({
-        id: newId("dst"),
+        id: DistillationId.random(),
         ownerId: caller.userId,
         topic,
         materials,
@@ -168,11 +168,11 @@ export class Distillations extends Effect.Service<Distillations>()("atrium/disti
       return { ...distillationView(row), answer, run: runView(runId, result) }
     })
 
-    const notFound = (id: string) => new NotFound({ message: `Distillation ${id} not found.` })
+    const notFound = (id: DistillationId) => new NotFound({ message: `Distillation ${id} not found.` })
 
     const continueWith = Effect.fn("Distillations.continue")(function*(
       caller: CallerIdentity,
-      input: { readonly sessionId: string; readonly message: string },
+      input: { readonly sessionId: DistillationId; readonly message: string },
       progress: ProgressReport = noProgress
     ) {
       const message = input.message
@@ -198,7 +198,7 @@ export class Distillations extends Effect.Service<Distillations>()("atrium/disti
           message,
           progress
         )
-        let agent: { identifier: string; id: string; created: boolean } | null = null
+        let agent: { identifier: string; id: AgentId; created: boolean } | null = null
         if (requests.create) {
           // The category was checked against the list when it was set (`applyRequests`, `categoryOf`).
           const fields = { ...outcome.draft, category: outcome.draft.category as (typeof CATEGORIES)[number] }
@@ -230,7 +230,7 @@ export class Distillations extends Effect.Service<Distillations>()("atrium/disti
     })
 
     /** The whole conversation: draft, transcript and the agent it created. */
-    const get = Effect.fn("Distillations.get")(function*(caller: CallerIdentity, id: string) {
+    const get = Effect.fn("Distillations.get")(function*(caller: CallerIdentity, id: DistillationId) {
       const row = yield* repo.byId(id, ownedBy(caller))
       if (Option.isNone(row)) return yield* notFound(id)
       return { ...distillationView(row.value), messages: row.value.messages }

@@ -1,10 +1,15 @@
 import { Schema } from "effect"
 import { WireError } from "../platform/Errors.js"
+import { prefixedId } from "../platform/Ids.js"
 
 /**
  * The distillation domain's contract (docs/architecture.md, "Contracts"): its errors on the wire. Imports only `effect`,
  * `@effect/platform` contract modules and other contracts.
  */
+
+/** A distillation's id (`dst_…`), its `sessionId` on the wire. */
+export const DistillationId = prefixedId("dst", "DistillationId")
+export type DistillationId = typeof DistillationId.Type
 
 /** The distiller's run failed (its model failed, the caller's credits ran out, ...); `code` is the run's. */
 export class DistillationFailed extends WireError<DistillationFailed>()(

@@ -1,7 +1,9 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Duration, Effect, Option, Schema } from "effect"
+import { AgentId, UserId } from "../platform/Ids.js"
 import { Json } from "../platform/Rows.js"
+import { DistillationId } from "./Domain.js"
 
 const TranscriptEntrySchema = Schema.Struct({
   role: Schema.Literal("user", "assistant"),
@@ -21,13 +23,13 @@ const DraftRow = Schema.Struct({
 })
 
 const DistillationRowSchema = Schema.Struct({
-  id: Schema.String,
-  ownerId: Schema.String,
+  id: DistillationId,
+  ownerId: UserId,
   topic: Schema.String,
   materials: Json(Schema.Array(MaterialRow)),
   draft: Json(DraftRow),
   messages: Json(Schema.Array(TranscriptEntrySchema)),
-  agentId: Schema.NullOr(Schema.String),
+  agentId: Schema.NullOr(AgentId),
   agentIdentifier: Schema.NullOr(Schema.String),
   turns: Schema.Number,
   createdAt: Schema.DateFromSelf,
@@ -39,7 +41,7 @@ const COLUMNS =
   "d.id, d.owner_id, d.topic, d.materials, d.draft, d.messages, d.agent_id, a.identifier AS agent_identifier, d.turns, " +
   "d.created_at, d.updated_at"
 
-const Owned = Schema.Struct({ id: Schema.String, ownerId: Schema.String })
+const Owned = Schema.Struct({ id: DistillationId, ownerId: UserId })
 
 /** Distillation conversations. SQL errors are defects here. */
 export class DistillationsRepo extends Effect.Service<DistillationsRepo>()("atrium/distillation/DistillationsRepo", {
@@ -54,7 +56,7 @@ export class DistillationsRepo extends Effect.Service<DistillationsRepo>()("atri
           SELECT ${sql.literal(COLUMNS)} FROM distillations d LEFT JOIN agents a ON a.id = d.agent_id
           WHERE d.id = ${id} AND d.owner_id = ${ownerId}`
     })
-    const byId = (id: string, ownerId: string) => Effect.orDie(distillationById({ id, ownerId }))
+    const byId = (id: DistillationId, ownerId: UserId) => Effect.orDie(distillationById({ id, ownerId }))
 
     const insertRow = SqlSchema.void({
       Request: Schema.Struct({
@@ -79,7 +81,7 @@ export class DistillationsRepo extends Effect.Service<DistillationsRepo>()("atri
 
     const claimRow = SqlSchema.findOne({
       Request: Schema.Struct({ ...Owned.fields, seconds: Schema.Number }),
-      Result: Schema.Struct({ id: Schema.String }),
+      Result: Schema.Struct({ id: DistillationId }),
       execute: ({ id, ownerId, seconds }) =>
         sql`
           UPDATE distillations SET busy_until = now() + make_interval(secs => ${seconds})
@@ -90,7 +92,7 @@ export class DistillationsRepo extends Effect.Service<DistillationsRepo>()("atri
      * Takes the conversation for one message for at most `hold`: none when it is not `ownerId`'s (or does not
      * exist), `busy` when another message is being answered.
      */
-    const claim = (id: string, ownerId: string, hold: Duration.Duration) =>
+    const claim = (id: DistillationId, ownerId: UserId, hold: Duration.Duration) =>
       Effect.gen(function*() {
         const claimed = yield* claimRow({ id, ownerId, seconds: Math.ceil(Duration.toSeconds(hold)) + 30 })
         if (Option.isSome(claimed)) return { _tag: "Claimed" as const, row: Option.getOrThrow(yield* byId(id, ownerId)) }
@@ -99,17 +101,17 @@ export class DistillationsRepo extends Effect.Service<DistillationsRepo>()("atri
       }).pipe(Effect.orDie)
 
     const releaseRow = SqlSchema.void({
-      Request: Schema.String,
+      Request: DistillationId,
       execute: (id) => sql`UPDATE distillations SET busy_until = NULL WHERE id = ${id}`
     })
-    const release = (id: string) => Effect.orDie(releaseRow(id))
+    const release = (id: DistillationId) => Effect.orDie(releaseRow(id))
 
     const finishRow = SqlSchema.void({
       Request: Schema.Struct({
-        id: Schema.String,
+        id: DistillationId,
         draft: Schema.parseJson(DraftRow),
         messages: Schema.parseJson(Schema.Array(TranscriptEntrySchema)),
-        agentId: Schema.NullOr(Schema.String)
+        agentId: Schema.NullOr(AgentId)
       }),
       execute: (update) =>
         sql`
@@ -119,10 +121,10 @@ export class DistillationsRepo extends Effect.Service<DistillationsRepo>()("atri
           WHERE id = ${update.id}`
     })
     /** Writes the outcome of one message and releases the conversation. */
-    const finish = (id: string, ownerId: string, update: {
+    const finish = (id: DistillationId, ownerId: UserId, update: {
       draft: DistillationRow["draft"]
       messages: ReadonlyArray<TranscriptEntry>
-      agentId: string | null
+      agentId: AgentId | null
     }) =>
       finishRow({ id, ...update }).pipe(
         Effect.zipRight(byId(id, ownerId)),
@@ -131,14 +133,14 @@ export class DistillationsRepo extends Effect.Service<DistillationsRepo>()("atri
       )
 
     const distillationsOf = SqlSchema.findAll({
-      Request: Schema.String,
+      Request: UserId,
       Result: DistillationRowSchema,
       execute: (ownerId) =>
         sql`
           SELECT ${sql.literal(COLUMNS)} FROM distillations d LEFT JOIN agents a ON a.id = d.agent_id
           WHERE d.owner_id = ${ownerId} ORDER BY d.created_at DESC, d.id LIMIT 100`
     })
-    const byOwner = (ownerId: string) => Effect.orDie(distillationsOf(ownerId))
+    const byOwner = (ownerId: UserId) => Effect.orDie(distillationsOf(ownerId))
 
     return { byId, insert, claim, release, finish, byOwner } as const
   })

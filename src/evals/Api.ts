@@ -14,19 +14,27 @@ import {
   DatasetView,
   EvalRunView,
   ImportPayload,
-  PageParams,
+  DatasetPageParams,
+  EvalRowId,
+  EvalRunId,
   ResultView,
-  RowView
+  RowPageParams,
+  RowView,
+  RunPageParams
 } from "./Domain.js"
+import { EvalDatasetId } from "../platform/Ids.js"
 
-const IdPath = Schema.Struct({ id: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)) })
+// Unchecked: an id of another kind in the path is a dataset or an eval run that is not there (404), as it was.
+const DatasetPath = Schema.Struct({ id: EvalDatasetId.unchecked.pipe(Schema.minLength(1), Schema.maxLength(100)) })
+const RunPath = Schema.Struct({ id: EvalRunId.unchecked.pipe(Schema.minLength(1), Schema.maxLength(100)) })
+const RunRef = EvalRunId.unchecked.pipe(Schema.maxLength(100))
 
 const RowsAdded = Schema.Struct({
   object: Schema.Literal("eval.rows.added"),
-  dataset: Schema.String,
+  dataset: EvalDatasetId,
   /** Rows written (a thumbs-down already in the dataset is not added again). */
   added: Schema.Number,
-  row_ids: Schema.Array(Schema.String)
+  row_ids: Schema.Array(EvalRowId)
 })
 
 const page = <S extends Schema.Schema.Any>(item: S) => Schema.Struct({ data: Schema.Array(item), has_more: Schema.Boolean })
@@ -42,22 +50,22 @@ export class EvalsApi extends HttpApiGroup.make("evals")
   )
   .add(
     HttpApiEndpoint.get("listDatasets", "/v1/evals/datasets")
-      .setUrlParams(Schema.Struct({ agent: Schema.optional(Schema.String.pipe(Schema.maxLength(100))), ...PageParams.fields }))
+      .setUrlParams(Schema.Struct({ agent: Schema.optional(Schema.String.pipe(Schema.maxLength(100))), ...DatasetPageParams.fields }))
       .addSuccess(page(DatasetView))
       .addError(NotFound)
       .annotate(OpenApi.Description, "Your datasets, newest first (`agent` filters); `limit` (1-100, 20) and `after` (the last id of the previous page).")
   )
-  .add(HttpApiEndpoint.get("getDataset", "/v1/evals/datasets/:id").setPath(IdPath).addSuccess(DatasetView).addError(NotFound))
+  .add(HttpApiEndpoint.get("getDataset", "/v1/evals/datasets/:id").setPath(DatasetPath).addSuccess(DatasetView).addError(NotFound))
   .add(
     HttpApiEndpoint.del("deleteDataset", "/v1/evals/datasets/:id")
-      .setPath(IdPath)
+      .setPath(DatasetPath)
       .addSuccess(Schema.Struct({ id: Schema.String, object: Schema.Literal("eval.dataset"), deleted: Schema.Literal(true) }))
       .addError(NotFound)
       .annotate(OpenApi.Description, "Deletes the dataset, its rows, and its eval runs with their results (the rows' runs and traces stay).")
   )
   .add(
     HttpApiEndpoint.post("addRows", "/v1/evals/datasets/:id/rows")
-      .setPath(IdPath)
+      .setPath(DatasetPath)
       .setPayload(AddRows)
       .addSuccess(RowsAdded, { status: 201 })
       .addError(NotFound)
@@ -71,15 +79,15 @@ export class EvalsApi extends HttpApiGroup.make("evals")
   )
   .add(
     HttpApiEndpoint.get("listRows", "/v1/evals/datasets/:id/rows")
-      .setPath(IdPath)
-      .setUrlParams(PageParams)
+      .setPath(DatasetPath)
+      .setUrlParams(RowPageParams)
       .addSuccess(page(RowView))
       .addError(NotFound)
       .annotate(OpenApi.Description, "The dataset's rows in order; `limit` (1-100, 20) and `after` (the last row id of the previous page).")
   )
   .add(
     HttpApiEndpoint.post("importRows", "/v1/evals/datasets/:id/import")
-      .setPath(IdPath)
+      .setPath(DatasetPath)
       .setPayload(ImportPayload)
       .addSuccess(Schema.Struct({ ...RowsAdded.fields, skipped: Schema.Array(Schema.String) }), { status: 201 })
       .addError(NotFound)
@@ -93,7 +101,7 @@ export class EvalsApi extends HttpApiGroup.make("evals")
   )
   .add(
     HttpApiEndpoint.post("fromFeedback", "/v1/evals/datasets/:id/rows/from_feedback")
-      .setPath(IdPath)
+      .setPath(DatasetPath)
       .setPayload(Schema.Struct({ limit: Schema.optional(Schema.Int.pipe(Schema.between(1, 1000))) }))
       .addSuccess(RowsAdded, { status: 201 })
       .addError(NotFound)
@@ -106,7 +114,7 @@ export class EvalsApi extends HttpApiGroup.make("evals")
   )
   .add(
     HttpApiEndpoint.post("fromRun", "/v1/evals/datasets/:id/rows/from_run")
-      .setPath(IdPath)
+      .setPath(DatasetPath)
       .setPayload(Schema.Struct({
         run: RunId.unchecked.pipe(Schema.minLength(1), Schema.maxLength(100)),
         expected: Schema.optional(Schema.NullOr(Schema.String.pipe(Schema.maxLength(100_000))))
@@ -137,9 +145,9 @@ export class EvalsApi extends HttpApiGroup.make("evals")
   .add(
     HttpApiEndpoint.get("listRuns", "/v1/evals/runs")
       .setUrlParams(Schema.Struct({
-        dataset: Schema.optional(Schema.String.pipe(Schema.maxLength(100))),
+        dataset: Schema.optional(EvalDatasetId.unchecked.pipe(Schema.maxLength(100))),
         agent: Schema.optional(Schema.String.pipe(Schema.maxLength(100))),
-        ...PageParams.fields
+        ...RunPageParams.fields
       }))
       .addSuccess(page(EvalRunView))
       .addError(NotFound)
@@ -147,14 +155,14 @@ export class EvalsApi extends HttpApiGroup.make("evals")
   )
   .add(
     HttpApiEndpoint.get("getRun", "/v1/evals/runs/:id")
-      .setPath(IdPath)
+      .setPath(RunPath)
       .addSuccess(EvalRunView)
       .addError(NotFound)
       .annotate(OpenApi.Description, "An eval run: `status`, `pass_rate`, `credits`, `rows_total`, `rows_done`.")
   )
   .add(
     HttpApiEndpoint.post("cancelRun", "/v1/evals/runs/:id/cancel")
-      .setPath(IdPath)
+      .setPath(RunPath)
       .addSuccess(EvalRunView)
       .addError(NotFound)
       .annotate(
@@ -167,8 +175,8 @@ export class EvalsApi extends HttpApiGroup.make("evals")
   )
   .add(
     HttpApiEndpoint.get("runResults", "/v1/evals/runs/:id/results")
-      .setPath(IdPath)
-      .setUrlParams(PageParams)
+      .setPath(RunPath)
+      .setUrlParams(RowPageParams)
       .addSuccess(page(ResultView))
       .addError(NotFound)
       .annotate(
@@ -179,7 +187,7 @@ export class EvalsApi extends HttpApiGroup.make("evals")
   )
   .add(
     HttpApiEndpoint.get("compare", "/v1/evals/compare")
-      .setUrlParams(Schema.Struct({ a: Schema.String.pipe(Schema.maxLength(100)), b: Schema.String.pipe(Schema.maxLength(100)) }))
+      .setUrlParams(Schema.Struct({ a: RunRef, b: RunRef }))
       .addSuccess(CompareView)
       .addError(NotFound)
       .annotate(OpenApi.Description, "Two eval runs side by side: pass rate, credits and latency (b minus a), and the rows whose outcome changed.")

@@ -1,10 +1,19 @@
 import { Schema } from "effect"
-import { EvalDatasetId } from "../platform/Ids.js"
+import { EvalDatasetId, prefixedId } from "../platform/Ids.js"
+import { RunId } from "../runtime/Domain.js"
 
 /**
  * The wire shapes of evaluations (issue 46 items 3-4, docs/evals.md): datasets of an expert, their rows, graders,
  * eval runs and their results. Credits are decimal strings, as the wallet's.
  */
+
+/** An eval run's id (`evr_…`). */
+export const EvalRunId = prefixedId("evr", "EvalRunId")
+export type EvalRunId = typeof EvalRunId.Type
+
+/** A dataset row's id (`erow_…`). */
+export const EvalRowId = prefixedId("erow", "EvalRowId")
+export type EvalRowId = typeof EvalRowId.Type
 
 const Text = (max: number) => Schema.String.pipe(Schema.maxLength(max))
 const Id = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100))
@@ -61,7 +70,7 @@ export const RowInput = Schema.Struct({
 export type RowInput = typeof RowInput.Type
 
 export const RowView = Schema.Struct({
-  id: Schema.String,
+  id: EvalRowId,
   object: Schema.Literal("eval.row"),
   input: Schema.Union(Schema.String, Schema.Array(Message)),
   expected: Schema.optional(Schema.String),
@@ -128,7 +137,8 @@ export const Grader = Schema.Union(
 export type Grader = typeof Grader.Type
 
 export const CreateEvalRun = Schema.Struct({
-  dataset: Id,
+  // Unchecked: a dataset id of another kind is a dataset that is not there (404), as it was.
+  dataset: EvalDatasetId.unchecked.pipe(Schema.minLength(1), Schema.maxLength(100)),
   agent: Id,
   /** A published version of the expert; absent: its draft. */
   version: Schema.optional(Schema.Int.pipe(Schema.positive())),
@@ -138,9 +148,9 @@ export const CreateEvalRun = Schema.Struct({
 })
 
 export const EvalRunView = Schema.Struct({
-  id: Schema.String,
+  id: EvalRunId,
   object: Schema.Literal("eval.run"),
-  dataset: Schema.String,
+  dataset: EvalDatasetId,
   agent: Schema.String,
   /** The version evaluated; null: the draft. */
   version: Schema.NullOr(Schema.Number),
@@ -170,7 +180,7 @@ export const GradeView = Schema.Struct({
 })
 
 export const ResultView = Schema.Struct({
-  row_id: Schema.String,
+  row_id: EvalRowId,
   position: Schema.Number,
   /** `cancelled`: the eval run was cancelled before this row was graded. */
   status: Schema.Literal("pending", "running", "judging", "graded", "cancelled"),
@@ -179,7 +189,7 @@ export const ResultView = Schema.Struct({
   explanation: Schema.NullOr(Schema.String),
   grades: Schema.Array(GradeView),
   /** The row's background run (GET /v1/runs/:id) and its trace (GET /v1/runs/:id/trace); null until written. */
-  run_id: Schema.String,
+  run_id: RunId,
   trace_id: Schema.NullOr(Schema.String),
   credits: Schema.String,
   latency_ms: Schema.NullOr(Schema.Number),
@@ -194,15 +204,29 @@ export const CompareView = Schema.Struct({
   mean_latency_ms_delta: Schema.NullOr(Schema.Number),
   /** Rows of the same dataset whose outcome differs between the two runs. */
   changed: Schema.Array(Schema.Struct({
-    row_id: Schema.String,
+    row_id: EvalRowId,
     a: Schema.Struct({ passed: Schema.NullOr(Schema.Boolean), score: Schema.NullOr(Schema.Number), output: Schema.NullOr(Schema.String) }),
     b: Schema.Struct({ passed: Schema.NullOr(Schema.Boolean), score: Schema.NullOr(Schema.Number), output: Schema.NullOr(Schema.String) })
   }))
 }).annotations({ identifier: "EvalComparison" })
 
-export const PageParams = Schema.Struct({
-  limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 100))),
-  after: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200)))
+const Limit = Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 100)))
+
+/**
+ * A page's `limit` and `after`, the last id of the previous page: a dataset's, an eval run's or a row's. Unchecked: an
+ * `after` of another kind is one that is not there (404), as it was.
+ */
+export const DatasetPageParams = Schema.Struct({
+  limit: Limit,
+  after: Schema.optional(EvalDatasetId.unchecked.pipe(Schema.minLength(1), Schema.maxLength(200)))
+})
+export const RunPageParams = Schema.Struct({
+  limit: Limit,
+  after: Schema.optional(EvalRunId.unchecked.pipe(Schema.minLength(1), Schema.maxLength(200)))
+})
+export const RowPageParams = Schema.Struct({
+  limit: Limit,
+  after: Schema.optional(EvalRowId.unchecked.pipe(Schema.minLength(1), Schema.maxLength(200)))
 })
 
 /** Rows as a file's text: CSV (a header row naming the fields) or JSONL (one row object a line). */

@@ -50,8 +50,8 @@ export const makeDriver = Effect.gen(function*() {
   const runs = yield* Runs
   const records = yield* RunRecords
 
-  const creator = (ownerId: string): CallerIdentity => ({
-    userId: ownerId as UserId,
+  const creator = (ownerId: UserId): CallerIdentity => ({
+    userId: ownerId,
     via: "login",
     apiKeyId: Option.none(),
     endUserId: Option.none()

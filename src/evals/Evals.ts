@@ -4,13 +4,13 @@ import type { AgentConfig } from "../agents/Agent.js"
 import { InsufficientCredits } from "../billing/Domain.js"
 import type { CallerIdentity } from "../identity/Domain.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
-import { EvalDatasetId, newId } from "../platform/Ids.js"
+import { type AgentId, EvalDatasetId } from "../platform/Ids.js"
 import { RunId } from "../runtime/Domain.js"
 import { formatCredits, parseCredits } from "../platform/Money.js"
 import { BackgroundRuns } from "../runs/Background.js"
 import { BUILTIN_THINKING } from "../runtime/models/Builtin.js"
 import { BUILTIN_MODEL, ModelCatalog } from "../runtime/models/Catalog.js"
-import type { Grader, RowInput } from "./Domain.js"
+import { EvalRowId, EvalRunId, type Grader, type RowInput } from "./Domain.js"
 import { calibrated, estimateRow, type Rates } from "./Estimate.js"
 import { type DatasetRow, type EvalRowRow, type EvalRunRow, EvalsRepo, type ResultRow } from "./Repo.js"
 import { parseCsv, parseJsonl, parseOpenAiEvals, parsePromptfoo, rowFields, type StoredRow, toStored } from "./Rows.js"
@@ -108,7 +108,7 @@ export class Evals extends Effect.Service<Evals>()("atrium/evals/Evals", {
       return agent.value
     })
 
-    const ownDataset = Effect.fn("Evals.ownDataset")(function*(caller: CallerIdentity, id: string) {
+    const ownDataset = Effect.fn("Evals.ownDataset")(function*(caller: CallerIdentity, id: EvalDatasetId) {
       const owner = creatorOf(caller)
       const found = owner === null ? Option.none() : yield* repo.dataset(id, owner)
       if (Option.isNone(found)) return yield* notFound(`dataset ${id}`)
@@ -122,7 +122,7 @@ export class Evals extends Effect.Service<Evals>()("atrium/evals/Evals", {
       return datasetView(Option.getOrThrow(yield* repo.dataset(id, agent.ownerId)))
     })
 
-    const listDatasets = Effect.fn("Evals.listDatasets")(function*(caller: CallerIdentity, q: { agent?: string | undefined; after?: string | undefined; limit?: number | undefined }) {
+    const listDatasets = Effect.fn("Evals.listDatasets")(function*(caller: CallerIdentity, q: { agent?: string | undefined; after?: EvalDatasetId | undefined; limit?: number | undefined }) {
       const owner = creatorOf(caller)
       if (owner === null) return { data: [], has_more: false }
       const agentId = q.agent === undefined ? null : (yield* ownAgent(caller, q.agent)).id
@@ -132,9 +132,9 @@ export class Evals extends Effect.Service<Evals>()("atrium/evals/Evals", {
       return { data: rows.slice(0, limit).map(datasetView), has_more: rows.length > limit }
     })
 
-    const getDataset = (caller: CallerIdentity, id: string) => Effect.map(ownDataset(caller, id), datasetView)
+    const getDataset = (caller: CallerIdentity, id: EvalDatasetId) => Effect.map(ownDataset(caller, id), datasetView)
 
-    const deleteDataset = Effect.fn("Evals.deleteDataset")(function*(caller: CallerIdentity, id: string) {
+    const deleteDataset = Effect.fn("Evals.deleteDataset")(function*(caller: CallerIdentity, id: EvalDatasetId) {
       const dataset = yield* ownDataset(caller, id)
       yield* repo.deleteDataset(dataset.id, dataset.ownerId)
       return { id, object: "eval.dataset" as const, deleted: true as const }
@@ -144,7 +144,7 @@ export class Evals extends Effect.Service<Evals>()("atrium/evals/Evals", {
       if (dataset.rows + rows.length > MAX_ROWS) {
         return yield* new InvalidRequest({ message: `Invalid request: a dataset holds at most ${MAX_ROWS} rows (this one has ${dataset.rows}).` })
       }
-      const ids = yield* repo.insertRows(dataset.id, rows.map((row) => ({ ...row, id: newId("erow") })), source)
+      const ids = yield* repo.insertRows(dataset.id, rows.map((row) => ({ ...row, id: EvalRowId.random() })), source)
       return { object: "eval.rows.added" as const, dataset: dataset.id, added: ids.length, row_ids: ids }
     })
 
@@ -152,7 +152,7 @@ export class Evals extends Effect.Service<Evals>()("atrium/evals/Evals", {
 
     const addRows = Effect.fn("Evals.addRows")(function*(
       caller: CallerIdentity,
-      id: string,
+      id: EvalDatasetId,
       payload: ReadonlyArray<RowInput> | { format: "csv" | "jsonl"; content: string }
     ) {
       const dataset = yield* ownDataset(caller, id)
@@ -173,7 +173,7 @@ export class Evals extends Effect.Service<Evals>()("atrium/evals/Evals", {
 
     const importRows = Effect.fn("Evals.importRows")(function*(
       caller: CallerIdentity,
-      id: string,
+      id: EvalDatasetId,
       payload: { format: "promptfoo" | "openai_evals"; content: string; testing_criteria?: ReadonlyArray<Record<string, unknown>> | undefined }
     ) {
       const dataset = yield* ownDataset(caller, id)
@@ -188,7 +188,7 @@ export class Evals extends Effect.Service<Evals>()("atrium/evals/Evals", {
       return yield* append(dataset, rows, source)
     })
 
-    const listRows = Effect.fn("Evals.listRows")(function*(caller: CallerIdentity, id: string, q: { after?: string | undefined; limit?: number | undefined }) {
+    const listRows = Effect.fn("Evals.listRows")(function*(caller: CallerIdentity, id: EvalDatasetId, q: { after?: EvalRowId | undefined; limit?: number | undefined }) {
       const dataset = yield* ownDataset(caller, id)
       if (q.after !== undefined && Option.isNone(yield* repo.rowExists(dataset.id, q.after))) {
         return yield* notFound(`row ${q.after} in dataset ${id}`)
@@ -199,9 +199,9 @@ export class Evals extends Effect.Service<Evals>()("atrium/evals/Evals", {
     })
 
     /** The configuration an eval run evaluates: a published version, or the draft. */
-    const configFor = Effect.fn("Evals.configFor")(function*(agent: { id: string; identifier: string; draft: AgentConfig }, version: number | undefined) {
+    const configFor = Effect.fn("Evals.configFor")(function*(agent: { id: AgentId; identifier: string; draft: AgentConfig }, version: number | undefined) {
       if (version === undefined) return agent.draft
-      const config = yield* agents.version(agent.id as never, version)
+      const config = yield* agents.version(agent.id, version)
       if (Option.isNone(config)) return yield* notFound(`version ${version} of ${agent.identifier}`)
       return config.value
     })
@@ -218,7 +218,7 @@ export class Evals extends Effect.Service<Evals>()("atrium/evals/Evals", {
     })
 
     /** The estimate of running `rows` through `config` with these graders (Estimate.ts). */
-    const estimate = Effect.fn("Evals.estimate")(function*(agentId: string, config: AgentConfig, rows: ReadonlyArray<EvalRowRow>, graders: ReadonlyArray<Grader>) {
+    const estimate = Effect.fn("Evals.estimate")(function*(agentId: AgentId, config: AgentConfig, rows: ReadonlyArray<EvalRowRow>, graders: ReadonlyArray<Grader>) {
       const model = yield* catalog.find(config.model)
       const rates = Option.match(model, { onNone: (): Rates => ({ inputPer1k: 0n, outputPer1k: 0n, reasoning: "" }), onSome: ratesOf })
       const judges = yield* judgeRates(graders)
@@ -235,7 +235,7 @@ export class Evals extends Effect.Service<Evals>()("atrium/evals/Evals", {
     })
 
     const createRun = Effect.fn("Evals.createRun")(function*(caller: CallerIdentity, input: {
-      dataset: string
+      dataset: EvalDatasetId
       agent: string
       version?: number | undefined
       graders: ReadonlyArray<Grader>
@@ -255,7 +255,7 @@ export class Evals extends Effect.Service<Evals>()("atrium/evals/Evals", {
           message: `This eval run is estimated at ${formatCredits(estimateMicros)} credits; the balance is ${formatCredits(balance)}.`
         })
       }
-      const id = newId("evr")
+      const id = EvalRunId.random()
       yield* repo.insertRun({
         id,
         datasetId: dataset.id,
@@ -272,21 +272,21 @@ export class Evals extends Effect.Service<Evals>()("atrium/evals/Evals", {
       return runView(Option.getOrThrow(yield* repo.evalRun(id, agent.ownerId)))
     })
 
-    const ownRun = Effect.fn("Evals.ownRun")(function*(caller: CallerIdentity, id: string) {
+    const ownRun = Effect.fn("Evals.ownRun")(function*(caller: CallerIdentity, id: EvalRunId) {
       const owner = creatorOf(caller)
       const found = owner === null ? Option.none() : yield* repo.evalRun(id, owner)
       if (Option.isNone(found)) return yield* notFound(`eval run ${id}`)
       return found.value
     })
 
-    const getRun = (caller: CallerIdentity, id: string) => Effect.map(ownRun(caller, id), runView)
+    const getRun = (caller: CallerIdentity, id: EvalRunId) => Effect.map(ownRun(caller, id), runView)
 
     /**
      * Cancels an eval run (docs/evals.md, "Cancelling"): its pending rows never start, and its rows' runs under way
      * (answers and judges) are cancelled through the runs' own cancel, so they are billed only for the steps they
      * finished. Idempotent: an eval run that has ended is answered as it is.
      */
-    const cancelRun = Effect.fn("Evals.cancelRun")(function*(caller: CallerIdentity, id: string) {
+    const cancelRun = Effect.fn("Evals.cancelRun")(function*(caller: CallerIdentity, id: EvalRunId) {
       const run = yield* ownRun(caller, id)
       if (yield* repo.cancel(run.id, run.ownerId)) {
         const partition = { accountId: run.ownerId, endUserId: "" }
@@ -301,7 +301,7 @@ export class Evals extends Effect.Service<Evals>()("atrium/evals/Evals", {
       return runView(Option.getOrThrow(yield* repo.evalRun(run.id, run.ownerId)))
     })
 
-    const listRuns = Effect.fn("Evals.listRuns")(function*(caller: CallerIdentity, q: { dataset?: string | undefined; agent?: string | undefined; after?: string | undefined; limit?: number | undefined }) {
+    const listRuns = Effect.fn("Evals.listRuns")(function*(caller: CallerIdentity, q: { dataset?: EvalDatasetId | undefined; agent?: string | undefined; after?: EvalRunId | undefined; limit?: number | undefined }) {
       const owner = creatorOf(caller)
       if (owner === null) return { data: [], has_more: false }
       if (q.after !== undefined) yield* ownRun(caller, q.after)
@@ -310,7 +310,7 @@ export class Evals extends Effect.Service<Evals>()("atrium/evals/Evals", {
       return { data: rows.slice(0, limit).map(runView), has_more: rows.length > limit }
     })
 
-    const results = Effect.fn("Evals.results")(function*(caller: CallerIdentity, id: string, q: { after?: string | undefined; limit?: number | undefined }) {
+    const results = Effect.fn("Evals.results")(function*(caller: CallerIdentity, id: EvalRunId, q: { after?: EvalRowId | undefined; limit?: number | undefined }) {
       const run = yield* ownRun(caller, id)
       // `after` is the last row id of the previous page (read as its position in this run).
       let after = 0
@@ -329,7 +329,7 @@ export class Evals extends Effect.Service<Evals>()("atrium/evals/Evals", {
     })
 
     /** Two runs side by side (docs/evals.md, "Compare"): their figures, and the rows of both whose outcome differs. */
-    const compare = Effect.fn("Evals.compare")(function*(caller: CallerIdentity, a: string, b: string) {
+    const compare = Effect.fn("Evals.compare")(function*(caller: CallerIdentity, a: EvalRunId, b: EvalRunId) {
       const first = yield* ownRun(caller, a)
       const second = yield* ownRun(caller, b)
       const mine = new Map((yield* repo.allResults(first.id)).map((row) => [row.rowId, row]))

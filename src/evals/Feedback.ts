@@ -1,5 +1,6 @@
 import { Effect } from "effect"
 import type { CallerIdentity } from "../identity/Domain.js"
+import type { EvalDatasetId } from "../platform/Ids.js"
 import { Evals } from "./Evals.js"
 import { EvalsRepo } from "./Repo.js"
 import { type StoredRow, textOf } from "./Rows.js"
@@ -16,7 +17,7 @@ export class FeedbackRows extends Effect.Service<FeedbackRows>()("atrium/evals/F
     const evals = yield* Evals
     const repo = yield* EvalsRepo
 
-    const add = Effect.fn("FeedbackRows.add")(function*(caller: CallerIdentity, datasetId: string, limit: number) {
+    const add = Effect.fn("FeedbackRows.add")(function*(caller: CallerIdentity, datasetId: EvalDatasetId, limit: number) {
       const dataset = yield* evals.ownDataset(caller, datasetId)
       const found = yield* repo.sharedThumbsDown(dataset.agentId, limit)
       const rows = found.flatMap((turn): Array<StoredRow & { sourceRef: string }> => {

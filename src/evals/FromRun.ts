@@ -1,5 +1,6 @@
 import { Effect, Either, Option } from "effect"
 import type { CallerIdentity } from "../identity/Domain.js"
+import type { EvalDatasetId } from "../platform/Ids.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { RunRecords } from "../runs/Repo.js"
 import type { StoredRequest } from "../runs/Background.js"
@@ -49,11 +50,11 @@ const conversationOf = (messages: ReadonlyArray<{ role?: unknown; content?: unkn
 }
 
 /** The run's own model calls (not a delegated run's) in order, from its trace. */
-const chatSpans = (spans: ReadonlyArray<SpanRow>, runId: string) =>
+const chatSpans = (spans: ReadonlyArray<SpanRow>, runId: RunId) =>
   spans.filter((span) => span.runId === runId && span.name.startsWith("chat "))
 
 /** What the trace kept of the run: its first model call's conversation and its last call's answer; null when nothing. */
-const fromTrace = (spans: ReadonlyArray<SpanRow>, runId: string): { input: RowInput["input"]; output: string } | null => {
+const fromTrace = (spans: ReadonlyArray<SpanRow>, runId: RunId): { input: RowInput["input"]; output: string } | null => {
   const chats = chatSpans(spans, runId)
   const first = chats[0]
   const last = chats[chats.length - 1]
@@ -72,7 +73,7 @@ export class RunRows extends Effect.Service<RunRows>()("atrium/evals/RunRows", {
     const traces = yield* TracesRepo
     const records = yield* RunRecords
 
-    const add = Effect.fn("RunRows.add")(function*(caller: CallerIdentity, datasetId: string, body: { run: RunId; expected?: string | null | undefined }) {
+    const add = Effect.fn("RunRows.add")(function*(caller: CallerIdentity, datasetId: EvalDatasetId, body: { run: RunId; expected?: string | null | undefined }) {
       const dataset = yield* evals.ownDataset(caller, datasetId)
       const creator = { accountId: dataset.ownerId, endUserId: "" }
       // The run's trace as its expert's creator reads it: a run of another expert (theirs or anyone's) is not found.

@@ -19,7 +19,7 @@ export const creatorOf = (caller: CallerIdentity): UserId | null => (Option.isSo
  * as (`creatorOf`). An expert is evaluated only by its creator (agents' `isCreator`), and an eval run runs only its
  * owner's expert: one that changed hands or is gone fails its rows as `agent_unavailable`.
  */
-export const canEvaluate = (ownerId: string, agent: Pick<Ownable, "ownerId">): boolean => isCreator(ownerId, agent)
+export const canEvaluate = (ownerId: UserId, agent: Pick<Ownable, "ownerId">): boolean => isCreator(ownerId, agent)
 
 /** A dataset's row from a run: a run of that dataset's expert (the creator's view of its traces, buyers' included). */
 export const isRunOf = (
@@ -31,5 +31,5 @@ export const isRunOf = (
  * Whether the run was the creator's own (as their account): only then is its stored request read; a buyer's run
  * gives only what its trace captured.
  */
-export const isCreatorsOwnRun = (ownerId: string, trace: { readonly payerId: string; readonly endUserId: string }): boolean =>
+export const isCreatorsOwnRun = (ownerId: UserId, trace: { readonly payerId: string; readonly endUserId: string }): boolean =>
   trace.payerId === ownerId && trace.endUserId === ""

@@ -1,8 +1,9 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
-import { EvalDatasetId, UserId } from "../platform/Ids.js"
+import { AgentId, EvalDatasetId, UserId } from "../platform/Ids.js"
 import { RunId } from "../runtime/Domain.js"
+import { EvalRowId, EvalRunId } from "./Domain.js"
 import type { Expectations } from "./Graders.js"
 import type { StoredInput, StoredRow } from "./Rows.js"
 
@@ -16,7 +17,7 @@ const Json = Schema.transform(Schema.Unknown, Schema.Unknown, {
 
 export const DatasetRow = Schema.Struct({
   id: EvalDatasetId,
-  agentId: Schema.String,
+  agentId: AgentId,
   agent: Schema.String,
   ownerId: UserId,
   name: Schema.String,
@@ -26,7 +27,7 @@ export const DatasetRow = Schema.Struct({
 export type DatasetRow = typeof DatasetRow.Type
 
 export const EvalRowRow = Schema.Struct({
-  id: Schema.String,
+  id: EvalRowId,
   position: Schema.Number,
   input: Json,
   expected: Json,
@@ -36,9 +37,9 @@ export const EvalRowRow = Schema.Struct({
 export type EvalRowRow = typeof EvalRowRow.Type
 
 export const EvalRunRow = Schema.Struct({
-  id: Schema.String,
+  id: EvalRunId,
   datasetId: EvalDatasetId,
-  agentId: Schema.String,
+  agentId: AgentId,
   agent: Schema.String,
   version: Schema.NullOr(Schema.Number),
   configHash: Schema.String,
@@ -59,7 +60,7 @@ export type EvalRunRow = typeof EvalRunRow.Type
 
 export const ResultRow = Schema.Struct({
   position: Schema.Number,
-  rowId: Schema.String,
+  rowId: EvalRowId,
   runId: RunId,
   /** `cancelled` is never stored: a row of a cancelled eval run that was not graded is shown so (Evals.results). */
   status: Schema.Literal("pending", "running", "judging", "graded", "cancelled"),
@@ -77,7 +78,7 @@ export type ResultRow = typeof ResultRow.Type
 /** A result not graded yet, with its row and the state of its run (and its judge's run). */
 export const OpenResult = Schema.Struct({
   position: Schema.Number,
-  rowId: Schema.String,
+  rowId: EvalRowId,
   runId: RunId,
   judgeRunId: Schema.NullOr(RunId),
   status: Schema.Literal("pending", "running", "judging"),
@@ -116,20 +117,20 @@ export class EvalsRepo extends Effect.Service<EvalsRepo>()("atrium/evals/EvalsRe
       (SELECT count(*) FROM eval_rows r WHERE r.dataset_id = d.id)::int AS rows`
 
     const insertDataset = SqlSchema.void({
-      Request: Schema.Struct({ id: Schema.String, agentId: Schema.String, ownerId: UserId, name: Schema.String }),
+      Request: Schema.Struct({ id: EvalDatasetId, agentId: AgentId, ownerId: UserId, name: Schema.String }),
       execute: (d) => sql`INSERT INTO eval_datasets (id, agent_id, owner_id, name) VALUES (${d.id}, ${d.agentId}, ${d.ownerId}, ${d.name})`
     })
 
     // The owner is in the statement: another account's dataset is simply not found.
     const dataset = SqlSchema.findOne({
-      Request: Schema.Struct({ id: Schema.String, ownerId: UserId }),
+      Request: Schema.Struct({ id: EvalDatasetId, ownerId: UserId }),
       Result: DatasetRow,
       execute: ({ id, ownerId }) =>
         sql`SELECT ${datasetColumns} FROM eval_datasets d JOIN agents a ON a.id = d.agent_id WHERE d.id = ${id} AND d.owner_id = ${ownerId}`
     })
 
     const datasets = SqlSchema.findAll({
-      Request: Schema.Struct({ ownerId: UserId, agentId: Schema.NullOr(Schema.String), after: Schema.NullOr(Schema.String), limit: Schema.Number }),
+      Request: Schema.Struct({ ownerId: UserId, agentId: Schema.NullOr(AgentId), after: Schema.NullOr(EvalDatasetId), limit: Schema.Number }),
       Result: DatasetRow,
       execute: (q) =>
         sql`
@@ -141,8 +142,8 @@ export class EvalsRepo extends Effect.Service<EvalsRepo>()("atrium/evals/EvalsRe
     })
 
     const deleteDataset = SqlSchema.findAll({
-      Request: Schema.Struct({ id: Schema.String, ownerId: UserId }),
-      Result: Schema.Struct({ id: Schema.String }),
+      Request: Schema.Struct({ id: EvalDatasetId, ownerId: UserId }),
+      Result: Schema.Struct({ id: EvalDatasetId }),
       execute: ({ id, ownerId }) => sql`DELETE FROM eval_datasets WHERE id = ${id} AND owner_id = ${ownerId} RETURNING id`
     })
 
@@ -150,9 +151,9 @@ export class EvalsRepo extends Effect.Service<EvalsRepo>()("atrium/evals/EvalsRe
      * Rows appended after the dataset's last, in one statement; a row whose `source_ref` the dataset has already
      * (a thumbs-down imported before) is left out. Answers the ids written.
      */
-    const insertRows = (datasetId: string, rows: ReadonlyArray<StoredRow & { id: string; sourceRef?: string | undefined }>, source: string) =>
+    const insertRows = (datasetId: EvalDatasetId, rows: ReadonlyArray<StoredRow & { id: EvalRowId; sourceRef?: string | undefined }>, source: string) =>
       Effect.gen(function*() {
-        if (rows.length === 0) return [] as Array<string>
+        if (rows.length === 0) return [] as Array<EvalRowId>
         const values = rows.map((row, i) => ({
           id: row.id,
           dataset_id: datasetId,
@@ -162,7 +163,8 @@ export class EvalsRepo extends Effect.Service<EvalsRepo>()("atrium/evals/EvalsRe
           source,
           source_ref: row.sourceRef ?? null
         }))
-        const written = yield* sql<{ id: string }>`
+        // The ids returned are among those given.
+        const written = yield* sql<{ id: EvalRowId }>`
           INSERT INTO eval_rows (id, dataset_id, position, input, expected, source, source_ref)
           SELECT v.id, v.dataset_id,
                  (SELECT coalesce(max(position), 0) FROM eval_rows WHERE dataset_id = ${datasetId}) + 1 + v.offset,
@@ -175,7 +177,7 @@ export class EvalsRepo extends Effect.Service<EvalsRepo>()("atrium/evals/EvalsRe
       }).pipe(Effect.orDie)
 
     const rowsPage = SqlSchema.findAll({
-      Request: Schema.Struct({ datasetId: Schema.String, after: Schema.NullOr(Schema.String), limit: Schema.Number }),
+      Request: Schema.Struct({ datasetId: EvalDatasetId, after: Schema.NullOr(EvalRowId), limit: Schema.Number }),
       Result: EvalRowRow,
       execute: (q) =>
         sql`
@@ -186,13 +188,13 @@ export class EvalsRepo extends Effect.Service<EvalsRepo>()("atrium/evals/EvalsRe
     })
 
     const rowExists = SqlSchema.findOne({
-      Request: Schema.Struct({ datasetId: Schema.String, id: Schema.String }),
-      Result: Schema.Struct({ id: Schema.String }),
+      Request: Schema.Struct({ datasetId: EvalDatasetId, id: EvalRowId }),
+      Result: Schema.Struct({ id: EvalRowId }),
       execute: (q) => sql`SELECT id FROM eval_rows WHERE dataset_id = ${q.datasetId} AND id = ${q.id}`
     })
 
     const allRows = SqlSchema.findAll({
-      Request: Schema.String,
+      Request: EvalDatasetId,
       Result: EvalRowRow,
       execute: (datasetId) =>
         sql`SELECT id, position::int AS position, input, expected, source, created_at FROM eval_rows WHERE dataset_id = ${datasetId} ORDER BY position`
@@ -200,9 +202,9 @@ export class EvalsRepo extends Effect.Service<EvalsRepo>()("atrium/evals/EvalsRe
 
     /** An eval run and one pending result per row, in one transaction. */
     const insertRun = (run: {
-      id: string
-      datasetId: string
-      agentId: string
+      id: EvalRunId
+      datasetId: EvalDatasetId
+      agentId: AgentId
       agent: string
       version: number | null
       configHash: string
@@ -210,7 +212,7 @@ export class EvalsRepo extends Effect.Service<EvalsRepo>()("atrium/evals/EvalsRe
       graders: unknown
       concurrency: number
       estimateMicros: bigint
-      results: ReadonlyArray<{ position: number; rowId: string; runId: RunId }>
+      results: ReadonlyArray<{ position: number; rowId: EvalRowId; runId: RunId }>
     }) =>
       sql.withTransaction(Effect.gen(function*() {
         yield* sql`
@@ -228,7 +230,7 @@ export class EvalsRepo extends Effect.Service<EvalsRepo>()("atrium/evals/EvalsRe
       })).pipe(Effect.orDie)
 
     const evalRun = SqlSchema.findOne({
-      Request: Schema.Struct({ id: Schema.String, ownerId: UserId }),
+      Request: Schema.Struct({ id: EvalRunId, ownerId: UserId }),
       Result: EvalRunRow,
       execute: ({ id, ownerId }) => sql`SELECT ${runColumns(sql)} FROM eval_runs e WHERE e.id = ${id} AND e.owner_id = ${ownerId}`
     })
@@ -236,9 +238,9 @@ export class EvalsRepo extends Effect.Service<EvalsRepo>()("atrium/evals/EvalsRe
     const evalRuns = SqlSchema.findAll({
       Request: Schema.Struct({
         ownerId: UserId,
-        datasetId: Schema.NullOr(Schema.String),
+        datasetId: Schema.NullOr(EvalDatasetId),
         agent: Schema.NullOr(Schema.String),
-        after: Schema.NullOr(Schema.String),
+        after: Schema.NullOr(EvalRunId),
         limit: Schema.Number
       }),
       Result: EvalRunRow,
@@ -259,7 +261,7 @@ export class EvalsRepo extends Effect.Service<EvalsRepo>()("atrium/evals/EvalsRe
     })
 
     const open = SqlSchema.findAll({
-      Request: Schema.String,
+      Request: EvalRunId,
       Result: OpenResult,
       execute: (evalRunId) =>
         sql`
@@ -277,7 +279,7 @@ export class EvalsRepo extends Effect.Service<EvalsRepo>()("atrium/evals/EvalsRe
 
     // Both marks hold only while the eval run is running: a cancelled one starts nothing more (Evals.cancelRun).
     const markRunning = SqlSchema.findAll({
-      Request: Schema.Struct({ evalRunId: Schema.String, position: Schema.Number }),
+      Request: Schema.Struct({ evalRunId: EvalRunId, position: Schema.Number }),
       Result: Schema.Struct({ position: Schema.Number }),
       execute: (q) =>
         sql`
@@ -288,7 +290,7 @@ export class EvalsRepo extends Effect.Service<EvalsRepo>()("atrium/evals/EvalsRe
     })
 
     const markJudging = SqlSchema.findAll({
-      Request: Schema.Struct({ evalRunId: Schema.String, position: Schema.Number, judgeRunId: RunId, grades: Schema.Unknown }),
+      Request: Schema.Struct({ evalRunId: EvalRunId, position: Schema.Number, judgeRunId: RunId, grades: Schema.Unknown }),
       Result: Schema.Struct({ position: Schema.Number }),
       execute: (q) =>
         sql`
@@ -300,29 +302,29 @@ export class EvalsRepo extends Effect.Service<EvalsRepo>()("atrium/evals/EvalsRe
 
     /** Cancels a running eval run of `ownerId`'s; answers whether this call did (false: not running, or not theirs). */
     const cancel = SqlSchema.findAll({
-      Request: Schema.Struct({ id: Schema.String, ownerId: UserId }),
-      Result: Schema.Struct({ id: Schema.String }),
+      Request: Schema.Struct({ id: EvalRunId, ownerId: UserId }),
+      Result: Schema.Struct({ id: EvalRunId }),
       execute: (q) =>
         sql`UPDATE eval_runs SET status = 'cancelled', finished_at = now() WHERE id = ${q.id} AND owner_id = ${q.ownerId} AND status = 'running' RETURNING id`
     })
 
     /** The runs under way of an eval run's rows: each row's run, and its judge's run once started. */
     const inFlight = SqlSchema.findAll({
-      Request: Schema.String,
+      Request: EvalRunId,
       Result: Schema.Struct({ runId: RunId, judgeRunId: Schema.NullOr(RunId) }),
       execute: (evalRunId) =>
         sql`SELECT run_id, judge_run_id FROM eval_results WHERE eval_run_id = ${evalRunId} AND status IN ('running', 'judging')`
     })
 
     const status = SqlSchema.findOne({
-      Request: Schema.String,
+      Request: EvalRunId,
       Result: Schema.Struct({ status: Schema.String }),
       execute: (id) => sql`SELECT status FROM eval_runs WHERE id = ${id}`
     })
 
     const grade = SqlSchema.void({
       Request: Schema.Struct({
-        evalRunId: Schema.String,
+        evalRunId: EvalRunId,
         position: Schema.Number,
         passed: Schema.Boolean,
         score: Schema.Number,
@@ -341,12 +343,12 @@ export class EvalsRepo extends Effect.Service<EvalsRepo>()("atrium/evals/EvalsRe
     })
 
     const finish = SqlSchema.void({
-      Request: Schema.Struct({ id: Schema.String, status: Schema.Literal("completed", "failed", "cancelled") }),
+      Request: Schema.Struct({ id: EvalRunId, status: Schema.Literal("completed", "failed", "cancelled") }),
       execute: (q) => sql`UPDATE eval_runs SET status = ${q.status}, finished_at = now() WHERE id = ${q.id} AND status = 'running'`
     })
 
     const results = SqlSchema.findAll({
-      Request: Schema.Struct({ evalRunId: Schema.String, after: Schema.Number, limit: Schema.Number }),
+      Request: Schema.Struct({ evalRunId: EvalRunId, after: Schema.Number, limit: Schema.Number }),
       Result: ResultRow,
       execute: (q) =>
         sql`
@@ -358,7 +360,7 @@ export class EvalsRepo extends Effect.Service<EvalsRepo>()("atrium/evals/EvalsRe
     })
 
     const allResults = SqlSchema.findAll({
-      Request: Schema.String,
+      Request: EvalRunId,
       Result: ResultRow,
       execute: (evalRunId) =>
         sql`
@@ -373,8 +375,8 @@ export class EvalsRepo extends Effect.Service<EvalsRepo>()("atrium/evals/EvalsRe
      */
     const latestCompleted = SqlSchema.findOne({
       Request: Schema.Struct({
-        datasetId: Schema.String,
-        agentId: Schema.String,
+        datasetId: EvalDatasetId,
+        agentId: AgentId,
         version: Schema.NullOr(Schema.Number),
         configHash: Schema.NullOr(Schema.String)
       }),
@@ -389,7 +391,7 @@ export class EvalsRepo extends Effect.Service<EvalsRepo>()("atrium/evals/EvalsRe
 
     /** The actual credits over the estimate of the expert's latest completed eval run: the estimate's calibration. */
     const calibration = SqlSchema.findOne({
-      Request: Schema.String,
+      Request: AgentId,
       Result: Schema.Struct({ estimateMicros: Schema.BigInt, credits: Schema.BigInt }),
       execute: (agentId) =>
         sql`
@@ -403,7 +405,7 @@ export class EvalsRepo extends Effect.Service<EvalsRepo>()("atrium/evals/EvalsRe
      * the statement's own condition, so feedback not shared never leaves the database.
      */
     const sharedThumbsDown = SqlSchema.findAll({
-      Request: Schema.Struct({ agentId: Schema.String, limit: Schema.Number }),
+      Request: Schema.Struct({ agentId: AgentId, limit: Schema.Number }),
       Result: Schema.Struct({
         sessionId: Schema.String,
         turn: Schema.Number,
@@ -419,31 +421,31 @@ export class EvalsRepo extends Effect.Service<EvalsRepo>()("atrium/evals/EvalsRe
     })
 
     return {
-      sharedThumbsDown: (agentId: string, limit: number) => Effect.orDie(sharedThumbsDown({ agentId, limit })),
+      sharedThumbsDown: (agentId: AgentId, limit: number) => Effect.orDie(sharedThumbsDown({ agentId, limit })),
       insertDataset: (d: Parameters<typeof insertDataset>[0]) => Effect.orDie(insertDataset(d)),
-      dataset: (id: string, ownerId: UserId) => Effect.orDie(dataset({ id, ownerId })),
+      dataset: (id: EvalDatasetId, ownerId: UserId) => Effect.orDie(dataset({ id, ownerId })),
       datasets: (q: Parameters<typeof datasets>[0]) => Effect.orDie(datasets(q)),
-      deleteDataset: (id: string, ownerId: UserId) => Effect.map(Effect.orDie(deleteDataset({ id, ownerId })), (rows) => rows.length > 0),
+      deleteDataset: (id: EvalDatasetId, ownerId: UserId) => Effect.map(Effect.orDie(deleteDataset({ id, ownerId })), (rows) => rows.length > 0),
       insertRows,
       rowsPage: (q: Parameters<typeof rowsPage>[0]) => Effect.orDie(rowsPage(q)),
-      rowExists: (datasetId: string, id: string) => Effect.orDie(rowExists({ datasetId, id })),
-      allRows: (datasetId: string) => Effect.orDie(allRows(datasetId)),
+      rowExists: (datasetId: EvalDatasetId, id: EvalRowId) => Effect.orDie(rowExists({ datasetId, id })),
+      allRows: (datasetId: EvalDatasetId) => Effect.orDie(allRows(datasetId)),
       insertRun,
-      evalRun: (id: string, ownerId: UserId) => Effect.orDie(evalRun({ id, ownerId })),
+      evalRun: (id: EvalRunId, ownerId: UserId) => Effect.orDie(evalRun({ id, ownerId })),
       evalRuns: (q: Parameters<typeof evalRuns>[0]) => Effect.orDie(evalRuns(q)),
       active: (limit: number) => Effect.orDie(active(limit)),
-      open: (evalRunId: string) => Effect.map(Effect.orDie(open(evalRunId)), (rows) => rows as ReadonlyArray<OpenResult>),
-      markRunning: (evalRunId: string, position: number) => Effect.map(Effect.orDie(markRunning({ evalRunId, position })), (rows) => rows.length > 0),
+      open: (evalRunId: EvalRunId) => Effect.map(Effect.orDie(open(evalRunId)), (rows) => rows as ReadonlyArray<OpenResult>),
+      markRunning: (evalRunId: EvalRunId, position: number) => Effect.map(Effect.orDie(markRunning({ evalRunId, position })), (rows) => rows.length > 0),
       markJudging: (q: Parameters<typeof markJudging>[0]) => Effect.map(Effect.orDie(markJudging(q)), (rows) => rows.length > 0),
-      cancel: (id: string, ownerId: UserId) => Effect.map(Effect.orDie(cancel({ id, ownerId })), (rows) => rows.length > 0),
-      inFlight: (evalRunId: string) => Effect.orDie(inFlight(evalRunId)),
-      isRunning: (id: string) => Effect.map(Effect.orDie(status(id)), (row) => Option.isSome(row) && row.value.status === "running"),
+      cancel: (id: EvalRunId, ownerId: UserId) => Effect.map(Effect.orDie(cancel({ id, ownerId })), (rows) => rows.length > 0),
+      inFlight: (evalRunId: EvalRunId) => Effect.orDie(inFlight(evalRunId)),
+      isRunning: (id: EvalRunId) => Effect.map(Effect.orDie(status(id)), (row) => Option.isSome(row) && row.value.status === "running"),
       grade: (q: Parameters<typeof grade>[0]) => Effect.orDie(grade(q)),
-      finish: (id: string, status: "completed" | "failed" | "cancelled") => Effect.orDie(finish({ id, status })),
+      finish: (id: EvalRunId, status: "completed" | "failed" | "cancelled") => Effect.orDie(finish({ id, status })),
       results: (q: Parameters<typeof results>[0]) => Effect.orDie(results(q)),
-      allResults: (evalRunId: string) => Effect.orDie(allResults(evalRunId)),
+      allResults: (evalRunId: EvalRunId) => Effect.orDie(allResults(evalRunId)),
       latestCompleted: (q: Parameters<typeof latestCompleted>[0]) => Effect.orDie(latestCompleted(q)),
-      calibration: (agentId: string) => Effect.orDie(calibration(agentId))
+      calibration: (agentId: AgentId) => Effect.orDie(calibration(agentId))
     } as const
   })
 }) {}

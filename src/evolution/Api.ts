@@ -4,11 +4,11 @@ import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { PlatformAuthentication } from "../identity/Domain.js"
 import { Forbidden, InvalidRequest, NotFound } from "../platform/Errors.js"
-import { Change } from "./Domain.js"
+import { Change, SuggestionId } from "./Domain.js"
 import { ListParams } from "../platform/http/Lists.js"
 
 export const SuggestionView = Schema.Struct({
-  id: Schema.String,
+  id: SuggestionId,
   agent: Schema.String,
   kind: Schema.String,
   subject: Schema.String,
@@ -65,7 +65,8 @@ export const StatsView = Schema.Struct({
 })
 
 const AgentPath = Schema.Struct({ identifier: Schema.String })
-const SuggestionPath = Schema.Struct({ id: Schema.String })
+// Unchecked: an id of another kind in the path is a suggestion that is not there (404), as it was.
+const SuggestionPath = Schema.Struct({ id: SuggestionId.unchecked })
 
 /** Self-evolution (docs/evolution.md): the agent's owner only. */
 export class EvolutionApi extends HttpApiGroup.make("evolution")

@@ -4,11 +4,13 @@ import { type AgentRow, AgentsRepo } from "../agents/Repo.js"
 import { foldRun, noProgress } from "../distillation/RunFold.js"
 import { duration } from "../platform/Config.js"
 import { Forbidden, InvalidRequest, NotFound } from "../platform/Errors.js"
-import { newId } from "../platform/Ids.js"
+import { SubmissionId } from "../agents/Domain.js"
+import type { UserId } from "../platform/Ids.js"
 import { RunId } from "../runtime/Domain.js"
 import { ModelCatalog } from "../runtime/models/Catalog.js"
 import type { RunnableAgent } from "../runtime/Run.js"
 import { RunEngine } from "../runtime/RunEngine.js"
+import { SuggestionId } from "./Domain.js"
 import { EvolutionRepo, type SuggestionRow } from "./Repo.js"
 import { evolutionAccess, isSuggestionOf } from "./Policy.js"
 import { allowed } from "../platform/Policy.js"
@@ -139,7 +141,7 @@ export class Evolution extends Effect.Service<Evolution>()("atrium/evolution/Evo
       })
 
     /** The agent if `userId` owns it; 404 for anyone else's draft (as everywhere), 403 for their published agent. */
-    const ownedAgent = (identifier: string, userId: string) =>
+    const ownedAgent = (identifier: string, userId: UserId) =>
       Effect.flatMap(agents.byIdentifier(identifier), (agent): Effect.Effect<AgentRow, NotFound | Forbidden> => {
         const access = Option.isSome(agent) ? evolutionAccess(userId, agent.value) : "hidden"
         if (access === "creator" && Option.isSome(agent)) return Effect.succeed(agent.value)
@@ -205,13 +207,13 @@ export class Evolution extends Effect.Service<Evolution>()("atrium/evolution/Evo
             onNone: () => candidate,
             onSome: (text) => ({ ...candidate, change: { ...candidate.change, text } as Candidate["change"] })
           })
-          yield* repo.upsert(agent.id, newId("sug"), written, Option.isSome(drafted) ? `model:${live.model}` : TEMPLATE)
+          yield* repo.upsert(agent.id, SuggestionId.random(), written, Option.isSome(drafted) ? `model:${live.model}` : TEMPLATE)
         }), { discard: true })
       return yield* repo.list(agent.id)
     })
 
     /** The agent's suggestions, derived afresh: open ones first, then decided ones, newest first. */
-    const list = Effect.fn("Evolution.list")(function*(identifier: string, userId: string) {
+    const list = Effect.fn("Evolution.list")(function*(identifier: string, userId: UserId) {
       const agent = yield* ownedAgent(identifier, userId)
       const rows = yield* refresh(agent)
       const sorted = [...rows].sort((a, b) =>
@@ -221,7 +223,7 @@ export class Evolution extends Effect.Service<Evolution>()("atrium/evolution/Evo
     })
 
     /** A suggestion of one of `userId`'s agents; anyone else's is as absent as a missing one. */
-    const ownSuggestion = (suggestionId: string, userId: string) =>
+    const ownSuggestion = (suggestionId: SuggestionId, userId: UserId) =>
       Effect.flatMap(repo.byId(suggestionId), (found) =>
         allowed(found, (suggestion) => isSuggestionOf(userId, suggestion), () => new NotFound({ message: `No suggestion ${suggestionId}.` })))
 
@@ -250,7 +252,7 @@ export class Evolution extends Effect.Service<Evolution>()("atrium/evolution/Evo
      * Applies a suggestion at once, without review (spec 4.10 rule 9), to the draft and to the version others run.
      * Accepting it again answers the same result and changes nothing.
      */
-    const accept = Effect.fn("Evolution.accept")(function*(suggestionId: string, userId: string) {
+    const accept = Effect.fn("Evolution.accept")(function*(suggestionId: SuggestionId, userId: UserId) {
       const found = yield* ownSuggestion(suggestionId, userId)
       const { identifier, suggestion } = found
       const agent = yield* ownedAgent(identifier, userId)
@@ -294,7 +296,7 @@ export class Evolution extends Effect.Service<Evolution>()("atrium/evolution/Evo
         suggestion.id,
         (config) => applyChange(config, suggestion.change),
         alternativesOf(suggestion.kind),
-        newId("sub")
+        SubmissionId.random()
       )
       if (Option.isNone(applied)) return yield* asDecidedNow
       yield* Effect.logInfo("evolution suggestion accepted").pipe(
@@ -304,7 +306,7 @@ export class Evolution extends Effect.Service<Evolution>()("atrium/evolution/Evo
     })
 
     /** Sets a suggestion aside; it is not made again from the runs it was derived from. */
-    const dismiss = Effect.fn("Evolution.dismiss")(function*(suggestionId: string, userId: string) {
+    const dismiss = Effect.fn("Evolution.dismiss")(function*(suggestionId: SuggestionId, userId: UserId) {
       const { identifier, suggestion } = yield* ownSuggestion(suggestionId, userId)
       if (suggestion.status === "accepted") {
         return yield* new InvalidRequest({ message: `Suggestion ${suggestionId} was accepted; it cannot be dismissed.` })
@@ -318,7 +320,7 @@ export class Evolution extends Effect.Service<Evolution>()("atrium/evolution/Evo
      * Suggestions made and decided, and the agent's run outcomes overall and before and after the last accepted
      * suggestion (by when each run started). Reads only: suggestions are derived when listed.
      */
-    const stats = Effect.fn("Evolution.stats")(function*(identifier: string, userId: string) {
+    const stats = Effect.fn("Evolution.stats")(function*(identifier: string, userId: UserId) {
       const agent = yield* ownedAgent(identifier, userId)
       const summary = yield* repo.summary(agent.id)
       const all = yield* repo.outcomes(agent.id, null)

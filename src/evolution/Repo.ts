@@ -2,17 +2,19 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
 import { AgentConfig } from "../agents/Agent.js"
+import { SubmissionId } from "../agents/Domain.js"
+import { AgentId, UserId } from "../platform/Ids.js"
 import { Json } from "../platform/Rows.js"
 import { type Candidate, type Kind, KINDS, type Outcomes } from "./Suggestions.js"
-import { Change } from "./Domain.js"
+import { Change, SuggestionId } from "./Domain.js"
 
 const SuggestionStatus = Schema.Literal("pending", "accepted", "dismissed")
 export type SuggestionStatus = typeof SuggestionStatus.Type
 
 /** A stored suggestion: the candidate as derived, and where it stands. */
 const SuggestionRowSchema = Schema.Struct({
-  id: Schema.String,
-  agentId: Schema.String,
+  id: SuggestionId,
+  agentId: AgentId,
   kind: Schema.Literal(...KINDS),
   subject: Schema.String,
   title: Schema.String,
@@ -31,7 +33,7 @@ export type SuggestionRow = typeof SuggestionRowSchema.Type
 
 const OwnedSuggestionRow = Schema.Struct({
   ...SuggestionRowSchema.fields,
-  ownerId: Schema.String,
+  ownerId: UserId,
   identifier: Schema.String
 })
 
@@ -46,7 +48,7 @@ const StatusRow = Schema.Struct({
 })
 const DeniedToolRow = Schema.Struct({ name: Schema.String, runs: Schema.Number, calls: Schema.Number })
 const Window = Schema.Struct({
-  agentId: Schema.String,
+  agentId: AgentId,
   after: Schema.NullOr(Schema.DateFromSelf),
   until: Schema.NullOr(Schema.DateFromSelf)
 })
@@ -112,7 +114,7 @@ export class EvolutionRepo extends Effect.Service<EvolutionRepo>()("atrium/evolu
      * is empty when the run recorded no text (`answer_chars = 0`); runs from before the length was recorded
      * (`answer_chars` null) fall back to no output tokens.
      */
-    const outcomes = (agentId: string, after: Date | null, until: Date | null = null) =>
+    const outcomes = (agentId: AgentId, after: Date | null, until: Date | null = null) =>
       Effect.map(
         Effect.all([byStatus({ agentId, after, until }), byTool({ agentId, after, until })]),
         ([rows, tools]): Outcomes => {
@@ -141,7 +143,7 @@ export class EvolutionRepo extends Effect.Service<EvolutionRepo>()("atrium/evolu
       ).pipe(Effect.orDie)
 
     const decided = SqlSchema.findAll({
-      Request: Schema.String,
+      Request: AgentId,
       Result: Schema.Struct({ kind: Schema.String, subject: Schema.String, decidedAt: Schema.DateFromSelf }),
       execute: (agentId) =>
         sql`
@@ -150,7 +152,7 @@ export class EvolutionRepo extends Effect.Service<EvolutionRepo>()("atrium/evolu
           GROUP BY kind, subject`
     })
     /** When a suggestion of each kind and subject was last accepted or dismissed. */
-    const lastDecided = (agentId: string) =>
+    const lastDecided = (agentId: AgentId) =>
       Effect.map(
         decided(agentId),
         (rows) => new Map(rows.map((row) => [`${row.kind}\u0000${row.subject}`, row.decidedAt]))
@@ -158,8 +160,8 @@ export class EvolutionRepo extends Effect.Service<EvolutionRepo>()("atrium/evolu
 
     const upsertSuggestion = SqlSchema.single({
       Request: Schema.Struct({
-        id: Schema.String,
-        agentId: Schema.String,
+        id: SuggestionId,
+        agentId: AgentId,
         kind: Schema.String,
         subject: Schema.String,
         title: Schema.String,
@@ -188,7 +190,7 @@ export class EvolutionRepo extends Effect.Service<EvolutionRepo>()("atrium/evolu
      * Writes `candidate` as the agent's open suggestion of its kind and subject: a new one with `id`, or the open one
      * updated in place (fresh evidence and wording), keeping its id. A change whose text a model drafted is kept.
      */
-    const upsert = (agentId: string, id: string, candidate: Candidate, draftedBy: string) =>
+    const upsert = (agentId: AgentId, id: SuggestionId, candidate: Candidate, draftedBy: string) =>
       Effect.orDie(upsertSuggestion({
         id,
         agentId,
@@ -202,41 +204,41 @@ export class EvolutionRepo extends Effect.Service<EvolutionRepo>()("atrium/evolu
       }))
 
     const listed = SqlSchema.findAll({
-      Request: Schema.String,
+      Request: AgentId,
       Result: SuggestionRowSchema,
       execute: (agentId) =>
         sql`
           SELECT ${sql.literal(SUGGESTION)} FROM evolution_suggestions WHERE agent_id = ${agentId}
           ORDER BY created_at DESC, id`
     })
-    const list = (agentId: string) => Effect.orDie(listed(agentId))
+    const list = (agentId: AgentId) => Effect.orDie(listed(agentId))
 
     const owned = SqlSchema.findOne({
-      Request: Schema.String,
+      Request: SuggestionId,
       Result: OwnedSuggestionRow,
       execute: (id) =>
         sql`
           SELECT a.owner_id, a.identifier, ${sql.literal(SUGGESTION.split(", ").map((c) => `s.${c}`).join(", "))}
           FROM evolution_suggestions s JOIN agents a ON a.id = s.agent_id WHERE s.id = ${id}`
     })
-    const byId = (id: string) =>
+    const byId = (id: SuggestionId) =>
       owned(id).pipe(
         Effect.map(Option.map(({ identifier, ownerId, ...suggestion }) => ({ suggestion, ownerId, identifier }))),
         Effect.orDie
       )
 
     const dismissed = SqlSchema.void({
-      Request: Schema.Array(Schema.String),
+      Request: Schema.Array(SuggestionId),
       execute: (ids) =>
         sql`
           UPDATE evolution_suggestions SET status = 'dismissed', dismissed_at = now(), updated_at = now()
           WHERE status = 'pending' AND ${sql.in("id", ids)}`
     })
     /** Marks open suggestions dismissed (no longer applicable, or the alternative of an accepted one). */
-    const dismiss = (ids: ReadonlyArray<string>) => ids.length === 0 ? Effect.void : Effect.orDie(dismissed(ids))
+    const dismiss = (ids: ReadonlyArray<SuggestionId>) => ids.length === 0 ? Effect.void : Effect.orDie(dismissed(ids))
 
     const counts = SqlSchema.findAll({
-      Request: Schema.String,
+      Request: AgentId,
       Result: Schema.Struct({ status: Schema.String, n: Schema.Number, lastAccepted: Schema.NullOr(Schema.DateFromSelf) }),
       execute: (agentId) =>
         sql`
@@ -244,7 +246,7 @@ export class EvolutionRepo extends Effect.Service<EvolutionRepo>()("atrium/evolu
           FROM evolution_suggestions WHERE agent_id = ${agentId} GROUP BY status`
     })
     /** Counts of the agent's suggestions by status, and when the last one was accepted. */
-    const summary = (agentId: string) =>
+    const summary = (agentId: AgentId) =>
       Effect.map(
         counts(agentId),
         (rows) => {
@@ -260,7 +262,7 @@ export class EvolutionRepo extends Effect.Service<EvolutionRepo>()("atrium/evolu
       ).pipe(Effect.orDie)
 
     const claim = SqlSchema.findOne({
-      Request: Schema.String,
+      Request: SuggestionId,
       Result: SuggestionRowSchema,
       execute: (id) =>
         sql`
@@ -269,11 +271,11 @@ export class EvolutionRepo extends Effect.Service<EvolutionRepo>()("atrium/evolu
           RETURNING ${sql.literal(SUGGESTION)}`
     })
     const lockAgent = SqlSchema.single({
-      Request: Schema.String,
+      Request: AgentId,
       Result: Schema.Struct({ draft: Json(AgentConfig), publishedVersion: Schema.NullOr(Schema.Number) }),
       execute: (agentId) => sql`SELECT draft, published_version FROM agents WHERE id = ${agentId} FOR UPDATE`
     })
-    const AgentVersion = Schema.Struct({ agentId: Schema.String, version: Schema.Number })
+    const AgentVersion = Schema.Struct({ agentId: AgentId, version: Schema.Number })
     const versionConfig = SqlSchema.single({
       Request: AgentVersion,
       Result: Schema.Struct({ config: Json(AgentConfig) }),
@@ -281,13 +283,13 @@ export class EvolutionRepo extends Effect.Service<EvolutionRepo>()("atrium/evolu
         sql`SELECT config FROM agent_versions WHERE agent_id = ${agentId} AND version = ${version}`
     })
     const nextVersion = SqlSchema.single({
-      Request: Schema.String,
+      Request: AgentId,
       Result: Schema.Struct({ version: Schema.Number }),
       execute: (agentId) =>
         sql`SELECT (COALESCE(MAX(version), 0) + 1)::int AS version FROM agent_versions WHERE agent_id = ${agentId}`
     })
     const writeDraft = SqlSchema.void({
-      Request: Schema.Struct({ agentId: Schema.String, draft: Schema.parseJson(AgentConfig) }),
+      Request: Schema.Struct({ agentId: AgentId, draft: Schema.parseJson(AgentConfig) }),
       execute: ({ agentId, draft }) =>
         sql`UPDATE agents SET draft = ${draft}::jsonb, updated_at = now() WHERE id = ${agentId}`
     })
@@ -303,26 +305,26 @@ export class EvolutionRepo extends Effect.Service<EvolutionRepo>()("atrium/evolu
         sql`UPDATE agents SET published_version = ${version}, updated_at = now() WHERE id = ${agentId}`
     })
     const supersede = SqlSchema.findAll({
-      Request: Schema.String,
-      Result: Schema.Struct({ id: Schema.String }),
+      Request: AgentId,
+      Result: Schema.Struct({ id: SubmissionId }),
       execute: (agentId) =>
         sql`
           UPDATE agent_submissions SET status = 'superseded', decided_at = now()
           WHERE agent_id = ${agentId} AND status = 'pending' RETURNING id`
     })
     const submit = SqlSchema.void({
-      Request: Schema.Struct({ ...AgentVersion.fields, id: Schema.String }),
+      Request: Schema.Struct({ ...AgentVersion.fields, id: SubmissionId }),
       execute: ({ agentId, id, version }) =>
         sql`
           INSERT INTO agent_submissions (id, agent_id, version, status)
           VALUES (${id}, ${agentId}, ${version}, 'pending')`
     })
     const markApplied = SqlSchema.void({
-      Request: Schema.Struct({ id: Schema.String, version: Schema.Number }),
+      Request: Schema.Struct({ id: SuggestionId, version: Schema.Number }),
       execute: ({ id, version }) => sql`UPDATE evolution_suggestions SET applied_version = ${version} WHERE id = ${id}`
     })
     const dismissAlternatives = SqlSchema.void({
-      Request: Schema.Struct({ agentId: Schema.String, subject: Schema.String, kinds: Schema.Array(Schema.String) }),
+      Request: Schema.Struct({ agentId: AgentId, subject: Schema.String, kinds: Schema.Array(Schema.String) }),
       execute: ({ agentId, kinds, subject }) =>
         sql`
           UPDATE evolution_suggestions SET status = 'dismissed', dismissed_at = now(), updated_at = now()
@@ -338,10 +340,10 @@ export class EvolutionRepo extends Effect.Service<EvolutionRepo>()("atrium/evolu
      * change. None when the suggestion is not pending any more (decided meanwhile).
      */
     const accept = (
-      suggestionId: string,
+      suggestionId: SuggestionId,
       apply: (config: AgentConfig) => AgentConfig,
       dismissAlso: ReadonlyArray<Kind>,
-      submissionId: string
+      submissionId: SubmissionId
     ) =>
       sql.withTransaction(Effect.gen(function*() {
         const claimed = yield* claim(suggestionId)

@@ -1,6 +1,8 @@
 import { Context, Effect, Option } from "effect"
+import type { DistillationId } from "../distillation/Domain.js"
 import { Distillations } from "../distillation/Distillations.js"
 import { foldRun, noProgress, type ProgressReport } from "../distillation/RunFold.js"
+import type { SuggestionId } from "../evolution/Domain.js"
 import { Evolution } from "../evolution/Evolution.js"
 import { duration } from "../platform/Config.js"
 import { errorType } from "../platform/Errors.js"
@@ -32,7 +34,7 @@ export interface StartDistillationArgs {
   readonly materials: ReadonlyArray<{ readonly filename: string; readonly content: string }>
 }
 export interface ContinueDistillationArgs {
-  readonly sessionId: string
+  readonly sessionId: DistillationId
   readonly message: string
 }
 
@@ -151,7 +153,7 @@ export class EngineTools extends Effect.Service<EngineTools>()("atrium/mcp/Engin
     const listEvolutionSuggestions = (args: { readonly identifier: string }, caller: McpCaller) =>
       proxy(evolution.list(args.identifier, caller.userId))
 
-    const acceptEvolution = (args: { readonly suggestionId: string }, caller: McpCaller) =>
+    const acceptEvolution = (args: { readonly suggestionId: SuggestionId }, caller: McpCaller) =>
       proxy(evolution.accept(args.suggestionId, caller.userId))
 
     const getEvolutionStats = (args: { readonly identifier: string }, caller: McpCaller) =>

@@ -1,6 +1,7 @@
 import { Effect, Option, Schema } from "effect"
 import { errorType } from "../platform/Errors.js"
-import { Grader } from "../evals/Domain.js"
+import { EvalRowId, EvalRunId, Grader } from "../evals/Domain.js"
+import { EvalDatasetId } from "../platform/Ids.js"
 import { Evals } from "../evals/Evals.js"
 import { type McpCaller, type ToolDefinition, ToolFailure, userTool } from "./Tool.js"
 import type { CallerIdentity } from "../identity/Domain.js"
@@ -24,6 +25,10 @@ const callerOf = (caller: McpCaller): CallerIdentity => ({
 const text = (description: string) =>
   Schema.propertySignature(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100))).annotations({ description })
 
+/** An id argument, unchecked as the HTTP path's: one of another kind is one that is not there ("not found"). */
+const idOf = <A extends string>(id: Schema.Schema<A, string>, description: string) =>
+  Schema.propertySignature(id.pipe(Schema.minLength(1), Schema.maxLength(100))).annotations({ description })
+
 export class EvalTools extends Effect.Service<EvalTools>()("atrium/mcp/EvalTools", {
   effect: Effect.gen(function*() {
     const evals = yield* Evals
@@ -35,7 +40,7 @@ export class EvalTools extends Effect.Service<EvalTools>()("atrium/mcp/EvalTools
           "wallet, grading each row with `graders` (exact, contains, regex, json_schema, tool_trajectory, budget, " +
           "llm_judge). Answers at once with the run's id and its cost estimate; follow it with get_eval_results.",
         Schema.Struct({
-          dataset: text("The dataset's id (eds_...)"),
+          dataset: idOf(EvalDatasetId.unchecked, "The dataset's id (eds_...)"),
           agent: text("The expert's identifier"),
           version: Schema.optional(Schema.Int.pipe(Schema.positive())).annotations({ description: "A published version (default: the draft)" }),
           graders: Schema.propertySignature(Schema.Array(Grader).pipe(Schema.minItems(1), Schema.maxItems(10)))
@@ -48,7 +53,7 @@ export class EvalTools extends Effect.Service<EvalTools>()("atrium/mcp/EvalTools
         "cancel_eval",
         "Cancel one of your running eval runs: rows not started never start, and rows' runs under way are cancelled, " +
           "billed only for what they finished. Answers the eval run (`cancelled`); an eval run that has ended is answered as it is.",
-        Schema.Struct({ id: text("The eval run's id (evr_...)") }),
+        Schema.Struct({ id: idOf(EvalRunId.unchecked, "The eval run's id (evr_...)") }),
         (args, caller) => proxy(evals.cancelRun(callerOf(caller), args.id))
       ),
       userTool(
@@ -56,10 +61,10 @@ export class EvalTools extends Effect.Service<EvalTools>()("atrium/mcp/EvalTools
         "An eval run's status, pass rate and credits, and its rows' results (passed, score, why, the row's run and " +
           "trace), in dataset order; page with `after` (the last row_id).",
         Schema.Struct({
-          id: text("The eval run's id (evr_...)"),
+          id: idOf(EvalRunId.unchecked, "The eval run's id (evr_...)"),
           limit: Schema.optionalWith(Schema.Int.pipe(Schema.between(1, 100)), { default: () => 50 })
             .annotations({ description: "Rows per page, 1-100 (default 50)", default: 50 }),
-          after: Schema.optional(Schema.String.pipe(Schema.maxLength(100))).annotations({ description: "The last row_id of the previous page" })
+          after: Schema.optional(EvalRowId.unchecked.pipe(Schema.maxLength(100))).annotations({ description: "The last row_id of the previous page" })
         }),
         (args, caller) =>
           Effect.gen(function*() {

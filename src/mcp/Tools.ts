@@ -4,6 +4,8 @@ import { Agents, type Submission } from "../agents/Agents.js"
 import type { AgentRow } from "../agents/Repo.js"
 import { billingView, submissionView } from "../agents/Http.js"
 import { DistillationMessage, StartDistillation } from "../distillation/Api.js"
+import { DistillationId } from "../distillation/Domain.js"
+import { SuggestionId } from "../evolution/Domain.js"
 import { CreatorApplication, MAX_PAGE, MAX_PAGE_SIZE, MarketKeyword } from "../market/Api.js"
 import { Creators } from "../market/Creators.js"
 import { Market } from "../market/Market.js"
@@ -308,7 +310,8 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
           "...\", \"category: coding\", any other text is added to the instructions), or say \"create\" to create the " +
           "agent draft. Runs once and bills credits; can be slow.",
         Schema.Struct({
-          sessionId: described(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(128)), "The sessionId from start_distillation"),
+          // Unchecked: an id of another kind is a distillation that is not there, as it was.
+          sessionId: described(DistillationId.unchecked.pipe(Schema.minLength(1), Schema.maxLength(128)), "The sessionId from start_distillation"),
           message: described(DistillationMessage.fields.message, "What to change, or \"create\"")
         }),
         (args, caller) => engine.continueDistillation(args, caller)
@@ -362,7 +365,8 @@ export class McpTools extends Effect.Service<McpTools>()("atrium/mcp/McpTools", 
         "Apply a suggested improvement. Takes effect immediately, without another review: the draft and the " +
           "published version both get the change.",
         Schema.Struct({
-          suggestionId: described(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(128)), "The id of a suggestion")
+          // Unchecked: an id of another kind is a suggestion that is not there, as it was.
+          suggestionId: described(SuggestionId.unchecked.pipe(Schema.minLength(1), Schema.maxLength(128)), "The id of a suggestion")
         }),
         (args, caller) => engine.acceptEvolution(args, caller)
       ),

@@ -74,6 +74,8 @@ describe("distillation over HTTP", () => {
         const id: string = started.body.sessionId
         assertError(yield* say(other.token, id, "name: Mine"), 404, "not_found")
         assertError(yield* request("GET", `/v1/distillations/${id}`, { token: other.token }), 404, "not_found")
+        // An id of another kind is a distillation that is not there: 404, not 400.
+        assertError(yield* request("GET", "/v1/distillations/sug_nope", { token: me.token }), 404, "not_found")
         assert.deepStrictEqual((yield* request("GET", "/v1/distillations", { token: other.token })).body.data, [])
         assertError(yield* request("GET", `/v1/distillations/${id}`), 401, "unauthorized")
 

@@ -6,6 +6,7 @@ import { TestServer } from "../support/TestServer.js"
 import { call, callOk, connect, failed } from "../mcp/mcp-support.js"
 import { streamOf } from "../support/Sse.js"
 import { makeAtriumFetchClient } from "../../src/client.js"
+import { EvalRunId } from "../../src/evals/Domain.js"
 import { agentWith, apiKeyOf, approved, assertError, liveAgent, ENV, fullLedger, LIVE, micros, newUser, publish, runAgent, toolDirective } from "../runs/runs-support.js"
 
 /**
@@ -192,6 +193,11 @@ describe("evals", () => {
         // The owner (with the key, acting as the account) still has it all.
         const mine = yield* request("GET", `/v1/evals/datasets/${datasetId}/rows`, { token: key })
         assert.strictEqual(mine.body.data.length, 1)
+        // An id of another kind (a path, a cursor, a body) is one that is not there: 404, not 400.
+        for (const path of [`/v1/evals/datasets/${started.id}`, `/v1/evals/runs/${datasetId}`, `/v1/evals/runs/${started.id}/results?after=${datasetId}`, `/v1/evals/compare?a=${started.id}&b=${datasetId}`]) {
+          assertError(yield* request("GET", path, { token: owner.token }), 404, "not_found")
+        }
+        assertError(yield* request("POST", "/v1/evals/runs", { token: owner.token, body: { dataset: started.id, agent, graders: [{ type: "exact" }] } }), 404, "not_found")
         for (const path of ["/v1/evals/datasets", "/v1/evals/runs", `/v1/evals/runs/${started.id}`]) assertError(yield* request("GET", path), 401, "unauthorized")
         const deleted = yield* request("DELETE", `/v1/evals/datasets/${datasetId}`, { token: owner.token })
         assert.deepStrictEqual(deleted.body, { id: datasetId, object: "eval.dataset", deleted: true })
@@ -430,7 +436,7 @@ describe("evals", () => {
         assert.deepInclude(got, { status: "completed", pass_rate: 1, rows_total: 1, rows_done: 1 })
         const results = yield* client.evals.runResults({ path: { id: run.id }, urlParams: {} })
         assert.strictEqual(results.data[0]!.passed, true)
-        const missing = yield* Effect.flip(client.evals.getRun({ path: { id: "evr_nope" } }))
+        const missing = yield* Effect.flip(client.evals.getRun({ path: { id: EvalRunId.make("evr_nope") } }))
         assert.strictEqual(missing._tag, "NotFound")
 
         // v1 goes live with the configuration just evaluated: that run is v1's pass rate too.

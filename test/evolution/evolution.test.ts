@@ -74,6 +74,8 @@ describe("evolution over HTTP", () => {
         assertError(yield* acceptSuggestion(user.token, allow.id), 404, "not_found")
         assertError(yield* dismissSuggestion(user.token, allow.id), 404, "not_found")
         assertError(yield* acceptSuggestion(owner.token, "sug_nope"), 404, "not_found")
+        // An id of another kind is a suggestion that is not there: 404, not 400.
+        assertError(yield* acceptSuggestion(owner.token, "run_nope"), 404, "not_found")
         assertError(yield* suggestionsOf(owner.token, "no-such-agent"), 404, "not_found")
         const draft = yield* createAgent(owner.token, { name: "Private" })
         assertError(yield* suggestionsOf(user.token, draft.identifier), 404, "not_found")

@@ -3730,6 +3730,8 @@ export interface components {
                 };
             };
         };
+        SuggestionId: string;
+        DistillationId: string;
         /** DistillationFailed */
         DistillationFailed: {
             error: {
@@ -3826,8 +3828,9 @@ export interface components {
             rows: number;
             created_at: string;
         };
+        EvalRowId: string;
         EvalRow: {
-            id: string;
+            id: components["schemas"]["EvalRowId"];
             /** @enum {string} */
             object: "eval.row";
             input: string | {
@@ -3933,11 +3936,12 @@ export interface components {
              */
             threshold?: number;
         };
+        EvalRunId: string;
         EvalRun: {
-            id: string;
+            id: components["schemas"]["EvalRunId"];
             /** @enum {string} */
             object: "eval.run";
-            dataset: string;
+            dataset: components["schemas"]["EvalDatasetId"];
             agent: string;
             version: number | null;
             /** @enum {string} */
@@ -3955,7 +3959,7 @@ export interface components {
             finished_at: string | null;
         };
         EvalResult: {
-            row_id: string;
+            row_id: components["schemas"]["EvalRowId"];
             position: number;
             /** @enum {string} */
             status: "pending" | "running" | "judging" | "graded" | "cancelled";
@@ -3968,7 +3972,7 @@ export interface components {
                 score: number;
                 explanation: string;
             }[];
-            run_id: string;
+            run_id: components["schemas"]["RunId"];
             trace_id: string | null;
             credits: string;
             latency_ms: number | null;
@@ -3981,7 +3985,7 @@ export interface components {
             credits_delta: string;
             mean_latency_ms_delta: number | null;
             changed: {
-                row_id: string;
+                row_id: components["schemas"]["EvalRowId"];
                 a: {
                     passed: boolean | null;
                     score: number | null;
@@ -13642,7 +13646,7 @@ export interface operations {
                     "application/json": {
                         identifier: string;
                         data: {
-                            id: string;
+                            id: components["schemas"]["SuggestionId"];
                             agent: string;
                             kind: string;
                             subject: string;
@@ -13746,7 +13750,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         suggestion: {
-                            id: string;
+                            id: components["schemas"]["SuggestionId"];
                             agent: string;
                             kind: string;
                             subject: string;
@@ -13856,7 +13860,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["SuggestionId"];
                         agent: string;
                         kind: string;
                         subject: string;
@@ -14071,7 +14075,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
-                            sessionId: string;
+                            sessionId: components["schemas"]["DistillationId"];
                             topic: string;
                             draft: {
                                 name: string;
@@ -14156,7 +14160,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        sessionId: string;
+                        sessionId: components["schemas"]["DistillationId"];
                         topic: string;
                         draft: {
                             name: string;
@@ -14177,7 +14181,7 @@ export interface operations {
                         updated_at: string;
                         answer: string;
                         run: {
-                            id: string;
+                            id: components["schemas"]["RunId"];
                             status: string;
                             credits_charged: number;
                             usage: {
@@ -14254,7 +14258,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        sessionId: string;
+                        sessionId: components["schemas"]["DistillationId"];
                         topic: string;
                         draft: {
                             name: string;
@@ -14275,7 +14279,7 @@ export interface operations {
                         updated_at: string;
                         answer: string;
                         run: {
-                            id: string;
+                            id: components["schemas"]["RunId"];
                             status: string;
                             credits_charged: number;
                             usage: {
@@ -14369,7 +14373,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        sessionId: string;
+                        sessionId: components["schemas"]["DistillationId"];
                         topic: string;
                         draft: {
                             name: string;
@@ -16130,9 +16134,9 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         object: "eval.rows.added";
-                        dataset: string;
+                        dataset: components["schemas"]["EvalDatasetId"];
                         added: number;
-                        row_ids: string[];
+                        row_ids: components["schemas"]["EvalRowId"][];
                     };
                 };
             };
@@ -16201,9 +16205,9 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         object: "eval.rows.added";
-                        dataset: string;
+                        dataset: components["schemas"]["EvalDatasetId"];
                         added: number;
-                        row_ids: string[];
+                        row_ids: components["schemas"]["EvalRowId"][];
                         skipped: string[];
                     };
                 };
@@ -16268,9 +16272,9 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         object: "eval.rows.added";
-                        dataset: string;
+                        dataset: components["schemas"]["EvalDatasetId"];
                         added: number;
-                        row_ids: string[];
+                        row_ids: components["schemas"]["EvalRowId"][];
                     };
                 };
             };
@@ -16335,9 +16339,9 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         object: "eval.rows.added";
-                        dataset: string;
+                        dataset: components["schemas"]["EvalDatasetId"];
                         added: number;
-                        row_ids: string[];
+                        row_ids: components["schemas"]["EvalRowId"][];
                     };
                 };
             };
@@ -16475,10 +16479,10 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["EvalRunId"];
                         /** @enum {string} */
                         object: "eval.run";
-                        dataset: string;
+                        dataset: components["schemas"]["EvalDatasetId"];
                         agent: string;
                         version: number | null;
                         /** @enum {string} */

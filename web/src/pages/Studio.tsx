@@ -1,5 +1,6 @@
 import { useEffect, useRef, useState, type FormEvent } from "react"
 import { CATEGORIES } from "../../../src/agents/Agent.js"
+import type { SuggestionId } from "../../../src/evolution/Domain.js"
 import { BUILTIN_TOOLS } from "../../../src/runtime/Expert.js"
 import { call, itemsOf } from "../api.js"
 import { Link, navigate } from "../router.js"
@@ -144,7 +145,7 @@ export const StudioPage = () => {
 }
 
 interface Demo { title: string; input: string; output: string }
-interface Suggestion { id: string; title: string; rationale: string; status: string; kind: string }
+interface Suggestion { id: SuggestionId; title: string; rationale: string; status: string; kind: string }
 
 interface MemoryBlockForm { label: string; description: string; limit: number | string; read_only?: boolean | undefined }
 interface MemoryForm { enabled: boolean; extraction?: boolean | undefined; blocks: ReadonlyArray<MemoryBlockForm> }
@@ -423,7 +424,7 @@ export const StudioEditPage = ({ identifier }: { identifier: string }) => {
     }
   }
 
-  const accept = async (id: string) => {
+  const accept = async (id: SuggestionId) => {
     try {
       await call((c) => c.evolution.accept({ path: { id } }))
       setStatus("Suggestion accepted: it is live now.")

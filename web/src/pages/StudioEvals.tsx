@@ -3,12 +3,14 @@ import { call, itemsOf } from "../api.js"
 import { Link } from "../router.js"
 import { ListTable } from "./ListTable.js"
 import { credits, duration, StudioHeader, when } from "./StudioTabs.js"
+import { EvalRunId } from "../../../src/evals/Domain.js"
+import type { EvalDatasetId } from "../../../src/platform/Ids.js"
 
 /** Shapes of `/v1/evals` (src/evals/Domain.ts), as this page reads them. */
-interface Dataset { id: string; name: string; rows: number; created_at: string }
+interface Dataset { id: EvalDatasetId; name: string; rows: number; created_at: string }
 interface EvalRun {
-  id: string
-  dataset: string
+  id: EvalRunId
+  dataset: EvalDatasetId
   version: number | null
   status: "running" | "completed" | "failed" | "cancelled"
   estimate_credits: string
@@ -63,7 +65,7 @@ type GraderType = typeof GRADERS[number][0]
  */
 export const StudioEvalsPage = ({ identifier }: { identifier: string }) => {
   const [datasets, setDatasets] = useState<ReadonlyArray<Dataset> | null>(null)
-  const [open, setOpen] = useState<string | null>(null)
+  const [open, setOpen] = useState<EvalDatasetId | null>(null)
   const [name, setName] = useState("")
   const [gate, setGate] = useState<{ dataset: string; threshold: number } | null>(null)
   const [status, setStatus] = useState<string | null>(null)
@@ -148,7 +150,7 @@ const DatasetPanel = ({ identifier, dataset, gated, onChanged }: { identifier: s
   const [judgeModel, setJudgeModel] = useState("builtin")
   const [rubric, setRubric] = useState("")
   const [runs, setRuns] = useState<ReadonlyArray<EvalRun>>([])
-  const [openRun, setOpenRun] = useState<string | null>(null)
+  const [openRun, setOpenRun] = useState<EvalRunId | null>(null)
   const [compare, setCompare] = useState<{ a: string; b: string }>({ a: "", b: "" })
   const [comparison, setComparison] = useState<Comparison | null>(null)
   const [threshold, setThreshold] = useState("5")
@@ -226,7 +228,7 @@ const DatasetPanel = ({ identifier, dataset, gated, onChanged }: { identifier: s
 
   const runCompare = () => act(async () => {
     if (!compare.a || !compare.b || compare.a === compare.b) throw new Error("Choose two different runs to compare.")
-    setComparison(await call((c) => c.evals.compare({ urlParams: compare })) as unknown as Comparison)
+    setComparison(await call((c) => c.evals.compare({ urlParams: { a: EvalRunId.unchecked.make(compare.a), b: EvalRunId.unchecked.make(compare.b) } })) as unknown as Comparison)
     return "Compared."
   })
 
@@ -362,7 +364,7 @@ const DatasetPanel = ({ identifier, dataset, gated, onChanged }: { identifier: s
   )
 }
 
-const Results = ({ identifier, runId, tick }: { identifier: string; runId: string; tick: number }) => {
+const Results = ({ identifier, runId, tick }: { identifier: string; runId: EvalRunId; tick: number }) => {
   const [results, setResults] = useState<ReadonlyArray<Result> | null>(null)
   useEffect(() => {
     call((c) => c.evals.runResults({ path: { id: runId }, urlParams: { limit: 100 } })).then((page) => setResults(itemsOf<Result>(page)), () => setResults([]))

@@ -4,6 +4,7 @@ import { Link, navigate, useLocation } from "../router.js"
 import { ListTable } from "./ListTable.js"
 import { credits, duration, StudioHeader, when } from "./StudioTabs.js"
 import { RunId } from "../../../src/runtime/Domain.js"
+import { EvalDatasetId } from "../../../src/platform/Ids.js"
 
 /** A trace as `GET /v1/traces` lists it (src/traces/Domain.ts). */
 interface TraceSummary {
@@ -367,7 +368,7 @@ const AddToDataset = ({ identifier, runId, answer }: { identifier: string; runId
     setStatus(null)
     const name = datasets?.find((d) => d.id === chosen)?.name ?? "the dataset"
     try {
-      const added = await call((c) => c.evals.fromRun({ path: { id: chosen }, payload: { run: RunId.unchecked.make(runId), expected: expected.trim() === "" ? null : expected } }))
+      const added = await call((c) => c.evals.fromRun({ path: { id: EvalDatasetId.unchecked.make(chosen) }, payload: { run: RunId.unchecked.make(runId), expected: expected.trim() === "" ? null : expected } }))
       setStatus(added.added === 0 ? `This run is already in “${name}”.` : `Added to “${name}”.`)
     } catch (failure) {
       setError((failure as Error).message)
