@@ -15,7 +15,7 @@ describe("storable text", () => {
   })
 
   it("a value: every string and key mended, and the very same value when none needs it", () => {
-    assert.deepStrictEqual(storableValue({ "k\u0000": ["a\u0000", 1, null, { deep: "\uDC00" }], n: 2 }), {
+    assert.deepStrictEqual(storableValue<unknown>({ "k\u0000": ["a\u0000", 1, null, { deep: "\uDC00" }], n: 2 }), {
       "k\uFFFD": ["a\uFFFD", 1, null, { deep: "\uFFFD" }],
       n: 2
     })
