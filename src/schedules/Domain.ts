@@ -60,7 +60,7 @@ export const UpdateSchedule = Schema.Struct({
 export type UpdateSchedule = typeof UpdateSchedule.Type
 
 export const ScheduleView = Schema.Struct({
-  id: Schema.String,
+  id: ScheduleId,
   object: Schema.Literal("schedule"),
   agent: Schema.String,
   cron: Schema.String,

@@ -3778,6 +3778,7 @@ export interface components {
                 };
             };
         };
+        ScheduleId: string;
         Trace: {
             trace_id: string;
             run_id: string;
@@ -15074,7 +15075,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
-                            id: string;
+                            id: components["schemas"]["ScheduleId"];
                             /** @enum {string} */
                             object: "schedule";
                             agent: string;
@@ -15189,7 +15190,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["ScheduleId"];
                         /** @enum {string} */
                         object: "schedule";
                         agent: string;
@@ -15267,7 +15268,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["ScheduleId"];
                         /** @enum {string} */
                         object: "schedule";
                         agent: string;
@@ -15422,7 +15423,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["ScheduleId"];
                         /** @enum {string} */
                         object: "schedule";
                         agent: string;
@@ -15500,7 +15501,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["ScheduleId"];
                         /** @enum {string} */
                         object: "schedule";
                         agent: string;
@@ -15578,7 +15579,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["ScheduleId"];
                         /** @enum {string} */
                         object: "schedule";
                         agent: string;

@@ -1,6 +1,6 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Chunk, Effect, Stream } from "effect"
-import { FileId, makeAtriumFetchClient, type PublicEvent, RunId, ScheduleId, UserId } from "../../src/client.js"
+import { FileId, makeAtriumFetchClient, type PublicEvent, RunId, UserId } from "../../src/client.js"
 import { TestServer } from "../support/TestServer.js"
 import { agentWith, apiKeyOf, ENV, LIVE, newUser } from "../runs/runs-support.js"
 
@@ -153,7 +153,7 @@ describe("atrium/client", () => {
         assert.match(schedule.next_run_at!, /T22:00:00\.000Z$/)
         const schedules = yield* client.schedules.list({ urlParams: {} })
         assert.deepStrictEqual(schedules.data.map((s) => s.id), [schedule.id])
-        const paused = yield* client.schedules.pause({ path: { id: ScheduleId.make(schedule.id) } })
+        const paused = yield* client.schedules.pause({ path: { id: schedule.id } })
         assert.strictEqual(paused.status, "paused")
         // The contract's own schema refuses it before anything is sent.
         const badCron = yield* Effect.flip(client.schedules.create({ payload: { agent, cron: "nope", input: "x" } }))
