@@ -16,6 +16,10 @@ import type { ApprovalEvent, MessageEvent } from "./sessions/Api.js"
 export { PublicEvent, RunFailed } from "./runtime/Domain.js"
 /** The branded ids the endpoints take (`FileId.make("file_…")`): a brand names the kind of id, the wire is the string. */
 export { FileId } from "./files/Domain.js"
+export { VectorStoreId } from "./knowledge/Domain.js"
+export { FactId } from "./memory/Api.js"
+export { ResponseId } from "./responses/Api.js"
+export { ScheduleId } from "./schedules/Domain.js"
 export { AgentId, ApiKeyId, AppId, EnvironmentId, SessionId, UserId } from "./platform/Ids.js"
 export { ApprovalId, RunId } from "./runtime/Domain.js"
 

@@ -111,7 +111,7 @@ export class AccountApi extends HttpApiGroup.make("account")
   )
   .add(
     HttpApiEndpoint.post("deleteApiKey", "/api/user/apiKey/delete")
-      .setPayload(Schema.Struct({ id: Schema.String.pipe(Schema.maxLength(64)) }))
+      .setPayload(Schema.Struct({ id: ApiKeyId.unchecked.pipe(Schema.maxLength(64)) }))
       .addSuccess(Schema.Struct({ deleted: Schema.Literal(true) }))
       .addError(NotFound)
   )

@@ -43,7 +43,7 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("atrium/identity/ApiKeys"
     /** Revocations so far: a lookup that a revocation overtook does not cache what it found. */
     let revocations = 0
 
-    const revoke = Effect.fn("ApiKeys.revoke")(function*(userId: UserId, id: string) {
+    const revoke = Effect.fn("ApiKeys.revoke")(function*(userId: UserId, id: ApiKeyId) {
       revocations += 1
       live.deleteWhere((key) => key.id === id)
       const revoked = yield* repo.revokeApiKey(id, userId)

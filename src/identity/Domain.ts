@@ -2,13 +2,21 @@ import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
 import * as HttpApiSecurity from "@effect/platform/HttpApiSecurity"
 import { Context, type Option, Schema } from "effect"
 import { InvalidRequest, Unauthorized, WireError } from "../platform/Errors.js"
-import type { ApiKeyId, AppId, UserId } from "../platform/Ids.js"
+import { type ApiKeyId, type AppId, prefixedId, type UserId } from "../platform/Ids.js"
 
 /**
  * The identity domain's contract (docs/architecture.md, "Contracts"): the middleware tags the API groups name, what
  * they provide, and the identity errors on the wire. Imports only `effect`, `@effect/platform` contract modules and
  * other contracts; the middleware's implementation is `Authentication.ts`.
  */
+
+/** An OAuth app's `client_id` (`cid_…`, 24 characters): the app's public name in the authorization flows. */
+export const ClientId = prefixedId("cid", "ClientId")
+export type ClientId = typeof ClientId.Type
+
+/** One grant's family of rotating refresh tokens (`fam_…`): a leaked token revokes the whole family. */
+export const TokenFamilyId = prefixedId("fam", "TokenFamilyId")
+export type TokenFamilyId = typeof TokenFamilyId.Type
 
 export interface LoginIdentity {
   readonly userId: UserId

@@ -101,7 +101,7 @@ export class IdentityRepo extends Effect.Service<IdentityRepo>()("atrium/identit
     })
 
     const revokeApiKey = SqlSchema.findOne({
-      Request: Schema.Struct({ id: Schema.String, userId: UserId }),
+      Request: Schema.Struct({ id: ApiKeyId, userId: UserId }),
       Result: Schema.Struct({ id: ApiKeyId }),
       execute: ({ id, userId }) =>
         sql`
@@ -137,7 +137,7 @@ export class IdentityRepo extends Effect.Service<IdentityRepo>()("atrium/identit
       insertApiKey: (row: Parameters<typeof insertApiKey>[0]) =>
         insertApiKey(row).pipe(Effect.map((inserted) => inserted.createdAt), Effect.orDie),
       listApiKeys: (userId: UserId) => listApiKeys(userId).pipe(Effect.orDie),
-      revokeApiKey: (id: string, userId: UserId) =>
+      revokeApiKey: (id: ApiKeyId, userId: UserId) =>
         revokeApiKey({ id, userId }).pipe(Effect.map(Option.isSome), Effect.orDie),
       useApiKey: (keyHash: string) => useApiKey(keyHash).pipe(Effect.orDie)
     } as const

@@ -14,11 +14,12 @@ import {
   SearchRequest,
   UpdateVectorStore,
   VectorStore,
-  VectorStoreFile
+  VectorStoreFile,
+  VectorStoreId
 } from "./Domain.js"
 
-const StorePath = Schema.Struct({ id: Schema.String })
-const FilePath = Schema.Struct({ id: Schema.String, file_id: FileId.unchecked })
+const StorePath = Schema.Struct({ id: VectorStoreId.unchecked })
+const FilePath = Schema.Struct({ id: VectorStoreId.unchecked, file_id: FileId.unchecked })
 
 /** Knowledge bases as OpenAI's vector stores (docs/knowledge.md). */
 export class KnowledgeApi extends HttpApiGroup.make("knowledge")

@@ -1,10 +1,15 @@
 import { Schema } from "effect"
 import { FileId } from "../files/Domain.js"
+import { prefixedId } from "../platform/Ids.js"
 
 /**
  * Knowledge's contract (docs/knowledge.md): OpenAI's vector store shapes
  * (https://platform.openai.com/docs/api-reference/vector-stores), with a few fields of ours beside them.
  */
+
+/** A knowledge base's id (`vs_…`, as OpenAI's vector stores). */
+export const VectorStoreId = prefixedId("vs", "VectorStoreId")
+export type VectorStoreId = typeof VectorStoreId.Type
 
 export const AttributeValue = Schema.Union(Schema.String.pipe(Schema.maxLength(512)), Schema.Number, Schema.Boolean)
 

@@ -2,9 +2,9 @@ import { Effect, Option } from "effect"
 import type { FileId } from "../files/Domain.js"
 import type { Partition } from "../identity/Partition.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
-import { newId, type UserId } from "../platform/Ids.js"
+import type { UserId } from "../platform/Ids.js"
 import { KnowledgeConfig } from "./Config.js"
-import { type ChunkingStrategy, DEFAULT_CHUNKING, type SearchFilter, type SearchRequest } from "./Domain.js"
+import { type ChunkingStrategy, DEFAULT_CHUNKING, type SearchFilter, type SearchRequest, VectorStoreId } from "./Domain.js"
 import { Ingestion } from "./Ingestion.js"
 import { KnowledgeRepo, type Page, type StoreFileRow, type StoreRow } from "./Repo.js"
 import { type Passage, Retrieval } from "./Retrieval.js"
@@ -110,9 +110,9 @@ export class Knowledge extends Effect.Service<Knowledge>()("atrium/knowledge/Kno
     const retrieval = yield* Retrieval
     const limits = { maxFileBytes: config.maxFileBytes, maxStoreBytes: config.maxStoreBytes, maxStoreFiles: config.maxStoreFiles }
 
-    const noStore = (id: string) => new NotFound({ message: `No vector store ${id}.` })
+    const noStore = (...ids: ReadonlyArray<string>) => new NotFound({ message: `No vector store ${ids.join(", ")}.` })
 
-    const retrieve = Effect.fn("Knowledge.retrieve")(function*(partition: Partition, id: string) {
+    const retrieve = Effect.fn("Knowledge.retrieve")(function*(partition: Partition, id: VectorStoreId) {
       const row = yield* repo.store(partition, id)
       if (Option.isNone(row)) return yield* noStore(id)
       return storeView(row.value)
@@ -120,7 +120,7 @@ export class Knowledge extends Effect.Service<Knowledge>()("atrium/knowledge/Kno
 
     const addFile = Effect.fn("Knowledge.addFile")(function*(
       partition: Partition,
-      storeId: string,
+      storeId: VectorStoreId,
       input: { fileId: FileId; attributes?: Record<string, string | number | boolean> | null | undefined; chunking?: ChunkingStrategy | undefined }
     ) {
       const result = yield* repo.addFile(partition, storeId, { fileId: input.fileId, attributes: input.attributes ?? {}, ...chunkingOf(input.chunking) }, limits)
@@ -146,7 +146,7 @@ export class Knowledge extends Effect.Service<Knowledge>()("atrium/knowledge/Kno
       fileIds?: ReadonlyArray<FileId> | undefined
       chunking?: ChunkingStrategy | undefined
     }) {
-      const id = newId("vs")
+      const id = VectorStoreId.random()
       const language = input.language ?? config.language
       // A language PostgreSQL does not know would fail every chunk's `::regconfig`: refused here instead.
       if (!(yield* repo.knowsLanguage(language))) {
@@ -166,30 +166,30 @@ export class Knowledge extends Effect.Service<Knowledge>()("atrium/knowledge/Kno
       return pageOf(yield* repo.stores(partition, page), page.limit, storeView)
     })
 
-    const update = Effect.fn("Knowledge.update")(function*(partition: Partition, id: string, change: { name?: string | null | undefined; metadata?: Record<string, string> | null | undefined }) {
+    const update = Effect.fn("Knowledge.update")(function*(partition: Partition, id: VectorStoreId, change: { name?: string | null | undefined; metadata?: Record<string, string> | null | undefined }) {
       const found = yield* repo.updateStore(partition, id, { name: change.name ?? undefined, metadata: change.metadata ?? undefined })
       if (!found) return yield* noStore(id)
       return yield* retrieve(partition, id)
     })
 
-    const remove = Effect.fn("Knowledge.remove")(function*(partition: Partition, id: string) {
+    const remove = Effect.fn("Knowledge.remove")(function*(partition: Partition, id: VectorStoreId) {
       if (!(yield* repo.deleteStore(partition, id))) return yield* noStore(id)
       return { id, object: "vector_store.deleted" as const, deleted: true as const }
     })
 
-    const file = Effect.fn("Knowledge.file")(function*(partition: Partition, storeId: string, fileId: FileId) {
+    const file = Effect.fn("Knowledge.file")(function*(partition: Partition, storeId: VectorStoreId, fileId: FileId) {
       const row = yield* repo.storeFile(partition, storeId, fileId)
       if (Option.isNone(row)) return yield* new NotFound({ message: `No file ${fileId} in vector store ${storeId}.` })
       return fileView(row.value)
     })
 
-    const files = Effect.fn("Knowledge.files")(function*(partition: Partition, storeId: string, query: ListQuery & { filter?: string | undefined }) {
+    const files = Effect.fn("Knowledge.files")(function*(partition: Partition, storeId: VectorStoreId, query: ListQuery & { filter?: string | undefined }) {
       yield* retrieve(partition, storeId)
       const page = pageParams(query)
       return pageOf(yield* repo.storeFiles(partition, storeId, page, Option.fromNullable(query.filter)), page.limit, fileView)
     })
 
-    const removeFile = Effect.fn("Knowledge.removeFile")(function*(partition: Partition, storeId: string, fileId: FileId) {
+    const removeFile = Effect.fn("Knowledge.removeFile")(function*(partition: Partition, storeId: VectorStoreId, fileId: FileId) {
       if (!(yield* repo.removeFile(partition, storeId, fileId))) {
         return yield* new NotFound({ message: `No file ${fileId} in vector store ${storeId}.` })
       }
@@ -215,7 +215,7 @@ export class Knowledge extends Effect.Service<Knowledge>()("atrium/knowledge/Kno
       const unique = [...new Set(storeIds)]
       const stores = yield* repo.storesIn(owner, unique)
       const missing = unique.filter((id) => !stores.some((store) => store.id === id))
-      if (missing.length > 0) return yield* noStore(missing.join(", "))
+      if (missing.length > 0) return yield* noStore(...missing)
       return yield* retrieval.search(stores, {
         query: request.query,
         maxResults: request.maxResults ?? 10,
@@ -225,7 +225,7 @@ export class Knowledge extends Effect.Service<Knowledge>()("atrium/knowledge/Kno
       }, payer)
     })
 
-    const search = Effect.fn("Knowledge.search")(function*(partition: Partition, storeId: string, request: SearchRequest) {
+    const search = Effect.fn("Knowledge.search")(function*(partition: Partition, storeId: VectorStoreId, request: SearchRequest) {
       const queries = typeof request.query === "string" ? [request.query] : request.query
       const found = yield* searchStores(partition, [storeId], {
         query: queries.join(" "),

@@ -4,12 +4,13 @@ import { Effect, Option, Schema } from "effect"
 import { UserId } from "../platform/Ids.js"
 import { FileId } from "../files/Domain.js"
 import type { Partition } from "../identity/Partition.js"
+import { VectorStoreId } from "./Domain.js"
 import { Json } from "../platform/Rows.js"
 
 const Attributes = Json(Schema.Record({ key: Schema.String, value: Schema.Union(Schema.String, Schema.Number, Schema.Boolean) }))
 
 const StoreRowSchema = Schema.Struct({
-  id: Schema.String,
+  id: VectorStoreId,
   ownerId: UserId,
   endUserId: Schema.String,
   name: Schema.String,
@@ -26,7 +27,7 @@ const StoreRowSchema = Schema.Struct({
 export type StoreRow = typeof StoreRowSchema.Type
 
 const StoreFileRowSchema = Schema.Struct({
-  storeId: Schema.String,
+  storeId: VectorStoreId,
   fileId: FileId,
   status: Schema.Literal("in_progress", "completed", "failed", "cancelled"),
   lastErrorCode: Schema.NullOr(Schema.String),
@@ -80,14 +81,14 @@ export interface Limits {
 }
 
 const Owner = { accountId: UserId, endUserId: Schema.String }
-const OwnedStore = Schema.Struct({ ...Owner, id: Schema.String })
-const OwnedStoreFile = Schema.Struct({ ...Owner, storeId: Schema.String, fileId: FileId })
+const OwnedStore = Schema.Struct({ ...Owner, id: VectorStoreId })
+const OwnedStoreFile = Schema.Struct({ ...Owner, storeId: VectorStoreId, fileId: FileId })
 const PageRequest = {
   limit: Schema.Number,
   after: Schema.NullOr(Schema.String),
   order: Schema.Literal("asc", "desc")
 }
-const StoreId = Schema.Struct({ id: Schema.String })
+const StoreId = Schema.Struct({ id: VectorStoreId })
 const Metadata = Schema.Record({ key: Schema.String, value: Schema.String })
 const AttributesJson = Schema.parseJson(Schema.Record({ key: Schema.String, value: Schema.Union(Schema.String, Schema.Number, Schema.Boolean) }))
 const Found = Schema.Struct({ found: Schema.Literal(1) })
@@ -108,7 +109,7 @@ export class KnowledgeRepo extends Effect.Service<KnowledgeRepo>()("atrium/knowl
           INSERT INTO vector_stores (id, owner_id, end_user_id, name, metadata, language)
           VALUES (${store.id}, ${store.accountId}, ${store.endUserId}, ${store.name}, ${store.metadata}::jsonb, ${store.language})`
     })
-    const insertStore = (partition: Partition, store: { id: string; name: string; metadata: Record<string, string>; language: string }) =>
+    const insertStore = (partition: Partition, store: { id: VectorStoreId; name: string; metadata: Record<string, string>; language: string }) =>
       insertStoreRow({ ...owner(partition), ...store }).pipe(Effect.orDie, Effect.withSpan("KnowledgeRepo.insertStore"))
 
     const storeById = SqlSchema.findOne({
@@ -116,7 +117,7 @@ export class KnowledgeRepo extends Effect.Service<KnowledgeRepo>()("atrium/knowl
       Result: StoreRowSchema,
       execute: (request) => sql`SELECT ${sql.literal(STORE)} FROM vector_stores s WHERE s.id = ${request.id} AND ${mine(request)}`
     })
-    const store = (partition: Partition, id: string) => Effect.orDie(storeById({ ...owner(partition), id }))
+    const store = (partition: Partition, id: VectorStoreId) => Effect.orDie(storeById({ ...owner(partition), id }))
 
     const storePage = SqlSchema.findAll({
       Request: Schema.Struct({ ...Owner, ...PageRequest }),
@@ -148,7 +149,7 @@ export class KnowledgeRepo extends Effect.Service<KnowledgeRepo>()("atrium/knowl
             last_active_at = now()
           WHERE s.id = ${change.id} AND ${mine(change)} RETURNING s.id`
     })
-    const updateStore = (partition: Partition, id: string, change: { name?: string | undefined; metadata?: Record<string, string> | undefined }) =>
+    const updateStore = (partition: Partition, id: VectorStoreId, change: { name?: string | undefined; metadata?: Record<string, string> | undefined }) =>
       updateStoreRow({ ...owner(partition), id, name: change.name ?? null, metadata: change.metadata ?? null }).pipe(
         Effect.map(Option.isSome),
         Effect.orDie
@@ -159,7 +160,7 @@ export class KnowledgeRepo extends Effect.Service<KnowledgeRepo>()("atrium/knowl
       Result: StoreId,
       execute: (request) => sql`DELETE FROM vector_stores s WHERE s.id = ${request.id} AND ${mine(request)} RETURNING s.id`
     })
-    const deleteStore = (partition: Partition, id: string) =>
+    const deleteStore = (partition: Partition, id: VectorStoreId) =>
       deleteStoreRow({ ...owner(partition), id }).pipe(
         Effect.map(Option.isSome),
         Effect.orDie,
@@ -216,7 +217,7 @@ export class KnowledgeRepo extends Effect.Service<KnowledgeRepo>()("atrium/knowl
           WHERE id = ${request.id} AND owner_id = ${request.accountId} AND end_user_id = ${request.endUserId}
           FOR SHARE`
     })
-    const StoreFileKey = Schema.Struct({ storeId: Schema.String, fileId: FileId })
+    const StoreFileKey = Schema.Struct({ storeId: VectorStoreId, fileId: FileId })
     const storeFileRow = SqlSchema.findOne({
       Request: StoreFileKey,
       Result: StoreFileRowSchema,
@@ -257,7 +258,7 @@ export class KnowledgeRepo extends Effect.Service<KnowledgeRepo>()("atrium/knowl
         sql`DELETE FROM knowledge_chunks WHERE store_id = ${key.storeId} AND file_id = ${key.fileId} AND generation < ${key.generation}`
     })
     const touchStore = SqlSchema.void({
-      Request: Schema.String,
+      Request: VectorStoreId,
       execute: (storeId) => sql`UPDATE vector_stores SET last_active_at = now() WHERE id = ${storeId}`
     })
 
@@ -266,7 +267,7 @@ export class KnowledgeRepo extends Effect.Service<KnowledgeRepo>()("atrium/knowl
      * ingestion from the start. The store row is locked first, so two adds cannot both pass the store's caps. Adding
      * again a file that is ingested or being ingested with the same chunking and attributes changes nothing.
      */
-    const addFile = (partition: Partition, storeId: string, file: NewStoreFile, limits: Limits) =>
+    const addFile = (partition: Partition, storeId: VectorStoreId, file: NewStoreFile, limits: Limits) =>
       sql.withTransaction(Effect.gen(function*() {
         const locked = yield* lockStore({ ...owner(partition), id: storeId })
         if (Option.isNone(locked)) return { _tag: "NoStore" } as AddResult
@@ -304,11 +305,11 @@ export class KnowledgeRepo extends Effect.Service<KnowledgeRepo>()("atrium/knowl
           SELECT ${sql.literal(STORE_FILE)} FROM vector_store_files f JOIN vector_stores s ON s.id = f.store_id
           WHERE f.store_id = ${request.storeId} AND f.file_id = ${request.fileId} AND ${mine(request)}`
     })
-    const storeFile = (partition: Partition, storeId: string, fileId: FileId) =>
+    const storeFile = (partition: Partition, storeId: VectorStoreId, fileId: FileId) =>
       Effect.orDie(ownedStoreFile({ ...owner(partition), storeId, fileId }))
 
     const storeFilePage = SqlSchema.findAll({
-      Request: Schema.Struct({ ...Owner, ...PageRequest, storeId: Schema.String, status: Schema.NullOr(Schema.String) }),
+      Request: Schema.Struct({ ...Owner, ...PageRequest, storeId: VectorStoreId, status: Schema.NullOr(Schema.String) }),
       Result: StoreFileRowSchema,
       execute: (page) => {
         const dir = sql.literal(page.order === "desc" ? "DESC" : "ASC")
@@ -323,7 +324,7 @@ export class KnowledgeRepo extends Effect.Service<KnowledgeRepo>()("atrium/knowl
           ORDER BY f.created_at ${dir}, f.file_id ${dir} LIMIT ${page.limit + 1}`
       }
     })
-    const storeFiles = (partition: Partition, storeId: string, page: Page, status: Option.Option<string>) =>
+    const storeFiles = (partition: Partition, storeId: VectorStoreId, page: Page, status: Option.Option<string>) =>
       Effect.orDie(storeFilePage({
         ...owner(partition),
         storeId,
@@ -343,7 +344,7 @@ export class KnowledgeRepo extends Effect.Service<KnowledgeRepo>()("atrium/knowl
           RETURNING f.file_id`
     })
     /** Removes a file from a store; its chunks go with it (foreign key). */
-    const removeFile = (partition: Partition, storeId: string, fileId: FileId) =>
+    const removeFile = (partition: Partition, storeId: VectorStoreId, fileId: FileId) =>
       deleteStoreFile({ ...owner(partition), storeId, fileId }).pipe(
         Effect.map(Option.isSome),
         Effect.orDie,

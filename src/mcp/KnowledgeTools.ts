@@ -5,7 +5,7 @@ import * as Path from "node:path"
 import { AgentFields, AgentRef } from "../agents/Agent.js"
 import { Agents } from "../agents/Agents.js"
 import { Files } from "../files/Files.js"
-import { MaxResults, SearchQuery, StoreName } from "../knowledge/Domain.js"
+import { MaxResults, SearchQuery, StoreName, VectorStoreId } from "../knowledge/Domain.js"
 import { Knowledge } from "../knowledge/Knowledge.js"
 import { errorType } from "../platform/Errors.js"
 import type { Partition } from "../identity/Partition.js"
@@ -20,7 +20,7 @@ import { type ToolDefinition, ToolFailure, userTool } from "./Tool.js"
 const proxy = <A, E extends { readonly _tag: string; readonly message: string }, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.mapError(effect, (error) => new ToolFailure({ type: errorType(error._tag), message: error.message }))
 
-const storeId = Schema.propertySignature(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64)))
+const storeId = Schema.propertySignature(VectorStoreId.unchecked.pipe(Schema.minLength(1), Schema.maxLength(64)))
   .annotations({ description: "The knowledge base's id (vs_...)" })
 
 /** The most text `add_knowledge_text` takes in one call. */

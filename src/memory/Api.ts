@@ -4,6 +4,11 @@ import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { PlatformAuthentication } from "../identity/Domain.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
+import { prefixedId } from "../platform/Ids.js"
+
+/** A fact's id (`fact_…`): random, or derived from the tool call that wrote it (docs/memory.md). */
+export const FactId = prefixedId("fact", "FactId")
+export type FactId = typeof FactId.Type
 
 /** Which expert's memory: its identifier (the caller's end user is the request's own). */
 const AgentParam = Schema.Struct({
@@ -87,7 +92,7 @@ export class MemoryApi extends HttpApiGroup.make("memory")
   )
   .add(
     HttpApiEndpoint.del("deleteFact", "/v1/memory/facts/:id")
-      .setPath(Schema.Struct({ id: Schema.String }))
+      .setPath(Schema.Struct({ id: FactId.unchecked }))
       .setUrlParams(AgentParam)
       .addSuccess(Schema.Struct({ id: Schema.String, deleted: Schema.Literal(true) }))
       .annotate(OpenApi.Description, "Delete a fact for good: it is in no search and no later turn's context.")

@@ -2,6 +2,7 @@ import * as Activity from "@effect/workflow/Activity"
 import * as Workflow from "@effect/workflow/Workflow"
 import { WorkflowEngine } from "@effect/workflow/WorkflowEngine"
 import { Effect, Layer, Option, Schema } from "effect"
+import { RunId } from "../runtime/Domain.js"
 import { MemorySettings } from "../runtime/Expert.js"
 import { ModelChain } from "../runtime/ModelChain.js"
 import { Models, type ResolvedModel } from "../runtime/models/Models.js"
@@ -10,6 +11,7 @@ import { costOf } from "../runtime/Run.js"
 import { CONTEXT_FACTS, renderMemory } from "../runtime/tools/Memory.js"
 import { MemoryConfig } from "./Config.js"
 import { Memory } from "./Memory.js"
+import { FactId } from "./Api.js"
 import { type ExtractionTurnRow, ExtractionTurnsRepo } from "./Repo.js"
 import { Wallets } from "../billing/Wallets.js"
 
@@ -35,7 +37,7 @@ const MAX_TURN_CHARS = 8_000
 
 const Proposal = Schema.Struct({
   facts: Schema.optional(Schema.Array(Schema.String)),
-  supersede: Schema.optional(Schema.Array(Schema.Struct({ id: Schema.String, text: Schema.String }))),
+  supersede: Schema.optional(Schema.Array(Schema.Struct({ id: FactId.unchecked, text: Schema.String }))),
   blocks: Schema.optional(Schema.Array(Schema.Struct({ label: Schema.String, append: Schema.String })))
 })
 type Proposal = typeof Proposal.Type
@@ -64,7 +66,7 @@ export const EXTRACTION_INSTRUCTIONS = "You keep an assistant's long-term memory
  */
 export const MemoryExtraction = Workflow.make({
   name: "MemoryExtraction",
-  payload: { runId: Schema.String },
+  payload: { runId: RunId },
   idempotencyKey: ({ runId }) => runId
 })
 
@@ -76,8 +78,10 @@ export class Extraction extends Effect.Service<Extraction>()("atrium/memory/Extr
 
     const afterTurn = (owner: MemoryOwner, turn: MemoryTurn) =>
       Effect.gen(function*() {
+        // The engine's request names its run as a string still: a run's id is `run_…`, minted by runs.
+        const runId = RunId.make(turn.runId)
         yield* turns.insert({
-          runId: turn.runId,
+          runId,
           agentId: owner.agentId,
           accountId: owner.partition.accountId,
           endUserId: owner.partition.endUserId,
@@ -88,7 +92,7 @@ export class Extraction extends Effect.Service<Extraction>()("atrium/memory/Extr
           answer: turn.answer
         })
         // A persisted message to the extraction's shard: once sent, whichever runner owns the shard executes it.
-        yield* MemoryExtraction.execute({ runId: turn.runId }, { discard: true }).pipe(Effect.provideService(WorkflowEngine, workflows))
+        yield* MemoryExtraction.execute({ runId }, { discard: true }).pipe(Effect.provideService(WorkflowEngine, workflows))
       }).pipe(
         Effect.catchAllCause((cause) => Effect.logWarning("could not hand a turn to memory extraction", cause)),
         Effect.withSpan("Extraction.afterTurn")
@@ -110,7 +114,7 @@ export const MemoryExtractionLive = Layer.unwrapEffect(Effect.gen(function*() {
   const decodeSettings = Schema.decodeUnknownSync(MemorySettings)
 
   /** One model call over `turns` (oldest first), charged as `memory:<id>`, and its proposals written. */
-  const extract = Effect.fn("Extraction.extract")(function*(id: string, owner: MemoryOwner, turns: ReadonlyArray<ExtractionTurnRow>) {
+  const extract = Effect.fn("Extraction.extract")(function*(id: RunId, owner: MemoryOwner, turns: ReadonlyArray<ExtractionTurnRow>) {
     const last = turns[turns.length - 1]!
     const resolved: Array<ResolvedModel> = []
     for (const modelId of last.models as ReadonlyArray<string>) {
@@ -166,7 +170,7 @@ export const MemoryExtractionLive = Layer.unwrapEffect(Effect.gen(function*() {
    * Claims the owner's waiting turns, extracts once from the newest of them, and lets them go; `busy` when another
    * extraction of the owner holds turns (it runs first: this one reads what it wrote).
    */
-  const run = (id: string, first: ExtractionTurnRow) =>
+  const run = (id: RunId, first: ExtractionTurnRow) =>
     Effect.gen(function*() {
       const { busy, turns: claimed } = yield* turnsRepo.claim({ id, agentId: first.agentId, accountId: first.accountId, endUserId: first.endUserId })
       if (busy) return "busy" as const
@@ -186,7 +190,7 @@ export const MemoryExtractionLive = Layer.unwrapEffect(Effect.gen(function*() {
       return "done" as const
     })
 
-  const execute = (runId: string) =>
+  const execute = (runId: RunId) =>
     Effect.gen(function*() {
       const turn = yield* turnsRepo.byRun(runId)
       // Read already by an earlier extraction (done, or running now): nothing is left for this one.

@@ -3,10 +3,11 @@ import { Effect, Option } from "effect"
 import { AgentsRepo } from "../agents/Repo.js"
 import type { Partition } from "../identity/Partition.js"
 import { NotFound } from "../platform/Errors.js"
-import { newId } from "../platform/Ids.js"
+import type { AgentId } from "../platform/Ids.js"
 import type { MemoryBlockSetting, MemorySettings } from "../runtime/Expert.js"
 import { type MemoryBlock, type MemoryFact, type MemoryOwner, MemoryRefused } from "../runtime/Ports.js"
 import { MAX_FACT_CHARS } from "../runtime/tools/Memory.js"
+import { FactId } from "./Api.js"
 import { type BlockRow, type FactRow, type MemoryKey, MemoryRepo } from "./Repo.js"
 import { canUseMemoryOf, readsDraft } from "./Policy.js"
 
@@ -26,7 +27,7 @@ const WRITE_ATTEMPTS = 5
  * call (a durable run's step tried again) finds the fact the first try wrote; random otherwise.
  */
 const factIdOf = (call: string | undefined) =>
-  call === undefined ? newId("fact") : `fact_${createHash("sha256").update(call).digest("base64url").slice(0, 24)}`
+  call === undefined ? FactId.random() : FactId.make(`fact_${createHash("sha256").update(call).digest("base64url").slice(0, 24)}`)
 
 /** Who wrote a block's version. */
 export type Writer = "model" | "user" | "extraction"
@@ -205,7 +206,7 @@ export class Memory extends Effect.Service<Memory>()("atrium/memory/Memory", {
       return yield* new MemoryRefused({ message: "The fact could not be written; try again." })
     })
 
-    const supersede = Effect.fn("Memory.supersede")(function*(owner: MemoryOwner, id: string, text: string, source: Writer = "model", call?: string) {
+    const supersede = Effect.fn("Memory.supersede")(function*(owner: MemoryOwner, id: FactId, text: string, source: Writer = "model", call?: string) {
       yield* checkFact(text)
       const key = keyOf(owner)
       const newer = factIdOf(call)
@@ -240,9 +241,9 @@ export class Memory extends Effect.Service<Memory>()("atrium/memory/Memory", {
       return { rows, versions, facts }
     })
 
-    const removeFact = (owner: MemoryOwner, id: string) => repo.removeFact(keyOf(owner), id)
+    const removeFact = (owner: MemoryOwner, id: FactId) => repo.removeFact(keyOf(owner), id)
     const removeAll = (owner: MemoryOwner) => repo.removeAll(keyOf(owner))
-    const usage = (agentId: string) => repo.usage(agentId)
+    const usage = (agentId: AgentId) => repo.usage(agentId)
 
     return {
       ownerFor,

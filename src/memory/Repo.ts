@@ -1,7 +1,9 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
-import { UserId } from "../platform/Ids.js"
+import { AgentId, UserId } from "../platform/Ids.js"
+import { RunId } from "../runtime/Domain.js"
+import { FactId } from "./Api.js"
 
 /** Whose memory: the expert and the end user's partition (account + end user id). */
 const Owner = Schema.Struct({ agentId: Schema.String, accountId: UserId, endUserId: Schema.String })
@@ -25,11 +27,11 @@ export const BlockVersionRow = Schema.Struct({
 export type BlockVersionRow = typeof BlockVersionRow.Type
 
 export const FactRow = Schema.Struct({
-  id: Schema.String,
+  id: FactId,
   text: Schema.String,
   validFrom: Schema.DateFromSelf,
   supersededAt: Schema.NullOr(Schema.DateFromSelf),
-  supersededBy: Schema.NullOr(Schema.String),
+  supersededBy: Schema.NullOr(FactId),
   source: Schema.String
 })
 export type FactRow = typeof FactRow.Type
@@ -117,7 +119,7 @@ export class MemoryRepo extends Effect.Service<MemoryRepo>()("atrium/memory/Memo
 
     /** None when the id is taken: a keyed fact written by another try of the same call (its id is the call's). */
     const insertFact = SqlSchema.findOne({
-      Request: Schema.Struct({ ...Owner.fields, id: Schema.String, text: Schema.String, source: Schema.String }),
+      Request: Schema.Struct({ ...Owner.fields, id: FactId, text: Schema.String, source: Schema.String }),
       Result: FactRow,
       execute: (f) =>
         sql`
@@ -129,7 +131,7 @@ export class MemoryRepo extends Effect.Service<MemoryRepo>()("atrium/memory/Memo
 
     /** The newer fact in one statement with the old one's end: a fact superseded once, by one fact. */
     const supersede = SqlSchema.findOne({
-      Request: Schema.Struct({ ...Owner.fields, old: Schema.String, id: Schema.String, text: Schema.String, source: Schema.String }),
+      Request: Schema.Struct({ ...Owner.fields, old: FactId, id: FactId, text: Schema.String, source: Schema.String }),
       Result: FactRow,
       execute: (f) =>
         sql`
@@ -144,7 +146,7 @@ export class MemoryRepo extends Effect.Service<MemoryRepo>()("atrium/memory/Memo
     })
 
     const fact = SqlSchema.findOne({
-      Request: Schema.Struct({ ...Owner.fields, id: Schema.String }),
+      Request: Schema.Struct({ ...Owner.fields, id: FactId }),
       Result: FactRow,
       execute: (f) => sql`SELECT ${sql.literal(FACT_COLUMNS)} FROM memory_facts WHERE ${owned(f)} AND id = ${f.id}`
     })
@@ -178,8 +180,8 @@ export class MemoryRepo extends Effect.Service<MemoryRepo>()("atrium/memory/Memo
     })
 
     const removeFact = SqlSchema.findAll({
-      Request: Schema.Struct({ ...Owner.fields, id: Schema.String }),
-      Result: Schema.Struct({ id: Schema.String }),
+      Request: Schema.Struct({ ...Owner.fields, id: FactId }),
+      Result: Schema.Struct({ id: FactId }),
       execute: (f) => sql`DELETE FROM memory_facts WHERE ${owned(f)} AND id = ${f.id} RETURNING id`
     })
 
@@ -194,7 +196,7 @@ export class MemoryRepo extends Effect.Service<MemoryRepo>()("atrium/memory/Memo
 
     /** What the expert's creator may see: how many end users it remembers, and how much, never what. */
     const usage = SqlSchema.single({
-      Request: Schema.Struct({ agentId: Schema.String }),
+      Request: Schema.Struct({ agentId: AgentId }),
       Result: Schema.Struct({ endUsers: Schema.NumberFromString, facts: Schema.NumberFromString, blocks: Schema.NumberFromString }),
       execute: ({ agentId }) =>
         sql`
@@ -214,20 +216,20 @@ export class MemoryRepo extends Effect.Service<MemoryRepo>()("atrium/memory/Memo
       versions: (key: MemoryKey) => Effect.orDie(versions(key)),
       insertFact: (f: Parameters<typeof insertFact>[0]) => Effect.orDie(insertFact(f)),
       supersede: (f: Parameters<typeof supersede>[0]) => Effect.orDie(supersede(f)),
-      fact: (key: MemoryKey, id: string) => Effect.orDie(fact({ ...key, id })),
+      fact: (key: MemoryKey, id: FactId) => Effect.orDie(fact({ ...key, id })),
       facts: (key: MemoryKey, current: boolean, limit: number) => Effect.orDie(facts({ ...key, current, limit })),
       countCurrent: (key: MemoryKey) => Effect.map(Effect.orDie(countCurrent(key)), (row) => row.count),
       search: (key: MemoryKey, query: string, limit: number) => Effect.orDie(search({ ...key, query, limit })),
-      removeFact: (key: MemoryKey, id: string) => Effect.map(Effect.orDie(removeFact({ ...key, id })), (rows) => rows.length > 0),
+      removeFact: (key: MemoryKey, id: FactId) => Effect.map(Effect.orDie(removeFact({ ...key, id })), (rows) => rows.length > 0),
       removeAll: (key: MemoryKey) => Effect.orDie(removeAll(key)),
-      usage: (agentId: string) => Effect.orDie(usage({ agentId }))
+      usage: (agentId: AgentId) => Effect.orDie(usage({ agentId }))
     } as const
   })
 }) {}
 
 /** A finished turn waiting for extraction (`memory_extraction_turns`), as extraction reads it. */
 export const ExtractionTurnRow = Schema.Struct({
-  runId: Schema.String,
+  runId: RunId,
   agentId: Schema.String,
   accountId: UserId,
   endUserId: Schema.String,
@@ -236,7 +238,7 @@ export const ExtractionTurnRow = Schema.Struct({
   settings: Schema.Unknown,
   message: Schema.String,
   answer: Schema.String,
-  extractionId: Schema.NullOr(Schema.String)
+  extractionId: Schema.NullOr(RunId)
 })
 export type ExtractionTurnRow = typeof ExtractionTurnRow.Type
 
@@ -260,12 +262,12 @@ export class ExtractionTurnsRepo extends Effect.Service<ExtractionTurnsRepo>()("
         ON CONFLICT (run_id) DO NOTHING`
 
     const byRun = SqlSchema.findOne({
-      Request: Schema.String,
+      Request: RunId,
       Result: ExtractionTurnRow,
       execute: (runId) => sql`SELECT ${sql.literal(TURN_COLUMNS)} FROM memory_extraction_turns WHERE run_id = ${runId}`
     })
 
-    const Claim = Schema.Struct({ id: Schema.String, agentId: Schema.String, accountId: UserId, endUserId: Schema.String })
+    const Claim = Schema.Struct({ id: RunId, agentId: Schema.String, accountId: UserId, endUserId: Schema.String })
     const ClaimedRow = Schema.Struct({ ...ExtractionTurnRow.fields, createdAt: Schema.DateFromSelf })
     const ownerRows = SqlSchema.findAll({
       Request: Claim,
@@ -297,10 +299,10 @@ export class ExtractionTurnsRepo extends Effect.Service<ExtractionTurnsRepo>()("
 
     return {
       insert: (turn: Parameters<typeof insert>[0]) => Effect.asVoid(Effect.orDie(insert(turn))),
-      byRun: (runId: string) => Effect.map(Effect.orDie(byRun(runId)), (row) => row.pipe(Option.map(parsedTurn))),
+      byRun: (runId: RunId) => Effect.map(Effect.orDie(byRun(runId)), (row) => row.pipe(Option.map(parsedTurn))),
       claim: (c: typeof Claim.Type) => Effect.orDie(claim(c)),
       /** The turns extraction `id` read, once what it proposed is written. */
-      done: (id: string) => Effect.asVoid(Effect.orDie(sql`DELETE FROM memory_extraction_turns WHERE extraction_id = ${id}`))
+      done: (id: RunId) => Effect.asVoid(Effect.orDie(sql`DELETE FROM memory_extraction_turns WHERE extraction_id = ${id}`))
     } as const
   })
 }) {}

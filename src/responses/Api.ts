@@ -2,10 +2,14 @@ import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
-import { SessionId } from "../platform/Ids.js"
+import { prefixedId, SessionId } from "../platform/Ids.js"
 import { PlatformAuthentication } from "../identity/Domain.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { RunStartHeaders } from "../platform/http/Headers.js"
+
+/** A response's id (`resp_…`, as OpenAI's). */
+export const ResponseId = prefixedId("resp", "ResponseId")
+export type ResponseId = typeof ResponseId.Type
 
 const ContentPart = Schema.Struct({ type: Schema.String, text: Schema.optional(Schema.String) })
 
@@ -42,7 +46,7 @@ export const ResponsePayload = Schema.Struct({
   model: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)),
   input: Schema.Union(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100_000)), Schema.Array(InputItem).pipe(Schema.minItems(1), Schema.maxItems(500))),
   instructions: Schema.optional(Schema.NullOr(Schema.String.pipe(Schema.maxLength(100_000)))),
-  previous_response_id: Schema.optional(Schema.NullOr(Schema.String)),
+  previous_response_id: Schema.optional(Schema.NullOr(ResponseId.unchecked)),
   conversation: Schema.optional(Schema.NullOr(Schema.Union(SessionId.unchecked, Schema.Struct({ id: SessionId.unchecked })))),
   stream: Schema.optional(Schema.NullOr(Schema.Boolean)),
   store: Schema.optional(Schema.NullOr(Schema.Boolean)),
@@ -193,7 +197,7 @@ export const ResponseObject = Schema.Struct({
   background: Schema.optional(Schema.Boolean)
 }).annotations({ identifier: "Response" })
 
-const ResponseId = Schema.Struct({ id: Schema.String })
+const ResponsePath = Schema.Struct({ id: ResponseId.unchecked })
 
 /** The Responses API of OpenAI's clients, mapped onto runs and sessions (docs/runs.md). */
 export class ResponsesApi extends HttpApiGroup.make("responses")
@@ -221,7 +225,7 @@ export class ResponsesApi extends HttpApiGroup.make("responses")
   )
   .add(
     HttpApiEndpoint.get("retrieve", "/v1/responses/:id")
-      .setPath(ResponseId)
+      .setPath(ResponsePath)
       .setUrlParams(Schema.Struct({
         stream: Schema.optional(Schema.Literal("true", "false")),
         starting_after: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.nonNegative())),
@@ -241,7 +245,7 @@ export class ResponsesApi extends HttpApiGroup.make("responses")
   )
   .add(
     HttpApiEndpoint.del("remove", "/v1/responses/:id")
-      .setPath(ResponseId)
+      .setPath(ResponsePath)
       .addSuccess(Schema.Struct({ id: Schema.String, object: Schema.Literal("response"), deleted: Schema.Literal(true) }))
       .addError(NotFound)
       .annotate(OpenApi.Summary, "Delete a response")
@@ -253,7 +257,7 @@ export class ResponsesApi extends HttpApiGroup.make("responses")
   )
   .add(
     HttpApiEndpoint.post("cancel", "/v1/responses/:id/cancel")
-      .setPath(ResponseId)
+      .setPath(ResponsePath)
       .addSuccess(ResponseObject)
       .addError(NotFound)
       .annotate(OpenApi.Summary, "Cancel a response")
@@ -266,7 +270,7 @@ export class ResponsesApi extends HttpApiGroup.make("responses")
   )
   .add(
     HttpApiEndpoint.get("inputItems", "/v1/responses/:id/input_items")
-      .setPath(ResponseId)
+      .setPath(ResponsePath)
       .setUrlParams(Schema.Struct({
         limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 100))),
         after: Schema.optional(Schema.String),

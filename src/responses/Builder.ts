@@ -3,6 +3,7 @@ import { newId } from "../platform/Ids.js"
 import type { InternalEvent } from "../runtime/Events.js"
 import { FILE_SEARCH } from "../runtime/tools/FileSearch.js"
 import { runError } from "../runs/OpenAi.js"
+import type { ResponseId } from "./Api.js"
 import { annotationsOf, type Cited, completeSearch, searchCallItem, type SearchCallItem } from "./FileSearch.js"
 
 /** One event of a Responses stream, as the official SDKs parse it. */
@@ -43,10 +44,10 @@ export class ResponseBuilder {
 
   constructor(
     readonly base: {
-      readonly id: string
+      readonly id: ResponseId
       readonly model: string
       readonly createdAt: number
-      readonly previousResponseId: string | null
+      readonly previousResponseId: ResponseId | null
       readonly conversation: string | null
       readonly clientTools: ReadonlySet<string>
       readonly extra: Record<string, unknown>

@@ -7,7 +7,7 @@ import { ownedBy } from "./Policy.js"
 import { AppConfig } from "../platform/Config.js"
 import { asJson, Attachments } from "../platform/http/Attach.js"
 import * as Sse from "../platform/sse/Sse.js"
-import { type ListedInputItem as ListedInputItemSchema, type ResponseObject as ResponseSchema } from "./Api.js"
+import { type ListedInputItem as ListedInputItemSchema, type ResponseId, type ResponseObject as ResponseSchema } from "./Api.js"
 import type { Frame } from "./Builder.js"
 import { Responses } from "./Responses.js"
 import { Caller } from "../identity/Domain.js"
@@ -41,7 +41,7 @@ export const ResponsesHttp = HttpApiBuilder.group(AtriumApi, "responses", (handl
               asJson
             )
             if (Either.isLeft(queued)) return queued.left
-            const body = (yield* Stream.runHead(queued.right)).pipe((head) => head._tag === "Some" ? head.value : undefined) as { id: string }
+            const body = (yield* Stream.runHead(queued.right)).pipe((head) => head._tag === "Some" ? head.value : undefined) as { id: ResponseId }
             if (payload.stream === true) return sse(yield* responses.events(caller, body.id, -1))
             return HttpServerResponse.unsafeJson(body, { status: 202 })
           }

@@ -2,12 +2,14 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
 import { SessionId, UserId } from "../platform/Ids.js"
+import { RunId } from "../runtime/Domain.js"
 import type { Partition } from "../identity/Partition.js"
+import { ResponseId } from "./Api.js"
 
 const Json = Schema.Unknown
 
 export const ResponseRow = Schema.Struct({
-  id: Schema.String,
+  id: ResponseId,
   accountId: UserId,
   endUserId: Schema.String,
   sessionId: Schema.NullOr(SessionId),
@@ -30,13 +32,13 @@ export class ResponsesRepo extends Effect.Service<ResponsesRepo>()("atrium/respo
 
     const insert = SqlSchema.void({
       Request: Schema.Struct({
-        id: Schema.String,
+        id: ResponseId,
         accountId: UserId,
         endUserId: Schema.String,
         sessionId: Schema.NullOr(SessionId),
         body: Json,
         input: Json,
-        runId: Schema.NullOr(Schema.String)
+        runId: Schema.NullOr(RunId)
       }),
       execute: (row) =>
         sql`
@@ -46,7 +48,7 @@ export class ResponsesRepo extends Effect.Service<ResponsesRepo>()("atrium/respo
     })
 
     const findById = SqlSchema.findOne({
-      Request: Schema.Struct({ id: Schema.String, accountId: UserId, endUserId: Schema.String }),
+      Request: Schema.Struct({ id: ResponseId, accountId: UserId, endUserId: Schema.String }),
       Result: ResponseRow,
       execute: ({ accountId, endUserId, id }) =>
         sql`
@@ -56,7 +58,7 @@ export class ResponsesRepo extends Effect.Service<ResponsesRepo>()("atrium/respo
 
     /** The end of a response; one already cancelled stays so (the cancel was first). */
     const finish = SqlSchema.void({
-      Request: Schema.Struct({ id: Schema.String, status: Schema.String, body: Json, messages: Schema.NullOr(Json) }),
+      Request: Schema.Struct({ id: ResponseId, status: Schema.String, body: Json, messages: Schema.NullOr(Json) }),
       execute: (row) =>
         sql`
           UPDATE api_responses SET status = ${row.status}, body = ${JSON.stringify(row.body)}::jsonb,
@@ -65,14 +67,14 @@ export class ResponsesRepo extends Effect.Service<ResponsesRepo>()("atrium/respo
     })
 
     const turnOf = SqlSchema.void({
-      Request: Schema.Struct({ id: Schema.String, turn: Schema.Number }),
+      Request: Schema.Struct({ id: ResponseId, turn: Schema.Number }),
       execute: ({ id, turn }) => sql`UPDATE api_responses SET turn = ${turn} WHERE id = ${id}`
     })
 
     /** Marks a response in progress as cancelled: false when it had already ended. */
     const cancel = SqlSchema.findAll({
-      Request: Schema.Struct({ id: Schema.String, body: Json }),
-      Result: Schema.Struct({ id: Schema.String }),
+      Request: Schema.Struct({ id: ResponseId, body: Json }),
+      Result: Schema.Struct({ id: ResponseId }),
       execute: (row) =>
         sql`
           UPDATE api_responses SET status = 'cancelled', body = ${JSON.stringify(row.body)}::jsonb
@@ -93,8 +95,8 @@ export class ResponsesRepo extends Effect.Service<ResponsesRepo>()("atrium/respo
 
     /** Deletes one of the partition's responses: false when it has none by that id. */
     const remove = SqlSchema.findAll({
-      Request: Schema.Struct({ id: Schema.String, accountId: UserId, endUserId: Schema.String }),
-      Result: Schema.Struct({ id: Schema.String }),
+      Request: Schema.Struct({ id: ResponseId, accountId: UserId, endUserId: Schema.String }),
+      Result: Schema.Struct({ id: ResponseId }),
       execute: ({ accountId, endUserId, id }) =>
         sql`
           DELETE FROM api_responses WHERE id = ${id} AND account_id = ${accountId} AND end_user_id = ${endUserId}
@@ -103,8 +105,8 @@ export class ResponsesRepo extends Effect.Service<ResponsesRepo>()("atrium/respo
 
     return {
       /** Records the session turn that answers the response (once the session numbered it). */
-      setTurn: (id: string, turn: number) => Effect.orDie(turnOf({ id, turn })),
-      remove: (partition: Partition, id: string) =>
+      setTurn: (id: ResponseId, turn: number) => Effect.orDie(turnOf({ id, turn })),
+      remove: (partition: Partition, id: ResponseId) =>
         Effect.map(remove({ id, accountId: partition.accountId, endUserId: partition.endUserId }), (rows) => rows.length > 0).pipe(Effect.orDie),
       item: (partition: Partition, itemId: string) =>
         findItem({ itemId, accountId: partition.accountId, endUserId: partition.endUserId }).pipe(
@@ -112,17 +114,17 @@ export class ResponsesRepo extends Effect.Service<ResponsesRepo>()("atrium/respo
           Effect.orDie
         ),
       /** `runId`: a background response's run (migration 0018's column; `run_` and the response id's part). */
-      insert: (row: { id: string; partition: Partition; sessionId: SessionId | null; body: unknown; input: unknown; runId?: string | null }) =>
+      insert: (row: { id: ResponseId; partition: Partition; sessionId: SessionId | null; body: unknown; input: unknown; runId?: RunId | null }) =>
         insert({ id: row.id, accountId: row.partition.accountId, endUserId: row.partition.endUserId, sessionId: row.sessionId, body: row.body, input: row.input, runId: row.runId ?? null })
           .pipe(Effect.orDie),
-      byId: (partition: Partition, id: string) =>
+      byId: (partition: Partition, id: ResponseId) =>
         findById({ id, accountId: partition.accountId, endUserId: partition.endUserId }).pipe(
           Effect.map(Option.map((row) => ({ ...row, body: parsed(row.body), input: parsed(row.input), messages: parsed(row.messages) }))),
           Effect.orDie
         ),
-      finish: (id: string, status: "completed" | "failed" | "cancelled" | "incomplete", body: unknown, messages: unknown | null) =>
+      finish: (id: ResponseId, status: "completed" | "failed" | "cancelled" | "incomplete", body: unknown, messages: unknown | null) =>
         finish({ id, status, body, messages }).pipe(Effect.orDie),
-      cancel: (id: string, body: unknown) => Effect.map(cancel({ id, body }), (rows) => rows.length > 0).pipe(Effect.orDie)
+      cancel: (id: ResponseId, body: unknown) => Effect.map(cancel({ id, body }), (rows) => rows.length > 0).pipe(Effect.orDie)
     } as const
   })
 }) {}

@@ -12,7 +12,7 @@ import { BackgroundRuns, type StoredRequest } from "../runs/Background.js"
 import { RunRecords, TERMINAL } from "../runs/Repo.js"
 import { wireStatus } from "../runs/Views.js"
 import { Sessions } from "../sessions/Sessions.js"
-import type { InputItem, ResponsePayload } from "./Api.js"
+import { type InputItem, type ResponsePayload, ResponseId } from "./Api.js"
 import { type ResponseRow, ResponsesRepo } from "./Repo.js"
 import { fileSearchOf } from "./FileSearch.js"
 import { type Frame, ResponseBuilder, suffix } from "./Builder.js"
@@ -55,14 +55,14 @@ const storedItems = (input: ResponsePayload["input"]) =>
  * A background response's run: `run_` and the response id's own part (docs/runs.md), so either names the other
  * without a column for it.
  */
-export const runIdOf = (responseId: string) => RunId.make(`run_${suffix(responseId)}`)
+export const runIdOf = (responseId: ResponseId) => RunId.make(`run_${suffix(responseId)}`)
 
 /** What a background response's run keeps (`StoredRequest.response`) to fold its log into the response, anywhere. */
 interface StoredResponse {
-  readonly id: string
+  readonly id: ResponseId
   readonly model: string
   readonly createdAt: number
-  readonly previousResponseId: string | null
+  readonly previousResponseId: ResponseId | null
   readonly clientTools: ReadonlyArray<string>
   readonly fileSearch?: { readonly includeResults: boolean } | undefined
   readonly extra: Record<string, unknown>
@@ -188,7 +188,7 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
     const background = yield* BackgroundRuns
     const records = yield* RunRecords
 
-    const notFound = (id: string) => new NotFound({ message: `No response ${id}.` })
+    const notFound = (id: ResponseId) => new NotFound({ message: `No response ${id}.` })
 
     const refuseUnsupported = (caller: CallerIdentity, payload: ResponsePayload) =>
       Effect.gen(function*() {
@@ -295,7 +295,7 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
       }
 
       const fileSearch = fileSearchOf(payload.tools ?? [])
-      const id = newId("resp")
+      const id = ResponseId.random()
       const builder = new ResponseBuilder({
         id,
         model: payload.model,
@@ -425,7 +425,7 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
       })
 
     /** A response as `GET /v1/responses/:id` answers it (a background one as it is now). */
-    const read = Effect.fn("Responses.read")(function*(caller: CallerIdentity, id: string) {
+    const read = Effect.fn("Responses.read")(function*(caller: CallerIdentity, id: ResponseId) {
       const row = yield* retrieve(caller, id)
       return isBackground(row) ? (yield* settle(row)).body : row.body
     })
@@ -435,7 +435,7 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
      * folded into OpenAI's events from the start, so each event has the same `sequence_number` on every read and any
      * runner; live while the run goes on, to its end. A foreground response's events went to its own stream.
      */
-    const events = Effect.fn("Responses.events")(function*(caller: CallerIdentity, id: string, startingAfter: number) {
+    const events = Effect.fn("Responses.events")(function*(caller: CallerIdentity, id: ResponseId, startingAfter: number) {
       const row = yield* retrieve(caller, id)
       if (!isBackground(row)) {
         return yield* invalid("stream", "only a background response's events are kept; this response told them on its own stream")
@@ -451,13 +451,13 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
       )
     })
 
-    const retrieve = Effect.fn("Responses.retrieve")(function*(caller: CallerIdentity, id: string) {
+    const retrieve = Effect.fn("Responses.retrieve")(function*(caller: CallerIdentity, id: ResponseId) {
       const row = yield* repo.byId(ownedBy(caller), id)
       if (Option.isNone(row)) return yield* notFound(id)
       return row.value
     })
 
-    const cancel = Effect.fn("Responses.cancel")(function*(caller: CallerIdentity, id: string) {
+    const cancel = Effect.fn("Responses.cancel")(function*(caller: CallerIdentity, id: ResponseId) {
       const row = yield* retrieve(caller, id)
       if (isBackground(row)) {
         // Idempotent, as OpenAI's: a response that ended (cancelled or not) is answered as it is. One in progress is
@@ -483,7 +483,7 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
     })
 
     /** Deletes a response (OpenAI's `responses.delete`); one in progress in a session is stopped first. */
-    const remove = Effect.fn("Responses.remove")(function*(caller: CallerIdentity, id: string) {
+    const remove = Effect.fn("Responses.remove")(function*(caller: CallerIdentity, id: ResponseId) {
       const row = yield* retrieve(caller, id)
       if (row.status === "in_progress") yield* cancel(caller, id)
       if (!(yield* repo.remove(ownedBy(caller), id))) return yield* notFound(id)
@@ -494,7 +494,7 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
      * The input items of a response (`input_items`): for a response of a session, the conversation on its branch before
      * its turn (the path from the root to its parent turn) and then its own input, as OpenAI lists a chained response's.
      */
-    const inputItems = Effect.fn("Responses.inputItems")(function*(caller: CallerIdentity, id: string) {
+    const inputItems = Effect.fn("Responses.inputItems")(function*(caller: CallerIdentity, id: ResponseId) {
       const row = yield* retrieve(caller, id)
       const own = row.input as Array<{ id: string }>
       if (row.sessionId === null || row.turn === null) return own

@@ -5,9 +5,9 @@ import { Schema } from "effect"
 import { PlatformAuthentication } from "../identity/Domain.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
 import { ListParams } from "../platform/http/Lists.js"
-import { CreateSchedule, ScheduleView, UpdateSchedule } from "./Domain.js"
+import { CreateSchedule, ScheduleId, ScheduleView, UpdateSchedule } from "./Domain.js"
 
-const IdPath = Schema.Struct({ id: Schema.String })
+const IdPath = Schema.Struct({ id: ScheduleId.unchecked })
 
 /**
  * Schedules of the caller's partition (docs/schedules.md): an expert run at each firing of a cron expression in a

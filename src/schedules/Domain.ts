@@ -1,5 +1,9 @@
 import { Cron, DateTime, Either, Option, Schema } from "effect"
-import { SessionId, WebhookId } from "../platform/Ids.js"
+import { prefixedId, SessionId, WebhookId } from "../platform/Ids.js"
+
+/** A schedule's id (`sched_…`). */
+export const ScheduleId = prefixedId("sched", "ScheduleId")
+export type ScheduleId = typeof ScheduleId.Type
 
 /**
  * A 5-field cron expression (minute hour day-of-month month day-of-week), as Effect's `Cron` parses it; the
@@ -56,7 +60,7 @@ export const UpdateSchedule = Schema.Struct({
 export type UpdateSchedule = typeof UpdateSchedule.Type
 
 export const ScheduleView = Schema.Struct({
-  id: Schema.String,
+  id: ScheduleId,
   object: Schema.Literal("schedule"),
   agent: Schema.String,
   cron: Schema.String,

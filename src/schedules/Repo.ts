@@ -3,9 +3,10 @@ import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Schema } from "effect"
 import { SessionId, UserId, WebhookId } from "../platform/Ids.js"
 import type { Partition } from "../identity/Partition.js"
+import { ScheduleId } from "./Domain.js"
 
 export const ScheduleRow = Schema.Struct({
-  id: Schema.String,
+  id: ScheduleId,
   accountId: UserId,
   endUserId: Schema.String,
   agent: Schema.String,
@@ -29,7 +30,7 @@ export type ScheduleRow = typeof ScheduleRow.Type
 
 /** A firing to start, with what starting it needs. */
 export const FiringRow = Schema.Struct({
-  scheduleId: Schema.String,
+  scheduleId: ScheduleId,
   fireAt: Schema.DateFromSelf,
   accountId: UserId,
   endUserId: Schema.String,
@@ -42,7 +43,7 @@ export type FiringRow = typeof FiringRow.Type
 
 /** A schedule whose next firing is due, locked by the scheduler that claimed it. */
 export const DueRow = Schema.Struct({
-  id: Schema.String,
+  id: ScheduleId,
   cron: Schema.String,
   timezone: Schema.String,
   missed: Schema.Literal("run_once", "skip"),
@@ -59,7 +60,7 @@ const SELECT = `
     SELECT fire_at, status, run_id, error FROM schedule_firings f WHERE f.schedule_id = s.id ORDER BY fire_at DESC LIMIT 1
   ) l ON true`
 
-const Owned = Schema.Struct({ accountId: UserId, endUserId: Schema.String, id: Schema.String })
+const Owned = Schema.Struct({ accountId: UserId, endUserId: Schema.String, id: ScheduleId })
 const FiringStatus = Schema.Literal("pending", "started", "skipped", "failed")
 
 /**
@@ -72,7 +73,7 @@ export class SchedulesRepo extends Effect.Service<SchedulesRepo>()("atrium/sched
 
     const insert = SqlSchema.void({
       Request: Schema.Struct({
-        id: Schema.String,
+        id: ScheduleId,
         accountId: UserId,
         endUserId: Schema.String,
         agent: Schema.String,
@@ -129,7 +130,7 @@ export class SchedulesRepo extends Effect.Service<SchedulesRepo>()("atrium/sched
 
     const remove = SqlSchema.findAll({
       Request: Owned,
-      Result: Schema.Struct({ id: Schema.String }),
+      Result: Schema.Struct({ id: ScheduleId }),
       execute: (o) =>
         sql`DELETE FROM schedules WHERE id = ${o.id} AND account_id = ${o.accountId} AND end_user_id = ${o.endUserId} RETURNING id`
     })
@@ -146,7 +147,7 @@ export class SchedulesRepo extends Effect.Service<SchedulesRepo>()("atrium/sched
     })
 
     const insertFiring = SqlSchema.void({
-      Request: Schema.Struct({ scheduleId: Schema.String, fireAt: Schema.DateFromSelf, status: FiringStatus, now: Schema.DateFromSelf }),
+      Request: Schema.Struct({ scheduleId: ScheduleId, fireAt: Schema.DateFromSelf, status: FiringStatus, now: Schema.DateFromSelf }),
       execute: (f) =>
         sql`
           INSERT INTO schedule_firings (schedule_id, fire_at, status, created_at, updated_at)
@@ -155,7 +156,7 @@ export class SchedulesRepo extends Effect.Service<SchedulesRepo>()("atrium/sched
     })
 
     const advance = SqlSchema.void({
-      Request: Schema.Struct({ id: Schema.String, nextRunAt: Schema.DateFromSelf, now: Schema.DateFromSelf }),
+      Request: Schema.Struct({ id: ScheduleId, nextRunAt: Schema.DateFromSelf, now: Schema.DateFromSelf }),
       execute: (a) => sql`UPDATE schedules SET next_run_at = ${a.nextRunAt}, updated_at = ${a.now} WHERE id = ${a.id}`
     })
 
@@ -172,7 +173,7 @@ export class SchedulesRepo extends Effect.Service<SchedulesRepo>()("atrium/sched
 
     const settle = SqlSchema.void({
       Request: Schema.Struct({
-        scheduleId: Schema.String,
+        scheduleId: ScheduleId,
         fireAt: Schema.DateFromSelf,
         status: FiringStatus,
         runId: Schema.NullOr(Schema.String),
@@ -186,18 +187,18 @@ export class SchedulesRepo extends Effect.Service<SchedulesRepo>()("atrium/sched
     })
 
     const firings = SqlSchema.findAll({
-      Request: Schema.String,
+      Request: ScheduleId,
       Result: Schema.Struct({ fireAt: Schema.DateFromSelf, status: FiringStatus, runId: Schema.NullOr(Schema.String) }),
       execute: (id) => sql`SELECT fire_at, status, run_id FROM schedule_firings WHERE schedule_id = ${id} ORDER BY fire_at`
     })
 
-    const owned = (partition: Partition, id: string) => ({ ...partition, id })
+    const owned = (partition: Partition, id: ScheduleId) => ({ ...partition, id })
     return {
       insert: (row: Parameters<typeof insert>[0]) => Effect.orDie(insert(row)),
       list: (partition: Partition) => Effect.orDie(list(partition)),
-      find: (partition: Partition, id: string) => Effect.orDie(find(owned(partition, id))),
+      find: (partition: Partition, id: ScheduleId) => Effect.orDie(find(owned(partition, id))),
       update: (row: Parameters<typeof update>[0]) => Effect.orDie(update(row)),
-      remove: (partition: Partition, id: string) => Effect.map(remove(owned(partition, id)), (rows) => rows.length > 0).pipe(Effect.orDie),
+      remove: (partition: Partition, id: ScheduleId) => Effect.map(remove(owned(partition, id)), (rows) => rows.length > 0).pipe(Effect.orDie),
       /**
        * Makes the firings of every due schedule and moves each to its next time, in one transaction: `decide` says,
        * for a due schedule, the firing to make (with its status) and the next time. A schedule locked by another
@@ -220,7 +221,7 @@ export class SchedulesRepo extends Effect.Service<SchedulesRepo>()("atrium/sched
       pending: (limit: number) => Effect.orDie(pending(limit)),
       settle: (row: Parameters<typeof settle>[0]) => Effect.orDie(settle(row)),
       /** A schedule's firings, oldest first (tests and the operator's audit). */
-      firings: (id: string) => Effect.orDie(firings(id))
+      firings: (id: ScheduleId) => Effect.orDie(firings(id))
     } as const
   })
 }) {}

@@ -1,11 +1,10 @@
 import { Clock, Cron, Effect, Option } from "effect"
 import { NotFound } from "../platform/Errors.js"
 import { type ListParams, pageOf } from "../platform/http/Lists.js"
-import { newId } from "../platform/Ids.js"
 import { Runs } from "../runs/Runs.js"
 import { Sessions } from "../sessions/Sessions.js"
 import { Webhooks } from "../webhooks/Webhooks.js"
-import { type CreateSchedule, cronOf, type ScheduleView, type UpdateSchedule } from "./Domain.js"
+import { type CreateSchedule, cronOf, ScheduleId, type ScheduleView, type UpdateSchedule } from "./Domain.js"
 import { type ScheduleRow, SchedulesRepo } from "./Repo.js"
 import type { CallerIdentity } from "../identity/Domain.js"
 import { ownedBy, runsAs } from "./Policy.js"
@@ -51,7 +50,7 @@ export class Schedules extends Effect.Service<Schedules>()("atrium/schedules/Sch
     const webhooks = yield* Webhooks
     const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms))
 
-    const owned = (caller: CallerIdentity, id: string) =>
+    const owned = (caller: CallerIdentity, id: ScheduleId) =>
       Effect.flatMap(repo.find(ownedBy(caller), id), Option.match({
         onNone: () => Effect.fail(new NotFound({ message: `No schedule ${id}.` })),
         onSome: Effect.succeed
@@ -67,7 +66,7 @@ export class Schedules extends Effect.Service<Schedules>()("atrium/schedules/Sch
       if (body.webhook !== undefined) yield* webhooks.get(caller.userId, body.webhook)
       const timezone = body.timezone ?? "UTC"
       const at = yield* now
-      const id = newId("sched")
+      const id = ScheduleId.random()
       yield* repo.insert({
         id,
         ...partition,
@@ -89,7 +88,7 @@ export class Schedules extends Effect.Service<Schedules>()("atrium/schedules/Sch
       return yield* pageOf((yield* repo.list(ownedBy(caller))).map(scheduleView), params, (s) => s.id)
     })
 
-    const get = Effect.fn("Schedules.get")(function*(caller: CallerIdentity, id: string) {
+    const get = Effect.fn("Schedules.get")(function*(caller: CallerIdentity, id: ScheduleId) {
       return scheduleView(yield* owned(caller, id))
     })
 
@@ -116,22 +115,22 @@ export class Schedules extends Effect.Service<Schedules>()("atrium/schedules/Sch
         return scheduleView(yield* owned(caller, row.id))
       })
 
-    const update = Effect.fn("Schedules.update")(function*(caller: CallerIdentity, id: string, change: UpdateSchedule) {
+    const update = Effect.fn("Schedules.update")(function*(caller: CallerIdentity, id: ScheduleId, change: UpdateSchedule) {
       const row = yield* owned(caller, id)
       return yield* write(caller, row, change, row.status)
     })
 
-    const pause = Effect.fn("Schedules.pause")(function*(caller: CallerIdentity, id: string) {
+    const pause = Effect.fn("Schedules.pause")(function*(caller: CallerIdentity, id: ScheduleId) {
       const row = yield* owned(caller, id)
       return row.status === "paused" ? scheduleView(row) : yield* write(caller, row, {}, "paused")
     })
 
-    const resume = Effect.fn("Schedules.resume")(function*(caller: CallerIdentity, id: string) {
+    const resume = Effect.fn("Schedules.resume")(function*(caller: CallerIdentity, id: ScheduleId) {
       const row = yield* owned(caller, id)
       return row.status === "active" ? scheduleView(row) : yield* write(caller, row, {}, "active")
     })
 
-    const remove = Effect.fn("Schedules.remove")(function*(caller: CallerIdentity, id: string) {
+    const remove = Effect.fn("Schedules.remove")(function*(caller: CallerIdentity, id: ScheduleId) {
       if (!(yield* repo.remove(ownedBy(caller), id))) return yield* new NotFound({ message: `No schedule ${id}.` })
       return { id, object: "schedule" as const, deleted: true as const }
     })

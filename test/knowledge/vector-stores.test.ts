@@ -130,6 +130,8 @@ describe("knowledge: vector stores", () => {
         const stranger = yield* newAccount
         const other = yield* clientOf(stranger.key, "u1")
         for (const attempt of <Array<() => Promise<unknown>>> [
+          // An id of another kind in the path is an unknown store, not a bad request.
+          () => client.vectorStores.retrieve(file.id),
           () => other.vectorStores.retrieve(store.id),
           () => other.vectorStores.search(store.id, { query: "warranty" }),
           () => other.vectorStores.files.list(store.id),

@@ -4,7 +4,8 @@ import { Effect, Either, FastCheck as fc, Layer } from "effect"
 import { AgentsRepo } from "../../src/agents/Repo.js"
 import { Memory } from "../../src/memory/Memory.js"
 import { MemoryRepo } from "../../src/memory/Repo.js"
-import { randomBase62, UserId } from "../../src/platform/Ids.js"
+import { FactId } from "../../src/memory/Api.js"
+import { AgentId, randomBase62, UserId } from "../../src/platform/Ids.js"
 import type { MemorySettings } from "../../src/runtime/Expert.js"
 import type { MemoryOwner } from "../../src/runtime/Ports.js"
 import { insertUser, TestDatabase } from "../support/Database.js"
@@ -36,7 +37,7 @@ const newExpert = (settings: MemorySettings = SETTINGS) =>
       memory: settings
     }
     yield* sql`INSERT INTO agents (id, identifier, owner_id, draft) VALUES (${`agt_${n}`}, ${`m-${n}`}, ${userId}, ${JSON.stringify(draft)}::jsonb)`.pipe(Effect.orDie)
-    return { agentId: `agt_${n}`, identifier: `m-${n}`, userId }
+    return { agentId: AgentId.make(`agt_${n}`), identifier: `m-${n}`, userId }
   })
 
 const ownerOf = (agentId: string, accountId: UserId, endUserId = "", settings: MemorySettings = SETTINGS): MemoryOwner => ({
@@ -139,9 +140,9 @@ describe("memory", () => {
         const owner = ownerOf(expert.agentId, expert.userId)
         const city = yield* memory.addFact(owner, "The user lives in Lisbon.")
         yield* memory.addFact(owner, "The user's favourite colour is teal.")
-        const moved = yield* memory.supersede(owner, city.id, "The user lives in Porto.")
-        assert.include(yield* refusal(memory.supersede(owner, city.id, "The user lives in Faro.")), `already superseded by ${moved.id}`)
-        assert.include(yield* refusal(memory.supersede(owner, "fact_nope", "x")), "No fact fact_nope")
+        const moved = yield* memory.supersede(owner, FactId.make(city.id), "The user lives in Porto.")
+        assert.include(yield* refusal(memory.supersede(owner, FactId.make(city.id), "The user lives in Faro.")), `already superseded by ${moved.id}`)
+        assert.include(yield* refusal(memory.supersede(owner, FactId.make("fact_nope"), "x")), "No fact fact_nope")
         assert.include(yield* refusal(memory.addFact(owner, "x".repeat(501))), "1 to 500 characters")
 
         const { facts } = yield* memory.view(owner)
@@ -173,11 +174,11 @@ describe("memory", () => {
         const added = yield* memory.addFact(owner, "The user lives in Lisbon.", "model", "run_a:call_3")
         const addedAgain = yield* memory.addFact(owner, "The user lives in Lisbon.", "model", "run_a:call_3")
         assert.strictEqual(addedAgain.id, added.id)
-        const moved = yield* memory.supersede(owner, added.id, "The user lives in Porto.", "model", "run_a:call_4")
-        const movedAgain = yield* memory.supersede(owner, added.id, "The user lives in Porto.", "model", "run_a:call_4")
+        const moved = yield* memory.supersede(owner, FactId.make(added.id), "The user lives in Porto.", "model", "run_a:call_4")
+        const movedAgain = yield* memory.supersede(owner, FactId.make(added.id), "The user lives in Porto.", "model", "run_a:call_4")
         assert.strictEqual(movedAgain.id, moved.id)
         // A different call superseding it again is still refused: the fact was superseded by another.
-        assert.include(yield* refusal(memory.supersede(owner, added.id, "x", "model", "run_a:call_5")), `already superseded by ${moved.id}`)
+        assert.include(yield* refusal(memory.supersede(owner, FactId.make(added.id), "x", "model", "run_a:call_5")), `already superseded by ${moved.id}`)
 
         const { facts, versions } = yield* Effect.zip(memory.view(owner), memory.exported(owner)).pipe(
           Effect.map(([view, exported]) => ({ facts: view.facts, versions: exported.versions }))
@@ -194,8 +195,8 @@ describe("memory", () => {
         const tea = yield* memory.addFact(owner, "Drinks green tea")
         yield* memory.addFact(owner, "Plays chess")
         yield* memory.append(owner, "human", "Likes tea")
-        assert.isTrue(yield* memory.removeFact(owner, tea.id))
-        assert.isFalse(yield* memory.removeFact(owner, tea.id))
+        assert.isTrue(yield* memory.removeFact(owner, FactId.make(tea.id)))
+        assert.isFalse(yield* memory.removeFact(owner, FactId.make(tea.id)))
         assert.deepStrictEqual((yield* memory.search(owner, "tea", 10)).facts, [])
         assert.deepStrictEqual((yield* memory.search(owner, "tea", 10)).blocks.map((block) => block.label), ["human"])
 

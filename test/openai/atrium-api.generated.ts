@@ -3780,6 +3780,7 @@ export interface components {
                 };
             };
         };
+        ScheduleId: string;
         Trace: {
             trace_id: string;
             run_id: string;
@@ -15078,7 +15079,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
-                            id: string;
+                            id: components["schemas"]["ScheduleId"];
                             /** @enum {string} */
                             object: "schedule";
                             agent: string;
@@ -15193,7 +15194,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["ScheduleId"];
                         /** @enum {string} */
                         object: "schedule";
                         agent: string;
@@ -15271,7 +15272,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["ScheduleId"];
                         /** @enum {string} */
                         object: "schedule";
                         agent: string;
@@ -15426,7 +15427,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["ScheduleId"];
                         /** @enum {string} */
                         object: "schedule";
                         agent: string;
@@ -15504,7 +15505,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["ScheduleId"];
                         /** @enum {string} */
                         object: "schedule";
                         agent: string;
@@ -15582,7 +15583,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["ScheduleId"];
                         /** @enum {string} */
                         object: "schedule";
                         agent: string;

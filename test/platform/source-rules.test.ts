@@ -82,7 +82,7 @@ const NOT_OUR_IDS = new Set([
   "parentSpanId",
   "modelId" // a provider's model name
 ])
-const BARE_ID_BUDGET = 94
+const BARE_ID_BUDGET = 34
 const ID_PARAMETER = /[(,]\s*(\w*Id|id)\??: string\b/g
 const SERVICE = /Effect\.Service<|Context\.Tag\(|Context\.GenericTag\b/
 const serviceOrRepository = (file: string, text: string) => /(^|\/)(\w*Repo)\.ts$/.test(file) || SERVICE.test(text)

@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, TestClock, TestContext } from "effect"
 import { UserId } from "../../src/platform/Ids.js"
 import { SchedulesConfig } from "../../src/schedules/Config.js"
+import { ScheduleId } from "../../src/schedules/Domain.js"
 import { SchedulesRepo } from "../../src/schedules/Repo.js"
 import { makeScheduler, ScheduleFirer } from "../../src/schedules/Scheduler.js"
 import { nextFiring } from "../../src/schedules/Schedules.js"
@@ -36,7 +37,7 @@ const daily = (start: string, id: string) =>
     yield* insertUser(`usr_${id}`)
     const now = new Date(start)
     yield* repo.insert({
-      id,
+      id: ScheduleId.make(id),
       accountId: UserId.make(`usr_${id}`),
       endUserId: "",
       agent: "digest",
@@ -71,7 +72,7 @@ describe("schedules across daylight-saving changes (TestClock)", () => {
       yield* passes(scheduler, "2026-10-24T12:00:00Z", 72)
       // 02:30 CEST on the 25th (00:30Z) is the first of the two 02:30s; the second (01:30Z, CET) does not fire.
       assert.deepStrictEqual(fired, ["2026-10-25T00:30:00.000Z", "2026-10-26T01:30:00.000Z", "2026-10-27T01:30:00.000Z"])
-      const firings = yield* Effect.flatMap(SchedulesRepo, (repo) => repo.firings("sched_autumn"))
+      const firings = yield* Effect.flatMap(SchedulesRepo, (repo) => repo.firings(ScheduleId.make("sched_autumn")))
       assert.deepStrictEqual(firings.map((f) => [f.fireAt.toISOString(), f.status]), fired.map((at) => [at, "started"]))
     }).pipe(Effect.provide(Env), Effect.provide(TestContext.TestContext)), 120_000)
 

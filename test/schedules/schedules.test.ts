@@ -54,6 +54,10 @@ describe("schedules", () => {
 
         const got = yield* request("GET", `/v1/schedules/${schedule.id}`, as(key))
         assert.deepStrictEqual(got.body, schedule)
+        // An id of another kind in the path is an unknown schedule, not a bad request.
+        const wrongKind = yield* request("GET", "/v1/schedules/run_0000", as(key))
+        assert.strictEqual(wrongKind.status, 404)
+        assert.strictEqual(wrongKind.body.error.type, "not_found")
         const listed = yield* request("GET", "/v1/schedules", as(key))
         assert.deepStrictEqual(listed.body.data.map((s: any) => s.id), [schedule.id])
         // Another end user of the account, and another account, find nothing, and cannot change it.

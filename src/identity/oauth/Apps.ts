@@ -1,6 +1,7 @@
 import { Effect, Option } from "effect"
 import { NotFound } from "../../platform/Errors.js"
 import { AppId, randomBase62, type UserId } from "../../platform/Ids.js"
+import { ClientId } from "../Domain.js"
 import type { Micros } from "../../platform/Money.js"
 import { sha256 } from "../Tokens.js"
 import { type AppRow, OAuthRepo } from "./Repo.js"
@@ -26,7 +27,8 @@ export class OAuthApps extends Effect.Service<OAuthApps>()("atrium/identity/OAut
         id: AppId.random(),
         ownerId,
         name: fields.name,
-        clientId: `cid_${randomBase62(24)}`,
+        // 24 characters, not 20: the app's public name in the authorization flows.
+        clientId: ClientId.make(`cid_${randomBase62(24)}`),
         clientSecretHash: sha256(clientSecret),
         redirectUris: fields.redirectUris
       })

@@ -7,6 +7,7 @@ import { pageHeaders } from "../../platform/http/Csp.js"
 import { credentialOf, credentialText } from "../../platform/http/Bearer.js"
 import { OAuth, OAuthError } from "./OAuth.js"
 import { Tokens } from "../Tokens.js"
+import { ClientId } from "../Domain.js"
 
 /**
  * The OAuth 2.0 endpoints (spec 4.9). They are plain routes, not HttpApi endpoints: RFC 6749 fixes their error shape
@@ -85,7 +86,8 @@ const authorizationRequest = (params: UrlParams.UrlParams) => {
   const get = (name: string) => Option.getOrUndefined(UrlParams.getFirst(params, name))
   return {
     responseType: get("response_type"),
-    clientId: get("client_id") ?? "",
+    // Unchecked: a client_id of the wrong kind is an unknown client, as before.
+    clientId: ClientId.unchecked.make(get("client_id") ?? ""),
     redirectUri: get("redirect_uri") ?? "",
     scope: get("scope"),
     state: get("state"),
@@ -211,7 +213,7 @@ export const OAuthRoutes = Layer.effectDiscard(Effect.gen(function*() {
       if (!clientId || !clientSecret) {
         return yield* new OAuthError({ error: "invalid_client", description: "Client authentication is required.", status: 401 })
       }
-      const app = yield* oauth.authenticateClient(clientId, clientSecret)
+      const app = yield* oauth.authenticateClient(ClientId.unchecked.make(clientId), clientSecret)
       const grantType = field("grant_type")
       if (!grantType) {
         // RFC 6749 5.2: a missing parameter is invalid_request; unsupported_grant_type is for a type we do not know.

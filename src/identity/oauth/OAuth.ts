@@ -6,7 +6,7 @@ import { KeyValue } from "../../platform/KeyValue.js"
 import { BearerCache } from "../BearerCache.js"
 import { JwtKey, sha256, verifyHs256 } from "../Tokens.js"
 import { type AppRow, OAuthRepo } from "./Repo.js"
-import type { AppCallerIdentity as AppCaller } from "../Domain.js"
+import { type AppCallerIdentity as AppCaller, type ClientId, TokenFamilyId } from "../Domain.js"
 
 /** Scopes an app may ask for (spec 5.1 rule 5: sessions and environments reuse `agents:write`). */
 export const SCOPES = ["events", "agents:write"] as const
@@ -73,7 +73,7 @@ export class OAuth extends Effect.Service<OAuth>()("atrium/identity/OAuth", {
     }
 
     /** The app behind `client_id` when `redirect_uri` is one it registered, exactly. */
-    const clientFor = Effect.fn("OAuth.clientFor")(function*(clientId: string, redirectUri: string) {
+    const clientFor = Effect.fn("OAuth.clientFor")(function*(clientId: ClientId, redirectUri: string) {
       const app = yield* apps.findAppByClientId(clientId)
       if (Option.isNone(app)) return yield* invalidRequest("Unknown client_id.")
       if (!app.value.redirectUris.includes(redirectUri)) {
@@ -89,7 +89,7 @@ export class OAuth extends Effect.Service<OAuth>()("atrium/identity/OAuth", {
     })
 
     /** client_secret_basic or client_secret_post; constant-time on the secret's hash. */
-    const authenticateClient = Effect.fn("OAuth.authenticateClient")(function*(clientId: string, secret: string) {
+    const authenticateClient = Effect.fn("OAuth.authenticateClient")(function*(clientId: ClientId, secret: string) {
       const app = yield* apps.findAppByClientId(clientId)
       const expected = Buffer.from(Option.match(app, { onNone: () => "0".repeat(64), onSome: (a) => a.clientSecretHash }))
       const actual = Buffer.from(sha256(secret))
@@ -109,7 +109,7 @@ export class OAuth extends Effect.Service<OAuth>()("atrium/identity/OAuth", {
           .sign(key)
       )
 
-    const tokens = (app: AppRow, userId: UserId, scope: string, familyId: string) =>
+    const tokens = (app: AppRow, userId: UserId, scope: string, familyId: TokenFamilyId) =>
       Effect.gen(function*() {
         const nowMs = yield* Clock.currentTimeMillis
         const refreshToken = `rt_${randomBase62(48)}`
@@ -141,7 +141,7 @@ export class OAuth extends Effect.Service<OAuth>()("atrium/identity/OAuth", {
         const issued = yield* kv.take(`oauth:used:${codeHash}`)
         if (Option.isSome(issued)) {
           const now = new Date(yield* Clock.currentTimeMillis)
-          yield* apps.revokeFamily(issued.value, now)
+          yield* apps.revokeFamily(TokenFamilyId.make(issued.value), now)
         }
         return yield* invalidGrant("The code is invalid, expired or already used.")
       }
@@ -152,7 +152,7 @@ export class OAuth extends Effect.Service<OAuth>()("atrium/identity/OAuth", {
       if (!/^[A-Za-z0-9._~-]{43,128}$/.test(params.codeVerifier) || challenge !== pending.codeChallenge) {
         return yield* invalidGrant("PKCE verification failed.")
       }
-      const familyId = `fam_${randomBase62(20)}`
+      const familyId = TokenFamilyId.random()
       // Kept as long as the refresh tokens live: a replay within that time still finds what to revoke.
       yield* kv.set(`oauth:used:${codeHash}`, familyId, Duration.millis(REFRESH_TTL_MS))
       yield* apps.insertFamily(familyId, app.id, pending.userId)

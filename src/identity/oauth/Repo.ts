@@ -3,6 +3,7 @@ import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Schema } from "effect"
 import { AppId, UserId } from "../../platform/Ids.js"
 import type { Micros } from "../../platform/Money.js"
+import { ClientId, TokenFamilyId } from "../Domain.js"
 
 /** jsonb as node-postgres (an array) or PGlite (sometimes its text) hands it over. */
 const JsonStrings = Schema.Union(Schema.Array(Schema.String), Schema.parseJson(Schema.Array(Schema.String)))
@@ -12,7 +13,7 @@ const AppRowSchema = Schema.Struct({
   id: AppId,
   ownerId: UserId,
   name: Schema.String,
-  clientId: Schema.String,
+  clientId: ClientId,
   clientSecretHash: Schema.String,
   redirectUris: JsonStrings,
   /** Micro-credits an app may charge one user per day; none when uncapped. */
@@ -26,7 +27,7 @@ const APP_COLUMNS = "id, owner_id, name, client_id, client_secret_hash, redirect
 
 /** A refresh token rotated by this request, with its grant's state. */
 const RotatedRow = Schema.Struct({
-  familyId: Schema.String,
+  familyId: TokenFamilyId,
   userId: UserId,
   scope: Schema.String,
   expiresAt: Schema.DateFromSelf,
@@ -38,21 +39,21 @@ export class OAuthRepo extends Effect.Service<OAuthRepo>()("atrium/identity/OAut
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
-    const appBy = (column: "id" | "client_id") =>
+    const appBy = <Id extends string>(column: "id" | "client_id", id: Schema.Schema<Id, string>) =>
       SqlSchema.findOne({
-        Request: Schema.String,
+        Request: id,
         Result: AppRowSchema,
         execute: (value) => sql`SELECT ${sql.literal(APP_COLUMNS)} FROM apps WHERE ${sql(column)} = ${value}`
       })
-    const findById = appBy("id")
-    const findByClientId = appBy("client_id")
+    const findById = appBy("id", AppId)
+    const findByClientId = appBy("client_id", ClientId)
 
     const insertApp = SqlSchema.single({
       Request: Schema.Struct({
         id: AppId,
         ownerId: UserId,
         name: Schema.String,
-        clientId: Schema.String,
+        clientId: ClientId,
         clientSecretHash: Schema.String,
         redirectUris: Schema.Array(Schema.String)
       }),
@@ -91,15 +92,15 @@ export class OAuthRepo extends Effect.Service<OAuthRepo>()("atrium/identity/OAut
             WHERE id = ${id} RETURNING ${sql.literal(APP_COLUMNS)}`
       })(undefined)
 
-    const insertFamily = (familyId: string, appId: AppId, userId: UserId) =>
+    const insertFamily = (familyId: TokenFamilyId, appId: AppId, userId: UserId) =>
       sql`INSERT INTO oauth_families (id, app_id, user_id) VALUES (${familyId}, ${appId}, ${userId})`
 
-    const revokeFamily = (familyId: string, now: Date) =>
+    const revokeFamily = (familyId: TokenFamilyId, now: Date) =>
       sql`UPDATE oauth_families SET revoked_at = COALESCE(revoked_at, ${now}) WHERE id = ${familyId}`
 
     const insertRefreshToken = (token: {
       readonly tokenHash: string
-      readonly familyId: string
+      readonly familyId: TokenFamilyId
       readonly appId: AppId
       readonly userId: UserId
       readonly scope: string
@@ -130,13 +131,13 @@ export class OAuthRepo extends Effect.Service<OAuthRepo>()("atrium/identity/OAut
 
     return {
       findApp: (id: AppId) => Effect.orDie(findById(id)),
-      findAppByClientId: (clientId: string) => Effect.orDie(findByClientId(clientId)),
+      findAppByClientId: (clientId: ClientId) => Effect.orDie(findByClientId(clientId)),
       insertApp: (app: Parameters<typeof insertApp>[0]) => Effect.orDie(insertApp(app)),
       listApps: (ownerId: UserId) => Effect.orDie(listApps(ownerId)),
       updateApp: (id: AppId, patch: Parameters<typeof updateApp>[1]) => Effect.orDie(updateApp(id, patch)),
-      insertFamily: (familyId: string, appId: AppId, userId: UserId) =>
+      insertFamily: (familyId: TokenFamilyId, appId: AppId, userId: UserId) =>
         Effect.orDie(Effect.asVoid(insertFamily(familyId, appId, userId))),
-      revokeFamily: (familyId: string, now: Date) => Effect.orDie(Effect.asVoid(revokeFamily(familyId, now))),
+      revokeFamily: (familyId: TokenFamilyId, now: Date) => Effect.orDie(Effect.asVoid(revokeFamily(familyId, now))),
       insertRefreshToken: (token: Parameters<typeof insertRefreshToken>[0]) =>
         Effect.orDie(Effect.asVoid(insertRefreshToken(token))),
       rotate: (tokenHash: string, appId: AppId, now: Date) => Effect.orDie(rotate(tokenHash, appId, now)),

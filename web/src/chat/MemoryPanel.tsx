@@ -1,4 +1,5 @@
 import { useEffect, useState } from "react"
+import { FactId } from "../../../src/memory/Api.js"
 import { call } from "../api.js"
 
 interface Block {
@@ -53,7 +54,7 @@ export const MemoryPanel = ({ identifier, version }: { identifier: string; versi
       (e: Error) => setError(e.message)
     )
   const forget = (id: string) =>
-    call((c) => c.memory.deleteFact({ path: { id }, urlParams: { agent: identifier } })).then(
+    call((c) => c.memory.deleteFact({ path: { id: FactId.unchecked.make(id) }, urlParams: { agent: identifier } })).then(
       () => load().then(() => setStatus("Fact deleted.")),
       (e: Error) => setError(e.message)
     )

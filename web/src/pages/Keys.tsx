@@ -1,7 +1,8 @@
 import { useEffect, useState, type FormEvent } from "react"
+import type { ApiKeyId } from "../../../src/platform/Ids.js"
 import { call, itemsOf } from "../api.js"
 
-interface Key { id: string; name: string; prefix: string; last4: string; created_at: string; last_used_at: string | null }
+interface Key { id: ApiKeyId; name: string; prefix: string; last4: string; created_at: string; last_used_at: string | null }
 
 export const KeysPage = () => {
   const [keys, setKeys] = useState<ReadonlyArray<Key> | null>(null)

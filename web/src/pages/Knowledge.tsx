@@ -1,4 +1,5 @@
 import { useEffect, useState, type FormEvent } from "react"
+import type { VectorStoreId } from "../../../src/knowledge/Domain.js"
 import { call, itemsOf } from "../api.js"
 
 /**
@@ -9,7 +10,7 @@ import { call, itemsOf } from "../api.js"
  */
 
 export interface Store {
-  id: string
+  id: VectorStoreId
   name: string
   file_counts: { in_progress: number; completed: number; failed: number; total: number }
   usage_bytes: number

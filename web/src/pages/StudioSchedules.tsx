@@ -3,10 +3,11 @@ import { useEffect, useState, type FormEvent } from "react"
 import { call, itemsOf } from "../api.js"
 import { Link } from "../router.js"
 import { StudioHeader, when } from "./StudioTabs.js"
+import type { ScheduleId } from "../../../src/schedules/Domain.js"
 
 /** A schedule as the API tells it (src/schedules/Domain.ts, ScheduleView). */
 interface Schedule {
-  id: string
+  id: ScheduleId
   agent: string
   cron: string
   timezone: string
