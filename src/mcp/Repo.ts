@@ -1,6 +1,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Schema } from "effect"
+import { AgentId } from "../platform/Ids.js"
 
 /**
  * What the MCP resources read that no service of another domain answers (src/mcp/Resources.ts): an expert's versions
@@ -38,7 +39,7 @@ export class McpRepo extends Effect.Service<McpRepo>()("atrium/mcp/McpRepo", {
     const sql = yield* SqlClient.SqlClient
 
     const versions = SqlSchema.findAll({
-      Request: Schema.String,
+      Request: AgentId,
       Result: VersionRow,
       execute: (agentId) => sql`
         SELECT v.version, v.config, v.created_at, s.id AS submission_id, s.status AS submission_status, s.reason,
@@ -49,7 +50,7 @@ export class McpRepo extends Effect.Service<McpRepo>()("atrium/mcp/McpRepo", {
     })
 
     const lastRuns = SqlSchema.findAll({
-      Request: Schema.Struct({ agentId: Schema.String, limit: Schema.Number }),
+      Request: Schema.Struct({ agentId: AgentId, limit: Schema.Number }),
       Result: RunRow,
       execute: ({ agentId, limit }) => sql`
         SELECT id, agent_version, status, failure_code, failure_message, payer_id, session_id, input_tokens,
@@ -58,8 +59,8 @@ export class McpRepo extends Effect.Service<McpRepo>()("atrium/mcp/McpRepo", {
     })
 
     return {
-      versions: (agentId: string) => Effect.orDie(versions(agentId)),
-      lastRuns: (agentId: string, limit: number) => Effect.orDie(lastRuns({ agentId, limit }))
+      versions: (agentId: AgentId) => Effect.orDie(versions(agentId)),
+      lastRuns: (agentId: AgentId, limit: number) => Effect.orDie(lastRuns({ agentId, limit }))
     } as const
   })
 }) {}

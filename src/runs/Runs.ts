@@ -3,8 +3,9 @@ import { Effect, Option, Stream } from "effect"
 import { type AgentConfig, defaultBilling } from "../agents/Agent.js"
 import { AgentsRepo } from "../agents/Repo.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
-import { newId, type UserId } from "../platform/Ids.js"
+import type { UserId } from "../platform/Ids.js"
 import type { Micros } from "../platform/Money.js"
+import { RunId } from "../runtime/Domain.js"
 import type { InternalEvent } from "../runtime/Events.js"
 import { ModelCatalog } from "../runtime/models/Catalog.js"
 import type { RunnableAgent, RunRequest, RunResult } from "../runtime/Run.js"
@@ -104,7 +105,7 @@ export class Runs extends Effect.Service<Runs>()("atrium/runs/Runs", {
       message: string,
       options: { budget?: Micros | undefined; history?: ReadonlyArray<Prompt.MessageEncoded> | undefined }
     ): RunRequest => ({
-      runId: newId("run"),
+      runId: RunId.random(),
       agent,
       payer: ownedBy(caller),
       history: options.history ?? [],

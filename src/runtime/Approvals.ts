@@ -20,7 +20,7 @@ interface Pending {
   readonly decision: Deferred.Deferred<Decision>
 }
 
-const Answer = Schema.parseJson(Schema.Struct({ id: Schema.String, approved: Schema.Boolean, reason: Schema.String }))
+const Answer = Schema.parseJson(Schema.Struct({ id: ApprovalId.unchecked, approved: Schema.Boolean, reason: Schema.String }))
 
 /**
  * Human approvals of `ask` tool calls. A run that needs one waits here; the same account and end user answer it
@@ -38,7 +38,7 @@ export class Approvals extends Effect.Service<Approvals>()("atrium/runtime/Appro
     const repo = yield* ApprovalsRepo
     const pending = new Map<string, Pending>()
 
-    const resolveLocal = (id: string, decision: Decision) =>
+    const resolveLocal = (id: ApprovalId, decision: Decision) =>
       Effect.suspend(() => {
         const entry = pending.get(id)
         if (entry === undefined) return Effect.succeed(false)
@@ -104,7 +104,7 @@ export class Approvals extends Effect.Service<Approvals>()("atrium/runtime/Appro
      * the run, whose workflow waits on a `DurableDeferred` (runs/Background.ts) that the answer resolves, on any
      * runner, in embedded mode too; nobody answering is the workflow's `DurableClock` at `expiresAt`.
      */
-    const openDurable = Effect.fn("Approvals.openDurable")(function*(owner: Partition, runId: string, key: string) {
+    const openDurable = Effect.fn("Approvals.openDurable")(function*(owner: Partition, runId: RunId, key: string) {
       // Its id is its identity: a step cut by a fault and executed again opens the same approval (the one its
       // workflow waits on, whose answer may already be in), not a second one nobody waits for.
       const id = ApprovalId.make(`apv_${createHash("sha256").update(`${runId}\n${key}`).digest("base64url").replace(/[-_]/g, "").slice(0, 20)}`)
@@ -167,7 +167,7 @@ export class Approvals extends Effect.Service<Approvals>()("atrium/runtime/Appro
      * The answer claimed for a background run's approval, if any: read when its expiry's clock fires, since an answer
      * claimed just before the expiry may not have reached the run's workflow yet (the one who answered got a 200).
      */
-    const claimedAnswer = (id: string) =>
+    const claimedAnswer = (id: ApprovalId) =>
       Effect.map(repo.answered([id]), (answers) =>
         Option.flatMap(Option.fromNullable(answers[0]), (json) =>
           Option.map(Schema.decodeUnknownOption(Answer)(json), ({ approved, reason }): Decision => ({ approved, reason }))))

@@ -1,5 +1,6 @@
 import { Context, Data, type Effect, type Option } from "effect"
 import type { UserId } from "../platform/Ids.js"
+import type { RunId } from "./Domain.js"
 import type { Fence } from "../platform/cluster/Fences.js"
 import type { Micros } from "../platform/Money.js"
 import type { Partition } from "../identity/Partition.js"
@@ -177,7 +178,7 @@ export type ResolveSubagent<Agent> = (identifier: string, payer: Partition) => E
  */
 export interface RunLedger {
   readonly start: (run: RunRecord) => Effect.Effect<void>
-  readonly finish: (runId: string, outcome: RunOutcome) => Effect.Effect<void>
+  readonly finish: (runId: RunId, outcome: RunOutcome) => Effect.Effect<void>
 }
 
 /** An agent as `GET /v1/models` lists it: what a caller can name as `model` besides the models. */

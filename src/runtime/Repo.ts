@@ -1,7 +1,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
-import { UserId } from "../platform/Ids.js"
+import { type AgentId, UserId } from "../platform/Ids.js"
 import type { Partition } from "../identity/Partition.js"
 import type { RunId } from "./Domain.js"
 
@@ -102,7 +102,7 @@ export class RunsRepo extends Effect.Service<RunsRepo>()("atrium/runtime/RunsRep
             denied_tools = ${outcome.deniedTools}::jsonb, output = ${outcome.output}, finished_at = now()
           WHERE id = ${outcome.runId} AND status = 'running'`
     })
-    const finish = (runId: string, outcome: RunOutcome) => Effect.orDie(finishRun({ runId, ...outcome, output: outcome.output ?? null, toolsDenied: outcome.deniedTools.length }))
+    const finish = (runId: RunId, outcome: RunOutcome) => Effect.orDie(finishRun({ runId, ...outcome, output: outcome.output ?? null, toolsDenied: outcome.deniedTools.length }))
 
     /**
      * A finished run's credits less `refused`: charges its settle posted later than its end (the wallet answered
@@ -142,7 +142,7 @@ export class RunsRepo extends Effect.Service<RunsRepo>()("atrium/runtime/RunsRep
      * concurrent runs cannot both take the last trial. One allowance per account and expert (`end_user_id = ''`,
      * migration 0010): the account's end users share it. None when the trials are used up (with how many were used).
      */
-    const takeTrial = (agentId: string, payerId: string, limit: number) =>
+    const takeTrial = (agentId: AgentId, payerId: UserId, limit: number) =>
       Effect.gen(function*() {
         if (limit > 0) {
           const taken = yield* claimTrial({ agentId, payerId, limit })
@@ -220,7 +220,7 @@ export class RunsRepo extends Effect.Service<RunsRepo>()("atrium/runtime/RunsRep
       execute: ({ agentId, userId }) =>
         sql`SELECT 1 AS found FROM purchases WHERE user_id = ${userId} AND agent_id = ${agentId}`
     })
-    const hasPurchased = (userId: string, agentId: string) =>
+    const hasPurchased = (userId: UserId, agentId: AgentId) =>
       purchase({ userId, agentId }).pipe(Effect.map(Option.isSome), Effect.orDie)
 
     return { start, startOnce, finish, lessCredits, hasPurchased, takeTrial, writeFile, readFile, listFiles, filesUnder, deleteWorkspace } as const

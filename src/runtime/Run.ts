@@ -4,6 +4,7 @@ import { Data, type Effect, FiberRef, type Option } from "effect"
 import type { Partition } from "../identity/Partition.js"
 import type { AgentId, UserId } from "../platform/Ids.js"
 import type { Decision } from "./Approvals.js"
+import type { RunId } from "./Domain.js"
 import type { Fence } from "../platform/cluster/Fences.js"
 import { type Micros, parseCredits } from "../platform/Money.js"
 import type { InternalEvent } from "./Events.js"
@@ -34,7 +35,7 @@ export interface RunnableAgent {
 }
 
 export interface RunRequest {
-  readonly runId: string
+  readonly runId: RunId
   readonly agent: RunnableAgent
   /** Who pays (the account) and for which end user; files and memory are partitioned by both. */
   readonly payer: Partition

@@ -1,7 +1,6 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import { createHash } from "node:crypto"
 import { Cause, Clock, Duration, Effect, Exit, FiberRef, FiberSet, HashSet, identity, Mailbox, Option, Schedule, Schema, Stream } from "effect"
-import { newId } from "../platform/Ids.js"
 import { type Micros, toNumber } from "../platform/Money.js"
 import type { InternalEvent } from "./Events.js"
 import { DELEGATE_TOOL, tokensOf } from "./models/Builtin.js"
@@ -111,8 +110,8 @@ type ToolOutcome = { readonly denied: boolean; readonly isFailure: boolean; read
  * A durable delegation's child run id: the parent run and the call's place (`step/index`), so every execution of the
  * parent's workflow runs the same child, whose charges (`<child>:<step>`) the wallet then takes once.
  */
-const childRunId = (parentRunId: string, place: string) =>
-  `run_${createHash("sha256").update(`${parentRunId}\ndelegate/${place}`).digest("base64url").replace(/[-_]/g, "").slice(0, 20)}`
+const childRunId = (parentRunId: RunId, place: string) =>
+  RunId.make(`run_${createHash("sha256").update(`${parentRunId}\ndelegate/${place}`).digest("base64url").replace(/[-_]/g, "").slice(0, 20)}`)
 
 /** A result that is JSON as it is (a tool call's outcome). */
 const jsonCodec = <A>(): StepCodec<A> => ({ encode: (value) => value, decode: (json) => json as A })
@@ -300,7 +299,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
             Effect.flatMap((posted) => {
               const refused = charges.reduce((sum, c, i) => posted[i] === true ? sum : sum + c.amount, 0n)
               if (refused === 0n) return Effect.logInfo(`run ${request.runId}: its hold is settled, after its end`)
-              const correct = repo.lessCredits(RunId.unchecked.make(request.runId), refused).pipe(
+              const correct = repo.lessCredits(request.runId, refused).pipe(
                 Effect.repeat({ schedule: Schedule.spaced("1 second"), while: (corrected) => !corrected, times: 60 })
               )
               return Effect.zipRight(correct, Effect.logWarning(`run ${request.runId}: ${refused} micro-credits were refused after its end`))
@@ -636,7 +635,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
 
     /** The child run of a delegation: same payer, end user and workspace, half of what is left of the budget. */
     const childRequest = (request: RunRequest, agent: RunnableAgent, message: string, state: RunState): RunRequest => ({
-      runId: newId("run"),
+      runId: RunId.random(),
       agent,
       payer: request.payer,
       history: [],
@@ -664,7 +663,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
      * its answer comes back as the tool's output.
      */
     const delegate = (
-      delegationId: string,
+      toolCallId: string,
       params: unknown,
       request: RunRequest,
       emit: Emit,
@@ -673,12 +672,12 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
     ): Effect.Effect<unknown, { message: string }> =>
       Effect.gen(function*() {
         const { agent, identifier, message } = yield* prepareDelegation(params, request, resolveSubagent)
-        yield* emit({ type: "delegation_started", delegation_id: delegationId, agent: identifier })
+        yield* emit({ type: "delegation_started", delegation_id: toolCallId, agent: identifier })
         const childResult = yield* execute(childRequest(request, agent, message, state), childEmit(emit), resolveSubagent)
         state.charged(childResult.creditsCharged)
         yield* emit({
           type: "delegation_completed",
-          delegation_id: delegationId,
+          delegation_id: toolCallId,
           agent: identifier,
           output: childResult.output,
           status: childResult.status

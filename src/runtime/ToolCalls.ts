@@ -39,7 +39,7 @@ export class ToolCalls extends Effect.Service<ToolCalls>()("atrium/runtime/ToolC
       remote: RemoteTools,
       emit: Emit,
       /** Runs a `delegate` call: a child run, which only the engine can start. */
-      delegate: (id: string, params: unknown) => Effect.Effect<unknown, { message: string }>,
+      delegate: (toolCallId: string, params: unknown) => Effect.Effect<unknown, { message: string }>,
       /** The answer to an `ask` call, already waited for elsewhere (a background run's, `DurableSteps.approve`). */
       decided: Option.Option<Decision> = Option.none()
     ) =>

@@ -28,6 +28,7 @@ import { Clock, Context, Effect, Exit, FiberRef, Option, type Tracer } from "eff
 import * as Tracers from "effect/Tracer"
 import { createHash } from "node:crypto"
 import { randomHex } from "../platform/Ids.js"
+import type { RunId } from "./Domain.js"
 import type { Micros } from "../platform/Money.js"
 
 /**
@@ -84,7 +85,7 @@ export const contentOf = (value: unknown): string => {
 
 /** Whose run a trace is: written with every span, so the traces domain can say who may read it. */
 export interface TraceRun {
-  readonly runId: string
+  readonly runId: RunId
   readonly agentId: string | null
   readonly agent: string
   readonly agentVersion: number | null
@@ -124,7 +125,7 @@ export class TraceSink extends Context.Tag("atrium/runtime/TraceSink")<TraceSink
 const newSpanId = () => randomHex(8)
 
 /** The root trace of a run is named after its run id, so a durable run executed again keeps its trace. */
-export const traceIdOf = (runId: string) => createHash("sha256").update(runId).digest("hex").slice(0, 32)
+export const traceIdOf = (runId: RunId) => createHash("sha256").update(runId).digest("hex").slice(0, 32)
 
 type Parent = Option.Option<Tracer.AnySpan>
 

@@ -4,13 +4,15 @@ import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { PlatformAuthentication } from "../identity/Domain.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
+import { RunId } from "../runtime/Domain.js"
 import { TraceSearchParams, TraceSummary, TraceView } from "./Domain.js"
 
 /** Traces (issue 46, docs/traces.md): a run's span tree, and a search over the traces the caller may read. */
 export class TracesApi extends HttpApiGroup.make("traces")
   .add(
     HttpApiEndpoint.get("runTrace", "/v1/runs/:id/trace")
-      .setPath(Schema.Struct({ id: Schema.String.pipe(Schema.maxLength(100)) }))
+      // Unchecked: another kind of id is a run nobody has, 404 like an unknown one.
+      .setPath(Schema.Struct({ id: RunId.unchecked.pipe(Schema.maxLength(100)) }))
       .addSuccess(TraceView)
       .addError(NotFound)
       .annotate(

@@ -4,6 +4,7 @@ import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
 import { UserId } from "../platform/Ids.js"
 import { Json } from "../platform/Rows.js"
+import { RunId } from "../runtime/Domain.js"
 import type { SpanRecord } from "../runtime/Tracing.js"
 import type { Reader } from "./Policy.js"
 
@@ -164,7 +165,7 @@ export class TracesRepo extends Effect.Service<TracesRepo>()("atrium/traces/Trac
         : sql`(payer_id = ${reader.accountId} AND end_user_id = ${reader.endUserId})`
 
     const summaryOfRun = SqlSchema.findOne({
-      Request: Schema.Struct({ runId: Schema.String, accountId: UserId, endUserId: Schema.String, asCreator: Schema.Boolean }),
+      Request: Schema.Struct({ runId: RunId, accountId: UserId, endUserId: Schema.String, asCreator: Schema.Boolean }),
       Result: SummaryRow,
       // A delegated run's spans live in its root run's trace: found through them.
       execute: (q) =>
@@ -177,7 +178,7 @@ export class TracesRepo extends Effect.Service<TracesRepo>()("atrium/traces/Trac
           LIMIT 1`
     })
     /** The trace `runId` belongs to, when `reader` may read it. */
-    const byRun = (runId: string, reader: Reader) => Effect.orDie(summaryOfRun({ runId, ...reader }))
+    const byRun = (runId: RunId, reader: Reader) => Effect.orDie(summaryOfRun({ runId, ...reader }))
 
     const spansOf = SqlSchema.findAll({
       Request: Schema.String,

@@ -78,11 +78,13 @@ const NOT_OUR_IDS = new Set([
   "accessKeyId", // the object store's credential
   "requestId", // an HTTP request's
   "toolCallId", // the model's name for one call
-  "spanId", // OpenTelemetry's hex ids
+  "traceId", // OpenTelemetry's hex ids (a run's is derived from its run id: `traceIdOf`)
+  "spanId",
   "parentSpanId",
+  "holdId", // a hold is named by its run's charge key (the run's id, or a session turn's key), not an id of its own
   "modelId" // a provider's model name
 ])
-const BARE_ID_BUDGET = 34
+const BARE_ID_BUDGET = 5
 const ID_PARAMETER = /[(,]\s*(\w*Id|id)\??: string\b/g
 const SERVICE = /Effect\.Service<|Context\.Tag\(|Context\.GenericTag\b/
 const serviceOrRepository = (file: string, text: string) => /(^|\/)(\w*Repo)\.ts$/.test(file) || SERVICE.test(text)

@@ -31,7 +31,7 @@ const requestFor = (message: string, durable: DurableSteps | undefined, tools: E
     const userId = UserId.make(`usr_durable_${process.pid}_${++made}`)
     yield* insertUser(userId)
     const request: RunRequest = {
-      runId: `run_durable_${process.pid}_${made}`,
+      runId: RunId.make(`run_durable_${process.pid}_${made}`),
       agent: {
         id: null,
         identifier: "builtin",
@@ -128,7 +128,7 @@ describe("durable steps", () => {
         assert.deepStrictEqual(executed, ["trial", "step/1"])
         assert.isTrue(first.events.some((event) => event.type === "text"))
         const second = told()
-        const again = yield* engine.execute({ ...request, runId: `${request.runId}_again` }, second.emit, () => Effect.succeedNone)
+        const again = yield* engine.execute({ ...request, runId: RunId.make(`${request.runId}_again`) }, second.emit, () => Effect.succeedNone)
         assert.deepStrictEqual(executed, ["trial", "step/1"], "no step ran a second time")
         assert.isFalse(second.events.some((event) => event.type === "text" || event.type === "turn_start"))
         assert.strictEqual(again.output, once.output)
@@ -145,12 +145,12 @@ describe("durable approvals' identity", () => {
         const userId = UserId.make(`usr_durable_${process.pid}_${++made}`)
         yield* insertUser(userId)
         const owner = { accountId: userId, endUserId: "" }
-        const first = yield* approvals.openDurable(owner, `run_identity_${made}`, "1/0")
-        const again = yield* approvals.openDurable(owner, `run_identity_${made}`, "1/0")
+        const first = yield* approvals.openDurable(owner, RunId.make(`run_identity_${made}`), "1/0")
+        const again = yield* approvals.openDurable(owner, RunId.make(`run_identity_${made}`), "1/0")
         assert.strictEqual(again.id, first.id)
         assert.strictEqual(again.expiresAt.getTime(), first.expiresAt.getTime())
         // Another call of the run, or the same place in another run, is another approval.
-        const other = yield* approvals.openDurable(owner, `run_identity_${made}`, "2/0")
+        const other = yield* approvals.openDurable(owner, RunId.make(`run_identity_${made}`), "2/0")
         assert.notStrictEqual(other.id, first.id)
         // Answered once, by its owner; the answer names the run whose workflow waits on it.
         const answered = yield* approvals.answer(owner, first.id, { approved: true, reason: "" })

@@ -1,7 +1,8 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer } from "effect"
-import { newId, randomHex } from "../../src/platform/Ids.js"
+import { randomHex } from "../../src/platform/Ids.js"
+import { RunId } from "../../src/runtime/Domain.js"
 import type { SpanRecord, TraceRun } from "../../src/runtime/Tracing.js"
 import { TraceSink } from "../../src/runtime/Tracing.js"
 import { TracesRepo } from "../../src/traces/Repo.js"
@@ -18,7 +19,7 @@ import { pollUntil } from "../support/Poll.js"
 
 const Env = Layer.mergeAll(TracesRepo.Default, TraceWriterLive).pipe(Layer.provideMerge(TestDatabase()))
 
-const run = (runId: string): TraceRun => ({
+const run = (runId: RunId): TraceRun => ({
   runId,
   agentId: null,
   agent: "builtin",
@@ -30,7 +31,7 @@ const run = (runId: string): TraceRun => ({
   captureContent: false
 })
 
-const span = (traceId: string, runId: string, spanId: string, parent: string | null, endMs: number, status: "ok" | "error"): SpanRecord => ({
+const span = (traceId: string, runId: RunId, spanId: string, parent: string | null, endMs: number, status: "ok" | "error"): SpanRecord => ({
   traceId,
   spanId,
   parentSpanId: parent,
@@ -51,7 +52,7 @@ describe("trace writer", () => {
       Effect.gen(function*() {
         const repo = yield* TracesRepo
         const sql = yield* SqlClient.SqlClient
-        const runId = newId("run")
+        const runId = RunId.random()
         const traceId = randomHex(16)
         const now = Date.now()
         yield* repo.write([
@@ -73,17 +74,17 @@ describe("trace writer", () => {
       Effect.gen(function*() {
         const sink = yield* TraceSink
         const sql = yield* SqlClient.SqlClient
-        const runId = newId("run")
+        const runId = RunId.random()
         const [good, poisoned, next] = [randomHex(16), randomHex(16), randomHex(16)]
         const now = Date.now()
         // PostgreSQL's jsonb refuses a NUL character (SQLSTATE 22P05); a tool's output kept as content can carry one.
-        const refused = { ...span(poisoned, newId("run"), "6666666666666666", null, now, "ok"), attributes: { "gen_ai.tool.output": "a\u0000b" } }
+        const refused = { ...span(poisoned, RunId.random(), "6666666666666666", null, now, "ok"), attributes: { "gen_ai.tool.output": "a\u0000b" } }
         sink.offer(span(good, runId, "7777777777777777", null, now, "ok"))
         sink.offer(refused)
         const spansOf = (traceId: string) => Effect.map(sql<{ n: number }>`SELECT count(*)::integer AS n FROM trace_spans WHERE trace_id = ${traceId}`, ([row]) => row!.n)
         // The writer's rounds are every 500 ms (FLUSH_EVERY): polled, not waited for.
         yield* pollUntil(spansOf(good), (n) => n === 1, "the good span of the refused batch written", { every: 50, within: 10_000 })
-        sink.offer(span(next, newId("run"), "8888888888888888", null, now + 1, "ok"))
+        sink.offer(span(next, RunId.random(), "8888888888888888", null, now + 1, "ok"))
         yield* pollUntil(spansOf(next), (n) => n === 1, "the next batch written", { every: 50, within: 10_000 })
         assert.strictEqual(yield* spansOf(poisoned), 0)
       }))

@@ -4,6 +4,7 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Context, Effect, Exit, FiberRef, HashMap, LogLevel, Metric, MetricKey, MetricLabel, Option, Tracer } from "effect"
 import { randomUUID } from "node:crypto"
+import type { UserId } from "../Ids.js"
 import { httpRequestDurationKey, httpRequestsKey } from "./Metrics.js"
 
 /**
@@ -26,7 +27,7 @@ export class CurrentRequestFacts extends Context.Tag("atrium/platform/telemetry/
 >() {}
 
 /** Tells the access line whose request this is (called by authentication; nothing happens outside a request). */
-export const noteAccount = (accountId: string) =>
+export const noteAccount = (accountId: UserId) =>
   Effect.serviceOption(CurrentRequestFacts).pipe(
     Effect.map(Option.map((facts) => void (facts.accountId = accountId)))
   )

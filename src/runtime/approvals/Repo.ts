@@ -87,7 +87,7 @@ export class ApprovalsRepo extends Effect.Service<ApprovalsRepo>()("atrium/runti
       insert: (row: typeof Claim.Type & { readonly expiresAt: Date; readonly runId?: string | null }) =>
         Effect.orDie(insert({ ...row, runId: row.runId ?? null })),
       remove: (id: ApprovalId) => Effect.orDie(remove(id)),
-      removeOfRun: (runId: string) => Effect.orDie(removeOfRun(runId)),
+      removeOfRun: (runId: RunId) => Effect.orDie(removeOfRun(runId)),
       insertDurable: (row: typeof Claim.Type & { readonly expiresAt: Date; readonly runId: string }) =>
         Effect.orDie(Effect.map(insertDurable(row), (found) => found.expiresAt)),
       claim: (c: typeof Claim.Type & { readonly answer: string }) => Effect.orDie(claim(c)),

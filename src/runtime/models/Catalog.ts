@@ -40,10 +40,10 @@ export const BUILTIN_MODEL: ModelEntry = {
  * Finds a model by its id. A bare model id (`gpt-4o-mini`, as experts stored it before providers had ids) names the
  * one model of that id when exactly one provider offers it; when two do, only `<provider>/<model>` is accepted.
  */
-export const findModel = (all: ReadonlyArray<ModelEntry>, id: string): Option.Option<ModelEntry> => {
-  const exact = all.find((model) => model.id === id)
+export const findModel = (all: ReadonlyArray<ModelEntry>, modelId: string): Option.Option<ModelEntry> => {
+  const exact = all.find((model) => model.id === modelId)
   if (exact !== undefined) return Option.some(exact)
-  const bare = all.filter((model) => model.model === id)
+  const bare = all.filter((model) => model.model === modelId)
   return bare.length === 1 ? Option.some(bare[0]!) : Option.none()
 }
 
@@ -66,7 +66,7 @@ export class ModelCatalog extends Effect.Service<ModelCatalog>()("atrium/runtime
     const all: ReadonlyArray<ModelEntry> = [BUILTIN_MODEL, ...upstream]
     return {
       list: Effect.succeed(all),
-      find: (id: string) => Effect.succeed(findModel(all, id))
+      find: (modelId: string) => Effect.succeed(findModel(all, modelId))
     }
   }),
   dependencies: [ModelProviderSettings.Default]

@@ -26,8 +26,8 @@ export class Models extends Effect.Service<Models>()("atrium/runtime/Models", {
       built.set(model.id, yield* upstreamLanguageModel(settings, model))
     }
 
-    const resolve = Effect.fn("Models.resolve")(function*(id: string) {
-      const entry = yield* catalog.find(id)
+    const resolve = Effect.fn("Models.resolve")(function*(modelId: string) {
+      const entry = yield* catalog.find(modelId)
       if (Option.isNone(entry)) return Option.none<ResolvedModel>()
       const model = built.get(entry.value.id)
       if (model === undefined) return Option.none<ResolvedModel>()

@@ -269,7 +269,7 @@ const TraceDetail = ({ identifier, runId }: { identifier: string; runId: string 
   useEffect(() => {
     setSpans(null)
     setError(null)
-    call((c) => c.traces.runTrace({ path: { id: runId } })).then(
+    call((c) => c.traces.runTrace({ path: { id: RunId.unchecked.make(runId) } })).then(
       (trace) => setSpans(trace.spans as ReadonlyArray<Span>),
       (e: Error) => setError(e.message)
     )
