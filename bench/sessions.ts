@@ -743,7 +743,8 @@ const main = async () => {
       const idleAt = Date.now()
       await new Promise((r) => setTimeout(r, IDLE_COMMIT_SECONDS * 1000))
       const commits0 = await commits()
-      const idleCommitsPerSecond = (commits0 - idle0) / ((Date.now() - idleAt) / 1000)
+      const commitsFrom = Date.now()
+      const idleCommitsPerSecond = (commits0 - idle0) / ((commitsFrom - idleAt) / 1000)
       const writes0 = await writes()
       const wallet0 = await walletRequests()
       const { timings, failures, seconds, cpuSeconds } = await closedLoop({
@@ -760,6 +761,9 @@ const main = async () => {
       const total = pair(timings.map((t) => t.total))
       const s = await sample(pid, undefined)
       const committed = await commits() - commits0
+      // The idle platform's commits over the whole window the two reads span (the turns, the wait for the
+      // statistics, the samples between), not over the turns' seconds alone.
+      const idleCommits = idleCommitsPerSecond * ((Date.now() - commitsFrom) / 1000)
       const wrote = await writes() - writes0 - 1
       // Every turn sent, answered or not, as commits are counted (issue 45 item 2: at most 2 however many steps).
       const walletPerTurn = (await walletRequests() - wallet0) / Math.max(1, timings.length + failed)
@@ -783,7 +787,7 @@ const main = async () => {
             : `; PostgreSQL committed ${f(committed / Math.max(1, timings.length + failed), 1)} transactions per turn ` +
               `(${f(committed / seconds, 0)}/s), ${f(wrote / Math.max(1, timings.length + failed), 2)} of them writing; ` +
               `net of the idle platform's own ${f(idleCommitsPerSecond, 1)} commits/s: ` +
-              `${f((committed - idleCommitsPerSecond * seconds) / Math.max(1, timings.length + failed), 1)} per turn.`) +
+              `${f((committed - idleCommits) / Math.max(1, timings.length + failed), 1)} per turn.`) +
           ` Wallet round trips per turn: ${f(walletPerTurn, 2)}.`
       )
       if (failed > 0) out(`Failed turns by status: ${[...statuses].map(([st, n]) => `${n} × ${st}`).join(", ")}.`)

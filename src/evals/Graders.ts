@@ -1,4 +1,5 @@
 import { Ajv } from "ajv"
+import { storableText } from "../platform/Storable.js"
 import type { Grader } from "./Domain.js"
 
 /**
@@ -47,7 +48,8 @@ const skipped = (grader: string, why: string): Grade => ({ grader, applicable: f
 const verdict = (grader: string, passed: boolean, explanation: string, score = passed ? 1 : 0): Grade =>
   ({ grader, applicable: true, passed, score, explanation })
 
-const clip = (text: string, max = 120) => (text.length > max ? `${text.slice(0, max)}…` : text)
+// A cut between the halves of a pair would leave a lone surrogate, which the stored grade cannot hold.
+const clip = (text: string, max = 120) => (text.length > max ? `${storableText(text.slice(0, max))}…` : text)
 
 export const exact = (grader: Extract<Grader, { type: "exact" }>, row: Expectations, seen: Observation): Grade => {
   const wanted = row.expected ?? grader.value

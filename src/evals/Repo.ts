@@ -3,6 +3,7 @@ import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
 import { AgentId, EvalDatasetId, UserId } from "../platform/Ids.js"
 import { RunId } from "../runtime/Domain.js"
+import { storableValue } from "../platform/Storable.js"
 import { EvalRowId, EvalRunId } from "./Domain.js"
 import type { Expectations } from "./Graders.js"
 import type { StoredInput, StoredRow } from "./Rows.js"
@@ -294,7 +295,7 @@ export class EvalsRepo extends Effect.Service<EvalsRepo>()("atrium/evals/EvalsRe
       Result: Schema.Struct({ position: Schema.Number }),
       execute: (q) =>
         sql`
-          UPDATE eval_results SET status = 'judging', judge_run_id = ${q.judgeRunId}, grades = ${JSON.stringify(q.grades)}::jsonb
+          UPDATE eval_results SET status = 'judging', judge_run_id = ${q.judgeRunId}, grades = ${JSON.stringify(storableValue(q.grades))}::jsonb
           WHERE eval_run_id = ${q.evalRunId} AND position = ${q.position} AND status = 'running'
             AND EXISTS (SELECT 1 FROM eval_runs e WHERE e.id = ${q.evalRunId} AND e.status = 'running')
           RETURNING position`
@@ -337,7 +338,7 @@ export class EvalsRepo extends Effect.Service<EvalsRepo>()("atrium/evals/EvalsRe
       execute: (q) =>
         sql`
           UPDATE eval_results SET status = 'graded', passed = ${q.passed}, score = ${q.score}, explanation = ${q.explanation},
-                 grades = ${JSON.stringify(q.grades)}::jsonb, credits = ${q.credits.toString()}, latency_ms = ${q.latencyMs},
+                 grades = ${JSON.stringify(storableValue(q.grades))}::jsonb, credits = ${q.credits.toString()}, latency_ms = ${q.latencyMs},
                  output = ${q.output}
           WHERE eval_run_id = ${q.evalRunId} AND position = ${q.position} AND status <> 'graded'`
     })

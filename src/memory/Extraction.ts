@@ -2,6 +2,7 @@ import * as Activity from "@effect/workflow/Activity"
 import * as Workflow from "@effect/workflow/Workflow"
 import { WorkflowEngine } from "@effect/workflow/WorkflowEngine"
 import { Effect, Layer, Option, Schema } from "effect"
+import { storableValue } from "../platform/Storable.js"
 import { RunId } from "../runtime/Domain.js"
 import { MemorySettings } from "../runtime/Expert.js"
 import { ModelChain } from "../runtime/ModelChain.js"
@@ -48,7 +49,8 @@ export const proposalOf = (text: string): Option.Option<Proposal> => {
   const end = text.lastIndexOf("}")
   if (start < 0 || end <= start) return Option.none()
   try {
-    return Schema.decodeUnknownOption(Proposal)(JSON.parse(text.slice(start, end + 1)))
+    // Parsed, an escaped `\u0000` in the model's JSON is a real NUL again: mended before it is stored.
+    return Schema.decodeUnknownOption(Proposal)(storableValue(JSON.parse(text.slice(start, end + 1))))
   } catch {
     return Option.none()
   }
@@ -78,8 +80,7 @@ export class Extraction extends Effect.Service<Extraction>()("atrium/memory/Extr
 
     const afterTurn = (owner: MemoryOwner, turn: MemoryTurn) =>
       Effect.gen(function*() {
-        // The engine's request names its run as a string still: a run's id is `run_…`, minted by runs.
-        const runId = RunId.make(turn.runId)
+        const runId = turn.runId
         yield* turns.insert({
           runId,
           agentId: owner.agentId,

@@ -1,5 +1,6 @@
 import type * as Prompt from "@effect/ai/Prompt"
 import { newId } from "../platform/Ids.js"
+import { storableValue } from "../platform/Storable.js"
 import type { InternalEvent } from "../runtime/Events.js"
 import { FILE_SEARCH } from "../runtime/tools/FileSearch.js"
 import { runError } from "../runs/OpenAi.js"
@@ -128,7 +129,7 @@ export class ResponseBuilder {
     this.output.push(item)
     let params: unknown = {}
     try {
-      params = JSON.parse(item.arguments.length > 0 ? item.arguments : "{}")
+      params = storableValue(JSON.parse(item.arguments.length > 0 ? item.arguments : "{}"))
     } catch {
       params = { __invalid_arguments: item.arguments }
     }

@@ -3,7 +3,7 @@ import type * as Prompt from "@effect/ai/Prompt"
 import type * as Response from "@effect/ai/Response"
 import type * as Toolkit from "@effect/ai/Toolkit"
 import { Clock, Duration, Effect, FiberRef, Option, Stream } from "effect"
-import { makeStorableDeltas, storableText, storableValue } from "../platform/Storable.js"
+import { makeStorableDeltas, storableValue } from "../platform/Storable.js"
 import { ProviderHealth, retryable } from "./models/Health.js"
 import type { ResolvedModel } from "./models/Models.js"
 import { CurrentChainWait, type Emit, MAX_CHAIN_WAIT_MS, StepResting } from "./Run.js"
@@ -74,7 +74,37 @@ export class ModelChain extends Effect.Service<ModelChain>()("atrium/runtime/Mod
         // What the model says is stored (the session's log, a durable step's record): made storable as it arrives.
         const textDeltas = makeStorableDeltas()
         const thinkingDeltas = makeStorableDeltas()
-        const told = (part: Response.StreamPart<any>): Effect.Effect<void, unknown> => {
+        const argumentDeltas = new Map<string, ReturnType<typeof makeStorableDeltas>>()
+        /**
+         * A character held back (the first half of a pair) is told once its block ends, before what comes next: any
+         * part but the block's own deltas ends it (a call's arguments end with the call), and so does the stream.
+         */
+        const heldBefore = (next: Response.StreamPart<any>["type"] | "end", toolCallId?: string): Effect.Effect<void> => {
+          const held: Array<Effect.Effect<void>> = []
+          if (next !== "reasoning-delta") {
+            const rest = thinkingDeltas.rest()
+            thinking += rest
+            if (rest.length > 0) held.push(emit({ type: "reasoning", delta: rest }))
+          }
+          if (next !== "text-delta") {
+            const rest = textDeltas.rest()
+            text += rest
+            if (rest.length > 0) held.push(emit({ type: "text", delta: rest }))
+          }
+          for (const [id, deltas] of argumentDeltas) {
+            if (next !== "end" && !(next === "tool-call" && id === toolCallId)) continue
+            argumentDeltas.delete(id)
+            const rest = deltas.rest()
+            if (rest.length > 0) held.push(emit({ type: "tool_call_chunk", tool_call_id: id, delta: rest }))
+          }
+          return held.length === 0 ? Effect.void : Effect.all(held, { discard: true })
+        }
+        const told = (part: Response.StreamPart<any>): Effect.Effect<void, unknown> =>
+          Effect.suspend(() => {
+            const held = heldBefore(part.type, part.type === "tool-call" ? part.id : undefined)
+            return Effect.zipRight(held, tell(part))
+          })
+        const tell = (part: Response.StreamPart<any>): Effect.Effect<void, unknown> => {
           switch (part.type) {
             case "reasoning-start":
               if (thinkingOpen) return Effect.void
@@ -103,7 +133,12 @@ export class ModelChain extends Effect.Service<ModelChain>()("atrium/runtime/Mod
               announced.add(part.id)
               return emit({ type: "tool_call", tool_call_id: part.id, name: part.name, status: "pending" })
             case "tool-params-delta":
-              return emit({ type: "tool_call_chunk", tool_call_id: part.id, delta: storableText(part.delta) })
+              {
+                const deltas = argumentDeltas.get(part.id) ?? makeStorableDeltas()
+                argumentDeltas.set(part.id, deltas)
+                const delta = deltas.next(part.delta)
+                return delta.length === 0 ? Effect.void : emit({ type: "tool_call_chunk", tool_call_id: part.id, delta })
+              }
             case "tool-call": {
               {
                 // Gemini signs a call made while thinking; the signature must go back with the call.
@@ -143,16 +178,7 @@ export class ModelChain extends Effect.Service<ModelChain>()("atrium/runtime/Mod
           ? Stream.runForEach(model.streamText(options), told)
           : Effect.forEach(parts, told, { discard: true })).pipe(Effect.mapError(modelCallFailed))
         // A stream that ended inside a surrogate pair: what was held back is told, as a replacement character.
-        const thinkingRest = thinkingDeltas.rest()
-        if (thinkingRest.length > 0) {
-          thinking += thinkingRest
-          yield* emit({ type: "reasoning", delta: thinkingRest })
-        }
-        const textRest = textDeltas.rest()
-        if (textRest.length > 0) {
-          text += textRest
-          yield* emit({ type: "text", delta: textRest })
-        }
+        yield* heldBefore("end")
         if (thinkingOpen) yield* emit({ type: "thinking_status", status: "finished" })
         // A provider that reports no usage is billed by the same estimate the builtin model uses.
         if (inputTokens === 0) inputTokens = tokensOf(JSON.stringify(conversation))

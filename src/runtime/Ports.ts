@@ -161,7 +161,7 @@ export class ExpertMemory extends Context.Tag("atrium/runtime/ExpertMemory")<Exp
 
 /** What extraction reads of a finished turn, and who pays for it. */
 export interface MemoryTurn {
-  readonly runId: string
+  readonly runId: RunId
   readonly agent: string
   /** The expert's model and fallbacks, as the turn had them. */
   readonly models: ReadonlyArray<string>

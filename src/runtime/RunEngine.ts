@@ -9,6 +9,7 @@ import { checkOutput, CurrentOutputFormat } from "./models/OutputFormat.js"
 import { assistantContent, type ModelCall, ModelChain } from "./ModelChain.js"
 import { ExpertMemory, type MemoryOwner, PaymentFailed, type RunCharge, RunPayer } from "./Ports.js"
 import { RunId } from "./Domain.js"
+import { storableText, storableValue } from "../platform/Storable.js"
 import { RunsRepo } from "./Repo.js"
 import type { Decision } from "./Approvals.js"
 import {
@@ -142,8 +143,11 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
      * Runs one turn of `request`, telling every step through `emit`. It always ends with `complete` or `error` (an
      * interrupted run ends with neither: its caller decides what to say), and records the outcome.
      */
-    const execute = (request: RunRequest, emit: Emit, resolveSubagent: ResolveSubagent): Effect.Effect<RunResult> =>
+    const execute = (request: RunRequest, tell: Emit, resolveSubagent: ResolveSubagent): Effect.Effect<RunResult> =>
       Effect.gen(function*() {
+        // Every event is stored (a session's log, a background run's events): one a model or an upstream said that
+        // PostgreSQL refuses (a NUL in an upstream's error message, say) is mended here, whatever made it.
+        const emit: Emit = (event) => tell(storableValue(event))
         const { agent, payer } = request
         const state = new RunState(request)
         const clientNames = new Set((request.clientTools ?? []).map((tool) => tool.name))
@@ -548,7 +552,7 @@ export class RunEngine extends Effect.Service<RunEngine>()("atrium/runtime/RunEn
         for (const event of Option.match(stop, { onNone: () => [], onSome: eventsBefore })) yield* emit(event)
         const failure = Option.match(stop, {
           onNone: () => ({ code: "internal_error", message: "The run failed on our side." }),
-          onSome: (stop) => ({ code: codeOf(stop), message: stop.message })
+          onSome: (stop) => ({ code: codeOf(stop), message: storableText(stop.message) })
         })
         yield* emit({ type: "error", ...failure })
         yield* record("failed", Option.some(failure))

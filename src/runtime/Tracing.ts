@@ -28,6 +28,7 @@ import { Clock, Context, Effect, Exit, FiberRef, Option, type Tracer } from "eff
 import * as Tracers from "effect/Tracer"
 import { createHash } from "node:crypto"
 import { randomHex } from "../platform/Ids.js"
+import { storableText } from "../platform/Storable.js"
 import type { RunId } from "./Domain.js"
 import type { Micros } from "../platform/Money.js"
 
@@ -80,7 +81,8 @@ export const MAX_CONTENT_CHARS = 16_384
 
 export const contentOf = (value: unknown): string => {
   const text = typeof value === "string" ? value : JSON.stringify(value) ?? ""
-  return text.length > MAX_CONTENT_CHARS ? `${text.slice(0, MAX_CONTENT_CHARS)}…` : text
+  // A cut between the halves of a pair would leave a lone surrogate, which the stored span cannot hold.
+  return text.length > MAX_CONTENT_CHARS ? `${storableText(text.slice(0, MAX_CONTENT_CHARS))}…` : text
 }
 
 /** Whose run a trace is: written with every span, so the traces domain can say who may read it. */

@@ -94,12 +94,17 @@ export class TracesRepo extends Effect.Service<TracesRepo>()("atrium/traces/Trac
           credits: span.credits.toString()
         }))
         // A run executed again after a fault ends a root span per attempt, under one trace: its summary takes the last
-        // that ended. Both in one statement, PostgreSQL refused the whole batch (a row updated twice, error 21000), and
-        // the writer put it back in front: no trace of this process was written again.
+        // that ended, from the first start (as when the attempts are written in two batches). Both in one statement,
+        // PostgreSQL refused the whole batch (a row updated twice, error 21000), and the writer put it back in front:
+        // no trace of this process was written again.
         const lastRoots = new Map<string, SpanRecord>()
+        const firstStarts = new Map<string, bigint>()
         for (const span of spans) {
-          const seen = span.parentSpanId === null ? lastRoots.get(span.traceId) : undefined
-          if (span.parentSpanId === null && (seen === undefined || span.endTime >= seen.endTime)) lastRoots.set(span.traceId, span)
+          if (span.parentSpanId !== null) continue
+          const seen = lastRoots.get(span.traceId)
+          if (seen === undefined || span.endTime >= seen.endTime) lastRoots.set(span.traceId, span)
+          const start = firstStarts.get(span.traceId)
+          if (start === undefined || span.startTime < start) firstStarts.set(span.traceId, span.startTime)
         }
         const roots = [...lastRoots.values()].map((span) => ({
           trace_id: span.traceId,
@@ -113,7 +118,7 @@ export class TracesRepo extends Effect.Service<TracesRepo>()("atrium/traces/Trac
           session_id: span.run.sessionId,
           status: span.status,
           error_type: (span.attributes["error.type"] as string | undefined) ?? null,
-          start_us: micros(span.startTime),
+          start_us: micros(firstStarts.get(span.traceId)!),
           end_us: micros(span.endTime)
         }))
         const spansJson = JSON.stringify(rows)

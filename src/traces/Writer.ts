@@ -61,17 +61,21 @@ export const TraceWriterLive = Layer.scoped(
         }
         if (result._tag === "Left") {
           // Its data was refused, so it would be refused again, and every trace after it would wait behind it: each
-          // span is written alone; one refused for good even so is dropped and counted, one the database could not
-          // take now (it went away meanwhile) waits for the next round.
+          // span is written alone, in order; one refused for good even so is dropped and counted. If the database
+          // cannot take one now (it went away meanwhile), that span and the rest go back in front, in order, so a
+          // root is never written before children of its batch (its summary counts the spans stored before it).
           yield* Effect.logError("traces: a batch of spans was refused; writing them one by one", result.left)
           const kept: Array<SpanRecord> = []
-          const later: Array<SpanRecord> = []
+          let later: Array<SpanRecord> = []
           let refused = 0
-          for (const span of batch) {
+          for (const [i, span] of batch.entries()) {
             const alone = yield* Effect.either(repo.write([span]))
             if (alone._tag === "Right") kept.push(span)
             else if (repo.refusedForGood(alone.left)) refused++
-            else later.push(span)
+            else {
+              later = batch.slice(i)
+              break
+            }
           }
           if (refused > 0) {
             yield* Metric.incrementBy(dropped, refused)

@@ -32,9 +32,8 @@ describe("cluster: durable runs, the short form of bench/durable.ts", () => {
           restartKilled: false,
           startTogether: true,
           // What this proves is that every run ends, billed once, and every end is delivered; how soon is the bench's
-          // figure. CI runs this file beside the browser suite on two cores, four to five times slower than alone
-          // (11-16 s quiet), where it failed once with 40 s (stop 56; the part of CI's output kept did not say which
-          // check).
+          // figure. It takes 11-16 s alone; under CI's load it once failed with 40 s (stop 56, when CI ran the services
+          // suite beside the browser suite; the part of CI's output kept did not say which check).
           settleSeconds: 120,
           keepLogs: process.env.DURABLE_KEEP_LOGS,
           adminUrl: databaseUrl!,

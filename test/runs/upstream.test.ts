@@ -152,5 +152,19 @@ describe("runs through an upstream model", () => {
         const detail = yield* request("GET", `/v1/sessions/${session.id}`, { token: user.token })
         assert.deepStrictEqual(detail.body.messages.map((m: { role: string }) => m.role), ["user", "assistant", "user", "assistant"])
       }))
+
+    it.effect("an upstream's error with a NUL in its message: the session's turn fails in words, and the next one runs", () =>
+      Effect.gen(function*() {
+        const upstream = yield* Mock.Upstream
+        const user = yield* newUser
+        const agent = yield* mockAgent(user.token)
+        const session = (yield* request("POST", "/v1/sessions", { token: user.token, body: { agent, title: "t" } })).body
+        yield* upstream.script(Mock.status(400, { error: { message: "bad \u0000 input" } }), Mock.stream([Mock.chatText(["next"], [5, 5])]))
+        const first = yield* streamOf(`/v1/sessions/${session.id}/events`, { token: user.token, body: { type: "message", message: "hi" } })
+        const failed = first.events.find((e) => e.event === "run.failed")!.data
+        assert.include(failed.message, "bad \uFFFD input")
+        const second = yield* streamOf(`/v1/sessions/${session.id}/events`, { token: user.token, body: { type: "message", message: "again" } })
+        assert.strictEqual(textOf(second), "next")
+      }))
   })
 })

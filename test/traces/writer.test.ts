@@ -61,9 +61,11 @@ describe("trace writer", () => {
           span(traceId, runId, "3333333333333333", null, now, "ok"),
           span(traceId, runId, "4444444444444444", "3333333333333333", now - 1, "ok")
         ])
-        const rows = yield* sql<{ status: string; spanCount: number; credits: string }>`
-          SELECT status, span_count, credits::text AS credits FROM traces WHERE trace_id = ${traceId}`
-        assert.deepStrictEqual(rows, [{ status: "ok", spanCount: 4, credits: "40" }])
+        const rows = yield* sql<{ status: string; spanCount: number; credits: string; startedMs: string }>`
+          SELECT status, span_count, credits::text AS credits, (extract(epoch FROM started_at) * 1000)::bigint::text AS started_ms
+          FROM traces WHERE trace_id = ${traceId}`
+        // From the first attempt's start, as when the two are written in two batches.
+        assert.deepStrictEqual(rows, [{ status: "ok", spanCount: 4, credits: "40", startedMs: String(now - 1005) }])
         // And the next batch of the same trace (a later flush) still writes.
         yield* repo.write([span(traceId, runId, "5555555555555555", "3333333333333333", now + 1, "ok")])
         const [after] = yield* sql<{ n: number }>`SELECT count(*)::integer AS n FROM trace_spans WHERE trace_id = ${traceId}`
