@@ -140,18 +140,19 @@ export class ModelChain extends Effect.Service<ModelChain>()("atrium/runtime/Mod
                 return delta.length === 0 ? Effect.void : emit({ type: "tool_call_chunk", tool_call_id: part.id, delta })
               }
             case "tool-call": {
+              const params = storableValue(part.params)
               {
                 // Gemini signs a call made while thinking; the signature must go back with the call.
                 const signed = (part.metadata as { google?: { thoughtSignature?: unknown } } | undefined)?.google?.thoughtSignature
                 toolCalls.push({
                   id: part.id,
                   name: part.name,
-                  params: storableValue(part.params),
+                  params,
                   ...(typeof signed === "string" ? { options: { google: { thoughtSignature: signed } } } : {})
                 })
               }
               if (announced.has(part.id)) return Effect.void
-              return emit({ type: "tool_call", tool_call_id: part.id, name: part.name, status: "pending", arguments: toolCalls[toolCalls.length - 1]!.params })
+              return emit({ type: "tool_call", tool_call_id: part.id, name: part.name, status: "pending", arguments: params })
             }
             case "finish":
               finishReason = part.reason

@@ -53,13 +53,13 @@ export const TraceWriterLive = Layer.scoped(
         const batch = buffer.slice(0, BATCH_SIZE)
         buffer = buffer.slice(batch.length)
         const result = yield* Effect.either(repo.write(batch))
-        if (result._tag === "Left" && !repo.refusedForGood(result.left)) {
-          // Back in front (a later span's root must not be written before its children), capped as `offer` is.
-          buffer = [...batch, ...buffer].slice(-MAX_BUFFERED)
-          yield* Effect.logWarning("traces: a batch of spans could not be written; trying again", result.left)
-          return
-        }
         if (result._tag === "Left") {
+          if (!repo.refusedForGood(result.left)) {
+            // Back in front (a later span's root must not be written before its children), capped as `offer` is.
+            buffer = [...batch, ...buffer].slice(-MAX_BUFFERED)
+            yield* Effect.logWarning("traces: a batch of spans could not be written; trying again", result.left)
+            return
+          }
           // Its data was refused, so it would be refused again, and every trace after it would wait behind it: each
           // span is written alone, in order; one refused for good even so is dropped and counted. If the database
           // cannot take one now (it went away meanwhile), that span and the rest go back in front, in order, so a

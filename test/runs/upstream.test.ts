@@ -16,6 +16,15 @@ const Servers = Mock.serverWithUpstream({ ...ENV, ...Mock.MOCK_MODEL_ENV })
 const mockAgent = (token: string, tools: Record<string, "allow" | "ask" | "deny"> = {}) =>
   agentWith(token, tools, { model: "mock-model" })
 
+/** A new user's session with the mock-model expert, and a message sent to it (its turn's stream, read to the end). */
+const mockSession = Effect.gen(function*() {
+  const user = yield* newUser
+  const agent = yield* mockAgent(user.token)
+  const session = (yield* request("POST", "/v1/sessions", { token: user.token, body: { agent, title: "t" } })).body
+  const say = (message: string) => streamOf(`/v1/sessions/${session.id}/events`, { token: user.token, body: { type: "message", message } })
+  return { user, session, say }
+})
+
 describe("runs through an upstream model", () => {
   layer(Servers, LIVE)((it) => {
     it.effect("streamed text, reasoning and usage become events; usage is charged at the model's rate", () =>
@@ -135,9 +144,7 @@ describe("runs through an upstream model", () => {
     it.effect("a NUL and a lone surrogate from the model are stored as U+FFFD: the session's turn ends, and the next one runs", () =>
       Effect.gen(function*() {
         const upstream = yield* Mock.Upstream
-        const user = yield* newUser
-        const agent = yield* mockAgent(user.token)
-        const session = (yield* request("POST", "/v1/sessions", { token: user.token, body: { agent, title: "t" } })).body
+        const { say, session, user } = yield* mockSession
         // A pair split across two chunks is whole again; a high surrogate with no low one after it is not.
         yield* upstream.script(
           Mock.stream([Mock.chatText(["a\u0000b \uD83D", "\uDE00 c\uD800d"], [5, 5])]),
@@ -145,9 +152,9 @@ describe("runs through an upstream model", () => {
         )
         // Before: the session's log write was refused (jsonb takes no \u0000), tried again and again, and the turn
         // never ended.
-        const first = yield* streamOf(`/v1/sessions/${session.id}/events`, { token: user.token, body: { type: "message", message: "hi" } })
+        const first = yield* say("hi")
         assert.strictEqual(textOf(first), "a\uFFFDb \uD83D\uDE00 c\uFFFDd")
-        const second = yield* streamOf(`/v1/sessions/${session.id}/events`, { token: user.token, body: { type: "message", message: "again" } })
+        const second = yield* say("again")
         assert.strictEqual(textOf(second), "next")
         const detail = yield* request("GET", `/v1/sessions/${session.id}`, { token: user.token })
         assert.deepStrictEqual(detail.body.messages.map((m: { role: string }) => m.role), ["user", "assistant", "user", "assistant"])
@@ -156,14 +163,12 @@ describe("runs through an upstream model", () => {
     it.effect("an upstream's error with a NUL in its message: the session's turn fails in words, and the next one runs", () =>
       Effect.gen(function*() {
         const upstream = yield* Mock.Upstream
-        const user = yield* newUser
-        const agent = yield* mockAgent(user.token)
-        const session = (yield* request("POST", "/v1/sessions", { token: user.token, body: { agent, title: "t" } })).body
+        const { say } = yield* mockSession
         yield* upstream.script(Mock.status(400, { error: { message: "bad \u0000 input" } }), Mock.stream([Mock.chatText(["next"], [5, 5])]))
-        const first = yield* streamOf(`/v1/sessions/${session.id}/events`, { token: user.token, body: { type: "message", message: "hi" } })
+        const first = yield* say("hi")
         const failed = first.events.find((e) => e.event === "run.failed")!.data
         assert.include(failed.message, "bad \uFFFD input")
-        const second = yield* streamOf(`/v1/sessions/${session.id}/events`, { token: user.token, body: { type: "message", message: "again" } })
+        const second = yield* say("again")
         assert.strictEqual(textOf(second), "next")
       }))
   })
