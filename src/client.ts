@@ -17,11 +17,10 @@ export { PublicEvent, RunFailed } from "./runtime/Domain.js"
 /** The branded ids the endpoints take (`FileId.make("file_…")`): a brand names the kind of id, the wire is the string. */
 export { FileId } from "./files/Domain.js"
 export { VectorStoreId } from "./knowledge/Domain.js"
-export { FactId } from "./memory/Api.js"
 export { ResponseId } from "./responses/Api.js"
 export { ScheduleId } from "./schedules/Domain.js"
 export { AgentId, ApiKeyId, AppId, EnvironmentId, SessionId, UserId } from "./platform/Ids.js"
-export { ApprovalId, RunId } from "./runtime/Domain.js"
+export { ApprovalId, FactId, RunId } from "./runtime/Domain.js"
 
 /**
  * A typed client of the platform's API for TypeScript callers, derived from the same `HttpApi` the server serves

@@ -5,6 +5,11 @@ import { Schema } from "effect"
 import { PlatformAuthentication } from "../identity/Domain.js"
 import { InvalidRequest, NotFound, ServiceUnavailable } from "../platform/Errors.js"
 import { ListParams } from "../platform/http/Lists.js"
+import { prefixedId } from "../platform/Ids.js"
+
+/** A stored credential's id (`cred_…`). */
+export const CredentialId = prefixedId("cred", "CredentialId")
+export type CredentialId = typeof CredentialId.Type
 
 const ServerUrl = Schema.String.pipe(
   Schema.filter((url) => {
@@ -23,7 +28,7 @@ const Token = Schema.Redacted(
 )
 
 export const CredentialView = Schema.Struct({
-  id: Schema.String,
+  id: CredentialId,
   server_url: Schema.String,
   /** The token's last four characters (12 or more characters), else `****`: enough to tell two apart. */
   hint: Schema.String,
@@ -54,8 +59,8 @@ export class CredentialsApi extends HttpApiGroup.make("credentials")
   )
   .add(
     HttpApiEndpoint.del("delete", "/v1/credentials/:id")
-      .setPath(Schema.Struct({ id: Schema.String }))
-      .addSuccess(Schema.Struct({ id: Schema.String, deleted: Schema.Literal(true) }))
+      .setPath(Schema.Struct({ id: CredentialId.unchecked }))
+      .addSuccess(Schema.Struct({ id: CredentialId, deleted: Schema.Literal(true) }))
       .addError(NotFound)
   )
   .middleware(PlatformAuthentication)

@@ -1,6 +1,7 @@
 import { Effect, Option, Redacted } from "effect"
 import { NotFound, ServiceUnavailable } from "../platform/Errors.js"
-import { randomBase62, type UserId } from "../platform/Ids.js"
+import type { UserId } from "../platform/Ids.js"
+import { CredentialId } from "./Api.js"
 import { CredentialsRepo } from "./Repo.js"
 import { SecretBox } from "./SecretBox.js"
 
@@ -34,7 +35,7 @@ export class Credentials extends Effect.Service<Credentials>()("atrium/credentia
     const unavailable = () =>
       new ServiceUnavailable({ message: "Credentials need SECRETS_KEY: set it on every process of this deployment." })
 
-    const view = (row: { id: string; serverUrl: string; hint: string; createdAt: Date }) => ({
+    const view = (row: { id: CredentialId; serverUrl: string; hint: string; createdAt: Date }) => ({
       id: row.id,
       server_url: row.serverUrl,
       hint: row.hint,
@@ -46,7 +47,7 @@ export class Credentials extends Effect.Service<Credentials>()("atrium/credentia
       if (Option.isNone(sealed)) return yield* unavailable()
       const secret = Redacted.value(token)
       const row = yield* repo.upsert({
-        id: `cred_${randomBase62(20)}`,
+        id: CredentialId.random(),
         ...owner,
         serverUrl: serverKey(serverUrl),
         secret: sealed.value,
@@ -59,7 +60,7 @@ export class Credentials extends Effect.Service<Credentials>()("atrium/credentia
       return (yield* repo.list(owner)).map(view)
     })
 
-    const remove = Effect.fn("Credentials.remove")(function*(owner: Owner, id: string) {
+    const remove = Effect.fn("Credentials.remove")(function*(owner: Owner, id: CredentialId) {
       if (!(yield* repo.remove({ ...owner, id }))) return yield* new NotFound({ message: `No credential ${id}.` })
     })
 

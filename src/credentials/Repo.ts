@@ -2,9 +2,10 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Schema } from "effect"
 import { UserId } from "../platform/Ids.js"
+import { CredentialId } from "./Api.js"
 
 export const CredentialRow = Schema.Struct({
-  id: Schema.String,
+  id: CredentialId,
   accountId: UserId,
   endUserId: Schema.String,
   serverUrl: Schema.String,
@@ -24,7 +25,7 @@ export class CredentialsRepo extends Effect.Service<CredentialsRepo>()("atrium/c
 
     /** One credential per (account, end user, server): a new one replaces the old. */
     const upsert = SqlSchema.single({
-      Request: Schema.Struct({ ...Owner.fields, id: Schema.String, serverUrl: Schema.String, secret: Schema.String, hint: Schema.String }),
+      Request: Schema.Struct({ ...Owner.fields, id: CredentialId, serverUrl: Schema.String, secret: Schema.String, hint: Schema.String }),
       Result: CredentialRow,
       execute: (row) =>
         sql`
@@ -55,8 +56,8 @@ export class CredentialsRepo extends Effect.Service<CredentialsRepo>()("atrium/c
     })
 
     const remove = SqlSchema.findAll({
-      Request: Schema.Struct({ ...Owner.fields, id: Schema.String }),
-      Result: Schema.Struct({ id: Schema.String }),
+      Request: Schema.Struct({ ...Owner.fields, id: CredentialId }),
+      Result: Schema.Struct({ id: CredentialId }),
       execute: (key) =>
         sql`
           DELETE FROM credentials WHERE id = ${key.id} AND account_id = ${key.accountId} AND end_user_id = ${key.endUserId}

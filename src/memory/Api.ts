@@ -4,11 +4,7 @@ import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { PlatformAuthentication } from "../identity/Domain.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
-import { prefixedId } from "../platform/Ids.js"
-
-/** A fact's id (`fact_…`): random, or derived from the tool call that wrote it (docs/memory.md). */
-export const FactId = prefixedId("fact", "FactId")
-export type FactId = typeof FactId.Type
+import { FactId } from "../runtime/Domain.js"
 
 /** Which expert's memory: its identifier (the caller's end user is the request's own). */
 const AgentParam = Schema.Struct({

@@ -1,6 +1,5 @@
 import { Effect, Layer } from "effect"
 import { ExpertMemory } from "../runtime/Ports.js"
-import { FactId } from "./Api.js"
 import { Extraction } from "./Extraction.js"
 import { Memory } from "./Memory.js"
 
@@ -15,8 +14,7 @@ export const ExpertMemoryLive = Layer.effect(
       append: (owner, label, text, call) => memory.append(owner, label, text, "model", call),
       search: memory.search,
       addFact: (owner, text, call) => memory.addFact(owner, text, "model", call),
-      // The model's word for the fact: one of the wrong kind is no fact of this user's, as an unknown one.
-      supersede: (owner, id, text, call) => memory.supersede(owner, FactId.unchecked.make(id), text, "model", call),
+      supersede: (owner, id, text, call) => memory.supersede(owner, id, text, "model", call),
       afterTurn: extraction.afterTurn
     }))
 ).pipe(Layer.provide([Memory.Default, Extraction.Default]))

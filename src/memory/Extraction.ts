@@ -12,7 +12,7 @@ import { costOf } from "../runtime/Run.js"
 import { CONTEXT_FACTS, renderMemory } from "../runtime/tools/Memory.js"
 import { MemoryConfig } from "./Config.js"
 import { Memory } from "./Memory.js"
-import { FactId } from "./Api.js"
+import { FactId } from "../runtime/Domain.js"
 import { type ExtractionTurnRow, ExtractionTurnsRepo } from "./Repo.js"
 import { Wallets } from "../billing/Wallets.js"
 

@@ -7,7 +7,7 @@ import type { AgentId } from "../platform/Ids.js"
 import type { MemoryBlockSetting, MemorySettings } from "../runtime/Expert.js"
 import { type MemoryBlock, type MemoryFact, type MemoryOwner, MemoryRefused } from "../runtime/Ports.js"
 import { MAX_FACT_CHARS } from "../runtime/tools/Memory.js"
-import { FactId } from "./Api.js"
+import { FactId } from "../runtime/Domain.js"
 import { type BlockRow, type FactRow, type MemoryKey, MemoryRepo } from "./Repo.js"
 import { canUseMemoryOf, readsDraft } from "./Policy.js"
 

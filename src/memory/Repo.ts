@@ -3,7 +3,7 @@ import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Option, Schema } from "effect"
 import { AgentId, UserId } from "../platform/Ids.js"
 import { RunId } from "../runtime/Domain.js"
-import { FactId } from "./Api.js"
+import { FactId } from "../runtime/Domain.js"
 
 /** Whose memory: the expert and the end user's partition (account + end user id). */
 const Owner = Schema.Struct({ agentId: Schema.String, accountId: UserId, endUserId: Schema.String })

@@ -4,9 +4,14 @@ import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { UserAuthentication } from "../identity/Domain.js"
 import { InvalidRequest, NotFound } from "../platform/Errors.js"
+import { prefixedId } from "../platform/Ids.js"
+
+/** A notification's id (`ntf_…`). */
+export const NotificationId = prefixedId("ntf", "NotificationId")
+export type NotificationId = typeof NotificationId.Type
 
 const NotificationView = Schema.Struct({
-  id: Schema.String,
+  id: NotificationId,
   kind: Schema.String,
   title: Schema.String,
   body: Schema.String,
@@ -24,7 +29,7 @@ export class NotificationsApi extends HttpApiGroup.make("notifications")
   )
   .add(
     HttpApiEndpoint.post("read", "/api/notifications/:id/read")
-      .setPath(Schema.Struct({ id: Schema.String }))
+      .setPath(Schema.Struct({ id: NotificationId.unchecked }))
       .addSuccess(NotificationView)
       .addError(NotFound)
   )

@@ -1,5 +1,6 @@
 import { Effect } from "effect"
-import { randomBase62, type UserId } from "../platform/Ids.js"
+import type { UserId } from "../platform/Ids.js"
+import { NotificationId } from "./Api.js"
 import { NotificationsRepo } from "./Repo.js"
 
 
@@ -13,13 +14,13 @@ export class Notifications extends Effect.Service<Notifications>()("atrium/notif
     return {
       notify: Effect.fn("Notifications.notify")(
         function*(userId: UserId, kind: string, title: string, body: string, data: Record<string, unknown> = {}) {
-          yield* repo.insert({ id: `ntf_${randomBase62(20)}`, userId, kind, title, body, data })
+          yield* repo.insert({ id: NotificationId.random(), userId, kind, title, body, data })
         }
       ),
       list: (userId: UserId, limit = 100) => repo.list(userId, limit),
       unread: (userId: UserId) => repo.unread(userId),
       /** Marks one as read (keeping the first time it was read); none when it is not the user's. */
-      markRead: (userId: UserId, id: string) => repo.markRead(userId, id)
+      markRead: (userId: UserId, id: NotificationId) => repo.markRead(userId, id)
     } as const
   }),
   dependencies: [NotificationsRepo.Default]

@@ -2,10 +2,11 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Schema } from "effect"
 import { UserId } from "../platform/Ids.js"
+import { NotificationId } from "./Api.js"
 
 /** A notification row; `data` is jsonb (an object from node-postgres, a string from some drivers). */
 const NotificationRow = Schema.Struct({
-  id: Schema.String,
+  id: NotificationId,
   kind: Schema.String,
   title: Schema.String,
   body: Schema.String,
@@ -25,7 +26,7 @@ export class NotificationsRepo extends Effect.Service<NotificationsRepo>()("atri
 
     const insert = SqlSchema.void({
       Request: Schema.Struct({
-        id: Schema.String,
+        id: NotificationId,
         userId: UserId,
         kind: Schema.String,
         title: Schema.String,
@@ -48,13 +49,13 @@ export class NotificationsRepo extends Effect.Service<NotificationsRepo>()("atri
     })
 
     const unread = SqlSchema.single({
-      Request: Schema.String,
+      Request: UserId,
       Result: Schema.Struct({ count: Schema.NumberFromString }),
       execute: (userId) => sql`SELECT COUNT(*)::text AS count FROM notifications WHERE user_id = ${userId} AND read_at IS NULL`
     })
 
     const markRead = SqlSchema.findOne({
-      Request: Schema.Struct({ userId: UserId, id: Schema.String }),
+      Request: Schema.Struct({ userId: UserId, id: NotificationId }),
       Result: NotificationRow,
       execute: ({ id, userId }) =>
         sql`
@@ -67,7 +68,7 @@ export class NotificationsRepo extends Effect.Service<NotificationsRepo>()("atri
       insert: (n: Parameters<typeof insert>[0]) => Effect.orDie(insert(n)),
       list: (userId: UserId, limit: number) => Effect.orDie(list({ userId, limit })),
       unread: (userId: UserId) => Effect.orDie(Effect.map(unread(userId), (row) => row.count)),
-      markRead: (userId: UserId, id: string) => Effect.orDie(markRead({ userId, id }))
+      markRead: (userId: UserId, id: NotificationId) => Effect.orDie(markRead({ userId, id }))
     } as const
   })
 }) {}

@@ -11,6 +11,13 @@ import { RunStartHeaders } from "../platform/http/Headers.js"
 export const ResponseId = prefixedId("resp", "ResponseId")
 export type ResponseId = typeof ResponseId.Type
 
+/**
+ * An output item's id within a response, as OpenAI's: its prefix is the item's type (`msg_`, `fc_`, `fs_`), so no one
+ * prefix is checked; what an `item_reference` names, found among the caller's own responses or not at all.
+ */
+export const ResponseItemId = Schema.String.pipe(Schema.brand("ResponseItemId"))
+export type ResponseItemId = typeof ResponseItemId.Type
+
 const ContentPart = Schema.Struct({ type: Schema.String, text: Schema.optional(Schema.String) })
 
 /** One input item: a message (by `role`) or the output of the caller's function call; other types are refused. */

@@ -4,7 +4,7 @@ import { Effect, Option, Schema } from "effect"
 import { SessionId, UserId } from "../platform/Ids.js"
 import { RunId } from "../runtime/Domain.js"
 import type { Partition } from "../identity/Partition.js"
-import { ResponseId } from "./Api.js"
+import { ResponseId, ResponseItemId } from "./Api.js"
 
 const Json = Schema.Unknown
 
@@ -83,7 +83,7 @@ export class ResponsesRepo extends Effect.Service<ResponsesRepo>()("atrium/respo
 
     /** The output item `itemId` of one of the partition's responses (what an `item_reference` names). */
     const findItem = SqlSchema.findOne({
-      Request: Schema.Struct({ itemId: Schema.String, accountId: UserId, endUserId: Schema.String }),
+      Request: Schema.Struct({ itemId: ResponseItemId, accountId: UserId, endUserId: Schema.String }),
       Result: Schema.Struct({ item: Json }),
       execute: ({ accountId, endUserId, itemId }) =>
         sql`
@@ -108,7 +108,7 @@ export class ResponsesRepo extends Effect.Service<ResponsesRepo>()("atrium/respo
       setTurn: (id: ResponseId, turn: number) => Effect.orDie(turnOf({ id, turn })),
       remove: (partition: Partition, id: ResponseId) =>
         Effect.map(remove({ id, accountId: partition.accountId, endUserId: partition.endUserId }), (rows) => rows.length > 0).pipe(Effect.orDie),
-      item: (partition: Partition, itemId: string) =>
+      item: (partition: Partition, itemId: ResponseItemId) =>
         findItem({ itemId, accountId: partition.accountId, endUserId: partition.endUserId }).pipe(
           Effect.map(Option.map((row) => parsed(row.item) as Record<string, unknown>)),
           Effect.orDie

@@ -12,7 +12,7 @@ import { BackgroundRuns, type StoredRequest } from "../runs/Background.js"
 import { RunRecords, TERMINAL } from "../runs/Repo.js"
 import { wireStatus } from "../runs/Views.js"
 import { Sessions } from "../sessions/Sessions.js"
-import { type InputItem, type ResponsePayload, ResponseId } from "./Api.js"
+import { type InputItem, type ResponsePayload, ResponseId, ResponseItemId } from "./Api.js"
 import { type ResponseRow, ResponsesRepo } from "./Repo.js"
 import { fileSearchOf } from "./FileSearch.js"
 import { type Frame, ResponseBuilder, suffix } from "./Builder.js"
@@ -244,7 +244,7 @@ export class Responses extends Effect.Service<Responses>()("atrium/responses/Res
         : yield* Effect.forEach(payload.input, (item, index) =>
           item.type !== "item_reference"
             ? Effect.succeed(item)
-            : Effect.flatMap(repo.item(partition, item.id ?? ""), (found) =>
+            : Effect.flatMap(repo.item(partition, ResponseItemId.make(item.id ?? "")), (found) =>
               Option.isNone(found)
                 ? Effect.fail(invalid(`input[${index}].id`, `no output item ${item.id} of your responses`))
                 : Effect.succeed(found.value as InputItem)))

@@ -16,6 +16,13 @@ export type RunId = typeof RunId.Type
 export const ApprovalId = prefixedId("apv", "ApprovalId")
 export type ApprovalId = typeof ApprovalId.Type
 
+/**
+ * A memory fact's id (`fact_…`): random, or derived from the tool call that wrote it (docs/memory.md). Here because
+ * the engine's memory tools name facts as well as the memory domain that keeps them.
+ */
+export const FactId = prefixedId("fact", "FactId")
+export type FactId = typeof FactId.Type
+
 const event = <Type extends string, Fields extends Schema.Struct.Fields>(type: Type, fields: Fields) =>
   Schema.Struct({
     type: Schema.Literal(type),

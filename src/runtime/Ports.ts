@@ -1,6 +1,6 @@
 import { Context, Data, type Effect, type Option } from "effect"
 import type { UserId } from "../platform/Ids.js"
-import type { RunId } from "./Domain.js"
+import type { FactId, RunId } from "./Domain.js"
 import type { Fence } from "../platform/cluster/Fences.js"
 import type { Micros } from "../platform/Money.js"
 import type { Partition } from "../identity/Partition.js"
@@ -118,7 +118,7 @@ export interface MemoryBlock {
 
 /** A fact as the turn's context and the tools show it. */
 export interface MemoryFact {
-  readonly id: string
+  readonly id: FactId
   readonly text: string
   readonly validFrom: Date
   readonly supersededAt: Date | null
@@ -151,7 +151,7 @@ export class ExpertMemory extends Context.Tag("atrium/runtime/ExpertMemory")<Exp
   }>
   readonly addFact: (owner: MemoryOwner, text: string, call: string) => Effect.Effect<MemoryFact, MemoryRefused>
   /** A newer fact in place of `id`, which stays, marked superseded. */
-  readonly supersede: (owner: MemoryOwner, id: string, text: string, call: string) => Effect.Effect<MemoryFact, MemoryRefused>
+  readonly supersede: (owner: MemoryOwner, id: FactId, text: string, call: string) => Effect.Effect<MemoryFact, MemoryRefused>
   /**
    * A turn of an expert with extraction finished: memory may propose facts and block edits from it, later and
    * elsewhere (this returns at once; the turn never waits for it), at most one model call per turn.

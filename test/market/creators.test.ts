@@ -111,6 +111,7 @@ describe("creators", () => {
         const note = (yield* notificationsOf(owner.token)).data[0]!
         assertError(yield* request("POST", `/api/notifications/${note.id}/read`, { token: other.token }), 404, "not_found")
         assertError(yield* request("POST", "/api/notifications/ntf_unknown/read", { token: owner.token }), 404, "not_found")
+        assertError(yield* request("POST", `/api/notifications/usr_${note.id.slice("ntf_".length)}/read`, { token: owner.token }), 404, "not_found")
         assert.strictEqual((yield* notificationsOf(owner.token)).data[0]!.read, false)
         assert.deepStrictEqual((yield* notificationsOf(other.token)).data, [])
         assertError(yield* request("GET", "/api/notifications"), 401, "unauthorized")

@@ -3622,6 +3622,7 @@ export interface components {
                 };
             };
         };
+        CredentialId: string;
         /** NotUsedYet */
         NotUsedYet: {
             error: {
@@ -3654,6 +3655,7 @@ export interface components {
                 };
             };
         };
+        NotificationId: string;
         ExpertConfig: {
             name: string;
             description: string;
@@ -11233,7 +11235,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
-                            id: string;
+                            id: components["schemas"]["CredentialId"];
                             server_url: string;
                             hint: string;
                             created_at: string;
@@ -11294,7 +11296,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["CredentialId"];
                         server_url: string;
                         hint: string;
                         created_at: string;
@@ -11348,7 +11350,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["CredentialId"];
                         /** @enum {boolean} */
                         deleted: true;
                     };
@@ -12628,7 +12630,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
-                            id: string;
+                            id: components["schemas"]["NotificationId"];
                             kind: string;
                             title: string;
                             body: string;
@@ -12682,7 +12684,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        id: string;
+                        id: components["schemas"]["NotificationId"];
                         kind: string;
                         title: string;
                         body: string;

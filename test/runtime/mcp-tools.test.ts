@@ -157,6 +157,9 @@ describe("remote MCP tools", () => {
         const added = toolCall(yield* live.rest)
         assert.strictEqual(added.result.content[0].text, "5")
 
+        // An id of another kind is no credential of theirs (404), and removes nothing.
+        const wrongKind = yield* request("DELETE", `/v1/credentials/run_${stored.body.id.slice("cred_".length)}`, { token: key.key, headers: { "x-end-user-id": "alice" } })
+        assert.strictEqual(wrongKind.status, 404, wrongKind.text)
         const removed = yield* request("DELETE", `/v1/credentials/${stored.body.id}`, { token: key.key, headers: { "x-end-user-id": "alice" } })
         assert.strictEqual(removed.status, 200, removed.text)
         const gone = toolCall(yield* runAgent(alice, agent, "/tool local__whoami {}"))

@@ -1,5 +1,6 @@
 import { Effect, Either, Option, ParseResult, Schema } from "effect"
 import { MEMORY_TOOLS, type MemoryToolName } from "../Expert.js"
+import { FactId } from "../Domain.js"
 import { ExpertMemory, type MemoryBlock, type MemoryFact, type MemoryOwner } from "../Ports.js"
 import { ToolFailure } from "./Tools.js"
 
@@ -41,7 +42,8 @@ export const MEMORY_TOOL_SPECS = {
   },
   fact_supersede: {
     description: "Replaces a fact that is no longer true with a newer one; the old fact is kept, marked superseded.",
-    parameters: Schema.Struct({ id: Schema.String.pipe(Schema.maxLength(64)), text: FactText })
+    // The model's word for the fact, unchecked: one of the wrong kind is no fact of this user's, as an unknown one.
+    parameters: Schema.Struct({ id: FactId.unchecked.pipe(Schema.maxLength(64)), text: FactText })
   },
   memory_save: {
     description: "Saves a note to this agent's memory of the user, for later conversations (a fact).",

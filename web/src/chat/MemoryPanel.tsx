@@ -1,5 +1,5 @@
 import { useEffect, useState } from "react"
-import { FactId } from "../../../src/memory/Api.js"
+import { FactId } from "../../../src/runtime/Domain.js"
 import { call } from "../api.js"
 
 interface Block {
