@@ -15,25 +15,31 @@ export const storableText = (text: string): string => UNSTORABLE.test(text) ? te
 /** A JSON-like value (a tool's result, a call's arguments) with every string and key made storable. */
 export const storableValue = <A>(value: A): A => {
   if (typeof value === "string") return storableText(value) as A
+  // Copied only from the first character mended on: a run tells every event through here, and nearly none has one.
   if (Array.isArray(value)) {
-    let changed = false
-    const mended = value.map((item) => {
-      const next = storableValue(item)
-      if (next !== item) changed = true
-      return next
-    })
-    return (changed ? mended : value) as A
+    let mended: Array<unknown> | undefined
+    for (let index = 0; index < value.length; index++) {
+      const next = storableValue(value[index])
+      if (mended === undefined && next !== value[index]) mended = value.slice(0, index)
+      mended?.push(next)
+    }
+    return (mended ?? value) as A
   }
   if (typeof value === "object" && value !== null && Object.getPrototypeOf(value) === Object.prototype) {
-    let changed = false
-    const mended: Record<string, unknown> = {}
-    for (const [key, item] of Object.entries(value)) {
+    const entries = value as Record<string, unknown>
+    const keys = Object.keys(entries)
+    let mended: Record<string, unknown> | undefined
+    for (let index = 0; index < keys.length; index++) {
+      const key = keys[index]!
       const name = storableText(key)
-      const next = storableValue(item)
-      if (name !== key || next !== item) changed = true
-      mended[name] = next
+      const next = storableValue(entries[key])
+      if (mended === undefined && (name !== key || next !== entries[key])) {
+        mended = {}
+        for (const earlier of keys.slice(0, index)) mended[earlier] = entries[earlier]
+      }
+      if (mended !== undefined) mended[name] = next
     }
-    return (changed ? mended : value) as A
+    return (mended ?? value) as A
   }
   return value
 }

@@ -19,6 +19,13 @@ describe("storable text", () => {
       "k\uFFFD": ["a\uFFFD", 1, null, { deep: "\uFFFD" }],
       n: 2
     })
+    // What comes before and after the first mended character is kept, in order.
+    assert.deepStrictEqual(storableValue<unknown>({ a: 1, b: ["x", "y", "z\u0000", "w"], c: { d: 2, "e\u0000": 3, f: 4 }, g: 5 }), {
+      a: 1,
+      b: ["x", "y", "z\uFFFD", "w"],
+      c: { d: 2, "e\uFFFD": 3, f: 4 },
+      g: 5
+    })
     const clean = { a: ["b", { c: "d" }], e: 1 }
     assert.strictEqual(storableValue(clean), clean)
   })
