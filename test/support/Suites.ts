@@ -44,6 +44,30 @@ export const EMBEDDED_ONLY: Readonly<Record<string, Once>> = {
       "is the clustered runner, which built alone (no server around it) never answered, and the same path is taken by " +
       "the HTTP suites (test/billing/concurrency.test.ts, wallet.test.ts), whose one runner owns every wallet"
   },
+  // The contract as clients see it: what they read is the server's answer, the same over either storage, and every
+  // route's storage is the services suite's through the domains' own files (session 27: a third of CI's time was
+  // these files run twice).
+  "test/openai/openapi.test.ts": { embedded: "what the OpenAPI document says (streams, headers, servers, summaries): built from the contract, not the storage" },
+  "test/openai/typed-client.test.ts": { embedded: "the typed client decoding the server's answers: the contract's shapes, the same over either storage" },
+  "test/openai/failures.test.ts": {
+    embedded: "which status a deterministic failure reaches each client with, and that it is retried by none: the error's mapping, not the storage"
+  },
+  "test/openai/structured-output.test.ts": {
+    embedded: "structured answers through every client, checked against their schema before they are told: the engine's, not the storage's"
+  },
+  "test/runs/stream.test.ts": {
+    embedded: "the stream's framing, its 20 events, a disconnect's cancel and heartbeats: the SSE layer over the engine; a run's storage is the runs suites'"
+  },
+  "test/mcp/errors.test.ts": { embedded: "MCP protocol errors and the 401 without a credential: the protocol layer, before any storage" },
+  "test/mcp/engine.test.ts": {
+    embedded:
+      "the six engine tools' rules through the MCP client; the runs, wallets and agents they reach are checked over PostgreSQL by " +
+      "the runs, billing and agents suites"
+  },
+  "test/security/text.test.ts": {
+    embedded: "text PostgreSQL refuses is refused at the edge, before any storage (PGlite is PostgreSQL, and refuses it the same)"
+  },
+  "test/web/serving.test.ts": { embedded: "the web app's files served from WEB_DIST: no storage in what it proves" },
   // No storage.
   "test/agents/policy.test.ts": "unit",
   "test/billing/app-directory.test.ts": "unit",
