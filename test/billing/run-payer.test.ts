@@ -1,6 +1,6 @@
 import { Sharding } from "@effect/cluster"
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Effect, Either, Exit, Fiber, Layer, Option, TestClock, TestContext } from "effect"
+import { Cause, ConfigProvider, Effect, Either, Exit, Fiber, Layer, Option, TestClock, TestContext } from "effect"
 import { OUTAGE_WINDOW, RunPayerLive } from "../../src/billing/RunPayerLive.js"
 import { UserId } from "../../src/platform/Ids.js"
 import { WalletFailure } from "../../src/billing/Domain.js"
@@ -118,10 +118,11 @@ describe("RunPayerLive: a run's settle", () => {
 
   it.effect("of a run cut short on a stopping embedded runner fails at once, without asking the wallet nobody owns", () => {
     const { calls, layer } = deadlineWallets(1_000)
-    // The embedded runner (no DATABASE_URL), stopping: it let go of every shard, and it is its cluster's only runner.
+    // The embedded runner (nothing configured: no DATABASE_URL), stopping: it let go of every shard, and it is its
+    // cluster's only runner.
     const stopping = Layer.mergeAll(
-      Layer.succeed(Sharding.Sharding, { isShutdown: Effect.succeed(true) } as unknown as Sharding.Sharding),
-      Layer.succeed(AppConfig, { databaseUrl: Option.none() } as unknown as AppConfig)
+      Layer.succeed(Sharding.Sharding, { isShutdown: Effect.succeed(true) } as unknown as Sharding.Sharding["Type"]),
+      AppConfig.Default.pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map()))))
     )
     return Effect.gen(function*() {
       const payer = yield* RunPayer
