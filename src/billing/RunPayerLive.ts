@@ -1,7 +1,12 @@
-import { Cause, Clock, Duration, Effect, Either, Layer, Schedule } from "effect"
+import { Sharding } from "@effect/cluster"
+import { Cause, Clock, Duration, Effect, Either, Layer, Option, Schedule } from "effect"
+import { AppConfig } from "../platform/Config.js"
 import { failoverBudget } from "../platform/cluster/Budget.js"
+import type { Fence } from "../platform/cluster/Fences.js"
+import type { UserId } from "../platform/Ids.js"
+import type { Micros } from "../platform/Money.js"
 import { EntityDeadline, isOutage } from "../platform/Outage.js"
-import { InsufficientFunds, PaymentFailed, RunPayer } from "../runtime/Ports.js"
+import { InsufficientFunds, PaymentFailed, RunPayer, type RunCharge } from "../runtime/Ports.js"
 import { Wallets } from "./Wallets.js"
 
 /**
@@ -57,8 +62,39 @@ const unanswered = (defect: unknown) => Effect.fail(new PaymentFailed({ message:
 /** The run engine's payer: the account's wallet, charged per run step as a `usage` entry of scope `run`. */
 export const RunPayerLive = Layer.effect(
   RunPayer,
-  Effect.map(Wallets, (wallets) =>
-    RunPayer.of({
+  Effect.gen(function*() {
+    const wallets = yield* Wallets
+    /**
+     * Whether this runner is stopping and no other runner can answer its wallets: the embedded runner is its cluster's
+     * only one, and a stopping runner lets go of every shard as its first entity stops (`preemptiveShutdown`), so a
+     * wallet call from a turn its shutdown cut waited out the whole `CUT_WINDOW` for an owner that never comes: every
+     * SIGTERM with a turn in flight took `SHUTDOWN_GRACE` and 12 s more. Read where provided (the platform always
+     * provides both; a payer built over a bare `Wallets` has neither).
+     */
+    const sharding = yield* Effect.serviceOption(Sharding.Sharding)
+    const embedded = Option.exists(yield* Effect.serviceOption(AppConfig), (config) => Option.isNone(config.databaseUrl))
+    const noOwnerLeft = Option.isSome(sharding) && embedded ? sharding.value.isShutdown : Effect.succeed(false)
+    const settleNow = (
+      accountId: UserId,
+      holdId: string,
+      charges: ReadonlyArray<{ readonly amount: Micros; readonly charge: RunCharge }>,
+      fence: Fence | null,
+      cut: boolean
+    ) =>
+      wallets.settle(
+        accountId,
+        holdId,
+        charges.map(({ amount, charge }) => ({
+          amount,
+          entry: { kind: "usage", scope: "run", key: charge.key, description: charge.description }
+        })),
+        fence
+      ).pipe(
+        throughOutages(cut ? CUT_WINDOW : OUTAGE_WINDOW),
+        Effect.map((answers) => answers.map(Either.isRight)),
+        Effect.catchAllDefect(unanswered)
+      )
+    return RunPayer.of({
       charge: (accountId, amount, charge) =>
         wallets.chargeFor(accountId, amount, { kind: "usage", scope: "run", key: charge.key, description: charge.description }, charge.fence ?? null).pipe(
           throughOutagesNow,
@@ -78,25 +114,19 @@ export const RunPayerLive = Layer.effect(
           Effect.catchAllDefect(unanswered)
         ),
       // A run that ended on its own waits out an outage for its settle (`OUTAGE_WINDOW`), one cut short does not.
+      // A cut run's next owner settles its hold: when none of the runners can take the wallet, now is not waited out.
       settle: (accountId, holdId, charges, fence, cut) =>
-        wallets.settle(
-          accountId,
-          holdId,
-          charges.map(({ amount, charge }) => ({
-            amount,
-            entry: { kind: "usage", scope: "run", key: charge.key, description: charge.description }
-          })),
-          fence
-        ).pipe(
-          throughOutages(cut ? CUT_WINDOW : OUTAGE_WINDOW),
-          Effect.map((answers) => answers.map(Either.isRight)),
-          Effect.catchAllDefect(unanswered)
-        ),
+        Effect.if(cut ? noOwnerLeft : Effect.succeed(false), {
+          onTrue: () =>
+            Effect.fail(new PaymentFailed({ message: "This runner is stopping and no runner is left to reach the wallet: the run's next owner settles its hold.", outage: true })),
+          onFalse: () => settleNow(accountId, holdId, charges, fence, cut)
+        }),
       voidHold: (accountId, holdId, fence) =>
         wallets.settle(accountId, holdId, [], fence, true).pipe(
           throughOutagesNow,
           Effect.asVoid,
           Effect.catchAllDefect(unanswered)
         )
-    }))
+    })
+  })
 )

@@ -1,10 +1,12 @@
+import { Sharding } from "@effect/cluster"
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Effect, Either, Exit, Fiber, Layer, Option, TestClock, TestContext } from "effect"
+import { Cause, ConfigProvider, Effect, Either, Exit, Fiber, Layer, Option, TestClock, TestContext } from "effect"
 import { OUTAGE_WINDOW, RunPayerLive } from "../../src/billing/RunPayerLive.js"
 import { UserId } from "../../src/platform/Ids.js"
 import { WalletFailure } from "../../src/billing/Domain.js"
 import { Wallets } from "../../src/billing/Wallets.js"
 import { ENTITY_DEADLINE } from "../../src/platform/Cluster.js"
+import { AppConfig } from "../../src/platform/Config.js"
 import { EntityDeadline } from "../../src/platform/Outage.js"
 import { RunPayer } from "../../src/runtime/Ports.js"
 
@@ -112,5 +114,29 @@ describe("RunPayerLive: a run's settle", () => {
       assert.isTrue(Exit.isFailure(exit))
       assert.strictEqual(calls.settle, 1)
     }).pipe(Effect.provide(layer), Effect.provide(TestContext.TestContext))
+  })
+
+  it.effect("of a run cut short on a stopping embedded runner fails at once, without asking the wallet nobody owns", () => {
+    const { calls, layer } = deadlineWallets(1_000)
+    // The embedded runner (nothing configured: no DATABASE_URL), stopping: it let go of every shard, and it is its
+    // cluster's only runner.
+    const stopping = Layer.mergeAll(
+      Layer.succeed(Sharding.Sharding, { isShutdown: Effect.succeed(true) } as unknown as Sharding.Sharding["Type"]),
+      AppConfig.Default.pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map()))))
+    )
+    return Effect.gen(function*() {
+      const payer = yield* RunPayer
+      const cut = yield* Effect.fork(payer.settle(ACCOUNT, "hold", step, null, true))
+      yield* TestClock.adjust("1 millis")
+      const exit = yield* Fiber.poll(cut)
+      yield* Fiber.interrupt(cut)
+      assert.strictEqual(calls.settle, 0)
+      assert.isTrue(Option.exists(exit, (exit) => Exit.isFailure(exit) && Cause.failureOption(exit.cause).pipe(Option.exists((e) => e._tag === "PaymentFailed"))))
+      // A run that ended on its own is not cut: its settle still goes to the wallet, as before.
+      const settling = yield* Effect.fork(payer.settle(ACCOUNT, "hold", step, null, false))
+      yield* TestClock.adjust(OUTAGE_WINDOW)
+      yield* Fiber.await(settling)
+      assert.isAbove(calls.settle, 0)
+    }).pipe(Effect.provide(layer.pipe(Layer.provide(stopping))), Effect.provide(TestContext.TestContext))
   })
 })

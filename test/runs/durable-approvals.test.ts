@@ -27,6 +27,8 @@ const waitingRun = (key: string, agent: string) =>
     assert.strictEqual(started.status, 202, started.text)
     const live = yield* openStream(`/v1/runs/${started.body.id}/events`, { token: key, method: "GET", headers: U1 })
     const asked = yield* live.until("approval.required")
+    // Let go: a follower still reading a run's log holds its server's stop for the whole SHUTDOWN_GRACE (10 s).
+    yield* live.cancel
     const required = asked.events.find((e) => e.event === "approval.required")
     assert.isDefined(required, asked.raw)
     return { id: started.body.id as string, approvalId: required!.data.approval_id as string, required: required!.data }
@@ -193,6 +195,7 @@ describe("durable approvals: a subagent's, inside a delegation", () => {
           assert.strictEqual(started.status, 202, started.text)
           const live = yield* openStream(`/v1/runs/${started.body.id}/events`, { token: key, method: "GET", headers: U1 })
           const asked = yield* live.until("approval.required")
+          yield* live.cancel
           const required = asked.events.find((e) => e.event === "approval.required")
           assert.isDefined(required, asked.raw)
           // The child's approval is the parent run's: its row names the workflow that waits for it.
