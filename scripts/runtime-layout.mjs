@@ -57,10 +57,19 @@ const cachedInstall = (cache) => {
   Fs.rmSync(build, { recursive: true, force: true })
   Fs.mkdirSync(build)
   install(build)
+  // An install of other package files is no longer wanted (a run building the same one at once keeps its own).
   for (const old of Fs.readdirSync(cache)) {
-    if (old.startsWith("deps-") && !old.includes(".build-")) Fs.rmSync(Path.join(cache, old), { recursive: true, force: true })
+    if (old.startsWith("deps-") && !old.includes(".build-") && Path.join(cache, old) !== dir) {
+      Fs.rmSync(Path.join(cache, old), { recursive: true, force: true })
+    }
   }
-  Fs.renameSync(build, dir)
+  try {
+    Fs.renameSync(build, dir)
+  } catch (error) {
+    // Another run put the same install in place first: that one is used.
+    Fs.rmSync(build, { recursive: true, force: true })
+    if (!Fs.existsSync(Path.join(dir, "node_modules", ".package-lock.json"))) throw error
+  }
   return dir
 }
 
