@@ -67,6 +67,22 @@ import { Wallets } from "./billing/Wallets.js"
 import { WalletLive } from "./billing/WalletEntity.js"
 import { WalletRelayLive } from "./billing/WalletRelay.js"
 import { MISSING_END_USER } from "./identity/Domain.js"
+import { AgentsConfig } from "./agents/Config.js"
+import { BillingConfig } from "./billing/Config.js"
+import { CredentialsConfig } from "./credentials/Config.js"
+import { DistillationConfig } from "./distillation/Config.js"
+import { EvalsConfig } from "./evals/Driver.js"
+import { FilesConfig } from "./files/Config.js"
+import { ChallengeConfig } from "./identity/Config.js"
+import { KnowledgeConfig } from "./knowledge/Config.js"
+import { MarketConfig } from "./market/Config.js"
+import { McpConfig } from "./mcp/Config.js"
+import { MemoryConfig } from "./memory/Config.js"
+import { RunsConfig } from "./runs/Config.js"
+import { ToolsConfig } from "./runtime/tools/Config.js"
+import { SchedulesConfig } from "./schedules/Config.js"
+import { SessionsConfig } from "./sessions/Config.js"
+import { WebhooksConfig } from "./webhooks/Config.js"
 
 /** The HTTP edge (platform/http/Edge.ts) over this platform's domains: login tokens, accounts, the storage route. */
 const Edge = HttpLayerRouter.middleware(
@@ -149,11 +165,37 @@ const Entities = Layer.mergeAll(
 )
 
 /**
+ * Every module's settings, read before the database opens: a bad setting (`PAYMENT_WEBHOOK_SECRET=`, an unfilled line
+ * of an env file) stops the start at once, naming it, rather than after PGlite has opened and the cluster has come up
+ * (seconds). The modules' own layers are these same values: a layer is built once per start.
+ */
+const Settings = Layer.mergeAll(
+  AppConfig.Default,
+  AgentsConfig.Default,
+  BillingConfig.Default,
+  ChallengeConfig.Default,
+  CredentialsConfig.Default,
+  DistillationConfig.Default,
+  EvalsConfig.Default,
+  FilesConfig.Default,
+  KnowledgeConfig.Default,
+  MarketConfig.Default,
+  McpConfig.Default,
+  MemoryConfig.Default,
+  RunsConfig.Default,
+  SchedulesConfig.Default,
+  SessionsConfig.Default,
+  ToolsConfig.Default,
+  WebhooksConfig.Default
+)
+
+/**
  * Everything the routes stand on: configuration, the database with its migrations, the key-value store, and the
  * cluster with its entities.
  */
 export const Infrastructure = Entities.pipe(
-  Layer.provideMerge(Layer.mergeAll(AppConfig.Default, DatabaseLive, KeyValueLive))
+  Layer.provideMerge(Layer.mergeAll(AppConfig.Default, DatabaseLive, KeyValueLive)),
+  Layer.provide(Settings)
 )
 
 /**

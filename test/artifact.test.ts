@@ -1,4 +1,5 @@
 import { assert, describe, layer } from "@effect/vitest"
+import { inject } from "vitest"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { Effect, Layer } from "effect"
@@ -27,22 +28,33 @@ const CODE = "135790"
 const artifact = Layer.scoped(
   TestServer,
   Effect.gen(function*() {
-    const dir = yield* Effect.acquireRelease(
-      Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "atrium-artifact-"))),
-      (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
-    )
+    const scratch = (under: string) =>
+      Effect.acquireRelease(
+        Effect.sync(() => Fs.mkdtempSync(Path.join(under, "atrium-artifact-"))),
+        (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
+      )
+    // The production dependencies are installed once per lockfile, beside the run's migrated template (the system's
+    // temporary folder, on disk), and hard-linked into the layout from there: the layout is made there too, since a
+    // link cannot cross into the memory-backed scratch folder.
+    const template = inject("atriumTemplatePgdata")
+    const cacheRoot = template === undefined ? Os.tmpdir() : Path.dirname(Path.dirname(template))
+    const dir = yield* scratch(cacheRoot)
     // The sandbox's user must read the runtimes, as in the image (files installed world-readable).
     Fs.chmodSync(dir, 0o755)
     const app = Path.join(dir, "app")
-    const layout = ChildProcess.spawnSync(process.execPath, [Path.join(ROOT, "scripts", "runtime-layout.mjs"), app], {
-      encoding: "utf8"
-    })
+    const layout = ChildProcess.spawnSync(
+      process.execPath,
+      [Path.join(ROOT, "scripts", "runtime-layout.mjs"), app, "--deps-cache", Path.join(cacheRoot, "atrium-runtime-deps")],
+      { encoding: "utf8" }
+    )
     assert.strictEqual(layout.status, 0, `${layout.stdout}\n${layout.stderr}`)
     assert.isFalse(Fs.existsSync(Path.join(app, "src")), "the runtime layout holds no sources")
     assert.isFalse(Fs.existsSync(Path.join(app, "node_modules", "vitest")), "nor development dependencies")
     const elsewhere = Path.join(dir, "elsewhere")
     Fs.mkdirSync(elsewhere)
-    const dataDir = Path.join(dir, "data")
+    const data = yield* scratch(Os.tmpdir())
+    Fs.chmodSync(data, 0o755)
+    const dataDir = Path.join(data, "data")
     yield* Effect.promise(() => seedDataDir(dataDir))
     const platform = yield* launchPlatform(
       { DATA_DIR: dataDir, SMS_TEST_OTP: `${PHONE}=${CODE}` },

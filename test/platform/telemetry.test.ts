@@ -8,6 +8,7 @@ import * as Path from "node:path"
 import { requestAt } from "../support/Client.js"
 import { pollPromise } from "../support/Poll.js"
 import { freePort, launchPlatform, type PlatformProcess } from "../support/Process.js"
+import { seedDataDir } from "../support/Templates.js"
 
 /**
  * What an operator sees of a running process (issue 17), through the real entry point as its own process with its
@@ -62,8 +63,16 @@ const makeCollector = Effect.acquireRelease(
   ({ server }) => Effect.promise(() => new Promise<void>((resolve) => server.close(() => resolve())))
 )
 
+/**
+ * Already migrated (a copy of the run's template, Templates.ts): this test is about what a running process reports,
+ * not a first start, whose output test/main.test.ts reads line by line as JSON.
+ */
 const tempDir = Effect.acquireRelease(
-  Effect.promise(() => Fs.mkdtemp(Path.join(Os.tmpdir(), "atrium-telemetry-"))),
+  Effect.promise(async () => {
+    const dir = await Fs.mkdtemp(Path.join(Os.tmpdir(), "atrium-telemetry-"))
+    await seedDataDir(dir)
+    return dir
+  }),
   (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
 )
 

@@ -115,6 +115,44 @@ export const seedDataDir = async (dataDir: string): Promise<void> => {
   await copyDir(template, Path.join(dataDir, "pgdata"))
 }
 
+/**
+ * An initialised PGlite directory holding nothing of the platform (PostgreSQL's initdb, no migration), for empty
+ * embedded storages (`makeStorage`): initdb took about 9 CPU-seconds of each, and what a test of migrations proves
+ * begins after it (a first start's initdb is test/main.test.ts's). Built once per PGlite version beside the migrated
+ * template (the system's temporary folder), aside and renamed into place as the template is. Without a template (a
+ * file run outside this vitest config) there is none, and storages start empty.
+ */
+const blankPgdata = async (): Promise<string | undefined> => {
+  const template = (await provided()).atriumTemplatePgdata
+  if (template === undefined) return undefined
+  const version = Crypto.createHash("sha256")
+    .update(await Fs.readFile(Path.join(root, "node_modules/@electric-sql/pglite/package.json")))
+    .digest("hex")
+    .slice(0, 12)
+  const dir = Path.join(Path.dirname(Path.dirname(template)), `atrium-blank-${version}`)
+  const pgdata = Path.join(dir, "pgdata")
+  if (await exists(Path.join(pgdata, "PG_VERSION"))) return pgdata
+  const build = `${dir}.build-${randomName()}`
+  try {
+    const { PGlite } = await import("@electric-sql/pglite")
+    await Fs.mkdir(Path.join(build, "pgdata"), { recursive: true })
+    const db = await PGlite.create(Path.join(build, "pgdata"))
+    await db.close()
+    await Fs.rename(build, dir).catch(async (error) => {
+      if (!(await exists(Path.join(pgdata, "PG_VERSION")))) throw error
+    })
+  } finally {
+    await Fs.rm(build, { recursive: true, force: true })
+  }
+  return pgdata
+}
+
+/** Gives an empty data directory an initialised PGlite directory without migrations (`blankPgdata`), where there is one. */
+const seedBlankDataDir = async (dataDir: string): Promise<void> => {
+  const blank = await blankPgdata()
+  if (blank !== undefined) await copyDir(blank, Path.join(dataDir, "pgdata"))
+}
+
 /** Creates the database `name` at `adminUrl` as a copy of the migrated template (empty without one). */
 export const createDatabase = async (adminUrl: string, name: string): Promise<void> => {
   const template = (await provided()).atriumTemplateDatabase
@@ -206,7 +244,8 @@ export interface Storage {
 
 /**
  * A fresh, empty place for one server's data, removed when the scope closes: the server applies every migration to
- * it at start. Tests of migrations need this; others start faster on `makeMigratedStorage`.
+ * it at start. Tests of migrations need this; others start faster on `makeMigratedStorage`. Embedded, its PGlite
+ * directory is already initialised (`blankPgdata`): empty of the platform's tables, past PostgreSQL's initdb.
  */
 export const makeStorage: Effect.Effect<Storage, never, Scope.Scope> = Effect.suspend(() => storageOf(false))
 
@@ -231,7 +270,7 @@ const storageOf = (fromTemplate: boolean): Effect.Effect<Storage, never, Scope.S
         Effect.promise(() => Fs.mkdtemp(Path.join(Os.tmpdir(), "atrium-test-"))),
         (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true })).pipe(Effect.ignore)
       )
-      if (fromTemplate) yield* Effect.promise(() => seedDataDir(dir))
+      yield* Effect.promise(() => (fromTemplate ? seedDataDir(dir) : seedBlankDataDir(dir)))
       env.DATA_DIR = dir
     }
     if (redisUrl) {
