@@ -144,7 +144,10 @@ const embedded = Sharding.layer.pipe(
   Layer.provideMerge(Runners.layerNoop),
   Layer.provideMerge(SqlMessageStorage.layerWith({ prefix: "cluster" })),
   Layer.provide([RunnerStorage.layerMemory, RunnerHealth.layerNoop]),
-  Layer.provide(ShardingConfig.layer(shared)),
+  // As the clustered runner's: the library's 15 s held every stop whose entity waits (a durable workflow asleep
+  // in its debounce) 15 s, whatever SHUTDOWN_GRACE said.
+  Layer.provide(Layer.unwrapEffect(Effect.map(AppConfig, (app) =>
+    ShardingConfig.layer({ ...shared, entityTerminationTimeout: Duration.sum(app.shutdownGrace, "5 seconds") })))),
   // Untracked: the one runner holds every shard, and nothing is fenced or moves.
   Layer.provideMerge(ShardFences.Default),
   Layer.provideMerge(ShardMoves.Default)

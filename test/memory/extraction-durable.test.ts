@@ -24,7 +24,8 @@ describe("memory extraction across a restart", () => {
 
       // The first server's debounce outlasts it: its extraction never runs there.
       const first = yield* Effect.scoped(Effect.gen(function*() {
-        const server = yield* startServer(storage, inbox, { ...ENV, MEMORY_EXTRACTION_DEBOUNCE: "10 minutes" })
+        // Its stop waits for nothing this test needs (its workflow sleeps out the debounce): the shortest grace.
+        const server = yield* startServer(storage, inbox, { ...ENV, MEMORY_EXTRACTION_DEBOUNCE: "10 minutes", SHUTDOWN_GRACE: "1 second" })
         return yield* Effect.gen(function*() {
           const user = yield* newUser
           const key = yield* apiKeyOf(user)
