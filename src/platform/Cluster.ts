@@ -32,7 +32,7 @@ import { EntityCut, EntityDeadline } from "./Outage.js"
  * one backend, and `SqlRunnerStorage` would hold one of its connections for its advisory locks).
  *
  * Cluster mode (`DATABASE_URL` set): every process is a runner of one cluster over that database. Shard ownership
- * is in PostgreSQL (`SqlRunnerStorage`: a row per runner with a heartbeat, an advisory lock per shard on a connection
+ * is in PostgreSQL (`cluster/Locks.ts`: a row per runner with a heartbeat, an advisory lock per shard on a connection
  * of its own, so a runner that dies releases its shards the moment PostgreSQL sees its connection close); runners
  * reach each other over the socket transport on `RUNNER_HOST:RUNNER_PORT`; a singleton pings the others and marks
  * the silent ones unhealthy; the runners also watch each other's heartbeats and cut a silent one off (`watchRunners`).

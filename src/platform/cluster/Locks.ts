@@ -5,6 +5,8 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { Duration, Effect, ExecutionStrategy, Exit, Fiber, FiberSet, Layer, Scope } from "effect"
 
+const untraced = Effect.withTracerEnabled(false)
+
 /**
  * The cluster's runner storage on PostgreSQL, ours for one reason: releases go out in batches (issue 42).
  *
@@ -42,13 +44,8 @@ export const make = (options: { readonly prefix: string }) =>
     const expired = sql.literal(`NOW() - INTERVAL '${Math.ceil(Duration.toSeconds(config.shardLockExpiration))} seconds'`)
 
     const lockNumbers = new Map<string, number>()
-    const shardOfLock = new Map<number, string>()
     Array.from(ShardingConfig.shardGroupConfig(config).available).forEach((group, i) => {
-      for (let shard = 1; shard <= config.shardsPerGroup; shard++) {
-        const shardId = ShardId.make(group, shard).toString()
-        lockNumbers.set(shardId, (i + 1) * 1_000_000 + shard)
-        shardOfLock.set((i + 1) * 1_000_000 + shard, shardId)
-      }
+      for (let shard = 1; shard <= config.shardsPerGroup; shard++) lockNumbers.set(ShardId.make(group, shard).toString(), (i + 1) * 1_000_000 + shard)
     })
     const lockOf = (shardId: string) => lockNumbers.get(shardId)!
 
@@ -170,7 +167,7 @@ export const make = (options: { readonly prefix: string }) =>
         })
       })
 
-    return RunnerStorage.makeEncoded({
+    const encoded: RunnerStorage.Encoded = {
       getRunners: sql`SELECT runner, healthy FROM ${runners} WHERE last_heartbeat > ${expired}`.values.pipe(
         Effect.map((rows) => rows.map(([runner, healthy]) => [String(runner), Boolean(healthy)] as const)),
         ClusterError.PersistenceError.refail
@@ -195,8 +192,19 @@ export const make = (options: { readonly prefix: string }) =>
         ),
       release: (_address, shardId) => release(shardId),
       releaseAll: () => onLockConnection((conn) => Effect.asVoid(conn.executeRaw("SELECT pg_advisory_unlock_all()", [])))
+    }
+    // Untraced, as the library's: a heartbeat every half second and a refresh every few would fill the traces.
+    return RunnerStorage.makeEncoded({
+      getRunners: untraced(encoded.getRunners),
+      register: (address, runner, healthy) => untraced(encoded.register(address, runner, healthy)),
+      unregister: (address) => untraced(encoded.unregister(address)),
+      setRunnerHealth: (address, healthy) => untraced(encoded.setRunnerHealth(address, healthy)),
+      acquire: (address, shardIds) => untraced(encoded.acquire(address, shardIds)),
+      refresh: (address, shardIds) => untraced(encoded.refresh(address, shardIds)),
+      release: (address, shardId) => untraced(encoded.release(address, shardId)),
+      releaseAll: (address) => untraced(encoded.releaseAll(address))
     })
-  })
+  }).pipe(untraced)
 
 /** The runner storage of a clustered runner (`Cluster.ts`). */
 export const layer = (options: { readonly prefix: string }) => Layer.scoped(RunnerStorage.RunnerStorage, make(options))
