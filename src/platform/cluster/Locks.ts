@@ -86,17 +86,23 @@ export const make = (options: { readonly prefix: string }) =>
         return Effect.asVoid(Effect.forkIn(Scope.close(scope, Exit.void), layerScope))
       })
     /**
-     * `operation` on the lock connection within the deadline; on a failure or the deadline missed, the connection is
-     * replaced. The wait is what times out: the operation ends apart, in the layer's scope.
+     * `operation` on the lock connection (opened first if need be) within the deadline; on a failure or the deadline
+     * missed, the connection is replaced. The wait is what times out: the operation ends apart, in the layer's scope.
      */
     const onLockConnection = <A, E>(operation: (conn: Connection) => Effect.Effect<A, E>) =>
-      Effect.flatMap(lockConnection, (conn) =>
-        Effect.flatMap(Effect.forkIn(operation(conn), layerScope), (fiber) =>
+      Effect.suspend(() => {
+        let used: Connection | undefined
+        const attempt = Effect.flatMap(lockConnection, (conn) => {
+          used = conn
+          return operation(conn)
+        })
+        return Effect.flatMap(Effect.forkIn(attempt, layerScope), (fiber) =>
           Fiber.join(fiber).pipe(
             Effect.timeout(deadline),
             Effect.ensuring(Effect.suspend(() => fiber.unsafePoll() !== null ? Effect.void : Effect.forkIn(Fiber.interrupt(fiber), layerScope))),
-            Effect.onError(() => giveUp(conn))
-          ))).pipe(ClusterError.PersistenceError.refail)
+            Effect.onError(() => used === undefined ? Effect.void : giveUp(used))
+          ))
+      }).pipe(ClusterError.PersistenceError.refail)
 
     /** The shards of `shardIds` this connection holds the lock of, locking those it can. */
     const lock = (conn: Connection, shardIds: ReadonlyArray<string>) =>
