@@ -9,8 +9,7 @@ import {
   ShardingConfig,
   type ShardId,
   SocketRunner,
-  SqlMessageStorage,
-  SqlRunnerStorage
+  SqlMessageStorage
 } from "@effect/cluster"
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
@@ -19,6 +18,7 @@ import * as Net from "node:net"
 import { AppConfig } from "./Config.js"
 import { clusterTimings, failoverBudget } from "./cluster/Budget.js"
 import { type Refresh, ShardFences } from "./cluster/Fences.js"
+import * as Locks from "./cluster/Locks.js"
 import { type MovedShard, ShardMoves, watchMoves } from "./cluster/Moves.js"
 import { RunnersRepo } from "./cluster/Repo.js"
 import { watchRunners } from "./cluster/Watch.js"
@@ -32,7 +32,7 @@ import { EntityCut, EntityDeadline } from "./Outage.js"
  * one backend, and `SqlRunnerStorage` would hold one of its connections for its advisory locks).
  *
  * Cluster mode (`DATABASE_URL` set): every process is a runner of one cluster over that database. Shard ownership
- * is in PostgreSQL (`SqlRunnerStorage`: a row per runner with a heartbeat, an advisory lock per shard on a connection
+ * is in PostgreSQL (`cluster/Locks.ts`: a row per runner with a heartbeat, an advisory lock per shard on a connection
  * of its own, so a runner that dies releases its shards the moment PostgreSQL sees its connection close); runners
  * reach each other over the socket transport on `RUNNER_HOST:RUNNER_PORT`; a singleton pings the others and marks
  * the silent ones unhealthy; the runners also watch each other's heartbeats and cut a silent one off (`watchRunners`).
@@ -81,7 +81,6 @@ const TrackedRunnerStorage = Layer.scoped(
     const storage = yield* RunnerStorage.RunnerStorage
     const repo = yield* RunnersRepo
     const fences = yield* ShardFences
-    const releasing = yield* Effect.makeSemaphore(1)
     fences.track()
     yield* Effect.acquireRelease(
       Effect.sync(() => setInterval(fences.tick, 250).unref()),
@@ -114,11 +113,10 @@ const TrackedRunnerStorage = Layer.scoped(
           )
         }).pipe(Effect.onError(() => Effect.sync(fences.refreshFailed))),
       // Effects, not calls: the cluster builds a release before it lets the shard's entities finish (hand-over).
-      // One at a time: they all go through the one lock connection, and the cluster starts one per shard at once
-      // (about 150 when a runner joins), which queued a refresh behind 300-odd statements; under load it missed its
-      // deadline and the runner gave every shard up, cutting the turns a hand-over is meant to let finish.
+      // Forgotten by the fences first, then unlocked: the runner storage sends the releases asked meanwhile as one
+      // batch, one batch at a time (`cluster/Locks.ts`), so a refresh never queues behind one statement per shard.
       release: (address, shardId) =>
-        Effect.zipRight(Effect.sync(() => fences.release(shardId)), releasing.withPermits(1)(storage.release(address, shardId))),
+        Effect.zipRight(Effect.sync(() => fences.release(shardId)), storage.release(address, shardId)),
       releaseAll: (address) => Effect.zipRight(Effect.sync(fences.releaseAll), storage.releaseAll(address))
     })
   })
@@ -165,7 +163,7 @@ const clustered = Layer.unwrapEffect(Effect.gen(function*() {
     Layer.provide([NodeClusterSocket.layerSocketServer, NodeClusterSocket.layerClientProtocol]),
     Layer.provide(PingHealth),
     Layer.provideMerge(Layer.orDie(withStartupLock(SqlMessageStorage.layerWith({ prefix: "cluster" })))),
-    Layer.provide(TrackedRunnerStorage.pipe(Layer.provide(Layer.orDie(withStartupLock(SqlRunnerStorage.layerWith({ prefix: "cluster" })))))),
+    Layer.provide(TrackedRunnerStorage.pipe(Layer.provide(Layer.orDie(withStartupLock(Locks.layer({ prefix: "cluster" })))))),
     Layer.provide(ShardingConfig.layer({
       ...shared,
       ...clusterTimings,

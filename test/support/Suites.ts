@@ -124,6 +124,7 @@ export const SERVICES_ONLY: Readonly<Record<string, string>> = {
   "test/cluster/cluster-shutdown.test.ts": CLUSTER,
   "test/cluster/durable.test.ts": `${CLUSTER}; its harness needs Redis too`,
   "test/cluster/holds.test.ts": CLUSTER,
+  "test/cluster/locks.test.ts": "advisory locks held by one database session and taken by another: PGlite is one session",
   "test/cluster/wallet-relay.test.ts": CLUSTER,
   "test/cluster/wallet-remote.test.ts": CLUSTER
 }
