@@ -62,16 +62,16 @@ const migrate = async (settings: Record<string, string>) => {
 }
 
 /**
- * The migrated PGlite data directory for `key`, built if missing. It is built aside and renamed into place, so a
- * run (of this worktree or another) that gets there at the same time never sees half a directory.
+ * The PGlite data directory `dir/pgdata`, made by `make` (into the folder it is given) if missing. It is built aside
+ * and renamed into place, so a run (of this worktree or another) that gets there at the same time never sees half a
+ * directory.
  */
-export const ensurePgliteTemplate = async (key: string): Promise<string> => {
-  const dir = Path.join(Os.tmpdir(), `atrium-template-${key}`)
+const pgdataBuiltAside = async (dir: string, make: (build: string) => Promise<void>): Promise<string> => {
   const pgdata = Path.join(dir, "pgdata")
   if (await exists(Path.join(pgdata, "PG_VERSION"))) return pgdata
   const build = `${dir}.build-${randomName()}`
   try {
-    await migrate({ DATA_DIR: build })
+    await make(build)
     await Fs.rename(build, dir).catch(async (error) => {
       if (!(await exists(Path.join(pgdata, "PG_VERSION")))) throw error
     })
@@ -80,6 +80,10 @@ export const ensurePgliteTemplate = async (key: string): Promise<string> => {
   }
   return pgdata
 }
+
+/** The migrated PGlite data directory for `key`, built (aside, then renamed) if missing. */
+export const ensurePgliteTemplate = (key: string): Promise<string> =>
+  pgdataBuiltAside(Path.join(Os.tmpdir(), `atrium-template-${key}`), (build) => migrate({ DATA_DIR: build }))
 
 /** The migrated template database for `key` on the server at `adminUrl`, built (aside, then renamed) if missing. */
 export const ensurePostgresTemplate = async (adminUrl: string, key: string): Promise<string> => {
@@ -122,30 +126,26 @@ export const seedDataDir = async (dataDir: string): Promise<void> => {
  * template (the system's temporary folder), aside and renamed into place as the template is. Without a template (a
  * file run outside this vitest config) there is none, and storages start empty.
  */
-const blankPgdata = async (): Promise<string | undefined> => {
-  const template = (await provided()).atriumTemplatePgdata
-  if (template === undefined) return undefined
-  const version = Crypto.createHash("sha256")
-    .update(await Fs.readFile(Path.join(root, "node_modules/@electric-sql/pglite/package.json")))
-    .digest("hex")
-    .slice(0, 12)
-  const dir = Path.join(Path.dirname(Path.dirname(template)), `atrium-blank-${version}`)
-  const pgdata = Path.join(dir, "pgdata")
-  if (await exists(Path.join(pgdata, "PG_VERSION"))) return pgdata
-  const build = `${dir}.build-${randomName()}`
-  try {
-    const { PGlite } = await import("@electric-sql/pglite")
-    await Fs.mkdir(Path.join(build, "pgdata"), { recursive: true })
-    const db = await PGlite.create(Path.join(build, "pgdata"))
-    await db.close()
-    await Fs.rename(build, dir).catch(async (error) => {
-      if (!(await exists(Path.join(pgdata, "PG_VERSION")))) throw error
+let blank: Promise<string | undefined> | undefined
+const blankPgdata = (): Promise<string | undefined> =>
+  blank ??= (async () => {
+    const template = (await provided()).atriumTemplatePgdata
+    if (template === undefined) return undefined
+    const version = Crypto.createHash("sha256")
+      .update(await Fs.readFile(Path.join(root, "node_modules/@electric-sql/pglite/package.json")))
+      .digest("hex")
+      .slice(0, 12)
+    return pgdataBuiltAside(Path.join(Path.dirname(Path.dirname(template)), `atrium-blank-${version}`), async (build) => {
+      const { PGlite } = await import("@electric-sql/pglite")
+      await Fs.mkdir(Path.join(build, "pgdata"), { recursive: true })
+      const db = await PGlite.create(Path.join(build, "pgdata"))
+      await db.close()
     })
-  } finally {
-    await Fs.rm(build, { recursive: true, force: true })
-  }
-  return pgdata
-}
+  })().catch((error) => {
+    // Not kept: the next storage tries again, as every storage did before the directory was shared.
+    blank = undefined
+    throw error
+  })
 
 /** Gives an empty data directory an initialised PGlite directory without migrations (`blankPgdata`), where there is one. */
 const seedBlankDataDir = async (dataDir: string): Promise<void> => {
