@@ -7,7 +7,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { requestAt } from "../support/Client.js"
 import { pollPromise } from "../support/Poll.js"
-import { freePort, launchPlatform, type PlatformProcess } from "../support/Process.js"
+import { freePort, jsonLines, launchPlatform, type PlatformProcess } from "../support/Process.js"
 import { seedDataDir } from "../support/Templates.js"
 
 /**
@@ -75,16 +75,6 @@ const tempDir = Effect.acquireRelease(
   }),
   (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
 )
-
-/** Every JSON line the process wrote (its stdout is a pipe, so every line must be JSON). */
-const jsonLines = (platform: PlatformProcess) =>
-  platform.output().split("\n").filter((line) => line.trim().length > 0).map((line) => {
-    try {
-      return JSON.parse(line) as Record<string, unknown>
-    } catch {
-      throw new Error(`not a JSON line: ${line}`)
-    }
-  })
 
 /** The access line of the request with this id; the pipe may trail the answer, so it is waited for. */
 const accessLine = (platform: PlatformProcess, requestId: string) =>

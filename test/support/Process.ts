@@ -25,6 +25,16 @@ export interface PlatformProcess {
   readonly terminateWithin: (limit: Duration.DurationInput) => Effect.Effect<number | null>
 }
 
+/** Every line the process wrote, parsed: its stdout is a pipe, so every line must be JSON (one that is not throws). */
+export const jsonLines = (platform: PlatformProcess) =>
+  platform.output().split("\n").filter((line) => line.trim().length > 0).map((line) => {
+    try {
+      return JSON.parse(line) as Record<string, unknown>
+    } catch {
+      throw new Error(`not a JSON line: ${line}`)
+    }
+  })
+
 export const freePort = Effect.promise(freePortOnce)
 
 const ROOT = Path.resolve(import.meta.dirname, "../..")
