@@ -138,14 +138,19 @@ const PingHealth = Layer.scoped(
   })
 ).pipe(Layer.provide(Runners.layerRpc), Layer.provide(NodeClusterSocket.layerClientProtocol))
 
+/**
+ * How long a stopping runner waits for its entities, embedded or clustered: its sessions may finish their running
+ * turns within SHUTDOWN_GRACE (Session.ts). Not the library's 15 s, which held every stop whose entity waits (a durable
+ * workflow asleep in its debounce) 15 s, whatever SHUTDOWN_GRACE said.
+ */
+const terminationTimeout = (app: { readonly shutdownGrace: Duration.Duration }) => Duration.sum(app.shutdownGrace, "5 seconds")
+
 const embedded = Sharding.layer.pipe(
   Layer.provideMerge(Runners.layerNoop),
   Layer.provideMerge(SqlMessageStorage.layerWith({ prefix: "cluster" })),
   Layer.provide([RunnerStorage.layerMemory, RunnerHealth.layerNoop]),
-  // As the clustered runner's: the library's 15 s held every stop whose entity waits (a durable workflow asleep
-  // in its debounce) 15 s, whatever SHUTDOWN_GRACE said.
   Layer.provide(Layer.unwrapEffect(Effect.map(AppConfig, (app) =>
-    ShardingConfig.layer({ ...shared, entityTerminationTimeout: Duration.sum(app.shutdownGrace, "5 seconds") })))),
+    ShardingConfig.layer({ ...shared, entityTerminationTimeout: terminationTimeout(app) })))),
   // Untracked: the one runner holds every shard, and nothing is fenced or moves.
   Layer.provideMerge(ShardFences.Default),
   Layer.provideMerge(ShardMoves.Default)
@@ -167,8 +172,7 @@ const clustered = Layer.unwrapEffect(Effect.gen(function*() {
     Layer.provide(ShardingConfig.layer({
       ...shared,
       ...clusterTimings,
-      // A stopping runner's sessions may finish their running turns within SHUTDOWN_GRACE (Session.ts).
-      entityTerminationTimeout: Duration.sum(app.shutdownGrace, "5 seconds"),
+      entityTerminationTimeout: terminationTimeout(app),
       runnerAddress: Option.some(address),
       runnerListenAddress: Option.some(listen)
     })),
