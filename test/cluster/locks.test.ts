@@ -1,22 +1,26 @@
 import { RunnerAddress, RunnerStorage, ShardId, ShardingConfig } from "@effect/cluster"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { afterEach, assert, describe, it, vi } from "@effect/vitest"
-import { ConfigProvider, Effect, Layer } from "effect"
+import { ConfigProvider, Effect, Either, Fiber, Layer, TestClock } from "effect"
 import pg from "pg"
 import * as Locks from "../../src/platform/cluster/Locks.js"
 import { DatabaseLive } from "../../src/platform/Database.js"
+import { pollUntil } from "../support/Poll.js"
 import { makeMigratedStorage } from "../support/Templates.js"
 
 /**
  * The runner storage's shard locks on PostgreSQL (`src/platform/cluster/Locks.ts`, issue 42): the releases the
  * cluster asks for at once (one per shard, as each shard's entities end) reach PostgreSQL as one batch, and each
- * shard's advisory lock is really free afterwards: another database session can take it.
+ * shard's advisory lock is really free afterwards: another database session can take it. A lock connection given up
+ * (an operation past its deadline) is closed, not kept in a pool with whatever locks it still holds.
  */
 
 const address = RunnerAddress.make("127.0.0.1", 1)
 const shards = Array.from({ length: 40 }, (_, i) => ShardId.make("default", i + 1))
 /** The lock number of a shard of the first (only) group, as @effect/cluster's `SqlRunnerStorage` numbers them. */
 const lockOf = (shard: ShardId.ShardId) => 1_000_000 + shard.id
+/** An advisory lock held in this test's database (`pg_locks` shows every database's; other tests run meanwhile). */
+const ours = "locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
 
 const database = Layer.unwrapScoped(Effect.map(makeMigratedStorage, (storage) =>
   Layer.provideMerge(
@@ -73,5 +77,40 @@ describe("the runner storage's shard locks (PostgreSQL)", () => {
       // The storage's connection no longer holds them: while the other session does, it acquires none.
       assert.deepStrictEqual(yield* storage.acquire(address, shards), [])
       yield* conn.executeRaw("SELECT pg_advisory_unlock_all()", [])
+    }).pipe(Effect.scoped, Effect.provide(storageLayer)))
+
+  it.effect("a lock connection given up past its deadline is closed at once: its successor takes every shard", () =>
+    Effect.gen(function*() {
+      const storage = yield* RunnerStorage.RunnerStorage
+      const sql = yield* SqlClient.SqlClient
+      assert.strictEqual((yield* storage.acquire(address, shards)).length, shards.length)
+      const holder = (yield* sql.unsafe<{ pid: number }>(
+        `SELECT pid FROM pg_locks WHERE ${ours} AND objid = ${lockOf(shards[0]!)}`
+      ))[0]!.pid
+      const backend = sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = ${holder}`)
+
+      // The refresh's heartbeat waits on a table lock held elsewhere, past its deadline (on the TestClock).
+      const blocker = yield* sql.reserve
+      yield* blocker.executeRaw("BEGIN", [])
+      yield* blocker.executeRaw("LOCK TABLE cluster_runners IN EXCLUSIVE MODE", [])
+      const refresh = yield* Effect.fork(Effect.either(storage.refresh(address, shards)))
+      yield* pollUntil(
+        sql.unsafe<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = ${holder} AND wait_event_type = 'Lock'`),
+        (rows) => rows[0]!.n === 1,
+        "the refresh waiting on the table lock", { within: 3_000 }
+      )
+      yield* TestClock.adjust("5 seconds")
+      assert.isTrue(Either.isLeft(yield* Fiber.join(refresh)), "the refresh missed its deadline")
+      yield* blocker.executeRaw("ROLLBACK", [])
+
+      // Given up: its database session ends (kept idle in a pool, it lived 10 s more, and any lock its unlock missed
+      // with it), and the next lock connection takes every shard.
+      yield* pollUntil(backend, (rows) => rows[0]!.n === 0, "the given-up lock connection closed", { within: 3_000 })
+      assert.strictEqual((yield* storage.acquire(address, shards)).length, shards.length)
+      const holders = yield* sql.unsafe<{ pid: number }>(
+        `SELECT DISTINCT pid FROM pg_locks WHERE ${ours} AND objid IN (${shards.map(lockOf).join(", ")})`
+      )
+      assert.strictEqual(holders.length, 1)
+      assert.notStrictEqual(holders[0]!.pid, holder)
     }).pipe(Effect.scoped, Effect.provide(storageLayer)))
 })

@@ -32,8 +32,20 @@ export const make = (options: { readonly prefix: string }) =>
      * The lock connection's own pool (under the runner's `application_name`, so the others can cut it with the rest):
      * a runner woken after a pause finds every connection cut, and a new lock connection from the shared pool waited
      * behind everything else reconnecting (3 s at load 11), past the refresh's deadline: every shard given up.
+     *
+     * A connection back in this pool is closed at once (`idleTimeout`): the lock connection is reserved for as long as
+     * it serves, so one that comes back was given up, and it may still hold locks: its `pg_advisory_unlock_all()` can
+     * miss its deadline, or be cancelled by the cancel of the operation that missed its own (`pg_cancel_backend` lands
+     * on whatever the session runs then). Kept idle, it held them for the pool's 10 s idle time while its successor
+     * could take none of them (test/cluster/locks.test.ts): the one way we found for CI's services suite to see a runner
+     * alone in its cluster answer no wallet for over 30 s.
      */
-    const locks = yield* PgClient.make({ ...(yield* PgClient.PgClient).config, maxConnections: 2, minConnections: 0 }).pipe(
+    const locks = yield* PgClient.make({
+      ...(yield* PgClient.PgClient).config,
+      maxConnections: 2,
+      minConnections: 0,
+      idleTimeout: Duration.millis(1)
+    }).pipe(
       Effect.provide(Reactivity.layer),
       Effect.orDie
     )
