@@ -4,12 +4,13 @@ import { Chunk, Effect, Either, Exit, Layer, Option, Stream } from "effect"
 import { AtriumApi } from "../Api.js"
 import { AuthenticationLive } from "../identity/Authentication.js"
 import { AppConfig } from "../platform/Config.js"
-import { asJson, type Attached, Attachments, type Durable } from "../platform/http/Attach.js"
+import { asJson, type Attached, Attachments, type Durable, keyedToken } from "../platform/http/Attach.js"
 import { newId } from "../platform/Ids.js"
 import { toNumber } from "../platform/Money.js"
 import * as Sse from "../platform/sse/Sse.js"
 import { Approvals } from "../runtime/Approvals.js"
 import { type InternalEvent, publicFrame, publicPayload } from "../runtime/Events.js"
+import { RunId } from "../runtime/Domain.js"
 import type { RunResult } from "../runtime/Run.js"
 import { chatConversation, clientToolsOf, failedRunAnswer, outputFormatOf, refuseUnsupported, runError } from "./OpenAi.js"
 import { Runs } from "./Runs.js"
@@ -183,6 +184,11 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
      * With an `Idempotency-Key`, what `answer` gives is shared by every request with that key (Attach.ts): a stream's
      * frames from the start, or a whole answer once it is ready. Without one, `answer` as it is.
      */
+    /** Whose keys a request's are: the route's, the account's and the end user's. */
+    const keyScope = (route: string, caller: CallerIdentity) => {
+      const partition = ownedBy(caller)
+      return `${route}\n${partition.accountId}\n${partition.endUserId}`
+    }
     const shared = <A>(
       route: string,
       caller: CallerIdentity,
@@ -190,10 +196,8 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
       payload: unknown,
       answer: Stream.Stream<A>,
       durable?: Durable<A>
-    ): Effect.Effect<Either.Either<Attached<A>, HttpServerResponse.HttpServerResponse>> => {
-      const partition = ownedBy(caller)
-      return attachments.attachWith(key, `${route}\n${partition.accountId}\n${partition.endUserId}`, payload, Effect.succeed(answer), durable)
-    }
+    ): Effect.Effect<Either.Either<Attached<A>, HttpServerResponse.HttpServerResponse>> =>
+      attachments.attachWith(key, keyScope(route, caller), payload, Effect.succeed(answer), durable)
     const sharedAnswer = <A>(
       route: string,
       caller: CallerIdentity,
@@ -222,11 +226,15 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
           const agent = yield* runs.agentFor(payload.agent, caller)
           if (payload.background === true) {
             // Answered at once with the run; it goes on as a workflow, on whichever runner owns it (Background.ts).
+            // With a key, the run is named after it: a retry whose first attempt queued the run but failed before it
+            // answered (its runner met a database restart, or died), here or on another runner, gets that run, not a
+            // second one.
+            const runId = key === undefined ? undefined : RunId.make(`run_${keyedToken(keyScope("run-background", caller), key, payload)}`)
             const queued = yield* sharedAnswer("run-background", caller, key, payload, Effect.orDie(background.start(caller, agent, {
               message: payload.message,
               history: [],
               budget: payload.budget === undefined ? null : payload.budget.toString()
-            })))
+            }, runId)))
             return Either.isLeft(queued)
               ? queued.left
               : HttpServerResponse.unsafeJson(runObject(queued.right.value), { status: 202, headers: replayedHeaders(queued.right.replayed) })

@@ -112,7 +112,8 @@ export class RunRecords extends Effect.Service<RunRecords>()("atrium/runs/RunRec
           INSERT INTO runs (id, agent_id, agent_version, payer_id, end_user_id, session_id, status, agent, background,
                             request, deadline_at)
           VALUES (${run.id}, ${run.agentId}, ${run.agentVersion}, ${run.accountId}, ${run.endUserId}, ${run.sessionId},
-                  'queued', ${run.agent}, true, ${JSON.stringify(run.request)}::jsonb, ${run.deadlineAt})`
+                  'queued', ${run.agent}, true, ${JSON.stringify(run.request)}::jsonb, ${run.deadlineAt})
+          ON CONFLICT (id) DO NOTHING`
     })
 
     /**

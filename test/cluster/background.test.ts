@@ -29,14 +29,21 @@ describe("cluster: background runs (issue 43)", () => {
       yield* grant(a, user, "100")
       const agent = yield* agentOf(a, user)
 
-      const ids = yield* Effect.all(Array.from({ length: RUNS }, () =>
+      const body = { agent, message: `/slow ${SLOW}`, background: true }
+      const keyed = { "idempotency-key": "background-once" }
+      const ids = yield* Effect.all(Array.from({ length: RUNS }, (_, i) =>
         Effect.map(
-          requestAt(a.url, "POST", "/v1/agents/run", { token: user.token, body: { agent, message: `/slow ${SLOW}`, background: true } }),
+          requestAt(a.url, "POST", "/v1/agents/run", { token: user.token, body, headers: i === 0 ? keyed : {} }),
           (reply) => {
             assert.strictEqual(reply.status, 202, reply.text)
             return reply.body.id as string
           }
         )), { concurrency: RUNS })
+      // The first one's retry reaches the other runner (a client whose first answer was lost): the same run, not a
+      // ninth (its id is its key's: docs/http.md, "Idempotency-Key").
+      const retried = yield* requestAt(b.url, "POST", "/v1/agents/run", { token: user.token, body, headers: keyed })
+      assert.strictEqual(retried.status, 202, retried.text)
+      assert.strictEqual(retried.body.id, ids[0])
       const read = (at: typeof a, id: string) => Effect.map(requestAt(at.url, "GET", `/v1/runs/${id}`, { token: user.token }), (reply) => {
         assert.strictEqual(reply.status, 200, reply.text)
         return reply.body as Record<string, any>

@@ -1,5 +1,5 @@
 import type * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Chunk, Deferred, Duration, Effect, Either, Exit, FiberId, FiberSet, Option, Schema, Stream } from "effect"
+import { Cause, Chunk, Deferred, Duration, Effect, Either, Exit, FiberId, FiberSet, Option, Schema, Stream } from "effect"
 import * as Crypto from "node:crypto"
 import { IdempotencyConflict } from "../Errors.js"
 import { wireErrorResponse } from "./ErrorResponse.js"
@@ -58,11 +58,20 @@ const sha256 = (text: string) => Crypto.createHash("sha256").update(text).digest
 const fingerprintOf = (payload: unknown) =>
   JSON.stringify(payload ?? null, (_, value) => typeof value === "bigint" ? value.toString() : value)
 
+/**
+ * A stable token for one request under its key: the same scope, key and payload give the same token on any runner, so
+ * a route can name what it creates after it (a background run's id) and a retry finds the first attempt's creation.
+ */
+export const keyedToken = (scope: string, key: string, payload: unknown) =>
+  Crypto.createHash("sha256").update(`${scope}\n${key}\n${fingerprintOf(payload)}`).digest("hex").slice(0, 32)
+
 class Entry<A> {
   readonly items: Array<A> = []
   started = false
   done = false
   endedAt = 0
+  /** How the run ended when it failed (a defect, an interruption): its followers end with it after its items. */
+  failure: Cause.Cause<never> | undefined = undefined
   private changed = Deferred.unsafeMake<void>(FiberId.none)
   constructor(readonly fingerprint: string) {}
 
@@ -75,7 +84,8 @@ class Entry<A> {
     this.items.push(item)
     this.wake()
   }
-  end() {
+  end(failure?: Cause.Cause<never>) {
+    this.failure = failure
     this.done = true
     this.endedAt = Date.now()
     this.wake()
@@ -87,7 +97,9 @@ class Entry<A> {
         if (at < this.items.length) {
           return Effect.succeed([Chunk.unsafeFromArray(this.items.slice(at)), Option.some(this.items.length)] as const)
         }
-        if (this.done) return Effect.succeed([Chunk.empty<A>(), Option.none<number>()] as const)
+        if (this.done) {
+          return this.failure === undefined ? Effect.succeed([Chunk.empty<A>(), Option.none<number>()] as const) : Effect.failCause(this.failure)
+        }
         return Effect.as(Deferred.await(this.changed), [Chunk.empty<A>(), Option.some(at)] as const)
       }))
   }
@@ -191,9 +203,18 @@ export class Attachments extends Effect.Service<Attachments>()("atrium/platform/
               Effect.onExit((exit) =>
                 durable === undefined
                   ? Effect.void
-                  : Exit.isSuccess(exit) ? keep(storeKey, fingerprint, entry.items, durable) : store.delete(storeKey)
+                  : Effect.ignore(Exit.isSuccess(exit) ? keep(storeKey, fingerprint, entry.items, durable) : store.delete(storeKey))
               ),
-              Effect.ensuring(Effect.sync(() => entry.end()))
+              Effect.onExit((exit) =>
+                Effect.sync(() => {
+                  if (Exit.isSuccess(exit)) return entry.end()
+                  // A run that failed before its first item answered nothing: its key is freed, so a retry starts
+                  // afresh instead of replaying nothing (a 500 for every retry for ten minutes: the durable bench's
+                  // submission whose runner met a PostgreSQL restart). Its requests end with its failure.
+                  if (entry.items.length === 0 && entries.get(entryKey) === entry) entries.delete(entryKey)
+                  entry.end(exit.cause)
+                })
+              )
             )
           )
           return Either.right({ items: entry.follow(), replayed: false })
