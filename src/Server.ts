@@ -200,8 +200,11 @@ export const Infrastructure = Entities.pipe(
 
 /**
  * Node's `server.close()` waits for every open connection, so one idle keep-alive socket or a stalled upload would
- * hold shutdown forever. This finalizer runs first (it is built last): it closes idle connections at once and cuts
- * the rest after `SHUTDOWN_GRACE`. Request fibers, streams included, are interrupted before it runs.
+ * hold shutdown forever. This finalizer runs first (it is built last): it ends the held streams and the followers
+ * (`Sse.endHeld`), closes idle connections at once and as each becomes idle (a run's stream that ends within the
+ * grace leaves its keep-alive connection idle), and cuts the rest after `SHUTDOWN_GRACE`. The Node server's shutdown
+ * interrupts no request fiber (each runs on its own until its connection closes): what is still answering at the
+ * grace's end is cut with its connection.
  */
 export const HttpServerLive = Layer.unwrapEffect(
   Effect.map(AppConfig, (config) => {
@@ -214,9 +217,11 @@ export const HttpServerLive = Layer.unwrapEffect(
     server.headersTimeout = 66_000
     const grace = Layer.scopedDiscard(Effect.addFinalizer(() =>
       Effect.sync(() => {
-        // Held streams have no request fiber that the server's shutdown would interrupt.
+        // Nothing else ends them: the server's shutdown interrupts no request fiber, and a held stream has none.
         Sse.endHeld()
         server.closeIdleConnections()
+        const idle = setInterval(() => server.closeIdleConnections(), 100).unref()
+        server.once("close", () => clearInterval(idle))
         setTimeout(() => server.closeAllConnections(), Duration.toMillis(config.shutdownGrace)).unref()
       })
     ))

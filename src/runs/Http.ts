@@ -340,7 +340,7 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
           }
           const after = urlParams.after ?? headers["last-event-id"] ?? 0
           const frames = background.events(run, after).pipe(Stream.map(({ payload, place, seq }) => publicFrame(payload as Wire, place, seq)))
-          return Sse.response(Sse.encode(frames, { done: true, heartbeat }))
+          return Sse.response(Sse.endingAtStop(Sse.encode(frames, { done: true, heartbeat })))
         }))
       .handle("answerApproval", ({ path, payload }) =>
         Effect.gen(function*() {

@@ -2,7 +2,7 @@ import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequ
 import * as HttpApp from "@effect/platform/HttpApp"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Chunk, Duration, Effect, Exit, GlobalValue, Metric, Runtime, Scope, Stream } from "effect"
+import { Chunk, Deferred, Duration, Effect, Exit, GlobalValue, Metric, Runtime, Scope, Stream } from "effect"
 import type * as Http from "node:http"
 import { Readable } from "node:stream"
 import { countWhileScoped, openSubscriptions } from "../telemetry/Metrics.js"
@@ -201,13 +201,32 @@ export const written = <E, R>(
 /** The held streams of this process, each by the function that ends it: the server ends them all when it stops. */
 const heldStreams = GlobalValue.globalValue(Symbol.for("atrium/platform/sse/held"), () => new Set<() => void>())
 
+/** The streams of this process that follow what lives elsewhere (`endingAtStop`), each by what ends it. */
+const followers = GlobalValue.globalValue(Symbol.for("atrium/platform/sse/followers"), () => new Set<() => void>())
+
 /**
- * Ends every held stream (a client resumes with `Last-Event-ID` wherever it reconnects). The server calls it as it
- * stops: a held stream has no request fiber for the server's shutdown to interrupt.
+ * Ends every held stream and every follower (a client resumes with `Last-Event-ID` wherever it reconnects). The
+ * server calls it as it stops: its shutdown interrupts no request fiber (the platform's Node server runs each one on
+ * its own, until its connection closes), and a held stream has none.
  */
 export const endHeld = () => {
   for (const end of [...heldStreams]) end()
+  for (const end of [...followers]) end()
 }
+
+/**
+ * An encoded stream that only follows what lives elsewhere (a background run's log, which any runner can serve): it
+ * ends when the server stops, without `[DONE]`, so its client resumes with `Last-Event-ID` on whichever runner it
+ * reconnects to. Followed to the run's end, it held its server's stop for the whole `SHUTDOWN_GRACE` (10 s): a run
+ * waiting on an approval has no end in sight. A run's own stream is not one: its run may finish within the grace.
+ */
+export const endingAtStop = <E, R>(stream: Stream.Stream<Uint8Array, E, R>): Stream.Stream<Uint8Array, E, R> =>
+  Stream.unwrapScoped(Effect.gen(function*() {
+    const stop = yield* Deferred.make<void>()
+    const end = () => Deferred.unsafeDone(stop, Exit.void)
+    yield* Effect.acquireRelease(Effect.sync(() => followers.add(end)), () => Effect.sync(() => followers.delete(end)))
+    return Stream.interruptWhen(stream, Deferred.await(stop))
+  }))
 
 /** How many streams are held now: for tests and diagnostics. */
 export const heldCount = () => heldStreams.size
