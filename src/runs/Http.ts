@@ -180,15 +180,15 @@ export const RunsHttp = HttpApiBuilder.group(AtriumApi, "runs", (handlers) =>
     const turns = yield* TurnCancels
     const attachments = yield* Attachments
 
-    /**
-     * With an `Idempotency-Key`, what `answer` gives is shared by every request with that key (Attach.ts): a stream's
-     * frames from the start, or a whole answer once it is ready. Without one, `answer` as it is.
-     */
     /** Whose keys a request's are: the route's, the account's and the end user's. */
     const keyScope = (route: string, caller: CallerIdentity) => {
       const partition = ownedBy(caller)
       return `${route}\n${partition.accountId}\n${partition.endUserId}`
     }
+    /**
+     * With an `Idempotency-Key`, what `answer` gives is shared by every request with that key (Attach.ts): a stream's
+     * frames from the start, or a whole answer once it is ready. Without one, `answer` as it is.
+     */
     const shared = <A>(
       route: string,
       caller: CallerIdentity,
