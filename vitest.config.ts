@@ -4,7 +4,7 @@ import { leftOutOf } from "./test/support/Suites.js"
 
 // Services mode as the tests see it (`servicesMode` in test/support/TestServer.ts).
 const services = process.env.DATABASE_URL !== undefined
-const workers = services ? 3 : 2
+const workers = 2
 
 export default defineConfig({
   // vitest keeps each file's last duration here and starts the longest files first, so no long file is left to run
@@ -17,9 +17,11 @@ export default defineConfig({
     exclude: [...configDefaults.exclude, ...leftOutOf(services ? "services" : "embedded")],
     // One migrated database per run that every test's own database is copied from (test/support/Templates.ts).
     globalSetup: ["test/support/globalSetup.ts"],
-    // Every test file boots its own server and database; two cores want few at once. Against PostgreSQL and Redis a
-    // file spends much of its time waiting on them and on its runner processes (the suite's CPU time is about its
-    // wall time with two workers), so a third file runs meanwhile.
+    // Every test file boots its own server and database; two cores want few at once. Services mode ran three (a file
+    // waits much of its time on PostgreSQL, Redis and its runner processes), but three files of clusters (two or three
+    // runner processes each, beside a server per file) starved the runners past the cluster's own budget: a shard
+    // lock refresh past its 4 s deadline gives every shard of a runner up, and CI failed on tests that pass alone
+    // (session 28: a 2-runner cluster never settling, a retry timing out, wallets unanswered). Two, as embedded.
     maxWorkers: workers,
     // A worker runs its files one after another in one module graph instead of re-importing Effect and the whole
     // platform for every file: that import was about half of a file's CPU time. Files still share nothing else:
