@@ -57,5 +57,6 @@ describe("cluster: a retry on another runner attaches to the first run (issue 44
       assert.strictEqual(runs.body.data.length, 1, "one run for the three requests")
       const after = yield* Effect.map(requestAt(a.url, "GET", "/openapi/credit/balance", { token: user.apiKey }), (r) => r.body.balance as number)
       assert.closeTo(before - after, runs.body.data[0].credits_charged, 1e-6, "one charge")
-    }))
+      // Two runner processes' starts and a 20-chunk run: 21 s alone, 55 s beside the browser suite.
+    }), { timeout: 120_000 })
 })
