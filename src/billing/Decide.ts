@@ -128,7 +128,12 @@ export const decideItems = ({ items, now, prior, spentToday, staleCallers, state
     }
   }
 
-  const replayOf = (prior: KeyedEntry): Decision =>
+  /**
+   * The answer to a key already in the ledger: a replay, unless the entry is this very call's (`origin`): a message
+   * sent again after a cut whose first delivery was committed answers as that first delivery would have, since its
+   * client sent the key once (spec 2.3: `idempotent_replay` only when the request repeated an earlier key).
+   */
+  const replayOf = (prior: KeyedEntry, origin: string | null | undefined): Decision =>
     prior.userId !== userId
       ? {
         ok: false,
@@ -136,7 +141,14 @@ export const decideItems = ({ items, now, prior, spentToday, staleCallers, state
         // key containing "97" made it fail now and then).
         error: new IdempotencyConflict({ message: "This idempotency key was already used for another user.", final: true })
       }
-      : { ok: true, value: { amount: prior.amount < 0n ? -prior.amount : prior.amount, balance: prior.balanceAfter, replay: true } }
+      : {
+        ok: true,
+        value: {
+          amount: prior.amount < 0n ? -prior.amount : prior.amount,
+          balance: prior.balanceAfter,
+          replay: prior.origin === null || prior.origin !== origin
+        }
+      }
 
   for (const item of items) {
     if (item.tag === "Balance") {
@@ -179,7 +191,7 @@ export const decideItems = ({ items, now, prior, spentToday, staleCallers, state
     const id = entryKey(entry.scope, entry.key)
     const found = known.get(id)
     if (found !== undefined) {
-      decisions.push(replayOf(found))
+      decisions.push(replayOf(found, entry.origin))
       continue
     }
     let signed = amount
@@ -230,7 +242,7 @@ export const decideItems = ({ items, now, prior, spentToday, staleCallers, state
     const callerFence = item.tag === "Charge" ? item.fence ?? null : null
     entries.push({ ...entry, seq, amount: signed, balanceAfter: balance, createdAt, ...(callerFence === null ? {} : { callerFence }) })
     // A second request with the same key in this batch replays the first.
-    known.set(id, { userId, scope: entry.scope, key: entry.key, amount: signed, balanceAfter: balance })
+    known.set(id, { userId, scope: entry.scope, key: entry.key, amount: signed, balanceAfter: balance, origin: entry.origin ?? null })
     decisions.push({ ok: true, value: { amount, balance, replay: false } })
   }
   // A state that never had holds stays without them (the decision's unit tests compare states as they are).

@@ -16,6 +16,11 @@ export interface EntryInfo {
   readonly event: string | null
   readonly metadata: Readonly<Record<string, string>> | null
   readonly description: string | null
+  /**
+   * The call that asked for the entry (`Wallets`: one per call, the same on each resend of its message). A second
+   * delivery of the same call finds its own entry and answers as the first did, not as a replay (migration 0035).
+   */
+  readonly origin?: string | null | undefined
 }
 
 export interface NewEntry extends EntryInfo {
@@ -34,6 +39,8 @@ export interface KeyedEntry {
   readonly key: string
   readonly amount: Micros
   readonly balanceAfter: Micros
+  /** The call that made it (`EntryInfo.origin`); none for entries made without one. */
+  readonly origin: string | null
 }
 
 /** A hold on a wallet (migration 0020): credits a run or turn reserved, until it posts or voids them, or `expiresAt`. */
@@ -130,14 +137,16 @@ const KeyedRow = Schema.Struct({
   scope: Schema.String,
   idempotencyKey: Schema.String,
   amount: Schema.BigInt,
-  balanceAfter: Schema.BigInt
+  balanceAfter: Schema.BigInt,
+  origin: Schema.NullOr(Schema.String)
 })
 const keyedEntry = (row: typeof KeyedRow.Type): KeyedEntry => ({
   userId: row.userId,
   scope: row.scope,
   key: row.idempotencyKey,
   amount: row.amount,
-  balanceAfter: row.balanceAfter
+  balanceAfter: row.balanceAfter,
+  origin: row.origin
 })
 
 const WalletRow = Schema.Struct({ balance: Schema.BigInt, seq: Schema.BigInt })
@@ -181,6 +190,7 @@ interface EntryRecord {
   /** The caller's fence (`NewEntry.callerFence`). */
   readonly fence_shard: string | null
   readonly fence_generation: string | null
+  readonly origin: string | null
 }
 /** The two JSON texts of `WalletRecord`s and `EntryRecord`s. */
 const CommitBatch = Schema.Struct({ wallets: Schema.String, entries: Schema.String, holds: Schema.String })
@@ -274,10 +284,10 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
       Result: KeyedRow,
       execute: ({ keys, scopes }) =>
         sql`
-          SELECT l.user_id, l.scope, l.idempotency_key, l.amount::text, l.balance_after::text
+          SELECT l.user_id, l.scope, l.idempotency_key, l.amount::text, l.balance_after::text, l.origin
           FROM unnest(${scopes}::text[], ${keys}::text[]) AS k(scope, key)
           CROSS JOIN LATERAL (
-            SELECT user_id, scope, idempotency_key, amount, balance_after FROM ledger_entries
+            SELECT user_id, scope, idempotency_key, amount, balance_after, origin FROM ledger_entries
             WHERE scope = k.scope AND idempotency_key = k.key LIMIT 1
           ) l`
     })
@@ -316,7 +326,7 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
             SELECT * FROM jsonb_to_recordset(${entries}::jsonb)
               AS e(user_id text, seq bigint, amount bigint, kind text, scope text, idempotency_key text, app_id text,
                    event text, metadata jsonb, description text, balance_after bigint, created_at timestamptz,
-                   fence_shard text, fence_generation bigint)
+                   fence_shard text, fence_generation bigint, origin text)
           ), fence AS MATERIALIZED (
             SELECT g.shard, g.generation FROM shard_generations g
             WHERE g.shard IN (SELECT w.shard FROM w WHERE w.shard IS NOT NULL
@@ -330,9 +340,9 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
               AND NOT EXISTS (SELECT 1 FROM fence WHERE fence.shard = e.fence_shard AND fence.generation = e.fence_generation)
           ), hit AS (
             -- One index probe per key, whatever the planner guesses of the batch's size (LIMIT keeps it a probe).
-            SELECT e.user_id AS wallet, l.user_id, l.scope, l.idempotency_key, l.amount, l.balance_after
+            SELECT e.user_id AS wallet, l.user_id, l.scope, l.idempotency_key, l.amount, l.balance_after, l.origin
             FROM e CROSS JOIN LATERAL (
-              SELECT user_id, scope, idempotency_key, amount, balance_after FROM ledger_entries
+              SELECT user_id, scope, idempotency_key, amount, balance_after, origin FROM ledger_entries
               WHERE scope = e.scope AND idempotency_key = e.idempotency_key LIMIT 1
             ) l
           ), moved AS (
@@ -345,9 +355,9 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
             RETURNING wallets.user_id
           ), inserted AS (
             INSERT INTO ledger_entries (user_id, seq, amount, kind, scope, idempotency_key, app_id, event, metadata,
-                                        description, balance_after, created_at)
+                                        description, balance_after, created_at, origin)
             SELECT e.user_id, e.seq, e.amount, e.kind, e.scope, e.idempotency_key, e.app_id, e.event, e.metadata,
-                   e.description, e.balance_after, e.created_at
+                   e.description, e.balance_after, e.created_at, e.origin
             FROM e JOIN moved ON moved.user_id = e.user_id
             ORDER BY e.user_id, e.seq
             RETURNING user_id
@@ -363,15 +373,15 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
             ON CONFLICT (user_id, hold_id) DO UPDATE SET amount = EXCLUDED.amount, expires_at = EXCLUDED.expires_at
             RETURNING 1
           )
-          SELECT 'hit' AS what, wallet, user_id, scope, idempotency_key, amount::text, balance_after::text FROM hit
+          SELECT 'hit' AS what, wallet, user_id, scope, idempotency_key, amount::text, balance_after::text, origin FROM hit
           UNION ALL
-          SELECT 'fenced', user_id, NULL, NULL, NULL, NULL, NULL FROM fenced
+          SELECT 'fenced', user_id, NULL, NULL, NULL, NULL, NULL, NULL FROM fenced
           UNION ALL
-          SELECT 'stale', user_id, NULL, scope, idempotency_key, NULL, NULL FROM stale
+          SELECT 'stale', user_id, NULL, scope, idempotency_key, NULL, NULL, NULL FROM stale
           UNION ALL
-          SELECT 'moved', user_id, NULL, NULL, NULL, NULL, NULL FROM moved
+          SELECT 'moved', user_id, NULL, NULL, NULL, NULL, NULL, NULL FROM moved
           UNION ALL
-          SELECT 'inserted', user_id, NULL, NULL, NULL, count(*)::text, NULL FROM inserted GROUP BY user_id`
+          SELECT 'inserted', user_id, NULL, NULL, NULL, count(*)::text, NULL, NULL FROM inserted GROUP BY user_id`
     })
 
     /**
@@ -422,7 +432,8 @@ export class LedgerRepo extends Effect.Service<LedgerRepo>()("atrium/billing/Led
             balance_after: String(e.balanceAfter),
             created_at: e.createdAt.toISOString(),
             fence_shard: e.callerFence?.shard ?? null,
-            fence_generation: e.callerFence?.generation ?? null
+            fence_generation: e.callerFence?.generation ?? null,
+            origin: e.origin ?? null
           }))
         )
         const rows = yield* rowDefects(commit({ wallets: JSON.stringify(wallets), entries: JSON.stringify(entries), holds: JSON.stringify(holds) }))

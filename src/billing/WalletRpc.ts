@@ -18,7 +18,9 @@ const Entry = Schema.Struct({
   appId: Schema.NullOr(AppId.unchecked),
   event: Schema.NullOr(Schema.String),
   metadata: Schema.NullOr(Schema.Record({ key: Schema.String, value: Schema.String })),
-  description: Schema.NullOr(Schema.String)
+  description: Schema.NullOr(Schema.String),
+  /** The call that sends it (`Wallets`), the same on each resend: optional on the wire for an earlier release. */
+  origin: Schema.optional(Schema.String)
 })
 
 /** Why a charge was refused (or, `WalletFailure`, could not be committed). */

@@ -1,5 +1,6 @@
 import { ClusterError, Sharding } from "@effect/cluster"
 import { Cause, Effect, Either, Exit, Metric } from "effect"
+import * as Crypto from "node:crypto"
 import { makeEntityBatcher, makeEntityCaller, shardOf } from "../platform/Cluster.js"
 import type { Fence } from "../platform/cluster/Fences.js"
 import type { UserId } from "../platform/Ids.js"
@@ -213,10 +214,17 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
     const chargeByMessage = (userId: UserId, request: ChargeRequest) => chargeBatched({ userId, request })
 
     const noEvent = { appId: null, event: null, metadata: null, description: null }
+    /**
+     * A new call's origin (`EntryInfo.origin`): this process's random prefix and a counter, unique in the cluster
+     * without a random draw per charge. Made once per call, so every resend of its message carries the same one.
+     */
+    const originPrefix = Crypto.randomBytes(9).toString("base64url")
+    let calls = 0
+    const newOrigin = () => `${originPrefix}.${(++calls).toString(36)}`
     const chargeWith = (userId: UserId, request: ChargeRequest) => countCharge(chargeByMessage(userId, request).pipe(orDieOnCluster))
     return {
       charge: (userId: UserId, amount: Micros, entry: ChargeEntry, dailyCap: Micros | null = null) =>
-        chargeWith(userId, { amount, entry: { ...noEvent, ...entry }, dailyCap }).pipe(
+        chargeWith(userId, { amount, entry: { ...noEvent, ...entry, origin: newOrigin() }, dailyCap }).pipe(
           // Only a charge made with a caller's fence is refused as stale (`chargeFor`).
           Effect.catchTag("StaleOwner", Effect.die)
         ),
@@ -226,9 +234,9 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
        * session bills nothing, wherever the wallet lives (issue 42 item 7).
        */
       chargeFor: (userId: UserId, amount: Micros, entry: ChargeEntry, fence: Fence | null) =>
-        chargeWith(userId, { amount, entry: { ...noEvent, ...entry }, dailyCap: null, ...(fence === null ? {} : { fence }) }),
+        chargeWith(userId, { amount, entry: { ...noEvent, ...entry, origin: newOrigin() }, dailyCap: null, ...(fence === null ? {} : { fence }) }),
       credit: (userId: UserId, amount: Micros, entry: Partial<EntryInfo> & Pick<EntryInfo, "kind" | "scope" | "key">) =>
-        countCredit(toEntity(client(userId).Credit({ amount, entry: { ...noEvent, ...entry } }), resendable(userId))).pipe(
+        countCredit(toEntity(client(userId).Credit({ amount, entry: { ...noEvent, ...entry, origin: newOrigin() } }), resendable(userId))).pipe(
           orDieOnCluster,
           Effect.withSpan("Wallets.credit")
         ),
@@ -259,20 +267,22 @@ export class Wallets extends Effect.Service<Wallets>()("atrium/billing/Wallets",
        * charge: its movement, or why it was refused. One round trip. `final`: the next owner of a cut run voids its
        * hold, and the run's own late settles post nothing more (`WalletRpc`'s `Settle`).
        */
-      settle: (userId: UserId, holdId: string, charges: ReadonlyArray<SettledCharge>, fence: Fence | null, final = false) =>
-        countSettle(toEntity(
+      settle: (userId: UserId, holdId: string, charges: ReadonlyArray<SettledCharge>, fence: Fence | null, final = false) => {
+        const origin = newOrigin()
+        return countSettle(toEntity(
           client(userId).Settle({
             hold: holdId,
             ...(final ? { final } : {}),
             charges: charges.map((c): ChargeRequest => ({
               amount: c.amount,
-              entry: { ...noEvent, ...c.entry },
+              entry: { ...noEvent, ...c.entry, origin },
               dailyCap: null,
               ...(fence === null ? {} : { fence })
             }))
           }),
           resendable(userId)
         )).pipe(orDieOnCluster)
+      }
     } as const
   })
 }) {}

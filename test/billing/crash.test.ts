@@ -228,11 +228,27 @@ const loadAndKill = async (platform: Platform, actors: ReadonlyArray<Actor>, ops
   clearTimeout(timer)
   // Real wait for a real process: it is killed this long into the load, wherever its charges are then.
   await Effect.runPromise(realWait(killAfter))
+  const killedAt = Date.now()
   const killed = platform.kill()
   stopped = true
   await killed
   await Promise.all(callers)
-  return mine
+  return Object.assign(mine, { killedAt })
+}
+
+/** The ledger entry of `key` as PostgreSQL holds it now: its seq, when it was decided and by which transaction. */
+const entryOf = async (url: string, key: string) => {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    const rows = (await client.query(
+      `SELECT seq::text, created_at, xmin::text AS xmin FROM ledger_entries WHERE idempotency_key = $1`,
+      [key]
+    )).rows
+    return JSON.stringify(rows)
+  } finally {
+    await client.end()
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -478,6 +494,7 @@ describe("crash: kill -9 during a load of charges", () => {
 
         // Restart on the same data.
         platform = yield* launch(storage, env)
+        const restartedAt = Date.now()
         yield* signIn(platform.url, actors, app)
         const where = `round ${round} (${mode})`
         const check = (phase: string) =>
@@ -493,6 +510,7 @@ describe("crash: kill -9 during a load of charges", () => {
             return ledgers
           })
         const ledgers = yield* check("after the restart")
+        const checkedAt = Date.now()
 
         // The requests nobody heard back from: the same key again replays what is there and charges what is not.
         const present = unknown.filter((op) => ledgers[op.user]!.has(op.key))
@@ -501,7 +519,17 @@ describe("crash: kill -9 during a load of charges", () => {
             const line = ledgers[op.user]!.get(op.key)
             const answer = await send(platform.url, actors, op, `retry ${round}`)
             assert.strictEqual(answer.status, 200, `${where}: retry of ${op.key}: ${answer.text}`)
-            assert.strictEqual(answer.replay, line !== undefined, `${where}: retry of ${op.key} (in the ledger: ${line !== undefined}): ${answer.text}`)
+            if (answer.replay !== (line !== undefined)) {
+              // When the entry was decided (its created_at is the deciding process's clock) against the kill and the
+              // restart tells which process wrote it, and whether it was on disk right after the kill.
+              const written = storage.databaseUrl ? await entryOf(storage.databaseUrl, op.key) : "(embedded: not read)"
+              assert.fail(
+                `${where}: retry of ${op.key} (in the ledger: ${line !== undefined}; right after the kill: ` +
+                  `${crashed.ledger.some((row) => row.idempotency_key === op.key)}): ${answer.text}; killed at ` +
+                  `${new Date(sent.killedAt).toISOString()}, restarted at ${new Date(restartedAt).toISOString()}, ` +
+                  `checked at ${new Date(checkedAt).toISOString()}; the entry now: ${written}\n${platform.output().slice(-3000)}`
+              )
+            }
           }))
         )
         // Answers given before the crash replay unchanged after it.

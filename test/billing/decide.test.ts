@@ -41,8 +41,8 @@ describe("wallet decide", () => {
 
   it("a key used before replays its first outcome and moves nothing; another user's key is a conflict", () => {
     const prior = new Map<string, KeyedEntry>([
-      [entryKey("credit:usr_a", "mine"), { userId: "usr_a", scope: "credit:usr_a", key: "mine", amount: -250_000n, balanceAfter: 750_000n }],
-      [entryKey("credit:usr_a", "theirs"), { userId: "usr_b", scope: "credit:usr_a", key: "theirs", amount: -1n, balanceAfter: 9n }]
+      [entryKey("credit:usr_a", "mine"), { userId: "usr_a", scope: "credit:usr_a", key: "mine", amount: -250_000n, balanceAfter: 750_000n, origin: null }],
+      [entryKey("credit:usr_a", "theirs"), { userId: "usr_b", scope: "credit:usr_a", key: "theirs", amount: -1n, balanceAfter: 9n, origin: null }]
     ])
     const decided = decide(2_000_000n, [charge(250_000n, "mine"), charge(1n, "theirs")], prior)
     assert.deepStrictEqual(decided.decisions[0], { ok: true, value: { amount: 250_000n, balance: 750_000n, replay: true } })
@@ -94,6 +94,23 @@ describe("wallet decide", () => {
     assert.lengthOf(decided.entries, 1)
   })
 
+  it("an entry this very call made (its message sent again after a cut) answers as its first charge, not a replay", () => {
+    const made = { userId: "usr_a", scope: "credit:usr_a", amount: -250_000n, balanceAfter: 750_000n }
+    const prior = new Map<string, KeyedEntry>([
+      [entryKey("credit:usr_a", "resent"), { ...made, key: "resent", origin: "call-1" }],
+      [entryKey("credit:usr_a", "repeated"), { ...made, key: "repeated", origin: "call-1" }],
+      [entryKey("credit:usr_a", "old"), { ...made, key: "old", origin: null }]
+    ])
+    const decided = decide(2_000_000n, [
+      charge(250_000n, "resent", { origin: "call-1" }),
+      charge(250_000n, "repeated", { origin: "call-2" }),
+      charge(250_000n, "old", { origin: "call-3" })
+    ], prior)
+    assert.deepStrictEqual(decided.decisions.map((d) => d.ok && "replay" in d.value && d.value.replay), [false, true, true])
+    assert.deepStrictEqual(decided.decisions[0], { ok: true, value: { amount: 250_000n, balance: 750_000n, replay: false } })
+    assert.deepStrictEqual(decided.entries, [])
+  })
+
   it("a charge refused for the balance writes nothing and its key is named, so an earlier use of it can replay", () => {
     const decided = decide(100n, [charge(101n, "big"), { tag: "Balance" }])
     assert.strictEqual(decided.decisions[0]!.ok === false && decided.decisions[0]!.error._tag, "InsufficientCredits")
@@ -105,7 +122,7 @@ describe("wallet decide", () => {
 
   it("a refused key that the ledger knows replays instead, whatever the balance is now", () => {
     const prior = new Map<string, KeyedEntry>([
-      [entryKey("credit:usr_a", "big"), { userId: "usr_a", scope: "credit:usr_a", key: "big", amount: -900n, balanceAfter: 100n }]
+      [entryKey("credit:usr_a", "big"), { userId: "usr_a", scope: "credit:usr_a", key: "big", amount: -900n, balanceAfter: 100n, origin: null }]
     ])
     const decided = decide(100n, [charge(900n, "big")], prior)
     assert.deepStrictEqual(decided.decisions, [{ ok: true, value: { amount: 900n, balance: 100n, replay: true } }])
@@ -115,7 +132,7 @@ describe("wallet decide", () => {
 
   it("a credit under a key used before replays with its amount, not a second credit", () => {
     const prior = new Map<string, KeyedEntry>([
-      [entryKey("grant", "g"), { userId: "usr_a", scope: "grant", key: "g", amount: 5n, balanceAfter: 12n }]
+      [entryKey("grant", "g"), { userId: "usr_a", scope: "grant", key: "g", amount: 5n, balanceAfter: 12n, origin: null }]
     ])
     const decided = decide(40n, [{ tag: "Credit", amount: 5n, entry: entry("g", { kind: "grant", scope: "grant" }) }], prior)
     assert.deepStrictEqual(decided.decisions, [{ ok: true, value: { amount: 5n, balance: 12n, replay: true } }])
@@ -232,7 +249,7 @@ describe("wallet decide", () => {
         userId: "usr_a",
         state: { balance: 750n, seq: 8n },
         items: [release("session:s:3"), step(1, 250n), step(2, 250n), hold("session:s:3", 500n), hold("other", 100n)],
-        prior: new Map([[entryKey("run", "session:s:3:1"), { userId: "usr_a", scope: "run", key: "session:s:3:1", amount: -250n, balanceAfter: 750n }]]),
+        prior: new Map([[entryKey("run", "session:s:3:1"), { userId: "usr_a", scope: "run", key: "session:s:3:1", amount: -250n, balanceAfter: 750n, origin: null }]]),
         spentToday: new Map(),
         now: NOW + 1,
         voided: voided.voided

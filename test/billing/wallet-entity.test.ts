@@ -162,6 +162,27 @@ layer(Env)("Wallet entity (makeTestClient)", (it) => {
       assert.deepStrictEqual((yield* ledger(userId)).map((l) => [l.seq, l.balanceAfter]), [["1", "1000000"], ["2", "750000"], ["3", "500000"]])
     }))
 
+  it.scoped("a message sent again after a cut (same call) answers as its first delivery; another call with the key replays", () =>
+    Effect.gen(function*() {
+      const userId = yield* newUser
+      const client = yield* (yield* Entity.makeTestClient(Wallet, WalletLive))(userId)
+      const sent = (key: string, origin: string, amount = 250_000n) =>
+        Effect.map(client.Charges({ charges: [{ amount, entry: { ...entry(key), origin }, dailyCap: null }] }), (a) => a[0]!)
+      const first = yield* sent("k", "call-1")
+      assert.deepStrictEqual(first, Either.right({ amount: 250_000n, balance: 750_000n, replay: false }))
+      // The resend finds its own entry at the commit (the key looked up in the same statement).
+      assert.deepStrictEqual(yield* sent("k", "call-1"), first)
+      // Drained, a resend is refused for the balance first and then found by its key: still this call's own.
+      assert.isTrue(Either.isRight(yield* sent("drain", "call-2", 750_000n)))
+      assert.deepStrictEqual(yield* sent("k", "call-1"), first)
+      // The client's own retry is a new call: a replay (spec 2.3), in both ways it can be found.
+      assert.deepStrictEqual(yield* sent("k", "call-3"), Either.right({ amount: 250_000n, balance: 750_000n, replay: true }))
+      const stored = yield* Effect.flatMap(SqlClient.SqlClient, (sql) =>
+        sql<{ key: string; origin: string | null }>`
+          SELECT idempotency_key AS key, origin FROM ledger_entries WHERE user_id = ${userId} ORDER BY seq`).pipe(Effect.orDie)
+      assert.deepStrictEqual(stored.map((r) => [r.key, r.origin]), [[userId, null], ["k", "call-1"], ["drain", "call-2"]])
+    }))
+
   // Holds (docs/billing.md, "Holds"): their expiry is wall-clock time, as the database's `now()` reads it, so these
   // run on the live clock (`onLiveClock`; `scopedLive` would not get this layer).
   it.scoped("a hold whose run died stays reserved, and its run's next owner resumes it (not placed twice) and settles it once", () =>

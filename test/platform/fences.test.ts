@@ -4,6 +4,7 @@ import { ConfigProvider, Effect, Exit, Layer, Option } from "effect"
 import { LedgerRepo, type WalletCommit } from "../../src/billing/Repo.js"
 import { SessionId, UserId } from "../../src/platform/Ids.js"
 import { DatabaseLive } from "../../src/platform/Database.js"
+import { RunnersRepo } from "../../src/platform/cluster/Repo.js"
 import { SessionsRepo } from "../../src/sessions/Repo.js"
 import { makeMigratedStorage } from "../support/TestServer.js"
 
@@ -15,7 +16,7 @@ import { makeMigratedStorage } from "../support/TestServer.js"
  */
 const Repos = Layer.unwrapScoped(Effect.gen(function*() {
   const storage = yield* makeMigratedStorage
-  return Layer.mergeAll(LedgerRepo.Default, SessionsRepo.Default).pipe(
+  return Layer.mergeAll(LedgerRepo.Default, SessionsRepo.Default, RunnersRepo.Default).pipe(
     Layer.provideMerge(DatabaseLive),
     Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(storage.env)))))
   )
@@ -122,6 +123,33 @@ describe("fencing tokens", () => {
           SELECT count(*)::int AS n FROM session_events
           WHERE session_id = ${`ses_${id}_b`} AND turn = 1 AND payload->>'type' IN ('complete', 'error')`
         assert.strictEqual(ends[0]!.n, 1)
+      }))
+
+    it.effect("a runner that takes a shard back under the generation it knew keeps it and its time; another runner raises both", () =>
+      Effect.gen(function*() {
+        const repo = yield* RunnersRepo
+        const sql = yield* SqlClient.SqlClient
+        const shard = `default:raise-${Date.now()}`
+        const stored = Effect.map(
+          sql<{ generation: string; runner: string; acquiredAt: string }>`
+            SELECT generation::text, runner, acquired_at::text FROM shard_generations WHERE shard = ${shard}`,
+          (rows) => rows[0]!
+        ).pipe(Effect.orDie)
+        const raise = (runner: string, known: string | null) => repo.raiseGenerations(runner, [{ shard, known }])
+        assert.deepStrictEqual(yield* raise("a:1", null), [{ shard, generation: "1" }])
+        const first = yield* stored
+        // Its locks came back to it (a database restart) and nobody took the shard meanwhile: no move, no new time,
+        // so ShardMoves does not cut the calls in flight to it.
+        assert.deepStrictEqual(yield* raise("a:1", "1"), [{ shard, generation: "1" }])
+        assert.deepStrictEqual(yield* stored, first)
+        // Another runner's acquisition is a move: a new generation, a new time.
+        assert.deepStrictEqual(yield* raise("b:1", null), [{ shard, generation: "2" }])
+        const moved = yield* stored
+        assert.strictEqual(moved.runner, "b:1")
+        assert.notStrictEqual(moved.acquiredAt, first.acquiredAt)
+        // The first runner back under the generation it knew: raised again, since it was not the last owner.
+        assert.deepStrictEqual(yield* raise("a:1", "1"), [{ shard, generation: "3" }])
+        assert.notStrictEqual((yield* stored).acquiredAt, moved.acquiredAt)
       }))
   })
 })

@@ -143,7 +143,12 @@ export class RunnersRepo extends Effect.Service<RunnersRepo>()("atrium/platform/
                 THEN shard_generations.generation
               ELSE shard_generations.generation + 1 END,
             runner = EXCLUDED.runner,
-            acquired_at = now()
+            -- A kept generation is no move: the acquisition it continues keeps its time, so the calls in flight to
+            -- this runner are not cut and sent again (ShardMoves reads it as "acquired since the call was sent").
+            acquired_at = CASE
+              WHEN shard_generations.runner = EXCLUDED.runner AND shard_generations.generation + 1 = EXCLUDED.generation
+                THEN shard_generations.acquired_at
+              ELSE now() END
           RETURNING shard, generation::text AS generation`
     })
     const raiseGenerations = (runner: string, shards: ReadonlyArray<{ readonly shard: string; readonly known: string | null }>) =>

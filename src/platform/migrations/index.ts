@@ -29,6 +29,7 @@ import durableApprovals from "./0030_durable_approvals.js"
 import marketStore from "./0031_market_store.js"
 import memoryExtractions from "./0033_memory_extractions.js"
 import memoryCallKeys from "./0034_memory_call_keys.js"
+import ledgerOrigins from "./0035_ledger_origins.js"
 
 /** Numbered migrations, applied in order at start; a released migration is never edited, only followed. */
 export const migrations = Migrator.fromRecord({
@@ -61,5 +62,6 @@ export const migrations = Migrator.fromRecord({
   "0030_durable_approvals": durableApprovals,
   "0031_market_store": marketStore,
   "0033_memory_extractions": memoryExtractions,
-  "0034_memory_call_keys": memoryCallKeys
+  "0034_memory_call_keys": memoryCallKeys,
+  "0035_ledger_origins": ledgerOrigins
 })
