@@ -87,7 +87,7 @@ describe("database", () => {
         }
         // Two starts, one application of each migration.
         const applied = yield* query(`SELECT migration_id, name FROM atrium_migrations ORDER BY migration_id`)
-        assert.deepStrictEqual(applied.map((row) => [row.migration_id, row.name]), [[1, "identity"], [2, "billing"], [3, "agents"], [4, "files"], [5, "market"], [6, "runs"], [7, "sessions"], [8, "evolution"], [9, "run_evidence"], [10, "account_trials"], [11, "tools"], [12, "api_responses"], [13, "cluster"], [14, "session_queue"], [15, "faults"], [16, "knowledge"], [17, "fences"], [18, "durable_runs"], [19, "webhooks"], [20, "wallet_holds"], [21, "session_trees"], [23, "schedules"], [24, "traces"], [25, "memory"], [27, "turn_feedback"], [28, "evals"], [30, "durable_approvals"], [31, "market_store"], [33, "memory_extractions"], [34, "memory_call_keys"]])
+        assert.deepStrictEqual(applied.map((row) => [row.migration_id, row.name]), [[1, "identity"], [2, "billing"], [3, "agents"], [4, "files"], [5, "market"], [6, "runs"], [7, "sessions"], [8, "evolution"], [9, "run_evidence"], [10, "account_trials"], [11, "tools"], [12, "api_responses"], [13, "cluster"], [14, "session_queue"], [15, "faults"], [16, "knowledge"], [17, "fences"], [18, "durable_runs"], [19, "webhooks"], [20, "wallet_holds"], [21, "session_trees"], [23, "schedules"], [24, "traces"], [25, "memory"], [27, "turn_feedback"], [28, "evals"], [30, "durable_approvals"], [31, "market_store"], [33, "memory_extractions"], [34, "memory_call_keys"], [35, "ledger_origins"]])
       }), 120_000)
 
     it.effect("users and API keys survive a restart", () =>

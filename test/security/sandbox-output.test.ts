@@ -34,11 +34,14 @@ interface Sample {
   readonly rssMb: number
 }
 
-/** `/api/health` timed every 20 ms (and the server's memory read) until `over` says stop. */
+/**
+ * `/api/health` timed every 5 ms (and the server's memory read) until `over` says stop: on a quiet machine the 50 MB
+ * turn is over within a few tenths of a second, and 20 ms apart gave it 4 samples (CI, session 29): too few for "throughout".
+ */
 const sampleHealth = (samples: Array<Sample>, over: () => boolean) =>
   Effect.gen(function*() {
     const host = yield* hostOf
-    // A sampler, not a wait: it reads every 20 ms (real time: the platform is a real process) until the turn is over.
+    // A sampler, not a wait: it reads every 5 ms (real time: the platform is a real process) until the turn is over.
     const sample = Effect.gen(function*() {
       if (over()) return true
       const started = performance.now()
@@ -46,7 +49,7 @@ const sampleHealth = (samples: Array<Sample>, over: () => boolean) =>
       samples.push({ status: reply.status, ms: performance.now() - started, rssMb: rssMb(host.pid) })
       return over()
     })
-    yield* pollUntil(sample, (done) => done, "the turn sampled to its end", { every: 20, within: 600_000 })
+    yield* pollUntil(sample, (done) => done, "the turn sampled to its end", { every: 5, within: 600_000 })
   })
 
 /** One `run_code` turn, with `/api/health` sampled while it runs. */
