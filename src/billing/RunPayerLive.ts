@@ -2,12 +2,14 @@ import { Sharding } from "@effect/cluster"
 import { Cause, Clock, Duration, Effect, Either, Layer, Option, Schedule } from "effect"
 import { AppConfig } from "../platform/Config.js"
 import { failoverBudget } from "../platform/cluster/Budget.js"
-import type { Fence } from "../platform/cluster/Fences.js"
+import { type Fence, ShardFences } from "../platform/cluster/Fences.js"
+import { shardOf } from "../platform/Cluster.js"
 import type { UserId } from "../platform/Ids.js"
 import type { Micros } from "../platform/Money.js"
 import { EntityDeadline, isOutage } from "../platform/Outage.js"
 import { InsufficientFunds, PaymentFailed, RunPayer, type RunCharge } from "../runtime/Ports.js"
 import { Wallets } from "./Wallets.js"
+import { Wallet } from "./WalletRpc.js"
 
 /**
  * A request to the wallet that met an outage (the database restarting, the wallet's shard between owners) is sent again
@@ -73,7 +75,22 @@ export const RunPayerLive = Layer.effect(
      */
     const sharding = yield* Effect.serviceOption(Sharding.Sharding)
     const embedded = Option.exists(yield* Effect.serviceOption(AppConfig), (config) => Option.isNone(config.databaseUrl))
-    const noOwnerLeft = Option.isSome(sharding) && embedded ? sharding.value.isShutdown : Effect.succeed(false)
+    /**
+     * A runner of a cluster that is stopping refuses new requests to its own entities and hands their shards over only
+     * once they have all ended (`ShardFences.unreachableWhileLeaving`): a settle to a wallet of its own shards, from a
+     * turn ending in its grace, waited out the whole window too (12 s more on every such stop, session 29), whether
+     * the turn was cut or ended on its own. A wallet of another runner's shard is settled as ever.
+     */
+    const fences = yield* Effect.serviceOption(ShardFences)
+    const leavingWith = (accountId: UserId) =>
+      Effect.sync(() =>
+        Option.isSome(sharding) && Option.isSome(fences) &&
+        fences.value.unreachableWhileLeaving(shardOf(sharding.value, Wallet, accountId))
+      )
+    const noOwnerLeft = (accountId: UserId, cut: boolean) =>
+      embedded
+        ? (cut && Option.isSome(sharding) ? sharding.value.isShutdown : Effect.succeed(false))
+        : leavingWith(accountId)
     const settleNow = (
       accountId: UserId,
       holdId: string,
@@ -116,7 +133,7 @@ export const RunPayerLive = Layer.effect(
       // A run that ended on its own waits out an outage for its settle (`OUTAGE_WINDOW`), one cut short does not.
       // A cut run's next owner settles its hold: when none of the runners can take the wallet, now is not waited out.
       settle: (accountId, holdId, charges, fence, cut) =>
-        Effect.if(cut ? noOwnerLeft : Effect.succeed(false), {
+        Effect.if(noOwnerLeft(accountId, cut), {
           onTrue: () =>
             Effect.fail(new PaymentFailed({ message: "This runner is stopping and no runner is left to reach the wallet: the run's next owner settles its hold.", outage: true })),
           onFalse: () => settleNow(accountId, holdId, charges, fence, cut)

@@ -117,7 +117,8 @@ const TrackedRunnerStorage = Layer.scoped(
       // batch, one batch at a time (`cluster/Locks.ts`), so a refresh never queues behind one statement per shard.
       release: (address, shardId) =>
         Effect.zipRight(Effect.sync(() => fences.release(shardId)), storage.release(address, shardId)),
-      releaseAll: (address) => Effect.zipRight(Effect.sync(fences.releaseAll), storage.releaseAll(address))
+      releaseAll: (address) => Effect.zipRight(Effect.sync(fences.releaseAll), storage.releaseAll(address)),
+      unregister: (address) => Effect.zipRight(Effect.sync(fences.leave), storage.unregister(address))
     })
   })
 ).pipe(Layer.provide(RunnersRepo.Default))

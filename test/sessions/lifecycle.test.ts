@@ -28,18 +28,27 @@ const cutByShutdown = <E>(
   inbox: Parameters<typeof startServer>[1],
   meanwhile: (session: string, token: string) => Effect.Effect<void, E, TestServer> = () => Effect.void
 ) =>
-  Effect.scoped(Effect.gen(function*() {
-    const server = yield* startServer(storage, inbox, { ...ENV, SHUTDOWN_GRACE: "1 second" })
-    return yield* Effect.gen(function*() {
-      const user = yield* newUser
-      const agent = yield* agentWith(user.token)
-      const session = yield* createSession(user.token, agent)
-      const live = yield* openStream(`/v1/sessions/${session}/events`, { token: user.token, body: { type: "message", message: "/slow 200" } })
-      yield* live.until("output.text.delta")
-      yield* meanwhile(session, user.token)
-      return { token: user.token, session }
-    }).pipe(Effect.provideService(TestServer, server))
-  }))
+  Effect.gen(function*() {
+    let stopFrom = 0
+    const cut = yield* Effect.scoped(Effect.gen(function*() {
+      const server = yield* startServer(storage, inbox, { ...ENV, SHUTDOWN_GRACE: "1 second" })
+      return yield* Effect.gen(function*() {
+        const user = yield* newUser
+        const agent = yield* agentWith(user.token)
+        const session = yield* createSession(user.token, agent)
+        const live = yield* openStream(`/v1/sessions/${session}/events`, { token: user.token, body: { type: "message", message: "/slow 200" } })
+        yield* live.until("output.text.delta")
+        yield* meanwhile(session, user.token)
+        stopFrom = Date.now()
+        return { token: user.token, session }
+      }).pipe(Effect.provideService(TestServer, server))
+    }))
+    // A bound on the stop, not a speed check: the cut turn's settle to a wallet its stopping runner can no longer
+    // reach waited out the 12 s entity deadline (services mode: every such stop took the grace and 12 s more).
+    const stopMs = Date.now() - stopFrom
+    assert.isBelow(stopMs, 8_000, `the stop took ${stopMs} ms with a 1 s grace`)
+    return cut
+  })
 
 describe("session lifecycle", () => {
   it.scopedLive("a restart between turns keeps the history and the seq", () =>

@@ -69,6 +69,10 @@ export class ShardFences extends Effect.Service<ShardFences>()("atrium/platform/
     let lastTick = Date.now()
     let unverifiedSince: number | undefined
     let laggedAt = -Infinity
+    /** The runner left the cluster (its `unregister`): its shards are still locked until its entities have ended. */
+    let leaving = false
+    /** Other runners registered at the last watch; -1 before the first (unknown: they may be there). */
+    let othersRegistered = -1
     /** One answer of the runner storage at a time is recorded, so a shard new to two answers at once is raised once. */
     const recording = yield* Effect.makeSemaphore(1)
 
@@ -198,6 +202,19 @@ export class ShardFences extends Effect.Service<ShardFences>()("atrium/platform/
        * on a refresh that was only retried.
        */
       refreshFailed: () => void (unverifiedSince = Date.now()),
+      /** The runner storage was told this runner leaves (`Sharding`'s shutdown, the first thing a stop does). */
+      leave: () => void (leaving = true),
+      /**
+       * Whether an entity of `shardId` cannot answer a new request now: this runner is leaving and still holds the
+       * shard, or has let it go with no other runner to take it. `@effect/cluster` refuses new requests to the
+       * entities of a stopping runner, which lets its shards go as its first entity stops; such a message waited out
+       * its caller's whole deadline (12 s more on every stop whose turn settled its hold; session 29). Untracked
+       * (embedded) never: the one runner answers to the end.
+       */
+      unreachableWhileLeaving: (shardId: ShardRef): boolean =>
+        tracked && leaving && (held.has(shardKey(shardId)) || othersRegistered === 0),
+      /** How many other runners the last watch saw registered (`watchRunners`): none, and nobody takes a shard let go. */
+      noteOthers: (count: number) => void (othersRegistered = count),
       release: (shardId: ShardRef) => void held.delete(shardKey(shardId)),
       releaseAll: () => held.clear()
     } as const

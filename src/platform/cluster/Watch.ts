@@ -112,6 +112,7 @@ export const watchRunners = (address: RunnerAddress.RunnerAddress) =>
       if (now - lastWatch > STALL_MS) seen.clear()
       lastWatch = now
       const rows = yield* repo.beatAndWatch(self, SILENT_MS / 2000)
+      fences.noteOthers(rows.length)
       for (const row of rows) {
         if (cutting.has(row.address)) continue
         const before = seen.get(row.address)
