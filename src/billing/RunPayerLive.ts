@@ -67,30 +67,24 @@ export const RunPayerLive = Layer.effect(
   Effect.gen(function*() {
     const wallets = yield* Wallets
     /**
-     * Whether this runner is stopping and no other runner can answer its wallets: the embedded runner is its cluster's
-     * only one, and a stopping runner lets go of every shard as its first entity stops (`preemptiveShutdown`), so a
-     * wallet call from a turn its shutdown cut waited out the whole `CUT_WINDOW` for an owner that never comes: every
-     * SIGTERM with a turn in flight took `SHUTDOWN_GRACE` and 12 s more. Read where provided (the platform always
-     * provides both; a payer built over a bare `Wallets` has neither).
+     * Whether nobody can answer a settle to `accountId`'s wallet now: the run's next owner settles its hold instead,
+     * and this runner does not wait out the window for an owner that never comes (every SIGTERM with a turn in flight
+     * took `SHUTDOWN_GRACE` and 12 s more). Embedded, the one runner lets go of every shard as its first entity stops
+     * (`preemptiveShutdown`), which a cut run's settle meets. A stopping runner of a cluster refuses new requests to
+     * its own entities and hands their shards over only once they have all ended (`ShardFences.unreachableWhileLeaving`),
+     * which a turn ending in its grace meets too, cut or not (session 29); a wallet of another runner's shard is settled
+     * as ever. Read where provided (the platform always provides them; a payer built over a bare `Wallets` has none).
      */
     const sharding = yield* Effect.serviceOption(Sharding.Sharding)
-    const embedded = Option.exists(yield* Effect.serviceOption(AppConfig), (config) => Option.isNone(config.databaseUrl))
-    /**
-     * A runner of a cluster that is stopping refuses new requests to its own entities and hands their shards over only
-     * once they have all ended (`ShardFences.unreachableWhileLeaving`): a settle to a wallet of its own shards, from a
-     * turn ending in its grace, waited out the whole window too (12 s more on every such stop, session 29), whether
-     * the turn was cut or ended on its own. A wallet of another runner's shard is settled as ever.
-     */
     const fences = yield* Effect.serviceOption(ShardFences)
-    const leavingWith = (accountId: UserId) =>
-      Effect.sync(() =>
-        Option.isSome(sharding) && Option.isSome(fences) &&
-        fences.value.unreachableWhileLeaving(shardOf(sharding.value, Wallet, accountId))
-      )
+    const embedded = Option.exists(yield* Effect.serviceOption(AppConfig), (config) => Option.isNone(config.databaseUrl))
     const noOwnerLeft = (accountId: UserId, cut: boolean) =>
       embedded
         ? (cut && Option.isSome(sharding) ? sharding.value.isShutdown : Effect.succeed(false))
-        : leavingWith(accountId)
+        : Effect.sync(() =>
+          Option.isSome(sharding) && Option.isSome(fences) &&
+          fences.value.unreachableWhileLeaving(shardOf(sharding.value, Wallet, accountId))
+        )
     const settleNow = (
       accountId: UserId,
       holdId: string,
@@ -131,7 +125,8 @@ export const RunPayerLive = Layer.effect(
           Effect.catchAllDefect(unanswered)
         ),
       // A run that ended on its own waits out an outage for its settle (`OUTAGE_WINDOW`), one cut short does not.
-      // A cut run's next owner settles its hold: when none of the runners can take the wallet, now is not waited out.
+      // A cut run's next owner settles its hold (a stopping runner's own wallets: any run's): when nobody can take the
+      // wallet now (`noOwnerLeft`), it is not waited out.
       settle: (accountId, holdId, charges, fence, cut) =>
         Effect.if(noOwnerLeft(accountId, cut), {
           onTrue: () =>

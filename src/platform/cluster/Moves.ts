@@ -71,8 +71,7 @@ const ROUTING_LAG_MS = 2 * Duration.toMillis(failoverBudget.assignments)
 /**
  * Whether the call sent at `sentAt` (under `known`, the acquisition of its shard the watch saw last) is to be cut: its
  * shard was acquired after it was sent, or so shortly before (`ROUTING_LAG_MS`) that it may have been routed to the
- * former owner, and not again by the runner it was known to go to (a database restart gives a runner its own locks
- * back). When is the database's own age of the acquisition (`asOf` - `ageMs`), so the clocks of the database and this
+ * former owner, and not again by the runner it was known to go to. When is the database's own age of the acquisition (`asOf` - `ageMs`), so the clocks of the database and this
  * process need not agree; `asOf` is when the answer came, which errs towards a cut, harmless for a keyed message.
  *
  * A call is cut at most twice for one acquisition: once when it is seen, and once more if the resend, sent within
@@ -84,7 +83,8 @@ export const movedSince = (
   asOf: number
 ): "cut" | "known" => {
   if (asOf - latest.ageMs <= call.sentAt - ROUTING_LAG_MS) return "known"
-  // Acquired again by the runner it went to (a restart of the database: its locks came back to it): not moved.
+  // Acquired again by the runner it went to: not moved. (A database restart that gives a runner its own locks back keeps
+  // the acquisition's time since session 29, `RunnersRepo.raiseGenerations`, and is "known" above already.)
   if (call.known !== undefined && call.known.acquiredAt !== latest.acquiredAt && call.known.runner === latest.runner) return "known"
   return "cut"
 }
