@@ -11,6 +11,9 @@ export default defineConfig({
     include: ["test/browser/**/*.browser.ts"],
     // `dist/` and `web/dist/` rebuilt when stale, and the migrated template each platform's data starts as a copy of.
     globalSetup: ["test/browser/globalSetup.ts"],
+    // Before each file: vitest's shared `it` put back as @effect/vitest made it (test/support/setupFile.ts); without it
+    // a file's `it.layer` also started the previous file's platform and Chromium again.
+    setupFiles: ["test/support/setupFile.ts"],
     // Two files at a time (each its own platform and Chromium): the suite mostly waits on streams and pages.
     maxWorkers: 2,
     minWorkers: 2,

@@ -17,6 +17,8 @@ export default defineConfig({
     exclude: [...configDefaults.exclude, ...leftOutOf(services ? "services" : "embedded")],
     // One migrated database per run that every test's own database is copied from (test/support/Templates.ts).
     globalSetup: ["test/support/globalSetup.ts"],
+    // Before each file: vitest's shared `it` put back as @effect/vitest made it (test/support/setupFile.ts).
+    setupFiles: ["test/support/setupFile.ts"],
     // Every test file boots its own server and database; two cores want few at once. Services mode ran three (a file
     // waits much of its time on PostgreSQL, Redis and its runner processes), but three files of clusters (two or three
     // runner processes each, beside a server per file) starved the runners past the cluster's own budget: a shard

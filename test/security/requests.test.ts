@@ -1,4 +1,4 @@
-import { assert, describe, it } from "@effect/vitest"
+import { assert, describe, it, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Crypto from "node:crypto"
 import { registerApp } from "../support/Billing.js"
@@ -143,7 +143,9 @@ describe("security: requests", () => {
       }))
   })
 
-  it.layer(TestServer.layer())((it) => {
+  // `layer`, not `it.layer`: after the block above vitest's shared `it` carries its nested `layer`, which would start
+  // that server again (test/support/setupFile.ts).
+  layer(TestServer.layer())((it) => {
     it.effect("CORS_ORIGINS empty (the default): no preflight succeeds and no response names an origin", () =>
       Effect.gen(function*() {
         const reply = yield* request("OPTIONS", "/v1/agents/run", {

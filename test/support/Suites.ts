@@ -91,6 +91,7 @@ export const EMBEDDED_ONLY: Readonly<Record<string, Once>> = {
   "test/platform/shard-moves.test.ts": "unit",
   "test/platform/source-rules.test.ts": "unit",
   "test/platform/storable.test.ts": "unit",
+  "test/platform/vitest-it.test.ts": "unit",
   "test/runs/outage-patience.test.ts": "unit",
   "test/runtime/admission.test.ts": "unit",
   "test/runtime/calculator.test.ts": "unit",

@@ -1,4 +1,4 @@
-import { afterAll, assert, describe, it } from "@effect/vitest"
+import { afterAll, assert, describe, it, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -76,7 +76,9 @@ describe("web app serving", () => {
       }))
   })
 
-  it.layer(TestServer.layer({ WEB_DIST: join(build, "missing") }))((it) => {
+  // A second block in the same describe starts with `layer`, not `it.layer`: after the first block vitest's shared `it`
+  // carries that block's nested `layer`, which would start the first server again (test/support/setupFile.ts).
+  layer(TestServer.layer({ WEB_DIST: join(build, "missing") }))((it) => {
     it.effect("without a build the pages answer 503 web_app_not_built, and /login keeps the server-rendered page", () =>
       Effect.gen(function*() {
         const page = yield* get("/studio")
