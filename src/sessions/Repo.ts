@@ -235,6 +235,15 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
         const rows = (yield* chainTurns({ id, messages: options.messages })) as unknown as ReadonlyArray<TreeTurn & { depth: number }>
         return visibleTree(forkTurn, rows.filter((row) => row.depth === 0), rows.filter((row) => row.depth > 0))
       }).pipe(Effect.orDie)
+    /**
+     * `read` in one snapshot of the database: the session's row and its tree as one moment had them. Read apart, a
+     * turn ending between the two showed a tree holding that turn under a leaf from before it (its branch hidden:
+     * the chat dropped the turn it had just shown, once in a CI run of the browser suite, session 30).
+     */
+    const inOneSnapshot = <A, E, R>(read: Effect.Effect<A, E, R>) =>
+      sql.withTransaction(Effect.zipRight(Effect.orDie(sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY`), read)).pipe(
+        Effect.catchTag("SqlError", Effect.die)
+      )
     /** The turns from the root to `leaf`, the history as that branch has it. */
     const path = (id: SessionId, leaf: number | null) => Effect.map(tree(id), (found) => pathTo(found, leaf))
 
@@ -513,6 +522,7 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
       adopt,
       remove,
       tree,
+      inOneSnapshot,
       path,
       hasTurn,
       fork,

@@ -135,9 +135,9 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
     const get = Effect.fn("Sessions.get")(function*(caller: CallerIdentity, id: SessionId) {
       yield* owned(caller, id)
       yield* wake(id)
-      const session = yield* owned(caller, id)
+      const [session, tree] = yield* repo.inOneSnapshot(Effect.all([owned(caller, id), repo.tree(id)]))
       // The branch the session is on: the path from the root to its leaf.
-      const path = pathTo(yield* repo.tree(id), session.leafTurn)
+      const path = pathTo(tree, session.leafTurn)
       return { ...sessionView(session), leaf: session.leafTurn, messages: path.flatMap((turn) => turn.messages.map(messageView(turn.turn))) }
     })
 
@@ -145,8 +145,8 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
     const tree = Effect.fn("Sessions.tree")(function*(caller: CallerIdentity, id: SessionId) {
       yield* owned(caller, id)
       yield* wake(id)
-      const session = yield* owned(caller, id)
-      return treeView(yield* repo.tree(id), session.leafTurn)
+      const [session, tree] = yield* repo.inOneSnapshot(Effect.all([owned(caller, id), repo.tree(id)]))
+      return treeView(tree, session.leafTurn)
     })
 
     const noTurn = (id: SessionId, turn: number) => new NotFound({ message: `No turn ${turn} in session ${id}.` })

@@ -148,5 +148,36 @@ describe("sessions as trees", () => {
         assert.strictEqual(names(yield* third.rest).at(-1), "run.completed")
         assert.strictEqual(textOf(queued), "I see 8 earlier messages.")
       }))
+
+    it.effect("a tree read while turns end has its leaf and its turns from one moment (GET tree and GET session)", () =>
+      Effect.gen(function*() {
+        const user = yield* newUser
+        const agent = yield* agentWith(user.token)
+        const created = yield* request("POST", "/v1/sessions", { token: user.token, body: { agent } })
+        const id = created.body.id as string
+        // One branch: every turn continues the previous one, so a consistent read's leaf is its newest turn, and its
+        // messages end with that turn's. Read apart, a turn ending between the leaf's read and the turns' read showed
+        // the new turn under the old leaf, off the path (the chat hid it: session 30).
+        const torn: Array<string> = []
+        let sending = true
+        const send = Effect.gen(function*() {
+          for (let n = 1; n <= 25; n++) yield* streamOf(`/v1/sessions/${id}/events`, { token: user.token, body: { type: "message", message: `m${n}` } })
+          sending = false
+        })
+        const read = Effect.gen(function*() {
+          while (sending) {
+            const [tree, view] = yield* Effect.all([
+              request("GET", `/v1/sessions/${id}/tree`, { token: user.token }),
+              request("GET", `/v1/sessions/${id}`, { token: user.token })
+            ], { concurrency: 2 })
+            const turns = (tree.body.turns as Array<{ turn: number }>).map((t) => t.turn)
+            if (turns.length > 0 && tree.body.leaf !== Math.max(...turns)) torn.push(`tree: leaf ${tree.body.leaf} of ${turns}`)
+            const last = (view.body.messages as Array<{ turn: number }>).at(-1)?.turn
+            if (last !== undefined && view.body.leaf !== last) torn.push(`session: leaf ${view.body.leaf}, last message of turn ${last}`)
+          }
+        })
+        yield* Effect.all([send, read, read, read], { concurrency: "unbounded" })
+        assert.deepStrictEqual(torn, [])
+      }))
   })
 })

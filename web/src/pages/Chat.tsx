@@ -121,14 +121,20 @@ export const ChatPage = ({ identifier, embedded = false }: { identifier: string;
     }, () => undefined)
   }, [identifier, sessionId])
 
+  /** Which read of the tree is the newest asked for: an older one answering after it is not shown. */
+  const branchReads = useRef(0)
   /** Reads the tree and the current branch's messages again (after a turn ended, or a switch). */
   const refreshBranch = async (id: string) => {
+    const read = ++branchReads.current
     const [session, shape] = await Promise.all([
       call((c) => c.sessions.get({ path: { id: SessionId.unchecked.make(id) } })),
       call((c) => c.sessions.tree({ path: { id: SessionId.unchecked.make(id) } }))
     ])
-    setUserByTurn(userMessagesOf(session.messages))
-    setTree(shape as TreeState)
+    // Reads after two turns' ends can answer out of order: the later turn stays shown when the earlier read lands.
+    if (read === branchReads.current) {
+      setUserByTurn(userMessagesOf(session.messages))
+      setTree(shape as TreeState)
+    }
     return { session, shape: shape as TreeState }
   }
 
