@@ -62,7 +62,11 @@ describe("openai: responses branch at previous_response_id", () => {
         assert.strictEqual(tree.status, 200, tree.text)
         const turns = tree.body.turns as Array<any>
         const slowTurns = turns.filter((turn) => turn.message_preview === SLOW)
-        assert.strictEqual(slowTurns.length, 4)
+        // Each attempt the server received is a turn; under load an attempt cut at 1 s can be cut before its request
+        // reached a session (seen with three test workers on two cores: 3 turns), so the patient one and at least one
+        // cut one, at most all four.
+        assert.isAtLeast(slowTurns.length, 2, JSON.stringify(turns))
+        assert.isAtMost(slowTurns.length, 4, JSON.stringify(turns))
         assert.isTrue(slowTurns.every((turn) => turn.parent_turn === 1), JSON.stringify(turns))
         const view = yield* request("GET", `/v1/sessions/${session}`, { token: apiKey, headers: { "x-end-user-id": "u1" } })
         assert.deepStrictEqual(view.body.messages.filter((m: any) => m.role === "user").map((m: any) => m.content), ["hello", SLOW, "/history"])
