@@ -21,7 +21,12 @@ import { settled } from "./support.js"
 
 const RUNS = 6
 const SLOW = 100
-const TTL_SECONDS = 45
+/**
+ * Long enough for B to take A's shards and run each session's next turn before the turns' holds would expire (B has
+ * A's shards about 3-4 s after the kill: the fault checker's `shardsMovedMs`), and the test waits it out for the
+ * foreground run's hold: 45 s made this the services suite's longest file but one (52 s).
+ */
+const TTL_SECONDS = 25
 
 describe("cluster: holds after kill -9 (issue 45)", () => {
   it.scopedLive("a dead runner's holds are resumed by the runs' next owner or voided when they expire", () =>
