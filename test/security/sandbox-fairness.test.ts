@@ -50,8 +50,10 @@ const beside = <A, R>(
       { concurrency: "unbounded" }
     )
     // Real wait for real processes: the loops' sandboxes load Pyodide and spin before anything is timed (their guests
-    // tell nothing until they end). Run alone, in CI's fair-share step only.
-    yield* realWait(8_000)
+    // tell nothing until they end). Run alone, in CI's fair-share step only. A whole call, sandbox start included,
+    // takes about 0.33 s here warm, and a loop in a new session starts its sandbox cold: 4 s holds that and the 3 s queue
+    // the extra calls wait out before they are answered busy (8 s was a quarter of CI's step).
+    yield* realWait(4_000)
     const timed = yield* during
     // The loops have made their point: interrupted, they end now instead of at their time limit.
     yield* Effect.forEach(
