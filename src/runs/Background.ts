@@ -140,16 +140,18 @@ export const outlastingOf = (patience: OutagePatience) => <A, E, R>(effect: Effe
       }))).pipe(
     Effect.sandbox,
     Effect.retry({
-      schedule: what === undefined
-        ? OUTAGE_RETRY
-        : Schedule.tapInput(OUTAGE_RETRY, (cause: Cause.Cause<unknown>) => Effect.logWarning(`${what} met an outage; asked again`, cause)),
+      schedule: OUTAGE_RETRY,
+      // Told here, where the attempt is known to be made again: a tap on the schedule also told every cause that ends
+      // the effect (a workflow suspending on its approval is an interrupt), as "met an outage; asked again".
       while: (cause) =>
-        Effect.map(Clock.currentTimeMillis, (now) => {
-          if (patience.spentAt !== undefined || Cause.failures(cause).length > 0 || !isOutage(cause)) return false
+        Effect.flatMap(Clock.currentTimeMillis, (now) => {
+          if (patience.spentAt !== undefined || Cause.failures(cause).length > 0 || !isOutage(cause)) return Effect.succeed(false)
           patience.since ??= now
-          if (now - patience.since < OUTAGE_PATIENCE_MS) return true
+          if (now - patience.since < OUTAGE_PATIENCE_MS) {
+            return what === undefined ? Effect.succeed(true) : Effect.as(Effect.logWarning(`${what} met an outage; asked again`, cause), true)
+          }
           patience.spentAt = now
-          return false
+          return Effect.succeed(false)
         })
     }),
     Effect.unsandbox

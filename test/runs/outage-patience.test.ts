@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, TestClock, TestContext } from "effect"
+import { Effect, Exit, Fiber, Logger, TestClock, TestContext } from "effect"
 import { outagePatience, outlastingOf } from "../../src/runs/Background.js"
 
 /**
@@ -87,5 +87,26 @@ describe("a background run's patience with an outage", () => {
       const bug = yield* Effect.exit(outlasting(Effect.zipRight(Effect.sync(() => void bugs++), Effect.die(new Error("a bug")))))
       assert.isTrue(Exit.isFailure(bug))
       assert.strictEqual(bugs, 1)
+    }).pipe(Effect.provide(TestContext.TestContext)))
+
+  it.effect("an attempt made again is told as an outage; an end that is not one (a workflow suspending) is not", () =>
+    Effect.gen(function*() {
+      const told: Array<string> = []
+      const logger = Logger.make(({ message }) => void told.push(String(Array.isArray(message) ? message[0] : message)))
+      const outlasting = outlastingOf(outagePatience())
+      let tries = 0
+      // One refused connection, then an answer: told once.
+      const flaky = outlasting(Effect.suspend(() => tries++ === 0 ? refused : Effect.succeed("ok")), "the step")
+      const fiber = yield* Effect.fork(flaky.pipe(Effect.provide(Logger.replace(Logger.defaultLogger, logger))))
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual(yield* Fiber.join(fiber), "ok")
+      assert.deepStrictEqual(told, ["the step met an outage; asked again"])
+      // Suspended (an interrupt), and a plain failure: nothing told, nothing tried again.
+      told.length = 0
+      const suspended = yield* Effect.exit(outlasting(Effect.interrupt, "the approval").pipe(Effect.provide(Logger.replace(Logger.defaultLogger, logger))))
+      const failed = yield* Effect.exit(outlasting(Effect.fail("denied"), "the approval").pipe(Effect.provide(Logger.replace(Logger.defaultLogger, logger))))
+      assert.isTrue(Exit.isInterrupted(suspended))
+      assert.isTrue(Exit.isFailure(failed))
+      assert.deepStrictEqual(told, [])
     }).pipe(Effect.provide(TestContext.TestContext)))
 })
