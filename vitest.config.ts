@@ -1,5 +1,6 @@
 import { configDefaults, defineConfig } from "vitest/config"
 import { scratchEnv } from "./test/support/Local.js"
+import { SuiteSequencer } from "./test/support/Sequencer.js"
 import { leftOutOf } from "./test/support/Suites.js"
 
 // Services mode as the tests see it (`servicesMode` in test/support/TestServer.ts).
@@ -7,9 +8,10 @@ const services = process.env.DATABASE_URL !== undefined
 const workers = 2
 
 export default defineConfig({
-  // vitest keeps each file's last duration here and starts the longest files first, so no long file is left to run
-  // alone at the end on one worker. Outside node_modules/, which "npm ci" deletes.
-  cacheDir: ".vitest-cache",
+  // vitest keeps each file's last duration here, one folder per mode (a file's length differs between them), outside
+  // node_modules/, which "npm ci" deletes; `npm run test:durations` copies them to test/support/durations.json, which
+  // the sequencer reads first (a clean clone has no cache).
+  cacheDir: `.vitest-cache/${services ? "services" : "embedded"}`,
   test: {
     include: ["test/**/*.test.ts"],
     // A file that proves nothing more in the other mode runs in one suite only: test/support/Suites.ts says which
@@ -17,6 +19,8 @@ export default defineConfig({
     exclude: [...configDefaults.exclude, ...leftOutOf(services ? "services" : "embedded")],
     // One migrated database per run that every test's own database is copied from (test/support/Templates.ts).
     globalSetup: ["test/support/globalSetup.ts"],
+    // Longest files first, and files that start processes of their own not side by side (test/support/Sequencer.ts).
+    sequence: { sequencer: SuiteSequencer },
     // Before each file: vitest's shared `it` put back as @effect/vitest made it (test/support/setupFile.ts).
     setupFiles: ["test/support/setupFile.ts"],
     // Every test file boots its own server and database; two cores want few at once. Services mode ran three (a file

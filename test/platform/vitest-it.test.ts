@@ -2,6 +2,7 @@ import { assert, describe, effect, it, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import { plan, recordedDurations, startsProcesses } from "../support/Durations.js"
 import { restoreIt } from "../support/setupFile.js"
 
 /**
@@ -34,5 +35,26 @@ describe("vitest's shared it, between files (test/support/setupFile.ts)", () => 
     assert.include(configText("vitest.config.ts"), SETUP)
     assert.include(configText("vitest.browser.config.ts"), SETUP)
     assert.deepStrictEqual(atStart, { layer: true, effect: true })
+  })
+})
+
+describe("the suites' order (test/support/Sequencer.ts)", () => {
+  const file = (name: string, seconds: number, heavy = false) => ({ file: name, seconds, heavy })
+
+  it("longest first, and a file that starts processes waits while another such file runs and a light one can go", () => {
+    const order = plan([file("light-1", 1), file("cluster-a", 30, true), file("light-2", 20), file("cluster-b", 25, true), file("light-3", 5)], 2)
+    // One worker takes cluster-a (30 s); the other, beside it, takes the light files (longest first) until none is
+    // left, and only then cluster-b (at 26 s, the one plan that does not leave it waiting for an idle worker).
+    assert.deepStrictEqual(order.map((f) => f.file), ["cluster-a", "light-2", "light-3", "light-1", "cluster-b"])
+  })
+
+  it("the recorded lengths name files that exist, and the cluster files are known to start processes", () => {
+    const recorded = recordedDurations()
+    for (const [mode, files] of Object.entries(recorded)) {
+      assert.isAbove(Object.keys(files).length, 50, mode)
+    }
+    assert.isTrue(startsProcesses("test/cluster/holds.test.ts"))
+    assert.isTrue(startsProcesses("test/main.test.ts"))
+    assert.isFalse(startsProcesses("test/billing/wallet.test.ts"))
   })
 })
