@@ -55,6 +55,8 @@ describe("the suites' order (test/support/Sequencer.ts)", () => {
     }
     assert.isTrue(startsProcesses("test/cluster/holds.test.ts"))
     assert.isTrue(startsProcesses("test/main.test.ts"))
+    assert.isTrue(startsProcesses("test/billing/crash.test.ts"))
+    assert.isTrue(startsProcesses("test/runtime/sandbox.test.ts"))
     assert.isFalse(startsProcesses("test/billing/wallet.test.ts"))
   })
 })

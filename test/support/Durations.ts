@@ -12,8 +12,19 @@ export type Mode = "embedded" | "services"
 export const recordedDurations = (): Record<Mode, Record<string, number>> =>
   Fs.existsSync(DURATIONS) ? JSON.parse(Fs.readFileSync(DURATIONS, "utf8")) : { embedded: {}, services: {} }
 
-/** Whether a file starts processes of its own: runners of a cluster, or the compiled platform. */
-export const startsProcesses = (file: string) => file in SERVICES_ONLY || EMBEDDED_ONLY[file] === "process"
+const ROOT = Path.resolve(import.meta.dirname, "../..")
+/** Starts `dist/main.js` (test/support/Process.ts), in either mode. */
+const LAUNCHES = /from "(?:\.\.?\/)+(?:support\/Process|cluster\/support)\.js"/
+
+/**
+ * Whether a file starts processes of its own: runners of a cluster, the compiled platform, or the sandbox's guests
+ * (Pyodide, a CPU-second each to load; two of these files side by side ran 43 s against 27 s, session 30).
+ */
+export const startsProcesses = (file: string) => {
+  if (file in SERVICES_ONLY || EMBEDDED_ONLY[file] === "process" || /sandbox/.test(file)) return true
+  const path = Path.join(ROOT, file)
+  return Fs.existsSync(path) && LAUNCHES.test(Fs.readFileSync(path, "utf8"))
+}
 
 export interface Planned {
   readonly file: string
