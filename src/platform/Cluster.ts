@@ -146,12 +146,23 @@ const PingHealth = Layer.scoped(
  */
 const terminationTimeout = (app: { readonly shutdownGrace: Duration.Duration }) => Duration.sum(app.shutdownGrace, "5 seconds")
 
+/** The embedded runner's sharding settings (exported for test/platform/cluster-local.test.ts). */
+export const embeddedSharding = (app: { readonly shutdownGrace: Duration.Duration }) => ({
+  ...shared,
+  // The storage poll that delivers a message whose time has come (a durable clock: an approval's timeout, a run
+  // resting out a provider's Retry-After, extraction's debounce): the library's default is 10 s, which made every
+  // such wake-up of the embedded platform up to 10 s late (a 2 s approval timeout answered after 8.9 s, session 30).
+  // The same second as a cluster's.
+  entityMessagePollInterval: clusterTimings.entityMessagePollInterval,
+  entityTerminationTimeout: terminationTimeout(app)
+})
+
 const embedded = Sharding.layer.pipe(
   Layer.provideMerge(Runners.layerNoop),
   Layer.provideMerge(SqlMessageStorage.layerWith({ prefix: "cluster" })),
   Layer.provide([RunnerStorage.layerMemory, RunnerHealth.layerNoop]),
   Layer.provide(Layer.unwrapEffect(Effect.map(AppConfig, (app) =>
-    ShardingConfig.layer({ ...shared, entityTerminationTimeout: terminationTimeout(app) })))),
+    ShardingConfig.layer(embeddedSharding(app))))),
   // Untracked: the one runner holds every shard, and nothing is fenced or moves.
   Layer.provideMerge(ShardFences.Default),
   Layer.provideMerge(ShardMoves.Default)

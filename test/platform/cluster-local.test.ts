@@ -1,8 +1,8 @@
 import { Entity, MessageStorage, RunnerHealth, Runners, RunnerStorage, Sharding, ShardingConfig } from "@effect/cluster"
 import { Rpc } from "@effect/rpc"
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Exit, Fiber, Layer, Ref, Schema, TestClock, TestContext } from "effect"
-import { makeEntityBatcher, makeEntityCaller, shared } from "../../src/platform/Cluster.js"
+import { Deferred, Duration, Effect, Exit, Fiber, Layer, Ref, Schema, TestClock, TestContext } from "effect"
+import { embeddedSharding, makeEntityBatcher, makeEntityCaller, shared } from "../../src/platform/Cluster.js"
 import { pollUntil } from "../support/Poll.js"
 
 /**
@@ -145,4 +145,10 @@ describe("caller-side batching (makeEntityBatcher)", () => {
       assert.strictEqual(yield* Fiber.join(kept), "w:2")
       assert.deepStrictEqual(batches, [[0], [2]])
     }).pipe(Effect.provide(TestContext.TestContext)))
+
+  it("the embedded runner reads its due messages every second, as a cluster does (a durable clock is late by at most that)", () => {
+    const settings = embeddedSharding({ shutdownGrace: Duration.seconds(10) })
+    // The library's default is 10 s: an approval's 2 s timeout was answered after 8.9 s.
+    assert.isTrue(Duration.lessThanOrEqualTo(Duration.decode(settings.entityMessagePollInterval), Duration.seconds(1)))
+  })
 })
