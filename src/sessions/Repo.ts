@@ -241,7 +241,7 @@ export class SessionsRepo extends Effect.Service<SessionsRepo>()("atrium/session
      * the chat dropped the turn it had just shown, once in a CI run of the browser suite, session 30).
      */
     const inOneSnapshot = <A, E, R>(read: Effect.Effect<A, E, R>) =>
-      sql.withTransaction(Effect.zipRight(Effect.orDie(sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY`), read)).pipe(
+      sql.withTransaction(Effect.zipRight(sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY`, read)).pipe(
         Effect.catchTag("SqlError", Effect.die)
       )
     /** The turns from the root to `leaf`, the history as that branch has it. */

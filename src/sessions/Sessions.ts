@@ -132,10 +132,16 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       }
     })
 
+    /** The caller's session, woken (its cut turn closed), and its tree: its row and its turns as one moment had them. */
+    const withTree = (caller: CallerIdentity, id: SessionId) =>
+      Effect.gen(function*() {
+        yield* owned(caller, id)
+        yield* wake(id)
+        return yield* repo.inOneSnapshot(Effect.all([owned(caller, id), repo.tree(id)]))
+      })
+
     const get = Effect.fn("Sessions.get")(function*(caller: CallerIdentity, id: SessionId) {
-      yield* owned(caller, id)
-      yield* wake(id)
-      const [session, tree] = yield* repo.inOneSnapshot(Effect.all([owned(caller, id), repo.tree(id)]))
+      const [session, tree] = yield* withTree(caller, id)
       // The branch the session is on: the path from the root to its leaf.
       const path = pathTo(tree, session.leafTurn)
       return { ...sessionView(session), leaf: session.leafTurn, messages: path.flatMap((turn) => turn.messages.map(messageView(turn.turn))) }
@@ -143,10 +149,8 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
 
     /** Every turn of the session with its parent and children, and the current leaf (docs/sessions.md "Branches"). */
     const tree = Effect.fn("Sessions.tree")(function*(caller: CallerIdentity, id: SessionId) {
-      yield* owned(caller, id)
-      yield* wake(id)
-      const [session, tree] = yield* repo.inOneSnapshot(Effect.all([owned(caller, id), repo.tree(id)]))
-      return treeView(tree, session.leafTurn)
+      const [session, found] = yield* withTree(caller, id)
+      return treeView(found, session.leafTurn)
     })
 
     const noTurn = (id: SessionId, turn: number) => new NotFound({ message: `No turn ${turn} in session ${id}.` })

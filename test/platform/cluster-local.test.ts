@@ -145,7 +145,9 @@ describe("caller-side batching (makeEntityBatcher)", () => {
       assert.strictEqual(yield* Fiber.join(kept), "w:2")
       assert.deepStrictEqual(batches, [[0], [2]])
     }).pipe(Effect.provide(TestContext.TestContext)))
+})
 
+describe("the embedded runner's settings", () => {
   it("the embedded runner reads its due messages every second, as a cluster does (a durable clock is late by at most that)", () => {
     const settings = embeddedSharding({ shutdownGrace: Duration.seconds(10) })
     // The library's default is 10 s: an approval's 2 s timeout was answered after 8.9 s.

@@ -2,8 +2,10 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { EMBEDDED_ONLY, SERVICES_ONLY } from "./Suites.js"
 
-/** The lengths of the suites' files and the order they are run in (`Sequencer.ts`; no vitest import, so a unit test
- * and a script can read it). */
+/*
+ * The lengths of the suites' files and the order they are run in (`Sequencer.ts`; no vitest import, so a unit test
+ * can read it).
+ */
 const DURATIONS = Path.join(import.meta.dirname, "durations.json")
 
 export type Mode = "embedded" | "services"
@@ -48,4 +50,3 @@ export const plan = (files: ReadonlyArray<Planned>, workers: number): Array<Plan
   }
   return order
 }
-

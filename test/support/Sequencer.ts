@@ -2,6 +2,9 @@ import * as Path from "node:path"
 import { BaseSequencer, type TestSpecification } from "vitest/node"
 import { type Mode, plan, recordedDurations, startsProcesses } from "./Durations.js"
 
+/** The run's mode, as vitest.config.ts and `servicesMode` (TestServer.ts) read it; neither can be imported here. */
+const modeOfRun = (): Mode => process.env.DATABASE_URL !== undefined ? "services" : "embedded"
+
 /**
  * The order a suite's files are handed to its workers (docs/testing.md, "Time"): each free worker takes the next file,
  * so the order decides how the files pack onto the two workers, and which files run side by side.
@@ -17,8 +20,6 @@ import { type Mode, plan, recordedDurations, startsProcesses } from "./Durations
  * The order is worked out by playing the workers forward with the known lengths; the real ones differ, so it is a
  * plan, not a promise: a file still runs exactly once and nothing else changes.
  */
-const modeOfRun = (): Mode => process.env.DATABASE_URL !== undefined ? "services" : "embedded"
-
 export class SuiteSequencer extends BaseSequencer {
   override async sort(files: Array<TestSpecification>): Promise<Array<TestSpecification>> {
     const recorded = recordedDurations()[modeOfRun()] ?? {}

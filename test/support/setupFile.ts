@@ -10,7 +10,7 @@ import { it } from "@effect/vitest"
  * which was built again, and so on down the worker's files. Measured (session 30): the n-th file of a worker started
  * n platforms, and a one-test file took 1.6 s first and 13 s as the fifteenth. Effect 4's `@effect/vitest` stops
  * mutating the global (Effect-TS/effect-smol#2177); until then this puts the methods back, and
- * `test/platform/suites.test.ts` checks that a file's layer builds once.
+ * `test/platform/vitest-it.test.ts` checks that both configs run it and that it restores `it`.
  */
 const KEY = Symbol.for("atrium/test/pristineIt")
 const METHODS = ["effect", "scoped", "live", "scopedLive", "prop", "flakyTest", "layer"] as const

@@ -71,8 +71,8 @@ const ROUTING_LAG_MS = 2 * Duration.toMillis(failoverBudget.assignments)
 /**
  * Whether the call sent at `sentAt` (under `known`, the acquisition of its shard the watch saw last) is to be cut: its
  * shard was acquired after it was sent, or so shortly before (`ROUTING_LAG_MS`) that it may have been routed to the
- * former owner, and not again by the runner it was known to go to. When is the database's own age of the acquisition (`asOf` - `ageMs`), so the clocks of the database and this
- * process need not agree; `asOf` is when the answer came, which errs towards a cut, harmless for a keyed message.
+ * former owner, and not again by the runner it was known to go to. When is the database's own age of the acquisition
+ * (`asOf` - `ageMs`), so the clocks of the database and this process need not agree; `asOf` is when the answer came, which errs towards a cut, harmless for a keyed message.
  *
  * A call is cut at most twice for one acquisition: once when it is seen, and once more if the resend, sent within
  * `ROUTING_LAG_MS` of it, is unanswered for `SUSPECT` too; after that its `sentAt` is past the lag.
