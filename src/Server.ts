@@ -51,6 +51,8 @@ import { EvolutionHttpLive } from "./evolution/Http.js"
 import { DistillationsHttpLive } from "./distillation/Http.js"
 import { SessionsHttpLive } from "./sessions/Http.js"
 import { SessionLive } from "./sessions/Session.js"
+import { RunnerTurns, TurnDrainLive } from "./sessions/Activation.js"
+import { Stopping } from "./platform/Stopping.js"
 import { WebhooksHttpLive } from "./webhooks/Http.js"
 import { RunEndWebhooksLive } from "./webhooks/RunEnds.js"
 import { Webhooks } from "./webhooks/Webhooks.js"
@@ -193,8 +195,11 @@ const Settings = Layer.mergeAll(
  * Everything the routes stand on: configuration, the database with its migrations, the key-value store, and the
  * cluster with its entities.
  */
-export const Infrastructure = Entities.pipe(
-  Layer.provideMerge(Layer.mergeAll(AppConfig.Default, DatabaseLive, KeyValueLive)),
+export const Infrastructure = TurnDrainLive.pipe(
+  // Built after every entity, so a stop drains this runner's turns before any entity layer closes (and the cluster
+  // with it): sessions/Activation.ts.
+  Layer.provideMerge(Entities),
+  Layer.provideMerge(Layer.mergeAll(AppConfig.Default, DatabaseLive, KeyValueLive, Stopping.Default, RunnerTurns.Default)),
   Layer.provide(Settings)
 )
 
@@ -207,7 +212,9 @@ export const Infrastructure = Entities.pipe(
  * grace's end is cut with its connection.
  */
 export const HttpServerLive = Layer.unwrapEffect(
-  Effect.map(AppConfig, (config) => {
+  Effect.gen(function*() {
+    const config = yield* AppConfig
+    const stopping = yield* Stopping
     const server = createServer()
     // An idle keep-alive connection is closed by the client side first: a load balancer (60 s idle on common ones)
     // or an SDK's pool (a few seconds). With Node's 5 s the server could close a socket just as a client sent a
@@ -215,19 +222,21 @@ export const HttpServerLive = Layer.unwrapEffect(
     server.keepAliveTimeout = 65_000
     // Above the keep-alive timeout, as Node asks, so a reused connection's next request is not cut for its headers.
     server.headersTimeout = 66_000
+    // The stop's one grace starts here (`stopping.begin`); the turn drain and the sessions' finalizers wait what is
+    // left of it.
     const grace = Layer.scopedDiscard(Effect.addFinalizer(() =>
-      Effect.sync(() => {
+      Effect.zipRight(stopping.begin, Effect.sync(() => {
         // Nothing else ends them: the server's shutdown interrupts no request fiber, and a held stream has none.
         Sse.endHeld()
         server.closeIdleConnections()
         const idle = setInterval(() => server.closeIdleConnections(), 100).unref()
         server.once("close", () => clearInterval(idle))
         setTimeout(() => server.closeAllConnections(), Duration.toMillis(config.shutdownGrace)).unref()
-      })
+      }))
     ))
     return grace.pipe(Layer.provideMerge(NodeHttpServer.layer(() => server, { port: config.port, host: config.host })))
   })
-).pipe(Layer.provide(AppConfig.Default))
+)
 
 /**
  * The whole platform as one layer: serve `routes` on `HOST:PORT` until the scope closes. It also yields the

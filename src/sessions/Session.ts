@@ -3,7 +3,7 @@ import type * as Prompt from "@effect/ai/Prompt"
 import { Entity, type Sharding } from "@effect/cluster"
 import { Cause, Deferred, Duration, Effect, Exit, Fiber, FiberHandle, FiberSet, Layer, Metric, Option, Schedule, Scope } from "effect"
 import { ShardFences } from "../platform/cluster/Fences.js"
-import { AppConfig } from "../platform/Config.js"
+import { Stopping } from "../platform/Stopping.js"
 import { activeSessions, inFlight, queuedTurns, runningTurns } from "../platform/telemetry/Metrics.js"
 import { type InternalEvent, isTerminal } from "../runtime/Events.js"
 import { MAX_STEPS } from "../runtime/Run.js"
@@ -21,7 +21,7 @@ import { SessionsRepo } from "./Repo.js"
 import { Session, SessionGone } from "./SessionRpc.js"
 import { turnRunId, type LoggedEvent, type LogWrite, type QueuedTurn, type SessionRow, type SessionStatus, type TurnRow } from "./Rows.js"
 import { SessionBusy } from "./Domain.js"
-import { KeepAlive, UnfinishedTurns } from "./Activation.js"
+import { KeepAlive, RunnerTurns, UnfinishedTurns } from "./Activation.js"
 import { KeptHistory } from "./History.js"
 
 
@@ -45,7 +45,8 @@ const turnPartOf = (found: Option.Option<SessionRow>) =>
 const CLOSING_GRACE = Duration.seconds(5)
 
 export const SessionLive = Layer.unwrapScoped(Effect.gen(function*() {
-  const { shutdownGrace } = yield* AppConfig
+  const stopping = yield* Stopping
+  const { turns: runnerTurns } = yield* RunnerTurns
   /** What a session's load starts that must outlive its activation: the void of a cut turn's hold and its recount. */
   const closing = yield* FiberSet.make<void, never>()
   // At shutdown (this finalizer runs before the set's own, which interrupts) a void and recount still under way get up
@@ -122,7 +123,7 @@ export const SessionLive = Layer.unwrapScoped(Effect.gen(function*() {
     /** Set once the behaviour is built: turns owed on reload wait for it before a worker starts. */
     let started = false
     /** Turns sent and not yet ended: what a runner giving the session up waits for. */
-    const unfinished = new UnfinishedTurns()
+    const unfinished = new UnfinishedTurns(runnerTurns)
     /** Hands a turn to the worker (it is durable already: `Send` wrote it first, or it was owed on reload). */
     const enqueue = (turn: QueuedTurn, first = false) =>
       Effect.gen(function*() {
@@ -518,11 +519,13 @@ export const SessionLive = Layer.unwrapScoped(Effect.gen(function*() {
           // The next activation voids the turn's hold and counts it from the ledger.
           if (fences.shardState(address.shardId) === "held") {
             // Finalizers are uninterruptible: without this the timeout could not stop the wait.
-            yield* Effect.timeoutOption(Effect.interruptible(unfinished.drained()), shutdownGrace)
+            // A stop's grace is shared with the steps before (`Stopping`): what is left of it; a hand-over's is whole.
+            yield* Effect.timeoutOption(Effect.interruptible(unfinished.drained()), yield* stopping.left)
           } else if (Option.isSome(current)) {
             yield* Deferred.succeed(current.value.givenUp, undefined)
           }
           yield* FiberHandle.clear(worker)
+          yield* unfinished.release()
           yield* Metric.incrementBy(queuedTurns, -queued.length)
           yield* Metric.incrementBy(activeSessions, -1)
           yield* sandbox.release

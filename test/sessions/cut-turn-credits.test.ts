@@ -4,6 +4,8 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Context, Deferred, Effect, Layer, Queue, Schedule, TestServices } from "effect"
 import { ShardFences } from "../../src/platform/cluster/Fences.js"
 import { AppConfig } from "../../src/platform/Config.js"
+import { Stopping } from "../../src/platform/Stopping.js"
+import { RunnerTurns } from "../../src/sessions/Activation.js"
 import type { Micros } from "../../src/platform/Money.js"
 import { PaymentFailed, RunPayer } from "../../src/runtime/Ports.js"
 import { SessionLive } from "../../src/sessions/Session.js"
@@ -80,7 +82,7 @@ const SlowWallet = Layer.effectContext(Effect.gen(function*() {
   return Context.make(RunPayer, payer).pipe(Context.add(Mailbox, { settles, voided, gate }))
 }))
 
-const Env = Layer.mergeAll(AppConfig.Default, ShardingConfig.layer(), ShardFences.Default, SlowWallet, KnowledgeGate.layer).pipe(
+const Env = Layer.mergeAll(AppConfig.Default, Stopping.Default, RunnerTurns.Default, ShardingConfig.layer(), ShardFences.Default, SlowWallet, KnowledgeGate.layer).pipe(
   Layer.provideMerge(TestDatabase({ SHUTDOWN_GRACE: "0 millis" }))
 )
 

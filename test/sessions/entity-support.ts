@@ -4,6 +4,8 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Layer } from "effect"
 import { ShardFences } from "../../src/platform/cluster/Fences.js"
 import { AppConfig } from "../../src/platform/Config.js"
+import { Stopping } from "../../src/platform/Stopping.js"
+import { RunnerTurns } from "../../src/sessions/Activation.js"
 import { insertUser, TestDatabase } from "../support/Database.js"
 import { KnowledgeGate, RunPayerTest } from "../support/Ports.js"
 
@@ -14,6 +16,8 @@ import { KnowledgeGate, RunPayerTest } from "../support/Ports.js"
  */
 export const SessionEntityEnv = Layer.mergeAll(
   AppConfig.Default,
+  Stopping.Default,
+  RunnerTurns.Default,
   ShardingConfig.layer(),
   // No runner storage tells these fences of shards: the entity holds its shard and writes unfenced.
   ShardFences.Default,

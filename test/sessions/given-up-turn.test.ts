@@ -4,6 +4,8 @@ import { assert, describe, layer } from "@effect/vitest"
 import { Context, Deferred, Effect, Layer, Schedule, TestServices } from "effect"
 import { ShardFences } from "../../src/platform/cluster/Fences.js"
 import { AppConfig } from "../../src/platform/Config.js"
+import { Stopping } from "../../src/platform/Stopping.js"
+import { RunnerTurns } from "../../src/sessions/Activation.js"
 import { RunPayer } from "../../src/runtime/Ports.js"
 import { SessionLive } from "../../src/sessions/Session.js"
 import { Session } from "../../src/sessions/SessionRpc.js"
@@ -38,7 +40,7 @@ const SilentWallet = Layer.effectContext(Effect.gen(function*() {
   return Context.make(RunPayer, payer).pipe(Context.add(Asked, { settling, voided }))
 }))
 
-const Env = Layer.mergeAll(AppConfig.Default, ShardingConfig.layer(), ShardFences.Default, SilentWallet, KnowledgeGate.layer).pipe(
+const Env = Layer.mergeAll(AppConfig.Default, Stopping.Default, RunnerTurns.Default, ShardingConfig.layer(), ShardFences.Default, SilentWallet, KnowledgeGate.layer).pipe(
   // A grace longer than the test waits: a close that waited for the turn would not be done in time.
   Layer.provideMerge(TestDatabase({ SHUTDOWN_GRACE: "10 seconds" }))
 )

@@ -176,6 +176,44 @@ describe("session lifecycle", () => {
       }).pipe(Effect.provideService(TestServer, server))
     }), { timeout: 120_000 })
 
+  it.scopedLive("a turn with no open stream when its server stops ends within the grace and is billed in full", () =>
+    Effect.gen(function*() {
+      const storage = yield* makeMigratedStorage
+      const inbox = yield* makeSmsInbox
+      const before = yield* Effect.scoped(Effect.gen(function*() {
+        const server = yield* startServer(storage, inbox, { ...ENV, SHUTDOWN_GRACE: "8 seconds" })
+        return yield* Effect.gen(function*() {
+          const user = yield* newUser
+          const agent = yield* agentWith(user.token)
+          const session = yield* createSession(user.token, agent)
+          // Its client gone: nothing holds the HTTP server's stop, so the turn ends after the server closed, while the
+          // runner stops (sessions/Activation.ts, TurnDrainLive).
+          const live = yield* openStream(`/v1/sessions/${session}/events`, { token: user.token, body: { type: "message", message: "/slow 12" } })
+          yield* live.until("output.text.delta")
+          yield* live.cancel
+          return { token: user.token, session }
+        }).pipe(Effect.provideService(TestServer, server))
+      }))
+      const server = yield* startServer(storage, inbox, ENV)
+      yield* Effect.gen(function*() {
+        const runs = yield* server.query(`
+          SELECT r.status, r.credits_charged::text AS recorded,
+            coalesce((SELECT -sum(l.amount) FROM ledger_entries l WHERE l.scope = 'run'
+              AND l.idempotency_key LIKE 'session:' || r.session_id || ':1:%'), 0)::text AS ledger
+          FROM runs r WHERE r.session_id = '${before.session}'`)
+        // Ended before the cluster stopped: completed by the stopping runner, its settle posted there. Without the
+        // drain the turn ended in its session's finalizer, its settle unanswered, and the ledger held only its hold's
+        // void: the run recorded what the next owner found (nothing of the steps run in the grace).
+        assert.deepStrictEqual(runs.map((r) => r.status), ["completed"])
+        assert.notStrictEqual(runs[0]!.ledger, "0", "the turn's steps are in the ledger")
+        assert.strictEqual(runs[0]!.recorded, runs[0]!.ledger, "its run records what the ledger holds for it")
+        const replay = yield* openStream(`/v1/sessions/${before.session}/events?after=0`, { token: before.token, method: "GET" })
+        const all = yield* replay.until("run.completed")
+        yield* replay.cancel
+        assert.strictEqual(textOf(all), Array.from({ length: 12 }, (_, i) => `chunk ${i + 1} `).join(""))
+      }).pipe(Effect.provideService(TestServer, server))
+    }), { timeout: 120_000 })
+
   layer(TestServer.layer(ENV), LIVE)((it) => {
     it.effect("a client that disconnects does not stop the turn: it finishes, is billed and is in the log", () =>
       Effect.gen(function*() {
