@@ -95,10 +95,11 @@ export class UnfinishedTurns {
 
 /**
  * Every session's unfinished turns on this runner, one count (each session's `UnfinishedTurns` adds to it): what a
- * stopping runner drains before its cluster stops (`TurnDrainLive`).
+ * stopping runner drains before its cluster stops (`TurnDrainLive`). One counter per platform built, not per module:
+ * a process that builds several (the test workers) must not wait for another platform's turns.
  */
 export class RunnerTurns extends Effect.Service<RunnerTurns>()("atrium/sessions/RunnerTurns", {
-  succeed: { turns: new UnfinishedTurns() }
+  sync: () => ({ turns: new UnfinishedTurns() })
 }) {}
 
 /**

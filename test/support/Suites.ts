@@ -106,6 +106,7 @@ export const EMBEDDED_ONLY: Readonly<Record<string, Once>> = {
   "test/security/sandbox-cgroup.test.ts": "unit",
   "test/security/sandbox-channel.test.ts": "unit",
   "test/security/sandbox-layers.test.ts": "unit",
+  "test/sessions/activation.test.ts": "unit",
   "test/sessions/window.test.ts": "unit",
   "test/traces/policy.test.ts": "unit",
   "test/web/bundle.test.ts": "unit",
