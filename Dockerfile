@@ -9,7 +9,8 @@ COPY package.json package-lock.json ./
 # Dependencies first (cached while the lockfile is unchanged); the compile runs once the sources are in.
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY . .
-RUN npm run build
+# The one script of ours that install runs (`postinstall`): the patched shard assignment (patches/, docs/operations.md).
+RUN npx patch-package && npm run build
 
 FROM node:22-bookworm-slim AS runtime
 ENV NODE_ENV=production \
@@ -23,6 +24,8 @@ RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
  && npm cache clean --force \
  && mkdir -p /data \
  && chown node:node /data
+# The patched library files come from the build stage (patch-package is a development dependency).
+COPY --from=build /app/node_modules/effect/dist ./node_modules/effect/dist
 COPY --from=build --chown=node:node /app/dist ./dist
 COPY --from=build --chown=node:node /app/web/dist ./web/dist
 USER node

@@ -88,5 +88,14 @@ else {
     Fs.cpSync(from, to, { recursive: true, verbatimSymlinks: true })
   }
 }
+// The Dockerfile's `COPY --from=build /app/node_modules/effect/dist`: the library files our patches change (patches/,
+// applied by `postinstall`), each named in its patch's `+++ b/…` line. The layout's copies may be links into the cache:
+// each is removed first, so the cached install is never written through.
+for (const patch of Fs.readdirSync(Path.join(root, "patches"))) {
+  for (const [, file] of Fs.readFileSync(Path.join(root, "patches", patch), "utf8").matchAll(/^\+\+\+ b\/(\S+)$/gm)) {
+    Fs.rmSync(Path.join(target, file), { force: true })
+    Fs.copyFileSync(Path.join(root, file), Path.join(target, file))
+  }
+}
 Fs.cpSync(Path.join(root, "dist"), Path.join(target, "dist"), { recursive: true })
 Fs.cpSync(Path.join(root, "web", "dist"), Path.join(target, "web", "dist"), { recursive: true })

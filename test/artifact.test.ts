@@ -50,6 +50,11 @@ const artifact = Layer.scoped(
     assert.strictEqual(layout.status, 0, `${layout.stdout}\n${layout.stderr}`)
     assert.isFalse(Fs.existsSync(Path.join(app, "src")), "the runtime layout holds no sources")
     assert.isFalse(Fs.existsSync(Path.join(app, "node_modules", "vitest")), "nor development dependencies")
+    assert.include(
+      Fs.readFileSync(Path.join(app, "node_modules", "effect", "dist", "esm", "HashRing.js"), "utf8"),
+      "rendezvous",
+      "the runtime layout holds the patched shard assignment (patches/, as the image's runtime stage copies it)"
+    )
     const elsewhere = Path.join(dir, "elsewhere")
     Fs.mkdirSync(elsewhere)
     const data = yield* scratch(Os.tmpdir())

@@ -514,17 +514,22 @@ export const chargeLoop = (h: Harness, users: ReadonlyArray<User>, what: string,
   let stopped = false
   const latencies: Array<number> = []
   const statuses: Array<number | null> = []
+  /** The charges over 1 s: which wallet, through which runner, when; what a missed bound names. */
+  const slow: Array<{ userId: string; shard: string; via: string; at: string; ms: number; status: number | null }> = []
   const done = Promise.all(Array.from({ length: loops }, async (_, l) => {
     for (let n = l; !stopped; n++) {
       const serving = h.runners.filter((_, i) => !h.paused.has(i))
       const user = users[n % users.length]!
+      const via = serving[n % serving.length]!.url
       const started = Date.now()
-      const reply = await call(h.answers, what, `${serving[n % serving.length]!.url}/openapi/credit/consume`, {
+      const reply = await call(h.answers, what, `${via}/openapi/credit/consume`, {
         token: user.apiKey,
         body: { amount: "0.01", idempotency_key: Crypto.randomUUID() }
       })
-      latencies.push(Date.now() - started)
+      const ms = Date.now() - started
+      latencies.push(ms)
       statuses.push(reply.status)
+      if (ms > 1_000) slow.push({ userId: user.userId, shard: shardOf(user.userId), via, at: new Date(started).toISOString(), ms, status: reply.status })
       // A caller's back-off after a refused charge, so an outage is not a busy loop.
       if (reply.status !== 200) await sleep(100)
     }
@@ -532,6 +537,7 @@ export const chargeLoop = (h: Harness, users: ReadonlyArray<User>, what: string,
   return {
     latencies,
     statuses,
+    slow,
     stop: async () => {
       stopped = true
       await done
@@ -970,7 +976,13 @@ export const faultOwner = (h: Harness, fault: OwnerFault, ctx: OwnerFaultContext
     report.otherWallets = { charges: others.latencies.length, p50: percentile(others.latencies, 50), p99: percentile(others.latencies, 99), notOk }
     if (fault.kind !== "kill") {
       if (notOk > 0) h.broken.push(`${fault.name}: ${notOk} charges of other runners' wallets not answered 200 during the pause`)
-      if (percentile(others.latencies, 99) > 1_000) timing(h, `${fault.name}: other runners' wallets answered with p99 ${percentile(others.latencies, 99)} ms`)
+      if (percentile(others.latencies, 99) > 1_000) {
+        // Each slow charge with its wallet's owner before the fault and now: a wallet whose shard moved meanwhile was
+        // not a bystander's.
+        const now = yield* Effect.promise(() => ownersOf(h, others.slow.map((c) => c.userId)))
+        const slow = others.slow.map((c) => ({ ...c, ownerBefore: pre.owners.get(c.userId)?.runner, ownerNow: now.get(c.userId)?.runner }))
+        timing(h, `${fault.name}: other runners' wallets answered with p99 ${percentile(others.latencies, 99)} ms (stopped ${addressOf(h, index)}; slow: ${JSON.stringify(slow)})`)
+      }
       // Every shard it held before was acquired since by another runner, under a newer generation.
       const after = yield* Effect.promise(() =>
         h.db(`SELECT shard, generation FROM shard_generations WHERE shard = ANY($1)`, [pre.held.map((r) => r.shard)])

@@ -74,6 +74,7 @@ export const EMBEDDED_ONLY: Readonly<Record<string, Once>> = {
   "test/billing/decide.test.ts": "unit",
   "test/billing/run-payer.test.ts": "unit",
   "test/cluster/fences.test.ts": "unit",
+  "test/cluster/shard-assignment.test.ts": "unit",
   "test/distillation/distiller.test.ts": "unit",
   "test/evals/graders.test.ts": "unit",
   "test/evolution/suggestions.test.ts": "unit",
