@@ -27,6 +27,9 @@ const OWNER_CHECK = "3 seconds"
 
 const REPLAY_PAGE = 500
 
+/** How long a read waits for the session's owner to wake (see `wakeBeforeRead`). */
+const READ_WAKE = "3 seconds"
+
 export class SessionFollow extends Effect.Service<SessionFollow>()("atrium/sessions/SessionFollow", {
   scoped: Effect.gen(function*() {
     const repo = yield* SessionsRepo
@@ -43,6 +46,15 @@ export class SessionFollow extends Effect.Service<SessionFollow>()("atrium/sessi
 
     /** A message to the session's entity: it starts on (or moves to) its owner, which closes a turn a dead runner cut. */
     const wake = (id: SessionId) => Effect.asVoid(Effect.orDie(toEntity(client(id).Wake())))
+
+    /**
+     * Before a read or a subscription: a wake, so the owner has closed a turn a dead runner cut. Bounded: while the
+     * session's shard moves (a runner taking its shards back, the turn finishing on the runner giving it up), nobody
+     * answers the wake until the hand-over ends, and a read waited up to the entity deadline (the fault checker's woken
+     * runner answered a session read after 12 s, issue 42). Past `READ_WAKE` the read answers what the log holds; the
+     * next read, or a stream's owner check, wakes the session again.
+     */
+    const wakeBeforeRead = (id: SessionId) => Effect.asVoid(Effect.timeoutOption(wake(id), READ_WAKE))
 
     /**
      * Cluster mode: while streams wait for a session's events, the session is woken now and then. If its runner
@@ -233,7 +245,7 @@ export class SessionFollow extends Effect.Service<SessionFollow>()("atrium/sessi
         yield* Effect.forkIn(readLog, scope)
       })
 
-    return { wake, followTurn, followLog, followLoggedTurn } as const
+    return { wakeBeforeRead, followTurn, followLog, followLoggedTurn } as const
   }),
   dependencies: [SessionsRepo.Default, SessionHub.Default]
 }) {}

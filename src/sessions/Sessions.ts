@@ -75,7 +75,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
     const keys = yield* IdempotencyRepo
     /** Session messages leave from this service's fibers, so an active session does not keep a request alive. */
     const toEntity = yield* makeEntityCaller
-    const { followLog, followLoggedTurn, followTurn, wake } = yield* SessionFollow
+    const { followLog, followLoggedTurn, followTurn, wakeBeforeRead } = yield* SessionFollow
 
     const notFound = (id: SessionId) => new NotFound({ message: `No session ${id}.` })
 
@@ -136,7 +136,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
     const withTree = (caller: CallerIdentity, id: SessionId) =>
       Effect.gen(function*() {
         yield* owned(caller, id)
-        yield* wake(id)
+        yield* wakeBeforeRead(id)
         return yield* repo.inOneSnapshot(Effect.all([owned(caller, id), repo.tree(id)]))
       })
 
@@ -480,7 +480,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       sink: SessionSink
     ) {
       yield* owned(caller, id)
-      yield* wake(id)
+      yield* wakeBeforeRead(id)
       const inFlight = Option.isSome(after) ? Option.none<number>() : yield* repo.inFlightStart(id)
       const start = Option.isSome(after)
         ? after.value

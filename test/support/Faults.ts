@@ -1,4 +1,5 @@
-import { Effect, Scope } from "effect"
+import { RunnerAddress } from "@effect/cluster"
+import { Effect, HashRing, Scope } from "effect"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -479,6 +480,40 @@ export const ownersOf = async (h: Harness, entityIds: ReadonlyArray<string>) => 
 }
 
 /**
+ * How long until every shard's lock is held by the runner the assignment gives it, or `null` past `limitMs`: the
+ * assignment as every runner computes it (the healthy runners of `cluster_runners`, `HashRing.getShards` as
+ * `@effect/cluster` calls it, docs/operations.md "Shard assignment"). Until then a runner that came back (or a
+ * replacement) is still taking its shards over: a wallet whose lock the runner giving it up still holds is the
+ * newcomer's, not a bystander's.
+ */
+export const assignmentHeld = async (h: Harness, limitMs = 15_000) => {
+  const from = Date.now()
+  while (Date.now() - from < limitMs) {
+    const [runners, locks] = await Promise.all([
+      h.db(`SELECT address FROM cluster_runners WHERE healthy`),
+      h.db(
+        `SELECT l.objid::bigint - 1000000 AS shard, b.address FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+         JOIN cluster_runner_backends b ON b.application_name = a.application_name
+         WHERE l.locktype = 'advisory' AND l.granted AND l.objid::bigint BETWEEN 1000001 AND 1000300`
+      )
+    ]).catch(() => [[], []])
+    if (runners.length > 0) {
+      const ring = HashRing.make<RunnerAddress.RunnerAddress>()
+      for (const { address } of runners) {
+        const [host, port] = (address as string).split(":")
+        HashRing.add(ring, RunnerAddress.make(host!, Number(port)), { weight: 1 })
+      }
+      const holders = new Map(locks.map((row) => [Number(row.shard), row.address as string]))
+      const assigned = HashRing.getShards(ring, 300)!
+      if (assigned.every((runner, i) => holders.get(i + 1) === `${runner.host}:${runner.port}`)) return Date.now() - from
+    }
+    // Polled: hand-overs are seen only in pg_locks.
+    await sleep(100)
+  }
+  return null
+}
+
+/**
  * How long from `from` until runner `index` holds no shard lock and the others hold all 300 (its shards moved), or
  * `null` past `limitMs`.
  */
@@ -823,6 +858,13 @@ const ownedOrMore = async <A>(h: Harness, index: number, pool: Array<A>, idOf: (
 export const faultOwner = (h: Harness, fault: OwnerFault, ctx: OwnerFaultContext) =>
   Effect.gen(function*() {
     const scope = yield* Effect.scope
+    // The previous fault's interrupt during the hand-over back answered first: stopped again meanwhile, the runner that
+    // took its session back can only answer it 503 (not delivered, retry) until this fault ends, which would judge the
+    // hand-over by this fault's pause.
+    yield* Effect.promise(() => Promise.all(h.pending))
+    // The previous fault's hand-overs over: which wallets are another runner's is then what the assignment says.
+    const settledMs = yield* Effect.promise(() => assignmentHeld(h))
+    if (settledMs === null) timing(h, `before ${fault.name}: the shards were not where the assignment puts them within 15 s`)
     const index = yield* Effect.promise(() => busiestRunner(h))
     const serving = h.runners.map((_, i) => i).filter((i) => i !== index && !h.paused.has(i))
     const b = serving[0]!
@@ -834,7 +876,7 @@ export const faultOwner = (h: Harness, fault: OwnerFault, ctx: OwnerFaultContext
       if (created.status !== 201) throw new Error(`session: ${created.text}`)
       return created.body.id as string
     }
-    const report: Record<string, unknown> = { fault: fault.name, runner: index }
+    const report: Record<string, unknown> = { fault: fault.name, runner: index, settledMs }
     /**
      * Every probe charge's key and answer: the charge in flight at the stop is sent again to the new owner while the
      * first delivery may still reach the stopped one when it wakes (issue 42 item 7); its key must keep it one charge.
@@ -967,8 +1009,8 @@ export const faultOwner = (h: Harness, fault: OwnerFault, ctx: OwnerFaultContext
     const recovered = yield* Effect.promise(() => recovery(h, ctx.payer, ctx.owner, ctx.session).catch(() => null))
     report.recoveryMs = recovered
     bounded(h, `${fault.name}: every runner answers again after ${fault.kind === "kill" ? "its replacement started" : "SIGCONT"}`, recovered)
-    // The interrupt during the hand-over back may wait out the old owner's grace: the next fault need not wait for
-    // it (its answers are checked as they come; `h.pending` is awaited before the final checks).
+    // The interrupt during the hand-over back may wait out the old owner's grace: awaited by the next fault before it
+    // stops a runner, and before the final checks (`h.pending`).
     h.pending.push(rejoin)
     const first = yield* Effect.promise(() => interrupted)
     report.interrupts = first === undefined ? [] : [summary(first)]
