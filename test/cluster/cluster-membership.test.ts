@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
+import { requestAt } from "../support/Client.js"
 import { adminQuery } from "../support/Templates.js"
 import {
   agentOf,
@@ -46,6 +47,38 @@ describe("cluster (issue 13): a runner joins", () => {
         const next = yield* untilEnd(yield* send(b, user, session, "hello again"))
         assert.strictEqual(lastEvent(next).event, "run.completed", next.raw)
       }
+    }), { timeout: 240_000 })
+
+  it.scopedLive("a session read during its hand-over is answered within seconds, not after the entity deadline", () =>
+    Effect.gen(function*() {
+      const shared = yield* makeClusterShared
+      const grace = { SHUTDOWN_GRACE: "90 seconds" }
+      const a = yield* runner(shared, grace)
+      yield* settled(shared, 1)
+      const user = yield* newUser(a)
+      const agent = yield* agentOf(a, user)
+      // About half of them move to B when it joins; each stays on A until its turn (20 s) ends.
+      const { sessions, streams } = yield* runningTurns(a, user, agent, 8, "/slow 200")
+      const b = yield* runner(shared, grace)
+      yield* settled(shared, 2)
+      // A read first wakes its session's owner; a moving session's new owner cannot start it until A lets it go, and
+      // such a read waited for the 12 s entity deadline and answered 503 (issue 42: `READ_WAKE`, sessions/Follow.ts).
+      const reads = yield* Effect.all(
+        sessions.map((session) =>
+          Effect.gen(function*() {
+            const started = Date.now()
+            const read = yield* requestAt(b.url, "GET", `/v1/sessions/${session}`, { token: user.token })
+            return { session, status: read.status, ms: Date.now() - started }
+          })),
+        { concurrency: "unbounded" }
+      )
+      const running = yield* Effect.promise(() =>
+        adminQuery(shared.databaseUrl, `SELECT count(*)::int AS n FROM runs WHERE status = 'running'`)
+      )
+      assert.isAbove(running[0]!.n, 0, "every turn ended before the reads were answered: no hand-over was under way")
+      assert.deepStrictEqual(reads.filter((read) => read.status !== 200 || read.ms > 5_000), [], JSON.stringify(reads))
+      const ends = yield* Effect.all(streams.map((s) => s.rest), { concurrency: "unbounded" })
+      assert.deepStrictEqual(ends.map((s) => lastEvent(s).event), sessions.map(() => "run.completed"), endsAndLogs(ends, [a, b]))
     }), { timeout: 240_000 })
 
   it.scopedLive("charges sent while a runner joins are all answered, once each", () =>
