@@ -22,19 +22,29 @@ import { settled } from "./support.js"
  * The runners are `dist/main.js` processes (`runners.ts`); services mode only.
  */
 
+/**
+ * Runner A alone, eight of its sessions each running a turn (`message`), then runner B joining: about half of the
+ * sessions move to B, each once its turn has ended on A.
+ */
+const joinWhileTurnsRun = (message: string) =>
+  Effect.gen(function*() {
+    const shared = yield* makeClusterShared
+    // A grace longer than the turns: what is measured is whether the hand-over waits, not how long it may.
+    const grace = { SHUTDOWN_GRACE: "90 seconds" }
+    const a = yield* runner(shared, grace)
+    yield* settled(shared, 1)
+    const user = yield* newUser(a)
+    const agent = yield* agentOf(a, user)
+    const { sessions, streams } = yield* runningTurns(a, user, agent, 8, message)
+    const b = yield* runner(shared, grace)
+    return { shared, a, b, user, sessions, streams }
+  })
+
 describe("cluster (issue 13): a runner joins", () => {
   it.scopedLive("a runner that joins takes its shards without cutting the turns running on the others", () =>
     Effect.gen(function*() {
-      const shared = yield* makeClusterShared
-      // A grace longer than the turns: what is measured is whether the hand-over waits, not how long it may.
-      const grace = { SHUTDOWN_GRACE: "90 seconds" }
-      const a = yield* runner(shared, grace)
-      yield* settled(shared, 1)
-      const user = yield* newUser(a)
-      const agent = yield* agentOf(a, user)
-      // All on A, the only runner; about half of them move to B when it joins, while their turns run (25 s each).
-      const { sessions, streams } = yield* runningTurns(a, user, agent, 8, "/slow 250")
-      const b = yield* runner(shared, grace)
+      // Turns of 25 s each.
+      const { a, b, sessions, shared, streams, user } = yield* joinWhileTurnsRun("/slow 250")
       const running = yield* Effect.promise(() =>
         adminQuery(shared.databaseUrl, `SELECT count(*)::int AS n FROM runs WHERE status = 'running'`)
       )
@@ -51,15 +61,8 @@ describe("cluster (issue 13): a runner joins", () => {
 
   it.scopedLive("a session read during its hand-over is answered within seconds, not after the entity deadline", () =>
     Effect.gen(function*() {
-      const shared = yield* makeClusterShared
-      const grace = { SHUTDOWN_GRACE: "90 seconds" }
-      const a = yield* runner(shared, grace)
-      yield* settled(shared, 1)
-      const user = yield* newUser(a)
-      const agent = yield* agentOf(a, user)
-      // About half of them move to B when it joins; each stays on A until its turn (20 s) ends.
-      const { sessions, streams } = yield* runningTurns(a, user, agent, 8, "/slow 200")
-      const b = yield* runner(shared, grace)
+      // Each moving session stays on A until its turn (20 s) ends.
+      const { a, b, sessions, shared, streams, user } = yield* joinWhileTurnsRun("/slow 200")
       yield* settled(shared, 2)
       // A read first wakes its session's owner; a moving session's new owner cannot start it until A lets it go, and
       // such a read waited for the 12 s entity deadline and answered 503 (issue 42: `READ_WAKE`, sessions/Follow.ts).
