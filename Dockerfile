@@ -10,7 +10,7 @@ COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY . .
 # The one script of ours that install runs (`postinstall`): the patched shard assignment (patches/, docs/operations.md).
-RUN npx patch-package && npm run build
+RUN npx patch-package --error-on-fail && npm run build
 
 FROM node:22-bookworm-slim AS runtime
 ENV NODE_ENV=production \

@@ -56,11 +56,13 @@ export class SessionFollow extends Effect.Service<SessionFollow>()("atrium/sessi
      * mode: while the session's shard moves (a runner taking its shards back, the turn finishing on the runner giving
      * it up), nobody answers the wake until the hand-over ends, and a read waited up to the entity deadline (the fault
      * checker's woken runner answered a session read after 12 s, issue 42). Past `READ_WAKE` the read answers what
-     * the log holds; the next read, or a stream's owner check, wakes the session again. One process has no hand-over:
-     * its wake is a local start, waited for whole.
+     * the log holds. The wake itself is not cut (`disconnect`): it may be starting the session on its new owner,
+     * closing a cut turn and voiding its hold, which an interruption would leave half done; and waiting for a cut
+     * call to wind down held the read up to a second more. One process has no hand-over: its wake is a local start,
+     * waited for whole.
      */
     const wakeBeforeRead = hub.clustered
-      ? (id: SessionId) => Effect.asVoid(Effect.timeoutOption(wake(id), READ_WAKE))
+      ? (id: SessionId) => Effect.asVoid(Effect.timeoutOption(Effect.disconnect(wake(id)), READ_WAKE))
       : wake
 
     /**

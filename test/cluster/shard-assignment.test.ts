@@ -66,5 +66,12 @@ describe("shard assignment", () => {
     const fromCluster = createRequire(sharding).resolve("effect/HashRing")
     assert.strictEqual(Path.relative(Path.dirname(fromCluster), require.resolve("effect/HashRing")), Path.basename(fromCluster))
     assert.include(Fs.readFileSync(fromCluster, "utf8"), "rendezvous")
+    // Both builds patched alike, and the CommonJS one still exports the rest of the module.
+    const commonJs = require("effect/HashRing") as typeof HashRing
+    assert.isFunction(commonJs.get)
+    const runners = clusters[0]!
+    const ring = commonJs.make<RunnerAddress.RunnerAddress>()
+    for (const runner of runners) commonJs.add(ring, runner, { weight: 1 })
+    assert.deepStrictEqual(commonJs.getShards(ring, SHARDS)!.map(String), assign(runners, SHARDS))
   })
 })

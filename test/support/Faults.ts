@@ -490,7 +490,9 @@ export const assignmentHeld = async (h: Harness, limitMs = 15_000) => {
   const from = Date.now()
   while (Date.now() - from < limitMs) {
     const [runners, locks] = await Promise.all([
-      h.db(`SELECT address FROM cluster_runners WHERE healthy`),
+      // As the runners read them (`getRunners`, src/platform/cluster/Locks.ts): healthy, and beating within the shard
+      // lock's 12 s expiry.
+      h.db(`SELECT address FROM cluster_runners WHERE healthy AND last_heartbeat > NOW() - INTERVAL '12 seconds'`),
       h.db(
         `SELECT l.objid::bigint - 1000000 AS shard, b.address FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
          JOIN cluster_runner_backends b ON b.application_name = a.application_name
