@@ -1,10 +1,11 @@
 import { RunnerAddress } from "@effect/cluster"
-import { Effect, HashRing, Scope } from "effect"
+import { Duration, Effect, HashRing, Scope } from "effect"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import pg from "pg"
+import { failoverBudget } from "../../src/platform/cluster/Budget.js"
 import { freePort, launchPlatform, type PlatformProcess } from "./Process.js"
 import { ownPostgres, ownRedis } from "./Services.js"
 
@@ -491,8 +492,10 @@ export const assignmentHeld = async (h: Harness, limitMs = 15_000) => {
   while (Date.now() - from < limitMs) {
     const [runners, locks] = await Promise.all([
       // As the runners read them (`getRunners`, src/platform/cluster/Locks.ts): healthy, and beating within the shard
-      // lock's 12 s expiry.
-      h.db(`SELECT address FROM cluster_runners WHERE healthy AND last_heartbeat > NOW() - INTERVAL '12 seconds'`),
+      // lock's expiry.
+      h.db(`SELECT address FROM cluster_runners WHERE healthy AND last_heartbeat > NOW() - make_interval(secs => $1)`, [
+        Duration.toSeconds(failoverBudget.lockExpiration)
+      ]),
       h.db(
         `SELECT l.objid::bigint - 1000000 AS shard, b.address FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
          JOIN cluster_runner_backends b ON b.application_name = a.application_name
