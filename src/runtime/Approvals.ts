@@ -1,7 +1,7 @@
 import { Deferred, Duration, Effect, Option, Schema, Stream } from "effect"
 import { createHash } from "node:crypto"
 import { AppConfig } from "../platform/Config.js"
-import { listenResilient } from "../platform/Listener.js"
+import { Notifications } from "../platform/Listener.js"
 import { NotFound } from "../platform/Errors.js"
 import { duration } from "../platform/Config.js"
 import { APPROVALS_CHANNEL, ApprovalsRepo } from "./approvals/Repo.js"
@@ -53,7 +53,7 @@ export class Approvals extends Effect.Service<Approvals>()("atrium/runtime/Appro
       )
 
     if (clustered) {
-      const signals = yield* listenResilient(APPROVALS_CHANNEL)
+      const signals = (yield* Notifications).listen(APPROVALS_CHANNEL)
       yield* signals.pipe(
         Stream.runForEach((signal) =>
           signal._tag === "Note"
@@ -174,5 +174,5 @@ export class Approvals extends Effect.Service<Approvals>()("atrium/runtime/Appro
 
     return { open, openDurable, answer, claimedAnswer, timeout, forgetRun: repo.removeOfRun } as const
   }),
-  dependencies: [ApprovalsRepo.Default, AppConfig.Default]
+  dependencies: [ApprovalsRepo.Default, AppConfig.Default, Notifications.Default]
 }) {}

@@ -1,7 +1,7 @@
 import { Effect, Option, Scope, Stream } from "effect"
 import { AppConfig } from "../platform/Config.js"
 import { randomBase62, type SessionId } from "../platform/Ids.js"
-import { listenResilient } from "../platform/Listener.js"
+import { Notifications } from "../platform/Listener.js"
 import type { InternalEvent } from "../runtime/Events.js"
 import { SessionsRepo } from "./Repo.js"
 
@@ -127,7 +127,7 @@ export class SessionHub extends Effect.Service<SessionHub>()("atrium/sessions/Se
     if (clustered) {
       // This runner's own notes (`noteOf` writes `r` first) were told here as they were published: skipped unread.
       const own = JSON.stringify({ r: self }).slice(0, -1) + ","
-      const signals = yield* listenResilient(CHANNEL, (payload) => payload.startsWith(own))
+      const signals = (yield* Notifications).listen(CHANNEL, (payload) => payload.startsWith(own))
       yield* signals.pipe(
         Stream.runForEach((signal) =>
           Effect.gen(function*() {
@@ -198,5 +198,5 @@ export class SessionHub extends Effect.Service<SessionHub>()("atrium/sessions/Se
 
     return { publish, publishLocal, noteOf, channel: CHANNEL, listen, subscriptions, clustered } as const
   }),
-  dependencies: [SessionsRepo.Default, AppConfig.Default]
+  dependencies: [SessionsRepo.Default, AppConfig.Default, Notifications.Default]
 }) {}

@@ -129,7 +129,8 @@ export const SERVICES_ONLY: Readonly<Record<string, string>> = {
   "test/cluster/holds.test.ts": CLUSTER,
   "test/cluster/locks.test.ts": "advisory locks held by one database session and taken by another: PGlite is one session",
   "test/cluster/wallet-relay.test.ts": CLUSTER,
-  "test/cluster/wallet-remote.test.ts": CLUSTER
+  "test/cluster/wallet-remote.test.ts": CLUSTER,
+  "test/platform/notifications.test.ts": "PostgreSQL's LISTEN and NOTIFY between database sessions: embedded mode listens on nothing (one process)"
 }
 
 /** The files the suite of this mode leaves out: the other suite's own. */
