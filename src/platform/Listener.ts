@@ -121,7 +121,10 @@ export class Notifications extends Effect.Service<Notifications>()("atrium/platf
       connected: (client, channels) => {
         live = { client, channels: new Set(channels) }
         // A subscriber that came after the channels were read (its channel may be new) listens now.
-        for (const subscriber of subscribers) channels.has(subscriber.channel) ? tell(subscriber) : join(subscriber)
+        for (const subscriber of subscribers) {
+          if (channels.has(subscriber.channel)) tell(subscriber)
+          else join(subscriber)
+        }
       },
       disconnected: () => {
         live = undefined
