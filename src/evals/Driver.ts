@@ -1,5 +1,5 @@
 import * as Singleton from "@effect/cluster/Singleton"
-import { Config, Effect, Layer, Option, Schedule } from "effect"
+import { Config, Duration, Effect, Layer, Option, Queue } from "effect"
 import type { CallerIdentity } from "../identity/Domain.js"
 import { partitionOf } from "../identity/Partition.js"
 import type { UserId } from "../platform/Ids.js"
@@ -18,8 +18,27 @@ import { canEvaluate } from "./Policy.js"
 export class EvalsConfig extends Effect.Service<EvalsConfig>()("atrium/evals/EvalsConfig", {
   effect: Config.all({
     /** How often the cluster's eval driver moves every running eval run on: grades finished rows, starts the next. */
-    poll: duration("EVAL_POLL", "250 millis")
+    poll: duration("EVAL_POLL", "250 millis"),
+    /**
+     * How often it looks while no eval run is running: an eval run made on the driver's own runner wakes it at once,
+     * one made on another runner is found by this look.
+     */
+    idlePoll: duration("EVAL_IDLE_POLL", "2 seconds")
   })
+}) {}
+
+/**
+ * Wakes this runner's eval driver when an eval run is made here, so an idle driver need not poll the database four
+ * times a second to start one promptly (each look was a statement: a third of an idle platform's, issue 45). Where the
+ * driver runs elsewhere in the cluster, a wake goes to nobody and its idle look finds the run.
+ */
+export class EvalDriverWake extends Effect.Service<EvalDriverWake>()("atrium/evals/EvalDriverWake", {
+  effect: Effect.map(Queue.sliding<void>(1), (woken) => ({
+    /** An eval run was made (committed) on this runner. */
+    wake: Queue.offer(woken, undefined).pipe(Effect.asVoid),
+    /** Waits for a wake, for at most `within`. */
+    nextWake: (within: Duration.Duration) => Effect.asVoid(Effect.timeoutOption(Queue.take(woken), within))
+  }))
 }) {}
 
 /** A result marked running whose run never appeared (its pass died between the two) is started again after this. */
@@ -202,24 +221,31 @@ export const makeDriver = Effect.gen(function*() {
     }
   })
 
+  /** Moves every running eval run on; says how many there were. */
   const pass = Effect.fn("EvalDriver.pass")(function*() {
     const active = yield* repo.active(50)
     // One eval run's trouble (a row that cannot start) is logged and does not hold the others.
     yield* Effect.forEach(active, (run) =>
       advance(run).pipe(Effect.catchAllCause((cause) => Effect.logWarning(`evals: eval run ${run.id} could not move on`, cause))), { discard: true, concurrency: 4 })
+    return active.length
   })
   return { pass } as const
 })
 
-/** The driver as a cluster singleton: one in the whole cluster, its passes every `EVAL_POLL`. */
+/**
+ * The driver as a cluster singleton: one in the whole cluster, its passes every `EVAL_POLL` while an eval run is
+ * running, else at the next wake (`EvalDriverWake`) or every `EVAL_IDLE_POLL`.
+ */
 export const EvalDriverLive = Singleton.make(
   "atrium/evals/EvalDriver",
   Effect.gen(function*() {
-    const { poll } = yield* EvalsConfig
+    const { idlePoll, poll } = yield* EvalsConfig
+    const { nextWake } = yield* EvalDriverWake
     const driver = yield* makeDriver
     yield* driver.pass().pipe(
-      Effect.catchAllCause((cause) => Effect.logWarning("evals: an eval driver pass failed", cause)),
-      Effect.repeat(Schedule.spaced(poll))
+      Effect.catchAllCause((cause) => Effect.as(Effect.logWarning("evals: an eval driver pass failed", cause), 0)),
+      Effect.flatMap((running) => running > 0 ? Effect.sleep(poll) : nextWake(idlePoll)),
+      Effect.forever
     )
   })
-).pipe(Layer.provide([EvalsRepo.Default, EvalsConfig.Default]))
+).pipe(Layer.provide([EvalsRepo.Default, EvalsConfig.Default, EvalDriverWake.Default]))

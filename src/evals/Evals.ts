@@ -17,6 +17,7 @@ import { parseCsv, parseJsonl, parseOpenAiEvals, parsePromptfoo, rowFields, type
 import { Wallets } from "../billing/Wallets.js"
 import { configHash } from "../agents/Fingerprint.js"
 import { canEvaluate, creatorOf } from "./Policy.js"
+import { EvalDriverWake } from "./Driver.js"
 
 /**
  * Evaluations (issue 46 item 3, docs/evals.md): datasets of an expert and their rows, eval runs of a dataset against
@@ -99,7 +100,7 @@ export class Evals extends Effect.Service<Evals>()("atrium/evals/Evals", {
     const catalog = yield* ModelCatalog
     const wallets = yield* Wallets
     const background = yield* BackgroundRuns
-
+    const wake = yield* EvalDriverWake
 
     const ownAgent = Effect.fn("Evals.ownAgent")(function*(caller: CallerIdentity, identifier: string) {
       const owner = creatorOf(caller)
@@ -269,6 +270,7 @@ export class Evals extends Effect.Service<Evals>()("atrium/evals/Evals", {
         estimateMicros,
         results: rows.map((row) => ({ position: row.position, rowId: row.id, runId: RunId.random() }))
       })
+      yield* wake.wake
       return runView(Option.getOrThrow(yield* repo.evalRun(id, agent.ownerId)))
     })
 
@@ -356,5 +358,5 @@ export class Evals extends Effect.Service<Evals>()("atrium/evals/Evals", {
 
     return { ownDataset, createDataset, listDatasets, getDataset, deleteDataset, addRows, importRows, addSourced, listRows, createRun, getRun, cancelRun, listRuns, results, compare } as const
   }),
-  dependencies: [EvalsRepo.Default, AgentsRepo.Default, ModelCatalog.Default, BackgroundRuns.Default]
+  dependencies: [EvalsRepo.Default, AgentsRepo.Default, ModelCatalog.Default, BackgroundRuns.Default, EvalDriverWake.Default]
 }) {}

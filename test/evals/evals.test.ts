@@ -15,7 +15,8 @@ import { agentWith, apiKeyOf, approved, assertError, liveAgent, ENV, fullLedger,
  * the publish gate through the API and MCP.
  */
 
-const EVAL_ENV = { ...ENV, EVAL_POLL: "50 millis" }
+// Idle, the driver looks again only after an hour: each eval run below starts because its creation woke it.
+const EVAL_ENV = { ...ENV, EVAL_POLL: "50 millis", EVAL_IDLE_POLL: "1 hour" }
 
 /**
  * The rows of the large eval: 100 in the services suite, where PostgreSQL's commits are the cost of its 200 background
