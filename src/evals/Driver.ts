@@ -1,9 +1,10 @@
 import * as Singleton from "@effect/cluster/Singleton"
-import { Config, Duration, Effect, Layer, Option, Queue } from "effect"
+import { Config, Effect, Layer, Option } from "effect"
 import type { CallerIdentity } from "../identity/Domain.js"
 import { partitionOf } from "../identity/Partition.js"
 import type { UserId } from "../platform/Ids.js"
 import { duration } from "../platform/Config.js"
+import { makeWakeup } from "../platform/Wakeup.js"
 import { RunId } from "../runtime/Domain.js"
 import type { RunnableAgent } from "../runtime/Run.js"
 import { BackgroundRuns } from "../runs/Background.js"
@@ -33,12 +34,7 @@ export class EvalsConfig extends Effect.Service<EvalsConfig>()("atrium/evals/Eva
  * driver runs elsewhere in the cluster, a wake goes to nobody and its idle look finds the run.
  */
 export class EvalDriverWake extends Effect.Service<EvalDriverWake>()("atrium/evals/EvalDriverWake", {
-  effect: Effect.map(Queue.sliding<void>(1), (woken) => ({
-    /** An eval run was made (committed) on this runner. */
-    wake: Queue.offer(woken, undefined).pipe(Effect.asVoid),
-    /** Waits for a wake, for at most `within`. */
-    nextWake: (within: Duration.Duration) => Effect.asVoid(Effect.timeoutOption(Queue.take(woken), within))
-  }))
+  effect: makeWakeup
 }) {}
 
 /** A result marked running whose run never appeared (its pass died between the two) is started again after this. */
@@ -240,11 +236,12 @@ export const EvalDriverLive = Singleton.make(
   "atrium/evals/EvalDriver",
   Effect.gen(function*() {
     const { idlePoll, poll } = yield* EvalsConfig
-    const { nextWake } = yield* EvalDriverWake
+    const wakeup = yield* EvalDriverWake
     const driver = yield* makeDriver
     yield* driver.pass().pipe(
-      Effect.catchAllCause((cause) => Effect.as(Effect.logWarning("evals: an eval driver pass failed", cause), 0)),
-      Effect.flatMap((running) => running > 0 ? Effect.sleep(poll) : nextWake(idlePoll)),
+      Effect.flatMap((running) => running > 0 ? Effect.sleep(poll) : wakeup.next(idlePoll)),
+      // A failed pass cannot tell whether eval runs are running: it tries again after `EVAL_POLL`, as before.
+      Effect.catchAllCause((cause) => Effect.zipRight(Effect.logWarning("evals: an eval driver pass failed", cause), Effect.sleep(poll))),
       Effect.forever
     )
   })

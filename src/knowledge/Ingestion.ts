@@ -1,4 +1,4 @@
-import { Cause, Duration, Effect, Option, Queue } from "effect"
+import { Cause, Duration, Effect, Option } from "effect"
 import { ObjectStorage, ObjectStorageLive } from "../files/Storage.js"
 import { newId } from "../platform/Ids.js"
 import { chunkText, type TextChunk } from "./Chunk.js"
@@ -9,6 +9,7 @@ import { pdfText } from "./Pdf.js"
 import { type Claim, IngestionRepo } from "./IngestionRepo.js"
 import { Retrieval } from "./Retrieval.js"
 import { Wallets } from "../billing/Wallets.js"
+import { makeWakeup } from "../platform/Wakeup.js"
 
 /**
  * Ingestion, a durable background job (docs/knowledge.md). Its queue is the `vector_store_files` rows still
@@ -32,7 +33,7 @@ export class Ingestion extends Effect.Service<Ingestion>()("atrium/knowledge/Ing
     const retrieval = yield* Retrieval
     const runner = newId("ingest")
     const leaseMillis = Duration.toMillis(config.lease)
-    const wakeups = yield* Queue.sliding<void>(1)
+    const wakeup = yield* makeWakeup
     const embeddings = retrieval.vectors ? config.embeddings : Option.none()
 
     const textOf = (claim: Claim) =>
@@ -128,15 +129,13 @@ export class Ingestion extends Effect.Service<Ingestion>()("atrium/knowledge/Ing
 
     yield* drain.pipe(
       Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError("knowledge: the ingestion loop failed", cause)),
-      Effect.zipRight(Effect.race(Queue.take(wakeups), Effect.sleep(config.poll))),
+      Effect.zipRight(wakeup.next(config.poll)),
       Effect.forever,
       Effect.forkScoped
     )
 
     /** Tells this runner's loop that a file is waiting, so it need not wait for its next poll. */
-    const wake = Effect.asVoid(Queue.offer(wakeups, undefined))
-
-    return { wake } as const
+    return { wake: wakeup.wake } as const
   }),
   dependencies: [KnowledgeConfig.Default, IngestionRepo.Default, ObjectStorageLive, Retrieval.Default]
 }) {}

@@ -1,8 +1,9 @@
-import { Cause, Clock, Duration, Effect, Layer, Option, Queue, Random, Redacted } from "effect"
+import { Cause, Clock, Duration, Effect, Layer, Option, Random, Redacted } from "effect"
 import { Webhook } from "standardwebhooks"
 import { SecretBox } from "../credentials/SecretBox.js"
 import { Notifications } from "../notifications/Notifications.js"
 import { newId } from "../platform/Ids.js"
+import { makeWakeup } from "../platform/Wakeup.js"
 import { WebhooksConfig } from "./Config.js"
 import { type ClaimRow, WebhooksRepo } from "./Repo.js"
 import { type AttemptResult, WebhookSender, WebhookSenderLive } from "./Sender.js"
@@ -51,7 +52,7 @@ export class Deliveries extends Effect.Service<Deliveries>()("atrium/webhooks/De
     const notifications = yield* Notifications
     const runner = newId("whw")
     const leaseMillis = Duration.toMillis(config.timeout) + 30_000
-    const wakeups = yield* Queue.sliding<void>(1)
+    const wakeup = yield* makeWakeup
 
     const send = (claim: ClaimRow, nowMillis: number): Effect.Effect<AttemptResult> => {
       const secret = box.open(claim.secret)
@@ -145,8 +146,8 @@ export class Deliveries extends Effect.Service<Deliveries>()("atrium/webhooks/De
     return {
       drain,
       /** Tells this process's worker that deliveries are due, so it need not wait for its next poll. */
-      wake: Effect.asVoid(Queue.offer(wakeups, undefined)),
-      awaitWake: Queue.take(wakeups)
+      wake: wakeup.wake,
+      nextWake: wakeup.next
     } as const
   }),
   dependencies: [WebhooksConfig.Default, WebhooksRepo.Default, WebhookSenderLive, SecretBox.Default, Notifications.Default]
@@ -161,7 +162,7 @@ export const DeliveryWorkerLive = Layer.scopedDiscard(
       Effect.catchAllCause((cause) =>
         Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError("webhooks: the delivery loop failed", cause)
       ),
-      Effect.zipRight(Effect.race(deliveries.awaitWake, Effect.sleep(poll))),
+      Effect.zipRight(deliveries.nextWake(poll)),
       Effect.forever,
       Effect.forkScoped
     )
