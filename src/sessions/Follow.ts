@@ -1,9 +1,10 @@
 import type { SessionId } from "../platform/Ids.js"
 import type * as ShardId from "@effect/cluster/ShardId"
 import * as Sharding from "@effect/cluster/Sharding"
-import { Effect, FiberSet, Option, Schedule } from "effect"
+import { Clock, Duration, Effect, FiberSet, Option, Schedule } from "effect"
 import { makeEntityCaller, shardOf } from "../platform/Cluster.js"
 import { type InternalEvent, isTerminal } from "../runtime/Events.js"
+import { SessionsConfig } from "./Config.js"
 import { type HubEvent, SessionHub } from "./Hub.js"
 import { SessionsRepo } from "./Repo.js"
 import { Session } from "./SessionRpc.js"
@@ -21,9 +22,6 @@ export interface SessionSink {
  * Following a session's events for a stream: a turn live from the hub, or the log replayed and then live, each
  * event once and in order; and, in cluster mode, keeping the session's owner awake while streams wait on it.
  */
-
-/** How often, in cluster mode, the sessions that streams wait on are checked and woken (see `watched`). */
-const OWNER_CHECK = "3 seconds"
 
 const REPLAY_PAGE = 500
 
@@ -47,9 +45,24 @@ export class SessionFollow extends Effect.Service<SessionFollow>()("atrium/sessi
      * fibers belong to the service (interrupted when it stops) and to the subscription's scope where one is given.
      */
     const runInService = yield* FiberSet.makeRuntime<never>()
+    /**
+     * Cluster mode: a stream here follows a session another runner owns only while that owner tells this runner its
+     * events (`NOTIFY`), which it does for `lease` after each follow (`SessionLog.follow`). Each watched session's
+     * owner hears from this runner three times per lease (`ownerCheck`), which also wakes a session whose runner died.
+     */
+    const lease = (yield* SessionsConfig).followLease
+    const ownerCheck = Duration.divide(lease, 3).pipe(Option.getOrElse(() => lease))
+    /** How this runner names itself to an owner when it follows a session (none outside cluster mode). */
+    const follower = hub.clustered ? hub.self : undefined
 
     /** A message to the session's entity: it starts on (or moves to) its owner, which closes a turn a dead runner cut. */
-    const wake = (id: SessionId) => Effect.asVoid(Effect.orDie(toEntity(client(id).Wake())))
+    const wake = (id: SessionId) => Effect.asVoid(Effect.orDie(toEntity(client(id).Wake({}))))
+
+    /**
+     * A wake that also says this runner follows the session: answered once whatever was logged before can be read,
+     * and from then on the owner tells this runner what it logs, for the lease.
+     */
+    const follow = (id: SessionId) => Effect.asVoid(Effect.orDie(toEntity(client(id).Wake({ follower }))))
 
     /**
      * Before a read or a subscription: a wake, so the owner has closed a turn a dead runner cut. Bounded in cluster
@@ -80,7 +93,13 @@ export class SessionFollow extends Effect.Service<SessionFollow>()("atrium/sessi
      * starts the entity that closes a turn the previous owner's death cut. Asked at every check, since shards move;
      * the session's shard itself never changes, so it is computed once.
      */
-    type Watch = { streams: number; heldBefore: boolean; readonly shard: ShardId.ShardId }
+    type Watch = {
+      streams: number
+      heldBefore: boolean
+      readonly shard: ShardId.ShardId
+      /** When the owner last answered this runner's follow (0: not yet). */
+      followedAt: number
+    }
     /** Whether the session needs a wake now (its shard is not settled here), noting where its shard is. */
     const due = (watch: Watch) => {
       const held = sharding.hasShardId(watch.shard)
@@ -88,12 +107,25 @@ export class SessionFollow extends Effect.Service<SessionFollow>()("atrium/sessi
       watch.heldBefore = held
       return !settled
     }
-    // Every cause: while the owner's runner is dead the wake dies (no runner for the shard yet), and that must not
-    // stop the check, which the next owner needs.
-    const wakeIgnoring = (id: SessionId) => Effect.catchAllCause(wake(id), () => Effect.void)
+    const renewal = Duration.toMillis(ownerCheck) * 1.5
+    /**
+     * Follows the session for `watch`. When the owner had not heard from this runner for longer than a renewal (the
+     * first follow, or follows that failed while its runner was away), it may have logged events it did not tell
+     * here: the hub reads them from the log for this runner's streams. Every cause is ignored: while the owner's
+     * runner is dead the wake dies (no runner for the shard yet), and that must not stop the check, which the next
+     * owner needs.
+     */
+    const followChecked = (id: SessionId, watch: Watch) =>
+      Effect.gen(function*() {
+        yield* follow(id)
+        const now = yield* Clock.currentTimeMillis
+        const lapsed = now - watch.followedAt > renewal
+        watch.followedAt = now
+        if (lapsed) yield* hub.catchUpSession(id)
+      }).pipe(Effect.catchAllCause(() => Effect.void))
     /**
      * The sessions this process's streams wait on, each with its number of streams and whether its shard was held
-     * here at the last check. One loop per process checks them all every `OWNER_CHECK` (issue 28: a fiber and a
+     * here at the last check. One loop per process checks them all every `ownerCheck` (issue 28: a fiber and a
      * schedule per session cost 10,000 idle subscriptions a steady share of a core); a session's first check runs at
      * once, as a stream starts waiting on it. The check itself is a plain pass over the map: only the sessions that
      * need a wake get an effect (and a fiber), so settled ones cost a lookup each, not a fiber each (1,000 watched
@@ -104,32 +136,42 @@ export class SessionFollow extends Effect.Service<SessionFollow>()("atrium/sessi
       const checkAll = Effect.suspend(() => {
         const waking: Array<SessionId> = []
         for (const [id, watch] of watched) if (due(watch)) waking.push(id)
-        return waking.length === 0 ? Effect.void : Effect.forEach(waking, wakeIgnoring, { discard: true, concurrency: 64 })
+        return waking.length === 0
+          ? Effect.void
+          : Effect.forEach(waking, (id) => followChecked(id, watched.get(id)!), { discard: true, concurrency: 64 })
       })
-      yield* checkAll.pipe(Effect.repeat(Schedule.spaced(OWNER_CHECK)), Effect.forkScoped)
+      yield* checkAll.pipe(Effect.repeat(Schedule.spaced(ownerCheck)), Effect.forkScoped)
     }
 
     /**
      * For the life of the scope, this process's streams of the session keep its owner checked (cluster mode). `now`:
-     * the first check at once; a turn's own stream skips it, since the message it sends next reaches the owner (and
-     * starts it) as that check's wake would, which cost a turn a second entity message (issue 28).
+     * the first check at once, answered before this returns (bounded like a read's wake), so what the stream reads of
+     * the log next and what the owner tells this runner from then on leave nothing out. A turn's own stream skips it:
+     * the message it sends next follows the session (and starts it) as that check would, which cost a turn a second
+     * entity message (issue 28).
      */
     const watchOwner = (id: SessionId, now: boolean) =>
       hub.clustered
-        ? Effect.acquireRelease(
-          Effect.sync(() => {
-            const watch = watched.get(id)
-            if (watch !== undefined) return void watch.streams++
-            const added: Watch = { streams: 1, heldBefore: false, shard: shardOf(sharding, Session, id) }
-            watched.set(id, added)
-            if (now && due(added)) runInService(wakeIgnoring(id))
-          }),
-          () =>
-            Effect.sync(() => {
+        ? Effect.gen(function*() {
+          const first = yield* Effect.acquireRelease(
+            Clock.currentTimeMillis.pipe(Effect.map((at) => {
               const watch = watched.get(id)
-              if (watch !== undefined && --watch.streams <= 0) watched.delete(id)
-            })
-        )
+              if (watch !== undefined) {
+                watch.streams++
+                return undefined
+              }
+              const added: Watch = { streams: 1, heldBefore: false, shard: shardOf(sharding, Session, id), followedAt: now ? 0 : at }
+              watched.set(id, added)
+              return now && due(added) ? added : undefined
+            })),
+            () =>
+              Effect.sync(() => {
+                const watch = watched.get(id)
+                if (watch !== undefined && --watch.streams <= 0) watched.delete(id)
+              })
+          )
+          if (first !== undefined) yield* Effect.timeoutOption(Effect.disconnect(followChecked(id, first)), READ_WAKE)
+        })
         : Effect.void
 
     /**
@@ -254,7 +296,7 @@ export class SessionFollow extends Effect.Service<SessionFollow>()("atrium/sessi
         yield* Effect.forkIn(readLog, scope)
       })
 
-    return { wakeBeforeRead, followTurn, followLog, followLoggedTurn } as const
+    return { wakeBeforeRead, followTurn, followLog, followLoggedTurn, follower } as const
   }),
-  dependencies: [SessionsRepo.Default, SessionHub.Default]
+  dependencies: [SessionsRepo.Default, SessionHub.Default, SessionsConfig.Default]
 }) {}

@@ -112,17 +112,18 @@ export class SessionHub extends Effect.Service<SessionHub>()("atrium/sessions/Se
      * with listeners, from where each was (a session whose listeners were told nothing yet: its newest event, which
      * every subscriber orders by `seq` and fills any gap before from the log itself).
      */
-    const catchUp = Effect.gen(function*() {
-      for (const sessionId of Array.from(topics.keys())) {
+    /** One session's listeners here, told what the log holds past what they were told (see `catchUp`). */
+    const catchUpSession = (sessionId: SessionId) =>
+      Effect.gen(function*() {
+        if (!topics.has(sessionId)) return
         const before = told.get(sessionId)
-        if (before !== undefined) {
-          yield* fillFromLog(sessionId, before, Number.MAX_SAFE_INTEGER)
-          continue
-        }
+        if (before !== undefined) return yield* fillFromLog(sessionId, before, Number.MAX_SAFE_INTEGER)
         const position = (yield* repo.positions(sessionId)).seq
         if (position > 0) yield* fillFromLog(sessionId, position - 1, Number.MAX_SAFE_INTEGER)
-      }
-    }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("session events could not be caught up after a reconnection", cause)))
+      })
+    const catchUp = Effect.suspend(() => Effect.forEach(Array.from(topics.keys()), catchUpSession, { discard: true })).pipe(
+      Effect.catchAllCause((cause) => Effect.logWarning("session events could not be caught up after a reconnection", cause))
+    )
 
     if (clustered) {
       // This runner's own notes (`noteOf` writes `r` first) were told here as they were published: skipped unread.
@@ -196,7 +197,8 @@ export class SessionHub extends Effect.Service<SessionHub>()("atrium/sessions/Se
       return count
     })
 
-    return { publish, publishLocal, noteOf, channel: CHANNEL, listen, subscriptions, clustered } as const
+    /** This runner, as a follower names itself to a session's owner (`SessionLog.follow`). */
+    return { publish, publishLocal, noteOf, channel: CHANNEL, listen, subscriptions, clustered, self, catchUpSession } as const
   }),
   dependencies: [SessionsRepo.Default, AppConfig.Default, Notifications.Default]
 }) {}

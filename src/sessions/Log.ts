@@ -1,8 +1,9 @@
 import type { SessionId } from "../platform/Ids.js"
-import { Cause, Deferred, Effect, Exit, Option } from "effect"
+import { Cause, Clock, Deferred, Duration, Effect, Exit, Option } from "effect"
 import { Fenced } from "../platform/cluster/Fences.js"
 import { groupCommit } from "../platform/GroupCommit.js"
 import type { InternalEvent } from "../runtime/Events.js"
+import { SessionsConfig } from "./Config.js"
 import { SessionHub } from "./Hub.js"
 import { SessionsRepo } from "./Repo.js"
 import type { LogWrite } from "./Rows.js"
@@ -28,11 +29,22 @@ interface Pending {
  * A failed write breaks its session's log: every later write of that session is refused without being tried, until
  * the session says it has read its position again (`resume`). Otherwise a later write could commit after a lost one
  * and leave a hole in `seq` (issue 33: resumes that went 5094, 5097). The session sees `broken` and stops its turn.
+ *
+ * Cluster mode: a write's `NOTIFY` goes out only while another runner follows its session (`follow`, renewed by the
+ * follower) or the session started on this runner within the lease (`expectFollowers`). PostgreSQL wakes every
+ * listening backend, one per runner, for every `NOTIFY`, whatever its channel, and each wake is a transaction: a
+ * turn nobody follows elsewhere (a background run, a stream on the owner's own runner, one runner) costs none of
+ * them (issue 45, docs/sessions.md "Who is told").
  */
 export class SessionLog extends Effect.Service<SessionLog>()("atrium/sessions/SessionLog", {
   scoped: Effect.gen(function*() {
     const repo = yield* SessionsRepo
     const hub = yield* SessionHub
+    const lease = Duration.toMillis((yield* SessionsConfig).followLease)
+    /** Until when each session's writes are told to other runners (epoch milliseconds). */
+    const toldUntil = new Map<SessionId, number>()
+    /** Each session's last write not yet committed: what a new follower waits for before it reads the log. */
+    const lastPending = new Map<SessionId, Deferred.Deferred<void>>()
     const broken = new Set<SessionId>()
     /** Sessions whose write was refused by its fence since they last resumed. */
     const fenced = new Set<SessionId>()
@@ -46,12 +58,26 @@ export class SessionLog extends Effect.Service<SessionLog>()("atrium/sessions/Se
         event: event.payload as unknown as InternalEvent & { seq: number }
       }))
 
+    /** Whether another runner may follow the session now (its writes are notified). */
+    const followed = (sessionId: SessionId, now: number) => {
+      const until = toldUntil.get(sessionId)
+      if (until === undefined) return false
+      if (until > now) return true
+      toldUntil.delete(sessionId)
+      return false
+    }
+
     const commit = (batch: ReadonlyArray<Pending>) =>
-      repo.commitLog(
-        batch.map((pending) => pending.write),
-        hub.channel,
-        batch.map((pending) => logged(pending.write).flatMap((event) => Option.toArray(hub.noteOf(pending.write.sessionId, event))))
-      )
+      Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        repo.commitLog(
+          batch.map((pending) => pending.write),
+          hub.channel,
+          batch.map((pending) =>
+            hub.clustered && followed(pending.write.sessionId, now)
+              ? logged(pending.write).flatMap((event) => Option.toArray(hub.noteOf(pending.write.sessionId, event)))
+              : []
+          )
+        ))
 
     const flush = (all: ReadonlyArray<Pending>): Effect.Effect<void> =>
       Effect.gen(function*() {
@@ -90,11 +116,19 @@ export class SessionLog extends Effect.Service<SessionLog>()("atrium/sessions/Se
       })
 
     // What is still queued when the service stops is written before it ends (`groupCommit`).
-    const offer = yield* groupCommit({ maxBatch: MAX_BATCH, write: flush })
+    const offer = yield* groupCommit<Pending>({
+      maxBatch: MAX_BATCH,
+      // Each write is answered by `flush`, however it went: a session's last one is then no longer pending.
+      write: (all: ReadonlyArray<Pending>) =>
+        Effect.ensuring(flush(all), Effect.sync(() => {
+          for (const { done, write } of all) if (lastPending.get(write.sessionId) === done) lastPending.delete(write.sessionId)
+        }))
+    })
 
     const enqueue = (write: LogWrite) =>
       Effect.gen(function*() {
         const done = yield* Deferred.make<void>()
+        lastPending.set(write.sessionId, done)
         yield* offer({ write, done })
         return done
       })
@@ -118,7 +152,31 @@ export class SessionLog extends Effect.Service<SessionLog>()("atrium/sessions/Se
         fenced.delete(sessionId)
       })
 
-    return { append, commit: commitNow, failed, refused, resume } as const
+    /** Tells the session's writes to other runners for the lease from now (or longer, if already told longer). */
+    const tellFor = (sessionId: SessionId) =>
+      Effect.map(Clock.currentTimeMillis, (now) => {
+        toldUntil.set(sessionId, Math.max(toldUntil.get(sessionId) ?? 0, now + lease))
+      })
+
+    /**
+     * Another runner follows the session: its writes are notified for the lease, and this returns once every write
+     * queued before is committed, so a follower that reads the log after this misses nothing (what is committed
+     * later is notified).
+     */
+    const follow = (sessionId: SessionId) =>
+      Effect.gen(function*() {
+        yield* tellFor(sessionId)
+        const pending = lastPending.get(sessionId)
+        if (pending !== undefined) yield* Effect.exit(Deferred.await(pending))
+      })
+
+    /** The session starts on this runner: followers it does not know of yet say so within the lease. */
+    const expectFollowers = tellFor
+
+    /** The session stopped here (passivated, moved, deleted). */
+    const forget = (sessionId: SessionId) => Effect.sync(() => void toldUntil.delete(sessionId))
+
+    return { append, commit: commitNow, failed, refused, resume, follow, expectFollowers, forget } as const
   }),
-  dependencies: [SessionsRepo.Default, SessionHub.Default]
+  dependencies: [SessionsRepo.Default, SessionHub.Default, SessionsConfig.Default]
 }) {}

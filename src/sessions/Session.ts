@@ -81,6 +81,7 @@ export const SessionLive = Layer.unwrapScoped(Effect.gen(function*() {
     // A write refused before this activation (the previous one's) no longer holds the log back: this one starts
     // from the position the database has.
     yield* log.resume(sessionId)
+    yield* log.expectFollowers(sessionId)
     const positions = yield* repo.positions(sessionId)
     // What a turn reads of the row, kept while active: none of it changes except by `Reload` (adopt) or `Stop`
     // (delete). Only those fields, not the row (its title, metadata and dates): every active session holds this.
@@ -526,6 +527,7 @@ export const SessionLive = Layer.unwrapScoped(Effect.gen(function*() {
           }
           yield* FiberHandle.clear(worker)
           yield* unfinished.release()
+          yield* log.forget(sessionId)
           yield* Metric.incrementBy(queuedTurns, -queued.length)
           yield* Metric.incrementBy(activeSessions, -1)
           yield* sandbox.release
@@ -534,6 +536,10 @@ export const SessionLive = Layer.unwrapScoped(Effect.gen(function*() {
     ))
     started = true
     if (queued.length > 0) yield* startWorker
+
+    /** A stream on another runner follows the session (one on this runner is told here, without a `NOTIFY`). */
+    const followedBy = (follower: string | undefined) =>
+      follower === undefined || follower === hub.self ? Effect.void : log.follow(sessionId)
 
     return {
       Send: ({ payload }) =>
@@ -547,6 +553,7 @@ export const SessionLive = Layer.unwrapScoped(Effect.gen(function*() {
           if (busy && strategy === "reject") {
             return yield* new SessionBusy({ message: "A turn is running in this session (multitask_strategy: reject)." })
           }
+          yield* followedBy(payload.follower)
           lastTurn += 1
           const turn: QueuedTurn = {
             turn: lastTurn,
@@ -574,7 +581,7 @@ export const SessionLive = Layer.unwrapScoped(Effect.gen(function*() {
           leaf = payload.leaf
           return true
         }),
-      Wake: () => Effect.succeed(Option.isSome(current)),
+      Wake: ({ payload }) => Effect.as(followedBy(payload.follower), Option.isSome(current)),
       Reload: () =>
         Effect.gen(function*() {
           row = turnPartOf(yield* repo.byId(sessionId))

@@ -16,9 +16,16 @@ export class SessionGone extends Schema.TaggedError<SessionGone>()("SessionGone"
  * turn it continues (a branch; null: a new root), absent for the session's leaf when it runs. `strategy`: see
  * `MultitaskStrategy` (absent: `enqueue`); `reject` while busy fails with `SessionBusy`.
  */
+/**
+ * `follower`: the runner whose stream follows the session, named by the runner (`SessionHub.self`): the owner tells
+ * it the session's events from now on (docs/sessions.md, "Who is told").
+ */
+const Follower = Schema.optional(Schema.String)
+
 const Send = Rpc.make("Send", {
   payload: {
     message: Schema.String,
+    follower: Follower,
     budget: Schema.NullOr(Schema.BigInt),
     parent: Schema.optional(Schema.NullOr(Schema.Number)),
     strategy: Schema.optional(MultitaskStrategy)
@@ -47,10 +54,11 @@ const CancelTurn = Rpc.make("CancelTurn", { payload: { runId: Schema.String }, s
 const Stop = Rpc.make("Stop", { success: Schema.Boolean })
 
 /**
- * Loads the session if it is not loaded (nothing else): loading closes a turn a crash left open, so a reader that
- * wakes the session first never waits for a turn that will not finish.
+ * Loads the session if it is not loaded: loading closes a turn a crash left open, so a reader that wakes the session
+ * first never waits for a turn that will not finish. With `follower`, answers once what was logged before it can be
+ * read, and tells that runner what is logged from then on.
  */
-const Wake = Rpc.make("Wake", { success: Schema.Boolean })
+const Wake = Rpc.make("Wake", { payload: { follower: Follower }, success: Schema.Boolean })
 
 /** Reads the session's row again: its end user changed (adopt), and the next turn is paid and filed for the new one. */
 const Reload = Rpc.make("Reload", { success: Schema.Boolean })

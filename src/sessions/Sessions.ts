@@ -75,7 +75,7 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
     const keys = yield* IdempotencyRepo
     /** Session messages leave from this service's fibers, so an active session does not keep a request alive. */
     const toEntity = yield* makeEntityCaller
-    const { followLog, followLoggedTurn, followTurn, wakeBeforeRead } = yield* SessionFollow
+    const { follower, followLog, followLoggedTurn, followTurn, wakeBeforeRead } = yield* SessionFollow
 
     const notFound = (id: SessionId) => new NotFound({ message: `No session ${id}.` })
 
@@ -255,6 +255,8 @@ export class Sessions extends Effect.Service<Sessions>()("atrium/sessions/Sessio
       const sending = toEntity(client(id).Send({
         message,
         budget: Option.getOrNull(how.budget),
+        // A stream here follows the turn: told to this runner if the session's owner is another.
+        ...(follow === undefined || follower === undefined ? {} : { follower }),
         ...(how.parent === undefined ? {} : { parent: how.parent }),
         ...(how.strategy === undefined ? {} : { strategy: how.strategy })
       })).pipe(

@@ -3,7 +3,7 @@ import { Duration, Effect, Exit, Scope } from "effect"
 import pg from "pg"
 import { failoverBudget } from "../../src/platform/cluster/Budget.js"
 import { requestAt } from "../support/Client.js"
-import { realWait } from "../support/Poll.js"
+import { pollUntil, realWait } from "../support/Poll.js"
 import { openStream } from "../support/Sse.js"
 import {
   agentOf,
@@ -31,11 +31,33 @@ import { settled } from "./support.js"
  * The runners are `dist/main.js` processes (`runners.ts`); services mode only.
  */
 
+/** The session events' notifications that name `session`, counted by a connection of the test's own, for the scope. */
+const notesOf = (databaseUrl: string, session: string) =>
+  Effect.gen(function*() {
+    let count = 0
+    const client = yield* Effect.acquireRelease(
+      Effect.promise(async () => {
+        const client = new pg.Client({ connectionString: databaseUrl })
+        await client.connect()
+        client.on("notification", (note) => {
+          if (JSON.parse(note.payload ?? "{}").s === session) count += 1
+        })
+        await client.query("LISTEN atrium_session_events")
+        return client
+      }),
+      (client) => Effect.promise(() => client.end())
+    )
+    return { client, count: () => count }
+  })
+
 describe("cluster (issue 13): two runners as one", () => {
   it.scopedLive("two runners: one wallet, one session, interrupt and approvals from either runner", () =>
     Effect.gen(function*() {
       const shared = yield* makeClusterShared
-      const [a, b] = yield* Effect.all([runner(shared), runner(shared)], { concurrency: 2 })
+      // A short follow lease (renewed every 500 ms): every stream below that follows the session from the runner that
+      // does not own it depends on its follows being heard and renewed (docs/sessions.md, "Who is told").
+      const env = { SESSION_FOLLOW_LEASE: "1500 millis" }
+      const [a, b] = yield* Effect.all([runner(shared, env), runner(shared, env)], { concurrency: 2 })
 
       // Two processes charging one wallet: every charge answered 200, nothing lost or doubled.
       const payer = yield* newUser(a)
@@ -133,6 +155,48 @@ describe("cluster (issue 13): two runners as one", () => {
       assert.strictEqual(lastEvent(whole).event, "run.completed")
       const asked10 = yield* requestAt(b.url, "GET", `/v1/sessions/${session}`, { token: user.token })
       assert.strictEqual(asked10.body.messages.filter((m: any) => m.role === "user" && m.content === "/slow 10").length, 1)
+
+      // Issue 45 item 4, who is told: the owner sends a turn's events to other runners (`NOTIFY`, which wakes every
+      // runner's listening connection) only while one follows the session. The test listens on the channel too.
+      const told = yield* notesOf(shared.databaseUrl, session)
+      const inBackground = (message: string) =>
+        Effect.gen(function*() {
+          const sent = yield* requestAt(a.url, "POST", `/v1/sessions/${session}/events`, {
+            token: user.token,
+            body: { type: "message", message, background: true }
+          })
+          assert.strictEqual(sent.status, 202, sent.text)
+          return yield* pollUntil(
+            requestAt(a.url, "GET", `/v1/runs/${sent.body.id}`, { token: user.token }),
+            (run) => run.body.status === "completed",
+            "the background turn completed"
+          )
+        })
+      // Every stream above has ended: once a lease has passed since the last follow (and since the session started on
+      // its runner), a turn nobody streams is told to no runner. Polled: each try is a turn.
+      yield* pollUntil(
+        Effect.gen(function*() {
+          const before = told.count()
+          yield* inBackground("nobody watches")
+          return told.count() - before
+        }),
+        (notes) => notes === 0,
+        "a turn told to no other runner",
+        { every: 200, within: 20_000 }
+      )
+      // A follower on each runner, one of which does not own the session: both see every event of a turn that lasts
+      // twice the lease, so the follow from the other runner was heard and renewed, and that runner was told.
+      const [followA, followB] = [yield* subscribe(a, user, session), yield* subscribe(b, user, session)]
+      const toldBefore = told.count()
+      yield* inBackground("/slow 30")
+      const [seenA, seenB] = [yield* followA.until("run.completed"), yield* followB.until("run.completed")]
+      assert.strictEqual(seenA.events[0]!.event, "run.created")
+      assert.strictEqual(seenA.events.filter((e) => e.event === "output.text.delta").length, 30, seenA.raw)
+      assert.deepStrictEqual(seqs(seenB), seqs(seenA))
+      assert.deepStrictEqual(seqs(seenA), seqs(seenA).map((_, i) => seqs(seenA)[0]! + i), "every seq once, in order")
+      assert.isAtLeast(told.count() - toldBefore, seqs(seenA).length, "each event told to the other runner")
+      yield* followA.cancel
+      yield* followB.cancel
     }), { timeout: 240_000 })
 
   it.scopedLive("WORKERS=2: one process starts two runners that share its port, and stops cleanly on SIGTERM", () =>

@@ -63,7 +63,7 @@ describe("Session entity on its own", () => {
         // Sent turns are durable before they run.
         const first = yield* nextSearch
         assert.strictEqual(first.query, "one")
-        assert.isTrue(yield* session.Wake(), "a turn is running")
+        assert.isTrue(yield* session.Wake({}), "a turn is running")
         assert.deepStrictEqual(yield* queued(sessionId), [1, 2, 3])
         assert.strictEqual(yield* pending, 0, "the second turn waits for the first")
         yield* first.answer([])
