@@ -134,11 +134,11 @@ export class SessionFollow extends Effect.Service<SessionFollow>()("atrium/sessi
     const watched = new Map<SessionId, Watch>()
     if (hub.clustered) {
       const checkAll = Effect.suspend(() => {
-        const waking: Array<SessionId> = []
-        for (const [id, watch] of watched) if (due(watch)) waking.push(id)
+        const waking: Array<readonly [SessionId, Watch]> = []
+        for (const entry of watched) if (due(entry[1])) waking.push(entry)
         return waking.length === 0
           ? Effect.void
-          : Effect.forEach(waking, (id) => followChecked(id, watched.get(id)!), { discard: true, concurrency: 64 })
+          : Effect.forEach(waking, ([id, watch]) => followChecked(id, watch), { discard: true, concurrency: 64 })
       })
       yield* checkAll.pipe(Effect.repeat(Schedule.spaced(ownerCheck)), Effect.forkScoped)
     }

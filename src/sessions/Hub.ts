@@ -53,6 +53,7 @@ export class SessionHub extends Effect.Service<SessionHub>()("atrium/sessions/Se
     const config = yield* AppConfig
     const clustered = Option.isSome(config.databaseUrl)
     const repo = yield* SessionsRepo
+    /** This runner: the `r` of its notes, and how it names itself to a session's owner as a follower. */
     const self = randomBase62(12)
 
     const tellListeners = (sessionId: SessionId, event: HubEvent) => {
@@ -107,11 +108,6 @@ export class SessionHub extends Effect.Service<SessionHub>()("atrium/sessions/Se
         yield* publishLocal(sessionId, event)
       })
 
-    /**
-     * After the listening connection came back: whatever was logged while nobody here listened, for every session
-     * with listeners, from where each was (a session whose listeners were told nothing yet: its newest event, which
-     * every subscriber orders by `seq` and fills any gap before from the log itself).
-     */
     /** One session's listeners here, told what the log holds past what they were told (see `catchUp`). */
     const catchUpSession = (sessionId: SessionId) =>
       Effect.gen(function*() {
@@ -121,6 +117,11 @@ export class SessionHub extends Effect.Service<SessionHub>()("atrium/sessions/Se
         const position = (yield* repo.positions(sessionId)).seq
         if (position > 0) yield* fillFromLog(sessionId, position - 1, Number.MAX_SAFE_INTEGER)
       })
+    /**
+     * After the listening connection came back: whatever was logged while nobody here listened, for every session
+     * with listeners, from where each was (a session whose listeners were told nothing yet: its newest event, which
+     * every subscriber orders by `seq` and fills any gap before from the log itself).
+     */
     const catchUp = Effect.suspend(() => Effect.forEach(Array.from(topics.keys()), catchUpSession, { discard: true })).pipe(
       Effect.catchAllCause((cause) => Effect.logWarning("session events could not be caught up after a reconnection", cause))
     )
@@ -197,7 +198,6 @@ export class SessionHub extends Effect.Service<SessionHub>()("atrium/sessions/Se
       return count
     })
 
-    /** This runner, as a follower names itself to a session's owner (`SessionLog.follow`). */
     return { publish, publishLocal, noteOf, channel: CHANNEL, listen, subscriptions, clustered, self, catchUpSession } as const
   }),
   dependencies: [SessionsRepo.Default, AppConfig.Default, Notifications.Default]

@@ -152,8 +152,11 @@ export class SessionLog extends Effect.Service<SessionLog>()("atrium/sessions/Se
         fenced.delete(sessionId)
       })
 
-    /** Tells the session's writes to other runners for the lease from now (or longer, if already told longer). */
-    const tellFor = (sessionId: SessionId) =>
+    /**
+     * The session's writes are told to other runners for the lease from now (or longer, if already told longer): it
+     * starts on this runner, and followers it does not know of yet say so within the lease.
+     */
+    const expectFollowers = (sessionId: SessionId) =>
       Effect.map(Clock.currentTimeMillis, (now) => {
         toldUntil.set(sessionId, Math.max(toldUntil.get(sessionId) ?? 0, now + lease))
       })
@@ -165,13 +168,10 @@ export class SessionLog extends Effect.Service<SessionLog>()("atrium/sessions/Se
      */
     const follow = (sessionId: SessionId) =>
       Effect.gen(function*() {
-        yield* tellFor(sessionId)
+        yield* expectFollowers(sessionId)
         const pending = lastPending.get(sessionId)
         if (pending !== undefined) yield* Effect.exit(Deferred.await(pending))
       })
-
-    /** The session starts on this runner: followers it does not know of yet say so within the lease. */
-    const expectFollowers = tellFor
 
     /** The session stopped here (passivated, moved, deleted). */
     const forget = (sessionId: SessionId) => Effect.sync(() => void toldUntil.delete(sessionId))

@@ -12,16 +12,16 @@ export class SessionGone extends Schema.TaggedError<SessionGone>()("SessionGone"
 
 
 /**
- * Queues a turn; answers at once with the turn's number (its events carry it), not when the turn ends. `parent`: the
- * turn it continues (a branch; null: a new root), absent for the session's leaf when it runs. `strategy`: see
- * `MultitaskStrategy` (absent: `enqueue`); `reject` while busy fails with `SessionBusy`.
- */
-/**
  * `follower`: the runner whose stream follows the session, named by the runner (`SessionHub.self`): the owner tells
  * it the session's events from now on (docs/sessions.md, "Who is told").
  */
 const Follower = Schema.optional(Schema.String)
 
+/**
+ * Queues a turn; answers at once with the turn's number (its events carry it), not when the turn ends. `parent`: the
+ * turn it continues (a branch; null: a new root), absent for the session's leaf when it runs. `strategy`: see
+ * `MultitaskStrategy` (absent: `enqueue`); `reject` while busy fails with `SessionBusy`.
+ */
 const Send = Rpc.make("Send", {
   payload: {
     message: Schema.String,

@@ -35,7 +35,7 @@ import { settled } from "./support.js"
 const notesOf = (databaseUrl: string, session: string) =>
   Effect.gen(function*() {
     let count = 0
-    const client = yield* Effect.acquireRelease(
+    yield* Effect.acquireRelease(
       Effect.promise(async () => {
         const client = new pg.Client({ connectionString: databaseUrl })
         await client.connect()
@@ -47,7 +47,7 @@ const notesOf = (databaseUrl: string, session: string) =>
       }),
       (client) => Effect.promise(() => client.end())
     )
-    return { client, count: () => count }
+    return { count: () => count }
   })
 
 describe("cluster (issue 13): two runners as one", () => {
